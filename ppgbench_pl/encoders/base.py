@@ -1,0 +1,125 @@
+"""The encoder contract every model honours, in plain PyTorch (no Lightning, no data layer).
+
+An encoder receives windows already resampled to its native ``sampling_rate`` as a float tensor
+``[batch, time]`` plus the per-group PPG statistics, applies its own native preprocessing (filtering,
+normalisation, crop/pad: done here and nowhere else), and returns one embedding per window,
+``[batch, embed_dim]``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import ClassVar
+
+import torch
+from torch import Tensor, nn
+
+from ppgbench_pl.errors import CheckpointError
+
+
+class PPGEncoder(nn.Module):
+    """Base class for every encoder: native rate, embedding size, preprocessing, features, weights.
+
+    Subclasses set ``name``, ``sampling_rate`` and ``embed_dim`` and implement ``forward_features``.
+    ``preprocess`` defaults to adding a channel axis; models with native filtering override it.
+    """
+
+    name: ClassVar[str] = "encoder"
+    sampling_rate: ClassVar[float] = 64.0
+    embed_dim: ClassVar[int] = 0
+    #: Shortest window (in samples at ``sampling_rate``) the model accepts.
+    min_samples: ClassVar[int] = 1
+    #: False for parameter-free controls (PRV): they cannot be finetuned.
+    trainable: ClassVar[bool] = True
+    #: True when ``preprocess`` needs the group statistics ``ppg_mean``/``ppg_std``.
+    uses_group_stats: ClassVar[bool] = False
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.checkpoint_path: str | None = None
+
+    def preprocess(self, x: Tensor, ppg_mean: Tensor | None = None, ppg_std: Tensor | None = None) -> Tensor:
+        """Turn raw windows ``[B, T]`` into the network input (default: ``[B, 1, T]``)."""
+        if x.shape[-1] < self.min_samples:
+            raise ValueError(f"{self.name} needs windows of at least {self.min_samples} samples, got {x.shape[-1]}")
+        return x.unsqueeze(1) if x.ndim == 2 else x
+
+    def forward_features(self, x: Tensor) -> Tensor:
+        """Embed preprocessed input into ``[B, embed_dim]``."""
+        raise NotImplementedError
+
+    def forward(self, x: Tensor, ppg_mean: Tensor | None = None, ppg_std: Tensor | None = None) -> Tensor:
+        """Native preprocessing followed by feature extraction: windows -> embeddings."""
+        return self.forward_features(self.preprocess(x, ppg_mean, ppg_std))
+
+    # -- weights -------------------------------------------------------------------------------
+    def extract_state_dict(self, checkpoint: object) -> Mapping[str, Tensor]:
+        """Pull this model's state dict out of a loaded checkpoint object (prefixes, nesting)."""
+        if not isinstance(checkpoint, Mapping):
+            raise CheckpointError(f"{self.name}: checkpoint is a {type(checkpoint).__name__}, not a state dict")
+        return checkpoint
+
+    def read_checkpoint(self, path: Path) -> object:
+        """Read the checkpoint file; ``weights_only=True`` unless a subclass knows better."""
+        return torch.load(path, map_location="cpu", weights_only=True)
+
+    def load_pretrained(self, path: str | Path) -> None:
+        """Load the authors' checkpoint strictly; a mismatch lists missing and unexpected keys."""
+        path = Path(path)
+        if not path.exists():
+            raise CheckpointError(f"{path}: checkpoint file not found")
+        try:
+            raw = self.read_checkpoint(path)
+        except CheckpointError:
+            raise
+        except Exception as exc:  # unreadable or unsafe pickle: one line naming the file
+            raise CheckpointError(f"{path}: cannot read checkpoint ({type(exc).__name__}: {exc})") from exc
+        load_state_dict_strict(self.weights_module(), self.extract_state_dict(raw), source=str(path))
+        self.checkpoint_path = str(path)
+
+    def weights_module(self) -> nn.Module:
+        """The submodule whose state dict the checkpoint holds (the encoder itself by default)."""
+        return self
+
+    def checkpoint_digest(self) -> str:
+        """Content hash of the loaded checkpoint, or ``"random-init"``: part of the embedding-cache key."""
+        if self.checkpoint_path is None:
+            return "random-init"
+        return file_sha256(Path(self.checkpoint_path))
+
+
+def strip_prefix(state: Mapping[str, Tensor], prefix: str) -> dict[str, Tensor]:
+    """Remove ``prefix`` from every key that has it (e.g. ``module.`` from DataParallel)."""
+    return {(k[len(prefix):] if k.startswith(prefix) else k): v for k, v in state.items()}
+
+
+def load_state_dict_strict(module: nn.Module, state: Mapping[str, Tensor], source: str) -> None:
+    """``load_state_dict(strict=True)`` with a one-line error that lists what does not fit."""
+    own = module.state_dict()
+    missing = sorted(set(own) - set(state))
+    unexpected = sorted(set(state) - set(own))
+    wrong_shape = sorted(k for k in set(own) & set(state) if tuple(own[k].shape) != tuple(state[k].shape))
+    if missing or unexpected or wrong_shape:
+        def _fmt(keys: list[str]) -> str:
+            return ", ".join(keys[:8]) + (f" (+{len(keys) - 8} more)" if len(keys) > 8 else "")
+
+        parts = []
+        if missing:
+            parts.append(f"missing keys [{_fmt(missing)}]")
+        if unexpected:
+            parts.append(f"unexpected keys [{_fmt(unexpected)}]")
+        if wrong_shape:
+            parts.append(f"wrong shapes [{_fmt(wrong_shape)}]")
+        raise CheckpointError(f"{source}: checkpoint does not fit {type(module).__name__}: " + "; ".join(parts))
+    module.load_state_dict(state, strict=True)
+
+
+def file_sha256(path: Path, chunk: int = 1 << 20) -> str:
+    """SHA-256 of a file's bytes, streamed."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(chunk), b""):
+            digest.update(block)
+    return digest.hexdigest()

@@ -1,0 +1,17 @@
+"""Errors the user should see as one clear line, never as a traceback."""
+
+
+class PPGBenchError(Exception):
+    """A problem with the user's input or environment, reported as one line by the CLI."""
+
+
+class ConfigError(PPGBenchError):
+    """A config names something unknown or inconsistent (task, dataset, encoder, regime)."""
+
+
+class DataError(PPGBenchError):
+    """A data file is missing, malformed or inconsistent; the message names the file."""
+
+
+class CheckpointError(PPGBenchError):
+    """A checkpoint does not fit the encoder it is loaded into."""
