@@ -1,0 +1,143 @@
+"""Native input preprocessing of the encoders: zero-phase filters and normalisations.
+
+Every function works along the last (time) axis of a ``[B, T]`` (or ``[T]``) NumPy array or torch
+tensor, computes in float64 with SciPy on the CPU, and returns a float32 torch tensor (on the input
+tensor's device, CPU for NumPy input). These mirror what each model saw during pretraining.
+
+Short windows: SciPy's forward-backward filters extend the signal by ``padlen`` samples (odd
+reflection) and refuse windows that are not longer than that. PPG-BP windows are only 105-263
+samples, and other callers may pass shorter ones, so when a window is too short the pad length is
+reduced to ``T - 1`` instead of failing. For windows longer than SciPy's default pad length (27 for
+the order-4 band-passes here) the result is identical to SciPy's defaults.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from numpy.typing import NDArray
+from scipy import signal
+from torch import Tensor
+
+ArrayLike = NDArray[np.floating] | Tensor
+
+#: Chebyshev type II band-pass used by PaPaGei (after pyPPG) and PulsePPG.
+CHEBY_ORDER = 4
+CHEBY_STOP_DB = 20.0
+CHEBY_BAND_HZ = (0.5, 12.0)
+#: Moving-average smoother of PaPaGei: 50 ms, only at rates of at least 75 Hz.
+SMOOTH_SECONDS = 0.05
+SMOOTH_MIN_FS = 75.0
+#: Added to standard deviations so flat windows do not divide by zero.
+STD_EPS = 1e-6
+
+
+def _as_numpy(x: ArrayLike | float) -> tuple[NDArray[np.float64], torch.device]:
+    """Float64 array for SciPy plus the device to return to."""
+    if isinstance(x, Tensor):
+        return x.detach().to("cpu", torch.float64).numpy(), x.device
+    return np.asarray(x, dtype=np.float64), torch.device("cpu")
+
+
+def _as_tensor(x: NDArray[np.float64], device: torch.device) -> Tensor:
+    """Float32 tensor on ``device`` (contiguous copy; SciPy output may be a strided view)."""
+    return torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32)).to(device)
+
+
+def _padlen(length: int, default: int) -> int:
+    """SciPy's default pad length, reduced to ``length - 1`` for windows too short for it."""
+    return max(0, min(default, length - 1))
+
+
+def _check_band(band: tuple[float, float], fs: float) -> None:
+    """Reject a band that does not fit below the Nyquist frequency (SciPy's message is cryptic)."""
+    low, high = band
+    if not 0.0 < low < high < fs / 2.0:
+        raise ValueError(f"band-pass {low}-{high} Hz needs 0 < low < high < fs/2 = {fs / 2.0} Hz")
+
+
+def sos_filtfilt(x: ArrayLike, sos: NDArray[np.float64]) -> Tensor:
+    """Zero-phase SOS filtering along time with the short-window pad rule of this module."""
+    arr, device = _as_numpy(x)
+    n_sections = sos.shape[0]
+    ntaps = 2 * n_sections + 1 - min(int((sos[:, 2] == 0).sum()), int((sos[:, 5] == 0).sum()))
+    out = signal.sosfiltfilt(sos, arr, axis=-1, padlen=_padlen(arr.shape[-1], 3 * ntaps))
+    return _as_tensor(out, device)
+
+
+def ba_filtfilt(x: ArrayLike, b: NDArray[np.float64], a: NDArray[np.float64]) -> Tensor:
+    """Zero-phase transfer-function filtering along time with the short-window pad rule."""
+    arr, device = _as_numpy(x)
+    default = 3 * max(len(a), len(b))
+    out = signal.filtfilt(b, a, arr, axis=-1, padlen=_padlen(arr.shape[-1], default))
+    return _as_tensor(out, device)
+
+
+def cheby2_bandpass_sos(
+    x: ArrayLike, fs: float, band: tuple[float, float] = CHEBY_BAND_HZ, order: int = CHEBY_ORDER,
+    stop_db: float = CHEBY_STOP_DB,
+) -> Tensor:
+    """Chebyshev II band-pass (order 4, 20 dB, 0.5-12 Hz), forward-backward in SOS form (PaPaGei)."""
+    _check_band(band, fs)
+    sos = signal.cheby2(order, stop_db, band, btype="bandpass", output="sos", fs=fs)
+    return sos_filtfilt(x, sos)
+
+
+def cheby2_bandpass_ba(
+    x: ArrayLike, fs: float, band: tuple[float, float] = CHEBY_BAND_HZ, order: int = CHEBY_ORDER,
+    stop_db: float = CHEBY_STOP_DB,
+) -> Tensor:
+    """The same Chebyshev II band-pass in (b, a) form, as PulsePPG's preprocessing applies it."""
+    _check_band(band, fs)
+    b, a = signal.cheby2(order, stop_db, band, btype="bandpass", output="ba", fs=fs)
+    return ba_filtfilt(x, b, a)
+
+
+def butter_bandpass_sos(x: ArrayLike, fs: float, band: tuple[float, float], order: int) -> Tensor:
+    """Butterworth band-pass of the given order and band, zero-phase SOS (AnyPPG, SigmaPPG)."""
+    _check_band(band, fs)
+    sos = signal.butter(order, band, btype="bandpass", output="sos", fs=fs)
+    return sos_filtfilt(x, sos)
+
+
+def moving_average_smooth(x: ArrayLike, fs: float) -> Tensor:
+    """50 ms moving average (``round(0.05 * fs)`` taps), forward-backward; identity below 75 Hz.
+
+    PaPaGei inherits this from pyPPG, which only smooths signals sampled at 75 Hz or more.
+    """
+    taps = int(round(SMOOTH_SECONDS * fs))
+    if fs < SMOOTH_MIN_FS or taps <= 1:
+        arr, device = _as_numpy(x)
+        return _as_tensor(arr, device)
+    b = np.full(taps, 1.0 / taps)
+    return ba_filtfilt(x, b, np.array([1.0]))
+
+
+def zscore_window(x: ArrayLike, eps: float = STD_EPS) -> Tensor:
+    """Per-window z-score: subtract the mean, divide by the population std plus ``eps``."""
+    arr, device = _as_numpy(x)
+    mean = arr.mean(axis=-1, keepdims=True)
+    std = arr.std(axis=-1, keepdims=True)
+    return _as_tensor((arr - mean) / (std + eps), device)
+
+
+def zscore_group(
+    x: ArrayLike, ppg_mean: ArrayLike | float, ppg_std: ArrayLike | float, eps: float = STD_EPS
+) -> Tensor:
+    """Z-score with the subject-level statistics (one mean/std per window, or one for all)."""
+    arr, device = _as_numpy(x)
+    mean, std = _as_numpy(ppg_mean)[0], _as_numpy(ppg_std)[0]
+    # One statistic per window ([B] or [B, 1]) broadcasts over time; a scalar applies to all.
+    mean = mean.reshape(mean.shape + (1,) * (arr.ndim - mean.ndim)) if mean.ndim else mean
+    std = std.reshape(std.shape + (1,) * (arr.ndim - std.ndim)) if std.ndim else std
+    return _as_tensor((arr - mean) / (std + eps), device)
+
+
+def minmax_window(x: ArrayLike) -> Tensor:
+    """Per-window min-max scaling to [-1, 1]; a flat window (max equals min) becomes all zeros."""
+    arr, device = _as_numpy(x)
+    low = arr.min(axis=-1, keepdims=True)
+    span = arr.max(axis=-1, keepdims=True) - low
+    flat = span == 0
+    scaled = 2.0 * (arr - low) / np.where(flat, 1.0, span) - 1.0
+    return _as_tensor(np.where(flat, 0.0, scaled), device)

@@ -1,0 +1,95 @@
+"""PulsePPG (Pulse-PPG): a wide pre-activation 1-D ResNet at 50 Hz with global max pooling.
+
+Re-implemented from the published architecture description so that the authors'
+``checkpoint_best.pkl`` (weights under ``net``) loads strictly. The embedding is the 512-d max over
+time of the last residual block's output; there is no final BN, activation or projection.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Mapping
+from pathlib import Path
+from typing import ClassVar
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ppgbench_pl.encoders.base import PPGEncoder
+from ppgbench_pl.encoders.layers import SameConv1d, resnet1d_blocks, resnet1d_trunk
+from ppgbench_pl.encoders.preprocessing import cheby2_bandpass_ba, zscore_group
+from ppgbench_pl.errors import CheckpointError
+
+#: Epsilon of upstream's InstanceNorm1d (PyTorch default).
+INSTANCE_NORM_EPS = 1e-5
+
+
+class PulsePPGEncoder(PPGEncoder):
+    """PulsePPG: instance norm -> ResNet1D (12 blocks, base width 128, kernel 11) -> max over time."""
+
+    name: ClassVar[str] = "pulseppg"
+    sampling_rate: ClassVar[float] = 50.0
+    embed_dim: ClassVar[int] = 512
+    min_samples: ClassVar[int] = 2
+    uses_group_stats: ClassVar[bool] = True
+
+    def __init__(
+        self,
+        base_filters: int = 128,
+        kernel_size: int = 11,
+        n_block: int = 12,
+        dropout: float = 0.5,
+        checkpoint: str | Path | None = None,
+    ) -> None:
+        """Build the published configuration; load ``checkpoint`` strictly when given."""
+        super().__init__()
+        self.first_block_conv = SameConv1d(1, base_filters, kernel_size, stride=1)
+        self.first_block_bn = nn.BatchNorm1d(base_filters)
+        self.basicblock_list = resnet1d_blocks(base_filters, kernel_size, n_block, stride=2, dropout=dropout)
+        if checkpoint is not None:
+            self.load_pretrained(checkpoint)
+
+    def preprocess(self, x: Tensor, ppg_mean: Tensor | None = None, ppg_std: Tensor | None = None) -> Tensor:
+        """Per-subject z-score with the group statistics, then Chebyshev II (b, a) band-pass -> [B,1,T]."""
+        if x.ndim != 2:
+            raise ValueError(f"{self.name} expects raw windows [B, T], got shape {tuple(x.shape)}")
+        super().preprocess(x)
+        if ppg_mean is None or ppg_std is None:
+            raise ValueError(f"{self.name} normalises with the subject statistics: pass ppg_mean and ppg_std")
+        normalised = zscore_group(x, ppg_mean, ppg_std)
+        return cheby2_bandpass_ba(normalised, self.sampling_rate).to(x.device).unsqueeze(1)
+
+    def forward_features(self, x: Tensor) -> Tensor:
+        """Parameter-free instance norm (per window and channel), ResNet trunk, global max pool.
+
+        Upstream declares ``InstanceNorm1d(512)`` without affine or running statistics and applies it to
+        the 1-channel input; that is exactly a per-window z-score over time with biased variance.
+        """
+        x = F.instance_norm(x, eps=INSTANCE_NORM_EPS)
+        out = resnet1d_trunk(x, self.first_block_conv, self.first_block_bn, self.basicblock_list)
+        return out.amax(dim=-1)
+
+    def read_checkpoint(self, path: Path) -> object:
+        """Load ``checkpoint_best.pkl`` (a dict: ``net``, ``optimizer``, ``test_loss``, ``epoch``).
+
+        Tensors, an optimizer state dict and plain numbers load with the safe ``weights_only=True``
+        loader. Only if that fails (e.g. the pickle holds a NumPy scalar or another object the safe
+        unpickler refuses) do we fall back to a full unpickle, which executes code from the file: the
+        user points us at the authors' checkpoint, so this is acceptable for that trusted file only.
+        """
+        try:
+            return torch.load(path, map_location="cpu", weights_only=True)
+        except pickle.UnpicklingError:
+            return torch.load(path, map_location="cpu", weights_only=False)
+
+    def extract_state_dict(self, checkpoint: object) -> Mapping[str, Tensor]:
+        """The weights under ``checkpoint["net"]`` (no prefix)."""
+        if not isinstance(checkpoint, Mapping) or "net" not in checkpoint:
+            found = sorted(map(str, checkpoint))[:8] if isinstance(checkpoint, Mapping) else type(checkpoint)
+            raise CheckpointError(f"{self.name}: expected a dict with the weights under 'net', found {found}")
+        state = checkpoint["net"]
+        if not isinstance(state, Mapping):
+            kind = type(state).__name__
+            raise CheckpointError(f"{self.name}: checkpoint['net'] is a {kind}, not a state dict")
+        return state
