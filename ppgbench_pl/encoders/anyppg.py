@@ -1,0 +1,153 @@
+"""AnyPPG: a squeeze-excitation Net1D (ECGFounder-style) PPG encoder at 125 Hz.
+
+Re-implemented from the published description so that the authors' ``anyppg_ckpt.pth`` (a bare state
+dict, no prefix) loads strictly; module and attribute names follow the checkpoint keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar
+
+import torch
+from torch import Tensor, nn
+
+from ppgbench_pl.encoders.base import PPGEncoder
+from ppgbench_pl.encoders.layers import SameConv1d, SamePadMaxPool1d, pad_channels
+from ppgbench_pl.encoders.preprocessing import butter_bandpass_sos, zscore_window
+
+FILTER_LIST: tuple[int, ...] = (64, 160, 160, 400, 400, 512)
+BLOCKS_PER_STAGE: tuple[int, ...] = (2, 2, 2, 3, 3, 1)
+BAND_HZ = (0.5, 8.0)
+
+
+class SEBottleneckBlock(nn.Module):
+    """Pre-activation bottleneck (1x1, grouped kx1, 1x1) with squeeze-excitation and a pooled identity.
+
+    The first block of the network skips its pre-activation but still owns ``bn1`` so the checkpoint fits.
+    """
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int,
+        stride: int,
+        groups: int,
+        downsample: bool,
+        is_first_block: bool = False,
+        ratio: float = 1.0,
+        dropout: float = 0.5,
+    ) -> None:
+        super().__init__()
+        mid = int(out_channels * ratio)
+        self.in_channels, self.out_channels = in_channels, out_channels
+        self.is_first_block = is_first_block
+        self.bn1 = nn.BatchNorm1d(in_channels)
+        self.conv1 = SameConv1d(in_channels, mid, kernel_size=1)
+        self.bn2 = nn.BatchNorm1d(mid)
+        self.conv2 = SameConv1d(mid, mid, kernel_size, stride=stride if downsample else 1, groups=groups)
+        self.bn3 = nn.BatchNorm1d(mid)
+        self.conv3 = SameConv1d(mid, out_channels, kernel_size=1)
+        self.se_fc1 = nn.Linear(out_channels, out_channels // 2)
+        self.se_fc2 = nn.Linear(out_channels // 2, out_channels)
+        self.act = nn.SiLU()  # Swish: x * sigmoid(x)
+        self.drop = nn.Dropout(dropout)
+        # Parameter-free, so it only exists where it acts (matches the checkpoint either way).
+        self.max_pool = SamePadMaxPool1d(stride) if downsample else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Bottleneck, channel gating, then residual add."""
+        out = x
+        if not self.is_first_block:
+            out = self.drop(self.act(self.bn1(out)))
+        out = self.conv1(out)
+        out = self.conv2(self.drop(self.act(self.bn2(out))))
+        out = self.conv3(self.drop(self.act(self.bn3(out))))
+        gate = torch.sigmoid(self.se_fc2(self.act(self.se_fc1(out.mean(dim=-1)))))
+        out = out * gate.unsqueeze(-1)
+        identity = x if self.max_pool is None else self.max_pool(x)
+        if self.out_channels != self.in_channels:
+            identity = pad_channels(identity, self.out_channels)
+        return out + identity
+
+
+class SEStage(nn.Module):
+    """A run of blocks of one width; only the first one downsamples and widens."""
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        n_blocks: int,
+        kernel_size: int,
+        stride: int,
+        groups: int,
+        is_first_stage: bool,
+    ) -> None:
+        super().__init__()
+        self.block_list = nn.ModuleList(
+            SEBottleneckBlock(
+                in_channels if i == 0 else out_channels,
+                out_channels,
+                kernel_size,
+                stride,
+                groups,
+                downsample=i == 0,
+                is_first_block=is_first_stage and i == 0,
+            )
+            for i in range(n_blocks)
+        )
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Apply the blocks in order."""
+        for block in self.block_list:
+            x = block(x)
+        return x
+
+
+class AnyPPGEncoder(PPGEncoder):
+    """AnyPPG backbone: stride-2 stem, six SE stages (x128 downsampling), time mean -> 512-d."""
+
+    name: ClassVar[str] = "anyppg"
+    sampling_rate: ClassVar[float] = 125.0
+    embed_dim: ClassVar[int] = 512
+    min_samples: ClassVar[int] = 1
+
+    def __init__(
+        self,
+        checkpoint: str | None = None,
+        base_filters: int = 64,
+        filter_list: Sequence[int] = FILTER_LIST,
+        blocks_per_stage: Sequence[int] = BLOCKS_PER_STAGE,
+        kernel_size: int = 3,
+        stride: int = 2,
+        groups_width: int = 16,
+    ) -> None:
+        super().__init__()
+        if len(filter_list) != len(blocks_per_stage):
+            raise ValueError("filter_list and blocks_per_stage must have the same length")
+        self.first_conv = SameConv1d(1, base_filters, kernel_size, stride=2)  # stem stride is fixed upstream
+        self.first_bn = nn.BatchNorm1d(base_filters)
+        self.first_activation = nn.SiLU()
+        stages = []
+        in_ch = base_filters
+        for i, (width, n_blocks) in enumerate(zip(filter_list, blocks_per_stage)):
+            stages.append(SEStage(in_ch, width, n_blocks, kernel_size, stride, width // groups_width, i == 0))
+            in_ch = width
+        self.stage_list = nn.ModuleList(stages)
+        if checkpoint is not None:
+            self.load_pretrained(checkpoint)
+
+    def preprocess(self, x: Tensor, ppg_mean: Tensor | None = None, ppg_std: Tensor | None = None) -> Tensor:
+        """Butterworth(3) 0.5-8 Hz zero-phase band-pass, then per-window z-score: [B, T] -> [B, 1, T]."""
+        super().preprocess(x)  # length check only
+        out = zscore_window(butter_bandpass_sos(x, self.sampling_rate, BAND_HZ, order=3), eps=1e-6)
+        return out.unsqueeze(1) if out.ndim == 2 else out
+
+    def forward_features(self, x: Tensor) -> Tensor:
+        """Stem, stages, then the plain mean over time."""
+        out = self.first_activation(self.first_bn(self.first_conv(x)))
+        for stage in self.stage_list:
+            out = stage(out)
+        return out.mean(dim=-1)
