@@ -84,10 +84,18 @@ class PPGEncoder(nn.Module):
         return self
 
     def checkpoint_digest(self) -> str:
-        """Content hash of the loaded checkpoint, or ``"random-init"``: part of the embedding-cache key."""
-        if self.checkpoint_path is None:
-            return "random-init"
-        return file_sha256(Path(self.checkpoint_path))
+        """Content hash of the weights: part of the embedding-cache key.
+
+        The checkpoint file's SHA-256 when one was loaded, otherwise a hash of the current state dict
+        (so a seeded random init or a parameter-free control still has a stable identity).
+        """
+        if self.checkpoint_path is not None:
+            return file_sha256(Path(self.checkpoint_path))
+        digest = hashlib.sha256(type(self).__qualname__.encode())
+        for key, value in sorted(self.state_dict().items()):
+            digest.update(key.encode())
+            digest.update(value.detach().cpu().contiguous().numpy().tobytes())
+        return digest.hexdigest()
 
 
 def strip_prefix(state: Mapping[str, Tensor], prefix: str) -> dict[str, Tensor]:
