@@ -1,0 +1,138 @@
+"""Subject-disjoint splitters that reproduce the published group assignment (PROTOCOL.md section 3).
+
+All three follow scikit-learn's ``split(X, y, groups)`` contract and yield index arrays, so they can be
+handed to any scikit-learn search. Group order matters for bit-identical folds: outer folds start from
+the dataset's group names sorted as strings; inner folds and the holdout start from the training groups
+in order of first appearance. Shuffling uses Python's ``random.Random`` (Mersenne Twister) as published.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from ppgbench_pl.errors import ConfigError
+
+
+def chunk(items: Sequence[Any], n_chunks: int) -> list[list[Any]]:
+    """Consecutive chunks; chunk i has floor(n/k) items plus one more when i < n mod k."""
+    base, extra = divmod(len(items), n_chunks)
+    out, start = [], 0
+    for i in range(n_chunks):
+        size = base + (1 if i < extra else 0)
+        out.append(list(items[start : start + size]))
+        start += size
+    return out
+
+
+def dataset_seed(seed: int, dataset: str) -> int:
+    """Integer of the first 16 hex digits of SHA-256 of ``"<seed>:<dataset>"``."""
+    return int(hashlib.sha256(f"{seed}:{dataset}".encode()).hexdigest()[:16], 16)
+
+
+def outer_group_folds(groups: Sequence[str], seed: int, dataset: str, n_folds: int = 5) -> list[tuple[list[str], list[str]]]:
+    """(train groups, test groups) per outer fold; train groups stay in shuffled order."""
+    names = sorted({str(g) for g in groups})
+    if len(names) < n_folds:
+        raise ConfigError(f"dataset '{dataset}' has {len(names)} groups; subject-disjoint CV needs at least {n_folds}")
+    random.Random(dataset_seed(seed, dataset)).shuffle(names)
+    chunks = chunk(names, n_folds)
+    return [([g for j, c in enumerate(chunks) if j != i for g in c], chunks[i]) for i in range(n_folds)]
+
+
+def first_appearance(groups: Sequence[Any]) -> list[Any]:
+    """Unique groups in order of first appearance."""
+    return list(dict.fromkeys(groups))
+
+
+def inner_group_folds(train_groups: Sequence[Any], seed: int, n_folds: int = 4) -> list[list[Any]]:
+    """Validation groups of each inner fold: first-appearance order, shuffled with ``Random(seed)``."""
+    if n_folds < 2:
+        raise ConfigError(f"inner folds must be at least 2, got {n_folds}")
+    unique = first_appearance(train_groups)
+    if len(unique) < n_folds:
+        raise ConfigError(f"{len(unique)} training groups cannot make {n_folds} inner folds")
+    random.Random(seed).shuffle(unique)
+    return chunk(unique, n_folds)
+
+
+def holdout_groups(train_groups: Sequence[Any], seed: int, repeat: int = 0, fraction: float = 0.2) -> tuple[list[Any], list[Any]]:
+    """(fit groups, validation groups): the first max(1, round(0.2 n)) shuffled groups validate."""
+    unique = first_appearance(train_groups)
+    if len(unique) < 2:
+        raise ConfigError(f"a validation holdout needs at least 2 training groups, got {len(unique)}")
+    random.Random(seed + 1009 * repeat).shuffle(unique)
+    n_val = max(1, round(fraction * len(unique)))
+    return unique[n_val:], unique[:n_val]
+
+
+def _indices(groups: np.ndarray, chosen: Sequence[Any]) -> np.ndarray:
+    return np.flatnonzero(np.isin(groups, np.asarray(list(chosen), dtype=groups.dtype)))
+
+
+class OuterGroupSplit:
+    """Outer folds of one seed for one dataset (scikit-learn splitter).
+
+    Args:
+        dataset: Dataset key, part of the shuffle seed.
+        seed: Outer seed (42-46 by default in the protocol).
+        n_splits: Number of outer folds.
+        all_groups: Every group of the dataset, including groups without a valid label for the task
+            (they still take a place in the published split). Defaults to the groups passed to ``split``.
+    """
+
+    def __init__(self, dataset: str, seed: int, n_splits: int = 5, all_groups: Sequence[str] | None = None) -> None:
+        self.dataset, self.seed, self.n_splits = dataset, seed, n_splits
+        self.all_groups = list(all_groups) if all_groups is not None else None
+
+    def get_n_splits(self, X: Any = None, y: Any = None, groups: Any = None) -> int:  # noqa: N803
+        """Number of folds."""
+        return self.n_splits
+
+    def split(self, X: Any, y: Any = None, groups: Any = None) -> Iterator[tuple[np.ndarray, np.ndarray]]:  # noqa: N803
+        """Yield (train indices, test indices) per outer fold."""
+        groups = np.asarray(groups).astype(str)
+        names = self.all_groups if self.all_groups is not None else list(groups)
+        for train, test in outer_group_folds(names, self.seed, self.dataset, self.n_splits):
+            # Training indices follow the shuffled group order, as the published loader reads them.
+            yield np.concatenate([_indices(groups, [g]) for g in train]).astype(np.int64), _indices(groups, test)
+
+
+class InnerGroupSplit:
+    """Inner group folds on an outer-training part (scikit-learn splitter)."""
+
+    def __init__(self, seed: int, n_splits: int = 4) -> None:
+        self.seed, self.n_splits = seed, n_splits
+
+    def get_n_splits(self, X: Any = None, y: Any = None, groups: Any = None) -> int:  # noqa: N803
+        """Number of folds."""
+        return self.n_splits
+
+    def split(self, X: Any, y: Any = None, groups: Any = None) -> Iterator[tuple[np.ndarray, np.ndarray]]:  # noqa: N803
+        """Yield (train indices, validation indices) per inner fold."""
+        groups = np.asarray(groups)
+        for val in inner_group_folds(list(groups), self.seed, self.n_splits):
+            mask = np.isin(groups, val)
+            yield np.flatnonzero(~mask), np.flatnonzero(mask)
+
+
+class GroupHoldoutSplit:
+    """The single 20 % group holdout used by the neural regimes (scikit-learn splitter)."""
+
+    def __init__(self, seed: int, repeat: int = 0, fraction: float = 0.2) -> None:
+        self.seed, self.repeat, self.fraction = seed, repeat, fraction
+
+    def get_n_splits(self, X: Any = None, y: Any = None, groups: Any = None) -> int:  # noqa: N803
+        """Always one split."""
+        return 1
+
+    def split(self, X: Any, y: Any = None, groups: Any = None) -> Iterator[tuple[np.ndarray, np.ndarray]]:  # noqa: N803
+        """Yield (fit indices, validation indices)."""
+        groups = np.asarray(groups)
+        _, val = holdout_groups(list(groups), self.seed, self.repeat, self.fraction)
+        mask = np.isin(groups, val)
+        yield np.flatnonzero(~mask), np.flatnonzero(mask)

@@ -1,0 +1,114 @@
+"""From a processed tree to what a task evaluates: windows, targets and groups (PROTOCOL.md 1.11).
+
+Windows are read once per (dataset, rate) as :class:`DatasetWindows`, shared by every task of the
+dataset (and by the embedding cache); a :class:`TaskView` then selects the rows with a valid label for
+one task. Groups without valid rows simply contribute nothing, but keep their place in the splits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ppgbench_pl.data.processed import ProcessedDataset
+from ppgbench_pl.data.registry import TaskSpec
+from ppgbench_pl.errors import DataError
+
+
+@dataclass
+class DatasetWindows:
+    """Every window of one processed dataset, concatenated in sorted-group order."""
+
+    directory: str
+    x: np.ndarray
+    groups: np.ndarray
+    ppg_mean: np.ndarray
+    ppg_std: np.ndarray
+    group_names: list[str]
+
+    @property
+    def n_samples(self) -> int:
+        """Window length in samples."""
+        return int(self.x.shape[1])
+
+
+def load_windows(store: ProcessedDataset) -> DatasetWindows:
+    """Read every group's ``ppg.npy`` and stats; all windows must share one length."""
+    names = store.groups
+    if not names:
+        raise DataError(f"{store.directory}: no group folder with ppg.npy")
+    xs, groups, means, stds = [], [], [], []
+    for name in names:
+        ppg = store.ppg(name)
+        stats = store.stats(name)
+        xs.append(ppg)
+        groups.extend([name] * len(ppg))
+        means.append(np.full(len(ppg), float(stats["ppg_mean"]), dtype=np.float32))
+        stds.append(np.full(len(ppg), float(stats["ppg_std"]), dtype=np.float32))
+    lengths = {x.shape[1] for x in xs}
+    if len(lengths) != 1:
+        raise DataError(f"{store.directory}: groups have different window lengths {sorted(lengths)}")
+    return DatasetWindows(
+        directory=str(store.directory),
+        x=np.concatenate(xs),
+        groups=np.asarray(groups, dtype=str),
+        ppg_mean=np.concatenate(means),
+        ppg_std=np.concatenate(stds),
+        group_names=names,
+    )
+
+
+@dataclass
+class TaskView:
+    """The valid rows of one task: indices into :class:`DatasetWindows`, targets and groups."""
+
+    task: TaskSpec
+    rows: np.ndarray
+    y: np.ndarray
+    groups: np.ndarray
+    all_groups: list[str]
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+
+def _target_file(task: TaskSpec) -> str:
+    return task.target
+
+
+def load_task(store: ProcessedDataset, windows: DatasetWindows, task: TaskSpec) -> TaskView:
+    """Targets and validity mask of one task over all windows (classification: -1 invalid; regression: NaN)."""
+    rows, ys = [], []
+    offset = 0
+    for name in windows.group_names:
+        n = int((windows.groups == name).sum())
+        y = store.target(name, _target_file(task), n_windows=n)
+        if task.kind == "classification":
+            y = y.astype(np.int64)
+            valid = y != -1
+        elif task.kind == "regression_cls":
+            y = y.astype(np.float32).reshape(n, -1)
+            valid = np.isfinite(y).all(axis=1)
+            flag = store.directory / name / "has_video_label.npy"
+            if flag.exists():
+                valid &= store.target(name, "has_video_label", n_windows=n).astype(bool)
+        else:
+            y = y.astype(np.float32)
+            valid = np.isfinite(y)
+        idx = np.flatnonzero(valid)
+        if task.level == "subject" and len(idx) and len(np.unique(y[idx], axis=0)) > 1:
+            raise DataError(f"{store.directory / name}: subject-level task {task.name} has mixed labels")
+        rows.append(idx + offset)
+        ys.append(y[idx])
+        offset += n
+    all_rows = np.concatenate(rows)
+    if len(all_rows) == 0:
+        raise DataError(f"{store.directory}: task {task.name} has no valid label in any group")
+    return TaskView(
+        task=task,
+        rows=all_rows,
+        y=np.concatenate(ys),
+        groups=windows.groups[all_rows],
+        all_groups=list(windows.group_names),
+    )
