@@ -1,0 +1,126 @@
+"""Per-fold metrics (PROTOCOL.md 7.1) and the selection metrics used inside searches (section 2).
+
+A metric that cannot be computed (AUROC with one class present) is ``None`` together with a
+``<metric>_error`` message, never an exception, so one odd fold doesn't sink a job.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from sklearn import metrics as skm
+
+
+@dataclass
+class Predictions:
+    """Model output on some examples: regression values, or class probabilities with their classes."""
+
+    kind: str
+    values: np.ndarray
+    classes: np.ndarray | None = None
+
+    @property
+    def labels(self) -> np.ndarray:
+        """Predicted class labels (classification only): argmax of the probabilities."""
+        assert self.classes is not None
+        return self.classes[np.argmax(self.values, axis=1)]
+
+
+def _safe(name: str, fn: Any, out: dict[str, Any]) -> None:
+    try:
+        out[name] = float(fn())
+    except ValueError as exc:
+        out[name] = None
+        out[f"{name}_error"] = str(exc).splitlines()[0]
+
+
+def regression_metrics(y_true: np.ndarray, y_pred: np.ndarray) -> dict[str, Any]:
+    """MAE, MSE, RMSE and R2 (averaged over outputs for multi-output targets)."""
+    y_true, y_pred = np.asarray(y_true, float), np.asarray(y_pred, float)
+    out: dict[str, Any] = {
+        "mae": float(np.mean(np.abs(y_true - y_pred))),
+        "mse": float(np.mean((y_true - y_pred) ** 2)),
+    }
+    out["rmse"] = float(np.sqrt(out["mse"]))
+    _safe("r2", lambda: skm.r2_score(y_true, y_pred) if len(y_true) > 1 else np.nan, out)
+    return out
+
+
+def classification_metrics(y_true: np.ndarray, pred: Predictions) -> dict[str, Any]:
+    """Accuracy, balanced accuracy, macro F1; AUROC/AUPRC (binary) or one-vs-rest AUROC (multiclass)."""
+    assert pred.classes is not None
+    y_true = np.asarray(y_true)
+    labels = pred.labels
+    out: dict[str, Any] = {
+        "accuracy": float(skm.accuracy_score(y_true, labels)),
+        "balanced_accuracy": float(skm.balanced_accuracy_score(y_true, labels)),
+        "f1_macro": float(skm.f1_score(y_true, labels, average="macro", zero_division=0)),
+    }
+    present = np.unique(y_true)
+    if len(pred.classes) == 2:
+        positive = pred.values[:, 1]
+        for name, fn in (("auroc", skm.roc_auc_score), ("auprc", skm.average_precision_score)):
+            if len(present) < 2:
+                out[name], out[f"{name}_error"] = None, "only one class present in y_true"
+            else:
+                _safe(name, lambda fn=fn: fn(y_true == pred.classes[1], positive), out)
+    elif len(pred.classes) > 2:
+        if not np.isin(present, pred.classes).all() or len(present) < 2:
+            out["auroc_ovr"], out["auroc_ovr_error"] = None, "test classes not all known to the model"
+        else:
+            _safe("auroc_ovr", lambda: _auroc_ovr(y_true, pred), out)
+    return out
+
+
+def _auroc_ovr(y_true: np.ndarray, pred: Predictions) -> float:
+    """Macro one-vs-rest AUROC over the classes present in ``y_true``."""
+    assert pred.classes is not None
+    scores = []
+    for k, cls in enumerate(pred.classes):
+        positives = y_true == cls
+        if positives.any() and not positives.all():
+            scores.append(skm.roc_auc_score(positives, pred.values[:, k]))
+    if not scores:
+        raise ValueError("no class with both positives and negatives")
+    return float(np.mean(scores))
+
+
+def regression_cls_metrics(y_true: np.ndarray, y_pred: np.ndarray) -> dict[str, Any]:
+    """Multi-output regression metrics plus the argmax classification the ECSMP emotion task reports."""
+    out = regression_metrics(y_true, y_pred)
+    out["mae_per_target"] = np.mean(np.abs(y_true - y_pred), axis=0).tolist()
+    out["mse_per_target"] = np.mean((y_true - y_pred) ** 2, axis=0).tolist()
+    true_cls, pred_cls = np.argmax(y_true, axis=1), np.argmax(y_pred, axis=1)
+    out["argmax_accuracy"] = float(skm.accuracy_score(true_cls, pred_cls))
+    out["argmax_balanced_accuracy"] = float(skm.balanced_accuracy_score(true_cls, pred_cls))
+    out["argmax_f1_macro"] = float(skm.f1_score(true_cls, pred_cls, average="macro", zero_division=0))
+    out["argmax_true_tie_rate"] = float(np.mean((y_true == y_true.max(axis=1, keepdims=True)).sum(axis=1) > 1))
+    return out
+
+
+def fold_metrics(kind: str, y_true: np.ndarray, pred: Predictions) -> dict[str, Any]:
+    """All stored metrics of one evaluation, by task kind."""
+    if kind == "regression":
+        return regression_metrics(y_true, pred.values)
+    if kind == "regression_cls":
+        return regression_cls_metrics(y_true, pred.values)
+    return classification_metrics(y_true, pred)
+
+
+def selection_score(kind: str, y_true: np.ndarray, pred: Predictions, binary_metric: str = "auroc") -> float:
+    """The score a search maximises: -MAE, AUROC for binary (``binary_metric``), else balanced accuracy.
+
+    Returns NaN when the score is undefined on this split (e.g. AUROC with one class), so callers can
+    leave that fold out of a mean as the protocol does.
+    """
+    if kind in ("regression", "regression_cls"):
+        return -float(np.mean(np.abs(np.asarray(y_true, float) - np.asarray(pred.values, float))))
+    assert pred.classes is not None
+    if len(pred.classes) == 2 and binary_metric == "auroc":
+        positives = np.asarray(y_true) == pred.classes[1]
+        if positives.all() or not positives.any():
+            return float("nan")
+        return float(skm.roc_auc_score(positives, pred.values[:, 1]))
+    return float(skm.balanced_accuracy_score(y_true, pred.labels))
