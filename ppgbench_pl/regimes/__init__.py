@@ -1,1 +1,6 @@
-"""regimes."""
+"""Regimes: Lightning callbacks that select, train and score a head on one outer fold."""
+
+from ppgbench_pl.regimes.base import JobContext, Regime, RepeatOutcome
+from ppgbench_pl.regimes.linear import LinearRegime, ProbeRegime
+
+__all__ = ["JobContext", "LinearRegime", "ProbeRegime", "Regime", "RepeatOutcome"]

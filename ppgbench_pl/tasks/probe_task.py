@@ -1,0 +1,77 @@
+"""The non-neural adapter: a LightningModule with no optimiser that collects embeddings and fits once.
+
+``training_step`` only gathers (embedding, label, group) rows; when the single training epoch ends the
+injected estimator is fitted on all of them (its own search included). ``test_step`` gathers test
+embeddings, and the fitted estimator predicts them when the test epoch ends. The trainer settings this
+needs are declared by the module itself (:attr:`ProbeTask.trainer_arguments`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import lightning as L
+import numpy as np
+import torch
+from torch import Tensor
+
+from ppgbench_pl.metrics.scores import Predictions
+
+
+class ProbeTask(L.LightningModule):
+    """Fit-once wrapper of a scikit-learn style estimator with ``fit(X, y, groups)``/``predict(X)``.
+
+    Args:
+        estimator: E.g. :class:`~ppgbench_pl.probes.search.GroupGridSearch` or any estimator whose
+            ``predict`` returns :class:`~ppgbench_pl.metrics.scores.Predictions`.
+        groups: Group name per training row index (batches carry row indices, not strings).
+    """
+
+    trainer_arguments: dict[str, Any] = {
+        "max_epochs": 1,
+        "num_sanity_val_steps": 0,
+        "limit_val_batches": 0,
+        "enable_checkpointing": False,
+        "logger": False,
+        "enable_model_summary": False,
+    }
+
+    def __init__(self, estimator: Any, groups: np.ndarray | None = None) -> None:
+        super().__init__()
+        self.estimator = estimator
+        self.groups = groups
+        self.register_buffer("fitted", torch.tensor(False), persistent=False)
+        self._train_rows: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self._test_rows: list[np.ndarray] = []
+        self.predictions: Predictions | None = None
+
+    def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
+        """Gather the batch; there is nothing to optimise."""
+        self._train_rows.append((batch["z"].cpu().numpy(), batch["y"].cpu().numpy(), batch["index"].cpu().numpy()))
+
+    def on_train_epoch_end(self) -> None:
+        """Fit the estimator once on everything gathered."""
+        if bool(self.fitted):
+            return
+        z = np.concatenate([r[0] for r in self._train_rows])
+        y = np.concatenate([r[1] for r in self._train_rows])
+        index = np.concatenate([r[2] for r in self._train_rows])
+        groups = self.groups[index] if self.groups is not None else index
+        self.estimator.fit(z.astype(np.float64), y, groups)
+        self.fitted.fill_(True)
+        self._train_rows.clear()
+
+    def test_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
+        """Gather test embeddings (in loader order)."""
+        self._test_rows.append(batch["z"].cpu().numpy())
+
+    def on_test_epoch_end(self) -> None:
+        """Predict all test rows with the fitted estimator."""
+        if not bool(self.fitted):
+            raise RuntimeError("ProbeTask.test before fit: the estimator has not been fitted")
+        self.predictions = self.estimator.predict(np.concatenate(self._test_rows).astype(np.float64))
+        self._test_rows.clear()
+
+    def configure_optimizers(self) -> None:
+        """No optimiser: the estimator is fitted in closed form or by its own solver."""
+        return None
