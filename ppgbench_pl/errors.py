@@ -15,3 +15,7 @@ class DataError(PPGBenchError):
 
 class CheckpointError(PPGBenchError):
     """A checkpoint does not fit the encoder it is loaded into."""
+
+
+class DownloadError(PPGBenchError):
+    """A raw-data download or extraction failed; the message names the file and what to do."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -20,10 +21,23 @@ from ppgbench_pl.tasks.encoder_task import EncoderTask
 QUIET_LOGGERS = ("lightning.pytorch", "lightning.fabric", "pytorch_lightning")
 
 
+QUIET_WARNINGS = (
+    ".*configure_optimizers.*returned.*None.*",
+    ".*val_dataloader.*but have no.*validation_step.*",
+    ".*LeafSpec.*",
+    ".*does not have many workers.*",
+)
+
+
 def quiet_lightning() -> None:
-    """Inner trainers run by the hundred; keep their banners ("GPU available", tips) out of the output."""
+    """Inner trainers run by the hundred; keep their banners and expected warnings out of the output.
+
+    A probe has no optimiser and no validation step on purpose, and the in-memory loaders need no workers.
+    """
     for name in QUIET_LOGGERS:
         logging.getLogger(name).setLevel(logging.WARNING)
+    for pattern in QUIET_WARNINGS:
+        warnings.filterwarnings("ignore", message=pattern)
 
 
 def run_fit(trainer: L.Trainer, model: EncoderTask, datamodule: PPGDataModule, controls: Sequence[PPGEncoder],

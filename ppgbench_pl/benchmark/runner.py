@@ -134,7 +134,7 @@ class ProtocolRunner:
                 if job.regime.uses_embeddings and job.model not in embeddings:
                     embeddings = {job.model: self.embeddings(encoder)}  # one encoder's embeddings in memory
                 ctx = JobContext(job.job_id, job.model_name, encoder, job.task, job.seed, job.fold, self.datamodule,
-                                 self.output_dir / "jobs" / f"{job.job_id}.working",
+                                 self.output_dir / "search" / job.job_id,
                                  embeddings.get(job.model) if job.regime.uses_embeddings else None,
                                  self.trainer_kwargs)
                 record, predictions = run_job(ctx, job.regime)

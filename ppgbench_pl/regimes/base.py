@@ -36,6 +36,7 @@ class JobContext:
     seed: int
     fold: int
     datamodule: PPGDataModule
+    #: Persistent per-job folder (Optuna storage lives here, so an interrupted search resumes).
     work_dir: Path
     embeddings: np.ndarray | None = None
     trainer_kwargs: dict[str, Any] = field(default_factory=dict)
