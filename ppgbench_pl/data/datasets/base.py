@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Any, ClassVar
 
 import numpy as np
@@ -44,7 +45,9 @@ def seconds_to_samples(seconds: float, fs: float) -> int:
     return int(round(seconds * fs))
 
 
-def window_table(subject: str, window_idx: np.ndarray, starts: np.ndarray, window: int, fs: float) -> pd.DataFrame:
+def window_table(
+    subject: str, window_idx: np.ndarray, starts: np.ndarray, window: int, fs: float
+) -> pd.DataFrame:
     """The leading metadata.csv columns every windowed dataset shares.
 
     Args:
@@ -96,6 +99,8 @@ class RawDataset:
     #: Whether the flat-line rule applies (DaLiA, WESAD, DREAMT, ECSMP, PPG-BP).
     uses_flatline: ClassVar[bool] = False
     flatline_fraction: ClassVar[float] = 0.05
+    #: Helper modules that shape the output too; their source joins the marker's source digest.
+    helper_modules: ClassVar[tuple[ModuleType, ...]] = ()
 
     def __init__(self, raw_root: str | Path) -> None:
         self.raw_root = locate_raw_root(Path(raw_root), self.marker_pattern, self.root_levels_up)
@@ -120,6 +125,7 @@ class RawDataset:
     def marker(self, fs: float) -> dict[str, Any]:
         """What makes a processed tree this tree: raw inputs, code, rate and settings."""
         sources = {inspect.getfile(type(self)), inspect.getfile(RawDataset), signal.__file__, processed.__file__}
+        sources |= {inspect.getfile(module) for module in self.helper_modules}
         return {
             "raw_files_sha256": processed.raw_files_digest(self.raw_root),
             "source_sha256": processed.source_digest(*sorted(sources)),

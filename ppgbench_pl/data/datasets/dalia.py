@@ -1,0 +1,134 @@
+"""PPG-DaLiA: wrist BVP with the dataset's own ECG-derived heart rate and activity labels.
+
+PROTOCOL.md 1.2: 8 s / 2 s windows on the resampled BVP, one reference HR per window from the
+pickle's ``label``, activity windowed index for index at 4 Hz; windows whose activity changes or that
+are flat are dropped. Subject statistics are taken over the overlapping windows before rejection.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ppgbench_pl.data import safe_pickle
+from ppgbench_pl.data.datasets.base import RawDataset, seconds_to_samples, window_table
+from ppgbench_pl.data.processed import GroupData, as_class_target, as_regression_target
+from ppgbench_pl.data.safe_pickle import load_pickle, lookup_vector
+from ppgbench_pl.data.signal import flatline_mask, make_windows, resample, window_starts
+from ppgbench_pl.errors import DataError
+
+logger = logging.getLogger(__name__)
+
+_SUBJECT = re.compile(r"S(\d+)")
+
+
+def subject_pickles(raw_root: Path) -> list[Path]:
+    """``S<k>/S<k>.pkl`` files under the root, sorted by participant number (DaLiA and WESAD layout)."""
+    found = []
+    for path in raw_root.glob("S*/S*.pkl"):
+        match = _SUBJECT.fullmatch(path.stem)
+        if match and path.parent.name == path.stem:
+            found.append((int(match.group(1)), path))
+    return [path for _, path in sorted(found)]
+
+
+class DaliaDataset(RawDataset):
+    """Preprocessor for PPG-DaLiA (``dalia``).
+
+    Args:
+        raw_root: The raw dataset folder (or a folder above it).
+        transient_as_class: Published behaviour (True) keeps activity ID 0, the transient periods
+            between activities, as a class. False marks those windows' activity label invalid
+            (-1) while keeping them for the HR task (PROTOCOL.md section 10, item 10).
+    """
+
+    key: ClassVar[str] = "dalia"
+    marker_pattern: ClassVar[str] = "S1/S1.pkl"
+    root_levels_up: ClassVar[int] = 2
+    uses_flatline: ClassVar[bool] = True
+    helper_modules: ClassVar[tuple[ModuleType, ...]] = (safe_pickle,)
+    native_fs: ClassVar[int] = 64
+    activity_fs: ClassVar[int] = 4
+
+    def __init__(self, raw_root: str | Path, transient_as_class: bool = True) -> None:
+        super().__init__(raw_root)
+        self.transient_as_class = transient_as_class
+
+    def settings(self) -> dict[str, Any]:
+        """Base settings plus the transient-class option."""
+        return {**super().settings(), "transient_as_class": self.transient_as_class}
+
+    def iter_groups(self, fs: float) -> Iterator[GroupData]:
+        """One group per participant, in participant order."""
+        paths = subject_pickles(self.raw_root)
+        if not paths:
+            raise DataError(f"{self.raw_root}: no S<k>/S<k>.pkl subject files")
+        for path in paths:
+            group = self.process_subject(path, fs)
+            if group is not None:
+                yield group
+
+    def process_subject(self, path: Path, fs: float) -> GroupData | None:
+        """Window, label and filter one participant; None when every window is rejected.
+
+        Raises:
+            DataError: Missing keys, no full window, or label counts that do not fit the windows.
+        """
+        data = load_pickle(path)
+        bvp = lookup_vector(data, ("signal", "wrist", "BVP"), path)
+        hr = lookup_vector(data, ("label",), path)
+        activity = lookup_vector(data, ("activity",), path)
+
+        window = seconds_to_samples(self.info.window_s, fs)
+        stride = seconds_to_samples(self.info.stride_s, fs)
+        ppg = resample(bvp, self.native_fs, fs, what=str(path))
+        starts = window_starts(len(ppg), window, stride)
+        n = len(starts)
+        if n == 0:
+            short = f"{len(bvp)} samples, less than one {self.info.window_s:g} s window"
+            raise DataError(f"{path}: 'signal/wrist/BVP' has {short}")
+        if len(hr) != n:
+            raise DataError(f"{path}: 'label' has {len(hr)} heart rates for {n} PPG windows at {fs:g} Hz")
+        act_windows = self._activity_windows(activity, n, path)
+        windows = make_windows(ppg, window, stride)
+
+        constant = (act_windows == act_windows[:, :1]).all(axis=1)
+        keep = flatline_mask(windows, self.flatline_fraction) & constant
+        activity_id = act_windows[:, 0].astype(np.int64)
+        if not self.transient_as_class:
+            activity_id = np.where(activity_id == 0, -1, activity_id)
+        overlapping = windows.astype(np.float64)  # every sample counted once per window holding it
+        stats = {"subject": path.stem, "ppg_mean": float(overlapping.mean())}
+        stats["ppg_std"] = float(overlapping.std())
+
+        idx = np.flatnonzero(keep)
+        if len(idx) == 0:
+            logger.warning("%s: every window was rejected; subject left out", path)
+            return None
+        metadata = window_table(path.stem, idx, starts[idx], window, fs)
+        metadata["hr"] = hr[idx]
+        metadata["activity"] = activity_id[idx]
+        return GroupData(
+            name=path.stem,
+            ppg=windows[idx],
+            targets={"hr": as_regression_target(hr[idx]), "activity": as_class_target(activity_id[idx])},
+            stats=stats,
+            metadata=metadata,
+        )
+
+    def _activity_windows(self, activity: np.ndarray, n: int, path: Path) -> np.ndarray:
+        """Activity IDs windowed at 4 Hz with the PPG windows' start times, one row per PPG window."""
+        if not (np.all(np.isfinite(activity)) and np.all(activity == np.round(activity))):
+            raise DataError(f"{path}: 'activity' holds values that are not integer activity IDs")
+        window = seconds_to_samples(self.info.window_s, self.activity_fs)
+        stride = seconds_to_samples(self.info.stride_s, self.activity_fs)
+        windows = make_windows(activity.astype(np.int64), window, stride)
+        if len(windows) < n:
+            raise DataError(f"{path}: 'activity' covers {len(windows)} windows at 4 Hz for {n} PPG windows")
+        return windows[:n]

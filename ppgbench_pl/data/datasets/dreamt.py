@@ -1,0 +1,140 @@
+"""DREAMT: overnight wrist BVP from the 64 Hz export with per-sample sleep stages.
+
+PROTOCOL.md 1.3: 10 s / 10 s windows on the resampled BVP, stages windowed at 64 Hz with the same
+start times. Windows are dropped, in order, for non-finite PPG, a stage change, a stage outside
+W/N1/N2/N3/R, and then the flat-line rule over the windows still standing.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import pandas as pd
+
+from ppgbench_pl.data.datasets.base import RawDataset, seconds_to_samples, window_table
+from ppgbench_pl.data.processed import GroupData, as_class_target
+from ppgbench_pl.data.signal import flatline_mask, make_windows, resample, window_starts
+from ppgbench_pl.errors import ConfigError, DataError
+
+SLEEP_5CLASS: dict[str, int] = {"W": 0, "N1": 1, "N2": 2, "N3": 3, "R": 4}
+SLEEP_4CLASS: dict[str, int] = {"W": 0, "N1": 1, "N2": 1, "N3": 2, "R": 3}
+SLEEP_3CLASS: dict[str, int] = {"W": 0, "N1": 1, "N2": 1, "N3": 1, "R": 2}
+COLUMNS = ("BVP", "Sleep_Stage")
+
+logger = logging.getLogger(__name__)
+
+
+def subject_csvs(raw_root: Path) -> list[Path]:
+    """``data_64Hz/S<id>_whole_df.csv`` files sorted by the participant number."""
+    found = []
+    for path in (raw_root / "data_64Hz").glob("*_whole_df.csv"):
+        digits = re.sub(r"\D", "", path.name.split("_")[0])
+        found.append((int(digits) if digits else -1, path.name, path))
+    return [path for *_, path in sorted(found)]
+
+
+def read_subject_csv(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """BVP (unparseable values as NaN) and whitespace-trimmed stage strings of one participant.
+
+    Raises:
+        DataError: The file is empty, unreadable or lacks a column.
+    """
+    try:
+        header = pd.read_csv(path, nrows=0).columns
+        missing = [column for column in COLUMNS if column not in header]
+        if missing:
+            raise DataError(f"{path}: missing column(s) {', '.join(missing)}")
+        frame = pd.read_csv(path, usecols=list(COLUMNS), dtype=str, keep_default_na=False)
+    except DataError:
+        raise
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as exc:
+        raise DataError(f"{path}: unreadable CSV ({' '.join(str(exc).split())})") from None
+    bvp = pd.to_numeric(frame["BVP"].fillna("").str.strip(), errors="coerce").to_numpy(dtype=np.float64)
+    stages = frame["Sleep_Stage"].fillna("").str.strip().to_numpy(dtype=object)
+    return bvp, stages
+
+
+class DreamtDataset(RawDataset):
+    """Preprocessor for DREAMT (``dreamt``).
+
+    Args:
+        raw_root: The raw dataset folder (or a folder above it).
+        window_s: Window length and stride in seconds. The published 10 s windows sit inside the
+            30 s scoring epochs, so windows straddling an epoch boundary are lost; 30 s is offered as
+            an epoch-length alternative (PROTOCOL.md section 10, item 9).
+    """
+
+    key: ClassVar[str] = "dreamt"
+    marker_pattern: ClassVar[str] = "data_64Hz"
+    uses_flatline: ClassVar[bool] = True
+    native_fs: ClassVar[int] = 64
+
+    def __init__(self, raw_root: str | Path, window_s: float = 10.0) -> None:
+        super().__init__(raw_root)
+        if not window_s > 0:
+            raise ConfigError(f"dreamt window_s must be positive, got {window_s}")
+        self.window_s = float(window_s)
+
+    def settings(self) -> dict[str, Any]:
+        """Base settings, with the window (and equal stride) this instance uses."""
+        return {**super().settings(), "window_s": self.window_s, "stride_s": self.window_s}
+
+    def iter_groups(self, fs: float) -> Iterator[GroupData]:
+        """One group per participant CSV, in participant order."""
+        paths = subject_csvs(self.raw_root)
+        if not paths:
+            raise DataError(f"{self.raw_root / 'data_64Hz'}: no *_whole_df.csv files")
+        for path in paths:
+            group = self.process_subject(path, fs)
+            if group is not None:
+                yield group
+
+    def process_subject(self, path: Path, fs: float) -> GroupData | None:
+        """Window, label and filter one participant; None when no window survives.
+
+        Raises:
+            DataError: An unreadable file or a recording shorter than one window.
+        """
+        name = path.name.split("_")[0]
+        bvp, stages = read_subject_csv(path)
+        window = seconds_to_samples(self.window_s, fs)
+        ppg = resample(bvp, self.native_fs, fs, what=str(path))
+        ppg_starts = window_starts(len(ppg), window, window)
+        stage_window = seconds_to_samples(self.window_s, self.native_fs)
+        codes, names = pd.factorize(pd.Series(stages, dtype=object))
+        stage_windows = make_windows(codes, stage_window, stage_window)
+        n = min(len(ppg_starts), len(stage_windows))
+        if n == 0:
+            raise DataError(f"{path}: {len(bvp)} rows, less than one {self.window_s:g} s window")
+        starts = ppg_starts[:n]
+        windows = make_windows(ppg, window, window)[:n]
+        stage_windows = stage_windows[:n]
+
+        keep = np.isfinite(windows).all(axis=1)
+        keep &= (stage_windows == stage_windows[:, :1]).all(axis=1)
+        stage = np.array([names[c] if c >= 0 else "" for c in stage_windows[:, 0]], dtype=object)
+        keep &= np.array([s in SLEEP_5CLASS for s in stage], dtype=bool)
+        passed = np.flatnonzero(keep)
+        keep[passed] = flatline_mask(windows[passed], self.flatline_fraction)
+        idx = np.flatnonzero(keep)
+        if len(idx) == 0:
+            logger.warning("%s: every window was rejected; subject left out", path)
+            return None
+        finite = ppg[np.isfinite(ppg)].astype(np.float64)
+        stats = {"subject": name, "ppg_mean": float(finite.mean()), "ppg_std": float(finite.std())}
+        kept_stage = [str(s) for s in stage[idx]]
+        labels = {
+            "sleep_5class": as_class_target([SLEEP_5CLASS[s] for s in kept_stage]),
+            "sleep_4class": as_class_target([SLEEP_4CLASS[s] for s in kept_stage]),
+            "sleep_3class": as_class_target([SLEEP_3CLASS[s] for s in kept_stage]),
+        }
+        metadata = window_table(name, idx, starts[idx], window, fs)
+        metadata["sleep_stage"] = kept_stage
+        for key in ("sleep_3class", "sleep_4class", "sleep_5class"):
+            metadata[key] = labels[key]
+        return GroupData(name=name, ppg=windows[idx], targets=labels, stats=stats, metadata=metadata)

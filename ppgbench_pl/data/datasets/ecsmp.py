@@ -1,0 +1,220 @@
+"""ECSMP: E4 wrist BVP during six emotion videos, with felt-emotion (CESAF) and depression (SDS) scores.
+
+PROTOCOL.md 1.5: the video intervals come from the EEG event markers and are taken as seconds from the
+BVP start; a window gets the felt scores of the one video it lies inside. All non-flat windows are
+kept because the subject-level SDS task uses them all. Subjects whose events or questionnaires do not
+check out are skipped with a logged message rather than stopping the build.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ppgbench_pl.data.datasets import ecsmp_io
+from ppgbench_pl.data.datasets.base import RawDataset, seconds_to_samples, window_table
+from ppgbench_pl.data.datasets.ecsmp_io import (
+    VIDEO_NAMES,
+    Cesaf,
+    eeg_files,
+    normalise_id,
+    read_bvp_csv,
+    read_eeg_events,
+    read_scales,
+)
+from ppgbench_pl.data.processed import GroupData, as_class_target, as_regression_target
+from ppgbench_pl.data.signal import flatline_mask, make_windows, resample, window_starts
+from ppgbench_pl.errors import DataError
+
+logger = logging.getLogger(__name__)
+
+#: Event codes that start a video, in the fixed emotion order of the score columns.
+START_CODES: dict[int, str] = {101 + i: name for i, name in enumerate(VIDEO_NAMES)}
+END_CODE, FALLBACK_END_CODE = 20, 12
+SDS_THRESHOLD = 50.0
+
+
+class SkipSubject(Exception):  # noqa: N818 - a control-flow signal, not an error
+    """A subject fails a published check and is left out with a message."""
+
+
+def video_intervals(types: np.ndarray, latencies: np.ndarray, srate: float) -> list[tuple[str, float, float]]:
+    """The six (emotion, start s, end s) intervals in presentation order.
+
+    A video ends at the first code-20 event strictly between its start and the next start, else at
+    the first code-12 event in that span.
+
+    Raises:
+        SkipSubject: Not exactly six starts, or a video without an end.
+    """
+    order = np.argsort(latencies, kind="stable")
+    types, latencies = types[order], latencies[order]
+    starts = [i for i, code in enumerate(types) if code in START_CODES]
+    if len(starts) != len(VIDEO_NAMES):
+        raise SkipSubject(f"{len(starts)} video start events, expected {len(VIDEO_NAMES)}")
+    intervals = []
+    for k, i in enumerate(starts):
+        begin = latencies[i]
+        limit = latencies[starts[k + 1]] if k + 1 < len(starts) else np.inf
+        span = (latencies > begin) & (latencies < limit)
+        ends = np.flatnonzero(span & (types == END_CODE))
+        if len(ends) == 0:
+            ends = np.flatnonzero(span & (types == FALLBACK_END_CODE))
+        name = START_CODES[int(types[i])]
+        if len(ends) == 0:
+            raise SkipSubject(f"video {k + 1} ({name}) has no end event")
+        intervals.append((name, float(begin / srate), float(latencies[ends[0]] / srate)))
+    return intervals
+
+
+def felt_summary(scores: np.ndarray) -> tuple[int, bool]:
+    """Index of the single highest felt score, or -1 with ``tie=True`` when the maximum is shared."""
+    tie = bool(np.sum(scores == scores.max()) > 1)
+    return (-1 if tie else int(np.argmax(scores))), tie
+
+
+class EcsmpDataset(RawDataset):
+    """Preprocessor for ECSMP (``ecsmp``).
+
+    Attributes:
+        skipped: Subject id -> reason, for the subjects the last :meth:`iter_groups` left out.
+    """
+
+    key: ClassVar[str] = "ecsmp"
+    marker_pattern: ClassVar[str] = "scale.xlsx"
+    uses_flatline: ClassVar[bool] = True
+    helper_modules: ClassVar[tuple[ModuleType, ...]] = (ecsmp_io,)
+
+    def __init__(self, raw_root: str | Path) -> None:
+        super().__init__(raw_root)
+        self.skipped: dict[str, str] = {}
+
+    def subjects(self) -> list[tuple[str, Path, Path]]:
+        """(id, BVP.csv, EEG .mat) for the ids with both files, sorted numerically."""
+        bvp: dict[str, Path] = {}
+        for path in sorted((self.raw_root / "E4").glob("*/BVP.csv")):
+            sid = normalise_id(path.parent.name)
+            if sid is not None:
+                bvp.setdefault(sid, path)
+        eeg = eeg_files(self.raw_root / "EEG_downsample")
+        common = sorted((set(bvp) & set(eeg)) - {"000"}, key=int)
+        return [(sid, bvp[sid], eeg[sid]) for sid in common]
+
+    def iter_groups(self, fs: float) -> Iterator[GroupData]:
+        """One group per subject that passes the published checks; the others are logged and skipped."""
+        self.skipped = {}
+        subjects = self.subjects()
+        if not subjects:
+            needed = "E4/<id>/BVP.csv and EEG_downsample/*_<id>.mat"
+            raise DataError(f"{self.raw_root}: no subject has both {needed}")
+        cesaf, sds = read_scales(self.raw_root / "scale.xlsx")
+        for sid, bvp_path, eeg_path in subjects:
+            try:
+                yield self.process_subject(sid, bvp_path, eeg_path, cesaf.get(sid), sds.get(sid), fs)
+            except SkipSubject as reason:
+                self.skipped[sid] = str(reason)
+                logger.warning("ECSMP subject %s skipped: %s", sid, reason)
+
+    def process_subject(
+        self,
+        sid: str,
+        bvp_path: Path,
+        eeg_path: Path,
+        cesaf: Cesaf | None,
+        sds_score: float | None,
+        fs: float,
+    ) -> GroupData:
+        """Window and label one subject.
+
+        Raises:
+            SkipSubject: A published check fails (scores missing, events inconsistent).
+            DataError: A file is unreadable or the recording is shorter than one window.
+        """
+        if cesaf is None or not cesaf.complete:
+            raise SkipSubject("CESAF scores missing or incomplete in scale.xlsx")
+        if sds_score is None or not np.isfinite(sds_score):
+            raise SkipSubject("SDS score missing in scale.xlsx")
+        srate, types, latencies = read_eeg_events(eeg_path)
+        intervals = video_intervals(types, latencies, srate)
+        start_utc, native_fs, bvp = read_bvp_csv(bvp_path)
+        duration = len(bvp) / native_fs
+        for name, begin, end in intervals:
+            if begin < 0 or end > duration:
+                span = f"{begin:.1f}-{end:.1f} s"
+                raise SkipSubject(f"{name} video {span} lies outside the {duration:.1f} s of BVP")
+        shown = [name for name, _, _ in intervals]
+        if shown != cesaf.stimuli:
+            raise SkipSubject(f"video order from the events {shown} differs from CESAF {cesaf.stimuli}")
+
+        window = seconds_to_samples(self.info.window_s, fs)
+        stride = seconds_to_samples(self.info.stride_s, fs)
+        ppg = resample(bvp, native_fs, fs, what=str(bvp_path))
+        starts = window_starts(len(ppg), window, stride)
+        if len(starts) == 0:
+            raise DataError(f"{bvp_path}: {len(bvp)} samples, less than one {self.info.window_s:g} s window")
+        windows = make_windows(ppg, window, stride)
+        video, labels = self._video_labels(starts / fs, (starts + window) / fs, intervals, cesaf)
+        sds_class = int(sds_score >= SDS_THRESHOLD)
+        labels["sds_score"] = as_regression_target(np.full(len(starts), sds_score))
+        labels["sds_class"] = as_class_target(np.full(len(starts), sds_class))
+
+        keep = flatline_mask(windows, self.flatline_fraction)
+        idx = np.flatnonzero(keep)
+        metadata = window_table(sid, idx, starts[idx], window, fs)
+        metadata["has_video_label"] = labels["has_video_label"][idx]
+        metadata["video_idx"] = video[idx]
+        metadata["stimulus"] = [VIDEO_NAMES[s] if s >= 0 else "" for s in labels["stimulus"][idx]]
+        for key in ("felt_argmax", "felt_tie", "sds_score", "sds_class"):
+            metadata[key] = labels[key][idx]
+        whole = ppg.astype(np.float64)
+        stats: dict[str, Any] = {
+            "subject": sid,
+            "ppg_mean": float(whole.mean()),
+            "ppg_std": float(whole.std()),
+            "sds_score": float(sds_score),
+            "sds_class": sds_class,
+            "bvp_start_utc": start_utc,
+            "bvp_fs_original": native_fs,
+            "target_fs": fs,
+            "eeg_fs": srate,
+            "eeg_file": eeg_path.name,
+            "n_windows_total": len(starts),
+            "n_windows_kept": len(idx),
+            "n_windows_rejected": int(len(starts) - len(idx)),
+            "n_windows_video": int(labels["has_video_label"][idx].sum()),
+        }
+        return GroupData(
+            name=sid,
+            ppg=windows[idx],
+            targets={key: values[idx] for key, values in labels.items()},
+            stats=stats,
+            metadata=metadata,
+            extra_arrays={"reject_idx": ~keep},
+        )
+
+    @staticmethod
+    def _video_labels(
+        t0: np.ndarray, t1: np.ndarray, intervals: list[tuple[str, float, float]], cesaf: Cesaf
+    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Per-window video index (-1: none) and labels; only a window inside exactly one video gets them."""
+        begins = np.array([begin for _, begin, _ in intervals])
+        ends = np.array([end for _, _, end in intervals])
+        inside = (t0[:, None] >= begins[None, :]) & (t1[:, None] <= ends[None, :])
+        has_video = inside.sum(axis=1) == 1
+        video = np.where(has_video, inside.argmax(axis=1), -1)
+        felt = [felt_summary(cesaf.scores[v]) for v in range(len(VIDEO_NAMES))]
+        stimulus = [VIDEO_NAMES.index(name) for name, _, _ in intervals]
+        scores = np.full((len(t0), len(VIDEO_NAMES)), np.nan)
+        scores[has_video] = cesaf.scores[video[has_video]]
+        return video, {
+            "cesaf_scores": as_regression_target(scores),
+            "stimulus": as_class_target([stimulus[v] if v >= 0 else -1 for v in video]),
+            "felt_argmax": as_class_target([felt[v][0] if v >= 0 else -1 for v in video]),
+            "felt_tie": np.array([felt[v][1] if v >= 0 else False for v in video], dtype=bool),
+            "has_video_label": has_video,
+        }

@@ -1,0 +1,156 @@
+"""WESAD: wrist BVP with the study condition (700 Hz chest-device codes) and SAM self-reports.
+
+PROTOCOL.md 1.4: 10 s / 10 s windows; the label window's majority code must cover 90 % of it or the
+window's labels become invalid (the PPG window is kept). Valence and arousal come from the
+``# ORDER`` and ``# DIM`` rows of ``S<k>_quest.csv``. Only flat windows are dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import ClassVar
+
+import numpy as np
+
+from ppgbench_pl.data import safe_pickle
+from ppgbench_pl.data.datasets import dalia
+from ppgbench_pl.data.datasets.base import RawDataset, seconds_to_samples, window_table
+from ppgbench_pl.data.processed import GroupData, as_class_target, as_regression_target
+from ppgbench_pl.data.safe_pickle import load_pickle, lookup_vector
+from ppgbench_pl.data.signal import flatline_mask, make_windows, resample, window_starts
+from ppgbench_pl.errors import DataError
+
+#: Condition code -> condition_4class (baseline, stress, amusement, meditation); others are invalid.
+CONDITION_4CLASS: dict[int, int] = {1: 0, 2: 1, 3: 2, 4: 3}
+#: condition_3class: the same without meditation (written, unused).
+CONDITION_3CLASS: dict[int, int] = {1: 0, 2: 1, 3: 2}
+#: ``# ORDER`` names -> condition code; other names (the reading tasks) are ignored.
+QUEST_CODES: dict[str, int] = {"Base": 1, "TSST": 2, "Fun": 3, "Medi 1": 4, "Medi 2": 4}
+#: The majority code must cover at least 9/10 of the label window.
+PURITY_NUM, PURITY_DEN = 9, 10
+
+
+def read_quest(path: Path) -> dict[int, tuple[float, float]]:
+    """Valence and arousal per condition code from a ``_quest.csv`` file (two meditations averaged).
+
+    Raises:
+        DataError: The file is missing or has no ``# ORDER`` row, or a ``# DIM`` row lacks two numbers.
+    """
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise DataError(f"{path}: questionnaire file not found") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        text = raw.decode("latin-1")
+    order: list[str] | None = None
+    dims: list[tuple[float, float]] = []
+    for line in text.splitlines():
+        cells = [cell.strip() for cell in line.split(";")]
+        if cells[0] == "# ORDER":
+            order = [cell for cell in cells[1:] if cell]
+        elif cells[0] == "# DIM":
+            try:
+                dims.append((float(cells[1]), float(cells[2])))
+            except (IndexError, ValueError):
+                row = len(dims) + 1
+                raise DataError(f"{path}: '# DIM' row {row} lacks valence and arousal numbers") from None
+    if order is None:
+        raise DataError(f"{path}: no '# ORDER' row")
+    collected: dict[int, list[tuple[float, float]]] = {}
+    for name, rating in zip(order, dims, strict=False):
+        if name in QUEST_CODES:
+            collected.setdefault(QUEST_CODES[name], []).append(rating)
+    means = {code: np.mean(pairs, axis=0) for code, pairs in collected.items()}
+    return {code: (float(mean[0]), float(mean[1])) for code, mean in means.items()}
+
+
+def majority_codes(label_windows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per window: the most frequent code (smallest on a tie) and how many samples carry it."""
+    codes = np.unique(label_windows)
+    counts = np.stack([(label_windows == code).sum(axis=1) for code in codes], axis=1)
+    best = counts.argmax(axis=1)
+    return codes[best], counts[np.arange(len(best)), best]
+
+
+class WesadDataset(RawDataset):
+    """Preprocessor for WESAD (``wesad``)."""
+
+    key: ClassVar[str] = "wesad"
+    marker_pattern: ClassVar[str] = "S2/S2.pkl"
+    root_levels_up: ClassVar[int] = 2
+    uses_flatline: ClassVar[bool] = True
+    helper_modules: ClassVar[tuple[ModuleType, ...]] = (safe_pickle, dalia)
+    native_fs: ClassVar[int] = 64
+    label_fs: ClassVar[int] = 700
+
+    def iter_groups(self, fs: float) -> Iterator[GroupData]:
+        """One group per participant, in participant order."""
+        paths = dalia.subject_pickles(self.raw_root)
+        if not paths:
+            raise DataError(f"{self.raw_root}: no S<k>/S<k>.pkl subject files")
+        for path in paths:
+            yield self.process_subject(path, fs)
+
+    def process_subject(self, path: Path, fs: float) -> GroupData:
+        """Window and label one participant.
+
+        Raises:
+            DataError: Missing keys, a bad questionnaire, no full window, or label windows that do not
+                match the PPG windows in number.
+        """
+        data = load_pickle(path)
+        bvp = lookup_vector(data, ("signal", "wrist", "BVP"), path)
+        codes = lookup_vector(data, ("label",), path)
+        if not (np.all(np.isfinite(codes)) and np.all(codes == np.round(codes))):
+            raise DataError(f"{path}: 'label' holds values that are not integer condition codes")
+        ratings = read_quest(path.with_name(f"{path.stem}_quest.csv"))
+
+        window = seconds_to_samples(self.info.window_s, fs)
+        stride = seconds_to_samples(self.info.stride_s, fs)
+        ppg = resample(bvp, self.native_fs, fs, what=str(path))
+        starts = window_starts(len(ppg), window, stride)
+        if len(starts) == 0:
+            short = f"{len(bvp)} samples, less than one {self.info.window_s:g} s window"
+            raise DataError(f"{path}: 'signal/wrist/BVP' has {short}")
+        label_window = seconds_to_samples(self.info.window_s, self.label_fs)
+        label_windows = make_windows(
+            codes.astype(np.int64), label_window, seconds_to_samples(self.info.stride_s, self.label_fs)
+        )
+        if len(label_windows) != len(starts):
+            raise DataError(
+                f"{path}: 'label' gives {len(label_windows)} windows at {self.label_fs} Hz "
+                f"for {len(starts)} PPG windows at {fs:g} Hz"
+            )
+        windows = make_windows(ppg, window, stride)
+        majority, support = majority_codes(label_windows)
+        pure = support * PURITY_DEN >= PURITY_NUM * label_window
+        code = np.where(pure, majority, -1)
+        valence = np.array([ratings.get(int(c), (np.nan, np.nan))[0] for c in code], dtype=np.float64)
+        arousal = np.array([ratings.get(int(c), (np.nan, np.nan))[1] for c in code], dtype=np.float64)
+        labels = {
+            "condition_4class": as_class_target([CONDITION_4CLASS.get(int(c), -1) for c in code]),
+            "condition_3class": as_class_target([CONDITION_3CLASS.get(int(c), -1) for c in code]),
+            "valence_reg": as_regression_target(valence),
+            "arousal_reg": as_regression_target(arousal),
+            "valence_class": as_class_target(np.where(np.isnan(valence), -1, valence > 5)),
+            "arousal_class": as_class_target(np.where(np.isnan(arousal), -1, arousal > 5)),
+        }
+
+        idx = np.flatnonzero(flatline_mask(windows, self.flatline_fraction))
+        metadata = window_table(path.stem, idx, starts[idx], window, fs)
+        metadata["label_code"] = majority[idx]
+        metadata["label_purity"] = support[idx] / label_window
+        for key in ("condition_4class", "condition_3class", "valence_reg", "arousal_reg"):
+            metadata[key] = labels[key][idx]
+        whole = ppg.astype(np.float64)
+        return GroupData(
+            name=path.stem,
+            ppg=windows[idx],
+            targets={key: values[idx] for key, values in labels.items()},
+            stats={"subject": path.stem, "ppg_mean": float(whole.mean()), "ppg_std": float(whole.std())},
+            metadata=metadata,
+        )

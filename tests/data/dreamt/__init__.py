@@ -1,0 +1,1 @@
+"""Seeded tiny raw-data fixtures."""
