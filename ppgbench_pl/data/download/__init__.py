@@ -1,0 +1,121 @@
+"""Download the nine raw datasets into ``<raw>/<key>/``, resumably and verified (PROTOCOL.md section 9).
+
+Datasets are tried one by one; a failure is collected and the others continue, so one unreachable
+publisher does not cost the user the rest. The caller decides the exit status from the returned map.
+"""
+
+from __future__ import annotations
+
+import difflib
+import getpass
+import json
+import logging
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+from ppgbench_pl.data.download.http import ChecksumLog, Client
+from ppgbench_pl.data.download.sources import SOURCES, Job, Source
+from ppgbench_pl.errors import ConfigError, DownloadError, PPGBenchError
+
+__all__ = ["FAILED", "SOURCES", "download", "mirror_env_var"]
+
+logger = logging.getLogger(__name__)
+
+#: Prefix of a failed dataset's status; a successful one starts with "ok".
+FAILED = "failed: "
+PASSWORD_ENV = "PHYSIONET_PASSWORD"
+
+
+def mirror_env_var(key: str) -> str:
+    """The environment variable that overrides a dataset's base URL."""
+    return f"PPGBENCH_MIRROR_{key.upper()}"
+
+
+def download(
+    datasets: Sequence[str],
+    raw_root: Path,
+    *,
+    physionet_user: str | None = None,
+    progress: bool = True,
+    mirrors: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """Fetch each dataset into ``raw_root/<key>/`` and return ``{key: "ok: ..." | "failed: <reason>"}``.
+
+    Unknown keys raise ConfigError before anything is fetched. ``mirrors`` maps a key to a base URL that
+    replaces the publisher's (the ``PPGBENCH_MIRROR_<KEY>`` environment variable does the same).
+    """
+    unknown = [k for k in datasets if k not in SOURCES]
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], list(SOURCES), n=3)
+        hint = f"did you mean {', '.join(close)}?" if close else f"known: {', '.join(SOURCES)}"
+        raise ConfigError(f"cannot download unknown dataset '{unknown[0]}'; {hint}")
+    statuses: dict[str, str] = {}
+    for key in dict.fromkeys(datasets):
+        source = SOURCES[key]
+        try:
+            statuses[key] = _download_one(source, Path(raw_root), physionet_user, progress, mirrors or {})
+        except PPGBenchError as exc:
+            statuses[key] = FAILED + str(exc)
+        except Exception as exc:  # one dataset's surprise must not stop the others
+            logger.debug("download of %s failed", key, exc_info=True)
+            statuses[key] = f"{FAILED}unexpected {type(exc).__name__}: {exc}"
+        logger.info("%s: %s", key, statuses[key])
+    return statuses
+
+
+def _base_url(source: Source, mirrors: Mapping[str, str]) -> str:
+    """The mirror from the argument, else from the environment, else the publisher's address."""
+    base = mirrors.get(source.key) or os.environ.get(mirror_env_var(source.key)) or source.base_url
+    return base.rstrip("/")
+
+
+def _client(source: Source, base: str, physionet_user: str | None, progress: bool) -> Client:
+    """A client; for a credentialed source it carries basic auth limited to the source's base URL."""
+    if not source.credentialed:
+        return Client(progress=progress)
+    if not physionet_user:
+        raise DownloadError(f"{source.key} is credentialed on PhysioNet: give your PhysioNet user name")
+    password = os.environ.get(PASSWORD_ENV)
+    if not password:
+        if not _stdin_is_tty():
+            raise DownloadError(
+                f"{source.key} needs your PhysioNet password: set {PASSWORD_ENV} (no terminal to ask in)"
+            )
+        password = getpass.getpass(f"PhysioNet password for {physionet_user}: ")
+        if not password:
+            raise DownloadError(f"{source.key}: no PhysioNet password given")
+    return Client(progress=progress, auth=(base + "/", physionet_user, password))
+
+
+def _stdin_is_tty() -> bool:
+    """Whether there is a terminal to prompt in (a replaced or closed stdin counts as none)."""
+    try:
+        return sys.stdin is not None and sys.stdin.isatty()
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
+def _download_one(
+    source: Source, raw_root: Path, physionet_user: str | None, progress: bool, mirrors: Mapping[str, str]
+) -> str:
+    """Fetch one dataset and write its ``source.json``; return its success status."""
+    base = _base_url(source, mirrors)
+    client = _client(source, base, physionet_user, progress)
+    folder = raw_root / source.key
+    folder.mkdir(parents=True, exist_ok=True)
+    job = Job(client=client, folder=folder, base=base, log=ChecksumLog(folder))
+    try:
+        source.run(job)
+    finally:
+        job.log.save()
+    record = {
+        "key": source.key,
+        "source": source.page,
+        "base_url": base,
+        "downloaded_utc": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    (folder / "source.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    return f"ok: {job.fetched} fetched, {job.present} already present"
