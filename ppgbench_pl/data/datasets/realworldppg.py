@@ -1,0 +1,176 @@
+"""Real-World PPG: 6 s single-channel records for closed-set participant identification.
+
+PROTOCOL.md 1.9: ``train8.xlsx`` and ``test8.xlsx`` (sheet ``Sheet1``) hold one record per column, at
+absolute Excel rows: 1-300 the 50 Hz samples, 303 the serial number, 305 the participant ID. Both
+files are pooled and every record is its own group ``<split>-<serial:04d>`` with one window, so
+cross-validation splits records, not participants (PROTOCOL.md section 10, item 8).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import openpyxl
+import pandas as pd
+from openpyxl.utils import get_column_letter
+
+from ppgbench_pl.data.datasets.base import RawDataset, file_error
+from ppgbench_pl.data.processed import GroupData, as_class_target
+from ppgbench_pl.data.signal import resample
+from ppgbench_pl.errors import ConfigError, DataError
+
+SPLITS: tuple[tuple[str, str], ...] = (("train", "train8.xlsx"), ("test", "test8.xlsx"))
+SHEET = "Sheet1"
+SAMPLE_ROWS = 300  # Excel rows 1-300
+SERIAL_ROW = 303
+ID_ROW = 305
+
+
+@dataclass(frozen=True)
+class Record:
+    """One usable column of a workbook."""
+
+    split: str
+    serial: int
+    participant: int
+    samples: np.ndarray
+    column: str
+
+    @property
+    def name(self) -> str:
+        """Group name ``<split>-<serial:04d>``."""
+        return f"{self.split}-{self.serial:04d}"
+
+
+def _number(value: Any) -> float:
+    """A cell as a float: numbers as they are, numeric text parsed, anything else NaN (never missing)."""
+    if isinstance(value, bool):
+        return math.nan
+    if isinstance(value, int | float):
+        return float(value)
+    try:
+        return float(str(value).strip())
+    except ValueError:
+        return math.nan
+
+
+def read_columns(path: Path) -> list[tuple[str, list[Any]]]:
+    """Absolute rows 1-305 of ``Sheet1``, as ``(column letter, cells)`` per column.
+
+    Raises:
+        DataError: Missing or unreadable workbook, or no ``Sheet1``.
+    """
+    if not path.is_file():
+        raise DataError(f"{path}: workbook not found")
+    try:
+        book = openpyxl.load_workbook(path, read_only=True, data_only=True)
+    except Exception as exc:  # openpyxl/zipfile raise many types for a damaged workbook
+        raise file_error(path, "unreadable workbook", exc) from None
+    try:
+        if SHEET not in book.sheetnames:
+            raise DataError(f"{path}: no sheet '{SHEET}' (sheets: {', '.join(book.sheetnames)})")
+        rows = [list(r) for r in book[SHEET].iter_rows(min_row=1, max_row=ID_ROW, values_only=True)]
+    finally:
+        book.close()
+    rows += [[] for _ in range(ID_ROW - len(rows))]
+    width = max((len(r) for r in rows), default=0)
+    grid = [r + [None] * (width - len(r)) for r in rows]
+    return [(get_column_letter(c + 1), [grid[r][c] for r in range(ID_ROW)]) for c in range(width)]
+
+
+def read_records(path: Path, split: str) -> list[Record]:
+    """The usable records of one workbook: ID and every sample present, every value finite.
+
+    Raises:
+        DataError: A workbook problem, a non-integer serial or ID, or a serial used twice.
+    """
+    records: list[Record] = []
+    for letter, cells in read_columns(path):
+        samples, serial, ident = cells[:SAMPLE_ROWS], cells[SERIAL_ROW - 1], cells[ID_ROW - 1]
+        if ident is None or serial is None or any(v is None for v in samples):
+            continue
+        values = np.array([_number(v) for v in samples], dtype=np.float64)
+        serial_f, ident_f = _number(serial), _number(ident)
+        if not (np.isfinite(values).all() and math.isfinite(serial_f) and math.isfinite(ident_f)):
+            continue
+        if not (serial_f.is_integer() and ident_f.is_integer()):
+            raise DataError(f"{path}: column {letter}: serial {serial!r} or ID {ident!r} is not an integer")
+        records.append(Record(split, int(serial_f), int(ident_f), values, letter))
+    seen = Counter(r.serial for r in records)
+    repeated = [r for r in records if seen[r.serial] > 1]
+    if repeated:
+        raise DataError(f"{path}: serial {repeated[0].serial} is used by more than one column")
+    return records
+
+
+class RealWorldPPGDataset(RawDataset):
+    """Preprocessor for Real-World PPG (``realworldppg``); one group per record.
+
+    Args:
+        raw_root: The raw dataset folder (or a folder above it).
+        min_records_per_participant: Participants with fewer usable records are left out. The
+            published protocol keeps all (1). A participant whose records all fall in one test fold is
+            a class never seen in training (PROTOCOL.md section 10, item 8); requiring at least as many
+            records as outer folds makes that unlikely.
+    """
+
+    key: ClassVar[str] = "realworldppg"
+    marker_pattern: ClassVar[str] = "train8.xlsx"
+
+    def __init__(self, raw_root: str | Path, min_records_per_participant: int = 1) -> None:
+        super().__init__(raw_root)
+        if min_records_per_participant < 1:
+            raise ConfigError(f"min_records_per_participant must be >= 1, got {min_records_per_participant}")
+        self.min_records_per_participant = int(min_records_per_participant)
+
+    def settings(self) -> dict[str, Any]:
+        """Base settings plus the pooling and per-participant minimum."""
+        return {
+            **super().settings(),
+            "splits_pooled": [split for split, _ in SPLITS],
+            "min_records_per_participant": self.min_records_per_participant,
+        }
+
+    def iter_groups(self, fs: float) -> Iterator[GroupData]:
+        """One single-window group per usable record: train8 columns first, then test8."""
+        records = [r for split, name in SPLITS for r in read_records(self.raw_root / name, split)]
+        counts = Counter(r.participant for r in records)
+        for record in records:
+            if counts[record.participant] >= self.min_records_per_participant:
+                yield self.process_record(record, fs)
+
+    def process_record(self, record: Record, fs: float) -> GroupData:
+        """Resample one record and label it with its participant ID."""
+        where = f"{record.split}8.xlsx column {record.column}"
+        window = resample(record.samples, self.info.native_fs, fs, what=where)
+        values = window.astype(np.float64)
+        stats = {
+            "subject": record.name,
+            "ppg_mean": float(values.mean()),
+            "ppg_std": float(values.std()),
+            "split": record.split,
+            "serial": record.serial,
+            "participant_id": record.participant,
+        }
+        metadata = pd.DataFrame(
+            {
+                "subject": [record.name],
+                "split": [record.split],
+                "column": [record.column],
+                "serial": [record.serial],
+                "participant_id": [record.participant],
+            }
+        )
+        return GroupData(
+            name=record.name,
+            ppg=window[None, :],
+            targets={"id": as_class_target([record.participant])},
+            stats=stats,
+            metadata=metadata,
+        )

@@ -1,0 +1,165 @@
+"""WildPPG: wrist green PPG in the wild, labelled with HR from the sternum ECG.
+
+PROTOCOL.md 1.10: one ``WildPPG_Part_<name>.mat`` per participant; the green PPG is resampled as a
+whole and cut into 8 s / 8 s windows, windows with a non-finite sample are dropped, and each kept
+window's HR comes from the authors' ECG R-peak pipeline (:mod:`ecg_hr`) at the ECG's own rate.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, ClassVar
+
+import h5py
+import numpy as np
+import scipy.io
+
+from ppgbench_pl.data import processed
+from ppgbench_pl.data.datasets import ecg_hr
+from ppgbench_pl.data.datasets.base import RawDataset, file_error, seconds_to_samples, window_table
+from ppgbench_pl.data.processed import GroupData, as_regression_target
+from ppgbench_pl.data.signal import integer_rate, make_windows, resample, window_starts
+from ppgbench_pl.errors import DataError
+
+logger = logging.getLogger(__name__)
+
+_PREFIX = "WildPPG_Part_"
+#: (struct, field) paths of the two signals used.
+_PPG = ("wrist", "ppg_g")
+_ECG = ("sternum", "ecg")
+
+
+def _field(obj: Any, name: str) -> Any:
+    """A field of a loaded MATLAB struct (scipy ``mat_struct``, dict or record array)."""
+    if hasattr(obj, "_fieldnames"):
+        return getattr(obj, name) if name in obj._fieldnames else None
+    if isinstance(obj, dict):
+        return obj.get(name)
+    if isinstance(obj, np.ndarray) and obj.dtype.names and name in obj.dtype.names:
+        return obj[name].squeeze()[()]
+    return None
+
+
+def _load_v5(path: Path) -> dict[str, Any]:
+    """Top-level ``wrist`` and ``sternum`` of a v5/v7 file, squeezed, structs as objects."""
+    return scipy.io.loadmat(
+        path, squeeze_me=True, struct_as_record=False, variable_names=[_PPG[0], _ECG[0]]
+    )
+
+
+def _signal_v5(top: dict[str, Any], where: tuple[str, str], path: Path) -> tuple[np.ndarray, float]:
+    """``<struct>.<field>.v`` and ``.fs`` from a scipy-loaded file."""
+    node = _field(top, where[0])
+    node = None if node is None else _field(node, where[1])
+    values = None if node is None else _field(node, "v")
+    fs = None if node is None else _field(node, "fs")
+    if values is None or fs is None:
+        raise DataError(f"{path}: no '{'.'.join(where)}' struct with fields v and fs")
+    return np.asarray(values, dtype=np.float64).ravel(), float(np.asarray(fs, dtype=np.float64).ravel()[0])
+
+
+def _signal_v73(handle: h5py.File, where: tuple[str, str], path: Path) -> tuple[np.ndarray, float]:
+    """``<struct>/<field>/v`` and ``fs`` from a MATLAB v7.3 (HDF5) file."""
+    base = "/".join(where)
+    if f"{base}/v" not in handle or f"{base}/fs" not in handle:
+        raise DataError(f"{path}: no '{'.'.join(where)}' struct with fields v and fs")
+    values = np.asarray(handle[f"{base}/v"][()], dtype=np.float64).ravel()
+    return values, float(np.asarray(handle[f"{base}/fs"][()], dtype=np.float64).ravel()[0])
+
+
+def read_participant(path: Path) -> tuple[np.ndarray, float, np.ndarray, float]:
+    """Green PPG and sternum ECG of one participant file, each with its rate.
+
+    Raises:
+        DataError: Unreadable file, missing struct or field, empty or non-numeric signal.
+    """
+    try:
+        try:
+            top = _load_v5(path)
+            ppg, ppg_fs = _signal_v5(top, _PPG, path)
+            ecg, ecg_fs = _signal_v5(top, _ECG, path)
+        except NotImplementedError:  # MATLAB v7.3 is HDF5
+            with h5py.File(path, "r") as handle:
+                ppg, ppg_fs = _signal_v73(handle, _PPG, path)
+                ecg, ecg_fs = _signal_v73(handle, _ECG, path)
+    except DataError:
+        raise
+    except (ValueError, TypeError, OSError, KeyError, IndexError) as exc:
+        raise file_error(path, "unreadable MATLAB file", exc) from None
+    if len(ppg) == 0 or len(ecg) == 0:
+        raise DataError(f"{path}: empty '{'.'.join(_PPG if len(ppg) == 0 else _ECG)}.v'")
+    return ppg, ppg_fs, ecg, ecg_fs
+
+
+class WildPPGDataset(RawDataset):
+    """Preprocessor for WildPPG (``wildppg``); one group per participant file."""
+
+    key: ClassVar[str] = "wildppg"
+    marker_pattern: ClassVar[str] = f"{_PREFIX}*.mat"
+
+    def settings(self) -> dict[str, Any]:
+        """Base settings plus the PPG channel and the label source."""
+        return {**super().settings(), "ppg_channel": "green", "hr_source": "sternum ecg"}
+
+    def marker(self, fs: float) -> dict[str, Any]:
+        """Base marker, with the ECG pipeline's source counted as preprocessing code too."""
+        marker = super().marker(fs)
+        combined = marker["source_sha256"] + processed.source_digest(inspect.getfile(ecg_hr))
+        marker["source_sha256"] = hashlib.sha256(combined.encode()).hexdigest()
+        return marker
+
+    def iter_groups(self, fs: float) -> Iterator[GroupData]:
+        """One group per ``WildPPG_Part_<name>.mat``, in sorted file order."""
+        paths = sorted(self.raw_root.glob(f"{_PREFIX}*.mat"))
+        if not paths:
+            raise DataError(f"{self.raw_root}: no {_PREFIX}*.mat files")
+        for path in paths:
+            yield self.process_participant(path, fs)
+
+    def process_participant(self, path: Path, fs: float) -> GroupData:
+        """Window the green PPG, drop non-finite windows and label the rest with ECG HR.
+
+        Raises:
+            DataError: Unreadable file, non-integer PPG rate, unusable ECG rate, or no usable window.
+        """
+        name = path.stem[len(_PREFIX) :]
+        ppg_raw, ppg_fs, ecg, ecg_fs_raw = read_participant(path)
+        native = integer_rate(ppg_fs, f"{path}: wrist.ppg_g.fs")
+        ecg_fs = int(round(ecg_fs_raw))
+        window = seconds_to_samples(self.info.window_s, fs)
+        stride = seconds_to_samples(self.info.stride_s, fs)
+        ppg = resample(ppg_raw, native, fs, what=str(path))
+        starts = window_starts(len(ppg), window, stride)
+        windows = make_windows(ppg, window, stride)
+        keep = np.flatnonzero(np.isfinite(windows).all(axis=1))
+        if len(keep) == 0:
+            raise DataError(f"{path}: no full {self.info.window_s:g} s window with finite PPG")
+        try:
+            hr = ecg_hr.ecg_window_hr(ecg, ecg_fs, self.info.window_s, len(starts), self.info.stride_s)
+        except ValueError as exc:
+            raise file_error(path, "sternum.ecg cannot be R-peak labelled", exc) from None
+        kept = windows[keep]
+        stats = {
+            "subject": name,
+            "ppg_mean": float(kept.astype(np.float64).mean()),
+            "ppg_std": float(kept.astype(np.float64).std()),
+            "native_ppg_fs": ppg_fs,
+            "native_ecg_fs": ecg_fs_raw,
+            "ppg_channel": "green",
+        }
+        metadata = window_table(name, keep, starts[keep], window, fs)
+        metadata["hr"] = hr[keep]
+        n_unlabelled = int(np.isnan(hr[keep]).sum())
+        if n_unlabelled:
+            logger.info("%s: %d of %d windows have no ECG heart rate", path, n_unlabelled, len(keep))
+        return GroupData(
+            name=name,
+            ppg=kept,
+            targets={"hr": as_regression_target(hr[keep])},
+            stats=stats,
+            metadata=metadata,
+        )
