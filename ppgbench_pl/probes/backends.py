@@ -1,0 +1,87 @@
+"""Where random forests run: scikit-learn on the CPU or RAPIDS cuML on a GPU (PROTOCOL.md 4.2).
+
+Both libraries share the hyperparameter names the protocol's grid uses, so a grid point is passed to
+either factory unchanged. cuML is optional (the ``gpu`` extra) and is imported only inside the
+factories: ``import cuml`` succeeds on machines without a usable GPU and fails only at the first fit,
+so usability is judged by asking CUDA for a device instead.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from ppgbench_pl.errors import ConfigError
+
+Backend = Literal["auto", "sklearn", "cuml"]
+BACKENDS: tuple[str, ...] = ("auto", "sklearn", "cuml")
+#: Histogram bins of cuML's quantile split search, as published.
+CUML_N_BINS = 128
+
+
+def cuml_usable() -> bool:
+    """Whether cuML can actually fit here: CuPy is importable and sees at least one CUDA device."""
+    try:
+        import cupy
+
+        return int(cupy.cuda.runtime.getDeviceCount()) > 0
+    except Exception:  # noqa: BLE001 - missing module, missing driver, CUDA runtime errors: all mean "no"
+        return False
+
+
+def resolve_backend(backend: str) -> str:
+    """The concrete backend for a requested one: ``auto`` picks cuML when usable, else scikit-learn.
+
+    Raises:
+        ConfigError: For an unknown name, or when ``cuml`` is requested but cannot run here.
+    """
+    if backend not in BACKENDS:
+        raise ConfigError(f"unknown forest backend '{backend}'; choose one of {', '.join(BACKENDS)}")
+    if backend == "auto":
+        return "cuml" if cuml_usable() else "sklearn"
+    if backend == "cuml" and not cuml_usable():
+        raise ConfigError("forest backend 'cuml' requested, but no CUDA device is usable through CuPy/cuML; "
+                          "install the gpu extra on a GPU machine, or use backend 'sklearn' or 'auto'")
+    return backend
+
+
+def forest_backend_for(kind: str, backend: str) -> str:
+    """The backend a task kind really uses: multi-output regression always runs in scikit-learn.
+
+    cuML forests take a single target, so the published protocol fits the six-output ECSMP emotion
+    task with scikit-learn; every other kind uses ``backend`` as resolved.
+    """
+    return "sklearn" if kind == "regression_cls" else backend
+
+
+def make_forest(kind: str, params: dict[str, Any], seed: int, backend: str, n_jobs: int = -1) -> Any:
+    """An unfitted random forest for one grid point.
+
+    Args:
+        kind: ``regression``, ``regression_cls`` (multi-output) or ``classification``.
+        params: Shared hyperparameters (n_estimators, max_depth, min_samples_split, min_samples_leaf,
+            max_features).
+        seed: ``random_state`` (the outer seed).
+        backend: A resolved backend, ``sklearn`` or ``cuml``.
+        n_jobs: scikit-learn worker count (results agree up to floating-point summation order). The
+            multi-output fallback of a cuML run uses one worker, as published.
+
+    Returns:
+        A scikit-learn ``RandomForestRegressor``/``RandomForestClassifier`` or its cuML counterpart.
+    """
+    used = forest_backend_for(kind, backend)
+    if used == "cuml":
+        return _cuml_forest(kind, params, seed)
+    if backend == "cuml":
+        n_jobs = 1
+    from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
+
+    cls = RandomForestClassifier if kind == "classification" else RandomForestRegressor
+    return cls(**params, random_state=seed, n_jobs=n_jobs)
+
+
+def _cuml_forest(kind: str, params: dict[str, Any], seed: int) -> Any:
+    """The cuML forest (GPU); imported here because the package is optional and slow to import."""
+    from cuml.ensemble import RandomForestClassifier, RandomForestRegressor
+
+    cls = RandomForestClassifier if kind == "classification" else RandomForestRegressor
+    return cls(**params, n_bins=CUML_N_BINS, random_state=seed, output_type="numpy")

@@ -1,0 +1,42 @@
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from ppgbench_pl.cli import main
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+CASES = {
+    "regime_linear.yaml": (["linear"], []),
+    "regime_rf.yaml": (["rf"], ["--trainer.callbacks.init_args.n_estimators", "[8]",
+                                "--trainer.callbacks.init_args.n_jobs", "1"]),
+    "regime_label_efficiency.yaml": (["linear_frac1", "linear_frac10", "linear_frac100"], []),
+}
+CONTROLS = '[{"class_path": "ppgbench_pl.encoders.prv.PublishedPRVEncoder", "init_args": {"n_jobs": 1}}]'
+
+
+@pytest.fixture(scope="module")
+def data_root(tmp_path_factory):
+    return tmp_path_factory.mktemp("configs_data")
+
+
+@pytest.mark.parametrize("config", sorted(CASES))
+def test_config_runs_quick_check(config, data_root, tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    monkeypatch.chdir(tmp_path)  # the configs' relative results/ and log folders land here
+    regimes, extra = CASES[config]
+    main(["fit", "--config", str(CONFIGS / config), "--output_dir", "run",
+          "--data.init_args.root", str(data_root),
+          "--data.init_args.seeds", "[42]", "--data.init_args.folds", "[0]",
+          "--data.init_args.tasks", "[synthetic-hr]", "--data.init_args.synthetic_subjects", "10",
+          "--data.init_args.synthetic_windows", "6", "--controls", CONTROLS, "--progress", "false", *extra])
+    summary = pd.read_csv(tmp_path / "run" / "summary.csv")
+    for model in ("small_cnn", "prv_published", "constant"):
+        assert sorted(summary[summary.model == model].regime) == sorted(regimes)
+    records = [json.loads(p.read_text()) for p in (tmp_path / "run" / "jobs").glob("*/results.json")]
+    assert len(records) == 2 * len(regimes) and all(r["status"] == "ok" for r in records)
+    if config == "regime_rf.yaml":
+        assert {r["backend"] for r in records} == {"sklearn"}
+        assert {r["results"][0]["params"]["n_estimators"] for r in records} == {8}
+    assert (tmp_path / "results" / config.removesuffix(".yaml") / "logs").is_dir()  # CSVLogger
