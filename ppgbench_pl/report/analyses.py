@@ -1,0 +1,170 @@
+"""What the searches chose: aggregation frequency (Table 3), edge pressure (Table 6); model size (Table 7).
+
+* **Aggregation**: how often each subject-level strategy was selected, counted per selection (job x
+  repeat) on subject-level tasks that had a choice (classification: mean / median / top-k;
+  regression-based classification: mean / median). Regression has only ``mean`` and is left out.
+* **Edge pressure**: for every numeric search axis, the fraction of selections whose chosen value is the
+  lowest or the highest value seen for that axis in the job's own search history (the grid points in
+  ``cv_scores``, or the Optuna trials' parameters). The selected epoch is judged against the epochs
+  recorded as the trials' intermediate values. An axis with one value seen, booleans and the aggregation
+  index are skipped. Much mass at an edge says the grid stops too early.
+* **Parameters**: counts a run recorded in ``run.json`` (``parameters``), or from a file passed with
+  ``--parameters`` (the report never imports torch to count them itself).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ppgbench_pl.metrics.aggregation import candidates
+from ppgbench_pl.report.load import ReportError, order_models, order_regimes
+
+EPOCH_KEYS = ("epoch", "selected_epoch", "best_epoch")
+EPOCH_AXIS = "epoch (selected)"
+SKIPPED_AXES = ("aggregation", "aggregation_idx")
+EDGE_COLUMNS = ["regime", "axis", "n_selections", "at_low", "at_high", "frac_low", "frac_high", "low", "high"]
+
+
+def aggregation_choices(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    """One row per selection (job x repeat) on a subject-level task with more than one candidate."""
+    rows = []
+    for rec in records:
+        if rec.get("level") != "subject" or len(candidates(rec["kind"])) < 2:
+            continue
+        for r in rec["results"]:
+            chosen = r.get("params", {}).get("aggregation") or r.get("metrics", {}).get("aggregation")
+            if chosen:
+                rows.append({"regime": rec["regime"], "model": rec["model"], "task": rec["task"],
+                             "kind": rec["kind"], "aggregation": chosen})
+    return pd.DataFrame(rows, columns=["regime", "model", "task", "kind", "aggregation"])
+
+
+def aggregation_frequency(choices: pd.DataFrame) -> pd.DataFrame:
+    """Counts and fractions per (regime, model), plus an ``all`` row per regime."""
+    strategies = [s for s in ("mean", "median", "topk_mean") if s in set(choices["aggregation"])]
+    strategies += sorted(set(choices["aggregation"]) - set(strategies))
+    rows = []
+    for regime in order_regimes(set(choices["regime"])):
+        part = choices[choices["regime"] == regime]
+        groups = [(m, part[part["model"] == m]) for m in order_models(set(part["model"]))] + [("all", part)]
+        for model, sel in groups:
+            counts = sel["aggregation"].value_counts()
+            row: dict[str, Any] = {"regime": regime, "model": model, "n_selections": len(sel)}
+            for s in strategies:
+                row[s] = int(counts.get(s, 0))
+                row[f"{s}_frac"] = row[s] / len(sel)
+            rows.append(row)
+    columns = ["regime", "model", "n_selections"] + [c for s in strategies for c in (s, f"{s}_frac")]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _trials(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """Optuna trials stored anywhere one level down in a result (``{"trials": [...]}``) or at its top."""
+    found: list[Any] = list(result.get("trials") or [])
+    for value in result.values():
+        if isinstance(value, dict) and isinstance(value.get("trials"), list):
+            found += value["trials"]
+    return [t for t in found if isinstance(t, dict)]
+
+
+def _epochs(trial: dict[str, Any]) -> Iterator[int]:
+    """Epoch numbers of a trial's intermediate values (a {epoch: value} mapping or a per-epoch list)."""
+    values = trial.get("intermediate_values", trial.get("intermediate"))
+    if isinstance(values, dict):
+        yield from (int(k) for k in values)
+    elif isinstance(values, list):
+        yield from range(len(values))
+
+
+def _numeric(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def search_space(result: dict[str, Any]) -> dict[str, set[float]]:
+    """Values seen per axis in one repeat's search history; the selected epoch under :data:`EPOCH_AXIS`."""
+    seen: dict[str, set[Any]] = {}
+    points = [e.get("params", {}) for e in result.get("cv_scores") or []]
+    trials = _trials(result)
+    points += [t.get("params", {}) for t in trials]
+    for params in points:
+        for axis, value in params.items():
+            seen.setdefault(axis, set()).add(value)
+    epochs = {e for t in trials for e in _epochs(t)}
+    numeric = {a: {float(v) for v in vals} for a, vals in seen.items()
+               if a not in SKIPPED_AXES and all(_numeric(v) for v in vals) and len(vals) >= 2}
+    if len(epochs) >= 2:
+        numeric[EPOCH_AXIS] = {float(e) for e in epochs}
+    return numeric
+
+
+def edge_choices(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    """One row per (selection, numeric axis): the chosen value and whether it sits at an edge."""
+    rows = []
+    for rec in records:
+        for r in rec["results"]:
+            params = r.get("params", {})
+            chosen = {a: v for a, v in params.items() if a not in EPOCH_KEYS}
+            epoch = next((params[k] for k in EPOCH_KEYS if k in params), None)
+            if epoch is not None:
+                chosen[EPOCH_AXIS] = epoch
+            for axis, values in search_space(r).items():
+                value = chosen.get(axis)
+                if not _numeric(value):
+                    continue
+                low, high = min(values), max(values)
+                rows.append({"regime": rec["regime"], "model": rec["model"], "task": rec["task"],
+                             "axis": axis, "value": float(value), "low": low, "high": high,
+                             "at_low": float(value) <= low, "at_high": float(value) >= high})
+    return pd.DataFrame(rows, columns=["regime", "model", "task", "axis", "value", "low", "high", "at_low",
+                                       "at_high"])
+
+
+def edge_pressure(choices: pd.DataFrame) -> pd.DataFrame:
+    """Per (regime, axis): selections, how many sit at the lowest / highest value, and the fractions."""
+    rows = []
+    for regime in order_regimes(set(choices["regime"])):
+        part = choices[choices["regime"] == regime]
+        for axis in sorted(set(part["axis"]), key=lambda a: (a == EPOCH_AXIS, a)):
+            sel = part[part["axis"] == axis]
+            n, lo, hi = len(sel), int(sel["at_low"].sum()), int(sel["at_high"].sum())
+            rows.append({"regime": regime, "axis": axis, "n_selections": n, "at_low": lo, "at_high": hi,
+                         "frac_low": lo / n, "frac_high": hi / n, "low": sel["low"].min(),
+                         "high": sel["high"].max()})
+    return pd.DataFrame(rows, columns=EDGE_COLUMNS)
+
+
+def read_parameter_file(path: Path) -> dict[str, dict[str, int]]:
+    """Parameter counts from JSON ({model: n | {"total": n, "trainable": n}}) or CSV (model,total,trainable).
+
+    Raises:
+        ReportError: The file is missing or has neither shape.
+    """
+    if not path.exists():
+        raise ReportError(f"{path}: no such parameter-count file")
+    if path.suffix == ".json":
+        data = json.loads(path.read_text())
+        return {m: {"total": int(v)} if isinstance(v, int) else {k: int(x) for k, x in v.items()}
+                for m, v in data.items()}
+    frame = pd.read_csv(path)
+    total = next((c for c in ("total", "parameters", "n_parameters") if c in frame.columns), None)
+    if "model" not in frame.columns or total is None:
+        raise ReportError(f"{path}: expected columns 'model' and 'total' (optionally 'trainable')")
+    out: dict[str, dict[str, int]] = {}
+    for row in frame.to_dict("records"):
+        counts = {"total": int(row[total])}
+        if "trainable" in frame.columns and pd.notna(row["trainable"]):
+            counts["trainable"] = int(row["trainable"])
+        out[str(row["model"])] = counts
+    return out
+
+
+def parameter_table(counts: dict[str, dict[str, int]], models: list[str]) -> pd.DataFrame:
+    """Table 7: total and trainable parameters of the models in the report that have a count."""
+    rows = [{"model": m, "total": counts[m].get("total"), "trainable": counts[m].get("trainable")}
+            for m in models if m in counts]
+    return pd.DataFrame(rows, columns=["model", "total", "trainable"])

@@ -1,0 +1,226 @@
+"""Build the whole report from run folders: tables, findings, analyses, comparisons, figures, index.html.
+
+Output layout (``<output>/``)::
+
+    index.html                        everything below, readable offline
+    findings.md                       the headline findings and the cells behind them
+    tables/main_<regime>.csv|md|tex   the main tables; main_cells.csv holds their numbers and flags
+    tables/chance_cells.csv, control_cells.csv, aggregation_frequency.csv, rescoring.csv,
+    tables/edge_pressure.csv, parameters.csv, paired.csv, ranking.csv (+ per-job detail CSVs)
+    figures/regime_comparison.png|svg, figures/cd_<regime>.png|svg
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from ppgbench_pl.report import analyses, compare, figures, findings, rescoring, tables
+from ppgbench_pl.report.html import Page, table
+from ppgbench_pl.report.load import ReportError, RunSet, load_runs
+from ppgbench_pl.report.rules import Rule
+from ppgbench_pl.report.scores import Scores
+
+
+@dataclass
+class ReportOptions:
+    """Choices that change what the report says.
+
+    Args:
+        rule: "Meaningfully better" rule: ``ci`` (default), ``paired`` or ``mean``.
+        alpha: Significance level of the ``paired`` rule and of the Nemenyi CD.
+        ci_unit: ``seed`` (published) or ``fold``, as in summary.csv.
+        pairs: Model pairs for paired comparisons (default: each tested model vs each control).
+        parameters: Optional parameter-count file (CSV or JSON) for Table 7.
+    """
+
+    rule: str = "ci"
+    alpha: float = 0.05
+    ci_unit: str = "seed"
+    pairs: Sequence[tuple[str, str]] | None = None
+    parameters: Path | None = None
+    written: list[Path] = field(default_factory=list)
+
+
+def _csv(frame: pd.DataFrame, path: Path, opts: ReportOptions) -> None:
+    frame.to_csv(path, index=False)
+    opts.written.append(path)
+
+
+def _cells_list(cells: list[tuple[str, str]]) -> str:
+    return "; ".join(f"{task} ({regime})" for task, regime in cells) or "none"
+
+
+def _header(page: Page, runs: RunSet, scores: Scores, opts: ReportOptions) -> None:
+    done = len(runs.records)
+    planned = f" of {len(runs.planned)} planned" if runs.planned else ""
+    folders = ", ".join(str(d) for d in runs.run_dirs)
+    page.paragraph(f"Run folders: {folders}. {done} completed jobs{planned}, {len(runs.failed)} failed; "
+                   f"{len(scores.models)} models, {len(scores.regimes)} regime(s). "
+                   f"Scores: mean ± Student-t 95% CI over {opts.ci_unit} means (PROTOCOL.md 7.2).", "meta")
+    if runs.conflicts:
+        page.details(f"{len(runs.conflicts)} jobs had conflicting records across folders (first folder kept)",
+                     "<ul>" + "".join(f"<li>{c}</li>" for c in runs.conflicts) + "</ul>")
+
+
+def _findings(page: Page, head: findings.Headline, chance: pd.DataFrame, controls: pd.DataFrame,
+              out: Path) -> None:
+    lines = head.lines()
+    page.heading("Headline findings", anchor="findings")
+    page.bullets(lines, "findings")
+    page.details(f"Cells near chance: {len(head.near_chance)}",
+                 table(chance, "Per cell: constant baseline, best model, models that beat the baseline.",
+                       text_columns=("beat_baseline",)))
+    page.details(f"Cells where no PPG-specific model beats the PRV and MOMENT controls: "
+                 f"{len(head.controls_hold)}",
+                 table(controls, "Controls present per cell and the PPG-specific models beating all of them.",
+                       text_columns=("ppg_models", "controls", "winners")))
+    text = ["# Headline findings", "", *[f"- {line}" for line in lines], "",
+            f"Near-chance cells: {_cells_list(head.near_chance)}", "",
+            f"Cells where the controls hold: {_cells_list(head.controls_hold)}", ""]
+    (out / "findings.md").write_text("\n".join(text), encoding="utf-8")
+
+
+def _main_tables(page: Page, scores: Scores, rule: Rule, chance: pd.DataFrame, out: Path,
+                 opts: ReportOptions) -> None:
+    cells = tables.main_cells(scores, rule, chance)
+    opts.written += tables.write_main_tables(cells, scores, rule, out / "tables")
+    page.heading("Main tables", anchor="tables")
+    for regime in scores.regimes:
+        wide = tables.wide_table(cells, regime, scores.models, scores.tasks(regime),
+                                 bold=lambda t: f"<strong>{t}</strong>", marker=lambda m: f" {m}")
+        page.heading(regime, level=3)
+        page.raw(table(wide, tables.caption(regime, rule, opts.ci_unit), raw=scores.models,
+                       row_class=lambda row: "near_chance" if str(row["task"]).endswith("†") else ""))
+
+
+def _analyses(page: Page, runs: RunSet, out: Path, opts: ReportOptions) -> None:
+    page.heading("Subject-level aggregation selected (Table 3)", anchor="aggregation")
+    choices = analyses.aggregation_choices(runs.records)
+    freq = analyses.aggregation_frequency(choices)
+    _csv(freq, out / "tables" / "aggregation_frequency.csv", opts)
+    page.raw(table(freq, "Selections (job x repeat) per strategy on subject-level tasks with a choice."))
+
+    page.heading("Subject-level vs window-level scoring of the same predictions (Table 4)",
+                 anchor="rescoring")
+    jobs = rescoring.rescore_jobs(runs)
+    _csv(jobs, out / "tables" / "rescoring_jobs.csv", opts)
+    resc = rescoring.rescoring_table(jobs)
+    _csv(resc, out / "tables" / "rescoring.csv", opts)
+    page.raw(table(resc, "Subject level uses the aggregation each job selected; n_mismatched counts "
+                         "rescored values that differ from the recorded metric (should be 0)."))
+
+    page.heading("Edge pressure of the searches (Table 6)", anchor="edges")
+    edges = analyses.edge_choices(runs.records)
+    _csv(edges, out / "tables" / "edge_choices.csv", opts)
+    pressure = analyses.edge_pressure(edges)
+    _csv(pressure, out / "tables" / "edge_pressure.csv", opts)
+    page.raw(table(pressure, "Fraction of selections at the lowest / highest value seen in the job's own "
+                             "search (grid points or Optuna trials; selected epoch vs epochs recorded)."))
+
+    page.heading("Parameters (Table 7)", anchor="parameters")
+    counts = dict(runs.parameters)
+    if opts.parameters is not None:
+        counts.update(analyses.read_parameter_file(opts.parameters))
+    params = analyses.parameter_table(counts, runs.models)
+    _csv(params, out / "tables" / "parameters.csv", opts)
+    if params.empty:
+        page.paragraph("No parameter counts in these runs. Pass --parameters FILE (CSV: "
+                       "model,total[,trainable], or JSON) to add them.", "note")
+    else:
+        page.raw(table(params))
+
+
+def _comparisons(page: Page, scores: Scores, out: Path, opts: ReportOptions) -> None:
+    page.heading("Regime comparison (Figure 1)", anchor="regimes")
+    fig_dir = out / "figures"
+    if scores.tasks():
+        png, svg = figures.save(figures.regime_comparison(scores), fig_dir, "regime_comparison")
+        opts.written += [png, svg]
+        page.figure(png, svg, "Each model's mean ± 95% CI per task under every regime present.")
+
+    page.heading("Ranking across tasks (critical difference)", anchor="ranking")
+    rankings = [r for regime in scores.regimes if (r := compare.rank_models(scores, regime, opts.alpha))]
+    _csv(compare.ranking_table(rankings), out / "tables" / "ranking.csv", opts)
+    for r in rankings:
+        png, svg = figures.save(figures.cd_diagram(r), fig_dir, f"cd_{r.regime}")
+        opts.written += [png, svg]
+        dropped = f" Left out for missing tasks: {', '.join(r.dropped_models)}." if r.dropped_models else ""
+        page.figure(png, svg, f"{r.regime}: average ranks (1 = best) over {r.n_tasks} tasks; models "
+                              f"joined by a bar are not different by the Nemenyi test (alpha {opts.alpha:g})."
+                              f"{dropped}")
+    if not rankings:
+        page.paragraph("A ranking needs at least two models on at least two tasks in one regime.", "note")
+
+    page.heading("Paired comparisons", anchor="paired")
+    paired = compare.paired_comparisons(scores, opts.pairs)
+    _csv(paired, out / "tables" / "paired.csv", opts)
+    page.paragraph(f"Differences model_a - model_b over the same {opts.ci_unit}s and folds: mean with "
+                   "Student-t 95% CI, paired t-test and Wilcoxon signed-rank (two-sided). With 5 seeds "
+                   "Wilcoxon cannot go below p = 0.0625.", "note")
+    if not paired.empty:
+        sig = paired[paired["t_pvalue"] < opts.alpha]
+        tally = paired.groupby(["regime", "model_a", "model_b"], sort=False).size().rename("cells").to_frame()
+        for side in ("a", "b"):
+            wins = sig[sig["better"] == sig[f"model_{side}"]].groupby(["regime", "model_a", "model_b"]).size()
+            tally[f"{side}_better_p<{opts.alpha:g}"] = wins.reindex(tally.index).fillna(0).astype(int)
+        page.raw(table(tally.reset_index(), "Cells where one side is better with a paired t-test p below "
+                                            "alpha."))
+    page.details(f"All {len(paired)} paired comparisons", table(paired))
+
+
+def build_report(run_dirs: Sequence[str | Path], output_dir: str | Path, rule: str = "ci",
+                 alpha: float = 0.05, ci_unit: str = "seed", pairs: Sequence[tuple[str, str]] | None = None,
+                 parameters: str | Path | None = None) -> Path:
+    """Write the report of one or more run folders and return the path of its ``index.html``.
+
+    Args:
+        run_dirs: Run folders, partial or complete; several combine (first wins on conflicts).
+        output_dir: Report folder (created).
+        rule: "Meaningfully better" rule for chance and controls (``ci``, ``paired``, ``mean``).
+        alpha: Level of the paired rule and of the Nemenyi critical difference.
+        ci_unit: ``seed`` (published) or ``fold``.
+        pairs: Model pairs to compare (default: each tested model vs each control).
+        parameters: Optional parameter-count file for Table 7.
+
+    Returns:
+        The path of ``index.html``.
+
+    Raises:
+        ReportError: No usable records, an unknown rule or CI unit, or a bad parameter file.
+    """
+    if ci_unit not in ("seed", "fold"):
+        raise ReportError(f"unknown CI unit '{ci_unit}'; choose seed or fold")
+    opts = ReportOptions(rule, alpha, ci_unit, pairs, Path(parameters) if parameters else None)
+    the_rule = Rule(rule, alpha)
+    runs = load_runs(run_dirs)
+    out = Path(output_dir)
+    (out / "tables").mkdir(parents=True, exist_ok=True)
+    scores = Scores(runs.records, ci_unit)
+    unknown = sorted({m for pair in pairs or () for m in pair} - set(scores.models))
+    if unknown:
+        raise ReportError(f"--compare names unknown model(s) {', '.join(unknown)}; "
+                          f"these runs have {', '.join(scores.models)}")
+    chance = findings.chance_cells(scores, the_rule)
+    controls = findings.control_cells(scores, the_rule)
+    _csv(chance, out / "tables" / "chance_cells.csv", opts)
+    _csv(controls, out / "tables" / "control_cells.csv", opts)
+    head = findings.headline(chance, controls, the_rule)
+
+    page = Page("ppgbench report", out)
+    _header(page, runs, scores, opts)
+    _findings(page, head, chance, controls, out)
+    _main_tables(page, scores, the_rule, chance, out, opts)
+    _comparisons(page, scores, out, opts)
+    _analyses(page, runs, out, opts)
+    if runs.failed:
+        page.heading("Failed jobs", anchor="failed")
+        failed = pd.DataFrame([{"job": r.get("job_id", ""), "error": r.get("error", "")}
+                               for r in runs.failed])
+        page.raw(table(failed, text_columns=("error",)))
+    page.heading("Files", anchor="files")
+    page.links([out / "findings.md", *opts.written])
+    return page.write()

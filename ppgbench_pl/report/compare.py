@@ -1,0 +1,151 @@
+"""Paired model comparisons on the same seeds and folds, and a critical-difference ranking across tasks.
+
+Paired: for two models in one cell, the differences (a - b) over the matched units (seed means by
+default, the summary's CI unit) give a mean difference with a Student-t 95% CI, a paired t-test and a
+Wilcoxon signed-rank test (two-sided). With 5 seeds the smallest two-sided Wilcoxon p-value is 0.0625,
+so it can never reach 0.05 there; it is shown for robustness, not as a verdict.
+
+Ranking (Demšar 2006): within each regime, models are ranked per task (1 = best, ties averaged), the
+average ranks are compared with a Friedman test, and the Nemenyi critical difference
+``CD = q_0.05(k) * sqrt(k (k + 1) / (6 N))`` says which average ranks differ.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from ppgbench_pl.report.load import CONTROL_MODELS
+from ppgbench_pl.report.scores import Scores
+from ppgbench_pl.results.summary import student_t_ci
+
+PAIRED_COLUMNS = [
+    "regime", "task", "metric", "model_a", "model_b", "n_pairs", "unit", "mean_a", "mean_b", "mean_diff",
+    "ci95_diff", "t_stat", "t_pvalue", "wilcoxon_stat", "wilcoxon_pvalue", "better",
+]
+
+
+def paired_test(a: np.ndarray, b: np.ndarray) -> dict[str, float]:
+    """Mean difference a - b with t CI, paired t-test and Wilcoxon signed-rank; NaN where undefined."""
+    diff = np.asarray(a, float) - np.asarray(b, float)
+    out = {"n_pairs": float(len(diff)), "mean_diff": float(diff.mean()) if len(diff) else math.nan,
+           "ci95_diff": student_t_ci(diff), "t_stat": math.nan, "t_pvalue": math.nan,
+           "wilcoxon_stat": math.nan, "wilcoxon_pvalue": math.nan}
+    if len(diff) < 2:
+        return out
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        if np.any(diff != 0):  # both tests are undefined when every difference is zero
+            t = stats.ttest_rel(a, b)
+            out["t_stat"], out["t_pvalue"] = float(t.statistic), float(t.pvalue)
+            w = stats.wilcoxon(diff)
+            out["wilcoxon_stat"], out["wilcoxon_pvalue"] = float(w.statistic), float(w.pvalue)
+    return out
+
+
+def default_pairs(models: Sequence[str]) -> list[tuple[str, str]]:
+    """Each non-control model against each control present; the controls pairwise if that is all there is."""
+    tested = [m for m in models if m not in CONTROL_MODELS]
+    controls = [m for m in models if m in CONTROL_MODELS]
+    if tested:
+        return [(m, c) for m in tested for c in controls]
+    return [(a, b) for i, a in enumerate(controls) for b in controls[i + 1:]]
+
+
+def paired_comparisons(scores: Scores, pairs: Sequence[tuple[str, str]] | None = None) -> pd.DataFrame:
+    """One row per (regime, task, pair) where both models have matched units.
+
+    Args:
+        scores: The runs' scores.
+        pairs: (model_a, model_b) pairs; :func:`default_pairs` when None.
+
+    Returns:
+        A frame with :data:`PAIRED_COLUMNS`; ``better`` names the model with the better mean difference
+        in the metric's direction (``tie`` when equal).
+    """
+    pairs = list(pairs) if pairs is not None else default_pairs(scores.models)
+    rows = []
+    for regime in scores.regimes:
+        for task in scores.tasks(regime):
+            for model_a, model_b in pairs:
+                a, b = scores.paired_values(task, regime, model_a, model_b)
+                if not len(a):
+                    continue
+                test = paired_test(a, b)
+                sign = 1.0 if scores.higher_is_better[task] else -1.0
+                diff = sign * test["mean_diff"]
+                better = "tie" if diff == 0 else (model_a if diff > 0 else model_b)
+                rows.append({"regime": regime, "task": task, "metric": scores.metric[task],
+                             "model_a": model_a, "model_b": model_b, "unit": scores.ci_unit,
+                             "mean_a": float(a.mean()),
+                             "mean_b": float(b.mean()), **test, "n_pairs": len(a), "better": better})
+    return pd.DataFrame(rows, columns=PAIRED_COLUMNS)
+
+
+@dataclass
+class Ranking:
+    """Average ranks of the models in one regime, with the Friedman test and the Nemenyi CD."""
+
+    regime: str
+    average_ranks: pd.Series
+    n_tasks: int
+    tasks: list[str]
+    friedman_stat: float
+    friedman_pvalue: float
+    critical_difference: float
+    dropped_models: list[str] = field(default_factory=list)
+
+
+def nemenyi_cd(k: int, n: int, alpha: float = 0.05) -> float:
+    """Nemenyi critical difference for k models over n tasks (studentized range with infinite df)."""
+    q = stats.studentized_range.ppf(1 - alpha, k, np.inf) / math.sqrt(2)
+    return float(q * math.sqrt(k * (k + 1) / (6.0 * n)))
+
+
+def _complete_block(means: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """Tasks on which every kept model has a score; drop the least-covered model until >= 2 such tasks."""
+    dropped: list[str] = []
+    while means.shape[1] >= 2 and len(means.dropna()) < 2:
+        worst = means.isna().sum().iloc[::-1].idxmax()  # most missing; the last column on ties
+        dropped.append(str(worst))
+        means = means.drop(columns=worst)
+    return means.dropna(), dropped
+
+
+def rank_models(scores: Scores, regime: str, alpha: float = 0.05) -> Ranking | None:
+    """Average ranks, Friedman test and CD in one regime; None with fewer than 2 models or 2 tasks."""
+    frame = scores.summary[scores.summary["regime"] == regime]
+    means = frame.pivot_table(index="task", columns="model", values="mean", aggfunc="first")
+    means = means.reindex(columns=[m for m in scores.models if m in means.columns])
+    block, dropped = _complete_block(means)
+    if block.shape[1] < 2 or len(block) < 2:
+        return None
+    signs = np.array([1.0 if scores.higher_is_better[t] else -1.0 for t in block.index])
+    ranks = np.vstack([stats.rankdata(-s * row) for s, row in zip(signs, block.to_numpy(), strict=True)])
+    k, n = block.shape[1], block.shape[0]
+    stat, pvalue = math.nan, math.nan
+    if k >= 3:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            result = stats.friedmanchisquare(*ranks.T)
+        stat, pvalue = float(result.statistic), float(result.pvalue)
+    average = pd.Series(ranks.mean(axis=0), index=block.columns).sort_values()
+    return Ranking(regime, average, n, list(block.index), stat, pvalue, nemenyi_cd(k, n, alpha), dropped)
+
+
+def ranking_table(rankings: Sequence[Ranking]) -> pd.DataFrame:
+    """Long table: regime, model, average rank, tasks, Friedman statistic and p, CD."""
+    rows = [
+        {"regime": r.regime, "model": model, "average_rank": float(rank), "n_tasks": r.n_tasks,
+         "friedman_stat": r.friedman_stat, "friedman_pvalue": r.friedman_pvalue,
+         "critical_difference": r.critical_difference}
+        for r in rankings for model, rank in r.average_ranks.items()
+    ]
+    return pd.DataFrame(rows, columns=["regime", "model", "average_rank", "n_tasks", "friedman_stat",
+                                       "friedman_pvalue", "critical_difference"])

@@ -1,0 +1,147 @@
+"""Headline findings computed from the runs: cells near chance, and cells where the controls hold.
+
+A cell is one (task, regime). Both findings use the same switchable :class:`~ppgbench_pl.report.rules.Rule`.
+
+* **Near chance**: no model (controls included) meaningfully beats the constant baseline of the same
+  regime's jobs. ``undetermined`` when nobody beats it but some verdict could not be made (one seed).
+* **Controls hold**: no PPG-specific model (any model that is not ``prv``, ``prv_published``,
+  ``moment_small`` or ``constant``) meaningfully beats every PRV and MOMENT control present in the cell.
+  A control that was not run in a cell is not required there (the cell lists which controls were
+  present); a cell with no PRV or MOMENT control, or no PPG-specific model, is not assessable and is
+  left out of the count.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from ppgbench_pl.report.load import CONTROL_MODELS
+from ppgbench_pl.report.rules import Rule
+from ppgbench_pl.report.scores import Scores
+from ppgbench_pl.results.summary import BASELINE_MODEL
+
+FEATURE_CONTROLS = tuple(c for c in CONTROL_MODELS if c != BASELINE_MODEL)
+CHANCE_COLUMNS = ["regime", "task", "metric", "baseline_mean", "baseline_ci95", "best_model", "best_mean",
+                  "beat_baseline", "status"]
+CONTROL_COLUMNS = ["regime", "task", "ppg_models", "controls", "winners", "status"]
+
+
+def _verdict(verdicts: list[bool | None]) -> str:
+    """Summarise several beats() verdicts: any True wins, else any None is undetermined."""
+    if any(v is True for v in verdicts):
+        return "yes"
+    return "undetermined" if any(v is None for v in verdicts) else "no"
+
+
+def chance_cells(scores: Scores, rule: Rule) -> pd.DataFrame:
+    """One row per cell: the baseline, the best model, who beats the baseline, and the cell's status.
+
+    Status is ``above_chance``, ``near_chance``, ``undetermined`` or ``no_baseline``.
+    """
+    rows = []
+    for regime in scores.regimes:
+        for task in scores.tasks(regime):
+            base = scores.get(task, regime, BASELINE_MODEL)
+            best = scores.best(task, regime)
+            models = [s.model for s in scores.cell(task, regime) if s.model != BASELINE_MODEL]
+            verdicts = {m: rule.beats(scores, task, regime, m, BASELINE_MODEL) for m in models}
+            winners = [m for m, v in verdicts.items() if v]
+            if base is None:
+                status = "no_baseline"
+            else:
+                status = {"yes": "above_chance", "no": "near_chance",
+                          "undetermined": "undetermined"}[_verdict(list(verdicts.values()))]
+            rows.append({
+                "regime": regime, "task": task, "metric": scores.metric[task],
+                "baseline_mean": base.mean if base else float("nan"),
+                "baseline_ci95": base.ci95 if base else float("nan"),
+                "best_model": best.model if best else "", "best_mean": best.mean if best else float("nan"),
+                "beat_baseline": ";".join(winners), "status": status,
+            })
+    return pd.DataFrame(rows, columns=CHANCE_COLUMNS)
+
+
+def control_cells(scores: Scores, rule: Rule) -> pd.DataFrame:
+    """One row per cell: PPG-specific models, controls present, which models beat them all, and status.
+
+    Status is ``beaten``, ``not_beaten``, ``undetermined``, ``no_controls`` or ``no_ppg_model``.
+    """
+    rows = []
+    for regime in scores.regimes:
+        for task in scores.tasks(regime):
+            present = [s.model for s in scores.cell(task, regime)]
+            ppg = [m for m in present if m not in CONTROL_MODELS]
+            controls = [m for m in present if m in FEATURE_CONTROLS]
+            winners: list[str] = []
+            per_model: list[bool | None] = []
+            for model in ppg:
+                verdicts = [rule.beats(scores, task, regime, model, c) for c in controls]
+                beats_all: bool | None = False if False in verdicts else (None if None in verdicts else True)
+                per_model.append(beats_all)
+                if beats_all:
+                    winners.append(model)
+            if not controls:
+                status = "no_controls"
+            elif not ppg:
+                status = "no_ppg_model"
+            else:
+                status = {"yes": "beaten", "no": "not_beaten",
+                          "undetermined": "undetermined"}[_verdict(per_model)]
+            rows.append({"regime": regime, "task": task, "ppg_models": ";".join(ppg),
+                         "controls": ";".join(controls), "winners": ";".join(winners), "status": status})
+    return pd.DataFrame(rows, columns=CONTROL_COLUMNS)
+
+
+@dataclass(frozen=True)
+class Headline:
+    """The counts the report leads with, and the cells behind them."""
+
+    n_cells: int
+    near_chance: list[tuple[str, str]]
+    undetermined_chance: list[tuple[str, str]]
+    n_assessable: int
+    controls_hold: list[tuple[str, str]]
+    not_assessable: list[tuple[str, str]]
+    rule_text: str
+    controls_seen: list[str]
+
+    def lines(self) -> list[str]:
+        """The findings as sentences (used in the HTML page and printed by the command)."""
+        seen = ", ".join(self.controls_seen) or "none"
+        absent = [c for c in FEATURE_CONTROLS if c not in self.controls_seen]
+        missing = f"; not run: {', '.join(absent)}, so not required" if absent else ""
+        out = [
+            f"{len(self.near_chance)} of {self.n_cells} task x regime cells are near chance: no model "
+            f"meaningfully beats the constant baseline.",
+            f"In {len(self.controls_hold)} of {self.n_assessable} assessable cells, no PPG-specific model "
+            f"meaningfully beats both the PRV and the MOMENT control (controls run: {seen}{missing}).",
+        ]
+        if self.undetermined_chance:
+            out.append(f"{len(self.undetermined_chance)} cells could not be judged against chance "
+                       "(a CI or paired test needs at least two seeds).")
+        if self.not_assessable:
+            out.append(f"{len(self.not_assessable)} cells lack a PRV/MOMENT control or a PPG-specific model "
+                       "and are left out of the control count.")
+        out.append(f"Meaningfully better = {self.rule_text}.")
+        return out
+
+
+def headline(chance: pd.DataFrame, controls: pd.DataFrame, rule: Rule) -> Headline:
+    """Count the cells of :func:`chance_cells` and :func:`control_cells`."""
+    def cells(frame: pd.DataFrame, status: str | tuple[str, ...]) -> list[tuple[str, str]]:
+        wanted = (status,) if isinstance(status, str) else status
+        part = frame[frame["status"].isin(wanted)]
+        return list(zip(part["task"], part["regime"], strict=True))
+
+    seen = {c for row in controls["controls"] for c in str(row).split(";") if c}
+    assessable = controls[controls["status"].isin(("beaten", "not_beaten", "undetermined"))]
+    return Headline(
+        n_cells=len(chance), near_chance=cells(chance, "near_chance"),
+        undetermined_chance=cells(chance, "undetermined"), n_assessable=len(assessable),
+        controls_hold=cells(controls, "not_beaten"),
+        not_assessable=cells(controls, ("no_controls", "no_ppg_model")),
+        rule_text=rule.text,
+        controls_seen=[c for c in FEATURE_CONTROLS if c in seen],
+    )

@@ -1,0 +1,85 @@
+"""Table 4: the same predictions scored at subject level and at window level.
+
+For every completed job on a subject-level task, the stored window predictions
+(``predictions_repeat<r>.npz``) are scored twice with the benchmark's own scoring code: once aggregated per
+subject with the aggregation the job selected (this reproduces the recorded metric, and a mismatch is
+counted), and once per window, as if the task were window-level. The difference shows how much the
+subject-level protocol changes the picture. Values are summarised like summary.csv (repeats -> fold,
+folds -> seed, mean over seeds).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ppgbench_pl.metrics.evaluate import evaluate
+from ppgbench_pl.metrics.scores import Predictions
+from ppgbench_pl.report.load import RunSet, order_models, order_regimes, order_tasks
+
+RESCORE_COLUMNS = ["regime", "task", "model", "metric", "n_folds", "subject_level", "window_level",
+                   "window_minus_subject", "n_mismatched"]
+MISMATCH_TOLERANCE = 1e-9
+
+
+def _predictions(arrays: Any, kind: str) -> Predictions:
+    """Rebuild the scoring input from a predictions file."""
+    if "classes" in arrays.files:
+        return Predictions(kind, np.asarray(arrays["y_prob"], float), np.asarray(arrays["classes"]))
+    return Predictions(kind, np.asarray(arrays["y_pred"], float))
+
+
+def rescore_jobs(runs: RunSet) -> pd.DataFrame:
+    """One row per (subject-level job, repeat) with subject-level, window-level and recorded values."""
+    rows = []
+    for rec in runs.records:
+        if rec.get("level") != "subject":
+            continue
+        metric, kind = rec["metric"], rec["kind"]
+        for r in rec["results"]:
+            path = runs.job_folder(rec) / r.get("predictions", f"predictions_repeat{r['repeat']}.npz")
+            if not path.exists():
+                continue
+            with np.load(path, allow_pickle=False) as arrays:
+                pred = _predictions(arrays, kind)
+                y_true, subjects = np.asarray(arrays["y_true"]), np.asarray(arrays["subjects"])
+            aggregation = r.get("params", {}).get("aggregation") or r["metrics"].get("aggregation") or "mean"
+            subject = evaluate(kind, "subject", y_true, subjects, pred, aggregation).get(metric)
+            window = evaluate(kind, "window", y_true, subjects, pred, None).get(metric)
+            recorded = r["metrics"].get(metric)
+            rows.append({"regime": rec["regime"], "task": rec["task"], "model": rec["model"],
+                         "metric": metric, "seed": rec["seed"], "fold": rec["fold"], "repeat": r["repeat"],
+                         "aggregation": aggregation, "subject_level": _num(subject),
+                         "window_level": _num(window), "recorded": _num(recorded)})
+    return pd.DataFrame(rows, columns=["regime", "task", "model", "metric", "seed", "fold", "repeat",
+                                       "aggregation", "subject_level", "window_level", "recorded"])
+
+
+def _num(value: Any) -> float:
+    return math.nan if value is None else float(value)
+
+
+def rescoring_table(jobs: pd.DataFrame) -> pd.DataFrame:
+    """Per (regime, task, model): subject-level and window-level means and their difference."""
+    rows = []
+    for (regime, task, model), part in jobs.groupby(["regime", "task", "model"], sort=False):
+        folds = part.groupby(["seed", "fold"])[["subject_level", "window_level"]].mean()
+        seeds = folds.groupby(level="seed").mean()
+        subject, window = float(seeds["subject_level"].mean()), float(seeds["window_level"].mean())
+        mismatched = int((part["subject_level"] - part["recorded"]).abs().gt(MISMATCH_TOLERANCE).sum())
+        rows.append({"regime": regime, "task": task, "model": model, "metric": part["metric"].iloc[0],
+                     "n_folds": len(folds), "subject_level": subject, "window_level": window,
+                     "window_minus_subject": window - subject, "n_mismatched": mismatched})
+    frame = pd.DataFrame(rows, columns=RESCORE_COLUMNS)
+    if frame.empty:
+        return frame
+    key = {
+        "regime": {r: i for i, r in enumerate(order_regimes(set(frame["regime"])))},
+        "task": {t: i for i, t in enumerate(order_tasks(set(frame["task"])))},
+        "model": {m: i for i, m in enumerate(order_models(set(frame["model"])))},
+    }
+    ordered = frame.sort_values(["regime", "task", "model"], key=lambda col: col.map(key[col.name]))
+    return ordered.reset_index(drop=True)

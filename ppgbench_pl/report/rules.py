@@ -1,0 +1,92 @@
+"""The report's stated rules: CI overlap (bolding) and "meaningfully better" (chance, controls).
+
+PROTOCOL.md 7.3 leaves the second rule to us (section 10 item 2). One rule is used everywhere a model is
+said to beat another (the constant baseline, a PRV or MOMENT control), and it is switchable:
+
+* ``ci`` (default): a better mean **and** CIs that do not overlap, ``|m1 - m2| > c1 + c2``. The baseline's
+  CI is the one from the same regime's jobs (same seeds and folds). A CI that is unknown (one seed)
+  leaves the verdict undetermined rather than guessing.
+* ``paired``: a better mean and a two-sided paired t-test p < alpha over the matched units (seed means by
+  default); undetermined with fewer than two matched units.
+* ``mean``: a better mean alone (the most lenient; useful to see what the CI rule costs).
+
+Bolding is fixed by the paper: the best mean, and every model whose CI overlaps the best's
+(``|m1 - m2| <= c1 + c2``, an unknown CI counted as zero).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ppgbench_pl.report.compare import paired_test
+from ppgbench_pl.report.load import ReportError
+from ppgbench_pl.report.scores import Score, Scores
+
+RULES = ("ci", "paired", "mean")
+RULE_TEXT = {
+    "ci": "better mean and 95% CIs that do not overlap (|m1 - m2| > c1 + c2), CIs from the same regime's "
+          "jobs",
+    "paired": "better mean and a two-sided paired t-test p < {alpha:g} over the same seeds and folds",
+    "mean": "better mean (no uncertainty taken into account)",
+}
+
+
+def overlaps(a: Score, b: Score) -> bool:
+    """Whether two intervals m ± c overlap: ``|m1 - m2| <= c1 + c2`` (unknown CI counted as zero)."""
+    return abs(a.mean - b.mean) <= a.half_width + b.half_width
+
+
+def better_mean(a: Score, b: Score, higher_is_better: bool) -> bool:
+    """Strictly better mean in the metric's direction."""
+    return a.mean > b.mean if higher_is_better else a.mean < b.mean
+
+
+@dataclass(frozen=True)
+class Rule:
+    """When one model meaningfully beats another in a cell.
+
+    Args:
+        name: One of :data:`RULES`.
+        alpha: Significance level of the ``paired`` rule.
+    """
+
+    name: str = "ci"
+    alpha: float = 0.05
+
+    def __post_init__(self) -> None:
+        """Fail fast on an unknown rule name."""
+        if self.name not in RULES:
+            raise ReportError(f"unknown baseline rule '{self.name}'; choose from {', '.join(RULES)}")
+
+    @property
+    def text(self) -> str:
+        """The rule in words, for tables and the HTML page."""
+        return RULE_TEXT[self.name].format(alpha=self.alpha)
+
+    def beats(self, scores: Scores, task: str, regime: str, model: str, other: str) -> bool | None:
+        """True if ``model`` meaningfully beats ``other`` in the cell, False if not, None if undecidable."""
+        a, b = scores.get(task, regime, model), scores.get(task, regime, other)
+        if a is None or b is None:
+            return None
+        if not better_mean(a, b, scores.higher_is_better[task]):
+            return False
+        if self.name == "mean":
+            return True
+        if self.name == "ci":
+            if math.isnan(a.ci95) or math.isnan(b.ci95):
+                return None
+            return not overlaps(a, b)
+        va, vb = scores.paired_values(task, regime, model, other)
+        if len(va) < 2:
+            return None
+        p = paired_test(va, vb)["t_pvalue"]
+        return None if math.isnan(p) else p < self.alpha
+
+
+def bold_models(scores: Scores, task: str, regime: str) -> set[str]:
+    """The best model of a cell and every model whose CI overlaps the best's."""
+    best = scores.best(task, regime)
+    if best is None:
+        return set()
+    return {s.model for s in scores.cell(task, regime) if overlaps(s, best)}

@@ -1,0 +1,104 @@
+"""The report's view of the scores: per-fold values and the summary (mean, Student-t CI) per cell.
+
+Everything numeric in the report comes from here, computed with the same code as ``summary.csv``
+(:func:`ppgbench_pl.results.summary.summarise`), so a table cell and the summary never disagree. A cell
+is one (task, regime); a score is one model's mean and CI half-width in a cell.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ppgbench_pl.report.load import order_models, order_regimes, order_tasks
+from ppgbench_pl.results.summary import fold_rows, summarise
+
+
+@dataclass(frozen=True)
+class Score:
+    """One model's result in one cell: mean and Student-t 95% CI half-width (NaN with one unit)."""
+
+    model: str
+    mean: float
+    ci95: float
+    n_seeds: int
+    n_folds: int
+
+    @property
+    def half_width(self) -> float:
+        """The CI half-width, with an unknown CI counted as zero (bolding needs a number)."""
+        return 0.0 if math.isnan(self.ci95) else self.ci95
+
+
+class Scores:
+    """Fold values and summary rows of a set of records, indexed for the report.
+
+    Args:
+        records: Completed job records.
+        ci_unit: ``seed`` (published: CI over seed means) or ``fold`` (over seed x fold values).
+    """
+
+    def __init__(self, records: Iterable[dict[str, Any]], ci_unit: str = "seed") -> None:
+        records = list(records)
+        self.ci_unit = ci_unit
+        self.folds: pd.DataFrame = fold_rows(records)
+        self.summary: pd.DataFrame = summarise(records, ci_unit)
+        self.higher_is_better: dict[str, bool] = {r["task"]: r["kind"] != "regression" for r in records}
+        self.metric: dict[str, str] = {r["task"]: r["metric"] for r in records}
+        self._index = {
+            (row.task, row.regime, row.model): Score(row.model, float(row.mean), float(row.ci95),
+                                                     int(row.n_seeds), int(row.n_folds))
+            for row in self.summary.itertuples()
+        }
+        self._folds_by_cell = {key: part for key, part in self.folds.groupby(["task", "regime"], sort=False)}
+
+    @property
+    def regimes(self) -> list[str]:
+        """Regimes with at least one score, in protocol order."""
+        return order_regimes(set(self.summary["regime"]))
+
+    @property
+    def models(self) -> list[str]:
+        """Models with at least one score (the constant baseline included), controls last."""
+        return order_models(set(self.summary["model"]))
+
+    def tasks(self, regime: str | None = None) -> list[str]:
+        """Tasks with a score (in ``regime`` if given), in registry order."""
+        frame = self.summary if regime is None else self.summary[self.summary["regime"] == regime]
+        return order_tasks(set(frame["task"]))
+
+    def get(self, task: str, regime: str, model: str) -> Score | None:
+        """A model's score in a cell, or None when that cell was not run (or not finished)."""
+        return self._index.get((task, regime, model))
+
+    def cell(self, task: str, regime: str) -> list[Score]:
+        """Every model's score in a cell, in column order."""
+        return [s for m in self.models if (s := self.get(task, regime, m)) is not None]
+
+    def best(self, task: str, regime: str) -> Score | None:
+        """The best mean in a cell (lowest MAE, highest balanced accuracy); first in column order on ties."""
+        scores = self.cell(task, regime)
+        if not scores:
+            return None
+        sign = 1.0 if self.higher_is_better[task] else -1.0
+        return max(scores, key=lambda s: sign * s.mean)
+
+    def paired_values(self, task: str, regime: str, model_a: str, model_b: str,
+                      unit: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Values of two models on the same (seed, fold) pairs, averaged per seed when ``unit`` is ``seed``.
+
+        Pairs are matched on both seed and fold, so a partial run compares like with like.
+        """
+        unit = unit or self.ci_unit
+        part = self._folds_by_cell.get((task, regime), self.folds.iloc[:0])
+        a = part[part["model"] == model_a].set_index(["seed", "fold"])["value"]
+        b = part[part["model"] == model_b].set_index(["seed", "fold"])["value"]
+        joined = pd.concat({"a": a, "b": b}, axis=1, join="inner")
+        if unit == "seed" and len(joined):
+            joined = joined.groupby(level="seed").mean()
+        return joined["a"].to_numpy(dtype=float), joined["b"].to_numpy(dtype=float)

@@ -1,0 +1,163 @@
+"""The main tables: per regime, tasks as rows and models as columns, mean ± Student-t 95% CI per cell.
+
+The best mean of a row and every model whose CI overlaps it are bold (PROTOCOL.md 7.3). A task whose row
+has no model meaningfully better than the constant baseline (:mod:`ppgbench_pl.report.rules`) carries a
+dagger; ``?`` marks a row that could not be judged (one seed). A cell that was not run, or not finished,
+is shown as an en dash. Written as CSV (wide text, ``*`` after a bold cell, plus a long CSV of the
+numbers and flags), Markdown and LaTeX (booktabs).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+
+from ppgbench_pl.report.rules import Rule, bold_models
+from ppgbench_pl.report.scores import Scores
+from ppgbench_pl.results.summary import BASELINE_MODEL
+
+MISSING = "–"
+ROW_MARKERS = {"near_chance": "†", "undetermined": "?"}
+CELL_COLUMNS = ["regime", "task", "metric", "model", "mean", "ci95", "n_seeds", "n_folds", "bold",
+                "beats_baseline", "row_status"]
+METRIC_LABELS = {"mae": "MAE ↓", "balanced_accuracy": "BA ↑", "argmax_balanced_accuracy": "argmax BA ↑"}
+
+
+def decimals(metric: str) -> int:
+    """Digits shown: 2 for MAE-like metrics, 3 for balanced accuracies."""
+    return 3 if "accuracy" in metric else 2
+
+
+def format_score(mean: float, ci95: float, metric: str) -> str:
+    """``mean ± ci`` with the metric's digits; the mean alone when the CI is unknown."""
+    d = decimals(metric)
+    return f"{mean:.{d}f}" if math.isnan(ci95) else f"{mean:.{d}f} ± {ci95:.{d}f}"
+
+
+def main_cells(scores: Scores, rule: Rule, chance: pd.DataFrame) -> pd.DataFrame:
+    """Long table of every (regime, task, model) score with its bold flag and baseline verdict."""
+    status = {(r.regime, r.task): r.status for r in chance.itertuples()}
+    rows = []
+    for regime in scores.regimes:
+        for task in scores.tasks(regime):
+            bold = bold_models(scores, task, regime)
+            for s in scores.cell(task, regime):
+                beats = None if s.model == BASELINE_MODEL else rule.beats(scores, task, regime, s.model,
+                                                                         BASELINE_MODEL)
+                rows.append({"regime": regime, "task": task, "metric": scores.metric[task], "model": s.model,
+                             "mean": s.mean, "ci95": s.ci95, "n_seeds": s.n_seeds, "n_folds": s.n_folds,
+                             "bold": s.model in bold, "beats_baseline": beats,
+                             "row_status": status.get((regime, task), "")})
+    return pd.DataFrame(rows, columns=CELL_COLUMNS)
+
+
+def wide_table(cells: pd.DataFrame, regime: str, models: list[str], tasks: list[str],
+               bold: Callable[[str], str], marker: Callable[[str], str]) -> pd.DataFrame:
+    """Tasks x models text table for one regime.
+
+    Args:
+        cells: :func:`main_cells` output.
+        regime: The regime shown.
+        models: Column order.
+        tasks: Row order.
+        bold: Wraps a bold cell's text in the output format's markup.
+        marker: Turns a row marker (``†`` or ``?``) into the output format's markup.
+
+    Returns:
+        A frame with columns ``task``, ``metric`` and one per model (missing cells are an en dash).
+    """
+    part = cells[cells["regime"] == regime]
+    rows = []
+    for task in tasks:
+        task_rows = part[part["task"] == task]
+        if task_rows.empty:
+            continue
+        first = task_rows.iloc[0]
+        label = task + (marker(ROW_MARKERS[first.row_status]) if first.row_status in ROW_MARKERS else "")
+        row = {"task": label, "metric": METRIC_LABELS.get(first.metric, first.metric)}
+        by_model = {r.model: r for r in task_rows.itertuples()}
+        for model in models:
+            r = by_model.get(model)
+            if r is None:
+                row[model] = MISSING
+                continue
+            text = format_score(r.mean, r.ci95, r.metric)
+            row[model] = bold(text) if r.bold else text
+        rows.append(row)
+    return pd.DataFrame(rows, columns=["task", "metric", *models])
+
+
+def to_markdown(frame: pd.DataFrame) -> str:
+    """A GitHub-flavoured Markdown table (pipes in cells escaped)."""
+    def esc(value: object) -> str:
+        return str(value).replace("|", "\\|")
+
+    head = "| " + " | ".join(esc(c) for c in frame.columns) + " |"
+    rule = "| " + " | ".join("---" for _ in frame.columns) + " |"
+    body = ["| " + " | ".join(esc(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join([head, rule, *body]) + "\n"
+
+
+_LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+                  "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\^{}",
+                  "|": r"\textbar{}", "<": r"\textless{}", ">": r"\textgreater{}"}
+_LATEX_SYMBOLS = {"±": r"$\pm$", "–": "--", "↓": r"$\downarrow$", "↑": r"$\uparrow$", "†": r"$^\dagger$"}
+
+
+def latex_escape(text: str) -> str:
+    """Escape LaTeX specials and spell the table's symbols as LaTeX."""
+    out = "".join(_LATEX_SPECIAL.get(ch, ch) for ch in text)
+    for symbol, latex in _LATEX_SYMBOLS.items():
+        out = out.replace(symbol, latex)
+    return out
+
+
+def to_latex(frame: pd.DataFrame, caption: str) -> str:
+    """A booktabs ``tabular`` in a ``table`` float; cells are escaped, ``\\textbf`` kept."""
+    def cell(value: object) -> str:
+        text = str(value)
+        if text.startswith("**") and text.endswith("**"):
+            return r"\textbf{" + latex_escape(text[2:-2]) + "}"
+        return latex_escape(text)
+
+    lines = [
+        "% needs \\usepackage{booktabs}",
+        "\\begin{table}[t]", "\\centering", "\\small",
+        f"\\caption{{{latex_escape(caption)}}}",
+        "\\begin{tabular}{ll" + "c" * (len(frame.columns) - 2) + "}", "\\toprule",
+        " & ".join(latex_escape(str(c)) for c in frame.columns) + r" \\", "\\midrule",
+        *[" & ".join(cell(v) for v in row) + r" \\" for row in frame.itertuples(index=False)],
+        "\\bottomrule", "\\end{tabular}", "\\end{table}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def caption(regime: str, rule: Rule, ci_unit: str) -> str:
+    """The caption that states the table's rules."""
+    return (f"{regime}: mean ± Student-t 95% CI over {ci_unit}s. Bold: best mean and every model whose CI "
+            f"overlaps it. † no model meaningfully better than the constant baseline ({rule.text}); "
+            f"? not decidable; {MISSING} not run.")
+
+
+def write_main_tables(cells: pd.DataFrame, scores: Scores, rule: Rule, out_dir: Path) -> list[Path]:
+    """Write ``main_<regime>.csv/.md/.tex`` and ``main_cells.csv``; returns the paths written."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = [out_dir / "main_cells.csv"]
+    cells.to_csv(paths[0], index=False)
+    for regime in scores.regimes:
+        args = (cells, regime, scores.models, scores.tasks(regime))
+        text = caption(regime, rule, scores.ci_unit)
+        csv = wide_table(*args, bold=lambda t: f"{t} *", marker=lambda m: f" {m}")
+        md = wide_table(*args, bold=lambda t: f"**{t}**", marker=lambda m: f" {m}")
+        for suffix, content in ((".csv", None), (".md", f"{text}\n\n{to_markdown(md)}"),
+                                (".tex", to_latex(md, text))):
+            path = out_dir / f"main_{regime}{suffix}"
+            if content is None:
+                csv.to_csv(path, index=False)
+            else:
+                path.write_text(content, encoding="utf-8")
+            paths.append(path)
+    return paths

@@ -1,0 +1,100 @@
+import math
+
+import pandas as pd
+import pytest
+
+from ppgbench_pl.report.findings import chance_cells
+from ppgbench_pl.report.load import load_runs
+from ppgbench_pl.report.rules import Rule, bold_models, overlaps
+from ppgbench_pl.report.scores import Score, Scores
+from ppgbench_pl.report.tables import main_cells, to_latex, wide_table, write_main_tables
+from tests.report.fabricate import spread, write_cell
+
+BASE_BA, BASE_MAE, BASE_AGE = spread(0.50, 0.01), spread(10.0, 0.5), spread(10.0, 1.0)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    run = tmp_path_factory.mktemp("run")
+    for model, mean, half in (("A", 0.80, 0.02), ("B", 0.77, 0.015), ("C", 0.74, 0.02)):
+        write_cell(run, model, "synthetic-activity", "linear", spread(mean, half), BASE_BA)
+    for model, mean, half in (("A", 5.0, 0.5), ("B", 3.0, 0.2), ("C", 3.4, 0.3)):
+        write_cell(run, model, "synthetic-hr", "linear", spread(mean, half), BASE_MAE)
+    write_cell(run, "A", "synthetic-age", "linear", spread(9.5, 0.4), BASE_AGE)
+    return run
+
+
+@pytest.fixture(scope="module")
+def cells(run):
+    scores = Scores(load_runs([run]).records)
+    rule = Rule("ci")
+    return scores, main_cells(scores, rule, chance_cells(scores, rule))
+
+
+def test_crafted_means_and_cis_come_back(cells):
+    scores, _ = cells
+    a = scores.get("synthetic-activity", "linear", "A")
+    assert a.mean == pytest.approx(0.80) and a.ci95 == pytest.approx(0.02) and a.n_seeds == 5
+    base = scores.get("synthetic-hr", "linear", "constant")
+    assert base.mean == pytest.approx(10.0) and base.ci95 == pytest.approx(0.5)
+
+
+def test_bold_is_best_plus_overlapping_cis(cells):
+    scores, frame = cells
+    bold = {(r.task, r.model) for r in frame.itertuples() if r.bold}
+    # activity (higher is better): A best; B overlaps (0.03 <= 0.035); C does not (0.06 > 0.04)
+    assert {m for t, m in bold if t == "synthetic-activity"} == {"A", "B"}
+    # hr (lower is better): B best; C overlaps (0.4 <= 0.5); A does not
+    assert {m for t, m in bold if t == "synthetic-hr"} == {"B", "C"}
+    # age: A best, and the constant baseline overlaps it
+    assert bold_models(scores, "synthetic-age", "linear") == {"A", "constant"}
+
+
+def test_overlap_boundary_is_inclusive_and_unknown_ci_counts_as_zero():
+    assert overlaps(Score("a", 1.0, 0.25, 5, 5), Score("b", 1.5, 0.25, 5, 5))
+    assert not overlaps(Score("a", 1.0, 0.25, 5, 5), Score("b", 1.5, 0.125, 5, 5))
+    assert overlaps(Score("a", 1.0, math.nan, 1, 1), Score("b", 1.0, math.nan, 1, 1))
+    assert not overlaps(Score("a", 1.0, math.nan, 1, 1), Score("b", 1.0001, math.nan, 1, 1))
+
+
+def test_markdown_table_marks_bold_missing_and_near_chance(cells, tmp_path):
+    scores, frame = cells
+    paths = write_main_tables(frame, scores, Rule("ci"), tmp_path)
+    assert {p.name for p in paths} == {"main_cells.csv", "main_linear.csv", "main_linear.md",
+                                       "main_linear.tex"}
+    md = (tmp_path / "main_linear.md").read_text(encoding="utf-8")
+    lines = [line for line in md.splitlines() if line.startswith("| synthetic")]
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in lines}
+    assert rows["synthetic-activity"].count("**") == 4  # A and B bold
+    assert "**0.800 ± 0.020**" in rows["synthetic-activity"]
+    assert "| 0.740 ± 0.020 |" in rows["synthetic-activity"]
+    # synthetic-age: A is not meaningfully better than the baseline (CIs overlap): dagger; B and C not run
+    assert "synthetic-age †" in rows
+    assert rows["synthetic-age †"].split(" | ")[3:5] == ["–", "–"]
+    header = md.splitlines()[2]
+    assert header == "| task | metric | A | B | C | constant |"
+
+
+def test_csv_and_latex_variants(cells, tmp_path):
+    scores, frame = cells
+    write_main_tables(frame, scores, Rule("ci"), tmp_path)
+    wide = pd.read_csv(tmp_path / "main_linear.csv")
+    hr = wide[wide["task"] == "synthetic-hr"].iloc[0]
+    assert hr["B"].endswith(" *") and hr["C"].endswith(" *") and not hr["A"].endswith("*")
+    tex = (tmp_path / "main_linear.tex").read_text(encoding="utf-8")
+    assert r"\textbf{0.800 $\pm$ 0.020}" in tex
+    assert r"synthetic-age $^\dagger$" in tex and "--" in tex
+    assert r"\begin{tabular}{llcccc}" in tex
+
+
+def test_latex_escapes_specials():
+    frame = pd.DataFrame({"task": ["a_b"], "metric": ["MAE ↓"], "m&n": ["**1 ± 2**"]})
+    tex = to_latex(frame, "x > 50% | y")
+    assert r"a\_b" in tex and r"m\&n" in tex and r"\textbf{1 $\pm$ 2}" in tex
+    assert r"\textgreater{} 50\% \textbar{} y" in tex
+
+
+def test_wide_table_keeps_requested_column_order(cells):
+    scores, frame = cells
+    wide = wide_table(frame, "linear", ["C", "constant", "A"], ["synthetic-hr"], bold=str, marker=str)
+    assert list(wide.columns) == ["task", "metric", "C", "constant", "A"]
