@@ -7,19 +7,51 @@ The other subcommands (``list``, ...) live in :mod:`ppgbench_pl.commands`.
 
 from __future__ import annotations
 
+import re
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
-from lightning.pytorch.cli import LightningCLI
+from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
+from ppgbench_pl.benchmark.fit import quiet_lightning
 from ppgbench_pl.datamodules.ppg import PPGDataModule
 from ppgbench_pl.encoders.base import PPGEncoder
 from ppgbench_pl.errors import PPGBenchError
 from ppgbench_pl.tasks.encoder_task import EncoderTask
 
 
+_SPECIFIC = re.compile(
+    r"unknown (task|dataset|encoder|regime)|has no attribute|No module named|not found|needs at least|"
+    r"must be|does not|belongs to|out of range|not a subclass|Unable to load config|Invalid|unexpected"
+)
+
+
+def one_line(message: str) -> str:
+    """The most specific line of a nested jsonargparse error (our own messages win)."""
+    lines = [ln.strip().lstrip("-").strip() for ln in str(message).splitlines() if ln.strip()]
+    for line in lines:
+        if _SPECIFIC.search(line):
+            return line
+    return lines[0] if lines else "invalid arguments"
+
+
+#: Subcommands handled by :mod:`ppgbench_pl.commands` (everything else goes to LightningCLI).
+UTILITY_COMMANDS = ("list", "download", "preprocess", "report")
+
+
+class OneLineErrorParser(LightningArgumentParser):
+    """Reports a parse or validation error as a single line instead of nested union-type dumps."""
+
+    def error(self, message: str, ex: Exception | None = None) -> NoReturn:  # noqa: D102
+        if not self.exit_on_error:  # jsonargparse parses speculatively and expects the exception
+            super().error(message, ex)
+        print(f"ppgbench: error: {one_line(message)}", file=sys.stderr)
+        raise SystemExit(2)
+
+
 class PPGBenchCLI(LightningCLI):
     """LightningCLI whose ``fit`` runs the evaluation protocol instead of a single ``Trainer.fit``."""
+
 
     @staticmethod
     def subcommands() -> dict[str, set[str]]:
@@ -53,6 +85,7 @@ def build_cli(args: list[str] | None = None, run: bool = True) -> PPGBenchCLI:
     return PPGBenchCLI(
         EncoderTask,
         PPGDataModule,
+        parser_class=OneLineErrorParser,
         subclass_mode_model=True,
         subclass_mode_data=True,
         save_config_callback=None,
@@ -66,13 +99,29 @@ def build_cli(args: list[str] | None = None, run: bool = True) -> PPGBenchCLI:
 def main(args: list[str] | None = None) -> None:
     """Entry point of the ``ppgbench`` script; user errors become one line and exit status 2."""
     argv = list(sys.argv[1:] if args is None else args)
+    quiet_lightning()
     try:
-        if argv and argv[0] in ("list",):
+        if argv and argv[0] in UTILITY_COMMANDS:
             from ppgbench_pl.commands import dispatch
 
             dispatch(argv)
         else:
-            build_cli(argv)
-    except PPGBenchError as exc:
-        print(f"ppgbench: error: {exc}", file=sys.stderr)
+            build_cli(None if args is None else argv)
+    except Exception as exc:  # noqa: BLE001 - a user error anywhere in the chain becomes one line
+        cause = _user_error(exc)
+        if cause is None:
+            raise
+        print(f"ppgbench: error: {one_line(str(cause))}", file=sys.stderr)
         raise SystemExit(2) from None
+
+
+def _user_error(exc: BaseException) -> BaseException | None:
+    """The :class:`PPGBenchError` behind ``exc`` (jsonargparse wraps errors raised while instantiating)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, PPGBenchError):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None

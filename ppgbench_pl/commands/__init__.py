@@ -1,10 +1,14 @@
-"""Utility subcommands that are not a LightningCLI ``fit``: list, and (later) download, preprocess, report."""
+"""Utility subcommands that are not a LightningCLI ``fit``: list, download, preprocess, report."""
 
 from __future__ import annotations
 
 import argparse
 
+from ppgbench_pl.commands.data import add_data_parsers
 from ppgbench_pl.commands.listing import add_list_parser
+from ppgbench_pl.commands.report import add_report_parser
+
+COMMANDS = ("list", "download", "preprocess", "report")
 
 
 def dispatch(argv: list[str]) -> None:
@@ -12,5 +16,7 @@ def dispatch(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="ppgbench")
     sub = parser.add_subparsers(dest="command", required=True)
     add_list_parser(sub)
+    add_data_parsers(sub)
+    add_report_parser(sub)
     ns = parser.parse_args(argv)
     ns.func(ns)

@@ -16,6 +16,7 @@ Tasks with known ground truth:
 
 from __future__ import annotations
 
+import shutil
 import warnings
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
@@ -27,7 +28,8 @@ import pandas as pd
 
 from ppgbench_pl.data import processed, signal
 from ppgbench_pl.data.datasets.base import RawDataset
-from ppgbench_pl.data.processed import GroupData
+from ppgbench_pl.data.processed import GroupData, MarkerMismatch
+from ppgbench_pl.errors import ConfigError
 
 NATIVE_FS = 128
 ACTIVITY_HR_RISE = (0.0, 18.0, 40.0)
@@ -63,7 +65,7 @@ class SyntheticPPGDataset(RawDataset):
 
     def __init__(self, n_subjects: int = 30, windows_per_subject: int = 20, window_s: float = 10.0, seed: int = 0) -> None:
         if n_subjects < 5:
-            raise ValueError("the synthetic dataset needs at least 5 subjects for 5-fold CV")
+            raise ConfigError(f"the synthetic dataset needs at least 5 subjects for 5-fold CV, got {n_subjects}")
         self.n_subjects = n_subjects
         self.windows_per_subject = windows_per_subject
         self.window_s = window_s
@@ -178,8 +180,20 @@ class SyntheticPPGDataset(RawDataset):
                 ),
             )
 
-    def build(self, output_root: str | Path, fs: float) -> Path:  # noqa: D102 - same contract as RawDataset
-        return super().build(output_root, fs)
+    def build(self, output_root: str | Path, fs: float) -> Path:
+        """Write the tree; a synthetic tree made by other settings or code is regenerated, not refused.
+
+        Nothing is lost by regenerating: the tree is a pure function of the settings and this module.
+        """
+        try:
+            return super().build(output_root, fs)
+        except MarkerMismatch:
+            final = processed.dataset_dir(output_root, fs, self.info.display_name)
+            marker = processed.ProcessedDataset(final).marker() or {}
+            if marker.get("settings", {}).get("name") != self.key:
+                raise
+            shutil.rmtree(final)
+            return super().build(output_root, fs)
 
 
 def _ppg_simulate(**kwargs: Any) -> np.ndarray:

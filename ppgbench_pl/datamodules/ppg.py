@@ -142,6 +142,12 @@ class PPGDataModule(L.LightningDataModule):
             self._views[key] = view
         return self._views[key]
 
+    def check(self, rates: list[float]) -> None:
+        """Load every task view at every rate up front, so bad data fails before any job runs."""
+        for fs in rates:
+            for task in self.task_specs:
+                self.task_view(fs, task)
+
     def outer_fold(self, view: TaskView, seed: int, fold: int) -> tuple[np.ndarray, np.ndarray]:
         """Positions (into the task view) of the outer-training part, in shuffled group order, and test fold."""
         train_groups, test_groups = outer_group_folds(view.all_groups, seed, self.dataset, self.n_folds)[fold]

@@ -1,6 +1,10 @@
 """Regimes: Lightning callbacks that select, train and score a head on one outer fold."""
 
 from ppgbench_pl.regimes.base import JobContext, Regime, RepeatOutcome
+from ppgbench_pl.regimes.forest import RandomForestRegime
+from ppgbench_pl.regimes.label_efficiency import LabelEfficiencyRegime
 from ppgbench_pl.regimes.linear import LinearRegime, ProbeRegime
 
-__all__ = ["JobContext", "LinearRegime", "ProbeRegime", "Regime", "RepeatOutcome"]
+__all__ = [
+    "JobContext", "LabelEfficiencyRegime", "LinearRegime", "ProbeRegime", "RandomForestRegime", "Regime", "RepeatOutcome",
+]

@@ -1,0 +1,58 @@
+"""``ppgbench download`` and ``ppgbench preprocess``: raw files in, processed trees out."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ppgbench_pl.data.datasets import REAL_DATASETS, preprocessor
+from ppgbench_pl.errors import ConfigError
+
+
+def _keys(names: list[str]) -> list[str]:
+    if names == ["all"]:
+        return list(REAL_DATASETS)
+    unknown = [n for n in names if n not in REAL_DATASETS]
+    if unknown:
+        raise ConfigError(f"unknown dataset(s) {', '.join(unknown)}; known: {', '.join(REAL_DATASETS)} or 'all'")
+    return names
+
+
+def add_data_parsers(sub: argparse._SubParsersAction) -> None:
+    """Register ``download`` and ``preprocess``."""
+    dl = sub.add_parser("download", help="Fetch raw datasets from their publishers (resumable, verified).")
+    dl.add_argument("datasets", nargs="+", help=f"dataset keys or 'all' ({', '.join(REAL_DATASETS)})")
+    dl.add_argument("--raw-root", type=Path, default=Path("data/raw"))
+    dl.add_argument("--physionet-user", default=None, help="PhysioNet account for DREAMT (password from "
+                    "PHYSIONET_PASSWORD or a prompt; never stored)")
+    dl.add_argument("--no-progress", action="store_true")
+    dl.set_defaults(func=run_download)
+
+    pp = sub.add_parser("preprocess", help="Turn raw files into the processed layout at one or more rates.")
+    pp.add_argument("datasets", nargs="+", help="dataset keys or 'all'")
+    pp.add_argument("--raw-root", type=Path, default=Path("data/raw"),
+                    help="folder holding <dataset>/ sub-folders, or one dataset's raw folder")
+    pp.add_argument("--fs", type=float, nargs="+", required=True, help="target sampling rate(s) in Hz")
+    pp.add_argument("--output", type=Path, default=Path("data/processed"))
+    pp.set_defaults(func=run_preprocess)
+
+
+def run_download(ns: argparse.Namespace) -> None:
+    """Download each dataset; exit 1 when any failed."""
+    from ppgbench_pl.data.download import FAILED, download
+
+    status = download(_keys(ns.datasets), ns.raw_root, physionet_user=ns.physionet_user, progress=not ns.no_progress)
+    for key, line in status.items():
+        print(f"{key}: {line}")
+    if any(line.startswith(FAILED) for line in status.values()):
+        raise SystemExit(1)
+
+
+def run_preprocess(ns: argparse.Namespace) -> None:
+    """Build the processed tree of each dataset at each rate; a rerun with the same inputs is a no-op."""
+    for key in _keys(ns.datasets):
+        raw = ns.raw_root / key if (ns.raw_root / key).is_dir() else ns.raw_root
+        dataset = preprocessor(key)(raw)
+        for fs in ns.fs:
+            path = dataset.build(ns.output, fs)
+            print(f"{key} @ {fs:g} Hz -> {path}")

@@ -1,0 +1,59 @@
+"""``ppgbench init [FOLDER]``: write a commented starter config for evaluating one's own model.
+
+The template (``ppgbench_pl/templates/my_model.yaml``, shipped as package data) wraps the user's
+``nn.Module`` in :class:`~ppgbench_pl.encoders.custom.CustomEncoder` and lists every setting that
+usually needs a decision: module, sampling rate, weights, preprocessing, dataset and regimes. Nothing
+is ever overwritten, so running ``init`` twice cannot destroy an edited config.
+"""
+
+from __future__ import annotations
+
+import argparse
+from importlib import resources
+from pathlib import Path
+
+from ppgbench_pl.errors import ConfigError
+
+TEMPLATE = "my_model.yaml"
+
+
+def template_text(name: str = TEMPLATE) -> str:
+    """The packaged template's text."""
+    return (resources.files("ppgbench_pl") / "templates" / name).read_text(encoding="utf-8")
+
+
+def write_template(folder: str | Path, name: str = TEMPLATE) -> Path:
+    """Write the template into ``folder`` (created if needed) and return its path.
+
+    Raises:
+        ConfigError: The target file already exists (it is left untouched) or cannot be written.
+    """
+    target = Path(folder) / name
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # e.g. FOLDER names an existing file
+        raise ConfigError(f"{target.parent}: cannot create the folder ({exc.strerror or exc})") from None
+    try:
+        with target.open("x", encoding="utf-8") as handle:  # "x": fails instead of overwriting
+            handle.write(template_text(name))
+    except FileExistsError:
+        message = f"{target} already exists; not overwriting it (edit it, or init another folder)"
+        raise ConfigError(message) from None
+    except OSError as exc:
+        raise ConfigError(f"{target}: cannot write ({exc.strerror or exc})") from None
+    return target
+
+
+def add_init_parser(sub: argparse._SubParsersAction) -> None:
+    """Register ``init``."""
+    parser = sub.add_parser("init", help="Write a starter config (my_model.yaml) for your own model.")
+    parser.add_argument("folder", nargs="?", default=".", help="Where to write my_model.yaml (default: .).")
+    parser.set_defaults(func=run_init)
+
+
+def run_init(ns: argparse.Namespace) -> None:
+    """Write the template and say what to edit next."""
+    path = write_template(ns.folder)
+    print(f"wrote {path}")
+    print("next: set model.init_args.encoder.init_args.module (your nn.Module) and sampling_rate, then run")
+    print(f"  ppgbench fit --config {path}")

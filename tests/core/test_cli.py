@@ -1,0 +1,125 @@
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ppgbench_pl.cli import main, one_line
+
+ROOT = Path(__file__).resolve().parents[2]
+TOP_CONFIGS = sorted((ROOT / "configs").glob("*.yaml"))
+ALL_CONFIGS = sorted((ROOT / "configs").rglob("*.yaml"))
+TINY = ["--data.init_args.synthetic_subjects", "8", "--data.init_args.synthetic_windows", "4",
+        "--data.init_args.seeds", "[42]", "--data.init_args.folds", "[0,1]", "--progress", "false"]
+
+
+def run_cli(args, capsys):
+    try:
+        main(args)
+        code = 0
+    except SystemExit as exc:
+        code = exc.code
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def quickstart(tmp_path, *extra):
+    return ["fit", "--config", str(ROOT / "configs/quickstart.yaml"), "--output_dir", str(tmp_path / "run"),
+            "--data.init_args.root", str(tmp_path / "data"), "--trainer.logger", "false", *TINY, *extra]
+
+
+@pytest.mark.parametrize("config", TOP_CONFIGS, ids=lambda p: p.name)
+def test_every_config_parses(config, capsys):
+    code, out, err = run_cli(["fit", "--config", str(config), "--print_config"], capsys)
+    assert code == 0, err
+    assert "class_path" in out and "trainer:" in out
+
+
+def test_configs_stack(capsys):
+    code, out, _ = run_cli(["fit", "--config", str(ROOT / "configs/quickstart.yaml"), "--config",
+                            str(ROOT / "configs/regime_linear.yaml"), "--print_config"], capsys)
+    assert code == 0 and "results/regime_linear" in out
+
+
+def test_quickstart_runs_writes_records_and_resumes(tmp_path, capsys):
+    code, out, err = run_cli(quickstart(tmp_path), capsys)
+    assert code == 0, err
+    run = tmp_path / "run"
+    summary = pd.read_csv(run / "summary.csv")
+    assert set(summary["model"]) == {"small_cnn", "prv", "prv_published", "constant"}
+    assert set(summary["task"]) == {"synthetic-hr", "synthetic-activity", "synthetic-stiffness", "synthetic-age"}
+    assert {"metric", "mean", "ci_low", "ci_high", "n_folds", "n_seeds"} <= set(summary.columns)
+    records = [json.loads(p.read_text()) for p in run.glob("jobs/*/results.json")]
+    assert len(records) == 3 * 4 * 2 and all(r["status"] == "ok" for r in records)
+    status = json.loads((run / "status.json").read_text())
+    assert status == {"completed": 24, "failed": 0, "planned": 24, "complete": True}
+    assert "24 jobs run" in out
+    code, out, err = run_cli(quickstart(tmp_path), capsys)
+    assert code == 0 and "0 jobs run, 24 already done" in out, err
+
+
+def test_a_different_config_is_refused_in_the_same_run_folder(tmp_path, capsys):
+    assert run_cli(quickstart(tmp_path), capsys)[0] == 0
+    code, _, err = run_cli(quickstart(tmp_path, "--data.init_args.synthetic_seed", "7"), capsys)
+    assert code == 2 and "different config" in err and err.count("\n") == 1
+
+
+def test_csv_and_wandb_offline_logs(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.chdir(tmp_path)
+    args = ["fit", "--config", str(ROOT / "configs/quickstart.yaml"), "--data.init_args.root", str(tmp_path / "data"),
+            *TINY, "--data.init_args.tasks", "[synthetic-hr]", "--controls", "[]"]
+    code, _, err = run_cli(args, capsys)
+    assert code == 0, err
+    assert list((tmp_path / "results/quickstart/logs").rglob("metrics.csv"))
+    assert list((tmp_path / "results/quickstart/wandb").glob("offline-run-*/run-*.wandb"))
+
+
+@pytest.mark.parametrize(("override", "message"), [
+    (["--data.init_args.tasks", "[synthetic-foo]"], "unknown task 'synthetic-foo'"),
+    (["--data.init_args.dataset", "nope"], "unknown dataset 'nope'"),
+    (["--data.init_args.tasks", "[dalia-hr]"], "belongs to dataset 'dalia'"),
+    (["--model.init_args.encoder", "ppgbench_pl.encoders.cnn.NoSuchEncoder"], "NoSuchEncoder"),
+    (["--trainer.callbacks", "[{class_path: ppgbench_pl.regimes.NoSuchRegime}]"], "NoSuchRegime"),
+    (["--trainer.callbacks", "[]"], "no regime configured"),
+    (["--data.init_args.synthetic_subjects", "4"], "at least 5 subjects"),
+    (["--data.init_args.dataset", "dalia", "--data.init_args.tasks", "[dalia-hr]"], "ppgbench preprocess dalia"),
+])
+def test_bad_config_gives_one_line_and_writes_nothing(tmp_path, capsys, override, message):
+    code, _, err = run_cli(quickstart(tmp_path, *override), capsys)
+    assert code == 2
+    assert message in err and err.strip().count("\n") == 0, err
+    assert not (tmp_path / "run").exists()
+
+
+def test_mismatched_label_count_is_one_line(tmp_path, capsys):
+    assert run_cli(quickstart(tmp_path), capsys)[0] == 0
+    bad = tmp_path / "data/fs_64/Synthetic/S03/hr.npy"
+    np.save(bad, np.load(bad)[:-1])
+    code, _, err = run_cli(quickstart(tmp_path, "--output_dir", str(tmp_path / "run2")), capsys)
+    assert code == 2 and "S03/hr.npy: 3 labels for 4 windows" in err and err.strip().count("\n") == 0
+    assert not (tmp_path / "run2").exists()
+
+
+def test_task_with_fewer_than_five_groups(tmp_path, capsys):
+    assert run_cli(quickstart(tmp_path), capsys)[0] == 0
+    for group in ("S01", "S02", "S03", "S04"):
+        path = tmp_path / f"data/fs_64/Synthetic/{group}/age.npy"
+        np.save(path, np.full(4, np.nan, dtype=np.float32))
+    code, _, err = run_cli(quickstart(tmp_path, "--output_dir", str(tmp_path / "run3")), capsys)
+    assert code == 2 and "task 'synthetic-age' has 4 groups with valid labels" in err
+    assert not (tmp_path / "run3").exists()
+
+
+def test_list_shows_every_task(capsys):
+    code, out, _ = run_cli(["list"], capsys)
+    assert code == 0
+    assert "26 benchmark tasks (17 primary, 9 secondary)" in out
+    line = next(ln for ln in out.splitlines() if ln.strip().startswith("ecsmp-sds-subject"))
+    assert line.split()[1:4] == ["classification", "subject", "primary"]
+
+
+def test_one_line_prefers_our_message():
+    nested = "Parser key \"data\":\n  Does not validate\n  - unknown task 'x'; did you mean y?\n  - Expected NoneType"
+    assert one_line(nested) == "unknown task 'x'; did you mean y?"
