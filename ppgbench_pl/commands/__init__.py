@@ -1,14 +1,14 @@
-"""Utility subcommands that are not a LightningCLI ``fit``: list, download, preprocess, report."""
+"""Utility subcommands that are not a LightningCLI ``fit``: list, download, preprocess, report, init."""
 
 from __future__ import annotations
 
 import argparse
 
 from ppgbench_pl.commands.data import add_data_parsers
+from ppgbench_pl.commands.init import add_init_parser
 from ppgbench_pl.commands.listing import add_list_parser
 from ppgbench_pl.commands.report import add_report_parser
 
-COMMANDS = ("list", "download", "preprocess", "report")
 
 
 def dispatch(argv: list[str]) -> None:
@@ -18,5 +18,6 @@ def dispatch(argv: list[str]) -> None:
     add_list_parser(sub)
     add_data_parsers(sub)
     add_report_parser(sub)
+    add_init_parser(sub)
     ns = parser.parse_args(argv)
     ns.func(ns)

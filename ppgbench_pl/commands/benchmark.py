@@ -45,8 +45,9 @@ def benchmark_parser() -> ArgumentParser:
     parser.add_argument("--output_dir", type=str, default="results/benchmark", help="Run folder (resumable).")
     parser.add_argument("--executor", type=Executor, default={"class_path": f"{LocalExecutor.__module__}.LocalExecutor"},
                         help="local | process | submitit | dask, or a class_path with init_args.")
-    parser.add_argument("--wandb", type=Literal["group", "per-job", "off"], default="group",
-                        help="W&B runs per (model, task, regime) cell, per job as well, or none.")
+    parser.add_argument("--wandb", type=Literal["group", "per-job", "off"] | bool, default="group",
+                        help="W&B runs per (model, task, regime) cell, per job as well, or none (YAML's "
+                             "unquoted off/on read as false/true and mean off/group).")
     parser.add_argument("--wandb_project", type=str, default="ppgbench", help="W&B project.")
     parser.add_argument("--ci_unit", type=Literal["seed", "fold"], default="seed", help="CI over seed means or folds.")
     parser.add_argument("--progress", type=bool, default=True, help="Progress bar on stderr.")
@@ -85,11 +86,13 @@ def resolve(argv: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
     parser = benchmark_parser()
     try:
         namespace = parser.parse_args(expand_aliases(argv))
-        resolved = json.loads(parser.dump(namespace, format="json", skip_check=True))
+        resolved = json.loads(parser.dump(namespace, format="json", skip_validation=True))
     except (argparse.ArgumentError, ValueError, TypeError) as exc:
         raise ConfigError(one_line(exc)) from None
     actions = {k: resolved.pop(k, None) for k in ACTIONS}
     actions["dry_run"] = bool(namespace.get("dry_run"))
+    if isinstance(resolved.get("wandb"), bool):
+        resolved["wandb"] = "group" if resolved["wandb"] else "off"
     if actions["only_encoders"]:
         resolved["encoders"] = _pick("encoder", resolved["encoders"], actions["only_encoders"],
                                      [encoder_info(e).name for e in resolved["encoders"]])
