@@ -1,7 +1,10 @@
 """The LightningModule around an encoder: ``frozen`` (embeddings only) or ``finetune`` (encoder + head).
 
 Frozen means frozen for real: no gradient, and the encoder is kept in eval mode even when Lightning puts
-the module in train mode, so BatchNorm running statistics and dropout never move.
+the module in train mode, so BatchNorm running statistics and dropout never move. Batches that carry
+cached embeddings (``z``) skip the encoder, so the frozen MLP probe trains its head through the same
+module. A non-finite training loss raises :class:`TrainingDiverged`, which hyperparameter searches
+record as a failed trial instead of training on NaNs.
 """
 
 from __future__ import annotations
@@ -16,6 +19,10 @@ from torch.nn import functional as F
 from ppgbench_pl.encoders.base import PPGEncoder
 
 BatchNormMode = Literal["train", "freeze_stats"]
+
+
+class TrainingDiverged(FloatingPointError):
+    """Training produced a non-finite loss or non-finite outputs."""
 
 
 def set_batchnorm_eval(module: nn.Module) -> None:
@@ -77,8 +84,14 @@ class EncoderTask(L.LightningModule):
             set_batchnorm_eval(self.encoder)
         return self
 
+    def on_train_epoch_start(self) -> None:
+        """Apply the mode rules each epoch: Lightning restores captured module modes, never calls train()."""
+        self.train(True)
+
     def embed(self, batch: dict[str, Tensor]) -> Tensor:
-        """Embeddings of a batch of raw windows (native preprocessing happens inside the encoder)."""
+        """Embeddings of a batch: cached ``z`` as is, or raw windows through the encoder (its preprocessing)."""
+        if "z" in batch:
+            return batch["z"]
         with torch.set_grad_enabled(self.mode == "finetune" and torch.is_grad_enabled()):
             return self.encoder(batch["x"], batch.get("ppg_mean"), batch.get("ppg_std"))
 
@@ -101,15 +114,17 @@ class EncoderTask(L.LightningModule):
         if self.head is None:
             raise RuntimeError("EncoderTask needs a head to train")
         loss = self.compute_loss(self(batch), batch["y"])
-        self.log("train/loss", loss, prog_bar=False, batch_size=len(batch["x"]))
+        if not torch.isfinite(loss.detach()):
+            raise TrainingDiverged(f"non-finite training loss ({loss.item()}) at epoch {self.current_epoch + 1}")
+        self.log("train/loss", loss, prog_bar=False, batch_size=len(batch["y"]))
         return loss
 
-    def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
-        """Validation loss (the selection metric is computed by the regime on whole-epoch outputs)."""
+    def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> dict[str, Tensor]:
+        """Validation loss, plus the batch outputs for callbacks that score the whole epoch (selection)."""
         out = self(batch)
         loss = self.compute_loss(out, batch["y"]) if self.head is not None else out.sum() * 0
-        self.log("val/loss", loss, prog_bar=False, batch_size=len(batch["x"]))
-        return loss
+        self.log("val/loss", loss, prog_bar=False, batch_size=len(batch["y"]))
+        return {"loss": loss, "outputs": out.detach().float()}
 
     def predict_step(self, batch: dict[str, Tensor], batch_idx: int, dataloader_idx: int = 0) -> Tensor:
         """Embeddings (no head) or head outputs, on the CPU."""

@@ -1,0 +1,70 @@
+"""Best-epoch weights of complete trials, on disk next to the study, so a resumed search keeps its winner.
+
+A complete trial's weights are written before Optuna is told the trial finished, so a stored complete
+trial always has its file unless it was deleted as a loser. After each tell, files of complete trials
+that can no longer win are removed, which keeps one file (or a few, under several workers) per study.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import optuna
+import torch
+from optuna.trial import TrialState
+
+
+class TrialWeights:
+    """Weights files ``trial<number>.pt`` in one study's folder.
+
+    Args:
+        directory: The study's folder (created when missing).
+    """
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+
+    def path(self, number: int) -> Path:
+        """File of one trial."""
+        return self.directory / f"trial{number}.pt"
+
+    def save(self, number: int, state: dict[str, Any]) -> None:
+        """Write atomically (temporary file, then rename)."""
+        fd, tmp = tempfile.mkstemp(prefix=f".trial{number}.", dir=self.directory)
+        os.close(fd)
+        try:
+            torch.save({k: v.detach().cpu() for k, v in state.items()}, tmp)
+            os.replace(tmp, self.path(number))
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    def load(self, number: int) -> dict[str, Any] | None:
+        """The stored state dict, or ``None`` when the file is gone."""
+        path = self.path(number)
+        return torch.load(path, map_location="cpu", weights_only=True) if path.exists() else None
+
+    def offer(self, study: optuna.Study, number: int, value: float, state: dict[str, Any]) -> bool:
+        """Save a just-finished trial's weights if it beats every stored complete trial; drop the losers.
+
+        Returns:
+            Whether the weights were saved (ties go to the lower trial number, as in selection).
+        """
+        complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+        ranks = [(float(t.value), -t.number) for t in complete if t.value is not None]
+        if ranks and max(ranks) > (value, -number):
+            return False
+        self.save(number, state)
+        for trial in complete:
+            self.path(trial.number).unlink(missing_ok=True)
+        return True
+
+    def keep_best(self, study: optuna.Study, best_number: int) -> None:
+        """Delete files of complete trials other than the current best (they can no longer win)."""
+        for trial in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+            if trial.number != best_number:
+                self.path(trial.number).unlink(missing_ok=True)

@@ -1,0 +1,312 @@
+"""What the frozen MLP probe and finetuning share: holdout repeats, targets, selection, the Optuna search.
+
+Per outer fold (PROTOCOL.md 3.3): subject-level tasks run 3 repeats (r = seed, seed+1009, seed+2018),
+others 1. Each repeat splits the outer-training groups into a holdout-fit part and 20 % validation
+groups, builds loss targets and class weights from the fit part, searches with Optuna TPE + Hyperband
+(one persistent study per repeat), takes the best complete trial's best-epoch weights (never refit,
+unless ``refit=True``), and scores them on the outer test fold with the aggregation the trial selected.
+
+How a trial is trained is an engine's business (:class:`TrialEngine`): heads on cached embeddings
+(:mod:`ppgbench_pl.regimes.mlp`) or encoder + head (:mod:`ppgbench_pl.regimes.finetune`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Literal, Protocol
+
+import numpy as np
+import optuna
+from optuna.trial import FrozenTrial
+from scipy.special import expit, softmax
+
+from ppgbench_pl.data.registry import TaskSpec
+from ppgbench_pl.errors import ConfigError, DataError
+from ppgbench_pl.hpo.optuna_search import (
+    OptunaSettings,
+    TrialOutcome,
+    best_trial,
+    close_storage,
+    open_storage,
+    open_study,
+    run_search,
+    storage_url,
+    study_record,
+)
+from ppgbench_pl.hpo.spaces import AGGREGATION_PARAM, build_space
+from ppgbench_pl.hpo.trial_store import TrialWeights
+from ppgbench_pl.metrics.aggregation import candidates, first_per_group
+from ppgbench_pl.metrics.scores import Predictions, selection_score
+from ppgbench_pl.probes.search import subject_predictions
+from ppgbench_pl.regimes.base import JobContext, Regime, RepeatOutcome, score_outcome
+
+ClassWeighting = Literal["balanced", "none"]
+
+
+@dataclass(frozen=True)
+class Targets:
+    """How labels become loss targets and head outputs become predictions.
+
+    Attributes:
+        kind: Task kind.
+        classes: Outer-training classes, sorted (classification), else ``None``.
+        loss: ``mse`` (regression), ``bce`` (binary: one logit), ``ce`` (multiclass: K logits).
+        n_outputs: Head outputs.
+        class_weight: ``[n_neg / n_pos]`` (bce) or ``n / (K n_k)`` per class (ce); ``None`` unweighted.
+    """
+
+    kind: str
+    classes: np.ndarray | None
+    loss: Literal["mse", "bce", "ce"]
+    n_outputs: int
+    class_weight: list[float] | None = None
+
+    def encode(self, y: np.ndarray) -> np.ndarray:
+        """Loss targets: float values, float 0/1 (bce) or class indices (ce)."""
+        if self.loss == "mse":
+            return np.asarray(y, dtype=np.float32)
+        assert self.classes is not None
+        index = np.searchsorted(self.classes, y)
+        return index.astype(np.float32) if self.loss == "bce" else index.astype(np.int64)
+
+    def predictions(self, outputs: np.ndarray) -> Predictions:
+        """Regression values, or probabilities: sigmoid as ``[1 - p, p]`` (binary), softmax (multiclass)."""
+        out = np.asarray(outputs, dtype=np.float64)
+        if self.loss == "mse":
+            return Predictions(self.kind, out[:, 0] if self.n_outputs == 1 else out)
+        if self.loss == "bce":
+            p = expit(out[:, 0])
+            return Predictions(self.kind, np.stack([1 - p, p], axis=1), self.classes)
+        return Predictions(self.kind, softmax(out, axis=1), self.classes)
+
+
+def make_targets(task: TaskSpec, y_outer: np.ndarray, y_fit: np.ndarray, groups_fit: np.ndarray,
+                 class_weighting: ClassWeighting, where: str) -> Targets:
+    """Targets from the outer-training classes, class weights counted on the fit part.
+
+    Binary vs multiclass is inferred from the outer-training labels (exactly 2 classes: binary). Class
+    counts are per subject on subject-level tasks, else per window.
+
+    Raises:
+        DataError: Fewer than 2 outer-training classes, or a class missing from the fit part (an error in
+            the published code too; here the job fails with this reason, PROTOCOL.md 10 item 7).
+    """
+    if task.kind != "classification":
+        return Targets(task.kind, None, "mse", task.n_targets)
+    classes = np.unique(y_outer)
+    if len(classes) < 2:
+        raise DataError(f"task {task.name} ({where}): the outer-training set holds only class "
+                        f"{classes.tolist()}")
+    labels = first_per_group(groups_fit, y_fit) if task.level == "subject" else y_fit
+    counts = np.array([(labels == c).sum() for c in classes], dtype=np.float64)
+    if (counts == 0).any():
+        missing = classes[counts == 0].tolist()
+        raise DataError(f"task {task.name} ({where}): class(es) {missing} of the outer-training set are "
+                        "missing from the holdout-train part, so the head could never learn them")
+    balanced = class_weighting == "balanced"
+    if len(classes) == 2:
+        return Targets(task.kind, classes, "bce", 1, [counts[0] / counts[1]] if balanced else None)
+    weight = (counts.sum() / (len(classes) * counts)).tolist() if balanced else None
+    return Targets(task.kind, classes, "ce", len(classes), weight)
+
+
+@dataclass(frozen=True)
+class SelectionScorer:
+    """The selection score of validation outputs, with the trial's subject aggregation (PROTOCOL.md 2, 6)."""
+
+    targets: Targets
+    y: np.ndarray
+    groups: np.ndarray
+    binary_metric: str
+    aggregations: tuple[str, ...] = ()
+
+    def __call__(self, outputs: np.ndarray, aggregation_idx: int | None = None) -> float:
+        """Higher is better: -MAE, AUROC or balanced accuracy."""
+        pred, y = self.targets.predictions(outputs), self.y
+        if self.aggregations:
+            pred = subject_predictions(pred, self.groups, self.aggregations[aggregation_idx or 0])
+            y = first_per_group(self.groups, self.y)
+        return selection_score(self.targets.kind, y, pred, self.binary_metric)
+
+    @property
+    def metric_name(self) -> str:
+        """Name of the metric maximised."""
+        if self.targets.loss == "mse":
+            return "neg_mae"
+        return self.binary_metric if self.targets.loss == "bce" else "balanced_accuracy"
+
+    def check_defined(self, where: str) -> None:
+        """Fail early when no trial could ever be scored (e.g. AUROC on a one-class validation part).
+
+        Raises:
+            DataError: The score of constant outputs is undefined on the validation part.
+        """
+        if not np.isfinite(self(np.zeros((len(self.y), self.targets.n_outputs)))):
+            raise DataError(f"{where}: selection metric {self.metric_name} is undefined on the validation "
+                            f"holdout (classes present: {np.unique(self.y).tolist()})")
+
+
+@dataclass(frozen=True)
+class Split:
+    """Positions (into the task view) a repeat trains, validates and tests on."""
+
+    fit: np.ndarray
+    val: np.ndarray | None
+    test: np.ndarray
+
+
+class TrialEngine(Protocol):
+    """Trains trials of one repeat; both neural regimes provide one."""
+
+    #: The protocol search space (before user overrides and the aggregation parameter).
+    space: dict[str, list[Any]]
+    #: What the engine records with each repeat (mode, device, ...).
+    details: dict[str, Any]
+
+    def run_batch(self, trials: list[optuna.Trial]) -> list[TrialOutcome]:
+        """Train the asked trials, reporting each epoch's best-so-far score and pruning."""
+        ...
+
+    def train_fixed(self, params: dict[str, Any], seed: int, epochs: int) -> dict[str, Any]:
+        """Train on the fit part for a fixed number of epochs; returns the final weights."""
+        ...
+
+    def predict(self, params: dict[str, Any], weights: dict[str, Any], positions: np.ndarray) -> np.ndarray:
+        """Raw head outputs for the given view positions."""
+        ...
+
+
+def redact(url: str) -> str:
+    """A storage URL without credentials (it goes into job records)."""
+    return re.sub(r"//[^/@]*@", "//***@", url)
+
+
+class NeuralRegime(Regime):
+    """Base of the Optuna-searched regimes; subclasses provide :meth:`make_engine` and their defaults.
+
+    Args:
+        n_trials: Finished trials per study.
+        n_startup_trials: Random TPE start-up trials.
+        max_epochs: Epoch budget and Hyperband max resource.
+        min_resource: Hyperband min resource (epochs).
+        reduction_factor: Hyperband reduction factor.
+        parallel_trials: Trials asked from TPE (and trained) together.
+        refit: Retrain the winner on all outer-training groups for its best epoch count (deviation;
+            published: False, the 80 % model is tested).
+        class_weighting: ``balanced`` (published) or ``none``.
+        binary_selection_metric: ``auroc`` or ``balanced_accuracy`` for binary tasks (default per regime).
+        subject_repeats: Holdout repeats on subject-level tasks (3 published).
+        search_space: Replacement value lists for some parameters of the protocol space.
+        storage: Optuna storage: ``None`` (SQLite in the job folder), an SQLAlchemy URL or
+            ``journal:<path>``; may contain ``{job_id}``, ``{repeat}``, ``{work_dir}``.
+        eval_batch_size: Batch size for validation and test inference.
+    """
+
+    uses_embeddings = True
+    tiers = ("primary",)
+    default_binary_metric: ClassVar[str] = "auroc"
+
+    def __init__(self, n_trials: int, n_startup_trials: int, max_epochs: int, min_resource: int,
+                 reduction_factor: int, parallel_trials: int, refit: bool, class_weighting: ClassWeighting,
+                 binary_selection_metric: str | None, subject_repeats: int,
+                 search_space: dict[str, list[Any]] | None, storage: str | None,
+                 eval_batch_size: int) -> None:
+        if class_weighting not in ("balanced", "none"):
+            raise ConfigError(f"class_weighting must be 'balanced' or 'none', got {class_weighting!r}")
+        metric = binary_selection_metric or self.default_binary_metric
+        if metric not in ("auroc", "balanced_accuracy"):
+            raise ConfigError(f"binary_selection_metric must be 'auroc' or 'balanced_accuracy', "
+                              f"got {metric!r}")
+        if min(n_trials, max_epochs, parallel_trials, subject_repeats, min_resource) < 1:
+            raise ConfigError("n_trials, max_epochs, parallel_trials, subject_repeats and min_resource "
+                              "must be >= 1")
+        self.n_trials, self.n_startup_trials, self.max_epochs = n_trials, n_startup_trials, max_epochs
+        self.min_resource, self.reduction_factor = min_resource, reduction_factor
+        self.parallel_trials = parallel_trials
+        self.refit, self.class_weighting, self.binary_selection_metric = refit, class_weighting, metric
+        self.subject_repeats, self.search_space = subject_repeats, search_space
+        self.storage, self.eval_batch_size = storage, eval_batch_size
+
+    def settings(self) -> dict[str, Any]:
+        """Result-relevant settings (the storage location is not one, and may hold credentials)."""
+        return {k: v for k, v in super().settings().items() if k != "storage"}
+
+    def optuna_settings(self) -> OptunaSettings:
+        """Sampler, pruner and budget of every study of this regime."""
+        return OptunaSettings(self.n_trials, self.n_startup_trials, self.max_epochs, self.min_resource,
+                              self.reduction_factor, self.parallel_trials)
+
+    def make_engine(self, ctx: JobContext, split: Split, targets: Targets, scorer: SelectionScorer | None,
+                    seed: int) -> TrialEngine:
+        """The engine that trains this regime's trials on one split."""
+        raise NotImplementedError
+
+    def run(self, ctx: JobContext) -> list[RepeatOutcome]:
+        """All repeats of one outer fold."""
+        repeats = self.subject_repeats if ctx.task.level == "subject" else 1
+        return [self.run_repeat(ctx, k) for k in range(repeats)]
+
+    def run_repeat(self, ctx: JobContext, repeat: int) -> RepeatOutcome:
+        """Holdout, search, winner and test scores of one repeat."""
+        view = ctx.view()
+        outer, test = ctx.outer()
+        fit, val = ctx.datamodule.holdout(view, outer, ctx.seed, repeat)
+        r, where = ctx.seed + 1009 * repeat, f"seed {ctx.seed} fold {ctx.fold} repeat {repeat}"
+        targets = make_targets(ctx.task, view.y[outer], view.y[fit], view.groups[fit], self.class_weighting,
+                               where)
+        aggregations = candidates(ctx.task.kind) if ctx.task.level == "subject" else ()
+        scorer = SelectionScorer(targets, view.y[val], view.groups[val], self.binary_selection_metric,
+                                 aggregations)
+        scorer.check_defined(f"task {ctx.task.name} ({where})")
+        engine = self.make_engine(ctx, Split(fit, val, test), targets, scorer, r)
+        url = storage_url(self.storage, ctx.work_dir, ctx.job_id, repeat)
+        storage = open_storage(url)
+        try:
+            study = open_study(storage, f"{ctx.job_id}-repeat{repeat}", self.optuna_settings(), seed=r)
+            space = build_space(engine.space, self.search_space, aggregations)
+            best, weights = self.search(study, engine, space, ctx.work_dir / f"repeat{repeat}")
+            record = study_record(study)
+        finally:
+            close_storage(storage)
+        params, epochs = dict(best.params), int(best.user_attrs["best_epoch"])
+        source = "best epoch of the winning trial"
+        if self.refit:
+            targets = make_targets(ctx.task, view.y[outer], view.y[outer], view.groups[outer],
+                                   self.class_weighting, where)
+            engine = self.make_engine(ctx, Split(outer, None, test), targets, None, r)
+            weights = engine.train_fixed(params, r + best.number, epochs)
+            source = "refit on outer training"
+        elif weights is None:  # deleted or never written (e.g. killed between saving and telling)
+            weights = engine.train_fixed(params, r + best.number, epochs)
+            source = "retrained: weights file missing"
+        pred = targets.predictions(engine.predict(params, weights, test))
+        aggregation = aggregations[int(params.pop(AGGREGATION_PARAM))] if aggregations else None
+        details = {
+            "holdout_seed": r,
+            "holdout": {"fit_groups": len(np.unique(view.groups[fit])),
+                        "val_groups": len(np.unique(view.groups[val])), "fit_windows": len(fit),
+                        "val_windows": len(val)},
+            "selection_metric": scorer.metric_name, "loss": targets.loss,
+            "class_weight": targets.class_weight, "class_weighting": self.class_weighting,
+            "refit": self.refit, "engine": engine.details,
+            "winner": {"trial": best.number, "value": best.value, "best_epoch": epochs, "weights": source},
+            "optuna": {**record, "storage": redact(url), "budget": self.n_trials,
+                       "parallel_trials": self.parallel_trials, "max_epochs": self.max_epochs},
+        }
+        return score_outcome(ctx, test, pred, {**params, "epochs": epochs}, aggregation, details)
+
+    def search(self, study: optuna.Study, engine: TrialEngine, space: dict[str, list[Any]],
+               folder: Path) -> tuple[FrozenTrial, dict[str, Any] | None]:
+        """Run (or resume) a study; returns the best complete trial and its stored best-epoch weights."""
+        store = TrialWeights(folder)
+
+        def keep_if_best(trial: optuna.Trial, outcome: TrialOutcome) -> None:
+            assert outcome.weights is not None and outcome.value is not None
+            store.offer(study, trial.number, outcome.value, outcome.weights)
+
+        run_search(study, self.optuna_settings(), space, engine.run_batch, on_complete=keep_if_best)
+        best = best_trial(study)
+        store.keep_best(study, best.number)
+        return best, store.load(best.number)

@@ -1,0 +1,46 @@
+"""Shared set-up of the neural-regime tests: tiny synthetic data, job contexts, one torch thread."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ppgbench_pl.benchmark.runner import extract_embeddings
+from ppgbench_pl.data.registry import get_task
+from ppgbench_pl.datamodules.ppg import PPGDataModule
+from ppgbench_pl.encoders.base import PPGEncoder
+from ppgbench_pl.regimes.base import JobContext
+
+CPU = {"accelerator": "cpu", "devices": 1}
+# synthetic_seed 2 gives both stiffness classes in every holdout repeat of seed 42 fold 0 and in its test fold
+DATA = {"synthetic_subjects": 10, "synthetic_windows": 6, "synthetic_seed": 2}
+
+
+def datamodule(root: Path, **overrides: int) -> PPGDataModule:
+    """Seed 42, fold 0 of the tiny synthetic dataset."""
+    return PPGDataModule(dataset="synthetic", root=str(root), seeds=[42], folds=[0], **{**DATA, **overrides})
+
+
+def embeddings(encoder: PPGEncoder, dm: PPGDataModule) -> np.ndarray:
+    """Frozen embeddings of every window, as the runner's cache holds them."""
+    return extract_embeddings(encoder, dm, float(encoder.sampling_rate), CPU)
+
+
+def context(dm: PPGDataModule, encoder: PPGEncoder, task: str, work_dir: Path,
+            embeddings: np.ndarray | None = None) -> JobContext:
+    """A job context for seed 42, fold 0."""
+    return JobContext(f"{encoder.name}__{task}__{work_dir.name}", encoder.name, encoder, get_task(task), 42, 0, dm,
+                      work_dir, embeddings, dict(CPU))
+
+
+class OneThread:
+    """Run torch on one thread (tiny ops on a shared CPU are much faster that way); restore afterwards."""
+
+    def __enter__(self) -> None:
+        self.before = torch.get_num_threads()
+        torch.set_num_threads(1)
+
+    def __exit__(self, *exc: object) -> None:
+        torch.set_num_threads(self.before)
