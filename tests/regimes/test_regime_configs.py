@@ -12,7 +12,16 @@ CASES = {
     "regime_rf.yaml": (["rf"], ["--trainer.callbacks.init_args.n_estimators", "[8]",
                                 "--trainer.callbacks.init_args.n_jobs", "1"]),
     "regime_label_efficiency.yaml": (["linear_frac1", "linear_frac10", "linear_frac100"], []),
+    "regime_mlp.yaml": (["mlp"], ["--trainer.callbacks.init_args.n_trials", "2",
+                                  "--trainer.callbacks.init_args.max_epochs", "2"]),
+    "regime_finetune.yaml": (["finetune"], ["--trainer.callbacks.init_args.n_trials", "2",
+                                            "--trainer.callbacks.init_args.max_epochs", "2",
+                                            "--trainer.callbacks.init_args.search_space", '{"batch_size": [16]}']),
 }
+
+
+def test_every_regime_config_has_a_case():
+    assert sorted(p.name for p in CONFIGS.glob("regime_*.yaml")) == sorted(CASES)
 CONTROLS = '[{"class_path": "ppgbench_pl.encoders.prv.PublishedPRVEncoder", "init_args": {"n_jobs": 1}}]'
 
 
