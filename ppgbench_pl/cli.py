@@ -36,7 +36,7 @@ def one_line(message: str) -> str:
 
 
 #: Subcommands handled by :mod:`ppgbench_pl.commands` (everything else goes to LightningCLI).
-UTILITY_COMMANDS = ("list", "download", "preprocess", "report", "init")
+UTILITY_COMMANDS = ("list", "download", "preprocess", "report", "init", "benchmark")
 
 
 class OneLineErrorParser(LightningArgumentParser):

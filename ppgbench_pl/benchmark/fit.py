@@ -23,6 +23,7 @@ QUIET_LOGGERS = ("lightning.pytorch", "lightning.fabric", "pytorch_lightning")
 
 QUIET_WARNINGS = (
     ".*configure_optimizers.*returned.*None.*",
+    ".*training_step.*returned.*None.*",
     ".*val_dataloader.*but have no.*validation_step.*",
     ".*LeafSpec.*",
     ".*does not have many workers.*",
@@ -52,6 +53,7 @@ def run_fit(trainer: L.Trainer, model: EncoderTask, datamodule: PPGDataModule, c
     if len(set(names)) != len(names):
         raise ConfigError(f"regime names must be unique, got {names}")
     quiet_lightning()
+    datamodule.check(sorted({float(e.sampling_rate) for e in [model.encoder, *controls]}))
     runner = ProtocolRunner(output_dir, datamodule, [model.encoder, *controls], regimes,
                             trainer_kwargs=trainer_kwargs, loggers=trainer.loggers, config=config,
                             ci_unit=ci_unit, progress=progress)

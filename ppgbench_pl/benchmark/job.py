@@ -1,17 +1,29 @@
-"""Run one job and turn its outcome (or its failure) into a record: per-job isolation lives here."""
+"""Run one job and turn its outcome (or its failure) into a record: per-job isolation lives here.
+
+:func:`execute_job` is the one way any executor runs a job: it takes the job's lock, skips a job some
+other process already completed, runs it, and writes the record atomically. So a job is done at most
+once however many workers, runs or orphans of killed runs reach it, and done exactly once across
+reruns, because a job without a complete ``ok`` record is simply run again.
+"""
 
 from __future__ import annotations
 
+import json
 import time
 import traceback
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import lightning as L
 import numpy as np
+import torch
 
+from ppgbench_pl.benchmark.locks import file_lock
 from ppgbench_pl.metrics.evaluate import evaluate
 from ppgbench_pl.probes.constant import constant_predictions
 from ppgbench_pl.regimes.base import JobContext, Regime
+from ppgbench_pl.results.records import RESULTS_FILE, job_dir, write_job
 
 
 def baseline_metrics(ctx: JobContext) -> dict[str, Any]:
@@ -24,6 +36,14 @@ def baseline_metrics(ctx: JobContext) -> dict[str, Any]:
                     "mean" if ctx.task.level == "subject" else None)
 
 
+def seed_job(seed: int) -> None:
+    """Seed Python, NumPy and torch, and ask for deterministic kernels (PROTOCOL.md 3.4)."""
+    L.seed_everything(seed, workers=True, verbose=False)
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+    torch.use_deterministic_algorithms(True, warn_only=True)
+
+
 def run_job(ctx: JobContext, regime: Regime) -> tuple[dict[str, Any], dict[str, dict[str, np.ndarray]]]:
     """Seed, run the regime, score the baseline; a failure becomes a ``failed`` record, not an exception."""
     start = time.perf_counter()
@@ -33,7 +53,7 @@ def run_job(ctx: JobContext, regime: Regime) -> tuple[dict[str, Any], dict[str, 
         "level": ctx.task.level, "backend": regime.backend(),
     }
     predictions: dict[str, dict[str, np.ndarray]] = {}
-    L.seed_everything(ctx.seed, workers=True, verbose=False)
+    seed_job(ctx.seed)
     try:
         view = ctx.view()
         train, test = ctx.outer()
@@ -57,3 +77,57 @@ def run_job(ctx: JobContext, regime: Regime) -> tuple[dict[str, Any], dict[str, 
         predictions = {}
     record["seconds"] = round(time.perf_counter() - start, 3)
     return record, predictions
+
+
+def job_lock_path(run_dir: str | Path, jid: str) -> Path:
+    """Lock file of one job (kept outside ``jobs/`` so record listings never see it)."""
+    return Path(run_dir) / ".locks" / "jobs" / f"{jid}.lock"
+
+
+def read_record(run_dir: str | Path, jid: str) -> dict[str, Any] | None:
+    """The job's complete record, or ``None`` when there is none (or it cannot be read)."""
+    path = job_dir(Path(run_dir), jid) / RESULTS_FILE
+    try:
+        return json.loads(path.read_text())  # type: ignore[no-any-return]
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+def is_done(run_dir: str | Path, jid: str) -> bool:
+    """A job is done when its record exists and says ``ok`` (failed jobs are run again)."""
+    record = read_record(run_dir, jid)
+    return record is not None and record.get("status") == "ok"
+
+
+def execute_job(run_dir: str | Path, jid: str, make_context: Callable[[], JobContext], regime: Regime,
+                extra: dict[str, Any] | None = None, write: bool = True) -> tuple[dict[str, Any], bool]:
+    """Run one job under its lock and write its record, unless another process already completed it.
+
+    Args:
+        run_dir: Run folder.
+        jid: Job id.
+        make_context: Builds the job's context (called only when the job really runs).
+        regime: The regime to run.
+        extra: Fields added to the record (worker, cache use).
+        write: Write the record (False on non-zero ranks of a multi-process job).
+
+    Returns:
+        (record, ran): the new record, or the existing one with ``ran`` False.
+    """
+    with file_lock(job_lock_path(run_dir, jid)):
+        existing = read_record(run_dir, jid)
+        if existing is not None and existing.get("status") == "ok":
+            return existing, False
+        try:
+            ctx = make_context()
+        except Exception as exc:  # noqa: BLE001 - a job whose inputs cannot be built fails alone
+            record: dict[str, Any] = {"job_id": jid, "regime": regime.name, "status": "failed",
+                                      "error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+                                      "traceback": traceback.format_exc(limit=8)}
+            predictions: dict[str, dict[str, np.ndarray]] = {}
+        else:
+            record, predictions = run_job(ctx, regime)
+        record.update(extra or {})
+        if write:
+            write_job(Path(run_dir), jid, record, predictions)
+        return record, True

@@ -1,36 +1,36 @@
-"""Runs a plan of jobs into a run folder: embeddings once, resume, per-job records, summary, logging.
+"""``ppgbench fit``'s in-process runner: one datamodule's plan into a run folder, job after job.
 
-The record on disk is the only thing that says a job is done, so an interrupted run continues where it
-stopped, and a failed job is recorded with its reason while the rest of the plan goes on (failed jobs
-are retried on the next run).
+Embeddings come once per encoder from the shared cache, records are written atomically by
+:func:`~ppgbench_pl.benchmark.job.execute_job` (so an interrupted run continues where it stopped and a
+failed job is recorded with its reason while the plan goes on; failed jobs are retried on the next
+run), and the summary, status and Lightning loggers are updated after every job. ``ppgbench
+benchmark`` (:mod:`ppgbench_pl.benchmark.coordinator`) runs the same jobs through any executor.
 """
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import lightning as L
 import numpy as np
-import torch
 from lightning.pytorch.loggers import Logger
 from tqdm.auto import tqdm
 
-from ppgbench_pl.benchmark.cache import EmbeddingCache, data_identity, encoder_identity
-from ppgbench_pl.benchmark.identity import check_or_write_identity, package_versions, source_digest
-from ppgbench_pl.benchmark.job import run_job
+from ppgbench_pl.benchmark.cache import EmbeddingCache
+from ppgbench_pl.benchmark.embeddings import EmbeddingSource, extract_embeddings, needs_embeddings
+from ppgbench_pl.benchmark.identity import check_or_write_identity, device_string, package_versions, run_identity
+from ppgbench_pl.benchmark.job import execute_job, read_record
 from ppgbench_pl.benchmark.plan import Job, build_plan
 from ppgbench_pl.data.processed import write_json_atomic
 from ppgbench_pl.datamodules.ppg import PPGDataModule
 from ppgbench_pl.encoders.base import PPGEncoder
 from ppgbench_pl.regimes.base import JobContext, Regime
-from ppgbench_pl.results.records import RESULTS_FILE, job_dir, write_job
 from ppgbench_pl.results.summary import write_summary
-from ppgbench_pl.tasks.encoder_task import EncoderTask
+
+__all__ = ["ProtocolRunner", "RunReport", "extract_embeddings"]
 
 
 @dataclass
@@ -42,16 +42,7 @@ class RunReport:
     skipped: int
     failed: list[str] = field(default_factory=list)
     summary_path: Path | None = None
-
-
-def extract_embeddings(encoder: PPGEncoder, datamodule: PPGDataModule, fs: float,
-                       trainer_kwargs: dict[str, Any]) -> np.ndarray:
-    """One frozen forward pass over every window of the dataset at ``fs`` (Lightning ``predict``)."""
-    datamodule.select(fs)
-    trainer = L.Trainer(logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                        enable_model_summary=False, **trainer_kwargs)
-    batches = trainer.predict(EncoderTask(encoder, mode="frozen"), datamodule=datamodule)
-    return torch.cat(batches).numpy() if batches else np.zeros((0, encoder.embed_dim), dtype=np.float32)
+    cache: dict[str, int] = field(default_factory=dict)
 
 
 class ProtocolRunner:
@@ -81,6 +72,7 @@ class ProtocolRunner:
         if len(set(names)) != len(names):
             raise ValueError(f"encoder names must be unique, got {names}")
         self.cache = EmbeddingCache(self.output_dir / "embeddings")
+        self.source = EmbeddingSource(self.cache, self.trainer_kwargs)
 
     def plan(self) -> list[Job]:
         """All jobs of this run."""
@@ -89,58 +81,46 @@ class ProtocolRunner:
 
     def identity(self) -> dict[str, Any]:
         """What results in this folder depend on (not which subset of jobs is run)."""
-        dm = self.datamodule
-        data = {f"{e.sampling_rate:g}": data_identity(dm.store(e.sampling_rate).directory) for e in self.encoders}
-        return {
-            "dataset": dm.dataset, "n_folds": dm.n_folds, "n_inner_folds": dm.n_inner_folds, "data": data,
-            "encoders": {e.name: encoder_identity(e) for e in self.encoders},
-            "regimes": {r.name: {k: repr(v) for k, v in sorted(r.settings().items())} for r in self.regimes},
-            "source_sha256": source_digest(),
-        }
+        return run_identity(self.encoders, [self.datamodule], self.regimes)
 
     def embeddings(self, encoder: PPGEncoder) -> np.ndarray:
         """Cached frozen embeddings of every window at the encoder's rate."""
-        fs = float(encoder.sampling_rate)
-        key = self.cache.key(encoder, self.datamodule.store(fs).directory, fs)
-        return self.cache.get_or_compute(key, lambda: extract_embeddings(encoder, self.datamodule, fs, self.trainer_kwargs))
+        return self.source.get(encoder, self.datamodule)
 
     def _done(self, job: Job) -> dict[str, Any] | None:
-        path = job_dir(self.output_dir, job.job_id) / RESULTS_FILE
-        if not path.exists():
-            return None
-        record = json.loads(path.read_text())
-        return record if record.get("status") == "ok" else None
+        record = read_record(self.output_dir, job.job_id)
+        return record if record is not None and record.get("status") == "ok" else None
+
+    def _context(self, job: Job) -> JobContext:
+        encoder = self.encoders[job.model]
+        embeddings = self.embeddings(encoder) if needs_embeddings(job.regime.uses_embeddings, encoder) else None
+        return JobContext(job.job_id, job.model_name, encoder, job.task, job.seed, job.fold, self.datamodule,
+                          self.output_dir / "search" / job.job_id, embeddings, self.trainer_kwargs)
 
     def run(self) -> RunReport:
         """Execute every job not yet done; rewrite summary and status after each."""
         plan = self.plan()
         self.output_dir.mkdir(parents=True, exist_ok=True)
         check_or_write_identity(self.output_dir, self.identity(), {
-            "config": self.config, "versions": package_versions(),
+            "config": self.config, "versions": package_versions(), "device": device_string(self.trainer_kwargs),
             "seeds": self.datamodule.seeds, "folds": self.datamodule.folds,
             "planned_jobs": [j.job_id for j in plan],
         })
         records = {j.job_id: r for j in plan if (r := self._done(j)) is not None}
         report = RunReport(planned=len(plan), completed=0, skipped=len(records))
-        embeddings: dict[int, np.ndarray] = {}
         bar = tqdm(total=len(plan), initial=len(records), desc="jobs", unit="job", disable=not self.progress,
                    file=sys.stderr, dynamic_ncols=True)
         try:
             for job in plan:
                 if job.job_id in records:
                     continue
-                encoder = self.encoders[job.model]
                 bar.set_postfix_str(f"{job.model_name} {job.task.name} {job.regime.name} s{job.seed} f{job.fold}")
-                if job.regime.uses_embeddings and job.model not in embeddings:
-                    embeddings = {job.model: self.embeddings(encoder)}  # one encoder's embeddings in memory
-                ctx = JobContext(job.job_id, job.model_name, encoder, job.task, job.seed, job.fold, self.datamodule,
-                                 self.output_dir / "search" / job.job_id,
-                                 embeddings.get(job.model) if job.regime.uses_embeddings else None,
-                                 self.trainer_kwargs)
-                record, predictions = run_job(ctx, job.regime)
-                write_job(self.output_dir, job.job_id, record, predictions)
+                record, ran = execute_job(self.output_dir, job.job_id, lambda job=job: self._context(job),
+                                          job.regime, extra={"model": job.model_name, "task": job.task.name})
                 records[job.job_id] = record
-                if record["status"] == "ok":
+                if not ran:
+                    report.skipped += 1
+                elif record["status"] == "ok":
                     report.completed += 1
                 else:
                     report.failed.append(f"{job.job_id}: {record['error']}")
@@ -149,6 +129,7 @@ class ProtocolRunner:
         finally:
             bar.close()
         report.summary_path = self._write_summary(records, plan)
+        report.cache = self.cache.stats()
         self._finish_logging(report)
         return report
 

@@ -1,11 +1,37 @@
-"""Weights & Biases without surprises: offline unless the user is logged in, and never a long hang."""
+"""Weights & Biases without surprises: offline unless the user is logged in, never a long hang, never required.
+
+The run folder is the source of truth; W&B mirrors it. ``ppgbench fit`` uses the Lightning logger
+below. ``ppgbench benchmark`` logs from the records on disk, cheaply:
+
+* ``group`` (default): one W&B run per (model, task, regime) cell, written by the coordinator when the
+  cell's jobs of this invocation have finished: the resolved config, one step per job (seed, fold,
+  reported metric, baseline, chosen hyperparameters), a jobs table, the Optuna trials table when the
+  regime searched, and the cell's mean and CI as the run summary. A marker per cell keeps a rerun
+  from logging an unchanged cell twice; W&B run ids derive from the run folder's id, so an online
+  rerun of a changed cell resumes the same W&B run.
+* ``per-job``: additionally one W&B run per job, from the worker that ran it.
+* ``off``: nothing. ``WANDB_MODE=disabled`` also means nothing is written (W&B is not even imported).
+
+Files go under ``<run_dir>/wandb/``. Any W&B error is warned about once and turns W&B off for the run.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import warnings
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 from lightning.pytorch.loggers import WandbLogger
+
+from ppgbench_pl.benchmark.job import read_record
+from ppgbench_pl.data.processed import write_json_atomic
+
+WANDB_CHOICES = ("group", "per-job", "off")
 
 
 def wandb_logged_in() -> bool:
@@ -20,6 +46,18 @@ def wandb_logged_in() -> bool:
         return False
 
 
+def wandb_mode() -> str:
+    """``WANDB_MODE`` when set, else ``online`` when logged in, else ``offline``."""
+    return os.environ.get("WANDB_MODE") or ("online" if wandb_logged_in() else "offline")
+
+
+def wandb_enabled(setting: str) -> bool:
+    """Whether anything is logged to W&B for a ``--wandb`` setting."""
+    if setting not in WANDB_CHOICES:
+        raise ValueError(f"--wandb must be one of {', '.join(WANDB_CHOICES)}, got {setting!r}")
+    return setting != "off" and wandb_mode() != "disabled"
+
+
 class PPGBenchWandbLogger(WandbLogger):
     """:class:`WandbLogger` whose mode follows ``WANDB_MODE``, else offline unless logged in.
 
@@ -29,6 +67,152 @@ class PPGBenchWandbLogger(WandbLogger):
     def __init__(self, project: str = "ppgbench", save_dir: str = ".", name: str | None = None, **kwargs: Any) -> None:
         os.environ.setdefault("WANDB_INIT_TIMEOUT", "10")
         os.environ.setdefault("WANDB_SILENT", "true")
-        mode = os.environ.get("WANDB_MODE") or ("online" if wandb_logged_in() else "offline")
-        kwargs.setdefault("mode", mode)
+        kwargs.setdefault("mode", wandb_mode())
         super().__init__(project=project, save_dir=save_dir, name=name, **kwargs)
+
+
+def _short_id(*parts: str) -> str:
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
+
+
+def _start_run(run_dir: Path, project: str, run_id: str, name: str, group: str, job_type: str,
+               config: dict[str, Any], tags: Sequence[str]) -> Any:
+    import wandb
+
+    settings = wandb.Settings(init_timeout=float(os.environ.get("WANDB_INIT_TIMEOUT", "10")), silent=True,
+                              console="off", x_disable_stats=True, disable_git=True, save_code=False,
+                              disable_job_creation=True, x_disable_machine_info=True, x_save_requirements=False)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    return wandb.init(project=project, dir=str(run_dir), mode=wandb_mode(), id=run_id, resume="allow", name=name,
+                      group=group, job_type=job_type, config=config, tags=list(tags), settings=settings,
+                      reinit="create_new")
+
+
+def _value(record: dict[str, Any]) -> float | None:
+    values = [r["metrics"].get(record["metric"]) for r in record.get("results", [])]
+    values = [v for v in values if v is not None]
+    return float(sum(values) / len(values)) if values else None
+
+
+def _log_records(run: Any, records: Sequence[dict[str, Any]]) -> None:
+    """One step per job, a jobs table and (when the regime searched) the Optuna trials table."""
+    import wandb
+
+    jobs, trials = [], []
+    for step, rec in enumerate(sorted(records, key=lambda r: (r.get("seed", 0), r.get("fold", 0)))):
+        metric = rec.get("metric", "value")
+        row: dict[str, Any] = {"seed": rec.get("seed"), "fold": rec.get("fold"), "ok": rec.get("status") == "ok",
+                               "seconds": rec.get("seconds")}
+        if rec.get("status") == "ok":
+            row[f"test/{metric}"] = _value(rec)
+            row[f"baseline/{metric}"] = (rec.get("baseline") or {}).get(metric)
+            first = rec["results"][0] if rec.get("results") else {}
+            row.update({f"params/{k}": v for k, v in (first.get("params") or {}).items()
+                        if isinstance(v, (int, float, str, bool))})
+        run.log(row, step=step)
+        params = [r.get("params") for r in rec.get("results", [])]
+        jobs.append([rec.get("job_id"), rec.get("seed"), rec.get("fold"), rec.get("status"), _value(rec)
+                     if rec.get("status") == "ok" else None, (rec.get("baseline") or {}).get(metric),
+                     json.dumps(params, default=str), rec.get("seconds"), rec.get("error")])
+        for result in rec.get("results", []):
+            for t in (result.get("optuna") or {}).get("trials", []):
+                trials.append([rec.get("job_id"), rec.get("seed"), rec.get("fold"), result.get("repeat"), t.get("number"),
+                               t.get("state"), t.get("value"), json.dumps(t.get("params"), default=str),
+                               json.dumps(t.get("intermediate_values"), default=str)])
+    tables = {"jobs": wandb.Table(columns=["job_id", "seed", "fold", "status", "value", "baseline", "params", "seconds",
+                                           "error"], data=jobs)}
+    if trials:
+        tables["optuna_trials"] = wandb.Table(columns=["job_id", "seed", "fold", "repeat", "trial", "state", "value",
+                                                       "params", "intermediate_values"], data=trials)
+    run.log(tables)
+
+
+class CellTracker:
+    """Logs each (model, task, regime) cell as one W&B run once its jobs of this invocation are finished.
+
+    Args:
+        run_dir: Run folder (W&B files go to ``<run_dir>/wandb``).
+        project: W&B project.
+        run_uid: The run folder's id (from ``run.json``).
+        config: Resolved benchmark config, stored with every W&B run.
+        cells: Cell -> its job ids in the plan.
+        pending: Job ids that this invocation will run.
+    """
+
+    def __init__(self, run_dir: Path, project: str, run_uid: str, config: dict[str, Any],
+                 cells: dict[tuple[str, str, str], list[str]], pending: Iterable[str]) -> None:
+        self.run_dir, self.project, self.run_uid, self.config = Path(run_dir), project, run_uid, config
+        self.cells = cells
+        owner = {jid: cell for cell, ids in cells.items() for jid in ids}
+        self.remaining = Counter(owner[jid] for jid in pending if jid in owner)
+        self.owner, self.logged, self.enabled = owner, 0, True
+
+    def marker(self, cell: tuple[str, str, str]) -> Path:
+        """The file saying which records of a cell W&B already has."""
+        return self.run_dir / "wandb" / ".ppgbench-cells" / f"{_short_id(*cell)}.json"
+
+    def start(self) -> None:
+        """Log cells that have nothing left to run but are not (or not fully) in W&B yet."""
+        for cell in self.cells:
+            if self.remaining[cell] == 0:
+                self._log(cell)
+
+    def finished(self, jid: str) -> None:
+        """Count a finished job; log its cell when it was the cell's last."""
+        cell = self.owner.get(jid)
+        if cell is None:
+            return
+        self.remaining[cell] -= 1
+        if self.remaining[cell] == 0:
+            self._log(cell)
+
+    def _log(self, cell: tuple[str, str, str]) -> None:
+        if not self.enabled:
+            return
+        records = [r for jid in self.cells[cell] if (r := read_record(self.run_dir, jid)) is not None]
+        if not records:
+            return
+        state = sorted(f"{r['job_id']}:{r.get('status')}" for r in records)
+        marker = self.marker(cell)
+        if marker.exists() and json.loads(marker.read_text()).get("records") == state:
+            return
+        model, task, regime = cell
+        try:
+            from ppgbench_pl.results.summary import summarise
+
+            run = _start_run(self.run_dir, self.project, _short_id(self.run_uid, *cell), f"{model}/{task}/{regime}",
+                             model, regime, {"benchmark": self.config, "model": model, "task": task, "regime": regime,
+                                             "metric": records[0].get("metric")}, [task, regime])
+            _log_records(run, records)
+            table = summarise(records)
+            mine = table[table["model"] == model]
+            if len(mine):
+                row = mine.iloc[0]
+                run.summary.update({"mean": row["mean"], "ci95": row["ci95"], "n_seeds": int(row["n_seeds"]),
+                                    "n_folds": int(row["n_folds"])})
+            run.finish()
+        except Exception as exc:  # noqa: BLE001 - W&B mirrors the run folder and is never required
+            warnings.warn(f"W&B logging failed and is off for the rest of this run: {exc}", stacklevel=2)
+            self.enabled = False
+            return
+        write_json_atomic(marker, {"cell": list(cell), "records": state})
+        self.logged += 1
+
+
+def log_job_run(spec: Any, record: dict[str, Any], config: dict[str, Any]) -> None:
+    """``--wandb per-job``: one W&B run for one finished job (called in the worker that ran it)."""
+    if wandb_mode() == "disabled":
+        return
+    model, task, regime = record.get("model", "?"), record.get("task", "?"), record.get("regime", "?")
+    try:
+        run = _start_run(Path(spec.run_dir), spec.wandb_project, _short_id(spec.run_uid, spec.job_id), spec.job_id,
+                         f"{model}/{task}/{regime}", regime, {"benchmark": config, "job_id": spec.job_id,
+                                                              "model": model, "task": task, "regime": regime,
+                                                              "seed": record.get("seed"), "fold": record.get("fold")},
+                         [task, regime, "job"])
+        _log_records(run, [record])
+        run.summary.update({"status": record.get("status"), "value": _value(record) if record.get("status") == "ok"
+                            else None})
+        run.finish()
+    except Exception as exc:  # noqa: BLE001 - never fail a job because of W&B
+        warnings.warn(f"W&B logging of job {spec.job_id} failed: {exc}", stacklevel=2)

@@ -1,9 +1,10 @@
-"""Utility subcommands that are not a LightningCLI ``fit``: list, download, preprocess, report, init."""
+"""Utility subcommands that are not a LightningCLI ``fit``: list, download, preprocess, report, init, benchmark."""
 
 from __future__ import annotations
 
 import argparse
 
+from ppgbench_pl.commands.benchmark import add_benchmark_parser
 from ppgbench_pl.commands.data import add_data_parsers
 from ppgbench_pl.commands.init import add_init_parser
 from ppgbench_pl.commands.listing import add_list_parser
@@ -19,5 +20,6 @@ def dispatch(argv: list[str]) -> None:
     add_data_parsers(sub)
     add_report_parser(sub)
     add_init_parser(sub)
+    add_benchmark_parser(sub)
     ns = parser.parse_args(argv)
     ns.func(ns)

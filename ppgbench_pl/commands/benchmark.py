@@ -26,7 +26,7 @@ from jsonargparse import ActionConfigFile, ArgumentParser
 
 from ppgbench_pl.benchmark.executors import DaskExecutor, Executor, LocalExecutor, ProcessExecutor, SubmititExecutor
 from ppgbench_pl.benchmark.suite import add_suite_arguments, encoder_info, instantiate
-from ppgbench_pl.errors import ConfigError
+from ppgbench_pl.errors import ConfigError, PPGBenchError
 from ppgbench_pl.regimes.base import Regime
 
 EXECUTORS: dict[str, type[Executor]] = {
@@ -135,8 +135,8 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point (``ppgbench benchmark ...`` dispatches here with the arguments after ``benchmark``)."""
     try:
         code = run(list(sys.argv[1:] if argv is None else argv))
-    except ConfigError as exc:
-        print(f"ppgbench: error: {exc}", file=sys.stderr)
+    except PPGBenchError as exc:  # a config, data or checkpoint problem: one line, no traceback
+        print(f"ppgbench: error: {one_line(exc)}", file=sys.stderr)
         code = 2
     raise SystemExit(code)
 

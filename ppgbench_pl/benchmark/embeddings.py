@@ -1,0 +1,81 @@
+"""Frozen embeddings of every window of a dataset, through the content-keyed cache.
+
+The frozen regimes (and the head-only finetune path of parameter-free encoders) read one array of
+embeddings per (encoder, dataset, rate); this module computes it with one Lightning ``predict`` pass
+and stores it once, whoever asks first: the benchmark coordinator before fanning jobs out, or a
+worker when an entry is missing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import lightning as L
+import numpy as np
+import torch
+
+from ppgbench_pl.benchmark.cache import EmbeddingCache
+from ppgbench_pl.datamodules.ppg import PPGDataModule
+from ppgbench_pl.encoders.base import PPGEncoder
+from ppgbench_pl.tasks.encoder_task import EncoderTask
+
+
+def extraction_trainer_kwargs(trainer_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Device settings for the extraction pass: the run's accelerator and precision on one device.
+
+    A multi-device strategy (DDP) would split the windows across ranks and return only a part to
+    each, so extraction always runs on the first device of the list.
+    """
+    out = {k: trainer_kwargs[k] for k in ("accelerator", "precision") if trainer_kwargs.get(k) is not None}
+    devices = trainer_kwargs.get("devices")
+    out["devices"] = [devices[0]] if isinstance(devices, (list, tuple)) and devices else 1
+    return out
+
+
+def extract_embeddings(encoder: PPGEncoder, datamodule: PPGDataModule, fs: float,
+                       trainer_kwargs: dict[str, Any]) -> np.ndarray:
+    """One frozen forward pass over every window of the dataset at ``fs`` (Lightning ``predict``)."""
+    datamodule.select(fs)
+    trainer = L.Trainer(logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                        enable_model_summary=False, **extraction_trainer_kwargs(trainer_kwargs))
+    batches = trainer.predict(EncoderTask(encoder, mode="frozen"), datamodule=datamodule)
+    return torch.cat(batches).numpy() if batches else np.zeros((0, encoder.embed_dim), dtype=np.float32)  # type: ignore[arg-type]
+
+
+def needs_embeddings(uses_embeddings: bool, encoder: Any) -> bool:
+    """Whether a job gets the cached embeddings: frozen regimes, and parameter-free encoders anywhere.
+
+    A parameter-free control (PRV) has nothing to finetune, so the finetune regime trains a head on its
+    features; handing it the cached ones saves recomputing them in every job.
+    """
+    return uses_embeddings or not getattr(encoder, "trainable", True)
+
+
+class EmbeddingSource:
+    """Cached embeddings of the encoders of a run, with each cache key computed once per process.
+
+    Args:
+        cache: The run's embedding cache.
+        trainer_kwargs: The run's device settings (see :func:`extraction_trainer_kwargs`).
+    """
+
+    def __init__(self, cache: EmbeddingCache, trainer_kwargs: dict[str, Any]) -> None:
+        self.cache, self.trainer_kwargs = cache, dict(trainer_kwargs)
+        self._keys: dict[tuple[int, str, float], str] = {}
+
+    def key(self, encoder: PPGEncoder, datamodule: PPGDataModule) -> str:
+        """Content key (hashing a checkpoint is slow, so it is memoised per encoder object)."""
+        fs = float(encoder.sampling_rate)
+        memo = (id(encoder), datamodule.dataset, fs)
+        if memo not in self._keys:
+            self._keys[memo] = self.cache.key(encoder, datamodule.store(fs).directory, fs,
+                                              self.trainer_kwargs.get("precision"))
+        return self._keys[memo]
+
+    def get(self, encoder: PPGEncoder, datamodule: PPGDataModule) -> np.ndarray:
+        """Embeddings of every window of ``datamodule`` at the encoder's rate (computed on a miss)."""
+        fs = float(encoder.sampling_rate)
+        describe = {"encoder": encoder.name, "dataset": datamodule.dataset, "fs": fs}
+        return self.cache.get_or_compute(
+            self.key(encoder, datamodule),
+            lambda: extract_embeddings(encoder, datamodule, fs, self.trainer_kwargs), describe)

@@ -1,0 +1,249 @@
+"""A benchmark suite built from a plain config dict: encoders, regimes, one datamodule per dataset.
+
+The same dict (JSON-able, ``class_path``/``init_args`` entries) is what the ``benchmark`` command
+resolves from YAML and what every worker receives with a job id, so a worker on another process or
+node rebuilds exactly the coordinator's suite and finds its job by id. Parsing goes through
+jsonargparse, so entries are validated against the classes' signatures the same way the CLI does.
+A suite is built once per (process, thread) and reused by every job that reaches it there.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import importlib
+import inspect
+import json
+import threading
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from jsonargparse import ArgumentParser
+
+from ppgbench_pl.benchmark.cache import EmbeddingCache
+from ppgbench_pl.benchmark.embeddings import EmbeddingSource, needs_embeddings
+from ppgbench_pl.benchmark.plan import EncoderInfo, Job, build_plan
+from ppgbench_pl.data.registry import DATASETS, get_dataset, get_task
+from ppgbench_pl.datamodules.ppg import DEFAULT_SEEDS, PPGDataModule
+from ppgbench_pl.encoders.base import PPGEncoder
+from ppgbench_pl.errors import ConfigError
+from ppgbench_pl.regimes.base import JobContext, Regime
+
+#: Config keys that define the suite (everything a worker needs); the rest is how and where to run.
+SUITE_KEYS = ("encoders", "regimes", "datasets", "tasks", "seeds", "folds", "data", "trainer", "optuna_storage")
+#: The nine datasets of the published benchmark (every registered one but the synthetic).
+REAL_DATASETS = tuple(d for d in DATASETS if d != "synthetic")
+
+
+@dataclass
+class TrainerSettings:
+    """Device settings handed to every inner Lightning trainer (and the embedding pass).
+
+    Args:
+        accelerator: ``auto``, ``cpu``, ``gpu``, ...
+        devices: Device count or ids (``1``, ``[0, 1]``, ``auto``).
+        strategy: Lightning strategy; ``ddp`` needs a launcher that starts one process per rank
+            (submitit with ``tasks_per_node``), ``ddp_spawn`` works anywhere.
+        precision: Lightning precision (``32-true``, ``bf16-mixed``, ...); part of the embedding key.
+    """
+
+    accelerator: str = "auto"
+    devices: int | str | list[int] = 1
+    strategy: str = "auto"
+    precision: str | int | None = None
+
+
+def add_suite_arguments(parser: ArgumentParser) -> None:
+    """The suite's options (shared by the ``benchmark`` command and the workers' parser)."""
+    parser.add_argument("--encoders", type=list[PPGEncoder], required=True,
+                        help="Models to evaluate, by class_path (the constant baseline is always added).")
+    parser.add_argument("--regimes", type=list[Regime], required=True, help="Regime callbacks, by class_path.")
+    parser.add_argument("--datasets", type=list[str] | None, default=None,
+                        help="Dataset keys (default: the datasets of --tasks, else all nine).")
+    parser.add_argument("--tasks", type=list[str] | None, default=None, help="Task names (default: all).")
+    parser.add_argument("--seeds", type=list[int], default=list(DEFAULT_SEEDS), help="Outer seeds.")
+    parser.add_argument("--folds", type=list[int] | None, default=None, help="Outer folds (default: all).")
+    parser.add_class_arguments(PPGDataModule, "data", skip={"dataset", "tasks", "seeds", "folds"}, instantiate=False)
+    parser.add_class_arguments(TrainerSettings, "trainer", instantiate=False)
+    parser.add_argument("--optuna_storage", type=str | None, default=None,
+                        help="Optuna storage for regimes with a 'storage' argument (e.g. a shared database URL; "
+                             "may contain {job_id}, {repeat}, {work_dir}).")
+
+
+def suite_parser() -> ArgumentParser:
+    """A parser of suite config dicts."""
+    parser = ArgumentParser(exit_on_error=False)
+    add_suite_arguments(parser)
+    return parser
+
+
+def instantiate(base: type, entry: dict[str, Any]) -> Any:
+    """Build one ``class_path``/``init_args`` entry as jsonargparse would (nested classes included)."""
+    parser = ArgumentParser(exit_on_error=False)
+    parser.add_argument("--obj", type=base)
+    return parser.instantiate(parser.parse_object({"obj": copy.deepcopy(entry)})).obj
+
+
+def import_class(path: str) -> Any:
+    """The class a fully qualified ``class_path`` names."""
+    module, _, attr = str(path).rpartition(".")
+    return getattr(importlib.import_module(module), attr)
+
+
+def encoder_info(entry: dict[str, Any]) -> EncoderInfo:
+    """Name, rate and trainability of an encoder entry, read from its class and init_args (not built)."""
+    cls = import_class(entry["class_path"])
+    args = entry.get("init_args") or {}
+    return EncoderInfo(str(args.get("name", cls.name)), float(args.get("sampling_rate", cls.sampling_rate)),
+                       bool(getattr(cls, "trainable", True)))
+
+
+def config_digest(config: dict[str, Any]) -> str:
+    """Digest of a suite config (the key of the per-process suite cache)."""
+    return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def datasets_and_tasks(datasets: list[str] | None, tasks: list[str] | None) -> dict[str, list[str] | None]:
+    """Dataset -> selected task names (``None``: all of its tasks), validated against the registry.
+
+    Raises:
+        ConfigError: An unknown name, or a task whose dataset is not among the selected datasets.
+    """
+    specs = [get_task(t) for t in tasks] if tasks else []
+    if datasets is None:
+        datasets = list(dict.fromkeys(s.dataset for s in specs)) if specs else list(REAL_DATASETS)
+    for d in datasets:
+        get_dataset(d)
+    outside = sorted({s.name for s in specs if s.dataset not in datasets})
+    if outside:
+        raise ConfigError(f"tasks {', '.join(outside)} belong to datasets not selected ({', '.join(datasets)})")
+    out: dict[str, list[str] | None] = {}
+    for d in dict.fromkeys(datasets):
+        names = [s.name for s in specs if s.dataset == d]
+        if specs and not names:
+            raise ConfigError(f"dataset '{d}' has none of the selected tasks; drop it or add one of its tasks")
+        out[d] = names or None
+    return out
+
+
+class BenchmarkSuite:
+    """Encoders, regimes and datamodules of one suite config, and its plan.
+
+    Args:
+        config: Suite config (the :data:`SUITE_KEYS` of a resolved ``benchmark`` config).
+        run_dir: Run folder (its ``embeddings/`` is the shared cache).
+    """
+
+    def __init__(self, config: dict[str, Any], run_dir: str | Path) -> None:
+        self.run_dir = Path(run_dir)
+        parser = suite_parser()
+        try:  # validated and normalised: full class paths, defaults filled in
+            parsed = parser.parse_object({k: copy.deepcopy(config[k]) for k in SUITE_KEYS if config.get(k) is not None})
+            normal = json.loads(parser.dump(parsed, format="json"))
+        except Exception as exc:  # jsonargparse raises argparse errors with a nested message
+            message = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+            raise ConfigError(f"invalid benchmark config: {message}") from None
+        self.config: dict[str, Any] = {k: normal.get(k) for k in SUITE_KEYS}
+        storage = self.config.get("optuna_storage")
+        for entry in self.config["regimes"] if storage is not None else []:
+            args = entry.setdefault("init_args", {})
+            if args.get("storage") is None and "storage" in inspect.signature(import_class(entry["class_path"])).parameters:
+                args["storage"] = storage
+        data = dict(self.config.get("data") or {})
+        self.selection = datasets_and_tasks(self.config.get("datasets"), self.config.get("tasks"))
+        self.datamodules = {
+            d: PPGDataModule(dataset=d, tasks=names, seeds=self.config.get("seeds") or list(DEFAULT_SEEDS),
+                             folds=self.config.get("folds"), **data)
+            for d, names in self.selection.items()
+        }
+        trainer = self.config.get("trainer") or {}
+        self.trainer_kwargs = {k: v for k, v in trainer.items() if v is not None}
+        self.cache = EmbeddingCache(self.run_dir / "embeddings")
+        self.source = EmbeddingSource(self.cache, self.trainer_kwargs)
+
+    @cached_property
+    def regimes(self) -> list[Regime]:
+        """The regime callbacks (cheap to build)."""
+        return [instantiate(Regime, entry) for entry in self.config["regimes"]]
+
+    @cached_property
+    def encoder_infos(self) -> list[EncoderInfo]:
+        """Encoder names and rates without building the models (dry runs)."""
+        return [encoder_info(entry) for entry in self.config["encoders"]]
+
+    @cached_property
+    def encoders(self) -> list[PPGEncoder]:
+        """The encoders, built (weights loaded) on first use."""
+        built = [instantiate(PPGEncoder, entry) for entry in self.config["encoders"]]
+        for info, encoder in zip(self.encoder_infos, built, strict=True):
+            if info.name != encoder.name:
+                raise ConfigError(f"encoder {encoder.name!r} reports a different name than its config ({info.name!r})")
+        return built
+
+    @property
+    def tasks(self) -> list[Any]:
+        """Every selected task, dataset by dataset."""
+        return [t for dm in self.datamodules.values() for t in dm.task_specs]
+
+    @property
+    def seeds(self) -> list[int]:
+        """Outer seeds."""
+        return next(iter(self.datamodules.values())).seeds
+
+    @property
+    def folds(self) -> list[int]:
+        """Outer folds."""
+        return next(iter(self.datamodules.values())).folds
+
+    def plan(self, dry: bool = False) -> list[Job]:
+        """Jobs model -> task -> seed -> fold -> regime (``dry``: from encoder configs, nothing built)."""
+        encoders: list[Any] = self.encoder_infos if dry else self.encoders
+        return build_plan(encoders, self.tasks, self.regimes, self.seeds, self.folds)
+
+    @cached_property
+    def jobs(self) -> dict[str, Job]:
+        """The plan by job id."""
+        return {j.job_id: j for j in self.plan()}
+
+    def job(self, jid: str) -> Job:
+        """One job of the plan.
+
+        Raises:
+            ConfigError: The id is not in this suite's plan (a worker got a spec of another config).
+        """
+        if jid not in self.jobs:
+            raise ConfigError(f"job {jid} is not in the plan of this benchmark config")
+        return self.jobs[jid]
+
+    def datamodule(self, job: Job) -> PPGDataModule:
+        """The datamodule of the job's dataset."""
+        return self.datamodules[job.task.dataset]
+
+    def uses_cache(self, job: Job) -> bool:
+        """Whether the job reads the embedding cache."""
+        return needs_embeddings(job.regime.uses_embeddings, self.encoders[job.model])
+
+    def context(self, job: Job) -> JobContext:
+        """Everything the job needs; cached embeddings are read (or computed once) here."""
+        encoder, dm = self.encoders[job.model], self.datamodule(job)
+        embeddings = self.source.get(encoder, dm) if self.uses_cache(job) else None
+        return JobContext(job.job_id, job.model_name, encoder, job.task, job.seed, job.fold, dm,
+                          self.run_dir / "search" / job.job_id, embeddings, self.trainer_kwargs)
+
+
+_local = threading.local()
+
+
+def suite_for(config: dict[str, Any], run_dir: str | Path) -> BenchmarkSuite:
+    """The suite of ``config`` in this process and thread, built on first use (datamodules are stateful,
+    so threads never share one)."""
+    cache: dict[tuple[str, str], BenchmarkSuite] = getattr(_local, "suites", None) or {}
+    _local.suites = cache
+    key = (config_digest({k: config.get(k) for k in SUITE_KEYS}), str(Path(run_dir).resolve()))
+    if key not in cache:
+        cache.clear()  # one suite per thread at a time: a new config replaces the old one
+        cache[key] = BenchmarkSuite(config, run_dir)
+    return cache[key]
+

@@ -1,0 +1,156 @@
+"""The one function every executor runs: a picklable job spec in, the job's record on disk, a short outcome out.
+
+A :class:`JobSpec` is (run folder, suite config dict, job id) plus a few run settings; the worker
+rebuilds the suite from the dict (once per process and thread), finds the job by id, runs it under the
+job lock through :func:`~ppgbench_pl.benchmark.job.execute_job` (which writes the record), and returns a
+:class:`JobOutcome` small enough to send back over any channel. The record on disk, not the outcome,
+is what says the job is done.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+_threads_set: int | None = None
+_quiet = False
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """Everything a worker needs for one job, as plain data.
+
+    Attributes:
+        run_dir: Run folder (shared with the coordinator: same machine or a shared file system).
+        config: The suite config (see :data:`~ppgbench_pl.benchmark.suite.SUITE_KEYS`).
+        job_id: Which job of the suite's plan to run.
+        threads: Torch/BLAS threads for this worker process (``None``: leave as is).
+        wandb: ``per-job`` to log this job as its own W&B run from the worker.
+        wandb_project: W&B project.
+        run_uid: The run folder's id (W&B run ids are derived from it).
+    """
+
+    run_dir: str
+    config: dict[str, Any]
+    job_id: str
+    threads: int | None = None
+    wandb: str = "off"
+    wandb_project: str = "ppgbench"
+    run_uid: str = ""
+
+
+@dataclass
+class JobOutcome:
+    """What a worker reports back: status (``ok``, ``failed``, ``done`` by another process, ``lost``)."""
+
+    job_id: str
+    status: str
+    error: str | None = None
+    seconds: float = 0.0
+    worker: str = ""
+    cache: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict (for logs and tests)."""
+        return asdict(self)
+
+
+def global_rank() -> int:
+    """This process's rank in a multi-process (DDP) job launched per task, 0 otherwise."""
+    for name in ("RANK", "PMI_RANK"):
+        if os.environ.get(name, "").isdigit():
+            return int(os.environ[name])
+    if int(os.environ.get("SLURM_NTASKS", "1") or 1) > 1 and os.environ.get("SLURM_PROCID", "").isdigit():
+        return int(os.environ["SLURM_PROCID"])
+    return 0
+
+
+def limit_threads(threads: int | None) -> None:
+    """Give torch and the BLAS pools ``threads`` threads, once per process (parallel workers share cores)."""
+    global _threads_set
+    if threads is None or threads == _threads_set:
+        return
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    torch.set_num_threads(threads)
+    threadpool_limits(limits=threads)
+    _threads_set = threads
+
+
+def _watch_parent(parent: int, period_s: float = 0.5) -> None:
+    while True:
+        time.sleep(period_s)
+        if os.getppid() != parent:  # the coordinator died (SIGKILL): do not linger as an orphan
+            os._exit(3)
+
+
+def init_worker(threads: int | None, gpu_queue: Any = None) -> None:
+    """Process-pool initializer: thread limits, one GPU per worker when given, exit with the parent."""
+    if gpu_queue is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu_queue.get())
+    limit_threads(threads)
+    threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True, name="ppgbench-parent").start()
+
+
+def run_job_spec(spec: JobSpec) -> JobOutcome:
+    """Run one job where this function is called (any executor) and report how it went."""
+    from ppgbench_pl.benchmark.job import execute_job, is_done
+    from ppgbench_pl.benchmark.suite import suite_for
+
+    global _quiet
+    start = time.perf_counter()
+    worker = f"{socket.gethostname()}:{os.getpid()}"
+    try:
+        if not _quiet:  # inner trainers run by the hundred in every worker: keep their banners out
+            from ppgbench_pl.benchmark.fit import quiet_lightning
+
+            quiet_lightning()
+            _quiet = True
+        limit_threads(spec.threads)
+        suite = suite_for(spec.config, spec.run_dir)
+        job = suite.job(spec.job_id)
+        before = suite.cache.stats()
+        rank = global_rank()
+        if rank != 0 and is_done(spec.run_dir, spec.job_id):
+            return JobOutcome(spec.job_id, "done", worker=worker)
+        extra: dict[str, Any] = {"model": job.model_name, "task": job.task.name, "worker": worker}
+
+        def make_context() -> Any:
+            ctx = suite.context(job)
+            now = suite.cache.stats()
+            extra["embedding_cache"] = "miss" if now["misses"] > before["misses"] else \
+                "hit" if now["hits"] > before["hits"] else None
+            return ctx
+
+        if rank == 0:
+            record, ran = execute_job(spec.run_dir, spec.job_id, make_context, job.regime, extra=extra)
+        else:
+            record, ran = _run_unlocked(suite, job, extra)
+        after = suite.cache.stats()
+        cache = {k: after[k] - before[k] for k in after}
+        if ran and rank == 0 and spec.wandb == "per-job":
+            from ppgbench_pl.benchmark.tracking import log_job_run
+
+            log_job_run(spec, record, suite.config)
+        status = record.get("status", "failed") if ran else "done"
+        return JobOutcome(spec.job_id, status, record.get("error") if ran else None,
+                          round(time.perf_counter() - start, 3), worker, cache)
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the job could not even be set up here; report, never raise
+        message = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        return JobOutcome(spec.job_id, "failed", f"{message} (while setting the job up on {worker})",
+                          round(time.perf_counter() - start, 3), worker)
+
+
+def _run_unlocked(suite: Any, job: Any, extra: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """A non-zero rank of a DDP job: run alongside rank 0 (which holds the lock), write nothing."""
+    from ppgbench_pl.benchmark.job import run_job
+
+    record, _ = run_job(suite.context(job), job.regime)
+    return {**record, **extra}, True

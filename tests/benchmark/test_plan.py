@@ -1,0 +1,96 @@
+"""The plan of the published suite, from the registry and the config alone (--dry-run)."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+import pytest
+
+from ppgbench_pl.commands.benchmark import add_benchmark_parser, run
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def table(text: str) -> dict[str, dict[str, int]]:
+    lines = text.strip().splitlines()
+    head = lines[0].split()[1:]
+    out = {}
+    for line in lines[1:]:
+        parts = line.split()
+        if len(parts) == len(head) + 1 and all(p.isdigit() for p in parts[1:]):
+            out[parts[0]] = dict(zip(head, map(int, parts[1:])))
+    return out
+
+
+def test_full_suite_is_2150_jobs_per_model_without_touching_data(tmp_path, capsys):
+    root, out = tmp_path / "no_data", tmp_path / "run"
+    code = run(["--config", str(REPO / "configs/benchmark.yaml"), "--dry-run",
+                "--data.root", str(root), "--output_dir", str(out)])
+    assert code == 0
+    rows = table(capsys.readouterr().out)
+    models = [m for m in rows if m != "total"]
+    assert len(models) == 7  # six foundation models + PRV; none of their checkpoints exists here
+    for model in models:
+        assert rows[model] == {"linear": 650, "rf": 650, "mlp": 425, "finetune": 425, "total": 2150}
+    assert rows["total"]["total"] == 2150 * len(models)
+    assert not root.exists() and not out.exists()
+
+
+def test_options_select_encoders_regimes_datasets_seeds_and_folds(capsys):
+    code = run(["--config", str(REPO / "configs/benchmark.yaml"), "--dry-run", "--only_encoders", "[prv]",
+                "--only_regimes", "[linear, mlp]", "--datasets", "[ppgbp, bidmc]", "--seeds", "[42, 43]",
+                "--folds", "[0]"])
+    assert code == 0
+    text = capsys.readouterr().out
+    rows = table(text)
+    # ppgbp: 7 primary + 3 secondary tasks; bidmc: 2 primary. MLP runs primary tasks only.
+    assert rows["prv"] == {"linear": 12 * 2, "mlp": 9 * 2, "total": 21 * 2}
+    assert "datasets: ppgbp, bidmc" in text and re.search(r"42 jobs planned, 0 already done", text)
+
+
+def test_bad_selection_is_one_line_config_error(capsys):
+    assert run_main(["--config", str(REPO / "configs/benchmark.yaml"), "--dry-run", "--only_regimes", "[lineer]"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown regime lineer" in err and len(err.strip().splitlines()) == 1
+    assert run_main(["--config", str(REPO / "configs/benchmark.yaml"), "--dry-run", "--tasks", "[dalia-hr]",
+                     "--datasets", "[ppgbp]"]) == 2
+    assert "dalia-hr" in capsys.readouterr().err
+
+
+def run_main(argv: list[str]) -> int:
+    from ppgbench_pl.commands.benchmark import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    return int(exit_info.value.code)
+
+
+def test_argparse_dispatch_passes_every_argument_through():
+    parser = argparse.ArgumentParser(prog="ppgbench")
+    add_benchmark_parser(parser.add_subparsers(dest="command", required=True))
+    ns = parser.parse_args(["benchmark", "--config", "c.yaml", "--dry-run", "--seeds", "[42]", "-h"])
+    assert ns.argv == ["--config", "c.yaml", "--dry-run", "--seeds", "[42]", "-h"]
+
+
+def test_synthetic_config_plans_all_four_regimes(capsys):
+    assert run(["--config", str(REPO / "configs/benchmark_synthetic.yaml"), "--dry-run"]) == 0
+    rows = table(capsys.readouterr().out)
+    # 4 synthetic tasks (3 primary), 2 seeds x 5 folds
+    expected = {"linear": 40, "rf": 40, "mlp": 30, "finetune": 30, "total": 140}
+    assert rows["small_cnn"] == expected and rows["prv"] == expected
+
+
+def test_optuna_storage_reaches_regimes_that_take_one(tmp_path):
+    from ppgbench_pl.benchmark.coordinator import redact
+    from ppgbench_pl.benchmark.suite import BenchmarkSuite
+
+    url = "postgresql://me:secret@db.example/optuna"
+    config = {"encoders": [{"class_path": "ppgbench_pl.encoders.cnn.SmallCNNEncoder"}],
+              "regimes": [{"class_path": "ppgbench_pl.regimes.LinearRegime"},
+                          {"class_path": "ppgbench_pl.regimes.mlp.MLPRegime"}],
+              "datasets": ["synthetic"], "optuna_storage": url}
+    linear, mlp = BenchmarkSuite(config, tmp_path).regimes
+    assert mlp.storage == url and not hasattr(linear, "storage")
+    assert "secret" not in redact(config)["optuna_storage"] and "me:***@db.example" in redact(config)["optuna_storage"]
