@@ -106,8 +106,12 @@ class Regime(Callback):
         return task.tier in self.tiers
 
     def settings(self) -> dict[str, Any]:
-        """Settings that change results: part of the run identity."""
-        return {k: v for k, v in vars(self).items() if not k.startswith("_")}
+        """Settings that change results: part of the run identity.
+
+        Private and callable attributes are left out (Lightning attaches ``log``/``log_dict`` to a
+        callback once it has run, which must not change the identity).
+        """
+        return {k: v for k, v in vars(self).items() if not k.startswith("_") and not callable(v)}
 
     def backend(self) -> str | None:
         """Compute backend recorded with results (e.g. ``sklearn`` or ``cuml``)."""
