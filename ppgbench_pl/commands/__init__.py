@@ -1,25 +1,29 @@
-"""Utility subcommands that are not a LightningCLI ``fit``: list, download, preprocess, report, init, benchmark."""
+"""Utility subcommands that are not a LightningCLI ``fit``: list, download, preprocess, report, init, benchmark.
+
+Each command module is imported only when it is registered, inside :func:`dispatch`, so importing one
+command (e.g. the report, which must not pull in torch or Lightning) costs nothing else.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 
-from ppgbench_pl.commands.benchmark import add_benchmark_parser
-from ppgbench_pl.commands.data import add_data_parsers
-from ppgbench_pl.commands.init import add_init_parser
-from ppgbench_pl.commands.listing import add_list_parser
-from ppgbench_pl.commands.report import add_report_parser
-
+#: (module, function that registers the module's subparser(s)).
+_REGISTRARS = (
+    ("listing", "add_list_parser"),
+    ("data", "add_data_parsers"),
+    ("report", "add_report_parser"),
+    ("init", "add_init_parser"),
+    ("benchmark", "add_benchmark_parser"),
+)
 
 
 def dispatch(argv: list[str]) -> None:
     """Parse ``argv`` (subcommand first) and run the chosen command."""
     parser = argparse.ArgumentParser(prog="ppgbench")
     sub = parser.add_subparsers(dest="command", required=True)
-    add_list_parser(sub)
-    add_data_parsers(sub)
-    add_report_parser(sub)
-    add_init_parser(sub)
-    add_benchmark_parser(sub)
+    for module, function in _REGISTRARS:
+        getattr(importlib.import_module(f"ppgbench_pl.commands.{module}"), function)(sub)
     ns = parser.parse_args(argv)
     ns.func(ns)

@@ -10,6 +10,16 @@ from ppgbench_pl.commands.benchmark import run
 from tests.benchmark.helpers import LINEAR, suite_config, write_config
 
 
+@pytest.fixture(autouse=True)
+def _fresh_wandb_session():
+    """wandb keeps process-wide settings (its run directory among them) after the first init; reset
+    them so later tests in this process log where they ask to."""
+    yield
+    import wandb
+
+    wandb.teardown()
+
+
 def offline_runs(run_dir):
     return sorted(p.name for p in (run_dir / "wandb").glob("offline-run-*"))
 
