@@ -55,6 +55,8 @@ def test_quickstart_runs_writes_records_and_resumes(tmp_path, capsys):
     status = json.loads((run / "status.json").read_text())
     assert status == {"completed": 24, "failed": 0, "planned": 24, "complete": True}
     assert "24 jobs run" in out
+    parameters = json.loads((run / "run.json").read_text())["parameters"]
+    assert parameters["prv"] == {"total": 0, "trainable": 0} and parameters["small_cnn"]["total"] > 10_000
     code, out, err = run_cli(quickstart(tmp_path), capsys)
     assert code == 0 and "0 jobs run, 24 already done" in out, err
 

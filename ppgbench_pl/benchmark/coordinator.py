@@ -28,7 +28,9 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from ppgbench_pl.benchmark.executors import Executor, LocalExecutor
-from ppgbench_pl.benchmark.identity import check_or_write_identity, device_string, package_versions, run_identity
+from ppgbench_pl.benchmark.identity import (
+    check_or_write_identity, device_string, package_versions, parameter_counts, run_identity,
+)
 from ppgbench_pl.benchmark.job import read_record
 from ppgbench_pl.benchmark.plan import Job, describe_plan
 from ppgbench_pl.benchmark.runner import RunReport
@@ -126,9 +128,7 @@ class BenchmarkRun:
         meta = check_or_write_identity(self.run_dir, run_identity(suite.encoders, suite.datamodules.values(), fresh), {
             "config": redact(self.config), "versions": package_versions(),
             "device": device_string(suite.trainer_kwargs), "seeds": suite.seeds, "folds": suite.folds,
-            "parameters": {e.name: {"total": sum(p.numel() for p in e.parameters()),
-                                    "trainable": sum(p.numel() for p in e.parameters() if p.requires_grad)}
-                           for e in suite.encoders},
+            "parameters": parameter_counts(suite.encoders),
             "planned_jobs": [j.job_id for j in plan],
         })
         records: dict[str, dict[str, Any]] = {}

@@ -115,6 +115,15 @@ def merge_identity(existing: dict[str, Any], new: dict[str, Any]) -> tuple[dict[
     return merged, conflicts
 
 
+def parameter_counts(encoders: Iterable[Any]) -> dict[str, dict[str, int]]:
+    """Total and trainable parameters per encoder, recorded in ``run.json`` for the report's Table 7."""
+    return {
+        e.name: {"total": sum(p.numel() for p in e.parameters()),
+                 "trainable": sum(p.numel() for p in e.parameters() if p.requires_grad)}
+        for e in encoders
+    }
+
+
 def check_or_write_identity(run_dir: Path, identity: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     """Write or extend ``run.json``; refuse a folder whose results came from something else.
 

@@ -21,7 +21,9 @@ from tqdm.auto import tqdm
 
 from ppgbench_pl.benchmark.cache import EmbeddingCache
 from ppgbench_pl.benchmark.embeddings import EmbeddingSource, extract_embeddings, needs_embeddings
-from ppgbench_pl.benchmark.identity import check_or_write_identity, device_string, package_versions, run_identity
+from ppgbench_pl.benchmark.identity import (
+    check_or_write_identity, device_string, package_versions, parameter_counts, run_identity,
+)
 from ppgbench_pl.benchmark.job import execute_job, read_record
 from ppgbench_pl.benchmark.plan import Job, build_plan
 from ppgbench_pl.data.processed import write_json_atomic
@@ -104,7 +106,7 @@ class ProtocolRunner:
         check_or_write_identity(self.output_dir, self.identity(), {
             "config": self.config, "versions": package_versions(), "device": device_string(self.trainer_kwargs),
             "seeds": self.datamodule.seeds, "folds": self.datamodule.folds,
-            "planned_jobs": [j.job_id for j in plan],
+            "parameters": parameter_counts(self.encoders), "planned_jobs": [j.job_id for j in plan],
         })
         records = {j.job_id: r for j in plan if (r := self._done(j)) is not None}
         report = RunReport(planned=len(plan), completed=0, skipped=len(records))
