@@ -125,3 +125,14 @@ def test_list_shows_every_task(capsys):
 def test_one_line_prefers_our_message():
     nested = "Parser key \"data\":\n  Does not validate\n  - unknown task 'x'; did you mean y?\n  - Expected NoneType"
     assert one_line(nested) == "unknown task 'x'; did you mean y?"
+
+
+def test_a_second_fit_in_one_process_logs_with_its_own_wandb_mode(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    base = ["fit", "--config", str(ROOT / "configs/quickstart.yaml"), "--data.init_args.root", str(tmp_path / "data"),
+            *TINY, "--data.init_args.tasks", "[synthetic-hr]", "--controls", "[]"]
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    assert run_cli([*base, "--output_dir", "first"], capsys)[0] == 0
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    assert run_cli([*base, "--output_dir", "second"], capsys)[0] == 0
+    assert list((tmp_path / "results/quickstart/wandb").glob("offline-run-*/run-*.wandb"))

@@ -70,6 +70,21 @@ class PPGBenchWandbLogger(WandbLogger):
         kwargs.setdefault("mode", wandb_mode())
         super().__init__(project=project, save_dir=save_dir, name=name, **kwargs)
 
+    def finalize(self, status: str) -> None:
+        """Finish the W&B run and reset wandb's process-wide state.
+
+        Lightning leaves the run open, and wandb keeps the first run's settings (mode, directory) for the
+        whole process, so a second ``ppgbench fit`` from Python (a notebook, the test suite) would
+        otherwise log into the old run or with the old mode.
+        """
+        super().finalize(status)
+        if self._experiment is not None:
+            import wandb
+
+            self._experiment.finish(exit_code=0 if status == "success" else 1)
+            self._experiment = None
+            wandb.teardown()
+
 
 def _short_id(*parts: str) -> str:
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
