@@ -32,7 +32,7 @@ from ppgbench_pl.benchmark.identity import (
     check_or_write_identity, device_string, package_versions, parameter_counts, run_identity,
 )
 from ppgbench_pl.benchmark.job import read_record
-from ppgbench_pl.benchmark.plan import Job, describe_plan
+from ppgbench_pl.benchmark.plan import Job, describe_plan, progress_interval
 from ppgbench_pl.benchmark.runner import RunReport
 from ppgbench_pl.benchmark.suite import SUITE_KEYS, BenchmarkSuite, instantiate, suite_for
 from ppgbench_pl.benchmark.tracking import CellTracker, wandb_enabled
@@ -178,7 +178,8 @@ class BenchmarkRun:
         per_job = "per-job" if self.options.wandb == "per-job" and wandb_enabled("per-job") else "off"
         specs = [JobSpec(str(self.run_dir), self.suite_config, j.job_id, executor.threads_per_job(), per_job,
                          self.options.wandb_project, meta["run_uid"]) for j in pending]
-        bar = tqdm(total=len(plan), initial=len(records), desc="jobs", unit="job", disable=not self.options.progress,
+        bar = tqdm(total=len(plan), initial=len(records), desc="jobs", unit="job",
+                   mininterval=progress_interval(), disable=not self.options.progress,
                    file=sys.stderr, dynamic_ncols=True)
         last = time.monotonic()
         try:

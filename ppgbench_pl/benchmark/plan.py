@@ -100,3 +100,10 @@ def describe_plan(jobs: Sequence[Job], done: Collection[str] = ()) -> str:
     n_done = sum(j.job_id in done for j in jobs)
     lines.append(f"{len(jobs)} jobs planned, {n_done} already done, {len(jobs) - n_done} to run")
     return "\n".join(lines)
+
+
+def progress_interval() -> float:
+    """Seconds between progress-bar refreshes: live on a terminal, sparse in a log file (CI, SLURM)."""
+    import sys
+
+    return 0.1 if sys.stderr.isatty() else 15.0

@@ -25,7 +25,7 @@ from ppgbench_pl.benchmark.identity import (
     check_or_write_identity, device_string, package_versions, parameter_counts, run_identity,
 )
 from ppgbench_pl.benchmark.job import execute_job, read_record
-from ppgbench_pl.benchmark.plan import Job, build_plan
+from ppgbench_pl.benchmark.plan import Job, build_plan, progress_interval
 from ppgbench_pl.data.processed import write_json_atomic
 from ppgbench_pl.datamodules.ppg import PPGDataModule
 from ppgbench_pl.encoders.base import PPGEncoder
@@ -110,7 +110,8 @@ class ProtocolRunner:
         })
         records = {j.job_id: r for j in plan if (r := self._done(j)) is not None}
         report = RunReport(planned=len(plan), completed=0, skipped=len(records))
-        bar = tqdm(total=len(plan), initial=len(records), desc="jobs", unit="job", disable=not self.progress,
+        bar = tqdm(total=len(plan), initial=len(records), desc="jobs", unit="job",
+                   mininterval=progress_interval(), disable=not self.progress,
                    file=sys.stderr, dynamic_ncols=True)
         try:
             for job in plan:
