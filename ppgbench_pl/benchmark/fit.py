@@ -19,9 +19,8 @@ from ppgbench_pl.regimes.base import Regime
 from ppgbench_pl.tasks.encoder_task import EncoderTask
 
 QUIET_LOGGERS = ("lightning.pytorch", "lightning.fabric", "pytorch_lightning")
-
-
 QUIET_WARNINGS = (
+    r".*module\(s\) in eval mode.*",  # frozen encoders and freeze_stats BatchNorm are in eval mode on purpose
     ".*configure_optimizers.*returned.*None.*",
     ".*training_step.*returned.*None.*",
     ".*val_dataloader.*but have no.*validation_step.*",
@@ -33,7 +32,8 @@ QUIET_WARNINGS = (
 def quiet_lightning() -> None:
     """Inner trainers run by the hundred; keep their banners and expected warnings out of the output.
 
-    A probe has no optimiser and no validation step on purpose, and the in-memory loaders need no workers.
+    A probe has no optimiser and no validation step on purpose, frozen parts are in eval mode on purpose,
+    and the in-memory loaders need no workers.
     """
     for name in QUIET_LOGGERS:
         logging.getLogger(name).setLevel(logging.WARNING)
