@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import os
 import socket
+import sys
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ from optuna.storages import BaseStorage, JournalStorage, RDBStorage
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import FrozenTrial, Trial, TrialState
 from sqlalchemy import event
+from tqdm.auto import tqdm
 
 from ppgbench_pl.hpo.spaces import distributions
 
@@ -212,6 +214,17 @@ def run_search(study: optuna.Study, settings: OptunaSettings, space: Mapping[str
     """
     fail_orphaned_trials(study)
     dists = distributions(space)
+    # A nested bar under the runner's job bar, on a terminal only (a log file would get one line per trial).
+    bar = tqdm(total=settings.n_trials, initial=n_finished(study), desc="trials", unit="trial", leave=False,
+               disable=not sys.stderr.isatty(), file=sys.stderr, position=1)
+    try:
+        _ask_train_tell(study, settings, dists, run_batch, on_complete, bar)
+    finally:
+        bar.close()
+
+
+def _ask_train_tell(study: optuna.Study, settings: OptunaSettings, dists: Mapping[str, Any], run_batch: BatchRunner,
+                    on_complete: Callable[[Trial, TrialOutcome], None] | None, bar: tqdm) -> None:
     while (done := n_finished(study)) < settings.n_trials:
         trials = [study.ask(fixed_distributions=dists) for _ in range(min(settings.parallel_trials,
                                                                           settings.n_trials - done))]
@@ -228,6 +241,7 @@ def run_search(study: optuna.Study, settings: OptunaSettings, space: Mapping[str
             raise
         for trial, outcome in zip(trials, outcomes, strict=True):
             tell(study, trial, outcome)
+        bar.update(n_finished(study) - bar.n)
 
 
 def tell(study: optuna.Study, trial: Trial, outcome: TrialOutcome) -> None:
