@@ -5,7 +5,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ppgbench_pl.cli import main, one_line
+from ppgbench_pl.cli import one_line
+from tests.cli_helpers import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 # Every top-level config is a `fit` config except the suite configs, which tests/benchmark dry-runs.
@@ -13,15 +14,6 @@ FIT_CONFIGS = sorted(p for p in (ROOT / "configs").glob("*.yaml") if not p.name.
 TINY = ["--data.init_args.synthetic_subjects", "8", "--data.init_args.synthetic_windows", "4",
         "--data.init_args.seeds", "[42]", "--data.init_args.folds", "[0,1]", "--progress", "false"]
 
-
-def run_cli(args, capsys):
-    try:
-        main(args)
-        code = 0
-    except SystemExit as exc:
-        code = exc.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def quickstart(tmp_path, *extra):

@@ -5,20 +5,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from ppgbench_pl.cli import main
+from tests.cli_helpers import run_cli as run
 from tests.data.dalia import make_data as dalia_data
 
 ROOT = Path(__file__).resolve().parents[1]
 
-
-def run(args, capsys):
-    try:
-        main(args)
-        code = 0
-    except SystemExit as exc:
-        code = exc.code
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def test_dalia_raw_to_summary_and_report(tmp_path, capsys):

@@ -1,20 +1,11 @@
 import numpy as np
 
-from ppgbench_pl.cli import main
 from ppgbench_pl.data.datasets import REAL_DATASETS, preprocessor
 from ppgbench_pl.data.processed import ProcessedDataset
 from ppgbench_pl.data.registry import DATASETS
+from tests.cli_helpers import run_cli as run
 from tests.data.bidmc import make_data as bidmc_data
 
-
-def run(args, capsys):
-    try:
-        main(args)
-        code = 0
-    except SystemExit as exc:
-        code = exc.code
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def test_every_real_dataset_has_a_preprocessor():
