@@ -19,7 +19,6 @@ from ppgbench_pl.encoders.base import PPGEncoder
 from ppgbench_pl.errors import PPGBenchError
 from ppgbench_pl.tasks.encoder_task import EncoderTask
 
-
 _SPECIFIC = re.compile(
     r"unknown (task|dataset|encoder|regime)|has no attribute|No module named|not found|needs at least|"
     r"must be|does not|belongs to|out of range|not a subclass|Unable to load config|Invalid|unexpected"

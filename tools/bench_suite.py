@@ -102,6 +102,7 @@ def passes(counts: Path, n_windows: dict[str, int]) -> dict[str, float]:
 
 def run_published(cfg: dict[str, Any]) -> dict[str, float]:
     """The published schedule: extract per (model, task, seed, fold), jobs in plan order, no cache."""
+    import lightning as L
     import torch
     from torch.utils.data import DataLoader
 
@@ -111,8 +112,6 @@ def run_published(cfg: dict[str, Any]) -> dict[str, float]:
     from ppgbench_pl.datamodules.ppg import ArrayDataset
     from ppgbench_pl.regimes.base import JobContext
     from ppgbench_pl.tasks.encoder_task import EncoderTask
-
-    import lightning as L
 
     suite = BenchmarkSuite(cfg, cfg["output_dir"])
     values: dict[str, float] = {}

@@ -29,7 +29,11 @@ from tqdm.auto import tqdm
 
 from ppgbench_pl.benchmark.executors import Executor, LocalExecutor
 from ppgbench_pl.benchmark.identity import (
-    check_or_write_identity, device_string, package_versions, parameter_counts, run_identity,
+    check_or_write_identity,
+    device_string,
+    package_versions,
+    parameter_counts,
+    run_identity,
 )
 from ppgbench_pl.benchmark.job import read_record
 from ppgbench_pl.benchmark.plan import Job, describe_plan, progress_interval

@@ -22,7 +22,11 @@ from tqdm.auto import tqdm
 from ppgbench_pl.benchmark.cache import EmbeddingCache
 from ppgbench_pl.benchmark.embeddings import EmbeddingSource, extract_embeddings, needs_embeddings
 from ppgbench_pl.benchmark.identity import (
-    check_or_write_identity, device_string, package_versions, parameter_counts, run_identity,
+    check_or_write_identity,
+    device_string,
+    package_versions,
+    parameter_counts,
+    run_identity,
 )
 from ppgbench_pl.benchmark.job import execute_job, read_record
 from ppgbench_pl.benchmark.plan import Job, build_plan, progress_interval

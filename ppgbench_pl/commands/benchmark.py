@@ -24,7 +24,13 @@ from typing import Any, Literal
 
 from jsonargparse import ActionConfigFile, ArgumentParser
 
-from ppgbench_pl.benchmark.executors import DaskExecutor, Executor, LocalExecutor, ProcessExecutor, SubmititExecutor
+from ppgbench_pl.benchmark.executors import (
+    DaskExecutor,
+    Executor,
+    LocalExecutor,
+    ProcessExecutor,
+    SubmititExecutor,
+)
 from ppgbench_pl.benchmark.suite import add_suite_arguments, encoder_info, instantiate
 from ppgbench_pl.errors import ConfigError, PPGBenchError
 from ppgbench_pl.regimes.base import Regime

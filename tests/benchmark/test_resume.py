@@ -13,7 +13,14 @@ from pathlib import Path
 import pytest
 
 from ppgbench_pl.commands.benchmark import run
-from tests.benchmark.helpers import PINNED_SOURCE, record_files, records, same_results, suite_config, write_config
+from tests.benchmark.helpers import (
+    PINNED_SOURCE,
+    record_files,
+    records,
+    same_results,
+    suite_config,
+    write_config,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 # The code digest is pinned as in conftest.py, so the killed runs and the rerun share an identity.

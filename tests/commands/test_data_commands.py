@@ -7,7 +7,6 @@ from tests.cli_helpers import run_cli as run
 from tests.data.bidmc import make_data as bidmc_data
 
 
-
 def test_every_real_dataset_has_a_preprocessor():
     assert set(REAL_DATASETS) == set(DATASETS) - {"synthetic"}
     for key in REAL_DATASETS:

@@ -7,7 +7,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ppgbench_pl.data.splits import (
-    GroupHoldoutSplit, InnerGroupSplit, OuterGroupSplit, chunk, dataset_seed, holdout_groups, inner_group_folds,
+    GroupHoldoutSplit,
+    InnerGroupSplit,
+    OuterGroupSplit,
+    chunk,
+    dataset_seed,
+    holdout_groups,
+    inner_group_folds,
     outer_group_folds,
 )
 from ppgbench_pl.errors import ConfigError
@@ -31,7 +37,7 @@ def test_outer_folds_reproduce_the_published_assignment():
     expected_tests = [names[0:3], names[3:6], names[6:8], names[8:10], names[10:12]]
     folds = outer_group_folds(groups, 43, "dalia")
     assert [test for _, test in folds] == expected_tests
-    for i, (train, test) in enumerate(folds):
+    for train, test in folds:
         assert train == [g for g in names if g not in test]  # shuffled order kept
 
 
@@ -98,5 +104,5 @@ def test_outer_split_keeps_unlabelled_groups_in_place():
     labelled = np.array([g for g in all_groups if g != "S03" for _ in range(2)])
     splitter = OuterGroupSplit("d", 42, all_groups=all_groups)
     expected = outer_group_folds(all_groups, 42, "d")
-    for (train, test), (_, test_groups) in zip(splitter.split(labelled, None, labelled), expected):
+    for (_, test), (_, test_groups) in zip(splitter.split(labelled, None, labelled), expected, strict=True):
         assert set(labelled[test]) == set(test_groups) - {"S03"}

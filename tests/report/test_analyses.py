@@ -3,8 +3,14 @@ import pytest
 
 from ppgbench_pl.errors import PPGBenchError
 from ppgbench_pl.report.analyses import (
-    EPOCH_AXIS, aggregation_choices, aggregation_frequency, edge_choices, edge_pressure, parameter_table,
-    read_parameter_file, search_space,
+    EPOCH_AXIS,
+    aggregation_choices,
+    aggregation_frequency,
+    edge_choices,
+    edge_pressure,
+    parameter_table,
+    read_parameter_file,
+    search_space,
 )
 from ppgbench_pl.report.load import load_runs
 from ppgbench_pl.report.rescoring import rescore_jobs, rescoring_table
