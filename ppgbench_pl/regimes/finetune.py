@@ -172,6 +172,7 @@ class FinetuneRegime(NeuralRegime):
             :data:`~ppgbench_pl.hpo.spaces.FINETUNE_SPACE`.
         storage: Optuna storage (default: SQLite in the job folder); see :class:`NeuralRegime`.
         eval_batch_size: Validation and test batch size (4096).
+        standardize_targets: Train regression heads on z-scored targets (not published; off by default).
     """
 
     name = "finetune"
@@ -183,10 +184,11 @@ class FinetuneRegime(NeuralRegime):
                  head_only_engine: Engine = "batched", refit: bool = False,
                  class_weighting: ClassWeighting = "balanced", binary_selection_metric: str | None = None,
                  subject_repeats: int = 3, search_space: dict[str, list[Any]] | None = None,
-                 storage: str | None = None, eval_batch_size: int = 4096) -> None:
+                 storage: str | None = None, eval_batch_size: int = 4096,
+                 standardize_targets: bool = False) -> None:
         super().__init__(n_trials, n_startup_trials, max_epochs, min_resource, reduction_factor,
                          parallel_trials, refit, class_weighting, binary_selection_metric, subject_repeats,
-                         search_space, storage, eval_batch_size)
+                         search_space, storage, eval_batch_size, standardize_targets=standardize_targets)
         self.amp, self.head_only_engine = amp, head_only_engine
         self._features: tuple[str, np.ndarray] | None = None
 
