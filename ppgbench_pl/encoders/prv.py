@@ -74,9 +74,10 @@ class FeatureEncoder(PPGEncoder):
 
 
 def _n_workers(n_jobs: int) -> int:
+    """Worker count a joblib ``n_jobs`` means (-1: every core)."""
     import os
 
-    return os.cpu_count() or 1 if n_jobs < 0 else max(1, n_jobs)
+    return (os.cpu_count() or 1) if n_jobs < 0 else max(1, n_jobs)
 
 
 class PRVEncoder(FeatureEncoder):
