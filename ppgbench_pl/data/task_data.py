@@ -73,17 +73,13 @@ class TaskView:
         return len(self.rows)
 
 
-def _target_file(task: TaskSpec) -> str:
-    return task.target
-
-
 def load_task(store: ProcessedDataset, windows: DatasetWindows, task: TaskSpec) -> TaskView:
     """Targets and validity mask of one task over all windows (classification: -1 invalid; regression: NaN)."""
     rows, ys = [], []
     offset = 0
     for name in windows.group_names:
         n = int((windows.groups == name).sum())
-        y = store.target(name, _target_file(task), n_windows=n)
+        y = store.target(name, task.target, n_windows=n)
         if task.kind == "classification":
             y = y.astype(np.int64)
             valid = y != -1

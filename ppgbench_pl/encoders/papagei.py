@@ -11,7 +11,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import ClassVar
 
-import torch
 from torch import Tensor, nn
 
 from ppgbench_pl.encoders.base import PPGEncoder, strip_prefix
@@ -66,10 +65,6 @@ class PaPaGeiPEncoder(PPGEncoder):
     def forward_features(self, x: Tensor) -> Tensor:
         """The embedding: ``dense`` applied to the pooled features."""
         return self.dense(self.pooled_features(x))
-
-    def read_checkpoint(self, path: Path) -> object:
-        """A bare state dict saved with ``torch.save``; tensors only, so the safe loader suffices."""
-        return torch.load(path, map_location="cpu", weights_only=True)
 
     def extract_state_dict(self, checkpoint: object) -> Mapping[str, Tensor]:
         """The state dict itself, with a DataParallel ``module.`` prefix removed if present."""
