@@ -7,7 +7,8 @@ one task. Groups without valid rows simply contribute nothing, but keep their pl
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -27,10 +28,32 @@ class DatasetWindows:
     ppg_std: np.ndarray
     group_names: list[str]
 
+    _digest: str | None = field(default=None, init=False, repr=False, compare=False)
+
     @property
     def n_samples(self) -> int:
         """Window length in samples."""
         return int(self.x.shape[1])
+
+    def content_digest(self) -> str:
+        """SHA-256 of what an encoder sees: window bytes, shape, group of each window and the stats.
+
+        The embedding cache is keyed on it, so a repaired or rebuilt tree never serves stale embeddings;
+        computed once per object (hashing runs at about 1 GB/s).
+        """
+        if self._digest is None:
+            digest = hashlib.sha256()
+            x = np.ascontiguousarray(self.x, dtype=np.float32)
+            digest.update(f"float32 {x.shape}\n".encode())
+            digest.update(x.data)  # the buffer itself, no copy
+            digest.update("\n".join(self.group_names).encode() + b"\n")
+            names, first, counts = np.unique(self.groups, return_index=True, return_counts=True)
+            for name, start, count in zip(names.tolist(), first.tolist(), counts.tolist(), strict=True):
+                digest.update(f"{name}\t{start}\t{count}\n".encode())
+            digest.update(np.ascontiguousarray(self.ppg_mean, dtype=np.float32).tobytes())
+            digest.update(np.ascontiguousarray(self.ppg_std, dtype=np.float32).tobytes())
+            self._digest = digest.hexdigest()
+        return self._digest
 
 
 def load_windows(store: ProcessedDataset) -> DatasetWindows:
