@@ -1,121 +1,90 @@
-"""The datasets and tasks ppgbench knows, as plain declarative records (PROTOCOL.md sections 1-2).
+"""The datasets and tasks ppgbench knows, assembled from each dataset's declaration (PROTOCOL.md 1-2).
 
+A dataset declares its facts, tasks and download source once, as ``DECLARATION`` in its light module
+``ppgbench_pl/data/datasets/<key>_info.py`` (the preprocessor it names lives next to it in ``<key>.py``,
+which imports the heavy readers). This module lists those keys and builds the lookup tables from them.
 Everything that names a dataset or task (configs, the CLI, the benchmark plan) resolves it here, so a
-typo fails fast with a one-line error instead of deep inside a job.
+typo fails fast with a one-line error instead of deep inside a job. Importing it loads no numpy,
+pandas, scipy or torch.
 """
 
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
-from typing import Literal
+import importlib
 
+from ppgbench_pl.data.spec import (
+    DatasetDeclaration,
+    DatasetInfo,
+    SourceSpec,
+    TaskKind,
+    TaskLevel,
+    TaskSpec,
+    TaskTier,
+)
 from ppgbench_pl.errors import ConfigError
 
-TaskKind = Literal["regression", "classification", "regression_cls"]
-TaskLevel = Literal["window", "subject"]
-TaskTier = Literal["primary", "secondary"]
+__all__ = [
+    "DATASETS",
+    "DATASET_KEYS",
+    "DECLARATIONS",
+    "REAL_DATASETS",
+    "SOURCES",
+    "TASKS",
+    "DatasetDeclaration",
+    "DatasetInfo",
+    "SourceSpec",
+    "TaskKind",
+    "TaskLevel",
+    "TaskSpec",
+    "TaskTier",
+    "declaration_module",
+    "get_dataset",
+    "get_declaration",
+    "get_task",
+    "select_tasks",
+    "tasks_of",
+]
+
+#: Every declared dataset, in registry order: the built-in synthetic one, then PROTOCOL.md 1.0's order.
+#: Adding a dataset means adding its key here and writing ``datasets/<key>_info.py`` and ``datasets/<key>.py``
+#: (the completeness test in ``tests/data/test_registry.py`` names whatever is missing).
+DATASET_KEYS: tuple[str, ...] = (
+    "synthetic",
+    "dalia",
+    "dreamt",
+    "wesad",
+    "ecsmp",
+    "ppgbp",
+    "bidmc",
+    "butppg",
+    "realworldppg",
+    "wildppg",
+)
 
 
-@dataclass(frozen=True)
-class DatasetInfo:
-    """What the protocol says about one dataset: folder name, native rate, windows, group unit."""
-
-    key: str
-    display_name: str
-    native_fs: float
-    window_s: float
-    stride_s: float
-    group: str
-    source: str
+def declaration_module(key: str) -> str:
+    """The module that declares dataset ``key``."""
+    return f"ppgbench_pl.data.datasets.{key}_info"
 
 
-@dataclass(frozen=True)
-class TaskSpec:
-    """One evaluation task: which target file of which dataset, its type, level and tier."""
-
-    name: str
-    dataset: str
-    target: str
-    kind: TaskKind
-    level: TaskLevel
-    tier: TaskTier
-    #: Number of regression outputs (6 for the ECSMP emotion task), 1 otherwise.
-    n_targets: int = 1
-    description: str = ""
-
-    @property
-    def metric(self) -> str:
-        """The reported metric of PROTOCOL.md section 2."""
-        return {
-            "regression": "mae",
-            "classification": "balanced_accuracy",
-            "regression_cls": "argmax_balanced_accuracy",
-        }[self.kind]
-
-    @property
-    def higher_is_better(self) -> bool:
-        """Direction of the reported metric."""
-        return self.kind != "regression"
+def _load(keys: tuple[str, ...]) -> dict[str, DatasetDeclaration]:
+    out: dict[str, DatasetDeclaration] = {}
+    for key in keys:
+        declaration = importlib.import_module(declaration_module(key)).DECLARATION
+        if not isinstance(declaration, DatasetDeclaration) or declaration.info.key != key:
+            raise TypeError(f"{declaration_module(key)}.DECLARATION must declare dataset '{key}'")
+        out[key] = declaration
+    return out
 
 
-def _datasets() -> dict[str, DatasetInfo]:
-    rows = [
-        ("synthetic", "Synthetic", 128, 10, 10, "simulated subject", "built in (neurokit2 ppg_simulate)"),
-        ("dalia", "Dalia", 64, 8, 2, "participant", "UCI ML Repository PPG-DaLiA (495)"),
-        ("dreamt", "DREAMT", 64, 10, 10, "participant", "PhysioNet DREAMT 2.1.0 (credentialed)"),
-        ("wesad", "WESAD", 64, 10, 10, "participant", "WESAD (Univ. Siegen)"),
-        ("ecsmp", "ECSMP", 64, 10, 10, "participant", "Mendeley Data vn5nknh3mn v2"),
-        ("ppgbp", "PPG-BP", 1000, 2.1, 2.1, "participant", "Figshare 5459299 v5"),
-        ("bidmc", "BIDMC", 125, 10, 10, "record", "PhysioNet BIDMC 1.0.0"),
-        ("butppg", "BUT-PPG", 30, 10, 10, "participant", "PhysioNet BUT PPG 2.0.0"),
-        ("realworldppg", "RealWorldPPG", 50, 6, 6, "record", "Mendeley Data yynb8t9x3d v1"),
-        ("wildppg", "WildPPG", 128, 8, 8, "participant", "WildPPG (ETH SIPLab)"),
-    ]
-    return {r[0]: DatasetInfo(*r) for r in rows}
-
-
-def _tasks() -> dict[str, TaskSpec]:
-    R, C, RC = "regression", "classification", "regression_cls"
-    W, S = "window", "subject"
-    P, X = "primary", "secondary"
-    rows: list[tuple[str, str, str, str, str, str, int, str]] = [
-        ("synthetic-hr", "synthetic", "hr", R, W, P, 1, "heart rate the simulator was driven with (bpm)"),
-        ("synthetic-activity", "synthetic", "activity", C, W, P, 1, "rest / walk / run from motion level"),
-        ("synthetic-stiffness", "synthetic", "stiffness", C, S, P, 1, "arterial stiffness (reflected wave)"),
-        ("synthetic-age", "synthetic", "age", R, S, X, 1, "age, which drives stiffness and resting HR"),
-        ("dalia-hr", "dalia", "hr", R, W, P, 1, ""),
-        ("dalia-activity", "dalia", "activity", C, W, P, 1, ""),
-        ("dreamt-sleep-5class", "dreamt", "sleep_5class", C, W, P, 1, ""),
-        ("wesad-4class", "wesad", "condition_4class", C, W, P, 1, ""),
-        ("wesad-valence-reg", "wesad", "valence_reg", R, W, X, 1, ""),
-        ("wesad-arousal-reg", "wesad", "arousal_reg", R, W, X, 1, ""),
-        ("ecsmp-sds-subject", "ecsmp", "sds_class", C, S, P, 1, "SDS >= 50"),
-        ("ecsmp-emotion-reg-cls", "ecsmp", "cesaf_scores", RC, W, X, 6, "argmax of six felt scores"),
-        ("ppgbp-age", "ppgbp", "age", R, S, P, 1, ""),
-        ("ppgbp-bmi", "ppgbp", "bmi", R, S, P, 1, ""),
-        ("ppgbp-sysbp", "ppgbp", "sysbp", R, S, P, 1, ""),
-        ("ppgbp-diasbp", "ppgbp", "diasbp", R, S, P, 1, ""),
-        ("ppgbp-hr", "ppgbp", "hr", R, S, P, 1, ""),
-        ("ppgbp-hypertension", "ppgbp", "hypertension", C, S, P, 1, ""),
-        ("ppgbp-diabetes", "ppgbp", "diabetes", C, S, P, 1, ""),
-        ("ppgbp-hypertension-binary", "ppgbp", "hypertension_binary", C, S, X, 1, ""),
-        ("ppgbp-cerebral-infarction", "ppgbp", "cerebral_infarction", C, S, X, 1, ""),
-        ("ppgbp-cerebrovascular-disease", "ppgbp", "cerebrovascular_disease", C, S, X, 1, ""),
-        ("bidmc-resp", "bidmc", "resp", R, W, P, 1, ""),
-        ("bidmc-spo2", "bidmc", "spo2", R, W, P, 1, ""),
-        ("butppg-glyc", "butppg", "glyc", R, W, P, 1, ""),
-        ("butppg-sbp", "butppg", "sbp", R, W, X, 1, ""),
-        ("butppg-dbp", "butppg", "dbp", R, W, X, 1, ""),
-        ("butppg-spo2", "butppg", "spo2", R, W, X, 1, ""),
-        ("realworldppg-identification", "realworldppg", "id", C, W, P, 1, "closed-set, split by record"),
-        ("wildppg-hr", "wildppg", "hr", R, W, P, 1, ""),
-    ]
-    return {r[0]: TaskSpec(*r) for r in rows}  # type: ignore[arg-type]
-
-
-DATASETS: dict[str, DatasetInfo] = _datasets()
-TASKS: dict[str, TaskSpec] = _tasks()
+DECLARATIONS: dict[str, DatasetDeclaration] = _load(DATASET_KEYS)
+DATASETS: dict[str, DatasetInfo] = {key: d.info for key, d in DECLARATIONS.items()}
+TASKS: dict[str, TaskSpec] = {t.name: t for d in DECLARATIONS.values() for t in d.tasks}
+#: Download sources of the datasets that have one (all but the generated ones).
+SOURCES: dict[str, SourceSpec] = {key: d.source for key, d in DECLARATIONS.items() if d.source is not None}
+#: The downloadable benchmark datasets (every declared dataset except the generated ones).
+REAL_DATASETS: tuple[str, ...] = tuple(SOURCES)
 
 
 def _unknown(kind: str, name: str, known: list[str]) -> ConfigError:
@@ -131,6 +100,12 @@ def get_dataset(key: str) -> DatasetInfo:
     return DATASETS[key]
 
 
+def get_declaration(key: str) -> DatasetDeclaration:
+    """A dataset's whole declaration (facts, tasks, source), with the same error as :func:`get_dataset`."""
+    get_dataset(key)
+    return DECLARATIONS[key]
+
+
 def get_task(name: str) -> TaskSpec:
     """Look up a task by name, with a one-line error and suggestions when unknown."""
     if name not in TASKS:
@@ -140,5 +115,20 @@ def get_task(name: str) -> TaskSpec:
 
 def tasks_of(dataset: str) -> list[TaskSpec]:
     """All tasks defined on one dataset, in registry order."""
-    get_dataset(dataset)
-    return [t for t in TASKS.values() if t.dataset == dataset]
+    return list(get_declaration(dataset).tasks)
+
+
+_TIERS = ("primary", "secondary")
+_KINDS = ("regression", "classification", "regression_cls")
+
+
+def select_tasks(
+    dataset: str | None = None, tier: str | None = None, kind: str | None = None
+) -> list[TaskSpec]:
+    """Tasks in registry order, filtered by dataset, tier and kind (each validated, one-line errors)."""
+    if tier is not None and tier not in _TIERS:
+        raise _unknown("tier", tier, list(_TIERS))
+    if kind is not None and kind not in _KINDS:
+        raise _unknown("task kind", kind, list(_KINDS))
+    tasks = tasks_of(dataset) if dataset is not None else list(TASKS.values())
+    return [t for t in tasks if (tier is None or t.tier == tier) and (kind is None or t.kind == kind)]

@@ -1,33 +1,39 @@
-"""Raw-dataset preprocessors, one module per dataset, and the table that names them.
+"""Raw datasets, two modules each: ``<key>_info.py`` declares it, ``<key>.py`` preprocesses it.
 
-``PREPROCESSORS[key]`` is the :class:`~ppgbench_pl.data.datasets.base.RawDataset` subclass of a dataset;
-the table holds import paths resolved on first use (no registration by import side effect).
+The declaration (facts, tasks, download source; see :mod:`ppgbench_pl.data.spec`) is light, so the
+registry and ``ppgbench list`` never import the readers; the preprocessor it names by ``module:Class``
+imports pandas, scipy, h5py, wfdb or openpyxl and is loaded only by :func:`preprocessor`. This package's
+own import is light too (nothing here imports a reader at module level).
 """
 
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING, Any
 
-from ppgbench_pl.data.datasets.base import RawDataset
 from ppgbench_pl.errors import ConfigError
 
-_PATHS = {
-    "dalia": "dalia:DaliaDataset",
-    "dreamt": "dreamt:DreamtDataset",
-    "wesad": "wesad:WesadDataset",
-    "ecsmp": "ecsmp:EcsmpDataset",
-    "ppgbp": "ppgbp:PPGBPDataset",
-    "bidmc": "bidmc:BidmcDataset",
-    "butppg": "butppg:ButPPGDataset",
-    "realworldppg": "realworldppg:RealWorldPPGDataset",
-    "wildppg": "wildppg:WildPPGDataset",
-}
-REAL_DATASETS = tuple(_PATHS)
+if TYPE_CHECKING:
+    from ppgbench_pl.data.datasets.base import RawDataset
+
+__all__ = ["REAL_DATASETS", "preprocessor"]
 
 
 def preprocessor(key: str) -> type[RawDataset]:
-    """The preprocessor class of one of the nine datasets."""
-    if key not in _PATHS:
-        raise ConfigError(f"no preprocessor for dataset '{key}'; known: {', '.join(_PATHS)}")
-    module, _, attr = _PATHS[key].partition(":")
-    return getattr(importlib.import_module(f"ppgbench_pl.data.datasets.{module}"), attr)
+    """The preprocessor class a dataset's declaration names (any declared dataset, synthetic included)."""
+    from ppgbench_pl.data.registry import DATASETS, REAL_DATASETS
+
+    info = DATASETS.get(key)
+    if info is None or not info.preprocessor:
+        raise ConfigError(f"no preprocessor for dataset '{key}'; known: {', '.join(REAL_DATASETS)}")
+    module, _, attr = info.preprocessor.partition(":")
+    return getattr(importlib.import_module(module), attr)  # type: ignore[no-any-return]
+
+
+def __getattr__(name: str) -> Any:
+    """``REAL_DATASETS`` comes from the registry, read on first use (the registry imports this package)."""
+    if name == "REAL_DATASETS":
+        from ppgbench_pl.data.registry import REAL_DATASETS
+
+        return REAL_DATASETS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,34 +1,35 @@
-"""Where each of the nine raw datasets comes from and which of its files are fetched (PROTOCOL.md 1.1, 9).
+"""How a dataset's declared source is fetched: the step behind each kind of publisher (PROTOCOL.md 9).
 
-Each source is a small record: the public page recorded in ``source.json``, a default base URL (which a
-mirror mapping or ``PPGBENCH_MIRROR_<KEY>`` overrides) and a step that lists and fetches the files.
-What the base URL means depends on the kind: the archive itself for direct archives, the API root for
-Figshare and Mendeley Data, and the versioned ``files/<project>/<version>`` folder for PhysioNet.
+What a dataset downloads is declared once, as the ``source`` of its declaration in
+``ppgbench_pl/data/datasets/<key>_info.py`` (an archive URL, a Figshare article, a Mendeley Data dataset
+or a PhysioNet project with a file-selection step); this module turns each into a :class:`Source`: the
+public page recorded in ``source.json``, a default base URL (which a mirror mapping or
+``PPGBENCH_MIRROR_<KEY>`` overrides) and the step that lists and fetches the files. What the base URL
+means depends on the kind: the archive itself for direct archives, the API root for Figshare and
+Mendeley Data, and the versioned ``files/<project>/<version>`` folder for PhysioNet.
 """
 
 from __future__ import annotations
 
-import csv
 import re
 import urllib.parse
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ppgbench_pl.data.download.archives import extract, marker_path
 from ppgbench_pl.data.download.http import ChecksumLog, Client, RemoteFile, safe_relpath
+from ppgbench_pl.data.registry import SOURCES as DECLARED_SOURCES
+from ppgbench_pl.data.spec import (
+    ArchiveSource,
+    FigshareSource,
+    MendeleySource,
+    PhysioNetSource,
+    RemoteTree,
+    SourceSpec,
+)
 from ppgbench_pl.errors import DownloadError
-
-FIGSHARE_API = "https://api.figshare.com/v2"
-MENDELEY_API = "https://data.mendeley.com/public-api"
-PHYSIONET_FILES = "https://physionet.org/files"
-DALIA_ZIP_URL = "https://archive.ics.uci.edu/static/public/495/ppg+dalia.zip"
-#: The authors' Sciebo share linked from the WESAD project page; override with PPGBENCH_MIRROR_WESAD.
-WESAD_ZIP_URL = "https://uni-siegen.sciebo.de/s/HGdUkoNlW1Ub0Gx/download"
-#: The ETH Polybox share linked from the WildPPG project page (whole share as one zip, about 20 GB);
-#: override with PPGBENCH_MIRROR_WILDPPG if the authors move it.
-WILDPPG_ZIP_URL = "https://polybox.ethz.ch/index.php/s/NWTuyNojU7aya1y/download"
 
 
 @dataclass
@@ -177,22 +178,6 @@ def _mendeley(
     return run
 
 
-def _under(path: str, folder: str) -> bool:
-    return path == folder or path.startswith(folder + "/")
-
-
-def _ecsmp_folder(path: str) -> bool:
-    """ECSMP folders worth listing: ``E4/`` and ``EEG_downsample/`` with their subfolders."""
-    return _under(path, "E4") or _under(path, "EEG_downsample")
-
-
-def _ecsmp_file(rel: str) -> bool:
-    """ECSMP needs only ``scale.xlsx`` (root), ``E4/**/BVP.csv`` and everything under ``EEG_downsample/``."""
-    if rel == "scale.xlsx" or _under(rel, "EEG_downsample"):
-        return True
-    return _under(rel, "E4") and rel.endswith("/BVP.csv")
-
-
 def _physionet_sums(job: Job) -> dict[str, str]:
     """The project's ``SHA256SUMS.txt`` (relative path -> SHA-256), or empty when it is not published."""
     text = job.client.get_text(f"{job.base}/SHA256SUMS.txt", missing_ok=True) or ""
@@ -204,113 +189,58 @@ def _physionet_sums(job: Job) -> dict[str, str]:
     return sums
 
 
-def _physionet_file(job: Job, rel: str, sums: dict[str, str]) -> RemoteFile:
-    return RemoteFile(url=f"{job.base}/{urllib.parse.quote(rel)}", dest=rel, sha256=sums.get(rel))
+@dataclass
+class PhysioNetTree:
+    """The :class:`~ppgbench_pl.data.spec.RemoteTree` a PhysioNet ``select`` step works on."""
+
+    job: Job
+    sums: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def folder(self) -> Path:
+        """The local dataset folder."""
+        return self.job.folder
+
+    def url(self, rel: str) -> str:
+        """The address of ``rel`` under the project's base URL."""
+        return f"{self.job.base}/{urllib.parse.quote(rel)}"
+
+    def fetch(self, rel: str) -> Path:
+        """Fetch ``rel`` (checked against ``SHA256SUMS.txt`` when listed there) and return its local path."""
+        rel = safe_relpath(rel)
+        self.job.get(RemoteFile(url=self.url(rel), dest=rel, sha256=self.sums.get(rel)))
+        return self.job.folder / rel
+
+    def text(self, rel: str) -> str:
+        """A small page under the base URL (a directory listing)."""
+        return self.job.client.get_text(self.url(rel)) or ""
 
 
-def _bidmc(job: Job) -> None:
-    """The 106 CSVs ``bidmc_csv/bidmc_NN_{Signals,Numerics}.csv`` for NN = 01..53."""
-    sums = _physionet_sums(job)
-    for n in range(1, 54):
-        for kind in ("Signals", "Numerics"):
-            job.get(_physionet_file(job, f"bidmc_csv/bidmc_{n:02d}_{kind}.csv", sums))
+def _physionet(select: Callable[[RemoteTree], None]) -> Callable[[Job], None]:
+    """A PhysioNet project: read its checksums, then let the dataset's step pick the files."""
+
+    def run(job: Job) -> None:
+        select(PhysioNetTree(job, _physionet_sums(job)))
+
+    return run
 
 
-def _quality_one_records(path: Path) -> list[str]:
-    """Record IDs with ``Quality == 1`` in BUT-PPG's ``quality-hr-ann.csv`` (UTF-8, maybe with a BOM)."""
-    with path.open(encoding="utf-8-sig", newline="") as fh:
-        reader = csv.DictReader(fh)
-        fields = {(name or "").strip(): name for name in reader.fieldnames or []}
-        if "ID" not in fields or "Quality" not in fields:
-            raise DownloadError(f"{path}: expected columns ID and Quality")
-        records: set[str] = set()
-        for row in reader:
-            rec = (row.get(fields["ID"]) or "").strip()
-            try:
-                good = float((row.get(fields["Quality"]) or "").strip()) == 1.0
-            except ValueError:
-                good = False
-            if good:
-                if not re.fullmatch(r"\d+", rec):
-                    raise DownloadError(f"{path}: unexpected record ID {rec!r}")
-                records.add(rec)
-    return sorted(records)
+def fetch_step(spec: SourceSpec) -> Callable[[Job], None]:
+    """The fetch step of one declared source."""
+    if isinstance(spec, ArchiveSource):
+        return _direct_archive(spec.filename, nested=spec.nested)
+    if isinstance(spec, FigshareSource):
+        return _figshare(spec.article, spec.version)
+    if isinstance(spec, MendeleySource):
+        return _mendeley(spec.dataset, spec.version, want_folder=spec.want_folder, want_file=spec.want_file)
+    if isinstance(spec, PhysioNetSource):
+        return _physionet(spec.select)
+    raise TypeError(f"unknown source kind {type(spec).__name__}")
 
 
-def _butppg(job: Job) -> None:
-    """The two CSVs, then ``<rec>/<rec>_PPG.dat`` and ``.hea`` for the records with Quality == 1."""
-    sums = _physionet_sums(job)
-    for name in ("subject-info.csv", "quality-hr-ann.csv"):
-        job.get(_physionet_file(job, name, sums))
-    records = _quality_one_records(job.folder / "quality-hr-ann.csv")
-    if not records:
-        raise DownloadError(f"{job.folder / 'quality-hr-ann.csv'}: no record has Quality == 1")
-    for rec in records:
-        for ext in (".hea", ".dat"):
-            job.get(_physionet_file(job, f"{rec}/{rec}_PPG{ext}", sums))
+def source_of(key: str, spec: SourceSpec) -> Source:
+    """The downloader's view of one dataset's declared source."""
+    return Source(key, spec.page, spec.base_url, fetch_step(spec), credentialed=spec.credentialed)
 
 
-_HREF = re.compile(r"""href\s*=\s*["']([^"']+)["']""", re.IGNORECASE)
-_DREAMT_FILE = re.compile(r"S\d{3}_whole_df\.csv")
-
-
-def _dreamt(job: Job) -> None:
-    """Scrape the ``data_64Hz/`` listing for ``S###_whole_df.csv`` and fetch each file."""
-    listing_url = f"{job.base}/data_64Hz/"
-    html = job.client.get_text(listing_url) or ""
-    names = sorted(
-        {
-            name
-            for href in _HREF.findall(html)
-            if _DREAMT_FILE.fullmatch(name := urllib.parse.unquote(href.split("?")[0]).rsplit("/", 1)[-1])
-        }
-    )
-    if not names:
-        raise DownloadError(f"{listing_url}: no S###_whole_df.csv files in the listing")
-    sums = _physionet_sums(job)
-    for name in names:
-        job.get(_physionet_file(job, f"data_64Hz/{name}", sums))
-
-
-def _physionet(key: str, project: str, version: str, run: Callable[[Job], None], **kw: bool) -> Source:
-    """A PhysioNet source: the project page and its versioned file tree."""
-    page = f"https://physionet.org/content/{project}/{version}/"
-    return Source(key, page, f"{PHYSIONET_FILES}/{project}/{version}", run, **kw)
-
-
-def _mendeley_page(dataset: str, version: int) -> str:
-    return f"https://data.mendeley.com/datasets/{dataset}/{version}"
-
-
-SOURCES: dict[str, Source] = {
-    s.key: s
-    for s in (
-        Source(
-            "dalia",
-            "https://archive.ics.uci.edu/dataset/495/ppg+dalia",
-            DALIA_ZIP_URL,
-            _direct_archive("ppg+dalia.zip", nested=True),
-        ),
-        _physionet("dreamt", "dreamt", "2.1.0", _dreamt, credentialed=True),
-        Source("wesad", "https://ubi29.informatik.uni-siegen.de/usi/data_wesad.html", WESAD_ZIP_URL,
-               _direct_archive("WESAD.zip")),
-        Source(
-            "ecsmp",
-            _mendeley_page("vn5nknh3mn", 2),
-            MENDELEY_API,
-            _mendeley("vn5nknh3mn", 2, want_folder=_ecsmp_folder, want_file=_ecsmp_file),
-        ),
-        Source("ppgbp", "https://doi.org/10.6084/m9.figshare.5459299.v5", FIGSHARE_API,
-               _figshare(5459299, 5)),
-        _physionet("bidmc", "bidmc", "1.0.0", _bidmc),
-        _physionet("butppg", "butppg", "2.0.0", _butppg),
-        Source(
-            "realworldppg",
-            _mendeley_page("yynb8t9x3d", 1),
-            MENDELEY_API,
-            _mendeley("yynb8t9x3d", 1, want_folder=lambda p: True, want_file=lambda p: True),
-        ),
-        Source("wildppg", "https://siplab.org/projects/WildPPG", WILDPPG_ZIP_URL,
-               _direct_archive("WildPPG.zip")),
-    )
-}
+SOURCES: dict[str, Source] = {key: source_of(key, spec) for key, spec in DECLARED_SOURCES.items()}

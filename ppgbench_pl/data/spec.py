@@ -1,0 +1,230 @@
+"""The record types a dataset declares: its facts, its tasks and where its raw files come from.
+
+Each dataset declares these once, in its light ``ppgbench_pl/data/datasets/<key>_info.py`` module, as one
+:class:`DatasetDeclaration`; :mod:`ppgbench_pl.data.registry` assembles the registry from those modules.
+This module imports nothing heavy (no numpy, pandas, scipy, torch), so naming a task or listing the
+datasets costs milliseconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, Protocol
+
+TaskKind = Literal["regression", "classification", "regression_cls"]
+TaskLevel = Literal["window", "subject"]
+TaskTier = Literal["primary", "secondary"]
+Access = Literal["built in", "open", "credentialed", "authors' terms"]
+
+FIGSHARE_API = "https://api.figshare.com/v2"
+MENDELEY_API = "https://data.mendeley.com/public-api"
+PHYSIONET_FILES = "https://physionet.org/files"
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    """What the protocol says about one dataset: folder name, native rate, windows, group unit.
+
+    The first seven fields keep their historical order (positional construction still works).
+    """
+
+    key: str
+    display_name: str
+    native_fs: float
+    window_s: float
+    stride_s: float
+    group: str
+    #: The publisher and release, in words (the machine-readable source is the declaration's ``source``).
+    source: str
+    #: Participants (or records) in the publisher's release; None where the protocol does not state it.
+    subjects: int | None = None
+    description: str = ""
+    #: The licence as the publisher states it; empty where the user should read the source page.
+    license: str = ""
+    access: Access = "open"
+    #: ``module:Class`` of the :class:`~ppgbench_pl.data.datasets.base.RawDataset` that preprocesses it.
+    preprocessor: str = ""
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """One evaluation task: which target file of which dataset, its type, level and tier.
+
+    The first eight fields keep their historical order (positional construction still works).
+    """
+
+    name: str
+    dataset: str
+    target: str
+    kind: TaskKind
+    level: TaskLevel
+    tier: TaskTier
+    #: Number of regression outputs (6 for the ECSMP emotion task), 1 otherwise.
+    n_targets: int = 1
+    description: str = ""
+    #: Class names in label order (classification), or output names (regression_cls); () when the
+    #: classes come from the data (e.g. one per participant) or for plain regression.
+    classes: tuple[str, ...] = ()
+    #: Unit of a regression target (``bpm``, ``mmHg``...); empty for classification.
+    unit: str = ""
+
+    @property
+    def metric(self) -> str:
+        """The reported metric of PROTOCOL.md section 2."""
+        return {
+            "regression": "mae",
+            "classification": "balanced_accuracy",
+            "regression_cls": "argmax_balanced_accuracy",
+        }[self.kind]
+
+    @property
+    def higher_is_better(self) -> bool:
+        """Direction of the reported metric."""
+        return self.kind != "regression"
+
+
+class RemoteTree(Protocol):
+    """What a dataset's file-selection step sees of a publisher's file tree (implemented by the downloader).
+
+    ``fetch`` downloads ``<base>/<rel>`` into ``<folder>/<rel>`` (verified against the publisher's
+    checksums where it has them) and returns the local path; ``text`` reads a small page such as a
+    directory listing; ``url`` is the full address of ``rel`` (for messages). All are relative to the
+    source's base URL.
+    """
+
+    @property
+    def folder(self) -> Path:
+        """The local dataset folder."""
+        ...
+
+    def fetch(self, rel: str) -> Path:
+        """Download ``rel`` (verified) and return its local path."""
+        ...
+
+    def text(self, rel: str) -> str:
+        """The text of a small page such as a directory listing."""
+        ...
+
+    def url(self, rel: str) -> str:
+        """The full address of ``rel``."""
+        ...
+
+
+def _everything(_: str) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class ArchiveSource:
+    """One archive at a fixed URL, fetched and extracted into the dataset folder."""
+
+    page: str
+    url: str
+    filename: str
+    #: Extract archives found inside the archive too (DaLiA ships a zip of zips).
+    nested: bool = False
+    credentialed: bool = False
+
+    @property
+    def base_url(self) -> str:
+        """Default base URL (a mirror replaces it)."""
+        return self.url
+
+    @property
+    def publisher(self) -> str:
+        """Kind of publisher, for listings."""
+        return "archive"
+
+
+@dataclass(frozen=True)
+class FigshareSource:
+    """A Figshare article version: every ``.zip`` in its listing, checked against the listed MD5."""
+
+    article: int
+    version: int
+    page: str = ""
+    credentialed: bool = False
+
+    @property
+    def base_url(self) -> str:
+        """Default base URL (a mirror replaces it)."""
+        return FIGSHARE_API
+
+    @property
+    def publisher(self) -> str:
+        """Kind of publisher, for listings."""
+        return "figshare"
+
+
+@dataclass(frozen=True)
+class MendeleySource:
+    """A Mendeley Data version: the files of the wanted folders, checked against size and SHA-256."""
+
+    dataset: str
+    version: int
+    want_folder: Callable[[str], bool] = _everything
+    want_file: Callable[[str], bool] = _everything
+    credentialed: bool = False
+
+    @property
+    def page(self) -> str:
+        """Public page recorded in ``source.json``."""
+        return f"https://data.mendeley.com/datasets/{self.dataset}/{self.version}"
+
+    @property
+    def base_url(self) -> str:
+        """Default base URL (a mirror replaces it)."""
+        return MENDELEY_API
+
+    @property
+    def publisher(self) -> str:
+        """Kind of publisher, for listings."""
+        return "mendeley"
+
+
+@dataclass(frozen=True)
+class PhysioNetSource:
+    """A PhysioNet project version; ``select`` fetches the files the benchmark needs from its tree."""
+
+    project: str
+    version: str
+    select: Callable[[RemoteTree], None]
+    credentialed: bool = False
+
+    @property
+    def page(self) -> str:
+        """Public page recorded in ``source.json``."""
+        return f"https://physionet.org/content/{self.project}/{self.version}/"
+
+    @property
+    def base_url(self) -> str:
+        """Default base URL (a mirror replaces it)."""
+        return f"{PHYSIONET_FILES}/{self.project}/{self.version}"
+
+    @property
+    def publisher(self) -> str:
+        """Kind of publisher, for listings."""
+        return "physionet"
+
+
+SourceSpec = ArchiveSource | FigshareSource | MendeleySource | PhysioNetSource
+
+
+@dataclass(frozen=True)
+class DatasetDeclaration:
+    """Everything the package knows about one dataset, declared once in its ``<key>_info`` module."""
+
+    info: DatasetInfo
+    tasks: tuple[TaskSpec, ...]
+    #: Where the raw files come from; None for a dataset that is generated, not downloaded.
+    source: SourceSpec | None = None
+
+    def __post_init__(self) -> None:
+        """Refuse tasks that name another dataset or break the ``<key>-<suffix>`` naming."""
+        for task in self.tasks:
+            if task.dataset != self.info.key:
+                raise ValueError(f"task {task.name} declares dataset {task.dataset}, not {self.info.key}")
+            if not task.name.startswith(self.info.key + "-"):
+                raise ValueError(f"task {task.name} must be named '{self.info.key}-<suffix>'")
