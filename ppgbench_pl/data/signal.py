@@ -48,9 +48,73 @@ def make_windows(signal: np.ndarray, window: int, stride: int) -> np.ndarray:
     return np.stack([signal[s : s + window] for s in starts])
 
 
-def flatline_mask(windows: np.ndarray, fraction: float = 0.05) -> np.ndarray:
-    """True for windows to keep: std >= ``fraction`` x the median per-window std of the subject."""
+def resample_gaps(
+    signal: np.ndarray, native_fs: float, target_fs: float, what: str = "signal"
+) -> tuple[np.ndarray, np.ndarray]:
+    """Resample a signal that may hold NaN/inf samples without the filter spreading them.
+
+    Bad samples are bridged by linear interpolation for the filter only; every output sample within
+    one native sample period of a bad one is NaN again, so only the windows that hold a bad sample lose
+    it (``resample`` would smear a NaN over the whole filter length, and a mean over NaN is NaN).
+
+    Returns:
+        The resampled float32 signal and its mask of bad (NaN) output samples.
+    """
+    x = np.asarray(signal, dtype=np.float64)
+    bad = ~np.isfinite(x)
+    if not bad.any():
+        out = resample(x, native_fs, target_fs, what)
+        return out, np.zeros(len(out), dtype=bool)
+    if bad.all():
+        out = resample(np.zeros_like(x), native_fs, target_fs, what)
+        return np.full(len(out), np.nan, dtype=np.float32), np.ones(len(out), dtype=bool)
+    positions = np.arange(len(x))
+    filled = x.copy()
+    filled[bad] = np.interp(positions[bad], positions[~bad], x[~bad])
+    out = resample(filled, native_fs, target_fs, what)
+    at = np.arange(len(out)) * (float(native_fs) / float(target_fs))  # output times in native samples
+    below = np.clip(np.floor(at).astype(np.int64), 0, len(x) - 1)
+    above = np.clip(np.ceil(at).astype(np.int64), 0, len(x) - 1)
+    out_bad = bad[below] | bad[above]
+    out[out_bad] = np.nan
+    return out, out_bad
+
+
+def finite_windows(windows: np.ndarray) -> np.ndarray:
+    """True for windows whose every sample is finite."""
     if len(windows) == 0:
         return np.zeros(0, dtype=bool)
-    stds = windows.std(axis=1)
-    return stds >= fraction * np.median(stds)
+    return np.isfinite(windows).all(axis=1)
+
+
+def flatline_mask(windows: np.ndarray, fraction: float = 0.05) -> np.ndarray:
+    """True for windows to keep: finite, with std >= ``fraction`` x the median std of the finite windows.
+
+    Windows holding NaN or inf are rejected and left out of the median, so one bad sample costs only
+    the windows that contain it (the published rule takes the median over every window, and one NaN
+    made the median NaN and rejected the whole subject; on finite input both agree).
+    """
+    finite = finite_windows(windows)
+    if not finite.any():
+        return finite
+    stds = np.zeros(len(windows), dtype=np.float64)
+    stds[finite] = windows[finite].std(axis=1)
+    return finite & (stds >= fraction * np.median(stds[finite]))
+
+
+def rejection_counts(windows: np.ndarray, keep_flat: np.ndarray, **other: np.ndarray) -> dict[str, int]:
+    """Windows dropped per reason for the marker: ``non_finite``, ``flat`` and each mask in ``other``.
+
+    Args:
+        windows: All candidate windows.
+        keep_flat: The :func:`flatline_mask` result (or all True where the rule does not apply).
+        other: Further reasons, each a mask of windows dropped for it (counted only if not yet dropped).
+    """
+    finite = finite_windows(windows)
+    counts = {"non_finite": int((~finite).sum()), "flat": int((finite & ~keep_flat).sum())}
+    dropped = ~finite | ~keep_flat
+    for reason, mask in other.items():
+        mask = np.asarray(mask, dtype=bool)
+        counts[reason] = int((mask & ~dropped).sum())
+        dropped |= mask
+    return {reason: n for reason, n in counts.items() if n}

@@ -137,13 +137,22 @@ class RawDataset:
         """Parse the raw files and yield one processed group at ``fs`` (implemented per dataset)."""
         raise NotImplementedError
 
+    def note_left_out(self, group: str, dropped: dict[str, int]) -> None:
+        """Record a group every window of which was rejected, so the marker still counts its drops."""
+        if not hasattr(self, "left_out"):
+            self.left_out: dict[str, dict[str, int]] = {}
+        self.left_out[group] = dict(dropped)
+
     def build(self, output_root: str | Path, fs: float) -> Path:
         """Write ``<output_root>/fs_<fs>/<DisplayName>``; a rerun with the same marker is a no-op."""
         final = dataset_dir(output_root, fs, self.info.display_name)
         marker = self.marker(fs)
         if check_existing(final, marker):
             return final
+        self.left_out = {}
         with open_writer(final, marker) as writer:
             for group in self.iter_groups(fs):
                 writer.add_group(group)
+            for name, dropped in self.left_out.items():
+                writer.count_dropped(name, dropped)
         return final

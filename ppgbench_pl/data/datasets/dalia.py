@@ -20,7 +20,14 @@ from ppgbench_pl.data import safe_pickle
 from ppgbench_pl.data.datasets.base import RawDataset, seconds_to_samples, window_table
 from ppgbench_pl.data.processed import GroupData, as_class_target, as_regression_target
 from ppgbench_pl.data.safe_pickle import load_pickle, lookup_vector
-from ppgbench_pl.data.signal import flatline_mask, make_windows, resample, window_starts
+from ppgbench_pl.data.signal import (
+    finite_windows,
+    flatline_mask,
+    make_windows,
+    rejection_counts,
+    resample_gaps,
+    window_starts,
+)
 from ppgbench_pl.errors import DataError
 
 logger = logging.getLogger(__name__)
@@ -87,7 +94,7 @@ class DaliaDataset(RawDataset):
 
         window = seconds_to_samples(self.info.window_s, fs)
         stride = seconds_to_samples(self.info.stride_s, fs)
-        ppg = resample(bvp, self.native_fs, fs, what=str(path))
+        ppg, _ = resample_gaps(bvp, self.native_fs, fs, what=str(path))
         starts = window_starts(len(ppg), window, stride)
         n = len(starts)
         if n == 0:
@@ -99,18 +106,21 @@ class DaliaDataset(RawDataset):
         windows = make_windows(ppg, window, stride)
 
         constant = (act_windows == act_windows[:, :1]).all(axis=1)
-        keep = flatline_mask(windows, self.flatline_fraction) & constant
+        not_flat = flatline_mask(windows, self.flatline_fraction)
+        keep = not_flat & constant
+        dropped = rejection_counts(windows, not_flat, activity_change=~constant)
         activity_id = act_windows[:, 0].astype(np.int64)
         if not self.transient_as_class:
             activity_id = np.where(activity_id == 0, -1, activity_id)
-        overlapping = windows.astype(np.float64)  # every sample counted once per window holding it
-        stats = {"subject": path.stem, "ppg_mean": float(overlapping.mean())}
-        stats["ppg_std"] = float(overlapping.std())
-
+        # every sample counted once per window holding it; windows with a bad sample are left out
+        overlapping = windows[finite_windows(windows)].astype(np.float64)
         idx = np.flatnonzero(keep)
         if len(idx) == 0:
-            logger.warning("%s: every window was rejected; subject left out", path)
+            logger.warning("%s: every window was rejected (%s); subject left out", path, dropped)
+            self.note_left_out(path.stem, dropped)
             return None
+        stats = {"subject": path.stem, "ppg_mean": float(overlapping.mean())}
+        stats["ppg_std"] = float(overlapping.std())
         metadata = window_table(path.stem, idx, starts[idx], window, fs)
         metadata["hr"] = hr[idx]
         metadata["activity"] = activity_id[idx]
@@ -120,6 +130,7 @@ class DaliaDataset(RawDataset):
             targets={"hr": as_regression_target(hr[idx]), "activity": as_class_target(activity_id[idx])},
             stats=stats,
             metadata=metadata,
+            dropped=dropped,
         )
 
     def _activity_windows(self, activity: np.ndarray, n: int, path: Path) -> np.ndarray:

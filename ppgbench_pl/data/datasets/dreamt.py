@@ -115,15 +115,23 @@ class DreamtDataset(RawDataset):
         windows = make_windows(ppg, window, window)[:n]
         stage_windows = stage_windows[:n]
 
-        keep = np.isfinite(windows).all(axis=1)
-        keep &= (stage_windows == stage_windows[:, :1]).all(axis=1)
+        finite = np.isfinite(windows).all(axis=1)
+        one_stage = (stage_windows == stage_windows[:, :1]).all(axis=1)
         stage = np.array([names[c] if c >= 0 else "" for c in stage_windows[:, 0]], dtype=object)
-        keep &= np.array([s in SLEEP_5CLASS for s in stage], dtype=bool)
+        scored = np.array([s in SLEEP_5CLASS for s in stage], dtype=bool)
+        keep = finite & one_stage & scored
         passed = np.flatnonzero(keep)
         keep[passed] = flatline_mask(windows[passed], self.flatline_fraction)
+        dropped = {
+            "non_finite": int((~finite).sum()),
+            "stage_change": int((finite & ~one_stage).sum()),
+            "no_sleep_stage": int((finite & one_stage & ~scored).sum()),
+            "flat": int(len(passed) - keep.sum()),
+        }
         idx = np.flatnonzero(keep)
         if len(idx) == 0:
             logger.warning("%s: every window was rejected; subject left out", path)
+            self.note_left_out(name, dropped)
             return None
         finite = ppg[np.isfinite(ppg)].astype(np.float64)
         stats = {"subject": name, "ppg_mean": float(finite.mean()), "ppg_std": float(finite.std())}
@@ -137,4 +145,5 @@ class DreamtDataset(RawDataset):
         metadata["sleep_stage"] = kept_stage
         for key in ("sleep_3class", "sleep_4class", "sleep_5class"):
             metadata[key] = labels[key]
-        return GroupData(name=name, ppg=windows[idx], targets=labels, stats=stats, metadata=metadata)
+        return GroupData(name=name, ppg=windows[idx], targets=labels, stats=stats, metadata=metadata,
+                         dropped=dropped)

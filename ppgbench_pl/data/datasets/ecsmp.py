@@ -28,7 +28,7 @@ from ppgbench_pl.data.datasets.ecsmp_io import (
     read_scales,
 )
 from ppgbench_pl.data.processed import GroupData, as_class_target, as_regression_target
-from ppgbench_pl.data.signal import flatline_mask, make_windows, resample, window_starts
+from ppgbench_pl.data.signal import flatline_mask, make_windows, rejection_counts, resample, window_starts
 from ppgbench_pl.errors import DataError
 
 logger = logging.getLogger(__name__)
@@ -165,6 +165,8 @@ class EcsmpDataset(RawDataset):
 
         keep = flatline_mask(windows, self.flatline_fraction)
         idx = np.flatnonzero(keep)
+        if len(idx) == 0:
+            raise DataError(f"{bvp_path}: every window is flat; no window left")
         metadata = window_table(sid, idx, starts[idx], window, fs)
         metadata["has_video_label"] = labels["has_video_label"][idx]
         metadata["video_idx"] = video[idx]
@@ -195,6 +197,7 @@ class EcsmpDataset(RawDataset):
             stats=stats,
             metadata=metadata,
             extra_arrays={"reject_idx": ~keep},
+            dropped=rejection_counts(windows, keep),
         )
 
     @staticmethod

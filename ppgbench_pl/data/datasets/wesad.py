@@ -7,6 +7,7 @@ window's labels become invalid (the PPG window is kept). Valence and arousal com
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -19,8 +20,16 @@ from ppgbench_pl.data.datasets import dalia
 from ppgbench_pl.data.datasets.base import RawDataset, seconds_to_samples, window_table
 from ppgbench_pl.data.processed import GroupData, as_class_target, as_regression_target
 from ppgbench_pl.data.safe_pickle import load_pickle, lookup_vector
-from ppgbench_pl.data.signal import flatline_mask, make_windows, resample, window_starts
+from ppgbench_pl.data.signal import (
+    flatline_mask,
+    make_windows,
+    rejection_counts,
+    resample_gaps,
+    window_starts,
+)
 from ppgbench_pl.errors import DataError
+
+logger = logging.getLogger(__name__)
 
 #: Condition code -> condition_4class (baseline, stress, amusement, meditation); others are invalid.
 CONDITION_4CLASS: dict[int, int] = {1: 0, 2: 1, 3: 2, 4: 3}
@@ -93,10 +102,12 @@ class WesadDataset(RawDataset):
         if not paths:
             raise DataError(f"{self.raw_root}: no S<k>/S<k>.pkl subject files")
         for path in paths:
-            yield self.process_subject(path, fs)
+            group = self.process_subject(path, fs)
+            if group is not None:
+                yield group
 
-    def process_subject(self, path: Path, fs: float) -> GroupData:
-        """Window and label one participant.
+    def process_subject(self, path: Path, fs: float) -> GroupData | None:
+        """Window and label one participant; None (logged, counted) when every window is rejected.
 
         Raises:
             DataError: Missing keys, a bad questionnaire, no full window, or label windows that do not
@@ -111,7 +122,7 @@ class WesadDataset(RawDataset):
 
         window = seconds_to_samples(self.info.window_s, fs)
         stride = seconds_to_samples(self.info.stride_s, fs)
-        ppg = resample(bvp, self.native_fs, fs, what=str(path))
+        ppg, bad = resample_gaps(bvp, self.native_fs, fs, what=str(path))
         starts = window_starts(len(ppg), window, stride)
         if len(starts) == 0:
             short = f"{len(bvp)} samples, less than one {self.info.window_s:g} s window"
@@ -140,17 +151,24 @@ class WesadDataset(RawDataset):
             "arousal_class": as_class_target(np.where(np.isnan(arousal), -1, arousal > 5)),
         }
 
-        idx = np.flatnonzero(flatline_mask(windows, self.flatline_fraction))
+        not_flat = flatline_mask(windows, self.flatline_fraction)
+        dropped = rejection_counts(windows, not_flat)
+        idx = np.flatnonzero(not_flat)
+        if len(idx) == 0:
+            logger.warning("%s: every window was rejected (%s); subject left out", path, dropped)
+            self.note_left_out(path.stem, dropped)
+            return None
         metadata = window_table(path.stem, idx, starts[idx], window, fs)
         metadata["label_code"] = majority[idx]
         metadata["label_purity"] = support[idx] / label_window
         for key in ("condition_4class", "condition_3class", "valence_reg", "arousal_reg"):
             metadata[key] = labels[key][idx]
-        whole = ppg.astype(np.float64)
+        whole = ppg[~bad].astype(np.float64)  # the whole signal, less any NaN/inf samples
         return GroupData(
             name=path.stem,
             ppg=windows[idx],
             targets={key: values[idx] for key, values in labels.items()},
             stats={"subject": path.stem, "ppg_mean": float(whole.mean()), "ppg_std": float(whole.std())},
             metadata=metadata,
+            dropped=dropped,
         )

@@ -162,4 +162,5 @@ class WildPPGDataset(RawDataset):
             targets={"hr": as_regression_target(hr[keep])},
             stats=stats,
             metadata=metadata,
+            dropped={"non_finite": len(windows) - len(keep)},
         )
