@@ -7,7 +7,7 @@
 * :mod:`~ppgbench_pl.hpo.shuffle`, :mod:`~ppgbench_pl.hpo.trial_store`: per-trial batches, best weights.
 """
 
-from ppgbench_pl.hpo.optuna_search import OptunaSettings, SearchFailed, TrialOutcome, run_search
+from ppgbench_pl.hpo.optuna_search import SearchFailed, SearchSettings, TrialOutcome, run_search
 from ppgbench_pl.hpo.spaces import FINETUNE_SPACE, MLP_SPACE
 
-__all__ = ["FINETUNE_SPACE", "MLP_SPACE", "OptunaSettings", "SearchFailed", "TrialOutcome", "run_search"]
+__all__ = ["FINETUNE_SPACE", "MLP_SPACE", "SearchFailed", "SearchSettings", "TrialOutcome", "run_search"]

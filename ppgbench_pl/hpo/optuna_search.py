@@ -23,7 +23,7 @@ import socket
 import sys
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -34,6 +34,7 @@ from optuna.trial import FrozenTrial, Trial, TrialState
 from sqlalchemy import event
 from tqdm.auto import tqdm
 
+from ppgbench_pl.errors import ConfigError
 from ppgbench_pl.hpo.spaces import distributions
 
 #: User attribute holding the reason a trial failed by itself (counts toward the budget).
@@ -47,8 +48,12 @@ class SearchFailed(RuntimeError):
 
 
 @dataclass(frozen=True)
-class OptunaSettings:
-    """Sampler, pruner and budget of one study.
+class SearchSettings:
+    """The Optuna budget of a neural regime: one settings object shared by the MLP probe and finetuning.
+
+    Given in YAML as one nested block, ``init_args: {search: {n_trials: 12, parallel_trials: 4}}``; what is
+    left out keeps its default. ``None`` for ``max_epochs`` or ``parallel_trials`` means the regime's
+    published value (25 / 1 for the MLP probe, 15 / 8 for finetuning), see :meth:`resolved`.
 
     Args:
         n_trials: Finished trials per study (48 published).
@@ -56,15 +61,55 @@ class OptunaSettings:
         max_epochs: Hyperband max resource and epoch budget (25 MLP, 15 finetune).
         min_resource: Hyperband min resource in epochs (1).
         reduction_factor: Hyperband reduction factor (3).
-        parallel_trials: Trials asked (and trained) together (1 MLP, 8 finetune published).
+        parallel_trials: Trials asked from TPE together (constant liar) and trained together as one stacked
+            model (1 MLP, 8 finetune published).
+        storage: Optuna storage: ``None`` (SQLite in the job folder), an SQLAlchemy URL or
+            ``journal:<path>``; may contain ``{job_id}``, ``{repeat}``, ``{work_dir}``. Not a result setting
+            (and it may hold credentials), so it stays out of the run identity.
+
     """
 
     n_trials: int = 48
     n_startup_trials: int = 8
-    max_epochs: int = 25
+    max_epochs: int | None = None
     min_resource: int = 1
     reduction_factor: int = 3
-    parallel_trials: int = 1
+    parallel_trials: int | None = None
+    storage: str | None = None
+
+    def resolved(self, max_epochs: int, parallel_trials: int) -> SearchSettings:
+        """These settings with a regime's defaults filled in, validated.
+
+        Raises:
+            ConfigError: A count below 1 (or negative start-up trials).
+
+        """
+        out = replace(self, max_epochs=self.max_epochs if self.max_epochs is not None else max_epochs,
+                      parallel_trials=self.parallel_trials if self.parallel_trials is not None else parallel_trials)
+        counts = {"n_trials": out.n_trials, "max_epochs": out.max_epochs, "min_resource": out.min_resource,
+                  "reduction_factor": out.reduction_factor, "parallel_trials": out.parallel_trials}
+        bad = [f"{k}={v}" for k, v in counts.items() if v is None or v < 1]
+        if out.n_startup_trials < 0:
+            bad.append(f"n_startup_trials={out.n_startup_trials}")
+        if bad:
+            raise ConfigError(f"search: {', '.join(bad)}; counts must be >= 1 (n_startup_trials >= 0)")
+        return out
+
+    @property
+    def epochs(self) -> int:
+        """The epoch budget (after :meth:`resolved`)."""
+        assert self.max_epochs is not None
+        return self.max_epochs
+
+    @property
+    def batch(self) -> int:
+        """Trials asked together (after :meth:`resolved`)."""
+        assert self.parallel_trials is not None
+        return self.parallel_trials
+
+    def identity(self) -> dict[str, Any]:
+        """The settings that change results (everything but the storage location)."""
+        return {k: v for k, v in asdict(self).items() if k != "storage"}
 
     def sampler(self, seed: int) -> optuna.samplers.TPESampler:
         """TPE, seeded with r, multivariate and grouped, with constant liar for pending trials."""
@@ -75,7 +120,7 @@ class OptunaSettings:
 
     def pruner(self) -> optuna.pruners.HyperbandPruner:
         """Hyperband over epochs."""
-        return optuna.pruners.HyperbandPruner(min_resource=self.min_resource, max_resource=self.max_epochs,
+        return optuna.pruners.HyperbandPruner(min_resource=self.min_resource, max_resource=self.epochs,
                                               reduction_factor=self.reduction_factor)
 
 
@@ -90,6 +135,7 @@ class TrialOutcome:
         epochs_run: Epochs actually trained.
         failure: Why a failed trial failed.
         weights: State dict at the best epoch (complete trials), for the weight store.
+
     """
 
     state: Literal["complete", "pruned", "failed"]
@@ -109,6 +155,7 @@ def storage_url(template: str | None, work_dir: Path, job_id: str, repeat: int) 
         work_dir: The job's persistent folder.
         job_id: The job id.
         repeat: Repeat index (0-2).
+
     """
     if template is None:
         path = Path(work_dir) / f"repeat{repeat}" / "optuna.db"
@@ -145,7 +192,7 @@ def close_storage(storage: BaseStorage) -> None:
         storage.engine.dispose()
 
 
-def open_study(storage: BaseStorage, name: str, settings: OptunaSettings, seed: int) -> optuna.Study:
+def open_study(storage: BaseStorage, name: str, settings: SearchSettings, seed: int) -> optuna.Study:
     """Create the study, or load it with a fresh sampler (seed r) and pruner when it exists."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # inner searches run by the hundred
     return optuna.create_study(storage=storage, study_name=name, direction="maximize", load_if_exists=True,
@@ -199,7 +246,7 @@ def fail_orphaned_trials(study: optuna.Study) -> list[int]:
 BatchRunner = Callable[[list[Trial]], list[TrialOutcome]]
 
 
-def run_search(study: optuna.Study, settings: OptunaSettings, space: Mapping[str, Sequence[Any]],
+def run_search(study: optuna.Study, settings: SearchSettings, space: Mapping[str, Sequence[Any]],
                run_batch: BatchRunner,
                on_complete: Callable[[Trial, TrialOutcome], None] | None = None) -> None:
     """Ask, train and tell until ``settings.n_trials`` trials have finished.
@@ -211,6 +258,7 @@ def run_search(study: optuna.Study, settings: OptunaSettings, space: Mapping[str
         run_batch: Trains the asked trials (reporting per-epoch values and pruning itself) and returns
             one outcome per trial.
         on_complete: Called for each complete trial before it is told (e.g. to store its weights).
+
     """
     fail_orphaned_trials(study)
     dists = distributions(space)
@@ -223,15 +271,15 @@ def run_search(study: optuna.Study, settings: OptunaSettings, space: Mapping[str
         bar.close()
 
 
-def _ask_train_tell(study: optuna.Study, settings: OptunaSettings, dists: Mapping[str, Any], run_batch: BatchRunner,
+def _ask_train_tell(study: optuna.Study, settings: SearchSettings, dists: Mapping[str, Any], run_batch: BatchRunner,
                     on_complete: Callable[[Trial, TrialOutcome], None] | None, bar: tqdm) -> None:
     while (done := n_finished(study)) < settings.n_trials:
-        trials = [study.ask(fixed_distributions=dists) for _ in range(min(settings.parallel_trials,
-                                                                          settings.n_trials - done))]
+        trials = [study.ask(fixed_distributions=dists) for _ in range(min(settings.batch, settings.n_trials - done))]
         for trial in trials:
             trial.set_user_attr(WORKER_ATTR, worker_id())
         try:
-            outcomes = run_batch(trials)
+            live = mirror_trials(study, trials)
+            outcomes = run_batch(live)
             for trial, outcome in zip(trials, outcomes, strict=True):
                 if outcome.state == "complete" and on_complete is not None:
                     on_complete(trial, outcome)
@@ -239,9 +287,43 @@ def _ask_train_tell(study: optuna.Study, settings: OptunaSettings, dists: Mappin
             for trial in trials:  # interrupted: fail them without the failure attr, so they don't count
                 study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
             raise
-        for trial, outcome in zip(trials, outcomes, strict=True):
+        for trial, mirrored, outcome in zip(trials, live, outcomes, strict=True):
+            persist_reports(study, trial, mirrored)
             tell(study, trial, outcome)
         bar.update(n_finished(study) - bar.n)
+
+
+def mirror_trials(study: optuna.Study, trials: Sequence[Trial]) -> list[Trial]:
+    """In-memory twins of just-asked trials, inside an in-memory copy of the whole study.
+
+    Engines report every epoch and ask whether to prune; on an RDB that is a few transactions and a
+    re-read of every trial per epoch and trial. The twins answer from memory instead: the copy has the
+    same name, trial numbers and pruner, so Hyperband assigns the same brackets and sees the same rungs
+    (trials of the same batch included). :func:`persist_reports` writes a twin's reports to the stored
+    trial when it ends, so an interrupted search still resumes per finished trial.
+    """
+    memory = optuna.create_study(storage=optuna.storages.InMemoryStorage(), study_name=study.study_name,
+                                 direction="maximize", pruner=study.pruner,
+                                 sampler=optuna.samplers.RandomSampler(seed=0))
+    storage, study_id = memory._storage, memory._study_id
+    stored = study.get_trials(deepcopy=False)
+    if [t.number for t in stored] != list(range(len(stored))):
+        raise RuntimeError(f"study {study.study_name}: trial numbers are not contiguous")
+    for frozen in stored:
+        storage.create_new_trial(study_id, template_trial=frozen)
+    return [Trial(memory, storage.get_trial_id_from_study_id_trial_number(study_id, t.number)) for t in trials]
+
+
+def persist_reports(study: optuna.Study, trial: Trial, mirrored: Trial) -> None:
+    """Copy a twin's per-epoch values and pruner bookkeeping (system attributes) to the stored trial."""
+    frozen = mirrored.study._storage.get_trial(mirrored._trial_id)
+    storage, trial_id = study._storage, trial._trial_id
+    for step, value in sorted(frozen.intermediate_values.items()):
+        storage.set_trial_intermediate_value(trial_id, step, value)
+    known = storage.get_trial(trial_id).system_attrs
+    for key, value in frozen.system_attrs.items():
+        if known.get(key) != value:
+            storage.set_trial_system_attr(trial_id, key, value)
 
 
 def tell(study: optuna.Study, trial: Trial, outcome: TrialOutcome) -> None:
@@ -264,6 +346,7 @@ def best_trial(study: optuna.Study) -> FrozenTrial:
 
     Raises:
         SearchFailed: No trial completed; the message gives the failure reasons seen.
+
     """
     complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
     if not complete:

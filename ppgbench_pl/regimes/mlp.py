@@ -27,10 +27,11 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from ppgbench_pl.datamodules.ppg import ArrayDataset
+from ppgbench_pl.errors import ConfigError
 from ppgbench_pl.heads.mlp import MLPHead
 from ppgbench_pl.hpo.batched_mlp import HeadConfig, HeadData, train_heads
 from ppgbench_pl.hpo.lightning_trial import fit_trial, frozen_parts_expected
-from ppgbench_pl.hpo.optuna_search import TrialOutcome
+from ppgbench_pl.hpo.optuna_search import SearchSettings, TrialOutcome
 from ppgbench_pl.hpo.shuffle import EpochPermutationSampler
 from ppgbench_pl.hpo.spaces import AGGREGATION_PARAM, MLP_SPACE
 from ppgbench_pl.regimes.base import JobContext
@@ -84,6 +85,7 @@ class EmbeddingHeadEngine:
         device: Device of the batched engine.
         standardize_features: z-score with the fit part's statistics.
         eval_batch_size: Inference batch size.
+
     """
 
     def __init__(self, features: np.ndarray, labels: np.ndarray, split: Split, targets: Targets,
@@ -200,13 +202,9 @@ class MLPRegime(NeuralRegime):
     """The frozen MLP probe (PROTOCOL.md 4.3), searched by TPE + Hyperband on the 20 % holdout.
 
     Args:
-        n_trials: Finished trials per study (48).
-        n_startup_trials: Random start-up trials (8).
-        max_epochs: Epoch budget / Hyperband max resource (25).
-        min_resource: Hyperband min resource (1).
-        reduction_factor: Hyperband reduction factor (3).
-        parallel_trials: Trials asked from TPE and trained together (1 published; the batched engine
-            stacks them, so more than 1 amortises per-step overhead, mostly on a GPU).
+        search: The Optuna budget (:class:`~ppgbench_pl.hpo.SearchSettings`; published 48 trials, 8
+            start-up, 25 epochs, Hyperband 1/3, 1 trial at a time). With ``parallel_trials: k`` the k
+            trials asked together train as one stacked model.
         engine: ``batched`` (stacked heads, no Lightning loop) or ``lightning`` (the reference).
         refit: Retrain the winner on all outer-training groups (deviation; published False).
         class_weighting: ``balanced`` (published) or ``none``.
@@ -214,25 +212,25 @@ class MLPRegime(NeuralRegime):
         subject_repeats: Repeats on subject-level tasks (3).
         search_space: Replacement values for some parameters of
             :data:`~ppgbench_pl.hpo.spaces.MLP_SPACE`.
-        storage: Optuna storage (default: SQLite in the job folder); see :class:`NeuralRegime`.
         eval_batch_size: Inference batch size (4096).
         standardize_targets: Train regression heads on z-scored targets (not published; off by default).
+
     """
 
     name = "mlp"
     uses_embeddings = True
     default_binary_metric = "auroc"
+    default_max_epochs = 25
+    default_parallel_trials = 1
 
-    def __init__(self, n_trials: int = 48, n_startup_trials: int = 8, max_epochs: int = 25,
-                 min_resource: int = 1, reduction_factor: int = 3, parallel_trials: int = 1,
-                 engine: Engine = "batched", refit: bool = False,
+    def __init__(self, search: SearchSettings | None = None, engine: Engine = "batched", refit: bool = False,
                  class_weighting: ClassWeighting = "balanced", binary_selection_metric: str | None = None,
-                 subject_repeats: int = 3,
-                 search_space: dict[str, list[Any]] | None = None, storage: str | None = None,
+                 subject_repeats: int = 3, search_space: dict[str, list[Any]] | None = None,
                  eval_batch_size: int = 4096, standardize_targets: bool = False) -> None:
-        super().__init__(n_trials, n_startup_trials, max_epochs, min_resource, reduction_factor,
-                         parallel_trials, refit, class_weighting, binary_selection_metric, subject_repeats,
-                         search_space, storage, eval_batch_size, standardize_targets=standardize_targets)
+        super().__init__(search, refit, class_weighting, binary_selection_metric, subject_repeats, search_space,
+                         eval_batch_size, standardize_targets=standardize_targets)
+        if engine not in ("batched", "lightning"):
+            raise ConfigError(f"engine must be 'batched' or 'lightning', got {engine!r}")
         self.engine = engine
 
     def backend(self) -> str:
@@ -244,12 +242,11 @@ class MLPRegime(NeuralRegime):
         """Heads on the job's cached embeddings, z-scored on the fit part."""
         if ctx.embeddings is None:
             raise RuntimeError("the MLP probe needs the cached embeddings (uses_embeddings=True)")
-        view = ctx.view()
 
         def make_trainer(callbacks: list[Callback], **overrides: Any) -> L.Trainer:
             # The published MLP loop does not use AMP although the setting is on (PROTOCOL.md 4.3).
             return ctx.make_trainer([self, *callbacks], precision="32-true", **overrides)
 
-        return EmbeddingHeadEngine(ctx.embeddings[view.rows], view.y, split, targets, scorer, MLP_SPACE,
+        return EmbeddingHeadEngine(ctx.features(), ctx.view.y, split, targets, scorer, MLP_SPACE,
                                    MLP_PARAMS, seed, self.max_epochs, self.engine, make_trainer,
                                    device_for(ctx.trainer_kwargs), eval_batch_size=self.eval_batch_size)

@@ -25,7 +25,7 @@ from scipy.special import expit, softmax
 from ppgbench_pl.data.registry import TaskSpec
 from ppgbench_pl.errors import ConfigError, DataError
 from ppgbench_pl.hpo.optuna_search import (
-    OptunaSettings,
+    SearchSettings,
     TrialOutcome,
     best_trial,
     close_storage,
@@ -57,6 +57,7 @@ class Targets:
         class_weight: ``[n_neg / n_pos]`` (bce) or ``n / (K n_k)`` per class (ce); ``None`` unweighted.
         y_mean: Regression targets are trained as ``(y - y_mean) / y_scale`` (0 and 1: raw, as published).
         y_scale: See ``y_mean``.
+
     """
 
     kind: str
@@ -100,6 +101,7 @@ def make_targets(task: TaskSpec, y_outer: np.ndarray, y_fit: np.ndarray, groups_
     Raises:
         DataError: Fewer than 2 outer-training classes, or a class missing from the fit part (an error in
             the published code too; here the job fails with this reason, PROTOCOL.md 10 item 7).
+
     """
     if task.kind != "classification":
         if not standardize_targets:
@@ -154,6 +156,7 @@ class SelectionScorer:
 
         Raises:
             DataError: The score of constant outputs is undefined on the validation part.
+
         """
         if not np.isfinite(self(np.zeros((len(self.y), self.targets.n_outputs)))):
             raise DataError(f"{where}: selection metric {self.metric_name} is undefined on the validation "
@@ -199,57 +202,56 @@ class NeuralRegime(Regime):
     """Base of the Optuna-searched regimes; subclasses provide :meth:`make_engine` and their defaults.
 
     Args:
-        n_trials: Finished trials per study.
-        n_startup_trials: Random TPE start-up trials.
-        max_epochs: Epoch budget and Hyperband max resource.
-        min_resource: Hyperband min resource (epochs).
-        reduction_factor: Hyperband reduction factor.
-        parallel_trials: Trials asked from TPE (and trained) together.
+        search: The Optuna budget (:class:`~ppgbench_pl.hpo.SearchSettings`); unset ``max_epochs`` and
+            ``parallel_trials`` take the regime's published values.
         refit: Retrain the winner on all outer-training groups for its best epoch count (deviation;
             published: False, the 80 % model is tested).
         class_weighting: ``balanced`` (published) or ``none``.
         binary_selection_metric: ``auroc`` or ``balanced_accuracy`` for binary tasks (default per regime).
         subject_repeats: Holdout repeats on subject-level tasks (3 published).
         search_space: Replacement value lists for some parameters of the protocol space.
-        storage: Optuna storage: ``None`` (SQLite in the job folder), an SQLAlchemy URL or
-            ``journal:<path>``; may contain ``{job_id}``, ``{repeat}``, ``{work_dir}``.
         eval_batch_size: Batch size for validation and test inference.
+        standardize_targets: Train regression heads on z-scored targets (not published).
+
     """
 
     uses_embeddings = True
     tiers = ("primary",)
     default_binary_metric: ClassVar[str] = "auroc"
+    #: Published epoch budget and trials trained together of this regime.
+    default_max_epochs: ClassVar[int] = 25
+    default_parallel_trials: ClassVar[int] = 1
 
-    def __init__(self, n_trials: int, n_startup_trials: int, max_epochs: int, min_resource: int,
-                 reduction_factor: int, parallel_trials: int, refit: bool, class_weighting: ClassWeighting,
+    def __init__(self, search: SearchSettings | None, refit: bool, class_weighting: ClassWeighting,
                  binary_selection_metric: str | None, subject_repeats: int,
-                 search_space: dict[str, list[Any]] | None, storage: str | None,
-                 eval_batch_size: int, standardize_targets: bool = False) -> None:
+                 search_space: dict[str, list[Any]] | None, eval_batch_size: int,
+                 standardize_targets: bool = False) -> None:
         if class_weighting not in ("balanced", "none"):
             raise ConfigError(f"class_weighting must be 'balanced' or 'none', got {class_weighting!r}")
         metric = binary_selection_metric or self.default_binary_metric
         if metric not in ("auroc", "balanced_accuracy"):
             raise ConfigError(f"binary_selection_metric must be 'auroc' or 'balanced_accuracy', "
                               f"got {metric!r}")
-        if min(n_trials, max_epochs, parallel_trials, subject_repeats, min_resource) < 1:
-            raise ConfigError("n_trials, max_epochs, parallel_trials, subject_repeats and min_resource "
-                              "must be >= 1")
-        self.n_trials, self.n_startup_trials, self.max_epochs = n_trials, n_startup_trials, max_epochs
-        self.min_resource, self.reduction_factor = min_resource, reduction_factor
-        self.parallel_trials = parallel_trials
+        if subject_repeats < 1 or eval_batch_size < 1:
+            raise ConfigError("subject_repeats and eval_batch_size must be >= 1")
+        if isinstance(search, dict):  # a plain mapping from Python callers
+            search = SearchSettings(**search)
+        self.search = (search or SearchSettings()).resolved(self.default_max_epochs, self.default_parallel_trials)
         self.refit, self.class_weighting, self.binary_selection_metric = refit, class_weighting, metric
         self.subject_repeats, self.search_space = subject_repeats, search_space
-        self.storage, self.eval_batch_size = storage, eval_batch_size
+        self.eval_batch_size = eval_batch_size
         self.standardize_targets = standardize_targets
 
     def settings(self) -> dict[str, Any]:
-        """Result-relevant settings (the storage location is not one, and may hold credentials)."""
-        return {k: v for k, v in super().settings().items() if k != "storage"}
+        """Result-relevant settings: the search budget as a plain mapping, without its storage location."""
+        out = super().settings()
+        out["search"] = self.search.identity()
+        return out
 
-    def optuna_settings(self) -> OptunaSettings:
-        """Sampler, pruner and budget of every study of this regime."""
-        return OptunaSettings(self.n_trials, self.n_startup_trials, self.max_epochs, self.min_resource,
-                              self.reduction_factor, self.parallel_trials)
+    @property
+    def max_epochs(self) -> int:
+        """The resolved epoch budget."""
+        return self.search.epochs
 
     def make_engine(self, ctx: JobContext, split: Split, targets: Targets, scorer: SelectionScorer | None,
                     seed: int) -> TrialEngine:
@@ -263,9 +265,9 @@ class NeuralRegime(Regime):
 
     def run_repeat(self, ctx: JobContext, repeat: int) -> RepeatOutcome:
         """Holdout, search, winner and test scores of one repeat."""
-        view = ctx.view()
+        view = ctx.view
         outer, test = ctx.outer()
-        fit, val = ctx.datamodule.holdout(view, outer, ctx.seed, repeat)
+        fit, val = ctx.holdout(repeat)
         r, where = ctx.seed + 1009 * repeat, f"seed {ctx.seed} fold {ctx.fold} repeat {repeat}"
         targets = make_targets(ctx.task, view.y[outer], view.y[fit], view.groups[fit], self.class_weighting,
                                where, self.standardize_targets)
@@ -274,12 +276,12 @@ class NeuralRegime(Regime):
                                  aggregations)
         scorer.check_defined(f"task {ctx.task.name} ({where})")
         engine = self.make_engine(ctx, Split(fit, val, test), targets, scorer, r)
-        url = storage_url(self.storage, ctx.work_dir, ctx.job_id, repeat)
+        url = storage_url(self.search.storage, ctx.work_dir, ctx.job_id, repeat)
         storage = open_storage(url)
         try:
-            study = open_study(storage, f"{ctx.job_id}-repeat{repeat}", self.optuna_settings(), seed=r)
+            study = open_study(storage, f"{ctx.job_id}-repeat{repeat}", self.search, seed=r)
             space = build_space(engine.space, self.search_space, aggregations)
-            best, weights = self.search(study, engine, space, ctx.work_dir / f"repeat{repeat}")
+            best, weights = self.run_study(study, engine, space, ctx.work_dir / f"repeat{repeat}")
             record = study_record(study)
         finally:
             close_storage(storage)
@@ -305,12 +307,12 @@ class NeuralRegime(Regime):
             "class_weight": targets.class_weight, "class_weighting": self.class_weighting,
             "refit": self.refit, "engine": engine.details,
             "winner": {"trial": best.number, "value": best.value, "best_epoch": epochs, "weights": source},
-            "optuna": {**record, "storage": redact(url), "budget": self.n_trials,
-                       "parallel_trials": self.parallel_trials, "max_epochs": self.max_epochs},
+            "optuna": {**record, "storage": redact(url), "budget": self.search.n_trials,
+                       "parallel_trials": self.search.batch, "max_epochs": self.search.epochs},
         }
         return score_outcome(ctx, test, pred, {**params, "epochs": epochs}, aggregation, details)
 
-    def search(self, study: optuna.Study, engine: TrialEngine, space: dict[str, list[Any]],
+    def run_study(self, study: optuna.Study, engine: TrialEngine, space: dict[str, list[Any]],
                folder: Path) -> tuple[FrozenTrial, dict[str, Any] | None]:
         """Run (or resume) a study; returns the best complete trial and its stored best-epoch weights."""
         store = TrialWeights(folder)
@@ -319,7 +321,7 @@ class NeuralRegime(Regime):
             assert outcome.weights is not None and outcome.value is not None
             store.offer(study, trial.number, outcome.value, outcome.weights)
 
-        run_search(study, self.optuna_settings(), space, engine.run_batch, on_complete=keep_if_best)
+        run_search(study, self.search, space, engine.run_batch, on_complete=keep_if_best)
         best = best_trial(study)
         store.keep_best(study, best.number)
         return best, store.load(best.number)

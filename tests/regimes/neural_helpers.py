@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ppgbench_pl.benchmark.runner import extract_embeddings
+from ppgbench_pl.benchmark.embeddings import extract_embeddings
 from ppgbench_pl.data.registry import get_task
 from ppgbench_pl.datamodules.ppg import PPGDataModule
 from ppgbench_pl.encoders.base import PPGEncoder
@@ -30,9 +30,10 @@ def embeddings(encoder: PPGEncoder, dm: PPGDataModule) -> np.ndarray:
 
 def context(dm: PPGDataModule, encoder: PPGEncoder, task: str, work_dir: Path,
             embeddings: np.ndarray | None = None) -> JobContext:
-    """A job context for seed 42, fold 0."""
-    return JobContext(f"{encoder.name}__{task}__{work_dir.name}", encoder.name, encoder, get_task(task), 42, 0, dm,
-                      work_dir, embeddings, dict(CPU))
+    """A job context for seed 42, fold 0 (view, outer split and raw windows computed once, by the engine's builder)."""
+    return JobContext.build(dm, encoder, get_task(task), 42, 0, work_dir,
+                            job_id=f"{encoder.name}__{task}__{work_dir.name}", embeddings=embeddings,
+                            trainer_kwargs=dict(CPU))
 
 
 class OneThread:

@@ -10,13 +10,19 @@ from ppgbench_pl.benchmark.job import run_job
 from ppgbench_pl.cli import main
 from ppgbench_pl.encoders.cnn import SmallCNNEncoder
 from ppgbench_pl.encoders.prv import PublishedPRVEncoder
+from ppgbench_pl.hpo.optuna_search import SearchSettings
 from ppgbench_pl.hpo.spaces import FINETUNE_SPACE
-from ppgbench_pl.regimes.finetune import HEAD_ONLY_SPACE, FinetuneEngine, FinetuneRegime, is_parameter_free
+from ppgbench_pl.regimes.finetune import (
+    HEAD_ONLY_SPACE,
+    FinetuneRegime,
+    StackedFinetuneEngine,
+    is_parameter_free,
+)
 from ppgbench_pl.regimes.neural import Split, make_targets
 from tests.regimes.neural_helpers import OneThread, context, datamodule
 
 CONFIG = Path(__file__).resolve().parents[2] / "configs" / "regime_finetune.yaml"
-TINY = {"n_trials": 2, "n_startup_trials": 2, "max_epochs": 2, "parallel_trials": 2,
+TINY = {"search": SearchSettings(n_trials=2, n_startup_trials=2, max_epochs=2, parallel_trials=2),
         "search_space": {"batch_size": [16], "head_lr": [1e-3]}}
 TASKS = {"synthetic-hr": ("mse", 1), "synthetic-activity": ("ce", 1), "synthetic-stiffness": ("bce", 3)}
 
@@ -41,14 +47,14 @@ def test_finetune_per_task(dm, task, tmp_path, monkeypatch):
     encoder = SmallCNNEncoder(embed_dim=8)
     pristine = _state(encoder)
     starts = []
-    original = FinetuneEngine._module
+    original = StackedFinetuneEngine._net
 
     def recording(self, params, seed):
-        module = original(self, params, seed)
-        starts.append((_state(module.encoder), all(p.requires_grad for p in module.encoder.parameters())))
-        return module
+        net = original(self, params, seed)
+        starts.append((_state(net.encoder), all(p.requires_grad for p in net.encoder.parameters())))
+        return net
 
-    monkeypatch.setattr(FinetuneEngine, "_module", recording)
+    monkeypatch.setattr(StackedFinetuneEngine, "_net", recording)
     ctx = context(dm, encoder, task, tmp_path / "job")
     outcomes = FinetuneRegime(**TINY).run(ctx)
     loss, repeats = TASKS[task]
@@ -56,7 +62,8 @@ def test_finetune_per_task(dm, task, tmp_path, monkeypatch):
     for outcome in outcomes:
         details = outcome.details
         assert np.isfinite(outcome.metrics[ctx.task.metric]) and details["loss"] == loss
-        assert details["engine"] == {"mode": "end_to_end", "embed_dim": 8, "precision": "32-true"}  # no AMP on CPU
+        assert details["engine"] == {"mode": "end_to_end", "embed_dim": 8, "precision": "32-true",  # no AMP on CPU
+                                     "engine": "stacked", "reseed_head": False}
         assert len(details["optuna"]["trials"]) == 2 and details["optuna"]["parallel_trials"] == 2
         assert set(FINETUNE_SPACE) <= set(outcome.params) and outcome.params["batchnorm_mode"] in ("train", "freeze_stats")
         if task == "synthetic-stiffness":
@@ -86,7 +93,7 @@ def test_diverging_finetune_fails_the_job(dm, tmp_path):
 def test_amp_only_on_cuda(dm, tmp_path, monkeypatch):
     regime = FinetuneRegime(**TINY)
     ctx = context(dm, SmallCNNEncoder(embed_dim=8), "synthetic-hr", tmp_path / "job")
-    view = ctx.view()
+    view = ctx.view
     outer, test = ctx.outer()
     targets = make_targets(ctx.task, view.y[outer], view.y[outer], view.groups[outer], "balanced", "test")
     engine = regime.make_engine(ctx, Split(outer, None, test), targets, None, 42)
@@ -106,7 +113,8 @@ def test_regime_finetune_config_runs(tmp_path, monkeypatch):
           "--data.init_args.seeds", "[42]", "--data.init_args.folds", "[0]", "--data.init_args.tasks", "[synthetic-hr]",
           "--data.init_args.synthetic_subjects", "10", "--data.init_args.synthetic_windows", "4",
           "--controls", controls, "--trainer.accelerator", "cpu", "--progress", "false",
-          "--trainer.callbacks.init_args.n_trials", "2", "--trainer.callbacks.init_args.max_epochs", "1",
+          "--trainer.callbacks.init_args.search.n_trials", "2",
+          "--trainer.callbacks.init_args.search.max_epochs", "1",
           "--trainer.callbacks.init_args.search_space", '{"batch_size": [16]}'])
     summary = pd.read_csv(tmp_path / "run" / "summary.csv")
     assert set(summary.regime) == {"finetune"} and {"small_cnn", "prv_published", "constant"} <= set(summary.model)

@@ -10,14 +10,15 @@ from ppgbench_pl.benchmark.job import baseline_metrics, run_job
 from ppgbench_pl.cli import main
 from ppgbench_pl.encoders.cnn import SmallCNNEncoder
 from ppgbench_pl.encoders.prv import PublishedPRVEncoder
-from ppgbench_pl.hpo.optuna_search import n_finished, open_storage, storage_url
+from ppgbench_pl.hpo.optuna_search import SearchSettings, n_finished, open_storage, storage_url
 from ppgbench_pl.hpo.spaces import MLP_SPACE
 from ppgbench_pl.metrics.aggregation import candidates, first_per_group
 from ppgbench_pl.regimes.mlp import EmbeddingHeadEngine, MLPRegime
 from tests.regimes.neural_helpers import OneThread, context, datamodule, embeddings
 
 CONFIG = Path(__file__).resolve().parents[2] / "configs" / "regime_mlp.yaml"
-TINY = {"n_trials": 3, "n_startup_trials": 2, "max_epochs": 3}
+TINY_SEARCH = SearchSettings(n_trials=3, n_startup_trials=2, max_epochs=3)
+TINY = {"search": TINY_SEARCH}
 TASKS = {"synthetic-hr": ("mse", 1), "synthetic-activity": ("ce", 1), "synthetic-stiffness": ("bce", 3)}
 
 
@@ -46,19 +47,19 @@ def test_mlp_probe_per_task(setup, task, tmp_path):
     outcomes = MLPRegime(**TINY).run(ctx)
     loss, repeats = TASKS[task]
     assert len(outcomes) == repeats
-    view = ctx.view()
+    view = ctx.view
     outer, test = ctx.outer()
     for k, outcome in enumerate(outcomes):
         assert np.isfinite(outcome.metrics[ctx.task.metric]) and len(outcome.predictions["y_true"]) == len(test)
         details, params = outcome.details, outcome.params
         assert details["loss"] == loss and details["holdout_seed"] == 42 + 1009 * k
         trials = details["optuna"]["trials"]
-        assert len(trials) == TINY["n_trials"] and details["optuna"]["budget"] == TINY["n_trials"]
+        assert len(trials) == TINY_SEARCH.n_trials and details["optuna"]["budget"] == TINY_SEARCH.n_trials
         for trial in trials:
             assert all(trial["params"][name] in values for name, values in MLP_SPACE.items())
             if trial["state"] == "COMPLETE":
                 assert trial["value"] == max(trial["intermediate_values"].values())  # best epoch
-                assert 1 <= trial["user_attrs"]["best_epoch"] <= TINY["max_epochs"]
+                assert 1 <= trial["user_attrs"]["best_epoch"] <= TINY_SEARCH.max_epochs
         complete = [t for t in trials if t["state"] == "COMPLETE"]
         winner = max(complete, key=lambda t: (t["value"], -t["number"]))
         assert details["winner"]["trial"] == winner["number"] and details["winner"]["weights"].startswith("best epoch")
@@ -67,7 +68,7 @@ def test_mlp_probe_per_task(setup, task, tmp_path):
         assert [p.name for p in (ctx.work_dir / f"repeat{k}").glob("*.pt")] == [f"trial{winner['number']}.pt"]
         if task == "synthetic-stiffness":
             assert params["aggregation"] == candidates("classification")[winner["params"]["aggregation_idx"]]
-            fit, _ = ctx.datamodule.holdout(view, outer, 42, k)
+            fit, _ = ctx.holdout(k)
             subjects = first_per_group(view.groups[fit], view.y[fit])
             assert details["class_weight"] == [pytest.approx((subjects == 0).sum() / (subjects == 1).sum())]
             assert details["selection_metric"] == "auroc"
@@ -77,7 +78,8 @@ def test_mlp_probe_per_task(setup, task, tmp_path):
 
 def test_engines_select_equivalently(setup, tmp_path):
     space = {"dropout": [0.0]}  # dropout masks are the only difference between the engines
-    runs = {engine: MLPRegime(n_trials=3, n_startup_trials=3, max_epochs=2, engine=engine, search_space=space)
+    runs = {engine: MLPRegime(SearchSettings(n_trials=3, n_startup_trials=3, max_epochs=2), engine=engine,
+                                 search_space=space)
             .run(_ctx(setup, "synthetic-hr", tmp_path / engine))[0] for engine in ("batched", "lightning")}
     trials = {engine: run.details["optuna"]["trials"] for engine, run in runs.items()}
     for fast, slow in zip(trials["batched"], trials["lightning"], strict=True):
@@ -88,7 +90,7 @@ def test_engines_select_equivalently(setup, tmp_path):
 
 def test_interrupted_search_resumes(setup, tmp_path, monkeypatch):
     ctx = _ctx(setup, "synthetic-activity", tmp_path / "job")
-    regime = MLPRegime(n_trials=4, n_startup_trials=2, max_epochs=2)
+    regime = MLPRegime(SearchSettings(n_trials=4, n_startup_trials=2, max_epochs=2))
     original, calls = EmbeddingHeadEngine.run_batch, []
 
     def dies_on_third_batch(self, trials):
@@ -128,9 +130,9 @@ def test_finished_search_reuses_stored_weights_or_retrains_the_winner(setup, tmp
 def test_class_missing_from_holdout_train_part_fails_the_job(setup, tmp_path):
     dm = datamodule(setup[3])  # a fresh view cache: the labels are edited below
     ctx = context(dm, setup[1], "synthetic-activity", tmp_path / "job", setup[2])
-    view = ctx.view()
+    view = ctx.view
     outer, _ = ctx.outer()
-    _, val = dm.holdout(view, outer, 42, 0)
+    _, val = ctx.holdout(0)
     view.y[view.groups == view.groups[val[0]]] = 7  # a class only the validation groups have
     record, predictions = run_job(ctx, MLPRegime(**TINY))
     assert record["status"] == "failed" and predictions == {}
@@ -150,14 +152,15 @@ def test_refit_and_unweighted_deviations(setup, tmp_path):
     assert outcome.details["refit"] and outcome.details["winner"]["weights"] == "refit on outer training"
     assert outcome.details["class_weight"] is None and np.isfinite(outcome.metrics["balanced_accuracy"])
     assert MLPRegime(**TINY).settings()["refit"] is False
-    assert "storage" not in MLPRegime(storage="postgresql://u:secret@h/db").settings()
+    settings = MLPRegime(SearchSettings(storage="postgresql://u:secret@h/db")).settings()
+    assert "storage" not in settings["search"] and "secret" not in repr(settings)
 
 
 def test_prv_features_beat_the_constant_baseline_on_hr(tmp_path_factory, tmp_path):
     dm = datamodule(tmp_path_factory.mktemp("prv_data"), synthetic_windows=20)
     encoder = PublishedPRVEncoder(n_jobs=1)
     ctx = context(dm, encoder, "synthetic-hr", tmp_path / "job", embeddings(encoder, dm))
-    regime = MLPRegime(n_trials=2, n_startup_trials=2, max_epochs=25,
+    regime = MLPRegime(SearchSettings(n_trials=2, n_startup_trials=2, max_epochs=25),
                        search_space={"lr": [1e-2], "batch_size": [16], "dropout": [0.0]})
     (outcome,) = regime.run(ctx)
     assert outcome.metrics["mae"] < 0.5 * baseline_metrics(ctx)["mae"]
@@ -168,9 +171,9 @@ def test_standardized_targets_learn_heart_rate_in_a_few_epochs(tmp_path_factory,
     encoder = PublishedPRVEncoder(n_jobs=1)
     ctx = context(dm, encoder, "synthetic-hr", tmp_path / "raw", embeddings(encoder, dm))
     space = {"lr": [1e-3], "batch_size": [16], "dropout": [0.0]}
-    (raw,) = MLPRegime(n_trials=1, n_startup_trials=1, max_epochs=6, search_space=space).run(ctx)
+    (raw,) = MLPRegime(SearchSettings(n_trials=1, n_startup_trials=1, max_epochs=6), search_space=space).run(ctx)
     ctx.work_dir = tmp_path / "standardized"
-    (std,) = MLPRegime(n_trials=1, n_startup_trials=1, max_epochs=6, search_space=space,
+    (std,) = MLPRegime(SearchSettings(n_trials=1, n_startup_trials=1, max_epochs=6), search_space=space,
                        standardize_targets=True).run(ctx)
     # Raw targets around 80 bpm stay far from a head that starts near 0; z-scored ones are learned at once.
     assert raw.metrics["mae"] > 30.0
@@ -185,7 +188,8 @@ def test_regime_mlp_config_runs(tmp_path, monkeypatch):
           "--data.init_args.seeds", "[42]", "--data.init_args.folds", "[0]",
           "--data.init_args.tasks", "[synthetic-hr,synthetic-stiffness]", "--data.init_args.synthetic_subjects", "10",
           "--data.init_args.synthetic_windows", "4", "--data.init_args.synthetic_seed", "2", "--controls", controls,
-          "--trainer.callbacks.init_args.n_trials", "2", "--trainer.callbacks.init_args.max_epochs", "2",
+          "--trainer.callbacks.init_args.search.n_trials", "2",
+          "--trainer.callbacks.init_args.search.max_epochs", "2",
           "--trainer.callbacks.init_args.subject_repeats", "1", "--trainer.accelerator", "cpu", "--progress", "false"])
     summary = pd.read_csv(tmp_path / "run" / "summary.csv")
     assert set(summary.regime) == {"mlp"} and {"small_cnn", "prv_published", "constant"} <= set(summary.model)

@@ -12,10 +12,10 @@ CASES = {
     "regime_rf.yaml": (["rf"], ["--trainer.callbacks.init_args.n_estimators", "[8]",
                                 "--trainer.callbacks.init_args.n_jobs", "1"]),
     "regime_label_efficiency.yaml": (["linear_frac1", "linear_frac10", "linear_frac100"], []),
-    "regime_mlp.yaml": (["mlp"], ["--trainer.callbacks.init_args.n_trials", "2",
-                                  "--trainer.callbacks.init_args.max_epochs", "2"]),
-    "regime_finetune.yaml": (["finetune"], ["--trainer.callbacks.init_args.n_trials", "2",
-                                            "--trainer.callbacks.init_args.max_epochs", "2",
+    "regime_mlp.yaml": (["mlp"], ["--trainer.callbacks.init_args.search.n_trials", "2",
+                                  "--trainer.callbacks.init_args.search.max_epochs", "2"]),
+    "regime_finetune.yaml": (["finetune"], ["--trainer.callbacks.init_args.search.n_trials", "2",
+                                            "--trainer.callbacks.init_args.search.max_epochs", "2",
                                             "--trainer.callbacks.init_args.search_space", '{"batch_size": [16]}']),
 }
 
