@@ -1,120 +1,182 @@
-"""The ``ppgbench`` command: a thin LightningCLI for ``fit`` plus small utility subcommands.
+"""The ``ppgbench`` command: one front door, one config language, one engine.
 
-``ppgbench fit --config configs/quickstart.yaml`` builds every component from YAML by ``class_path``
-(configs stack; ``--print_config`` works) and hands them to :func:`ppgbench_pl.benchmark.fit.run_fit`.
-The other subcommands (``list``, ...) live in :mod:`ppgbench_pl.commands`.
+``ppgbench fit`` and ``ppgbench benchmark`` are the same protocol run, parsed by one LightningCLI
+(everything chosen by ``class_path``, configs stack, ``--print_config``) and executed by
+:class:`ppgbench_pl.benchmark.coordinator.BenchmarkRun`; ``benchmark`` is the name for a config with a
+``matrix`` (several encoders or datasets), ``fit`` for one model, and either takes either config
+(:mod:`ppgbench_pl.commands.protocol`). The utility commands (``list``, ``download``, ``preprocess``,
+``report``, ``init``) live in :mod:`ppgbench_pl.commands`; this module imports none of them (nor torch or
+Lightning) until a command is chosen, so ``ppgbench list`` starts fast.
 """
 
 from __future__ import annotations
 
+import difflib
 import re
 import sys
+import warnings
 from typing import Any, NoReturn
 
-from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
-
-from ppgbench_pl.benchmark.fit import quiet_lightning
-from ppgbench_pl.datamodules.ppg import PPGDataModule
-from ppgbench_pl.encoders.base import PPGEncoder
 from ppgbench_pl.errors import PPGBenchError
-from ppgbench_pl.tasks.encoder_task import EncoderTask
 
-_SPECIFIC = re.compile(
-    r"unknown (task|dataset|encoder|regime)|has no attribute|No module named|not found|needs at least|"
-    r"must be|does not|belongs to|out of range|not a subclass|Unable to load config|Invalid|unexpected"
-)
+#: Every command, with its one-line description (the top-level help).
+COMMANDS = {
+    "fit": "evaluate one encoder (plus controls) under the regimes of a config: the full protocol",
+    "benchmark": "the same engine on a matrix of encoders x datasets x regimes (same config language)",
+    "list": "datasets, tasks, encoders, controls and regimes that can be run (--json for scripts)",
+    "download": "fetch raw datasets (resumable, verified, safe extraction)",
+    "preprocess": "raw files -> the processed layout at each sampling rate",
+    "report": "tables, findings and figures of one or more run folders",
+    "init": "a commented config template for evaluating your own model",
+}
+PROTOCOL_COMMANDS = ("fit", "benchmark")
+EXECUTOR_ALIASES = {
+    "local": "ppgbench_pl.benchmark.executors.LocalExecutor",
+    "process": "ppgbench_pl.benchmark.executors.ProcessExecutor",
+    "submitit": "ppgbench_pl.benchmark.executors.SubmititExecutor",
+    "dask": "ppgbench_pl.benchmark.executors.DaskExecutor",
+}
+
+
+def top_help() -> str:
+    """``ppgbench --help``: every command on one page."""
+    width = max(map(len, COMMANDS))
+    lines = ["usage: ppgbench <command> [options]", "",
+             "One controlled protocol for evaluating PPG foundation models.", "", "commands:"]
+    lines += [f"  {name:<{width}}  {text}" for name, text in COMMANDS.items()]
+    lines += ["", "ppgbench <command> --help shows a command's options, e.g. ppgbench fit --help.",
+              "Quick start: ppgbench fit --config configs/quickstart.yaml"]
+    return "\n".join(lines)
+
+
+def did_you_mean(word: str, choices: Any) -> str:
+    """`` (did you mean 'x'?)`` when a close match exists, else empty."""
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f"; did you mean '{close[0]}'?" if close else ""
+
+
+# -- one-line errors ---------------------------------------------------------------------------------
+_KEY = re.compile(r"""Parser key ["']([^"']+)["']""")
+_CLASS = re.compile(r"""class_path ["']([\w.]+)["']""")
+_NOISE = re.compile(r"Expected a <class 'NoneType'>|^Given value|^Subtypes:|^Errors:|Does not validate against any|"
+                    r"^Problem with given class_path")
+_OPTION = re.compile(r"""Option ["'](\w+)["'] is not accepted|No action for key ["'](?:[\w.]*\.)?(\w+)["']""")
 
 
 def one_line(message: str) -> str:
-    """The most specific line of a nested jsonargparse error (our own messages win)."""
-    lines = [ln.strip().lstrip("-").strip() for ln in str(message).splitlines() if ln.strip()]
-    for line in lines:
-        if _SPECIFIC.search(line):
-            return line
-    return lines[0] if lines else "invalid arguments"
+    """The cause of a nested jsonargparse error on one line: the key path, then the innermost reason.
+
+    Union alternatives that merely say "not None" are dropped; an unknown option gets a did-you-mean
+    from the constructor of the class it was given to.
+    """
+    raw = [ln for ln in str(message).splitlines() if ln.strip()]
+    if not raw:
+        return "invalid arguments"
+    if len(raw) == 1:
+        return raw[0].strip()
+    path: list[str] = []
+    classes: list[str] = []
+    cause, depth = "", -1
+    for line in raw:
+        indent = len(line) - len(line.lstrip())
+        text = line.strip().removeprefix("- ").strip()
+        classes += _CLASS.findall(text)
+        keys = _KEY.findall(text)
+        if keys:
+            path += [k.removeprefix("init_args.") for k in keys if k not in path]
+            rest = _KEY.sub("", text).strip(" :")
+            if rest and not _NOISE.search(rest) and indent > depth:
+                cause, depth = rest, indent
+            continue
+        if not _NOISE.search(text) and indent > depth:
+            cause, depth = text, indent
+    cause = cause or raw[0].strip()
+    match = _OPTION.search(cause)
+    if match and classes:
+        cause = cause.rstrip(".") + did_you_mean(match.group(1) or match.group(2), _parameters(classes[-1]))
+    where = ".".join(path)
+    return f"{where}: {cause}" if where else cause
 
 
-#: Subcommands handled by :mod:`ppgbench_pl.commands` (everything else goes to LightningCLI).
-UTILITY_COMMANDS = ("list", "download", "preprocess", "report", "init", "benchmark")
+def _parameters(class_path: str) -> list[str]:
+    """Constructor parameter names of a class (empty when it cannot be imported)."""
+    import importlib
+    import inspect
+
+    module, _, name = class_path.rpartition(".")
+    try:
+        cls = getattr(importlib.import_module(module), name)
+        return [p for p in inspect.signature(cls.__init__).parameters if p not in ("self", "args", "kwargs")]
+    except (ImportError, AttributeError, TypeError, ValueError):
+        return []
 
 
-class OneLineErrorParser(LightningArgumentParser):
-    """Reports a parse or validation error as a single line instead of nested union-type dumps."""
-
-    def error(self, message: str, ex: Exception | None = None) -> NoReturn:  # noqa: D102
-        if not self.exit_on_error:  # jsonargparse parses speculatively and expects the exception
-            super().error(message, ex)
-        print(f"ppgbench: error: {one_line(message)}", file=sys.stderr)
-        raise SystemExit(2)
+def fail(message: str, code: int = 2) -> NoReturn:
+    """Print ``ppgbench: error: <message>`` and exit."""
+    print(f"ppgbench: error: {message}", file=sys.stderr)
+    raise SystemExit(code)
 
 
-class PPGBenchCLI(LightningCLI):
-    """LightningCLI whose ``fit`` runs the evaluation protocol instead of a single ``Trainer.fit``."""
+# -- the protocol commands ------------------------------------------------------------------------------
+def expand_aliases(argv: list[str]) -> list[str]:
+    """``--executor process`` -> the class path (short names for the four executors)."""
+    out = list(argv)
+    for i, arg in enumerate(out):
+        name = arg.split("=", 1)[1] if arg.startswith("--executor=") else (
+            out[i + 1] if arg == "--executor" and i + 1 < len(out) else None)
+        if name in EXECUTOR_ALIASES:
+            if arg == "--executor":
+                out[i + 1] = EXECUTOR_ALIASES[name]
+            else:
+                out[i] = f"--executor={EXECUTOR_ALIASES[name]}"
+    return out
 
 
-    @staticmethod
-    def subcommands() -> dict[str, set[str]]:
-        """Only ``fit``: validate/test/predict have no meaning for a protocol run."""
-        return {"fit": {"model", "train_dataloaders", "val_dataloaders", "datamodule"}}
+def build_cli(args: Any = None, run: bool = True) -> Any:
+    """The LightningCLI of ``fit``/``benchmark`` (see :mod:`ppgbench_pl.commands.protocol`)."""
+    from ppgbench_pl.commands.protocol import build_cli as build
 
-    def add_arguments_to_parser(self, parser: Any) -> None:
-        """Run-level options next to model/data/trainer."""
-        parser.add_argument("--output_dir", type=str, default="results/run", help="Run folder (resumable).")
-        parser.add_argument("--controls", type=list[PPGEncoder], default=[],
-                            help="Extra encoders evaluated under the same plan (PRV, MOMENT, ...).")
-        parser.add_argument("--ci_unit", type=str, default="seed", help="'seed' (published) or 'fold'.")
-        parser.add_argument("--progress", type=bool, default=True, help="Show a progress bar over jobs.")
-
-    def fit(self, model: EncoderTask, datamodule: PPGDataModule, **_: Any) -> None:
-        """Run the protocol (see :func:`ppgbench_pl.benchmark.fit.run_fit`)."""
-        from ppgbench_pl.benchmark.fit import run_fit
-
-        cfg = self.config_init[self.subcommand]
-        trainer_cfg = self.config[self.subcommand]["trainer"]
-        trainer_kwargs = {k: trainer_cfg[k] for k in ("accelerator", "devices", "precision") if trainer_cfg.get(k) is not None}
-        config = self.parser.dump(self.config, skip_none=False, format="parser_mode")
-        report = run_fit(self.trainer, model, datamodule, cfg["controls"], cfg["output_dir"],
-                         {"yaml": config}, trainer_kwargs, cfg["ci_unit"], cfg["progress"])
-        if report.failed:
-            raise SystemExit(1)
-
-
-def build_cli(args: list[str] | None = None, run: bool = True) -> PPGBenchCLI:
-    """Build the LightningCLI (``run=False`` to only instantiate, e.g. in tests)."""
-    return PPGBenchCLI(
-        EncoderTask,
-        PPGDataModule,
-        parser_class=OneLineErrorParser,
-        subclass_mode_model=True,
-        subclass_mode_data=True,
-        save_config_callback=None,
-        auto_configure_optimizers=False,
-        seed_everything_default=42,
-        args=args,
-        run=run,
-    )
+    return build(args, run)
 
 
 def main(args: list[str] | None = None) -> None:
     """Entry point of the ``ppgbench`` script; user errors become one line and exit status 2."""
     argv = list(sys.argv[1:] if args is None else args)
-    quiet_lightning()
-    try:
-        if argv and argv[0] in UTILITY_COMMANDS:
-            from ppgbench_pl.commands import dispatch
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(top_help())
+        raise SystemExit(0 if argv else 2)
+    if argv[0] in ("--version", "-V"):
+        import ppgbench_pl
 
-            dispatch(argv)
-        else:
-            build_cli(None if args is None else argv)
+        print(f"ppgbench {ppgbench_pl.__version__}")
+        raise SystemExit(0)
+    command = argv[0]
+    if command not in COMMANDS:
+        fail(f"unknown command '{command}'{did_you_mean(command, COMMANDS)} (commands: {', '.join(COMMANDS)})")
+    try:
+        if command in PROTOCOL_COMMANDS:
+            from ppgbench_pl.benchmark.console import quiet_lightning
+
+            quiet_lightning()
+            warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter.*")
+            cli = build_cli(expand_aliases(argv))
+            raise SystemExit(getattr(cli, "exit_code", 0))
+        from ppgbench_pl.commands import dispatch
+
+        dispatch(argv)
+    except SystemExit:
+        raise
+    except KeyboardInterrupt:
+        print("ppgbench: interrupted", file=sys.stderr)
+        raise SystemExit(130) from None
     except Exception as exc:  # noqa: BLE001 - a user error anywhere in the chain becomes one line
-        cause = _user_error(exc)
+        cause = user_error(exc)
         if cause is None:
             raise
-        print(f"ppgbench: error: {one_line(str(cause))}", file=sys.stderr)
-        raise SystemExit(2) from None
+        fail(one_line(str(cause)))
 
 
-def _user_error(exc: BaseException) -> BaseException | None:
+def user_error(exc: BaseException) -> BaseException | None:
     """The :class:`PPGBenchError` behind ``exc`` (jsonargparse wraps errors raised while instantiating)."""
     seen: set[int] = set()
     current: BaseException | None = exc

@@ -1,9 +1,11 @@
 """Embedding cache: every window goes through a frozen encoder once per (encoder, weights, data, rate).
 
 The key is a content hash of the encoder identity (class, weights digest, settings), the processed
-tree's identity (its preprocessing marker, or the file listing when a tree has none), the rate and the
-numeric precision, so all tasks, seeds, folds and frozen regimes of a run (and of later runs) share one
-pass. Entries are written to a temporary file and moved into place with ``os.replace``, so a reader
+tree's identity (its preprocessing marker, or the file listing when a tree has none), a digest of the
+windows themselves (so a repaired tree is never served stale embeddings), the rate and the numeric
+precision, so all tasks, seeds, folds and frozen regimes of a run (and of later runs) share one pass.
+Each entry's size and SHA-256 are stored beside it and checked before first use in a process; a damaged
+entry is recomputed with a message naming it. Entries are written to a temporary file and moved into place with ``os.replace``, so a reader
 never sees a torn file; a lock file per key makes concurrent processes compute each entry once (the
 second waits, then reads). Entries are read memory-mapped, so parallel workers share one copy in the
 page cache.
@@ -14,6 +16,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -25,6 +29,21 @@ import numpy as np
 from ppgbench_pl.benchmark.locks import file_lock
 from ppgbench_pl.data.processed import MARKER, write_json_atomic
 from ppgbench_pl.encoders.base import PPGEncoder
+from ppgbench_pl.errors import ConfigError
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 22), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def data_identity(directory: str | Path) -> str:
@@ -68,11 +87,15 @@ class EmbeddingCache:
         self.root = Path(root)
         self.hits = 0
         self.misses = 0
+        self._verified: set[str] = set()
 
-    def key(self, encoder: PPGEncoder, data_dir: str | Path, fs: float, precision: str | int | None = None) -> str:
-        """Content key of one (encoder, data, rate, precision)."""
+    def key(self, encoder: PPGEncoder, data_dir: str | Path, fs: float, precision: str | int | None = None,
+            content: str | None = None) -> str:
+        """Content key of one (encoder, data, windows, rate, precision)."""
         payload: dict[str, Any] = {"encoder": encoder_identity(encoder), "data": data_identity(data_dir),
                                    "fs": float(fs)}
+        if content is not None:
+            payload["windows"] = content
         if precision is not None and str(precision) not in ("32", "32-true"):
             payload["precision"] = str(precision)
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:32]
@@ -82,41 +105,100 @@ class EmbeddingCache:
         return self.root / f"{key}.npy"
 
     def get_or_compute(self, key: str, compute: Callable[[], np.ndarray],
-                       describe: dict[str, Any] | None = None) -> np.ndarray:
+                       describe: dict[str, Any] | None = None, expected_bytes: int | None = None,
+                       max_bytes: float | None = None) -> np.ndarray:
         """The entry (read-only, memory-mapped), computed and stored first if no process has done so.
 
         Args:
             key: Content key from :meth:`key`.
             compute: Produces the embeddings ``[n_windows, dim]`` on a miss.
             describe: What the entry is (encoder, dataset, rate), written beside it for people.
+            expected_bytes: Estimated size of the entry, checked against free disk and ``max_bytes``.
+            max_bytes: Largest entry this run may write.
+
+        Raises:
+            ConfigError: The entry would not fit on the disk or exceeds ``max_bytes``.
         """
         path = self.path(key)
-        if path.exists():
+        found = self._read(key)
+        if found is not None:
             self.hits += 1
-            return np.load(path, mmap_mode="r")
+            return found
         with file_lock(self.root / ".locks" / f"{key}.lock"):
-            if path.exists():  # another process computed it while this one waited
+            found = self._read(key)
+            if found is not None:  # another process computed it while this one waited
                 self.hits += 1
-                return np.load(path, mmap_mode="r")
+                return found
+            self._check_space(expected_bytes, max_bytes, describe)
             self.misses += 1
             start = time.perf_counter()
             values = np.asarray(compute(), dtype=np.float32)
-            self._store(path, values)
+            digest = self._store(path, values)
             write_json_atomic(self.root / f"{key}.json", {
-                **(describe or {}), "shape": list(values.shape), "seconds": round(time.perf_counter() - start, 3),
+                **(describe or {}), "shape": list(values.shape), "bytes": path.stat().st_size,
+                "sha256": digest, "seconds": round(time.perf_counter() - start, 3),
             })
+            self._verified.add(key)
         return np.load(path, mmap_mode="r")
 
-    def _store(self, path: Path, values: np.ndarray) -> None:
+    def _read(self, key: str) -> np.ndarray | None:
+        """The entry when it exists and is intact (verified once per process), else None."""
+        path = self.path(key)
+        if not path.exists():
+            return None
+        if key not in self._verified:
+            problem = self._problem(key)
+            if problem is not None:
+                print(f"embedding cache: {path} is damaged ({problem}); recomputing it", file=sys.stderr)
+                path.unlink(missing_ok=True)
+                return None
+            self._verified.add(key)
+        return np.load(path, mmap_mode="r")
+
+    def _problem(self, key: str) -> str | None:
+        path, meta_path = self.path(key), self.root / f"{key}.json"
+        try:
+            meta = json.loads(meta_path.read_text())
+        except (OSError, json.JSONDecodeError):
+            return f"its description {meta_path.name} is missing or unreadable"
+        size = path.stat().st_size
+        if meta.get("bytes") is not None and size != meta["bytes"]:
+            return f"{size} bytes where {meta['bytes']} were written"
+        try:
+            values = np.load(path, mmap_mode="r")
+        except (OSError, ValueError) as exc:
+            return str(exc).splitlines()[0]
+        if meta.get("shape") is not None and list(values.shape) != list(meta["shape"]):
+            return f"shape {list(values.shape)} where {meta['shape']} was written"
+        if meta.get("sha256") is not None and _file_sha256(path) != meta["sha256"]:
+            return "its content does not match the SHA-256 written with it"
+        return None
+
+    def _check_space(self, expected: int | None, limit: float | None, describe: dict[str, Any] | None) -> None:
+        if expected is None:
+            return
+        what = ", ".join(f"{k} {v}" for k, v in (describe or {}).items()) or "an entry"
+        if limit is not None and expected > limit:
+            raise ConfigError(f"embedding cache for {what} would take {expected / 1e9:.1f} GB, above the cap of "
+                              f"{limit / 1e9:.1f} GB (--max_cache_gb)")
+        self.root.mkdir(parents=True, exist_ok=True)
+        free = shutil.disk_usage(self.root).free
+        if expected > free:
+            raise ConfigError(f"embedding cache for {what} would take {expected / 1e9:.1f} GB but {self.root} has "
+                              f"{free / 1e9:.1f} GB free")
+
+    def _store(self, path: Path, values: np.ndarray) -> str:
         self.root.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".npy", dir=self.root)
         try:
             with os.fdopen(fd, "wb") as handle:
                 np.save(handle, values)
+            os.chmod(tmp, 0o666 & ~_umask())
             os.replace(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
+        return _file_sha256(path)
 
     def stats(self) -> dict[str, int]:
         """Hits and misses of this process so far."""

@@ -1,33 +1,40 @@
-"""``ppgbench benchmark``: plan, check the folder, compute embeddings once, fan jobs out, summarise.
+"""The one engine behind ``ppgbench fit`` and ``ppgbench benchmark``: plan, check, embed, execute, summarise.
 
 Order of work:
 
-1. Build the suite from the resolved config and its plan; check or extend ``run.json`` (a folder
-   never mixes results of another config, data or code version).
-2. Skip every job whose ``ok`` record exists (failed jobs run again).
-3. Compute the embeddings the pending jobs need, once per (encoder, dataset, rate), here, before any
-   worker starts, so workers only read the on-disk cache (a worker that finds an entry missing
-   computes it under the cache lock, so it is still computed once).
-4. Hand the pending jobs to the executor; as outcomes arrive, update ``status.json``, the summary
-   (throttled, and always at the end) and W&B, and show progress.
+1. Build the suite from the suite spec and its plan; every setting is validated and the data of every
+   pending (dataset, rate) is loaded before anything is written, so a config error never leaves a
+   folder behind it.
+2. Check or extend ``run.json`` (a folder never mixes results of another config, data or code version;
+   ``--allow_code_change`` resumes across a source edit and records the mix).
+3. Read every record already in the folder: the summary covers the folder, not this command's plan;
+   skip every job whose ``ok`` record exists (failed jobs run again).
+4. Compute the embeddings the pending jobs need, once per (encoder, dataset, rate), here, before any
+   worker starts, so workers only read the on-disk cache.
+5. Hand the pending jobs to the executor; as outcomes arrive, update the summary and ``status.json``
+   (at most every few seconds and at the end, so the cost grows linearly with the suite), W&B, and show
+   progress.
 
 A job lost by the infrastructure (a killed worker, a failed SLURM task) has no record, is listed as
-failed for this invocation and runs again next time.
+failed for this invocation and runs again next time. SIGINT and SIGTERM stop the run, keep every
+finished record and exit 130 / 143.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
-from tqdm.auto import tqdm
-
-from ppgbench_pl.benchmark.executors import Executor, LocalExecutor
+from ppgbench_pl.benchmark.executors import Executor
 from ppgbench_pl.benchmark.identity import (
     check_or_write_identity,
     device_string,
@@ -36,55 +43,55 @@ from ppgbench_pl.benchmark.identity import (
     run_identity,
 )
 from ppgbench_pl.benchmark.job import read_record
-from ppgbench_pl.benchmark.plan import Job, describe_plan, progress_interval
-from ppgbench_pl.benchmark.runner import RunReport
-from ppgbench_pl.benchmark.suite import SUITE_KEYS, BenchmarkSuite, instantiate, suite_for
+from ppgbench_pl.benchmark.plan import Job, describe_plan
+from ppgbench_pl.benchmark.progress import Progress
+from ppgbench_pl.benchmark.spec import RunSettings
+from ppgbench_pl.benchmark.suite import BenchmarkSuite, instantiate, suite_for
 from ppgbench_pl.benchmark.tracking import CellTracker, wandb_enabled
 from ppgbench_pl.benchmark.worker import JobOutcome, JobSpec, run_job_spec
 from ppgbench_pl.data.processed import write_json_atomic
 from ppgbench_pl.errors import ConfigError
 from ppgbench_pl.regimes.base import Regime
-from ppgbench_pl.results.summary import write_summary
+from ppgbench_pl.results.records import iter_records
+from ppgbench_pl.results.summary import summarise, write_summary
 
 #: Strategies whose launcher re-executes the command once per rank (they need a per-rank launcher).
 SCRIPT_LAUNCHED = re.compile(r"^(ddp|fsdp|deepspeed)(?!.*(spawn|fork|notebook))")
+#: Exit status of a run stopped by a signal (128 + signal number, as shells report it).
+SIGNAL_EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
+
+
+class Interrupted(BaseException):
+    """The run was stopped by SIGINT or SIGTERM (a ``BaseException``, so no job swallows it)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+    @property
+    def exit_code(self) -> int:
+        """130 for SIGINT, 143 for SIGTERM."""
+        return SIGNAL_EXIT.get(signal.Signals(self.signum), 128 + self.signum)
 
 
 @dataclass
-class RunOptions:
-    """How and where to run (not part of the suite, so not sent to workers).
+class RunReport:
+    """What one command did (this command's plan) and where the folder stands."""
 
-    Args:
-        output_dir: Run folder.
-        executor: Where jobs run.
-        wandb: ``group``, ``per-job`` or ``off`` (see :mod:`ppgbench_pl.benchmark.tracking`).
-        wandb_project: W&B project.
-        ci_unit: ``seed`` (published) or ``fold``.
-        progress: Progress bar on stderr.
-        summary_every_s: Least seconds between summary rewrites while jobs finish.
-    """
-
-    output_dir: Path
-    executor: Executor = field(default_factory=LocalExecutor)
-    wandb: str = "group"
-    wandb_project: str = "ppgbench"
-    ci_unit: str = "seed"
-    progress: bool = True
-    summary_every_s: float = 10.0
-
-
-def dry_run(config: dict[str, Any], output_dir: Path) -> str:
-    """The plan table, built from the config alone (no data read, no encoder built)."""
-    suite = BenchmarkSuite(config, output_dir)
-    plan = suite.plan(dry=True)
-    done = {j.job_id for j in plan if (r := read_record(output_dir, j.job_id)) and r.get("status") == "ok"}
-    return describe_plan(plan, done)
+    planned: int
+    completed: int
+    skipped: int
+    failed: list[str] = field(default_factory=list)
+    summary_path: Path | None = None
+    cache: dict[str, int] = field(default_factory=dict)
+    interrupted: int | None = None
 
 
 def slim(record: dict[str, Any]) -> dict[str, Any]:
     """What the summary needs of a record (Optuna histories and the rest stay on disk, not in memory)."""
     metric = record.get("metric")
-    out = {k: record.get(k) for k in ("job_id", "status", "model", "task", "regime", "seed", "fold", "metric")}
+    out = {k: record.get(k) for k in ("job_id", "status", "model", "task", "regime", "seed", "fold", "metric",
+                                      "fs", "backend", "code_version")}
     out["results"] = [{"metrics": {metric: r.get("metrics", {}).get(metric)}} for r in record.get("results", [])]
     out["baseline"] = {metric: (record.get("baseline") or {}).get(metric)}
     return out
@@ -109,126 +116,213 @@ def redact(config: dict[str, Any]) -> dict[str, Any]:
     return config
 
 
+def check_output_dir(run_dir: Path) -> None:
+    """The run folder must be a writable folder (or creatable), named in one line otherwise."""
+    if run_dir.exists() and not run_dir.is_dir():
+        raise ConfigError(f"--output_dir {run_dir}: exists and is not a folder")
+    parent = run_dir if run_dir.exists() else next((p for p in run_dir.parents if p.exists()), Path("."))
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ConfigError(f"--output_dir {run_dir}: {parent} is not writable")
+
+
+@contextmanager
+def signals_interrupt() -> Iterator[None]:
+    """SIGINT and SIGTERM raise :class:`Interrupted` in the main thread for the duration of the block."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise Interrupted(signum)
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
 class BenchmarkRun:
-    """One invocation of ``ppgbench benchmark`` on a resolved config.
+    """One invocation of ``ppgbench fit`` or ``ppgbench benchmark`` on a suite spec.
 
     Args:
-        config: The resolved config (suite keys plus anything else, recorded in ``run.json``).
-        options: Run folder, executor, W&B and reporting settings.
+        spec: The suite spec (see :func:`ppgbench_pl.benchmark.spec.build_suite_spec`).
+        settings: Run folder, executor, W&B and reporting settings.
+        config: The resolved config as given (recorded in ``run.json`` and W&B).
+        summary_every_s: Least seconds between summary and status rewrites while jobs finish.
     """
 
-    def __init__(self, config: dict[str, Any], options: RunOptions) -> None:
-        self.config, self.options = config, options
-        self.run_dir = Path(options.output_dir)
-        self.suite_config = {k: config.get(k) for k in SUITE_KEYS}
+    def __init__(self, spec: dict[str, Any], settings: RunSettings, config: dict[str, Any] | None = None,
+                 summary_every_s: float = 5.0) -> None:
+        self.spec, self.settings = spec, settings
+        self.config = redact(dict(config or {}))
+        self.run_dir = Path(settings.output_dir)
+        self.summary_every_s = summary_every_s
+        self.records: dict[str, dict[str, Any]] = {}
+        self.failed_records: set[str] = set()
+        self.union_planned: list[str] = []
+
+    # -- the stages -----------------------------------------------------------------------------------
+    def suite(self) -> BenchmarkSuite:
+        """The suite of the spec (built once per process)."""
+        suite = suite_for(self.spec, self.run_dir)
+        suite.source.max_bytes = self.settings.max_cache_gb * 1e9
+        return suite
+
+    def dry_run(self) -> str:
+        """The plan table, built from the config alone (no data read, no encoder built)."""
+        plan = self.suite().plan(dry=True)
+        done = {j.job_id for j in plan if (r := read_record(self.run_dir, j.job_id)) and r.get("status") == "ok"}
+        return describe_plan(plan, done)
 
     def run(self) -> RunReport:
         """Run every pending job of the plan; return what happened."""
-        suite = suite_for(self.suite_config, self.run_dir)
-        check_strategy(suite, self.options.executor)
+        executor: Executor = instantiate(Executor, self.settings.executor)
+        suite = self.suite()
+        check_strategy(suite, executor)
+        check_output_dir(self.run_dir)
         plan = suite.plan()
+        self._check_data(suite, plan)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         fresh = [instantiate(Regime, entry) for entry in suite.config["regimes"]]  # never state from earlier runs
-        meta = check_or_write_identity(self.run_dir, run_identity(suite.encoders, suite.datamodules.values(), fresh), {
-            "config": redact(self.config), "versions": package_versions(),
-            "device": device_string(suite.trainer_kwargs), "seeds": suite.seeds, "folds": suite.folds,
-            "parameters": parameter_counts(suite.encoders),
-            "planned_jobs": [j.job_id for j in plan],
-        })
-        records: dict[str, dict[str, Any]] = {}
-        pending: list[Job] = []
-        for job in plan:
-            record = read_record(self.run_dir, job.job_id)
-            if record is not None and record.get("status") == "ok":
-                records[job.job_id] = slim(record)
-            else:
-                pending.append(job)
-        report = RunReport(planned=len(plan), completed=0, skipped=len(records))
+        meta = check_or_write_identity(
+            self.run_dir, run_identity(suite.encoders, suite.datamodules.values(), fresh, suite.trainer_kwargs), {
+                "config": self.config, "versions": package_versions(),
+                "device": device_string(suite.trainer_kwargs), "seeds": suite.seeds, "folds": suite.folds,
+                "parameters": parameter_counts(suite.encoders), "planned_jobs": [j.job_id for j in plan],
+            }, allow_code_change=self.settings.allow_code_change)
+        self.union_planned = list(meta["planned_jobs"])
+        self._load_folder()
+        pending = [j for j in plan if j.job_id not in self.records]
+        report = RunReport(planned=len(plan), completed=0, skipped=len(plan) - len(pending))
         start = suite.cache.stats()  # the suite (and its counters) may be reused by a later run in this process
-        self._prepare(suite, pending)
-        report.cache = {k: v - start[k] for k, v in suite.cache.stats().items()}  # workers' use is added per job
         tracker = self._tracker(plan, pending, meta)
-        self._execute(plan, pending, records, report, tracker, meta)
-        report.summary_path = self._write_summary(records)
-        self._write_status(records, plan, report)
+        with signals_interrupt():
+            try:
+                self._prepare(suite, pending)
+                report.cache = {k: v - start[k] for k, v in suite.cache.stats().items()}
+                self._execute(executor, plan, pending, report, tracker, meta)
+            except (Interrupted, KeyboardInterrupt) as exc:
+                report.interrupted = exc.exit_code if isinstance(exc, Interrupted) else 130
+            finally:
+                report.summary_path = self._write_outputs(report)
+        if report.interrupted is not None:
+            print(f"interrupted after {report.completed + report.skipped} of {report.planned} jobs; "
+                  "run the same command to resume", file=sys.stderr)
         return report
 
-    def _prepare(self, suite: BenchmarkSuite, pending: Sequence[Job]) -> None:
-        """Load every pending (dataset, rate) once, so bad data fails now; then fill the embedding cache."""
+    def _check_data(self, suite: BenchmarkSuite, plan: Sequence[Job]) -> None:
+        """Load every (dataset, rate) of the plan once, so bad data fails before anything is written."""
         rates: dict[str, set[float]] = {}
-        for job in pending:
+        for job in plan:
             rates.setdefault(job.task.dataset, set()).add(float(suite.encoders[job.model].sampling_rate))
         for dataset, fs in rates.items():
             suite.datamodules[dataset].check(sorted(fs))
+
+    def _load_folder(self) -> None:
+        """Every record already in the folder (any plan that wrote it), slimmed for the summary."""
+        for record in iter_records(self.run_dir):
+            if record.get("status") == "ok" and record.get("job_id"):
+                self.records[record["job_id"]] = slim(record)
+            elif record.get("job_id"):
+                self.failed_records.add(record["job_id"])
+
+    def _prepare(self, suite: BenchmarkSuite, pending: Sequence[Job]) -> None:
+        """Fill the embedding cache for the pending jobs (one pass per encoder, dataset and rate)."""
         needed = list(dict.fromkeys((j.model, j.task.dataset) for j in pending if suite.uses_cache(j)))
         for model, dataset in needed:
             suite.source.get(suite.encoders[model], suite.datamodules[dataset])
 
     def _tracker(self, plan: Sequence[Job], pending: Sequence[Job], meta: dict[str, Any]) -> CellTracker | None:
-        if not wandb_enabled(self.options.wandb):
+        if not wandb_enabled(self.settings.wandb):
             return None
         cells: dict[tuple[str, str, str], list[str]] = {}
         for job in plan:
             cells.setdefault(job.cell, []).append(job.job_id)
-        tracker = CellTracker(self.run_dir, self.options.wandb_project, meta["run_uid"], redact(self.config), cells,
-                              [j.job_id for j in pending])
+        tracker = CellTracker(self.run_dir, self.settings.wandb_project, meta["run_uid"], self.config, cells,
+                              [j.job_id for j in pending], summary_of=self.cell_summary)
         tracker.start()
         return tracker
 
-    def _execute(self, plan: Sequence[Job], pending: Sequence[Job],
-                 records: dict[str, dict[str, Any]], report: RunReport, tracker: CellTracker | None,
-                 meta: dict[str, Any]) -> None:
-        executor = self.options.executor
-        per_job = "per-job" if self.options.wandb == "per-job" and wandb_enabled("per-job") else "off"
-        specs = [JobSpec(str(self.run_dir), self.suite_config, j.job_id, executor.threads_per_job(), per_job,
-                         self.options.wandb_project, meta["run_uid"]) for j in pending]
-        bar = tqdm(total=len(plan), initial=len(records), desc="jobs", unit="job",
-                   mininterval=progress_interval(), disable=not self.options.progress,
-                   file=sys.stderr, dynamic_ncols=True)
+    def cell_summary(self, cell: tuple[str, str, str]) -> dict[str, Any] | None:
+        """The summary row of one (model, task, regime) cell over the whole folder (what summary.csv says)."""
+        model, task, regime = cell
+        records = [r for r in self.records.values() if (r["model"], r["task"], r["regime"]) == cell]
+        table = summarise(records, self.settings.ci_unit)
+        mine = table[table["model"] == model]
+        return None if not len(mine) else mine.iloc[0].to_dict()
+
+    def _execute(self, executor: Executor, plan: Sequence[Job], pending: Sequence[Job], report: RunReport,
+                 tracker: CellTracker | None, meta: dict[str, Any]) -> None:
+        per_job = "per-job" if self.settings.wandb == "per-job" and wandb_enabled("per-job") else "off"
+        specs = [JobSpec(str(self.run_dir), self.spec, j.job_id, executor.threads_per_job(), per_job,
+                         self.settings.wandb_project, meta["run_uid"], self.config) for j in pending]
+        progress = Progress(len(plan), report.skipped, enabled=self.settings.progress)
         last = time.monotonic()
         try:
             for spec, result in executor.run(run_job_spec, specs, self.run_dir):
                 outcome = result if isinstance(result, JobOutcome) else \
                     JobOutcome(spec.job_id, "lost", f"{type(result).__name__}: {result}".splitlines()[0])
-                self._account(outcome, records, report)
+                self._account(outcome, report)
                 if tracker is not None:
                     tracker.finished(spec.job_id)
-                bar.set_postfix_str(spec.job_id.split("__", 1)[-1])
-                bar.update(1)
-                if time.monotonic() - last >= self.options.summary_every_s:
-                    self._write_summary(records)
+                progress.update(spec.job_id.split("__", 1)[-1])
+                if time.monotonic() - last >= self.summary_every_s:
+                    self._write_outputs(report)
                     last = time.monotonic()
-                self._write_status(records, plan, report)
-        except KeyboardInterrupt:
-            self._write_summary(records)
-            self._write_status(records, plan, report)
-            print(f"\ninterrupted after {len(records)} of {len(plan)} jobs (jobs finishing now are kept); "
-                  "run the same command again to continue", file=sys.stderr)
-            raise
         finally:
-            bar.close()
+            progress.close()
 
-    def _account(self, outcome: JobOutcome, records: dict[str, dict[str, Any]], report: RunReport) -> None:
+    def _account(self, outcome: JobOutcome, report: RunReport) -> None:
         for k, v in outcome.cache.items():
             report.cache[k] = report.cache.get(k, 0) + v
         if outcome.status in ("ok", "done"):
             record = read_record(self.run_dir, outcome.job_id)
             if record is not None and record.get("status") == "ok":
-                records[outcome.job_id] = slim(record)
+                self.records[outcome.job_id] = slim(record)
+                self.failed_records.discard(outcome.job_id)
                 if outcome.status == "ok":
                     report.completed += 1
                 else:
                     report.skipped += 1
                 return
             outcome = JobOutcome(outcome.job_id, "lost", "the worker reported success but no record is on disk")
+        self.failed_records.add(outcome.job_id)
         report.failed.append(f"{outcome.job_id}: {outcome.error}" + (" (lost: runs again next time)"
                                                                       if outcome.status == "lost" else ""))
 
-    def _write_summary(self, records: dict[str, dict[str, Any]]) -> Path:
-        return write_summary(self.run_dir, records.values(), self.options.ci_unit)
-
-    def _write_status(self, records: dict[str, dict[str, Any]], plan: Sequence[Job], report: RunReport) -> None:
+    def _write_outputs(self, report: RunReport) -> Path:
+        """``summary.csv`` over every ok record in the folder, and ``status.json`` against every plan."""
+        path = write_summary(self.run_dir, self.records.values(), self.settings.ci_unit)
+        planned = set(self.union_planned)
+        ok = sum(jid in self.records for jid in planned)
         write_json_atomic(self.run_dir / "status.json", {
-            "completed": len(records), "failed": len(report.failed), "planned": len(plan),
-            "complete": len(records) == len(plan), "cache": report.cache,
+            "completed": ok, "failed": len(self.failed_records & planned), "planned": len(planned),
+            "complete": ok == len(planned), "records_in_folder": len(self.records),
+            "this_command": {"planned": report.planned, "completed": report.completed, "skipped": report.skipped,
+                             "failed": len(report.failed)},
+            "cache": report.cache,
         })
+        return path
+
+
+def print_report(report: RunReport, output_dir: Path) -> None:
+    """A short account of the run on stdout, failures on stderr."""
+    import pandas as pd
+
+    if report.summary_path is not None and report.summary_path.exists():
+        table = pd.read_csv(report.summary_path)
+        if len(table):
+            cols = [c for c in ("model", "task", "regime", "metric", "mean", "ci_low", "ci_high", "n_seeds",
+                                "n_folds") if c in table.columns]
+            print(table[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    print(f"{report.completed} jobs run, {report.skipped} already done, {len(report.failed)} failed "
+          f"of {report.planned}; results in {output_dir}")
+    for line in report.failed[:20]:
+        print(f"failed: {line}", file=sys.stderr)
+    if len(report.failed) > 20:
+        print(f"... and {len(report.failed) - 20} more failures (see {output_dir}/jobs/*/results.json)",
+              file=sys.stderr)

@@ -8,6 +8,8 @@ worker when an entry is missing.
 
 from __future__ import annotations
 
+import sys
+import time
 from typing import Any
 
 import lightning as L
@@ -34,12 +36,20 @@ def extraction_trainer_kwargs(trainer_kwargs: dict[str, Any]) -> dict[str, Any]:
 
 def extract_embeddings(encoder: PPGEncoder, datamodule: PPGDataModule, fs: float,
                        trainer_kwargs: dict[str, Any]) -> np.ndarray:
-    """One frozen forward pass over every window of the dataset at ``fs`` (Lightning ``predict``)."""
-    datamodule.select(fs)
+    """One frozen forward pass over every window of the dataset at ``fs`` (Lightning ``predict``).
+
+    The throughput (windows per second) is reported on stderr, so the cost of each encoder is visible.
+    """
+    loader = datamodule.windows_loader(fs)
     trainer = L.Trainer(logger=False, enable_checkpointing=False, enable_progress_bar=False,
                         enable_model_summary=False, **extraction_trainer_kwargs(trainer_kwargs))
-    batches = trainer.predict(EncoderTask(encoder, mode="frozen"), datamodule=datamodule)
-    return torch.cat(batches).numpy() if batches else np.zeros((0, encoder.embed_dim), dtype=np.float32)  # type: ignore[arg-type]
+    start = time.perf_counter()
+    batches = trainer.predict(EncoderTask(encoder, mode="frozen"), dataloaders=loader)
+    values = torch.cat(batches).numpy() if batches else np.zeros((0, encoder.embed_dim), dtype=np.float32)  # type: ignore[arg-type]
+    seconds = time.perf_counter() - start
+    print(f"embeddings: {encoder.name} on {datamodule.dataset} at {fs:g} Hz: {len(values):,} windows in "
+          f"{seconds:.1f} s ({len(values) / max(seconds, 1e-9):,.0f} windows/s)", file=sys.stderr)
+    return values
 
 
 def needs_embeddings(uses_embeddings: bool, encoder: Any) -> bool:
@@ -59,23 +69,27 @@ class EmbeddingSource:
         trainer_kwargs: The run's device settings (see :func:`extraction_trainer_kwargs`).
     """
 
-    def __init__(self, cache: EmbeddingCache, trainer_kwargs: dict[str, Any]) -> None:
-        self.cache, self.trainer_kwargs = cache, dict(trainer_kwargs)
+    def __init__(self, cache: EmbeddingCache, trainer_kwargs: dict[str, Any], max_bytes: float | None = None) -> None:
+        self.cache, self.trainer_kwargs, self.max_bytes = cache, dict(trainer_kwargs), max_bytes
         self._keys: dict[tuple[int, str, float], str] = {}
 
     def key(self, encoder: PPGEncoder, datamodule: PPGDataModule) -> str:
-        """Content key (hashing a checkpoint is slow, so it is memoised per encoder object)."""
+        """Content key (hashing a checkpoint and the windows is slow, so it is memoised per encoder object)."""
         fs = float(encoder.sampling_rate)
         memo = (id(encoder), datamodule.dataset, fs)
         if memo not in self._keys:
+            windows = datamodule.windows(fs)
+            content = windows.content_digest() if hasattr(windows, "content_digest") else None
             self._keys[memo] = self.cache.key(encoder, datamodule.store(fs).directory, fs,
-                                              self.trainer_kwargs.get("precision"))
+                                              self.trainer_kwargs.get("precision"), content)
         return self._keys[memo]
 
     def get(self, encoder: PPGEncoder, datamodule: PPGDataModule) -> np.ndarray:
         """Embeddings of every window of ``datamodule`` at the encoder's rate (computed on a miss)."""
         fs = float(encoder.sampling_rate)
         describe = {"encoder": encoder.name, "dataset": datamodule.dataset, "fs": fs}
+        expected = len(datamodule.windows(fs).x) * int(getattr(encoder, "embed_dim", 1) or 1) * 4
         return self.cache.get_or_compute(
             self.key(encoder, datamodule),
-            lambda: extract_embeddings(encoder, datamodule, fs, self.trainer_kwargs), describe)
+            lambda: extract_embeddings(encoder, datamodule, fs, self.trainer_kwargs), describe,
+            expected_bytes=expected, max_bytes=self.max_bytes)

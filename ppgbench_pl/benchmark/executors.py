@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ppgbench_pl.benchmark.worker import JobOutcome, JobSpec, init_worker
+from ppgbench_pl.errors import ConfigError
 
 JobFunction = Callable[[JobSpec], JobOutcome]
 Finished = tuple[JobSpec, JobOutcome | BaseException]
@@ -85,7 +86,7 @@ class ProcessExecutor(Executor):
 
     def __init__(self, workers: int = 2, threads_per_worker: int | None = None, gpus: list[int] | None = None) -> None:
         if workers < 1:
-            raise ValueError(f"workers must be at least 1, got {workers}")
+            raise ConfigError(f"executor.workers must be at least 1, got {workers}")
         self.workers, self.threads_per_worker, self.gpus = workers, threads_per_worker, gpus
 
     def threads_per_job(self) -> int:
@@ -110,6 +111,7 @@ class ProcessExecutor(Executor):
             pool = ProcessPoolExecutor(max_workers=min(self.workers, len(specs)), mp_context=context,
                                        initializer=init_worker, initargs=(threads, queue))
             futures: dict[Future[JobOutcome], JobSpec] = {pool.submit(fn, spec): spec for spec in specs}
+        finished = False
         try:
             for future in as_completed(futures):
                 try:
@@ -117,8 +119,12 @@ class ProcessExecutor(Executor):
                 except Exception as exc:  # noqa: BLE001 - e.g. BrokenProcessPool: the job was lost
                     result = exc
                 yield futures[future], result
+            finished = True
         finally:
-            pool.shutdown(wait=True, cancel_futures=True)
+            if not finished:  # interrupted (SIGINT/SIGTERM): stop the workers now; their jobs rerun next time
+                for process in list(getattr(pool, "_processes", {}).values()):
+                    process.terminate()
+            pool.shutdown(wait=finished, cancel_futures=True)
 
 
 def run_chunk(fn: JobFunction, specs: list[JobSpec]) -> list[JobOutcome]:
@@ -144,7 +150,9 @@ class SubmititExecutor(Executor):
     def __init__(self, cluster: str | None = None, folder: str | None = None, parallelism: int = 64,
                  jobs_per_task: int = 1, parameters: dict[str, Any] | None = None, poll_s: float = 5.0) -> None:
         if jobs_per_task < 1:
-            raise ValueError(f"jobs_per_task must be at least 1, got {jobs_per_task}")
+            raise ConfigError(f"executor.jobs_per_task must be at least 1, got {jobs_per_task}")
+        if parallelism < 1:
+            raise ConfigError(f"executor.parallelism must be at least 1, got {parallelism}")
         self.cluster, self.folder, self.parallelism = cluster, folder, parallelism
         self.jobs_per_task, self.parameters, self.poll_s = jobs_per_task, dict(parameters or {}), poll_s
 
@@ -194,6 +202,9 @@ class DaskExecutor(Executor):
 
     def __init__(self, address: str | None = None, workers: int = 2, threads_per_worker: int = 1,
                  processes: bool = True) -> None:
+        if workers < 1 or threads_per_worker < 1:
+            raise ConfigError(f"executor.workers and threads_per_worker must be at least 1, got {workers}, "
+                              f"{threads_per_worker}")
         self.address, self.workers = address, workers
         self.threads_per_worker, self.processes = threads_per_worker, processes
 

@@ -1,8 +1,11 @@
 """Run identity: what a run folder's results were made from, so a rerun never mixes different runs.
 
-``run.json`` holds the identity (code digest, and per dataset, encoder and regime what determines its
-results: data hashes, weights digests, settings) plus a record of the rest (resolved config, package
-versions, device, planned job ids). A later run into the same folder must agree on every part both
+``run.json`` holds the identity (the ppgbench version, the numeric trainer settings, and per dataset,
+encoder and regime what determines its results: data hashes, weights digests, settings) plus a record of
+the rest (resolved config, package versions, device, planned job ids, the code versions that wrote it).
+The source digest is not part of the identity: every job record stores the code version that made it,
+and resuming after a source edit is refused unless ``--allow_code_change`` is given, in which case the
+new version is added to ``code_versions`` and the report says the run mixes versions. A later run into the same folder must agree on every part both
 runs share; it may add datasets, encoders, regimes or rates (a run extended with more tasks or models),
 which are merged in. Package versions and the device are recorded and a change is warned about, not
 refused: moving a run to another GPU index or a patch release should not throw work away.
@@ -47,6 +50,17 @@ def package_versions() -> dict[str, str]:
     return out
 
 
+_SOURCE_DIGEST: str | None = None
+
+
+def code_version() -> dict[str, str]:
+    """The package version and a SHA-256 over its source files (computed once per process)."""
+    global _SOURCE_DIGEST
+    if _SOURCE_DIGEST is None:
+        _SOURCE_DIGEST = source_digest()
+    return {"ppgbench": ppgbench_pl.__version__, "source_sha256": _SOURCE_DIGEST}
+
+
 def source_digest() -> str:
     """SHA-256 over the package's own source files."""
     root = Path(ppgbench_pl.__file__).parent
@@ -66,17 +80,36 @@ def device_string(trainer_kwargs: dict[str, Any]) -> str:
     return f"cuda: {', '.join(names)} x{torch.cuda.device_count()}"
 
 
+def device_kind(trainer_kwargs: dict[str, Any]) -> str:
+    """``cpu`` or ``cuda``: where the numbers are computed (kernels differ, so results may too)."""
+    accelerator = str(trainer_kwargs.get("accelerator") or "auto")
+    if accelerator == "cpu" or not torch.cuda.is_available():
+        return "cpu"
+    return "cuda"
+
+
+#: Datamodule settings that do not change a number.
+DATA_SPEED_SETTINGS = ("root", "num_workers")
+
+
 def run_identity(encoders: Sequence[PPGEncoder], datamodules: Iterable[PPGDataModule],
-                 regimes: Sequence[Regime]) -> dict[str, Any]:
+                 regimes: Sequence[Regime], trainer_kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
     """What results in a folder depend on (not which subset of seeds, folds or tasks is run)."""
+    from ppgbench_pl.benchmark.spec import IDENTITY_TRAINER, normalise_precision
+
+    trainer_kwargs = dict(trainer_kwargs or {})
     rates = sorted({float(e.sampling_rate) for e in encoders})
     datasets = {
-        dm.dataset: {"n_folds": dm.n_folds, "n_inner_folds": dm.n_inner_folds,
+        dm.dataset: {**{k: v for k, v in dm.settings().items() if k not in DATA_SPEED_SETTINGS},
                      "data": {f"{fs:g}": data_identity(dm.store(fs).directory) for fs in rates}}
         for dm in datamodules
     }
+    trainer = {k: trainer_kwargs.get(k) for k in IDENTITY_TRAINER}
+    trainer["precision"] = normalise_precision(trainer["precision"] or "32-true")
+    trainer["device"] = device_kind(trainer_kwargs)
     return {
-        "source_sha256": source_digest(),
+        "ppgbench": ppgbench_pl.__version__,
+        "trainer": trainer,
         "datasets": datasets,
         "encoders": {e.name: encoder_identity(e) for e in encoders},
         # Callables are left out: Lightning binds ``log``/``log_dict`` onto callbacks it has run.
@@ -124,7 +157,8 @@ def parameter_counts(encoders: Iterable[Any]) -> dict[str, dict[str, int]]:
     }
 
 
-def check_or_write_identity(run_dir: Path, identity: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+def check_or_write_identity(run_dir: Path, identity: dict[str, Any], extra: dict[str, Any],
+                            allow_code_change: bool = False) -> dict[str, Any]:
     """Write or extend ``run.json``; refuse a folder whose results came from something else.
 
     Args:
@@ -132,24 +166,39 @@ def check_or_write_identity(run_dir: Path, identity: dict[str, Any], extra: dict
         identity: This run's identity (see :func:`run_identity`).
         extra: Recorded, not compared: config, versions, device, seeds, folds, planned job ids
             (``planned_jobs`` is merged with earlier runs' so the folder lists every job it plans).
+        allow_code_change: Accept a folder started by another source version (recorded in ``code_versions``).
 
     Returns:
         The ``run.json`` content as written.
 
     Raises:
-        ConfigError: ``run.json`` exists with a different identity for something both runs share.
+        ConfigError: ``run.json`` exists with a different identity for something both runs share, was made
+            by another source version (without ``allow_code_change``), or cannot be read.
     """
     path = Path(run_dir) / "run.json"
     with file_lock(Path(run_dir) / ".locks" / "run.json.lock"):
-        meta: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
+        meta: dict[str, Any] = read_run_json(path) if path.exists() else {}
         identity = _normalise(identity)
+        code = code_version()
+        versions = list(meta.get("code_versions") or [])
         if meta:
-            merged, conflicts = merge_identity(meta.get("identity") or {}, identity)
+            old_identity = dict(meta.get("identity") or {})
+            legacy = old_identity.pop("source_sha256", None)
+            if legacy and not versions:
+                versions = [{"ppgbench": meta.get("ppgbench"), "source_sha256": legacy}]
+            merged, conflicts = merge_identity(old_identity, identity)
             if conflicts:
                 raise ConfigError(
-                    f"{path}: this run folder holds results of a different config, data or code "
+                    f"{path}: this run folder holds results of a different config or data "
                     f"({', '.join(conflicts)} differ); choose a new output folder"
                 )
+            if versions and code["source_sha256"] not in {v.get("source_sha256") for v in versions}:
+                if not allow_code_change:
+                    raise ConfigError(
+                        f"{path}: this run folder was made by another version of the ppgbench source; resume it "
+                        "with --allow_code_change (the mix is recorded and shown in the report) or choose a "
+                        "new output folder"
+                    )
             old_versions, new_versions = meta.get("versions"), extra.get("versions")
             if old_versions and new_versions and old_versions != new_versions:
                 changed = sorted(k for k in set(old_versions) | set(new_versions)
@@ -158,9 +207,23 @@ def check_or_write_identity(run_dir: Path, identity: dict[str, Any], extra: dict
                               f"({', '.join(changed)}); results are kept but may not be bit-identical",
                               stacklevel=2)
             identity = merged
+        if code["source_sha256"] not in {v.get("source_sha256") for v in versions}:
+            versions.append(code)
         planned = list(dict.fromkeys([*(meta.get("planned_jobs") or []), *(extra.get("planned_jobs") or [])]))
         out = {**meta, **_normalise(extra), "identity": identity, "planned_jobs": planned,
-               "run_uid": meta.get("run_uid") or uuid.uuid4().hex, "python": platform.python_version(),
-               "ppgbench": ppgbench_pl.__version__}
+               "code_versions": versions, "run_uid": meta.get("run_uid") or uuid.uuid4().hex,
+               "python": platform.python_version(), "ppgbench": ppgbench_pl.__version__}
         write_json_atomic(path, out)
     return out
+
+
+def read_run_json(path: Path) -> dict[str, Any]:
+    """``run.json`` as a dict, or a one-line error naming the file."""
+    try:
+        meta = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot be read ({type(exc).__name__}: {str(exc).splitlines()[0]}); "
+                          "move it away to start the folder afresh, or choose a new output folder") from None
+    if not isinstance(meta, dict):
+        raise ConfigError(f"{path}: not a ppgbench run.json (expected a JSON object)")
+    return meta

@@ -9,8 +9,11 @@ reruns, because a job without a complete ``ok`` record is simply run again.
 from __future__ import annotations
 
 import json
+import math
 import time
 import traceback
+import warnings
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,6 +22,7 @@ import lightning as L
 import numpy as np
 import torch
 
+from ppgbench_pl.benchmark.identity import code_version
 from ppgbench_pl.benchmark.locks import file_lock
 from ppgbench_pl.metrics.evaluate import evaluate
 from ppgbench_pl.probes.constant import constant_predictions
@@ -28,7 +32,7 @@ from ppgbench_pl.results.records import RESULTS_FILE, job_dir, write_job
 
 def baseline_metrics(ctx: JobContext) -> dict[str, Any]:
     """The constant baseline of this fold, from training labels only (PROTOCOL.md 5.1)."""
-    view = ctx.view()
+    view = ctx.view
     train, test = ctx.outer()
     classes = np.unique(view.y[train]) if ctx.task.kind == "classification" else None
     pred = constant_predictions(ctx.task.kind, ctx.task.level, view.y[train], view.groups[train], len(test), classes)
@@ -45,38 +49,63 @@ def seed_job(seed: int) -> None:
 
 
 def run_job(ctx: JobContext, regime: Regime) -> tuple[dict[str, Any], dict[str, dict[str, np.ndarray]]]:
-    """Seed, run the regime, score the baseline; a failure becomes a ``failed`` record, not an exception."""
+    """Seed, run the regime, score the baseline; a failure becomes a ``failed`` record, not an exception.
+
+    Warnings raised while the job runs (scikit-learn's per-fold notices, say) are counted in the
+    record's ``warnings`` instead of being printed once per fold; a job whose metric is missing or not
+    finite is ``failed``, never ``ok``.
+    """
     start = time.perf_counter()
     record: dict[str, Any] = {
         "job_id": ctx.job_id, "model": ctx.model_name, "task": ctx.task.name, "regime": regime.name,
         "seed": ctx.seed, "fold": ctx.fold, "metric": ctx.task.metric, "kind": ctx.task.kind,
-        "level": ctx.task.level, "backend": regime.backend(),
+        "level": ctx.task.level, "fs": ctx.fs, "backend": regime.backend(), "code_version": code_version(),
     }
     predictions: dict[str, dict[str, np.ndarray]] = {}
     seed_job(ctx.seed)
-    try:
-        view = ctx.view()
-        train, test = ctx.outer()
-        record["train_groups"] = list(dict.fromkeys(view.groups[train].tolist()))
-        record["test_groups"] = list(dict.fromkeys(view.groups[test].tolist()))
-        record["baseline"] = baseline_metrics(ctx)
-        outcomes = regime.run(ctx)
-        record["results"] = []
-        for r, outcome in enumerate(outcomes):
-            filename = f"predictions_repeat{r}.npz"
-            predictions[filename] = outcome.predictions
-            record["results"].append({"repeat": r, "metrics": outcome.metrics, "params": outcome.params,
-                                      "predictions": filename, **outcome.details})
-        record["status"] = "ok"
-    except KeyboardInterrupt:
-        raise
-    except Exception as exc:  # noqa: BLE001 - isolation: any failure is recorded and the plan goes on
-        record["status"] = "failed"
-        record["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-        record["traceback"] = traceback.format_exc(limit=8)
-        predictions = {}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            view = ctx.view
+            train, test = ctx.outer()
+            record["train_groups"] = list(dict.fromkeys(view.groups[train].tolist()))
+            record["test_groups"] = list(dict.fromkeys(view.groups[test].tolist()))
+            record["baseline"] = baseline_metrics(ctx)
+            outcomes = regime.run(ctx)
+            record["backend"] = regime.backend()  # a regime may learn its backend only once it ran
+            record["results"] = []
+            for r, outcome in enumerate(outcomes):
+                check_metric(ctx.task.metric, outcome.metrics, r)
+                filename = f"predictions_repeat{r}.npz"
+                predictions[filename] = outcome.predictions
+                record["results"].append({"repeat": r, "metrics": outcome.metrics, "params": outcome.params,
+                                          "predictions": filename, **outcome.details})
+            if not record["results"]:
+                raise RuntimeError("the regime returned no result")
+            record["status"] = "ok"
+        except KeyboardInterrupt:
+            raise
+        except Exception as exc:  # noqa: BLE001 - isolation: any failure is recorded and the plan goes on
+            record["status"] = "failed"
+            record["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            record["traceback"] = traceback.format_exc(limit=8)
+            predictions = {}
+    record["warnings"] = dict(Counter(_warning_key(w) for w in caught))
     record["seconds"] = round(time.perf_counter() - start, 3)
     return record, predictions
+
+
+def _warning_key(warning: warnings.WarningMessage) -> str:
+    text = str(warning.message).splitlines()[0] if str(warning.message) else ""
+    return f"{warning.category.__name__}: {text[:160]}"
+
+
+def check_metric(metric: str, metrics: dict[str, Any], repeat: int) -> None:
+    """The task's metric must be there and finite, or the job fails (never an ``ok`` without a number)."""
+    value = metrics.get(metric)
+    if value is None or not isinstance(value, (int, float)) or not math.isfinite(float(value)):
+        raise ValueError(f"repeat {repeat}: metric {metric} is {'missing' if value is None else value!r}; "
+                         "the job's predictions or labels are not usable (non-finite data?)")
 
 
 def job_lock_path(run_dir: str | Path, jid: str) -> Path:

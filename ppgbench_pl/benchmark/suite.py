@@ -1,10 +1,10 @@
-"""A benchmark suite built from a plain config dict: encoders, regimes, one datamodule per dataset.
+"""A benchmark suite built from a suite spec: encoders, regimes, one datamodule per dataset.
 
-The same dict (JSON-able, ``class_path``/``init_args`` entries) is what the ``benchmark`` command
-resolves from YAML and what every worker receives with a job id, so a worker on another process or
-node rebuilds exactly the coordinator's suite and finds its job by id. Parsing goes through
-jsonargparse, so entries are validated against the classes' signatures the same way the CLI does.
-A suite is built once per (process, thread) and reused by every job that reaches it there.
+The spec (JSON-able, ``class_path``/``init_args`` entries; see :mod:`ppgbench_pl.benchmark.spec`) is what
+``fit`` and ``benchmark`` resolve from YAML through the one LightningCLI parser and what every worker
+receives with a job id, so a worker in another process or on another node rebuilds exactly the
+coordinator's suite and finds its job by id. A suite is built once per (process, thread) and reused by
+every job that reaches it there.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import hashlib
 import importlib
 import inspect
 import json
+import math
 import threading
-from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -25,58 +25,18 @@ from jsonargparse import ArgumentParser
 from ppgbench_pl.benchmark.cache import EmbeddingCache
 from ppgbench_pl.benchmark.embeddings import EmbeddingSource, needs_embeddings
 from ppgbench_pl.benchmark.plan import EncoderInfo, Job, build_plan
+from ppgbench_pl.benchmark.spec import SUITE_KEYS
 from ppgbench_pl.data.registry import DATASETS, get_dataset, get_task
 from ppgbench_pl.datamodules.ppg import DEFAULT_SEEDS, PPGDataModule
 from ppgbench_pl.encoders.base import PPGEncoder
 from ppgbench_pl.errors import ConfigError
 from ppgbench_pl.regimes.base import JobContext, Regime
 
-#: Config keys that define the suite (everything a worker needs); the rest is how and where to run.
-SUITE_KEYS = ("encoders", "regimes", "datasets", "tasks", "seeds", "folds", "data", "trainer", "optuna_storage")
 #: The nine datasets of the published benchmark (every registered one but the synthetic).
 REAL_DATASETS = tuple(d for d in DATASETS if d != "synthetic")
-
-
-@dataclass
-class TrainerSettings:
-    """Device settings handed to every inner Lightning trainer (and the embedding pass).
-
-    Args:
-        accelerator: ``auto``, ``cpu``, ``gpu``, ...
-        devices: Device count or ids (``1``, ``[0, 1]``, ``auto``).
-        strategy: Lightning strategy; ``ddp`` needs a launcher that starts one process per rank
-            (submitit with ``tasks_per_node``), ``ddp_spawn`` works anywhere.
-        precision: Lightning precision (``32-true``, ``bf16-mixed``, ...); part of the embedding key.
-    """
-
-    accelerator: str = "auto"
-    devices: int | str | list[int] = 1
-    strategy: str = "auto"
-    precision: str | int | None = None
-
-
-def add_suite_arguments(parser: ArgumentParser) -> None:
-    """The suite's options (shared by the ``benchmark`` command and the workers' parser)."""
-    parser.add_argument("--encoders", type=list[PPGEncoder], required=True,
-                        help="Models to evaluate, by class_path (the constant baseline is always added).")
-    parser.add_argument("--regimes", type=list[Regime], required=True, help="Regime callbacks, by class_path.")
-    parser.add_argument("--datasets", type=list[str] | None, default=None,
-                        help="Dataset keys (default: the datasets of --tasks, else all nine).")
-    parser.add_argument("--tasks", type=list[str] | None, default=None, help="Task names (default: all).")
-    parser.add_argument("--seeds", type=list[int], default=list(DEFAULT_SEEDS), help="Outer seeds.")
-    parser.add_argument("--folds", type=list[int] | None, default=None, help="Outer folds (default: all).")
-    parser.add_class_arguments(PPGDataModule, "data", skip={"dataset", "tasks", "seeds", "folds"}, instantiate=False)
-    parser.add_class_arguments(TrainerSettings, "trainer", instantiate=False)
-    parser.add_argument("--optuna_storage", type=str | None, default=None,
-                        help="Optuna storage for regimes with a 'storage' argument (e.g. a shared database URL; "
-                             "may contain {job_id}, {repeat}, {work_dir}).")
-
-
-def suite_parser() -> ArgumentParser:
-    """A parser of suite config dicts."""
-    parser = ArgumentParser(exit_on_error=False)
-    add_suite_arguments(parser)
-    return parser
+#: Sampling rates a PPG evaluation can take: pulse content reaches ~4 Hz (240 bpm), so below 8 Hz a window
+#: cannot hold a heartbeat's shape; above 2 kHz no dataset or model of the benchmark exists.
+MIN_RATE, MAX_RATE = 8.0, 2000.0
 
 
 def instantiate(base: type, entry: dict[str, Any]) -> Any:
@@ -96,8 +56,21 @@ def encoder_info(entry: dict[str, Any]) -> EncoderInfo:
     """Name, rate and trainability of an encoder entry, read from its class and init_args (not built)."""
     cls = import_class(entry["class_path"])
     args = entry.get("init_args") or {}
-    return EncoderInfo(str(args.get("name", cls.name)), float(args.get("sampling_rate", cls.sampling_rate)),
+    name = cls.config_name(args) if hasattr(cls, "config_name") else str(args.get("name", cls.name))
+    return EncoderInfo(str(name), float(args.get("sampling_rate", cls.sampling_rate)),
                        bool(getattr(cls, "trainable", True)))
+
+
+def regime_name(entry: dict[str, Any]) -> str:
+    """The name a regime entry will have (regimes are cheap to build)."""
+    return str(instantiate(Regime, entry).name)
+
+
+def check_rate(name: str, fs: float) -> None:
+    """A sampling rate the data and models can take, or a one-line refusal."""
+    if not math.isfinite(fs) or not MIN_RATE <= fs <= MAX_RATE:
+        raise ConfigError(f"{name}: sampling_rate {fs:g} Hz is outside {MIN_RATE:g}-{MAX_RATE:g} Hz (below 8 Hz a "
+                          "10 s window cannot resolve a pulse wave; no PPG dataset or model here runs above 2 kHz)")
 
 
 def config_digest(config: dict[str, Any]) -> str:
@@ -129,23 +102,16 @@ def datasets_and_tasks(datasets: list[str] | None, tasks: list[str] | None) -> d
 
 
 class BenchmarkSuite:
-    """Encoders, regimes and datamodules of one suite config, and its plan.
+    """Encoders, regimes and datamodules of one suite spec, and its plan.
 
     Args:
-        config: Suite config (the :data:`SUITE_KEYS` of a resolved ``benchmark`` config).
+        config: Suite spec (the :data:`~ppgbench_pl.benchmark.spec.SUITE_KEYS` of a resolved config).
         run_dir: Run folder (its ``embeddings/`` is the shared cache).
     """
 
     def __init__(self, config: dict[str, Any], run_dir: str | Path) -> None:
         self.run_dir = Path(run_dir)
-        parser = suite_parser()
-        try:  # validated and normalised: full class paths, defaults filled in
-            parsed = parser.parse_object({k: copy.deepcopy(config[k]) for k in SUITE_KEYS if config.get(k) is not None})
-            normal = json.loads(parser.dump(parsed, format="json"))
-        except Exception as exc:  # jsonargparse raises argparse errors with a nested message
-            message = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
-            raise ConfigError(f"invalid benchmark config: {message}") from None
-        self.config: dict[str, Any] = {k: normal.get(k) for k in SUITE_KEYS}
+        self.config: dict[str, Any] = {k: copy.deepcopy(config.get(k)) for k in SUITE_KEYS}
         storage = self.config.get("optuna_storage")
         for entry in self.config["regimes"] if storage is not None else []:
             args = entry.setdefault("init_args", {})
@@ -153,15 +119,17 @@ class BenchmarkSuite:
                 args["storage"] = storage
         data = dict(self.config.get("data") or {})
         self.selection = datasets_and_tasks(self.config.get("datasets"), self.config.get("tasks"))
+        seeds = self.config.get("seeds")
         self.datamodules = {
-            d: PPGDataModule(dataset=d, tasks=names, seeds=self.config.get("seeds") or list(DEFAULT_SEEDS),
+            d: PPGDataModule(dataset=d, tasks=names, seeds=list(DEFAULT_SEEDS) if seeds is None else seeds,
                              folds=self.config.get("folds"), **data)
             for d, names in self.selection.items()
         }
-        trainer = self.config.get("trainer") or {}
-        self.trainer_kwargs = {k: v for k, v in trainer.items() if v is not None}
+        self.trainer_kwargs = dict(self.config.get("trainer") or {})
         self.cache = EmbeddingCache(self.run_dir / "embeddings")
         self.source = EmbeddingSource(self.cache, self.trainer_kwargs)
+        for info in self.encoder_infos:
+            check_rate(info.name, info.sampling_rate)
 
     @cached_property
     def regimes(self) -> list[Regime]:
@@ -226,11 +194,12 @@ class BenchmarkSuite:
         return needs_embeddings(job.regime.uses_embeddings, self.encoders[job.model])
 
     def context(self, job: Job) -> JobContext:
-        """Everything the job needs; cached embeddings are read (or computed once) here."""
+        """Everything the job needs, computed once: task view, outer split, cached embeddings or raw windows."""
         encoder, dm = self.encoders[job.model], self.datamodule(job)
         embeddings = self.source.get(encoder, dm) if self.uses_cache(job) else None
-        return JobContext(job.job_id, job.model_name, encoder, job.task, job.seed, job.fold, dm,
-                          self.run_dir / "search" / job.job_id, embeddings, self.trainer_kwargs)
+        return JobContext.build(dm, encoder, job.task, job.seed, job.fold, self.run_dir / "search" / job.job_id,
+                                job_id=job.job_id, model_name=job.model_name, embeddings=embeddings,
+                                raw_windows=not job.regime.uses_embeddings, trainer_kwargs=self.trainer_kwargs)
 
 
 _local = threading.local()

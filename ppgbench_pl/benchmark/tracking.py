@@ -1,14 +1,15 @@
 """Weights & Biases without surprises: offline unless the user is logged in, never a long hang, never required.
 
-The run folder is the source of truth; W&B mirrors it. ``ppgbench fit`` uses the Lightning logger
-below. ``ppgbench benchmark`` logs from the records on disk, cheaply:
+The run folder is the source of truth; W&B mirrors it. ``ppgbench fit`` and ``ppgbench benchmark`` log
+from the records on disk, cheaply, in the same way:
 
 * ``group`` (default): one W&B run per (model, task, regime) cell, written by the coordinator when the
   cell's jobs of this invocation have finished: the resolved config, one step per job (seed, fold,
   reported metric, baseline, chosen hyperparameters), a jobs table, the Optuna trials table when the
-  regime searched, and the cell's mean and CI as the run summary. A marker per cell keeps a rerun
-  from logging an unchanged cell twice; W&B run ids derive from the run folder's id, so an online
-  rerun of a changed cell resumes the same W&B run.
+  regime searched, and the cell's mean and CI over the whole run folder (its row of ``summary.csv``)
+  as the run summary. Each W&B run is grouped by model and tagged with task and regime; a marker per
+  cell keeps a rerun from logging an unchanged cell twice; W&B run ids derive from the run folder's
+  id, so a rerun of a changed cell resumes the same W&B run.
 * ``per-job``: additionally one W&B run per job, from the worker that ran it.
 * ``off``: nothing. ``WANDB_MODE=disabled`` also means nothing is written (W&B is not even imported).
 
@@ -22,11 +23,9 @@ import json
 import os
 import warnings
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
-
-from lightning.pytorch.loggers import WandbLogger
 
 from ppgbench_pl.benchmark.job import read_record
 from ppgbench_pl.data.processed import write_json_atomic
@@ -56,34 +55,6 @@ def wandb_enabled(setting: str) -> bool:
     if setting not in WANDB_CHOICES:
         raise ValueError(f"--wandb must be one of {', '.join(WANDB_CHOICES)}, got {setting!r}")
     return setting != "off" and wandb_mode() != "disabled"
-
-
-class PPGBenchWandbLogger(WandbLogger):
-    """:class:`WandbLogger` whose mode follows ``WANDB_MODE``, else offline unless logged in.
-
-    ``WANDB_INIT_TIMEOUT`` defaults to 10 s so a stray online mode without network fails fast.
-    """
-
-    def __init__(self, project: str = "ppgbench", save_dir: str = ".", name: str | None = None, **kwargs: Any) -> None:
-        os.environ.setdefault("WANDB_INIT_TIMEOUT", "10")
-        os.environ.setdefault("WANDB_SILENT", "true")
-        kwargs.setdefault("mode", wandb_mode())
-        super().__init__(project=project, save_dir=save_dir, name=name, **kwargs)
-
-    def finalize(self, status: str) -> None:
-        """Finish the W&B run and reset wandb's process-wide state.
-
-        Lightning leaves the run open, and wandb keeps the first run's settings (mode, directory) for the
-        whole process, so a second ``ppgbench fit`` from Python (a notebook, the test suite) would
-        otherwise log into the old run or with the old mode.
-        """
-        super().finalize(status)
-        if self._experiment is not None:
-            import wandb
-
-            self._experiment.finish(exit_code=0 if status == "success" else 1)
-            self._experiment = None
-            wandb.teardown()
 
 
 def _short_id(*parts: str) -> str:
@@ -152,11 +123,15 @@ class CellTracker:
         config: Resolved benchmark config, stored with every W&B run.
         cells: Cell -> its job ids in the plan.
         pending: Job ids that this invocation will run.
+        summary_of: The cell's summary row over the whole run folder (what ``summary.csv`` says), used as
+            the W&B run summary; by default the cell's records of this plan are summarised.
     """
 
     def __init__(self, run_dir: Path, project: str, run_uid: str, config: dict[str, Any],
-                 cells: dict[tuple[str, str, str], list[str]], pending: Iterable[str]) -> None:
+                 cells: dict[tuple[str, str, str], list[str]], pending: Iterable[str],
+                 summary_of: Callable[[tuple[str, str, str]], dict[str, Any] | None] | None = None) -> None:
         self.run_dir, self.project, self.run_uid, self.config = Path(run_dir), project, run_uid, config
+        self.summary_of = summary_of
         self.cells = cells
         owner = {jid: cell for cell, ids in cells.items() for jid in ids}
         self.remaining = Counter(owner[jid] for jid in pending if jid in owner)
@@ -199,12 +174,15 @@ class CellTracker:
                              model, regime, {"benchmark": self.config, "model": model, "task": task, "regime": regime,
                                              "metric": records[0].get("metric")}, [task, regime])
             _log_records(run, records)
-            table = summarise(records)
-            mine = table[table["model"] == model]
-            if len(mine):
-                row = mine.iloc[0]
-                run.summary.update({"mean": row["mean"], "ci95": row["ci95"], "n_seeds": int(row["n_seeds"]),
-                                    "n_folds": int(row["n_folds"])})
+            row = self.summary_of(cell) if self.summary_of is not None else None
+            if row is None:
+                table = summarise(records)
+                mine = table[table["model"] == model]
+                row = mine.iloc[0].to_dict() if len(mine) else None
+            if row is not None:
+                run.summary.update({k: row[k] for k in ("mean", "ci95", "ci_low", "ci_high", "metric", "ci_unit")
+                                    if k in row})
+                run.summary.update({"n_seeds": int(row["n_seeds"]), "n_folds": int(row["n_folds"])})
             run.finish()
         except Exception as exc:  # noqa: BLE001 - W&B mirrors the run folder and is never required
             warnings.warn(f"W&B logging failed and is off for the rest of this run: {exc}", stacklevel=2)

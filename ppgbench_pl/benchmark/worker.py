@@ -13,7 +13,7 @@ import os
 import socket
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 _threads_set: int | None = None
@@ -32,6 +32,7 @@ class JobSpec:
         wandb: ``per-job`` to log this job as its own W&B run from the worker.
         wandb_project: W&B project.
         run_uid: The run folder's id (W&B run ids are derived from it).
+        run_config: The resolved config as given (logged with a per-job W&B run).
     """
 
     run_dir: str
@@ -41,6 +42,7 @@ class JobSpec:
     wandb: str = "off"
     wandb_project: str = "ppgbench"
     run_uid: str = ""
+    run_config: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -53,10 +55,6 @@ class JobOutcome:
     seconds: float = 0.0
     worker: str = ""
     cache: dict[str, int] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain dict (for logs and tests)."""
-        return asdict(self)
 
 
 def global_rank() -> int:
@@ -107,7 +105,7 @@ def run_job_spec(spec: JobSpec) -> JobOutcome:
     worker = f"{socket.gethostname()}:{os.getpid()}"
     try:
         if not _quiet:  # inner trainers run by the hundred in every worker: keep their banners out
-            from ppgbench_pl.benchmark.fit import quiet_lightning
+            from ppgbench_pl.benchmark.console import quiet_lightning
 
             quiet_lightning()
             _quiet = True
@@ -136,7 +134,7 @@ def run_job_spec(spec: JobSpec) -> JobOutcome:
         if ran and rank == 0 and spec.wandb == "per-job":
             from ppgbench_pl.benchmark.tracking import log_job_run
 
-            log_job_run(spec, record, suite.config)
+            log_job_run(spec, record, spec.run_config or suite.config)
         status = record.get("status", "failed") if ran else "done"
         return JobOutcome(spec.job_id, status, record.get("error") if ran else None,
                           round(time.perf_counter() - start, 3), worker, cache)

@@ -1,4 +1,4 @@
-"""Utility subcommands that are not a LightningCLI ``fit``: list, download, preprocess, report, init, benchmark.
+"""Utility subcommands (list, download, preprocess, report, init); ``fit``/``benchmark`` live in :mod:`.protocol`.
 
 Each command module is imported only when it is registered, inside :func:`dispatch`, so importing one
 command (e.g. the report, which must not pull in torch or Lightning) costs nothing else.
@@ -15,7 +15,6 @@ _REGISTRARS = (
     ("data", "add_data_parsers"),
     ("report", "add_report_parser"),
     ("init", "add_init_parser"),
-    ("benchmark", "add_benchmark_parser"),
 )
 
 

@@ -11,11 +11,23 @@ from __future__ import annotations
 import hashlib
 import random
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ppgbench_pl.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class OuterSplit:
+    """The job's outer fold, computed once when the context is built: positions into the task view.
+
+    ``train`` follows the shuffled group order (as the published loader reads it); ``test`` is in view order.
+    """
+
+    train: np.ndarray
+    test: np.ndarray
 
 
 def chunk(items: Sequence[Any], n_chunks: int) -> list[list[Any]]:

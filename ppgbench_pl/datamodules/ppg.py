@@ -1,15 +1,14 @@
 """The LightningDataModule that owns a dataset's windows and its subject-disjoint folds.
 
 One datamodule serves a whole evaluation: it reads (or, for the synthetic dataset, generates) the
-processed tree at each encoder's rate, builds task views, and hands out loaders for the job that is
-currently selected with :meth:`PPGDataModule.select`: the outer-training part (or the 80 % holdout-fit
-part for neural regimes), the 20 % validation groups, and the outer test fold. Loaders carry either raw
-windows (``x``) or cached embeddings (``z``), plus labels and row indices.
+processed tree at each encoder's rate, builds task views and computes outer folds with the splitter
+classes of :mod:`ppgbench_pl.data.splits`. It holds no per-job state: the engine builds one
+:class:`~ppgbench_pl.regimes.base.JobContext` per job from it (view and split computed once), and the only
+loader it serves itself is the embedding pass over every window at a rate.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import lightning as L
@@ -19,7 +18,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from ppgbench_pl.data.processed import ProcessedDataset, dataset_dir
 from ppgbench_pl.data.registry import TaskSpec, get_dataset, get_task, tasks_of
-from ppgbench_pl.data.splits import holdout_groups, outer_group_folds
+from ppgbench_pl.data.splits import OuterGroupSplit, OuterSplit
 from ppgbench_pl.data.synthetic import SyntheticPPGDataset
 from ppgbench_pl.data.task_data import DatasetWindows, TaskView, load_task, load_windows
 from ppgbench_pl.errors import ConfigError, DataError
@@ -41,19 +40,6 @@ class ArrayDataset(Dataset):
 
     def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
         return {k: v[index] for k, v in self.arrays.items()}
-
-
-@dataclass
-class Selection:
-    """The job the loaders currently serve."""
-
-    fs: float
-    task: TaskSpec | None = None
-    seed: int | None = None
-    fold: int | None = None
-    embeddings: np.ndarray | None = None
-    repeat: int | None = None
-    train_positions: np.ndarray | None = None
 
 
 class PPGDataModule(L.LightningDataModule):
@@ -101,6 +87,18 @@ class PPGDataModule(L.LightningDataModule):
         self.folds = list(folds) if folds is not None else list(range(n_folds))
         if not self.seeds or not self.folds:
             raise ConfigError("at least one seed and one fold are needed")
+        if n_folds < 2:
+            raise ConfigError(f"n_folds must be at least 2 (subject-disjoint outer folds), got {n_folds}")
+        if n_inner_folds < 2:
+            raise ConfigError(f"n_inner_folds must be at least 2 (the linear and RF searches need an inner "
+                              f"validation fold), got {n_inner_folds}")
+        if batch_size < 1:
+            raise ConfigError(f"batch_size must be at least 1, got {batch_size}")
+        if num_workers < 0:
+            raise ConfigError(f"num_workers must be 0 or more, got {num_workers}")
+        if synthetic_subjects < n_folds or synthetic_windows < 1:
+            raise ConfigError(f"the synthetic dataset needs at least n_folds={n_folds} subjects and 1 window "
+                              f"each, got {synthetic_subjects} x {synthetic_windows}")
         bad = [f for f in self.folds if not 0 <= f < n_folds]
         if bad:
             raise ConfigError(f"folds {bad} out of range for n_folds={n_folds}")
@@ -108,7 +106,13 @@ class PPGDataModule(L.LightningDataModule):
         self.synthetic = SyntheticPPGDataset(synthetic_subjects, synthetic_windows, seed=synthetic_seed)
         self._windows: dict[float, DatasetWindows] = {}
         self._views: dict[tuple[float, str], TaskView] = {}
-        self.selection: Selection | None = None
+        self._settings = {"n_folds": n_folds, "n_inner_folds": n_inner_folds, "batch_size": batch_size,
+                          "root": str(root), "num_workers": num_workers,
+                          "synthetic": [synthetic_subjects, synthetic_windows, synthetic_seed]}
+
+    def settings(self) -> dict[str, object]:
+        """The settings of this datamodule beyond dataset, tasks, seeds and folds (for the run identity)."""
+        return dict(self._settings)
 
     # -- data at a rate --------------------------------------------------------------------------
     def store(self, fs: float) -> ProcessedDataset:
@@ -148,92 +152,20 @@ class PPGDataModule(L.LightningDataModule):
             for task in self.task_specs:
                 self.task_view(fs, task)
 
-    def outer_fold(self, view: TaskView, seed: int, fold: int) -> tuple[np.ndarray, np.ndarray]:
-        """Positions (into the task view) of the outer-training part, in shuffled group order, and test fold."""
-        train_groups, test_groups = outer_group_folds(view.all_groups, seed, self.dataset, self.n_folds)[fold]
-        train = np.concatenate([np.flatnonzero(view.groups == g) for g in train_groups]).astype(np.int64)
-        test = np.flatnonzero(np.isin(view.groups, test_groups))
-        if len(test) == 0:
-            raise DataError(f"task '{view.task.name}': outer test fold {fold} of seed {seed} has no labelled window")
-        return train, test
+    def outer_split(self, view: TaskView, seed: int, fold: int) -> OuterSplit:
+        """The outer fold ``fold`` of ``seed`` (positions into the task view), by :class:`OuterGroupSplit`."""
+        splitter = OuterGroupSplit(self.dataset, seed, self.n_folds, all_groups=view.all_groups)
+        for i, (train, test) in enumerate(splitter.split(None, groups=view.groups)):
+            if i == fold:
+                if len(test) == 0:
+                    raise DataError(f"task '{view.task.name}': outer test fold {fold} of seed {seed} "
+                                    "has no labelled window")
+                return OuterSplit(train, test)
+        raise ConfigError(f"fold {fold} out of range for n_folds={self.n_folds}")
 
-    def holdout(self, view: TaskView, train: np.ndarray, seed: int, repeat: int) -> tuple[np.ndarray, np.ndarray]:
-        """Split outer-training positions into the holdout-fit part and the validation groups."""
-        _, val_groups = holdout_groups(list(view.groups[train]), seed, repeat)
-        is_val = np.isin(view.groups[train], val_groups)
-        return train[~is_val], train[is_val]
-
-    # -- Lightning loaders for the selected job ----------------------------------------------------
-    def select(self, fs: float, task: TaskSpec | None = None, seed: int | None = None, fold: int | None = None,
-               embeddings: np.ndarray | None = None, repeat: int | None = None,
-               train_positions: np.ndarray | None = None) -> None:
-        """Choose what the loaders serve.
-
-        Args:
-            fs: Rate of the windows (the encoder's).
-            task: Task to serve.
-            seed: Outer seed.
-            fold: Outer fold.
-            embeddings: Cached embeddings of every window; loaders then carry ``z`` instead of ``x``.
-            repeat: Holdout repeat for neural regimes (train = 80 % part, val = 20 % groups).
-            train_positions: A subset of the outer-training positions to train on instead (e.g. the
-                label-efficiency regime's fraction of subjects).
-        """
-        self.selection = Selection(fs, task, seed, fold, embeddings, repeat, train_positions)
-
-    def _selected(self) -> Selection:
-        if self.selection is None:
-            raise RuntimeError("call PPGDataModule.select(...) before asking for loaders")
-        return self.selection
-
-    def _parts(self) -> dict[str, np.ndarray]:
-        sel = self._selected()
-        assert sel.task is not None and sel.seed is not None and sel.fold is not None
-        view = self.task_view(sel.fs, sel.task)
-        train, test = self.outer_fold(view, sel.seed, sel.fold)
-        if sel.train_positions is not None:
-            train = sel.train_positions
-        if sel.repeat is None:
-            return {"train": train, "test": test}
-        fit, val = self.holdout(view, train, sel.seed, sel.repeat)
-        return {"train": fit, "val": val, "test": test}
-
-    def part_rows(self, part: str) -> tuple[TaskView, np.ndarray]:
-        """The task view and the positions of one part (``train``/``val``/``test``) of the selected job."""
-        sel = self._selected()
-        assert sel.task is not None
-        return self.task_view(sel.fs, sel.task), self._parts()[part]
-
-    def _loader(self, part: str, shuffle: bool = False) -> DataLoader:
-        sel = self._selected()
-        view, positions = self.part_rows(part)
-        rows = view.rows[positions]
-        arrays: dict[str, np.ndarray] = {"y": view.y[positions], "index": positions}
-        if sel.embeddings is not None:
-            arrays["z"] = sel.embeddings[rows]
-        else:
-            win = self.windows(sel.fs)
-            arrays.update(x=win.x[rows], ppg_mean=win.ppg_mean[rows], ppg_std=win.ppg_std[rows])
-        return self._make_loader(ArrayDataset(**arrays), shuffle)
-
-    def _make_loader(self, dataset: Dataset, shuffle: bool) -> DataLoader:
-        return DataLoader(dataset, batch_size=self.batch_size, shuffle=shuffle, num_workers=self.num_workers,
-                          persistent_workers=self.num_workers > 0)
-
-    def train_dataloader(self) -> DataLoader:
-        """Outer-training rows (or the holdout-fit rows when a repeat is selected)."""
-        return self._loader("train")
-
-    def val_dataloader(self) -> DataLoader:
-        """Validation-group rows of the holdout."""
-        return self._loader("val")
-
-    def test_dataloader(self) -> DataLoader:
-        """Outer test fold rows, in view order."""
-        return self._loader("test")
-
-    def predict_dataloader(self) -> DataLoader:
-        """Every window of the dataset at the selected rate: the embedding-extraction pass."""
-        win = self.windows(self._selected().fs)
+    def windows_loader(self, fs: float) -> DataLoader:
+        """Every window of the dataset at ``fs``: the embedding-extraction pass."""
+        win = self.windows(fs)
         dataset = ArrayDataset(x=win.x, ppg_mean=win.ppg_mean, ppg_std=win.ppg_std)
-        return self._make_loader(dataset, shuffle=False)
+        return DataLoader(dataset, batch_size=self.batch_size, shuffle=False, num_workers=self.num_workers,
+                          persistent_workers=self.num_workers > 0)

@@ -17,9 +17,12 @@ import lightning as L
 import numpy as np
 from lightning.pytorch.callbacks import Callback
 
+from torch.utils.data import DataLoader
+
 from ppgbench_pl.data.registry import TaskSpec
-from ppgbench_pl.data.task_data import TaskView
-from ppgbench_pl.datamodules.ppg import PPGDataModule
+from ppgbench_pl.data.splits import GroupHoldoutSplit, InnerGroupSplit, OuterSplit
+from ppgbench_pl.data.task_data import DatasetWindows, TaskView
+from ppgbench_pl.datamodules.ppg import ArrayDataset, PPGDataModule
 from ppgbench_pl.encoders.base import PPGEncoder
 from ppgbench_pl.metrics.evaluate import evaluate
 from ppgbench_pl.metrics.scores import Predictions
@@ -27,7 +30,11 @@ from ppgbench_pl.metrics.scores import Predictions
 
 @dataclass
 class JobContext:
-    """Everything one job (model, task, regime, seed, outer fold) needs."""
+    """Everything one job (model, task, regime, seed, outer fold) needs, built once by the engine.
+
+    The task view, the outer split and (for frozen regimes) the cached embeddings are computed before the
+    regime runs and never change; regimes read them here instead of asking a shared datamodule.
+    """
 
     job_id: str
     model_name: str
@@ -35,24 +42,84 @@ class JobContext:
     task: TaskSpec
     seed: int
     fold: int
-    datamodule: PPGDataModule
+    #: The task's valid rows at the encoder's rate.
+    view: TaskView
+    #: The outer fold (train, test positions into ``view``).
+    split: OuterSplit
     #: Persistent per-job folder (Optuna storage lives here, so an interrupted search resumes).
     work_dir: Path
+    #: Cached frozen embeddings of every window of the dataset (index with ``view.rows``), or None.
     embeddings: np.ndarray | None = None
+    #: Every raw window of the dataset at the encoder's rate (for regimes that run the encoder), or None.
+    windows: DatasetWindows | None = None
     trainer_kwargs: dict[str, Any] = field(default_factory=dict)
+    n_inner_folds: int = 4
+    batch_size: int = 256
+
+    @classmethod
+    def build(cls, datamodule: PPGDataModule, encoder: PPGEncoder, task: TaskSpec, seed: int, fold: int,
+              work_dir: Path, *, job_id: str | None = None, model_name: str | None = None,
+              embeddings: np.ndarray | None = None, raw_windows: bool = True,
+              trainer_kwargs: dict[str, Any] | None = None) -> JobContext:
+        """The context of one job from its datamodule: view and outer split computed here, once."""
+        fs = float(encoder.sampling_rate)
+        view = datamodule.task_view(fs, task)
+        name = model_name or encoder.name
+        return cls(job_id or f"{name}__{task.name}__s{seed}_f{fold}", name, encoder, task, seed, fold, view,
+                   datamodule.outer_split(view, seed, fold), Path(work_dir), embeddings,
+                   datamodule.windows(fs) if raw_windows else None, dict(trainer_kwargs or {}),
+                   datamodule.n_inner_folds, datamodule.batch_size)
 
     @property
     def fs(self) -> float:
         """The encoder's rate, at which the data are served."""
         return float(self.encoder.sampling_rate)
 
-    def view(self) -> TaskView:
-        """The task's valid rows at the encoder's rate."""
-        return self.datamodule.task_view(self.fs, self.task)
-
     def outer(self) -> tuple[np.ndarray, np.ndarray]:
-        """(outer-training positions, outer test positions) into :meth:`view`."""
-        return self.datamodule.outer_fold(self.view(), self.seed, self.fold)
+        """(outer-training positions, outer test positions) into :attr:`view`."""
+        return self.split.train, self.split.test
+
+    def features(self, positions: np.ndarray | None = None) -> np.ndarray:
+        """Cached embeddings of the view's rows (all, or at ``positions`` into the view)."""
+        if self.embeddings is None:
+            raise RuntimeError(f"job {self.job_id}: this regime was given no cached embeddings")
+        rows = self.view.rows if positions is None else self.view.rows[positions]
+        return self.embeddings[rows]
+
+    def raw_windows(self) -> DatasetWindows:
+        """The raw windows (regimes that run the encoder themselves)."""
+        if self.windows is None:
+            raise RuntimeError(f"job {self.job_id}: this regime was given no raw windows")
+        return self.windows
+
+    def holdout(self, repeat: int, train: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(fit positions, validation positions): the 20 % group holdout of the neural regimes."""
+        train = self.split.train if train is None else train
+        fit, val = next(GroupHoldoutSplit(self.seed, repeat).split(None, groups=self.view.groups[train]))
+        return train[fit], train[val]
+
+    def inner_folds(self, train: np.ndarray | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
+        """(inner-train, inner-validation) positions into :attr:`view` for the grid searches."""
+        train = self.split.train if train is None else train
+        splitter = InnerGroupSplit(self.seed, self.n_inner_folds)
+        return [(train[a], train[b]) for a, b in splitter.split(None, groups=self.view.groups[train])]
+
+    def arrays(self, positions: np.ndarray, use_embeddings: bool) -> dict[str, np.ndarray]:
+        """Loader columns of some positions: ``y``, ``index`` and ``z`` (embeddings) or ``x``/stats."""
+        rows = self.view.rows[positions]
+        out: dict[str, np.ndarray] = {"y": self.view.y[positions], "index": positions}
+        if use_embeddings:
+            out["z"] = self.features(positions)
+        else:
+            win = self.raw_windows()
+            out.update(x=win.x[rows], ppg_mean=win.ppg_mean[rows], ppg_std=win.ppg_std[rows])
+        return out
+
+    def loader(self, positions: np.ndarray, use_embeddings: bool, shuffle: bool = False,
+               batch_size: int | None = None) -> DataLoader:
+        """A DataLoader over some positions of the view (in memory, no workers)."""
+        return DataLoader(ArrayDataset(**self.arrays(positions, use_embeddings)),
+                          batch_size=batch_size or self.batch_size, shuffle=shuffle)
 
     def make_trainer(self, callbacks: list[Callback], **overrides: Any) -> L.Trainer:
         """An inner trainer: the run's device settings, no logger or checkpoints unless overridden."""
@@ -76,7 +143,7 @@ class RepeatOutcome:
 def score_outcome(ctx: JobContext, positions: np.ndarray, pred: Predictions, params: dict[str, Any],
                   aggregation: str | None, details: dict[str, Any] | None = None) -> RepeatOutcome:
     """Metrics at the task's level plus the prediction arrays stored with the job."""
-    view = ctx.view()
+    view = ctx.view
     y, groups = view.y[positions], view.groups[positions]
     metrics = evaluate(ctx.task.kind, ctx.task.level, y, groups, pred, aggregation)
     arrays: dict[str, np.ndarray] = {"y_true": y, "subjects": groups.astype(str)}

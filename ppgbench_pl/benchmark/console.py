@@ -1,0 +1,31 @@
+"""Keep the hundreds of inner trainers quiet: their banners and expected warnings are noise."""
+
+from __future__ import annotations
+
+import logging
+import warnings
+
+QUIET_LOGGERS = ("lightning.pytorch", "lightning.fabric", "pytorch_lightning")
+QUIET_WARNINGS = (
+    r".*module\(s\) in eval mode.*",  # frozen encoders and freeze_stats BatchNorm are in eval mode on purpose
+    ".*configure_optimizers.*returned.*None.*",
+    ".*training_step.*returned.*None.*",
+    ".*val_dataloader.*but have no.*validation_step.*",
+    ".*LeafSpec.*",
+    ".*does not have many workers.*",
+)
+
+
+def quiet_lightning() -> None:
+    """Inner trainers run by the hundred; keep their banners and expected warnings out of the output.
+
+    A probe has no optimiser and no validation step on purpose, frozen parts are in eval mode on purpose,
+    and the in-memory loaders need no workers. Lightning sets its loggers' levels when it is imported,
+    so it is imported first.
+    """
+    import lightning.pytorch  # noqa: F401
+
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
+    for pattern in QUIET_WARNINGS:
+        warnings.filterwarnings("ignore", message=pattern)

@@ -1,0 +1,243 @@
+"""From a parsed ``fit``/``benchmark`` config to the one suite spec the engine runs.
+
+Both commands take the same config language (LightningCLI's ``model``/``controls``/``data``/``trainer``
+blocks, regimes as ``trainer.callbacks``) plus an optional ``matrix`` of extra encoders and datasets.
+This module turns it into a plain JSON-able *suite spec* (what every worker rebuilds the suite from)
+and refuses, one line each, every setting the protocol cannot honour, so that nothing given is
+silently ignored:
+
+* ``trainer.*`` device settings (:data:`HONOURED_TRAINER`) reach every inner trainer and the embedding
+  pass; everything else that differs from Lightning's default is refused with the reason;
+* ``model.init_args`` other than ``encoder`` are chosen by each regime's search, so they are refused;
+* ``trainer.callbacks`` must be regimes, ``trainer.logger`` is replaced by ppgbench's own tracking,
+  ``ckpt_path`` has no meaning for a protocol run.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import math
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from ppgbench_pl.errors import ConfigError
+
+#: Trainer settings applied to every inner trainer and the embedding pass.
+HONOURED_TRAINER = ("accelerator", "strategy", "devices", "num_nodes", "precision", "deterministic",
+                    "benchmark", "sync_batchnorm")
+#: Trainer settings that change numbers (part of the run identity).
+IDENTITY_TRAINER = ("precision", "deterministic", "benchmark", "sync_batchnorm")
+
+_BUDGET = "is set by each regime's search budget (the regime's init_args); remove it"
+_FIXED = "is fixed by the protocol for every inner trainer; remove it"
+_INNER = "belongs to the inner trainers that each regime builds itself; remove it"
+REFUSED_TRAINER = {
+    **{k: _BUDGET for k in ("fast_dev_run", "max_epochs", "min_epochs", "max_steps", "min_steps", "max_time")},
+    **{k: _FIXED for k in ("limit_train_batches", "limit_val_batches", "limit_test_batches",
+                           "limit_predict_batches", "overfit_batches", "val_check_interval",
+                           "check_val_every_n_epoch", "num_sanity_val_steps", "accumulate_grad_batches",
+                           "gradient_clip_val", "gradient_clip_algorithm", "reload_dataloaders_every_n_epochs",
+                           "use_distributed_sampler", "inference_mode")},
+    **{k: _INNER for k in ("log_every_n_steps", "enable_checkpointing", "enable_progress_bar",
+                           "enable_model_summary", "default_root_dir", "profiler", "detect_anomaly",
+                           "barebones", "plugins", "enable_autolog_hparams", "model_registry")},
+}
+#: Keys of the suite spec (everything a worker needs to rebuild the suite).
+SUITE_KEYS = ("encoders", "regimes", "datasets", "tasks", "seeds", "folds", "data", "trainer", "optuna_storage")
+#: Data-module settings that are part of the suite (``dataset``/``tasks``/``seeds``/``folds`` are lifted out).
+DATA_LIFTED = ("dataset", "tasks", "seeds", "folds")
+
+
+@dataclass
+class RunSettings:
+    """How and where one command runs (not sent to workers).
+
+    Args:
+        output_dir: Run folder.
+        executor: ``class_path``/``init_args`` entry of the executor.
+        wandb: ``group``, ``per-job`` or ``off``.
+        wandb_project: W&B project.
+        ci_unit: ``seed`` (published) or ``fold``.
+        progress: Progress on stderr.
+        allow_code_change: Resume a folder whose jobs were made by another version of the source.
+        max_cache_gb: Refuse an embedding cache (or synthetic tree) estimated above this size.
+        dry_run: Print the plan and its size, read no data.
+    """
+
+    output_dir: str
+    executor: dict[str, Any]
+    wandb: str = "group"
+    wandb_project: str = "ppgbench"
+    ci_unit: str = "seed"
+    progress: bool = True
+    allow_code_change: bool = False
+    max_cache_gb: float = 50.0
+    dry_run: bool = False
+
+
+def _trainer_defaults() -> dict[str, Any]:
+    import lightning as L
+
+    return {name: p.default for name, p in inspect.signature(L.Trainer.__init__).parameters.items()
+            if p.default is not inspect.Parameter.empty}
+
+
+def _is_default(value: Any, default: Any) -> bool:
+    if value is None or value == default:
+        return True
+    return isinstance(value, float) and isinstance(default, float) and math.isclose(value, default)
+
+
+def trainer_settings(trainer: dict[str, Any]) -> dict[str, Any]:
+    """The honoured device settings of a ``trainer`` block; every other non-default setting is refused.
+
+    Raises:
+        ConfigError: A setting the protocol run cannot honour (named, with the reason).
+    """
+    defaults = _trainer_defaults()
+    for key, value in trainer.items():
+        if key in HONOURED_TRAINER or key in ("callbacks", "logger"):
+            continue
+        if key in REFUSED_TRAINER:
+            if not _is_default(value, defaults.get(key)):
+                raise ConfigError(f"trainer.{key}={value!r}: {key} {REFUSED_TRAINER[key]}")
+        elif not _is_default(value, defaults.get(key)):
+            raise ConfigError(f"trainer.{key}={value!r}: not used by a protocol run; remove it")
+    logger = trainer.get("logger")
+    if logger not in (None, False, [], True):
+        raise ConfigError("trainer.logger: ppgbench tracks every run itself (W&B per model x task x regime under "
+                          "<output_dir>/wandb, records under <output_dir>/jobs); remove it and use --wandb "
+                          "group|per-job|off and --wandb_project")
+    settings = {k: trainer[k] for k in HONOURED_TRAINER if trainer.get(k) is not None}
+    for key in ("devices", "num_nodes"):
+        if isinstance(settings.get(key), str) and settings[key].lstrip("-").isdigit():
+            settings[key] = int(settings[key])
+    if settings.get("precision") is not None:
+        settings["precision"] = normalise_precision(settings["precision"])
+    return settings
+
+
+def normalise_precision(value: Any) -> str:
+    """Lightning's precision spellings to one canonical string (``32`` and ``32-true`` are one setting)."""
+    text = str(value)
+    return {"32": "32-true", "16": "16-mixed", "bf16": "bf16-mixed", "64": "64-true"}.get(text, text)
+
+
+def regime_entries(callbacks: Any) -> list[dict[str, Any]]:
+    """The regimes listed under ``trainer.callbacks``; any other callback is refused.
+
+    Raises:
+        ConfigError: No regime, or a callback that is not a regime.
+    """
+    from ppgbench_pl.benchmark.suite import import_class
+    from ppgbench_pl.regimes.base import Regime
+
+    entries = [callbacks] if isinstance(callbacks, dict) else list(callbacks or [])
+    if not entries:
+        raise ConfigError("no regime configured: list one under trainer.callbacks "
+                          "(e.g. class_path: ppgbench_pl.regimes.LinearRegime)")
+    for entry in entries:
+        cls = import_class(entry["class_path"])
+        if not (isinstance(cls, type) and issubclass(cls, Regime)):
+            raise ConfigError(f"trainer.callbacks: {entry['class_path']} is not a regime; a protocol run lists "
+                              "only regimes there (inner trainers get their callbacks from the regime)")
+    return [copy.deepcopy(e) for e in entries]
+
+
+def model_encoder(model: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The encoder entry of the ``model`` block; other task settings are refused (regimes choose them)."""
+    if not model:
+        return None
+    from ppgbench_pl.benchmark.suite import import_class
+
+    args = dict(model.get("init_args") or {})
+    encoder = args.pop("encoder", None)
+    cls = import_class(model["class_path"])
+    params = inspect.signature(cls.__init__).parameters
+    for key, value in args.items():
+        default = params[key].default if key in params else inspect.Parameter.empty
+        if key == "mode" and value in ("frozen", "finetune"):
+            continue  # each regime sets the mode itself (frozen probes, end-to-end finetuning)
+        if default is inspect.Parameter.empty or not _is_default(value, default):
+            raise ConfigError(f"model.init_args.{key}={value!r}: chosen by each regime (its search or the "
+                              "protocol), not by the model block; remove it")
+    if encoder is None:
+        raise ConfigError("model.init_args.encoder is required (class_path of a PPG encoder)")
+    return dict(encoder)
+
+
+def build_suite_spec(config: dict[str, Any]) -> dict[str, Any]:
+    """The suite spec of a parsed ``fit``/``benchmark`` config (a JSON-able dict, see :data:`SUITE_KEYS`).
+
+    Raises:
+        ConfigError: A refused setting, an empty list, or duplicate names.
+    """
+    matrix = config.get("matrix") or {}
+    encoders = [e for e in [model_encoder(config.get("model"))] if e is not None]
+    encoders += [dict(e) for e in (matrix.get("encoders") or [])]
+    encoders += [dict(e) for e in (config.get("controls") or [])]
+    if not encoders:
+        raise ConfigError("no encoder to evaluate: set model.init_args.encoder (or matrix.encoders)")
+    trainer = dict(config.get("trainer") or {})
+    regimes = regime_entries(trainer.get("callbacks"))
+    data = dict((config.get("data") or {}).get("init_args") or {})
+    lifted = {k: data.pop(k, None) for k in DATA_LIFTED}
+    datasets = matrix.get("datasets")
+    if datasets is not None:
+        if not datasets:
+            raise ConfigError("matrix.datasets is empty; list at least one dataset or leave it out")
+        if lifted["dataset"] not in (None, "synthetic", *datasets):
+            raise ConfigError(f"data.init_args.dataset={lifted['dataset']!r} is not in matrix.datasets "
+                              f"{datasets}; drop one of the two")
+    else:
+        datasets = [lifted["dataset"] or "synthetic"]
+    tasks = matrix.get("tasks") if matrix.get("tasks") is not None else lifted["tasks"]
+    for key in ("seeds", "folds"):
+        if lifted[key] is not None and len(lifted[key]) == 0:
+            raise ConfigError(f"data.init_args.{key} is empty; give at least one (or leave it out for the default)")
+    if tasks is not None and len(tasks) == 0:
+        raise ConfigError("the task list is empty; give at least one task (or leave it out for all)")
+    if len(set(lifted["seeds"] or [])) != len(lifted["seeds"] or []):
+        raise ConfigError(f"data.init_args.seeds has duplicates: {lifted['seeds']}")
+    if len(set(lifted["folds"] or [])) != len(lifted["folds"] or []):
+        raise ConfigError(f"data.init_args.folds has duplicates: {lifted['folds']}")
+    spec = {
+        "encoders": encoders, "regimes": regimes, "datasets": list(datasets), "tasks": tasks,
+        "seeds": lifted["seeds"], "folds": lifted["folds"], "data": data,
+        "trainer": trainer_settings(trainer), "optuna_storage": config.get("optuna_storage"),
+    }
+    check_names(spec)
+    return spec
+
+
+def check_names(spec: dict[str, Any]) -> None:
+    """Encoder and regime names must be unique (their job ids would collide), named in one line."""
+    from ppgbench_pl.benchmark.suite import encoder_info, regime_name
+
+    for kind, names in (("encoder", [encoder_info(e).name for e in spec["encoders"]]),
+                        ("regime", [regime_name(r) for r in spec["regimes"]])):
+        twice = sorted(n for n, c in Counter(names).items() if c > 1)
+        if twice:
+            raise ConfigError(f"{kind} names must be unique, got {', '.join(twice)} more than once "
+                              "(give one of them another name: init_args.name)")
+
+
+def pick(spec: dict[str, Any], only_encoders: list[str] | None, only_regimes: list[str] | None) -> dict[str, Any]:
+    """The spec narrowed to some encoders and regimes by name (``--only_encoders``/``--only_regimes``)."""
+    from ppgbench_pl.benchmark.suite import encoder_info, regime_name
+
+    out = dict(spec)
+    for key, wanted, name_of in (("encoders", only_encoders, lambda e: encoder_info(e).name),
+                                 ("regimes", only_regimes, regime_name)):
+        if wanted is None:
+            continue
+        if not wanted:
+            raise ConfigError(f"--only_{key} is empty; name at least one of the config's {key}")
+        names = [name_of(e) for e in spec[key]]
+        unknown = sorted(set(wanted) - set(names))
+        if unknown:
+            raise ConfigError(f"unknown {key[:-1]} {', '.join(unknown)}; the config has {', '.join(names)}")
+        out[key] = [e for e, n in zip(spec[key], names, strict=True) if n in wanted]
+    return out

@@ -1,0 +1,150 @@
+"""``ppgbench fit`` and ``ppgbench benchmark``: one LightningCLI, one config language, one engine.
+
+The config is LightningCLI's: ``model`` (an :class:`~ppgbench_pl.tasks.EncoderTask` whose ``encoder`` is
+the model under test), ``controls``, ``data`` (a :class:`~ppgbench_pl.datamodules.PPGDataModule`),
+``trainer`` (device settings; regimes as ``trainer.callbacks``), plus an optional ``matrix`` (more
+encoders, datasets, tasks) and how to run (``output_dir``, ``executor``, ``wandb``, ...). Classes are
+parsed and validated by LightningCLI but not instantiated here: the config becomes a suite spec
+(:mod:`ppgbench_pl.benchmark.spec`) that the engine and every worker build the suite from.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal, NoReturn
+
+import lightning as L
+from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
+
+from ppgbench_pl.benchmark.executors import Executor, LocalExecutor
+from ppgbench_pl.datamodules.ppg import PPGDataModule
+from ppgbench_pl.encoders.base import PPGEncoder
+from ppgbench_pl.errors import ConfigError
+from ppgbench_pl.tasks.encoder_task import EncoderTask
+
+#: Options that say what to do with a config, not what the run is (left out of run.json).
+ACTIONS = ("dry_run", "only_encoders", "only_regimes", "print_config", "config")
+
+
+class ProtocolTrainer(L.Trainer):
+    """The ``trainer`` block of a protocol run: its device settings reach every inner trainer."""
+
+    benchmark = L.Trainer.fit  # the ``benchmark`` subcommand takes the same arguments as ``fit``
+
+
+class OneLineErrorParser(LightningArgumentParser):
+    """Reports a parse or validation error as a single line instead of nested union-type dumps."""
+
+    def error(self, message: str, ex: Exception | None = None) -> NoReturn:  # noqa: D102
+        if not self.exit_on_error:  # jsonargparse parses speculatively and expects the exception
+            super().error(message, ex)
+        from ppgbench_pl.cli import fail, one_line
+
+        fail(one_line(message))
+
+
+class PPGBenchCLI(LightningCLI):
+    """LightningCLI whose ``fit`` and ``benchmark`` run the evaluation protocol (no single ``Trainer.fit``)."""
+
+    exit_code: int = 0
+
+    @staticmethod
+    def subcommands() -> dict[str, set[str]]:
+        """``fit`` and ``benchmark``: validate/test/predict have no meaning for a protocol run."""
+        skip = {"model", "train_dataloaders", "val_dataloaders", "datamodule"}
+        return {"fit": skip, "benchmark": skip}
+
+    def add_arguments_to_parser(self, parser: Any) -> None:
+        """Run-level options next to model/data/trainer."""
+        parser.add_argument("--output_dir", type=str, default="results/run", help="Run folder (resumable).")
+        parser.add_argument("--controls", type=list[PPGEncoder], default=[],
+                            help="Controls evaluated under the same plan (published PRV, MOMENT, ...).")
+        parser.add_argument("--matrix.encoders", type=list[PPGEncoder] | None, default=None,
+                            help="More models under test, each evaluated like model.init_args.encoder.")
+        parser.add_argument("--matrix.datasets", type=list[str] | None, default=None,
+                            help="Datasets to evaluate (instead of data.init_args.dataset).")
+        parser.add_argument("--matrix.tasks", type=list[str] | None, default=None,
+                            help="Task names across the matrix's datasets (default: all of them).")
+        parser.add_argument("--executor", type=Executor,
+                            default={"class_path": f"{LocalExecutor.__module__}.LocalExecutor"},
+                            help="local | process | submitit | dask, or a class_path with init_args.")
+        parser.add_argument("--wandb", type=Literal["group", "per-job", "off"] | bool, default="group",
+                            help="W&B runs per (model, task, regime) cell, per job as well, or none.")
+        parser.add_argument("--wandb_project", type=str, default="ppgbench", help="W&B project.")
+        parser.add_argument("--ci_unit", type=Literal["seed", "fold"], default="seed",
+                            help="CI over the seed means (published) or over all folds.")
+        parser.add_argument("--progress", type=bool, default=True, help="Progress on stderr.")
+        parser.add_argument("--allow_code_change", type=bool, default=False,
+                            help="Resume a run folder made by another version of the source (recorded).")
+        parser.add_argument("--max_cache_gb", type=float, default=50.0,
+                            help="Refuse an embedding-cache entry estimated above this size.")
+        parser.add_argument("--optuna_storage", type=str | None, default=None,
+                            help="Optuna storage URL for every searching regime (may hold {job_id}, {repeat}).")
+        parser.add_argument("--only_encoders", type=list[str] | None, default=None, help="Run only these encoders.")
+        parser.add_argument("--only_regimes", type=list[str] | None, default=None, help="Run only these regimes.")
+        parser.add_argument("--dry_run", "--dry-run", action="store_true", help="Print the plan, then exit.")
+
+    def _parse_ckpt_path(self) -> None:
+        """``--ckpt_path`` would resume a single Trainer.fit; a protocol run has none, so it is refused."""
+        sub = self.config.get("subcommand")
+        if sub and self.config[sub].get("ckpt_path"):
+            raise ConfigError("--ckpt_path has no meaning for a protocol run (each job trains its own heads); "
+                              "give weights to the encoder: --model.init_args.encoder.init_args.checkpoint PATH")
+        if sub and self.config[sub].get("weights_only") is not None:
+            raise ConfigError("--weights_only has no meaning for a protocol run; checkpoints are always "
+                              "loaded with an allow-list (see the encoder's checkpoint option)")
+
+    def instantiate_classes(self) -> None:
+        """Nothing is built here: the engine builds the suite from the spec (once per process or worker)."""
+
+    def _run_subcommand(self, subcommand: str) -> None:
+        """Turn the parsed config into a suite spec and run it (or print its plan)."""
+        from ppgbench_pl.benchmark.console import quiet_lightning
+        from ppgbench_pl.benchmark.coordinator import BenchmarkRun, print_report
+        from ppgbench_pl.benchmark.spec import RunSettings, build_suite_spec, pick
+
+        parser = self._parser(subcommand)
+        config = json.loads(parser.dump(self.config[subcommand], format="json", skip_none=False,
+                                        skip_validation=True))
+        actions = {k: config.pop(k, None) for k in ACTIONS}
+        config.pop("ckpt_path", None)
+        config.pop("weights_only", None)
+        spec = pick(build_suite_spec(config), actions["only_encoders"], actions["only_regimes"])
+        wandb = config["wandb"]
+        if isinstance(wandb, bool):
+            wandb = "group" if wandb else "off"
+        settings = RunSettings(config["output_dir"], config["executor"], wandb, config["wandb_project"],
+                               config["ci_unit"], bool(config["progress"]), bool(config["allow_code_change"]),
+                               float(config["max_cache_gb"]), bool(actions["dry_run"]))
+        if settings.max_cache_gb <= 0:
+            raise ConfigError(f"--max_cache_gb must be positive, got {settings.max_cache_gb}")
+        run = BenchmarkRun(spec, settings, config)
+        if settings.dry_run:
+            print(run.dry_run())
+            return
+        quiet_lightning()
+        report = run.run()
+        print_report(report, Path(settings.output_dir))
+        self.exit_code = report.interrupted or (1 if report.failed else 0)
+
+
+def build_cli(args: Any = None, run: bool = True) -> PPGBenchCLI:
+    """Build the LightningCLI (``args``: argument list or a config dict; ``run=False`` only parses)."""
+    return PPGBenchCLI(
+        EncoderTask,
+        PPGDataModule,
+        trainer_class=ProtocolTrainer,
+        parser_class=OneLineErrorParser,
+        subclass_mode_model=True,
+        subclass_mode_data=True,
+        save_config_callback=None,
+        auto_configure_optimizers=False,
+        seed_everything_default=42,
+        parser_kwargs={
+            "fit": {"description": "Evaluate an encoder (and controls) under the protocol."},
+            "benchmark": {"description": "Evaluate a matrix of encoders x datasets x regimes under the protocol."},
+        },
+        args=args,
+        run=run,
+    )
