@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from ppgbench_pl.errors import ConfigError
@@ -40,6 +41,11 @@ def add_report_parser(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run_report)
 
 
+def _warn(line: str) -> None:
+    """A skipped file: one line on stderr, the report is still built (see docs/report.md)."""
+    print(f"ppgbench: warning: {line}", file=sys.stderr)
+
+
 def run_report(ns: argparse.Namespace) -> None:
     """Build the report and print where it is and the headline findings."""
     from ppgbench_pl.report import build_report
@@ -47,7 +53,7 @@ def run_report(ns: argparse.Namespace) -> None:
     if not 0 < ns.alpha < 1:
         raise ConfigError(f"--alpha must lie in (0, 1), got {ns.alpha}")
     index = build_report(ns.runs, ns.output, rule=ns.baseline_rule, alpha=ns.alpha, ci_unit=ns.ci_unit,
-                         pairs=ns.compare, parameters=ns.parameters)
+                         pairs=ns.compare, parameters=ns.parameters, warn=_warn)
     findings = index.parent / "findings.md"
     for line in findings.read_text(encoding="utf-8").splitlines():
         if line.startswith("- "):

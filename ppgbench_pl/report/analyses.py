@@ -143,9 +143,22 @@ def read_parameter_file(path: Path) -> dict[str, dict[str, int]]:
 
     Raises:
         ReportError: The file is missing or has neither shape.
+
     """
     if not path.exists():
         raise ReportError(f"{path}: no such parameter-count file")
+    try:
+        return _parameter_counts(path)
+    except ReportError:
+        raise
+    except (ValueError, TypeError, AttributeError, KeyError, UnicodeDecodeError,
+            pd.errors.ParserError) as exc:
+        detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ReportError(f"{path}: not a parameter-count file ({detail}); expected CSV "
+                          "model,total[,trainable] or JSON {model: n}") from None
+
+
+def _parameter_counts(path: Path) -> dict[str, dict[str, int]]:
     if path.suffix == ".json":
         data = json.loads(path.read_text())
         return {m: {"total": int(v)} if isinstance(v, int) else {k: int(x) for k, x in v.items()}

@@ -8,11 +8,13 @@ Output layout (``<output>/``)::
     tables/chance_cells.csv, control_cells.csv, aggregation_frequency.csv, rescoring.csv,
     tables/edge_pressure.csv, parameters.csv, paired.csv, ranking.csv (+ per-job detail CSVs)
     figures/regime_comparison.png|svg, figures/cd_<regime>.png|svg
+    protocol.md                       the protocol the numbers follow (a copy of ppgbench_pl/docs/protocol.md)
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import html
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,6 +25,10 @@ from ppgbench_pl.report.html import Page, table
 from ppgbench_pl.report.load import ReportError, RunSet, load_runs
 from ppgbench_pl.report.rules import Rule
 from ppgbench_pl.report.scores import Scores
+from ppgbench_pl.results.summary import BASELINE_MODEL, is_baseline
+
+PROTOCOL_DOC = "protocol.md"
+DECISIONS_DOC = "docs/protocol_decisions.md"
 
 
 @dataclass
@@ -35,6 +41,7 @@ class ReportOptions:
         ci_unit: ``seed`` (published) or ``fold``, as in summary.csv.
         pairs: Model pairs for paired comparisons (default: each tested model vs each control).
         parameters: Optional parameter-count file (CSV or JSON) for Table 7.
+
     """
 
     rule: str = "ci"
@@ -54,21 +61,65 @@ def _cells_list(cells: list[tuple[str, str]]) -> str:
     return "; ".join(f"{task} ({regime})" for task, regime in cells) or "none"
 
 
+def copy_protocol(out: Path) -> Path:
+    """Copy the protocol shipped with the package next to the page, so the report's link works offline."""
+    from importlib import resources
+
+    target = out / PROTOCOL_DOC
+    source = resources.files("ppgbench_pl") / "docs" / PROTOCOL_DOC
+    try:
+        target.write_text(source.read_text(encoding="utf-8"), encoding="utf-8")
+    except OSError as exc:
+        raise ReportError(f"{source}: the protocol document shipped with ppgbench cannot be read ({exc}); "
+                          "reinstall the package") from None
+    return target
+
+
+def code_version_line(runs: RunSet) -> str | None:
+    """The sentence that says a run was made by more than one code version; None when it was not."""
+    counts = runs.code_versions
+    labels = set(counts) | set(runs.run_code_versions)
+    if len(labels) <= 1:
+        return None
+    parts = [f"{label or 'unrecorded'} ({counts.get(label, 0)} jobs)" for label in sorted(labels)]
+    return (f"These results were made by {len(labels)} code versions: {', '.join(parts)}; cells mixing "
+            "them are flagged v in the tables.")
+
+
 def _header(page: Page, runs: RunSet, scores: Scores, opts: ReportOptions) -> None:
     done = len(runs.records)
     planned = f" of {len(runs.planned)} planned" if runs.planned else ""
     folders = ", ".join(str(d) for d in runs.run_dirs)
+    models = [m for m in scores.models if not is_baseline(m)]
     page.paragraph(f"Run folders: {folders}. {done} completed jobs{planned}, {len(runs.failed)} failed; "
-                   f"{len(scores.models)} models, {len(scores.regimes)} regime(s). "
-                   f"Scores: mean ± Student-t 95% CI over {opts.ci_unit} means (PROTOCOL.md 7.2).", "meta")
+                   f"{len(models)} models, {len(scores.regimes)} regime(s). "
+                   f"Scores: mean ± Student-t 95% CI over {opts.ci_unit} means (protocol section 9).", "meta")
+    page.link_paragraph("Protocol: ", PROTOCOL_DOC, "the protocol these numbers follow",
+                        f" (shipped with ppgbench as ppgbench_pl/docs/{PROTOCOL_DOC}; where and why we "
+                        f"differ from the published protocol: {DECISIONS_DOC} in the ppgbench source).")
+    versions = code_version_line(runs)
+    if versions:
+        page.paragraph(versions, "warning")
+    if runs.skipped:
+        page.details(f"{len(runs.skipped)} files were skipped (unreadable or missing)",
+                     "<ul>" + "".join(f"<li>{html.escape(p)}</li>" for p in runs.skipped) + "</ul>")
     if runs.conflicts:
         page.details(f"{len(runs.conflicts)} jobs had conflicting records across folders (first folder kept)",
                      "<ul>" + "".join(f"<li>{c}</li>" for c in runs.conflicts) + "</ul>")
 
 
 def _findings(page: Page, head: findings.Headline, chance: pd.DataFrame, controls: pd.DataFrame,
-              out: Path) -> None:
+              out: Path, runs: RunSet) -> None:
     lines = head.lines()
+    versions = code_version_line(runs)
+    if versions:
+        lines.append(versions)
+    if runs.problems:
+        lines.append(f"{len(runs.problems)} job records could not be read and count as not run (listed in "
+                     "the report).")
+    if runs.prediction_problems:
+        lines.append(f"{len(runs.prediction_problems)} prediction files are missing or unreadable and are "
+                     "left out of the rescoring table (listed in the report).")
     page.heading("Headline findings", anchor="findings")
     page.bullets(lines, "findings")
     page.details(f"Cells near chance: {len(head.near_chance)}",
@@ -93,7 +144,7 @@ def _main_tables(page: Page, scores: Scores, rule: Rule, chance: pd.DataFrame, o
         wide = tables.wide_table(cells, regime, scores.models, scores.tasks(regime),
                                  bold=lambda t: f"<strong>{t}</strong>", marker=lambda m: f" {m}")
         page.heading(regime, level=3)
-        page.raw(table(wide, tables.caption(regime, rule, opts.ci_unit), raw=scores.models,
+        page.raw(table(wide, tables.caption(regime, rule, opts.ci_unit, cells), raw=scores.models,
                        row_class=lambda row: "near_chance" if str(row["task"]).endswith("†") else ""))
 
 
@@ -174,7 +225,7 @@ def _comparisons(page: Page, scores: Scores, out: Path, opts: ReportOptions) -> 
 
 def build_report(run_dirs: Sequence[str | Path], output_dir: str | Path, rule: str = "ci",
                  alpha: float = 0.05, ci_unit: str = "seed", pairs: Sequence[tuple[str, str]] | None = None,
-                 parameters: str | Path | None = None) -> Path:
+                 parameters: str | Path | None = None, warn: Callable[[str], None] | None = None) -> Path:
     """Write the report of one or more run folders and return the path of its ``index.html``.
 
     Args:
@@ -185,12 +236,15 @@ def build_report(run_dirs: Sequence[str | Path], output_dir: str | Path, rule: s
         ci_unit: ``seed`` (published) or ``fold``.
         pairs: Model pairs to compare (default: each tested model vs each control).
         parameters: Optional parameter-count file for Table 7.
+        warn: Called with one line per file that was skipped (unreadable record, missing or corrupt
+            predictions); the same lines are listed on the page.
 
     Returns:
         The path of ``index.html``.
 
     Raises:
         ReportError: No usable records, an unknown rule or CI unit, or a bad parameter file.
+
     """
     if ci_unit not in ("seed", "fold"):
         raise ReportError(f"unknown CI unit '{ci_unit}'; choose seed or fold")
@@ -198,9 +252,15 @@ def build_report(run_dirs: Sequence[str | Path], output_dir: str | Path, rule: s
     the_rule = Rule(rule, alpha)
     runs = load_runs(run_dirs)
     out = Path(output_dir)
-    (out / "tables").mkdir(parents=True, exist_ok=True)
+    if out.exists() and not out.is_dir():
+        raise ReportError(f"{out}: the report folder is a file; choose another --output")
+    try:
+        (out / "tables").mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ReportError(f"{out}: cannot create the report folder ({exc.strerror or exc})") from None
     scores = Scores(runs.records, ci_unit)
-    unknown = sorted({m for pair in pairs or () for m in pair} - set(scores.models))
+    known = set(scores.models) | ({BASELINE_MODEL} if any(is_baseline(m) for m in scores.models) else set())
+    unknown = sorted({m for pair in pairs or () for m in pair} - known)
     if unknown:
         raise ReportError(f"--compare names unknown model(s) {', '.join(unknown)}; "
                           f"these runs have {', '.join(scores.models)}")
@@ -211,16 +271,22 @@ def build_report(run_dirs: Sequence[str | Path], output_dir: str | Path, rule: s
     head = findings.headline(chance, controls, the_rule)
 
     page = Page("ppgbench report", out)
-    _header(page, runs, scores, opts)
-    _findings(page, head, chance, controls, out)
-    _main_tables(page, scores, the_rule, chance, out, opts)
+    protocol = copy_protocol(out)
+    _main_tables(page, scores, the_rule, chance, out, opts)  # drawn first, shown after the findings
     _comparisons(page, scores, out, opts)
-    _analyses(page, runs, out, opts)
+    _analyses(page, runs, out, opts)  # reads the predictions: notes missing or corrupt files
+    body, page.parts = page.parts[1:], page.parts[:1]
+    _header(page, runs, scores, opts)
+    _findings(page, head, chance, controls, out, runs)
+    page.parts += body
     if runs.failed:
         page.heading("Failed jobs", anchor="failed")
         failed = pd.DataFrame([{"job": r.get("job_id", ""), "error": r.get("error", "")}
                                for r in runs.failed])
         page.raw(table(failed, text_columns=("error",)))
     page.heading("Files", anchor="files")
-    page.links([out / "findings.md", *opts.written])
-    return page.write()
+    page.links([out / "findings.md", protocol, *opts.written])
+    index = page.write()
+    for line in runs.skipped if warn is not None else ():
+        warn(line)
+    return index

@@ -19,11 +19,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
-from ppgbench_pl.report.load import CONTROL_MODELS
+from ppgbench_pl.report.load import CONTROL_MODELS, is_control
 from ppgbench_pl.report.scores import Scores
-from ppgbench_pl.results.summary import student_t_ci
+from ppgbench_pl.results.summary import BASELINE_MODEL, is_baseline, student_t_ci
 
 PAIRED_COLUMNS = [
     "regime", "task", "metric", "model_a", "model_b", "n_pairs", "unit", "mean_a", "mean_b", "mean_diff",
@@ -39,6 +38,8 @@ def paired_test(a: np.ndarray, b: np.ndarray) -> dict[str, float]:
            "wilcoxon_stat": math.nan, "wilcoxon_pvalue": math.nan}
     if len(diff) < 2:
         return out
+    from scipy import stats
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         if np.any(diff != 0):  # both tests are undefined when every difference is zero
@@ -50,9 +51,14 @@ def paired_test(a: np.ndarray, b: np.ndarray) -> dict[str, float]:
 
 
 def default_pairs(models: Sequence[str]) -> list[tuple[str, str]]:
-    """Each non-control model against each control present; the controls pairwise if that is all there is."""
-    tested = [m for m in models if m not in CONTROL_MODELS]
-    controls = [m for m in models if m in CONTROL_MODELS]
+    """Each non-control model against each control present; the controls pairwise if that is all there is.
+
+    The constant baseline appears once, as ``constant``: each model is paired with its own task view's.
+    """
+    tested = [m for m in models if not is_control(m)]
+    controls = [m for m in models if m in CONTROL_MODELS and not is_baseline(m)]
+    if any(is_baseline(m) for m in models):
+        controls.append(BASELINE_MODEL)
     if tested:
         return [(m, c) for m in tested for c in controls]
     return [(a, b) for i, a in enumerate(controls) for b in controls[i + 1:]]
@@ -68,12 +74,17 @@ def paired_comparisons(scores: Scores, pairs: Sequence[tuple[str, str]] | None =
     Returns:
         A frame with :data:`PAIRED_COLUMNS`; ``better`` names the model with the better mean difference
         in the metric's direction (``tie`` when equal).
+
     """
     pairs = list(pairs) if pairs is not None else default_pairs(scores.models)
     rows = []
     for regime in scores.regimes:
         for task in scores.tasks(regime):
-            for model_a, model_b in pairs:
+            for pair in pairs:
+                model_a = scores.resolve(task, regime, pair[1], pair[0])
+                model_b = scores.resolve(task, regime, pair[0], pair[1])
+                if model_a is None or model_b is None:
+                    continue
                 a, b = scores.paired_values(task, regime, model_a, model_b)
                 if not len(a):
                     continue
@@ -104,6 +115,8 @@ class Ranking:
 
 def nemenyi_cd(k: int, n: int, alpha: float = 0.05) -> float:
     """Nemenyi critical difference for k models over n tasks (studentized range with infinite df)."""
+    from scipy import stats
+
     q = stats.studentized_range.ppf(1 - alpha, k, np.inf) / math.sqrt(2)
     return float(q * math.sqrt(k * (k + 1) / (6.0 * n)))
 
@@ -119,8 +132,16 @@ def _complete_block(means: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
 
 
 def rank_models(scores: Scores, regime: str, alpha: float = 0.05) -> Ranking | None:
-    """Average ranks, Friedman test and CD in one regime; None with fewer than 2 models or 2 tasks."""
+    """Average ranks, Friedman test and CD in one regime; None with fewer than 2 models or 2 tasks.
+
+    With several constant baselines in the regime (one per task view) they are left out of the ranking.
+    """
+    from scipy import stats
+
     frame = scores.summary[scores.summary["regime"] == regime]
+    baselines = sorted({m for m in frame["model"] if is_baseline(m)})
+    if len(baselines) > 1:  # one baseline per task view: none of them is a model to rank
+        frame = frame[~frame["model"].isin(baselines)]
     means = frame.pivot_table(index="task", columns="model", values="mean", aggfunc="first")
     means = means.reindex(columns=[m for m in scores.models if m in means.columns])
     block, dropped = _complete_block(means)

@@ -8,20 +8,24 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-from matplotlib import rc_context
-from matplotlib.figure import Figure
 
 from ppgbench_pl.report.compare import Ranking
 from ppgbench_pl.report.scores import Scores
-from ppgbench_pl.results.summary import BASELINE_MODEL
+from ppgbench_pl.results.summary import is_baseline
+
+if TYPE_CHECKING:  # matplotlib is imported only when a figure is drawn (the report command starts fast)
+    from matplotlib.figure import Figure
 
 FORMATS = ("png", "svg")
 
 
 def save(fig: Figure, out_dir: Path, stem: str) -> list[Path]:
     """Write ``<stem>.png`` and ``<stem>.svg`` reproducibly (no timestamps, fixed SVG ids)."""
+    from matplotlib import rc_context
+
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
     with rc_context({"svg.hashsalt": "ppgbench", "svg.fonttype": "path"}):
@@ -35,14 +39,17 @@ def save(fig: Figure, out_dir: Path, stem: str) -> list[Path]:
 
 def _colours(models: list[str]) -> dict[str, str]:
     palette = [f"C{i}" for i in range(10)]
-    others = [m for m in models if m != BASELINE_MODEL]
+    others = [m for m in models if not is_baseline(m)]
     out = {m: palette[i % len(palette)] for i, m in enumerate(others)}
-    out[BASELINE_MODEL] = "0.35"
+    greys = ("0.35", "0.55", "0.7", "0.2")
+    out.update({m: greys[i % len(greys)] for i, m in enumerate(m for m in models if is_baseline(m))})
     return out
 
 
 def regime_comparison(scores: Scores) -> Figure:
     """Figure 1: one panel per task; each model's mean ± CI under every regime present."""
+    from matplotlib.figure import Figure
+
     regimes, tasks, models = scores.regimes, scores.tasks(), scores.models
     ncols = min(4, len(tasks))
     nrows = math.ceil(len(tasks) / ncols)
@@ -60,7 +67,7 @@ def regime_comparison(scores: Scores) -> Figure:
                     ys.append(s.mean)
                     es.append(s.half_width)
             if xs:
-                style = "--" if model == BASELINE_MODEL else "-"
+                style = "--" if is_baseline(model) else "-"
                 ax.errorbar(xs, ys, yerr=es, fmt="o", ls=style if len(xs) > 1 else "none", ms=4, capsize=2,
                             color=colours[model], label=model, lw=1)
         ax.set_title(task, fontsize=9)
@@ -92,6 +99,8 @@ def cliques(ranks: list[float], cd: float) -> list[tuple[int, int]]:
 
 def cd_diagram(ranking: Ranking) -> Figure:
     """A critical-difference diagram: average ranks (1 = best), the CD bar, non-different models joined."""
+    from matplotlib.figure import Figure
+
     names = list(ranking.average_ranks.index)
     ranks = [float(r) for r in ranking.average_ranks.to_numpy()]
     k = len(names)

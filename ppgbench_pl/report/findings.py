@@ -2,10 +2,12 @@
 
 A cell is one (task, regime). Both findings use the same switchable :class:`~ppgbench_pl.report.rules.Rule`.
 
-* **Near chance**: no model (controls included) meaningfully beats the constant baseline of the same
-  regime's jobs. ``undetermined`` when nobody beats it but some verdict could not be made (one seed).
+* **Near chance**: no model (controls included) meaningfully beats its own constant baseline (the one
+  of its task view, from the same regime's jobs). ``undetermined`` when nobody beats it but some
+  verdict could not be made (one seed).
 * **Controls hold**: no PPG-specific model (any model that is not ``prv``, ``prv_published``,
-  ``moment_small`` or ``constant``) meaningfully beats every PRV and MOMENT control present in the cell.
+  ``moment_small`` or a constant baseline) meaningfully beats every PRV and MOMENT control present in
+  the cell.
   A control that was not run in a cell is not required there (the cell lists which controls were
   present); a cell with no PRV or MOMENT control, or no PPG-specific model, is not assessable and is
   left out of the count.
@@ -17,14 +19,14 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ppgbench_pl.report.load import CONTROL_MODELS
+from ppgbench_pl.report.load import CONTROL_MODELS, is_control
 from ppgbench_pl.report.rules import Rule
 from ppgbench_pl.report.scores import Scores
-from ppgbench_pl.results.summary import BASELINE_MODEL
+from ppgbench_pl.results.summary import BASELINE_MODEL, is_baseline
 
-FEATURE_CONTROLS = tuple(c for c in CONTROL_MODELS if c != BASELINE_MODEL)
-CHANCE_COLUMNS = ["regime", "task", "metric", "baseline_mean", "baseline_ci95", "best_model", "best_mean",
-                  "beat_baseline", "status"]
+FEATURE_CONTROLS = tuple(c for c in CONTROL_MODELS if not is_baseline(c))
+CHANCE_COLUMNS = ["regime", "task", "metric", "baseline", "baseline_mean", "baseline_ci95", "best_model",
+                  "best_mean", "beat_baseline", "status"]
 CONTROL_COLUMNS = ["regime", "task", "ppg_models", "controls", "winners", "status"]
 
 
@@ -36,25 +38,27 @@ def _verdict(verdicts: list[bool | None]) -> str:
 
 
 def chance_cells(scores: Scores, rule: Rule) -> pd.DataFrame:
-    """One row per cell: the baseline, the best model, who beats the baseline, and the cell's status.
+    """One row per cell: the baseline(s), the best model, who beats its baseline, and the cell's status.
 
-    Status is ``above_chance``, ``near_chance``, ``undetermined`` or ``no_baseline``.
+    Status is ``above_chance``, ``near_chance``, ``undetermined`` or ``no_baseline``. With several task
+    views in a cell, ``baseline`` lists their rows and the mean/CI columns are empty (see summary.csv).
     """
     rows = []
     for regime in scores.regimes:
         for task in scores.tasks(regime):
-            base = scores.get(task, regime, BASELINE_MODEL)
+            names = scores.baselines(task, regime)
+            base = scores.get(task, regime, names[0]) if len(names) == 1 else None
             best = scores.best(task, regime)
-            models = [s.model for s in scores.cell(task, regime) if s.model != BASELINE_MODEL]
+            models = [s.model for s in scores.cell(task, regime) if not is_baseline(s.model)]
             verdicts = {m: rule.beats(scores, task, regime, m, BASELINE_MODEL) for m in models}
             winners = [m for m, v in verdicts.items() if v]
-            if base is None:
+            if not names:
                 status = "no_baseline"
             else:
                 status = {"yes": "above_chance", "no": "near_chance",
                           "undetermined": "undetermined"}[_verdict(list(verdicts.values()))]
             rows.append({
-                "regime": regime, "task": task, "metric": scores.metric[task],
+                "regime": regime, "task": task, "metric": scores.metric[task], "baseline": ";".join(names),
                 "baseline_mean": base.mean if base else float("nan"),
                 "baseline_ci95": base.ci95 if base else float("nan"),
                 "best_model": best.model if best else "", "best_mean": best.mean if best else float("nan"),
@@ -72,7 +76,7 @@ def control_cells(scores: Scores, rule: Rule) -> pd.DataFrame:
     for regime in scores.regimes:
         for task in scores.tasks(regime):
             present = [s.model for s in scores.cell(task, regime)]
-            ppg = [m for m in present if m not in CONTROL_MODELS]
+            ppg = [m for m in present if not is_control(m)]
             controls = [m for m in present if m in FEATURE_CONTROLS]
             winners: list[str] = []
             per_model: list[bool | None] = []

@@ -28,6 +28,7 @@ th, td { padding: 0.25rem 0.6rem; border-bottom: 1px solid #e3e3e3; text-align: 
 th { background: #f4f4f4; } td:first-child, th:first-child { text-align: left; }
 td.text { text-align: left; white-space: normal; }
 tr.near_chance td:first-child { color: #a33; }
+p.warning { color: #8a4b00; font-weight: 600; }
 ul.findings li { margin: 0.3rem 0; } figure { margin: 1rem 0; } figure img { max-width: 100%; height: auto; }
 details { margin: 0.5rem 0 1rem; } summary { cursor: pointer; color: #245; }
 .scroll { overflow-x: auto; }
@@ -72,6 +73,7 @@ class Page:
     Args:
         title: The page title and heading.
         root: The folder the page is written to; image paths are made relative to it.
+
     """
 
     def __init__(self, title: str, root: Path) -> None:
@@ -92,6 +94,11 @@ class Page:
         """An unordered list of escaped items."""
         attr = f' class="{cls}"' if cls else ""
         self.parts.append(f"<ul{attr}>" + "".join(f"<li>{html.escape(i)}</li>" for i in items) + "</ul>")
+
+    def link_paragraph(self, before: str, href: str, text: str, after: str = "", cls: str = "meta") -> None:
+        """A paragraph with one link (escaped text around it)."""
+        self.parts.append(f'<p class="{cls}">{html.escape(before)}<a href="{html.escape(href)}">'
+                          f"{html.escape(text)}</a>{html.escape(after)}</p>")
 
     def raw(self, fragment: str) -> None:
         """Pre-rendered HTML (a :func:`table`)."""

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from ppgbench_pl.errors import PPGBenchError
-from ppgbench_pl.results.records import RESULTS_FILE, iter_records, job_dir, job_id
+from ppgbench_pl.results.records import RESULTS_FILE, job_id, scan_records
+from ppgbench_pl.results.summary import code_label, fold_entry, is_baseline
 
 CONTROL_MODELS = ("prv", "prv_published", "moment_small", "constant")
 REGIME_ORDER = ("linear", "rf", "mlp", "finetune")
@@ -37,6 +38,11 @@ class RunSet:
         conflicts: One line per job id whose completed records disagree (first folder kept).
         planned: Union of the planned job ids found in the folders' ``run.json`` (empty if none).
         parameters: Model -> parameter counts, from ``run.json`` ``parameters`` where a run wrote them.
+        problems: One line per ``results.json`` that was skipped as unreadable (its job counts as not run).
+        run_code_versions: Code versions the folders' ``run.json`` say wrote them (``code_versions``).
+        prediction_problems: One line per prediction file that is missing or unreadable (left out of
+            Table 4, the rescoring).
+
     """
 
     records: list[dict[str, Any]]
@@ -46,6 +52,27 @@ class RunSet:
     conflicts: list[str] = field(default_factory=list)
     planned: set[str] = field(default_factory=set)
     parameters: dict[str, dict[str, int]] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+    run_code_versions: list[str] = field(default_factory=list)
+    prediction_problems: list[str] = field(default_factory=list)
+
+    @property
+    def code_versions(self) -> dict[str, int]:
+        """Code version label -> completed jobs it made ('' for records that do not say)."""
+        counts: dict[str, int] = {}
+        for rec in self.records:
+            label = code_label(rec.get("code_version"))
+            counts[label] = counts.get(label, 0) + 1
+        return dict(sorted(counts.items()))
+
+    def warn(self, message: str) -> None:
+        """Note a prediction file that was skipped (shown on the page, printed as a warning)."""
+        self.prediction_problems.append(message)
+
+    @property
+    def skipped(self) -> list[str]:
+        """Every file the report skipped: unreadable records, then missing or unreadable predictions."""
+        return [*self.problems, *self.prediction_problems]
 
     @property
     def models(self) -> list[str]:
@@ -58,10 +85,28 @@ class RunSet:
         return self.sources[record_id(record)]
 
 
+def _baseline_key(name: str) -> tuple[Any, ...]:
+    """``constant`` first, then per-rate baselines by rate, then per-model ones."""
+    rest = name[len("constant"):]
+    rate = rest[2:].split("Hz", 1)[0] if rest.startswith(" @") else ""
+    try:
+        number = float(rate) if rate else -1.0
+    except ValueError:
+        number = float("inf")
+    return (number, name)
+
+
 def order_models(names: set[str] | Sequence[str]) -> list[str]:
-    """Non-control models by name, then ``prv``, ``prv_published``, ``moment_small``, ``constant``."""
+    """Non-control models by name, then ``prv``, ``prv_published``, ``moment_small``, then the baselines."""
     names = set(names)
-    return sorted(n for n in names if n not in CONTROL_MODELS) + [c for c in CONTROL_MODELS if c in names]
+    controls = [c for c in CONTROL_MODELS if c in names and not is_baseline(c)]
+    baselines = sorted((n for n in names if is_baseline(n)), key=_baseline_key)
+    return sorted(n for n in names if n not in CONTROL_MODELS and not is_baseline(n)) + controls + baselines
+
+
+def is_control(name: str) -> bool:
+    """A PRV or MOMENT control or a constant baseline: anything that is not a PPG-specific model."""
+    return name in CONTROL_MODELS or is_baseline(name)
 
 
 def order_regimes(names: set[str] | Sequence[str]) -> list[str]:
@@ -99,24 +144,60 @@ def _run_meta(run_dir: Path) -> dict[str, Any]:
     if not path.exists():
         return {}
     try:
-        return dict(json.loads(path.read_text()))
-    except json.JSONDecodeError as exc:
-        raise ReportError(f"{path}: not valid JSON ({exc.msg})") from None
+        meta = json.loads(path.read_bytes())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "not UTF-8 text"
+        raise ReportError(f"{path}: not valid JSON ({reason})") from None
+    except OSError as exc:
+        raise ReportError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    if not isinstance(meta, dict):
+        raise ReportError(f"{path}: not a run description (a JSON object was expected)")
+    return meta
 
 
-def _parameters(meta: dict[str, Any]) -> dict[str, dict[str, int]]:
+def _parameters(meta: dict[str, Any], source: Path) -> dict[str, dict[str, int]]:
     """``run.json`` ``parameters``: {model: {"total": n, "trainable": n}} or {model: n}, if present."""
     out: dict[str, dict[str, int]] = {}
-    for model, value in (meta.get("parameters") or {}).items():
-        if isinstance(value, int):
-            out[model] = {"total": value}
-        else:
-            out[model] = {k: int(v) for k, v in value.items()}
+    raw = meta.get("parameters") or {}
+    try:
+        for model, value in raw.items():
+            if isinstance(value, int):
+                out[model] = {"total": value}
+            else:
+                out[model] = {k: int(v) for k, v in value.items()}
+    except (AttributeError, TypeError, ValueError):
+        raise ReportError(f"{source}: 'parameters' must map model names to counts") from None
     return out
+
+
+def _check_record(record: dict[str, Any]) -> dict[str, Any]:
+    """A record the report can use, or ``ValueError`` naming what is missing (reported, then skipped)."""
+    if record.get("status") != "ok":
+        if not record.get("job_id") and record.get("model") is None:
+            raise ValueError("is not a job record (no job_id or model)")
+        return record
+    fold_entry(record)  # the summary's own checks: required fields, results a list of repeats
+    if record.get("kind") is None:
+        raise ValueError("missing field 'kind'")
+    return record
+
+
+def _check_folder(run_dir: Path) -> None:
+    """A one-line error unless ``run_dir`` looks like a run folder."""
+    if not run_dir.exists():
+        raise ReportError(f"{run_dir}: no such run folder")
+    if not run_dir.is_dir():
+        raise ReportError(f"{run_dir}: not a run folder (it is a file; give the folder holding run.json "
+                          "and jobs/)")
+    if not (run_dir / "jobs").is_dir() and not (run_dir / "run.json").is_file():
+        raise ReportError(f"{run_dir}: not a ppgbench run folder (no run.json and no jobs/ inside)")
 
 
 def load_runs(run_dirs: Sequence[str | Path]) -> RunSet:
     """Combine run folders; raises :class:`ReportError` when a folder is missing or nothing was completed.
+
+    A ``results.json`` that cannot be read (corrupt, empty, not a record) does not stop the report: it is
+    listed in ``problems`` (shown on the page and printed as a warning) and that job counts as not run.
 
     Args:
         run_dirs: Run folders (each with ``jobs/<id>/results.json``), in order of precedence.
@@ -125,7 +206,9 @@ def load_runs(run_dirs: Sequence[str | Path]) -> RunSet:
         The combined records.
 
     Raises:
-        ReportError: A folder does not exist, holds no job records, or no job completed anywhere.
+        ReportError: A folder does not exist, is not a run folder, holds no job records, has an unreadable
+            ``run.json``, or no job completed anywhere.
+
     """
     if not run_dirs:
         raise ReportError("no run folder given")
@@ -133,28 +216,32 @@ def load_runs(run_dirs: Sequence[str | Path]) -> RunSet:
     failed: dict[str, dict[str, Any]] = {}
     sources: dict[str, Path] = {}
     conflicts: list[str] = []
+    problems: list[str] = []
     planned: set[str] = set()
     parameters: dict[str, dict[str, int]] = {}
+    run_codes: set[str] = set()
     dirs = [Path(d) for d in run_dirs]
     for run_dir in dirs:
-        if not run_dir.is_dir():
-            raise ReportError(f"{run_dir}: no such run folder")
-        records = list(iter_records(run_dir))
-        if not records:
-            raise ReportError(f"{run_dir}: no job records (expected jobs/<id>/{RESULTS_FILE}); "
-                              "is this a ppgbench run folder, and has a job finished?")
+        _check_folder(run_dir)
         meta = _run_meta(run_dir)
-        planned |= set(meta.get("planned_jobs") or [])
-        for model, counts in _parameters(meta).items():
+        scan = scan_records(run_dir, transform=_check_record)
+        problems += scan.problems
+        if not scan.records:
+            detail = f" ({len(scan.problems)} unreadable: {scan.problems[0]})" if scan.problems else ""
+            raise ReportError(f"{run_dir}: no job records (expected jobs/<id>/{RESULTS_FILE}){detail}; "
+                              "is this a ppgbench run folder, and has a job finished?")
+        planned |= {str(j) for j in meta.get("planned_jobs") or []}
+        run_codes |= {code_label(c) for c in meta.get("code_versions") or [] if code_label(c)}
+        for model, counts in _parameters(meta, run_dir / "run.json").items():
             parameters.setdefault(model, counts)
-        for rec in records:
+        for rec, folder in zip(scan.records, scan.folders, strict=True):
             jid = record_id(rec)
             if rec.get("status") != "ok":
                 failed.setdefault(jid, rec)
                 continue
             if jid not in ok:
                 ok[jid] = rec
-                sources[jid] = job_dir(run_dir, jid)
+                sources[jid] = folder
             elif _outcome(ok[jid]) != _outcome(rec):
                 kept = sources[jid].parent.parent
                 conflicts.append(f"{jid}: {run_dir} disagrees with {kept}; kept {kept}")
@@ -164,4 +251,5 @@ def load_runs(run_dirs: Sequence[str | Path]) -> RunSet:
         records=[ok[k] for k in sorted(ok)],
         failed=[failed[k] for k in sorted(failed) if k not in ok],
         sources=sources, run_dirs=dirs, conflicts=conflicts, planned=planned, parameters=parameters,
+        problems=problems, run_code_versions=sorted(run_codes),
     )

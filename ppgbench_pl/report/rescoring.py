@@ -16,8 +16,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ppgbench_pl.metrics.evaluate import evaluate
-from ppgbench_pl.metrics.scores import Predictions
 from ppgbench_pl.report.load import RunSet, order_models, order_regimes, order_tasks
 
 RESCORE_COLUMNS = ["regime", "task", "model", "metric", "n_folds", "subject_level", "window_level",
@@ -25,33 +23,63 @@ RESCORE_COLUMNS = ["regime", "task", "model", "metric", "n_folds", "subject_leve
 MISMATCH_TOLERANCE = 1e-9
 
 
-def _predictions(arrays: Any, kind: str) -> Predictions:
+def _predictions(arrays: Any, kind: str) -> Any:
     """Rebuild the scoring input from a predictions file."""
+    from ppgbench_pl.metrics.scores import Predictions
+
     if "classes" in arrays.files:
         return Predictions(kind, np.asarray(arrays["y_prob"], float), np.asarray(arrays["classes"]))
     return Predictions(kind, np.asarray(arrays["y_pred"], float))
 
 
+def _load(path: Any, kind: str) -> tuple[Any, np.ndarray, np.ndarray]:
+    """Predictions, labels and subjects of one file; ``ValueError`` with a one-line reason if unusable."""
+    import zipfile
+
+    try:
+        with np.load(path, allow_pickle=False) as arrays:
+            missing = [k for k in ("y_true", "subjects") if k not in arrays.files]
+            missing += [] if "y_pred" in arrays.files or "y_prob" in arrays.files else ["y_pred"]
+            if missing:
+                raise ValueError(f"lacks array(s) {', '.join(missing)}")
+            return _predictions(arrays, kind), np.asarray(arrays["y_true"]), np.asarray(arrays["subjects"])
+    except (OSError, EOFError, zipfile.BadZipFile) as exc:
+        raise ValueError(f"is not a readable .npz file ({exc})".splitlines()[0]) from None
+    except KeyError as exc:
+        raise ValueError(f"lacks array {exc}") from None
+
+
 def rescore_jobs(runs: RunSet) -> pd.DataFrame:
-    """One row per (subject-level job, repeat) with subject-level, window-level and recorded values."""
+    """One row per (subject-level job, repeat) with subject-level, window-level and recorded values.
+
+    A prediction file that is missing or cannot be read is skipped and noted in ``runs.problems``.
+    """
+    from ppgbench_pl.metrics.evaluate import evaluate
+
     rows = []
     for rec in runs.records:
         if rec.get("level") != "subject":
             continue
         metric, kind = rec["metric"], rec["kind"]
         for r in rec["results"]:
-            path = runs.job_folder(rec) / r.get("predictions", f"predictions_repeat{r['repeat']}.npz")
+            name = r.get("predictions") or f"predictions_repeat{r.get('repeat', 0)}.npz"
+            path = runs.job_folder(rec) / str(name)
             if not path.exists():
+                runs.warn(f"{path}: predictions file missing (left out of Table 4)")
                 continue
-            with np.load(path, allow_pickle=False) as arrays:
-                pred = _predictions(arrays, kind)
-                y_true, subjects = np.asarray(arrays["y_true"]), np.asarray(arrays["subjects"])
-            aggregation = r.get("params", {}).get("aggregation") or r["metrics"].get("aggregation") or "mean"
-            subject = evaluate(kind, "subject", y_true, subjects, pred, aggregation).get(metric)
-            window = evaluate(kind, "window", y_true, subjects, pred, None).get(metric)
+            try:
+                pred, y_true, subjects = _load(path, kind)
+                aggregation = (r.get("params", {}).get("aggregation") or r["metrics"].get("aggregation")
+                               or "mean")
+                subject = evaluate(kind, "subject", y_true, subjects, pred, aggregation).get(metric)
+                window = evaluate(kind, "window", y_true, subjects, pred, None).get(metric)
+            except (ValueError, TypeError, IndexError) as exc:
+                runs.warn(f"{path}: {exc} (left out of Table 4)".replace("\n", " "))
+                continue
             recorded = r["metrics"].get(metric)
             rows.append({"regime": rec["regime"], "task": rec["task"], "model": rec["model"],
-                         "metric": metric, "seed": rec["seed"], "fold": rec["fold"], "repeat": r["repeat"],
+                         "metric": metric, "seed": rec["seed"], "fold": rec["fold"],
+                         "repeat": r.get("repeat", 0),
                          "aggregation": aggregation, "subject_level": _num(subject),
                          "window_level": _num(window), "recorded": _num(recorded)})
     return pd.DataFrame(rows, columns=["regime", "task", "model", "metric", "seed", "fold", "repeat",

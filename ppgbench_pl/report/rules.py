@@ -49,6 +49,7 @@ class Rule:
     Args:
         name: One of :data:`RULES`.
         alpha: Significance level of the ``paired`` rule.
+
     """
 
     name: str = "ci"
@@ -65,7 +66,14 @@ class Rule:
         return RULE_TEXT[self.name].format(alpha=self.alpha)
 
     def beats(self, scores: Scores, task: str, regime: str, model: str, other: str) -> bool | None:
-        """True if ``model`` meaningfully beats ``other`` in the cell, False if not, None if undecidable."""
+        """True if ``model`` meaningfully beats ``other`` in the cell, False if not, None if undecidable.
+
+        ``other`` = ``constant`` means the model's own baseline (the one of its task view).
+        """
+        resolved = scores.resolve(task, regime, model, other)
+        if resolved is None:
+            return None
+        other = resolved
         a, b = scores.get(task, regime, model), scores.get(task, regime, other)
         if a is None or b is None:
             return None

@@ -1,8 +1,9 @@
 """The report's view of the scores: per-fold values and the summary (mean, Student-t CI) per cell.
 
 Everything numeric in the report comes from here, computed with the same code as ``summary.csv``
-(:func:`ppgbench_pl.results.summary.summarise`), so a table cell and the summary never disagree. A cell
-is one (task, regime); a score is one model's mean and CI half-width in a cell.
+(:class:`ppgbench_pl.results.summary.SummaryBook`), so a table cell and the summary never disagree. A
+cell is one (task, regime); a score is one model's mean and CI half-width in a cell. Each model is
+compared with the constant baseline of its own task view (:meth:`Scores.baseline_of`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ppgbench_pl.report.load import order_models, order_regimes, order_tasks
-from ppgbench_pl.results.summary import fold_rows, summarise
+from ppgbench_pl.results.summary import BASELINE_MODEL, SummaryBook, is_baseline
 
 
 @dataclass(frozen=True)
@@ -41,13 +42,15 @@ class Scores:
     Args:
         records: Completed job records.
         ci_unit: ``seed`` (published: CI over seed means) or ``fold`` (over seed x fold values).
+
     """
 
     def __init__(self, records: Iterable[dict[str, Any]], ci_unit: str = "seed") -> None:
-        records = list(records)
+        records = [r for r in records if r.get("status") == "ok"]
         self.ci_unit = ci_unit
-        self.folds: pd.DataFrame = fold_rows(records)
-        self.summary: pd.DataFrame = summarise(records, ci_unit)
+        book = SummaryBook.from_records(records, ci_unit)
+        self.summary: pd.DataFrame = book.summary()
+        self.folds: pd.DataFrame = book.fold_table()
         self.higher_is_better: dict[str, bool] = {r["task"]: r["kind"] != "regression" for r in records}
         self.metric: dict[str, str] = {r["task"]: r["metric"] for r in records}
         self._index = {
@@ -55,6 +58,9 @@ class Scores:
                                                      int(row.n_seeds), int(row.n_folds))
             for row in self.summary.itertuples()
         }
+        self._baseline = {(row.task, row.regime, row.model): str(row.baseline)
+                          for row in self.summary.itertuples()
+                          if isinstance(row.baseline, str) and row.baseline and ";" not in row.baseline}
         self._folds_by_cell = {key: part for key, part in self.folds.groupby(["task", "regime"], sort=False)}
 
     @property
@@ -71,6 +77,31 @@ class Scores:
         """Tasks with a score (in ``regime`` if given), in registry order."""
         frame = self.summary if regime is None else self.summary[self.summary["regime"] == regime]
         return order_tasks(set(frame["task"]))
+
+    def baseline_of(self, task: str, regime: str, model: str) -> str | None:
+        """The baseline row a model is compared with in a cell (its own task view); None if it has none.
+
+        ``constant`` (the placeholder name) given as ``model`` resolves to the cell's only baseline.
+        """
+        if is_baseline(model):
+            names = self.baselines(task, regime)
+            return model if model in names else (names[0] if len(names) == 1 else None)
+        return self._baseline.get((task, regime, model))
+
+    def baselines(self, task: str, regime: str) -> list[str]:
+        """The baseline rows of a cell (one per task view), in column order."""
+        return [s.model for s in self.cell(task, regime) if is_baseline(s.model)]
+
+    def resolve(self, task: str, regime: str, model: str, other: str) -> str | None:
+        """``other``, or ``model``'s own baseline when ``other`` is the placeholder ``constant``."""
+        if other == BASELINE_MODEL and not is_baseline(model):
+            return self.baseline_of(task, regime, model)
+        return other
+
+    def runs(self, task: str, regime: str, model: str) -> pd.DataFrame:
+        """The fold rows behind one score (seed, fold, value, view, backend, code_version)."""
+        part = self._folds_by_cell.get((task, regime), self.folds.iloc[:0])
+        return part[part["model"] == model]
 
     def get(self, task: str, regime: str, model: str) -> Score | None:
         """A model's score in a cell, or None when that cell was not run (or not finished)."""

@@ -5,6 +5,12 @@ has no model meaningfully better than the constant baseline (:mod:`ppgbench_pl.r
 dagger; ``?`` marks a row that could not be judged (one seed). A cell that was not run, or not finished,
 is shown as an en dash. Written as CSV (wide text, ``*`` after a bold cell, plus a long CSV of the
 numbers and flags), Markdown and LaTeX (booktabs).
+
+What each cell is made of: the caption gives the table's usual seeds x folds; a cell made of other
+seeds or folds than that shows ``[S×F]`` with its own counts. Flags, after the counts: ``s`` the cell's
+(seed, fold) pairs differ from those of the other models in its row, or not every seed has the same
+folds; ``v`` its jobs were made by more than one code version; ``b`` by more than one backend (for
+example cuML and scikit-learn random forests). The caption names the backend(s) that made the table.
 """
 
 from __future__ import annotations
@@ -17,12 +23,68 @@ import pandas as pd
 
 from ppgbench_pl.report.rules import Rule, bold_models
 from ppgbench_pl.report.scores import Scores
-from ppgbench_pl.results.summary import BASELINE_MODEL
+from ppgbench_pl.results.summary import BASELINE_MODEL, is_baseline
 
 MISSING = "–"
 ROW_MARKERS = {"near_chance": "†", "undetermined": "?"}
 CELL_COLUMNS = ["regime", "task", "metric", "model", "mean", "ci95", "n_seeds", "n_folds", "bold",
-                "beats_baseline", "row_status"]
+                "beats_baseline", "row_status", "baseline", "view", "grid", "flags", "code_versions",
+                "backends"]
+FLAG_TEXT = {"s": "seeds/folds differ from the rest of the row (or between seeds)",
+             "v": "made by more than one code version", "b": "made by more than one backend"}
+
+
+def _grid(pairs: set[tuple[int, int]]) -> tuple[str, bool]:
+    """``S×F`` (seeds x most folds of a seed) and whether every seed has the same folds."""
+    by_seed: dict[int, set[int]] = {}
+    for seed, fold in pairs:
+        by_seed.setdefault(seed, set()).add(fold)
+    folds = list(by_seed.values())
+    balanced = all(f == folds[0] for f in folds)
+    return f"{len(by_seed)}×{max((len(f) for f in folds), default=0)}", balanced
+
+
+def _distinct(values: pd.Series) -> list[str]:
+    return sorted({str(v) if isinstance(v, str) else "" for v in values})
+
+
+def cell_facts(scores: Scores, task: str, regime: str) -> dict[str, dict[str, str]]:
+    """Per model of a cell: its grid (``S×F``), flags, code versions and backends (see module docstring)."""
+    runs = {s.model: scores.runs(task, regime, s.model) for s in scores.cell(task, regime)}
+    pairs = {m: set(zip(part["seed"], part["fold"], strict=True)) for m, part in runs.items()}
+    row = set().union(*(p for m, p in pairs.items() if not is_baseline(m))) if pairs else set()
+    out = {}
+    for model, part in runs.items():
+        grid, balanced = _grid(pairs[model])
+        codes, backends = _distinct(part["code_version"]), [b for b in _distinct(part["backend"]) if b]
+        flags = ("s" if not balanced or (row and pairs[model] != row) else "") + \
+                ("v" if len(codes) > 1 else "") + ("b" if len(backends) > 1 else "")
+        out[model] = {"grid": grid, "flags": flags, "code_versions": ";".join(c or "unknown" for c in codes),
+                      "backends": ";".join(backends), "view": str(part["view"].iloc[0]) if len(part) else ""}
+    return out
+
+
+def usual_grid(cells: pd.DataFrame, regime: str) -> str:
+    """The most common ``S×F`` of a regime's cells (ties: the largest), which the caption states."""
+    grids = cells.loc[cells["regime"] == regime, "grid"]
+    if grids.empty:
+        return ""
+    counts = grids.value_counts()
+    best = counts[counts == counts.max()].index
+    return max(best, key=lambda g: tuple(int(x) for x in g.split("×")))
+
+
+def backend_text(cells: pd.DataFrame, regime: str) -> str:
+    """``sklearn`` or ``cuml (P), sklearn (prv)``: which backend made the table's numbers."""
+    part = cells[(cells["regime"] == regime) & ~cells["model"].map(is_baseline)]
+    users: dict[str, list[str]] = {}
+    for model, backends in zip(part["model"], part["backends"], strict=True):
+        for b in str(backends).split(";"):
+            if b and model not in users.setdefault(b, []):
+                users[b].append(model)
+    if len(users) <= 1:
+        return next(iter(users), "not recorded")
+    return ", ".join(f"{b} ({', '.join(models)})" for b, models in sorted(users.items()))
 METRIC_LABELS = {"mae": "MAE ↓", "balanced_accuracy": "BA ↑", "argmax_balanced_accuracy": "argmax BA ↑"}
 
 
@@ -44,13 +106,16 @@ def main_cells(scores: Scores, rule: Rule, chance: pd.DataFrame) -> pd.DataFrame
     for regime in scores.regimes:
         for task in scores.tasks(regime):
             bold = bold_models(scores, task, regime)
+            facts = cell_facts(scores, task, regime)
             for s in scores.cell(task, regime):
-                beats = None if s.model == BASELINE_MODEL else rule.beats(scores, task, regime, s.model,
-                                                                         BASELINE_MODEL)
+                base = None if is_baseline(s.model) else scores.baseline_of(task, regime, s.model)
+                beats = None if is_baseline(s.model) else rule.beats(scores, task, regime, s.model,
+                                                                     BASELINE_MODEL)
                 rows.append({"regime": regime, "task": task, "metric": scores.metric[task], "model": s.model,
                              "mean": s.mean, "ci95": s.ci95, "n_seeds": s.n_seeds, "n_folds": s.n_folds,
                              "bold": s.model in bold, "beats_baseline": beats,
-                             "row_status": status.get((regime, task), "")})
+                             "row_status": status.get((regime, task), ""), "baseline": base or "",
+                             **facts[s.model]})
     return pd.DataFrame(rows, columns=CELL_COLUMNS)
 
 
@@ -68,8 +133,10 @@ def wide_table(cells: pd.DataFrame, regime: str, models: list[str], tasks: list[
 
     Returns:
         A frame with columns ``task``, ``metric`` and one per model (missing cells are an en dash).
+
     """
     part = cells[cells["regime"] == regime]
+    usual = usual_grid(cells, regime)
     rows = []
     for task in tasks:
         task_rows = part[part["task"] == task]
@@ -85,7 +152,10 @@ def wide_table(cells: pd.DataFrame, regime: str, models: list[str], tasks: list[
                 row[model] = MISSING
                 continue
             text = format_score(r.mean, r.ci95, r.metric)
-            row[model] = bold(text) if r.bold else text
+            text = bold(text) if r.bold else text
+            if r.grid != usual or r.flags:
+                text += f" [{r.grid}{' ' + r.flags if r.flags else ''}]"
+            row[model] = text
         rows.append(row)
     return pd.DataFrame(rows, columns=["task", "metric", *models])
 
@@ -104,7 +174,8 @@ def to_markdown(frame: pd.DataFrame) -> str:
 _LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
                   "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\^{}",
                   "|": r"\textbar{}", "<": r"\textless{}", ">": r"\textgreater{}"}
-_LATEX_SYMBOLS = {"±": r"$\pm$", "–": "--", "↓": r"$\downarrow$", "↑": r"$\uparrow$", "†": r"$^\dagger$"}
+_LATEX_SYMBOLS = {"±": r"$\pm$", "×": r"$\times$",
+                  "–": "--", "↓": r"$\downarrow$", "↑": r"$\uparrow$", "†": r"$^\dagger$"}
 
 
 def latex_escape(text: str) -> str:
@@ -116,11 +187,12 @@ def latex_escape(text: str) -> str:
 
 
 def to_latex(frame: pd.DataFrame, caption: str) -> str:
-    """A booktabs ``tabular`` in a ``table`` float; cells are escaped, ``\\textbf`` kept."""
+    """Write a booktabs ``tabular`` in a ``table`` float; cells are escaped, bold kept as textbf."""
     def cell(value: object) -> str:
         text = str(value)
-        if text.startswith("**") and text.endswith("**"):
-            return r"\textbf{" + latex_escape(text[2:-2]) + "}"
+        if text.startswith("**") and "**" in text[2:]:
+            inner, _, rest = text[2:].partition("**")
+            return r"\textbf{" + latex_escape(inner) + "}" + latex_escape(rest)
         return latex_escape(text)
 
     lines = [
@@ -135,11 +207,23 @@ def to_latex(frame: pd.DataFrame, caption: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def caption(regime: str, rule: Rule, ci_unit: str) -> str:
-    """The caption that states the table's rules."""
-    return (f"{regime}: mean ± Student-t 95% CI over {ci_unit}s. Bold: best mean and every model whose CI "
-            f"overlaps it. † no model meaningfully better than the constant baseline ({rule.text}); "
+def caption(regime: str, rule: Rule, ci_unit: str, cells: pd.DataFrame | None = None) -> str:
+    """The caption that states the table's rules and, given the cells, what the table is made of."""
+    text = (f"{regime}: mean ± Student-t 95% CI over {ci_unit}s. Bold: best mean and every model whose CI "
+            f"overlaps it. † no model meaningfully better than its constant baseline ({rule.text}); "
             f"? not decidable; {MISSING} not run.")
+    if cells is None or cells[cells["regime"] == regime].empty:
+        return text
+    usual = usual_grid(cells, regime)
+    seeds, folds = usual.split("×")
+    text += (f" Each cell: {seeds} seeds × {folds} folds unless marked [seeds×folds]. Flags: "
+             + "; ".join(f"{k} {v}" for k, v in FLAG_TEXT.items())
+             + f". Backend: {backend_text(cells, regime)}.")
+    part = cells[cells["regime"] == regime]
+    if part["model"].map(is_baseline).sum() > part["task"].nunique():
+        text += (" Several constant columns: one baseline per task view (encoder rate); each model is "
+                 "compared with its own (main_cells.csv column baseline).")
+    return text
 
 
 def write_main_tables(cells: pd.DataFrame, scores: Scores, rule: Rule, out_dir: Path) -> list[Path]:
@@ -149,7 +233,7 @@ def write_main_tables(cells: pd.DataFrame, scores: Scores, rule: Rule, out_dir: 
     cells.to_csv(paths[0], index=False)
     for regime in scores.regimes:
         args = (cells, regime, scores.models, scores.tasks(regime))
-        text = caption(regime, rule, scores.ci_unit)
+        text = caption(regime, rule, scores.ci_unit, cells)
         csv = wide_table(*args, bold=lambda t: f"{t} *", marker=lambda m: f" {m}")
         md = wide_table(*args, bold=lambda t: f"**{t}**", marker=lambda m: f" {m}")
         for suffix, content in ((".csv", None), (".md", f"{text}\n\n{to_markdown(md)}"),

@@ -11,7 +11,8 @@ import hashlib
 import json
 import os
 import shutil
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -69,3 +70,76 @@ def iter_records(run_dir: Path) -> Iterator[dict[str, Any]]:
         if path.parent.name.endswith(".working"):
             continue
         yield json.loads(path.read_text())
+
+
+@dataclass
+class RecordScan:
+    """Every readable record of a run folder, the folder each came from, and what could not be read.
+
+    Attributes:
+        records: One item per readable record (the record, or what ``transform`` made of it), in job-id order.
+        folders: The job folder of each item of ``records``.
+        problems: One line per unreadable or malformed ``results.json``: ``<path>: <what is wrong>``.
+
+    """
+
+    records: list[Any] = field(default_factory=list)
+    folders: list[Path] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+def read_record_file(path: Path) -> dict[str, Any]:
+    """Read a ``results.json``; ``ValueError`` with a one-line reason when it is not a readable record."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ValueError(f"cannot be read ({exc.strerror or exc})") from None
+    if not data.strip():
+        raise ValueError("is empty (a job cut off while writing?)")
+    try:
+        record = json.loads(data)
+    except UnicodeDecodeError:
+        raise ValueError("is not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+    if not isinstance(record, dict):
+        raise ValueError("is not a job record (a JSON object was expected)")
+    return record
+
+
+def scan_records(run_dir: str | Path, transform: Callable[[dict[str, Any]], Any] | None = None) -> RecordScan:
+    """Read every complete record of a run folder once, without stopping at a bad one.
+
+    Args:
+        run_dir: The run folder (``jobs/<id>/results.json`` inside; ``*.working`` folders are skipped).
+        transform: Applied to each record as it is read (e.g. :func:`~ppgbench_pl.results.summary.fold_entry`
+            keeps only what the summary needs, so large records are not all held in memory); a
+            ``ValueError`` it raises is reported as a problem of that file.
+
+    Returns:
+        The records, their folders and one line per file that could not be used.
+
+    """
+    scan = RecordScan()
+    jobs = Path(run_dir) / "jobs"
+    try:
+        names = sorted(entry.name for entry in os.scandir(jobs)
+                       if entry.is_dir() and not entry.name.endswith(".working"))
+    except FileNotFoundError:
+        return scan
+    except NotADirectoryError:
+        scan.problems.append(f"{jobs}: is not a folder")
+        return scan
+    for name in names:
+        path = jobs / name / RESULTS_FILE
+        if not path.exists():
+            continue  # a final folder left without its record by a crash mid-rename: the job reruns
+        try:
+            record = read_record_file(path)
+            item = transform(record) if transform is not None else record
+        except ValueError as exc:
+            scan.problems.append(f"{path}: {exc}")
+            continue
+        scan.records.append(item)
+        scan.folders.append(path.parent)
+    return scan

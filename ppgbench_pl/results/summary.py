@@ -1,81 +1,425 @@
-"""From job records to summary.csv: mean and Student-t 95% CI per model x task x regime (PROTOCOL.md 7.2).
+"""From job records to summary.csv: mean and Student-t 95% CI per model x task x regime (protocol.md 9).
 
 Fold value = mean over that fold's repeats; seed value = mean of its folds; ``mean`` = mean of the seed
-values. The CI unit is a deliberate choice (PROTOCOL.md section 10 item 1): ``"seed"`` (default,
+values. The CI unit is a deliberate choice (protocol.md 9; decisions #1): ``"seed"`` (default,
 published) uses the S seed means with S-1 degrees of freedom; ``"fold"`` uses all seed x fold values.
-The constant baseline of every job is summarised as its own model, ``constant``.
+
+**The constant baseline, per task view.** Every job scores the constant baseline of its own fold. The
+task data a job sees depends on the encoder's sampling rate (the flat-line rule runs after resampling,
+so the kept windows can differ by rate), so the baseline is summarised once per *view*: per (task,
+regime, rate), from every model at that rate. If models at the same rate disagree on a fold's baseline
+value, each of them gets its own baseline. Names: ``constant`` when a (task, regime) has one view,
+``constant @64Hz`` when it has several rates, with ``/<model>`` appended when a rate's models disagree
+(``constant @64Hz/papagei_p``, or ``constant/papagei_p`` for one rate). Each model row names the
+baseline row it is compared with (column ``baseline``); baseline rows name their view (``view``). The
+result never depends on the order of the records.
+
+:class:`SummaryBook` keeps only what the summary needs of each record and recomputes only the (task,
+regime) groups that changed, so a run can rewrite ``summary.csv`` as jobs finish at a cost that grows
+with the number of changed groups, not with the number of records read so far.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import math
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
-from scipy import stats
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 BASELINE_MODEL = "constant"
+SUMMARY_FILE = "summary.csv"
+CI_UNITS = ("seed", "fold")
 SUMMARY_COLUMNS = [
     "model", "task", "regime", "metric", "mean", "ci95", "ci_low", "ci_high", "n_seeds", "n_folds", "ci_unit",
+    "view", "baseline", "backend", "code_version",
 ]
+FOLD_COLUMNS = ["model", "task", "regime", "seed", "fold", "metric", "value", "view", "backend",
+                "code_version"]
+#: Two baseline values of one fold agree when they are this close (they come from the same code and data).
+BASELINE_RTOL, BASELINE_ATOL = 1e-9, 1e-12
+REQUIRED_FIELDS = ("model", "task", "regime", "seed", "fold", "metric")
 
 
-def student_t_ci(values: np.ndarray) -> float:
+class MalformedRecord(ValueError):
+    """A job record lacks a field the summary needs, or holds one of the wrong type."""
+
+
+def is_baseline(name: str) -> bool:
+    """Whether a summary model name is a constant-baseline row (``constant``, ``constant @64Hz``, ...)."""
+    return name == BASELINE_MODEL or name.startswith((f"{BASELINE_MODEL} @", f"{BASELINE_MODEL}/"))
+
+
+@lru_cache(maxsize=256)
+def _t975(dof: int) -> float:
+    """Student-t 0.975 quantile (scipy.special, imported only when a CI is computed)."""
+    from scipy.special import stdtrit
+
+    return float(stdtrit(dof, 0.975))
+
+
+def student_t_ci(values: Any) -> float:
     """Half-width t_{0.975, n-1} * sd(ddof=1) / sqrt(n); NaN with fewer than two values."""
-    values = np.asarray(values, dtype=float)
-    if len(values) < 2:
+    arr = np.asarray(values, dtype=float)
+    if len(arr) < 2:
         return float("nan")
-    return float(stats.t.ppf(0.975, len(values) - 1) * values.std(ddof=1) / np.sqrt(len(values)))
+    return float(_t975(len(arr) - 1) * arr.std(ddof=1) / math.sqrt(len(arr)))
 
 
-def fold_rows(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
-    """One row per (model, task, regime, seed, fold) with the reported metric's fold value.
+def code_label(code_version: Any) -> str:
+    """``<version>+<first 12 hex of the source hash>`` of a record's ``code_version`` ('' if unknown)."""
+    if not isinstance(code_version, Mapping):
+        return str(code_version) if code_version else ""
+    version = str(code_version.get("ppgbench") or "?")
+    sha = str(code_version.get("source_sha256") or "")
+    return f"{version}+{sha[:12]}" if sha else version
 
-    Baseline rows are de-duplicated across models: every model's job on the same fold computes the
-    same constant baseline.
+
+def view_label(fs: float | None) -> str:
+    """``64Hz``, ``62.5Hz``; ``unknown rate`` for records that do not say."""
+    return "unknown rate" if fs is None else f"{fs:g}Hz"
+
+
+@dataclass(frozen=True)
+class FoldEntry:
+    """What the summary needs of one ``ok`` job record (a few hundred bytes, whatever the record holds)."""
+
+    job_id: str
+    model: str
+    task: str
+    regime: str
+    seed: int
+    fold: int
+    metric: str
+    value: float | None  # mean over the repeats of the reported metric; None when no repeat has it
+    baseline: float | None
+    fs: float | None
+    backend: str
+    code_version: str
+
+    @property
+    def group(self) -> tuple[str, str, str]:
+        """The (task, regime, metric) group whose rows this entry changes."""
+        return (self.task, self.regime, self.metric)
+
+
+def _number(value: Any) -> float | None:
+    """A finite float, or None (null, NaN and non-numbers do not count)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def fold_entry(record: Mapping[str, Any]) -> FoldEntry | None:
+    """The summary's slim view of a record; None for a record that is not ``ok``.
+
+    Raises:
+        MalformedRecord: An ``ok`` record lacks a field the summary needs (the message names it).
+
     """
-    rows = []
-    for rec in records:
-        if rec.get("status") != "ok":
-            continue
-        metric = rec["metric"]
-        values = [r["metrics"].get(metric) for r in rec["results"]]
-        values = [v for v in values if v is not None]
-        key = {"task": rec["task"], "regime": rec["regime"], "seed": rec["seed"], "fold": rec["fold"], "metric": metric}
-        if values:
-            rows.append({"model": rec["model"], **key, "value": float(np.mean(values))})
-        base = rec.get("baseline", {}).get(metric)
-        if base is not None:
-            rows.append({"model": BASELINE_MODEL, **key, "value": float(base)})
-    frame = pd.DataFrame(rows, columns=["model", "task", "regime", "seed", "fold", "metric", "value"])
-    return frame.drop_duplicates(subset=["model", "task", "regime", "seed", "fold"], keep="first")
+    if not isinstance(record, Mapping):
+        raise MalformedRecord("not a job record (a JSON object was expected)")
+    if record.get("status") != "ok":
+        return None
+    for key in REQUIRED_FIELDS:
+        if record.get(key) is None:
+            raise MalformedRecord(f"missing field '{key}'")
+    results = record.get("results")
+    if not isinstance(results, list) or not all(isinstance(r, Mapping) for r in results):
+        raise MalformedRecord("field 'results' is not a list of repeats")
+    metric = str(record["metric"])
+    values = [v for r in results if (v := _number((r.get("metrics") or {}).get(metric))) is not None]
+    baseline = record.get("baseline") or {}
+    try:
+        seed, fold = int(record["seed"]), int(record["fold"])
+    except (TypeError, ValueError):
+        raise MalformedRecord("fields 'seed' and 'fold' must be integers") from None
+    from ppgbench_pl.results.records import job_id
+
+    jid = str(record.get("job_id") or job_id(str(record["model"]), str(record["task"]), str(record["regime"]),
+                                             seed, fold))
+    return FoldEntry(
+        job_id=jid, model=str(record["model"]), task=str(record["task"]), regime=str(record["regime"]),
+        seed=seed, fold=fold, metric=metric, value=float(np.mean(values)) if values else None,
+        baseline=_number(baseline.get(metric)) if isinstance(baseline, Mapping) else None,
+        fs=_number(record.get("fs")), backend=str(record.get("backend") or ""),
+        code_version=code_label(record.get("code_version")),
+    )
 
 
-def summarise(records: Iterable[dict[str, Any]], ci_unit: str = "seed") -> pd.DataFrame:
-    """The summary table (see module docstring)."""
-    if ci_unit not in ("seed", "fold"):
-        raise ValueError("ci_unit must be 'seed' or 'fold'")
-    folds = fold_rows(records)
-    out = []
-    for (model, task, regime, metric), part in folds.groupby(["model", "task", "regime", "metric"], sort=True):
-        seed_means = part.groupby("seed")["value"].mean().to_numpy()
-        units = seed_means if ci_unit == "seed" else part["value"].to_numpy()
-        mean = float(seed_means.mean())
-        half = student_t_ci(units)
-        out.append({
-            "model": model, "task": task, "regime": regime, "metric": metric, "mean": mean, "ci95": half,
-            "ci_low": mean - half, "ci_high": mean + half, "n_seeds": len(seed_means), "n_folds": len(part),
-            "ci_unit": ci_unit,
-        })
-    return pd.DataFrame(out, columns=SUMMARY_COLUMNS)
+def _joined(values: Iterable[str]) -> str:
+    return ";".join(sorted({v for v in values if v}))
 
 
-def write_summary(run_dir: Path, records: Iterable[dict[str, Any]], ci_unit: str = "seed") -> Path:
-    """Write ``summary.csv`` atomically and return its path."""
-    path = Path(run_dir) / "summary.csv"
-    tmp = path.with_name(".summary.csv.tmp")
-    summarise(records, ci_unit).to_csv(tmp, index=False)
-    tmp.replace(path)
+def _summary_row(model: str, group: tuple[str, str, str], cells: dict[tuple[int, int], float],
+                 ci_unit: str, view: str, baseline: str, sources: list[FoldEntry]) -> dict[str, Any]:
+    """One summary row from (seed, fold) -> fold value."""
+    by_seed: dict[int, list[float]] = {}
+    for (seed, _), value in sorted(cells.items()):
+        by_seed.setdefault(seed, []).append(value)
+    seed_means = np.array([np.mean(v) for v in by_seed.values()])
+    units = seed_means if ci_unit == "seed" else np.array([cells[k] for k in sorted(cells)])
+    mean, half = float(seed_means.mean()), student_t_ci(units)
+    task, regime, metric = group
+    return {
+        "model": model, "task": task, "regime": regime, "metric": metric, "mean": mean, "ci95": half,
+        "ci_low": mean - half, "ci_high": mean + half, "n_seeds": len(seed_means), "n_folds": len(cells),
+        "ci_unit": ci_unit, "view": view, "baseline": baseline,
+        "backend": _joined(e.backend for e in sources),
+        "code_version": _joined(e.code_version for e in sources),
+    }
+
+
+def _fold_rows(model: str, group: tuple[str, str, str], chosen: dict[tuple[int, int], FoldEntry],
+               values: dict[tuple[int, int], float], view: str) -> list[dict[str, Any]]:
+    task, regime, metric = group
+    return [{"model": model, "task": task, "regime": regime, "seed": seed, "fold": fold, "metric": metric,
+             "value": values[(seed, fold)], "view": view, "backend": chosen[(seed, fold)].backend,
+             "code_version": chosen[(seed, fold)].code_version} for seed, fold in sorted(values)]
+
+
+def _agree(per_model: dict[str, dict[tuple[int, int], FoldEntry]]) -> bool:
+    """Whether every model's baseline agrees with every other's on the folds they share."""
+    seen: dict[tuple[int, int], float] = {}
+    for model in sorted(per_model):
+        for key, entry in per_model[model].items():
+            value = entry.baseline
+            assert value is not None
+            close = key in seen and math.isclose(seen[key], value, rel_tol=BASELINE_RTOL,
+                                                 abs_tol=BASELINE_ATOL)
+            if key in seen and not close:
+                return False
+            seen.setdefault(key, value)
+    return True
+
+
+def summarise_group(entries: Iterable[FoldEntry], ci_unit: str = "seed"
+                    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Summary rows and fold rows of one (task, regime, metric) group: every model, then its baselines.
+
+    Deterministic in the entries' content: the order they come in never matters.
+    """
+    entries = sorted(entries, key=lambda e: (e.model, e.seed, e.fold, e.job_id))
+    if not entries:
+        return [], []
+    group = entries[0].group
+    summary: list[dict[str, Any]] = []
+    folds: list[dict[str, Any]] = []
+    # baselines: view (rate) -> model -> (seed, fold) -> entry
+    views: dict[float | None, dict[str, dict[tuple[int, int], FoldEntry]]] = {}
+    model_views: dict[str, set[float | None]] = {}
+    for e in entries:
+        model_views.setdefault(e.model, set()).add(e.fs)
+        if e.baseline is not None:
+            views.setdefault(e.fs, {}).setdefault(e.model, {}).setdefault((e.seed, e.fold), e)
+    several_rates = len(views) > 1
+    baseline_of: dict[tuple[str, float | None], str] = {}
+    for fs in sorted(views, key=lambda f: (f is None, f or 0.0)):
+        per_model = views[fs]
+        suffix = f" @{view_label(fs)}" if several_rates else ""
+        shared = _agree(per_model)
+        parts = [(f"{BASELINE_MODEL}{suffix}", sorted(per_model))] if shared else \
+            [(f"{BASELINE_MODEL}{suffix}/{m}", [m]) for m in sorted(per_model)]
+        for name, models in parts:
+            chosen: dict[tuple[int, int], FoldEntry] = {}
+            for m in models:  # sorted: the first model's entry stands for a fold all agree on
+                for key, entry in per_model[m].items():
+                    chosen.setdefault(key, entry)
+                baseline_of[(m, fs)] = name
+            values = {k: float(e.baseline) for k, e in chosen.items() if e.baseline is not None}
+            view = view_label(fs)
+            summary.append(_summary_row(name, group, values, ci_unit, view, "", list(chosen.values())))
+            folds += _fold_rows(name, group, chosen, values, view)
+    by_model: dict[str, dict[tuple[int, int], FoldEntry]] = {}
+    for e in entries:
+        if e.value is not None:
+            by_model.setdefault(e.model, {}).setdefault((e.seed, e.fold), e)
+    for model, cells in by_model.items():
+        rates = sorted(model_views[model], key=lambda f: (f is None, f or 0.0))
+        view = ";".join(view_label(f) for f in rates)
+        baseline = _joined(baseline_of.get((model, f), "") for f in rates)
+        values = {k: float(e.value) for k, e in cells.items() if e.value is not None}
+        summary.append(_summary_row(model, group, values, ci_unit, view, baseline, list(cells.values())))
+        folds += _fold_rows(model, group, cells, values, view)
+    return summary, folds
+
+
+def _sort_key(row: dict[str, Any]) -> tuple[Any, ...]:
+    return (row["model"], row["task"], row["regime"], row["metric"])
+
+
+class SummaryBook:
+    """Slim records of a run folder and the summary they give, kept up to date one job at a time.
+
+    Args:
+        ci_unit: ``seed`` (published) or ``fold``.
+        every_s: Least seconds between two writes of ``summary.csv`` by :meth:`write` (``force`` writes now).
+
+    Use: ``book = SummaryBook(ci_unit)``; ``problems = book.scan(run_dir)`` once (every record already in
+    the folder, whichever command wrote it); ``book.add(record)`` per finished job;
+    ``book.write(run_dir)`` after each (throttled) and ``book.write(run_dir, force=True)`` at the end.
+
+    """
+
+    def __init__(self, ci_unit: str = "seed", every_s: float = 5.0) -> None:
+        check_ci_unit(ci_unit)
+        self.ci_unit, self.every_s = ci_unit, every_s
+        self._entries: dict[str, FoldEntry] = {}
+        self._groups: dict[tuple[str, str, str], dict[str, FoldEntry]] = {}
+        self._rows: dict[tuple[str, str, str], tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {}
+        self._rows_unit = ci_unit
+        self._dirty: set[tuple[str, str, str]] = set()
+        self._failed: set[str] = set()
+        self._last_write = -math.inf
+        self._written_version = -1
+        self._version = 0
+
+    def __len__(self) -> int:
+        """Number of ``ok`` jobs held."""
+        return len(self._entries)
+
+    @property
+    def ok_ids(self) -> set[str]:
+        """Job ids with an ``ok`` record (to judge ``complete`` against the union of plans)."""
+        return set(self._entries)
+
+    @property
+    def failed_ids(self) -> set[str]:
+        """Job ids whose latest record added is not ``ok``."""
+        return set(self._failed)
+
+    def add(self, record: Mapping[str, Any]) -> None:
+        """Take one job record (any status); a record that is not ``ok`` removes the job's earlier entry.
+
+        Raises:
+            MalformedRecord: An ``ok`` record lacks what the summary needs.
+
+        """
+        entry = fold_entry(record)
+        if entry is None:
+            jid = record.get("job_id") if isinstance(record, Mapping) else None
+            if jid:
+                self.discard(str(jid))
+                self._failed.add(str(jid))
+            return
+        self.add_entry(entry)
+
+    def add_entry(self, entry: FoldEntry) -> None:
+        """Take an already slimmed record."""
+        self.discard(entry.job_id)
+        self._failed.discard(entry.job_id)
+        self._entries[entry.job_id] = entry
+        self._groups.setdefault(entry.group, {})[entry.job_id] = entry
+        self._dirty.add(entry.group)
+        self._version += 1
+
+    def discard(self, job_id: str) -> None:
+        """Forget a job (its folder was removed, or its record is no longer ``ok``)."""
+        old = self._entries.pop(job_id, None)
+        if old is not None:
+            members = self._groups[old.group]
+            members.pop(job_id, None)
+            if not members:
+                del self._groups[old.group]
+                self._rows.pop(old.group, None)
+            self._dirty.add(old.group)
+            self._version += 1
+
+    def scan(self, run_dir: str | Path) -> list[str]:
+        """Add every record of a run folder; returns one line per unreadable or malformed record."""
+        from ppgbench_pl.results.records import scan_records
+
+        scan = scan_records(run_dir, transform=fold_entry)
+        for entry in scan.records:
+            if entry is not None:
+                self.add_entry(entry)
+        return scan.problems
+
+    def _refresh(self, ci_unit: str) -> None:
+        if ci_unit != self._rows_unit:
+            self._rows, self._rows_unit = {}, ci_unit
+            self._dirty = set(self._groups)
+        for group in self._dirty:
+            members = self._groups.get(group)
+            if members:
+                self._rows[group] = summarise_group(members.values(), ci_unit)
+            else:
+                self._rows.pop(group, None)
+        self._dirty = set()
+
+    def summary(self, ci_unit: str | None = None) -> pd.DataFrame:
+        """The summary table (columns :data:`SUMMARY_COLUMNS`), sorted by model, task, regime, metric."""
+        import pandas as pd
+
+        unit = check_ci_unit(ci_unit or self.ci_unit)
+        self._refresh(unit)
+        rows = sorted((r for summary, _ in self._rows.values() for r in summary), key=_sort_key)
+        return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+
+    def fold_table(self) -> pd.DataFrame:
+        """One row per (model or baseline, task, regime, seed, fold) with that fold's value."""
+        import pandas as pd
+
+        self._refresh(self._rows_unit)
+        rows = [r for _, folds in self._rows.values() for r in folds]
+        rows.sort(key=lambda r: (r["model"], r["task"], r["regime"], r["metric"], r["seed"], r["fold"]))
+        return pd.DataFrame(rows, columns=FOLD_COLUMNS)
+
+    def write(self, run_dir: str | Path, ci_unit: str | None = None, *, force: bool = False) -> Path | None:
+        """Write ``summary.csv`` atomically; return its path, or None when throttled.
+
+        Without ``force`` it writes at most every ``every_s`` seconds and only when something changed;
+        call it with ``force=True`` once at the end.
+        """
+        path = Path(run_dir) / SUMMARY_FILE
+        now = time.monotonic()
+        if not force and (now - self._last_write < self.every_s
+                          or (self._written_version == self._version and path.exists())):
+            return None
+        from ppgbench_pl.data.processed import write_text_atomic
+
+        write_text_atomic(path, self.summary(ci_unit).to_csv(index=False))
+        self._last_write, self._written_version = time.monotonic(), self._version
+        return path
+
+    @classmethod
+    def from_records(cls, records: Iterable[Mapping[str, Any]], ci_unit: str = "seed") -> SummaryBook:
+        """A book of the given records (later records of the same job id replace earlier ones)."""
+        book = cls(ci_unit)
+        for record in records:
+            book.add(record)
+        return book
+
+
+def check_ci_unit(ci_unit: str) -> str:
+    """The CI unit, or a one-line error naming the choices."""
+    if ci_unit not in CI_UNITS:
+        from ppgbench_pl.errors import ConfigError
+
+        raise ConfigError(f"ci_unit must be 'seed' or 'fold', got '{ci_unit}'")
+    return ci_unit
+
+
+def fold_rows(records: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
+    """One row per (model or baseline, task, regime, seed, fold) with the reported metric's fold value."""
+    return SummaryBook.from_records(records).fold_table()
+
+
+def summarise(records: Iterable[Mapping[str, Any]], ci_unit: str = "seed") -> pd.DataFrame:
+    """The summary table of a set of records (see module docstring)."""
+    check_ci_unit(ci_unit)
+    return SummaryBook.from_records(records, ci_unit).summary()
+
+
+def write_summary(run_dir: str | Path, records: Iterable[Mapping[str, Any]], ci_unit: str = "seed") -> Path:
+    """Write ``summary.csv`` of these records atomically and return its path (one-shot; a run uses a book)."""
+    path = SummaryBook.from_records(records, ci_unit).write(run_dir, force=True)
+    assert path is not None
     return path

@@ -26,14 +26,19 @@ def spread(mean: float, half: float, n: int = len(SEEDS)) -> list[float]:
 
 def record(model: str, task: str, regime: str, seed: int, fold: int, value: float | None,
            baseline: float | None, params: dict[str, Any] | None = None, status: str = "ok",
+           fs: float | None = None, code_version: dict[str, str] | None = None, backend: str = "sklearn",
            **details: Any) -> dict[str, Any]:
-    """A results.json record shaped like benchmark/job.py writes it."""
+    """A results.json record shaped like benchmark/job.py writes it (``fs``, ``code_version`` if given)."""
     spec = TASKS[task]
     rec: dict[str, Any] = {
         "job_id": job_id(model, task, regime, seed, fold), "model": model, "task": task, "regime": regime,
         "seed": seed, "fold": fold, "metric": spec.metric, "kind": spec.kind, "level": spec.level,
-        "backend": "sklearn", "train_groups": ["a"], "test_groups": ["b"], "seconds": 0.1, "status": status,
+        "backend": backend, "train_groups": ["a"], "test_groups": ["b"], "seconds": 0.1, "status": status,
     }
+    if fs is not None:
+        rec["fs"] = fs
+    if code_version is not None:
+        rec["code_version"] = code_version
     if status != "ok":
         rec["error"] = "RuntimeError: crafted failure"
         return rec
@@ -49,11 +54,14 @@ def record(model: str, task: str, regime: str, seed: int, fold: int, value: floa
 
 
 def write_cell(run_dir: Path, model: str, task: str, regime: str, values: Sequence[float],
-               baseline: Sequence[float], seeds: Sequence[int] = SEEDS, fold: int = 0) -> None:
-    """One model's jobs in one (task, regime) cell: one fold per seed, so the seed value is the job value."""
+               baseline: Sequence[float], seeds: Sequence[int] = SEEDS, fold: int = 0, **fields: Any) -> None:
+    """One model's jobs in one (task, regime) cell: one fold per seed, so the seed value is the job value.
+
+    ``fields`` go to :func:`record` (``fs``, ``code_version``, ``backend``).
+    """
     for seed, value, base in zip(seeds, values, baseline, strict=True):
         write_job(run_dir, job_id(model, task, regime, seed, fold),
-                  record(model, task, regime, seed, fold, value, base))
+                  record(model, task, regime, seed, fold, value, base, **fields))
 
 
 def write_run_json(run_dir: Path, planned: Sequence[str], parameters: dict[str, Any] | None = None) -> None:

@@ -13,7 +13,7 @@ BASE = spread(10.0, 0.5)
 
 
 def test_empty_or_missing_folder_is_a_one_line_error(tmp_path):
-    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "jobs").mkdir(parents=True)
     with pytest.raises(ReportError, match="no job records") as info:
         load_runs([tmp_path / "empty"])
     assert isinstance(info.value, PPGBenchError) and "\n" not in str(info.value)
