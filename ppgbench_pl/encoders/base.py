@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import ClassVar
 
-import torch
 from torch import Tensor, nn
 
+from ppgbench_pl.encoders.checkpoint import read_checkpoint_file
 from ppgbench_pl.errors import CheckpointError
 
 
@@ -62,8 +62,8 @@ class PPGEncoder(nn.Module):
         return checkpoint
 
     def read_checkpoint(self, path: Path) -> object:
-        """Read the checkpoint file; ``weights_only=True`` unless a subclass knows better."""
-        return torch.load(path, map_location="cpu", weights_only=True)
+        """Read the checkpoint file, unpickling only allow-listed types (never code from the file)."""
+        return read_checkpoint_file(path)
 
     def load_pretrained(self, path: str | Path) -> None:
         """Load the authors' checkpoint strictly; a mismatch lists missing and unexpected keys."""

@@ -22,6 +22,7 @@ from transformers import T5Config
 from transformers.models.t5.modeling_t5 import T5Stack
 
 from ppgbench_pl.encoders.base import PPGEncoder, file_sha256
+from ppgbench_pl.encoders.checkpoint import read_checkpoint_file
 from ppgbench_pl.errors import CheckpointError
 
 SEQ_LEN = 512
@@ -266,7 +267,7 @@ class MomentSmallEncoder(PPGEncoder):
             from safetensors.torch import load_file
 
             return load_file(str(weights), device="cpu")
-        return torch.load(weights, map_location="cpu", weights_only=True)
+        return read_checkpoint_file(weights)
 
     def extract_state_dict(self, checkpoint: object) -> Mapping[str, Tensor]:
         """Drop the reconstruction head (identity in embedding mode); supply ``pe`` if it was not saved."""

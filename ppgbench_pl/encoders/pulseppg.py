@@ -7,12 +7,10 @@ time of the last residual block's output; there is no final BN, activation or pr
 
 from __future__ import annotations
 
-import pickle
 from collections.abc import Mapping
 from pathlib import Path
 from typing import ClassVar
 
-import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
@@ -69,19 +67,6 @@ class PulsePPGEncoder(PPGEncoder):
         x = F.instance_norm(x, eps=INSTANCE_NORM_EPS)
         out = resnet1d_trunk(x, self.first_block_conv, self.first_block_bn, self.basicblock_list)
         return out.amax(dim=-1)
-
-    def read_checkpoint(self, path: Path) -> object:
-        """Load ``checkpoint_best.pkl`` (a dict: ``net``, ``optimizer``, ``test_loss``, ``epoch``).
-
-        Tensors, an optimizer state dict and plain numbers load with the safe ``weights_only=True``
-        loader. Only if that fails (e.g. the pickle holds a NumPy scalar or another object the safe
-        unpickler refuses) do we fall back to a full unpickle, which executes code from the file: the
-        user points us at the authors' checkpoint, so this is acceptable for that trusted file only.
-        """
-        try:
-            return torch.load(path, map_location="cpu", weights_only=True)
-        except pickle.UnpicklingError:
-            return torch.load(path, map_location="cpu", weights_only=False)
 
     def extract_state_dict(self, checkpoint: object) -> Mapping[str, Tensor]:
         """The weights under ``checkpoint["net"]`` (no prefix)."""

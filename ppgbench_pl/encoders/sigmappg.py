@@ -7,9 +7,7 @@ the numbers or the keys are reproduced on purpose and marked where they happen.
 
 from __future__ import annotations
 
-import pickle
 from collections.abc import Mapping
-from pathlib import Path
 from typing import ClassVar
 
 import torch
@@ -226,15 +224,6 @@ class SigmaPPGEncoder(PPGEncoder):
         return self.norm(tokens)[:, 1:]
 
     # -- weights --------------------------------------------------------------------------------
-    def read_checkpoint(self, path: Path) -> object:
-        """Safe loader first; the pickle fallback runs arbitrary code, so use it on trusted files only."""
-        try:
-            return torch.load(path, map_location="cpu", weights_only=True)
-        except pickle.UnpicklingError:
-            # The safe unpickler refused a non-tensor object in the training state. weights_only=False
-            # executes pickle code: acceptable only for a checkpoint the user trusts (the authors' file).
-            return torch.load(path, map_location="cpu", weights_only=False)
-
     def extract_state_dict(self, checkpoint: object) -> Mapping[str, Tensor]:
         """``checkpoint["model"]``: keep ``student.*`` keys with the prefix stripped, drop wrapper heads."""
         if not isinstance(checkpoint, Mapping) or not isinstance(checkpoint.get("model"), Mapping):

@@ -88,7 +88,7 @@ def test_checkpoint_in_authors_format_loads_strictly_and_reproduces(source: Puls
         torch.testing.assert_close(loaded(x, *stats), source(x, *stats))
 
 
-def test_numpy_loss_needs_the_full_unpickler_and_still_loads(source: PulsePPGEncoder, tmp_path: Path) -> None:
+def test_numpy_loss_loads_through_the_allow_list(source: PulsePPGEncoder, tmp_path: Path) -> None:
     path = tmp_path / "checkpoint_best.pkl"
     _write_checkpoint(source, path, test_loss=np.float64(0.25))
     with pytest.raises(pickle.UnpicklingError):

@@ -160,7 +160,7 @@ def test_checkpoint_round_trip(encoder: SigmaPPGEncoder, tmp_path: Path) -> None
 
 
 def test_checkpoint_with_pickled_training_state(small: SigmaPPGEncoder, tmp_path: Path) -> None:
-    """The safe loader refuses non-tensor objects (e.g. argparse args); the trusted-file fallback loads."""
+    """argparse args in the training state: plain weights_only refuses them, our allow-list loads them."""
     path = tmp_path / "sigma.pth"
     torch.save(sigma_checkpoint(small, args=argparse.Namespace(lr=1e-4)), path)
     fresh = SigmaPPGEncoder(depth=2)
