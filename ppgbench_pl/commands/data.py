@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 
 from ppgbench_pl.data.datasets import REAL_DATASETS, preprocessor
@@ -26,6 +27,13 @@ def add_data_parsers(sub: argparse._SubParsersAction) -> None:
     dl.add_argument("--physionet-user", default=None, help="PhysioNet account for DREAMT (password from "
                     "PHYSIONET_PASSWORD or a prompt; never stored)")
     dl.add_argument("--no-progress", action="store_true")
+    dl.add_argument("--force", action="store_true",
+                    help="fetch and extract every file afresh, even those already downloaded and verified")
+    dl.add_argument("--stall-timeout", type=float, default=None, metavar="SECONDS",
+                    help="a transfer with under 1 KiB in this many seconds is stalled, then retried "
+                    "(default 120)")
+    dl.add_argument("--retries", type=int, default=None,
+                    help="retries of a stalled or cut transfer (default 2)")
     dl.set_defaults(func=run_download)
 
     pp = sub.add_parser("preprocess", help="Turn raw files into the processed layout at one or more rates.")
@@ -40,8 +48,16 @@ def add_data_parsers(sub: argparse._SubParsersAction) -> None:
 def run_download(ns: argparse.Namespace) -> None:
     """Download each dataset; exit 1 when any failed."""
     from ppgbench_pl.data.download import FAILED, download
+    from ppgbench_pl.data.download.http import RETRIES, STALL_S
 
-    status = download(_keys(ns.datasets), ns.raw_root, physionet_user=ns.physionet_user, progress=not ns.no_progress)
+    stall = STALL_S if ns.stall_timeout is None else ns.stall_timeout
+    retries = RETRIES if ns.retries is None else ns.retries
+    if not (math.isfinite(stall) and stall > 0):
+        raise ConfigError(f"--stall-timeout must be a positive number of seconds, got {ns.stall_timeout}")
+    if retries < 0:
+        raise ConfigError(f"--retries must be 0 or more, got {ns.retries}")
+    status = download(_keys(ns.datasets), ns.raw_root, physionet_user=ns.physionet_user,
+                      progress=not ns.no_progress, force=ns.force, stall_s=stall, retries=retries)
     for key, line in status.items():
         print(f"{key}: {line}")
     if any(line.startswith(FAILED) for line in status.values()):

@@ -8,6 +8,7 @@ import re
 import socket
 import tarfile
 import threading
+import time
 import zipfile
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -40,6 +41,13 @@ class FixtureServer:
     wrong_range: set[str] = field(default_factory=set)
     #: Paths answered with an HTML error page (status 200, text/html).
     html: set[str] = field(default_factory=set)
+    #: Paths whose body is sent one byte every this many seconds (a stalled server), for ``trickle_for`` s.
+    trickle: dict[str, float] = field(default_factory=dict)
+    trickle_for: float = 5.0
+    #: Paths answered with headers and then silence for ``trickle_for`` s.
+    silent: set[str] = field(default_factory=set)
+    #: Paths whose next 200 has no Content-Length (ends at close) and is cut after this many bytes (once each).
+    cut_unsized_once: dict[str, int] = field(default_factory=dict)
     #: URL prefix -> (user, password) required as HTTP basic auth.
     auth: dict[str, tuple[str, str]] = field(default_factory=dict)
     seen: list[Seen] = field(default_factory=list)
@@ -112,6 +120,38 @@ def _make_handler(state: FixtureServer) -> type[BaseHTTPRequestHandler]:
             with state._lock:
                 cut = state.cut_once.pop(path, None)
                 cut_chunked = state.cut_chunked_once.pop(path, None)
+                cut_unsized = state.cut_unsized_once.pop(path, None) if status == 200 else None
+            if path in state.trickle or path in state.silent:
+                self.send_response(status)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(payload)))
+                for k, v in extra.items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.flush()
+                deadline = time.monotonic() + state.trickle_for
+                delay = state.trickle.get(path)
+                sent = 0
+                try:
+                    while time.monotonic() < deadline and sent < len(payload):
+                        time.sleep(delay if delay is not None else 0.05)
+                        if delay is not None:
+                            self.wfile.write(payload[sent : sent + 1])
+                            self.wfile.flush()
+                            sent += 1
+                except OSError:  # the client gave up
+                    pass
+                self.close_connection = True
+                return
+            if cut_unsized is not None:
+                self.send_response(status)
+                self.send_header("Content-Type", ctype)
+                self.end_headers()
+                self.wfile.write(payload[:cut_unsized])
+                self.wfile.flush()
+                self.connection.shutdown(socket.SHUT_RDWR)
+                self.close_connection = True
+                return
             if cut_chunked is not None:
                 self.send_response(status)
                 self.send_header("Content-Type", ctype)

@@ -8,6 +8,7 @@ import json
 import stat
 import sys
 import tarfile
+import time
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,11 +37,12 @@ def _no_mirror_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PHYSIONET_PASSWORD", raising=False)
 
 
-def _fetch(srv: FixtureServer, folder: Path, path: str, **kw: object) -> bool:
+def _fetch(srv: FixtureServer, folder: Path, path: str, client: Client | None = None, **kw: object) -> bool:
+    """One fetch; by default without retries, so a cut shows as a failure that the next run resumes."""
     log = ChecksumLog(folder)
     try:
         item = RemoteFile(url=srv.url(path), dest=path.lstrip("/"), **kw)  # type: ignore[arg-type]
-        return Client(progress=False).fetch(item, folder, log)
+        return (client or Client(progress=False, retries=0)).fetch(item, folder, log)
     finally:
         log.save()
 
@@ -436,3 +438,105 @@ def test_every_source_has_a_public_https_default() -> None:
     for source in SOURCES.values():
         assert source.base_url.startswith("https://") and source.page.startswith("https://")
     assert [k for k, s in SOURCES.items() if s.credentialed] == ["dreamt"]
+
+
+# --- stalls, retries, unknown lengths and --force -------------------------------------------------
+
+
+def test_trickling_server_is_a_stall_that_fails_in_one_line(server: FixtureServer, tmp_path: Path) -> None:
+    server.files["/f.bin"] = DATA
+    server.trickle["/f.bin"] = 0.1  # one byte every 0.1 s: the socket never times out
+    server.trickle_for = 3.0
+    client = Client(progress=False, stall_s=0.5, retries=1, retry_wait_s=0)
+    start = time.monotonic()
+    with pytest.raises(DownloadError) as err:
+        _fetch(server, tmp_path, "/f.bin", client)
+    message = str(err.value)
+    assert time.monotonic() - start < 4
+    assert "\n" not in message and "stalled at" in message and f"of {len(DATA)} bytes" in message
+    assert message.endswith("(tried 2 times); run again to resume")
+    assert [s.range for s in server.seen][0] is None and server.seen[1].range.startswith("bytes=")
+    assert not (tmp_path / "f.bin").exists() and (tmp_path / "f.bin.part").stat().st_size > 0
+
+
+def test_silent_server_times_out_after_the_stall_limit(server: FixtureServer, tmp_path: Path) -> None:
+    server.files["/f.bin"] = DATA
+    server.silent.add("/f.bin")
+    server.trickle_for = 3.0
+    start = time.monotonic()
+    with pytest.raises(DownloadError, match=r"connection lost after 0 of 307200 bytes \(no data for 0.4 s\)"):
+        _fetch(server, tmp_path, "/f.bin", Client(progress=False, stall_s=0.4, retries=0))
+    assert time.monotonic() - start < 3
+
+
+def test_a_cut_is_retried_within_the_same_run(server: FixtureServer, tmp_path: Path) -> None:
+    server.files["/f.bin"] = DATA
+    server.cut_once["/f.bin"] = 100_000
+    assert _fetch(server, tmp_path, "/f.bin", Client(progress=False, retries=1, retry_wait_s=0)) is True
+    assert [s.range for s in server.seen] == [None, "bytes=100000-"]
+    assert (tmp_path / "f.bin").read_bytes() == DATA
+
+
+def test_cut_body_of_unknown_length_is_completed_not_recorded(server: FixtureServer, tmp_path: Path) -> None:
+    server.files["/f.bin"] = DATA
+    server.cut_unsized_once["/f.bin"] = 50_000  # no Content-Length, no checksum: the cut looks like an end
+    assert _fetch(server, tmp_path, "/f.bin") is True
+    assert (tmp_path / "f.bin").read_bytes() == DATA  # before: the 50000 bytes were kept as the file
+    assert server.seen[1].range == "bytes=50000-"
+    recorded = json.loads((tmp_path / "checksums.json").read_text())["f.bin"]
+    assert recorded["size"] == len(DATA) and recorded["sha256"] == _sha(DATA)
+
+
+def test_whole_body_of_unknown_length_is_confirmed_by_the_server(server: FixtureServer, tmp_path: Path) -> None:
+    server.files["/f.bin"] = DATA
+    server.cut_unsized_once["/f.bin"] = len(DATA)
+    assert _fetch(server, tmp_path, "/f.bin") is True
+    assert [s.range for s in server.seen] == [None, f"bytes={len(DATA)}-"]  # answered 416: that was all
+    assert (tmp_path / "f.bin").read_bytes() == DATA
+
+
+def test_unknown_length_checked_against_a_full_answer(server: FixtureServer, tmp_path: Path) -> None:
+    server.files["/f.bin"] = DATA
+    server.cut_unsized_once["/f.bin"] = 60_000
+    server.ignore_range.add("/f.bin")  # the probe gets the whole file with its Content-Length
+    with pytest.raises(DownloadError, match=f"received 60000 of {len(DATA)} bytes; run again"):
+        _fetch(server, tmp_path, "/f.bin")
+    assert not (tmp_path / "f.bin").exists()
+
+
+def test_force_fetches_and_extracts_again(server: FixtureServer, tmp_path: Path) -> None:
+    server.files["/WESAD.zip"] = zip_bytes({"WESAD/S2/S2.pkl": b"pkl"})
+    assert _run(server, "wesad", tmp_path, "/WESAD.zip") == "ok: 1 fetched, 0 already present"
+    pkl = tmp_path / "wesad" / "WESAD" / "S2" / "S2.pkl"
+    pkl.write_bytes(b"damaged")
+    server.files["/WESAD.zip"] = zip_bytes({"WESAD/S2/S2.pkl": b"new"})
+    assert _run(server, "wesad", tmp_path, "/WESAD.zip") == "ok: 0 fetched, 1 already present"
+    assert pkl.read_bytes() == b"damaged"
+    assert _run(server, "wesad", tmp_path, "/WESAD.zip", force=True) == "ok: 1 fetched, 0 already present"
+    assert pkl.read_bytes() == b"new"
+    recorded = json.loads((tmp_path / "wesad" / "checksums.json").read_text())
+    assert recorded["WESAD.zip"]["sha256"] == _sha(server.files["/WESAD.zip"])
+
+
+def test_force_on_a_single_file(server: FixtureServer, tmp_path: Path) -> None:
+    server.files["/f.bin"] = DATA
+    assert _fetch(server, tmp_path, "/f.bin") is True
+    assert _fetch(server, tmp_path, "/f.bin") is False
+    (tmp_path / "f.bin.part").write_bytes(b"junk")
+    assert _fetch(server, tmp_path, "/f.bin", Client(progress=False, force=True)) is True
+    assert [s.range for s in server.seen] == [None, None]
+    assert (tmp_path / "f.bin").read_bytes() == DATA
+
+
+def test_download_passes_stall_settings(server: FixtureServer, tmp_path: Path) -> None:
+    server.files["/WESAD.zip"] = zip_bytes({"WESAD/S2/S2.pkl": b"pkl"})
+    server.silent.add("/WESAD.zip")
+    server.trickle_for = 2.0
+    status = _run(server, "wesad", tmp_path, "/WESAD.zip", stall_s=0.3, retries=0)
+    assert status.startswith(FAILED) and "no data for 0.3 s" in status and "\n" not in status
+
+
+@pytest.mark.parametrize("kw", [{"stall_s": 0}, {"retries": -1}])
+def test_bad_client_settings_are_refused(kw: dict[str, float]) -> None:
+    with pytest.raises(DownloadError):
+        Client(progress=False, **kw)  # type: ignore[arg-type]

@@ -15,9 +15,12 @@ import sys
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
-from ppgbench_pl.data.download.http import ChecksumLog, Client
+from ppgbench_pl.data.download.archives import MARKER_SUFFIX
+from ppgbench_pl.data.download.http import RETRIES, STALL_S, ChecksumLog, Client
 from ppgbench_pl.data.download.sources import SOURCES, Job, Source
+from ppgbench_pl.data.processed import write_text_atomic
 from ppgbench_pl.errors import ConfigError, DownloadError, PPGBenchError
 
 __all__ = ["FAILED", "SOURCES", "download", "mirror_env_var"]
@@ -41,12 +44,18 @@ def download(
     physionet_user: str | None = None,
     progress: bool = True,
     mirrors: Mapping[str, str] | None = None,
+    force: bool = False,
+    stall_s: float = STALL_S,
+    retries: int = RETRIES,
 ) -> dict[str, str]:
     """Fetch each dataset into ``raw_root/<key>/`` and return ``{key: "ok: ..." | "failed: <reason>"}``.
 
     Unknown keys raise ConfigError before anything is fetched. ``mirrors`` maps a key to a base URL that
     replaces the publisher's (the ``PPGBENCH_MIRROR_<KEY>`` environment variable does the same).
+    ``force`` fetches and extracts every file afresh; ``stall_s`` and ``retries`` bound a stalled transfer
+    (see :class:`~ppgbench_pl.data.download.http.Client`).
     """
+    options = {"force": force, "stall_s": stall_s, "retries": retries}
     unknown = [k for k in datasets if k not in SOURCES]
     if unknown:
         close = difflib.get_close_matches(unknown[0], list(SOURCES), n=3)
@@ -56,7 +65,9 @@ def download(
     for key in dict.fromkeys(datasets):
         source = SOURCES[key]
         try:
-            statuses[key] = _download_one(source, Path(raw_root), physionet_user, progress, mirrors or {})
+            statuses[key] = _download_one(
+                source, Path(raw_root), physionet_user, progress, mirrors or {}, options
+            )
         except PPGBenchError as exc:
             statuses[key] = FAILED + str(exc)
         except Exception as exc:  # one dataset's surprise must not stop the others
@@ -72,10 +83,12 @@ def _base_url(source: Source, mirrors: Mapping[str, str]) -> str:
     return base.rstrip("/")
 
 
-def _client(source: Source, base: str, physionet_user: str | None, progress: bool) -> Client:
+def _client(
+    source: Source, base: str, physionet_user: str | None, progress: bool, options: Mapping[str, Any]
+) -> Client:
     """A client; for a credentialed source it carries basic auth limited to the source's base URL."""
     if not source.credentialed:
-        return Client(progress=progress)
+        return Client(progress=progress, **options)
     if not physionet_user:
         raise DownloadError(f"{source.key} is credentialed on PhysioNet: give your PhysioNet user name")
     password = os.environ.get(PASSWORD_ENV)
@@ -87,7 +100,7 @@ def _client(source: Source, base: str, physionet_user: str | None, progress: boo
         password = getpass.getpass(f"PhysioNet password for {physionet_user}: ")
         if not password:
             raise DownloadError(f"{source.key}: no PhysioNet password given")
-    return Client(progress=progress, auth=(base + "/", physionet_user, password))
+    return Client(progress=progress, auth=(base + "/", physionet_user, password), **options)
 
 
 def _stdin_is_tty() -> bool:
@@ -99,13 +112,21 @@ def _stdin_is_tty() -> bool:
 
 
 def _download_one(
-    source: Source, raw_root: Path, physionet_user: str | None, progress: bool, mirrors: Mapping[str, str]
+    source: Source,
+    raw_root: Path,
+    physionet_user: str | None,
+    progress: bool,
+    mirrors: Mapping[str, str],
+    options: Mapping[str, Any],
 ) -> str:
     """Fetch one dataset and write its ``source.json``; return its success status."""
     base = _base_url(source, mirrors)
-    client = _client(source, base, physionet_user, progress)
+    client = _client(source, base, physionet_user, progress, options)
     folder = raw_root / source.key
     folder.mkdir(parents=True, exist_ok=True)
+    if options.get("force"):  # archives are extracted again too
+        for marker in folder.rglob(f"*{MARKER_SUFFIX}"):
+            marker.unlink()
     job = Job(client=client, folder=folder, base=base, log=ChecksumLog(folder))
     try:
         source.run(job)
@@ -117,5 +138,5 @@ def _download_one(
         "base_url": base,
         "downloaded_utc": datetime.now(UTC).isoformat(timespec="seconds"),
     }
-    (folder / "source.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    write_text_atomic(folder / "source.json", json.dumps(record, indent=2) + "\n")
     return f"ok: {job.fetched} fetched, {job.present} already present"

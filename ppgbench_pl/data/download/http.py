@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import http.client
 import json
+import logging
 import os
 import re
 import time
@@ -21,10 +22,19 @@ from typing import Any
 
 from tqdm import tqdm
 
+from ppgbench_pl.data.processed import write_text_atomic
 from ppgbench_pl.errors import DownloadError
 
+logger = logging.getLogger(__name__)
 USER_AGENT = "ppgbench-downloader/0.1 (+research benchmark; Python urllib)"
 TIMEOUT_S = 120.0
+#: A transfer that delivers fewer than STALL_MIN_BYTES in STALL_S seconds is stalled (a socket timeout
+#: alone never fires for a server that sends one byte a minute).
+STALL_S = 120.0
+STALL_MIN_BYTES = 1024
+#: A stalled or cut transfer is resumed this many times before the file fails.
+RETRIES = 2
+RETRY_WAIT_S = 2.0
 CHUNK_BYTES = 1 << 20
 CHECKSUMS_FILE = "checksums.json"
 #: Listings and JSON answers are small; anything larger is not what we asked for.
@@ -87,6 +97,11 @@ class ChecksumLog:
         """The recorded entry of one file, if any."""
         return self._entries.get(rel)
 
+    def forget(self, rel: str) -> None:
+        """Drop the entry of a file that is fetched afresh."""
+        if self._entries.pop(rel, None) is not None:
+            self._pending += 1
+
     def record(self, rel: str, *, size: int, sha256: str, publisher: str | None) -> None:
         """Remember a verified file; ``publisher`` names the publisher's checksum kind, or None."""
         self._entries[rel] = {"size": size, "sha256": sha256, "publisher_checksum": publisher}
@@ -98,9 +113,7 @@ class ChecksumLog:
         """Write the log atomically (temporary file, then rename)."""
         if not self._entries and not self.path.exists():
             return
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text(json.dumps(self._entries, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-        os.replace(tmp, self.path)
+        write_text_atomic(self.path, json.dumps(self._entries, indent=1, sort_keys=True) + "\n")
         self._pending = 0
         self._last_save = time.monotonic()
 
@@ -115,16 +128,47 @@ def _hashes(path: Path, algos: tuple[str, ...]) -> dict[str, str]:
     return {a: h.hexdigest() for a, h in hs.items()}
 
 
+class Interrupted(DownloadError):
+    """A transfer that stalled or lost its connection part-way; the ``.part`` file keeps what arrived."""
+
+
 class Client:
     """Opens URLs with our User-Agent and timeout, optionally with HTTP basic auth for one URL prefix.
 
     The password lives only inside urllib's password manager; it is never stored on this object,
     written to disk or put into a message.
+
+    Args:
+        progress: Show a progress bar per file.
+        auth: ``(url_prefix, user, password)``; credentials are sent only below that prefix.
+        stall_s: A transfer with fewer than ``stall_min_bytes`` in this many seconds is stalled; it also
+            caps the socket timeout, so a silent server is caught as soon.
+        stall_min_bytes: See ``stall_s``.
+        retries: Resumptions of a stalled or cut transfer before the file fails.
+        retry_wait_s: Pause before the first retry (doubled each time).
+        force: Fetch every file afresh, ignoring what is on disk and in the checksum log.
     """
 
-    def __init__(self, *, progress: bool = True, auth: tuple[str, str, str] | None = None) -> None:
-        """``auth`` is ``(url_prefix, user, password)``; credentials are sent only below that prefix."""
+    def __init__(
+        self,
+        *,
+        progress: bool = True,
+        auth: tuple[str, str, str] | None = None,
+        stall_s: float = STALL_S,
+        stall_min_bytes: int = STALL_MIN_BYTES,
+        retries: int = RETRIES,
+        retry_wait_s: float = RETRY_WAIT_S,
+        force: bool = False,
+    ) -> None:
+        """Build the opener; see the class docstring for the arguments."""
+        if not stall_s > 0 or retries < 0:
+            raise DownloadError(f"stall timeout must be positive and retries >= 0 (got {stall_s}, {retries})")
         self.progress = progress
+        self.stall_s = float(stall_s)
+        self.stall_min_bytes = int(stall_min_bytes)
+        self.retries = int(retries)
+        self.retry_wait_s = float(retry_wait_s)
+        self.force = force
         handlers: list[urllib.request.BaseHandler] = []
         if auth is not None:
             prefix, user, password = auth
@@ -137,11 +181,14 @@ class Client:
         """Send a GET; HTTP error statuses stay HTTPError, network failures become DownloadError."""
         request = urllib.request.Request(url, headers={"User-Agent": USER_AGENT, **(headers or {})})
         try:
-            return self._opener.open(request, timeout=TIMEOUT_S)  # type: ignore[no-any-return]
+            timeout = min(TIMEOUT_S, self.stall_s)
+            return self._opener.open(request, timeout=timeout)  # type: ignore[no-any-return]
         except urllib.error.HTTPError:
             raise
         except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
             reason = getattr(exc, "reason", exc)
+            if isinstance(reason, TimeoutError):
+                raise Interrupted(f"{url}: no answer within {self.stall_s:g} s") from None
             raise DownloadError(f"could not reach {url}: {reason}") from None
 
     def get_text(self, url: str, *, missing_ok: bool = False) -> str | None:
@@ -170,23 +217,77 @@ class Client:
             raise DownloadError(f"{url} did not answer with JSON; is the API address right?") from None
 
     def fetch(self, item: RemoteFile, folder: Path, log: ChecksumLog) -> bool:
-        """Make ``folder/item.dest`` a verified copy of ``item``; return False when it was already there."""
+        """Make ``folder/item.dest`` a verified copy of ``item``; return False when it was already there.
+
+        A stalled or cut transfer is resumed up to ``retries`` times, then fails in one line that keeps
+        the ``.part`` file for the next run.
+        """
         dest = folder / item.dest
+        part = dest.with_name(dest.name + ".part")
+        if self.force:
+            dest.unlink(missing_ok=True)
+            part.unlink(missing_ok=True)
+            log.forget(item.dest)
         if dest.is_file():
             if _already_complete(dest, item, log):
                 return False
             dest.unlink()  # a final file that fails its check is stale; fetch it afresh
         dest.parent.mkdir(parents=True, exist_ok=True)
-        part = dest.with_name(dest.name + ".part")
+        for attempt in range(self.retries + 1):
+            try:
+                expected = self._receive(item, part)
+                break
+            except Interrupted as exc:
+                if attempt == self.retries:
+                    tries = f" (tried {attempt + 1} times)" if attempt else ""
+                    raise Interrupted(f"{exc}{tries}; run again to resume") from None
+                wait = self.retry_wait_s * 2**attempt
+                logger.warning("%s; retrying in %g s", exc, wait)
+                time.sleep(wait)
+        _finish(item, part, dest, expected, log)
+        return True
+
+    def _receive(self, item: RemoteFile, part: Path) -> int | None:
+        """Bring ``part`` to the whole file; return its expected size (None when nobody knows it)."""
         have = part.stat().st_size if part.is_file() else 0
         if item.size is not None and have > item.size:
             part.unlink()
             have = 0
-        expected = item.size
-        if not (item.size is not None and have == item.size):
-            expected = self._stream(item, part, have)
-        _finish(item, part, dest, expected, log)
-        return True
+        if item.size is not None and have == item.size:
+            return item.size
+        expected = self._stream(item, part, have)
+        if expected is None:  # no size from publisher or server: ask whether anything follows
+            expected = self._confirm_length(item, part)
+        return expected
+
+    def _confirm_length(self, item: RemoteFile, part: Path) -> int | None:
+        """For a body of unknown length, ask the server for what would follow it.
+
+        A 416 confirms the end; a 206 with more bytes means the connection was cut, and the rest is
+        appended; a full 200 with a Content-Length gives the size to check against.
+        """
+        have = part.stat().st_size if part.is_file() else 0
+        try:
+            resp = self.open(item.url, {"Range": f"bytes={have}-"})
+        except urllib.error.HTTPError as exc:
+            exc.close()
+            if exc.code == 416:
+                return have
+            return None  # the server cannot say; the received bytes are all there is to go on
+        with resp:
+            match = _CONTENT_RANGE.fullmatch((resp.headers.get("Content-Range") or "").strip())
+            length = resp.headers.get("Content-Length")
+            if resp.status == 206 and match and int(match.group(1)) == have:
+                total = None if match.group(3) == "*" else int(match.group(3))
+                body_length = int(length) if length and length.isdigit() else None
+                if total == have or body_length == 0:
+                    return have
+        if resp.status == 206:
+            logger.info("%s: more bytes follow a body of unknown length; resuming", item.dest)
+            return self._stream(item, part, have)
+        if resp.status == 200 and length and length.isdigit():
+            return int(length)
+        return None
 
     def _stream(self, item: RemoteFile, part: Path, have: int) -> int | None:
         """Download into ``part`` (appending when the server honours the Range); return the total size."""
@@ -195,6 +296,7 @@ class Client:
             resp = self.open(item.url, headers)
         except urllib.error.HTTPError as exc:
             if exc.code == 416 and have:  # our partial file does not fit the server's any more
+                exc.close()
                 part.unlink()
                 return self._stream(item, part, 0)
             raise http_error(item.url, exc) from None
@@ -212,6 +314,7 @@ class Client:
                 part.unlink()
                 return self._stream(item, part, 0)
             offset, total = resumed
+            server_total = total
             if total is None and item.size is not None:
                 total = item.size
             with (
@@ -227,19 +330,35 @@ class Client:
                     disable=not self.progress,
                 ) as bar,
             ):
+                of = f" of {total}" if total is not None else ""
+                window_start, window_bytes = time.monotonic(), 0
                 try:
                     while block := resp.read1(CHUNK_BYTES):  # read1 keeps what arrived before a cut
                         out.write(block)
                         bar.update(len(block))
+                        window_bytes += len(block)
+                        now = time.monotonic()
+                        if now - window_start >= self.stall_s:
+                            if window_bytes < self.stall_min_bytes:
+                                out.flush()
+                                raise Interrupted(
+                                    f"{part.with_suffix('')}: stalled at {part.stat().st_size}{of} bytes "
+                                    f"({window_bytes} bytes in {now - window_start:.0f} s)"
+                                )
+                            window_start, window_bytes = now, 0
                 except (OSError, http.client.HTTPException) as exc:
                     if isinstance(exc, http.client.IncompleteRead):
                         out.write(exc.partial)
                     out.flush()
-                    of = f" of {total}" if total is not None else ""
-                    raise DownloadError(
-                        f"{part.with_suffix('')}: connection lost after {part.stat().st_size}{of} bytes "
-                        f"({type(exc).__name__}); run again to resume"
-                    ) from None
+                    silent = isinstance(exc, TimeoutError)
+                    what = f"no data for {self.stall_s:g} s" if silent else type(exc).__name__
+                    got = part.stat().st_size
+                    where = part.with_suffix("")
+                    raise Interrupted(f"{where}: connection lost after {got}{of} bytes ({what})") from None
+        got = part.stat().st_size
+        if server_total is not None and got < server_total:  # the server closed early without an error
+            where = part.with_suffix("")
+            raise Interrupted(f"{where}: connection closed after {got} of {server_total} bytes")
         return item.size if item.size is not None else total
 
 
@@ -249,7 +368,10 @@ def _resume_offset(resp: http.client.HTTPResponse, have: int) -> tuple[int, int 
         match = _CONTENT_RANGE.fullmatch((resp.headers.get("Content-Range") or "").strip())
         if not (have and match and int(match.group(1)) == have):
             return None
-        return have, None if match.group(3) == "*" else int(match.group(3))
+        if match.group(3) != "*":
+            return have, int(match.group(3))
+        length = resp.headers.get("Content-Length")
+        return have, have + int(length) if length and length.isdigit() else None
     length = resp.headers.get("Content-Length")
     return 0, int(length) if length and length.isdigit() else None
 
