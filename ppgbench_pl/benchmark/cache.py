@@ -15,10 +15,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -27,15 +25,9 @@ from typing import Any
 import numpy as np
 
 from ppgbench_pl.benchmark.locks import file_lock
-from ppgbench_pl.data.processed import MARKER, write_json_atomic
+from ppgbench_pl.data.processed import MARKER, save_npy_atomic, write_json_atomic
 from ppgbench_pl.encoders.base import PPGEncoder
 from ppgbench_pl.errors import ConfigError
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def _file_sha256(path: Path) -> str:
@@ -189,15 +181,7 @@ class EmbeddingCache:
 
     def _store(self, path: Path, values: np.ndarray) -> str:
         self.root.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".npy", dir=self.root)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                np.save(handle, values)
-            os.chmod(tmp, 0o666 & ~_umask())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        save_npy_atomic(path, values)
         return _file_sha256(path)
 
     def stats(self) -> dict[str, int]:

@@ -78,8 +78,7 @@ class EmbeddingSource:
         fs = float(encoder.sampling_rate)
         memo = (id(encoder), datamodule.dataset, fs)
         if memo not in self._keys:
-            windows = datamodule.windows(fs)
-            content = windows.content_digest() if hasattr(windows, "content_digest") else None
+            content = datamodule.windows(fs).content_digest()
             self._keys[memo] = self.cache.key(encoder, datamodule.store(fs).directory, fs,
                                               self.trainer_kwargs.get("precision"), content)
         return self._keys[memo]

@@ -115,8 +115,11 @@ class BenchmarkSuite:
         storage = self.config.get("optuna_storage")
         for entry in self.config["regimes"] if storage is not None else []:
             args = entry.setdefault("init_args", {})
-            if args.get("storage") is None and "storage" in inspect.signature(import_class(entry["class_path"])).parameters:
-                args["storage"] = storage
+            if "search" in inspect.signature(import_class(entry["class_path"])).parameters:
+                search = args.get("search") or {}
+                search = dict(search.get("init_args", search)) if isinstance(search, dict) else {}
+                if search.get("storage") is None:
+                    args["search"] = {**search, "storage": storage}
         data = dict(self.config.get("data") or {})
         self.selection = datasets_and_tasks(self.config.get("datasets"), self.config.get("tasks"))
         seeds = self.config.get("seeds")
