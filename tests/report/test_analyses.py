@@ -24,7 +24,7 @@ def _job(run, model, task, regime, seed, value, params=None, predictions=None, *
 
 
 def test_aggregation_frequencies(tmp_path):
-    for seed, agg in zip((1, 2, 3, 4, 5), ("mean", "mean", "mean", "median", "topk_mean")):
+    for seed, agg in zip((1, 2, 3, 4, 5), ("mean", "mean", "mean", "median", "topk_mean"), strict=True):
         _job(tmp_path, "P", "synthetic-stiffness", "linear", seed, 0.8, {"C": 1.0, "aggregation": agg})
     for seed in (1, 2):
         _job(tmp_path, "Q", "synthetic-stiffness", "mlp", seed, 0.8, {"aggregation": "median"})
@@ -87,13 +87,13 @@ def _trial(number, lr, batch, epochs, state="COMPLETE"):
 
 
 def test_edge_pressure_on_crafted_histories(tmp_path):
-    for seed, alpha in zip((1, 2, 3, 4), (0.01, 0.01, 1.0, 100.0)):
+    for seed, alpha in zip((1, 2, 3, 4), (0.01, 0.01, 1.0, 100.0), strict=True):
         _job(tmp_path, "P", "synthetic-hr", "linear", seed, 3.0,
              {"alpha": alpha, "solver": "auto", "fit_intercept": True}, cv_scores=_grid([0.01, 1.0, 100.0]))
     trials = [_trial(0, 1e-5, 16, 3), _trial(1, 1e-3, 64, 3), _trial(2, 1e-2, 16, 1, "PRUNED")]
     chosen = [{"lr": 1e-2, "batch_size": 16, "dropout": 0.0, "epoch": 2},
               {"lr": 1e-3, "batch_size": 64, "dropout": 0.0, "epoch": 0}]
-    for seed, params in zip((1, 2), chosen):
+    for seed, params in zip((1, 2), chosen, strict=True):
         _job(tmp_path, "P", "synthetic-hr", "mlp", seed, 3.0, params, optuna={"trials": trials})
     choices = edge_choices(load_runs([tmp_path]).records)
     pressure = edge_pressure(choices).set_index(["regime", "axis"])

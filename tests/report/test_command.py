@@ -33,7 +33,7 @@ def test_report_command_writes_the_folder_and_prints_findings(run, tmp_path, cap
     assert printed[0].endswith("cells are near chance: no model meaningfully beats the constant baseline.")
     assert any(line.startswith("Meaningfully better = better mean (no uncertainty") for line in printed)
     paired = pd.read_csv(out / "tables" / "paired.csv")
-    assert set(zip(paired["model_a"], paired["model_b"])) == {("P", "moment_small")}
+    assert set(zip(paired["model_a"], paired["model_b"], strict=True)) == {("P", "moment_small")}
     assert (out / "tables" / "main_linear.tex").exists() and (out / "figures" / "cd_mlp.svg").exists()
 
 

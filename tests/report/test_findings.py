@@ -14,7 +14,8 @@ def chance_scores(tmp_path_factory):
     run = tmp_path_factory.mktemp("chance")
     # X: 0.5 better on every seed, but the CIs overlap (0.5 <= ~1.0 + 1.0)
     noise = [0.01, -0.01, 0.02, -0.02, 0.0]
-    write_cell(run, "P", "synthetic-hr", "linear", [b - 0.5 + e for b, e in zip(BASE_MAE, noise)], BASE_MAE)
+    values = [b - 0.5 + e for b, e in zip(BASE_MAE, noise, strict=True)]
+    write_cell(run, "P", "synthetic-hr", "linear", values, BASE_MAE)
     # Y: clearly above chance
     write_cell(run, "P", "synthetic-activity", "linear", spread(0.8, 0.02), spread(0.5, 0.01))
     # Z: worse than the baseline
