@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
-from ppgbench_pl.encoders.base import PPGEncoder
 from ppgbench_pl.errors import ConfigError
+
+if TYPE_CHECKING:  # imported on first use (below): ``ppgbench list`` reads the torch-free catalog
+    from ppgbench_pl.encoders.base import PPGEncoder
 
 _PATHS: dict[str, str] = {
     "papagei_p": "ppgbench_pl.encoders.papagei:PaPaGeiPEncoder",
@@ -29,7 +32,7 @@ _PATHS: dict[str, str] = {
 FOUNDATION_MODELS = ("papagei_p", "papagei_s", "pulseppg", "anyppg", "sigmappg", "moment_small")
 
 
-class _Registry(Mapping[str, type[PPGEncoder]]):
+class _Registry(Mapping[str, "type[PPGEncoder]"]):
     """Name -> encoder class, imported lazily."""
 
     def __getitem__(self, name: str) -> type[PPGEncoder]:
@@ -47,5 +50,16 @@ class _Registry(Mapping[str, type[PPGEncoder]]):
 
 
 ENCODERS: Mapping[str, type[PPGEncoder]] = _Registry()
+
+
+def __getattr__(name: str) -> Any:
+    """``PPGEncoder`` is imported (with torch) when first asked for."""
+    if name == "PPGEncoder":
+        from ppgbench_pl.encoders.base import PPGEncoder
+
+        globals()[name] = PPGEncoder
+        return PPGEncoder
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["ENCODERS", "FOUNDATION_MODELS", "PPGEncoder"]
