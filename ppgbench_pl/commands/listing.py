@@ -1,29 +1,385 @@
-"""``ppgbench list``: every dataset and task the registry knows, with type, level and tier."""
+"""``ppgbench list``: everything that can be run, as text for people or JSON for scripts.
+
+``ppgbench list`` gives an overview; ``ppgbench list datasets|tasks|encoders|controls|regimes`` one table
+in full; ``--dataset``, ``--tier`` and ``--kind`` filter (``ppgbench list tasks --dataset dalia``);
+``--json`` prints the same rows as JSON (a list of objects for one table, an object of tables for the
+overview). Everything comes from static, torch-free tables: the dataset registry
+(:mod:`ppgbench_pl.data.registry`), the encoder catalog (:mod:`ppgbench_pl.encoders.catalog`) and the
+regime catalog (:mod:`ppgbench_pl.regimes.catalog`), so the command starts in well under a second.
+:func:`catalog_tables` gives the rows to Python (the API wraps them into DataFrames).
+"""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import importlib
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
 
-from ppgbench_pl.data.registry import DATASETS, TASKS
+from ppgbench_pl.data.registry import DECLARATIONS, get_dataset, select_tasks
+from ppgbench_pl.errors import ConfigError
+
+TABLES = ("datasets", "tasks", "encoders", "controls", "regimes")
+#: Which filters each table takes.
+FILTERS: dict[str, tuple[str, ...]] = {
+    "datasets": ("dataset",),
+    "tasks": ("dataset", "tier", "kind"),
+    "encoders": (),
+    "controls": (),
+    "regimes": ("tier",),
+}
+ENCODER_CATALOG = "ppgbench_pl.encoders.catalog"
+
+#: The controls (PROTOCOL.md section 5): what each is and how a config asks for it.
+CONTROLS: tuple[dict[str, Any], ...] = (
+    {"name": "constant", "class_path": None, "summary_model": "constant",
+     "what": "constant baseline (the protocol's TrainMean): the majority training class or the training "
+             "mean, from training labels only",
+     "how": "scored in every job automatically; no config needed"},
+    {"name": "prv_published", "class_path": "ppgbench_pl.encoders.prv.PublishedPRVEncoder",
+     "summary_model": "prv_published",
+     "what": "the published SciPy pulse-rate-variability features (PROTOCOL.md 5.2: 8 features, LF/HF 0 "
+             "on short windows)",
+     "how": "list under controls: (class_path), as in configs/quickstart.yaml"},
+    {"name": "prv", "class_path": "ppgbench_pl.encoders.prv.PRVEncoder", "summary_model": "prv",
+     "what": "pulse-rate-variability features as the paper states them (NeuroKit2, 12 time-domain values)",
+     "how": "list under controls: or encoders: (class_path)"},
+    {"name": "moment_small", "class_path": "ppgbench_pl.encoders.moment.MomentSmallEncoder",
+     "summary_model": "moment_small",
+     "what": "MOMENT-1-small, the generic (not PPG-specific) time-series foundation model",
+     "how": "list under controls: or encoders: with its checkpoint"},
+)
+
+
+def _plain(value: Any) -> Any:
+    """JSON-ready values: tuples become lists, nested mappings and dataclasses become dicts."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def dataset_rows(dataset: str | None = None) -> list[dict[str, Any]]:
+    """One row per declared dataset (or only ``dataset``)."""
+    keys = [get_dataset(dataset).key] if dataset is not None else list(DECLARATIONS)
+    rows = []
+    for key in keys:
+        decl = DECLARATIONS[key]
+        info, source = decl.info, decl.source
+        rows.append({
+            "key": key,
+            "display_name": info.display_name,
+            "native_fs": info.native_fs,
+            "window_s": info.window_s,
+            "stride_s": info.stride_s,
+            "group": info.group,
+            "subjects": info.subjects,
+            "n_tasks": len(decl.tasks),
+            "tasks": [t.name for t in decl.tasks],
+            "source": info.source,
+            "page": source.page if source is not None else None,
+            "publisher": source.publisher if source is not None else "built in",
+            "access": info.access,
+            "license": info.license,
+            "downloadable": source is not None,
+            "description": info.description,
+        })
+    return rows
+
+
+def _regimes_for(tier: str) -> list[str]:
+    from ppgbench_pl.regimes.catalog import REGIMES
+
+    return [r.name for r in REGIMES.values() if tier in r.tiers and r.name != "linear_frac"]
+
+
+def task_rows(
+    dataset: str | None = None, tier: str | None = None, kind: str | None = None
+) -> list[dict[str, Any]]:
+    """One row per task in registry order, filtered."""
+    return [
+        {
+            "name": t.name,
+            "dataset": t.dataset,
+            "target": t.target,
+            "kind": t.kind,
+            "level": t.level,
+            "tier": t.tier,
+            "metric": t.metric,
+            "higher_is_better": t.higher_is_better,
+            "classes": list(t.classes),
+            "n_classes": len(t.classes) if t.kind == "classification" and t.classes else None,
+            "n_targets": t.n_targets,
+            "unit": t.unit,
+            "regimes": _regimes_for(t.tier),
+            "description": t.description,
+        }
+        for t in select_tasks(dataset, tier, kind)
+    ]
+
+
+_ENCODER_FIELDS = {
+    # our column: names an encoder catalog entry may use for it
+    "name": ("name", "key"),
+    "class_path": ("class_path", "path"),
+    "native_fs": ("native_fs", "sampling_rate", "fs"),
+    "embedding_dim": ("embedding_dim", "embedding_size", "dim"),
+    "parameters": ("parameters", "n_parameters", "n_params", "params"),
+    "weights": ("weights", "weights_source", "weights_from", "source"),
+    "checkpoint_required": ("checkpoint_required", "requires_checkpoint", "needs_checkpoint"),
+    "control": ("control", "is_control"),
+    "description": ("description", "summary"),
+}
+
+
+def _encoder_entries() -> list[dict[str, Any]]:
+    """The encoder catalog's entries as plain dicts (a mapping name -> entry, or a sequence of entries)."""
+    # Look for the file first: importing a missing submodule would still import the encoders package.
+    if not (Path(__file__).parents[1] / "encoders" / "catalog.py").is_file():
+        raise ConfigError(f"the encoder catalog ({ENCODER_CATALOG}) is not available")
+    try:
+        catalog = importlib.import_module(ENCODER_CATALOG)
+    except ImportError as exc:
+        raise ConfigError(f"the encoder catalog ({ENCODER_CATALOG}) is not available: {exc}") from None
+    table = next((getattr(catalog, a) for a in ("CATALOG", "ENCODERS") if hasattr(catalog, a)), None)
+    if table is None:
+        raise ConfigError(f"{ENCODER_CATALOG} defines no CATALOG table")
+    if isinstance(table, Mapping):
+        return [{"name": name, **_plain(entry)} for name, entry in table.items()]
+    return [_plain(entry) for entry in table]
+
+
+def encoder_rows() -> list[dict[str, Any]]:
+    """One row per registered encoder, from the torch-free encoder catalog; our columns first.
+
+    Raises:
+        ConfigError: The catalog module is missing (it is what ``list encoders`` reads).
+    """
+    rows = []
+    for raw in _encoder_entries():
+        row = {col: next((raw[k] for k in keys if k in raw), None) for col, keys in _ENCODER_FIELDS.items()}
+        known = {k for keys in _ENCODER_FIELDS.values() for k in keys}
+        row.update({k: v for k, v in raw.items() if k not in known})
+        rows.append(row)
+    return rows
+
+
+def control_rows() -> list[dict[str, Any]]:
+    """The controls of PROTOCOL.md section 5."""
+    return [dict(c) for c in CONTROLS]
+
+
+def regime_rows(tier: str | None = None) -> list[dict[str, Any]]:
+    """One row per regime, with its default search budget (optionally only those running on ``tier``)."""
+    from ppgbench_pl.regimes.catalog import REGIMES
+
+    if tier is not None:
+        select_tasks(tier=tier)  # validates the tier with a one-line error
+    return [
+        {
+            "name": r.name,
+            "class_path": r.class_path,
+            "trains": r.trains,
+            "tiers": list(r.tiers),
+            "uses_embeddings": r.uses_embeddings,
+            "selection": r.selection,
+            "budget": _plain(r.budget),
+            "budget_text": r.budget_text(),
+            "budget_short": r.budget_short(),
+        }
+        for r in REGIMES.values()
+        if tier is None or tier in r.tiers
+    ]
+
+
+def _check_filters(what: str | None, filters: Mapping[str, str | None]) -> None:
+    if what is not None and what not in TABLES:
+        import difflib
+
+        close = difflib.get_close_matches(what, TABLES, n=1)
+        hint = f"; did you mean '{close[0]}'?" if close else ""
+        raise ConfigError(f"cannot list '{what}': choose from {', '.join(TABLES)}{hint}")
+    if what is None:
+        return
+    for name, value in filters.items():
+        if value is not None and name not in FILTERS[what]:
+            takes = ", ".join(f"--{f}" for f in FILTERS[what]) or "no filters"
+            raise ConfigError(f"--{name} does not filter {what} ({what} takes {takes})")
+
+
+def catalog_tables(
+    *, dataset: str | None = None, tier: str | None = None, kind: str | None = None,
+    tables: Sequence[str] = TABLES,
+) -> dict[str, list[dict[str, Any]]]:
+    """Every table ``ppgbench list`` shows, as lists of plain (JSON-ready) dicts, filtered where it fits."""
+    build = {
+        "datasets": lambda: dataset_rows(dataset),
+        "tasks": lambda: task_rows(dataset, tier, kind),
+        "encoders": encoder_rows,
+        "controls": control_rows,
+        "regimes": lambda: regime_rows(tier),
+    }
+    return {name: build[name]() for name in tables}
+
+
+# -- text ---------------------------------------------------------------------------------------------------
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, int) and value >= 10_000:
+        return f"{value:,}"
+    if isinstance(value, list):
+        return ", ".join(_cell(v) for v in value) or "-"
+    return str(value)
+
+
+def _table(rows: Sequence[Mapping[str, Any]], columns: Sequence[tuple[str, str]], max_width: int = 60) -> str:
+    """Aligned columns; long cells are cut to ``max_width`` with an ellipsis (JSON has them whole)."""
+    cells = [[_cell(r.get(key)) for key, _ in columns] for r in rows]
+    cells = [[c if len(c) <= max_width else c[: max_width - 3] + "..." for c in row] for row in cells]
+    heads = [head for _, head in columns]
+    widths = [max([len(h), *(len(row[i]) for row in cells)]) for i, h in enumerate(heads)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(heads, widths, strict=True)).rstrip()]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells]
+    return "\n".join(lines)
+
+
+_COLUMNS: dict[str, list[tuple[str, str]]] = {
+    "datasets": [("key", "dataset"), ("display_name", "folder"), ("native_fs", "native Hz"),
+                 ("window_s", "window s"), ("stride_s", "stride s"), ("group", "group"),
+                 ("subjects", "subjects"), ("n_tasks", "tasks"), ("access", "access"),
+                 ("source", "source")],
+    "tasks": [("name", "task"), ("kind", "type"), ("level", "level"), ("tier", "tier"),
+              ("metric", "metric"), ("unit", "unit"), ("n_classes", "n"), ("classes", "classes")],
+    "encoders": [("name", "encoder"), ("native_fs", "native Hz"), ("embedding_dim", "embedding"),
+                 ("parameters", "parameters"), ("checkpoint_required", "checkpoint"),
+                 ("weights", "weights from")],
+    "controls": [("name", "control"), ("what", "what it is"), ("how", "how to run it")],
+    "regimes": [("name", "regime"), ("tiers", "tiers"), ("trains", "trains"),
+                ("budget_text", "default budget")],
+}
+_OVERVIEW_COLUMNS: dict[str, list[tuple[str, str]]] = {
+    "datasets": [("key", "dataset"), ("native_fs", "native Hz"), ("window_s", "window s"),
+                 ("n_tasks", "tasks"), ("access", "access")],
+    "tasks": [("name", "task"), ("kind", "type"), ("level", "level"), ("tier", "tier")],
+    "encoders": [("name", "encoder"), ("native_fs", "native Hz"), ("embedding_dim", "embedding"),
+                 ("checkpoint_required", "checkpoint")],
+    "controls": [("name", "control"), ("what", "what it is")],
+    "regimes": [("name", "regime"), ("tiers", "tiers"), ("budget_short", "default budget")],
+}
+
+
+def _task_counts(rows: Sequence[Mapping[str, Any]]) -> str:
+    real = [r for r in rows if r["dataset"] != "synthetic"]
+    primary = sum(r["tier"] == "primary" for r in real)
+    return (f"{len(real)} benchmark tasks ({primary} primary, {len(real) - primary} secondary)"
+            f" + {len(rows) - len(real)} synthetic")
+
+
+def _blocks(rows: Sequence[Mapping[str, Any]], title: str, fields: Sequence[tuple[str, str]]) -> str:
+    """One block per row: a title line, then ``label: value`` lines (for rows with long prose)."""
+    width = max(len(label) for _, label in fields)
+    out = []
+    for r in rows:
+        out.append("  " + title.format(**{k: _cell(v) for k, v in r.items()}))
+        out += [f"      {label + ':':<{width + 1}} {_cell(r.get(key))}" for key, label in fields
+                if r.get(key) not in (None, "", [])]
+    return "\n".join(out)
+
+
+_BLOCKS: dict[str, tuple[str, list[tuple[str, str]]]] = {
+    "regimes": ("{name}  ({tiers}; {class_path})",
+                [("trains", "trains"), ("selection", "selects"), ("budget_text", "budget")]),
+    "controls": ("{name}", [("what", "what"), ("how", "run"), ("class_path", "class")]),
+}
+
+
+def _render(what: str, rows: list[dict[str, Any]], overview: bool) -> str:
+    if not rows:
+        return f"{what}: none match"
+    if not overview and what in _BLOCKS:
+        title, fields = _BLOCKS[what]
+        return f"{what}:\n" + _blocks(rows, title, fields)
+    columns = (_OVERVIEW_COLUMNS if overview else _COLUMNS)[what]
+    text = f"{what}:\n" + "\n".join("  " + line for line in _table(rows, columns).splitlines())
+    if what == "tasks":
+        text += "\n  " + _task_counts(rows)
+    return text
+
+
+def run_list(
+    what: str | None = None, *, dataset: str | None = None, tier: str | None = None, kind: str | None = None,
+    as_json: bool = False,
+) -> str:
+    """The text (or JSON) ``ppgbench list [what]`` prints.
+
+    Args:
+        what: One of :data:`TABLES`, or None for the overview of all of them.
+        dataset: Only this dataset (datasets, tasks).
+        tier: Only ``primary`` or ``secondary`` (tasks; regimes that run on that tier).
+        kind: Only ``regression``, ``classification`` or ``regression_cls`` tasks.
+        as_json: JSON instead of text: a list of rows for one table, an object of tables for the overview.
+
+    Raises:
+        ConfigError: An unknown table, dataset, tier or kind, or a filter that does not apply to ``what``.
+    """
+    filters = {"dataset": dataset, "tier": tier, "kind": kind}
+    _check_filters(what, filters)
+    names: tuple[str, ...] = (what,) if what is not None else tuple(
+        # the overview shows only the tables every given filter applies to
+        n for n in TABLES if all(v is None or k in FILTERS[n] for k, v in filters.items()))
+    if what is not None:
+        rows = catalog_tables(dataset=dataset, tier=tier, kind=kind, tables=names)[what]
+        return json.dumps(rows, indent=2) if as_json else _render(what, rows, overview=False)
+    # The overview shows what it can: a table that cannot be built (e.g. no encoder catalog) is a note.
+    tables: dict[str, list[dict[str, Any]]] = {}
+    problems: dict[str, str] = {}
+    for name in names:
+        try:
+            tables.update(catalog_tables(dataset=dataset, tier=tier, kind=kind, tables=(name,)))
+        except ConfigError as exc:
+            if name in ("datasets", "tasks"):  # a bad filter, not a missing table
+                raise
+            problems[name] = str(exc)
+    if as_json:
+        return json.dumps({**tables, **({"unavailable": problems} if problems else {})}, indent=2)
+    parts = [_render(n, tables[n], overview=True) if n in tables else f"{n}: unavailable ({problems[n]})"
+             for n in names]
+    parts.append("details: ppgbench list datasets|tasks|encoders|controls|regimes "
+                 "[--dataset KEY] [--tier TIER] [--kind KIND] [--json]")
+    return "\n\n".join(parts)
 
 
 def add_list_parser(sub: argparse._SubParsersAction) -> None:
     """Register ``list``."""
-    parser = sub.add_parser("list", help="List datasets and tasks.")
-    parser.set_defaults(func=run_list)
+    parser = sub.add_parser(
+        "list", help="List datasets, tasks, encoders, controls and regimes that can be run.",
+        description="Everything that can be run. Without a table name: an overview of all of them.")
+    parser.add_argument("what", nargs="?", choices=TABLES, help="the table to show in full")
+    parser.add_argument("--dataset", help="only this dataset's tasks (datasets, tasks)")
+    parser.add_argument("--tier", choices=("primary", "secondary"), help="only this tier (tasks, regimes)")
+    parser.add_argument("--kind", choices=("regression", "classification", "regression_cls"),
+                        help="only this task type (tasks)")
+    parser.add_argument("--json", dest="as_json", action="store_true", help="JSON on stdout, for scripts")
+    parser.set_defaults(func=_command)
 
 
-def run_list(_: argparse.Namespace) -> None:
-    """Print datasets, then tasks grouped by dataset."""
-    print("datasets:")
-    for d in DATASETS.values():
-        print(f"  {d.key:<13} {d.display_name:<13} native {d.native_fs:g} Hz, window {d.window_s:g} s / "
-              f"stride {d.stride_s:g} s, group = {d.group}; source: {d.source}")
-    print("tasks:")
-    print(f"  {'task':<31} {'type':<15} {'level':<8} {'tier':<10} metric")
-    for t in TASKS.values():
-        print(f"  {t.name:<31} {t.kind:<15} {t.level:<8} {t.tier:<10} {t.metric}")
-    real = [t for t in TASKS.values() if t.dataset != "synthetic"]
-    print(f"{len(real)} benchmark tasks ({sum(t.tier == 'primary' for t in real)} primary, "
-          f"{sum(t.tier == 'secondary' for t in real)} secondary) + "
-          f"{len(TASKS) - len(real)} synthetic")
+def _command(ns: argparse.Namespace) -> None:
+    print(run_list(ns.what, dataset=ns.dataset, tier=ns.tier, kind=ns.kind, as_json=ns.as_json))
+
+
+__all__ = [
+    "CONTROLS", "TABLES", "add_list_parser", "catalog_tables", "control_rows", "dataset_rows", "encoder_rows",
+    "regime_rows", "run_list", "task_rows",
+]

@@ -1,11 +1,36 @@
-"""Regimes: Lightning callbacks that select, train and score a head on one outer fold."""
+"""Regimes: Lightning callbacks that select, train and score a head on one outer fold.
 
-from ppgbench_pl.regimes.base import JobContext, Regime, RepeatOutcome
-from ppgbench_pl.regimes.finetune import FinetuneRegime
-from ppgbench_pl.regimes.forest import RandomForestRegime
-from ppgbench_pl.regimes.label_efficiency import LabelEfficiencyRegime
-from ppgbench_pl.regimes.linear import LinearRegime, ProbeRegime
-from ppgbench_pl.regimes.mlp import MLPRegime
+The names below are imported on first use (PEP 562), so importing the torch-free
+:mod:`ppgbench_pl.regimes.catalog` (``ppgbench list``) does not load torch and Lightning.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ppgbench_pl.regimes.base import JobContext, Regime, RepeatOutcome
+    from ppgbench_pl.regimes.finetune import FinetuneRegime
+    from ppgbench_pl.regimes.forest import RandomForestRegime
+    from ppgbench_pl.regimes.label_efficiency import LabelEfficiencyRegime
+    from ppgbench_pl.regimes.linear import LinearRegime, ProbeRegime
+    from ppgbench_pl.regimes.mlp import MLPRegime
+
+_LAZY = {
+    "JobContext": "base", "Regime": "base", "RepeatOutcome": "base", "FinetuneRegime": "finetune",
+    "RandomForestRegime": "forest", "LabelEfficiencyRegime": "label_efficiency", "LinearRegime": "linear",
+    "ProbeRegime": "linear", "MLPRegime": "mlp",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Import a regime class when it is first asked for."""
+    if name in _LAZY:
+        value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "FinetuneRegime", "JobContext", "LabelEfficiencyRegime", "LinearRegime", "MLPRegime", "ProbeRegime",

@@ -1,4 +1,4 @@
-"""The dataset registry: every declared dataset is complete, and raw fixture -> preprocess -> task views works.
+"""The dataset registry: every declaration is complete; raw fixture -> preprocess -> task views works.
 
 One declaration per dataset (``ppgbench_pl/data/datasets/<key>_info.py``); these tests are parametrised
 over the registry, so a new dataset is checked as soon as its key is listed.
@@ -48,7 +48,8 @@ def test_published_task_set() -> None:
                                    "realworldppg", "wildppg"]
     assert GENERATED == ("synthetic",)
     # Published order of PROTOCOL.md section 2 (rows 1-26).
-    assert real[0].name == "dalia-hr" and real[7].name == "ecsmp-emotion-reg-cls" and real[-1].name == "wildppg-hr"
+    assert real[0].name == "dalia-hr" and real[7].name == "ecsmp-emotion-reg-cls"
+    assert real[-1].name == "wildppg-hr"
 
 
 def test_every_declaration_module_is_listed() -> None:
