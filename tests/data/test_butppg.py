@@ -101,7 +101,7 @@ def test_truncated_signal_is_refused(tmp_path: Path) -> None:
     make(tmp_path / "raw")
     dat = tmp_path / "raw" / "100001" / "100001_PPG.dat"
     dat.write_bytes(dat.read_bytes()[:1000])
-    assert "unreadable WFDB record" in _refused(tmp_path, "100001_PPG.hea")
+    assert "unreadable WFDB record samples" in _refused(tmp_path, "100001_PPG.dat")
 
 
 def test_wrong_length_signal_is_refused(tmp_path: Path) -> None:

@@ -103,9 +103,17 @@ def read_record(folder: Path, record: str) -> np.ndarray:
     if not header.is_file():
         raise DataError(f"{header}: WFDB header not found")
     try:
+        head = wfdb.rdheader(str(base))
+    except Exception as exc:  # wfdb raises ValueError, OSError, IndexError, ... for a damaged header
+        raise file_error(header, "unreadable WFDB record header", exc) from None
+    names = [name for name in (getattr(head, "file_name", None) or []) if name]
+    signals = base.parent / names[0] if names else base.with_suffix(".dat")
+    if not signals.is_file():
+        raise DataError(f"{signals}: WFDB signal file not found (named in {header.name})")
+    try:
         rec = wfdb.rdrecord(str(base), physical=False)
-    except Exception as exc:  # wfdb raises ValueError, OSError, IndexError, ... for a damaged record
-        raise file_error(header, "unreadable WFDB record", exc) from None
+    except Exception as exc:  # a short or damaged signal file
+        raise file_error(signals, "unreadable WFDB record samples (truncated or damaged?)", exc) from None
     digital = np.asarray(rec.d_signal)
     if rec.n_sig == RECORD_SAMPLES and rec.sig_len == 1:  # case (a): 300 signals x 1 sample
         values = digital.ravel()

@@ -174,15 +174,18 @@ class PPGBPDataset(RawDataset):
         labels = subject_labels(row, workbook)
         valid: list[np.ndarray] = []
         kept_k: list[int] = []
+        dropped = {"wrong_length": 0, "non_finite": 0}
         for k in SEGMENTS:
             path = self.raw_root / SEGMENT_DIR / f"{subject}_{k}.txt"
             samples = read_segment(path)
             if len(samples) != SEGMENT_SAMPLES:
                 logger.info("%s: %d samples, not %d; segment dropped", path, len(samples), SEGMENT_SAMPLES)
+                dropped["wrong_length"] += 1
                 continue
             segment = resample(samples, self.info.native_fs, fs, what=str(path))
             if not np.isfinite(segment).all():
                 logger.info("%s: non-finite samples; segment dropped", path)
+                dropped["non_finite"] += 1
                 continue
             valid.append(segment)
             kept_k.append(k)
@@ -208,4 +211,5 @@ class PPGBPDataset(RawDataset):
             targets=targets,
             stats=stats,
             metadata=metadata,
+            dropped={**dropped, "flat": int((~keep).sum())},
         )

@@ -88,7 +88,7 @@ def read_participant(path: Path) -> tuple[np.ndarray, float, np.ndarray, float]:
                 ecg, ecg_fs = _signal_v73(handle, _ECG, path)
     except DataError:
         raise
-    except (ValueError, TypeError, OSError, KeyError, IndexError) as exc:
+    except (ValueError, TypeError, OSError, KeyError, IndexError, scipy.io.matlab.MatReadError) as exc:
         raise file_error(path, "unreadable MATLAB file", exc) from None
     if len(ppg) == 0 or len(ecg) == 0:
         raise DataError(f"{path}: empty '{'.'.join(_PPG if len(ppg) == 0 else _ECG)}.v'")
