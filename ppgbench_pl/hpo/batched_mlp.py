@@ -14,7 +14,9 @@ to floating-point rounding and dropout masks:
   trial, each scaled by its own batch's normaliser (row count, or the sum of class weights for weighted
   cross-entropy, as ``F.cross_entropy`` reduces), and a trial takes its AdamW step (the fused kernel,
   grouped by learning rate) when its batch is complete, so it makes exactly the reference's updates.
-* A trial whose loss turns non-finite fails alone; pruned and failed trials are dropped from the stack.
+* A trial whose loss or validation score turns non-finite stops alone and, as published, completes with its
+  best earlier epoch (:func:`~ppgbench_pl.hpo.stacked.finish_diverged`; it fails without one); pruned and
+  stopped trials are dropped from the stack.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from torch.optim.adamw import adamw
 from ppgbench_pl.heads.mlp import MLPHead
 from ppgbench_pl.hpo.optuna_search import TrialOutcome
 from ppgbench_pl.hpo.shuffle import epoch_permutation
+from ppgbench_pl.hpo.stacked import finish_diverged
 
 BETAS, EPS = (0.9, 0.999), 1e-8
 EVAL_BATCH = 4096
@@ -61,6 +64,7 @@ class HeadData:
         loss: ``mse``, ``bce`` or ``ce``.
         n_outputs: Head outputs.
         class_weight: ``[pos_weight]`` (bce) or per-class weights (ce), or ``None``.
+
     """
 
     x_fit: Tensor
@@ -237,6 +241,7 @@ def train_heads(data: HeadData, configs: Sequence[HeadConfig], epochs: int, scor
 
     Returns:
         One outcome per config, in input order (weights: best epoch, or final without validation).
+
     """
     micro = reduce(math.gcd, (c.batch_size for c in configs))
     widths = sorted({c.hidden_dim for c in configs})
@@ -253,12 +258,12 @@ def train_heads(data: HeadData, configs: Sequence[HeadConfig], epochs: int, scor
             keep = []
             for pos, i in enumerate(ids):
                 if bad[pos]:
-                    reason = f"diverged: non-finite training loss at epoch {epoch + 1}"
-                    outcomes[i] = TrialOutcome("failed", epochs_run=epoch + 1, failure=reason)
+                    outcomes[i] = finish_diverged(i, epoch + 1, epochs, best[i], on_epoch,
+                                                  heads.head_state(pos) if best[i][1] else None)
                 else:
                     keep.append(pos)
             if score is not None and data.x_val is not None and keep:
-                keep = _validate(heads, data.x_val, ids, keep, epoch, score, on_epoch, best, outcomes)
+                keep = _validate(heads, data.x_val, ids, keep, epoch, epochs, score, on_epoch, best, outcomes)
             if len(keep) < len(ids):
                 heads.keep(keep)
                 stacks[s] = (heads, [ids[pos] for pos in keep])
@@ -294,8 +299,8 @@ def _train_epoch(stacks: Sequence[StackedHeads], data: HeadData, micro: int, epo
     return [flags.tolist() for flags in bad]
 
 
-def _validate(heads: StackedHeads, x_val: Tensor, ids: list[int], keep: list[int], epoch: int, score: ScoreFn,
-              on_epoch: EpochHook | None, best: dict[int, tuple[float, int]],
+def _validate(heads: StackedHeads, x_val: Tensor, ids: list[int], keep: list[int], epoch: int, epochs: int,
+              score: ScoreFn, on_epoch: EpochHook | None, best: dict[int, tuple[float, int]],
               outcomes: dict[int, TrialOutcome]) -> list[int]:
     """Score the kept trials, update best-so-far and best weights, report, prune; returns the survivors."""
     outputs = heads.evaluate(x_val).double().cpu().numpy()
@@ -304,9 +309,9 @@ def _validate(heads: StackedHeads, x_val: Tensor, ids: list[int], keep: list[int
         i = ids[pos]
         out = outputs[pos]
         value = float(score(i, out)) if np.isfinite(out).all() else math.nan
-        if not math.isfinite(value):
-            reason = f"diverged: non-finite validation outputs or score at epoch {epoch + 1}"
-            outcomes[i] = TrialOutcome("failed", epochs_run=epoch + 1, failure=reason)
+        if not math.isfinite(value):  # as published: the trial keeps its best earlier epoch
+            outcomes[i] = finish_diverged(i, epoch + 1, epochs, best[i], on_epoch,
+                                          heads.head_state(pos) if best[i][1] else None)
             continue
         if value > best[i][0]:
             best[i] = (value, epoch + 1)

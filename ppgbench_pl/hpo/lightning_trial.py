@@ -22,6 +22,7 @@ from optuna_integration import PyTorchLightningPruningCallback
 from torch.utils.data import DataLoader
 
 from ppgbench_pl.hpo.optuna_search import TrialOutcome
+from ppgbench_pl.hpo.stacked import finish_diverged
 from ppgbench_pl.tasks.encoder_task import TrainingDiverged
 
 MONITOR = "val/best_selection"
@@ -41,6 +42,7 @@ class EpochSelection(Callback):
         score: Selection score of the whole validation set's outputs (higher is better).
         snapshot: What to keep of the module at a new best epoch (default: its full state dict).
         monitor: Name under which the best-so-far score is logged for the pruning callback.
+
     """
 
     def __init__(self, score: Callable[[np.ndarray], float], snapshot: Snapshot = module_state,
@@ -65,6 +67,7 @@ class EpochSelection(Callback):
 
         Raises:
             TrainingDiverged: Non-finite outputs or a non-finite score.
+
         """
         if trainer.sanity_checking:
             return
@@ -92,7 +95,10 @@ def frozen_parts_expected() -> Iterator[None]:
 def fit_trial(make_trainer: Callable[[list[Callback]], L.Trainer], module: L.LightningModule,
               train_loader: DataLoader, val_loader: DataLoader, score: Callable[[np.ndarray], float],
               trial: optuna.Trial | None, snapshot: Snapshot = module_state) -> TrialOutcome:
-    """Train one trial with per-epoch selection and Hyperband pruning; divergence fails the trial.
+    """Train one trial with per-epoch selection and Hyperband pruning.
+
+    A non-finite loss or score stops training; the trial then completes with its best earlier epoch (it fails
+    without one), as in the published loop, which trains on and never beats that epoch again.
 
     Args:
         make_trainer: Builds the inner trainer (max epochs, device) around the given callbacks.
@@ -102,6 +108,7 @@ def fit_trial(make_trainer: Callable[[list[Callback]], L.Trainer], module: L.Lig
         score: Selection score of the validation outputs.
         trial: The Optuna trial to report to and prune (``None``: no pruning).
         snapshot: What to keep of the module at the best epoch.
+
     """
     selection = EpochSelection(score, snapshot)
     callbacks: list[Callback] = [selection]
@@ -116,7 +123,17 @@ def fit_trial(make_trainer: Callable[[list[Callback]], L.Trainer], module: L.Lig
             pruning.check_pruned()
     except optuna.TrialPruned:
         return TrialOutcome("pruned", epochs_run=len(selection.history))
-    except TrainingDiverged as exc:
-        return TrialOutcome("failed", epochs_run=len(selection.history), failure=f"diverged: {exc}")
+    except TrainingDiverged as exc:  # as published: the trial completes with its best earlier epoch
+        def report(_: int, epoch: int, best: float) -> bool:
+            assert trial is not None
+            trial.report(best, epoch)
+            return trial.should_prune()
+
+        outcome = finish_diverged(0, len(selection.history) + 1, int(trainer.max_epochs or 1),
+                                  (selection.best, selection.best_epoch), report if trial is not None else None,
+                                  selection.best_state)
+        if outcome.state == "failed":
+            outcome.failure = f"diverged: {exc}"
+        return outcome
     return TrialOutcome("complete", value=selection.best, best_epoch=selection.best_epoch,
                         epochs_run=len(selection.history), weights=selection.best_state)

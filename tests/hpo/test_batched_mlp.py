@@ -118,7 +118,7 @@ def test_divergence_and_pruning_stay_with_their_trial():
         return i == 2 and epoch == 1
 
     failed, complete, pruned = train_heads(data, configs, EPOCHS, lambda i, out: _score(out), on_epoch)
-    assert failed.state == "failed" and "non-finite training loss at epoch 1" in failed.failure
+    assert failed.state == "failed" and "non-finite training loss" in failed.failure and "epoch 1" in failed.failure
     assert complete.state == "complete" and complete.epochs_run == EPOCHS and np.isfinite(complete.value)
     assert pruned.state == "pruned" and pruned.epochs_run == 2
     assert (0, 0) not in seen and (2, 2) not in seen and (1, 2) in seen
@@ -132,3 +132,42 @@ def test_shuffling_is_a_function_of_seed_and_epoch():
     assert list(sampler) == first and first != second and sorted(first) == list(range(10))
     batches = epoch_batches(10, 4, 5, 1)
     assert [len(b) for b in batches] == [4, 4, 2] and np.concatenate(batches).tolist() == second
+
+
+def _nan_at_second_call():
+    calls: dict[int, int] = {}
+
+    def score(i: int, out: np.ndarray) -> float:
+        calls[i] = calls.get(i, 0) + 1
+        return {1: 0.5, 2: float("nan")}.get(calls[i], 9.0)
+
+    return score
+
+
+def test_batched_trial_that_turns_non_finite_completes_with_its_best_earlier_epoch():
+    x, y, xv, n_out, _ = _problem("mse")
+    data = HeadData(torch.tensor(x), torch.tensor(y), torch.tensor(xv), "mse", n_out)
+    reports: list[float] = []
+    (outcome,) = train_heads(data, [HeadConfig(8, 0.0, 1e-2, 0.0, 16, 1)], EPOCHS, _nan_at_second_call(),
+                             lambda i, epoch, best: reports.append(best) is None and False)
+    assert outcome.state == "complete" and outcome.best_epoch == 1 and outcome.value == 0.5
+    assert outcome.weights is not None and reports == [0.5] * EPOCHS  # keeps reporting its best, as published
+
+
+def test_lightning_trial_that_turns_non_finite_completes_with_its_best_earlier_epoch():
+    x, y, xv, n_out, _ = _problem("mse")
+    config = HeadConfig(8, 0.0, 1e-2, 0.0, 16, 1)
+    L.seed_everything(1, verbose=False)
+    task = EncoderTask(nn.Identity(), head=MLPHead(D, n_out, 8), loss="mse", head_lr=1e-2)
+    train = DataLoader(ArrayDataset(z=x, y=y), batch_size=config.batch_size)
+    val = DataLoader(ArrayDataset(z=xv, y=np.zeros((len(xv), n_out), dtype=np.float32)), batch_size=4096)
+    score = _nan_at_second_call()
+
+    def trainer(callbacks):
+        return L.Trainer(callbacks=callbacks, max_epochs=EPOCHS, logger=False, enable_checkpointing=False,
+                         enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
+                         accelerator="cpu")
+
+    outcome = fit_trial(trainer, task, train, val, lambda out: score(0, out), None)
+    assert outcome.state == "complete" and outcome.best_epoch == 1 and outcome.value == 0.5
+    assert outcome.weights is not None and outcome.epochs_run == 2

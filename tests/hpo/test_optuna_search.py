@@ -11,7 +11,7 @@ from ppgbench_pl.errors import ConfigError
 from ppgbench_pl.hpo.optuna_search import (
     FAILURE_ATTR,
     WORKER_ATTR,
-    OptunaSettings,
+    SearchSettings,
     SearchFailed,
     TrialOutcome,
     best_trial,
@@ -28,6 +28,10 @@ from ppgbench_pl.hpo.trial_store import TrialWeights
 
 SPACE = {"lr": [1e-3, 1e-2], "batch_size": [16, 32]}
 
+def _settings(**kwargs) -> SearchSettings:
+    """Settings with the MLP probe's defaults filled in (25 epochs, 1 trial at a time)."""
+    return SearchSettings(**kwargs).resolved(25, 1)
+
 
 def _complete(trial):
     value = trial.params["lr"] * 100 + trial.params["batch_size"] / 1000
@@ -36,9 +40,9 @@ def _complete(trial):
     return TrialOutcome("complete", value=value, best_epoch=2, epochs_run=2, weights={"w": torch.ones(1)})
 
 
-def _study(tmp_path: Path, name: str = "s", settings: OptunaSettings | None = None):
+def _study(tmp_path: Path, name: str = "s", settings: SearchSettings | None = None):
     storage = open_storage(storage_url(None, tmp_path, "job", 0))
-    return open_study(storage, name, settings or OptunaSettings(n_trials=5, n_startup_trials=2), seed=42), storage
+    return open_study(storage, name, settings or _settings(n_trials=5, n_startup_trials=2), seed=42), storage
 
 
 def test_storage_url_default_and_templates(tmp_path):
@@ -50,7 +54,7 @@ def test_storage_url_default_and_templates(tmp_path):
 
 
 def test_settings_are_the_protocol_ones():
-    settings = OptunaSettings()
+    settings = _settings()
     sampler, pruner = settings.sampler(7), settings.pruner()
     assert (settings.n_trials, settings.max_epochs, settings.parallel_trials) == (48, 25, 1)
     assert sampler._n_startup_trials == 8 and sampler._multivariate and sampler._group and sampler._constant_liar
@@ -58,7 +62,7 @@ def test_settings_are_the_protocol_ones():
 
 
 def test_search_reaches_budget_in_batches_and_records_everything(tmp_path):
-    settings = OptunaSettings(n_trials=5, n_startup_trials=2, parallel_trials=2)
+    settings = _settings(n_trials=5, n_startup_trials=2, parallel_trials=2)
     study, storage = _study(tmp_path, settings=settings)
     sizes = []
 
@@ -79,7 +83,7 @@ def test_search_reaches_budget_in_batches_and_records_everything(tmp_path):
 
 
 def test_interrupted_search_resumes_to_the_budget(tmp_path):
-    settings = OptunaSettings(n_trials=5, n_startup_trials=2)
+    settings = _settings(n_trials=5, n_startup_trials=2)
     study, storage = _study(tmp_path, settings=settings)
     calls = []
 
@@ -104,7 +108,7 @@ def test_interrupted_search_resumes_to_the_budget(tmp_path):
 
 
 def test_failures_count_but_interruptions_and_orphans_do_not(tmp_path):
-    settings = OptunaSettings(n_trials=3, n_startup_trials=2)
+    settings = _settings(n_trials=3, n_startup_trials=2)
     study, storage = _study(tmp_path, settings=settings)
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     orphan = study.ask()
@@ -139,10 +143,10 @@ def test_best_trial_ties_and_search_failed(tmp_path):
 
 def test_journal_storage_resumes(tmp_path):
     url = storage_url("journal:{work_dir}/journal/{job_id}-{repeat}.log", tmp_path, "j", 0)
-    settings = OptunaSettings(n_trials=2, n_startup_trials=1)
+    settings = _settings(n_trials=2, n_startup_trials=1)
     study = open_study(open_storage(url), "j", settings, seed=1)
     run_search(study, settings, SPACE, lambda trials: [_complete(t) for t in trials])
-    again = open_study(open_storage(url), "j", OptunaSettings(n_trials=3, n_startup_trials=1), seed=1)
+    again = open_study(open_storage(url), "j", _settings(n_trials=3, n_startup_trials=1), seed=1)
     assert n_finished(again) == 2
     assert (tmp_path / "journal" / "j-0.log").exists()
 
@@ -178,7 +182,39 @@ def test_open_study_passes_sampler_and_pruner_again_on_load(tmp_path):
     study, storage = _study(tmp_path)
     study.tell(study.ask(), 1.0)
     close_storage(storage)
-    again, storage = _study(tmp_path, settings=OptunaSettings(max_epochs=7))
+    again, storage = _study(tmp_path, settings=_settings(max_epochs=7))
     assert isinstance(again.sampler, optuna.samplers.TPESampler) and again.pruner._max_resource == 7
     assert len(again.trials) == 1
     close_storage(storage)
+
+
+def test_reports_and_pruning_stay_in_memory_until_the_trial_ends(tmp_path):
+    settings = _settings(n_trials=6, n_startup_trials=2, parallel_trials=3, max_epochs=9)
+    study, storage = _study(tmp_path, settings=settings)
+    stored_during: list[dict] = []
+
+    def run_batch(trials):
+        outcomes = []
+        for trial in trials:
+            pruned = None
+            for epoch in range(9):
+                trial.report(float(trial.number % 3 + epoch / 10), epoch)
+                if trial.should_prune():
+                    pruned = epoch
+                    break
+            # nothing reported has reached the stored study yet
+            stored_during.append(storage.get_trial(storage.get_trial_id_from_study_id_trial_number(
+                study._study_id, trial.number)).intermediate_values)
+            outcomes.append(TrialOutcome("pruned", epochs_run=pruned + 1) if pruned is not None else
+                            TrialOutcome("complete", value=trial.number % 3 + 0.8, best_epoch=9, epochs_run=9,
+                                         weights={}))
+        return outcomes
+
+    run_search(study, settings, SPACE, run_batch)
+    assert stored_during == [{}] * 6
+    again = optuna.load_study(study_name="s", storage=storage)
+    trials = again.get_trials()
+    assert n_finished(again) == 6 and any(t.state == TrialState.PRUNED for t in trials)
+    for t in trials:  # every report and Hyperband's rung bookkeeping reached the stored trial at its end
+        assert len(t.intermediate_values) == t.user_attrs["epochs_run"]
+        assert any(k.startswith("completed_rung_") for k in t.system_attrs)
