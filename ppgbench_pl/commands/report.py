@@ -42,7 +42,7 @@ def add_report_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _warn(line: str) -> None:
-    """A skipped file: one line on stderr, the report is still built (see docs/report.md)."""
+    """Print a skipped file as one line on stderr; the report is still built (see docs/report.md)."""
     print(f"ppgbench: warning: {line}", file=sys.stderr)
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import pandas as pd
 
@@ -45,7 +45,7 @@ def aggregation_choices(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
 
 
 def aggregation_frequency(choices: pd.DataFrame) -> pd.DataFrame:
-    """Counts and fractions per (regime, model), plus an ``all`` row per regime."""
+    """Count the selections and fractions per (regime, model), plus an ``all`` row per regime."""
     strategies = [s for s in ("mean", "median", "topk_mean") if s in set(choices["aggregation"])]
     strategies += sorted(set(choices["aggregation"]) - set(strategies))
     rows = []
@@ -81,7 +81,7 @@ def _epochs(trial: dict[str, Any]) -> Iterator[int]:
         yield from range(len(values))
 
 
-def _numeric(value: Any) -> bool:
+def _numeric(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 

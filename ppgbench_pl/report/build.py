@@ -76,7 +76,7 @@ def copy_protocol(out: Path) -> Path:
 
 
 def code_version_line(runs: RunSet) -> str | None:
-    """The sentence that says a run was made by more than one code version; None when it was not."""
+    """Say that a run was made by more than one code version; None when it was not."""
     counts = runs.code_versions
     labels = set(counts) | set(runs.run_code_versions)
     if len(labels) <= 1:
@@ -287,6 +287,7 @@ def build_report(run_dirs: Sequence[str | Path], output_dir: str | Path, rule: s
     page.heading("Files", anchor="files")
     page.links([out / "findings.md", protocol, *opts.written])
     index = page.write()
-    for line in runs.skipped if warn is not None else ():
-        warn(line)
+    if warn is not None:
+        for line in runs.skipped:
+            warn(line)
     return index

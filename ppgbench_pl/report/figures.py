@@ -98,7 +98,7 @@ def cliques(ranks: list[float], cd: float) -> list[tuple[int, int]]:
 
 
 def cd_diagram(ranking: Ranking) -> Figure:
-    """A critical-difference diagram: average ranks (1 = best), the CD bar, non-different models joined."""
+    """Draw a CD diagram: average ranks (1 = best), the CD bar, models that do not differ joined."""
     from matplotlib.figure import Figure
 
     names = list(ranking.average_ranks.index)

@@ -112,7 +112,7 @@ class Headline:
     controls_seen: list[str]
 
     def lines(self) -> list[str]:
-        """The findings as sentences (used in the HTML page and printed by the command)."""
+        """Give the findings as sentences (used in the HTML page and printed by the command)."""
         seen = ", ".join(self.controls_seen) or "none"
         absent = [c for c in FEATURE_CONTROLS if c not in self.controls_seen]
         missing = f"; not run: {', '.join(absent)}, so not required" if absent else ""

@@ -48,7 +48,7 @@ def fmt_value(value: object) -> str:
 
 def table(frame: pd.DataFrame, caption: str = "", raw: Sequence[str] = (),
           row_class: Callable[[pd.Series], str] | None = None, text_columns: Sequence[str] = ()) -> str:
-    """An HTML table from a frame; values are escaped unless the column is listed in ``raw``."""
+    """Render a frame as an HTML table; values are escaped unless the column is listed in ``raw``."""
     if frame.empty:
         return '<p class="note">(nothing to show)</p>'
     head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
@@ -77,26 +77,27 @@ class Page:
     """
 
     def __init__(self, title: str, root: Path) -> None:
+        """Start the page with its heading."""
         self.title, self.root = title, root
         self.parts: list[str] = [f"<h1>{html.escape(title)}</h1>"]
 
     def heading(self, text: str, level: int = 2, anchor: str = "") -> None:
-        """A section heading (with an id so it can be linked)."""
+        """Add a section heading (with an id so it can be linked)."""
         ident = f' id="{html.escape(anchor)}"' if anchor else ""
         self.parts.append(f"<h{level}{ident}>{html.escape(text)}</h{level}>")
 
     def paragraph(self, text: str, cls: str = "") -> None:
-        """A paragraph of escaped text."""
+        """Add a paragraph of escaped text."""
         attr = f' class="{cls}"' if cls else ""
         self.parts.append(f"<p{attr}>{html.escape(text)}</p>")
 
     def bullets(self, items: Sequence[str], cls: str = "") -> None:
-        """An unordered list of escaped items."""
+        """Add an unordered list of escaped items."""
         attr = f' class="{cls}"' if cls else ""
         self.parts.append(f"<ul{attr}>" + "".join(f"<li>{html.escape(i)}</li>" for i in items) + "</ul>")
 
     def link_paragraph(self, before: str, href: str, text: str, after: str = "", cls: str = "meta") -> None:
-        """A paragraph with one link (escaped text around it)."""
+        """Add a paragraph with one link (escaped text around it)."""
         self.parts.append(f'<p class="{cls}">{html.escape(before)}<a href="{html.escape(href)}">'
                           f"{html.escape(text)}</a>{html.escape(after)}</p>")
 
@@ -105,24 +106,24 @@ class Page:
         self.parts.append(fragment)
 
     def details(self, summary: str, fragment: str) -> None:
-        """A collapsed block (long tables, lists of cells)."""
+        """Add a collapsed block (long tables, lists of cells)."""
         self.parts.append(f"<details><summary>{html.escape(summary)}</summary>{fragment}</details>")
 
     def figure(self, png: Path, svg: Path | None, caption: str) -> None:
-        """An image (PNG) with a link to its SVG, both relative to the page."""
+        """Add an image (PNG) with a link to its SVG, both relative to the page."""
         src = png.relative_to(self.root).as_posix()
         link = f' (<a href="{svg.relative_to(self.root).as_posix()}">SVG</a>)' if svg else ""
         self.parts.append(f'<figure><img src="{html.escape(src)}" alt="{html.escape(caption)}">'
                           f"<figcaption>{html.escape(caption)}{link}</figcaption></figure>")
 
     def links(self, paths: Sequence[Path]) -> None:
-        """A list of links to files written next to the page."""
+        """Add a list of links to files written next to the page."""
         items = "".join(f'<li><a href="{html.escape(p.relative_to(self.root).as_posix())}">'
                         f"{html.escape(p.relative_to(self.root).as_posix())}</a></li>" for p in paths)
         self.parts.append(f"<ul>{items}</ul>")
 
     def render(self) -> str:
-        """The complete document."""
+        """Return the complete document."""
         body = "\n".join(self.parts)
         return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
                 f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'

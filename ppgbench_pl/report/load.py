@@ -81,7 +81,7 @@ class RunSet:
         return order_models(names)
 
     def job_folder(self, record: dict[str, Any]) -> Path:
-        """The folder holding a record's prediction files."""
+        """Return the folder holding a record's prediction files."""
         return self.sources[record_id(record)]
 
 
@@ -105,12 +105,12 @@ def order_models(names: set[str] | Sequence[str]) -> list[str]:
 
 
 def is_control(name: str) -> bool:
-    """A PRV or MOMENT control or a constant baseline: anything that is not a PPG-specific model."""
+    """Tell a PRV or MOMENT control or a constant baseline (anything not PPG-specific) from a model."""
     return name in CONTROL_MODELS or is_baseline(name)
 
 
 def order_regimes(names: set[str] | Sequence[str]) -> list[str]:
-    """The protocol's regimes in protocol order, then any user regimes by name."""
+    """Order the protocol's regimes as the protocol does, then any user regimes by name."""
     names = set(names)
     return [r for r in REGIME_ORDER if r in names] + sorted(names - set(REGIME_ORDER))
 
@@ -124,14 +124,14 @@ def order_tasks(names: set[str] | Sequence[str]) -> list[str]:
 
 
 def record_id(record: dict[str, Any]) -> str:
-    """The record's job id (recomputed from its fields if an old record lacks one)."""
+    """Return the record's job id (recomputed from its fields if an old record lacks one)."""
     if record.get("job_id"):
         return str(record["job_id"])
     return job_id(record["model"], record["task"], record["regime"], int(record["seed"]), int(record["fold"]))
 
 
 def _outcome(record: dict[str, Any]) -> Any:
-    """What must agree for two records of one job to count as the same result."""
+    """Return what must agree for two records of one job to count as the same result."""
     return (
         [r.get("metrics") for r in record.get("results", [])],
         record.get("baseline"),
@@ -139,7 +139,7 @@ def _outcome(record: dict[str, Any]) -> Any:
 
 
 def _run_meta(run_dir: Path) -> dict[str, Any]:
-    """The folder's ``run.json`` (empty when a run wrote none, e.g. records copied by hand)."""
+    """Read the folder's ``run.json`` (empty when a run wrote none, e.g. records copied by hand)."""
     path = run_dir / "run.json"
     if not path.exists():
         return {}
@@ -171,7 +171,7 @@ def _parameters(meta: dict[str, Any], source: Path) -> dict[str, dict[str, int]]
 
 
 def _check_record(record: dict[str, Any]) -> dict[str, Any]:
-    """A record the report can use, or ``ValueError`` naming what is missing (reported, then skipped)."""
+    """Check a record the report uses; ``ValueError`` names what is missing (reported, then skipped)."""
     if record.get("status") != "ok":
         if not record.get("job_id") and record.get("model") is None:
             raise ValueError("is not a job record (no job_id or model)")
@@ -183,7 +183,7 @@ def _check_record(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def _check_folder(run_dir: Path) -> None:
-    """A one-line error unless ``run_dir`` looks like a run folder."""
+    """Raise a one-line error unless ``run_dir`` looks like a run folder."""
     if not run_dir.exists():
         raise ReportError(f"{run_dir}: no such run folder")
     if not run_dir.is_dir():

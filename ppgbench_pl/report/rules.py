@@ -66,7 +66,7 @@ class Rule:
         return RULE_TEXT[self.name].format(alpha=self.alpha)
 
     def beats(self, scores: Scores, task: str, regime: str, model: str, other: str) -> bool | None:
-        """True if ``model`` meaningfully beats ``other`` in the cell, False if not, None if undecidable.
+        """Return whether ``model`` meaningfully beats ``other`` in the cell (None: undecidable).
 
         ``other`` = ``constant`` means the model's own baseline (the one of its task view).
         """
@@ -93,7 +93,7 @@ class Rule:
 
 
 def bold_models(scores: Scores, task: str, regime: str) -> set[str]:
-    """The best model of a cell and every model whose CI overlaps the best's."""
+    """Return the best model of a cell and every model whose CI overlaps the best's."""
     best = scores.best(task, regime)
     if best is None:
         return set()

@@ -46,6 +46,7 @@ class Scores:
     """
 
     def __init__(self, records: Iterable[dict[str, Any]], ci_unit: str = "seed") -> None:
+        """Summarise the ``ok`` records once, with the same code as summary.csv."""
         records = [r for r in records if r.get("status") == "ok"]
         self.ci_unit = ci_unit
         book = SummaryBook.from_records(records, ci_unit)
@@ -79,7 +80,7 @@ class Scores:
         return order_tasks(set(frame["task"]))
 
     def baseline_of(self, task: str, regime: str, model: str) -> str | None:
-        """The baseline row a model is compared with in a cell (its own task view); None if it has none.
+        """Name the baseline row a model is compared with in a cell (its own task view); None if none.
 
         ``constant`` (the placeholder name) given as ``model`` resolves to the cell's only baseline.
         """
@@ -89,7 +90,7 @@ class Scores:
         return self._baseline.get((task, regime, model))
 
     def baselines(self, task: str, regime: str) -> list[str]:
-        """The baseline rows of a cell (one per task view), in column order."""
+        """List the baseline rows of a cell (one per task view), in column order."""
         return [s.model for s in self.cell(task, regime) if is_baseline(s.model)]
 
     def resolve(self, task: str, regime: str, model: str, other: str) -> str | None:
@@ -99,12 +100,12 @@ class Scores:
         return other
 
     def runs(self, task: str, regime: str, model: str) -> pd.DataFrame:
-        """The fold rows behind one score (seed, fold, value, view, backend, code_version)."""
+        """Return the fold rows behind one score (seed, fold, value, view, backend, code_version)."""
         part = self._folds_by_cell.get((task, regime), self.folds.iloc[:0])
         return part[part["model"] == model]
 
     def get(self, task: str, regime: str, model: str) -> Score | None:
-        """A model's score in a cell, or None when that cell was not run (or not finished)."""
+        """Return a model's score in a cell, or None when that cell was not run (or not finished)."""
         return self._index.get((task, regime, model))
 
     def cell(self, task: str, regime: str) -> list[Score]:
@@ -112,7 +113,7 @@ class Scores:
         return [s for m in self.models if (s := self.get(task, regime, m)) is not None]
 
     def best(self, task: str, regime: str) -> Score | None:
-        """The best mean in a cell (lowest MAE, highest balanced accuracy); first in column order on ties."""
+        """Return the best mean in a cell (lowest MAE, highest BA); first in column order on ties."""
         scores = self.cell(task, regime)
         if not scores:
             return None

@@ -65,7 +65,7 @@ def cell_facts(scores: Scores, task: str, regime: str) -> dict[str, dict[str, st
 
 
 def usual_grid(cells: pd.DataFrame, regime: str) -> str:
-    """The most common ``S×F`` of a regime's cells (ties: the largest), which the caption states."""
+    """Return the most common ``S×F`` of a regime's cells (ties: the largest), stated in the caption."""
     grids = cells.loc[cells["regime"] == regime, "grid"]
     if grids.empty:
         return ""
@@ -161,7 +161,7 @@ def wide_table(cells: pd.DataFrame, regime: str, models: list[str], tasks: list[
 
 
 def to_markdown(frame: pd.DataFrame) -> str:
-    """A GitHub-flavoured Markdown table (pipes in cells escaped)."""
+    """Render a GitHub-flavoured Markdown table (pipes in cells escaped)."""
     def esc(value: object) -> str:
         return str(value).replace("|", "\\|")
 
@@ -208,7 +208,7 @@ def to_latex(frame: pd.DataFrame, caption: str) -> str:
 
 
 def caption(regime: str, rule: Rule, ci_unit: str, cells: pd.DataFrame | None = None) -> str:
-    """The caption that states the table's rules and, given the cells, what the table is made of."""
+    """Write the caption: the table's rules and, given the cells, what the table is made of."""
     text = (f"{regime}: mean ± Student-t 95% CI over {ci_unit}s. Bold: best mean and every model whose CI "
             f"overlaps it. † no model meaningfully better than its constant baseline ({rule.text}); "
             f"? not decidable; {MISSING} not run.")

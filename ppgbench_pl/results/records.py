@@ -34,12 +34,12 @@ def job_id(model_name: str, task: str, regime: str, seed: int, fold: int) -> str
 
 
 def job_dir(run_dir: Path, jid: str) -> Path:
-    """Final folder of a job."""
+    """Return the final folder of a job."""
     return Path(run_dir) / "jobs" / jid
 
 
 def is_complete(run_dir: Path, jid: str) -> bool:
-    """A job is complete when its final results.json exists."""
+    """Tell whether a job is complete: its final results.json exists."""
     return (job_dir(run_dir, jid) / RESULTS_FILE).exists()
 
 
@@ -53,7 +53,7 @@ def write_job(run_dir: Path, jid: str, record: Mapping[str, Any],
     working.mkdir(parents=True)
     for filename, arrays in (predictions or {}).items():
         with (working / filename).open("wb") as handle:
-            np.savez_compressed(handle, **{k: np.asarray(v) for k, v in arrays.items()})
+            np.savez_compressed(handle, **{k: np.asarray(v) for k, v in arrays.items()})  # type: ignore[arg-type]
     write_json_atomic(working / RESULTS_FILE, record)
     if final.exists():  # a stale, incomplete final folder (no results.json) from a crash mid-rename
         shutil.rmtree(final)
