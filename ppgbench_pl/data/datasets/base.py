@@ -18,7 +18,13 @@ import numpy as np
 import pandas as pd
 
 from ppgbench_pl.data import processed, signal
-from ppgbench_pl.data.processed import GroupData, check_existing, dataset_dir, open_writer
+from ppgbench_pl.data.processed import (
+    GroupData,
+    check_existing,
+    clean_abandoned_builds,
+    dataset_dir,
+    open_writer,
+)
 from ppgbench_pl.data.registry import DatasetInfo, get_dataset
 from ppgbench_pl.errors import DataError
 
@@ -147,6 +153,7 @@ class RawDataset:
         """Write ``<output_root>/fs_<fs>/<DisplayName>``; a rerun with the same marker is a no-op."""
         final = dataset_dir(output_root, fs, self.info.display_name)
         marker = self.marker(fs)
+        clean_abandoned_builds(final)  # a build killed earlier leaves its hidden folder behind
         if check_existing(final, marker):
             return final
         self.left_out = {}

@@ -14,6 +14,7 @@ import tarfile
 import zipfile
 from pathlib import Path, PurePosixPath
 
+from ppgbench_pl.data.processed import write_text_atomic
 from ppgbench_pl.errors import DownloadError
 
 MARKER_SUFFIX = ".extracted"
@@ -46,7 +47,7 @@ def extract(archive: Path, target: Path, *, nested: bool = False) -> bool:
     if nested:
         for inner in sorted(p for p in written if p.suffix.lower() == ".zip" and p.is_file()):
             extract(inner, inner.with_suffix(""), nested=True)
-    marker.write_text("extracted\n", encoding="utf-8")
+    write_text_atomic(marker, "extracted\n")
     return True
 
 
