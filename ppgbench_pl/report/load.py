@@ -116,7 +116,7 @@ def order_regimes(names: set[str] | Sequence[str]) -> list[str]:
 
 
 def order_tasks(names: set[str] | Sequence[str]) -> list[str]:
-    """Registry order (PROTOCOL.md section 2) for known tasks, then unknown tasks by name."""
+    """Order known tasks as the registry does (protocol.md section 3), then unknown tasks by name."""
     from ppgbench_pl.data.registry import TASKS
 
     names = set(names)

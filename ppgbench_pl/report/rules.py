@@ -1,7 +1,8 @@
 """The report's stated rules: CI overlap (bolding) and "meaningfully better" (chance, controls).
 
-PROTOCOL.md 7.3 leaves the second rule to us (section 10 item 2). One rule is used everywhere a model is
-said to beat another (the constant baseline, a PRV or MOMENT control), and it is switchable:
+The published protocol leaves the second rule to us (protocol.md section 10; decisions #2). One
+rule is used everywhere a model is said to beat another (the constant baseline, a PRV or MOMENT
+control), and it is switchable:
 
 * ``ci`` (default): a better mean **and** CIs that do not overlap, ``|m1 - m2| > c1 + c2``. The baseline's
   CI is the one from the same regime's jobs (same seeds and folds). A CI that is unknown (one seed)

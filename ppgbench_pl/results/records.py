@@ -1,4 +1,4 @@
-"""Job records on disk: the only thing that says a job is done (PROTOCOL.md 7.4).
+"""Job records on disk: the only thing that says a job is done (protocol.md section 11).
 
 A job is one (model, task, regime, seed, outer fold). Its folder is built as ``jobs/<id>.working/``
 (wiped if a previous attempt left it behind) and renamed to ``jobs/<id>/`` once complete, so a record
