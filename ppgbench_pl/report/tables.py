@@ -3,8 +3,8 @@
 The best mean of a row and every model whose CI overlaps it are bold (protocol.md section 10). A task
 whose row has no model meaningfully better than its constant baseline
 (:mod:`ppgbench_pl.report.rules`) carries a dagger; ``?`` marks a row that could not be judged (one
-seed). A cell that was not run, or not finished, is shown as an en dash. Written as CSV (wide text, ``*`` after a bold cell, plus a long CSV of the
-numbers and flags), Markdown and LaTeX (booktabs).
+seed). A cell that was not run, or not finished, is shown as an en dash. Written as CSV (wide text,
+``*`` after a bold cell, plus a long CSV of the numbers and flags), Markdown and LaTeX (booktabs).
 
 What each cell is made of: the caption gives the table's usual seeds x folds; a cell made of other
 seeds or folds than that shows ``[S×F]`` with its own counts. Flags, after the counts: ``s`` the cell's
