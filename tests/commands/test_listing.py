@@ -147,3 +147,13 @@ def test_linear_grid_and_inner_folds_match_the_code() -> None:
 
     assert linear.RIDGE_ALPHAS == RIDGE_ALPHAS and linear.LOGISTIC_CS == LOGISTIC_CS
     assert inspect.signature(PPGDataModule.__init__).parameters["n_inner_folds"].default == INNER_FOLDS
+
+
+def test_controls_are_the_reports_controls() -> None:
+    from ppgbench_pl.commands.listing import CONTROLS
+    from ppgbench_pl.report.load import CONTROL_MODELS
+
+    assert {c["name"] for c in CONTROLS} == set(CONTROL_MODELS)
+    for c in CONTROLS:
+        if c["class_path"]:
+            assert _resolve(c["class_path"]).name == c["name"]

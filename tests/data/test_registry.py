@@ -7,6 +7,7 @@ over the registry, so a new dataset is checked as soon as its key is listed.
 from __future__ import annotations
 
 import importlib
+import inspect
 import subprocess
 import sys
 from pathlib import Path
@@ -89,6 +90,9 @@ def test_declaration_is_complete(key: str) -> None:
     # A downloadable dataset has a source and a fixture generator; a generated one has neither.
     if key in GENERATED:
         assert decl.source is None and info.access == "built in"
+        init = inspect.signature(cls.__init__).parameters
+        assert info.subjects == init["n_subjects"].default and info.window_s == init["window_s"].default
+        assert importlib.import_module(cls.__module__).NATIVE_FS == info.native_fs
         return
     src = decl.source
     assert isinstance(src, ArchiveSource | FigshareSource | MendeleySource | PhysioNetSource)
