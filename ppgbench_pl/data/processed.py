@@ -174,6 +174,13 @@ class GroupData:
         for key in ("subject", "ppg_mean", "ppg_std"):
             if key not in self.stats:
                 raise DataError(f"group {self.name}: stats lack '{key}'")
+        if not np.isfinite(self.ppg).all():  # the reader refuses such a tree, so never write one
+            raise DataError(f"group {self.name}: {int((~np.isfinite(self.ppg).all(axis=1)).sum())} windows "
+                            "hold NaN or inf after rejection")
+        for key in ("ppg_mean", "ppg_std"):
+            value = self.stats[key]
+            if not isinstance(value, int | float | np.number) or not math.isfinite(float(value)):
+                raise DataError(f"group {self.name}: stats '{key}' is {value!r}, not a finite number")
         if self.metadata is not None and len(self.metadata) != n:
             raise DataError(f"group {self.name}: metadata has {len(self.metadata)} rows for {n} windows")
 

@@ -73,7 +73,8 @@ class _RestrictedUnpickler(pickle.Unpickler):
         return getattr(importlib.import_module(canonical), name)
 
 
-def _one_line(text: str) -> str:
+def _one_line(text: object) -> str:
+    """Collapse a message to one line (a parser may put a dump in it)."""
     return " ".join(str(text).split())
 
 

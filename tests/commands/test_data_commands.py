@@ -113,5 +113,5 @@ def test_download_force_reaches_the_client(tmp_path, capsys, monkeypatch):
     code, out, _ = run(["download", "bidmc", "--raw-root", str(tmp_path), "--force", "--stall-timeout", "5",
                         "--retries", "0", "--no-progress"], capsys)
     assert code == 0 and "bidmc: ok" in out
-    assert seen == {"keys": ["bidmc"], "physionet_user": None, "progress": False, "force": True, "stall_s": 5.0,
-                    "retries": 0}
+    assert seen == {"keys": ["bidmc"], "physionet_user": None, "progress": False, "force": True,
+                    "stall_s": 5.0, "retries": 0}

@@ -255,3 +255,16 @@ def test_marker_identity_ignores_what_the_writer_added(tmp_path):
     assert marker["n_windows"] == {f"S0{i}": 2 for i in range(1, 6)}
     identity = {k: v for k, v in marker.items() if k not in processed.WRITER_KEYS}
     assert processed.check_existing(path, identity)
+
+
+@pytest.mark.parametrize("bad", ["ppg", "stats"])
+def test_writer_never_writes_what_the_reader_refuses(tmp_path, bad):
+    group = _group("A")
+    if bad == "ppg":
+        group.ppg[1, 3] = np.nan
+    else:
+        group.stats["ppg_std"] = float("nan")
+    with pytest.raises(DataError, match="group A: "):
+        with open_writer(tmp_path / "fs_8" / "Demo", {}) as writer:
+            writer.add_group(group)
+    assert not (tmp_path / "fs_8").exists()

@@ -155,7 +155,7 @@ def _read_eeg_hdf5(path: Path) -> tuple[float, np.ndarray, np.ndarray]:
     def field(file: h5py.File, dataset: Any) -> list[Any]:
         if h5py.check_dtype(ref=dataset.dtype) is None:
             return list(np.asarray(dataset).ravel())
-        values = []
+        values: list[Any] = []
         for ref in np.asarray(dataset).ravel():
             target = file[ref]
             data = np.asarray(target)
