@@ -283,8 +283,9 @@ _OVERVIEW_COLUMNS: dict[str, list[tuple[str, str]]] = {
 def _task_counts(rows: Sequence[Mapping[str, Any]]) -> str:
     real = [r for r in rows if r["dataset"] != "synthetic"]
     primary = sum(r["tier"] == "primary" for r in real)
+    synthetic = len(rows) - len(real)
     return (f"{len(real)} benchmark tasks ({primary} primary, {len(real) - primary} secondary)"
-            f" + {len(rows) - len(real)} synthetic")
+            + (f" + {synthetic} synthetic" if synthetic else ""))
 
 
 def _blocks(rows: Sequence[Mapping[str, Any]], title: str, fields: Sequence[tuple[str, str]]) -> str:
@@ -366,7 +367,9 @@ def add_list_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "list", help="List datasets, tasks, encoders, controls and regimes that can be run.",
         description="Everything that can be run. Without a table name: an overview of all of them.")
-    parser.add_argument("what", nargs="?", choices=TABLES, help="the table to show in full")
+    # No argparse ``choices``: run_list answers a typo with a did-you-mean.
+    parser.add_argument("what", nargs="?", metavar="{" + ",".join(TABLES) + "}",
+                        help="the table to show in full")
     parser.add_argument("--dataset", help="only this dataset's tasks (datasets, tasks)")
     parser.add_argument("--tier", choices=("primary", "secondary"), help="only this tier (tasks, regimes)")
     parser.add_argument("--kind", choices=("regression", "classification", "regression_cls"),

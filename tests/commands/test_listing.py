@@ -66,7 +66,7 @@ def test_filters() -> None:
         "linear", "rf", "linear_frac"]
     text = run_list("tasks", dataset="ppgbp", tier="primary")
     assert "ppgbp-hypertension " in text and "ppgbp-cerebral-infarction" not in text
-    assert "7 benchmark tasks (7 primary, 0 secondary)" in text
+    assert "7 benchmark tasks (7 primary, 0 secondary)\n" in text + "\n"
     dalia = json.loads(run_list("datasets", dataset="dalia", as_json=True))
     assert len(dalia) == 1 and dalia[0]["native_fs"] == 64 and dalia[0]["page"].startswith("https://")
     # The overview keeps only the tables a filter applies to.
@@ -90,6 +90,8 @@ def test_text_tables() -> None:
         (("tasks", "--dataset", "dalai"), "unknown dataset 'dalai'; did you mean dalia?"),
         (("encoders", "--tier", "primary"), "--tier does not filter encoders"),
         (("datasets", "--kind", "regression"), "--kind does not filter datasets"),
+        (("taks",), "cannot list 'taks': choose from datasets, tasks, encoders, controls, regimes; "
+                    "did you mean 'tasks'?"),
     ],
 )
 def test_errors_are_one_line(args: tuple[str, ...], message: str) -> None:
