@@ -297,7 +297,7 @@ def test_mendeley_listing_selects_ecsmp_files(server: FixtureServer, tmp_path: P
     folder = tmp_path / "ecsmp"
     got = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
     assert got == [
-        "E4/001/BVP.csv", "EEG_downsample/EEG_001.mat", "checksums.json", "scale.xlsx", "source.json"
+        ".download.lock", "E4/001/BVP.csv", "EEG_downsample/EEG_001.mat", "checksums.json", "scale.xlsx", "source.json"
     ]
     assert not any("folder_id=f4" in p for p in server.paths_seen())  # unwanted folders are not listed
 
@@ -540,3 +540,21 @@ def test_download_passes_stall_settings(server: FixtureServer, tmp_path: Path) -
 def test_bad_client_settings_are_refused(kw: dict[str, float]) -> None:
     with pytest.raises(DownloadError):
         Client(progress=False, **kw)  # type: ignore[arg-type]
+
+
+def test_second_download_into_the_same_folder_is_refused(server: FixtureServer, tmp_path: Path) -> None:
+    import fcntl
+    import os
+
+    server.files["/WESAD.zip"] = zip_bytes({"WESAD/S2/S2.pkl": b"pkl"})
+    (tmp_path / "wesad").mkdir()
+    with open(tmp_path / "wesad" / ".download.lock", "a+") as held:  # another process mid-download
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)
+        held.write("12345\n")
+        held.flush()
+        status = _run(server, "wesad", tmp_path, "/WESAD.zip")
+        assert status.startswith(FAILED) and "another download of wesad is running (pid 12345)" in status
+        assert server.seen == []
+    assert _run(server, "wesad", tmp_path, "/WESAD.zip").startswith("ok")  # released: free again
+    assert (tmp_path / "wesad" / ".download.lock").read_text() == ""
+    assert os.path.exists(tmp_path / "wesad" / "WESAD" / "S2" / "S2.pkl")

@@ -12,7 +12,8 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -103,6 +104,42 @@ def _client(
     return Client(progress=progress, auth=(base + "/", physionet_user, password), **options)
 
 
+LOCK_FILE = ".download.lock"
+
+
+@contextmanager
+def _folder_lock(folder: Path, key: str) -> Iterator[None]:
+    """Hold ``<folder>/.download.lock`` so two downloads never append to the same ``.part`` files.
+
+    A second process fails at once with the holder's PID; a dead holder's lock is free (``flock``).
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX: no lock
+        yield
+        return
+    path = folder / LOCK_FILE
+    with open(path, "a+") as handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.seek(0)
+            holder = handle.read().strip() or "unknown"
+            raise DownloadError(
+                f"{folder}: another download of {key} is running (pid {holder}); wait for it to finish"
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        try:
+            yield
+        finally:
+            handle.seek(0)
+            handle.truncate()
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
 def _stdin_is_tty() -> bool:
     """Whether there is a terminal to prompt in (a replaced or closed stdin counts as none)."""
     try:
@@ -124,14 +161,15 @@ def _download_one(
     client = _client(source, base, physionet_user, progress, options)
     folder = raw_root / source.key
     folder.mkdir(parents=True, exist_ok=True)
-    if options.get("force"):  # archives are extracted again too
-        for marker in folder.rglob(f"*{MARKER_SUFFIX}"):
-            marker.unlink()
-    job = Job(client=client, folder=folder, base=base, log=ChecksumLog(folder))
-    try:
-        source.run(job)
-    finally:
-        job.log.save()
+    with _folder_lock(folder, source.key):
+        if options.get("force"):  # archives are extracted again too
+            for marker in folder.rglob(f"*{MARKER_SUFFIX}"):
+                marker.unlink()
+        job = Job(client=client, folder=folder, base=base, log=ChecksumLog(folder))
+        try:
+            source.run(job)
+        finally:
+            job.log.save()
     record = {
         "key": source.key,
         "source": source.page,
