@@ -162,3 +162,11 @@ def test_the_corpus_covers_every_dataset() -> None:
 
     assert {case[0] for case in CASES} == set(REAL_DATASETS)
     assert len(CASES) >= 40
+
+
+def test_bidmc_marker_counts_each_rejection_reason(templates: Callable[[str], Path], tmp_path: Path) -> None:
+    tree = preprocessor("bidmc")(templates("bidmc")).build(tmp_path / "out", 64)
+    dropped = json.loads((tree / MARKER).read_text())["dropped_windows"]
+    # record 02: a missing numerics row (window 1), NaN PLETH (window 2), an empty SpO2 cell (window 4)
+    assert dropped["bidmc02"] == {"label_rows_missing": 1, "non_finite": 1, "label_non_finite": 1}
+    assert "bidmc01" not in dropped

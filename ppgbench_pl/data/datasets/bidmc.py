@@ -105,18 +105,25 @@ class BidmcDataset(RawDataset):
         keep: list[int] = []
         resp_mean: list[float] = []
         spo2_mean: list[float] = []
+        dropped = {"label_rows_missing": 0, "non_finite": 0, "label_non_finite": 0}
         for i in range(len(starts)):
             begin = i * self.info.stride_s
             inside = (times >= begin) & (times < begin + self.info.window_s)
-            if inside.sum() != ROWS_PER_WINDOW or not np.isfinite(windows[i]).all():
+            if inside.sum() != ROWS_PER_WINDOW:
+                dropped["label_rows_missing"] += 1
+                continue
+            if not np.isfinite(windows[i]).all():
+                dropped["non_finite"] += 1
                 continue
             if not (np.isfinite(resp[inside]).all() and np.isfinite(spo2[inside]).all()):
+                dropped["label_non_finite"] += 1
                 continue
             keep.append(i)
             resp_mean.append(float(resp[inside].mean()))
             spo2_mean.append(float(spo2[inside].mean()))
         if not keep:
             logger.warning("%s: no window passed the label and finiteness checks; record left out", signals)
+            self.note_left_out(name, dropped)
             return None
         idx = np.asarray(keep, dtype=np.int64)
         # The whole resampled PLETH, as published; non-finite samples (which the published mean turns
@@ -131,4 +138,5 @@ class BidmcDataset(RawDataset):
             targets={"resp": as_regression_target(resp_mean), "spo2": as_regression_target(spo2_mean)},
             stats={"subject": name, "ppg_mean": float(whole.mean()), "ppg_std": float(whole.std())},
             metadata=metadata,
+            dropped=dropped,
         )
