@@ -95,3 +95,32 @@ def test_wesad_bad_sample_drops_its_window_not_the_dataset(tmp_path, value):
     assert dropped["S3"] == {"non_finite": 1, "flat": 1} and dropped["S2"] == {"flat": 1}
     stats = tree.stats("S3")
     assert np.isfinite(stats["ppg_mean"]) and np.isfinite(stats["ppg_std"])
+
+
+def test_dalia_missing_activity_sample_drops_only_its_windows(tmp_path):
+    info = dalia_data.make(tmp_path / "raw", subjects=(1, 2))
+    path = tmp_path / "raw" / "S2" / "S2.pkl"
+    record = load_pickle(path)
+    activity = np.asarray(record["activity"], dtype=np.float64).copy()
+    activity[int(51.3 * 4)] = np.nan  # before: "'activity' holds values that are not integer activity IDs"
+    record["activity"] = activity
+    write_py2_pickle(path, record)
+    tree = ProcessedDataset(DaliaDataset(tmp_path / "raw").build(tmp_path / "out", 64))
+    assert len(tree.ppg("S2")) == len(info["kept"]) - 4
+    dropped = json.loads((tree.directory / MARKER).read_text())["dropped_windows"]
+    assert dropped["S2"] == {"flat": 3, "activity_change": 10}
+
+
+def test_wesad_missing_label_sample_keeps_every_window(tmp_path):
+    info = wesad_data.make(tmp_path / "raw")
+    reference = ProcessedDataset(WesadDataset(tmp_path / "raw").build(tmp_path / "ref", 64))
+    path = tmp_path / "raw" / "S2" / "S2.pkl"
+    record = load_pickle(path)
+    codes = np.asarray(record["label"], dtype=np.float64).copy()
+    codes[5 * 700 + 3] = np.nan  # one of window 0's 7000 label samples
+    record["label"] = codes
+    write_py2_pickle(path, record)
+    tree = ProcessedDataset(WesadDataset(tmp_path / "raw").build(tmp_path / "out", 64))
+    assert len(tree.ppg("S2")) == len(info["kept"])
+    for target in ("condition_4class", "valence_reg"):
+        np.testing.assert_array_equal(tree.target("S2", target), reference.target("S2", target))

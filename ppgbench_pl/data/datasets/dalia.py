@@ -33,6 +33,8 @@ from ppgbench_pl.errors import DataError
 logger = logging.getLogger(__name__)
 
 _SUBJECT = re.compile(r"S(\d+)")
+#: Stands in for a NaN activity sample; no real activity ID is negative.
+MISSING_ACTIVITY = -999
 
 
 def subject_pickles(raw_root: Path) -> list[Path]:
@@ -135,11 +137,14 @@ class DaliaDataset(RawDataset):
 
     def _activity_windows(self, activity: np.ndarray, n: int, path: Path) -> np.ndarray:
         """Activity IDs windowed at 4 Hz with the PPG windows' start times, one row per PPG window."""
-        if not (np.all(np.isfinite(activity)) and np.all(activity == np.round(activity))):
+        finite = np.isfinite(activity)
+        if not np.all(activity[finite] == np.round(activity[finite])):
             raise DataError(f"{path}: 'activity' holds values that are not integer activity IDs")
+        # a missing (NaN) activity sample makes the windows holding it impure, so only they are dropped
+        ids = np.where(finite, activity, MISSING_ACTIVITY).astype(np.int64)
         window = seconds_to_samples(self.info.window_s, self.activity_fs)
         stride = seconds_to_samples(self.info.stride_s, self.activity_fs)
-        windows = make_windows(activity.astype(np.int64), window, stride)
+        windows = make_windows(ids, window, stride)
         if len(windows) < n:
             raise DataError(f"{path}: 'activity' covers {len(windows)} windows at 4 Hz for {n} PPG windows")
         return windows[:n]

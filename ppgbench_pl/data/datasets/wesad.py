@@ -31,6 +31,8 @@ from ppgbench_pl.errors import DataError
 
 logger = logging.getLogger(__name__)
 
+#: Stands in for a NaN condition code; maps to no condition.
+MISSING_CODE = -999
 #: Condition code -> condition_4class (baseline, stress, amusement, meditation); others are invalid.
 CONDITION_4CLASS: dict[int, int] = {1: 0, 2: 1, 3: 2, 4: 3}
 #: condition_3class: the same without meditation (written, unused).
@@ -116,8 +118,11 @@ class WesadDataset(RawDataset):
         data = load_pickle(path)
         bvp = lookup_vector(data, ("signal", "wrist", "BVP"), path)
         codes = lookup_vector(data, ("label",), path)
-        if not (np.all(np.isfinite(codes)) and np.all(codes == np.round(codes))):
+        finite = np.isfinite(codes)
+        if not np.all(codes[finite] == np.round(codes[finite])):
             raise DataError(f"{path}: 'label' holds values that are not integer condition codes")
+        # a missing (NaN) code counts against its window's purity, so at most that window loses its labels
+        codes = np.where(finite, codes, MISSING_CODE)
         ratings = read_quest(path.with_name(f"{path.stem}_quest.csv"))
 
         window = seconds_to_samples(self.info.window_s, fs)

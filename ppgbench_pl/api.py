@@ -1,0 +1,539 @@
+"""The Python API: run the protocol from a notebook or a script, and read any run folder back.
+
+::
+
+    import ppgbench_pl as pb
+
+    res = pb.evaluate("small_cnn", dataset="synthetic", regimes=("linear", "mlp"), output_dir="results/demo")
+    res.summary                      # summary.csv as a DataFrame (mean, 95 % CI per model x task x regime)
+    res.jobs                         # one row per job: ids, status, metric value, selected hyperparameters
+    res.predictions(res.jobs.job_id[0])
+    res.report("report/demo")        # tables, findings, figures, index.html
+
+:func:`evaluate` writes the config a ``ppgbench fit`` command would read (the same ``model``/``controls``/
+``data``/``trainer`` blocks, regimes as ``trainer.callbacks``) and runs it through the same engine
+(:func:`~ppgbench_pl.benchmark.spec.build_suite_spec` and
+:class:`~ppgbench_pl.benchmark.coordinator.BenchmarkRun`), so the records, the resume and the folder layout
+are those of the CLI. Objects that a config cannot name (an ``nn.Module`` you built, a ``PPGEncoder`` or
+``Regime`` instance) are handed to the suite in this process, so they run only with the local executor.
+
+Nothing here imports torch until a function needs it: ``import ppgbench_pl`` stays cheap.
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import uuid
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ppgbench_pl.errors import ConfigError, DataError
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+
+    from ppgbench_pl.benchmark.coordinator import RunReport
+
+#: The published outer seeds and folds (PROTOCOL.md 3.1): 5 seeds x 5 subject-disjoint folds.
+PUBLISHED_SEEDS: tuple[int, ...] = (42, 43, 44, 45, 46)
+PUBLISHED_FOLDS: tuple[int, ...] = (0, 1, 2, 3, 4)
+#: The published control evaluated next to every model (the SciPy PRV features, PROTOCOL.md 5.2).
+PUBLISHED_CONTROLS: tuple[str, ...] = ("prv_published",)
+#: Run options of ``ppgbench fit`` that :func:`evaluate` takes as keyword overrides (and their defaults).
+RUN_OPTIONS: dict[str, Any] = {
+    "wandb": "off", "wandb_project": "ppgbench", "ci_unit": "seed", "progress": True,
+    "allow_code_change": False, "max_cache_gb": 50.0, "optuna_storage": None,
+}
+TASK_CLASS = "ppgbench_pl.tasks.EncoderTask"
+DATA_CLASS = "ppgbench_pl.datamodules.PPGDataModule"
+LOCAL_EXECUTOR = "ppgbench_pl.benchmark.executors.LocalExecutor"
+
+EncoderLike = Any  # a registered name, a class_path (str or entry dict), a PPGEncoder or an nn.Module
+RegimeLike = Any  # a regime name, (name, init_args), a class_path entry dict, or a Regime instance
+
+
+# -- turning Python objects into config entries ------------------------------------------------------------
+def _register(obj: Any) -> dict[str, Any]:
+    """Return a spec entry standing for ``obj``, which the suite of this process takes as built.
+
+    :func:`evaluate` removes the entry when its run ends (the suite it built keeps what it needs).
+    """
+    from ppgbench_pl.benchmark.suite import PREBUILT
+
+    key = f"{type(obj).__name__}-{uuid.uuid4().hex[:12]}"
+    PREBUILT[key] = obj
+    return {"class_path": f"{type(obj).__module__}.{type(obj).__qualname__}", "instance": key}
+
+
+def _class_path(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def encoder_entry(encoder: EncoderLike, *, sampling_rate: float | None = None, name: str | None = None,
+                  encoder_args: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Return the ``class_path``/``init_args`` entry (or a pre-built entry) of an encoder in any form.
+
+    Args:
+        encoder: A registered name (``ppgbench list encoders``), a dotted class path, an entry dict, a
+            :class:`~ppgbench_pl.encoders.base.PPGEncoder` class or instance, or any ``nn.Module``
+            (wrapped by :class:`~ppgbench_pl.encoders.custom.CustomEncoder`, which needs ``sampling_rate``).
+        sampling_rate: Native rate in Hz (required for a plain ``nn.Module``; else an init argument).
+        name: Name in job ids and tables (an init argument; for a module, default: its class name).
+        encoder_args: More init arguments (``random_init=True``, ``checkpoint=...``; for a module the
+            :class:`CustomEncoder` settings: ``pooling``, ``input_shape``, ``normalize``, ...).
+
+    Raises:
+        ConfigError: An unknown name, a module without ``sampling_rate``, or arguments given to an
+            object that is already built.
+
+    """
+    args = dict(encoder_args or {})
+    if name is not None:
+        args["name"] = name
+    if isinstance(encoder, str | Mapping | type):
+        if sampling_rate is not None:
+            args["sampling_rate"] = sampling_rate
+        if isinstance(encoder, Mapping):
+            path = str(encoder["class_path"])
+            entry = {"class_path": path if "." in path else _encoder_class(path),
+                     "init_args": {**dict(encoder.get("init_args") or {}), **args}}
+        elif isinstance(encoder, type):
+            entry = {"class_path": _class_path(encoder), "init_args": args}
+        else:
+            path = str(encoder)
+            entry = {"class_path": path if "." in path else _encoder_class(path), "init_args": args}
+        if not entry["init_args"]:
+            entry.pop("init_args")
+        return entry
+    from torch import nn
+
+    from ppgbench_pl.encoders.base import PPGEncoder
+
+    if isinstance(encoder, PPGEncoder):
+        if args or sampling_rate is not None:
+            raise ConfigError(f"encoder {encoder.name!r} is already built: set name, sampling_rate and other "
+                              "settings when you construct it (or pass its class or name instead)")
+        return _register(encoder)
+    if isinstance(encoder, nn.Module):
+        from ppgbench_pl.encoders.custom import CustomEncoder
+
+        if sampling_rate is None:
+            raise ConfigError(f"a plain nn.Module ({type(encoder).__name__}) needs sampling_rate=<Hz>: the "
+                              "rate it was trained at (every dataset is resampled to it)")
+        args.setdefault("name", _snake(type(encoder).__name__))
+        if not ({"checkpoint", "random_init"} & set(args)) and \
+                "weights_in_module" in inspect.signature(CustomEncoder.__init__).parameters:
+            args["weights_in_module"] = True  # the weights are the ones the module holds in memory now
+        return _register(CustomEncoder(encoder, sampling_rate=sampling_rate, **args))
+    raise ConfigError(f"cannot evaluate a {type(encoder).__name__}: give a registered encoder name, a class "
+                      "path, a PPGEncoder or an nn.Module with sampling_rate")
+
+
+def _snake(name: str) -> str:
+    out = "".join(f"_{c.lower()}" if c.isupper() else c for c in name).lstrip("_")
+    return out or "custom"
+
+
+def _encoder_class(name: str) -> str:
+    from ppgbench_pl.encoders import ENCODERS
+
+    return _class_path(ENCODERS[name])  # ConfigError with the known names when unknown
+
+
+def regime_entry(regime: RegimeLike) -> dict[str, Any]:
+    """Return the ``trainer.callbacks`` entry of one regime.
+
+    A regime is a name (``linear``, ``rf``, ``mlp``, ``finetune``), ``(name, init_args)``, a ``class_path``
+    entry dict (whose class path may be a name) or a Regime instance.
+
+    Raises:
+        ConfigError: An unknown regime name (with the known ones).
+
+    """
+    if isinstance(regime, str):
+        return {"class_path": _regime_class(regime)}
+    if isinstance(regime, tuple) and len(regime) == 2 and isinstance(regime[0], str):
+        return {"class_path": _regime_class(regime[0]), "init_args": dict(regime[1] or {})}
+    if isinstance(regime, Mapping):
+        entry: dict[str, Any] = {"class_path": _regime_class(str(regime["class_path"]))}
+        if regime.get("init_args"):
+            entry["init_args"] = dict(regime["init_args"])
+        return entry
+    from ppgbench_pl.regimes.base import Regime
+
+    if isinstance(regime, Regime):
+        return _register(regime)
+    raise ConfigError(f"cannot run a {type(regime).__name__} as a regime: give a name "
+                      "(linear, rf, mlp, finetune), (name, init_args), a class_path entry or a Regime")
+
+
+def _regime_class(name: str) -> str:
+    if "." in name:
+        return name
+    from ppgbench_pl.regimes.catalog import REGIMES
+
+    if name not in REGIMES:
+        close = difflib.get_close_matches(name, list(REGIMES), n=1)
+        hint = f"; did you mean '{close[0]}'?" if close else ""
+        raise ConfigError(f"unknown regime '{name}'{hint} (regimes: {', '.join(REGIMES)})")
+    return REGIMES[name].class_path
+
+
+def executor_entry(executor: str | Mapping[str, Any] | None) -> dict[str, Any]:
+    """Return the executor entry of ``None``/``local``, ``process``, ``submitit``, ``dask`` or an entry."""
+    from ppgbench_pl.cli import EXECUTOR_ALIASES
+
+    if executor is None:
+        return {"class_path": LOCAL_EXECUTOR}
+    if isinstance(executor, str):
+        return {"class_path": EXECUTOR_ALIASES.get(executor, executor)}
+    if isinstance(executor, Mapping):
+        path = str(executor["class_path"])
+        args = dict(executor.get("init_args") or {})
+        return {"class_path": EXECUTOR_ALIASES.get(path, path), "init_args": args}
+    raise ConfigError(f"executor: give local, process, submitit, dask or a class_path entry, not a "
+                      f"{type(executor).__name__}")
+
+
+def _split_overrides(overrides: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """Keyword overrides -> (run options, data init_args, trainer settings); an unknown key is one line."""
+    import lightning as L
+
+    from ppgbench_pl.datamodules.ppg import PPGDataModule
+
+    data_keys = [p for p in inspect.signature(PPGDataModule.__init__).parameters
+                 if p not in ("self", "dataset", "tasks", "seeds", "folds")]
+    trainer_keys = [p for p in inspect.signature(L.Trainer.__init__).parameters
+                    if p not in ("self", "callbacks")]
+    run, data, trainer = dict(RUN_OPTIONS), {}, {}
+    for key, value in overrides.items():
+        if key in RUN_OPTIONS:
+            run[key] = value
+        elif key in data_keys:
+            data[key] = value
+        elif key in trainer_keys:
+            trainer[key] = value
+        else:
+            close = difflib.get_close_matches(key, [*RUN_OPTIONS, *data_keys, *trainer_keys], n=1)
+            hint = f"; did you mean '{close[0]}'?" if close else ""
+            raise ConfigError(f"evaluate() got an unknown option '{key}'{hint} (run options: "
+                              f"{', '.join(RUN_OPTIONS)}; data: {', '.join(data_keys)}; or a Trainer "
+                              "setting)")
+    return run, data, trainer
+
+
+def _trainer_block(trainer: dict[str, Any], callbacks: list[dict[str, Any]]) -> dict[str, Any]:
+    """Return the ``trainer`` block as the CLI resolves it: Lightning's defaults, then the given settings."""
+    import lightning as L
+
+    from ppgbench_pl.benchmark.spec import HONOURED_TRAINER
+
+    params = inspect.signature(L.Trainer.__init__).parameters
+    block = {k: params[k].default for k in HONOURED_TRAINER if k in params and params[k].default is not None}
+    return {**block, **trainer, "callbacks": callbacks}
+
+
+def build_config(encoder: EncoderLike, *, dataset: str, tasks: Sequence[str] | None = None,
+                 regimes: Iterable[RegimeLike] = ("linear",),
+                 controls: Iterable[EncoderLike] = PUBLISHED_CONTROLS,
+                 seeds: Sequence[int] = PUBLISHED_SEEDS, folds: Sequence[int] = PUBLISHED_FOLDS,
+                 output_dir: str | Path = "results/api", executor: str | Mapping[str, Any] | None = None,
+                 sampling_rate: float | None = None, name: str | None = None,
+                 encoder_args: Mapping[str, Any] | None = None, **overrides: Any) -> dict[str, Any]:
+    """Return the ``ppgbench fit`` config (as the CLI resolves it) that :func:`evaluate` runs (same args)."""
+    if isinstance(regimes, str) or (isinstance(regimes, tuple) and len(regimes) == 2
+                                    and isinstance(regimes[0], str) and isinstance(regimes[1], Mapping)):
+        regimes = [regimes]  # one regime given alone: "mlp" or ("mlp", {...})
+    if isinstance(controls, str):
+        controls = [controls]
+    if isinstance(tasks, str):
+        tasks = [tasks]
+    run, data, trainer = _split_overrides(overrides)
+    config: dict[str, Any] = {
+        "seed_everything": 42,
+        "output_dir": str(output_dir),
+        "model": {"class_path": TASK_CLASS, "init_args": {"encoder": encoder_entry(
+            encoder, sampling_rate=sampling_rate, name=name, encoder_args=encoder_args)}},
+        "controls": [encoder_entry(c) for c in controls],
+        "matrix": {"encoders": None, "datasets": None, "tasks": None},
+        "data": {"class_path": DATA_CLASS, "init_args": {
+            "dataset": dataset, "tasks": None if tasks is None else list(tasks),
+            "seeds": [int(s) for s in seeds], "folds": [int(f) for f in folds], **data}},
+        "trainer": _trainer_block(trainer, [regime_entry(r) for r in regimes]),
+        "executor": executor_entry(executor),
+        **run,
+    }
+    return config
+
+
+def evaluate(encoder: EncoderLike, *, dataset: str, tasks: Sequence[str] | None = None,
+             regimes: Iterable[RegimeLike] = ("linear",),
+             controls: Iterable[EncoderLike] = PUBLISHED_CONTROLS,
+             seeds: Sequence[int] = PUBLISHED_SEEDS, folds: Sequence[int] = PUBLISHED_FOLDS,
+             output_dir: str | Path = "results/api", executor: str | Mapping[str, Any] | None = None,
+             sampling_rate: float | None = None, name: str | None = None,
+             encoder_args: Mapping[str, Any] | None = None, **overrides: Any) -> Results:
+    """Evaluate one encoder (and the controls) under the protocol, as ``ppgbench fit`` would; resumable.
+
+    Args:
+        encoder: A registered name (``"papagei_s"``, ``"small_cnn"``; see :func:`list_encoders`), a class
+            path or ``class_path`` entry, a ``PPGEncoder`` class or instance, or any ``nn.Module`` (then
+            ``sampling_rate`` is required; it is wrapped like
+            :class:`~ppgbench_pl.encoders.custom.CustomEncoder`).
+        dataset: Dataset key (``synthetic`` or one of the nine; see :func:`list_datasets`).
+        tasks: Task names of that dataset (default: all of them; see :func:`list_tasks`).
+        regimes: Regime names (``linear``, ``rf``, ``mlp``, ``finetune``), ``(name, init_args)`` pairs such as
+            ``("mlp", {"search": {"n_trials": 4, "max_epochs": 3}})``, entry dicts or Regime instances.
+        controls: Encoders evaluated beside it on the same folds (default: the published PRV control;
+            ``()`` for none). The constant baseline is scored in every job anyway.
+        seeds: Outer seeds (published: 42-46).
+        folds: Outer folds (published: 0-4 of 5).
+        output_dir: Run folder; a second call with the same settings skips every finished job.
+        executor: ``None``/``"local"`` (this process), ``"process"``, ``"submitit"``, ``"dask"`` or a
+            ``class_path``/``init_args`` dict. Built objects (modules, instances) need the local executor.
+        sampling_rate: Native rate of a plain ``nn.Module`` in Hz (else an encoder init argument).
+        name: The encoder's name in job ids and tables.
+        encoder_args: More encoder init arguments, e.g. ``{"random_init": True}`` for a published model
+            without its checkpoint, ``{"checkpoint": "weights.pt"}``, or CustomEncoder settings for a module.
+        **overrides: Run options (``wandb`` = ``off`` here, ``group`` or ``per-job``; ``wandb_project``,
+            ``ci_unit``, ``progress``, ``allow_code_change``, ``max_cache_gb``, ``optuna_storage``),
+            data-module settings (``root``, ``batch_size``, ``n_inner_folds``, ``synthetic_subjects``, ...)
+            and device settings of the trainer (``accelerator``, ``devices``, ``precision``, ...), as in a
+            ``fit`` config.
+
+    Returns:
+        The run folder's :class:`Results` (every record in it, including earlier runs').
+
+    Raises:
+        ConfigError: A refused setting (one line, as the CLI would say it).
+        KeyboardInterrupt: The run was interrupted (finished jobs are kept; call again to resume).
+
+    """
+    from ppgbench_pl.benchmark.suite import PREBUILT
+
+    before = set(PREBUILT)
+    try:
+        config = build_config(encoder, dataset=dataset, tasks=tasks, regimes=regimes, controls=controls,
+                              seeds=seeds, folds=folds, output_dir=output_dir, executor=executor,
+                              sampling_rate=sampling_rate, name=name, encoder_args=encoder_args, **overrides)
+        return _run(config)
+    finally:
+        for key in set(PREBUILT) - before:
+            PREBUILT.pop(key, None)
+
+
+def _run(config: dict[str, Any]) -> Results:
+    """Run a config through the engine of ``ppgbench fit`` (suite spec, :class:`BenchmarkRun`)."""
+    from ppgbench_pl.benchmark.console import quiet_lightning
+    from ppgbench_pl.benchmark.coordinator import BenchmarkRun
+    from ppgbench_pl.benchmark.spec import RunSettings, build_suite_spec
+
+    spec = build_suite_spec(config)
+    built = [e for e in (*spec["encoders"], *spec["regimes"]) if "instance" in e]
+    if built and config["executor"]["class_path"] != LOCAL_EXECUTOR:
+        names = ", ".join(e["class_path"] for e in built)
+        raise ConfigError(f"{len(built)} built object(s) ({names}) live in this process and run only with "
+                          "the local executor; give them by name or class path instead")
+    wandb = config["wandb"]
+    if isinstance(wandb, bool):
+        wandb = "group" if wandb else "off"
+    settings = RunSettings(config["output_dir"], config["executor"], wandb, config["wandb_project"],
+                           config["ci_unit"], bool(config["progress"]), bool(config["allow_code_change"]),
+                           float(config["max_cache_gb"]))
+    if settings.max_cache_gb <= 0:
+        raise ConfigError(f"max_cache_gb must be positive, got {settings.max_cache_gb}")
+    quiet_lightning()
+    report = BenchmarkRun(spec, settings, config).run()
+    if report.interrupted is not None:
+        raise KeyboardInterrupt(f"interrupted after {report.completed + report.skipped} of {report.planned} "
+                                "jobs; call evaluate again to resume")
+    if report.failed:
+        warnings.warn(f"{len(report.failed)} of {report.planned} jobs failed (Results.failed lists them; "
+                      "they run again next time)", stacklevel=3)
+    return Results(settings.output_dir, run=report)
+
+
+# -- results -------------------------------------------------------------------------------------------------
+class Results:
+    """A run folder's results: the summary, one row per job, predictions and the report.
+
+    Args:
+        run_dir: The run folder (``run.json``, ``summary.csv``, ``jobs/<id>/results.json``).
+        run: What the :func:`evaluate` call that returned this did (``None`` from :func:`load_run`).
+
+    """
+
+    def __init__(self, run_dir: str | Path, run: RunReport | None = None) -> None:  # noqa: D107
+        self.run_dir = Path(run_dir)
+        self.run = run
+
+    def __repr__(self) -> str:  # noqa: D105
+        return f"Results({str(self.run_dir)!r})"
+
+    @property
+    def failed(self) -> list[str]:
+        """``<job id>: <error>`` for every job the last :func:`evaluate` call could not finish."""
+        return list(self.run.failed) if self.run is not None else []
+
+    def records(self) -> list[dict[str, Any]]:
+        """Every readable job record of the folder (``results.json`` contents), in job-id order."""
+        from ppgbench_pl.results.records import scan_records
+
+        scan = scan_records(self.run_dir)
+        for problem in scan.problems:
+            warnings.warn(f"skipped {problem}", stacklevel=2)
+        return list(scan.records)
+
+    @property
+    def summary(self) -> pd.DataFrame:
+        """``summary.csv``: mean and 95 % CI per (model, task, regime), the constant baseline included."""
+        import pandas as pd
+
+        from ppgbench_pl.results.summary import SUMMARY_FILE, summarise
+
+        path = self.run_dir / SUMMARY_FILE
+        if path.exists():
+            return pd.read_csv(path)
+        return summarise([r for r in self.records() if r.get("status") == "ok"])
+
+    @property
+    def jobs(self) -> pd.DataFrame:
+        """One row per job, with the metric's value and the selected hyperparameters.
+
+        Columns: ids, model, task, regime, seed, fold, status, metric, value (mean over repeats), baseline,
+        every metric and the selected hyperparameters of the first repeat (``metrics``, ``params`` and one
+        ``param.<name>`` column each), the number of repeats, backend, seconds and a failed job's error.
+        """
+        import pandas as pd
+
+        rows = []
+        for record in self.records():
+            metric = record.get("metric")
+            results = record.get("results") or []
+            values = [r.get("metrics", {}).get(metric) for r in results]
+            values = [float(v) for v in values if isinstance(v, int | float)]
+            first = results[0] if results else {}
+            params = dict(first.get("params") or {})
+            row = {
+                "job_id": record.get("job_id"), "model": record.get("model"), "task": record.get("task"),
+                "regime": record.get("regime"), "seed": record.get("seed"), "fold": record.get("fold"),
+                "status": record.get("status"), "metric": metric,
+                "value": sum(values) / len(values) if values else None,
+                "baseline": (record.get("baseline") or {}).get(metric),
+                "metrics": dict(first.get("metrics") or {}), "params": params, "n_repeats": len(results),
+                "backend": record.get("backend"), "seconds": record.get("seconds"),
+                "error": record.get("error"),
+            }
+            row.update({f"param.{k}": v for k, v in params.items()})
+            rows.append(row)
+        columns = ["job_id", "model", "task", "regime", "seed", "fold", "status", "metric", "value",
+                   "baseline", "metrics", "params", "n_repeats", "backend", "seconds", "error"]
+        return pd.DataFrame(rows, columns=list(dict.fromkeys([*columns, *(k for r in rows for k in r)])))
+
+    def predictions(self, job_id: str, repeat: int = 0) -> dict[str, np.ndarray]:
+        """Return the arrays a job saved for one repeat (``y_true``, ``y_pred``, scores, groups, ...).
+
+        Args:
+            job_id: A job id of :attr:`jobs` (a unique suffix such as ``synthetic-hr__linear__seed42__fold0``
+                is enough when one model's job has it).
+            repeat: Which repeat (subject-level tasks may have several).
+
+        Raises:
+            DataError: No such job, or it saved no predictions for that repeat.
+
+        """
+        import numpy as np
+
+        from ppgbench_pl.results.records import job_dir
+
+        jid = self._resolve(job_id)
+        path = job_dir(self.run_dir, jid) / f"predictions_repeat{repeat}.npz"
+        if not path.exists():
+            raise DataError(f"{path}: job {jid} saved no predictions for repeat {repeat}")
+        with np.load(path, allow_pickle=False) as npz:
+            return {k: npz[k] for k in npz.files}
+
+    def _resolve(self, job_id: str) -> str:
+        jobs = self.run_dir / "jobs"
+        if (jobs / job_id).is_dir():
+            return job_id
+        matches = sorted(p.name for p in jobs.glob(f"*{job_id}")
+                         if p.is_dir() and not p.name.endswith(".working"))
+        if len(matches) == 1:
+            return matches[0]
+        if not matches:
+            raise DataError(f"{self.run_dir}: no job {job_id!r} (Results.jobs lists the job ids)")
+        raise DataError(f"{self.run_dir}: {job_id!r} matches {len(matches)} jobs "
+                        f"({', '.join(matches[:3])}, ...); give the full job id")
+
+    def report(self, output_dir: str | Path, **options: Any) -> Path:
+        """Build the report of this run folder (as ``ppgbench report``) and return its ``index.html``.
+
+        Args:
+            output_dir: Report folder.
+            **options: :func:`ppgbench_pl.report.build_report` options (``rule``, ``alpha``, ``ci_unit``,
+                ``pairs``, ``parameters``, ``warn``).
+
+        """
+        from ppgbench_pl.report import build_report
+
+        return build_report([self.run_dir], output_dir, **options)
+
+
+def load_run(path: str | Path) -> Results:
+    """Open an existing run folder (partial or complete, from the CLI or the API).
+
+    Raises:
+        DataError: The folder does not exist or holds no run (no ``run.json`` and no ``jobs/``).
+
+    """
+    run_dir = Path(path)
+    if not run_dir.is_dir():
+        raise DataError(f"{run_dir}: no such run folder")
+    if not (run_dir / "run.json").exists() and not (run_dir / "jobs").is_dir():
+        raise DataError(f"{run_dir}: not a run folder (no run.json and no jobs/); give a run's output_dir")
+    return Results(run_dir)
+
+
+# -- what can be run -----------------------------------------------------------------------------------------
+def _table(name: str, **filters: Any) -> pd.DataFrame:
+    import pandas as pd
+
+    from ppgbench_pl.commands.listing import catalog_tables
+
+    return pd.DataFrame(catalog_tables(tables=(name,), **filters)[name])
+
+
+def list_datasets() -> pd.DataFrame:
+    """List the datasets (key, native rate, window, subjects, tasks, source, access, licence)."""
+    return _table("datasets")
+
+
+def list_tasks(dataset: str | None = None, tier: str | None = None, kind: str | None = None) -> pd.DataFrame:
+    """List the tasks (type, level, tier, metric, classes), optionally of one dataset, tier or kind."""
+    return _table("tasks", dataset=dataset, tier=tier, kind=kind)
+
+
+def list_encoders() -> pd.DataFrame:
+    """List the registered encoders (native rate, embedding size, parameters, weights, checkpoint)."""
+    return _table("encoders")
+
+
+def list_controls() -> pd.DataFrame:
+    """List the controls (constant baseline, PRV features, MOMENT) and how a run asks for each."""
+    return _table("controls")
+
+
+def list_regimes() -> pd.DataFrame:
+    """List the regimes (what each trains, tiers, default search budget)."""
+    return _table("regimes")
+
+
+__all__ = [
+    "PUBLISHED_CONTROLS", "PUBLISHED_FOLDS", "PUBLISHED_SEEDS", "Results", "build_config", "evaluate",
+    "list_controls", "list_datasets", "list_encoders", "list_regimes", "list_tasks", "load_run",
+]
