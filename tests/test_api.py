@@ -1,4 +1,4 @@
-"""The Python API runs the CLI's engine: same records, same resume, any nn.Module, any run folder read back."""
+"""The Python API runs the CLI's engine: same records, same resume, any nn.Module, any run folder read."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ from ppgbench_pl.errors import ConfigError, DataError
 from tests.cli_helpers import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY = {"synthetic_subjects": 8, "synthetic_windows": 4, "accelerator": "cpu", "devices": 1, "progress": False}
+TINY = {"synthetic_subjects": 8, "synthetic_windows": 4, "accelerator": "cpu", "devices": 1,
+        "progress": False}
 TIMING = ("seconds", "worker")
 
 
@@ -35,20 +36,20 @@ def test_one_cell_through_the_api_and_the_cli_gives_the_same_records_and_resumes
     code, _, err = run_cli([
         "fit", "--config", str(ROOT / "configs/quickstart.yaml"), "--output_dir", str(tmp_path / "cli"),
         "--data.init_args.root", str(root), "--data.init_args.synthetic_subjects", "8",
-        "--data.init_args.synthetic_windows", "4", "--data.init_args.seeds", "[42]", "--data.init_args.folds", "[0]",
-        "--data.init_args.tasks", "[synthetic-hr]", "--controls", "[]", "--wandb", "off", "--progress", "false",
+        "--data.init_args.synthetic_windows", "4", "--data.init_args.seeds", "[42]",
+        "--data.init_args.folds", "[0]", "--data.init_args.tasks", "[synthetic-hr]", "--controls", "[]",
+        "--wandb", "off", "--progress", "false",
     ], capsys)
     assert code == 0, err
-    res = pb.evaluate("small_cnn", dataset="synthetic", tasks=["synthetic-hr"], controls=(), seeds=[42], folds=[0],
-                      output_dir=tmp_path / "api", root=str(root), **TINY)
+    cell = {"dataset": "synthetic", "tasks": ["synthetic-hr"], "controls": (), "seeds": [42], "folds": [0]}
+    res = pb.evaluate("small_cnn", **cell, output_dir=tmp_path / "api", root=str(root), **TINY)
     cli, api = records(tmp_path / "cli"), records(tmp_path / "api")
     assert len(api) == 1 and api == cli
     identity = [json.loads((tmp_path / run / "run.json").read_text())["identity"] for run in ("cli", "api")]
     assert identity[0] == identity[1]  # one folder could hold both runs' results
     assert res.run is not None and (res.run.completed, res.run.skipped) == (1, 0)
 
-    again = pb.evaluate("small_cnn", dataset="synthetic", tasks=["synthetic-hr"], controls=(), seeds=[42], folds=[0],
-                        output_dir=tmp_path / "api", root=str(root), **TINY)
+    again = pb.evaluate("small_cnn", **cell, output_dir=tmp_path / "api", root=str(root), **TINY)
     assert again.run is not None and (again.run.completed, again.run.skipped) == (0, 1)
     assert records(tmp_path / "api") == api
 
@@ -76,8 +77,9 @@ class TinyNet(nn.Module):
 
 def test_a_plain_module_is_wrapped_run_and_read_back_with_load_run(tmp_path):
     run = tmp_path / "run"
-    res = pb.evaluate(TinyNet(), sampling_rate=64, name="tiny", dataset="synthetic", tasks="synthetic-activity",
-                      controls=(), seeds=[42], folds=[0, 1], output_dir=run, root=str(tmp_path / "data"),
+    res = pb.evaluate(TinyNet(), sampling_rate=64, name="tiny", dataset="synthetic",
+                      tasks="synthetic-activity", controls=(), seeds=[42], folds=[0, 1], output_dir=run,
+                      root=str(tmp_path / "data"),
                       encoder_args={"normalize": "window_zscore"}, **TINY)
     jobs = res.jobs
     assert set(jobs["model"]) == {"tiny"} and (jobs["status"] == "ok").all() and len(jobs) == 2
@@ -142,7 +144,8 @@ def test_load_run_refuses_what_is_not_a_run_folder(tmp_path):
 
 def test_catalog_tables_are_dataframes():
     tasks = pb.list_tasks(dataset="synthetic")
-    assert set(tasks["name"]) == {"synthetic-hr", "synthetic-activity", "synthetic-stiffness", "synthetic-age"}
+    assert set(tasks["name"]) == {"synthetic-hr", "synthetic-activity", "synthetic-stiffness",
+                                  "synthetic-age"}
     assert {"linear", "rf", "mlp", "finetune"} <= set(pb.list_regimes()["name"])
     assert "synthetic" in set(pb.list_datasets()["key"])
     assert "prv_published" in set(pb.list_controls()["name"])
@@ -155,7 +158,7 @@ def test_encoders_are_listed():
 
 
 def readme_api_names() -> set[str]:
-    """Names the README's Python API section uses from ``ppgbench_pl`` (``pb.X``, ``from ppgbench_pl import X``)."""
+    """Names the README's Python API section uses (``pb.X``, ``from ppgbench_pl import X``)."""
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     match = re.search(r"^#+ .*Python API.*$(.*?)(?=^#{1,2} )", text + "\n# end", re.M | re.S)
     if match is None:
@@ -187,8 +190,9 @@ def test_predictions_round_trip(tmp_path):
     from ppgbench_pl.api import Results
     from ppgbench_pl.results.records import write_job
 
-    write_job(tmp_path, "abc__t__linear__seed1__fold0", {"job_id": "abc__t__linear__seed1__fold0", "status": "ok"},
-              {"predictions_repeat0.npz": {"y_true": np.arange(3), "y_pred": np.ones(3)}})
+    jid = "abc__t__linear__seed1__fold0"
+    arrays = {"y_true": np.arange(3), "y_pred": np.ones(3)}
+    write_job(tmp_path, jid, {"job_id": jid, "status": "ok"}, {"predictions_repeat0.npz": arrays})
     preds = Results(tmp_path).predictions("abc__t__linear__seed1__fold0")
     assert preds["y_true"].tolist() == [0, 1, 2]
     with pytest.raises(DataError, match="no predictions for repeat 1"):
