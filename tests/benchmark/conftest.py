@@ -8,18 +8,17 @@ from typing import Any
 import pytest
 
 import ppgbench_pl.benchmark.identity as identity
-from ppgbench_pl.commands.benchmark import run
-from tests.benchmark.helpers import PINNED_SOURCE, records, suite_config, write_config
+from tests.benchmark.helpers import PINNED_SOURCE, records, run, suite_config, write_config
 
 
 @pytest.fixture(scope="session", autouse=True)
 def pinned_source() -> Any:
     """Others edit the package while tests run; a stable code digest keeps run folders resumable here.
 
-    (The refusal of a changed digest is tested with merge_identity in test_identity.py.)
+    (A changed digest is tested in tests/test_engine_identity.py by editing run.json's code_versions.)
     """
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(identity, "source_digest", lambda: PINNED_SOURCE)
+        patch.setattr(identity, "_SOURCE_DIGEST", PINNED_SOURCE)
         yield
 
 
@@ -36,4 +35,4 @@ def reference(tmp_path_factory: pytest.TempPathFactory, bench_root: Path) -> dic
     config = suite_config(bench_root, out)
     path = write_config(out.parent / "config.yaml", config)
     assert run(["--config", str(path)]) == 0
-    return {"config": config, "path": path, "run_dir": out, "records": records(out)}
+    return {"config": config, "path": path, "run_dir": out, "records": records(out), "root": bench_root}

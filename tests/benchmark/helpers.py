@@ -1,7 +1,12 @@
-"""Small regimes, encoders and run helpers for the benchmark tests (importable by spawned workers)."""
+"""Small regimes, encoders and run helpers for the engine tests (importable by spawned workers).
+
+Every run goes through the one front door, ``ppgbench_pl.cli.main``, with a config in the one config
+language (``model``/``controls``/``matrix``/``data``/``trainer`` blocks, regimes as ``trainer.callbacks``).
+"""
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 from pathlib import Path
@@ -17,8 +22,12 @@ from ppgbench_pl.regimes.linear import LinearRegime
 CNN = {"class_path": "ppgbench_pl.encoders.cnn.SmallCNNEncoder"}
 LINEAR = {"class_path": "ppgbench_pl.regimes.LinearRegime"}
 HALF = {"class_path": "ppgbench_pl.regimes.LabelEfficiencyRegime", "init_args": {"fraction": 0.5}}
+#: Record fields that say when and where a job ran, not what it computed.
 VOLATILE = ("seconds", "worker")
 PINNED_SOURCE = "pinned-for-tests"
+#: Start ``ppgbench`` in a subprocess with the source digest pinned (others edit the package meanwhile).
+LAUNCH = (f"import sys, ppgbench_pl.benchmark.identity as i; i._SOURCE_DIGEST = {PINNED_SOURCE!r}; "
+          "from ppgbench_pl.cli import main; main(sys.argv[1:])")
 
 
 class FailOnTask(LinearRegime):
@@ -48,22 +57,38 @@ class CountingCNN(SmallCNNEncoder):
         return super().forward(x, ppg_mean, ppg_std)
 
 
-def suite_config(root: Path, output_dir: Path, **overrides: Any) -> dict[str, Any]:
-    """A tiny regression-only suite on the synthetic dataset (deterministic regimes, seconds to run)."""
+def suite_config(root: Path, output_dir: Path, *, encoders: list[dict[str, Any]] | None = None,
+                 regimes: list[dict[str, Any]] | None = None, tasks: list[str] | None = None,
+                 seeds: list[int] | None = None, folds: list[int] | None = None,
+                 datasets: list[str] | None = None, data: dict[str, Any] | None = None,
+                 executor: dict[str, Any] | None = None, **run: Any) -> dict[str, Any]:
+    """A tiny regression-only suite on the synthetic dataset (deterministic regimes, seconds to run).
+
+    The first encoder is the model under test (``model.init_args.encoder``), the others go to
+    ``matrix.encoders``; ``run`` holds run-level options (``wandb``, ``ci_unit``, ...).
+    """
+    encoders = copy.deepcopy(encoders or [CNN])
+    init_args: dict[str, Any] = {
+        "dataset": "synthetic", "root": str(root), "tasks": tasks or ["synthetic-hr", "synthetic-age"],
+        "seeds": seeds or [42], "folds": folds if folds is not None else [0, 1],
+        "synthetic_subjects": 10, "synthetic_windows": 6, **(data or {}),
+    }
     config: dict[str, Any] = {
         "output_dir": str(output_dir),
-        "encoders": [CNN],
-        "regimes": [LINEAR, HALF],
-        "datasets": ["synthetic"],
-        "tasks": ["synthetic-hr", "synthetic-age"],
-        "seeds": [42],
-        "folds": [0, 1],
-        "data": {"root": str(root), "synthetic_subjects": 10, "synthetic_windows": 6},
-        "trainer": {"accelerator": "cpu", "devices": 1},
+        "model": {"class_path": "ppgbench_pl.tasks.EncoderTask", "init_args": {"encoder": encoders[0]}},
+        "data": {"class_path": "ppgbench_pl.datamodules.PPGDataModule", "init_args": init_args},
+        "trainer": {"accelerator": "cpu", "devices": 1,
+                    "callbacks": copy.deepcopy(regimes if regimes is not None else [LINEAR, HALF])},
         "wandb": "off",
         "progress": False,
     }
-    config.update(overrides)
+    if len(encoders) > 1:
+        config["matrix"] = {"encoders": encoders[1:]}
+    if datasets is not None:
+        config.setdefault("matrix", {})["datasets"] = datasets
+    if executor is not None:
+        config["executor"] = executor
+    config.update(run)
     return config
 
 
@@ -71,6 +96,22 @@ def write_config(path: Path, config: dict[str, Any]) -> Path:
     """The config as YAML (what a user would pass with --config)."""
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return path
+
+
+def cli(args: list[str]) -> int:
+    """Exit status of ``ppgbench <args>`` run in this process."""
+    from ppgbench_pl.cli import main
+
+    try:
+        main(list(args))
+    except SystemExit as exc:
+        return int(exc.code or 0) if not isinstance(exc.code, str) else 1
+    return 0
+
+
+def run(args: list[str], command: str = "benchmark") -> int:
+    """Exit status of ``ppgbench benchmark <args>`` (or ``fit``) in this process."""
+    return cli([command, *args])
 
 
 def record_files(run_dir: Path) -> list[Path]:
@@ -83,6 +124,17 @@ def records(run_dir: Path) -> dict[str, dict[str, Any]]:
     return {p.parent.name: json.loads(p.read_text()) for p in record_files(run_dir)}
 
 
+def status(run_dir: Path) -> dict[str, Any]:
+    """The folder's ``status.json``."""
+    return json.loads((run_dir / "status.json").read_text())  # type: ignore[no-any-return]
+
+
+def tree(path: Path) -> dict[str, int]:
+    """Every file under ``path`` with its modification time (an unchanged folder has an equal tree)."""
+    return {str(p.relative_to(path)): p.stat().st_mtime_ns for p in sorted(path.rglob("*")) if p.is_file()} \
+        if path.exists() else {}
+
+
 def _close(a: Any, b: Any) -> bool:
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(_close(a[k], b[k]) for k in a)
@@ -93,9 +145,15 @@ def _close(a: Any, b: Any) -> bool:
     return a == b
 
 
-def same_results(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]]) -> list[str]:
-    """Job ids whose records differ in anything but timing and placement (floats to 1e-6)."""
+def same_results(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]],
+                 ignore: tuple[str, ...] = ()) -> list[str]:
+    """Job ids whose records differ in anything but timing and placement (floats to 1e-6).
+
+    ``ignore``: more fields to leave out, e.g. ``code_version`` when workers in other processes may
+    have read a source tree that others edited meanwhile.
+    """
     if a.keys() != b.keys():
         return sorted(set(a) ^ set(b))
-    strip = lambda r: {k: v for k, v in r.items() if k not in VOLATILE}  # noqa: E731
+    skip = (*VOLATILE, *ignore)
+    strip = lambda r: {k: v for k, v in r.items() if k not in skip}  # noqa: E731
     return [jid for jid in a if not _close(strip(a[jid]), strip(b[jid]))]

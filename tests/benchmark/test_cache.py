@@ -9,8 +9,7 @@ import time
 import numpy as np
 
 from ppgbench_pl.benchmark.cache import EmbeddingCache
-from ppgbench_pl.commands.benchmark import run
-from tests.benchmark.helpers import CNN, HALF, LINEAR, CountingCNN, suite_config, write_config
+from tests.benchmark.helpers import CNN, HALF, LINEAR, CountingCNN, run, suite_config, write_config
 
 COUNTING = {"class_path": "tests.benchmark.helpers.CountingCNN"}
 
@@ -34,8 +33,8 @@ def test_each_window_goes_through_each_encoder_once(tmp_path, bench_root):
 
     # More regimes and folds later in the same folder: no encoder pass; a hit for each of the two entries
     # when the coordinator checks them before fanning out, and one for every frozen job.
-    config["regimes"] = [LINEAR, HALF]
-    config["folds"] = [0, 1]
+    config["trainer"]["callbacks"] = [LINEAR, HALF]
+    config["data"]["init_args"]["folds"] = [0, 1]
     assert run(["--config", str(write_config(tmp_path / "b.yaml", config))]) == 0
     status = json.loads((run_dir / "status.json").read_text())
     assert status["cache"] == {"misses": 0, "hits": 2 + 12} and status["complete"]

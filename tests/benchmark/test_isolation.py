@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 
 from ppgbench_pl.benchmark.job import execute_job
-from ppgbench_pl.commands.benchmark import run
 from ppgbench_pl.regimes.linear import LinearRegime
 from ppgbench_pl.results.records import write_job
-from tests.benchmark.helpers import LINEAR, records, suite_config, write_config
+from tests.benchmark.helpers import LINEAR, records, run, status, suite_config, write_config
 
 FAILING = {"class_path": "tests.benchmark.helpers.FailOnTask", "init_args": {"fail_task": "synthetic-age"}}
 
@@ -25,8 +24,9 @@ def test_failing_jobs_are_recorded_and_the_plan_goes_on(tmp_path, bench_root, ca
     out = capsys.readouterr()
     assert "6 jobs run, 0 already done, 2 failed of 8" in out.out
     assert out.err.count("deliberate failure") == 2
-    status = json.loads((run_dir / "status.json").read_text())
-    assert status["completed"] == 6 and status["failed"] == 2 and not status["complete"]
+    folder = status(run_dir)
+    assert folder["completed"] == 6 and folder["failed"] == 2 and not folder["complete"]
+    assert folder["this_command"] == {"planned": 8, "completed": 6, "skipped": 0, "failed": 2}
     summary = (run_dir / "summary.csv").read_text()
     assert "linear_or_fail" in summary and "synthetic-age,linear," in summary
 

@@ -1,16 +1,17 @@
-"""The plan of the published suite, from the registry and the config alone (--dry-run)."""
+"""The plan of the published suite, from the registry and the config alone (--dry_run)."""
 
 from __future__ import annotations
 
-import argparse
 import re
 from pathlib import Path
 
 import pytest
 
-from ppgbench_pl.commands.benchmark import add_benchmark_parser, run
+from tests.benchmark.helpers import run
+from tests.cli_helpers import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
+BENCHMARK = str(REPO / "configs/benchmark.yaml")
 
 
 def table(text: str) -> dict[str, dict[str, int]]:
@@ -24,14 +25,15 @@ def table(text: str) -> dict[str, dict[str, int]]:
     return out
 
 
-def test_full_suite_is_2150_jobs_per_model_without_touching_data(tmp_path, capsys):
+@pytest.mark.parametrize("command", ["benchmark", "fit"])
+def test_full_suite_is_2150_jobs_per_model_without_touching_data(tmp_path, capsys, command):
     root, out = tmp_path / "no_data", tmp_path / "run"
-    code = run(["--config", str(REPO / "configs/benchmark.yaml"), "--dry-run",
-                "--data.root", str(root), "--output_dir", str(out)])
+    code = run(["--config", BENCHMARK, "--dry_run", "--data.init_args.root", str(root), "--output_dir", str(out)],
+               command)
     assert code == 0
     rows = table(capsys.readouterr().out)
     models = [m for m in rows if m != "total"]
-    assert len(models) == 7  # six foundation models + PRV; none of their checkpoints exists here
+    assert len(models) == 7  # five foundation models + the published PRV + MOMENT; no checkpoint exists here
     for model in models:
         assert rows[model] == {"linear": 650, "rf": 650, "mlp": 425, "finetune": 425, "total": 2150}
     assert rows["total"]["total"] == 2150 * len(models)
@@ -39,47 +41,34 @@ def test_full_suite_is_2150_jobs_per_model_without_touching_data(tmp_path, capsy
 
 
 def test_options_select_encoders_regimes_datasets_seeds_and_folds(capsys):
-    code = run(["--config", str(REPO / "configs/benchmark.yaml"), "--dry-run", "--only_encoders", "[prv]",
-                "--only_regimes", "[linear, mlp]", "--datasets", "[ppgbp, bidmc]", "--seeds", "[42, 43]",
-                "--folds", "[0]"])
+    code = run(["--config", BENCHMARK, "--dry-run", "--only_encoders", "[prv_published]",
+                "--only_regimes", "[linear, mlp]", "--matrix.datasets", "[ppgbp, bidmc]",
+                "--data.init_args.seeds", "[42, 43]", "--data.init_args.folds", "[0]"])
     assert code == 0
     text = capsys.readouterr().out
     rows = table(text)
     # ppgbp: 7 primary + 3 secondary tasks; bidmc: 2 primary. MLP runs primary tasks only.
-    assert rows["prv"] == {"linear": 12 * 2, "mlp": 9 * 2, "total": 21 * 2}
+    assert rows["prv_published"] == {"linear": 12 * 2, "mlp": 9 * 2, "total": 21 * 2}
     assert "datasets: ppgbp, bidmc" in text and re.search(r"42 jobs planned, 0 already done", text)
 
 
-def test_bad_selection_is_one_line_config_error(capsys):
-    assert run_main(["--config", str(REPO / "configs/benchmark.yaml"), "--dry-run", "--only_regimes", "[lineer]"]) == 2
-    err = capsys.readouterr().err
-    assert "unknown regime lineer" in err and len(err.strip().splitlines()) == 1
-    assert run_main(["--config", str(REPO / "configs/benchmark.yaml"), "--dry-run", "--tasks", "[dalia-hr]",
-                     "--datasets", "[ppgbp]"]) == 2
-    assert "dalia-hr" in capsys.readouterr().err
-
-
-def run_main(argv: list[str]) -> int:
-    from ppgbench_pl.commands.benchmark import main
-
-    with pytest.raises(SystemExit) as exit_info:
-        main(argv)
-    return int(exit_info.value.code)
-
-
-def test_argparse_dispatch_passes_every_argument_through():
-    parser = argparse.ArgumentParser(prog="ppgbench")
-    add_benchmark_parser(parser.add_subparsers(dest="command", required=True))
-    ns = parser.parse_args(["benchmark", "--config", "c.yaml", "--dry-run", "--seeds", "[42]", "-h"])
-    assert ns.argv == ["--config", "c.yaml", "--dry-run", "--seeds", "[42]", "-h"]
+@pytest.mark.parametrize(("override", "message"), [
+    (["--only_regimes", "[lineer]"], "unknown regime lineer"),
+    (["--only_encoders", "[nobody]"], "unknown encoder nobody"),
+    (["--matrix.tasks", "[dalia-hr]", "--matrix.datasets", "[ppgbp]"], "dalia-hr"),
+])
+def test_bad_selection_is_one_line_config_error(capsys, override, message):
+    code, _, err = run_cli(["benchmark", "--config", BENCHMARK, "--dry_run", *override], capsys)
+    assert code == 2
+    assert message in err and len(err.strip().splitlines()) == 1, err
 
 
 def test_synthetic_config_plans_all_four_regimes(capsys):
-    assert run(["--config", str(REPO / "configs/benchmark_synthetic.yaml"), "--dry-run"]) == 0
+    assert run(["--config", str(REPO / "configs/benchmark_synthetic.yaml"), "--dry_run"]) == 0
     rows = table(capsys.readouterr().out)
     # 4 synthetic tasks (3 primary), 2 seeds x 5 folds
     expected = {"linear": 40, "rf": 40, "mlp": 30, "finetune": 30, "total": 140}
-    assert rows["small_cnn"] == expected and rows["prv"] == expected
+    assert rows["small_cnn"] == expected and rows["prv_published"] == expected
 
 
 def test_optuna_storage_reaches_regimes_that_take_one(tmp_path):
@@ -92,5 +81,5 @@ def test_optuna_storage_reaches_regimes_that_take_one(tmp_path):
                           {"class_path": "ppgbench_pl.regimes.mlp.MLPRegime"}],
               "datasets": ["synthetic"], "optuna_storage": url}
     linear, mlp = BenchmarkSuite(config, tmp_path).regimes
-    assert mlp.storage == url and not hasattr(linear, "storage")
+    assert mlp.search.storage == url and not hasattr(linear, "search")
     assert "secret" not in redact(config)["optuna_storage"] and "me:***@db.example" in redact(config)["optuna_storage"]

@@ -6,8 +6,7 @@ import json
 
 import pytest
 
-from ppgbench_pl.commands.benchmark import run
-from tests.benchmark.helpers import LINEAR, suite_config, write_config
+from tests.benchmark.helpers import LINEAR, run, suite_config, write_config
 
 
 @pytest.fixture(autouse=True)
