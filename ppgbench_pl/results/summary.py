@@ -8,11 +8,12 @@ published) uses the S seed means with S-1 degrees of freedom; ``"fold"`` uses al
 task data a job sees depends on the encoder's sampling rate (the flat-line rule runs after resampling,
 so the kept windows can differ by rate), so the baseline is summarised once per *view*: per (task,
 regime, rate), from every model at that rate. If models at the same rate disagree on a fold's baseline
-value, each of them gets its own baseline. Names: ``constant`` when a (task, regime) has one view,
-``constant @64Hz`` when it has several rates, with ``/<model>`` appended when a rate's models disagree
-(``constant @64Hz/papagei_p``, or ``constant/papagei_p`` for one rate). Each model row names the
-baseline row it is compared with (column ``baseline``); baseline rows name their view (``view``). The
-result never depends on the order of the records.
+value, each of them gets its own baseline. Rates whose baselines agree on every fold seen at more than
+one of them (linked by shared folds) are one view in fact and share one baseline. Names: ``constant``
+when a (task, regime) has one view, ``constant @64Hz`` when it has several, with ``/<model>`` appended
+when a rate's models disagree (``constant @64Hz/papagei_p``, or ``constant/papagei_p`` for one rate).
+Each model row names the baseline row it is compared with (column ``baseline``); baseline rows name
+their view (``view``). The result never depends on the order of the records.
 
 :class:`SummaryBook` keeps only what the summary needs of each record and recomputes only the (task,
 regime) groups that changed, so a run can rewrite ``summary.csv`` as jobs finish at a cost that grows
@@ -193,11 +194,15 @@ def _fold_rows(model: str, group: tuple[str, str, str], chosen: dict[tuple[int, 
              "code_version": chosen[(seed, fold)].code_version} for seed, fold in sorted(values)]
 
 
-def _agree(per_model: dict[str, dict[tuple[int, int], FoldEntry]]) -> bool:
-    """Whether every model's baseline agrees with every other's on the folds they share."""
+def _rate_key(fs: float | None) -> tuple[bool, float]:
+    return (fs is None, fs or 0.0)
+
+
+def _agree(units: Iterable[dict[tuple[int, int], FoldEntry]]) -> bool:
+    """Whether every unit's baseline agrees with every other's on the folds they share."""
     seen: dict[tuple[int, int], float] = {}
-    for model in sorted(per_model):
-        for key, entry in per_model[model].items():
+    for unit in units:
+        for key, entry in unit.items():
             value = entry.baseline
             assert value is not None
             close = key in seen and math.isclose(seen[key], value, rel_tol=BASELINE_RTOL,
@@ -206,6 +211,39 @@ def _agree(per_model: dict[str, dict[tuple[int, int], FoldEntry]]) -> bool:
                 return False
             seen.setdefault(key, value)
     return True
+
+
+def _connected(views: dict[float | None, dict[str, dict[tuple[int, int], FoldEntry]]]) -> bool:
+    """Whether the rates are linked by shared folds (so their agreement was actually seen, not assumed)."""
+    folds = {fs: {k for unit in per_model.values() for k in unit} for fs, per_model in views.items()}
+    rates = sorted(folds, key=_rate_key)
+    reached, todo = {rates[0]}, [rates[0]]
+    while todo:
+        here = todo.pop()
+        for other in rates:
+            if other not in reached and folds[here] & folds[other]:
+                reached.add(other)
+                todo.append(other)
+    return len(reached) == len(rates)
+
+
+def _baseline_parts(views: dict[float | None, dict[str, dict[tuple[int, int], FoldEntry]]]
+                    ) -> list[tuple[str, str, list[tuple[float | None, str]]]]:
+    """(name, view label, [(rate, model), ...]) of each baseline row of a group (module docstring)."""
+    rates = sorted(views, key=_rate_key)
+    members = [(fs, m) for fs in rates for m in sorted(views[fs])]
+    if len(rates) > 1 and _agree(views[fs][m] for fs, m in members) and _connected(views):
+        # every rate gives the same baseline on every fold seen at two rates: one view in fact
+        return [(BASELINE_MODEL, ";".join(view_label(fs) for fs in rates), members)]
+    parts = []
+    for fs in rates:
+        suffix = f" @{view_label(fs)}" if len(rates) > 1 else ""
+        models = sorted(views[fs])
+        if _agree(views[fs][m] for m in models):
+            parts.append((f"{BASELINE_MODEL}{suffix}", view_label(fs), [(fs, m) for m in models]))
+        else:
+            parts += [(f"{BASELINE_MODEL}{suffix}/{m}", view_label(fs), [(fs, m)]) for m in models]
+    return parts
 
 
 def summarise_group(entries: Iterable[FoldEntry], ci_unit: str = "seed"
@@ -227,30 +265,22 @@ def summarise_group(entries: Iterable[FoldEntry], ci_unit: str = "seed"
         model_views.setdefault(e.model, set()).add(e.fs)
         if e.baseline is not None:
             views.setdefault(e.fs, {}).setdefault(e.model, {}).setdefault((e.seed, e.fold), e)
-    several_rates = len(views) > 1
     baseline_of: dict[tuple[str, float | None], str] = {}
-    for fs in sorted(views, key=lambda f: (f is None, f or 0.0)):
-        per_model = views[fs]
-        suffix = f" @{view_label(fs)}" if several_rates else ""
-        shared = _agree(per_model)
-        parts = [(f"{BASELINE_MODEL}{suffix}", sorted(per_model))] if shared else \
-            [(f"{BASELINE_MODEL}{suffix}/{m}", [m]) for m in sorted(per_model)]
-        for name, models in parts:
-            chosen: dict[tuple[int, int], FoldEntry] = {}
-            for m in models:  # sorted: the first model's entry stands for a fold all agree on
-                for key, entry in per_model[m].items():
-                    chosen.setdefault(key, entry)
-                baseline_of[(m, fs)] = name
-            values = {k: float(e.baseline) for k, e in chosen.items() if e.baseline is not None}
-            view = view_label(fs)
-            summary.append(_summary_row(name, group, values, ci_unit, view, "", list(chosen.values())))
-            folds += _fold_rows(name, group, chosen, values, view)
+    for name, view, members in _baseline_parts(views):
+        chosen: dict[tuple[int, int], FoldEntry] = {}
+        for fs, m in members:  # sorted: the first member's entry stands for a fold they all agree on
+            for key, entry in views[fs][m].items():
+                chosen.setdefault(key, entry)
+            baseline_of[(m, fs)] = name
+        values = {k: float(e.baseline) for k, e in chosen.items() if e.baseline is not None}
+        summary.append(_summary_row(name, group, values, ci_unit, view, "", list(chosen.values())))
+        folds += _fold_rows(name, group, chosen, values, view)
     by_model: dict[str, dict[tuple[int, int], FoldEntry]] = {}
     for e in entries:
         if e.value is not None:
             by_model.setdefault(e.model, {}).setdefault((e.seed, e.fold), e)
     for model, cells in by_model.items():
-        rates = sorted(model_views[model], key=lambda f: (f is None, f or 0.0))
+        rates = sorted(model_views[model], key=_rate_key)
         view = ";".join(view_label(f) for f in rates)
         baseline = _joined(baseline_of.get((model, f), "") for f in rates)
         values = {k: float(e.value) for k, e in cells.items() if e.value is not None}

@@ -110,6 +110,25 @@ def test_one_view_is_named_constant_and_disagreeing_models_get_their_own():
     pd.testing.assert_frame_equal(summarise(differ[::-1]), summarise(differ))
 
 
+def test_rates_whose_baselines_agree_on_shared_folds_share_one_baseline():
+    same = [viewed("a", s, 1.0, 7.0 + s, 64.0) for s in (1, 2, 3)]
+    same += [viewed("b", s, 2.0, 7.0 + s, 125.0) for s in (2, 3, 4)]
+    table = summarise(same).set_index("model")
+    assert table.loc["constant", "view"] == "64Hz;125Hz" and table.loc["constant", "n_folds"] == 4
+    assert table.loc["a", "baseline"] == table.loc["b", "baseline"] == "constant"
+    assert table.loc["a", "view"] == "64Hz" and table.loc["b", "view"] == "125Hz"
+    # the same values but never seen on a shared fold: not known to be one view
+    apart = [viewed("a", s, 1.0, 7.0, 64.0) for s in (1, 2)]
+    apart += [viewed("b", s, 2.0, 7.0, 125.0) for s in (3, 4)]
+    assert set(summarise(apart)["model"]) == {"a", "b", "constant @64Hz", "constant @125Hz"}
+    # one rate of three differs: every rate keeps its own
+    three = same + [viewed("c", s, 3.0, 0.5, 100.0) for s in (1, 2)]
+    names = set(summarise(three)["model"])
+    assert names == {"a", "b", "c", "constant @64Hz", "constant @100Hz", "constant @125Hz"}
+    for order in (three[::-1], three[3:] + three[:3]):
+        pd.testing.assert_frame_equal(summarise(order), summarise(three))
+
+
 def test_rows_say_which_backend_and_code_version_made_them():
     v1 = {"ppgbench": "0.1.0", "source_sha256": "ab" * 32}
     v2 = {"ppgbench": "0.1.1", "source_sha256": "cd" * 32}
