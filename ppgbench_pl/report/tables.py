@@ -216,7 +216,8 @@ def caption(regime: str, rule: Rule, ci_unit: str, cells: pd.DataFrame | None = 
         return text
     usual = usual_grid(cells, regime)
     seeds, folds = usual.split("×")
-    text += (f" Each cell: {seeds} seeds × {folds} folds unless marked [seeds×folds]. Flags: "
+    text += (f" Each cell: {seeds} seed{'s' * (seeds != '1')} × {folds} fold{'s' * (folds != '1')} unless "
+             "marked [seeds×folds]. Flags: "
              + "; ".join(f"{k} {v}" for k, v in FLAG_TEXT.items())
              + f". Backend: {backend_text(cells, regime)}.")
     part = cells[cells["regime"] == regime]

@@ -51,7 +51,7 @@ def test_tables_show_counts_and_flags_and_name_the_backend(run, tmp_path):
     build_report([run], tmp_path / "rep")
     md = (tmp_path / "rep" / "tables" / "main_linear.md").read_text(encoding="utf-8")
     caption = md.splitlines()[0]
-    assert "Each cell: 5 seeds × 1 folds unless marked" in caption and "Backend: sklearn." in caption
+    assert "Each cell: 5 seeds × 1 fold unless marked" in caption and "Backend: sklearn." in caption
     row = next(line for line in md.splitlines() if line.startswith("| synthetic-hr"))
     assert "4.00 ± 0.10 [3×1 s]" in row and "5.00 ± 0.10 [5×1 v]" in row
     assert "3.00 ± 0.10 |" in row or "3.00 ± 0.10** |" in row  # the usual grid: no marker
