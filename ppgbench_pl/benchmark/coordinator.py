@@ -52,8 +52,7 @@ from ppgbench_pl.benchmark.worker import JobOutcome, JobSpec, run_job_spec
 from ppgbench_pl.data.processed import write_json_atomic
 from ppgbench_pl.errors import ConfigError
 from ppgbench_pl.regimes.base import Regime
-from ppgbench_pl.results.records import iter_records
-from ppgbench_pl.results.summary import summarise, write_summary
+from ppgbench_pl.results.summary import SummaryBook
 
 #: Strategies whose launcher re-executes the command once per rank (they need a per-rank launcher).
 SCRIPT_LAUNCHED = re.compile(r"^(ddp|fsdp|deepspeed)(?!.*(spawn|fork|notebook))")
@@ -85,16 +84,6 @@ class RunReport:
     summary_path: Path | None = None
     cache: dict[str, int] = field(default_factory=dict)
     interrupted: int | None = None
-
-
-def slim(record: dict[str, Any]) -> dict[str, Any]:
-    """What the summary needs of a record (Optuna histories and the rest stay on disk, not in memory)."""
-    metric = record.get("metric")
-    out = {k: record.get(k) for k in ("job_id", "status", "model", "task", "regime", "seed", "fold", "metric",
-                                      "fs", "backend", "code_version")}
-    out["results"] = [{"metrics": {metric: r.get("metrics", {}).get(metric)}} for r in record.get("results", [])]
-    out["baseline"] = {metric: (record.get("baseline") or {}).get(metric)}
-    return out
 
 
 def check_strategy(suite: BenchmarkSuite, executor: Executor) -> None:
@@ -161,8 +150,7 @@ class BenchmarkRun:
         self.config = redact(dict(config or {}))
         self.run_dir = Path(settings.output_dir)
         self.summary_every_s = summary_every_s
-        self.records: dict[str, dict[str, Any]] = {}
-        self.failed_records: set[str] = set()
+        self.book = SummaryBook(settings.ci_unit, every_s=summary_every_s)
         self.union_planned: list[str] = []
 
     # -- the stages -----------------------------------------------------------------------------------
@@ -196,7 +184,8 @@ class BenchmarkRun:
             }, allow_code_change=self.settings.allow_code_change)
         self.union_planned = list(meta["planned_jobs"])
         self._load_folder()
-        pending = [j for j in plan if j.job_id not in self.records]
+        done = self.book.ok_ids
+        pending = [j for j in plan if j.job_id not in done]
         report = RunReport(planned=len(plan), completed=0, skipped=len(plan) - len(pending))
         start = suite.cache.stats()  # the suite (and its counters) may be reused by a later run in this process
         tracker = self._tracker(plan, pending, meta)
@@ -224,11 +213,8 @@ class BenchmarkRun:
 
     def _load_folder(self) -> None:
         """Every record already in the folder (any plan that wrote it), slimmed for the summary."""
-        for record in iter_records(self.run_dir):
-            if record.get("status") == "ok" and record.get("job_id"):
-                self.records[record["job_id"]] = slim(record)
-            elif record.get("job_id"):
-                self.failed_records.add(record["job_id"])
+        for problem in self.book.scan(self.run_dir):
+            print(f"warning: {problem}; that job runs again", file=sys.stderr)
 
     def _prepare(self, suite: BenchmarkSuite, pending: Sequence[Job]) -> None:
         """Fill the embedding cache for the pending jobs (one pass per encoder, dataset and rate)."""
@@ -250,9 +236,8 @@ class BenchmarkRun:
     def cell_summary(self, cell: tuple[str, str, str]) -> dict[str, Any] | None:
         """The summary row of one (model, task, regime) cell over the whole folder (what summary.csv says)."""
         model, task, regime = cell
-        records = [r for r in self.records.values() if (r["model"], r["task"], r["regime"]) == cell]
-        table = summarise(records, self.settings.ci_unit)
-        mine = table[table["model"] == model]
+        table = self.book.summary()
+        mine = table[(table["model"] == model) & (table["task"] == task) & (table["regime"] == regime)]
         return None if not len(mine) else mine.iloc[0].to_dict()
 
     def _execute(self, executor: Executor, plan: Sequence[Job], pending: Sequence[Job], report: RunReport,
@@ -282,26 +267,27 @@ class BenchmarkRun:
         if outcome.status in ("ok", "done"):
             record = read_record(self.run_dir, outcome.job_id)
             if record is not None and record.get("status") == "ok":
-                self.records[outcome.job_id] = slim(record)
-                self.failed_records.discard(outcome.job_id)
+                self.book.add(record)
                 if outcome.status == "ok":
                     report.completed += 1
                 else:
                     report.skipped += 1
                 return
             outcome = JobOutcome(outcome.job_id, "lost", "the worker reported success but no record is on disk")
-        self.failed_records.add(outcome.job_id)
+        if record_failed := read_record(self.run_dir, outcome.job_id):
+            self.book.add(record_failed)
         report.failed.append(f"{outcome.job_id}: {outcome.error}" + (" (lost: runs again next time)"
                                                                       if outcome.status == "lost" else ""))
 
     def _write_outputs(self, report: RunReport) -> Path:
         """``summary.csv`` over every ok record in the folder, and ``status.json`` against every plan."""
-        path = write_summary(self.run_dir, self.records.values(), self.settings.ci_unit)
+        path = self.book.write(self.run_dir, force=True)
+        assert path is not None
         planned = set(self.union_planned)
-        ok = sum(jid in self.records for jid in planned)
+        ok = len(self.book.ok_ids & planned)
         write_json_atomic(self.run_dir / "status.json", {
-            "completed": ok, "failed": len(self.failed_records & planned), "planned": len(planned),
-            "complete": ok == len(planned), "records_in_folder": len(self.records),
+            "completed": ok, "failed": len(self.book.failed_ids & planned), "planned": len(planned),
+            "complete": ok == len(planned), "records_in_folder": len(self.book),
             "this_command": {"planned": report.planned, "completed": report.completed, "skipped": report.skipped,
                              "failed": len(report.failed)},
             "cache": report.cache,
