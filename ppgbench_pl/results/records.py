@@ -62,14 +62,25 @@ def write_job(run_dir: Path, jid: str, record: Mapping[str, Any],
 
 
 def iter_records(run_dir: Path) -> Iterator[dict[str, Any]]:
-    """Every complete job record of a run folder (working folders are ignored)."""
+    """Yield every complete job record of a run folder (working folders are ignored).
+
+    Raises:
+        DataError: A ``results.json`` cannot be read (one line naming it); :func:`scan_records` reports
+            such files and goes on instead.
+
+    """
     jobs = Path(run_dir) / "jobs"
     if not jobs.is_dir():
         return
     for path in sorted(jobs.glob(f"*/{RESULTS_FILE}")):
         if path.parent.name.endswith(".working"):
             continue
-        yield json.loads(path.read_text())
+        try:
+            yield read_record_file(path)
+        except ValueError as exc:
+            from ppgbench_pl.errors import DataError
+
+            raise DataError(f"{path}: {exc}; remove its job folder to run the job again") from None
 
 
 @dataclass

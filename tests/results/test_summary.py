@@ -238,6 +238,8 @@ def test_scan_reads_the_whole_folder_and_reports_bad_files(tmp_path):
     book = SummaryBook()
     assert len(book.scan(tmp_path)) == 4 and len(book) == 2
     assert scan_records(tmp_path / "nowhere").records == []
+    with pytest.raises(PPGBenchError, match=r"jobs/corrupt/results.json: is not valid JSON .*remove its job"):
+        list(iter_records(tmp_path))
 
 
 def test_the_summary_module_imports_nothing_heavy():
