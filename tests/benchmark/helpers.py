@@ -116,7 +116,8 @@ def run(args: list[str], command: str = "benchmark") -> int:
 
 def record_files(run_dir: Path) -> list[Path]:
     """results.json of every complete job (a ``<id>.working`` folder is a job cut short, not a record)."""
-    return sorted(p for p in (run_dir / "jobs").glob("*/results.json") if not p.parent.name.endswith(".working"))
+    return sorted(p for p in (run_dir / "jobs").glob("*/results.json")
+                  if not p.parent.name.endswith(".working"))
 
 
 def records(run_dir: Path) -> dict[str, dict[str, Any]]:
@@ -139,7 +140,7 @@ def _close(a: Any, b: Any) -> bool:
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(_close(a[k], b[k]) for k in a)
     if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, float) and isinstance(b, float):
         return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-9)
     return a == b
