@@ -69,8 +69,8 @@ def _start_run(run_dir: Path, project: str, run_id: str, name: str, group: str, 
                               console="off", x_disable_stats=True, disable_git=True, save_code=False,
                               disable_job_creation=True, x_disable_machine_info=True, x_save_requirements=False)
     run_dir.mkdir(parents=True, exist_ok=True)  # absolute: the W&B service process keeps its first cwd
-    return wandb.init(project=project, dir=str(run_dir.resolve()), mode=wandb_mode(), id=run_id, resume="allow", name=name,
-                      group=group, job_type=job_type, config=config, tags=list(tags), settings=settings,
+    return wandb.init(project=project, dir=str(run_dir.resolve()), mode=wandb_mode(), id=run_id, resume="allow",
+                      name=name, group=group, job_type=job_type, config=config, tags=list(tags), settings=settings,
                       reinit="create_new")
 
 
