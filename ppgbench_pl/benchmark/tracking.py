@@ -68,9 +68,10 @@ def _start_run(run_dir: Path, project: str, run_id: str, name: str, group: str, 
     settings = wandb.Settings(init_timeout=float(os.environ.get("WANDB_INIT_TIMEOUT", "10")), silent=True,
                               console="off", x_disable_stats=True, disable_git=True, save_code=False,
                               disable_job_creation=True, x_disable_machine_info=True, x_save_requirements=False)
-    run_dir.mkdir(parents=True, exist_ok=True)  # absolute: the W&B service process keeps its first cwd
-    return wandb.init(project=project, dir=str(run_dir.resolve()), mode=wandb_mode(), id=run_id, resume="allow",
-                      name=name, group=group, job_type=job_type, config=config, tags=list(tags), settings=settings,
+    run_dir.mkdir(parents=True, exist_ok=True)
+    where = str(run_dir.resolve())  # absolute: the W&B service process keeps the cwd it started in
+    return wandb.init(project=project, dir=where, mode=wandb_mode(), id=run_id, resume="allow", name=name,
+                      group=group, job_type=job_type, config=config, tags=list(tags), settings=settings,
                       reinit="create_new")
 
 
