@@ -163,6 +163,12 @@ def fold_entry(record: Mapping[str, Any]) -> FoldEntry | None:
     )
 
 
+def _entry_or_id(record: Mapping[str, Any]) -> FoldEntry | str:
+    """Return the entry of an ``ok`` record, else the job id of the record ('' if it has none)."""
+    entry = fold_entry(record)
+    return entry if entry is not None else str(record.get("job_id") or "")
+
+
 def _joined(values: Iterable[str]) -> str:
     return ";".join(sorted({v for v in values if v}))
 
@@ -375,10 +381,13 @@ class SummaryBook:
         """Add every record of a run folder; returns one line per unreadable or malformed record."""
         from ppgbench_pl.results.records import scan_records
 
-        scan = scan_records(run_dir, transform=fold_entry)
-        for entry in scan.records:
-            if entry is not None:
-                self.add_entry(entry)
+        scan = scan_records(run_dir, transform=_entry_or_id)
+        for item in scan.records:
+            if isinstance(item, FoldEntry):
+                self.add_entry(item)
+            elif item:
+                self.discard(item)
+                self._failed.add(item)
         return scan.problems
 
     def _refresh(self, ci_unit: str) -> None:

@@ -235,8 +235,10 @@ def test_scan_reads_the_whole_folder_and_reports_bad_files(tmp_path):
     assert "jobs/empty/results.json: is empty" in text
     assert "jobs/list/results.json: is not a job record" in text
     assert "jobs/no_model/results.json: missing field 'model'" in text
+    failed = record("a", 43, 0, [1.0], status="failed") | {"job_id": "failed-job"}
+    write_job(tmp_path, "failed-job", failed)
     book = SummaryBook()
-    assert len(book.scan(tmp_path)) == 4 and len(book) == 2
+    assert len(book.scan(tmp_path)) == 4 and len(book) == 2 and book.failed_ids == {"failed-job"}
     assert scan_records(tmp_path / "nowhere").records == []
     with pytest.raises(PPGBenchError, match=r"jobs/corrupt/results.json: is not valid JSON .*remove its job"):
         list(iter_records(tmp_path))
