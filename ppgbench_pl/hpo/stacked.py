@@ -13,7 +13,7 @@ Each trial keeps what it has on its own:
   batch statistics and updates the trial's own running statistics (the stacked buffers);
 * dropout: the head's dropout mask is drawn per trial from a generator seeded with the trial's seed, at
   the trial's own rate; dropout inside an encoder draws independently per trial (``randomness="different"``);
-* BatchNorm mode: ``train`` or ``freeze_stats`` is a property of the group (callers group by it);
+* BatchNorm mode: ``train`` or ``freeze_stats`` per trial (:class:`PerTrialBatchNorm` when a stack mixes them);
 * AMP: autocast in float16 (with a per-trial dynamic loss scale, so a trial that overflows skips its own
   step only) or bfloat16 (no scaling);
 * Hyperband: after each epoch every trial is scored, reports its best-so-far value and may be pruned
@@ -69,6 +69,56 @@ class HeadedEncoder(nn.Module):
         return last(drop(h) if mask is None else h * mask)
 
 
+class PerTrialBatchNorm(nn.Module):
+    """A BatchNorm whose mode (``train`` or ``freeze_stats``) is a per-trial flag, so mixed modes share a stack.
+
+    It has the parameter and buffer names of the BatchNorm it replaces plus a ``frozen`` flag (a stacked
+    buffer: one 0-dim bool per trial under ``vmap``). In training it computes both the batch-statistics and
+    the running-statistics output and takes the trial's one; running statistics move only for trials in
+    ``train`` mode, as ``set_batchnorm_eval`` does for a single model.
+    """
+
+    def __init__(self, bn: nn.modules.batchnorm._BatchNorm) -> None:
+        super().__init__()
+        self.eps, self.momentum = bn.eps, float(bn.momentum or 0.0)
+        self.weight, self.bias = bn.weight, bn.bias
+        self.register_buffer("running_mean", bn.running_mean)
+        self.register_buffer("running_var", bn.running_var)
+        self.register_buffer("num_batches_tracked", bn.num_batches_tracked)
+        self.register_buffer("frozen", torch.zeros((), dtype=torch.bool, device=bn.running_mean.device))
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Batch statistics for unfrozen trials in training, running statistics otherwise."""
+        rm, rv = self.running_mean, self.running_var
+        if not self.training:
+            return F.batch_norm(x, rm, rv, self.weight, self.bias, False, 0.0, self.eps)
+        # the statistics are saved for backward, so the frozen path gets its own copy of them
+        frozen_out = F.batch_norm(x, rm.clone(), rv.clone(), self.weight, self.bias, False, 0.0, self.eps)
+        new_rm, new_rv = rm.clone(), rv.clone()
+        train_out = F.batch_norm(x, new_rm, new_rv, self.weight, self.bias, True, self.momentum, self.eps)
+        rm.copy_(torch.where(self.frozen, rm, new_rm))
+        rv.copy_(torch.where(self.frozen, rv, new_rv))
+        self.num_batches_tracked.add_((~self.frozen).to(self.num_batches_tracked.dtype))
+        return torch.where(self.frozen, frozen_out, train_out)
+
+
+def supports_mixed_batchnorm(net: nn.Module) -> bool:
+    """Whether every BatchNorm of ``net`` can become a :class:`PerTrialBatchNorm` (tracked stats, momentum)."""
+    return all(m.track_running_stats and m.momentum is not None and m.affine
+               for m in net.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm))
+
+
+def _per_trial_batchnorm(module: nn.Module) -> list[str]:
+    """Replace BatchNorm children in place (recursively); returns the ``frozen`` buffer names."""
+    names = []
+    for name, child in list(module.named_modules()):
+        for key, sub in list(child.named_children()):
+            if isinstance(sub, nn.modules.batchnorm._BatchNorm):
+                setattr(child, key, PerTrialBatchNorm(sub))
+                names.append(f"{name}.{key}.frozen" if name else f"{key}.frozen")
+    return names
+
+
 @dataclass(frozen=True)
 class StackedConfig:
     """One trial's training settings (``lr``/``weight_decay``: head and encoder values)."""
@@ -112,12 +162,19 @@ def trial_losses(loss: str, out: Tensor, y: Tensor, class_weight: Tensor | None)
 class StackedNets:
     """k copies of one network: stacked parameters, buffers, AdamW state and best-epoch snapshots."""
 
-    def __init__(self, nets: Sequence[nn.Module], configs: Sequence[StackedConfig], freeze_stats: bool,
-                 device: torch.device, head_prefix: str = "head.") -> None:
+    def __init__(self, nets: Sequence[nn.Module], configs: Sequence[StackedConfig],
+                 freeze_stats: bool | Sequence[bool], device: torch.device, head_prefix: str = "head.") -> None:
         nets = [n.to(device) for n in nets]
         self.base = copy.deepcopy(nets[0]).to("meta")
         self.params, self.buffers = stack_module_state(list(nets))  # type: ignore[arg-type]
-        self.configs, self.freeze_stats, self.device = list(configs), freeze_stats, device
+        flags = [freeze_stats] * len(nets) if isinstance(freeze_stats, bool) else list(freeze_stats)
+        self.flag_names: list[str] = []
+        if len(set(flags)) > 1:  # mixed BatchNorm modes: a per-trial flag in every BatchNorm
+            self.flag_names = _per_trial_batchnorm(self.base)
+            frozen = torch.tensor(flags, dtype=torch.bool, device=device)
+            self.buffers.update({name: frozen.clone() for name in self.flag_names})
+            flags = [False] * len(nets)
+        self.configs, self.freeze_stats, self.device = list(configs), bool(flags[0]), device
         self.head_prefix = head_prefix
         self.exp_avg = {k: torch.zeros_like(v) for k, v in self.params.items()}
         self.exp_avg_sq = {k: torch.zeros_like(v) for k, v in self.params.items()}
@@ -141,7 +198,7 @@ class StackedNets:
     def state(self, t: int, best: bool = True) -> dict[str, Tensor]:
         """Trial t's state dict (best epoch, or current), on the CPU."""
         source = self.best if best else {**self.params, **self.buffers}
-        return {k: v[t].detach().cpu().clone() for k, v in source.items()}
+        return {k: v[t].detach().cpu().clone() for k, v in source.items() if k not in self.flag_names}
 
     def keep(self, index: Sequence[int]) -> None:
         """Drop every trial not in ``index`` (positions in the stack, order kept)."""
@@ -238,7 +295,8 @@ def _masks(gens: Sequence[torch.Generator], rates: Sequence[float], rows: int, h
 
 
 def train_stacked(nets: Sequence[nn.Module], configs: Sequence[StackedConfig], data: StackedData, epochs: int,
-                  score: ScoreFn | None = None, on_epoch: EpochHook | None = None, *, freeze_stats: bool = False,
+                  score: ScoreFn | None = None, on_epoch: EpochHook | None = None, *,
+                  freeze_stats: bool | Sequence[bool] = False,
                   amp_dtype: torch.dtype | None = None, eval_batch_size: int = 4096) -> list[TrialOutcome]:
     """Train trials sharing a batch size (and BatchNorm mode) together, scoring and pruning after each epoch.
 
@@ -250,7 +308,8 @@ def train_stacked(nets: Sequence[nn.Module], configs: Sequence[StackedConfig], d
         score: ``score(trial index, validation outputs [Nv, O])``; ``None`` trains without validation and
             returns the final weights.
         on_epoch: ``on_epoch(trial index, 0-based epoch, best-so-far)``; True prunes the trial.
-        freeze_stats: BatchNorm layers in eval mode while training (affine parameters still learn).
+        freeze_stats: BatchNorm layers in eval mode while training (affine parameters still learn), for all
+            trials or per trial (mixed modes train in one stack through :class:`PerTrialBatchNorm`).
         amp_dtype: ``torch.float16`` (per-trial loss scaling) or ``torch.bfloat16`` autocast, or None.
         eval_batch_size: Validation batch size.
 

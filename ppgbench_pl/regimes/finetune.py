@@ -37,7 +37,13 @@ from ppgbench_pl.hpo.lightning_trial import fit_trial, frozen_parts_expected, mo
 from ppgbench_pl.hpo.optuna_search import SearchSettings, TrialOutcome
 from ppgbench_pl.hpo.shuffle import EpochPermutationSampler
 from ppgbench_pl.hpo.spaces import AGGREGATION_PARAM, FINETUNE_SPACE
-from ppgbench_pl.hpo.stacked import HeadedEncoder, StackedConfig, StackedData, train_stacked
+from ppgbench_pl.hpo.stacked import (
+    HeadedEncoder,
+    StackedConfig,
+    StackedData,
+    supports_mixed_batchnorm,
+    train_stacked,
+)
 from ppgbench_pl.regimes.base import JobContext
 from ppgbench_pl.regimes.mlp import EmbeddingHeadEngine, Engine, TrainerFactory, device_for
 from ppgbench_pl.regimes.neural import ClassWeighting, NeuralRegime, SelectionScorer, Split, Targets
@@ -174,7 +180,8 @@ class FinetuneEngine:
 class StackedFinetuneEngine(FinetuneEngine):
     """The trials asked together train as stacked models (:mod:`ppgbench_pl.hpo.stacked`) on one device.
 
-    Trials are grouped by what a stack must share: hidden width, batch size and BatchNorm mode; each group
+    Trials are grouped by what a stack must share: hidden width and batch size (and BatchNorm mode for an
+    encoder whose BatchNorms cannot take a per-trial mode); each group
     trains as one stacked model, the groups one after another. Inputs are preprocessed once per job.
 
     Args:
@@ -225,17 +232,19 @@ class StackedFinetuneEngine(FinetuneEngine):
                on_epoch: Any = None) -> list[TrialOutcome]:
         """Group (params, seed) pairs into stacks and train each; outcomes in input order."""
         groups: dict[tuple[Any, ...], list[int]] = {}
+        mixed = supports_mixed_batchnorm(self.pristine)  # else BatchNorm modes train in separate stacks
         for i, (params, _) in enumerate(items):
-            key = (int(params["hidden_dim"]), int(params["batch_size"]), params["batchnorm_mode"])
+            key = (int(params["hidden_dim"]), int(params["batch_size"]), "" if mixed else params["batchnorm_mode"])
             groups.setdefault(key, []).append(i)
         data = self._data(with_val=score is not None)
         nets = [self._net(params, seed) for params, seed in items]  # heads drawn in trial order
         outcomes: dict[int, TrialOutcome] = {}
-        for (_, _, mode), ids in groups.items():
+        for ids in groups.values():
             got = train_stacked([nets[i] for i in ids], [self._config(*items[i]) for i in ids], data, epochs,
                                 (lambda j, out, ids=ids: score(ids[j], out)) if score else None,
                                 (lambda j, e, b, ids=ids: on_epoch(ids[j], e, b)) if on_epoch else None,
-                                freeze_stats=mode == "freeze_stats", amp_dtype=self.amp_dtype,
+                                freeze_stats=[items[i][0]["batchnorm_mode"] == "freeze_stats" for i in ids],
+                                amp_dtype=self.amp_dtype,
                                 eval_batch_size=self.eval_batch_size)
             outcomes.update(zip(ids, got, strict=True))
         return [outcomes[i] for i in range(len(items))]

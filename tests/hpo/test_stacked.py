@@ -147,3 +147,22 @@ def test_a_trial_that_turns_non_finite_completes_with_its_best_earlier_epoch():
     huge = StackedConfig(2, 16, 0.0, 1e30, 1e30, 0.0, 0.0)  # non-finite from the first epoch on
     (never,) = train_stacked([_net(n_out, 2)], [huge], data, EPOCHS, lambda i, o: float(o.mean()))
     assert never.state == "failed" and "non-finite" in never.failure
+
+
+def test_mixed_batchnorm_modes_share_a_stack():
+    x, xv, y, n_out, _ = _problem("mse")
+    pre = SmallCNNEncoder(embed_dim=EMB).preprocess
+    data = StackedData(pre(x), y, pre(xv), "mse")
+    configs = [StackedConfig(1, 16, 0.0, 1e-2, 1e-3, 1e-4, 1e-4), StackedConfig(2, 16, 0.0, 1e-2, 1e-3, 0.0, 0.0)]
+    nets = [_net(n_out, c.seed) for c in configs]
+    together = train_stacked([copy.deepcopy(n) for n in nets], configs, data, 2, lambda i, o: float(o.mean()),
+                             freeze_stats=[False, True])
+    for i, frozen in enumerate((False, True)):
+        (alone,) = train_stacked([copy.deepcopy(nets[i])], configs[i : i + 1], data, 2, lambda j, o: float(o.mean()),
+                                 freeze_stats=frozen)
+        assert set(alone.weights) == set(together[i].weights)
+        for key, value in alone.weights.items():
+            torch.testing.assert_close(together[i].weights[key], value, atol=1e-5, rtol=1e-4)
+    stats = "encoder.features.1.running_mean"
+    assert torch.equal(together[1].weights[stats], nets[1].state_dict()[stats])  # frozen: statistics never move
+    assert not torch.equal(together[0].weights[stats], nets[0].state_dict()[stats])
