@@ -2,24 +2,31 @@
 
 import pandas as pd
 
-from ppgbench_pl.benchmark.runner import ProtocolRunner
-from ppgbench_pl.datamodules import PPGDataModule
+from ppgbench_pl.benchmark.coordinator import BenchmarkRun
+from ppgbench_pl.benchmark.spec import RunSettings
 from ppgbench_pl.encoders.prv import PRVEncoder, PublishedPRVEncoder
-from ppgbench_pl.regimes.linear import LinearRegime
+
+LOCAL = {"class_path": "ppgbench_pl.benchmark.executors.LocalExecutor"}
 
 
 def test_prv_beats_the_constant_baseline_on_heart_rate_by_far(synthetic_root, tmp_path):
-    dm = PPGDataModule(root=str(synthetic_root), tasks=["synthetic-hr", "synthetic-activity"], seeds=[42],
-                       synthetic_subjects=15, synthetic_windows=6)
-    runner = ProtocolRunner(tmp_path, dm, [PRVEncoder(n_jobs=1), PublishedPRVEncoder(n_jobs=1)], [LinearRegime()],
-                            trainer_kwargs={"accelerator": "cpu", "devices": 1}, progress=False)
-    report = runner.run()
+    # The engine's programmatic face: a suite spec and run settings, as `ppgbench fit` builds them.
+    spec = {
+        "encoders": [{"class_path": "ppgbench_pl.encoders.prv.PRVEncoder", "init_args": {"n_jobs": 1}},
+                     {"class_path": "ppgbench_pl.encoders.prv.PublishedPRVEncoder", "init_args": {"n_jobs": 1}}],
+        "regimes": [{"class_path": "ppgbench_pl.regimes.LinearRegime"}],
+        "datasets": ["synthetic"], "tasks": ["synthetic-hr", "synthetic-activity"], "seeds": [42], "folds": None,
+        "data": {"root": str(synthetic_root), "synthetic_subjects": 15, "synthetic_windows": 6},
+        "trainer": {"accelerator": "cpu", "devices": 1}, "optuna_storage": None,
+    }
+    report = BenchmarkRun(spec, RunSettings(str(tmp_path / "run"), LOCAL, wandb="off", progress=False)).run()
     assert report.completed == 2 * 2 * 5 and not report.failed
     table = pd.read_csv(report.summary_path).set_index(["model", "task"])["mean"]
+    prv, published = PRVEncoder(n_jobs=1).name, PublishedPRVEncoder(n_jobs=1).name
     constant = table[("constant", "synthetic-hr")]
     assert constant > 8.0  # heart rate varies by activity and subject
-    assert table[("prv", "synthetic-hr")] < 0.25 * constant
-    assert table[("prv_published", "synthetic-hr")] < 0.75 * constant
+    assert table[(prv, "synthetic-hr")] < 0.25 * constant
+    assert table[(published, "synthetic-hr")] < 0.75 * constant
     # Majority class: balanced accuracy 1/K_test, where a small test fold may hold only 2 of 3 classes.
     assert table[("constant", "synthetic-activity")] <= 0.5
-    assert table[("prv", "synthetic-activity")] > table[("constant", "synthetic-activity")] + 0.2
+    assert table[(prv, "synthetic-activity")] > table[("constant", "synthetic-activity")] + 0.2
