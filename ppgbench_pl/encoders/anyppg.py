@@ -12,7 +12,7 @@ from typing import ClassVar
 import torch
 from torch import Tensor, nn
 
-from ppgbench_pl.encoders.base import PPGEncoder
+from ppgbench_pl.encoders.base import PPGEncoder, seeded_init
 from ppgbench_pl.encoders.layers import SameConv1d, SamePadMaxPool1d, pad_channels
 from ppgbench_pl.encoders.preprocessing import butter_bandpass_sos, zscore_window
 
@@ -113,6 +113,8 @@ class AnyPPGEncoder(PPGEncoder):
     sampling_rate: ClassVar[float] = 125.0
     embed_dim: ClassVar[int] = 512
     min_samples: ClassVar[int] = 1
+    weights_source: ClassVar[str | None] = (
+        "load_anyppg/anyppg_ckpt.pth from the authors' GitHub repository (https://github.com/Ngk03/AnyPPG)")
 
     def __init__(
         self,
@@ -123,19 +125,23 @@ class AnyPPGEncoder(PPGEncoder):
         kernel_size: int = 3,
         stride: int = 2,
         groups_width: int = 16,
+        random_init: bool = False,
     ) -> None:
+        """Build the published configuration; load ``checkpoint`` strictly (or ``random_init: true``)."""
         super().__init__()
         if len(filter_list) != len(blocks_per_stage):
             raise ValueError("filter_list and blocks_per_stage must have the same length")
-        self.first_conv = SameConv1d(1, base_filters, kernel_size, stride=2)  # stem stride is fixed upstream
-        self.first_bn = nn.BatchNorm1d(base_filters)
-        self.first_activation = nn.SiLU()
-        stages = []
-        in_ch = base_filters
-        for i, (width, n_blocks) in enumerate(zip(filter_list, blocks_per_stage)):
-            stages.append(SEStage(in_ch, width, n_blocks, kernel_size, stride, width // groups_width, i == 0))
-            in_ch = width
-        self.stage_list = nn.ModuleList(stages)
+        with seeded_init(self.settle_weights(checkpoint, random_init)):
+            self.first_conv = SameConv1d(1, base_filters, kernel_size, stride=2)  # stem stride fixed upstream
+            self.first_bn = nn.BatchNorm1d(base_filters)
+            self.first_activation = nn.SiLU()
+            stages = []
+            in_ch = base_filters
+            for i, (width, n_blocks) in enumerate(zip(filter_list, blocks_per_stage, strict=True)):
+                groups = width // groups_width
+                stages.append(SEStage(in_ch, width, n_blocks, kernel_size, stride, groups, i == 0))
+                in_ch = width
+            self.stage_list = nn.ModuleList(stages)
         if checkpoint is not None:
             self.load_pretrained(checkpoint)
 

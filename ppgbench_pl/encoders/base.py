@@ -8,15 +8,22 @@ normalisation, crop/pad: done here and nowhere else), and returns one embedding 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
+import torch
 from torch import Tensor, nn
 
 from ppgbench_pl.encoders.checkpoint import read_checkpoint_file
-from ppgbench_pl.errors import CheckpointError
+from ppgbench_pl.errors import CheckpointError, ConfigError
+
+#: Appended to the name of a published model evaluated untrained, so every table says so.
+RANDOM_INIT_SUFFIX = " (random init)"
+#: Seed of a deliberate random init: the same "random" weights in every run and on resume.
+RANDOM_INIT_SEED = 0
 
 
 class PPGEncoder(nn.Module):
@@ -35,10 +42,61 @@ class PPGEncoder(nn.Module):
     trainable: ClassVar[bool] = True
     #: True when ``preprocess`` needs the group statistics ``ppg_mean``/``ppg_std``.
     uses_group_stats: ClassVar[bool] = False
+    #: Where the authors publish the weights (file, place, URL), for the refusal without a checkpoint.
+    #: ``None`` for encoders that are not a published model (controls, the test CNN): no refusal.
+    weights_source: ClassVar[str | None] = None
 
     def __init__(self) -> None:
         super().__init__()
         self.checkpoint_path: str | None = None
+
+    # -- published weights or a deliberate random init ------------------------------------------
+    @classmethod
+    def random_weights(cls, init_args: Mapping[str, Any]) -> bool:
+        """Whether an encoder built from ``init_args`` has deliberately random weights.
+
+        A published model needs its authors' ``checkpoint``; without one it would silently be evaluated
+        with random weights under its published name, so that is refused unless ``random_init: true``.
+
+        Raises:
+            ConfigError: No checkpoint and no ``random_init: true`` (the line says how to get the weights),
+                or both a checkpoint and ``random_init: true``.
+
+        """
+        if cls.weights_source is None:
+            return False
+        checkpoint = init_args.get("checkpoint")
+        random_init = bool(init_args.get("random_init", False))
+        if checkpoint is not None and random_init:
+            raise ConfigError(f"{cls.name}: checkpoint {checkpoint} and random_init: true contradict each "
+                              "other; drop one of them")
+        if checkpoint is not None:
+            return False
+        if not random_init:
+            raise ConfigError(
+                f"{cls.name}: no checkpoint given, so its weights would be random; get {cls.weights_source} "
+                f"and set checkpoint: <path> in the encoder's init_args, or set random_init: true to "
+                f"evaluate it untrained (reported as '{cls.name}{RANDOM_INIT_SUFFIX}')")
+        return True
+
+    @classmethod
+    def config_name(cls, init_args: Mapping[str, Any] | None = None) -> str:
+        """Return the name an encoder built from ``init_args`` will have, without building it (dry runs).
+
+        Raises:
+            ConfigError: The entry would be refused at build time (see :meth:`random_weights`).
+
+        """
+        args = dict(init_args or {})
+        name = str(args.get("name") or cls.name)
+        return name + (RANDOM_INIT_SUFFIX if cls.random_weights(args) else "")
+
+    def settle_weights(self, checkpoint: str | Path | None, random_init: bool) -> bool:
+        """Apply :meth:`random_weights` in a constructor: refuse, or mark the name; True for random init."""
+        self.random_init = type(self).random_weights({"checkpoint": checkpoint, "random_init": random_init})
+        if self.random_init:
+            self.name = type(self).name + RANDOM_INIT_SUFFIX  # type: ignore[misc]  # per-instance name
+        return self.random_init
 
     def preprocess(self, x: Tensor, ppg_mean: Tensor | None = None, ppg_std: Tensor | None = None) -> Tensor:
         """Turn raw windows ``[B, T]`` into the network input (default: ``[B, 1, T]``)."""
@@ -69,7 +127,8 @@ class PPGEncoder(nn.Module):
         """Load the authors' checkpoint strictly; a mismatch lists missing and unexpected keys."""
         path = Path(path)
         if not path.exists():
-            raise CheckpointError(f"{path}: checkpoint file not found")
+            where = f"; get {self.weights_source}" if self.weights_source else ""
+            raise CheckpointError(f"{path}: checkpoint file not found{where}")
         try:
             raw = self.read_checkpoint(path)
         except CheckpointError:
@@ -96,6 +155,17 @@ class PPGEncoder(nn.Module):
             digest.update(key.encode())
             digest.update(value.detach().cpu().contiguous().numpy().tobytes())
         return digest.hexdigest()
+
+
+@contextlib.contextmanager
+def seeded_init(active: bool, seed: int = RANDOM_INIT_SEED) -> Iterator[None]:
+    """Build under a fixed CPU seed when ``active`` (a deliberate random init); the global RNG is kept."""
+    if not active:
+        yield
+        return
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        yield
 
 
 def strip_prefix(state: Mapping[str, Tensor], prefix: str) -> dict[str, Tensor]:

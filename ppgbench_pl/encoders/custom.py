@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import inspect
+import math
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -28,13 +29,17 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from ppgbench_pl.encoders.base import PPGEncoder
+from ppgbench_pl.encoders.base import RANDOM_INIT_SUFFIX, PPGEncoder
 from ppgbench_pl.encoders.preprocessing import zscore_window
 from ppgbench_pl.errors import CheckpointError, ConfigError
 
 PreprocessFn = Callable[[Tensor, float], Any]
-#: Length of the dummy window (seconds at the native rate) used to infer ``embed_dim``.
+#: Length of the dummy window (seconds at the native rate) of the build-time dry forward.
 PROBE_SECONDS = 10.0
+#: Native rates a PPG model can sensibly have (Hz): below, the pulse (up to ~4 Hz at 240 bpm, with
+#: harmonics) is not resolved; above, PPG carries nothing new and every window and cache grows with fs.
+MIN_SAMPLING_RATE = 10.0
+MAX_SAMPLING_RATE = 2000.0
 
 
 def resolve_callable(path: str) -> PreprocessFn:
@@ -90,7 +95,9 @@ class CustomEncoder(PPGEncoder):
         sampling_rate: Native rate in Hz; the benchmark resamples every dataset to it.
         name: Model name in job ids, records and tables (must differ from the controls' names).
         embed_dim: Embedding size; when omitted it is measured with one forward of a 10 s dummy window.
-        checkpoint: Weights to load strictly into ``module`` (``torch.load(weights_only=True)``).
+        checkpoint: Weights to load strictly into ``module`` (only tensors and plain data are unpickled).
+            Without one, set ``random_init: true`` (the name gets `` (random init)``) or
+            ``weights_in_module: true``.
         state_dict_key: Key under which the checkpoint nests the state dict (``state_dict``, ``model``,
             ``net``, ...); ``None`` for a bare state dict.
         key_prefix: Only keys starting with this prefix are taken, and it is stripped (``module.`` of
@@ -101,6 +108,10 @@ class CustomEncoder(PPGEncoder):
         normalize: ``window_zscore`` z-scores each window (population std + 1e-6); ``none`` leaves it.
         pooling: ``mean``/``max`` over the last axis of a ``[B, C, T]`` output; ``none`` expects ``[B, D]``.
         min_samples: Shortest window the module accepts (shorter ones are refused with a clear error).
+        random_init: No checkpoint on purpose: evaluate the module as its constructor initialised it; the
+            name becomes ``<name> (random init)`` in every record and table.
+        weights_in_module: No checkpoint because the module carries its weights itself (it loads them in
+            its constructor, or it has none); the name is unchanged.
 
     Raises:
         ConfigError: A setting is invalid or the preprocess callable cannot be imported.
@@ -121,21 +132,26 @@ class CustomEncoder(PPGEncoder):
         normalize: Literal["none", "window_zscore"] = "none",
         pooling: Literal["none", "mean", "max"] = "none",
         min_samples: int = 1,
+        random_init: bool = False,
+        weights_in_module: bool = False,
     ) -> None:
         super().__init__()
         _check_choice("input_shape", input_shape, ("BCT", "BT"))
         _check_choice("normalize", normalize, ("none", "window_zscore"))
         _check_choice("pooling", pooling, ("none", "mean", "max"))
-        if sampling_rate <= 0:
-            raise ConfigError(f"sampling_rate must be positive, got {sampling_rate}")
+        sampling_rate = check_sampling_rate(sampling_rate)
         if min_samples < 1:
             raise ConfigError(f"min_samples must be at least 1, got {min_samples}")
         if not name:
             raise ConfigError("name must not be empty")
         if embed_dim is not None and embed_dim < 1:
             raise ConfigError(f"embed_dim must be positive, got {embed_dim}")
+        self.random_init = type(self).random_weights({"name": name, "checkpoint": checkpoint,
+                                                      "random_init": random_init,
+                                                      "weights_in_module": weights_in_module})
+        self.weights_in_module = weights_in_module
         # Per-instance values of what the contract declares as class attributes.
-        self.name = name  # type: ignore[misc]
+        self.name = name + (RANDOM_INIT_SUFFIX if self.random_init else "")  # type: ignore[misc]
         self.sampling_rate = float(sampling_rate)  # type: ignore[misc]
         self.min_samples = int(min_samples)  # type: ignore[misc]
         self.trainable = any(True for _ in module.parameters())  # type: ignore[misc]
@@ -149,8 +165,36 @@ class CustomEncoder(PPGEncoder):
         self.code_sha256 = code_digest(*sources)  # part of the embedding-cache identity
         if checkpoint is not None:
             self.load_pretrained(checkpoint)
-        measured = self.infer_embed_dim() if embed_dim is None else int(embed_dim)
+        measured = self.infer_embed_dim()
+        if embed_dim is not None and int(embed_dim) != measured:
+            raise ConfigError(f"{self.name}: embed_dim is {embed_dim} but the module gives {measured}-d "
+                              f"embeddings; set embed_dim: {measured} or drop it (it is measured)")
         self.embed_dim = measured  # type: ignore[misc]
+
+    @classmethod
+    def random_weights(cls, init_args: Mapping[str, Any]) -> bool:
+        """Whether the module is evaluated untrained on purpose; without any weights source, refuse.
+
+        Raises:
+            ConfigError: None of ``checkpoint``, ``random_init: true``, ``weights_in_module: true`` is set,
+                or more than one is.
+
+        """
+        name = str(init_args.get("name") or cls.name)
+        random_init = bool(init_args.get("random_init", False))
+        in_module = bool(init_args.get("weights_in_module", False))
+        sources = [label for label, given in (("checkpoint", init_args.get("checkpoint") is not None),
+                                              ("random_init: true", random_init),
+                                              ("weights_in_module: true", in_module)) if given]
+        if len(sources) > 1:
+            raise ConfigError(f"{name}: {' and '.join(sources)} contradict each other; set only one")
+        if not sources:
+            raise ConfigError(
+                f"{name}: no checkpoint given, so the module would be evaluated with the weights its "
+                "constructor made; set checkpoint: <path> (its trained weights), weights_in_module: true "
+                "if the module loads its own weights (or has none), or random_init: true to evaluate it "
+                f"untrained (reported as '{name}{RANDOM_INIT_SUFFIX}')")
+        return random_init
 
     # -- input ---------------------------------------------------------------------------------
     def preprocess(self, x: Tensor, ppg_mean: Tensor | None = None, ppg_std: Tensor | None = None) -> Tensor:
@@ -175,24 +219,11 @@ class CustomEncoder(PPGEncoder):
     # -- features ------------------------------------------------------------------------------
     def pooled(self, x: Tensor) -> Tensor:
         """Module output for preprocessed input, reduced to ``[B, D]`` (tuple element 0, pooling)."""
-        out: Any = self.module(x)
-        if isinstance(out, (tuple, list)):
-            if not out:
-                raise ValueError(f"{self.name}: the module returned an empty {type(out).__name__}")
-            out = out[0]
-        if not isinstance(out, Tensor):
-            kind = type(out).__name__
-            raise TypeError(f"{self.name}: the module returned {kind}, expected a tensor or a tuple")
-        if self.pooling != "none":
-            if out.ndim != 3:
-                raise ValueError(f"{self.name}: pooling='{self.pooling}' expects a [B, C, T] output, "
-                                 f"got shape {tuple(out.shape)}")
-            out = out.mean(dim=-1) if self.pooling == "mean" else out.amax(dim=-1)
-        if out.ndim != 2 or out.shape[0] != x.shape[0]:
-            hint = " (set pooling: mean or max for a [B, C, T] output)" if out.ndim == 3 else ""
-            raise ValueError(f"{self.name}: expected embeddings [B, D] for batch {x.shape[0]}, "
-                             f"got shape {tuple(out.shape)}{hint}")
-        return out
+        try:
+            return reduce_output(self.module(x), self.pooling, x.shape[0])
+        except ValueError as exc:
+            hint = f" ({_shape_hint(self.input_shape)})"
+            raise ValueError(f"{self.name}: {exc}{hint}") from None
 
     def forward_features(self, x: Tensor) -> Tensor:
         """Embeddings ``[B, embed_dim]``; a size that differs from ``embed_dim`` is an error."""
@@ -203,10 +234,17 @@ class CustomEncoder(PPGEncoder):
         return out
 
     def infer_embed_dim(self) -> int:
-        """Embedding size from one no-grad forward of a 10 s pulse-like dummy in eval mode.
+        """Embedding size from one no-grad dry forward of a 10 s pulse-like dummy batch, in eval mode.
 
+        This is the build-time check of ``input_shape`` and ``pooling``: when the module fails or its
+        output cannot become ``[B, D]`` under them, the other settings are tried on the same batch and the
+        error names the ones that work, instead of a traceback from deep inside the module at run time.
         Eval mode keeps BatchNorm statistics untouched; a deterministic sine keeps the global RNG state
         and any user preprocessing (which may divide by a range) well defined.
+
+        Raises:
+            ConfigError: The settings do not fit the module (one line naming the fix when one exists).
+
         """
         length = max(self.min_samples, round(PROBE_SECONDS * self.sampling_rate))
         t = torch.arange(length, dtype=torch.float32) / self.sampling_rate
@@ -216,10 +254,57 @@ class CustomEncoder(PPGEncoder):
             self.eval()
             with torch.no_grad():
                 device = next(iter(self.module.parameters()), torch.empty(0)).device
-                out = self.pooled(self.preprocess(dummy.to(device)))
+                try:
+                    prepared = self.preprocess(dummy.to(device))
+                except (TypeError, ValueError, RuntimeError) as exc:
+                    raise ConfigError(f"{self.name}: preprocessing a dummy [2, {length}] batch failed: "
+                                      f"{_one_line(exc)}") from None
+                flat = prepared.squeeze(1) if prepared.ndim == 3 and prepared.shape[1] == 1 else prepared
+                result = self._dry_forward(flat, self.input_shape, self.pooling)
+                if isinstance(result, Tensor):
+                    return int(result.shape[1])
+                raise ConfigError(self._diagnose(flat, result))
         finally:
             self.train(was_training)
-        return int(out.shape[1])
+
+    def _dry_forward(self, flat: Tensor, input_shape: str, pooling: str) -> Tensor | str:
+        """Embeddings of the dummy batch under the given settings, or what went wrong (one line)."""
+        x = flat.unsqueeze(1) if input_shape == "BCT" and flat.ndim == 2 else flat
+        given = f"given {list(x.shape)} (input_shape: {input_shape})"
+        try:
+            out = self.module(x)
+        except Exception as exc:  # noqa: BLE001 - any failure of the user's module is reported in one line
+            detail = _one_line(exc) if str(exc).strip() else ""
+            return f"{given} the module raised {type(exc).__name__}" + (f": {detail}" if detail else "")
+        try:
+            emb = reduce_output(out, pooling, x.shape[0])
+        except ValueError as exc:
+            return f"{given} {exc}"
+        raw = out[0] if isinstance(out, (tuple, list)) else out
+        if pooling != "none" and raw.ndim == 3 and raw.shape[1] == 1 and raw.shape[2] > 1:
+            return (f"{given} the module returned {list(raw.shape)}, and pooling: {pooling} over its last "
+                    "axis would leave 1-d embeddings")
+        return emb
+
+    def _diagnose(self, flat: Tensor, problem: str) -> str:
+        """Build the error: the problem, then the settings that make the module's output fit, if any."""
+        current = (self.input_shape, self.pooling)
+        candidates = [(shape, pool) for shape in ("BCT", "BT") for pool in ("none", "mean", "max")]
+        # Prefer changing one setting (input_shape first), then both.
+        candidates.sort(key=lambda c: ((c[0] != current[0]) + (c[1] != current[1]), c[1] != current[1]))
+        for shape, pool in candidates:
+            if (shape, pool) == current:
+                continue
+            result = self._dry_forward(flat, shape, pool)
+            if isinstance(result, Tensor):
+                fix = ", ".join(f"{key}: {value}" for key, value, now in
+                                (("input_shape", shape, current[0]), ("pooling", pool, current[1]))
+                                if value != now)
+                return (f"{self.name}: the module's output does not fit the settings: {problem}; with {fix} "
+                        f"it gives [B, {result.shape[1]}] embeddings, so set {fix}")
+        return (f"{self.name}: the module's output does not fit the settings: {problem}; no input_shape / "
+                "pooling setting fixes it: check the module, sampling_rate "
+                f"({self.sampling_rate:g} Hz gives {flat.shape[-1]}-sample windows) and min_samples")
 
     # -- weights -------------------------------------------------------------------------------
     def weights_module(self) -> nn.Module:
@@ -259,6 +344,64 @@ class CustomEncoder(PPGEncoder):
         except CheckpointError as exc:
             message = str(exc)
             raise CheckpointError(message if str(path) in message else f"{path}: {message}") from None
+
+
+def reduce_output(out: Any, pooling: str, batch: int) -> Tensor:
+    """Reduce a module's output to ``[batch, D]``: element 0 of a tuple/list, then ``pooling`` (last axis).
+
+    Raises:
+        ValueError: The output is no tensor, or cannot become ``[batch, D]`` under ``pooling``.
+
+    """
+    if isinstance(out, (tuple, list)):
+        if not out:
+            raise ValueError(f"the module returned an empty {type(out).__name__}")
+        out = out[0]
+    if not isinstance(out, Tensor):
+        raise ValueError(f"the module returned {type(out).__name__}, expected a tensor or a tuple")
+    if pooling != "none":
+        if out.ndim != 3:
+            raise ValueError(f"pooling: {pooling} expects a [B, C, T] output, the module returned "
+                             f"{list(out.shape)}")
+        out = out.mean(dim=-1) if pooling == "mean" else out.amax(dim=-1)
+    if out.ndim != 2 or out.shape[0] != batch:
+        raise ValueError(f"expected embeddings [B, D] for a batch of {batch}, the module returned "
+                         f"{list(out.shape)}")
+    return out
+
+
+def _shape_hint(input_shape: str) -> str:
+    other = "BT" if input_shape == "BCT" else "BCT"
+    return f"input_shape: {input_shape}; a module that wants {'[B, T]' if other == 'BT' else '[B, 1, T]'} " \
+           f"needs input_shape: {other}, a [B, C, T] output needs pooling: mean or max"
+
+
+def _one_line(exc: BaseException, limit: int = 200) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def check_sampling_rate(value: object) -> float:
+    """Validate a native rate in Hz: finite and within [MIN_SAMPLING_RATE, MAX_SAMPLING_RATE].
+
+    Raises:
+        ConfigError: Not a number, not finite, or outside the range (the message says why).
+
+    """
+    try:
+        fs = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ConfigError(f"sampling_rate must be a number of Hz, got {value!r}") from None
+    if not math.isfinite(fs) or fs <= 0:
+        raise ConfigError(f"sampling_rate must be a finite positive number of Hz, got {value!r}")
+    if fs < MIN_SAMPLING_RATE:
+        raise ConfigError(f"sampling_rate {fs:g} Hz is too low for PPG: the pulse (up to ~4 Hz at 240 bpm) "
+                          f"is not resolved below {MIN_SAMPLING_RATE:g} Hz; give your model's native rate")
+    if fs > MAX_SAMPLING_RATE:
+        raise ConfigError(f"sampling_rate {fs:g} Hz is above {MAX_SAMPLING_RATE:g} Hz: PPG holds nothing "
+                          "there, and every window (and the embedding cache) grows with the rate; give your "
+                          "model's native rate")
+    return fs
 
 
 def _check_choice(option: str, value: str, choices: tuple[str, ...]) -> None:

@@ -21,7 +21,7 @@ from torch import Tensor, nn
 from transformers import T5Config
 from transformers.models.t5.modeling_t5 import T5Stack
 
-from ppgbench_pl.encoders.base import PPGEncoder, file_sha256
+from ppgbench_pl.encoders.base import PPGEncoder, file_sha256, seeded_init
 from ppgbench_pl.encoders.checkpoint import read_checkpoint_file
 from ppgbench_pl.errors import CheckpointError
 
@@ -178,25 +178,33 @@ class MomentSmallEncoder(PPGEncoder):
     """MOMENT-1-small embedding: RevIN, 8-sample patches, T5 encoder, mean over channels and patches.
 
     Args:
-        checkpoint: Optional local checkpoint (HF-style folder or a weights file) to load at once.
+        checkpoint: Local checkpoint (HF-style folder or a weights file) to load at once; required unless
+            ``random_init`` is true.
         pad_to_context: False (default) reproduces the benchmark's published behaviour: the raw
             window of any length, all steps observed. True is the corrected behaviour of official
             MOMENT usage: windows shorter than 512 are left-padded with zeros marked unobserved,
             longer ones keep their last 512 samples.
+        random_init: Evaluate with seeded random weights; the name becomes ``moment_small (random init)``.
     """
 
     name: ClassVar[str] = "moment_small"
     sampling_rate: ClassVar[float] = 64.0
     embed_dim: ClassVar[int] = D_MODEL
     min_samples: ClassVar[int] = PATCH_LEN
+    weights_source: ClassVar[str | None] = (
+        "a local copy of the Hugging Face folder AutonLab/MOMENT-1-small (https://huggingface.co/AutonLab/"
+        "MOMENT-1-small: config.json and model.safetensors)")
 
-    def __init__(self, checkpoint: str | Path | None = None, pad_to_context: bool = False) -> None:
+    def __init__(self, checkpoint: str | Path | None = None, pad_to_context: bool = False,
+                 random_init: bool = False) -> None:
+        """Build MOMENT-1-small; load ``checkpoint`` strictly (or ``random_init: true``)."""
         super().__init__()
         self.pad_to_context = pad_to_context
-        self.patch_embedding = PatchEmbedding()
-        self.encoder = T5Stack(t5_config())
-        if getattr(self.encoder, "embed_tokens", None) is None:  # transformers 4.x leaves it to the caller
-            self.encoder.embed_tokens = nn.Embedding(T5_SETTINGS["vocab_size"], D_MODEL)
+        with seeded_init(self.settle_weights(checkpoint, random_init)):
+            self.patch_embedding = PatchEmbedding()
+            self.encoder = T5Stack(t5_config())
+            if getattr(self.encoder, "embed_tokens", None) is None:  # transformers 4.x leaves it to us
+                self.encoder.embed_tokens = nn.Embedding(T5_SETTINGS["vocab_size"], D_MODEL)
         self.encoder.gradient_checkpointing = False
         if checkpoint is not None:
             self.load_pretrained(checkpoint)

@@ -13,7 +13,7 @@ from typing import ClassVar
 
 from torch import Tensor, nn
 
-from ppgbench_pl.encoders.base import PPGEncoder, strip_prefix
+from ppgbench_pl.encoders.base import PPGEncoder, seeded_init, strip_prefix
 from ppgbench_pl.encoders.layers import SameConv1d, resnet1d_blocks, resnet1d_trunk
 from ppgbench_pl.encoders.preprocessing import cheby2_bandpass_sos, moving_average_smooth, zscore_window
 from ppgbench_pl.errors import CheckpointError
@@ -26,6 +26,8 @@ class PaPaGeiPEncoder(PPGEncoder):
     sampling_rate: ClassVar[float] = 125.0
     embed_dim: ClassVar[int] = 512
     min_samples: ClassVar[int] = 2
+    weights_source: ClassVar[str | None] = (
+        "papagei_p.pt from Zenodo record 13983110 (https://zenodo.org/records/13983110)")
 
     def __init__(
         self,
@@ -35,9 +37,18 @@ class PaPaGeiPEncoder(PPGEncoder):
         n_classes: int = 512,
         dropout: float = 0.5,
         checkpoint: str | Path | None = None,
+        random_init: bool = False,
     ) -> None:
-        """Build the published configuration; load ``checkpoint`` strictly when given."""
+        """Build the published configuration; load ``checkpoint`` strictly (or ``random_init: true``)."""
         super().__init__()
+        with seeded_init(self.settle_weights(checkpoint, random_init)):
+            self._build_backbone(base_filters, kernel_size, n_block, n_classes, dropout)
+        if checkpoint is not None:
+            self.load_pretrained(checkpoint)
+
+    def _build_backbone(self, base_filters: int, kernel_size: int, n_block: int, n_classes: int,
+                        dropout: float) -> None:
+        """Stem, residual blocks, final BN/ReLU and ``dense`` (attribute names match the checkpoint keys)."""
         self.first_block_conv = SameConv1d(1, base_filters, kernel_size, stride=1)
         self.first_block_bn = nn.BatchNorm1d(base_filters)
         self.basicblock_list = resnet1d_blocks(base_filters, kernel_size, n_block, stride=2, dropout=dropout)
@@ -45,8 +56,6 @@ class PaPaGeiPEncoder(PPGEncoder):
         self.final_bn = nn.BatchNorm1d(width)
         self.final_relu = nn.ReLU()
         self.dense = nn.Linear(width, n_classes)
-        if checkpoint is not None:
-            self.load_pretrained(checkpoint)
 
     def preprocess(self, x: Tensor, ppg_mean: Tensor | None = None, ppg_std: Tensor | None = None) -> Tensor:
         """Chebyshev II 0.5-12 Hz band-pass, 50 ms smoother (fs >= 75), per-window z-score -> [B,1,T]."""
@@ -91,6 +100,8 @@ class PaPaGeiSEncoder(PaPaGeiPEncoder):
     """
 
     name: ClassVar[str] = "papagei_s"
+    weights_source: ClassVar[str | None] = (
+        "papagei_s.pt from Zenodo record 13983110 (https://zenodo.org/records/13983110)")
 
     def __init__(
         self,
@@ -101,13 +112,16 @@ class PaPaGeiSEncoder(PaPaGeiPEncoder):
         n_experts: int = 3,
         dropout: float = 0.5,
         checkpoint: str | Path | None = None,
+        random_init: bool = False,
     ) -> None:
-        """Build backbone and MoE heads; load ``checkpoint`` strictly when given."""
-        super().__init__(base_filters, kernel_size, n_block, n_classes, dropout)
-        hidden = n_classes // 2
-        self.expert_layers_1 = nn.ModuleList(_expert(n_classes, hidden, None) for _ in range(n_experts))
-        self.gating_network_1 = nn.Sequential(nn.Linear(n_classes, n_experts), nn.Softmax(dim=-1))
-        self.expert_layers_2 = nn.ModuleList(_expert(n_classes, hidden, 0.3) for _ in range(n_experts))
-        self.gating_network_2 = nn.Sequential(nn.Linear(n_classes, n_experts), nn.Softmax(dim=-1))
+        """Build backbone and MoE heads; load ``checkpoint`` strictly (or ``random_init: true``)."""
+        PPGEncoder.__init__(self)
+        with seeded_init(self.settle_weights(checkpoint, random_init)):
+            self._build_backbone(base_filters, kernel_size, n_block, n_classes, dropout)
+            hidden = n_classes // 2
+            self.expert_layers_1 = nn.ModuleList(_expert(n_classes, hidden, None) for _ in range(n_experts))
+            self.gating_network_1 = nn.Sequential(nn.Linear(n_classes, n_experts), nn.Softmax(dim=-1))
+            self.expert_layers_2 = nn.ModuleList(_expert(n_classes, hidden, 0.3) for _ in range(n_experts))
+            self.gating_network_2 = nn.Sequential(nn.Linear(n_classes, n_experts), nn.Softmax(dim=-1))
         if checkpoint is not None:
             self.load_pretrained(checkpoint)

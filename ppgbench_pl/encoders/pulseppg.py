@@ -14,7 +14,7 @@ from typing import ClassVar
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ppgbench_pl.encoders.base import PPGEncoder
+from ppgbench_pl.encoders.base import PPGEncoder, seeded_init
 from ppgbench_pl.encoders.layers import SameConv1d, resnet1d_blocks, resnet1d_trunk
 from ppgbench_pl.encoders.preprocessing import cheby2_bandpass_ba, zscore_group
 from ppgbench_pl.errors import CheckpointError
@@ -31,6 +31,9 @@ class PulsePPGEncoder(PPGEncoder):
     embed_dim: ClassVar[int] = 512
     min_samples: ClassVar[int] = 2
     uses_group_stats: ClassVar[bool] = True
+    weights_source: ClassVar[str | None] = (
+        "checkpoint_best.pkl from the Zenodo zip of DOI 10.5281/zenodo.17270930 "
+        "(https://doi.org/10.5281/zenodo.17270930)")
 
     def __init__(
         self,
@@ -39,12 +42,15 @@ class PulsePPGEncoder(PPGEncoder):
         n_block: int = 12,
         dropout: float = 0.5,
         checkpoint: str | Path | None = None,
+        random_init: bool = False,
     ) -> None:
-        """Build the published configuration; load ``checkpoint`` strictly when given."""
+        """Build the published configuration; load ``checkpoint`` strictly (or ``random_init: true``)."""
         super().__init__()
-        self.first_block_conv = SameConv1d(1, base_filters, kernel_size, stride=1)
-        self.first_block_bn = nn.BatchNorm1d(base_filters)
-        self.basicblock_list = resnet1d_blocks(base_filters, kernel_size, n_block, stride=2, dropout=dropout)
+        with seeded_init(self.settle_weights(checkpoint, random_init)):
+            self.first_block_conv = SameConv1d(1, base_filters, kernel_size, stride=1)
+            self.first_block_bn = nn.BatchNorm1d(base_filters)
+            self.basicblock_list = resnet1d_blocks(base_filters, kernel_size, n_block, stride=2,
+                                                   dropout=dropout)
         if checkpoint is not None:
             self.load_pretrained(checkpoint)
 

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ppgbench_pl.encoders.base import PPGEncoder, strip_prefix
+from ppgbench_pl.encoders.base import PPGEncoder, seeded_init, strip_prefix
 from ppgbench_pl.encoders.preprocessing import butter_bandpass_sos, minmax_window
 from ppgbench_pl.errors import CheckpointError
 
@@ -137,6 +137,8 @@ class SigmaPPGEncoder(PPGEncoder):
     sampling_rate: ClassVar[float] = 50.0
     embed_dim: ClassVar[int] = 360
     min_samples: ClassVar[int] = PATCH_SIZE
+    weights_source: ClassVar[str | None] = (
+        "sigma.pth from Hugging Face zonhengu/sigmappg (https://huggingface.co/zonhengu/sigmappg)")
 
     def __init__(
         self,
@@ -150,8 +152,19 @@ class SigmaPPGEncoder(PPGEncoder):
         attn_drop_rate: float = 0.08,
         drop_path_rate: float = 0.1,
         init_values: float = 0.1,
+        random_init: bool = False,
     ) -> None:
+        """Build the published student; load ``checkpoint`` strictly (or ``random_init: true``)."""
         super().__init__()
+        with seeded_init(self.settle_weights(checkpoint, random_init)):
+            self._build(depth, num_heads, mlp_ratio, out_chans, vocab_size, drop_rate, attn_drop_rate,
+                        drop_path_rate, init_values)
+        if checkpoint is not None:
+            self.load_pretrained(checkpoint)
+
+    def _build(self, depth: int, num_heads: int, mlp_ratio: float, out_chans: int, vocab_size: int,
+               drop_rate: float, attn_drop_rate: float, drop_path_rate: float, init_values: float) -> None:
+        """Tokens, patch embedding, blocks and heads (attribute names match the checkpoint keys)."""
         dim = self.embed_dim
         conv_width = (PATCH_SIZE + 2 * 7 - 15) // 8 + 1
         self.cls_token = nn.Parameter(torch.zeros(1, 1, dim))
@@ -171,8 +184,6 @@ class SigmaPPGEncoder(PPGEncoder):
         self.norm = nn.LayerNorm(dim, eps=1e-6)
         self.lm_head = nn.Linear(dim, vocab_size)  # unused for embeddings; present for strict loading
         self._init_weights()
-        if checkpoint is not None:
-            self.load_pretrained(checkpoint)
 
     def _init_weights(self) -> None:
         """Truncated-normal (std 0.02) tokens and linears, as in BEiT-style pretraining."""

@@ -18,7 +18,7 @@ LENGTHS_125HZ = (1000, 1250, 750, 263)
 @pytest.fixture(scope="module")
 def encoder() -> AnyPPGEncoder:
     torch.manual_seed(0)
-    model = AnyPPGEncoder()
+    model = AnyPPGEncoder(random_init=True)
     _randomise_buffers(model)
     return model.eval()
 
@@ -113,5 +113,5 @@ def test_damaged_checkpoint_is_refused(
     path = tmp_path / "bad.pth"
     torch.save(state, path)
     with pytest.raises(CheckpointError) as info:
-        AnyPPGEncoder().load_pretrained(path)
+        AnyPPGEncoder(random_init=True).load_pretrained(path)
     assert expected in str(info.value)

@@ -67,8 +67,9 @@ ENCODER_NAMES = [*FOUNDATION_MODELS, "small_cnn", "custom"]
 def encoder(name: str) -> PPGEncoder:
     """One instance per encoder and session (the transformers take a second to build)."""
     if name == "custom":
-        return CustomEncoder(TinyConvNet(), sampling_rate=32.0, pooling="mean")
-    return ENCODERS[name]()
+        return CustomEncoder(TinyConvNet(), sampling_rate=32.0, pooling="mean", random_init=True)
+    cls = ENCODERS[name]
+    return cls() if name == "small_cnn" else cls(random_init=True)  # type: ignore[call-arg]
 
 
 @pytest.mark.parametrize("fmt", ["torch", "pickle"])

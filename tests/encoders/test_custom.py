@@ -64,7 +64,8 @@ def _windows(batch: int = 2, seconds: float = 10.0) -> Tensor:
 
 # -- unit behaviour -----------------------------------------------------------------------------
 def test_embed_dim_inferred_and_pooling() -> None:
-    enc = CustomEncoder(TinyConvNet(width=7), sampling_rate=FS, name="tiny", pooling="mean")
+    enc = CustomEncoder(TinyConvNet(width=7), sampling_rate=FS, weights_in_module=True, name="tiny",
+                        pooling="mean")
     assert enc.embed_dim == 7 and enc.name == "tiny" and enc.sampling_rate == FS and enc.trainable
     assert type(enc).name == "encoder"  # per instance, the class attribute is untouched
     x = _windows()
@@ -79,7 +80,7 @@ def test_inference_keeps_batchnorm_and_rng_state() -> None:
     net = TinyConvNet()
     before = {k: v.clone() for k, v in net.state_dict().items()}
     torch.manual_seed(3)
-    CustomEncoder(net, sampling_rate=FS, pooling="mean")
+    CustomEncoder(net, sampling_rate=FS, weights_in_module=True, pooling="mean")
     after_rng = torch.rand(1)
     torch.manual_seed(3)
     assert torch.equal(after_rng, torch.rand(1))
@@ -87,12 +88,16 @@ def test_inference_keeps_batchnorm_and_rng_state() -> None:
 
 
 def test_feature_map_without_pooling_is_a_clear_error() -> None:
-    with pytest.raises(ValueError, match="pooling"):
-        CustomEncoder(TinyConvNet(), sampling_rate=FS)
+    with pytest.raises(ConfigError) as info:
+        CustomEncoder(TinyConvNet(), sampling_rate=FS, weights_in_module=True)
+    assert str(info.value) == (
+        "custom: the module's output does not fit the settings: given [2, 1, 320] (input_shape: BCT) "
+        "expected embeddings [B, D] for a batch of 2, the module returned [2, 6, 80]; with pooling: mean "
+        "it gives [B, 6] embeddings, so set pooling: mean")
 
 
 def test_bt_input_and_tuple_output() -> None:
-    enc = CustomEncoder(FlatTupleNet(length=320), sampling_rate=FS, input_shape="BT",
+    enc = CustomEncoder(FlatTupleNet(length=320), sampling_rate=FS, weights_in_module=True, input_shape="BT",
                         normalize="window_zscore")
     x = _windows()
     assert enc.preprocess(x).shape == (2, 320)
@@ -100,9 +105,14 @@ def test_bt_input_and_tuple_output() -> None:
     assert enc(x).shape == (2, 5) and enc.embed_dim == 5
 
 
-def test_declared_embed_dim_is_checked_at_forward() -> None:
-    enc = CustomEncoder(TinyConvNet(width=6), sampling_rate=FS, embed_dim=9, pooling="mean")
-    assert enc.embed_dim == 9
+def test_declared_embed_dim_is_checked_at_build() -> None:
+    with pytest.raises(ConfigError, match=r"^custom: embed_dim is 9 but the module gives 6-d embeddings; "
+                                          r"set embed_dim: 6 or drop it"):
+        CustomEncoder(TinyConvNet(width=6), sampling_rate=FS, weights_in_module=True, embed_dim=9,
+                      pooling="mean")
+    enc = CustomEncoder(TinyConvNet(width=6), sampling_rate=FS, weights_in_module=True, embed_dim=6,
+                        pooling="mean")
+    enc.embed_dim = 9  # type: ignore[misc]  # a forward still checks it
     with pytest.raises(ValueError, match="6-d embeddings, but embed_dim is 9"):
         enc(_windows())
 
@@ -110,7 +120,7 @@ def test_declared_embed_dim_is_checked_at_forward() -> None:
 def test_preprocess_callable_both_spellings() -> None:
     assert resolve_callable("tests.encoders.test_custom:double_first_half") is double_first_half
     assert resolve_callable("tests.encoders.test_custom.double_first_half") is double_first_half
-    enc = CustomEncoder(TinyConvNet(), sampling_rate=FS, pooling="mean",
+    enc = CustomEncoder(TinyConvNet(), sampling_rate=FS, weights_in_module=True, pooling="mean",
                         preprocess="tests.encoders.test_custom.double_first_half")
     PREPROCESS_CALLS.clear()
     x = _windows()
@@ -126,12 +136,13 @@ def test_preprocess_callable_both_spellings() -> None:
 ])
 def test_bad_preprocess_paths(path: str, match: str) -> None:
     with pytest.raises(ConfigError, match=match):
-        CustomEncoder(TinyConvNet(), sampling_rate=FS, pooling="mean", preprocess=path)
+        CustomEncoder(TinyConvNet(), sampling_rate=FS, weights_in_module=True, pooling="mean",
+                      preprocess=path)
 
 
 def test_preprocess_must_return_a_tensor() -> None:
-    with pytest.raises(TypeError, match="returned str"):
-        CustomEncoder(TinyConvNet(), sampling_rate=FS, pooling="mean",
+    with pytest.raises(ConfigError, match="preprocessing a dummy .* returned str"):
+        CustomEncoder(TinyConvNet(), sampling_rate=FS, weights_in_module=True, pooling="mean",
                       preprocess="tests.encoders.test_custom:not_a_tensor")
 
 
@@ -141,13 +152,14 @@ def test_preprocess_must_return_a_tensor() -> None:
     ({"embed_dim": 0}, "embed_dim"), ({"min_samples": 0}, "min_samples"),
 ])
 def test_invalid_settings(kwargs: dict[str, Any], match: str) -> None:
-    settings: dict[str, Any] = {"sampling_rate": FS, "pooling": "mean", **kwargs}
+    settings: dict[str, Any] = {"sampling_rate": FS, "pooling": "mean", "weights_in_module": True, **kwargs}
     with pytest.raises(ConfigError, match=match):
         CustomEncoder(TinyConvNet(), **settings)
 
 
 def test_short_window_refused() -> None:
-    enc = CustomEncoder(TinyConvNet(), sampling_rate=FS, pooling="mean", min_samples=64)
+    enc = CustomEncoder(TinyConvNet(), sampling_rate=FS, weights_in_module=True, pooling="mean",
+                        min_samples=64)
     with pytest.raises(ValueError, match="at least 64 samples"):
         enc(torch.randn(2, 63))
 
@@ -164,7 +176,7 @@ def test_checkpoint_bare_and_nested_with_prefix(tmp_path: Path) -> None:
     lightning_state["head.weight"] = torch.zeros(3)  # other parts of a training checkpoint are ignored
     torch.save({"state_dict": lightning_state, "epoch": 3}, nested)
     x = _windows()
-    want = CustomEncoder(source, sampling_rate=FS, pooling="mean").eval()(x)
+    want = CustomEncoder(source, sampling_rate=FS, weights_in_module=True, pooling="mean").eval()(x)
     for path, extra in ((bare, {}), (nested, {"state_dict_key": "state_dict", "key_prefix": "model."})):
         enc = CustomEncoder(TinyConvNet(), sampling_rate=FS, pooling="mean", checkpoint=str(path), **extra)
         torch.testing.assert_close(enc.eval()(x), want)
@@ -192,15 +204,15 @@ def test_unsafe_pickle_is_refused(tmp_path: Path) -> None:
     torch.save({"model": TinyConvNet()}, path)  # a whole pickled module, not a state dict
     with pytest.raises(CheckpointError) as info:
         CustomEncoder(TinyConvNet(), sampling_rate=FS, pooling="mean", checkpoint=str(path))
-    assert str(info.value) == (f"{path}: refused to load: it references tests.encoders.test_custom.TinyConvNet, "
-                               "which a checkpoint never needs")
+    assert str(info.value) == (f"{path}: refused to load: it references "
+                               "tests.encoders.test_custom.TinyConvNet, which a checkpoint never needs")
 
 
 def test_identity_tracks_module_code_and_preprocess() -> None:
-    plain = CustomEncoder(TinyConvNet(), sampling_rate=FS, pooling="mean")
-    prep = CustomEncoder(TinyConvNet(), sampling_rate=FS, pooling="mean",
+    plain = CustomEncoder(TinyConvNet(), sampling_rate=FS, weights_in_module=True, pooling="mean")
+    prep = CustomEncoder(TinyConvNet(), sampling_rate=FS, weights_in_module=True, pooling="mean",
                          preprocess="tests.encoders.test_custom:double_first_half")
-    other = CustomEncoder(FlatTupleNet(), sampling_rate=FS, input_shape="BT")
+    other = CustomEncoder(FlatTupleNet(), sampling_rate=FS, weights_in_module=True, input_shape="BT")
     assert len({plain.code_sha256, prep.code_sha256, other.code_sha256}) == 3
     assert plain.module_class == "tests.encoders.test_custom.TinyConvNet"
 
@@ -221,7 +233,8 @@ def _snapshot(module: nn.Module) -> dict[str, Tensor]:
 
 @pytest.mark.parametrize("mode", ["frozen", "finetune"])
 def test_encoder_task_modes(mode: str) -> None:
-    enc = CustomEncoder(TinyConvNet(), sampling_rate=FS, pooling="mean", normalize="window_zscore")
+    enc = CustomEncoder(TinyConvNet(), sampling_rate=FS, weights_in_module=True, pooling="mean",
+                        normalize="window_zscore")
     task = EncoderTask(enc, mode=mode, head=LinearHead(enc.embed_dim, 1), head_lr=0.1)
     before = _snapshot(enc)
     _step(task, {"x": _windows(4), "y": torch.randn(4)})
@@ -235,7 +248,8 @@ def test_encoder_task_modes(mode: str) -> None:
 
 
 def test_parameter_free_module_is_not_trainable() -> None:
-    enc = CustomEncoder(nn.Flatten(), sampling_rate=FS, input_shape="BT", embed_dim=320)
+    enc = CustomEncoder(nn.Flatten(), sampling_rate=FS, weights_in_module=True, input_shape="BT",
+                        embed_dim=320)
     assert not enc.trainable and enc(_windows()).shape == (2, 320)
     with pytest.raises(ValueError, match="no trainable parameters"):
         EncoderTask(enc, mode="finetune")
@@ -266,12 +280,16 @@ def run_fit(config: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("WANDB_MODE", "disabled")
     path = tmp_path / "run.yaml"
     path.write_text(yaml.safe_dump(config))
-    main(["fit", "--config", str(path), *TINY_DATA])
+    try:
+        main(["fit", "--config", str(path), *TINY_DATA])
+    except SystemExit as exc:  # the CLI may end with an explicit exit status
+        assert exc.code in (0, None), f"fit exited with {exc.code}"
     out = Path(config["output_dir"])
     with (out / "summary.csv").open() as handle:
-        rows = [r for r in csv.DictReader(handle) if r["model"] == config["model"]["init_args"]["encoder"]
-                ["init_args"]["name"]]
-    return {"rows": rows, "run": json.loads((out / "run.json").read_text())}
+        rows = list(csv.DictReader(handle))
+    name = CustomEncoder.config_name(config["model"]["init_args"]["encoder"]["init_args"])
+    return {"rows": [r for r in rows if r["model"] == name], "models": {r["model"] for r in rows},
+            "run": json.loads((out / "run.json").read_text())}
 
 
 @pytest.fixture(scope="module")
@@ -288,11 +306,13 @@ def _assert_scored(result: dict[str, Any]) -> None:
 
 
 def test_fit_from_yaml(tmp_path: Path, data_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a checkpoint and with random_init: true, every table carries '(random init)'."""
     args = {"module": TINY_MODULE, "name": "tiny", "sampling_rate": FS, "pooling": "mean",
-            "normalize": "window_zscore"}
+            "normalize": "window_zscore", "random_init": True}
     result = run_fit(fit_config(args, tmp_path / "out", data_root), tmp_path, monkeypatch)
     _assert_scored(result)
-    identity = result["run"]["identity"]["encoders"]["tiny"]
+    assert "tiny (random init)" in result["models"] and "tiny" not in result["models"]
+    identity = result["run"]["identity"]["encoders"]["tiny (random init)"]
     assert identity["class"] == "ppgbench_pl.encoders.custom.CustomEncoder"
 
 
@@ -312,7 +332,8 @@ def test_fit_with_preprocess_callable(tmp_path: Path, data_root: Path,
                                       monkeypatch: pytest.MonkeyPatch) -> None:
     PREPROCESS_CALLS.clear()
     args = {"module": TINY_MODULE, "name": "tiny_prep", "sampling_rate": FS, "pooling": "mean",
-            "preprocess": "tests.encoders.test_custom:double_first_half", "input_shape": "BCT"}
+            "preprocess": "tests.encoders.test_custom:double_first_half", "input_shape": "BCT",
+            "weights_in_module": True}
     result = run_fit(fit_config(args, tmp_path / "out", data_root), tmp_path, monkeypatch)
     _assert_scored(result)
     assert PREPROCESS_CALLS and all(fs == FS for _, fs in PREPROCESS_CALLS)
@@ -322,7 +343,8 @@ def test_fit_with_preprocess_callable(tmp_path: Path, data_root: Path,
 @pytest.mark.slow
 def test_fit_neural_regimes(tmp_path: Path, data_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The MLP and finetune regimes (Optuna searches, tiny budgets) need no adapter class either."""
-    args = {"module": TINY_MODULE, "name": "tiny_neural", "sampling_rate": FS, "pooling": "mean"}
+    args = {"module": TINY_MODULE, "name": "tiny_neural", "sampling_rate": FS, "pooling": "mean",
+            "random_init": True}
     config = fit_config(args, tmp_path / "out", data_root)
     budget = {"n_trials": 2, "n_startup_trials": 1, "max_epochs": 1, "parallel_trials": 1, "subject_repeats": 1}
     config["trainer"]["callbacks"] = [

@@ -24,14 +24,14 @@ LENGTHS_64HZ = (512, 640, 384, 135, 100)
 @pytest.fixture(scope="module")
 def encoder() -> MomentSmallEncoder:
     torch.manual_seed(0)
-    return MomentSmallEncoder().eval()
+    return MomentSmallEncoder(random_init=True).eval()
 
 
 @pytest.fixture(scope="module")
 def source() -> MomentSmallEncoder:
     """Random weights unlike a fresh init (non-zero mask embedding, non-unit norms)."""
     torch.manual_seed(1)
-    model = MomentSmallEncoder().eval()
+    model = MomentSmallEncoder(random_init=True).eval()
     with torch.no_grad():
         for name, param in model.named_parameters():
             if name.endswith("mask_embedding") or "layer_norm" in name:
@@ -76,7 +76,8 @@ def test_parameter_count(encoder: MomentSmallEncoder) -> None:
     assert encoder.encoder.embed_tokens.weight.numel() == counts["of_which_unused_t5_token_embedding"]
     assert sum(b.numel() for b in encoder.buffers()) == counts["buffer_elements"]
     assert not encoder.encoder.gradient_checkpointing
-    assert (encoder.name, encoder.sampling_rate, encoder.embed_dim) == ("moment_small", 64.0, 512)
+    expected = ("moment_small (random init)", 64.0, 512)
+    assert (encoder.name, encoder.sampling_rate, encoder.embed_dim) == expected
 
 
 def test_position_table_is_the_sinusoid() -> None:
@@ -157,7 +158,8 @@ def test_hf_folder_loads_strictly_and_reproduces(source: MomentSmallEncoder, ckp
     assert "head" not in dict(target.named_children())
     digest = target.checkpoint_digest()
     assert len(digest) == 64
-    single = MomentSmallEncoder().eval()  # the weights file alone (its config.json sits beside it)
+    # the weights file alone (its config.json sits beside it)
+    single = MomentSmallEncoder(random_init=True).eval()
     single.load_pretrained(ckpt_dir / "model.safetensors")
     assert single.checkpoint_digest() == digest
     with torch.no_grad():
@@ -167,7 +169,7 @@ def test_hf_folder_loads_strictly_and_reproduces(source: MomentSmallEncoder, ckp
 def test_checkpoint_without_pe_loads(source: MomentSmallEncoder, tmp_path: Path) -> None:
     weights = tmp_path / "moment_no_pe.safetensors"
     save_file(full_state(source, with_pe=False), str(weights))
-    target = MomentSmallEncoder().eval()
+    target = MomentSmallEncoder(random_init=True).eval()
     target.load_pretrained(weights)
     x = torch.randn(1, 512)
     with torch.no_grad():
@@ -177,7 +179,7 @@ def test_checkpoint_without_pe_loads(source: MomentSmallEncoder, tmp_path: Path)
 def test_torch_file_loads(source: MomentSmallEncoder, tmp_path: Path) -> None:
     weights = tmp_path / "moment.pt"
     torch.save(full_state(source), weights)
-    target = MomentSmallEncoder().eval()
+    target = MomentSmallEncoder(random_init=True).eval()
     target.load_pretrained(weights)
     x = torch.randn(1, 384)
     with torch.no_grad():
@@ -203,7 +205,7 @@ def test_damaged_checkpoint_is_refused(source: MomentSmallEncoder, tmp_path: Pat
         state[key] = torch.randn(512, 16)
     folder = write_folder(tmp_path / kind, state)
     with pytest.raises(CheckpointError, match=phrase) as info:
-        MomentSmallEncoder().load_pretrained(folder)
+        MomentSmallEncoder(random_init=True).load_pretrained(folder)
     assert key in str(info.value) and "\n" not in str(info.value)
 
 
@@ -212,13 +214,13 @@ def test_unknown_head_key_is_not_silently_dropped(source: MomentSmallEncoder, tm
     state["head.dropout.weight"] = torch.ones(1)
     folder = write_folder(tmp_path / "extra_head", state)
     with pytest.raises(CheckpointError, match=r"unexpected keys \[head.dropout.weight\]"):
-        MomentSmallEncoder().load_pretrained(folder)
+        MomentSmallEncoder(random_init=True).load_pretrained(folder)
 
 
 def test_folder_without_weights_is_refused(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text("{}")
     with pytest.raises(CheckpointError, match="model.safetensors"):
-        MomentSmallEncoder().load_pretrained(tmp_path)
+        MomentSmallEncoder(random_init=True).load_pretrained(tmp_path)
 
 
 def small_folder(folder: Path, config: dict) -> Path:
@@ -230,7 +232,7 @@ def test_config_with_other_d_model_is_refused(tmp_path: Path) -> None:
     config = copy.deepcopy(MANIFEST["constructor_kwargs"]["config"])
     config["t5_config"]["d_model"] = 768
     with pytest.raises(CheckpointError, match=r"d_model=768 \(expected 512\)") as info:
-        MomentSmallEncoder().load_pretrained(small_folder(tmp_path / "m", config))
+        MomentSmallEncoder(random_init=True).load_pretrained(small_folder(tmp_path / "m", config))
     assert "\n" not in str(info.value)
 
 

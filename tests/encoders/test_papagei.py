@@ -32,7 +32,7 @@ def randomize(module: nn.Module, seed: int) -> None:
 
 @pytest.mark.parametrize("cls", ENCODERS)
 def test_state_dict_and_parameter_count_match_manifest(cls: type[PaPaGeiPEncoder]) -> None:
-    model, manifest = cls(), load_manifest(cls.name)
+    model, manifest = cls(random_init=True), load_manifest(cls.name)
     assert_matches_manifest(model, manifest)
     assert list(model.state_dict()) == list(manifest["state_dict"])
     assert parameter_count(model) == manifest["parameter_count"]["total_parameters"]
@@ -43,7 +43,7 @@ def test_state_dict_and_parameter_count_match_manifest(cls: type[PaPaGeiPEncoder
 
 @pytest.mark.parametrize("cls", ENCODERS)
 def test_forward_on_every_benchmark_length(cls: type[PaPaGeiPEncoder]) -> None:
-    model = cls().eval()
+    model = cls(random_init=True).eval()
     with torch.no_grad():
         for length in LENGTHS_125HZ:
             out = model(torch.randn(2, length) * 40 + 100)
@@ -52,13 +52,13 @@ def test_forward_on_every_benchmark_length(cls: type[PaPaGeiPEncoder]) -> None:
 
 def test_preprocess_gives_one_channel_zscored_input() -> None:
     x = torch.randn(2, 1250) * 40 + 100
-    net_in = PaPaGeiPEncoder().preprocess(x)
+    net_in = PaPaGeiPEncoder(random_init=True).preprocess(x)
     assert net_in.shape == (2, 1, 1250) and net_in.dtype == torch.float32
     torch.testing.assert_close(net_in.mean(-1), torch.zeros(2, 1), atol=1e-4, rtol=0)
 
 
 def test_trunk_downsamples_nine_times() -> None:
-    model = PaPaGeiPEncoder().eval()
+    model = PaPaGeiPEncoder(random_init=True).eval()
     out = model.first_block_conv(torch.zeros(1, 1, 1250))
     for block in model.basicblock_list:
         out = block(out)
@@ -68,7 +68,7 @@ def test_trunk_downsamples_nine_times() -> None:
 @pytest.mark.parametrize("cls", ENCODERS)
 def test_checkpoint_with_module_prefix_loads_strictly_and_reproduces(cls: type[PaPaGeiPEncoder],
                                                                       tmp_path: Path) -> None:
-    source = cls().eval()
+    source = cls(random_init=True).eval()
     randomize(source, seed=7)
     path = tmp_path / f"{cls.name}.pt"
     torch.save({f"module.{k}": v for k, v in source.state_dict().items()}, path)
@@ -79,7 +79,7 @@ def test_checkpoint_with_module_prefix_loads_strictly_and_reproduces(cls: type[P
     assert loaded.checkpoint_path == str(path) and loaded.checkpoint_digest() != "random-init"
     plain = tmp_path / "plain.pt"
     torch.save(source.state_dict(), plain)
-    again = cls().eval()
+    again = cls(random_init=True).eval()
     again.load_pretrained(plain)
     with torch.no_grad():
         torch.testing.assert_close(again(x), source(x))
@@ -99,24 +99,25 @@ def _damaged(state: dict[str, Tensor], how: str) -> tuple[dict[str, Tensor], str
 
 @pytest.mark.parametrize("how", ["missing", "unexpected", "wrong_shape"])
 def test_damaged_checkpoint_raises_with_key_names(how: str, tmp_path: Path) -> None:
-    model = PaPaGeiSEncoder()
+    model = PaPaGeiSEncoder(random_init=True)
     state, key = _damaged(model.state_dict(), how)
     path = tmp_path / "bad.pt"
     torch.save(state, path)
     with pytest.raises(CheckpointError, match=key.replace(".", r"\.")):
-        PaPaGeiSEncoder().load_pretrained(path)
+        PaPaGeiSEncoder(random_init=True).load_pretrained(path)
 
 
 def test_p_checkpoint_does_not_fit_s() -> None:
     with pytest.raises(CheckpointError, match=r"missing keys \[expert_layers_1"):
-        load_state_dict_strict(PaPaGeiSEncoder(), PaPaGeiPEncoder().state_dict(), source="p")
+        p_state = PaPaGeiPEncoder(random_init=True).state_dict()
+        load_state_dict_strict(PaPaGeiSEncoder(random_init=True), p_state, source="p")
 
 
 def test_non_state_dict_checkpoint_is_rejected(tmp_path: Path) -> None:
     path = tmp_path / "list.pt"
     torch.save([torch.zeros(1)], path)
     with pytest.raises(CheckpointError, match="not a state dict"):
-        PaPaGeiPEncoder().load_pretrained(path)
+        PaPaGeiPEncoder(random_init=True).load_pretrained(path)
 
 
 # -- SAME padding parity (layers.py), checked against an explicit NumPy computation -------------------

@@ -21,7 +21,7 @@ LENGTHS_50HZ = [400, 500, 300, 105]  # DaLiA/WildPPG, 10 s sets, RealWorldPPG, P
 @pytest.fixture(scope="module")
 def source() -> PulsePPGEncoder:
     """One random-weights model shared by the tests (28.5M parameters: build it once)."""
-    model = PulsePPGEncoder().eval()
+    model = PulsePPGEncoder(random_init=True).eval()
     randomize(model, seed=11)
     return model
 
@@ -93,14 +93,14 @@ def test_numpy_loss_loads_through_the_allow_list(source: PulsePPGEncoder, tmp_pa
     _write_checkpoint(source, path, test_loss=np.float64(0.25))
     with pytest.raises(pickle.UnpicklingError):
         torch.load(path, map_location="cpu", weights_only=True)
-    loaded = PulsePPGEncoder()
+    loaded = PulsePPGEncoder(random_init=True)
     loaded.load_pretrained(path)
     torch.testing.assert_close(loaded.first_block_bn.running_var, source.first_block_bn.running_var)
 
 
 @pytest.mark.parametrize("how", ["missing", "unexpected", "wrong_shape"])
 def test_damaged_checkpoint_raises_with_key_names(how: str, tmp_path: Path) -> None:
-    small = PulsePPGEncoder(base_filters=8, n_block=2)  # same loading path, cheap to build
+    small = PulsePPGEncoder(base_filters=8, n_block=2, random_init=True)  # same loading path, cheap to build
     state = dict(small.state_dict())
     if how == "missing":
         key = "basicblock_list.1.conv2.conv.bias"

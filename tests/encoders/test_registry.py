@@ -56,8 +56,16 @@ NAMES = list(ENCODERS)
 
 @functools.cache
 def build_encoder(name: str) -> PPGEncoder:
-    """One instance per registry entry and test session (the big ones take seconds to build)."""
-    return ENCODERS[name]()
+    """One instance per registry entry and test session (the big ones take seconds to build).
+
+    The published models get ``random_init=True``: without their authors' checkpoints they refuse to build.
+    """
+    return ENCODERS[name](**published_args(name))
+
+
+def published_args(name: str) -> dict[str, object]:
+    """``random_init: true`` for the published models (they need it without a checkpoint), else nothing."""
+    return {"random_init": True} if name in FOUNDATION_MODELS else {}
 
 
 def ready(name: str) -> PPGEncoder:
@@ -98,7 +106,9 @@ def test_builds_with_published_settings(name: str) -> None:
     encoder = ready(name)
     cls = ENCODERS[name]
     assert isinstance(encoder, PPGEncoder) and type(encoder) is cls
-    assert encoder.name == name and encoder.embed_dim > 0 and encoder.sampling_rate > 0
+    assert encoder.name == cls.config_name(published_args(name))
+    assert encoder.name == (f"{name} (random init)" if name in FOUNDATION_MODELS else name)
+    assert encoder.embed_dim > 0 and encoder.sampling_rate > 0
     assert CASES[name].length == round(8 * encoder.sampling_rate) >= encoder.min_samples
     assert encoder.trainable == any(True for _ in encoder.parameters())
     if CASES[name].manifest is not None:

@@ -21,14 +21,14 @@ ALIASES = {"patch_embed_seq.0.": "patch_embed_conv.", "patch_embed_seq.1.": "pat
 @pytest.fixture(scope="module")
 def encoder() -> SigmaPPGEncoder:
     torch.manual_seed(0)
-    return SigmaPPGEncoder().eval()
+    return SigmaPPGEncoder(random_init=True).eval()
 
 
 @pytest.fixture(scope="module")
 def small() -> SigmaPPGEncoder:
     """Two blocks instead of 18: same checkpoint layout, much smaller files for the damage tests."""
     torch.manual_seed(0)
-    return SigmaPPGEncoder(depth=2).eval()
+    return SigmaPPGEncoder(depth=2, random_init=True).eval()
 
 
 def sigma_checkpoint(model: SigmaPPGEncoder, **extra: object) -> dict[str, object]:
@@ -163,7 +163,7 @@ def test_checkpoint_with_pickled_training_state(small: SigmaPPGEncoder, tmp_path
     """argparse args in the training state: plain weights_only refuses them, our allow-list loads them."""
     path = tmp_path / "sigma.pth"
     torch.save(sigma_checkpoint(small, args=argparse.Namespace(lr=1e-4)), path)
-    fresh = SigmaPPGEncoder(depth=2)
+    fresh = SigmaPPGEncoder(depth=2, random_init=True)
     fresh.load_pretrained(path)
     assert torch.equal(fresh.norm.weight, small.norm.weight)
 
@@ -191,7 +191,7 @@ def test_damaged_checkpoint_is_refused(
     path = tmp_path / "bad.pth"
     torch.save(ckpt, path)
     with pytest.raises(CheckpointError) as info:
-        SigmaPPGEncoder(depth=2).load_pretrained(path)
+        SigmaPPGEncoder(depth=2, random_init=True).load_pretrained(path)
     assert expected in str(info.value)
 
 
@@ -200,4 +200,4 @@ def test_wrong_container_is_refused(tmp_path: Path, ckpt: object) -> None:
     path = tmp_path / "odd.pth"
     torch.save(ckpt, path)
     with pytest.raises(CheckpointError, match="sigmappg"):
-        SigmaPPGEncoder(depth=2).load_pretrained(path)
+        SigmaPPGEncoder(depth=2, random_init=True).load_pretrained(path)
