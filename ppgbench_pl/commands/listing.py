@@ -16,7 +16,6 @@ import dataclasses
 import importlib
 import json
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from ppgbench_pl.data.registry import DECLARATIONS, get_dataset, select_tasks
@@ -33,25 +32,13 @@ FILTERS: dict[str, tuple[str, ...]] = {
 }
 ENCODER_CATALOG = "ppgbench_pl.encoders.catalog"
 
-#: The controls (PROTOCOL.md section 5): what each is and how a config asks for it.
-CONTROLS: tuple[dict[str, Any], ...] = (
-    {"name": "constant", "class_path": None, "summary_model": "constant",
-     "what": "constant baseline (the protocol's TrainMean): the majority training class or the training "
-             "mean, from training labels only",
-     "how": "scored in every job automatically; no config needed"},
-    {"name": "prv_published", "class_path": "ppgbench_pl.encoders.prv.PublishedPRVEncoder",
-     "summary_model": "prv_published",
-     "what": "the published SciPy pulse-rate-variability features (PROTOCOL.md 5.2: 8 features, LF/HF 0 "
-             "on short windows)",
-     "how": "list under controls: (class_path), as in configs/quickstart.yaml"},
-    {"name": "prv", "class_path": "ppgbench_pl.encoders.prv.PRVEncoder", "summary_model": "prv",
-     "what": "pulse-rate-variability features as the paper states them (NeuroKit2, 12 time-domain values)",
-     "how": "list under controls: or encoders: (class_path)"},
-    {"name": "moment_small", "class_path": "ppgbench_pl.encoders.moment.MomentSmallEncoder",
-     "summary_model": "moment_small",
-     "what": "MOMENT-1-small, the generic (not PPG-specific) time-series foundation model",
-     "how": "list under controls: or encoders: with its checkpoint"},
-)
+#: The one control that is not an encoder (PROTOCOL.md 5.1); the others are the catalog's ``control`` role.
+CONSTANT_CONTROL: dict[str, Any] = {
+    "name": "constant", "class_path": None,
+    "what": "constant baseline (the protocol's TrainMean): the majority training class or the training mean, "
+            "from training labels only",
+    "how": "scored in every job automatically; no config needed",
+}
 
 
 def _plain(value: Any) -> Any:
@@ -124,55 +111,34 @@ def task_rows(
     ]
 
 
-_ENCODER_FIELDS = {
-    # our column: names an encoder catalog entry may use for it
-    "name": ("name", "key"),
-    "class_path": ("class_path", "path"),
-    "native_fs": ("native_fs", "sampling_rate", "fs"),
-    "embedding_dim": ("embedding_dim", "embedding_size", "dim"),
-    "parameters": ("parameters", "n_parameters", "n_params", "params"),
-    "weights": ("weights", "weights_source", "weights_from", "source"),
-    "checkpoint_required": ("checkpoint_required", "requires_checkpoint", "needs_checkpoint"),
-    "control": ("control", "is_control"),
-    "description": ("description", "summary"),
-}
+def _encoder_catalog() -> Any:
+    """The torch-free encoder catalog (:data:`ppgbench_pl.encoders.catalog.CATALOG`).
 
-
-def _encoder_entries() -> list[dict[str, Any]]:
-    """The encoder catalog's entries as plain dicts (a mapping name -> entry, or a sequence of entries)."""
-    # Look for the file first: importing a missing submodule would still import the encoders package.
-    if not (Path(__file__).parents[1] / "encoders" / "catalog.py").is_file():
-        raise ConfigError(f"the encoder catalog ({ENCODER_CATALOG}) is not available")
+    Raises:
+        ConfigError: The catalog is missing (it is what ``list encoders`` reads).
+    """
     try:
-        catalog = importlib.import_module(ENCODER_CATALOG)
-    except ImportError as exc:
+        return importlib.import_module(ENCODER_CATALOG).CATALOG
+    except (ImportError, AttributeError) as exc:
         raise ConfigError(f"the encoder catalog ({ENCODER_CATALOG}) is not available: {exc}") from None
-    table = next((getattr(catalog, a) for a in ("CATALOG", "ENCODERS") if hasattr(catalog, a)), None)
-    if table is None:
-        raise ConfigError(f"{ENCODER_CATALOG} defines no CATALOG table")
-    if isinstance(table, Mapping):
-        return [{"name": name, **_plain(entry)} for name, entry in table.items()]
-    return [_plain(entry) for entry in table]
 
 
 def encoder_rows() -> list[dict[str, Any]]:
-    """One row per registered encoder, from the torch-free encoder catalog; our columns first.
-
-    Raises:
-        ConfigError: The catalog module is missing (it is what ``list encoders`` reads).
-    """
-    rows = []
-    for raw in _encoder_entries():
-        row = {col: next((raw[k] for k in keys if k in raw), None) for col, keys in _ENCODER_FIELDS.items()}
-        known = {k for keys in _ENCODER_FIELDS.values() for k in keys}
-        row.update({k: v for k, v in raw.items() if k not in known})
-        rows.append(row)
-    return rows
+    """One row per encoder of the catalog: rate, embedding size, parameters, weights, checkpoint, role."""
+    return [{**_plain(entry), "control": entry.role == "control"} for entry in _encoder_catalog().values()]
 
 
 def control_rows() -> list[dict[str, Any]]:
-    """The controls of PROTOCOL.md section 5."""
-    return [dict(c) for c in CONTROLS]
+    """The controls (PROTOCOL.md section 5): the constant baseline, then the catalog's control encoders."""
+    rows = [dict(CONSTANT_CONTROL)]
+    for entry in _encoder_catalog().values():
+        if entry.role == "control":
+            how = "list under controls: (class_path)"
+            if entry.checkpoint_required:
+                how += " with its checkpoint"
+            rows.append({"name": entry.name, "class_path": entry.class_path, "what": entry.description,
+                         "how": how})
+    return rows
 
 
 def regime_rows(tier: str | None = None) -> list[dict[str, Any]]:
@@ -262,9 +228,9 @@ _COLUMNS: dict[str, list[tuple[str, str]]] = {
                  ("source", "source")],
     "tasks": [("name", "task"), ("kind", "type"), ("level", "level"), ("tier", "tier"),
               ("metric", "metric"), ("unit", "unit"), ("n_classes", "n"), ("classes", "classes")],
-    "encoders": [("name", "encoder"), ("native_fs", "native Hz"), ("embedding_dim", "embedding"),
-                 ("parameters", "parameters"), ("checkpoint_required", "checkpoint"),
-                 ("weights", "weights from")],
+    "encoders": [("name", "encoder"), ("role", "role"), ("native_fs", "native Hz"),
+                 ("embedding_dim", "embedding"), ("parameters", "parameters"),
+                 ("checkpoint_required", "checkpoint"), ("class_path", "class")],
     "controls": [("name", "control"), ("what", "what it is"), ("how", "how to run it")],
     "regimes": [("name", "regime"), ("tiers", "tiers"), ("trains", "trains"),
                 ("budget_text", "default budget")],
@@ -273,7 +239,8 @@ _OVERVIEW_COLUMNS: dict[str, list[tuple[str, str]]] = {
     "datasets": [("key", "dataset"), ("native_fs", "native Hz"), ("window_s", "window s"),
                  ("n_tasks", "tasks"), ("access", "access")],
     "tasks": [("name", "task"), ("kind", "type"), ("level", "level"), ("tier", "tier")],
-    "encoders": [("name", "encoder"), ("native_fs", "native Hz"), ("embedding_dim", "embedding"),
+    "encoders": [("name", "encoder"), ("role", "role"), ("native_fs", "native Hz"),
+                 ("embedding_dim", "embedding"), ("parameters", "parameters"),
                  ("checkpoint_required", "checkpoint")],
     "controls": [("name", "control"), ("what", "what it is")],
     "regimes": [("name", "regime"), ("tiers", "tiers"), ("budget_short", "default budget")],
@@ -316,6 +283,11 @@ def _render(what: str, rows: list[dict[str, Any]], overview: bool) -> str:
     text = f"{what}:\n" + "\n".join("  " + line for line in _table(rows, columns).splitlines())
     if what == "tasks":
         text += "\n  " + _task_counts(rows)
+    if what == "encoders" and not overview:  # where the weights come from, whole
+        width = max(len(r["name"]) for r in rows)
+        lines = [f"  {r['name']:<{width}}  {r['weights']}" + (f" ({r['weights_url']})" if r.get("weights_url")
+                                                               else "") for r in rows]
+        text += "\n\nweights:\n" + "\n".join(lines)
     return text
 
 
@@ -383,6 +355,6 @@ def _command(ns: argparse.Namespace) -> None:
 
 
 __all__ = [
-    "CONTROLS", "TABLES", "add_list_parser", "catalog_tables", "control_rows", "dataset_rows", "encoder_rows",
-    "regime_rows", "run_list", "task_rows",
+    "CONSTANT_CONTROL", "TABLES", "add_list_parser", "catalog_tables", "control_rows", "dataset_rows",
+    "encoder_rows", "regime_rows", "run_list", "task_rows",
 ]

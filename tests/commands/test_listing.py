@@ -6,7 +6,6 @@ import inspect
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -16,7 +15,6 @@ from ppgbench_pl.errors import ConfigError
 from ppgbench_pl.regimes.catalog import FOREST_GRID, INNER_FOLDS, LOGISTIC_CS, REGIMES, RIDGE_ALPHAS
 
 HEAVY = ("torch", "lightning", "sklearn", "optuna", "wandb", "transformers")
-ENCODER_CATALOG = Path(__file__).parents[2] / "ppgbench_pl" / "encoders" / "catalog.py"
 
 
 def _cli(*args: str) -> tuple[subprocess.CompletedProcess[str], list[str]]:
@@ -52,7 +50,7 @@ def test_json_for_scripts_and_task_fields() -> None:
     sec = next(r for r in rows if r["name"] == "butppg-sbp")
     assert sec["unit"] == "mmHg" and sec["regimes"] == ["linear", "rf"] and sec["metric"] == "mae"
     overview = json.loads(run_list(None, as_json=True))
-    assert set(TABLES) - {"encoders"} <= set(overview)
+    assert set(overview) == set(TABLES)
 
 
 def test_filters() -> None:
@@ -105,17 +103,19 @@ def test_unknown_table_is_a_config_error() -> None:
         run_list("taks")
 
 
-@pytest.mark.skipif(not ENCODER_CATALOG.is_file(), reason="the encoder catalog is not written yet")
 def test_encoders_listed_with_their_facts() -> None:
     proc, heavy = _cli("encoders", "--json")
     assert proc.returncode == 0, proc.stderr
     rows = json.loads(proc.stdout)
     assert heavy == []
-    names = {r["name"] for r in rows}
-    assert {"papagei_s", "prv", "moment_small"} <= names
-    for r in rows:
-        assert r["native_fs"] and r["embedding_dim"]
-        assert isinstance(r["checkpoint_required"], bool)
+    by_name = {r["name"]: r for r in rows}
+    assert {"papagei_s", "pulseppg", "prv", "moment_small", "small_cnn", "custom"} <= set(by_name)
+    papagei = by_name["papagei_s"]
+    assert papagei["native_fs"] == 125 and papagei["embedding_dim"] == 512 and papagei["parameters"] > 0
+    assert papagei["checkpoint_required"] is True and papagei["weights"] and not papagei["control"]
+    assert by_name["prv"]["checkpoint_required"] is False and by_name["prv"]["control"] is True
+    text = run_list("encoders")
+    assert "\nweights:\n" in text and "5,785,612" in text and "https://zenodo.org/records/13983110" in text
 
 
 # -- the regime catalog against the real classes -----------------------------------------------------------
@@ -152,10 +152,11 @@ def test_linear_grid_and_inner_folds_match_the_code() -> None:
 
 
 def test_controls_are_the_reports_controls() -> None:
-    from ppgbench_pl.commands.listing import CONTROLS
+    from ppgbench_pl.commands.listing import control_rows
     from ppgbench_pl.report.load import CONTROL_MODELS
 
-    assert {c["name"] for c in CONTROLS} == set(CONTROL_MODELS)
-    for c in CONTROLS:
+    controls = control_rows()
+    assert {c["name"] for c in controls} == set(CONTROL_MODELS)
+    for c in controls:
         if c["class_path"]:
             assert _resolve(c["class_path"]).name == c["name"]
