@@ -1,7 +1,10 @@
 """Per-fold metrics (PROTOCOL.md 7.1) and the selection metrics used inside searches (section 2).
 
-A metric that cannot be computed (AUROC with one class present) is ``None`` together with a
-``<metric>_error`` message, never an exception, so one odd fold doesn't sink a job.
+A secondary metric that cannot be computed (multiclass AUROC when a test class is unknown to the model) is
+``None`` with a ``<metric>_error`` message. Test labels of a single class make the fold not evaluable at
+all (balanced accuracy would read 1.0, AUROC is undefined): :class:`NotEvaluableError`, so the job fails
+with that reason instead of storing a number. Selection scores inside a search stay NaN on such folds
+(PROTOCOL.md 3.2 leaves them out of the mean).
 """
 
 from __future__ import annotations
@@ -10,7 +13,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from scipy.stats import rankdata
 from sklearn import metrics as skm
+
+from ppgbench_pl.errors import DataError
+
+
+class NotEvaluableError(DataError):
+    """The fold's labels make the reported metric meaningless (one class only)."""
 
 
 @dataclass
@@ -23,8 +33,15 @@ class Predictions:
 
     @property
     def labels(self) -> np.ndarray:
-        """Predicted class labels (classification only): argmax of the probabilities."""
+        """Predicted class labels (classification only).
+
+        Binary: the positive class when its score is at least the negative one, i.e. p >= 0.5 for a
+        probability pair (PROTOCOL.md 4.3); ties of aggregated scores also go to the positive class.
+        Multiclass: argmax (first maximum).
+        """
         assert self.classes is not None
+        if self.values.ndim == 2 and self.values.shape[1] == 2:
+            return self.classes[(self.values[:, 1] >= self.values[:, 0]).astype(np.int64)]
         return self.classes[np.argmax(self.values, axis=1)]
 
 
@@ -52,6 +69,7 @@ def classification_metrics(y_true: np.ndarray, pred: Predictions) -> dict[str, A
     """Accuracy, balanced accuracy, macro F1; AUROC/AUPRC (binary) or one-vs-rest AUROC (multiclass)."""
     assert pred.classes is not None
     y_true = np.asarray(y_true)
+    _require_two_classes(y_true, "balanced accuracy")
     labels = pred.labels
     out: dict[str, Any] = {
         "accuracy": float(skm.accuracy_score(y_true, labels)),
@@ -93,11 +111,40 @@ def regression_cls_metrics(y_true: np.ndarray, y_pred: np.ndarray) -> dict[str, 
     out["mae_per_target"] = np.mean(np.abs(y_true - y_pred), axis=0).tolist()
     out["mse_per_target"] = np.mean((y_true - y_pred) ** 2, axis=0).tolist()
     true_cls, pred_cls = np.argmax(y_true, axis=1), np.argmax(y_pred, axis=1)
+    _require_two_classes(true_cls, "argmax balanced accuracy")
     out["argmax_accuracy"] = float(skm.accuracy_score(true_cls, pred_cls))
     out["argmax_balanced_accuracy"] = float(skm.balanced_accuracy_score(true_cls, pred_cls))
     out["argmax_f1_macro"] = float(skm.f1_score(true_cls, pred_cls, average="macro", zero_division=0))
     out["argmax_true_tie_rate"] = float(np.mean((y_true == y_true.max(axis=1, keepdims=True)).sum(axis=1) > 1))
     return out
+
+
+def _require_two_classes(y_true: np.ndarray, metric: str) -> None:
+    """Refuse to score a fold whose true labels hold one class (the metric would be 1.0 or undefined)."""
+    present = np.unique(y_true)
+    if len(present) < 2:
+        what = f"class {present[0]}" if len(present) else "empty"
+        raise NotEvaluableError(f"{metric} is not evaluable: every test label is {what} "
+                                f"({len(y_true)} examples); AUROC is undefined too")
+
+
+def balanced_accuracy(y_true: np.ndarray, y_pred: np.ndarray) -> float:
+    """Mean recall over the classes present in ``y_true`` (scikit-learn's value, without its overhead)."""
+    y_true, y_pred = np.asarray(y_true), np.asarray(y_pred)
+    present, inverse = np.unique(y_true, return_inverse=True)
+    hits = np.bincount(inverse, weights=(y_true == y_pred).astype(np.float64), minlength=len(present))
+    return float(np.mean(hits / np.bincount(inverse, minlength=len(present))))
+
+
+def auroc(positive: np.ndarray, scores: np.ndarray) -> float:
+    """ROC AUC by the rank-sum (ties count one half), equal to scikit-learn's; NaN with one class."""
+    positive = np.asarray(positive, dtype=bool)
+    n_pos = int(positive.sum())
+    n_neg = len(positive) - n_pos
+    if n_pos == 0 or n_neg == 0:
+        return float("nan")
+    ranks = rankdata(scores)
+    return float((ranks[positive].sum() - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg))
 
 
 def fold_metrics(kind: str, y_true: np.ndarray, pred: Predictions) -> dict[str, Any]:
@@ -119,8 +166,5 @@ def selection_score(kind: str, y_true: np.ndarray, pred: Predictions, binary_met
         return -float(np.mean(np.abs(np.asarray(y_true, float) - np.asarray(pred.values, float))))
     assert pred.classes is not None
     if len(pred.classes) == 2 and binary_metric == "auroc":
-        positives = np.asarray(y_true) == pred.classes[1]
-        if positives.all() or not positives.any():
-            return float("nan")
-        return float(skm.roc_auc_score(positives, pred.values[:, 1]))
-    return float(skm.balanced_accuracy_score(y_true, pred.labels))
+        return auroc(np.asarray(y_true) == pred.classes[1], pred.values[:, 1])
+    return balanced_accuracy(y_true, pred.labels)

@@ -1,18 +1,19 @@
 """Probe families: a hyperparameter grid plus how to fit and predict every point of it.
 
-A family's ``fit_grid`` returns one prediction per grid point for held-out rows; families that can
-share work across the grid (ridge: one SVD for all alphas) do so there. ``fit_one`` refits a single
-point on the whole training part.
+A family's ``fit_grid`` returns one prediction per grid point for held-out rows and ``fit_one`` refits a
+single point on the whole training part. Families that share work across the whole inner CV (ridge: one
+Gram matrix; logistic: one batched solver) also offer ``cv_fit``, which the search prefers.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import numpy as np
 
 from ppgbench_pl.metrics.scores import Predictions
-from ppgbench_pl.probes.linear import LOGISTIC_CS, RIDGE_ALPHAS, RidgeGrid, logistic_pipeline
+from ppgbench_pl.probes.linear import LOGISTIC_CS, RIDGE_ALPHAS, LogisticPath, RidgeCV, RidgeGrid
 
 
 class ProbeFamily(Protocol):
@@ -49,22 +50,30 @@ def align_proba(proba: np.ndarray, model_classes: np.ndarray, classes: np.ndarra
 
 
 class RidgeFamily:
-    """Standardise + ridge over the alpha grid, all alphas from one factorisation."""
+    """Standardise + ridge over the alpha grid: every alpha and inner fold from one Gram matrix."""
 
     name = "ridge"
 
-    def __init__(self, alphas: tuple[float, ...] = RIDGE_ALPHAS) -> None:
-        self.alphas = alphas
+    def __init__(self, alphas: tuple[float, ...] = RIDGE_ALPHAS, device: str | None = None) -> None:
+        self.alphas, self.device = alphas, device
 
     def grid(self) -> list[dict[str, Any]]:  # noqa: D102
         return [{"alpha": a} for a in self.alphas]
+
+    def cv_fit(self, x: np.ndarray, y: np.ndarray, folds: list[tuple[np.ndarray, np.ndarray]],
+               classes: np.ndarray | None, seed: int) -> tuple[list[list[Predictions]], Callable[[int], Any]]:
+        """Validation predictions [fold][alpha] and a refit of any alpha on all rows."""
+        kind = "regression" if np.ndim(y) == 1 else "regression_cls"
+        cv = RidgeCV(self.alphas, self.device).fit(x, y, folds)
+        preds = [[Predictions(kind, p) for p in fold] for fold in cv.cv_predictions_]
+        return preds, lambda g: cv.refit(self.alphas[g])
 
     def fit_grid(self, x, y, x_eval, classes, seed):  # noqa: ANN001, ANN201, D102
         kind = "regression" if np.ndim(y) == 1 else "regression_cls"
         return [Predictions(kind, p) for p in RidgeGrid(self.alphas).fit(x, y).predict_all(x_eval)]
 
     def fit_one(self, x, y, params, classes, seed):  # noqa: ANN001, ANN201, D102
-        return RidgeGrid(self.alphas, alpha=params["alpha"]).fit(x, y)
+        return RidgeCV((params["alpha"],), self.device).fit(x, y, []).refit(params["alpha"])
 
     def predict(self, model, x, classes):  # noqa: ANN001, ANN201, D102
         pred = model.predict(x)
@@ -72,28 +81,44 @@ class RidgeFamily:
 
 
 class LogisticFamily:
-    """Standardise + L2 logistic regression (lbfgs, max_iter 1000) over the C grid, unweighted."""
+    """Standardise + L2 logistic regression (sklearn's lbfgs objective) over the C grid, unweighted.
+
+    Args:
+        cs: The C grid.
+        single_class: ``error`` (published: a training part with one class raises, as scikit-learn
+            does) or ``constant`` (such a part predicts its one class with certainty).
+        device: torch device of the batched solver.
+
+    """
 
     name = "logistic"
 
-    def __init__(self, cs: tuple[float, ...] = LOGISTIC_CS) -> None:
-        self.cs = cs
+    def __init__(self, cs: tuple[float, ...] = LOGISTIC_CS, single_class: str = "error",
+                 device: str | None = None) -> None:
+        self.cs, self.single_class, self.device = cs, single_class, device
 
     def grid(self) -> list[dict[str, Any]]:  # noqa: D102
         return [{"C": c} for c in self.cs]
 
+    def _path(self, cs: tuple[float, ...]) -> LogisticPath:
+        return LogisticPath(cs, single_class=self.single_class, device=self.device)
+
+    def cv_fit(self, x: np.ndarray, y: np.ndarray, folds: list[tuple[np.ndarray, np.ndarray]],
+               classes: np.ndarray | None, seed: int) -> tuple[list[list[Predictions]], Callable[[int], Any]]:
+        """Every (C, inner fold) and the refits in one batched path; predictions [fold][C]."""
+        assert classes is not None
+        path = self._path(self.cs).fit(x, y, folds, classes)
+        by_c = [path.cv_proba(c) for c in self.cs]
+        preds = [[Predictions("classification", by_c[g][f], classes) for g in range(len(self.cs))]
+                 for f in range(len(folds))]
+        return preds, lambda g: path.model(self.cs[g])
+
     def fit_grid(self, x, y, x_eval, classes, seed):  # noqa: ANN001, ANN201, D102
-        return [self.predict(self.fit_one(x, y, p, classes, seed), x_eval, classes) for p in self.grid()]
+        path = self._path(self.cs).fit(x, y, [], classes)
+        return [self.predict(path.model(c), x_eval, classes) for c in self.cs]
 
     def fit_one(self, x, y, params, classes, seed):  # noqa: ANN001, ANN201, D102
-        if len(np.unique(y)) < 2:
-            return ("constant", np.unique(y)[0])
-        return logistic_pipeline(params["C"], seed).fit(x, y)
+        return self._path((params["C"],)).fit(x, y, [], classes).model(params["C"])
 
     def predict(self, model, x, classes):  # noqa: ANN001, ANN201, D102
-        if isinstance(model, tuple):  # a training part with one class predicts it with certainty
-            proba = np.zeros((len(x), len(classes)))
-            proba[:, list(classes).index(model[1])] = 1.0
-            return Predictions("classification", proba, classes)
-        proba = align_proba(model.predict_proba(x), model.classes_, classes)
-        return Predictions("classification", proba, classes)
+        return Predictions("classification", model.predict_proba(x), classes)

@@ -1,41 +1,296 @@
-"""Linear probes with the protocol's grids (PROTOCOL.md 4.1), in plain NumPy/scikit-learn.
+"""Linear probes with the protocol's grids (PROTOCOL.md 4.1) at the arithmetic limit, in float64.
 
-Ridge is the hot path of the whole benchmark (every task, seed and fold, seven alphas, four inner
-folds plus a refit), so :class:`RidgeGrid` solves every alpha from one SVD of the standardised training
-matrix instead of one fit per alpha. It matches ``Pipeline(StandardScaler(), Ridge(alpha))`` (the
-reference in the tests). Logistic regression keeps scikit-learn's lbfgs solver.
+Every model here is ``Pipeline(StandardScaler(), Ridge(alpha))`` or ``Pipeline(StandardScaler(),
+LogisticRegression(C, lbfgs))`` in disguise (the references in the tests and ``tools/bench_linear.py``),
+but the whole inner-CV grid of one outer fold is solved at once:
+
+* **Ridge**: one d x d Gram matrix per outer fold, accumulated per inner validation chunk; each inner
+  training part's Gram, sums and standardisation follow by subtraction, and one eigendecomposition per
+  inner fold gives every alpha.
+* **Logistic regression**: every (inner fold + the outer refit) problem of one C is one batched L-BFGS
+  in torch (float64, the same code on a GPU when ``device`` is cuda), warm-started along the C path,
+  on sklearn's objective: mean log-loss + ||W||^2 / (2 C n), intercept unpenalised, multinomial for
+  more than two classes present, binary (one logit) for two.
+
+Standardisation is StandardScaler's (population std; constant columns keep scale 1), fitted on each
+training part, derived from sums of the outer-training rows after centring them once on their mean
+(which leaves the fitted models unchanged and keeps the sums well conditioned).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 
 import numpy as np
-from sklearn.linear_model import LogisticRegression
-from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import StandardScaler
+import torch
+
+from ppgbench_pl.errors import DataError
 
 RIDGE_ALPHAS = (0.01, 0.1, 1.0, 10.0, 100.0, 1000.0, 10000.0)
 LOGISTIC_CS = (0.001, 0.01, 0.1, 1.0, 10.0)
+#: Gradient tolerance (max-abs of the gradient of the mean objective) of the batched logistic solver;
+#: scikit-learn stops at 1e-4, so we solve well past the point where its solution sits.
+LOGISTIC_TOL = 1e-8
+LOGISTIC_MAX_ITER = 5000
+#: Loss curvature assumed by the preconditioner (the maximum of p (1 - p)).
+CURVATURE = 0.25
+_EPS = float(np.finfo(np.float64).eps)
 
 
-def _standardise(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Mean and scale of a training matrix as StandardScaler computes them (zero std -> 1)."""
-    mean = x.mean(axis=0)
-    scale = x.std(axis=0)
-    scale[scale == 0.0] = 1.0
+class SingleClassError(DataError):
+    """A logistic-regression training part holds one class (scikit-learn raises the same)."""
+
+
+def check_finite(x: np.ndarray, what: str = "embeddings") -> None:
+    """Refuse NaN/inf inputs in one line instead of a solver failing later ("SVD did not converge").
+
+    Raises:
+        DataError: ``x`` has a non-finite value.
+
+    """
+    finite = np.isfinite(x)
+    if finite.all():
+        return
+    rows = np.flatnonzero(~finite.reshape(len(x), -1).all(axis=1))
+    raise DataError(f"{what} contain NaN/inf in {len(rows)} of {len(x)} rows (first: row {int(rows[0])}); "
+                    "check the encoder's output and the input windows")
+
+
+def _device(device: str | torch.device | None) -> torch.device:
+    return torch.device(device) if device is not None else torch.device("cpu")
+
+
+@contextmanager
+def torch_threads(n: int | None) -> Iterator[None]:
+    """Run with ``n`` torch CPU threads (None: leave as is), restoring the previous count.
+
+    The solvers are sequences of small operations; on a 2-vCPU machine shared with other work, torch's
+    intra-op thread pool made one iteration 10-50x slower than a single thread, so one is the default.
+    """
+    old = torch.get_num_threads()
+    if n is None or n == old:
+        yield
+        return
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
+
+@dataclass
+class Parts:
+    """Sufficient statistics of every training part of one outer fold (inner-train parts, then all rows).
+
+    Attributes are torch float64 tensors, one row per part: ``n`` [P], ``mean`` [P, d] (in the centred
+    coordinates), ``scale`` [P, d] (StandardScaler's, constant columns 1), ``offset`` [d] (the centring).
+    """
+
+    n: torch.Tensor
+    mean: torch.Tensor
+    scale: torch.Tensor
+    offset: torch.Tensor
+
+
+def _is_partition(folds: Sequence[tuple[np.ndarray, np.ndarray]], n: int) -> bool:
+    """Whether the validation chunks partition the rows and each training part is the rest."""
+    seen = np.zeros(n, dtype=np.int64)
+    for tr, va in folds:
+        if len(tr) + len(va) != n:
+            return False
+        seen[va] += 1
+    return bool((seen == 1).all())
+
+
+def _scaler(n: torch.Tensor, s1: torch.Tensor, s2: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor,
+            offset: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """StandardScaler's mean and scale of a part from its sums (centred coordinates).
+
+    A column is constant when its min equals its max on the part, or when its variance is below
+    scikit-learn's error bound of the two-pass variance (``_is_constant_feature``, on the raw mean).
+    """
+    n = n[:, None]
+    mean = s1 / n
+    var = torch.clamp(s2 / n - mean * mean, min=0.0)
+    raw_mean = mean + offset
+    constant = (lo == hi) | (var <= n * _EPS * var + (n * raw_mean * _EPS) ** 2)
+    scale = torch.where(constant, torch.ones_like(var), torch.sqrt(var))
     return mean, scale
 
 
-class RidgeGrid:
-    """Standardise-then-ridge for many alphas from one SVD: a scikit-learn style estimator.
+def part_statistics(x0: torch.Tensor, folds: Sequence[tuple[np.ndarray, np.ndarray]], offset: torch.Tensor,
+                    gram: bool = False) -> tuple[Parts, torch.Tensor | None, list[torch.Tensor]]:
+    """Sizes, means and scales of every inner-training part and of all rows; optionally their Grams.
 
-    After ``fit`` the estimator predicts with every alpha at once (``predict_all``) or with the
-    selected ``alpha`` (``predict``).
+    With partitioning folds (what the inner group split yields), the statistics of each inner-training
+    part are the totals minus its validation chunk's; otherwise they are computed from its rows.
+
+    Returns:
+        (parts, gram of all rows or None, per part: validation-row index tensors).
+
+    """
+    n_rows = x0.shape[0]
+    dev = x0.device
+    val_idx = [torch.as_tensor(va, device=dev, dtype=torch.long) for _, va in folds]
+    rows = []
+    grams: list[torch.Tensor] = []
+    if _is_partition(folds, n_rows):
+        chunks = [x0[i] for i in val_idx]
+        c_n = torch.tensor([float(len(c)) for c in chunks], dtype=torch.float64, device=dev)
+        c_s1 = torch.stack([c.sum(0) for c in chunks])
+        c_s2 = torch.stack([(c * c).sum(0) for c in chunks])
+        c_lo = torch.stack([c.amin(0) for c in chunks])
+        c_hi = torch.stack([c.amax(0) for c in chunks])
+        t_n, t_s1, t_s2 = c_n.sum(), c_s1.sum(0), c_s2.sum(0)
+        k = len(chunks)
+        others = ~torch.eye(k, dtype=torch.bool, device=dev)
+        # min/max over the other chunks: mask this chunk with +-inf
+        big = torch.tensor(float("inf"), dtype=torch.float64, device=dev)
+        lo = torch.where(others[:, :, None], c_lo[None], big).amin(1)
+        hi = torch.where(others[:, :, None], c_hi[None], -big).amax(1)
+        n = torch.cat([t_n - c_n, t_n[None]])
+        s1 = torch.cat([t_s1 - c_s1, t_s1[None]])
+        s2 = torch.cat([t_s2 - c_s2, t_s2[None]])
+        lo = torch.cat([lo, c_lo.amin(0)[None]])
+        hi = torch.cat([hi, c_hi.amax(0)[None]])
+        if gram:
+            grams = [c.T @ c for c in chunks]
+    else:
+        for tr, _ in [*folds, (np.arange(n_rows), None)]:
+            part = x0[torch.as_tensor(tr, device=dev, dtype=torch.long)]
+            rows.append((float(len(part)), part.sum(0), (part * part).sum(0), part.amin(0), part.amax(0)))
+        n = torch.tensor([r[0] for r in rows], dtype=torch.float64, device=dev)
+        s1, s2, lo, hi = (torch.stack([r[i] for r in rows]) for i in range(1, 5))
+    if (n < 1).any():
+        raise DataError("an inner training part of the linear probe has no rows")
+    mean, scale = _scaler(n, s1, s2, lo, hi, offset)
+    total = None
+    if gram:
+        total = torch.stack(grams).sum(0) if grams else x0.T @ x0
+    return Parts(n, mean, scale, offset), total, grams
+
+
+# --------------------------------------------------------------------------------------------------- ridge
+
+
+@dataclass
+class RidgeModel:
+    """A fitted standardise-then-ridge model (raw-space mean and scale, standardised coefficients)."""
+
+    mean: np.ndarray
+    scale: np.ndarray
+    coef: np.ndarray  # [d, t]
+    intercept: np.ndarray  # [t]
+    squeeze: bool
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        """``((x - mean) / scale) @ coef + intercept``."""
+        out = ((np.asarray(x, dtype=np.float64) - self.mean) / self.scale) @ self.coef + self.intercept
+        return out[:, 0] if self.squeeze else out
+
+
+def _targets(y: np.ndarray) -> tuple[np.ndarray, bool]:
+    y = np.asarray(y, dtype=np.float64)
+    return (y[:, None], True) if y.ndim == 1 else (y, False)
+
+
+class RidgeCV:
+    """Every alpha on every inner fold of one outer-training part, plus refits, from one Gram matrix.
+
+    Args:
+        alphas: The alpha grid.
+        device: torch device of the arithmetic (``cpu`` by default).
+
+    """
+
+    def __init__(self, alphas: Sequence[float] = RIDGE_ALPHAS, device: str | torch.device | None = None,
+                 num_threads: int | None = 1) -> None:
+        self.alphas = tuple(float(a) for a in alphas)
+        self.device = _device(device)
+        self.num_threads = num_threads
+
+    def fit(self, x: np.ndarray, y: np.ndarray, folds: Sequence[tuple[np.ndarray, np.ndarray]]) -> RidgeCV:
+        """Statistics of every part, and per inner fold the validation predictions of every alpha."""
+        with torch_threads(self.num_threads):
+            return self._fit(x, y, folds)
+
+    def _fit(self, x: np.ndarray, y: np.ndarray, folds: Sequence[tuple[np.ndarray, np.ndarray]]) -> RidgeCV:
+        y2, self._squeeze = _targets(y)
+        xt = torch.as_tensor(np.asarray(x, dtype=np.float64), device=self.device)
+        yt = torch.as_tensor(y2, device=self.device)
+        offset = xt.mean(0)
+        x0 = xt - offset
+        self._y_offset = yt.mean(0)
+        y0 = yt - self._y_offset
+        parts, total, grams = part_statistics(x0, folds, offset, gram=True)
+        assert total is not None
+        self._parts = parts
+        partition = bool(grams)
+        val_idx = [torch.as_tensor(va, device=self.device, dtype=torch.long) for _, va in folds]
+        # X^T y and sum y per validation chunk (or per training part when the folds do not partition)
+        if partition:
+            c_xy = [x0[i].T @ y0[i] for i in val_idx]
+            c_y = [y0[i].sum(0) for i in val_idx]
+            t_xy, t_y = torch.stack(c_xy).sum(0), torch.stack(c_y).sum(0)
+        else:
+            t_xy, t_y = x0.T @ y0, y0.sum(0)
+        alphas = torch.tensor(self.alphas, dtype=torch.float64, device=self.device)
+        self.cv_predictions_: list[np.ndarray] = []
+        for p, (tr, _) in enumerate(folds):
+            if partition:
+                g, xy, sy = total - grams[p], t_xy - c_xy[p], t_y - c_y[p]
+            else:
+                rows = torch.as_tensor(tr, device=self.device, dtype=torch.long)
+                g, xy, sy = x0[rows].T @ x0[rows], x0[rows].T @ y0[rows], y0[rows].sum(0)
+            a, b, ybar = self._system(g, xy, sy, p)
+            lam, q = torch.linalg.eigh(a)
+            c = q.T @ b  # [d, t]
+            # coef(alpha) = Q diag(1 / (lam + alpha)) Q^T b for every alpha, then one product with the rows
+            coefs = q @ (c[None] / (lam[None, :, None] + alphas[:, None, None]))  # [n_alpha, d, t]
+            xv = (x0[val_idx[p]] - parts.mean[p]) / parts.scale[p]
+            pred = torch.einsum("nd,adt->ant", xv, coefs) + ybar + self._y_offset
+            out = pred.cpu().numpy()
+            self.cv_predictions_.append(out[..., 0] if self._squeeze else out)
+        self._total = (total, t_xy, t_y)
+        return self
+
+    def _system(self, g: torch.Tensor, xy: torch.Tensor, sy: torch.Tensor,
+                p: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Standardised centred scatter, right-hand side and target mean of part ``p``."""
+        n, mu, s = self._parts.n[p], self._parts.mean[p], self._parts.scale[p]
+        ybar = sy / n
+        a = (g - n * torch.outer(mu, mu)) / torch.outer(s, s)
+        b = (xy - n * torch.outer(mu, ybar)) / s[:, None]
+        return a, b, ybar
+
+    def refit(self, alpha: float) -> RidgeModel:
+        """The model of one alpha on all rows (a Cholesky solve on the totals)."""
+        with torch_threads(self.num_threads):
+            return self._refit(alpha)
+
+    def _refit(self, alpha: float) -> RidgeModel:
+        g, xy, sy = self._total
+        p = len(self._parts.n) - 1
+        a, b, ybar = self._system(g, xy, sy, p)
+        a = a + alpha * torch.eye(a.shape[0], dtype=a.dtype, device=a.device)
+        coef = torch.cholesky_solve(b, torch.linalg.cholesky(a))
+        parts = self._parts
+        return RidgeModel((parts.mean[p] + parts.offset).cpu().numpy(), parts.scale[p].cpu().numpy(),
+                          coef.cpu().numpy(), (ybar + self._y_offset).cpu().numpy(), self._squeeze)
+
+
+class RidgeGrid:
+    """Standardise-then-ridge for many alphas on one training set: a scikit-learn style estimator.
+
+    After ``fit`` the estimator predicts with every alpha (``predict_all``) or with ``alpha``
+    (``predict``). One eigendecomposition of the standardised Gram serves every alpha.
 
     Args:
         alphas: The alpha grid.
         alpha: Alpha used by ``predict``; defaults to the first of the grid.
+
     """
 
     def __init__(self, alphas: Sequence[float] = RIDGE_ALPHAS, alpha: float | None = None) -> None:
@@ -43,25 +298,24 @@ class RidgeGrid:
         self.alpha = alpha
 
     def fit(self, x: np.ndarray, y: np.ndarray) -> RidgeGrid:
-        """Standardise ``x``, centre ``y`` and keep the SVD; coefficients for all alphas follow."""
-        x = np.asarray(x, dtype=np.float64)
-        y = np.asarray(y, dtype=np.float64)
-        self.x_mean_, self.x_scale_ = _standardise(x)
-        xs = (x - self.x_mean_) / self.x_scale_
-        self.y_mean_ = y.mean(axis=0)
-        u, s, vt = np.linalg.svd(xs, full_matrices=False)
-        uty = u.T @ (y - self.y_mean_).reshape(len(y), -1)
-        # coef(alpha) = V diag(s / (s^2 + alpha)) U^T y for every alpha: [n_alpha, n_features, n_targets]
-        shrink = s[None, :] / (s[None, :] ** 2 + np.asarray(self.alphas, dtype=np.float64)[:, None])
-        self.coefs_ = np.einsum("fk,ak,kt->aft", vt.T, shrink, uty)
-        self.n_targets_ = 1 if y.ndim == 1 else y.shape[1]
+        """Keep the eigendecomposition of the standardised training matrix."""
+        self._cv = RidgeCV(self.alphas).fit(x, y, [])
+        g, xy, sy = self._cv._total
+        a, b, ybar = self._cv._system(g, xy, sy, 0)
+        lam, q = torch.linalg.eigh(a)
+        alphas = torch.tensor(tuple(self.alphas), dtype=torch.float64)
+        self.coefs_ = (q[None] @ ((q.T @ b)[None] / (lam[None, :, None] + alphas[:, None, None]))).numpy()
+        parts = self._cv._parts
+        self._mean = (parts.mean[0] + parts.offset).numpy()
+        self._scale = parts.scale[0].numpy()
+        self._intercept = (ybar + self._cv._y_offset).numpy()
         return self
 
     def predict_all(self, x: np.ndarray) -> np.ndarray:
         """Predictions for every alpha: ``[n_alpha, n]`` or ``[n_alpha, n, n_targets]``."""
-        xs = (np.asarray(x, dtype=np.float64) - self.x_mean_) / self.x_scale_
-        out = np.einsum("nf,aft->ant", xs, self.coefs_) + np.reshape(self.y_mean_, (1, 1, -1))
-        return out[..., 0] if self.n_targets_ == 1 else out
+        xs = (np.asarray(x, dtype=np.float64) - self._mean) / self._scale
+        out = np.einsum("nf,aft->ant", xs, self.coefs_) + self._intercept
+        return out[..., 0] if self._cv._squeeze else out
 
     def predict(self, x: np.ndarray) -> np.ndarray:
         """Predictions with the selected ``alpha``."""
@@ -69,9 +323,340 @@ class RidgeGrid:
         return self.predict_all(x)[list(self.alphas).index(alpha)]
 
 
-def logistic_pipeline(c: float, seed: int) -> object:
-    """``StandardScaler -> LogisticRegression(L2, lbfgs, max_iter 1000)``, unweighted, seeded."""
-    return make_pipeline(
-        StandardScaler(),
-        LogisticRegression(C=c, solver="lbfgs", max_iter=1000, random_state=seed),
-    )
+# ------------------------------------------------------------------------------------------------ logistic
+
+
+@dataclass
+class LogisticModel:
+    """A fitted standardise-then-logistic model; probabilities over ``classes`` (absent classes get 0)."""
+
+    mean: np.ndarray
+    scale: np.ndarray
+    coef: np.ndarray  # [d, K] (fixed and absent columns 0)
+    intercept: np.ndarray  # [K]
+    absent: np.ndarray  # [K] bool
+    classes: np.ndarray
+
+    def predict_proba(self, x: np.ndarray) -> np.ndarray:
+        """Softmax over the present classes (binary: the sigmoid of the one free logit)."""
+        z = ((np.asarray(x, dtype=np.float64) - self.mean) / self.scale) @ self.coef + self.intercept
+        z = np.where(self.absent, -np.inf, z)
+        z = z - z.max(axis=1, keepdims=True)
+        e = np.exp(z)
+        return e / e.sum(axis=1, keepdims=True)
+
+
+class LogisticPath:
+    """L2 logistic regression for every C on every part of one outer fold, batched (see module doc).
+
+    Args:
+        cs: The C grid (solved in ascending order, each C warm-started from the previous one).
+        tol: Stop when the max-abs gradient of a part's mean objective is below this.
+        max_iter: Iteration cap per C.
+        history: L-BFGS memory.
+        single_class: ``error`` (as scikit-learn: a part with one class raises) or ``constant`` (such a
+            part predicts its class with certainty).
+        device: torch device (``cpu`` by default; cuda runs the same code).
+        num_threads: torch CPU threads while solving (None: as configured; see :func:`torch_threads`).
+
+    """
+
+    def __init__(self, cs: Sequence[float] = LOGISTIC_CS, tol: float = LOGISTIC_TOL,
+                 max_iter: int = LOGISTIC_MAX_ITER, history: int = 10, single_class: str = "error",
+                 device: str | torch.device | None = None, num_threads: int | None = 1) -> None:
+        self.num_threads = num_threads
+        if single_class not in ("error", "constant"):
+            raise ValueError(f"single_class must be 'error' or 'constant', got {single_class!r}")
+        self.cs = tuple(float(c) for c in cs)
+        self.tol, self.max_iter, self.history = tol, max_iter, history
+        self.single_class = single_class
+        self.device = _device(device)
+
+    def fit(self, x: np.ndarray, y: np.ndarray, folds: Sequence[tuple[np.ndarray, np.ndarray]],
+            classes: np.ndarray) -> LogisticPath:
+        """Solve every (C, part); parts are the inner-training parts of ``folds`` and then all rows."""
+        with torch_threads(self.num_threads):
+            return self._fit(x, y, folds, classes)
+
+    def _fit(self, x: np.ndarray, y: np.ndarray, folds: Sequence[tuple[np.ndarray, np.ndarray]],
+             classes: np.ndarray) -> LogisticPath:
+        dev = self.device
+        self.classes = np.asarray(classes)
+        codes = np.searchsorted(self.classes, y)
+        xt = torch.as_tensor(np.asarray(x, dtype=np.float64), device=dev)
+        offset = xt.mean(0)
+        x0 = xt - offset
+        parts, _, _ = part_statistics(x0, folds, offset)
+        n_rows, d = x0.shape
+        k = len(self.classes)
+        train_rows = [*(tr for tr, _ in folds), np.arange(n_rows)]
+        n_parts = len(train_rows)
+        mask = torch.zeros(n_parts, n_rows, dtype=torch.float64, device=dev)
+        present = np.zeros((n_parts, k), dtype=bool)
+        for p, tr in enumerate(train_rows):
+            mask[p, torch.as_tensor(tr, device=dev, dtype=torch.long)] = 1.0
+            present[p, np.unique(codes[tr])] = True
+        counts = present.sum(axis=1)
+        single = counts < 2
+        if single.any() and self.single_class == "error":
+            p = int(np.flatnonzero(single)[0])
+            which = "the outer-training part" if p == n_parts - 1 else f"inner training part {p + 1}"
+            label = self.classes[present[p]][0] if counts[p] else "none"
+            raise SingleClassError(f"{which} holds a single class ({label}); logistic regression needs "
+                                   "samples of at least 2 classes (as scikit-learn)")
+        # free logit columns: every present class (multinomial), or the second present class (binary)
+        free = present.copy()
+        for p in range(n_parts):
+            if counts[p] == 2:
+                free[p, np.flatnonzero(present[p])[0]] = False
+            elif counts[p] < 2:
+                free[p] = False
+        self._parts, self._present, self._free, self._single = parts, present, free, single
+        onehot = torch.zeros(n_rows, k, dtype=torch.float64, device=dev)
+        onehot[torch.arange(n_rows, device=dev), torch.as_tensor(codes, device=dev)] = 1.0
+        problem = _Problem(x0, onehot, mask, parts, torch.as_tensor(free, device=dev),
+                           torch.as_tensor(~present, device=dev))
+        theta = torch.zeros(n_parts, d + 1, k, dtype=torch.float64, device=dev)
+        n_all, mu, sc = parts.n[-1], parts.mean[-1], parts.scale[-1]
+        cov = (x0.T @ x0 / n_all - torch.outer(mu, mu)) / torch.outer(sc, sc)
+        basis = torch.linalg.eigh(cov)
+        class_basis = _class_curvature(onehot, mask, problem.free)
+        self._x0, self._offset = x0, offset
+        self.solutions_: list[torch.Tensor] = []
+        self.n_iter_: list[int] = []
+        for c in sorted(set(self.cs)):
+            scaled = _Preconditioned(problem, c, basis, class_basis)
+            u, iters = _lbfgs(scaled, scaled.to_u(theta), self.tol, self.max_iter, self.history)
+            theta = scaled.to_theta(u)
+            self.solutions_.append(theta.clone())
+            self.n_iter_.append(iters)
+        order = sorted(set(self.cs))
+        self._by_c = {c: self.solutions_[order.index(c)] for c in self.cs}
+        self._folds = folds
+        return self
+
+    def model(self, c: float, part: int = -1) -> LogisticModel:
+        """The fitted model of one C on one part (default: all rows, i.e. the refit)."""
+        theta = self._by_c[float(c)]
+        p = part % theta.shape[0]
+        mean = (self._parts.mean[p] + self._offset).cpu().numpy()
+        scale = self._parts.scale[p].cpu().numpy()
+        w = theta[p].cpu().numpy()
+        if self._single[p]:  # constant switch: certainty for the one class seen
+            coef = np.zeros_like(w[:-1])
+            intercept = np.where(self._present[p], 0.0, -np.inf)
+            return LogisticModel(mean, scale, coef, intercept, ~self._present[p], self.classes)
+        return LogisticModel(mean, scale, w[:-1], w[-1], ~self._present[p], self.classes)
+
+    def cv_proba(self, c: float) -> list[np.ndarray]:
+        """Per inner fold: probabilities of its validation rows under its own fit at ``c``."""
+        x = self._x0 + self._offset
+        out = []
+        for p, (_, va) in enumerate(self._folds):
+            rows = x[torch.as_tensor(va, device=self.device, dtype=torch.long)].cpu().numpy()
+            out.append(self.model(c, p).predict_proba(rows))
+        return out
+
+
+@dataclass
+class _Problem:
+    """The batched objective: parts share the rows ``x0`` and differ by mask, standardisation, classes."""
+
+    x0: torch.Tensor  # [n, d]
+    onehot: torch.Tensor  # [n, K]
+    mask: torch.Tensor  # [P, n]
+    parts: Parts
+    free: torch.Tensor  # [P, K] bool: logit columns that are parameters
+    absent: torch.Tensor  # [P, K] bool: classes not in the part (logit -inf)
+
+    def __post_init__(self) -> None:
+        # Rows last everywhere ([P, K, n]): the per-row softmax then runs over long contiguous rows.
+        self.x0t = self.x0.T.contiguous()  # [d, n]
+        self.onehot_t = self.onehot.T.contiguous()  # [K, n]
+        self.weight = (self.mask / self.parts.n[:, None]).contiguous()  # [P, n]: 1/n_p on the part's rows
+        self.free_f = self.free.to(torch.float64)[:, None, :]  # [P, 1, K]
+        zero = torch.tensor(0.0, dtype=torch.float64, device=self.x0.device)
+        self.neg = torch.where(self.absent, torch.tensor(-1e300, dtype=torch.float64, device=self.x0.device), zero)
+
+    def loss_grad(self, theta: torch.Tensor, c: float) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per part: sklearn's mean objective and its gradient; theta is [P, d+1, K] (last row: intercept)."""
+        parts = self.parts
+        n_parts, d1, k = theta.shape
+        w, b = theta[:, :-1, :], theta[:, -1, :]
+        w_eff = w / parts.scale[:, :, None]  # [P, d, K]
+        b_eff = b - torch.einsum("pd,pdk->pk", parts.mean, w_eff) + self.neg
+        z = (w_eff.transpose(1, 2).reshape(n_parts * k, d1 - 1) @ self.x0t).view(n_parts, k, -1)
+        z = z + b_eff[:, :, None]
+        top = z.amax(1, keepdim=True)
+        e = torch.exp(z - top)
+        total = e.sum(1, keepdim=True)
+        lse = (top + torch.log(total))[:, 0]  # [P, n]
+        z_true = (z * self.onehot_t[None]).sum(1)
+        penalty = 0.5 / (c * parts.n)
+        loss = ((lse - z_true) * self.weight).sum(1) + penalty * (w * w).sum((1, 2))
+        r = (e / total - self.onehot_t[None]) * self.weight[:, None, :]  # [P, K, n]
+        g_eff = (r.reshape(n_parts * k, -1) @ self.x0).view(n_parts, k, d1 - 1).transpose(1, 2)
+        gb = r.sum(2)  # [P, K]
+        gw = (g_eff - parts.mean[:, :, None] * gb[:, None, :]) / parts.scale[:, :, None]
+        gw = gw + 2.0 * penalty[:, None, None] * w
+        grad = torch.cat([gw, gb[:, None, :]], dim=1) * self.free_f
+        return loss, grad
+
+
+class _Preconditioned:
+    """The objective in rotated, rescaled variables in which its Hessian is close to the identity.
+
+    The loss Hessian in W is about ``S kron cov``: ``cov`` the covariance of the standardised rows and
+    ``S = diag(pi) - pi pi^T`` the softmax curvature at the class shares ``pi`` (``pi (1 - pi)`` for one
+    free logit), plus the ridge ``I / (C n)``. With ``cov = Q diag(lam) Q^T`` (from all rows, shared by
+    the parts) and ``S = V diag(sig) V^T`` (per part, over its free classes), the variables
+    ``U = sqrt(sig lam + ridge) * (Q^T W V)`` see unit curvature everywhere, including the direction
+    (all class columns moved together) that only the ridge term pins down. The intercept row is left as
+    is; stopping still uses the gradient in the original W.
+    """
+
+    def __init__(self, problem: _Problem, c: float, basis: tuple[torch.Tensor, torch.Tensor],
+                 classes: tuple[torch.Tensor, torch.Tensor]) -> None:
+        self.problem, self.c = problem, c
+        lam, self.q = basis
+        sig, self.v = classes  # [P, K], [P, K, K]
+        ridge = 1.0 / (c * problem.parts.n)  # [P]
+        self.scale = torch.sqrt(torch.clamp(sig[:, None, :] * lam[None, :, None], min=0.0) + ridge[:, None, None])
+        self.q_t = self.q.T.contiguous()
+        self.free_f = problem.free_f
+
+    def _left(self, m: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        """M @ w for every part: w is [P, d, K]."""
+        n_parts, d, k = w.shape
+        return (m @ w.permute(1, 0, 2).reshape(d, n_parts * k)).view(d, n_parts, k).permute(1, 0, 2)
+
+    def to_u(self, theta: torch.Tensor) -> torch.Tensor:
+        """U = scale * (Q^T W V) (intercept unchanged)."""
+        u = self._left(self.q_t, theta[:, :-1]) @ self.v * self.scale
+        return torch.cat([u, theta[:, -1:]], dim=1)
+
+    def to_theta(self, u: torch.Tensor) -> torch.Tensor:
+        """W = Q (U / scale) V^T."""
+        w = self._left(self.q, (u[:, :-1] / self.scale) @ self.v.transpose(1, 2))
+        return torch.cat([w, u[:, -1:]], dim=1)
+
+    def loss_grad(self, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(objective, gradient in U, max-abs gradient in W) per part."""
+        f, g = self.problem.loss_grad(self.to_theta(u), self.c)
+        gu = self._left(self.q_t, g[:, :-1]) @ self.v / self.scale
+        return f, torch.cat([gu, g[:, -1:]], dim=1), g.abs().amax((1, 2))
+
+
+def _class_curvature(onehot: torch.Tensor, mask: torch.Tensor, free: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per part: eigenvalues [P, K] and vectors [P, K, K] of the softmax curvature at the class shares.
+
+    Only the free classes enter (block-diagonal: fixed or absent classes keep an identity block, so they
+    stay fixed). One free logit (binary): pi (1 - pi) of the positive class.
+    """
+    n_parts, k = free.shape
+    counts = mask @ onehot  # [P, K]
+    sig = torch.ones(n_parts, k, dtype=onehot.dtype, device=onehot.device)
+    v = torch.eye(k, dtype=onehot.dtype, device=onehot.device).repeat(n_parts, 1, 1)
+    for p in range(n_parts):
+        idx = torch.nonzero(free[p]).flatten()
+        if len(idx) == 0:
+            continue
+        if len(idx) == 1:
+            share = counts[p, idx[0]] / counts[p].sum()
+            sig[p, idx[0]] = share * (1 - share)
+            continue
+        share = counts[p, idx] / counts[p, idx].sum()
+        s_mat = torch.diag(share) - torch.outer(share, share)
+        e, vec = torch.linalg.eigh(s_mat)
+        sig[p, idx] = torch.clamp(e, min=0.0)
+        v[p][idx[:, None], idx[None, :]] = vec
+    return sig, v
+
+
+def _lbfgs(problem: _Preconditioned, theta: torch.Tensor, tol: float, max_iter: int,
+           history: int) -> tuple[torch.Tensor, int]:
+    """Batched L-BFGS (compact form, per-problem memory) with backtracking Armijo; frozen when converged.
+
+    The inverse-Hessian product uses the compact representation of Byrd, Nocedal and Schnabel, so one
+    iteration is a fixed, small number of batched tensor operations whatever the memory length.
+    """
+    n_parts = theta.shape[0]
+    shape = theta.shape
+    dev, dt = theta.device, theta.dtype
+    free = problem.free_f.expand(-1, shape[1], -1).reshape(n_parts, -1)
+    x = theta.reshape(n_parts, -1).clone()
+    f, g, gmax = problem.loss_grad(x.view(shape))
+    g = g.reshape(n_parts, -1)
+    s_mem = torch.zeros(n_parts, 0, x.shape[1], dtype=dt, device=dev)
+    y_mem = torch.zeros_like(s_mem)
+    gamma = torch.ones(n_parts, dtype=dt, device=dev)
+    active = gmax > tol
+    it = 0
+    while bool(active.any()) and it < max_iter:
+        it += 1
+        if s_mem.shape[1]:
+            direction = -_compact_product(s_mem, y_mem, gamma, g)
+        else:
+            direction = -g
+        direction = direction * free
+        slope = (g * direction).sum(1)
+        bad = slope >= 0
+        direction = torch.where(bad[:, None], -g, direction)
+        slope = torch.where(bad, -(g * g).sum(1), slope)
+        if s_mem.shape[1]:
+            t = torch.ones(n_parts, dtype=dt, device=dev)
+        else:
+            t = torch.clamp(1.0 / g.abs().amax(1).clamp(min=1e-300), max=1.0)
+        t = torch.where(active, t, torch.zeros_like(t))
+        pending = active.clone()
+        f_new, g_new, x_new, gmax_new = f, g, x, gmax
+        for _ in range(60):
+            trial = x + t[:, None] * direction
+            ft, gt, gmt = problem.loss_grad(trial.view(shape))
+            ok = pending & (ft <= f + 1e-4 * t * slope)
+            f_new = torch.where(ok, ft, f_new)
+            gmax_new = torch.where(ok, gmt, gmax_new)
+            g_new = torch.where(ok[:, None], gt.reshape(n_parts, -1), g_new)
+            x_new = torch.where(ok[:, None], trial, x_new)
+            pending = pending & ~ok
+            if not bool(pending.any()):
+                break
+            t = torch.where(pending, t * 0.5, t)
+        stalled = pending  # no acceptable step at this precision: as converged as float64 allows
+        step, dg = x_new - x, g_new - g
+        sy = (step * dg).sum(1)
+        valid = sy > 1e-12 * torch.sqrt((step * step).sum(1) * (dg * dg).sum(1)).clamp(min=1e-300)
+        if bool(valid.all()):  # keep the pair (frozen problems never reach here: see below)
+            s_mem = torch.cat([s_mem, step[:, None]], 1)[:, -history:]
+            y_mem = torch.cat([y_mem, dg[:, None]], 1)[:, -history:]
+            gamma = sy / (dg * dg).sum(1)
+        elif bool((valid | ~active).all()) and bool(valid.any()):
+            # frozen problems repeat their last pair (or a unit pair) so every memory stays well defined
+            step = torch.where(valid[:, None], step, s_mem[:, -1] if s_mem.shape[1] else free)
+            dg = torch.where(valid[:, None], dg, y_mem[:, -1] if y_mem.shape[1] else free)
+            s_mem = torch.cat([s_mem, step[:, None]], 1)[:, -history:]
+            y_mem = torch.cat([y_mem, dg[:, None]], 1)[:, -history:]
+            gamma = torch.where(valid, sy / (dg * dg).sum(1).clamp(min=1e-300), gamma)
+        else:  # an active problem lost positive curvature (numerical): restart every memory
+            s_mem, y_mem = s_mem[:, :0], y_mem[:, :0]
+            gamma = torch.ones_like(gamma)
+        small_change = (f - f_new).abs() <= 1e-15 * torch.clamp(f.abs(), min=1.0)
+        x, f, g, gmax = x_new, f_new, g_new, gmax_new
+        active = active & ~stalled & (gmax > tol) & ~(small_change & (gmax < 1e-6))
+    return x.view(shape), it
+
+
+def _compact_product(s: torch.Tensor, y: torch.Tensor, gamma: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """H v for the L-BFGS inverse Hessian H of memory (s, y) [P, m, q] and initial scale gamma [P]."""
+    sty = s @ y.transpose(1, 2)  # [P, m, m]
+    r = torch.triu(sty)
+    d = torch.diagonal(sty, dim1=1, dim2=2)
+    yty = y @ y.transpose(1, 2)
+    a = (s @ v[:, :, None])  # [P, m, 1]
+    b = gamma[:, None, None] * (y @ v[:, :, None])
+    r_inv_a = torch.linalg.solve_triangular(r, a, upper=True)
+    inner = (torch.diag_embed(d) + gamma[:, None, None] * yty) @ r_inv_a - b
+    p1 = torch.linalg.solve_triangular(r.transpose(1, 2), inner, upper=False)
+    p2 = -r_inv_a
+    return (gamma[:, None] * v + (s.transpose(1, 2) @ p1)[:, :, 0]
+            + gamma[:, None] * (y.transpose(1, 2) @ p2)[:, :, 0])

@@ -9,14 +9,16 @@ training part, and ``predict`` returns window-level predictions.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from ppgbench_pl.data.splits import InnerGroupSplit
 from ppgbench_pl.metrics.aggregation import aggregate, candidates, first_per_group
-from ppgbench_pl.metrics.scores import Predictions, selection_score
+from ppgbench_pl.metrics.scores import NotEvaluableError, Predictions, selection_score
 from ppgbench_pl.probes.families import ProbeFamily
+from ppgbench_pl.probes.linear import check_finite
 
 
 def subject_predictions(pred: Predictions, groups: np.ndarray, method: str) -> Predictions:
@@ -35,12 +37,14 @@ class GroupGridSearch:
         seed: Outer seed: seeds the inner folds and the models.
         n_inner_folds: Inner folds (4 in the protocol).
         binary_metric: Selection metric for binary tasks (``auroc`` as published).
+        what: How error messages name the rows (e.g. ``embeddings of papagei_p``).
+
     """
 
     def __init__(self, family: ProbeFamily, kind: str, level: str, seed: int, n_inner_folds: int = 4,
-                 binary_metric: str = "auroc") -> None:
+                 binary_metric: str = "auroc", what: str = "embeddings") -> None:
         self.family, self.kind, self.level, self.seed = family, kind, level, seed
-        self.n_inner_folds, self.binary_metric = n_inner_folds, binary_metric
+        self.n_inner_folds, self.binary_metric, self.what = n_inner_folds, binary_metric, what
 
     def _aggregations(self) -> tuple[str, ...]:
         return candidates(self.kind) if self.level == "subject" else ("none",)
@@ -51,16 +55,40 @@ class GroupGridSearch:
             y = first_per_group(groups, y)
         return selection_score(self.kind, y, pred, self.binary_metric)
 
-    def fit(self, X: np.ndarray, y: np.ndarray, groups: np.ndarray) -> GroupGridSearch:  # noqa: N803
-        """Inner-CV selection over grid x aggregation, then refit the winner on all of ``X``."""
+    def fit(self, X: np.ndarray, y: np.ndarray, groups: np.ndarray,  # noqa: N803
+            folds: list[tuple[np.ndarray, np.ndarray]] | None = None) -> GroupGridSearch:
+        """Inner-CV selection over grid x aggregation, then refit the winner on all of ``X``.
+
+        Args:
+            X: Training rows (float64 is used as given; others are converted once).
+            y: Targets.
+            groups: Group per row.
+            folds: (inner-train, inner-validation) row indices into ``X``; by default the protocol's
+                :class:`~ppgbench_pl.data.splits.InnerGroupSplit` of ``groups``.
+
+        Raises:
+            DataError: ``X`` has NaN/inf, or (classification) the training labels hold one class.
+
+        """
+        X = np.asarray(X, dtype=np.float64)  # noqa: N806
+        check_finite(X, self.what)
         groups = np.asarray(groups)
         self.classes_ = np.unique(y) if self.kind == "classification" else None
+        if self.classes_ is not None and len(self.classes_) < 2:
+            raise NotEvaluableError(f"every training label is class {self.classes_[0] if len(self.classes_) else '?'}"
+                                    "; a classifier cannot be fitted or selected")
+        if folds is None:
+            folds = list(InnerGroupSplit(self.seed, self.n_inner_folds).split(X, y, groups))
         grid, aggs = self.family.grid(), self._aggregations()
-        scores = np.full((len(grid), len(aggs), self.n_inner_folds), np.nan)
-        splitter = InnerGroupSplit(self.seed, self.n_inner_folds)
-        for f, (tr, va) in enumerate(splitter.split(X, y, groups)):
-            preds = self.family.fit_grid(X[tr], y[tr], X[va], self.classes_, self.seed)
-            for g, pred in enumerate(preds):
+        scores = np.full((len(grid), len(aggs), len(folds)), np.nan)
+        cv_fit = getattr(self.family, "cv_fit", None)
+        refit: Callable[[int], Any] | None = None
+        if cv_fit is not None:
+            fold_preds, refit = cv_fit(X, y, folds, self.classes_, self.seed)
+        else:
+            fold_preds = [self.family.fit_grid(X[tr], y[tr], X[va], self.classes_, self.seed) for tr, va in folds]
+        for f, (_, va) in enumerate(folds):
+            for g, pred in enumerate(fold_preds[f]):
                 for a, agg in enumerate(aggs):
                     scores[g, a, f] = self._score(y[va], groups[va], pred, agg)
         with warnings.catch_warnings():  # a candidate with no defined fold score has an all-NaN row
@@ -77,11 +105,14 @@ class GroupGridSearch:
         self.best_params_: dict[str, Any] = dict(grid[g_best])
         self.aggregation_ = aggs[a_best] if aggs[a_best] != "none" else None
         self.best_score_ = _finite(means[g_best, a_best])
-        self.model_ = self.family.fit_one(X, y, self.best_params_, self.classes_, self.seed)
+        self.model_ = (refit(g_best) if refit is not None
+                       else self.family.fit_one(X, y, self.best_params_, self.classes_, self.seed))
         return self
 
     def predict(self, X: np.ndarray) -> Predictions:  # noqa: N803
         """Window-level predictions of the refitted winner."""
+        X = np.asarray(X, dtype=np.float64)  # noqa: N806
+        check_finite(X, self.what)
         return self.family.predict(self.model_, X, self.classes_)
 
 

@@ -37,6 +37,7 @@ def sample_groups(groups: list[Any], fraction: float, min_groups: int, seed: int
 
     Raises:
         ConfigError: Fewer than ``min_groups`` groups are available.
+
     """
     n = len(groups)
     if n < min_groups:
@@ -58,6 +59,7 @@ class LabelEfficiencyRegime(LinearRegime):
 
     Raises:
         ConfigError: ``fraction`` is outside (0, 1] or ``min_groups`` is below 1.
+
     """
 
     name = "linear_frac"
@@ -83,10 +85,10 @@ class LabelEfficiencyRegime(LinearRegime):
 
     def train_positions(self, ctx: JobContext) -> tuple[np.ndarray, list[Any], int]:
         """(positions of the sampled subjects' windows, those subjects, outer-training subject count)."""
-        view = ctx.view()
+        view = ctx.view
         train, _ = ctx.outer()
         groups = first_appearance(view.groups[train].tolist())
-        minimum = ctx.datamodule.n_inner_folds if self.min_groups is None else self.min_groups
+        minimum = ctx.n_inner_folds if self.min_groups is None else self.min_groups
         chosen = sample_groups(groups, self.fraction, minimum, ctx.seed)
         keep = np.isin(view.groups[train], np.asarray(chosen, dtype=view.groups.dtype))
         return train[keep], chosen, len(groups)

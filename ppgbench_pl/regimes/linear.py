@@ -2,18 +2,26 @@
 
 Hyperparameters (and the subject aggregation for subject-level tasks) are chosen by full inner 4-fold
 group CV on the outer-training part, the winner is refitted on the whole outer-training part and scored
-on the outer test fold. The fit runs inside :class:`~ppgbench_pl.tasks.ProbeTask`, the no-optimiser
-LightningModule.
+on the outer test fold. The fit runs through :class:`~ppgbench_pl.tasks.ProbeTask`, the no-optimiser
+LightningModule, called directly on the job's cached embeddings (no inner trainer per job).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import numpy as np
 
+from ppgbench_pl.errors import ConfigError, PPGBenchError
 from ppgbench_pl.probes.families import LogisticFamily, ProbeFamily, RidgeFamily
 from ppgbench_pl.probes.search import GroupGridSearch
 from ppgbench_pl.regimes.base import JobContext, Regime, RepeatOutcome, score_outcome
 from ppgbench_pl.tasks.probe_task import ProbeTask
+
+
+def local_folds(ctx: JobContext, train_positions: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The context's inner folds of ``train_positions``, as row indices into that array."""
+    local = np.empty(len(ctx.view.y), dtype=np.int64)
+    local[train_positions] = np.arange(len(train_positions))
+    return [(local[tr], local[va]) for tr, va in ctx.inner_folds(train_positions)]
 
 
 class ProbeRegime(Regime):
@@ -21,6 +29,7 @@ class ProbeRegime(Regime):
 
     Args:
         binary_metric: Selection metric for binary tasks (``auroc`` as published, or ``balanced_accuracy``).
+
     """
 
     uses_embeddings = True
@@ -32,21 +41,29 @@ class ProbeRegime(Regime):
         """The model family and grid for this task."""
         raise NotImplementedError
 
-    def fit_and_score(self, ctx: JobContext, train_positions: Any) -> RepeatOutcome:
-        """Search on the given outer-training positions, refit, and score the outer test fold."""
-        view = ctx.view()
+    def fit_and_score(self, ctx: JobContext, train_positions: np.ndarray) -> RepeatOutcome:
+        """Search on the given outer-training positions, refit, and score the outer test fold.
+
+        The embeddings and folds go to :meth:`ProbeTask.fit_arrays` as they are (no trainer). User errors
+        (non-finite embeddings, a single class, a fold that cannot be scored) fail the job with one line
+        that names the task, seed and fold.
+        """
+        view = ctx.view
         _, test = ctx.outer()
-        search = GroupGridSearch(self.family(ctx), ctx.task.kind, ctx.task.level, ctx.seed,
-                                 ctx.datamodule.n_inner_folds, self.binary_metric)
-        module = ProbeTask(search, groups=view.groups)
-        dm = ctx.datamodule
-        dm.select(ctx.fs, ctx.task, ctx.seed, ctx.fold, embeddings=ctx.embeddings, train_positions=train_positions)
-        trainer = ctx.make_trainer([self], **ProbeTask.trainer_arguments)
-        trainer.fit(module, datamodule=dm)
-        trainer.test(module, datamodule=dm, verbose=False)
-        assert module.predictions is not None
-        details = {"cv_scores": search.cv_scores_, "best_score": search.best_score_, "n_train_windows": len(train_positions)}
-        return score_outcome(ctx, test, module.predictions, search.best_params_, search.aggregation_, details)
+        where = f"{ctx.task.name} seed {ctx.seed} fold {ctx.fold}"
+        try:
+            search = GroupGridSearch(self.family(ctx), ctx.task.kind, ctx.task.level, ctx.seed,
+                                     ctx.n_inner_folds, self.binary_metric,
+                                     what=f"embeddings of {ctx.model_name}")
+            module = ProbeTask(search)
+            module.fit_arrays(ctx.features(train_positions), view.y[train_positions], view.groups[train_positions],
+                              folds=local_folds(ctx, train_positions))
+            predictions = module.predict_arrays(ctx.features(test))
+            details = {"cv_scores": search.cv_scores_, "best_score": search.best_score_,
+                       "n_train_windows": len(train_positions)}
+            return score_outcome(ctx, test, predictions, search.best_params_, search.aggregation_, details)
+        except PPGBenchError as exc:
+            raise type(exc)(f"{where}: {exc}") from exc
 
     def run(self, ctx: JobContext) -> list[RepeatOutcome]:
         """One repeat on the whole outer-training part."""
@@ -55,13 +72,29 @@ class ProbeRegime(Regime):
 
 
 class LinearRegime(ProbeRegime):
-    """Ridge (regression, multi-output) or logistic regression (classification) with the protocol grids."""
+    """Ridge (regression, multi-output) or logistic regression (classification) with the protocol grids.
+
+    Args:
+        binary_metric: Selection metric for binary tasks (``auroc`` as published).
+        single_class: A logistic training part (inner or outer) with one class: ``error`` (published, as
+            scikit-learn raises: the job fails with that reason) or ``constant`` (that part predicts its
+            class with certainty).
+
+    """
 
     name = "linear"
 
+    def __init__(self, binary_metric: str = "auroc", single_class: str = "error") -> None:
+        super().__init__(binary_metric)
+        if single_class not in ("error", "constant"):
+            raise ConfigError(f"linear regime: single_class must be 'error' or 'constant', got {single_class!r}")
+        self.single_class = single_class
+
     def family(self, ctx: JobContext) -> ProbeFamily:
         """Ridge for regression kinds, logistic regression for classification."""
-        return LogisticFamily() if ctx.task.kind == "classification" else RidgeFamily()
+        if ctx.task.kind == "classification":
+            return LogisticFamily(single_class=self.single_class)
+        return RidgeFamily()
 
     def backend(self) -> str:
         """Always scikit-learn/NumPy on the CPU."""

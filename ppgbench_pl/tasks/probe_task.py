@@ -1,9 +1,11 @@
-"""The non-neural adapter: a LightningModule with no optimiser that collects embeddings and fits once.
+"""The non-neural adapter: a LightningModule with no optimiser that fits a scikit-learn style estimator once.
 
-``training_step`` only gathers (embedding, label, group) rows; when the single training epoch ends the
-injected estimator is fitted on all of them (its own search included). ``test_step`` gathers test
-embeddings, and the fitted estimator predicts them when the test epoch ends. The trainer settings this
-needs are declared by the module itself (:attr:`ProbeTask.trainer_arguments`).
+The regimes call :meth:`ProbeTask.fit_arrays` / :meth:`ProbeTask.predict_arrays` directly with the job's
+cached embeddings and split (NumPy in, NumPy out, no trainer, no tensor round trip). Under a Lightning
+``Trainer`` (for users who drive it themselves) ``training_step`` gathers (embedding, label, index) rows
+and the estimator is fitted on all of them when the single training epoch ends; ``test_step`` gathers test
+embeddings and they are predicted when the test epoch ends. The trainer settings this path needs are
+declared by the module itself (:attr:`ProbeTask.trainer_arguments`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ class ProbeTask(L.LightningModule):
         estimator: E.g. :class:`~ppgbench_pl.probes.search.GroupGridSearch` or any estimator whose
             ``predict`` returns :class:`~ppgbench_pl.metrics.scores.Predictions`.
         groups: Group name per training row index (batches carry row indices, not strings).
+
     """
 
     trainer_arguments: dict[str, Any] = {
@@ -44,6 +47,27 @@ class ProbeTask(L.LightningModule):
         self._train_rows: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self._test_rows: list[np.ndarray] = []
         self.predictions: Predictions | None = None
+
+    def fit_arrays(self, z: np.ndarray, y: np.ndarray, groups: np.ndarray | None = None,
+                   folds: list[tuple[np.ndarray, np.ndarray]] | None = None) -> ProbeTask:
+        """Fit the estimator on arrays as they are (``folds``: inner splits, row indices into ``z``).
+
+        ``groups`` defaults to ``self.groups`` when that holds one group per row of ``z``.
+        """
+        groups = self.groups if groups is None else groups
+        if folds is None:
+            self.estimator.fit(z, y, groups)
+        else:
+            self.estimator.fit(z, y, groups, folds=folds)
+        self.fitted.fill_(True)
+        return self
+
+    def predict_arrays(self, z: np.ndarray) -> Predictions:
+        """Predictions of the fitted estimator for rows ``z`` (also kept in :attr:`predictions`)."""
+        if not bool(self.fitted):
+            raise RuntimeError("ProbeTask.predict_arrays before fit_arrays: the estimator has not been fitted")
+        self.predictions = self.estimator.predict(z)
+        return self.predictions
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
         """Gather the batch; there is nothing to optimise."""

@@ -1,9 +1,19 @@
+import warnings
+
 import numpy as np
 import pytest
+from sklearn import metrics as skm
 
 from ppgbench_pl.metrics.aggregation import aggregate, candidates, first_per_group
 from ppgbench_pl.metrics.evaluate import evaluate
-from ppgbench_pl.metrics.scores import Predictions, fold_metrics, selection_score
+from ppgbench_pl.metrics.scores import (
+    NotEvaluableError,
+    Predictions,
+    auroc,
+    balanced_accuracy,
+    fold_metrics,
+    selection_score,
+)
 from ppgbench_pl.probes.constant import constant_predictions
 
 
@@ -38,11 +48,35 @@ def test_subject_level_evaluation_aggregates_windows():
     assert subject["accuracy"] == 1.0 and subject["n_subjects"] == 2 and subject["aggregation"] == "mean"
 
 
-def test_auroc_with_one_class_is_null_with_reason():
+def test_test_labels_of_one_class_are_not_evaluable():
     pred = Predictions("classification", np.array([[0.2, 0.8], [0.7, 0.3]]), np.array([0, 1]))
-    out = fold_metrics("classification", np.array([1, 1]), pred)
-    assert out["auroc"] is None and "one class" in out["auroc_error"]
-    assert np.isnan(selection_score("classification", np.array([1, 1]), pred))
+    with pytest.raises(NotEvaluableError, match="balanced accuracy is not evaluable: every test label is class 1"):
+        fold_metrics("classification", np.array([1, 1]), pred)  # used to be balanced accuracy 0.5 / 1.0
+    with pytest.raises(NotEvaluableError):
+        evaluate("classification", "subject", np.array([1, 1]), np.array(["a", "b"]), pred, "mean")
+    assert np.isnan(selection_score("classification", np.array([1, 1]), pred))  # inner folds: left out
+    y = np.array([[1, 0, 0, 0, 0, 0.0], [2, 0, 0, 0, 0, 0.0]])
+    with pytest.raises(NotEvaluableError, match="argmax balanced accuracy"):
+        fold_metrics("regression_cls", y, Predictions("regression_cls", y))
+
+
+def test_binary_probability_of_one_half_is_the_positive_class():
+    classes = np.array([3, 7])
+    pred = Predictions("classification", np.array([[0.5, 0.5], [0.5000001, 0.4999999], [0.2, 0.8]]), classes)
+    assert pred.labels.tolist() == [7, 3, 7]
+    multi = Predictions("classification", np.array([[0.4, 0.4, 0.2]]), np.array([0, 1, 2]))
+    assert multi.labels.tolist() == [0]  # multiclass: first maximum, as argmax
+
+
+def test_fast_selection_scores_equal_sklearn():
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, 200)
+    scores = np.round(rng.random(200), 1)  # many ties
+    assert auroc(y == 1, scores) == pytest.approx(skm.roc_auc_score(y, scores), abs=1e-12)
+    y3, p3 = rng.integers(0, 4, 300), rng.integers(0, 5, 300)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert balanced_accuracy(y3, p3) == pytest.approx(skm.balanced_accuracy_score(y3, p3), abs=1e-12)
 
 
 def test_selection_metrics_follow_the_protocol():

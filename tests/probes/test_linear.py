@@ -6,8 +6,18 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from ppgbench_pl.data.splits import InnerGroupSplit
-from ppgbench_pl.probes.families import LogisticFamily, RidgeFamily
-from ppgbench_pl.probes.linear import LOGISTIC_CS, RIDGE_ALPHAS, RidgeGrid
+from ppgbench_pl.errors import DataError
+from ppgbench_pl.metrics.scores import NotEvaluableError
+from ppgbench_pl.probes.families import LogisticFamily, RidgeFamily, align_proba
+from ppgbench_pl.probes.linear import (
+    LOGISTIC_CS,
+    RIDGE_ALPHAS,
+    LogisticPath,
+    RidgeCV,
+    RidgeGrid,
+    SingleClassError,
+    check_finite,
+)
 from ppgbench_pl.probes.search import GroupGridSearch
 
 
@@ -75,8 +85,80 @@ def test_binary_selection_uses_auroc_and_subject_level_picks_an_aggregation():
 
 def test_classes_missing_from_an_inner_fold_get_zero_probability():
     x, y, groups = _data(seed=5)
-    labels = np.zeros(len(y), dtype=int)
+    labels = (y > np.median(y)).astype(int)
     labels[groups == "g00"] = 2  # a class that lives in one group only
-    labels[groups == "g01"] = 1
     search = GroupGridSearch(LogisticFamily(), "classification", "window", seed=42).fit(x, labels, groups)
     assert search.predict(x).values.shape == (len(x), 3)
+
+
+def _sk_logistic(c, tol=1e-10):
+    return make_pipeline(StandardScaler(), LogisticRegression(C=c, max_iter=10000, tol=tol))
+
+
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_batched_logistic_matches_sklearn_per_fold_and_c(n_classes):
+    x, y, groups = _data(seed=6)
+    labels = np.digitize(y, np.quantile(y, np.linspace(0, 1, n_classes + 1)[1:-1]))
+    if n_classes == 3:
+        labels[groups == "g00"] = 3  # absent from the inner-training part of one fold
+    classes = np.unique(labels)
+    x[:, 3] = 7.0  # constant column: scale 1, as StandardScaler
+    folds = list(InnerGroupSplit(42).split(x, labels, groups))
+    path = LogisticPath().fit(x, labels, folds, classes)
+    for c in LOGISTIC_CS:
+        for (tr, va), ours in zip(folds, path.cv_proba(c), strict=True):
+            ref = _sk_logistic(c).fit(x[tr], labels[tr])
+            expected = align_proba(ref.predict_proba(x[va]), ref.classes_, classes)
+            np.testing.assert_allclose(ours, expected, atol=1e-5)
+        refit = path.model(c).predict_proba(x[:9])
+        expected = _sk_logistic(c).fit(x, labels).predict_proba(x[:9])
+        np.testing.assert_allclose(refit, align_proba(expected, np.unique(labels), classes), atol=1e-5)
+
+
+def test_single_class_training_part_raises_like_sklearn_unless_constant():
+    x, y, groups = _data(seed=7)
+    labels = np.zeros(len(y), dtype=int)
+    labels[groups == "g00"] = 1  # every inner part but one sees class 0 only
+    with pytest.raises(ValueError, match="at least 2 classes"):
+        LogisticRegression().fit(x[groups != "g00"], labels[groups != "g00"])
+    with pytest.raises(SingleClassError, match="single class .0.; logistic regression needs"):
+        GroupGridSearch(LogisticFamily(), "classification", "window", seed=42).fit(x, labels, groups)
+    search = GroupGridSearch(LogisticFamily(single_class="constant"), "classification", "window",
+                             seed=42).fit(x, labels, groups)
+    assert search.predict(x).values.shape == (len(x), 2)
+
+
+def test_outer_training_labels_of_one_class_are_not_evaluable():
+    x, _, groups = _data()
+    with pytest.raises(NotEvaluableError, match="every training label is class 1"):
+        GroupGridSearch(LogisticFamily(), "classification", "window", seed=42).fit(x, np.ones(len(x)), groups)
+
+
+def test_ridge_cv_matches_sklearn_per_fold_with_and_without_a_partition():
+    x, y, groups = _data(seed=8)
+    x = x * 50.0 + 1000.0  # a large offset: the sums are taken after centring
+    x[:, 2] = -4.0
+    y2 = np.c_[y, -2 * y + 1]
+    folds = list(InnerGroupSplit(44).split(x, y, groups))
+    overlapping = [(tr[: len(tr) - 5], va) for tr, va in folds]  # not a partition: computed per part
+    for fold_set in (folds, overlapping):
+        for target in (y, y2):
+            cv = RidgeCV().fit(x, target, fold_set)
+            for (tr, va), ours in zip(fold_set, cv.cv_predictions_, strict=True):
+                for a, alpha in enumerate(RIDGE_ALPHAS):
+                    ref = make_pipeline(StandardScaler(), Ridge(alpha=alpha)).fit(x[tr], target[tr])
+                    np.testing.assert_allclose(ours[a], ref.predict(x[va]), rtol=1e-8, atol=1e-8)
+    ref = make_pipeline(StandardScaler(), Ridge(alpha=10.0)).fit(x, y)
+    np.testing.assert_allclose(RidgeCV().fit(x, y, folds).refit(10.0).predict(x[:4]), ref.predict(x[:4]),
+                               rtol=1e-9)
+
+
+def test_non_finite_embeddings_fail_in_one_line():
+    x, y, groups = _data()
+    x[5, 1] = np.nan
+    x[9, 0] = np.inf
+    search = GroupGridSearch(RidgeFamily(), "regression", "window", seed=42, what="embeddings of m1")
+    with pytest.raises(DataError, match=r"^embeddings of m1 contain NaN/inf in 2 of 96 rows \(first: row 5\)") as err:
+        search.fit(x, y, groups)
+    assert "\n" not in str(err.value)
+    check_finite(np.ones((3, 2)))

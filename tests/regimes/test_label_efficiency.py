@@ -1,10 +1,7 @@
-import json
-
 import numpy as np
-import pandas as pd
 import pytest
+import torch
 
-from ppgbench_pl.benchmark.runner import ProtocolRunner
 from ppgbench_pl.data.registry import get_task
 from ppgbench_pl.datamodules.ppg import PPGDataModule
 from ppgbench_pl.encoders.prv import PublishedPRVEncoder
@@ -54,18 +51,26 @@ def datamodule(tmp_path_factory):
                          synthetic_windows=4)
 
 
-def _context(dm, tmp_path, seed=42):
+@pytest.fixture(scope="module")
+def embeddings(datamodule):
     encoder = PublishedPRVEncoder(n_jobs=1)
-    return JobContext("job", encoder.name, encoder, get_task("synthetic-hr"), seed, 0, dm, tmp_path)
+    with torch.no_grad():
+        return encoder(torch.from_numpy(datamodule.windows(float(encoder.sampling_rate)).x)).numpy()
+
+
+def _context(dm, tmp_path, embeddings=None, seed=42):
+    encoder = PublishedPRVEncoder(n_jobs=1)
+    return JobContext.build(dm, encoder, get_task("synthetic-hr"), seed, 0, tmp_path, embeddings=embeddings,
+                            raw_windows=False)
 
 
 def test_train_positions_subsample_whole_subjects(datamodule, tmp_path):
     ctx = _context(datamodule, tmp_path)
-    view = ctx.view()
+    view = ctx.view
     outer_train, _ = ctx.outer()
     small, chosen, n_outer = LabelEfficiencyRegime(0.01).train_positions(ctx)
     full, everyone, _ = LabelEfficiencyRegime(1.0).train_positions(ctx)
-    assert n_outer == 16 and len(chosen) == datamodule.n_inner_folds == 4 and len(everyone) == 16
+    assert n_outer == 16 and len(chosen) == ctx.n_inner_folds == 4 and len(everyone) == 16
     np.testing.assert_array_equal(full, outer_train)
     assert set(small) <= set(outer_train.tolist())
     assert set(view.groups[small]) == set(chosen)  # every window of a chosen subject, no other
@@ -75,19 +80,15 @@ def test_train_positions_subsample_whole_subjects(datamodule, tmp_path):
     assert len(LabelEfficiencyRegime(0.01, min_groups=6).train_positions(ctx)[1]) == 6
 
 
-def test_three_fractions_give_three_summary_rows(datamodule, tmp_path):
-    regimes = [LabelEfficiencyRegime(f) for f in FRACTIONS]
-    encoders = [PublishedPRVEncoder(n_jobs=1)]
-    runner = ProtocolRunner(tmp_path / "run", datamodule, encoders, regimes, progress=False)
-    report = runner.run()
-    assert report.failed == [] and report.completed == 3
-    summary = pd.read_csv(tmp_path / "run" / "summary.csv")
-    rows = summary[summary.model == "prv_published"]
-    assert sorted(rows.regime) == sorted(NAMES) and (rows.metric == "mae").all()
+def test_three_fractions_give_one_outcome_each(datamodule, embeddings, tmp_path):
+    ctx = _context(datamodule, tmp_path, embeddings)
     used = {}
-    for name in NAMES:
-        (path,) = (tmp_path / "run" / "jobs").glob(f"*__synthetic-hr__{name}__seed42__fold0/results.json")
-        result = json.loads(path.read_text())["results"][0]
-        used[name] = result["n_train_subjects"]
-        assert result["n_outer_train_subjects"] == 16 and len(result["train_subjects"]) == used[name]
+    for fraction, name in zip(FRACTIONS, NAMES, strict=True):
+        regime = LabelEfficiencyRegime(fraction)
+        assert regime.name == name
+        (outcome,) = regime.run(ctx)
+        details = outcome.details
+        used[name] = details["n_train_subjects"]
+        assert details["n_outer_train_subjects"] == 16 and len(details["train_subjects"]) == used[name]
+        assert np.isfinite(outcome.metrics["mae"]) and "alpha" in outcome.params
     assert used == {"linear_frac1": 4, "linear_frac10": 4, "linear_frac100": 16}

@@ -1,0 +1,46 @@
+import lightning as L
+import numpy as np
+import pytest
+import torch
+from torch.utils.data import DataLoader
+
+from ppgbench_pl.datamodules.ppg import ArrayDataset
+from ppgbench_pl.metrics.scores import Predictions
+from ppgbench_pl.tasks.probe_task import ProbeTask
+
+
+class _Recorder:
+    """A scikit-learn style estimator that keeps what it was given."""
+
+    def fit(self, x, y, groups, folds=None):
+        self.x, self.y, self.groups, self.folds = x, y, groups, folds
+        return self
+
+    def predict(self, x):
+        return Predictions("regression", x[:, 0] * 2)
+
+
+def test_fit_arrays_passes_the_arrays_as_they_are():
+    x = np.arange(12, dtype=np.float32).reshape(6, 2)
+    y, groups = np.arange(6.0), np.array(list("aabbcc"))
+    folds = [(np.array([2, 3, 4, 5]), np.array([0, 1]))]
+    module = ProbeTask(_Recorder()).fit_arrays(x, y, groups, folds=folds)
+    est = module.estimator
+    assert est.x is x and est.y is y and est.groups is groups and est.folds is folds  # no copies, no tensors
+    np.testing.assert_array_equal(module.predict_arrays(x[:2]).values, [0.0, 4.0])
+    with pytest.raises(RuntimeError, match="before fit_arrays"):
+        ProbeTask(_Recorder()).predict_arrays(x)
+
+
+def test_still_usable_under_a_lightning_trainer(tmp_path):
+    z = np.random.default_rng(0).normal(size=(10, 3)).astype(np.float32)
+    groups = np.array(list("aabbccddee"))
+    loader = DataLoader(ArrayDataset(z=z, y=np.arange(10.0), index=np.arange(10)), batch_size=4)
+    module = ProbeTask(_Recorder(), groups=groups)
+    trainer = L.Trainer(default_root_dir=tmp_path, accelerator="cpu", enable_progress_bar=False,
+                        **ProbeTask.trainer_arguments)
+    trainer.fit(module, train_dataloaders=loader)
+    assert bool(module.fitted) and module.estimator.groups.tolist() == groups.tolist()
+    trainer.test(module, dataloaders=loader, verbose=False)
+    np.testing.assert_allclose(module.predictions.values, z[:, 0].astype(np.float64) * 2, rtol=1e-6)
+    assert torch.is_tensor(module.fitted)
