@@ -38,7 +38,7 @@ REGIMES = {
     "linear": {"class_path": "ppgbench_pl.regimes.LinearRegime"},
     "rf": {"class_path": "ppgbench_pl.regimes.RandomForestRegime", "init_args": {"backend": "sklearn", "n_jobs": 1}},
     "mlp": {"class_path": "ppgbench_pl.regimes.mlp.MLPRegime",
-            "init_args": {"n_trials": 4, "n_startup_trials": 2, "max_epochs": 4, "subject_repeats": 1,
+            "init_args": {"search": {"n_trials": 4, "n_startup_trials": 2, "max_epochs": 4}, "subject_repeats": 1,
                           "binary_selection_metric": "balanced_accuracy"}},
 }
 
@@ -72,21 +72,21 @@ class CountingPRV(PRVEncoder):
         return super().forward(x, ppg_mean, ppg_std)
 
 
-def config(args: argparse.Namespace, out: Path, counts: Path) -> dict[str, Any]:
+def config(args: argparse.Namespace, counts: Path) -> dict[str, Any]:
+    """The suite spec both modes run (what ``ppgbench fit``/``benchmark`` build from a config)."""
     return {
-        "output_dir": str(out),
         "encoders": [
-            {"class_path": "bench_suite.CountingCNN", "init_args": {"count_file": str(counts / "small_cnn")}},
-            {"class_path": "bench_suite.CountingPRV", "init_args": {"count_file": str(counts / "prv")}},
+            {"class_path": "bench_suite.CountingCNN", "init_args": {"count_file": str(counts / CountingCNN.name)}},
+            {"class_path": "bench_suite.CountingPRV", "init_args": {"count_file": str(counts / CountingPRV.name)}},
         ],
         "regimes": [REGIMES[r] for r in args.regimes],
         "datasets": ["synthetic"],
         "seeds": args.seeds,
         "folds": list(range(args.folds)),
         "data": {"root": str(args.data), "synthetic_subjects": args.subjects, "synthetic_windows": args.windows},
+        "tasks": None,
         "trainer": {"accelerator": "cpu", "devices": 1},
-        "wandb": "off",
-        "progress": False,
+        "optuna_storage": None,
     }
 
 
@@ -100,7 +100,7 @@ def passes(counts: Path, n_windows: dict[str, int]) -> dict[str, float]:
     return out
 
 
-def run_published(cfg: dict[str, Any]) -> dict[str, float]:
+def run_published(cfg: dict[str, Any], out: Path) -> dict[str, float]:
     """The published schedule: extract per (model, task, seed, fold), jobs in plan order, no cache."""
     import lightning as L
     import torch
@@ -113,7 +113,7 @@ def run_published(cfg: dict[str, Any]) -> dict[str, float]:
     from ppgbench_pl.regimes.base import JobContext
     from ppgbench_pl.tasks.encoder_task import EncoderTask
 
-    suite = BenchmarkSuite(cfg, cfg["output_dir"])
+    suite = BenchmarkSuite(cfg, out)
     values: dict[str, float] = {}
     current: tuple[Any, ...] = ()
     embeddings = np.zeros((0, 0), dtype=np.float32)
@@ -131,24 +131,29 @@ def run_published(cfg: dict[str, Any]) -> dict[str, float]:
             embeddings = np.zeros((len(win.x), rows.shape[1]), dtype=np.float32)
             embeddings[view.rows] = rows
             current = (job.model, job.task.name, job.seed, job.fold)
-        ctx = JobContext(job.job_id, job.model_name, encoder, job.task, job.seed, job.fold, dm,
-                         Path(cfg["output_dir"]) / "search" / job.job_id, embeddings, suite.trainer_kwargs)
+        ctx = JobContext.build(dm, encoder, job.task, job.seed, job.fold, out / "search" / job.job_id,
+                               job_id=job.job_id, model_name=job.model_name,
+                               embeddings=embeddings if suite.uses_cache(job) else None,
+                               raw_windows=not job.regime.uses_embeddings, trainer_kwargs=suite.trainer_kwargs)
         record, _ = run_job(ctx, job.regime)
         if record["status"] == "ok":
             values[job.job_id] = float(np.mean([r["metrics"][record["metric"]] for r in record["results"]]))
     return values
 
 
-def run_benchmark(cfg: dict[str, Any], workers: int) -> dict[str, float]:
-    from ppgbench_pl.benchmark.coordinator import BenchmarkRun, RunOptions
-    from ppgbench_pl.benchmark.executors import LocalExecutor, ProcessExecutor
+def run_benchmark(cfg: dict[str, Any], out: Path, workers: int) -> dict[str, float]:
+    """The one engine (what ``ppgbench fit``/``benchmark`` run), local or with a process pool."""
+    from ppgbench_pl.benchmark.coordinator import BenchmarkRun
+    from ppgbench_pl.benchmark.spec import RunSettings
 
-    executor = ProcessExecutor(workers=workers) if workers > 1 else LocalExecutor()
-    report = BenchmarkRun(cfg, RunOptions(Path(cfg["output_dir"]), executor, wandb="off", progress=False)).run()
+    module = "ppgbench_pl.benchmark.executors"
+    executor = {"class_path": f"{module}.ProcessExecutor", "init_args": {"workers": workers}} if workers > 1 \
+        else {"class_path": f"{module}.LocalExecutor"}
+    report = BenchmarkRun(cfg, RunSettings(str(out), executor, wandb="off", progress=False)).run()
     if report.failed:
         print(f"  {len(report.failed)} jobs failed, e.g. {report.failed[0]}", file=sys.stderr)
     values = {}
-    for path in Path(cfg["output_dir"]).glob("jobs/*/results.json"):
+    for path in out.glob("jobs/*/results.json"):
         record = json.loads(path.read_text())
         if record["status"] == "ok":
             values[record["job_id"]] = float(np.mean([r["metrics"][record["metric"]] for r in record["results"]]))
@@ -168,7 +173,7 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, default=None, help="Keep the run folders here (default: a temp dir).")
     args = parser.parse_args()
     os.environ.setdefault("WANDB_MODE", "disabled")
-    from ppgbench_pl.benchmark.fit import quiet_lightning
+    from ppgbench_pl.benchmark.console import quiet_lightning
 
     quiet_lightning()
     sys.path.insert(0, str(HERE))  # so workers import the counting encoders as bench_suite.*
@@ -177,12 +182,13 @@ def main() -> None:
 
     from ppgbench_pl.benchmark.suite import BenchmarkSuite
 
-    probe = BenchmarkSuite(config(args, base / "probe", base), base / "probe")
+    probe = BenchmarkSuite(config(args, base), base / "probe")
     dm = probe.datamodules["synthetic"]  # builds the data at each rate once, outside the timings
     n_windows = {info.name: len(dm.windows(info.sampling_rate).x) for info in probe.encoder_infos}
     n_jobs = len(probe.plan(dry=True))
-    print(f"suite: small_cnn + prv, {len(probe.tasks)} synthetic tasks, {args.subjects} subjects x {args.windows} "
-          f"windows = {n_windows['small_cnn']} windows, seeds {args.seeds}, {args.folds} folds, regimes "
+    cnn, prv = CountingCNN.name, CountingPRV.name
+    print(f"suite: {cnn} + {prv}, {len(probe.tasks)} synthetic tasks, {args.subjects} subjects x {args.windows} "
+          f"windows = {n_windows[cnn]} windows, seeds {args.seeds}, {args.folds} folds, regimes "
           f"{args.regimes}: {n_jobs} jobs")
     rows, values = [], {}
     for mode in args.modes:
@@ -190,19 +196,19 @@ def main() -> None:
         shutil.rmtree(out, ignore_errors=True)
         shutil.rmtree(counts, ignore_errors=True)
         counts.mkdir(parents=True)
-        cfg = config(args, out, counts)
+        cfg = config(args, counts)
         start = time.perf_counter()
-        values[mode] = run_published(cfg) if mode == "published" else \
-            run_benchmark(cfg, args.workers if mode == "parallel" else 1)
+        values[mode] = run_published(cfg, out) if mode == "published" else \
+            run_benchmark(cfg, out, args.workers if mode == "parallel" else 1)
         rows.append((mode, time.perf_counter() - start, passes(counts, n_windows)))
         print(f"  {mode}: {rows[-1][1]:.1f} s", flush=True)
     ref = rows[0][1]
-    print(f"\n{'mode':<40} {'wall s':>8} {'speed-up':>9} {'passes/window small_cnn':>24} {'prv':>6}")
+    print(f"\n{'mode':<40} {'wall s':>8} {'speed-up':>9} {'passes/window ' + cnn:>24} {prv:>6}")
     labels = {"published": "published: extract per task/seed/fold", "cached": "cached, serial (local)",
               "parallel": f"cached, {args.workers} workers (process)"}
     for mode, seconds, per_window in rows:
-        print(f"{labels[mode]:<40} {seconds:>8.1f} {ref / seconds:>8.2f}x {per_window['small_cnn']:>24.1f} "
-              f"{per_window['prv']:>6.1f}")
+        print(f"{labels[mode]:<40} {seconds:>8.1f} {ref / seconds:>8.2f}x {per_window[cnn]:>24.1f} "
+              f"{per_window[prv]:>6.1f}")
     if len(values) > 1:
         first = next(iter(values.values()))
         for mode, got in values.items():
