@@ -23,3 +23,19 @@ def _no_wandb(monkeypatch: pytest.MonkeyPatch) -> None:
 def synthetic_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A processed root shared by tests; the synthetic trees are built on first use at any rate."""
     return tmp_path_factory.mktemp("processed")
+
+
+@pytest.fixture(scope="session")
+def engine_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Processed synthetic trees of the engine tests (tests/test_engine_*.py), built on first use."""
+    return tmp_path_factory.mktemp("engine_data")
+
+
+@pytest.fixture
+def pinned_source(monkeypatch: pytest.MonkeyPatch) -> str:
+    """A fixed source digest, as the subprocesses of a test get it (others edit the package meanwhile)."""
+    import ppgbench_pl.benchmark.identity as identity
+    from tests.benchmark.helpers import PINNED_SOURCE
+
+    monkeypatch.setattr(identity, "_SOURCE_DIGEST", PINNED_SOURCE)
+    return PINNED_SOURCE
