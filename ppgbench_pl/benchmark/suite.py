@@ -26,14 +26,12 @@ from ppgbench_pl.benchmark.cache import EmbeddingCache
 from ppgbench_pl.benchmark.embeddings import EmbeddingSource, needs_embeddings
 from ppgbench_pl.benchmark.plan import EncoderInfo, Job, build_plan
 from ppgbench_pl.benchmark.spec import SUITE_KEYS
-from ppgbench_pl.data.registry import DATASETS, get_dataset, get_task
+from ppgbench_pl.data.registry import REAL_DATASETS, get_dataset, get_task
 from ppgbench_pl.datamodules.ppg import DEFAULT_SEEDS, PPGDataModule
 from ppgbench_pl.encoders.base import PPGEncoder
 from ppgbench_pl.errors import ConfigError
 from ppgbench_pl.regimes.base import JobContext, Regime
 
-#: The nine datasets of the published benchmark (every registered one but the synthetic).
-REAL_DATASETS = tuple(d for d in DATASETS if d != "synthetic")
 #: Sampling rates a PPG evaluation can take: pulse content reaches ~4 Hz (240 bpm), so below 8 Hz a window
 #: cannot hold a heartbeat's shape; above 2 kHz no dataset or model of the benchmark exists.
 MIN_RATE, MAX_RATE = 8.0, 2000.0
