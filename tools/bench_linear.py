@@ -70,9 +70,19 @@ def timed(fn: Callable[[], Any], repeats: int) -> tuple[float, float, Any]:
     return min(cpu), min(wall), out
 
 
-def _agreement(ours: Any, ref: Any, key: str, ref_key: str, metric: Callable[..., float], x_test: np.ndarray,
-               y_test: np.ndarray, pred: Any, values: np.ndarray, metric_tol: float,
-               relative: bool) -> tuple[bool, bool, float, str]:
+def _agreement(
+    ours: Any,
+    ref: Any,
+    key: str,
+    ref_key: str,
+    metric: Callable[..., float],
+    x_test: np.ndarray,
+    y_test: np.ndarray,
+    pred: Any,
+    values: np.ndarray,
+    metric_tol: float,
+    relative: bool,
+) -> tuple[bool, bool, float, str]:
     """(same selection, same test metric, metric gap, probability note) of ours against one reference."""
     m_ours, m_ref = metric(y_test, values), metric(y_test, ref.predict(x_test))
     gap = abs(m_ours - m_ref) / (abs(m_ref) if relative else 1.0)
@@ -82,37 +92,57 @@ def _agreement(ours: Any, ref: Any, key: str, ref_key: str, metric: Callable[...
     return ours.best_params_[key] == ref.best_params_[ref_key], gap <= metric_tol, gap, extra
 
 
-def compare(name: str, ours_fn: Callable[[], Any], ref_fn: Callable[[], Any], key: str, ref_key: str,
-            metric: Callable[..., float], x_test: np.ndarray, y_test: np.ndarray, repeats: int,
-            ref_repeats: int, metric_tol: float, relative: bool, target: float,
-            tight_fn: Callable[[], Any] | None = None) -> bool:
+def compare(
+    name: str,
+    ours_fn: Callable[[], Any],
+    ref_fn: Callable[[], Any],
+    key: str,
+    ref_key: str,
+    metric: Callable[..., float],
+    x_test: np.ndarray,
+    y_test: np.ndarray,
+    repeats: int,
+    ref_repeats: int,
+    metric_tol: float,
+    relative: bool,
+    target: float,
+    tight_fn: Callable[[], Any] | None = None,
+) -> bool:
     """Time both sides, print the ratios and the equality checks; True when everything holds."""
     c_ours, w_ours, ours = timed(ours_fn, repeats)
     c_ref, w_ref, ref = timed(ref_fn, ref_repeats)
     pred = ours.predict(x_test)
     values = pred.labels if pred.classes is not None else pred.values
     m_ours, m_ref = metric(y_test, values), metric(y_test, ref.predict(x_test))
-    same_param, same_metric, gap, extra = _agreement(ours, ref, key, ref_key, metric, x_test, y_test, pred, values,
-                                                     metric_tol, relative)
+    same_param, same_metric, gap, extra = _agreement(
+        ours, ref, key, ref_key, metric, x_test, y_test, pred, values, metric_tol, relative
+    )
     ratio_cpu, ratio_wall = c_ref / c_ours, w_ref / w_ours
     ok = same_param and same_metric and ratio_cpu >= target
-    print(f"{name:<9} CPU ours {c_ours:7.3f} s  GridSearchCV {c_ref:7.3f} s  x{ratio_cpu:6.1f} (target >= x{target:g})"
-          f" | wall ours {w_ours:7.3f} s  GridSearchCV {w_ref:7.3f} s  x{ratio_wall:6.1f}")
+    print(
+        f"{name:<9} CPU ours {c_ours:7.3f} s  GridSearchCV {c_ref:7.3f} s  x{ratio_cpu:6.1f} (target >= x{target:g})"
+        f" | wall ours {w_ours:7.3f} s  GridSearchCV {w_ref:7.3f} s  x{ratio_wall:6.1f}"
+    )
     if tight_fn is not None:
         c_tight, w_tight, tight = timed(tight_fn, 1)
         ok_default = same_param and same_metric
-        same_param, same_metric, gap, extra = _agreement(ours, tight, key, ref_key, metric, x_test, y_test, pred,
-                                                         values, metric_tol, relative)
+        same_param, same_metric, gap, extra = _agreement(
+            ours, tight, key, ref_key, metric, x_test, y_test, pred, values, metric_tol, relative
+        )
         m_ref = metric(y_test, tight.predict(x_test))
-        print(f"{'':<9} vs GridSearchCV defaults: selected {ours.best_params_[key]:g} vs "
-              f"{ref.best_params_[ref_key]:g}, test {m_ours:.6f} vs {metric(y_test, ref.predict(x_test)):.6f} "
-              f"({'same' if ok_default else 'different'}; information only, see the docstring)")
+        print(
+            f"{'':<9} vs GridSearchCV defaults: selected {ours.best_params_[key]:g} vs "
+            f"{ref.best_params_[ref_key]:g}, test {m_ours:.6f} vs {metric(y_test, ref.predict(x_test)):.6f} "
+            f"({'same' if ok_default else 'different'}; information only, see the docstring)"
+        )
         ok = same_param and same_metric and ratio_cpu >= target
         print(f"{'':<9} vs GridSearchCV tol=1e-10 ({c_tight:.3f} s CPU):", end="")
-    print(f"{'':<9} selected {ours.best_params_[key]:g} vs {(tight if tight_fn else ref).best_params_[ref_key]:g} "
-          f"({'same' if same_param else 'DIFFERENT'})   test {m_ours:.6f} vs {m_ref:.6f} "
-          f"({'same' if same_metric else 'DIFFERENT'} within {'rel ' if relative else ''}{metric_tol:g}){extra}"
-          f"   -> {'PASS' if ok else 'FAIL'}")
+    print(
+        f"{'':<9} selected {ours.best_params_[key]:g} vs {(tight if tight_fn else ref).best_params_[ref_key]:g} "
+        f"({'same' if same_param else 'DIFFERENT'})   test {m_ours:.6f} vs {m_ref:.6f} "
+        f"({'same' if same_metric else 'DIFFERENT'} within {'rel ' if relative else ''}{metric_tol:g}){extra}"
+        f"   -> {'PASS' if ok else 'FAIL'}"
+    )
     return ok
 
 
@@ -131,8 +161,18 @@ def per_job_overhead(repeats: int, n: int = 3000, dim: int = 64, n_groups: int =
     is_test = np.isin(groups, test_groups)
     split = OuterSplit(np.flatnonzero(~is_test), np.flatnonzero(is_test))
     view = TaskView(task, np.arange(n), y.astype(np.float32), groups, sorted(set(groups.tolist())))
-    ctx = JobContext("bench__job", "bench", _Encoder(), task, 42, 0, view, split, work_dir=None,  # type: ignore[arg-type]
-                     embeddings=x)
+    ctx = JobContext(
+        "bench__job",
+        "bench",
+        _Encoder(),
+        task,
+        42,
+        0,
+        view,
+        split,
+        work_dir=None,  # type: ignore[arg-type]
+        embeddings=x,
+    )
     regime = LinearRegime()
     train, test = ctx.outer()
     z_train, z_test = ctx.features(train), ctx.features(test)
@@ -158,10 +198,12 @@ def per_job_overhead(repeats: int, n: int = 3000, dim: int = 64, n_groups: int =
     t_whole, t_maths = median_ms(whole), median_ms(maths)
     overhead = t_whole - t_maths
     ok = overhead < OVERHEAD_TARGET_MS
-    print(f"linear job ({n} x {dim}, ridge, median of {repeats}, CPU): LinearRegime.run {t_whole:.2f} ms, "
-          f"search on prepared arrays {t_maths:.2f} ms -> overhead {overhead:.2f} ms "
-          f"(target < {OVERHEAD_TARGET_MS:g} ms; gathering embeddings, inner folds, ProbeTask, test metrics)"
-          f"   -> {'PASS' if ok else 'FAIL'}")
+    print(
+        f"linear job ({n} x {dim}, ridge, median of {repeats}, CPU): LinearRegime.run {t_whole:.2f} ms, "
+        f"search on prepared arrays {t_maths:.2f} ms -> overhead {overhead:.2f} ms "
+        f"(target < {OVERHEAD_TARGET_MS:g} ms; gathering embeddings, inner folds, ProbeTask, test metrics)"
+        f"   -> {'PASS' if ok else 'FAIL'}"
+    )
     return ok
 
 
@@ -178,37 +220,76 @@ def main() -> None:
     torch.set_num_threads(1)
 
     x, y, groups = make_data(args.windows + args.windows // 4, args.dim, args.groups + args.groups // 4)
-    test = np.isin(groups, np.unique(groups)[args.groups:])
+    test = np.isin(groups, np.unique(groups)[args.groups :])
     x_tr, y_tr, g_tr, x_te, y_te = x[~test], y[~test], groups[~test], x[test], y[test]
     folds = list(InnerGroupSplit(args.seed).split(x_tr, y_tr, g_tr))
-    print(f"{len(x_tr)} training windows x {args.dim} dims, {args.groups} groups, {len(folds)} inner group folds, "
-          f"{len(x_te)} test windows; ours best of {args.repeats}, GridSearchCV best of {args.ref_repeats}; "
-          f"1 thread each side (torch {torch.__version__}); logistic tol {LOGISTIC_TOL:g}")
+    print(
+        f"{len(x_tr)} training windows x {args.dim} dims, {args.groups} groups, {len(folds)} inner group folds, "
+        f"{len(x_te)} test windows; ours best of {args.repeats}, GridSearchCV best of {args.ref_repeats}; "
+        f"1 thread each side (torch {torch.__version__}); logistic tol {LOGISTIC_TOL:g}"
+    )
     results = []
     with threadpool_limits(1):
-        results.append(compare(
-            "ridge",
-            lambda: GroupGridSearch(RidgeFamily(), "regression", "window", args.seed).fit(x_tr, y_tr, g_tr),
-            lambda: GridSearchCV(make_pipeline(StandardScaler(), Ridge()), {"ridge__alpha": list(RIDGE_ALPHAS)},
-                                 scoring="neg_mean_absolute_error", cv=folds).fit(x_tr, y_tr),
-            "alpha", "ridge__alpha", mean_absolute_error, x_te, y_te, args.repeats, max(args.ref_repeats, 1),
-            1e-9, True, RIDGE_TARGET,
-        ))
+        results.append(
+            compare(
+                "ridge",
+                lambda: GroupGridSearch(RidgeFamily(), "regression", "window", args.seed).fit(
+                    x_tr, y_tr, g_tr
+                ),
+                lambda: GridSearchCV(
+                    make_pipeline(StandardScaler(), Ridge()),
+                    {"ridge__alpha": list(RIDGE_ALPHAS)},
+                    scoring="neg_mean_absolute_error",
+                    cv=folds,
+                ).fit(x_tr, y_tr),
+                "alpha",
+                "ridge__alpha",
+                mean_absolute_error,
+                x_te,
+                y_te,
+                args.repeats,
+                max(args.ref_repeats, 1),
+                1e-9,
+                True,
+                RIDGE_TARGET,
+            )
+        )
         labels = np.digitize(y, np.quantile(y, [0.33, 0.66]))
-        results.append(compare(
-            "logistic",
-            lambda: GroupGridSearch(LogisticFamily(), "classification", "window", args.seed).fit(
-                x_tr, labels[~test], g_tr),
-            lambda: GridSearchCV(make_pipeline(StandardScaler(),
-                                               LogisticRegression(max_iter=1000, random_state=args.seed)),
-                                 {"logisticregression__C": list(LOGISTIC_CS)}, scoring="balanced_accuracy",
-                                 cv=folds).fit(x_tr, labels[~test]),
-            "C", "logisticregression__C", balanced_accuracy_score, x_te, labels[test], args.repeats,
-            args.ref_repeats, 1e-3, False, LOGISTIC_TARGET,
-            lambda: GridSearchCV(make_pipeline(StandardScaler(), LogisticRegression(
-                max_iter=100000, tol=1e-10, random_state=args.seed)), {"logisticregression__C": list(LOGISTIC_CS)},
-                scoring="balanced_accuracy", cv=folds).fit(x_tr, labels[~test]),
-        ))
+        results.append(
+            compare(
+                "logistic",
+                lambda: GroupGridSearch(LogisticFamily(), "classification", "window", args.seed).fit(
+                    x_tr, labels[~test], g_tr
+                ),
+                lambda: GridSearchCV(
+                    make_pipeline(
+                        StandardScaler(), LogisticRegression(max_iter=1000, random_state=args.seed)
+                    ),
+                    {"logisticregression__C": list(LOGISTIC_CS)},
+                    scoring="balanced_accuracy",
+                    cv=folds,
+                ).fit(x_tr, labels[~test]),
+                "C",
+                "logisticregression__C",
+                balanced_accuracy_score,
+                x_te,
+                labels[test],
+                args.repeats,
+                args.ref_repeats,
+                1e-3,
+                False,
+                LOGISTIC_TARGET,
+                lambda: GridSearchCV(
+                    make_pipeline(
+                        StandardScaler(),
+                        LogisticRegression(max_iter=100000, tol=1e-10, random_state=args.seed),
+                    ),
+                    {"logisticregression__C": list(LOGISTIC_CS)},
+                    scoring="balanced_accuracy",
+                    cv=folds,
+                ).fit(x_tr, labels[~test]),
+            )
+        )
         results.append(per_job_overhead(max(args.repeats, 5) * 4))
     print("ALL PASS" if all(results) else "SOME CHECKS FAILED")
 

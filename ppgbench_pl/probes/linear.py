@@ -162,7 +162,7 @@ def part_statistics(x0: torch.Tensor, folds: Sequence[tuple[np.ndarray, np.ndarr
             part = x0[torch.as_tensor(tr, device=dev, dtype=torch.long)]
             rows.append((float(len(part)), part.sum(0), (part * part).sum(0), part.amin(0), part.amax(0)))
         n = torch.tensor([r[0] for r in rows], dtype=torch.float64, device=dev)
-        s1, s2, lo, hi = (torch.stack([r[i] for r in rows]) for i in range(1, 5))
+        s1, s2, lo, hi = (torch.stack([torch.as_tensor(r[i]) for r in rows]) for i in range(1, 5))
     if (n < 1).any():
         raise DataError("an inner training part of the linear probe has no rows")
     mean, scale = _scaler(n, s1, s2, lo, hi, offset)
@@ -476,7 +476,8 @@ class _Problem:
         self.weight = (self.mask / self.parts.n[:, None]).contiguous()  # [P, n]: 1/n_p on the part's rows
         self.free_f = self.free.to(torch.float64)[:, None, :]  # [P, 1, K]
         zero = torch.tensor(0.0, dtype=torch.float64, device=self.x0.device)
-        self.neg = torch.where(self.absent, torch.tensor(-1e300, dtype=torch.float64, device=self.x0.device), zero)
+        huge = torch.tensor(-1e300, dtype=torch.float64, device=self.x0.device)
+        self.neg = torch.where(self.absent, huge, zero)
 
     def loss_grad(self, theta: torch.Tensor, c: float) -> tuple[torch.Tensor, torch.Tensor]:
         """Per part: sklearn's mean objective and its gradient; theta is [P, d+1, K] (last row: intercept)."""
@@ -521,7 +522,8 @@ class _Preconditioned:
         lam, self.q = basis
         sig, self.v = classes  # [P, K], [P, K, K]
         ridge = 1.0 / (c * problem.parts.n)  # [P]
-        self.scale = torch.sqrt(torch.clamp(sig[:, None, :] * lam[None, :, None], min=0.0) + ridge[:, None, None])
+        curvature = torch.clamp(sig[:, None, :] * lam[None, :, None], min=0.0)
+        self.scale = torch.sqrt(curvature + ridge[:, None, None])
         self.q_t = self.q.T.contiguous()
         self.free_f = problem.free_f
 
@@ -547,7 +549,8 @@ class _Preconditioned:
         return f, torch.cat([gu, g[:, -1:]], dim=1), g.abs().amax((1, 2))
 
 
-def _class_curvature(onehot: torch.Tensor, mask: torch.Tensor, free: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def _class_curvature(onehot: torch.Tensor, mask: torch.Tensor,
+                     free: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Per part: eigenvalues [P, K] and vectors [P, K, K] of the softmax curvature at the class shares.
 
     Only the free classes enter (block-diagonal: fixed or absent classes keep an identity block, so they

@@ -75,8 +75,9 @@ class GroupGridSearch:
         groups = np.asarray(groups)
         self.classes_ = np.unique(y) if self.kind == "classification" else None
         if self.classes_ is not None and len(self.classes_) < 2:
-            raise NotEvaluableError(f"every training label is class {self.classes_[0] if len(self.classes_) else '?'}"
-                                    "; a classifier cannot be fitted or selected")
+            only = self.classes_[0] if len(self.classes_) else "?"
+            raise NotEvaluableError(f"every training label is class {only}; "
+                                    "a classifier cannot be fitted or selected")
         if folds is None:
             folds = list(InnerGroupSplit(self.seed, self.n_inner_folds).split(X, y, groups))
         grid, aggs = self.family.grid(), self._aggregations()
@@ -86,7 +87,8 @@ class GroupGridSearch:
         if cv_fit is not None:
             fold_preds, refit = cv_fit(X, y, folds, self.classes_, self.seed)
         else:
-            fold_preds = [self.family.fit_grid(X[tr], y[tr], X[va], self.classes_, self.seed) for tr, va in folds]
+            fold_preds = [self.family.fit_grid(X[tr], y[tr], X[va], self.classes_, self.seed)
+                          for tr, va in folds]
         for f, (_, va) in enumerate(folds):
             for g, pred in enumerate(fold_preds[f]):
                 for a, agg in enumerate(aggs):

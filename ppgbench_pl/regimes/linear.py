@@ -56,8 +56,8 @@ class ProbeRegime(Regime):
                                      ctx.n_inner_folds, self.binary_metric,
                                      what=f"embeddings of {ctx.model_name}")
             module = ProbeTask(search)
-            module.fit_arrays(ctx.features(train_positions), view.y[train_positions], view.groups[train_positions],
-                              folds=local_folds(ctx, train_positions))
+            module.fit_arrays(ctx.features(train_positions), view.y[train_positions],
+                              view.groups[train_positions], folds=local_folds(ctx, train_positions))
             predictions = module.predict_arrays(ctx.features(test))
             details = {"cv_scores": search.cv_scores_, "best_score": search.best_score_,
                        "n_train_windows": len(train_positions)}
@@ -87,7 +87,8 @@ class LinearRegime(ProbeRegime):
     def __init__(self, binary_metric: str = "auroc", single_class: str = "error") -> None:
         super().__init__(binary_metric)
         if single_class not in ("error", "constant"):
-            raise ConfigError(f"linear regime: single_class must be 'error' or 'constant', got {single_class!r}")
+            raise ConfigError(f"linear regime: single_class must be 'error' or 'constant', "
+                              f"got {single_class!r}")
         self.single_class = single_class
 
     def family(self, ctx: JobContext) -> ProbeFamily:

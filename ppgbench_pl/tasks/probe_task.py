@@ -48,6 +48,11 @@ class ProbeTask(L.LightningModule):
         self._test_rows: list[np.ndarray] = []
         self.predictions: Predictions | None = None
 
+    def _set_fitted(self) -> None:
+        fitted = self.fitted
+        assert isinstance(fitted, torch.Tensor)
+        fitted.fill_(True)
+
     def fit_arrays(self, z: np.ndarray, y: np.ndarray, groups: np.ndarray | None = None,
                    folds: list[tuple[np.ndarray, np.ndarray]] | None = None) -> ProbeTask:
         """Fit the estimator on arrays as they are (``folds``: inner splits, row indices into ``z``).
@@ -59,19 +64,20 @@ class ProbeTask(L.LightningModule):
             self.estimator.fit(z, y, groups)
         else:
             self.estimator.fit(z, y, groups, folds=folds)
-        self.fitted.fill_(True)
+        self._set_fitted()
         return self
 
     def predict_arrays(self, z: np.ndarray) -> Predictions:
         """Predictions of the fitted estimator for rows ``z`` (also kept in :attr:`predictions`)."""
         if not bool(self.fitted):
-            raise RuntimeError("ProbeTask.predict_arrays before fit_arrays: the estimator has not been fitted")
+            raise RuntimeError("ProbeTask.predict_arrays before fit_arrays: the estimator is not fitted")
         self.predictions = self.estimator.predict(z)
         return self.predictions
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
         """Gather the batch; there is nothing to optimise."""
-        self._train_rows.append((batch["z"].cpu().numpy(), batch["y"].cpu().numpy(), batch["index"].cpu().numpy()))
+        rows = (batch["z"].cpu().numpy(), batch["y"].cpu().numpy(), batch["index"].cpu().numpy())
+        self._train_rows.append(rows)
 
     def on_train_epoch_end(self) -> None:
         """Fit the estimator once on everything gathered."""
@@ -82,7 +88,7 @@ class ProbeTask(L.LightningModule):
         index = np.concatenate([r[2] for r in self._train_rows])
         groups = self.groups[index] if self.groups is not None else index
         self.estimator.fit(z.astype(np.float64), y, groups)
-        self.fitted.fill_(True)
+        self._set_fitted()
         self._train_rows.clear()
 
     def test_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:

@@ -19,15 +19,27 @@ TASKS = ["synthetic-hr", "synthetic-activity", "synthetic-stiffness"]
 
 def contexts(tmp, tasks, folds, **dm_args):
     """JobContexts (seed 42) of the published PRV control with its embeddings of every window."""
-    dm = PPGDataModule(dataset="synthetic", root=str(tmp / "data"), tasks=tasks, seeds=[42], folds=list(folds),
-                       **dm_args)
+    dm = PPGDataModule(
+        dataset="synthetic", root=str(tmp / "data"), tasks=tasks, seeds=[42], folds=list(folds), **dm_args
+    )
     encoder = PublishedPRVEncoder(n_jobs=1)
     windows = dm.windows(float(encoder.sampling_rate))
     with torch.no_grad():
         embeddings = encoder(torch.from_numpy(windows.x)).numpy()
-    return {(task, fold): JobContext.build(dm, encoder, get_task(task), 42, fold, tmp / f"{task}_{fold}",
-                                           embeddings=embeddings, raw_windows=False)
-            for task in tasks for fold in folds}
+    return {
+        (task, fold): JobContext.build(
+            dm,
+            encoder,
+            get_task(task),
+            42,
+            fold,
+            tmp / f"{task}_{fold}",
+            embeddings=embeddings,
+            raw_windows=False,
+        )
+        for task in tasks
+        for fold in folds
+    }
 
 
 REGIME = {"backend": "sklearn", "n_jobs": 1, "n_estimators": [15], "max_depth": [2, 6]}
@@ -36,7 +48,9 @@ REGIME = {"backend": "sklearn", "n_jobs": 1, "n_estimators": [15], "max_depth": 
 @pytest.fixture(scope="module")
 def all_contexts(tmp_path_factory):
     # fold 1's three test subjects of synthetic-stiffness are all class 0; folds 0 and 3 hold both classes
-    return contexts(tmp_path_factory.mktemp("rf"), TASKS, (0, 1, 3), synthetic_subjects=12, synthetic_windows=8)
+    return contexts(
+        tmp_path_factory.mktemp("rf"), TASKS, (0, 1, 3), synthetic_subjects=12, synthetic_windows=8
+    )
 
 
 @pytest.fixture(scope="module")
@@ -49,8 +63,9 @@ def outcomes(all_contexts):
 def test_single_class_test_fold_is_not_evaluable(all_contexts):
     with pytest.raises(NotEvaluableError) as err:
         RandomForestRegime(**REGIME).run(all_contexts[("synthetic-stiffness", 1)])
-    assert str(err.value).startswith("synthetic-stiffness seed 42 fold 1: balanced accuracy is not evaluable: "
-                                     "every test label is class 0")
+    assert str(err.value).startswith(
+        "synthetic-stiffness seed 42 fold 1: balanced accuracy is not evaluable: every test label is class 0"
+    )
 
 
 def _results(outcomes, task):

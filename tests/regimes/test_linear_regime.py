@@ -21,8 +21,18 @@ def _context(task_name, y, embeddings, n_groups=10, per=12):
     test = np.isin(groups, ["S00", "S01"])
     view = TaskView(get_task(task_name), np.arange(len(groups)), y, groups, sorted(set(groups)))
     split = OuterSplit(np.flatnonzero(~test), np.flatnonzero(test))
-    return JobContext(f"m1__{task_name}", "m1", _Encoder(), get_task(task_name), 42, 3, view, split,
-                      work_dir=None, embeddings=embeddings)
+    return JobContext(
+        f"m1__{task_name}",
+        "m1",
+        _Encoder(),
+        get_task(task_name),
+        42,
+        3,
+        view,
+        split,
+        work_dir=None,
+        embeddings=embeddings,
+    )
 
 
 def _data(seed=0, n=120, d=6):
@@ -53,7 +63,9 @@ def test_non_finite_embeddings_name_model_task_and_fold():
     x[50, 2] = np.nan
     with pytest.raises(DataError) as err:
         LinearRegime().run(_context("synthetic-hr", y, x))
-    assert str(err.value).startswith("synthetic-hr seed 42 fold 3: embeddings of m1 contain NaN/inf in 1 of 96 rows")
+    assert str(err.value).startswith(
+        "synthetic-hr seed 42 fold 3: embeddings of m1 contain NaN/inf in 1 of 96 rows"
+    )
 
 
 def test_single_class_inner_part_fails_the_job_unless_switched(monkeypatch):
@@ -62,7 +74,9 @@ def test_single_class_inner_part_fails_the_job_unless_switched(monkeypatch):
     y[:12] = 1  # S00 (a test subject) ...
     y[24:36] = 1  # ... and S02: every inner part that lacks S02 sees class 0 only
     ctx = _context("synthetic-activity", y, x)
-    with pytest.raises(SingleClassError, match="^synthetic-activity seed 42 fold 3: inner training part .* single class"):
+    with pytest.raises(
+        SingleClassError, match="^synthetic-activity seed 42 fold 3: inner training part .* single class"
+    ):
         LinearRegime().run(ctx)
     (outcome,) = LinearRegime(single_class="constant").run(ctx)
     assert outcome.predictions["y_prob"].shape == (24, 2)

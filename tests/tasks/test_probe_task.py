@@ -37,8 +37,9 @@ def test_still_usable_under_a_lightning_trainer(tmp_path):
     groups = np.array(list("aabbccddee"))
     loader = DataLoader(ArrayDataset(z=z, y=np.arange(10.0), index=np.arange(10)), batch_size=4)
     module = ProbeTask(_Recorder(), groups=groups)
-    trainer = L.Trainer(default_root_dir=tmp_path, accelerator="cpu", enable_progress_bar=False,
-                        **ProbeTask.trainer_arguments)
+    trainer = L.Trainer(
+        default_root_dir=tmp_path, accelerator="cpu", enable_progress_bar=False, **ProbeTask.trainer_arguments
+    )
     trainer.fit(module, train_dataloaders=loader)
     assert bool(module.fitted) and module.estimator.groups.tolist() == groups.tolist()
     trainer.test(module, dataloaders=loader, verbose=False)
