@@ -1,0 +1,116 @@
+"""Every setting is honoured or refused, and a refusal comes before anything is written (issues 10, 12).
+
+Each refused setting exits 2 with one line on stderr that names it, and leaves no run folder (or an
+existing one exactly as it was).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.benchmark.helpers import LINEAR, record_files, run, suite_config, tree, write_config
+from tests.cli_helpers import run_cli
+
+PRV = "{class_path: ppgbench_pl.encoders.prv.PublishedPRVEncoder}"
+
+#: (arguments, text the one line must hold): trainer options a protocol run cannot honour.
+REFUSED_TRAINER = {
+    "fast_dev_run": (["--trainer.fast_dev_run", "true"], "trainer.fast_dev_run"),
+    "max_epochs": (["--trainer.max_epochs", "3"], "trainer.max_epochs"),
+    "max_steps": (["--trainer.max_steps", "10"], "trainer.max_steps"),
+    "limit_train_batches": (["--trainer.limit_train_batches", "0.5"], "trainer.limit_train_batches"),
+    "gradient_clip_val": (["--trainer.gradient_clip_val", "1.0"], "trainer.gradient_clip_val"),
+    "accumulate_grad_batches": (["--trainer.accumulate_grad_batches", "4"], "trainer.accumulate_grad_batches"),
+    "default_root_dir": (["--trainer.default_root_dir", "elsewhere"], "trainer.default_root_dir"),
+    "logger": (["--trainer.logger", "{class_path: lightning.pytorch.loggers.CSVLogger, init_args: {save_dir: x}}"],
+               "trainer.logger"),
+    "callback": (["--trainer.callbacks", "[{class_path: lightning.pytorch.callbacks.LearningRateMonitor}]"],
+                 "is not a regime"),
+    "ckpt_path": (["--ckpt_path", "/nonexistent.ckpt"], "--ckpt_path"),
+    "model_setting": (["--model.init_args.head_lr", "0.1"], "model.init_args.head_lr"),
+}
+
+#: (arguments, text the one line must hold): settings that make no sense, refused before writing.
+REFUSED_EARLY = {
+    "n_inner_folds": (["--data.init_args.n_inner_folds", "1"], "n_inner_folds"),
+    "no_seeds": (["--data.init_args.seeds", "[]"], "seeds"),
+    "no_folds": (["--data.init_args.folds", "[]"], "folds"),
+    "duplicate_seeds": (["--data.init_args.seeds", "[42, 42]"], "duplicates"),
+    "no_tasks": (["--data.init_args.tasks", "[]"], "task"),
+    "only_regimes_empty": (["--only_regimes", "[]"], "--only_regimes"),
+    "only_encoders_empty": (["--only_encoders", "[]"], "--only_encoders"),
+    "unknown_regime": (["--only_regimes", "[lineer]"], "lineer"),
+    "duplicate_controls": (["--controls", f"[{PRV}, {PRV}]"], "unique"),
+    "ci_unit": (["--ci_unit", "sed"], "ci_unit"),
+    "workers_0": (["--executor", "process", "--executor.init_args.workers", "0"], "workers"),
+    "max_cache_gb": (["--max_cache_gb", "0"], "--max_cache_gb"),
+    "outer_fold_out_of_range": (["--data.init_args.folds", "[7]"], "fold"),
+    "wandb_choice": (["--wandb", "sometimes"], "wandb"),
+}
+
+
+@pytest.fixture(scope="module")
+def done_run(tmp_path_factory: pytest.TempPathFactory, engine_root: Path) -> tuple[Path, Path]:
+    """A finished tiny run folder and its config (copied by tests that must leave a folder unchanged)."""
+    base = tmp_path_factory.mktemp("refusals")
+    out = base / "run"
+    path = write_config(base / "config.yaml", suite_config(engine_root, out, regimes=[LINEAR], tasks=["synthetic-hr"],
+                                                           folds=[0], data={"synthetic_windows": 4}))
+    assert run(["--config", str(path)]) == 0
+    return path, out
+
+
+def refused(capsys: pytest.CaptureFixture[str], args: list[str], text: str, command: str = "fit") -> None:
+    code, _, err = run_cli([command, *args], capsys)
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and text in lines[0], err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("case", list(REFUSED_TRAINER))
+def test_a_trainer_option_without_meaning_is_refused_in_one_line(tmp_path, capsys, done_run, case):
+    args, text = REFUSED_TRAINER[case]
+    out = tmp_path / "run"
+    refused(capsys, ["--config", str(done_run[0]), "--output_dir", str(out), *args], text)
+    assert not out.exists()
+
+
+def test_fast_dev_run_is_refused_by_both_commands(tmp_path, capsys, done_run):
+    for command in ("fit", "benchmark"):
+        refused(capsys, ["--config", str(done_run[0]), "--output_dir", str(tmp_path / command),
+                         "--trainer.fast_dev_run", "true"], "fast_dev_run", command)
+        assert not (tmp_path / command).exists()
+
+
+@pytest.mark.parametrize("case", list(REFUSED_EARLY))
+def test_a_bad_setting_is_refused_before_a_new_folder_is_made(tmp_path, capsys, done_run, case):
+    args, text = REFUSED_EARLY[case]
+    out = tmp_path / "run"
+    refused(capsys, ["--config", str(done_run[0]), "--output_dir", str(out), *args], text)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("case", ["n_inner_folds", "no_seeds", "duplicate_controls", "ci_unit", "workers_0",
+                                  "only_regimes_empty"])
+def test_a_bad_setting_leaves_an_existing_folder_as_it_was(tmp_path, capsys, done_run, case):
+    args, text = REFUSED_EARLY[case]
+    out = tmp_path / "run"
+    shutil.copytree(done_run[1], out)
+    before = tree(out)
+    refused(capsys, ["--config", str(done_run[0]), "--output_dir", str(out), *args], text)
+    assert tree(out) == before
+    # and the corrected command still resumes the folder (nothing was poisoned)
+    assert run(["--config", str(done_run[0]), "--output_dir", str(out)], "fit") == 0
+    assert len(record_files(out)) == 1
+
+
+def test_an_output_dir_that_is_a_file_is_refused(tmp_path, capsys, done_run):
+    target = tmp_path / "taken"
+    target.write_text("not a folder")
+    refused(capsys, ["--config", str(done_run[0]), "--output_dir", str(target)], "not a folder")
+    assert target.read_text() == "not a folder"
+    refused(capsys, ["--config", str(done_run[0]), "--output_dir", str(target / "run")], str(target))
