@@ -120,6 +120,14 @@ def _scaler(n: torch.Tensor, s1: torch.Tensor, s2: torch.Tensor, lo: torch.Tenso
     return mean, scale
 
 
+def _gram(c: torch.Tensor) -> torch.Tensor:
+    """c^T c; on the CPU through NumPy, whose ``a.T @ a`` runs as a symmetric rank-k update (half the work)."""
+    if c.device.type == "cpu":
+        c_np = c.numpy()
+        return torch.from_numpy(c_np.T @ c_np)
+    return c.T @ c
+
+
 def part_statistics(x0: torch.Tensor, folds: Sequence[tuple[np.ndarray, np.ndarray]], offset: torch.Tensor,
                     gram: bool = False) -> tuple[Parts, torch.Tensor | None, list[torch.Tensor]]:
     """Sizes, means and scales of every inner-training part and of all rows; optionally their Grams.
@@ -156,7 +164,7 @@ def part_statistics(x0: torch.Tensor, folds: Sequence[tuple[np.ndarray, np.ndarr
         lo = torch.cat([lo, c_lo.amin(0)[None]])
         hi = torch.cat([hi, c_hi.amax(0)[None]])
         if gram:
-            grams = [c.T @ c for c in chunks]
+            grams = [_gram(c) for c in chunks]
     else:
         for tr, _ in [*folds, (np.arange(n_rows), None)]:
             part = x0[torch.as_tensor(tr, device=dev, dtype=torch.long)]
@@ -168,7 +176,7 @@ def part_statistics(x0: torch.Tensor, folds: Sequence[tuple[np.ndarray, np.ndarr
     mean, scale = _scaler(n, s1, s2, lo, hi, offset)
     total = None
     if gram:
-        total = torch.stack(grams).sum(0) if grams else x0.T @ x0
+        total = torch.stack(grams).sum(0) if grams else _gram(x0)
     return Parts(n, mean, scale, offset), total, grams
 
 
