@@ -1,0 +1,128 @@
+"""Every encoder ppgbench knows, as a static table: rate, window, embedding size, parameters, weights.
+
+``ppgbench list encoders`` reads this table, so it imports nothing heavy: no torch, no encoder module
+(importing ``ppgbench_pl.encoders.catalog`` must keep ``ppgbench list`` under a second).
+``tests/encoders/test_catalog.py`` builds every entry's real class and checks each number here against
+it, so the table cannot drift from the code. The registry ``ppgbench_pl.encoders.ENCODERS`` is derived
+from this table too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+#: Window lengths the benchmark cuts (seconds): 8 s for DaLiA and WildPPG, 10 s for every other dataset.
+WINDOW_SECONDS = (8.0, 10.0)
+ROLES = ("model", "control", "test")
+
+
+@dataclass(frozen=True)
+class EncoderEntry:
+    """One encoder: what it is, what it takes and gives, and where its weights come from.
+
+    Attributes:
+        name: Registry name, and the model name in records and tables (``custom``: the user's ``name``).
+        class_path: What a config's ``class_path`` names.
+        native_fs: Rate (Hz) every dataset is resampled to for this model (None: the user's setting).
+        window_samples: Benchmark window lengths (8 s, 10 s) in samples at ``native_fs``, after the model's
+            own cropping (SigmaPPG crops to whole 100-sample patches).
+        min_samples: Shortest window the model accepts.
+        embedding_dim: Embedding size (None: measured from the user's module).
+        parameters: Parameter count, each shared tensor once (None: the user's module).
+        weights: Where the weights come from, in our words.
+        weights_url: Where they are published (None: nothing to download).
+        checkpoint_required: True when building without ``checkpoint`` is refused (unless ``random_init``).
+        role: ``model`` (evaluated), ``control`` (a reference point the findings compare against) or
+            ``test`` (a stand-in that exercises the code paths, not a published model).
+        description: One line on the architecture.
+
+    """
+
+    name: str
+    class_path: str
+    native_fs: float | None
+    window_samples: tuple[int, ...] | None
+    min_samples: int | None
+    embedding_dim: int | None
+    parameters: int | None
+    weights: str
+    weights_url: str | None
+    checkpoint_required: bool
+    role: str
+    description: str
+    #: True for the controls (PRV variants, MOMENT); derived from ``role``.
+    control: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        """Check the role and derive ``control`` (a field, so tables and JSON carry it)."""
+        if self.role not in ROLES:
+            raise ValueError(f"{self.name}: role must be one of {', '.join(ROLES)}, got {self.role!r}")
+        object.__setattr__(self, "control", self.role == "control")
+
+
+def _windows(fs: float, multiple: int = 1) -> tuple[int, ...]:
+    return tuple(int(round(s * fs)) // multiple * multiple for s in WINDOW_SECONDS)
+
+
+_ENTRIES = (
+    EncoderEntry(
+        "papagei_p", "ppgbench_pl.encoders.papagei.PaPaGeiPEncoder", 125.0, _windows(125.0), 2, 512,
+        4_993_024,
+        "papagei_p.pt (a bare state dict) from the PaPaGei authors' Zenodo record 13983110",
+        "https://zenodo.org/records/13983110", True, "model",
+        "PaPaGei-P (Nokia Bell Labs): pre-activation ResNet1D, 18 blocks, time mean then dense"),
+    EncoderEntry(
+        "papagei_s", "ppgbench_pl.encoders.papagei.PaPaGeiSEncoder", 125.0, _windows(125.0), 2, 512,
+        5_785_612,
+        "papagei_s.pt (a bare state dict) from the PaPaGei authors' Zenodo record 13983110",
+        "https://zenodo.org/records/13983110", True, "model",
+        "PaPaGei-S: the PaPaGei-P backbone plus mixture-of-experts heads (unused for the embedding)"),
+    EncoderEntry(
+        "pulseppg", "ppgbench_pl.encoders.pulseppg.PulsePPGEncoder", 50.0, _windows(50.0), 2, 512, 28_497_920,
+        "checkpoint_best.pkl (weights under 'net') inside the Pulse-PPG authors' Zenodo archive",
+        "https://doi.org/10.5281/zenodo.17270930", True, "model",
+        "Pulse-PPG: wide ResNet1D (12 blocks, kernel 11) with global max pooling; subject-level z-score"),
+    EncoderEntry(
+        "anyppg", "ppgbench_pl.encoders.anyppg.AnyPPGEncoder", 125.0, _windows(125.0), 1, 512, 4_044_272,
+        "load_anyppg/anyppg_ckpt.pth (a bare state dict) in the AnyPPG authors' GitHub repository; no "
+        "licence, so download it yourself",
+        "https://github.com/Ngk03/AnyPPG", True, "model",
+        "AnyPPG: squeeze-excitation Net1D (six stages, x128 downsampling), time mean"),
+    EncoderEntry(
+        "sigmappg", "ppgbench_pl.encoders.sigmappg.SigmaPPGEncoder", 50.0, _windows(50.0, 100), 100, 360,
+        29_700_928,
+        "sigma.pth ('student.' keys under 'model') on the SIGMA-PPG authors' Hugging Face page; no licence, "
+        "so download it yourself",
+        "https://huggingface.co/zonhengu/sigmappg", True, "model",
+        "SIGMA-PPG pretraining student: ViT over 100-sample patches (18 layers, 360-d), mean of the patch "
+        "tokens"),
+    EncoderEntry(
+        "moment_small", "ppgbench_pl.encoders.moment.MomentSmallEncoder", 64.0, _windows(64.0), 8, 512,
+        35_337_408,
+        "a local copy of AutonLab's Hugging Face folder MOMENT-1-small (config.json, model.safetensors)",
+        "https://huggingface.co/AutonLab/MOMENT-1-small", True, "control",
+        "MOMENT-1-small: the generic time-series control, a T5 encoder over 8-sample patches "
+        "(PROTOCOL.md 5.3)"),
+    EncoderEntry(
+        "prv_published", "ppgbench_pl.encoders.prv.PublishedPRVEncoder", 100.0, _windows(100.0), 1, 8, 0,
+        "none (hand-crafted features)", None, False, "control",
+        "published PRV control: the protocol's SciPy pulse-rate-variability features (PROTOCOL.md 5.2)"),
+    EncoderEntry(
+        "prv", "ppgbench_pl.encoders.prv.PRVEncoder", 100.0, _windows(100.0), 1, 12, 0,
+        "none (hand-crafted features)", None, False, "control",
+        "PRV as the paper states it: NeuroKit2 peaks and 12 time-domain HRV indices (opt-in variant)"),
+    EncoderEntry(
+        "small_cnn", "ppgbench_pl.encoders.cnn.SmallCNNEncoder", 64.0, _windows(64.0), 16, 64, 13_248,
+        "none (a seeded random init; optionally weights saved from this class)", None, False, "test",
+        "three strided conv blocks and a time mean: exercises the neural paths without a download"),
+    EncoderEntry(
+        "custom", "ppgbench_pl.encoders.custom.CustomEncoder", None, None, None, None, None,
+        "your checkpoint (or random_init: true, or weights_in_module: true)", None, True, "model",
+        "any importable torch.nn.Module, wrapped from YAML (see `ppgbench init`)"),
+)
+
+#: Name -> entry, in display order (models, controls, test stand-ins, then the bring-your-own wrapper).
+CATALOG: dict[str, EncoderEntry] = {entry.name: entry for entry in _ENTRIES}
+
+#: The registered encoders (``ENCODERS[name]()``): every entry but the bring-your-own wrapper.
+REGISTERED: tuple[str, ...] = tuple(name for name in CATALOG if name != "custom")

@@ -1,0 +1,66 @@
+"""The torch-free encoder catalog (``ppgbench list encoders``) agrees with the real classes, stays light."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import subprocess
+import sys
+
+import pytest
+
+from ppgbench_pl.encoders import ENCODERS, FOUNDATION_MODELS
+from ppgbench_pl.encoders.catalog import CATALOG, REGISTERED, ROLES, WINDOW_SECONDS
+from ppgbench_pl.encoders.custom import CustomEncoder
+from tests.encoders.test_custom import TinyConvNet
+from tests.encoders.test_registry import build_encoder
+
+
+def test_catalog_covers_the_registry_and_the_custom_wrapper() -> None:
+    assert set(REGISTERED) == set(ENCODERS) and set(CATALOG) == set(ENCODERS) | {"custom"}
+    assert all(entry.name == name and entry.role in ROLES for name, entry in CATALOG.items())
+    assert {n for n, e in CATALOG.items() if e.role == "control"} == {"prv", "prv_published", "moment_small"}
+    assert {n for n, e in CATALOG.items() if e.role == "test"} == {"small_cnn"}
+
+
+@pytest.mark.parametrize("name", REGISTERED)
+def test_entry_matches_the_class(name: str) -> None:
+    entry = CATALOG[name]
+    module, _, attr = entry.class_path.rpartition(".")
+    cls = getattr(importlib.import_module(module), attr)
+    assert cls is ENCODERS[name] and cls.name == name
+    encoder = build_encoder(name)  # published ones with random_init=True
+    unique = {id(p): p.numel() for p in encoder.parameters()}
+    assert entry.parameters == sum(unique.values())
+    assert (entry.native_fs, entry.embedding_dim, entry.min_samples) == (
+        encoder.sampling_rate, encoder.embed_dim, encoder.min_samples)
+    lengths = tuple(round(s * encoder.sampling_rate) for s in WINDOW_SECONDS)
+    if name == "sigmappg":  # cropped to whole 100-sample patches
+        lengths = tuple(n - n % 100 for n in lengths)
+    assert entry.window_samples == lengths and min(lengths) >= encoder.min_samples
+    assert entry.checkpoint_required == (cls.weights_source is not None) == (name in FOUNDATION_MODELS)
+    if entry.checkpoint_required:
+        assert entry.weights_url is not None and entry.weights_url in cls.weights_source
+    else:
+        assert entry.weights_url is None
+
+
+def test_custom_entry_matches_the_wrapper() -> None:
+    entry = CATALOG["custom"]
+    assert entry.class_path == f"{CustomEncoder.__module__}.{CustomEncoder.__qualname__}"
+    assert entry.checkpoint_required and entry.role == "model"
+    assert (entry.native_fs, entry.embedding_dim, entry.parameters) == (None, None, None)
+    CustomEncoder(TinyConvNet(), sampling_rate=32.0, pooling="mean", random_init=True)  # it builds
+
+
+def test_importing_the_catalog_imports_no_torch() -> None:
+    """``ppgbench list`` must start in under a second: the catalog (and the package) stay torch-free."""
+    code = ("import json, sys, time; t = time.perf_counter(); import ppgbench_pl.encoders.catalog as c; "
+            "import ppgbench_pl.encoders as e; names = list(e.ENCODERS); dt = time.perf_counter() - t; "
+            "heavy = [m for m in ('torch', 'numpy', 'transformers', 'lightning', "
+            "'ppgbench_pl.encoders.base') if m in sys.modules]; "
+            "print(json.dumps({'heavy': heavy, 'seconds': dt, 'n': len(c.CATALOG)}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    result = json.loads(out.stdout)
+    assert result["heavy"] == [] and result["n"] == len(CATALOG)
+    assert result["seconds"] < 1.0
