@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# GPU readiness check (< 5 min on one GPU): cuML vs scikit-learn RF, stacked vs sequential finetune trials
+# with AMP (bf16-mixed), embedding throughput per encoder, peak GPU memory.
+#
+#   tools/gpu_check.sh               # on a GPU machine; paste the output into docs/performance.md
+#   tools/gpu_check.sh --dry-run     # tiny and CPU-only (also: PPGBENCH_GPU_CHECK_DRY_RUN=1); run by the tests
+#
+# Encoders whose code or weights are missing are reported as skipped (random weights: throughput only).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY="${PYTHON:-.venv/bin/python}"
+[ -x "$PY" ] || PY=python
+DRY="${PPGBENCH_GPU_CHECK_DRY_RUN:-0}"
+for arg in "$@"; do
+  case "$arg" in
+    --dry-run) DRY=1 ;;
+    *) echo "gpu_check.sh: unknown option $arg (use --dry-run)" >&2; exit 2 ;;
+  esac
+done
+export WANDB_MODE=disabled PPGBENCH_GPU_CHECK_DRY_RUN="$DRY"
+exec "$PY" - <<'PY'
+import copy
+import os
+import time
+import warnings
+
+import numpy as np
+import torch
+
+warnings.filterwarnings("ignore")
+DRY = os.environ["PPGBENCH_GPU_CHECK_DRY_RUN"] == "1"
+CUDA = torch.cuda.is_available() and not DRY
+DEV = torch.device("cuda" if CUDA else "cpu")
+
+
+def sync():
+    if CUDA:
+        torch.cuda.synchronize()
+
+
+def line(section, text):
+    print(f"[{section}] {text}", flush=True)
+
+
+name = torch.cuda.get_device_name(0) if CUDA else "cpu"
+line("device", f"{name}; torch {torch.__version__}; dry run: {DRY}")
+if CUDA:
+    torch.cuda.reset_peak_memory_stats()
+
+# -- 1. random forest: cuML vs scikit-learn ------------------------------------------------------------
+from sklearn.ensemble import RandomForestClassifier
+from sklearn.metrics import balanced_accuracy_score
+
+rng = np.random.default_rng(0)
+n, d = (400, 16) if DRY else (20000, 64)
+x = rng.normal(size=(n, d)).astype(np.float32)
+y = ((x[:, 0] + np.tanh(x[:, 1] * x[:, 2]) + 0.5 * rng.normal(size=n)) > 0).astype(np.int32)
+tr, te = slice(0, n * 4 // 5), slice(n * 4 // 5, n)
+trees = 10 if DRY else 100
+start = time.perf_counter()
+sk = RandomForestClassifier(n_estimators=trees, max_depth=10, n_jobs=-1, random_state=0).fit(x[tr], y[tr])
+sk_bacc = balanced_accuracy_score(y[te], sk.predict(x[te]))
+sk_s = time.perf_counter() - start
+line("rf", f"sklearn: {sk_s:.2f} s, balanced accuracy {sk_bacc:.4f} ({n} x {d}, {trees} trees, depth 10)")
+try:
+    if DRY:
+        raise ImportError("dry run")
+    from cuml.ensemble import RandomForestClassifier as CuRF
+except ImportError as exc:
+    line("rf", f"cuML: skipped ({exc})")
+else:
+    start = time.perf_counter()
+    cu = CuRF(n_estimators=trees, max_depth=10, n_bins=128, random_state=0).fit(x[tr], y[tr])
+    cu_bacc = balanced_accuracy_score(y[te], np.asarray(cu.predict(x[te])))
+    cu_s = time.perf_counter() - start
+    line("rf", f"cuML: {cu_s:.2f} s, balanced accuracy {cu_bacc:.4f}; speed-up {sk_s / cu_s:.1f}x, "
+               f"metric difference {cu_bacc - sk_bacc:+.4f}")
+
+# -- 2. finetune trials: stacked vs one after another, AMP bf16 ------------------------------------------
+from ppgbench_pl.encoders.cnn import SmallCNNEncoder
+from ppgbench_pl.heads.mlp import MLPHead
+from ppgbench_pl.hpo.stacked import HeadedEncoder, StackedConfig, StackedData, train_stacked
+
+k, n_fit, n_val, t_len, epochs = (3, 64, 32, 128, 1) if DRY else (8, 8192, 2048, 640, 2)
+batch = 32 if DRY else 512
+amp = torch.bfloat16 if CUDA else None
+g = torch.Generator().manual_seed(0)
+raw = torch.randn(n_fit + n_val, t_len, generator=g)
+enc = SmallCNNEncoder(embed_dim=64)
+pre = enc.preprocess(raw).to(DEV)
+target = raw[:, :32].mean(1).to(DEV)
+data = StackedData(pre[:n_fit], target[:n_fit], pre[n_fit:], "mse")
+configs = [StackedConfig(i, batch, 0.3 * (i % 2), 1e-3, 1e-4, 1e-4, 1e-4) for i in range(k)]
+nets = [HeadedEncoder(SmallCNNEncoder(embed_dim=64, seed=i), MLPHead(64, 1, 256, 0.3 * (i % 2))) for i in range(k)]
+
+
+def score(i, out):
+    return -float(np.mean(out))
+
+
+def timed(fn):
+    sync()
+    start = time.perf_counter()
+    fn()
+    sync()
+    return time.perf_counter() - start
+
+
+timed(lambda: train_stacked([copy.deepcopy(nets[0])], configs[:1], data, 1, score, amp_dtype=amp))  # warm-up
+seq = timed(lambda: [train_stacked([copy.deepcopy(nets[i])], configs[i:i + 1], data, epochs, score, amp_dtype=amp)
+                     for i in range(k)])
+stk = timed(lambda: train_stacked([copy.deepcopy(m) for m in nets], configs, data, epochs, score, amp_dtype=amp))
+mode = "bf16-mixed" if amp is not None else "32-true (no GPU)"
+line("finetune", f"small CNN, {k} trials x {epochs} epochs of {n_fit} windows, batch {batch}, {mode}: "
+                 f"sequential {k / seq:.2f} trials/s, stacked {k / stk:.2f} trials/s, ratio {seq / stk:.2f}x")
+
+# -- 3. embedding throughput per encoder (random weights) ------------------------------------------------
+from ppgbench_pl.encoders import ENCODERS
+
+names = ["small_cnn"] if DRY else sorted(ENCODERS)
+n_win, eb = (16, 8) if DRY else (4096, 256)
+for enc_name in names:
+    try:
+        cls = ENCODERS[enc_name]
+        try:
+            model = cls(random_init=True)
+        except TypeError:
+            model = cls()
+        model = model.to(DEV).eval()
+        fs = float(model.sampling_rate)
+        windows = torch.randn(n_win, int(round(10 * fs)))
+        mean, std = torch.zeros(n_win), torch.ones(n_win)
+        with torch.no_grad(), torch.autocast(DEV.type, dtype=torch.bfloat16, enabled=CUDA):
+            model(windows[:eb].to(DEV), mean[:eb].to(DEV), std[:eb].to(DEV))  # warm-up
+            sync()
+            start = time.perf_counter()
+            for i in range(0, n_win, eb):
+                model(windows[i:i + eb].to(DEV), mean[i:i + eb].to(DEV), std[i:i + eb].to(DEV))
+            sync()
+        seconds = time.perf_counter() - start
+        line("embed", f"{enc_name}: {n_win / seconds:,.0f} windows/s ({fs:g} Hz, 10 s windows, batch {eb})")
+        del model
+    except Exception as exc:  # missing code, weights or memory: say so, keep going
+        line("embed", f"{enc_name}: skipped ({type(exc).__name__}: {str(exc).splitlines()[0][:120]})")
+
+peak = f"{torch.cuda.max_memory_allocated() / 2**30:.2f} GiB" if CUDA else "n/a (no GPU)"
+line("memory", f"peak GPU memory allocated: {peak}")
+PY
