@@ -25,12 +25,14 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from ppgbench_pl.errors import DataError
+
+if TYPE_CHECKING:  # pandas is only named in annotations here; importing it costs ~0.5 s of every start
+    import pandas as pd
 
 MARKER = "preprocessing.json"
 RAW_SUFFIXES = (".pkl", ".csv", ".mat", ".xlsx", ".txt", ".dat", ".hea")

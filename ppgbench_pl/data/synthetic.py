@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from ppgbench_pl.data import processed, signal
 from ppgbench_pl.data.datasets.base import RawDataset
@@ -140,6 +139,8 @@ class SyntheticPPGDataset(RawDataset):
 
     def iter_groups(self, fs: float) -> Iterator[GroupData]:
         """Simulate every subject at the native rate and resample each window to ``fs``."""
+        import pandas as pd
+
         for k, subject in enumerate(self.subjects()):
             rng = np.random.default_rng([self.seed, k])
             activity = rng.choice(3, size=self.windows_per_subject, p=ACTIVITY_PROBS)

@@ -12,10 +12,9 @@ import inspect
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-import pandas as pd
 
 from ppgbench_pl.data import processed, signal
 from ppgbench_pl.data.processed import (
@@ -27,6 +26,9 @@ from ppgbench_pl.data.processed import (
 )
 from ppgbench_pl.data.registry import DatasetInfo, get_dataset
 from ppgbench_pl.errors import DataError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def locate_raw_root(search_root: Path, pattern: str, levels_up: int = 1) -> Path:
@@ -66,6 +68,8 @@ def window_table(
     Returns:
         Columns subject, window_idx, start_sec, end_sec, ppg_start, ppg_end.
     """
+    import pandas as pd
+
     starts = np.asarray(starts, dtype=np.int64)
     return pd.DataFrame(
         {
