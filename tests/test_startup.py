@@ -1,0 +1,70 @@
+"""Fast start: the light commands and ``import ppgbench_pl`` load none of the heavy packages.
+
+Checked in a fresh interpreter through ``sys.modules`` (what got imported), never by timing; the
+timings are in ``tools/bench_startup.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+HEAVY = ("torch", "lightning", "sklearn", "optuna", "wandb", "transformers")
+PROBE = """
+import json, sys
+{body}
+print(json.dumps(sorted(m for m in {heavy!r} if m in sys.modules)))
+"""
+CLI = """
+from ppgbench_pl.cli import main
+try:
+    main({args!r})
+except SystemExit:
+    pass
+"""
+
+
+def heavy_after(body: str) -> list[str]:
+    code = PROBE.format(body=body, heavy=HEAVY)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("args", [["list"], ["list", "tasks", "--dataset", "synthetic"], ["list", "regimes"],
+                                  ["list", "encoders", "--json"], ["report", "--help"], ["--help"]],
+                         ids=" ".join)
+def test_light_commands_import_no_heavy_package(args):
+    assert heavy_after(CLI.format(args=args)) == []
+
+
+def test_import_ppgbench_pl_imports_no_torch():
+    assert heavy_after("import ppgbench_pl; ppgbench_pl.__version__; dir(ppgbench_pl)") == []
+
+
+def test_the_api_listings_import_no_torch():
+    body = "import ppgbench_pl as pb; pb.list_datasets(); pb.list_tasks(); pb.list_regimes(); " \
+           "pb.list_controls()"
+    assert heavy_after(body) == []
+
+
+def test_fit_help_imports_only_what_its_parser_needs():
+    """LightningCLI needs Lightning and torch; scikit-learn, Optuna and W&B are imported by the jobs only."""
+    loaded = heavy_after(CLI.format(args=["fit", "--help"]))
+    assert {"torch", "lightning"} <= set(loaded)
+    assert not {"sklearn", "optuna", "wandb"} & set(loaded)
+
+
+def test_bench_startup_tool_runs():
+    args = ["--repeat", "1", "--commands", "import ppgbench_pl", "--quick", "--json"]
+    out = subprocess.run([sys.executable, str(ROOT / "tools/bench_startup.py"), *args], capture_output=True,
+                         text=True, timeout=300, cwd=ROOT)
+    assert out.returncode in (0, 1), out.stderr[-2000:]
+    report = json.loads(out.stdout)
+    row = report["commands"]["import ppgbench_pl"]
+    assert row["heavy"] == [] and row["import_s"] > 0 and row["target_s"] == 0.5
