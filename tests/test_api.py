@@ -95,6 +95,17 @@ def test_a_plain_module_is_wrapped_run_and_read_back_with_load_run(tmp_path):
     assert not PREBUILT  # the built objects are let go when the run ends
 
 
+def test_a_regime_instance_runs_as_its_entry_would(tmp_path):
+    from ppgbench_pl.regimes import LinearRegime
+
+    cell = {"dataset": "synthetic", "tasks": ["synthetic-hr"], "controls": (), "seeds": [42], "folds": [0],
+            "root": str(tmp_path / "data"), **TINY}
+    by_name = pb.evaluate("small_cnn", regimes="linear", output_dir=tmp_path / "name", **cell)
+    built = pb.evaluate("small_cnn", regimes=[LinearRegime()], output_dir=tmp_path / "instance", **cell)
+    assert records(tmp_path / "name") == records(tmp_path / "instance")
+    assert built.jobs["value"].tolist() == by_name.jobs["value"].tolist()
+
+
 def test_built_objects_need_the_local_executor_and_modules_need_a_rate(tmp_path):
     with pytest.raises(ConfigError, match="local executor"):
         pb.evaluate(TinyNet(), sampling_rate=64, dataset="synthetic", controls=(), executor="process",
