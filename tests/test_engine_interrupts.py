@@ -1,0 +1,77 @@
+"""Interrupts say so (issue 12, item 8): SIGINT exits 130 and SIGTERM 143 within seconds, each with one
+line saying how far the run got; the same command then finishes the run with the records an
+uninterrupted run writes."""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.benchmark.helpers import (
+    HALF,
+    LAUNCH,
+    LINEAR,
+    record_files,
+    records,
+    run,
+    same_results,
+    status,
+    suite_config,
+    write_config,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+LINE = re.compile(r"^interrupted after (\d+) of (\d+) jobs; run the same command to resume$", re.M)
+
+
+def start_and_signal(config: Path, run_dir: Path, after: int, signum: int,
+                     timeout: float = 120.0) -> tuple[int, str, float]:
+    """Start ``ppgbench fit``; once ``after`` records exist send ``signum``: (exit code, stderr, seconds to exit)."""
+    proc = subprocess.Popen([sys.executable, "-c", LAUNCH, "fit", "--config", str(config)], cwd=REPO,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and proc.poll() is None and len(record_files(run_dir)) < after:
+            time.sleep(0.02)
+        assert proc.poll() is None, f"the run ended before the signal: {proc.stderr.read()[-2000:]}"  # type: ignore[union-attr]
+        sent = time.monotonic()
+        proc.send_signal(signum)
+        _, err = proc.communicate(timeout=30)
+        return proc.returncode, err, time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_sigint_and_sigterm_stop_the_run_and_the_rerun_finishes_it(tmp_path, engine_root, pinned_source):
+    run_dir = tmp_path / "run"
+    # 2 regimes x 2 tasks x 2 seeds x 5 folds = 40 short jobs: long enough to be interrupted twice.
+    config = suite_config(engine_root, run_dir, regimes=[LINEAR, HALF], seeds=[42, 43], folds=[0, 1, 2, 3, 4],
+                          data={"synthetic_windows": 4})
+    path = write_config(tmp_path / "config.yaml", config)
+
+    code, err, _ = start_and_signal(path, run_dir, after=1, signum=signal.SIGINT)
+    assert code == 130, err
+    match = LINE.search(err)
+    assert match and "Traceback" not in err, err
+    done, planned = int(match.group(1)), int(match.group(2))
+    assert planned == 40 and 1 <= done < planned and done == len(record_files(run_dir))
+    assert status(run_dir)["completed"] == done and not status(run_dir)["complete"]
+
+    code, err, seconds = start_and_signal(path, run_dir, after=done + 1, signum=signal.SIGTERM)
+    assert code == 143, err
+    assert seconds < 10, f"SIGTERM took {seconds:.1f} s to stop the run"
+    match = LINE.search(err)
+    assert match and int(match.group(2)) == 40 and "Traceback" not in err, err
+    assert not list((run_dir / "jobs").glob("*.working"))
+
+    assert run(["--config", str(path)], "fit") == 0
+    assert status(run_dir)["complete"] and status(run_dir)["completed"] == 40
+    reference = tmp_path / "reference"
+    assert run(["--config", str(path), "--output_dir", str(reference)], "fit") == 0
+    assert same_results(records(run_dir), records(reference)) == []
