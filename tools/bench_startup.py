@@ -108,10 +108,10 @@ def main() -> None:
     print(header)
     print("-" * len(header))
     for name, row in {**baselines, **results}.items():
-        target = row.get("target_s")
+        limit_s = row.get("target_s")
         verdict = "" if "pass" not in row else ("PASS" if row["pass"] else "FAIL")
         x_bare = float(row["wall_s"]) / floor  # type: ignore[arg-type]
-        limit = f"< {target:g}" if target else "-"
+        limit = f"< {limit_s:g}" if isinstance(limit_s, float) else "-"
         print(f"{name:<26} {row['wall_s']:>7.2f} {limit:>7} {x_bare:>7.1f} "
               f"{row['import_s']:>9.2f}  {verdict:<6}  {', '.join(row['heavy']) or '-'}")  # type: ignore[arg-type]
     print("\ncostliest packages (self import seconds):")
