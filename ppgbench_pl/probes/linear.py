@@ -121,7 +121,7 @@ def _scaler(n: torch.Tensor, s1: torch.Tensor, s2: torch.Tensor, lo: torch.Tenso
 
 
 def _gram(c: torch.Tensor) -> torch.Tensor:
-    """c^T c; on the CPU through NumPy, whose ``a.T @ a`` runs as a symmetric rank-k update (half the work)."""
+    """c^T c; on the CPU through NumPy, whose ``a.T @ a`` is a symmetric rank-k update (half the work)."""
     if c.device.type == "cpu":
         c_np = c.numpy()
         return torch.from_numpy(c_np.T @ c_np)
@@ -129,7 +129,8 @@ def _gram(c: torch.Tensor) -> torch.Tensor:
 
 
 def part_statistics(x0: torch.Tensor, folds: Sequence[tuple[np.ndarray, np.ndarray]], offset: torch.Tensor,
-                    gram: bool = False) -> tuple[Parts, torch.Tensor | None, list[torch.Tensor]]:
+                    gram: bool = False, chunks: list[torch.Tensor] | None = None,
+                    ) -> tuple[Parts, torch.Tensor | None, list[torch.Tensor]]:
     """Sizes, means and scales of every inner-training part and of all rows; optionally their Grams.
 
     With partitioning folds (what the inner group split yields), the statistics of each inner-training
@@ -145,10 +146,13 @@ def part_statistics(x0: torch.Tensor, folds: Sequence[tuple[np.ndarray, np.ndarr
     rows = []
     grams: list[torch.Tensor] = []
     if _is_partition(folds, n_rows):
-        chunks = [x0[i] for i in val_idx]
+        chunks = [x0[i] for i in val_idx] if chunks is None else chunks
+        if gram:
+            grams = [_gram(c) for c in chunks]
         c_n = torch.tensor([float(len(c)) for c in chunks], dtype=torch.float64, device=dev)
         c_s1 = torch.stack([c.sum(0) for c in chunks])
-        c_s2 = torch.stack([(c * c).sum(0) for c in chunks])
+        squares = [torch.diagonal(g).clone() for g in grams] if gram else [(c * c).sum(0) for c in chunks]
+        c_s2 = torch.stack(squares)
         c_lo = torch.stack([c.amin(0) for c in chunks])
         c_hi = torch.stack([c.amax(0) for c in chunks])
         t_n, t_s1, t_s2 = c_n.sum(), c_s1.sum(0), c_s2.sum(0)
@@ -163,8 +167,6 @@ def part_statistics(x0: torch.Tensor, folds: Sequence[tuple[np.ndarray, np.ndarr
         s2 = torch.cat([t_s2 - c_s2, t_s2[None]])
         lo = torch.cat([lo, c_lo.amin(0)[None]])
         hi = torch.cat([hi, c_hi.amax(0)[None]])
-        if gram:
-            grams = [_gram(c) for c in chunks]
     else:
         for tr, _ in [*folds, (np.arange(n_rows), None)]:
             part = x0[torch.as_tensor(tr, device=dev, dtype=torch.long)]
@@ -232,14 +234,16 @@ class RidgeCV:
         x0 = xt - offset
         self._y_offset = yt.mean(0)
         y0 = yt - self._y_offset
-        parts, total, grams = part_statistics(x0, folds, offset, gram=True)
+        val_idx = [torch.as_tensor(va, device=self.device, dtype=torch.long) for _, va in folds]
+        chunks = [x0[i] for i in val_idx] if _is_partition(folds, len(x0)) else None
+        parts, total, grams = part_statistics(x0, folds, offset, gram=True, chunks=chunks)
         assert total is not None
         self._parts = parts
         partition = bool(grams)
-        val_idx = [torch.as_tensor(va, device=self.device, dtype=torch.long) for _, va in folds]
         # X^T y and sum y per validation chunk (or per training part when the folds do not partition)
         if partition:
-            c_xy = [x0[i].T @ y0[i] for i in val_idx]
+            assert chunks is not None
+            c_xy = [c.T @ y0[i] for c, i in zip(chunks, val_idx, strict=True)]
             c_y = [y0[i].sum(0) for i in val_idx]
             t_xy, t_y = torch.stack(c_xy).sum(0), torch.stack(c_y).sum(0)
         else:
@@ -257,7 +261,7 @@ class RidgeCV:
             c = q.T @ b  # [d, t]
             # coef(alpha) = Q diag(1 / (lam + alpha)) Q^T b for every alpha, then one product with the rows
             coefs = q @ (c[None] / (lam[None, :, None] + alphas[:, None, None]))  # [n_alpha, d, t]
-            xv = (x0[val_idx[p]] - parts.mean[p]) / parts.scale[p]
+            xv = ((chunks[p] if chunks is not None else x0[val_idx[p]]) - parts.mean[p]) / parts.scale[p]
             pred = torch.einsum("nd,adt->ant", xv, coefs) + ybar + self._y_offset
             out = pred.cpu().numpy()
             self.cv_predictions_.append(out[..., 0] if self._squeeze else out)
