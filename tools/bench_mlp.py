@@ -1,45 +1,41 @@
-"""Benchmark the MLP-probe search: Lightning one-trial-at-a-time reference vs the batched engine.
+"""Benchmark the MLP-probe search: today's engine (a git revision) vs this tree, CPU seconds in one run.
 
-Runs the same Optuna TPE + Hyperband search (protocol space, SQLite storage as in the regime) on
-synthetic embeddings of realistic size, three ways:
+Runs the same Optuna TPE + Hyperband search (protocol space, SQLite storage as in the regime, winner
+retrained and tested) on synthetic embeddings, each in a fresh process:
 
-* ``reference``: ``engine=lightning``, one trial at a time (one ``Trainer.fit`` per trial, pruning callback);
-* ``batched-1``: the stacked engine, still one trial asked at a time (the same sampling as the reference);
-* ``batched-P``: the stacked engine with P trials asked and trained together (constant-liar TPE).
+* ``baseline``: the engine at ``--baseline-ref`` (default: the revision before stacked trials and
+  in-memory pruning), with the published ``parallel_trials: 1``;
+* ``stacked-1``: this tree, one trial at a time (in-memory reports, persisted per trial);
+* ``stacked-P``: this tree, P trials asked together and trained as one stacked model;
+* ``reference`` (``--with-lightning``): this tree's Lightning engine, one ``Trainer.fit`` per trial.
 
-and prints wall time, speed-up over the reference, the selected (best-trial) validation score, and the
-winner's test score.
+It prints CPU seconds (``process_time``), the ratio to the baseline, the winner's validation (holdout)
+score and its test score; the target is >= 3x less CPU time at an equal or better holdout score.
 
-    .venv/bin/python tools/bench_mlp.py --n 2000 --dim 512 --trials 48 --epochs 25 --parallel 8
+    .venv/bin/python tools/bench_mlp.py --n 3000 --dim 64 --trials 12 --parallel 12
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
+import os
+import subprocess
+import sys
+import tarfile
 import tempfile
 import time
 import warnings
+from io import BytesIO
 from pathlib import Path
+from types import SimpleNamespace
 
-import lightning as L
 import numpy as np
-import torch
 
-from ppgbench_pl.data.registry import TaskSpec
-from ppgbench_pl.hpo.optuna_search import (
-    OptunaSettings,
-    best_trial,
-    close_storage,
-    open_storage,
-    open_study,
-    run_search,
-    storage_url,
-)
-from ppgbench_pl.hpo.spaces import MLP_SPACE, build_space
-from ppgbench_pl.metrics.scores import selection_score
-from ppgbench_pl.regimes.mlp import MLP_PARAMS, EmbeddingHeadEngine
-from ppgbench_pl.regimes.neural import SelectionScorer, Split, make_targets
+ROOT = Path(__file__).resolve().parents[1]
+#: The revision whose MLP engine is "today's": before stacked trials and in-memory pruning.
+BASELINE_REF = "223bccd"
 
 
 def make_data(n: int, dim: int, n_groups: int, task: str, seed: int):
@@ -60,87 +56,129 @@ def make_data(n: int, dim: int, n_groups: int, task: str, seed: int):
     test_g, val_g = order[: n_groups // 5], order[n_groups // 5 : n_groups // 5 + n_groups // 5]
     test, val = np.flatnonzero(np.isin(groups, test_g)), np.flatnonzero(np.isin(groups, val_g))
     fit = np.flatnonzero(~np.isin(groups, np.concatenate([test_g, val_g])))
-    return x.astype(np.float32), y, groups, Split(fit, val, test)
+    return x.astype(np.float32), y, groups, SimpleNamespace(fit=fit, val=val, test=test)
 
 
-def run(name: str, engine: str, parallel: int, args: argparse.Namespace, data, work: Path) -> dict:
-    x, y, groups, split = data
-    kind = "regression" if args.task == "regression" else "classification"
-    spec = TaskSpec("bench", "bench", "y", kind, "window", "primary")  # type: ignore[arg-type]
+def worker(spec: dict) -> dict:
+    """One search in this process with whatever ``ppgbench_pl`` is importable (old or new API)."""
+    import lightning as L
+    import torch
+
+    from ppgbench_pl.data.registry import TaskSpec
+    from ppgbench_pl.hpo import optuna_search as search
+    from ppgbench_pl.hpo.spaces import MLP_SPACE, build_space
+    from ppgbench_pl.metrics.scores import selection_score
+    from ppgbench_pl.regimes.mlp import MLP_PARAMS, EmbeddingHeadEngine
+    from ppgbench_pl.regimes.neural import SelectionScorer, Split, make_targets
+
+    warnings.filterwarnings("ignore")
+    logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
+    if spec["threads"]:
+        torch.set_num_threads(spec["threads"])
+    d = np.load(spec["data"])
+    x, y, groups = d["x"], d["y"], d["groups"]
+    split = Split(d["fit"], d["val"], d["test"])
+    kind = "regression" if spec["task"] == "regression" else "classification"
+    task = TaskSpec("bench", "bench", "y", kind, "window", "primary")  # type: ignore[arg-type]
     outer = np.concatenate([split.fit, split.val])
-    targets = make_targets(spec, y[outer], y[split.fit], groups[split.fit], "balanced", "bench")
+    targets = make_targets(task, y[outer], y[split.fit], groups[split.fit], "balanced", "bench")
     scorer = SelectionScorer(targets, y[split.val], groups[split.val], "auroc")
 
     def make_trainer(callbacks, **overrides):
-        return L.Trainer(callbacks=callbacks, accelerator=args.device, devices=1, logger=False,
+        return L.Trainer(callbacks=callbacks, accelerator="cpu", devices=1, logger=False,
                          enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
                          num_sanity_val_steps=0, precision="32-true", **overrides)
 
-    device = torch.device("cuda" if args.device == "gpu" else "cpu")
-    eng = EmbeddingHeadEngine(x, y, split, targets, scorer, MLP_SPACE, MLP_PARAMS, args.seed, args.epochs,
-                              engine, make_trainer, device)
-    settings = OptunaSettings(n_trials=args.trials, max_epochs=args.epochs, parallel_trials=parallel)
-    storage = open_storage(storage_url(None, work / name, "bench", 0))
-    start = time.perf_counter()
+    start_cpu, start = time.process_time(), time.perf_counter()
+    eng = EmbeddingHeadEngine(x, y, split, targets, scorer, MLP_SPACE, MLP_PARAMS, spec["seed"], spec["epochs"],
+                              spec["engine"], make_trainer, torch.device("cpu"))
+    if hasattr(search, "SearchSettings"):
+        settings = search.SearchSettings(n_trials=spec["trials"], max_epochs=spec["epochs"],
+                                         parallel_trials=spec["parallel"]).resolved(spec["epochs"], spec["parallel"])
+    else:  # the baseline revision
+        settings = search.OptunaSettings(n_trials=spec["trials"], max_epochs=spec["epochs"],
+                                         parallel_trials=spec["parallel"])
+    storage = search.open_storage(search.storage_url(None, Path(spec["work"]), "bench", 0))
     try:
-        study = open_study(storage, "bench", settings, seed=args.seed)
-        run_search(study, settings, build_space(MLP_SPACE), eng.run_batch)
-        best = best_trial(study)
-        seconds = time.perf_counter() - start
+        study = search.open_study(storage, "bench", settings, seed=spec["seed"])
+        search.run_search(study, settings, build_space(MLP_SPACE), eng.run_batch)
+        best = search.best_trial(study)
         params = dict(best.params)
-        weights = eng.train_fixed(params, args.seed + best.number, int(best.user_attrs["best_epoch"]))
+        weights = eng.train_fixed(params, spec["seed"] + best.number, int(best.user_attrs["best_epoch"]))
         test_pred = targets.predictions(eng.predict(params, weights, split.test))
         test_score = selection_score(kind, y[split.test], test_pred, "auroc")
         states = [t.state.name for t in study.trials]
         trial_epochs = sum(int(t.user_attrs.get("epochs_run", 0)) for t in study.trials)
     finally:
-        close_storage(storage)
-    return {"name": name, "seconds": seconds, "val": best.value, "test": test_score, "params": params,
-            "complete": states.count("COMPLETE"), "pruned": states.count("PRUNED"),
+        search.close_storage(storage)
+    return {"cpu": time.process_time() - start_cpu, "wall": time.perf_counter() - start, "val": best.value,
+            "test": test_score, "complete": states.count("COMPLETE"), "pruned": states.count("PRUNED"),
             "trial_epochs": trial_epochs}
 
 
+def extract_revision(ref: str, into: Path) -> Path:
+    """The package at a git revision, unpacked (read-only use of the repository)."""
+    blob = subprocess.run(["git", "-C", str(ROOT), "archive", ref, "ppgbench_pl"], check=True,
+                          capture_output=True).stdout
+    with tarfile.open(fileobj=BytesIO(blob)) as tar:
+        tar.extractall(into, filter="data")
+    return into
+
+
+def run(name: str, engine: str, parallel: int, args: argparse.Namespace, data: Path, work: Path,
+        pythonpath: Path) -> dict:
+    """One search in a fresh process (imports and start-up not timed)."""
+    spec = {"data": str(data), "work": str(work / name), "engine": engine, "parallel": parallel,
+            "trials": args.trials, "epochs": args.epochs, "seed": args.seed, "task": args.task,
+            "threads": args.threads}
+    env = {**os.environ, "PYTHONPATH": str(pythonpath), "WANDB_MODE": "disabled"}
+    out = subprocess.run([sys.executable, __file__, "--worker", json.dumps(spec)], env=env, check=True,
+                         capture_output=True, text=True, cwd=work).stdout
+    return {"name": name, **json.loads(out.strip().splitlines()[-1])}
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--n", type=int, default=2000, help="embedding rows")
-    parser.add_argument("--dim", type=int, default=512, help="embedding size")
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--n", type=int, default=3000, help="embedding rows")
+    parser.add_argument("--dim", type=int, default=64, help="embedding size")
     parser.add_argument("--groups", type=int, default=40, help="subjects")
-    parser.add_argument("--task", choices=["regression", "binary", "multiclass"], default="regression")
-    parser.add_argument("--trials", type=int, default=48)
+    parser.add_argument("--task", choices=["regression", "binary", "multiclass"], default="binary")
+    parser.add_argument("--trials", type=int, default=12)
     parser.add_argument("--epochs", type=int, default=25)
-    parser.add_argument("--parallel", type=int, default=8, help="trials stacked by the batched engine")
+    parser.add_argument("--parallel", type=int, default=12, help="trials stacked together")
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: leave the default)")
-    parser.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
-    parser.add_argument("--skip-reference", action="store_true", help="only the batched runs")
+    parser.add_argument("--baseline-ref", default=BASELINE_REF, help="git revision of today's engine")
+    parser.add_argument("--with-lightning", action="store_true", help="also the Lightning reference engine")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    warnings.filterwarnings("ignore")
-    logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
-    data = make_data(args.n, args.dim, args.groups, args.task, args.seed)
-    split = data[3]
+    if args.worker:
+        print(json.dumps(worker(json.loads(args.worker))))
+        return
+    x, y, groups, split = make_data(args.n, args.dim, args.groups, args.task, args.seed)
     print(f"{args.task}: {args.n} x {args.dim} embeddings, {args.groups} groups (fit {len(split.fit)}, "
-          f"val {len(split.val)}, test {len(split.test)}); {args.trials} trials x <= {args.epochs} "
-          f"epochs; torch threads {torch.get_num_threads()}, device {args.device}")
-    runs = [] if args.skip_reference else [("reference", "lightning", 1)]
-    runs += [("batched-1", "batched", 1), (f"batched-{args.parallel}", "batched", args.parallel)]
+          f"val {len(split.val)}, test {len(split.test)}); {args.trials} trials x <= {args.epochs} epochs")
     results = []
     with tempfile.TemporaryDirectory() as tmp:
-        for name, engine, parallel in runs:
-            result = run(name, engine, parallel, args, data, Path(tmp))
+        work = Path(tmp)
+        data = work / "data.npz"
+        np.savez(data, x=x, y=y, groups=groups, fit=split.fit, val=split.val, test=split.test)
+        old = extract_revision(args.baseline_ref, work / "baseline")
+        runs = [("baseline", "batched", 1, old), ("stacked-1", "batched", 1, ROOT),
+                (f"stacked-{args.parallel}", "batched", args.parallel, ROOT)]
+        if args.with_lightning:
+            runs.append(("lightning-1", "lightning", 1, ROOT))
+        for name, engine, parallel, path in runs:
+            result = run(name, engine, parallel, args, data, work, path)
             results.append(result)
-            print(f"{name:>12}: {result['seconds']:8.1f} s  selected val {result['val']:.4f}  "
-                  f"test {result['test']:.4f}  ({result['complete']} complete, {result['pruned']} pruned, "
-                  f"{result['trial_epochs']} trial-epochs, "
-                  f"{1000 * result['seconds'] / result['trial_epochs']:.0f} ms each)  {result['params']}",
-                  flush=True)
-    first = results[0]
+            print(f"{name:>12}: cpu {result['cpu']:7.1f} s  wall {result['wall']:7.1f} s  holdout {result['val']:.4f}"
+                  f"  test {result['test']:.4f}  ({result['complete']} complete, {result['pruned']} pruned, "
+                  f"{result['trial_epochs']} trial-epochs)", flush=True)
+    base = results[0]
     for result in results[1:]:
-        per_epoch = (first["seconds"] / first["trial_epochs"]) / (result["seconds"] / result["trial_epochs"])
-        print(f"time ratio {first['name']} / {result['name']}: {first['seconds'] / result['seconds']:.1f}x "
-              f"(per trial-epoch {per_epoch:.1f}x)")
+        verdict = "equal or better" if result["val"] >= base["val"] - 1e-9 else "worse"
+        print(f"ratio baseline / {result['name']}: cpu {base['cpu'] / result['cpu']:.2f}x  "
+              f"wall {base['wall'] / result['wall']:.2f}x  holdout {result['val'] - base['val']:+.4f} ({verdict})")
 
 
 if __name__ == "__main__":

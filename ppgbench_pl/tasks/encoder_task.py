@@ -4,7 +4,8 @@ Frozen means frozen for real: no gradient, and the encoder is kept in eval mode 
 the module in train mode, so BatchNorm running statistics and dropout never move. Batches that carry
 cached embeddings (``z``) skip the encoder, so the frozen MLP probe trains its head through the same
 module. A non-finite training loss raises :class:`TrainingDiverged`, which hyperparameter searches
-record as a failed trial instead of training on NaNs.
+record as a failed trial instead of training on NaNs. With a head, training and validation metrics
+(:mod:`ppgbench_pl.heads.metrics`) are computed on the device by torchmetrics and logged per epoch.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from ppgbench_pl.encoders.base import PPGEncoder
+from ppgbench_pl.heads.metrics import HeadMetrics
 
 BatchNormMode = Literal["train", "freeze_stats"]
 
@@ -71,6 +73,12 @@ class EncoderTask(L.LightningModule):
         self.head_lr, self.encoder_lr_ratio = head_lr, encoder_lr_ratio
         self.head_weight_decay, self.encoder_weight_decay_ratio = head_weight_decay, encoder_weight_decay_ratio
         self.register_buffer("class_weight", torch.tensor(class_weight) if class_weight else None, persistent=False)
+        # Monitoring metrics on the device (torchmetrics); the test metrics stay scikit-learn's.
+        self.train_metrics = self.val_metrics = None
+        if head is not None:
+            n_outputs = _out_features(head)
+            self.train_metrics = HeadMetrics(loss, n_outputs).clone(prefix="train/")
+            self.val_metrics = HeadMetrics(loss, n_outputs).clone(prefix="val/")
         if mode == "frozen":
             self.encoder.requires_grad_(False)
             self.encoder.eval()
@@ -113,10 +121,14 @@ class EncoderTask(L.LightningModule):
         """One optimisation step on (window, label) pairs."""
         if self.head is None:
             raise RuntimeError("EncoderTask needs a head to train")
-        loss = self.compute_loss(self(batch), batch["y"])
+        out = self(batch)
+        loss = self.compute_loss(out, batch["y"])
         if not torch.isfinite(loss.detach()):
             raise TrainingDiverged(f"non-finite training loss ({loss.item()}) at epoch {self.current_epoch + 1}")
         self.log("train/loss", loss, prog_bar=False, batch_size=len(batch["y"]))
+        if self.train_metrics is not None:
+            self.train_metrics.update(out, batch["y"])
+            self.log_dict(self.train_metrics, on_step=False, on_epoch=True, batch_size=len(batch["y"]))
         return loss
 
     def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> dict[str, Tensor]:
@@ -124,6 +136,9 @@ class EncoderTask(L.LightningModule):
         out = self(batch)
         loss = self.compute_loss(out, batch["y"]) if self.head is not None else out.sum() * 0
         self.log("val/loss", loss, prog_bar=False, batch_size=len(batch["y"]))
+        if self.val_metrics is not None:
+            self.val_metrics.update(out, batch["y"])
+            self.log_dict(self.val_metrics, on_step=False, on_epoch=True, batch_size=len(batch["y"]))
         return {"loss": loss, "outputs": out.detach().float()}
 
     def predict_step(self, batch: dict[str, Tensor], batch_idx: int, dataloader_idx: int = 0) -> Tensor:
@@ -142,6 +157,12 @@ class EncoderTask(L.LightningModule):
                 "weight_decay": self.head_weight_decay * self.encoder_weight_decay_ratio,
             })
         return torch.optim.AdamW(groups) if groups else None
+
+
+def _out_features(head: nn.Module) -> int:
+    """Outputs of a head: the ``out_features`` of its last linear layer."""
+    linears = [m for m in head.modules() if isinstance(m, nn.Linear)]
+    return int(linears[-1].out_features) if linears else 1
 
 
 def is_frozen_encoder(encoder: PPGEncoder) -> bool:

@@ -1,0 +1,77 @@
+"""Training and validation metrics of a head's outputs, computed on the device with torchmetrics.
+
+They are for monitoring (logged as ``train/<name>`` and ``val/<name>`` every epoch, no transfer to the
+CPU); the final test metrics keep their scikit-learn definitions in :mod:`ppgbench_pl.metrics`, and
+these agree with them on the same predictions: balanced accuracy is scikit-learn's (mean recall over the
+classes present in the labels), binary predictions count p >= 0.5 (logit >= 0) as positive, AUROC is
+the exact (threshold-free) one, MAE the mean over all outputs.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+from torchmetrics import Metric, MetricCollection
+from torchmetrics.classification import BinaryAUROC
+from torchmetrics.regression import MeanAbsoluteError
+
+
+class BalancedAccuracy(Metric):
+    """scikit-learn's balanced accuracy from a confusion matrix kept on the device.
+
+    Args:
+        num_classes: Number of classes (2 for binary).
+    """
+
+    full_state_update = False
+    higher_is_better = True
+
+    def __init__(self, num_classes: int) -> None:
+        super().__init__()
+        self.num_classes = num_classes
+        self.add_state("confusion", default=torch.zeros(num_classes, num_classes, dtype=torch.long),
+                       dist_reduce_fx="sum")
+
+    def update(self, labels: Tensor, target: Tensor) -> None:
+        """Add predicted and true class indices."""
+        index = target.long().reshape(-1) * self.num_classes + labels.long().reshape(-1)
+        self.confusion += torch.bincount(index, minlength=self.num_classes**2).view(self.num_classes, -1)
+
+    def compute(self) -> Tensor:
+        """Mean recall over the classes that occur in the targets."""
+        support = self.confusion.sum(1)
+        present = support > 0
+        recall = self.confusion.diagonal().double()[present] / support[present].double()
+        return recall.mean() if len(recall) else torch.tensor(float("nan"), device=support.device)
+
+
+class HeadMetrics(MetricCollection):
+    """The metrics of one loss: MAE (``mse``), AUROC and balanced accuracy (``bce``), balanced accuracy (``ce``).
+
+    :meth:`update` takes raw head outputs and loss targets (as :class:`~ppgbench_pl.tasks.EncoderTask` sees them).
+    """
+
+    def __init__(self, loss: str, n_outputs: int) -> None:
+        if loss == "mse":
+            metrics: dict[str, Metric] = {"mae": MeanAbsoluteError()}
+        elif loss == "bce":
+            metrics = {"auroc": BinaryAUROC(), "balanced_accuracy": BalancedAccuracy(2)}
+        else:
+            metrics = {"balanced_accuracy": BalancedAccuracy(n_outputs)}
+        super().__init__(metrics)
+        self.loss = loss
+
+    def update(self, outputs: Tensor, target: Tensor) -> None:  # type: ignore[override]
+        """Update every metric from raw outputs (logits or values) and loss targets."""
+        outputs = outputs.detach().float()
+        for name, metric in self.items(keep_base=True, copy_state=False):
+            if self.loss == "mse":
+                metric.update(outputs.reshape(target.shape), target.float())
+            elif self.loss == "bce":
+                logits = outputs.reshape(-1)
+                if name.endswith("auroc"):
+                    metric.update(torch.sigmoid(logits), target.long().reshape(-1))
+                else:
+                    metric.update((logits >= 0).long(), target.long().reshape(-1))  # p >= 0.5 is positive
+            else:
+                metric.update(outputs.argmax(-1), target.long())
