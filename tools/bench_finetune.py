@@ -30,25 +30,50 @@ from ppgbench_pl.regimes.finetune import FinetuneRegime
 
 def run(engine: str, args: argparse.Namespace, dm: PPGDataModule, work: Path) -> dict:
     encoder = SmallCNNEncoder(embed_dim=args.embed_dim)
-    ctx = JobContext.build(dm, encoder, get_task(args.task), 42, 0, work / engine,
-                           trainer_kwargs={"accelerator": args.device, "devices": 1})
+    ctx = JobContext.build(
+        dm,
+        encoder,
+        get_task(args.task),
+        42,
+        0,
+        work / engine,
+        trainer_kwargs={"accelerator": args.device, "devices": 1},
+    )
     space = {"batch_size": args.batch_sizes} if args.batch_sizes else None
-    regime = FinetuneRegime(SearchSettings(n_trials=args.trials, n_startup_trials=args.trials,
-                                           max_epochs=args.epochs, parallel_trials=args.parallel),
-                            engine=engine, subject_repeats=1, search_space=space, reseed_head=True)
+    regime = FinetuneRegime(
+        SearchSettings(
+            n_trials=args.trials,
+            n_startup_trials=args.trials,
+            max_epochs=args.epochs,
+            parallel_trials=args.parallel,
+        ),
+        engine=engine,
+        subject_repeats=1,
+        search_space=space,
+        reseed_head=True,
+    )
     torch.manual_seed(0)
     cpu, wall = time.process_time(), time.perf_counter()
     (outcome,) = regime.run(ctx)
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     trials = outcome.details["optuna"]["trials"]
     epochs = sum(int(t["user_attrs"].get("epochs_run", 0)) for t in trials)
-    return {"engine": engine, "cpu": cpu, "wall": wall, "val": outcome.details["winner"]["value"],
-            "test": outcome.metrics[ctx.task.metric], "trial_epochs": epochs, "n": len(trials),
-            "fit_windows": outcome.details["holdout"]["fit_windows"]}
+    return {
+        "engine": engine,
+        "cpu": cpu,
+        "wall": wall,
+        "val": outcome.details["winner"]["value"],
+        "test": outcome.metrics[ctx.task.metric],
+        "trial_epochs": epochs,
+        "n": len(trials),
+        "fit_windows": outcome.details["holdout"]["fit_windows"],
+    }
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--trials", type=int, default=8)
     parser.add_argument("--parallel", type=int, default=8)
     parser.add_argument("--epochs", type=int, default=4)
@@ -56,8 +81,13 @@ def main() -> None:
     parser.add_argument("--windows", type=int, default=40, help="windows per subject")
     parser.add_argument("--embed-dim", type=int, default=32)
     parser.add_argument("--task", default="synthetic-hr")
-    parser.add_argument("--batch-sizes", type=int, nargs="*", default=None,
-                        help="replace the protocol's batch sizes (e.g. 128: one stack of all trials)")
+    parser.add_argument(
+        "--batch-sizes",
+        type=int,
+        nargs="*",
+        default=None,
+        help="replace the protocol's batch sizes (e.g. 128: one stack of all trials)",
+    )
     parser.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
     parser.add_argument("--threads", type=int, default=0)
     args = parser.parse_args()
@@ -66,18 +96,32 @@ def main() -> None:
     warnings.filterwarnings("ignore")
     logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
     with tempfile.TemporaryDirectory() as tmp:
-        dm = PPGDataModule(dataset="synthetic", root=str(Path(tmp) / "data"), seeds=[42], folds=[0],
-                           synthetic_subjects=args.subjects, synthetic_windows=args.windows)
+        dm = PPGDataModule(
+            dataset="synthetic",
+            root=str(Path(tmp) / "data"),
+            seeds=[42],
+            folds=[0],
+            synthetic_subjects=args.subjects,
+            synthetic_windows=args.windows,
+        )
         results = [run(engine, args, dm, Path(tmp)) for engine in ("lightning", "stacked")]
-    print(f"finetune, small CNN (embed {args.embed_dim}), {args.task}: {results[0]['fit_windows']} fit windows; "
-          f"{args.trials} trials x <= {args.epochs} epochs, parallel {args.parallel}, batch sizes "
-          f"{args.batch_sizes or 'protocol'}; torch threads {torch.get_num_threads()}, device {args.device}")
+    print(
+        f"finetune, small CNN (embed {args.embed_dim}), {args.task}: {results[0]['fit_windows']} fit windows;"
+        " "
+        f"{args.trials} trials x <= {args.epochs} epochs, parallel {args.parallel}, batch sizes "
+        f"{args.batch_sizes or 'protocol'}; torch threads {torch.get_num_threads()}, device {args.device}"
+    )
     for r in results:
-        print(f"{r['engine']:>10}: cpu {r['cpu']:7.1f} s  wall {r['wall']:7.1f} s  winner val {r['val']:.4f}  "
-              f"test {r['test']:.4f}  ({r['n']} trials, {r['trial_epochs']} trial-epochs)")
+        print(
+            f"{r['engine']:>10}: cpu {r['cpu']:7.1f} s  wall {r['wall']:7.1f} s  winner val {r['val']:.4f}  "
+            f"test {r['test']:.4f}  ({r['n']} trials, {r['trial_epochs']} trial-epochs)"
+        )
     seq, stacked = results
-    print(f"ratio sequential / stacked: cpu {seq['cpu'] / stacked['cpu']:.2f}x  wall {seq['wall'] / stacked['wall']:.2f}x"
-          f"  (target >= 2x cpu)")
+    print(
+        f"ratio sequential / stacked: cpu {seq['cpu'] / stacked['cpu']:.2f}x  "
+        f"wall {seq['wall'] / stacked['wall']:.2f}x"
+        f"  (target >= 2x cpu)"
+    )
 
 
 if __name__ == "__main__":

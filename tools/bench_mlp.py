@@ -85,19 +85,42 @@ def worker(spec: dict) -> dict:
     scorer = SelectionScorer(targets, y[split.val], groups[split.val], "auroc")
 
     def make_trainer(callbacks, **overrides):
-        return L.Trainer(callbacks=callbacks, accelerator="cpu", devices=1, logger=False,
-                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                         num_sanity_val_steps=0, precision="32-true", **overrides)
+        return L.Trainer(
+            callbacks=callbacks,
+            accelerator="cpu",
+            devices=1,
+            logger=False,
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            num_sanity_val_steps=0,
+            precision="32-true",
+            **overrides,
+        )
 
     start_cpu, start = time.process_time(), time.perf_counter()
-    eng = EmbeddingHeadEngine(x, y, split, targets, scorer, MLP_SPACE, MLP_PARAMS, spec["seed"], spec["epochs"],
-                              spec["engine"], make_trainer, torch.device("cpu"))
+    eng = EmbeddingHeadEngine(
+        x,
+        y,
+        split,
+        targets,
+        scorer,
+        MLP_SPACE,
+        MLP_PARAMS,
+        spec["seed"],
+        spec["epochs"],
+        spec["engine"],
+        make_trainer,
+        torch.device("cpu"),
+    )
     if hasattr(search, "SearchSettings"):
-        settings = search.SearchSettings(n_trials=spec["trials"], max_epochs=spec["epochs"],
-                                         parallel_trials=spec["parallel"]).resolved(spec["epochs"], spec["parallel"])
+        settings = search.SearchSettings(
+            n_trials=spec["trials"], max_epochs=spec["epochs"], parallel_trials=spec["parallel"]
+        ).resolved(spec["epochs"], spec["parallel"])
     else:  # the baseline revision
-        settings = search.OptunaSettings(n_trials=spec["trials"], max_epochs=spec["epochs"],
-                                         parallel_trials=spec["parallel"])
+        settings = search.OptunaSettings(
+            n_trials=spec["trials"], max_epochs=spec["epochs"], parallel_trials=spec["parallel"]
+        )
     storage = search.open_storage(search.storage_url(None, Path(spec["work"]), "bench", 0))
     try:
         study = search.open_study(storage, "bench", settings, seed=spec["seed"])
@@ -111,34 +134,58 @@ def worker(spec: dict) -> dict:
         trial_epochs = sum(int(t.user_attrs.get("epochs_run", 0)) for t in study.trials)
     finally:
         search.close_storage(storage)
-    return {"cpu": time.process_time() - start_cpu, "wall": time.perf_counter() - start, "val": best.value,
-            "test": test_score, "complete": states.count("COMPLETE"), "pruned": states.count("PRUNED"),
-            "trial_epochs": trial_epochs}
+    return {
+        "cpu": time.process_time() - start_cpu,
+        "wall": time.perf_counter() - start,
+        "val": best.value,
+        "test": test_score,
+        "complete": states.count("COMPLETE"),
+        "pruned": states.count("PRUNED"),
+        "trial_epochs": trial_epochs,
+    }
 
 
 def extract_revision(ref: str, into: Path) -> Path:
     """The package at a git revision, unpacked (read-only use of the repository)."""
-    blob = subprocess.run(["git", "-C", str(ROOT), "archive", ref, "ppgbench_pl"], check=True,
-                          capture_output=True).stdout
+    blob = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", ref, "ppgbench_pl"], check=True, capture_output=True
+    ).stdout
     with tarfile.open(fileobj=BytesIO(blob)) as tar:
         tar.extractall(into, filter="data")
     return into
 
 
-def run(name: str, engine: str, parallel: int, args: argparse.Namespace, data: Path, work: Path,
-        pythonpath: Path) -> dict:
+def run(
+    name: str, engine: str, parallel: int, args: argparse.Namespace, data: Path, work: Path, pythonpath: Path
+) -> dict:
     """One search in a fresh process (imports and start-up not timed)."""
-    spec = {"data": str(data), "work": str(work / name), "engine": engine, "parallel": parallel,
-            "trials": args.trials, "epochs": args.epochs, "seed": args.seed, "task": args.task,
-            "threads": args.threads}
+    spec = {
+        "data": str(data),
+        "work": str(work / name),
+        "engine": engine,
+        "parallel": parallel,
+        "trials": args.trials,
+        "epochs": args.epochs,
+        "seed": args.seed,
+        "task": args.task,
+        "threads": args.threads,
+    }
     env = {**os.environ, "PYTHONPATH": str(pythonpath), "WANDB_MODE": "disabled"}
-    out = subprocess.run([sys.executable, __file__, "--worker", json.dumps(spec)], env=env, check=True,
-                         capture_output=True, text=True, cwd=work).stdout
+    out = subprocess.run(
+        [sys.executable, __file__, "--worker", json.dumps(spec)],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=work,
+    ).stdout
     return {"name": name, **json.loads(out.strip().splitlines()[-1])}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--n", type=int, default=3000, help="embedding rows")
     parser.add_argument("--dim", type=int, default=64, help="embedding size")
     parser.add_argument("--groups", type=int, default=40, help="subjects")
@@ -156,29 +203,41 @@ def main() -> None:
         print(json.dumps(worker(json.loads(args.worker))))
         return
     x, y, groups, split = make_data(args.n, args.dim, args.groups, args.task, args.seed)
-    print(f"{args.task}: {args.n} x {args.dim} embeddings, {args.groups} groups (fit {len(split.fit)}, "
-          f"val {len(split.val)}, test {len(split.test)}); {args.trials} trials x <= {args.epochs} epochs")
+    print(
+        f"{args.task}: {args.n} x {args.dim} embeddings, {args.groups} groups (fit {len(split.fit)}, "
+        f"val {len(split.val)}, test {len(split.test)}); {args.trials} trials x <= {args.epochs} epochs"
+    )
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         data = work / "data.npz"
         np.savez(data, x=x, y=y, groups=groups, fit=split.fit, val=split.val, test=split.test)
         old = extract_revision(args.baseline_ref, work / "baseline")
-        runs = [("baseline", "batched", 1, old), ("stacked-1", "batched", 1, ROOT),
-                (f"stacked-{args.parallel}", "batched", args.parallel, ROOT)]
+        runs = [
+            ("baseline", "batched", 1, old),
+            ("stacked-1", "batched", 1, ROOT),
+            (f"stacked-{args.parallel}", "batched", args.parallel, ROOT),
+        ]
         if args.with_lightning:
             runs.append(("lightning-1", "lightning", 1, ROOT))
         for name, engine, parallel, path in runs:
             result = run(name, engine, parallel, args, data, work, path)
             results.append(result)
-            print(f"{name:>12}: cpu {result['cpu']:7.1f} s  wall {result['wall']:7.1f} s  holdout {result['val']:.4f}"
-                  f"  test {result['test']:.4f}  ({result['complete']} complete, {result['pruned']} pruned, "
-                  f"{result['trial_epochs']} trial-epochs)", flush=True)
+            print(
+                f"{name:>12}: cpu {result['cpu']:7.1f} s  wall {result['wall']:7.1f} s  "
+                f"holdout {result['val']:.4f}"
+                f"  test {result['test']:.4f}  ({result['complete']} complete, {result['pruned']} pruned, "
+                f"{result['trial_epochs']} trial-epochs)",
+                flush=True,
+            )
     base = results[0]
     for result in results[1:]:
         verdict = "equal or better" if result["val"] >= base["val"] - 1e-9 else "worse"
-        print(f"ratio baseline / {result['name']}: cpu {base['cpu'] / result['cpu']:.2f}x  "
-              f"wall {base['wall'] / result['wall']:.2f}x  holdout {result['val'] - base['val']:+.4f} ({verdict})")
+        print(
+            f"ratio baseline / {result['name']}: cpu {base['cpu'] / result['cpu']:.2f}x  "
+            f"wall {base['wall'] / result['wall']:.2f}x  "
+            f"holdout {result['val'] - base['val']:+.4f} ({verdict})"
+        )
 
 
 if __name__ == "__main__":

@@ -25,12 +25,14 @@ class BalancedAccuracy(Metric):
 
     full_state_update = False
     higher_is_better = True
+    confusion: Tensor
 
     def __init__(self, num_classes: int) -> None:
         super().__init__()
         self.num_classes = num_classes
-        self.add_state("confusion", default=torch.zeros(num_classes, num_classes, dtype=torch.long),
-                       dist_reduce_fx="sum")
+        self.add_state(
+            "confusion", default=torch.zeros(num_classes, num_classes, dtype=torch.long), dist_reduce_fx="sum"
+        )
 
     def update(self, labels: Tensor, target: Tensor) -> None:
         """Add predicted and true class indices."""
@@ -46,14 +48,14 @@ class BalancedAccuracy(Metric):
 
 
 class HeadMetrics(MetricCollection):
-    """The metrics of one loss: MAE (``mse``), AUROC and balanced accuracy (``bce``), balanced accuracy (``ce``).
+    """The metrics of a loss: MAE (``mse``), AUROC + balanced accuracy (``bce``), balanced accuracy (``ce``).
 
-    :meth:`update` takes raw head outputs and loss targets (as :class:`~ppgbench_pl.tasks.EncoderTask` sees them).
+    :meth:`update` takes raw head outputs and loss targets, as :class:`~ppgbench_pl.tasks.EncoderTask` has.
     """
 
     def __init__(self, loss: str, n_outputs: int) -> None:
         if loss == "mse":
-            metrics: dict[str, Metric] = {"mae": MeanAbsoluteError()}
+            metrics: dict[str, Metric | MetricCollection] = {"mae": MeanAbsoluteError()}
         elif loss == "bce":
             metrics = {"auroc": BinaryAUROC(), "balanced_accuracy": BalancedAccuracy(2)}
         else:

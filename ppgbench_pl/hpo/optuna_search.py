@@ -274,7 +274,8 @@ def run_search(study: optuna.Study, settings: SearchSettings, space: Mapping[str
 def _ask_train_tell(study: optuna.Study, settings: SearchSettings, dists: Mapping[str, Any], run_batch: BatchRunner,
                     on_complete: Callable[[Trial, TrialOutcome], None] | None, bar: tqdm) -> None:
     while (done := n_finished(study)) < settings.n_trials:
-        trials = [study.ask(fixed_distributions=dists) for _ in range(min(settings.batch, settings.n_trials - done))]
+        batch = min(settings.batch, settings.n_trials - done)
+        trials = [study.ask(fixed_distributions=dict(dists)) for _ in range(batch)]
         for trial in trials:
             trial.set_user_attr(WORKER_ATTR, worker_id())
         try:

@@ -13,7 +13,8 @@ Each trial keeps what it has on its own:
   batch statistics and updates the trial's own running statistics (the stacked buffers);
 * dropout: the head's dropout mask is drawn per trial from a generator seeded with the trial's seed, at
   the trial's own rate; dropout inside an encoder draws independently per trial (``randomness="different"``);
-* BatchNorm mode: ``train`` or ``freeze_stats`` per trial (:class:`PerTrialBatchNorm` when a stack mixes them);
+* BatchNorm mode: ``train`` or ``freeze_stats`` per trial (:class:`PerTrialBatchNorm` when a stack mixes
+  them);
 * AMP: autocast in float16 (with a per-trial dynamic loss scale, so a trial that overflows skips its own
   step only) or bfloat16 (no scaling);
 * Hyperband: after each epoch every trial is scored, reports its best-so-far value and may be pruned
@@ -70,13 +71,18 @@ class HeadedEncoder(nn.Module):
 
 
 class PerTrialBatchNorm(nn.Module):
-    """A BatchNorm whose mode (``train`` or ``freeze_stats``) is a per-trial flag, so mixed modes share a stack.
+    """A BatchNorm whose mode (``train`` or ``freeze_stats``) is a per-trial flag: mixed modes share a stack.
 
     It has the parameter and buffer names of the BatchNorm it replaces plus a ``frozen`` flag (a stacked
     buffer: one 0-dim bool per trial under ``vmap``). In training it computes both the batch-statistics and
     the running-statistics output and takes the trial's one; running statistics move only for trials in
     ``train`` mode, as ``set_batchnorm_eval`` does for a single model.
     """
+
+    running_mean: Tensor
+    running_var: Tensor
+    num_batches_tracked: Tensor
+    frozen: Tensor
 
     def __init__(self, bn: nn.modules.batchnorm._BatchNorm) -> None:
         super().__init__()
@@ -85,7 +91,7 @@ class PerTrialBatchNorm(nn.Module):
         self.register_buffer("running_mean", bn.running_mean)
         self.register_buffer("running_var", bn.running_var)
         self.register_buffer("num_batches_tracked", bn.num_batches_tracked)
-        self.register_buffer("frozen", torch.zeros((), dtype=torch.bool, device=bn.running_mean.device))
+        self.register_buffer("frozen", torch.zeros((), dtype=torch.bool, device=bn.weight.device))
 
     def forward(self, x: Tensor) -> Tensor:
         """Batch statistics for unfrozen trials in training, running statistics otherwise."""
@@ -103,9 +109,12 @@ class PerTrialBatchNorm(nn.Module):
 
 
 def supports_mixed_batchnorm(net: nn.Module) -> bool:
-    """Whether every BatchNorm of ``net`` can become a :class:`PerTrialBatchNorm` (tracked stats, momentum)."""
-    return all(m.track_running_stats and m.momentum is not None and m.affine
-               for m in net.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm))
+    """Whether every BatchNorm of ``net`` can become a :class:`PerTrialBatchNorm` (tracked stats)."""
+    return all(
+        m.track_running_stats and m.momentum is not None and m.affine
+        for m in net.modules()
+        if isinstance(m, nn.modules.batchnorm._BatchNorm)
+    )
 
 
 def _per_trial_batchnorm(module: nn.Module) -> list[str]:
@@ -144,16 +153,18 @@ class StackedData:
 
 
 def trial_losses(loss: str, out: Tensor, y: Tensor, class_weight: Tensor | None) -> Tensor:
-    """Per-trial mean losses ``[k]`` of outputs ``[k, B, O]``, reduced as ``EncoderTask.compute_loss`` does."""
+    """Per-trial mean losses ``[k]`` of outputs ``[k, B, O]``, reduced as in ``EncoderTask.compute_loss``."""
     out = out.float()
     if loss == "mse":
         return ((out.reshape(y.shape) - y.float()) ** 2).flatten(1).mean(1)
     if loss == "bce":
-        per = F.binary_cross_entropy_with_logits(out.reshape(y.shape), y.float(), pos_weight=class_weight,
-                                                 reduction="none")
+        per = F.binary_cross_entropy_with_logits(
+            out.reshape(y.shape), y.float(), pos_weight=class_weight, reduction="none"
+        )
         return per.mean(1)
-    per = F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1).long(), weight=class_weight,
-                          reduction="none").view(y.shape)
+    per = F.cross_entropy(
+        out.reshape(-1, out.shape[-1]), y.reshape(-1).long(), weight=class_weight, reduction="none"
+    ).view(y.shape)
     if class_weight is None:
         return per.mean(1)
     return per.sum(1) / class_weight[y.long()].sum(1)
@@ -162,8 +173,14 @@ def trial_losses(loss: str, out: Tensor, y: Tensor, class_weight: Tensor | None)
 class StackedNets:
     """k copies of one network: stacked parameters, buffers, AdamW state and best-epoch snapshots."""
 
-    def __init__(self, nets: Sequence[nn.Module], configs: Sequence[StackedConfig],
-                 freeze_stats: bool | Sequence[bool], device: torch.device, head_prefix: str = "head.") -> None:
+    def __init__(
+        self,
+        nets: Sequence[nn.Module],
+        configs: Sequence[StackedConfig],
+        freeze_stats: bool | Sequence[bool],
+        device: torch.device,
+        head_prefix: str = "head.",
+    ) -> None:
         nets = [n.to(device) for n in nets]
         self.base = copy.deepcopy(nets[0]).to("meta")
         self.params, self.buffers = stack_module_state(list(nets))  # type: ignore[arg-type]
@@ -183,7 +200,7 @@ class StackedNets:
         self.growth = torch.zeros(len(configs), device=device)
         self.best = self._snapshot()
         hidden = [m for m in self.base.modules() if isinstance(m, MLPHead)]
-        self.hidden_dim = hidden[0].net[1].out_features if hidden else 0
+        self.hidden_dim = int(hidden[0].net[1].out_features) if hidden else 0  # type: ignore[arg-type]
 
     # -- bookkeeping -------------------------------------------------------------------------------
     def _snapshot(self) -> dict[str, Tensor]:
@@ -226,8 +243,9 @@ class StackedNets:
         def one(p: dict[str, Tensor], b: dict[str, Tensor], xi: Tensor, mi: Tensor | None) -> Tensor:
             return functional_call(base, (p, b), (xi, mi))
 
-        return vmap(one, in_dims=(0, 0, 0, 0 if masks is not None else None),
-                    randomness="different")(self.params, self.buffers, x, masks)
+        return vmap(one, in_dims=(0, 0, 0, 0 if masks is not None else None), randomness="different")(
+            self.params, self.buffers, x, masks
+        )
 
     @torch.no_grad()
     def evaluate(self, x: Tensor, batch_size: int, autocast: Any = nullcontext) -> Tensor:
@@ -241,14 +259,15 @@ class StackedNets:
         outs = []
         for i in range(0, len(x), batch_size):
             with autocast():
-                outs.append(vmap(one, in_dims=(0, 0, None))(self.params, self.buffers, x[i : i + batch_size])
-                            .float())
+                outs.append(
+                    vmap(one, in_dims=(0, 0, None))(self.params, self.buffers, x[i : i + batch_size]).float()
+                )
         return torch.cat(outs, dim=1)
 
     # -- optimisation ------------------------------------------------------------------------------
     @torch.no_grad()
     def adamw_step(self, active: Tensor) -> None:
-        """One AdamW step (``torch.optim.AdamW`` semantics) of the active trials; gradients are then cleared."""
+        """One AdamW step (``torch.optim.AdamW`` semantics) of the active trials; then clear gradients."""
         self.steps += active.to(self.steps.dtype)
         every = bool(active.all())
         head_lr = torch.tensor([c.head_lr for c in self.configs], device=self.device)
@@ -282,8 +301,9 @@ class StackedNets:
             p.grad = None
 
 
-def _masks(gens: Sequence[torch.Generator], rates: Sequence[float], rows: int, hidden: int,
-           device: torch.device) -> Tensor | None:
+def _masks(
+    gens: Sequence[torch.Generator], rates: Sequence[float], rows: int, hidden: int, device: torch.device
+) -> Tensor | None:
     """Per-trial inverted-dropout masks ``[k, rows, hidden]`` (None when no trial drops anything)."""
     if not any(r > 0 for r in rates):
         return None
@@ -294,10 +314,18 @@ def _masks(gens: Sequence[torch.Generator], rates: Sequence[float], rows: int, h
     return out
 
 
-def train_stacked(nets: Sequence[nn.Module], configs: Sequence[StackedConfig], data: StackedData, epochs: int,
-                  score: ScoreFn | None = None, on_epoch: EpochHook | None = None, *,
-                  freeze_stats: bool | Sequence[bool] = False,
-                  amp_dtype: torch.dtype | None = None, eval_batch_size: int = 4096) -> list[TrialOutcome]:
+def train_stacked(
+    nets: Sequence[nn.Module],
+    configs: Sequence[StackedConfig],
+    data: StackedData,
+    epochs: int,
+    score: ScoreFn | None = None,
+    on_epoch: EpochHook | None = None,
+    *,
+    freeze_stats: bool | Sequence[bool] = False,
+    amp_dtype: torch.dtype | None = None,
+    eval_batch_size: int = 4096,
+) -> list[TrialOutcome]:
     """Train trials sharing a batch size (and BatchNorm mode) together, scoring and pruning after each epoch.
 
     Args:
@@ -337,13 +365,19 @@ def train_stacked(nets: Sequence[nn.Module], configs: Sequence[StackedConfig], d
     for epoch in range(epochs):
         if not ids:
             break
-        orders = torch.as_tensor(np.stack([epoch_permutation(n, configs[i].seed, epoch) for i in ids]),
-                                 device=device)
+        orders = torch.as_tensor(
+            np.stack([epoch_permutation(n, configs[i].seed, epoch) for i in ids]), device=device
+        )
         bad = torch.zeros(len(ids), dtype=torch.bool, device=device)
         for start in range(0, n, batch):
             rows = orders[:, start : start + batch]
-            masks = _masks([gens[i] for i in ids], [c.dropout for c in stack.configs], rows.shape[1],
-                           stack.hidden_dim, device)
+            masks = _masks(
+                [gens[i] for i in ids],
+                [c.dropout for c in stack.configs],
+                rows.shape[1],
+                stack.hidden_dim,
+                device,
+            )
             with autocast():
                 out = stack.forward_train(data.x_fit[rows], masks)
             losses = trial_losses(data.loss, out, data.y_fit[rows], data.class_weight)
@@ -383,15 +417,21 @@ def train_stacked(nets: Sequence[nn.Module], configs: Sequence[StackedConfig], d
             keep = survivors
         for pos, i in enumerate(ids):
             if i in diverged and i not in outcomes:
-                outcomes[i] = finish_diverged(i, diverged[i], epochs, best[i], on_epoch,
-                                              stack.state(pos) if best[i][1] else None)
+                outcomes[i] = finish_diverged(
+                    i, diverged[i], epochs, best[i], on_epoch, stack.state(pos) if best[i][1] else None
+                )
         if len(keep) < len(ids):
             stack.keep(keep)
             ids = [ids[pos] for pos in keep]
     for pos, i in enumerate(ids):
         value, best_epoch = best[i] if score is not None else (math.nan, epochs)
-        outcomes[i] = TrialOutcome("complete", value=value if score is not None else None, best_epoch=best_epoch,
-                                   epochs_run=epochs, weights=stack.state(pos, best=score is not None))
+        outcomes[i] = TrialOutcome(
+            "complete",
+            value=value if score is not None else None,
+            best_epoch=best_epoch,
+            epochs_run=epochs,
+            weights=stack.state(pos, best=score is not None),
+        )
     return [outcomes[i] for i in range(len(configs))]
 
 
@@ -417,17 +457,26 @@ def _unscale(stack: StackedNets) -> Tensor:
     return finite
 
 
-def finish_diverged(i: int, epoch: int, epochs: int, best: tuple[float, int], on_epoch: EpochHook | None,
-                    weights: dict[str, Any] | None) -> TrialOutcome:
-    """The outcome of a trial that went non-finite at (1-based) ``epoch``: as published, its best earlier epoch.
+def finish_diverged(
+    i: int,
+    epoch: int,
+    epochs: int,
+    best: tuple[float, int],
+    on_epoch: EpochHook | None,
+    weights: dict[str, Any] | None,
+) -> TrialOutcome:
+    """Outcome of a trial that went non-finite at (1-based) ``epoch``: as published, its best earlier epoch.
 
     It keeps reporting its best-so-far value for the epochs it would still have trained (so Hyperband
     treats it as the published loop does, and may prune it); without any finite epoch it fails.
     """
     value, best_epoch = best
     if not best_epoch or weights is None:
-        return TrialOutcome("failed", epochs_run=epoch,
-                            failure=f"diverged: non-finite training loss or validation score at epoch {epoch}")
+        return TrialOutcome(
+            "failed",
+            epochs_run=epoch,
+            failure=f"diverged: non-finite training loss or validation score at epoch {epoch}",
+        )
     for later in range(epoch - 1, epochs):
         if on_epoch is not None and on_epoch(i, later, value):
             return TrialOutcome("pruned", epochs_run=later + 1)

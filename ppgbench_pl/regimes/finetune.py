@@ -240,9 +240,14 @@ class StackedFinetuneEngine(FinetuneEngine):
         nets = [self._net(params, seed) for params, seed in items]  # heads drawn in trial order
         outcomes: dict[int, TrialOutcome] = {}
         for ids in groups.values():
+            def group_score(j: int, out: np.ndarray, ids: list[int] = ids) -> float:
+                return float(score(ids[j], out))
+
+            def group_epoch(j: int, epoch: int, best: float, ids: list[int] = ids) -> bool:
+                return bool(on_epoch(ids[j], epoch, best))
+
             got = train_stacked([nets[i] for i in ids], [self._config(*items[i]) for i in ids], data, epochs,
-                                (lambda j, out, ids=ids: score(ids[j], out)) if score else None,
-                                (lambda j, e, b, ids=ids: on_epoch(ids[j], e, b)) if on_epoch else None,
+                                group_score if score else None, group_epoch if on_epoch else None,
                                 freeze_stats=[items[i][0]["batchnorm_mode"] == "freeze_stats" for i in ids],
                                 amp_dtype=self.amp_dtype,
                                 eval_batch_size=self.eval_batch_size)

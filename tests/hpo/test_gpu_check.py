@@ -10,11 +10,22 @@ SCRIPT = Path(__file__).resolve().parents[2] / "tools" / "gpu_check.sh"
 
 def test_gpu_check_dry_run_prints_every_section():
     env = {**os.environ, "PYTHON": sys.executable, "CUDA_VISIBLE_DEVICES": ""}
-    done = subprocess.run(["bash", str(SCRIPT), "--dry-run"], env=env, capture_output=True, text=True, timeout=240)
+    done = subprocess.run(
+        ["bash", str(SCRIPT), "--dry-run"], env=env, capture_output=True, text=True, timeout=240
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     out = done.stdout
-    for section in ("[device]", "[rf] sklearn:", "[rf] cuML: skipped", "[finetune]", "trials/s", "ratio",
-                    "[embed] small_cnn:", "windows/s", "[memory]"):
+    for section in (
+        "[device]",
+        "[rf] sklearn:",
+        "[rf] cuML: skipped",
+        "[finetune]",
+        "trials/s",
+        "ratio",
+        "[embed] small_cnn:",
+        "windows/s",
+        "[memory]",
+    ):
         assert section in out, out
 
 

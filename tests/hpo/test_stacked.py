@@ -36,8 +36,8 @@ def _problem(loss: str):
 
 
 class BiasFreeCNN(SmallCNNEncoder):
-    """SmallCNN without conv biases: a bias right before a BatchNorm in train mode gets a gradient of ~0, which
-    Adam turns into +-lr steps of rounding noise, so no two implementations agree on it."""
+    """SmallCNN without conv biases: a bias right before a BatchNorm in train mode gets a gradient of ~0,
+    which Adam turns into +-lr steps of rounding noise, so no two implementations agree on it."""
 
     def __init__(self, seed: int) -> None:
         super().__init__(embed_dim=EMB, seed=seed)
@@ -54,44 +54,85 @@ def _net(n_out: int, seed: int, encoder: type = BiasFreeCNN) -> HeadedEncoder:
 def _reference(net: HeadedEncoder, config: StackedConfig, mode: str, x, xv, y, loss, weight):
     """One Lightning Trainer.fit of EncoderTask (finetune mode) on the same init and batches."""
     net = copy.deepcopy(net)
-    task = EncoderTask(net.encoder, mode="finetune", head=net.head, loss=loss, head_lr=config.head_lr,
-                       encoder_lr_ratio=config.encoder_lr / config.head_lr,
-                       head_weight_decay=config.head_weight_decay,
-                       encoder_weight_decay_ratio=(config.encoder_weight_decay / config.head_weight_decay
-                                                   if config.head_weight_decay else 1.0),
-                       batchnorm_mode=mode, class_weight=weight)
+    task = EncoderTask(
+        net.encoder,
+        mode="finetune",
+        head=net.head,
+        loss=loss,
+        head_lr=config.head_lr,
+        encoder_lr_ratio=config.encoder_lr / config.head_lr,
+        head_weight_decay=config.head_weight_decay,
+        encoder_weight_decay_ratio=(
+            config.encoder_weight_decay / config.head_weight_decay if config.head_weight_decay else 1.0
+        ),
+        batchnorm_mode=mode,
+        class_weight=weight,
+    )
     ones = np.ones(N, dtype=np.float32)
-    train = DataLoader(ArrayDataset(x=x.numpy(), ppg_mean=0 * ones, ppg_std=ones, y=y.numpy()),
-                       batch_size=config.batch_size, sampler=EpochPermutationSampler(N, config.seed))
+    train = DataLoader(
+        ArrayDataset(x=x.numpy(), ppg_mean=0 * ones, ppg_std=ones, y=y.numpy()),
+        batch_size=config.batch_size,
+        sampler=EpochPermutationSampler(N, config.seed),
+    )
     vones = np.ones(NV, dtype=np.float32)
-    val = DataLoader(ArrayDataset(x=xv.numpy(), ppg_mean=0 * vones, ppg_std=vones,
-                                  y=np.zeros(NV, dtype=y.numpy().dtype)), batch_size=4096)
+    val = DataLoader(
+        ArrayDataset(x=xv.numpy(), ppg_mean=0 * vones, ppg_std=vones, y=np.zeros(NV, dtype=y.numpy().dtype)),
+        batch_size=4096,
+    )
 
     def trainer(callbacks):
-        return L.Trainer(callbacks=callbacks, max_epochs=EPOCHS, logger=False, enable_checkpointing=False,
-                         enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
-                         accelerator="cpu")
+        return L.Trainer(
+            callbacks=callbacks,
+            max_epochs=EPOCHS,
+            logger=False,
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            num_sanity_val_steps=0,
+            accelerator="cpu",
+        )
 
     history: list[float] = []
-    outcome = fit_trial(trainer, task, train, val, lambda out: history.append(float(out.mean())) or history[-1],
-                        None, snapshot=module_state)
+    outcome = fit_trial(
+        trainer,
+        task,
+        train,
+        val,
+        lambda out: history.append(float(out.mean())) or history[-1],
+        None,
+        snapshot=module_state,
+    )
     return outcome, history
 
 
-@pytest.mark.parametrize(("loss", "mode", "encoder"), [("mse", "train", BiasFreeCNN), ("ce", "train", BiasFreeCNN),
-                                                       ("mse", "freeze_stats", partial(SmallCNNEncoder, embed_dim=EMB))])
+@pytest.mark.parametrize(
+    ("loss", "mode", "encoder"),
+    [
+        ("mse", "train", BiasFreeCNN),
+        ("ce", "train", BiasFreeCNN),
+        ("mse", "freeze_stats", partial(SmallCNNEncoder, embed_dim=EMB)),
+    ],
+)
 def test_stacked_trials_equal_sequential_lightning_training(loss, mode, encoder):
     x, xv, y, n_out, weight = _problem(loss)
-    configs = [StackedConfig(11, 16, 0.0, 1e-2, 1e-3, 0.0, 0.0), StackedConfig(12, 16, 0.0, 3e-3, 3e-3, 1e-2, 1e-2),
-               StackedConfig(13, 16, 0.0, 1e-3, 1e-5, 1e-4, 1e-4)]
+    configs = [
+        StackedConfig(11, 16, 0.0, 1e-2, 1e-3, 0.0, 0.0),
+        StackedConfig(12, 16, 0.0, 3e-3, 3e-3, 1e-2, 1e-2),
+        StackedConfig(13, 16, 0.0, 1e-3, 1e-5, 1e-4, 1e-4),
+    ]
     nets = [_net(n_out, c.seed, encoder) for c in configs]
     pre = SmallCNNEncoder(embed_dim=EMB).preprocess
     data = StackedData(pre(x), y, pre(xv), loss, torch.tensor(weight) if weight else None)
     reports: dict[int, list[float]] = {}
-    outcomes = train_stacked([copy.deepcopy(n) for n in nets], configs, data, EPOCHS,
-                             lambda i, out: float(out.mean()),
-                             lambda i, epoch, best: reports.setdefault(i, []).append(best) is None and False,
-                             freeze_stats=mode == "freeze_stats")
+    outcomes = train_stacked(
+        [copy.deepcopy(n) for n in nets],
+        configs,
+        data,
+        EPOCHS,
+        lambda i, out: float(out.mean()),
+        lambda i, epoch, best: reports.setdefault(i, []).append(best) is None and False,
+        freeze_stats=mode == "freeze_stats",
+    )
     for i, config in enumerate(configs):
         ref, history = _reference(nets[i], config, mode, x, xv, y, loss, weight)
         got = outcomes[i]
@@ -106,8 +147,11 @@ def test_dropout_and_pruning_stay_with_their_trial():
     x, xv, y, n_out, _ = _problem("mse")
     pre = SmallCNNEncoder(embed_dim=EMB).preprocess
     data = StackedData(pre(x), y, pre(xv), "mse")
-    configs = [StackedConfig(1, 16, 0.3, 1e-2, 1e-3, 0.0, 0.0), StackedConfig(2, 16, 0.0, 1e-2, 1e-3, 0.0, 0.0),
-               StackedConfig(3, 16, 0.3, 1e-3, 1e-4, 0.0, 0.0)]
+    configs = [
+        StackedConfig(1, 16, 0.3, 1e-2, 1e-3, 0.0, 0.0),
+        StackedConfig(2, 16, 0.0, 1e-2, 1e-3, 0.0, 0.0),
+        StackedConfig(3, 16, 0.3, 1e-3, 1e-4, 0.0, 0.0),
+    ]
     nets = [_net(n_out, c.seed) for c in configs]
     seen: list[tuple[int, int]] = []
 
@@ -115,13 +159,15 @@ def test_dropout_and_pruning_stay_with_their_trial():
         seen.append((i, epoch))
         return i == 1 and epoch == 1
 
-    together = train_stacked([copy.deepcopy(n) for n in nets], configs, data, EPOCHS, lambda i, o: float(o.mean()),
-                             on_epoch)
+    together = train_stacked(
+        [copy.deepcopy(n) for n in nets], configs, data, EPOCHS, lambda i, o: float(o.mean()), on_epoch
+    )
     assert [o.state for o in together] == ["complete", "pruned", "complete"] and together[1].epochs_run == 2
     assert (1, 2) not in seen and (0, 2) in seen
     for i in (0, 2):  # a trial with dropout, trained in a stack = trained alone (its own masks and batches)
-        (alone,) = train_stacked([copy.deepcopy(nets[i])], configs[i : i + 1], data, EPOCHS,
-                                 lambda j, o: float(o.mean()))
+        (alone,) = train_stacked(
+            [copy.deepcopy(nets[i])], configs[i : i + 1], data, EPOCHS, lambda j, o: float(o.mean())
+        )
         assert alone.value == pytest.approx(together[i].value, rel=1e-5)
         for key, value in alone.weights.items():
             torch.testing.assert_close(together[i].weights[key], value, atol=1e-5, rtol=1e-4)
@@ -131,15 +177,24 @@ def test_a_trial_that_turns_non_finite_completes_with_its_best_earlier_epoch():
     x, xv, y, n_out, _ = _problem("mse")
     pre = SmallCNNEncoder(embed_dim=EMB).preprocess
     data = StackedData(pre(x), y, pre(xv), "mse")
-    configs = [StackedConfig(1, 16, 0.0, 1e-2, 1e-3, 0.0, 0.0), StackedConfig(2, 16, 0.0, 1e-2, 1e-3, 0.0, 0.0)]
+    configs = [
+        StackedConfig(1, 16, 0.0, 1e-2, 1e-3, 0.0, 0.0),
+        StackedConfig(2, 16, 0.0, 1e-2, 1e-3, 0.0, 0.0),
+    ]
     scores = iter([1.0, 2.0, 5.0, math.nan, 4.0])  # epoch 1: trials 0, 1; epoch 2: 0, 1; epoch 3: 0
 
     def score(i, out):
         return next(scores)
 
     reports: dict[int, list[float]] = {}
-    good, broken = train_stacked([_net(n_out, 1), _net(n_out, 2)], configs, data, EPOCHS, score,
-                                 lambda i, e, b: reports.setdefault(i, []).append(b) is None and False)
+    good, broken = train_stacked(
+        [_net(n_out, 1), _net(n_out, 2)],
+        configs,
+        data,
+        EPOCHS,
+        score,
+        lambda i, e, b: reports.setdefault(i, []).append(b) is None and False,
+    )
     assert good.state == "complete"
     # trial 1 scored 2.0 at epoch 1, then went non-finite: it completes with epoch 1 (published behaviour)
     assert broken.state == "complete" and broken.best_epoch == 1 and broken.value == 2.0
@@ -153,16 +208,33 @@ def test_mixed_batchnorm_modes_share_a_stack():
     x, xv, y, n_out, _ = _problem("mse")
     pre = SmallCNNEncoder(embed_dim=EMB).preprocess
     data = StackedData(pre(x), y, pre(xv), "mse")
-    configs = [StackedConfig(1, 16, 0.0, 1e-2, 1e-3, 1e-4, 1e-4), StackedConfig(2, 16, 0.0, 1e-2, 1e-3, 0.0, 0.0)]
+    configs = [
+        StackedConfig(1, 16, 0.0, 1e-2, 1e-3, 1e-4, 1e-4),
+        StackedConfig(2, 16, 0.0, 1e-2, 1e-3, 0.0, 0.0),
+    ]
     nets = [_net(n_out, c.seed) for c in configs]
-    together = train_stacked([copy.deepcopy(n) for n in nets], configs, data, 2, lambda i, o: float(o.mean()),
-                             freeze_stats=[False, True])
+    together = train_stacked(
+        [copy.deepcopy(n) for n in nets],
+        configs,
+        data,
+        2,
+        lambda i, o: float(o.mean()),
+        freeze_stats=[False, True],
+    )
     for i, frozen in enumerate((False, True)):
-        (alone,) = train_stacked([copy.deepcopy(nets[i])], configs[i : i + 1], data, 2, lambda j, o: float(o.mean()),
-                                 freeze_stats=frozen)
+        (alone,) = train_stacked(
+            [copy.deepcopy(nets[i])],
+            configs[i : i + 1],
+            data,
+            2,
+            lambda j, o: float(o.mean()),
+            freeze_stats=frozen,
+        )
         assert set(alone.weights) == set(together[i].weights)
         for key, value in alone.weights.items():
             torch.testing.assert_close(together[i].weights[key], value, atol=1e-5, rtol=1e-4)
     stats = "encoder.features.1.running_mean"
-    assert torch.equal(together[1].weights[stats], nets[1].state_dict()[stats])  # frozen: statistics never move
+    assert torch.equal(
+        together[1].weights[stats], nets[1].state_dict()[stats]
+    )  # frozen: statistics never move
     assert not torch.equal(together[0].weights[stats], nets[0].state_dict()[stats])

@@ -31,17 +31,29 @@ def test_yaml_search_block_parses_and_fills_regime_defaults():
     assert isinstance(mlp, MLPRegime) and isinstance(finetune, FinetuneRegime)
     assert (mlp.search.n_trials, mlp.search.parallel_trials, mlp.search.max_epochs) == (12, 4, 25)
     assert mlp.search.storage == "sqlite:///x.db" and mlp.subject_repeats == 1
-    assert (finetune.search.n_trials, finetune.search.parallel_trials, finetune.search.max_epochs) == (8, 8, 3)
+    assert (finetune.search.n_trials, finetune.search.parallel_trials, finetune.search.max_epochs) == (
+        8,
+        8,
+        3,
+    )
     assert finetune.amp_dtype == "bfloat16" and finetune.search.n_startup_trials == 8
 
 
 def test_settings_carry_every_result_value_but_not_the_storage():
     regime = MLPRegime(SearchSettings(n_trials=5, reduction_factor=2, storage="postgresql://u:secret@h/db"))
     settings = regime.settings()
-    assert settings["search"] == {"n_trials": 5, "n_startup_trials": 8, "max_epochs": 25, "min_resource": 1,
-                                  "reduction_factor": 2, "parallel_trials": 1}
+    assert settings["search"] == {
+        "n_trials": 5,
+        "n_startup_trials": 8,
+        "max_epochs": 25,
+        "min_resource": 1,
+        "reduction_factor": 2,
+        "parallel_trials": 1,
+    }
     assert "secret" not in repr(settings) and settings["engine"] == "batched"
-    assert MLPRegime(SearchSettings(n_trials=6)).settings() != MLPRegime(SearchSettings(n_trials=5)).settings()
+    assert (
+        MLPRegime(SearchSettings(n_trials=6)).settings() != MLPRegime(SearchSettings(n_trials=5)).settings()
+    )
     assert FinetuneRegime().settings()["search"]["parallel_trials"] == 8  # published
 
 

@@ -31,13 +31,19 @@ def test_torchmetrics_agree_with_the_scikit_learn_definitions(loss):
     if loss == "mse":
         out, y, classes = torch.randn(n, 1, generator=g), torch.randn(n, generator=g) * 5, None
     elif loss == "bce":
-        out, y, classes = torch.randn(n, 1, generator=g), torch.randint(0, 2, (n,), generator=g), np.array([3, 8])
+        out, y, classes = (
+            torch.randn(n, 1, generator=g),
+            torch.randint(0, 2, (n,), generator=g),
+            np.array([3, 8]),
+        )
         out[:7] = 0.0  # p = 0.5 exactly: the positive class on both sides
     else:  # class 3 is predicted but never true: scikit-learn leaves it out of the mean recall
         out, y, classes = torch.randn(n, 4, generator=g), torch.randint(0, 3, (n,), generator=g), np.arange(4)
     metrics = HeadMetrics(loss, out.shape[1])
     for chunk in range(0, n, 32):  # batches, as in an epoch
-        metrics.update(out[chunk : chunk + 32], y[chunk : chunk + 32].float() if loss != "ce" else y[chunk : chunk + 32])
+        metrics.update(
+            out[chunk : chunk + 32], y[chunk : chunk + 32].float() if loss != "ce" else y[chunk : chunk + 32]
+        )
     got = {k: float(v) for k, v in metrics.compute().items()}
     want = _sklearn(loss, classes, out.double(), y)
     for name, value in got.items():
@@ -55,8 +61,15 @@ def test_lightning_module_logs_device_metrics_each_epoch():
     y = (x[:, 0] > 0).astype(np.float32)
     task = EncoderTask(nn.Identity(), head=MLPHead(5, 1, 8), loss="bce", head_lr=1e-2)
     loader = DataLoader(ArrayDataset(z=x, y=y), batch_size=16)
-    trainer = L.Trainer(max_epochs=2, accelerator="cpu", logger=False, enable_checkpointing=False,
-                        enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0)
+    trainer = L.Trainer(
+        max_epochs=2,
+        accelerator="cpu",
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+    )
     with frozen_parts_expected():
         trainer.fit(task, train_dataloaders=loader, val_dataloaders=loader)
     logged = trainer.callback_metrics
