@@ -30,14 +30,17 @@ LINE = re.compile(r"^interrupted after (\d+) of (\d+) jobs; run the same command
 
 def start_and_signal(config: Path, run_dir: Path, after: int, signum: int,
                      timeout: float = 120.0) -> tuple[int, str, float]:
-    """Start ``ppgbench fit``; once ``after`` records exist send ``signum``: (exit code, stderr, seconds to exit)."""
+    """Start ``ppgbench fit``, send ``signum`` once ``after`` records exist.
+
+    Returns (exit code, stderr, seconds from the signal to the exit).
+    """
     proc = subprocess.Popen([sys.executable, "-c", LAUNCH, "fit", "--config", str(config)], cwd=REPO,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and proc.poll() is None and len(record_files(run_dir)) < after:
             time.sleep(0.02)
-        assert proc.poll() is None, f"the run ended before the signal: {proc.stderr.read()[-2000:]}"  # type: ignore[union-attr]
+        assert proc.poll() is None, f"the run ended first: {proc.stderr.read()[-2000:]}"  # type: ignore[union-attr]
         sent = time.monotonic()
         proc.send_signal(signum)
         _, err = proc.communicate(timeout=30)

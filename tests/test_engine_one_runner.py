@@ -91,21 +91,22 @@ def test_suite_trainer_kwargs_are_the_honoured_settings(tmp_path, engine_root):
     from ppgbench_pl.benchmark.spec import trainer_settings
     from ppgbench_pl.benchmark.suite import BenchmarkSuite
 
-    settings = trainer_settings({"accelerator": "cpu", "devices": "2", "strategy": "ddp_spawn", "precision": 16,
-                                 "deterministic": True, "max_epochs": None, "logger": False,
+    settings = trainer_settings({"accelerator": "cpu", "devices": "2", "strategy": "ddp_spawn",
+                                 "precision": 16, "deterministic": True, "max_epochs": None, "logger": False,
                                  "callbacks": [LINEAR]})
     assert settings == {"accelerator": "cpu", "devices": 2, "strategy": "ddp_spawn", "precision": "16-mixed",
                         "deterministic": True}
     suite = BenchmarkSuite({"encoders": [CNN], "regimes": [LINEAR], "datasets": ["synthetic"],
                             "tasks": ["synthetic-hr"], "seeds": [42], "folds": [0], "trainer": settings,
-                            "data": {"root": str(engine_root), "synthetic_subjects": 10, "synthetic_windows": 4}},
+                            "data": {"root": str(engine_root), "synthetic_subjects": 10,
+                                     "synthetic_windows": 4}},
                            tmp_path)
     ctx = suite.context(suite.plan()[0])
     assert ctx.trainer_kwargs == settings
 
 
-@pytest.mark.xfail(strict=True, reason="the MLP and finetune regimes override trainer.precision with their own "
-                                        "(32-true, or the amp setting); see the H7 report")
+@pytest.mark.xfail(strict=True, reason="the MLP and finetune regimes override trainer.precision with "
+                                        "their own (32-true, or the amp setting); see the H7 report")
 def test_trainer_precision_reaches_the_neural_regimes(tmp_path, engine_root, trainer_calls):
     config = suite_config(engine_root, tmp_path / "run", regimes=[TINY_FINETUNE], tasks=["synthetic-hr"],
                           folds=[0], data={"synthetic_windows": 4})

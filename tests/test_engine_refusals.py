@@ -23,10 +23,11 @@ REFUSED_TRAINER = {
     "max_steps": (["--trainer.max_steps", "10"], "trainer.max_steps"),
     "limit_train_batches": (["--trainer.limit_train_batches", "0.5"], "trainer.limit_train_batches"),
     "gradient_clip_val": (["--trainer.gradient_clip_val", "1.0"], "trainer.gradient_clip_val"),
-    "accumulate_grad_batches": (["--trainer.accumulate_grad_batches", "4"], "trainer.accumulate_grad_batches"),
+    "accumulate_grad_batches": (["--trainer.accumulate_grad_batches", "4"],
+                                "trainer.accumulate_grad_batches"),
     "default_root_dir": (["--trainer.default_root_dir", "elsewhere"], "trainer.default_root_dir"),
-    "logger": (["--trainer.logger", "{class_path: lightning.pytorch.loggers.CSVLogger, init_args: {save_dir: x}}"],
-               "trainer.logger"),
+    "logger": (["--trainer.logger", "{class_path: lightning.pytorch.loggers.CSVLogger, "
+                                    "init_args: {save_dir: x}}"], "trainer.logger"),
     "callback": (["--trainer.callbacks", "[{class_path: lightning.pytorch.callbacks.LearningRateMonitor}]"],
                  "is not a regime"),
     "ckpt_path": (["--ckpt_path", "/nonexistent.ckpt"], "--ckpt_path"),
@@ -57,8 +58,9 @@ def done_run(tmp_path_factory: pytest.TempPathFactory, engine_root: Path) -> tup
     """A finished tiny run folder and its config (copied by tests that must leave a folder unchanged)."""
     base = tmp_path_factory.mktemp("refusals")
     out = base / "run"
-    path = write_config(base / "config.yaml", suite_config(engine_root, out, regimes=[LINEAR], tasks=["synthetic-hr"],
-                                                           folds=[0], data={"synthetic_windows": 4}))
+    config = suite_config(engine_root, out, regimes=[LINEAR], tasks=["synthetic-hr"], folds=[0],
+                          data={"synthetic_windows": 4})
+    path = write_config(base / "config.yaml", config)
     assert run(["--config", str(path)]) == 0
     return path, out
 

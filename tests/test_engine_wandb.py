@@ -49,7 +49,7 @@ def wandb_records(path: Path) -> Iterator[Any]:
         if kind in (2, 3):  # first, middle
             pending += chunk
             continue
-        record = pb.Record()
+        record = pb.Record()  # type: ignore[attr-defined]
         record.ParseFromString(pending + chunk)  # full, or last
         pending = b""
         yield record
@@ -63,7 +63,8 @@ def read_offline_run(folder: Path) -> dict[str, Any]:
         kind = record.WhichOneof("record_type")
         if kind == "run":
             r = record.run
-            out.update(id=r.run_id, group=r.run_group, tags=list(r.tags), job_type=r.job_type, name=r.display_name)
+            out.update(id=r.run_id, group=r.run_group, tags=list(r.tags), job_type=r.job_type,
+                       name=r.display_name)
             out["config"].update({u.key: json.loads(u.value_json) for u in r.config.update})
         elif kind == "config":
             out["config"].update({u.key: json.loads(u.value_json) for u in record.config.update if u.key})
@@ -114,13 +115,14 @@ def test_the_cell_run_mirrors_summary_csv_and_resumes_its_id(tmp_path, engine_ro
     assert sorted(p.name for p in tmp_path.iterdir()) == ["config.yaml", "cwd", "out"]
 
 
-@pytest.mark.xfail(strict=True, reason="W&B stages tables under ~/.local/share/wandb and logs under ~/.cache/wandb "
-                                       "unless WANDB_DATA_DIR/WANDB_CACHE_DIR point into the run folder (H7 report)")
+@pytest.mark.xfail(strict=True, reason="W&B stages tables under ~/.local/share/wandb and logs under "
+                                       "~/.cache/wandb unless WANDB_DATA_DIR/WANDB_CACHE_DIR point into "
+                                       "the run folder (H7 report)")
 def test_wandb_writes_nothing_outside_the_run_folder(tmp_path, engine_root, monkeypatch):
     home = tmp_path / "home"
     home.mkdir()
-    for name, value in {"HOME": home, "XDG_DATA_HOME": home / ".local/share", "XDG_CACHE_HOME": home / ".cache",
-                        "XDG_CONFIG_HOME": home / ".config"}.items():
+    for name, value in {"HOME": home, "XDG_DATA_HOME": home / ".local/share",
+                        "XDG_CACHE_HOME": home / ".cache", "XDG_CONFIG_HOME": home / ".config"}.items():
         monkeypatch.setenv(name, str(value))
     for name in ("WANDB_DATA_DIR", "WANDB_CACHE_DIR", "WANDB_CONFIG_DIR", "WANDB_ARTIFACT_DIR"):
         monkeypatch.delenv(name, raising=False)

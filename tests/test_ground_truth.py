@@ -12,10 +12,11 @@ LOCAL = {"class_path": "ppgbench_pl.benchmark.executors.LocalExecutor"}
 def test_prv_beats_the_constant_baseline_on_heart_rate_by_far(synthetic_root, tmp_path):
     # The engine's programmatic face: a suite spec and run settings, as `ppgbench fit` builds them.
     spec = {
-        "encoders": [{"class_path": "ppgbench_pl.encoders.prv.PRVEncoder", "init_args": {"n_jobs": 1}},
-                     {"class_path": "ppgbench_pl.encoders.prv.PublishedPRVEncoder", "init_args": {"n_jobs": 1}}],
+        "encoders": [{"class_path": f"ppgbench_pl.encoders.prv.{cls}", "init_args": {"n_jobs": 1}}
+                     for cls in ("PRVEncoder", "PublishedPRVEncoder")],
         "regimes": [{"class_path": "ppgbench_pl.regimes.LinearRegime"}],
-        "datasets": ["synthetic"], "tasks": ["synthetic-hr", "synthetic-activity"], "seeds": [42], "folds": None,
+        "datasets": ["synthetic"], "tasks": ["synthetic-hr", "synthetic-activity"], "seeds": [42],
+        "folds": None,
         "data": {"root": str(synthetic_root), "synthetic_subjects": 15, "synthetic_windows": 6},
         "trainer": {"accelerator": "cpu", "devices": 1}, "optuna_storage": None,
     }
