@@ -65,7 +65,7 @@ class PPGEncoder(nn.Module):
         """
         if cls.weights_source is None:
             return False
-        checkpoint = init_args.get("checkpoint")
+        checkpoint = checkpoint_setting(cls.name, init_args.get("checkpoint"))
         random_init = bool(init_args.get("random_init", False))
         if checkpoint is not None and random_init:
             raise ConfigError(f"{cls.name}: checkpoint {checkpoint} and random_init: true contradict each "
@@ -155,6 +155,19 @@ class PPGEncoder(nn.Module):
             digest.update(key.encode())
             digest.update(value.detach().cpu().contiguous().numpy().tobytes())
         return digest.hexdigest()
+
+
+def checkpoint_setting(name: str, value: object) -> object:
+    """``checkpoint`` as given, refusing text that means "no checkpoint" (``None`` from a command line).
+
+    Raises:
+        ConfigError: An empty string or ``None``/``null`` written as text.
+
+    """
+    if isinstance(value, str) and value.strip().lower() in ("", "none", "null"):
+        raise ConfigError(f"{name}: checkpoint {value!r} is text, not a file; to give no checkpoint leave it "
+                          "out (or write checkpoint: null in YAML)")
+    return value
 
 
 @contextlib.contextmanager

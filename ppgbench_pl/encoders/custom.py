@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from ppgbench_pl.encoders.base import RANDOM_INIT_SUFFIX, PPGEncoder
+from ppgbench_pl.encoders.base import RANDOM_INIT_SUFFIX, PPGEncoder, checkpoint_setting
 from ppgbench_pl.encoders.preprocessing import zscore_window
 from ppgbench_pl.errors import CheckpointError, ConfigError
 
@@ -183,7 +183,8 @@ class CustomEncoder(PPGEncoder):
         name = str(init_args.get("name") or cls.name)
         random_init = bool(init_args.get("random_init", False))
         in_module = bool(init_args.get("weights_in_module", False))
-        sources = [label for label, given in (("checkpoint", init_args.get("checkpoint") is not None),
+        checkpoint = checkpoint_setting(name, init_args.get("checkpoint"))
+        sources = [label for label, given in (("checkpoint", checkpoint is not None),
                                               ("random_init: true", random_init),
                                               ("weights_in_module: true", in_module)) if given]
         if len(sources) > 1:

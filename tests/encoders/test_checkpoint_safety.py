@@ -27,6 +27,7 @@ from ppgbench_pl.encoders.checkpoint import read_checkpoint_file
 from ppgbench_pl.encoders.custom import CustomEncoder
 from ppgbench_pl.errors import CheckpointError
 from tests.encoders.test_custom import TinyConvNet
+from tests.encoders.test_registry import build_encoder
 
 
 class Payload:
@@ -65,11 +66,10 @@ ENCODER_NAMES = [*FOUNDATION_MODELS, "small_cnn", "custom"]
 
 @functools.cache
 def encoder(name: str) -> PPGEncoder:
-    """One instance per encoder and session (the transformers take a second to build)."""
+    """One instance per encoder and session, shared with test_registry (the transformers are slow)."""
     if name == "custom":
         return CustomEncoder(TinyConvNet(), sampling_rate=32.0, pooling="mean", random_init=True)
-    cls = ENCODERS[name]
-    return cls() if name == "small_cnn" else cls(random_init=True)  # type: ignore[call-arg]
+    return build_encoder(name)
 
 
 @pytest.mark.parametrize("fmt", ["torch", "pickle"])

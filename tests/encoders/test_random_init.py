@@ -99,6 +99,15 @@ def test_missing_checkpoint_file_says_where_to_get_it(tmp_path: Path) -> None:
     assert PUBLISHED_AT["anyppg"] in str(info.value)
 
 
+@pytest.mark.parametrize("text", ["None", "null", ""])
+def test_no_checkpoint_written_as_text_is_refused(text: str) -> None:
+    """``--...checkpoint null`` once reached the encoder as the string 'None' and was opened as a file."""
+    with pytest.raises(ConfigError, match=r"^papagei_p: checkpoint '.*' is text, not a file; to give no "):
+        ENCODERS["papagei_p"].config_name({"checkpoint": text})
+    with pytest.raises(ConfigError, match=r"^mynet: checkpoint '.*' is text, not a file"):
+        CustomEncoder(TinyConvNet(), name="mynet", checkpoint=text, **CUSTOM)
+
+
 @pytest.mark.parametrize("name", [*FOUNDATION_MODELS, "my model"])
 def test_job_ids_of_random_init_names_are_filesystem_safe(name: str) -> None:
     jid = job_id(f"{name}{RANDOM_INIT_SUFFIX}", "synthetic-hr", "linear", 42, 0)
