@@ -24,6 +24,7 @@ import torch
 
 from ppgbench_pl.benchmark.identity import code_version
 from ppgbench_pl.benchmark.locks import file_lock
+from ppgbench_pl.errors import PPGBenchError
 from ppgbench_pl.metrics.evaluate import evaluate
 from ppgbench_pl.probes.constant import constant_predictions
 from ppgbench_pl.regimes.base import JobContext, Regime
@@ -70,7 +71,10 @@ def run_job(ctx: JobContext, regime: Regime) -> tuple[dict[str, Any], dict[str, 
             train, test = ctx.outer()
             record["train_groups"] = list(dict.fromkeys(view.groups[train].tolist()))
             record["test_groups"] = list(dict.fromkeys(view.groups[test].tolist()))
-            record["baseline"] = baseline_metrics(ctx)
+            try:
+                record["baseline"] = baseline_metrics(ctx)
+            except PPGBenchError as exc:  # e.g. a test fold of one class: say which job
+                raise type(exc)(f"{ctx.task.name} seed {ctx.seed} fold {ctx.fold}: constant baseline: {exc}") from exc
             outcomes = regime.run(ctx)
             record["backend"] = regime.backend()  # a regime may learn its backend only once it ran
             record["results"] = []
