@@ -115,9 +115,6 @@ def test_the_cell_run_mirrors_summary_csv_and_resumes_its_id(tmp_path, engine_ro
     assert sorted(p.name for p in tmp_path.iterdir()) == ["config.yaml", "cwd", "out"]
 
 
-@pytest.mark.xfail(strict=True, reason="W&B stages tables under ~/.local/share/wandb and logs under "
-                                       "~/.cache/wandb unless WANDB_DATA_DIR/WANDB_CACHE_DIR point into "
-                                       "the run folder (H7 report)")
 def test_wandb_writes_nothing_outside_the_run_folder(tmp_path, engine_root, monkeypatch):
     home = tmp_path / "home"
     home.mkdir()

@@ -47,7 +47,7 @@ from ppgbench_pl.benchmark.plan import Job, describe_plan
 from ppgbench_pl.benchmark.progress import Progress
 from ppgbench_pl.benchmark.spec import RunSettings
 from ppgbench_pl.benchmark.suite import BenchmarkSuite, instantiate, suite_for
-from ppgbench_pl.benchmark.tracking import CellTracker, wandb_enabled
+from ppgbench_pl.benchmark.tracking import CellTracker, close_wandb, wandb_enabled
 from ppgbench_pl.benchmark.worker import JobOutcome, JobSpec, run_job_spec
 from ppgbench_pl.data.processed import write_json_atomic
 from ppgbench_pl.errors import ConfigError
@@ -198,6 +198,8 @@ class BenchmarkRun:
                 report.interrupted = exc.exit_code if isinstance(exc, Interrupted) else 130
             finally:
                 report.summary_path = self._write_outputs(report)
+                if tracker is not None:
+                    close_wandb()
         if report.interrupted is not None:
             print(f"interrupted after {report.completed + report.skipped} of {report.planned} jobs; "
                   "run the same command to resume", file=sys.stderr)

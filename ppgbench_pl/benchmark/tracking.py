@@ -57,12 +57,40 @@ def wandb_enabled(setting: str) -> bool:
     return setting != "off" and wandb_mode() != "disabled"
 
 
+#: W&B's own folders (staging of tables, caches, artifacts): pointed into the run folder, so every file a
+#: run writes lives there. A folder the user set explicitly is left alone.
+WANDB_DIR_VARIABLES = {"WANDB_DATA_DIR": "data", "WANDB_CACHE_DIR": "cache", "WANDB_ARTIFACT_DIR": "artifacts"}
+_USER_DIRS: dict[str, str] | None = None
+
+
+def point_wandb_dirs(run_dir: Path) -> None:
+    """Set W&B's staging, cache and artifact folders to ``<run_dir>/wandb/...`` (unless the user set them)."""
+    global _USER_DIRS
+    if _USER_DIRS is None:
+        _USER_DIRS = {k: os.environ[k] for k in WANDB_DIR_VARIABLES if k in os.environ}
+    for variable, sub in WANDB_DIR_VARIABLES.items():
+        if variable not in _USER_DIRS:
+            os.environ[variable] = str((Path(run_dir) / "wandb" / sub).resolve())
+
+
+def close_wandb() -> None:
+    """Stop W&B's service process, so a later run in this process starts one with its own folders."""
+    import sys
+
+    if "wandb" in sys.modules:
+        try:
+            sys.modules["wandb"].teardown()
+        except Exception as exc:  # noqa: BLE001 - never fail a run because W&B could not shut down
+            warnings.warn(f"W&B shutdown failed: {exc}", stacklevel=2)
+
+
 def _short_id(*parts: str) -> str:
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
 
 
 def _start_run(run_dir: Path, project: str, run_id: str, name: str, group: str, job_type: str,
                config: dict[str, Any], tags: Sequence[str]) -> Any:
+    point_wandb_dirs(run_dir)
     import wandb
 
     settings = wandb.Settings(init_timeout=float(os.environ.get("WANDB_INIT_TIMEOUT", "10")), silent=True,
