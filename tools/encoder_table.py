@@ -37,8 +37,8 @@ COLUMNS = ("model", "parameters", "trainable", "embedding", "rate (Hz)", "checkp
 
 def describe(name: str) -> dict[str, Any]:
     """One row: build the encoder, count its parameters once, read its contract attributes."""
-    encoder = ENCODERS[name]()
-    cls = type(encoder)
+    cls = ENCODERS[name]
+    encoder = cls(random_init=True) if getattr(cls, "weights_source", None) else cls()  # only counts parameters
     trainable = sum(p.numel() for p in encoder.parameters() if p.requires_grad) if encoder.trainable else 0
     row = {
         "model": name,

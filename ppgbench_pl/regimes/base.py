@@ -26,6 +26,7 @@ from ppgbench_pl.datamodules.ppg import ArrayDataset, PPGDataModule
 from ppgbench_pl.encoders.base import PPGEncoder
 from ppgbench_pl.metrics.evaluate import evaluate
 from ppgbench_pl.metrics.scores import Predictions
+from ppgbench_pl.results.records import job_id as job_id_of
 
 
 @dataclass
@@ -65,7 +66,7 @@ class JobContext:
         fs = float(encoder.sampling_rate)
         view = datamodule.task_view(fs, task)
         name = model_name or encoder.name
-        return cls(job_id or f"{name}__{task.name}__s{seed}_f{fold}", name, encoder, task, seed, fold, view,
+        return cls(job_id or job_id_of(name, task.name, "regime", seed, fold), name, encoder, task, seed, fold, view,
                    datamodule.outer_split(view, seed, fold), Path(work_dir), embeddings,
                    datamodule.windows(fs) if raw_windows else None, dict(trainer_kwargs or {}),
                    datamodule.n_inner_folds, datamodule.batch_size)

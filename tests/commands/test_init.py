@@ -96,4 +96,4 @@ def test_written_config_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
           "--data.init_args.tasks", "[synthetic-hr]"])
     with (tmp_path / "results" / "summary.csv").open() as handle:
         models = {row["model"] for row in csv.DictReader(handle)}
-    assert {"my_model", "prv_published"} <= models
+    assert {"my_model (random init)", "prv_published"} <= models  # no checkpoint: labelled, never silent
