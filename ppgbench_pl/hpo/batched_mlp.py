@@ -1,8 +1,9 @@
 """Many MLP-probe trials trained at once as stacked models: the fast engine of the MLP regime.
 
-The heads of all trials asked together are stacked along a leading trial axis (one stack per hidden
-width, so no compute is spent on padding) and run with batched matrix products, so per-step overhead
-(Python, kernel launches) is paid once per stack instead of once per trial. Each trial keeps everything
+The heads of all trials asked together are stacked along a leading trial axis (one stack; narrower
+heads are zero-padded to the widest when that at most doubles their work, else one stack per width) and
+run with batched matrix products, so per-step overhead (Python, kernel launches) is paid once per stack
+instead of once per trial. Each trial keeps everything
 it has on its own: init (an :class:`~ppgbench_pl.heads.MLPHead` built under the trial's seed and copied
 in), epoch order and batch size (:func:`~ppgbench_pl.hpo.shuffle.epoch_batches`), dropout rate, learning
 rate, and AdamW state. Semantics equal the Lightning reference loop (``EncoderTask`` + ``Trainer``) up
@@ -86,8 +87,19 @@ class StackedHeads:
             states.append(MLPHead(in_features, n_outputs, config.hidden_dim, config.dropout).state_dict())
         layout = (("net.0.weight", False), ("net.0.bias", False), ("net.1.weight", True),
                   ("net.1.bias", False), ("net.4.weight", True), ("net.4.bias", False))  # (key, transpose)
-        self.params = [torch.stack([s[k].T if t else s[k] for s in states]).to(device).requires_grad_()
-                       for k, t in layout]
+        width = max(c.hidden_dim for c in configs)  # narrower heads are zero-padded: padded units stay 0
+
+        def padded(value: Tensor, key: str) -> Tensor:
+            if key == "net.1.weight":  # [D, H]
+                return F.pad(value, (0, width - value.shape[1]))
+            if key == "net.1.bias":
+                return F.pad(value, (0, width - value.shape[0]))
+            if key == "net.4.weight":  # [H, O]
+                return F.pad(value, (0, 0, 0, width - value.shape[0]))
+            return value
+
+        self.params = [torch.stack([padded(s[k].T if t else s[k], k) for s in states]).to(device)
+                       .requires_grad_() for k, t in layout]
         for p in self.params:
             p.grad = torch.zeros_like(p)
         self.exp_avg = [torch.zeros_like(p) for p in self.params]
@@ -165,8 +177,9 @@ class StackedHeads:
         """Head t's weights as an :class:`MLPHead` state dict, on the CPU."""
         source = self.best if best else self.params
         ln_w, ln_b, w1, b1, w2, b2 = (p[t].detach().cpu().clone() for p in source)
-        return {"net.0.weight": ln_w, "net.0.bias": ln_b, "net.1.weight": w1.T.contiguous(), "net.1.bias": b1,
-                "net.4.weight": w2.T.contiguous(), "net.4.bias": b2}
+        h = self.configs[t].hidden_dim
+        return {"net.0.weight": ln_w, "net.0.bias": ln_b, "net.1.weight": w1[:, :h].T.contiguous(),
+                "net.1.bias": b1[:h].contiguous(), "net.4.weight": w2[:h].T.contiguous(), "net.4.bias": b2}
 
 
 def row_losses(data: HeadData, out: Tensor, y: Tensor) -> Tensor:
@@ -244,10 +257,13 @@ def train_heads(data: HeadData, configs: Sequence[HeadConfig], epochs: int, scor
 
     """
     micro = reduce(math.gcd, (c.batch_size for c in configs))
+    # One stack for all widths (narrower heads zero-padded: their padded units get no gradient and stay 0),
+    # or one per width when padding would more than double the work.
     widths = sorted({c.hidden_dim for c in configs})
+    groups = [widths] if widths[-1] <= 2 * widths[0] else [[w] for w in widths]
     stacks = []
-    for width in widths:
-        ids = [i for i, c in enumerate(configs) if c.hidden_dim == width]
+    for group in groups:
+        ids = [i for i, c in enumerate(configs) if c.hidden_dim in group]
         stacks.append((StackedHeads([configs[i] for i in ids], data.x_fit.shape[1], data.n_outputs,
                                     data.x_fit.device), ids))
     outcomes: dict[int, TrialOutcome] = {}

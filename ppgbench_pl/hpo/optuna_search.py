@@ -84,8 +84,9 @@ class SearchSettings:
             ConfigError: A count below 1 (or negative start-up trials).
 
         """
-        out = replace(self, max_epochs=self.max_epochs if self.max_epochs is not None else max_epochs,
-                      parallel_trials=self.parallel_trials if self.parallel_trials is not None else parallel_trials)
+        epochs = self.max_epochs if self.max_epochs is not None else max_epochs
+        parallel = self.parallel_trials if self.parallel_trials is not None else parallel_trials
+        out = replace(self, max_epochs=epochs, parallel_trials=parallel)
         counts = {"n_trials": out.n_trials, "max_epochs": out.max_epochs, "min_resource": out.min_resource,
                   "reduction_factor": out.reduction_factor, "parallel_trials": out.parallel_trials}
         bad = [f"{k}={v}" for k, v in counts.items() if v is None or v < 1]
@@ -271,7 +272,8 @@ def run_search(study: optuna.Study, settings: SearchSettings, space: Mapping[str
         bar.close()
 
 
-def _ask_train_tell(study: optuna.Study, settings: SearchSettings, dists: Mapping[str, Any], run_batch: BatchRunner,
+def _ask_train_tell(study: optuna.Study, settings: SearchSettings, dists: Mapping[str, Any],
+                    run_batch: BatchRunner,
                     on_complete: Callable[[Trial, TrialOutcome], None] | None, bar: tqdm) -> None:
     while (done := n_finished(study)) < settings.n_trials:
         batch = min(settings.batch, settings.n_trials - done)
@@ -289,8 +291,8 @@ def _ask_train_tell(study: optuna.Study, settings: SearchSettings, dists: Mappin
                 study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
             raise
         for trial, mirrored, outcome in zip(trials, live, outcomes, strict=True):
-            persist_reports(study, trial, mirrored)
-            tell(study, trial, outcome)
+            persist_reports(study, trial, mirrored, outcome_attrs(outcome))
+            tell(study, trial, outcome, attrs_stored=True)
         bar.update(n_finished(study) - bar.n)
 
 
@@ -312,33 +314,66 @@ def mirror_trials(study: optuna.Study, trials: Sequence[Trial]) -> list[Trial]:
         raise RuntimeError(f"study {study.study_name}: trial numbers are not contiguous")
     for frozen in stored:
         storage.create_new_trial(study_id, template_trial=frozen)
-    return [Trial(memory, storage.get_trial_id_from_study_id_trial_number(study_id, t.number)) for t in trials]
+    ids = [storage.get_trial_id_from_study_id_trial_number(study_id, t.number) for t in trials]
+    return [Trial(memory, trial_id) for trial_id in ids]
 
 
-def persist_reports(study: optuna.Study, trial: Trial, mirrored: Trial) -> None:
-    """Copy a twin's per-epoch values and pruner bookkeeping (system attributes) to the stored trial."""
+def persist_reports(study: optuna.Study, trial: Trial, mirrored: Trial,
+                    user_attrs: Mapping[str, Any] | None = None) -> None:
+    """Copy a twin's per-epoch values, pruner bookkeeping and ``user_attrs`` to the stored trial.
+
+    On an RDB this is one transaction per trial instead of one per epoch and attribute.
+    """
     frozen = mirrored.study._storage.get_trial(mirrored._trial_id)
     storage, trial_id = study._storage, trial._trial_id
-    for step, value in sorted(frozen.intermediate_values.items()):
-        storage.set_trial_intermediate_value(trial_id, step, value)
     known = storage.get_trial(trial_id).system_attrs
-    for key, value in frozen.system_attrs.items():
-        if known.get(key) != value:
-            storage.set_trial_system_attr(trial_id, key, value)
+    system = {k: v for k, v in frozen.system_attrs.items() if known.get(k) != v}
+    values = sorted(frozen.intermediate_values.items())
+    attrs = dict(user_attrs or {})
+    if isinstance(storage, RDBStorage):
+        try:
+            from optuna.storages._rdb import models
+            from optuna.storages._rdb.storage import _create_scoped_session
+        except ImportError:  # pragma: no cover - another Optuna layout: one transaction per value below
+            pass
+        else:
+            with _create_scoped_session(storage.scoped_session, True) as session:
+                for step, value in values:
+                    storage._set_trial_intermediate_value_without_commit(session, trial_id, step, value)
+                for model, items in ((models.TrialSystemAttributeModel, system),
+                                     (models.TrialUserAttributeModel, attrs)):
+                    for key, value in items.items():
+                        storage._set_trial_attr_without_commit(session, model, trial_id, key, value)
+            return
+    for step, value in values:
+        storage.set_trial_intermediate_value(trial_id, step, value)
+    for key, value in system.items():
+        storage.set_trial_system_attr(trial_id, key, value)
+    for key, value in attrs.items():
+        storage.set_trial_user_attr(trial_id, key, value)
 
 
-def tell(study: optuna.Study, trial: Trial, outcome: TrialOutcome) -> None:
-    """Record an outcome: user attributes first, then the final state."""
-    trial.set_user_attr("epochs_run", outcome.epochs_run)
+def outcome_attrs(outcome: TrialOutcome) -> dict[str, Any]:
+    """The user attributes an outcome leaves on its trial."""
+    attrs: dict[str, Any] = {"epochs_run": outcome.epochs_run}
     if outcome.best_epoch is not None:
-        trial.set_user_attr("best_epoch", outcome.best_epoch)
+        attrs["best_epoch"] = outcome.best_epoch
+    if outcome.state == "failed":
+        attrs[FAILURE_ATTR] = outcome.failure or "failed"
+    return attrs
+
+
+def tell(study: optuna.Study, trial: Trial, outcome: TrialOutcome, attrs_stored: bool = False) -> None:
+    """Record an outcome: user attributes first (unless already stored), then the final state."""
+    if not attrs_stored:
+        for key, value in outcome_attrs(outcome).items():
+            trial.set_user_attr(key, value)
     if outcome.state == "complete":
         assert outcome.value is not None and math.isfinite(outcome.value)
         study.tell(trial, outcome.value)
     elif outcome.state == "pruned":
         study.tell(trial, state=TrialState.PRUNED)
     else:
-        trial.set_user_attr(FAILURE_ATTR, outcome.failure or "failed")
         study.tell(trial, state=TrialState.FAIL)
 
 
