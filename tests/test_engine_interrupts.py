@@ -78,3 +78,38 @@ def test_sigint_and_sigterm_stop_the_run_and_the_rerun_finishes_it(tmp_path, eng
     reference = tmp_path / "reference"
     assert run(["--config", str(path), "--output_dir", str(reference)], "fit") == 0
     assert same_results(records(run_dir), records(reference)) == []
+
+
+def test_sigterm_stops_a_process_pool_within_seconds(tmp_path, engine_root, pinned_source):
+    from tests.benchmark.test_resume import alive, children
+
+    run_dir = tmp_path / "run"
+    pool = {"class_path": "ppgbench_pl.benchmark.executors.ProcessExecutor", "init_args": {"workers": 2}}
+    config = suite_config(engine_root, run_dir, regimes=[LINEAR, HALF], seeds=[42, 43], folds=[0, 1, 2, 3, 4],
+                          data={"synthetic_windows": 4}, executor=pool)
+    path = write_config(tmp_path / "config.yaml", config)
+    proc = subprocess.Popen([sys.executable, "-c", LAUNCH, "fit", "--config", str(path)], cwd=REPO,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None and not record_files(run_dir):
+            time.sleep(0.02)
+        assert proc.poll() is None, proc.stderr.read()[-2000:]  # type: ignore[union-attr]
+        workers = children(proc.pid)
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+        assert proc.returncode == 143, err
+        assert time.monotonic() - sent < 10, "SIGTERM did not stop the pool within seconds"
+        match = LINE.search(err)
+        assert match and int(match.group(2)) == 40, err
+        end = time.monotonic() + 15
+        while any(map(alive, workers)) and time.monotonic() < end:
+            time.sleep(0.1)
+        assert not any(map(alive, workers)), "pool workers outlived the stopped run"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert run(["--config", str(path), "--executor", "local"], "fit") == 0
+    assert status(run_dir)["complete"] and not list((run_dir / "jobs").glob("*.working"))
