@@ -87,6 +87,7 @@ def test_wandb_offline_logs_go_under_the_default_output_dir(tmp_path, capsys, mo
     (["--model.init_args.encoder", "ppgbench_pl.encoders.cnn.NoSuchEncoder"], "NoSuchEncoder"),
     (["--trainer.callbacks", "[{class_path: ppgbench_pl.regimes.NoSuchRegime}]"], "NoSuchRegime"),
     (["--trainer.callbacks", "[]"], "no regime configured"),
+    (["--model.init_args.encoder.init_args.embed_dimm", "32"], "'embed_dimm' is not accepted; did you mean 'embed_dim'?"),
     (["--data.init_args.synthetic_subjects", "4"], "at least n_folds=5 subjects"),
     (["--data.init_args.dataset", "dalia", "--data.init_args.tasks", "[dalia-hr]"], "ppgbench preprocess dalia"),
 ])
