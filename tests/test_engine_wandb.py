@@ -129,4 +129,5 @@ def test_wandb_writes_nothing_outside_the_run_folder(tmp_path, engine_root, monk
                           data={"synthetic_windows": 4}, wandb="group")
     assert run(["--config", str(write_config(tmp_path / "config.yaml", config))], "fit") == 0
     assert offline_runs(run_dir)
-    assert [str(p.relative_to(home)) for p in home.rglob("*") if p.is_file()] == []
+    # (library caches such as matplotlib's font list may appear; W&B's files must not)
+    assert [str(p.relative_to(home)) for p in home.rglob("*") if p.is_file() and "wandb" in str(p)] == []
