@@ -34,6 +34,7 @@ class EpochPermutationSampler(Sampler[int]):
     Args:
         n: Number of rows.
         seed: The trial's shuffling seed.
+
     """
 
     def __init__(self, n: int, seed: int) -> None:

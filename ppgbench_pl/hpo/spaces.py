@@ -50,6 +50,7 @@ def build_space(base: Mapping[str, Sequence[Any]], overrides: Mapping[str, Seque
 
     Raises:
         ConfigError: An override names an unknown parameter or gives no values.
+
     """
     space = {name: list(values) for name, values in base.items()}
     for name, values in (overrides or {}).items():

@@ -22,6 +22,7 @@ class TrialWeights:
 
     Args:
         directory: The study's folder (created when missing).
+
     """
 
     def __init__(self, directory: Path) -> None:
@@ -53,6 +54,7 @@ class TrialWeights:
 
         Returns:
             Whether the weights were saved (ties go to the lower trial number, as in selection).
+
         """
         complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
         ranks = [(float(t.value), -t.number) for t in complete if t.value is not None]
