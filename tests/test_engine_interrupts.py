@@ -113,3 +113,14 @@ def test_sigterm_stops_a_process_pool_within_seconds(tmp_path, engine_root, pinn
             proc.wait()
     assert run(["--config", str(path), "--executor", "local"], "fit") == 0
     assert status(run_dir)["complete"] and not list((run_dir / "jobs").glob("*.working"))
+
+
+def test_a_signal_masked_inside_a_job_still_stops_the_run(tmp_path, engine_root, capsys):
+    swallows = {"class_path": "tests.benchmark.helpers.SwallowsSignal"}
+    run_dir = tmp_path / "run"
+    config = suite_config(engine_root, run_dir, regimes=[swallows], tasks=["synthetic-hr"], folds=[0, 1, 2],
+                          data={"synthetic_windows": 4})
+    assert run(["--config", str(write_config(tmp_path / "config.yaml", config))], "fit") == 143
+    err = capsys.readouterr().err
+    assert LINE.search(err) and "interrupted after 0 of 3 jobs" in err, err
+    assert len(record_files(run_dir)) <= 1  # the jobs after the signal never started

@@ -58,6 +58,8 @@ from ppgbench_pl.results.summary import SummaryBook
 SCRIPT_LAUNCHED = re.compile(r"^(ddp|fsdp|deepspeed)(?!.*(spawn|fork|notebook))")
 #: Exit status of a run stopped by a signal (128 + signal number, as shells report it).
 SIGNAL_EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
+#: Signals received in this run: a job's cleanup code (a zip file closing) can mask the handler's exception.
+SIGNALLED: list[int] = []
 
 
 class Interrupted(BaseException):
@@ -124,8 +126,10 @@ def signals_interrupt() -> Iterator[None]:
         return
 
     def handler(signum: int, frame: FrameType | None) -> None:
+        SIGNALLED.append(signum)
         raise Interrupted(signum)
 
+    SIGNALLED.clear()
     previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
@@ -254,6 +258,8 @@ class BenchmarkRun:
                 outcome = result if isinstance(result, JobOutcome) else \
                     JobOutcome(spec.job_id, "lost", f"{type(result).__name__}: {result}".splitlines()[0])
                 self._account(outcome, report)
+                if SIGNALLED:  # the signal's exception was swallowed inside the job: stop now
+                    raise Interrupted(SIGNALLED[-1])
                 if tracker is not None:
                     tracker.finished(spec.job_id)
                 progress.update(spec.job_id.split("__", 1)[-1])

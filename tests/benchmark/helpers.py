@@ -9,6 +9,9 @@ from __future__ import annotations
 import copy
 import json
 import math
+import os
+import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +45,22 @@ class FailOnTask(LinearRegime):
     def run(self, ctx: JobContext) -> list[RepeatOutcome]:
         if ctx.task.name == self.fail_task:
             raise RuntimeError(f"deliberate failure on {ctx.task.name}")
+        return super().run(ctx)
+
+
+class SwallowsSignal(LinearRegime):
+    """The linear probe, except that on fold 0 it signals its own process and masks the handler's exception
+    with another, as code cleaning up after an interrupted write does (a zip file closing)."""
+
+    name = "linear_swallows_signal"
+
+    def run(self, ctx: JobContext) -> list[RepeatOutcome]:
+        if ctx.fold == 0:
+            try:
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(5)  # the handler raises in here
+            except BaseException as exc:
+                raise ValueError("cleanup failed after the write was cut short") from exc
         return super().run(ctx)
 
 
