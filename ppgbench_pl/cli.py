@@ -139,6 +139,59 @@ def build_cli(args: Any = None, run: bool = True) -> Any:
     return build(args, run)
 
 
+def _help_cache_key(command: str) -> str:
+    """What ``ppgbench <command> --help`` depends on: our source, the parsing libraries, the terminal width."""
+    import hashlib
+    import os
+    from importlib import metadata
+    from pathlib import Path
+
+    import ppgbench_pl
+
+    digest = hashlib.sha256(f"{command}|{ppgbench_pl.__version__}|{os.environ.get('COLUMNS', '')}".encode())
+    for package in ("lightning", "jsonargparse", "torch"):
+        try:
+            digest.update(f"{package}={metadata.version(package)}".encode())
+        except metadata.PackageNotFoundError:
+            digest.update(package.encode())
+    for path in sorted(Path(ppgbench_pl.__file__).parent.rglob("*.py")):
+        stat = path.stat()
+        digest.update(f"{path}:{stat.st_size}:{stat.st_mtime_ns}".encode())
+    return digest.hexdigest()[:24]
+
+
+def cached_help(command: str) -> str:
+    """The help of ``fit``/``benchmark``, built once by LightningCLI and kept until the code changes.
+
+    Building it imports Lightning (seconds); the text only changes with our source, the parsing libraries
+    and the terminal width, so it is cached under ``$XDG_CACHE_HOME/ppgbench``.
+    """
+    import contextlib
+    import io
+    import os
+    from pathlib import Path
+
+    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ppgbench"
+    path = root / f"help-{command}-{_help_cache_key(command)}.txt"
+    try:
+        return path.read_text()
+    except OSError:
+        pass
+    buffer = io.StringIO()
+    warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter.*")
+    with contextlib.redirect_stdout(buffer), contextlib.suppress(SystemExit):
+        build_cli([command, "--help"])
+    text = buffer.getvalue()
+    try:
+        from ppgbench_pl.data.processed import write_text_atomic
+
+        root.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(path, text)
+    except OSError:
+        pass  # an unwritable cache only costs the next call its speed
+    return text
+
+
 def main(args: list[str] | None = None) -> None:
     """Entry point of the ``ppgbench`` script; user errors become one line and exit status 2."""
     argv = list(sys.argv[1:] if args is None else args)
@@ -153,6 +206,9 @@ def main(args: list[str] | None = None) -> None:
     command = argv[0]
     if command not in COMMANDS:
         fail(f"unknown command '{command}'{did_you_mean(command, COMMANDS)} (commands: {', '.join(COMMANDS)})")
+    if command in PROTOCOL_COMMANDS and len(argv) == 2 and argv[1] in ("-h", "--help"):
+        print(cached_help(command), end="")
+        raise SystemExit(0)
     try:
         if command in PROTOCOL_COMMANDS:
             from ppgbench_pl.benchmark.console import quiet_lightning
@@ -160,7 +216,9 @@ def main(args: list[str] | None = None) -> None:
             quiet_lightning()
             warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter.*")
             cli = build_cli(expand_aliases(argv))
-            raise SystemExit(getattr(cli, "exit_code", 0))
+            if getattr(cli, "exit_code", 0):
+                raise SystemExit(cli.exit_code)
+            return
         from ppgbench_pl.commands import dispatch
 
         dispatch(argv)
