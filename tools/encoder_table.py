@@ -28,7 +28,7 @@ CHECKPOINT_FORMATS: dict[str, str] = {
     "anyppg": "anyppg_ckpt.pth (GitHub Ngk03/AnyPPG): bare state dict",
     "sigmappg": "sigma.pth (HF zonhengu/sigmappg): dict `model`, encoder keys under `student.`",
     "moment_small": "HF AutonLab/MOMENT-1-small folder: config.json + model.safetensors",
-    "prv": "none (parameter-free features)",
+    "prv_neurokit2": "none (parameter-free features)",
     "prv_published": "none (parameter-free features)",
     "small_cnn": "none (seeded random init); optional state dict of this class",
 }

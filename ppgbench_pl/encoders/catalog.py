@@ -108,7 +108,7 @@ _ENTRIES = (
         "none (hand-crafted features)", None, False, "control",
         "published PRV control: the protocol's SciPy pulse-rate-variability features (PROTOCOL.md 5.2)"),
     EncoderEntry(
-        "prv", "ppgbench_pl.encoders.prv.PRVEncoder", 100.0, _windows(100.0), 1, 12, 0,
+        "prv_neurokit2", "ppgbench_pl.encoders.prv.PRVEncoder", 100.0, _windows(100.0), 1, 12, 0,
         "none (hand-crafted features)", None, False, "control",
         "PRV as the paper states it: NeuroKit2 peaks and 12 time-domain HRV indices (opt-in variant)"),
     EncoderEntry(

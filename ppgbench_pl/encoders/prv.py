@@ -83,7 +83,7 @@ def _n_workers(n_jobs: int) -> int:
 class PRVEncoder(FeatureEncoder):
     """NeuroKit2 pulse-rate-variability features (12 time-domain values per window)."""
 
-    name = "prv"
+    name = "prv_neurokit2"
     sampling_rate = 100.0
     embed_dim = len(NEUROKIT_FEATURES)
     feature_names = NEUROKIT_FEATURES

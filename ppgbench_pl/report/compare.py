@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ppgbench_pl.report.load import CONTROL_MODELS, is_control
+from ppgbench_pl.report.load import is_control
 from ppgbench_pl.report.scores import Scores
 from ppgbench_pl.results.summary import BASELINE_MODEL, is_baseline, student_t_ci
 
@@ -56,7 +56,7 @@ def default_pairs(models: Sequence[str]) -> list[tuple[str, str]]:
     The constant baseline appears once, as ``constant``: each model is paired with its own task view's.
     """
     tested = [m for m in models if not is_control(m)]
-    controls = [m for m in models if m in CONTROL_MODELS and not is_baseline(m)]
+    controls = [m for m in models if is_control(m) and not is_baseline(m)]
     if any(is_baseline(m) for m in models):
         controls.append(BASELINE_MODEL)
     if tested:

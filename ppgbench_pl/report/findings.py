@@ -5,7 +5,7 @@ A cell is one (task, regime). Both findings use the same switchable :class:`~ppg
 * **Near chance**: no model (controls included) meaningfully beats its own constant baseline (the one
   of its task view, from the same regime's jobs). ``undetermined`` when nobody beats it but some
   verdict could not be made (one seed).
-* **Controls hold**: no PPG-specific model (any model that is not ``prv``, ``prv_published``,
+* **Controls hold**: no PPG-specific model (any model that is not ``prv_published``, ``prv_neurokit2``,
   ``moment_small`` or a constant baseline) meaningfully beats every PRV and MOMENT control present in
   the cell.
   A control that was not run in a cell is not required there (the cell lists which controls were

@@ -18,7 +18,9 @@ from ppgbench_pl.errors import PPGBenchError
 from ppgbench_pl.results.records import RESULTS_FILE, job_id, scan_records
 from ppgbench_pl.results.summary import code_label, fold_entry, is_baseline
 
-CONTROL_MODELS = ("prv", "prv_published", "moment_small", "constant")
+CONTROL_MODELS = ("prv_neurokit2", "prv_published", "moment_small", "constant")
+#: Control names of older run folders (the NeuroKit2 PRV was called ``prv`` before it was renamed).
+LEGACY_CONTROLS = ("prv",)
 REGIME_ORDER = ("linear", "rf", "mlp", "finetune")
 
 
@@ -97,16 +99,16 @@ def _baseline_key(name: str) -> tuple[Any, ...]:
 
 
 def order_models(names: set[str] | Sequence[str]) -> list[str]:
-    """Non-control models by name, then ``prv``, ``prv_published``, ``moment_small``, then the baselines."""
+    """Non-control models by name, then the PRV and MOMENT controls, then the baselines."""
     names = set(names)
-    controls = [c for c in CONTROL_MODELS if c in names and not is_baseline(c)]
+    controls = [c for c in (*CONTROL_MODELS, *LEGACY_CONTROLS) if c in names and not is_baseline(c)]
     baselines = sorted((n for n in names if is_baseline(n)), key=_baseline_key)
-    return sorted(n for n in names if n not in CONTROL_MODELS and not is_baseline(n)) + controls + baselines
+    return sorted(n for n in names if not is_control(n)) + controls + baselines
 
 
 def is_control(name: str) -> bool:
     """Tell a PRV or MOMENT control or a constant baseline (anything not PPG-specific) from a model."""
-    return name in CONTROL_MODELS or is_baseline(name)
+    return name in CONTROL_MODELS or name in LEGACY_CONTROLS or is_baseline(name)
 
 
 def order_regimes(names: set[str] | Sequence[str]) -> list[str]:

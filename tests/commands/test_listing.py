@@ -109,11 +109,11 @@ def test_encoders_listed_with_their_facts() -> None:
     rows = json.loads(proc.stdout)
     assert heavy == []
     by_name = {r["name"]: r for r in rows}
-    assert {"papagei_s", "pulseppg", "prv", "moment_small", "small_cnn", "custom"} <= set(by_name)
+    assert {"papagei_s", "pulseppg", "prv_neurokit2", "moment_small", "small_cnn", "custom"} <= set(by_name)
     papagei = by_name["papagei_s"]
     assert papagei["native_fs"] == 125 and papagei["embedding_dim"] == 512 and papagei["parameters"] > 0
     assert papagei["checkpoint_required"] is True and papagei["weights"] and not papagei["control"]
-    assert by_name["prv"]["checkpoint_required"] is False and by_name["prv"]["control"] is True
+    assert by_name["prv_neurokit2"]["checkpoint_required"] is False and by_name["prv_neurokit2"]["control"] is True
     text = run_list("encoders")
     assert "\nweights:\n" in text and "5,785,612" in text and "https://zenodo.org/records/13983110" in text
 

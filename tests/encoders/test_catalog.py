@@ -19,7 +19,7 @@ from tests.encoders.test_registry import build_encoder
 def test_catalog_covers_the_registry_and_the_custom_wrapper() -> None:
     assert set(REGISTERED) == set(ENCODERS) and set(CATALOG) == set(ENCODERS) | {"custom"}
     assert all(entry.name == name and entry.role in ROLES for name, entry in CATALOG.items())
-    assert {n for n, e in CATALOG.items() if e.role == "control"} == {"prv", "prv_published", "moment_small"}
+    assert {n for n, e in CATALOG.items() if e.role == "control"} == {"prv_neurokit2", "prv_published", "moment_small"}
     assert {n for n, e in CATALOG.items() if e.role == "test"} == {"small_cnn"}
 
 

@@ -24,7 +24,7 @@ from ppgbench_pl.results.records import job_id
 from tests.encoders.test_custom import FlatTupleNet, TinyConvNet
 
 ROOT = Path(__file__).resolve().parents[2]
-EXEMPT = ("prv", "prv_published", "small_cnn")  # controls and the test CNN: not published models
+EXEMPT = ("prv_neurokit2", "prv_published", "small_cnn")  # controls and the test CNN: not published models
 #: Where each published model's weights are, as the refusal must say.
 PUBLISHED_AT = {
     "papagei_p": "https://zenodo.org/records/13983110",

@@ -47,7 +47,7 @@ CASES: dict[str, Case] = {
     "anyppg": Case(1000, "anyppg"),
     "sigmappg": Case(400, "sigmappg"),
     "moment_small": Case(512, "moment_small"),
-    "prv": Case(800, None),
+    "prv_neurokit2": Case(800, None),
     "prv_published": Case(800, None),
     "small_cnn": Case(512, None),
 }
@@ -144,7 +144,7 @@ def test_checkpoint_digest_follows_weights(name: str) -> None:
 
 
 def test_parameter_free_controls_differ() -> None:
-    assert ready("prv").checkpoint_digest() != ready("prv_published").checkpoint_digest()
+    assert ready("prv_neurokit2").checkpoint_digest() != ready("prv_published").checkpoint_digest()
 
 
 @pytest.mark.parametrize("name", NAMES)

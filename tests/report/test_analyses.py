@@ -121,9 +121,9 @@ def test_parameter_counts_from_run_json_and_file(tmp_path):
     run = tmp_path / "run"
     _job(run, "P", "synthetic-hr", "linear", 1, 3.0)
     _job(run, "Q", "synthetic-hr", "linear", 1, 3.0)
-    write_run_json(run, [], {"P": {"total": 1000, "trainable": 900}, "prv": 0})
+    write_run_json(run, [], {"P": {"total": 1000, "trainable": 900}, "prv_neurokit2": 0})
     runs = load_runs([run])
-    assert runs.parameters == {"P": {"total": 1000, "trainable": 900}, "prv": {"total": 0}}
+    assert runs.parameters == {"P": {"total": 1000, "trainable": 900}, "prv_neurokit2": {"total": 0}}
     csv = tmp_path / "params.csv"
     csv.write_text("model,total,trainable\nQ,5000000,5000000\n")
     counts = {**runs.parameters, **read_parameter_file(csv)}

@@ -39,14 +39,14 @@ def test_report_command_writes_the_folder_and_prints_findings(run, tmp_path, cap
 
 def test_report_command_rejects_bad_arguments(run, tmp_path):
     with pytest.raises(SystemExit):
-        _parse([str(run), "--compare", "P-prv"])
+        _parse([str(run), "--compare", "P-prv_neurokit2"])
     with pytest.raises(SystemExit):
         _parse([str(run), "--baseline-rule", "vibes"])
     ns = _parse([str(run), "--output", str(tmp_path / "x"), "--alpha", "2"])
     with pytest.raises(PPGBenchError, match="--alpha"):
         ns.func(ns)
     ns = _parse([str(run), "--output", str(tmp_path / "x"), "--compare", "P:prvv"])
-    with pytest.raises(PPGBenchError, match="unknown model.*prvv; these runs have P, prv, moment_small"):
+    with pytest.raises(PPGBenchError, match="unknown model.*prvv; these runs have P, prv_neurokit2, moment_small"):
         ns.func(ns)
     ns = _parse([str(tmp_path / "missing"), "--output", str(tmp_path / "x")])
     with pytest.raises(PPGBenchError, match="no such run folder"):

@@ -25,10 +25,10 @@ def test_paired_test_matches_textbook_values():
 
 
 def test_default_pairs_compare_tested_models_with_controls():
-    assert default_pairs(["P", "Q", "prv", "constant"]) == [("P", "prv"), ("P", "constant"), ("Q", "prv"),
+    assert default_pairs(["P", "Q", "prv_neurokit2", "constant"]) == [("P", "prv_neurokit2"), ("P", "constant"), ("Q", "prv_neurokit2"),
                                                             ("Q", "constant")]
-    assert default_pairs(["prv", "moment_small", "constant"]) == [
-        ("prv", "moment_small"), ("prv", "constant"), ("moment_small", "constant")]
+    assert default_pairs(["prv_neurokit2", "moment_small", "constant"]) == [
+        ("prv_neurokit2", "moment_small"), ("prv_neurokit2", "constant"), ("moment_small", "constant")]
 
 
 def test_paired_comparisons_pair_same_seeds_and_folds(tmp_path):
@@ -37,15 +37,15 @@ def test_paired_comparisons_pair_same_seeds_and_folds(tmp_path):
         p_values = [b - 1.0 - 0.1 * fold for b in base]
         prv_values = [b - 0.5 for b in base][:4]
         write_cell(tmp_path, "P", "synthetic-hr", "linear", p_values, base, fold=fold)
-        write_cell(tmp_path, "prv", "synthetic-hr", "linear", prv_values, base[:4], SEEDS[:4], fold=fold)
+        write_cell(tmp_path, "prv_neurokit2", "synthetic-hr", "linear", prv_values, base[:4], SEEDS[:4], fold=fold)
     scores = Scores(load_runs([tmp_path]).records)
     frame = paired_comparisons(scores).set_index(["model_a", "model_b"])
-    vs_prv = frame.loc[("P", "prv")]
-    assert vs_prv["n_pairs"] == 4  # seed 5 has no prv job
+    vs_prv = frame.loc[("P", "prv_neurokit2")]
+    assert vs_prv["n_pairs"] == 4  # seed 5 has no prv_neurokit2 job
     assert vs_prv["mean_diff"] == pytest.approx(-0.55) and vs_prv["better"] == "P"  # lower MAE is better
     vs_const = frame.loc[("P", "constant")]
     assert vs_const["n_pairs"] == 5 and vs_const["mean_diff"] == pytest.approx(-1.05)
-    by_fold = paired_comparisons(Scores(load_runs([tmp_path]).records, ci_unit="fold"), [("P", "prv")])
+    by_fold = paired_comparisons(Scores(load_runs([tmp_path]).records, ci_unit="fold"), [("P", "prv_neurokit2")])
     assert by_fold["n_pairs"].tolist() == [8] and by_fold["unit"].tolist() == ["fold"]
 
 

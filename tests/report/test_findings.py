@@ -66,13 +66,13 @@ def control_scores(tmp_path_factory):
     run = tmp_path_factory.mktemp("controls")
     ba, mae = tuple(spread(0.3, 0.01)), tuple(spread(20.0, 0.1))
     cells = {
-        ("dalia-hr", mae): {"P": (3.0, 0.1), "prv": (5.0, 0.1), "prv_published": (6.0, 0.1),
+        ("dalia-hr", mae): {"P": (3.0, 0.1), "prv_neurokit2": (5.0, 0.1), "prv_published": (6.0, 0.1),
                             "moment_small": (4.0, 0.1)},
-        ("dalia-activity", ba): {"P": (0.70, 0.01), "Q": (0.65, 0.01), "prv": (0.60, 0.01),
+        ("dalia-activity", ba): {"P": (0.70, 0.01), "Q": (0.65, 0.01), "prv_neurokit2": (0.60, 0.01),
                                  "moment_small": (0.71, 0.01)},
-        ("wesad-4class", ba): {"P": (0.60, 0.01), "prv": (0.50, 0.01)},
+        ("wesad-4class", ba): {"P": (0.60, 0.01), "prv_neurokit2": (0.50, 0.01)},
         ("bidmc-resp", mae): {"P": (3.0, 0.1)},
-        ("bidmc-spo2", mae): {"prv": (3.0, 0.1), "moment_small": (2.0, 0.1)},
+        ("bidmc-spo2", mae): {"prv_neurokit2": (3.0, 0.1), "moment_small": (2.0, 0.1)},
     }
     for (task, base), models in cells.items():
         for model, (mean, half) in models.items():
@@ -88,8 +88,8 @@ def test_controls_hold_only_where_no_ppg_model_beats_every_present_control(contr
     }
     assert frame.loc["dalia-hr", "winners"] == "P"
     assert frame.loc["dalia-activity", "ppg_models"] == "P;Q"
-    assert frame.loc["dalia-activity", "controls"] == "prv;moment_small"
-    assert frame.loc["wesad-4class", "controls"] == "prv"  # MOMENT absent: not required there
+    assert frame.loc["dalia-activity", "controls"] == "prv_neurokit2;moment_small"
+    assert frame.loc["wesad-4class", "controls"] == "prv_neurokit2"  # MOMENT absent: not required there
 
 
 def test_control_headline_counts_assessable_cells(control_scores):
@@ -98,7 +98,7 @@ def test_control_headline_counts_assessable_cells(control_scores):
     assert head.controls_hold == [("dalia-activity", "linear")]
     assert head.n_assessable == 3
     assert sorted(head.not_assessable) == [("bidmc-resp", "linear"), ("bidmc-spo2", "linear")]
-    assert head.controls_seen == ["prv", "prv_published", "moment_small"]
+    assert head.controls_seen == ["prv_neurokit2", "prv_published", "moment_small"]
     assert "In 1 of 3 assessable cells" in head.lines()[1]
 
 
@@ -106,4 +106,4 @@ def test_headline_says_which_controls_were_not_run(chance_scores):
     rule = Rule("ci")
     head = headline(chance_cells(chance_scores, rule), control_cells(chance_scores, rule), rule)
     assert head.n_assessable == 0
-    assert "controls run: none; not run: prv, prv_published, moment_small" in head.lines()[1]
+    assert "controls run: none; not run: prv_neurokit2, prv_published, moment_small" in head.lines()[1]

@@ -85,5 +85,5 @@ def test_combining_two_run_folders(tmp_path):
 
 
 def test_model_order_puts_controls_last():
-    assert order_models({"constant", "prv", "zeta", "moment_small", "alpha", "prv_published"}) == [
-        "alpha", "zeta", "prv", "prv_published", "moment_small", "constant"]
+    assert order_models({"constant", "prv_neurokit2", "zeta", "moment_small", "alpha", "prv_published"}) == [
+        "alpha", "zeta", "prv_neurokit2", "prv_published", "moment_small", "constant"]
