@@ -95,8 +95,9 @@ def _sk_logistic(c, tol=1e-10):
     return make_pipeline(StandardScaler(), LogisticRegression(C=c, max_iter=10000, tol=tol))
 
 
+@pytest.mark.parametrize("solver", [{}, {"mixed": False, "active_set": False}])  # default: mixed + active set
 @pytest.mark.parametrize("n_classes", [2, 3])
-def test_batched_logistic_matches_sklearn_per_fold_and_c(n_classes):
+def test_batched_logistic_matches_sklearn_per_fold_and_c(n_classes, solver):
     x, y, groups = _data(seed=6)
     labels = np.digitize(y, np.quantile(y, np.linspace(0, 1, n_classes + 1)[1:-1]))
     if n_classes == 3:
@@ -104,7 +105,7 @@ def test_batched_logistic_matches_sklearn_per_fold_and_c(n_classes):
     classes = np.unique(labels)
     x[:, 3] = 7.0  # constant column: scale 1, as StandardScaler
     folds = list(InnerGroupSplit(42).split(x, labels, groups))
-    path = LogisticPath().fit(x, labels, folds, classes)
+    path = LogisticPath(**solver).fit(x, labels, folds, classes)
     for c in LOGISTIC_CS:
         for (tr, va), ours in zip(folds, path.cv_proba(c), strict=True):
             ref = _sk_logistic(c).fit(x[tr], labels[tr])
@@ -113,6 +114,27 @@ def test_batched_logistic_matches_sklearn_per_fold_and_c(n_classes):
         refit = path.model(c).predict_proba(x[:9])
         expected = _sk_logistic(c).fit(x, labels).predict_proba(x[:9])
         np.testing.assert_allclose(refit, align_proba(expected, np.unique(labels), classes), atol=1e-5)
+
+
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_mixed_precision_and_active_set_give_the_float64_full_batch_solution(n_classes):
+    x, y, groups = _data(seed=9, d=30)
+    labels = np.digitize(y, np.quantile(y, np.linspace(0, 1, n_classes + 1)[1:-1]))
+    labels[groups == "g01"] = n_classes  # absent from one inner-training part (a -inf logit there)
+    classes = np.unique(labels)
+    folds = list(InnerGroupSplit(42).split(x, labels, groups))
+    # tol 1e-10: two tol-1e-8 solutions of these ill-conditioned small problems differ by up to ~1e-5
+    paths = {(mixed, active): LogisticPath(tol=1e-10, mixed=mixed, active_set=active)
+             for mixed in (False, True) for active in (False, True)}
+    paths = {key: path.fit(x, labels, folds, classes) for key, path in paths.items()}
+    base = paths[False, False]
+    for key, path in paths.items():
+        assert np.isfinite(np.stack([s.numpy() for s in path.solutions_])).all(), key
+        for c in LOGISTIC_CS:
+            for ours, ref in zip(path.cv_proba(c), base.cv_proba(c), strict=True):
+                np.testing.assert_allclose(ours, ref, atol=5e-6, err_msg=str(key))
+            refit, base_refit = path.model(c).predict_proba(x), base.model(c).predict_proba(x)
+            np.testing.assert_allclose(refit, base_refit, atol=5e-6)
 
 
 def test_single_class_training_part_raises_like_sklearn_unless_constant():
