@@ -98,7 +98,8 @@ def _start_run(run_dir: Path, project: str, run_id: str, name: str, group: str, 
                               disable_job_creation=True, x_disable_machine_info=True, x_save_requirements=False)
     run_dir.mkdir(parents=True, exist_ok=True)
     where = str(run_dir.resolve())  # absolute: the W&B service process keeps the cwd it started in
-    return wandb.init(project=project, dir=where, mode=wandb_mode(), id=run_id, resume="allow", name=name,
+    mode: Any = wandb_mode()
+    return wandb.init(project=project, dir=where, mode=mode, id=run_id, resume="allow", name=name,
                       group=group, job_type=job_type, config=config, tags=list(tags), settings=settings,
                       reinit="create_new")
 

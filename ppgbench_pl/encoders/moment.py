@@ -62,7 +62,7 @@ MOMENT_SETTINGS: dict[str, Any] = {
 
 def t5_config() -> T5Config:
     """The flan-t5-small encoder configuration, built locally (no hub access)."""
-    config = T5Config(
+    config = T5Config(  # type: ignore[call-arg]  # transformers' stubs lag the accepted kwargs
         **{k: v for k, v in T5_SETTINGS.items() if k != "dense_act_fn"},
         dropout_rate=DROPOUT,
         initializer_factor=1.0,
@@ -118,9 +118,10 @@ class PositionalEmbedding(nn.Module):
 
     def forward(self, n_patches: int) -> Tensor:
         """Rows for the first ``n_patches`` positions, ``[1, N, dim]``."""
-        if n_patches > self.pe.shape[1]:
-            raise ValueError(f"moment_small: {n_patches} patches exceed the {self.pe.shape[1]}-row table")
-        return self.pe[:, :n_patches]
+        table: Tensor = self.pe  # type: ignore[assignment]
+        if n_patches > table.shape[1]:
+            raise ValueError(f"moment_small: {n_patches} patches exceed the {table.shape[1]}-row table")
+        return table[:, :n_patches]
 
 
 class PatchEmbedding(nn.Module):
@@ -169,9 +170,9 @@ def check_moment_config(config: Mapping[str, Any], source: str) -> None:
         diffs += [_flag(k, want, t5[k]) for k, want in T5_SETTINGS.items() if k in t5 and t5[k] is not None]
     elif config.get("transformer_backbone") is not None:
         diffs.append(_flag("transformer_backbone", BACKBONE, config["transformer_backbone"]))
-    diffs = [d for d in diffs if d is not None]
-    if diffs:
-        raise CheckpointError(f"{source}: config does not describe MOMENT-1-small: " + ", ".join(diffs))
+    found = [d for d in diffs if d is not None]
+    if found:
+        raise CheckpointError(f"{source}: config does not describe MOMENT-1-small: " + ", ".join(found))
 
 
 class MomentSmallEncoder(PPGEncoder):
@@ -282,7 +283,8 @@ class MomentSmallEncoder(PPGEncoder):
         raw = super().extract_state_dict(checkpoint)
         state = {k: v for k, v in raw.items() if not k.startswith(HEAD_PREFIX)}
         if PE_KEY not in state:
-            state[PE_KEY] = self.patch_embedding.position_embedding.pe.detach().clone()
+            table: Tensor = self.patch_embedding.position_embedding.pe  # type: ignore[assignment]
+            state[PE_KEY] = table.detach().clone()
         return state
 
     def checkpoint_digest(self) -> str:

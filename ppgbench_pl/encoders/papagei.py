@@ -52,7 +52,7 @@ class PaPaGeiPEncoder(PPGEncoder):
         self.first_block_conv = SameConv1d(1, base_filters, kernel_size, stride=1)
         self.first_block_bn = nn.BatchNorm1d(base_filters)
         self.basicblock_list = resnet1d_blocks(base_filters, kernel_size, n_block, stride=2, dropout=dropout)
-        width = self.basicblock_list[-1].out_channels
+        width = int(self.basicblock_list[-1].out_channels)  # type: ignore[arg-type]
         self.final_bn = nn.BatchNorm1d(width)
         self.final_relu = nn.ReLU()
         self.dense = nn.Linear(width, n_classes)

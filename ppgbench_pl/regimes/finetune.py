@@ -174,7 +174,8 @@ class FinetuneEngine:
             module = self._module(params, self.seed)
         module.load_state_dict(weights)
         loader = self._loader(positions, self.eval_batch_size, None, labels=False)
-        return torch.cat(self.make_trainer([]).predict(module, loader)).numpy()
+        batches: Any = self.make_trainer([]).predict(module, loader)
+        return torch.cat(batches).numpy()
 
 
 class StackedFinetuneEngine(FinetuneEngine):
@@ -381,7 +382,7 @@ class FinetuneRegime(NeuralRegime):
             feats = ctx.features()
         else:
             loader = ctx.loader(np.arange(len(ctx.view.rows)), use_embeddings=False)
-            batches = ctx.make_trainer([self]).predict(EncoderTask(ctx.encoder, mode="frozen"), loader)
+            batches: Any = ctx.make_trainer([self]).predict(EncoderTask(ctx.encoder, mode="frozen"), loader)
             feats = torch.cat(batches).numpy()
         self._features = (ctx.job_id, feats)
         return feats

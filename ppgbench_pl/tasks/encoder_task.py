@@ -112,10 +112,10 @@ class EncoderTask(L.LightningModule):
         """MSE, BCE-with-logits (``pos_weight``) or weighted cross-entropy."""
         if self.loss_name == "mse":
             return F.mse_loss(out.reshape(y.shape), y.float())
+        weight: Tensor | None = self.class_weight  # type: ignore[assignment]  # a registered buffer
         if self.loss_name == "bce":
-            pos = self.class_weight if self.class_weight is not None else None
-            return F.binary_cross_entropy_with_logits(out.reshape(-1), y.float().reshape(-1), pos_weight=pos)
-        return F.cross_entropy(out, y.long(), weight=self.class_weight)
+            return F.binary_cross_entropy_with_logits(out.reshape(-1), y.float().reshape(-1), pos_weight=weight)
+        return F.cross_entropy(out, y.long(), weight=weight)
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
         """One optimisation step on (window, label) pairs."""
