@@ -501,6 +501,7 @@ class _Problem:
         self._data: dict[torch.dtype, tuple[torch.Tensor, torch.Tensor]] = {
             torch.float64: (self.x0t, self.x0)}
         self._subsets: dict[tuple[tuple[int, ...], torch.dtype], tuple[torch.Tensor, ...]] = {}
+        self._reference: tuple[torch.Tensor, ...] = ()
 
     def _subset(self, idx: torch.Tensor | None, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
         """Per-part constants of the parts ``idx`` (None: all), the row-sized ones in ``dtype``; cached."""
@@ -522,31 +523,50 @@ class _Problem:
         return self._data[dtype]
 
     def loss_grad(self, theta: torch.Tensor, c: float, idx: torch.Tensor | None = None,
-                  dtype: torch.dtype = torch.float64) -> tuple[torch.Tensor, torch.Tensor]:
+                  dtype: torch.dtype = torch.float64,
+                  set_reference: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         """Per part: sklearn's mean objective and its gradient; theta is [A, d+1, K] (last row: intercept).
 
-        ``idx`` names the parts theta holds (None: all). The row-sized arithmetic (the two products with
-        the rows, the softmax) runs in ``dtype``; float32 halves its cost, and its gradient error (about
-        2e-8 on the bench data) is far below where the solver switches to float64.
+        ``idx`` names the parts theta holds (None: all). float64: exact; ``set_reference`` (all parts)
+        keeps the logits, residuals and gradient products of this point. float32: the two products with
+        the rows are taken of the *changes* since the reference point only, in float32 (half the cost),
+        and added to the reference's float64 ones; the softmax stays float64. The rounding error is then
+        ~1e-7 of the change since the reference, so with a reference refreshed as the gradient falls
+        (:func:`_lbfgs`) the float32 products converge as far as float64 ones.
         """
-        n, mean, scale, neg, weight, onehot_w, free_f = self._subset(idx, dtype)
-        x0t, x0 = self.data(dtype)
+        n, mean, scale, neg, weight, onehot_w, free_f = self._subset(idx, torch.float64)
         n_parts, d1, k = theta.shape
         w, b = theta[:, :-1, :], theta[:, -1, :]
         w_eff = w / scale[:, :, None]  # [A, d, K]
-        b_eff = (b - torch.einsum("pd,pdk->pk", mean, w_eff)).to(dtype) + neg
-        lhs = w_eff.transpose(1, 2).reshape(n_parts * k, d1 - 1).to(dtype)
-        z = torch.addmm(b_eff.reshape(-1, 1), lhs, x0t).view(n_parts, k, -1)  # [A, K, n]
+        b_eff = b - torch.einsum("pd,pdk->pk", mean, w_eff) + neg
+        lhs = w_eff.transpose(1, 2).reshape(n_parts * k, d1 - 1)
+        if dtype == torch.float64:
+            z_lin = (lhs @ self.x0t).view(n_parts, k, -1)  # [A, K, n]
+        else:
+            ref = self._reference
+            sel = idx if idx is not None else slice(None)
+            x0t32, _ = self.data(torch.float32)
+            dl = (lhs - ref[0][sel].reshape(n_parts * k, d1 - 1)).to(torch.float32)
+            z_lin = ref[1][sel] + (dl @ x0t32).view(n_parts, k, -1).to(torch.float64)
+        z = z_lin + b_eff[:, :, None]
         z = z - z.amax(1, keepdim=True)
         e = torch.exp(z)
         total = e.sum(1)  # [A, n]
         # mean log-loss: sum_i w_i (log total_i - z_true_i), with z shifted by its row max
         z_true = torch.gather(z, 1, self.codes.expand(n_parts, 1, -1))[:, 0]
         penalty = 0.5 / (c * n)
-        loss = ((torch.log(total) - z_true) * weight).to(torch.float64).sum(1) + penalty * (w * w).sum((1, 2))
+        loss = ((torch.log(total) - z_true) * weight).sum(1) + penalty * (w * w).sum((1, 2))
         r = torch.addcmul(-onehot_w, e, (weight / total)[:, None, :])  # [A, K, n]: w_i (p_i - y_i)
-        g_eff = (r.view(n_parts * k, -1) @ x0).view(n_parts, k, d1 - 1).transpose(1, 2).to(torch.float64)
-        gb = r.sum(2).to(torch.float64)  # [A, K]
+        if dtype == torch.float64:
+            rx = (r.view(n_parts * k, -1) @ self.x0).view(n_parts, k, d1 - 1)
+            if set_reference:
+                self._reference = (lhs.view(n_parts, k, -1).clone(), z_lin, r, rx)
+        else:
+            _, x0_32 = self.data(torch.float32)
+            dr = (r - ref[2][sel]).view(n_parts * k, -1).to(torch.float32)
+            rx = ref[3][sel] + (dr @ x0_32).view(n_parts, k, d1 - 1).to(torch.float64)
+        g_eff = rx.transpose(1, 2)
+        gb = r.sum(2)  # [A, K]
         gw = (g_eff - mean[:, :, None] * gb[:, None, :]) / scale[:, :, None]
         gw = gw + 2.0 * penalty[:, None, None] * w
         grad = torch.cat([gw, gb[:, None, :]], dim=1) * free_f
@@ -597,11 +617,11 @@ class _Preconditioned:
         w = self._left(self.q, (u[:, :-1] / scale) @ v.transpose(1, 2))
         return torch.cat([w, u[:, -1:]], dim=1)
 
-    def loss_grad(self, u: torch.Tensor, idx: torch.Tensor | None = None,
-                  dtype: torch.dtype = torch.float64) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def loss_grad(self, u: torch.Tensor, idx: torch.Tensor | None = None, dtype: torch.dtype = torch.float64,
+                  set_reference: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(objective, gradient in U, max-abs gradient in W) of the parts ``idx`` (None: all)."""
         scale, v = self._sel(idx)
-        f, g = self.problem.loss_grad(self.to_theta(u, idx), self.c, idx, dtype)
+        f, g = self.problem.loss_grad(self.to_theta(u, idx), self.c, idx, dtype, set_reference)
         gu = self._left(self.q_t, g[:, :-1]) @ v / scale
         return f, torch.cat([gu, g[:, -1:]], dim=1), g.abs().amax((1, 2))
 
@@ -633,26 +653,27 @@ def _class_curvature(onehot: torch.Tensor, mask: torch.Tensor,
     return sig, v
 
 
-#: The float32 phase of the mixed-precision solver stops at this max-abs gradient (its noise floor is
-#: ~2e-8 on the bench data; below ~1e-6 its steps gained less than float64's, measured).
-MIXED_SWITCH = 1e-6
-#: A part leaves the float32 phase when its gradient has not halved in this many iterations.
+#: A mixed-precision round (float32 products of the changes since a float64 reference) ends when every
+#: part's gradient fell by this factor from the reference; then a float64 evaluation sets the next one.
+MIXED_DROP = 1e-2
+#: A part leaves a mixed-precision round when its gradient has not halved in this many iterations.
 MIXED_PATIENCE = 20
 
 
 def _lbfgs(problem: _Preconditioned, theta: torch.Tensor, tol: float, max_iter: int, history: int,
            mixed: bool = True, active_set: bool = True) -> tuple[torch.Tensor, int]:
-    """Batched L-BFGS (compact form, per-problem memory); optionally float32 first and an active set.
+    """Batched L-BFGS (compact form, per-problem memory); optionally mixed precision and an active set.
 
     The inverse-Hessian product uses the compact representation of Byrd, Nocedal and Schnabel, so one
     iteration is a fixed, small number of batched tensor operations whatever the memory length.
 
-    ``mixed``: iterate with float32 row arithmetic (half the cost) until every part's gradient is below
-    :data:`MIXED_SWITCH` (its noise floor is ~10x lower), with a line search on the directional
-    derivative, which float32 resolves where the objective's differences are lost; then polish in
-    float64 with backtracking Armijo to ``tol``. ``active_set``: a converged part leaves the batch (its
-    rows of the products are no longer computed); otherwise it stays in, frozen. Both leave the
-    stopping rule per part unchanged.
+    ``mixed``: rounds of float32 products (see :meth:`_Problem.loss_grad`), each from a float64
+    reference point until the gradient fell by :data:`MIXED_DROP`, with a line search on the directional
+    derivative (which the float32 products resolve where differences of the objective are not); every
+    round starts with an exact float64 evaluation, which is also the stopping test, so the result is
+    float64's to ``tol``; rounds that stop helping hand over to plain float64 iterations with
+    backtracking Armijo. ``active_set``: a converged part leaves the batch (its rows of the products
+    are no longer computed); otherwise it stays in, frozen.
     """
     n_parts = theta.shape[0]
     shape = theta.shape
@@ -660,9 +681,19 @@ def _lbfgs(problem: _Preconditioned, theta: torch.Tensor, tol: float, max_iter: 
     state = _State(problem, x, shape, history)
     it = 0
     if mixed:
-        it = state.run(tol=max(tol, MIXED_SWITCH), max_iter=max_iter, dtype=torch.float32,
-                       active_set=active_set)
-    it += state.run(tol=tol, max_iter=max_iter - it, dtype=torch.float64, active_set=active_set)
+        previous = None
+        while it < max_iter:
+            exact = state._eval(state.x, None, torch.float64, set_reference=True)
+            todo = exact[2] > tol
+            if not bool(todo.any()):
+                return state.x.view(shape), it
+            if previous is not None and not bool((exact[2][todo] < 0.5 * previous[todo]).all()):
+                break  # a round that did not halve a gradient: float64 from here
+            previous = exact[2]
+            target = torch.clamp(exact[2] * MIXED_DROP, min=tol)
+            it += state.run(target, max_iter - it, torch.float32, active_set, start=exact)
+    it += state.run(torch.full((n_parts,), tol, dtype=x.dtype, device=x.device), max_iter - it,
+                    torch.float64, active_set)
     return state.x.view(shape), it
 
 
@@ -677,15 +708,19 @@ class _State:
         self.y_mem = torch.zeros_like(self.s_mem)
         self.gamma = torch.ones(n_parts, dtype=x.dtype, device=x.device)
 
-    def _eval(self, x: torch.Tensor, idx: torch.Tensor | None,
-              dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def _eval(self, x: torch.Tensor, idx: torch.Tensor | None, dtype: torch.dtype,
+              set_reference: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         shape = (x.shape[0], *self.shape[1:])
-        f, g, gmax = self.problem.loss_grad(x.view(shape), idx, dtype)
+        f, g, gmax = self.problem.loss_grad(x.view(shape), idx, dtype, set_reference)
         return f, g.reshape(x.shape[0], -1), gmax
 
-    def run(self, tol: float, max_iter: int, dtype: torch.dtype, active_set: bool) -> int:
-        """Iterate until every part's max-abs gradient is below ``tol`` (or it stalls); returns iterations."""
-        f, g, gmax = self._eval(self.x, None, dtype)
+    def run(self, tol: torch.Tensor, max_iter: int, dtype: torch.dtype, active_set: bool,
+            start: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None) -> int:
+        """Iterate until each part's max-abs gradient is below its ``tol`` (or it stalls); returns iterations.
+
+        ``start``: (f, g, gmax) at the current point, when known.
+        """
+        f, g, gmax = self._eval(self.x, None, dtype) if start is None else (t.clone() for t in start)
         active = gmax > tol
         derivative_search = dtype != torch.float64
         best, since = gmax.clone(), torch.zeros_like(gmax)
@@ -739,7 +774,7 @@ class _State:
             small_change = (fa - f_new).abs() <= 1e-15 * torch.clamp(fa.abs(), min=1.0)
             if derivative_search:
                 small_change = torch.zeros_like(small_change)
-            still = on & ~stalled & (gmax_new > tol) & ~(small_change & (gmax_new < 1e-6))
+            still = on & ~stalled & (gmax_new > tol[sel]) & ~(small_change & (gmax_new < 1e-6))
             if derivative_search:  # noise-limited progress: leave it to the float64 phase
                 better = gmax_new < 0.5 * best[sel]
                 best[sel] = torch.where(better, gmax_new, best[sel])

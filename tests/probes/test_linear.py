@@ -66,7 +66,8 @@ def test_logistic_selection_agrees_with_gridsearchcv_multiclass():
     ours = GroupGridSearch(LogisticFamily(), "classification", "window", seed=43).fit(x, labels, groups)
     folds = list(InnerGroupSplit(43).split(x, labels, groups))
     ref = GridSearchCV(make_pipeline(StandardScaler(), LogisticRegression(max_iter=1000, random_state=43)),
-                       {"logisticregression__C": list(LOGISTIC_CS)}, scoring="balanced_accuracy", cv=folds).fit(x, labels)
+                       {"logisticregression__C": list(LOGISTIC_CS)}, scoring="balanced_accuracy",
+                       cv=folds).fit(x, labels)
     assert ours.best_params_["C"] == ref.best_params_["logisticregression__C"]
     assert ours.best_score_ == pytest.approx(ref.best_score_)
 
