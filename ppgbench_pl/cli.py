@@ -232,6 +232,12 @@ def main(args: list[str] | None = None) -> None:
         if cause is None:
             raise
         fail(one_line(str(cause)))
+    except BaseException as exc:
+        code = getattr(exc, "exit_code", None)  # a signal (coordinator.Interrupted) outside the job loop
+        if isinstance(code, int):
+            print(f"ppgbench: interrupted ({exc})", file=sys.stderr)
+            raise SystemExit(code) from None
+        raise
 
 
 def user_error(exc: BaseException) -> BaseException | None:

@@ -105,8 +105,6 @@ def test_suite_trainer_kwargs_are_the_honoured_settings(tmp_path, engine_root):
     assert ctx.trainer_kwargs == settings
 
 
-@pytest.mark.xfail(strict=True, reason="the MLP and finetune regimes override trainer.precision with "
-                                        "their own (32-true, or the amp setting); see the H7 report")
 def test_trainer_precision_reaches_the_neural_regimes(tmp_path, engine_root, trainer_calls):
     config = suite_config(engine_root, tmp_path / "run", regimes=[TINY_FINETUNE], tasks=["synthetic-hr"],
                           folds=[0], data={"synthetic_windows": 4})
@@ -114,3 +112,17 @@ def test_trainer_precision_reaches_the_neural_regimes(tmp_path, engine_root, tra
     assert run(["--config", str(path), "--trainer.precision", "64-true"], "fit") == 0
     inner = [c for c in trainer_calls if c.get("callbacks")]
     assert inner and all(c["precision"] == "64-true" for c in inner)
+
+
+@pytest.mark.parametrize("regime", [
+    {"class_path": "ppgbench_pl.regimes.mlp.MLPRegime"},
+    {"class_path": "ppgbench_pl.regimes.finetune.FinetuneRegime"},
+], ids=["mlp-batched", "finetune-stacked"])
+def test_a_precision_an_engine_cannot_honour_is_refused_up_front(tmp_path, engine_root, capsys, regime):
+    config = suite_config(engine_root, tmp_path / "run", regimes=[regime], tasks=["synthetic-hr"], folds=[0],
+                          data={"synthetic_windows": 4})
+    path = write_config(tmp_path / "config.yaml", config)
+    assert run(["--config", str(path), "--trainer.precision", "64-true"], "fit") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "trainer.precision 64-true" in err[0] and "engine: lightning" in err[0]
+    assert not (tmp_path / "run").exists()

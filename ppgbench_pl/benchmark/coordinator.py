@@ -46,7 +46,7 @@ from ppgbench_pl.benchmark.job import read_record
 from ppgbench_pl.benchmark.plan import Job, describe_plan
 from ppgbench_pl.benchmark.progress import Progress
 from ppgbench_pl.benchmark.spec import RunSettings
-from ppgbench_pl.benchmark.suite import BenchmarkSuite, instantiate, suite_for
+from ppgbench_pl.benchmark.suite import BenchmarkSuite, forget_suites, instantiate, suite_for
 from ppgbench_pl.benchmark.tracking import CellTracker, close_wandb, wandb_enabled
 from ppgbench_pl.benchmark.worker import JobOutcome, JobSpec, run_job_spec
 from ppgbench_pl.data.processed import write_json_atomic
@@ -138,6 +138,23 @@ def signals_interrupt() -> Iterator[None]:
             signal.signal(s, h)
 
 
+@contextmanager
+def signals_deferred() -> Iterator[None]:
+    """Ignore SIGINT and SIGTERM while the final summary and status are written (a second Ctrl-C must not
+    leave them half-written or end in a traceback)."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
 class BenchmarkRun:
     """One invocation of ``ppgbench fit`` or ``ppgbench benchmark`` on a suite spec.
 
@@ -156,6 +173,7 @@ class BenchmarkRun:
         self.summary_every_s = summary_every_s
         self.book = SummaryBook(settings.ci_unit, every_s=summary_every_s)
         self.union_planned: list[str] = []
+        forget_suites()  # a new command reads its data afresh; its jobs in this process share one suite
 
     # -- the stages -----------------------------------------------------------------------------------
     def suite(self) -> BenchmarkSuite:
@@ -201,9 +219,10 @@ class BenchmarkRun:
             except (Interrupted, KeyboardInterrupt) as exc:
                 report.interrupted = exc.exit_code if isinstance(exc, Interrupted) else 130
             finally:
-                report.summary_path = self._write_outputs(report)
-                if tracker is not None:
-                    close_wandb()
+                with signals_deferred():
+                    report.summary_path = self._write_outputs(report)
+                    if tracker is not None:
+                        close_wandb()
         if report.interrupted is not None:
             print(f"interrupted after {report.completed + report.skipped} of {report.planned} jobs; "
                   "run the same command to resume", file=sys.stderr)

@@ -155,6 +155,8 @@ class BenchmarkSuite:
         self.source = EmbeddingSource(self.cache, self.trainer_kwargs)
         for info in self.encoder_infos:
             check_rate(info.name, info.sampling_rate)
+        for regime in self.regimes:
+            regime.check_trainer(self.trainer_kwargs)
 
     @cached_property
     def regimes(self) -> list[Regime]:
@@ -228,6 +230,12 @@ class BenchmarkSuite:
 
 
 _local = threading.local()
+
+
+def forget_suites() -> None:
+    """Drop this thread's suites, so a new run reads its data afresh (a tree may have been repaired since
+    an earlier run of the same config in this process; the embedding key is the windows' content)."""
+    _local.suites = {}
 
 
 def suite_for(config: dict[str, Any], run_dir: str | Path) -> BenchmarkSuite:

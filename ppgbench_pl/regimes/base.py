@@ -185,6 +185,13 @@ class Regime(Callback):
         """Compute backend recorded with results (e.g. ``sklearn`` or ``cuml``)."""
         return None
 
+    def check_trainer(self, trainer_kwargs: dict[str, Any]) -> None:
+        """Refuse, before any job runs, device settings this regime cannot honour (default: all are fine).
+
+        Raises:
+            ConfigError: A setting the regime's inner training would otherwise silently ignore.
+        """
+
     def run(self, ctx: JobContext) -> list[RepeatOutcome]:
         """Select, train and score on one outer fold."""
         raise NotImplementedError

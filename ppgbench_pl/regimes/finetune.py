@@ -62,6 +62,9 @@ def is_parameter_free(encoder: PPGEncoder) -> bool:
     return not getattr(encoder, "trainable", True) or not any(p.numel() for p in encoder.parameters())
 
 
+#: Precisions the stacked engine implements (autocast); others need ``engine: lightning``.
+STACKED_PRECISIONS = ("32-true", "16-mixed", "bf16-mixed")
+
 class FinetuneEngine:
     """Trials of encoder + head on raw windows of one split, one ``Trainer.fit`` each.
 
@@ -343,6 +346,13 @@ class FinetuneRegime(NeuralRegime):
         self.head_only_engine = head_only_engine
         self._features: tuple[str, np.ndarray] | None = None
 
+    def check_trainer(self, trainer_kwargs: dict[str, Any]) -> None:
+        """The stacked engine runs in float32 or 16-bit mixed precision; anything else needs the Lightning one."""
+        precision = trainer_kwargs.get("precision")
+        if self.engine == "stacked" and precision is not None and precision not in STACKED_PRECISIONS:
+            raise ConfigError(f"trainer.precision {precision}: the stacked finetune engine runs at "
+                              f"{', '.join(STACKED_PRECISIONS)}; set the regime's engine: lightning for it")
+
     def backend(self) -> str:
         """The trial engine (end to end) ."""
         return f"torch-{self.engine}" if self.engine == "stacked" else "lightning"
@@ -351,8 +361,15 @@ class FinetuneRegime(NeuralRegime):
                     seed: int) -> FinetuneEngine | EmbeddingHeadEngine:
         """End-to-end engine, or a head-only one for parameter-free encoders."""
         device = device_for(ctx.trainer_kwargs)
-        use_amp = self.amp and device.type == "cuda"
-        precision = ("16-mixed" if self.amp_dtype == "float16" else "bf16-mixed") if use_amp else "32-true"
+        explicit = ctx.trainer_kwargs.get("precision")
+        if explicit is not None:  # trainer.precision reaches every inner trainer and wins over amp/amp_dtype
+            precision = str(explicit)
+            use_amp = precision in STACKED_PRECISIONS and precision != "32-true"
+            amp_dtype = "bfloat16" if precision.startswith("bf16") else "float16"
+        else:
+            use_amp = self.amp and device.type == "cuda"
+            amp_dtype = self.amp_dtype
+            precision = ("16-mixed" if amp_dtype == "float16" else "bf16-mixed") if use_amp else "32-true"
 
         def make_trainer(callbacks: list[Callback], **overrides: Any) -> L.Trainer:
             return ctx.make_trainer([self, *callbacks], precision=precision, **overrides)
@@ -361,7 +378,7 @@ class FinetuneRegime(NeuralRegime):
             if self.engine == "lightning":
                 return FinetuneEngine(ctx, split, targets, scorer, seed, self.max_epochs, make_trainer, precision,
                                       self.eval_batch_size, self.reseed_head)
-            dtype = getattr(torch, self.amp_dtype) if use_amp else None
+            dtype = getattr(torch, amp_dtype) if use_amp else None
             return StackedFinetuneEngine(ctx, split, targets, scorer, seed, self.max_epochs, make_trainer,
                                          precision, self.eval_batch_size, self.reseed_head, device, dtype)
         engine = EmbeddingHeadEngine(self.features(ctx), ctx.view.y, split, targets, scorer,

@@ -237,15 +237,26 @@ class MLPRegime(NeuralRegime):
         """The trial engine."""
         return f"torch-{self.engine}"
 
+    def check_trainer(self, trainer_kwargs: dict[str, Any]) -> None:
+        """The batched engine trains in float32 only; another ``trainer.precision`` needs the Lightning engine."""
+        precision = trainer_kwargs.get("precision")
+        if self.engine == "batched" and precision not in (None, "32-true"):
+            raise ConfigError(f"trainer.precision {precision}: the MLP probe's batched engine trains in float32 "
+                              "(as published); set the regime's engine: lightning to train its heads at that "
+                              "precision, or leave trainer.precision out")
+
     def make_engine(self, ctx: JobContext, split: Split, targets: Targets, scorer: SelectionScorer | None,
                     seed: int) -> EmbeddingHeadEngine:
         """Heads on the job's cached embeddings, z-scored on the fit part."""
         if ctx.embeddings is None:
             raise RuntimeError("the MLP probe needs the cached embeddings (uses_embeddings=True)")
 
+        # The published MLP loop does not use AMP although the setting is on (PROTOCOL.md 4.3): float32 unless
+        # trainer.precision says otherwise (then it reaches every inner trainer, see check_trainer).
+        precision = ctx.trainer_kwargs.get("precision") or "32-true"
+
         def make_trainer(callbacks: list[Callback], **overrides: Any) -> L.Trainer:
-            # The published MLP loop does not use AMP although the setting is on (PROTOCOL.md 4.3).
-            return ctx.make_trainer([self, *callbacks], precision="32-true", **overrides)
+            return ctx.make_trainer([self, *callbacks], **{"precision": precision, **overrides})
 
         return EmbeddingHeadEngine(ctx.features(), ctx.view.y, split, targets, scorer, MLP_SPACE,
                                    MLP_PARAMS, seed, self.max_epochs, self.engine, make_trainer,
