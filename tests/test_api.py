@@ -20,7 +20,7 @@ from tests.cli_helpers import run_cli
 ROOT = Path(__file__).resolve().parents[1]
 TINY = {"synthetic_subjects": 8, "synthetic_windows": 4, "accelerator": "cpu", "devices": 1,
         "progress": False}
-TIMING = ("seconds", "worker")
+TIMING = ("seconds", "cpu_seconds", "worker")
 
 
 def records(run_dir: Path) -> dict[str, dict]:

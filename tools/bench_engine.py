@@ -8,7 +8,8 @@ give unreliable wall-clock gains there.
 
 Scenarios:
   linear3000  linear regime, small CNN (64-d), 3,000 synthetic windows (150 subjects x 20), 1 seed x 5 folds
-  quickstart  configs/quickstart.yaml as shipped by each version (its jobs: sum of record seconds)
+  quickstart  configs/quickstart.yaml of each version with the same controls (the published PRV), 200 jobs;
+              "inside jobs" sums the records' CPU seconds (wall seconds for a version without them)
 
   python tools/bench_engine.py                       # both scenarios, 3 repeats
   python tools/bench_engine.py --scenario linear3000 --repeats 5
@@ -70,8 +71,13 @@ def run_child(source: Path, args: list[str], env: dict[str, str]) -> tuple[float
 
 
 def job_seconds(run_dir: Path) -> float:
-    """Sum of the per-job seconds in a run folder's records (the time spent inside jobs)."""
-    return sum(json.loads(p.read_text()).get("seconds", 0.0) for p in run_dir.glob("jobs/*/results.json"))
+    """Sum over a run folder's records of the CPU seconds inside jobs (records of versions that did not
+    record ``cpu_seconds`` give their wall ``seconds``; jobs run in one process, so the two are close)."""
+    total = 0.0
+    for path in run_dir.glob("jobs/*/results.json"):
+        record = json.loads(path.read_text())
+        total += record.get("cpu_seconds", record.get("seconds", 0.0))
+    return total
 
 
 def baseline_checkout(ref: str, where: Path) -> Path:
@@ -90,7 +96,9 @@ def scenario_args(name: str, source: Path, work: Path, tag: str) -> tuple[list[s
         args = ["fit", "--config", str(config), "--output_dir", str(out)]
     else:
         args = ["fit", "--config", "configs/quickstart.yaml", "--output_dir", str(out),
-                "--data.init_args.root", str(work / "data")]
+                "--data.init_args.root", str(work / "data"),
+                # the same models in both versions: the small CNN and the published PRV control
+                "--controls", '[{"class_path": "ppgbench_pl.encoders.prv.PublishedPRVEncoder"}]']
     if tag == "base":
         args += ["--trainer.logger", "false"]
     else:
@@ -129,7 +137,7 @@ def main() -> None:
                        "jobs": statistics.median(jobs[k])} for k in cpu}
             print(f"{name} (median of {ns.repeats}, baseline {ns.baseline_ref}):")
             for what, label in (("cpu", "whole process, CPU s"), ("wall", "whole process, wall s"),
-                                ("jobs", "inside jobs (records), s")):
+                                ("jobs", "inside jobs (records), CPU s")):
                 b, n = med["base"][what], med["new"][what]
                 print(f"  {label:<28} baseline {b:8.2f}   now {n:8.2f}   x{b / max(n, 1e-9):.2f}")
     finally:

@@ -56,7 +56,7 @@ def run_job(ctx: JobContext, regime: Regime) -> tuple[dict[str, Any], dict[str, 
     record's ``warnings`` instead of being printed once per fold; a job whose metric is missing or not
     finite is ``failed``, never ``ok``.
     """
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     record: dict[str, Any] = {
         "job_id": ctx.job_id, "model": ctx.model_name, "task": ctx.task.name, "regime": regime.name,
         "seed": ctx.seed, "fold": ctx.fold, "metric": ctx.task.metric, "kind": ctx.task.kind,
@@ -96,6 +96,7 @@ def run_job(ctx: JobContext, regime: Regime) -> tuple[dict[str, Any], dict[str, 
             predictions = {}
     record["warnings"] = dict(Counter(_warning_key(w) for w in caught))
     record["seconds"] = round(time.perf_counter() - start, 3)
+    record["cpu_seconds"] = round(time.process_time() - cpu_start, 3)  # this process, all its threads
     return record, predictions
 
 

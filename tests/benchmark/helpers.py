@@ -26,7 +26,7 @@ CNN = {"class_path": "ppgbench_pl.encoders.cnn.SmallCNNEncoder"}
 LINEAR = {"class_path": "ppgbench_pl.regimes.LinearRegime"}
 HALF = {"class_path": "ppgbench_pl.regimes.LabelEfficiencyRegime", "init_args": {"fraction": 0.5}}
 #: Record fields that say when and where a job ran, not what it computed.
-VOLATILE = ("seconds", "worker")
+VOLATILE = ("seconds", "cpu_seconds", "worker")
 PINNED_SOURCE = "pinned-for-tests"
 #: Start ``ppgbench`` in a subprocess with the source digest pinned (others edit the package meanwhile).
 LAUNCH = (f"import sys, ppgbench_pl.benchmark.identity as i; i._SOURCE_DIGEST = {PINNED_SOURCE!r}; "
