@@ -532,7 +532,8 @@ class _Problem:
         the rows are taken of the *changes* since the reference point only, in float32 (half the cost),
         and added to the reference's float64 ones; the softmax stays float64. The rounding error is then
         ~1e-7 of the change since the reference, so with a reference refreshed as the gradient falls
-        (:func:`_lbfgs`) the float32 products converge as far as float64 ones.
+        (:func:`_lbfgs`) the float32 products converge as far as float64 ones. The objective is only
+        computed in float64 (NaN otherwise: the mixed rounds do not read it).
         """
         n, mean, scale, neg, weight, onehot_w, free_f = self._subset(idx, torch.float64)
         n_parts, d1, k = theta.shape
@@ -552,10 +553,13 @@ class _Problem:
         z = z - z.amax(1, keepdim=True)
         e = torch.exp(z)
         total = e.sum(1)  # [A, n]
-        # mean log-loss: sum_i w_i (log total_i - z_true_i), with z shifted by its row max
-        z_true = torch.gather(z, 1, self.codes.expand(n_parts, 1, -1))[:, 0]
         penalty = 0.5 / (c * n)
-        loss = ((torch.log(total) - z_true) * weight).sum(1) + penalty * (w * w).sum((1, 2))
+        if dtype == torch.float64:
+            # mean log-loss: sum_i w_i (log total_i - z_true_i), with z shifted by its row max
+            z_true = torch.gather(z, 1, self.codes.expand(n_parts, 1, -1))[:, 0]
+            loss = ((torch.log(total) - z_true) * weight).sum(1) + penalty * (w * w).sum((1, 2))
+        else:  # the mixed rounds' line search reads derivatives only
+            loss = torch.full((n_parts,), float("nan"), dtype=torch.float64, device=theta.device)
         r = torch.addcmul(-onehot_w, e, (weight / total)[:, None, :])  # [A, K, n]: w_i (p_i - y_i)
         if dtype == torch.float64:
             rx = (r.view(n_parts * k, -1) @ self.x0).view(n_parts, k, d1 - 1)
@@ -720,21 +724,19 @@ class _State:
 
         ``start``: (f, g, gmax) at the current point, when known.
         """
-        f, g, gmax = self._eval(self.x, None, dtype) if start is None else (t.clone() for t in start)
+        f, g, gmax = self._eval(self.x, None, dtype) if start is None else start
         active = gmax > tol
         derivative_search = dtype != torch.float64
-        best, since = gmax.clone(), torch.zeros_like(gmax)
+        n_parts = len(active)
+        # the batch: every part (frozen when done), or only the active ones (compacted as they finish)
+        ids = torch.nonzero(active).flatten() if active_set else torch.arange(n_parts, device=active.device)
+        idx = None if len(ids) == n_parts else ids
+        x, fa, ga, ga_max, on = self.x[ids], f[ids], g[ids], gmax[ids], active[ids]
+        s_mem, y_mem, gamma, free, tol = self.s_mem[ids], self.y_mem[ids], self.gamma[ids], self.free[ids], tol[ids]
+        best, since = ga_max.clone(), torch.zeros_like(ga_max)
         it = 0
-        while bool(active.any()) and it < max_iter:
+        while bool(on.any()) and it < max_iter:
             it += 1
-            if active_set and not bool(active.all()):
-                idx: torch.Tensor | None = torch.nonzero(active).flatten()
-            else:
-                idx = None
-            sel = idx if idx is not None else slice(None)
-            on = active[sel]
-            x, fa, ga, ga_max = self.x[sel], f[sel], g[sel], gmax[sel]
-            s_mem, y_mem, gamma, free = self.s_mem[sel], self.y_mem[sel], self.gamma[sel], self.free[sel]
             direction = -_compact_product(s_mem, y_mem, gamma, ga) if s_mem.shape[1] else -ga
             direction = direction * free
             slope = (ga * direction).sum(1)
@@ -771,25 +773,36 @@ class _State:
             stalled = pending  # no acceptable step at this precision: as converged as it allows
             step, dg = x_new - x, g_new - ga
             s_mem, y_mem, gamma = _remember(s_mem, y_mem, gamma, step, dg, on, free, self.history)
-            small_change = (fa - f_new).abs() <= 1e-15 * torch.clamp(fa.abs(), min=1.0)
-            if derivative_search:
-                small_change = torch.zeros_like(small_change)
-            still = on & ~stalled & (gmax_new > tol[sel]) & ~(small_change & (gmax_new < 1e-6))
-            if derivative_search:  # noise-limited progress: leave it to the float64 phase
-                better = gmax_new < 0.5 * best[sel]
-                best[sel] = torch.where(better, gmax_new, best[sel])
-                since[sel] = torch.where(better, 0.0, since[sel] + 1)
-                still = still & (since[sel] <= MIXED_PATIENCE)
-            if idx is None:
-                self.x, f, g, gmax, active = x_new, f_new, g_new, gmax_new, still
-                self.s_mem, self.y_mem, self.gamma = s_mem, y_mem, gamma
+            on = on & ~stalled & (gmax_new > tol)
+            if derivative_search:  # progress limited by the reference's distance: end the round
+                better = gmax_new < 0.5 * best
+                best = torch.where(better, gmax_new, best)
+                since = torch.where(better, 0.0, since + 1)
+                on = on & (since <= MIXED_PATIENCE)
             else:
-                self.x[idx], f[idx], g[idx], gmax[idx], active[idx] = x_new, f_new, g_new, gmax_new, still
-                if s_mem.shape[1] != self.s_mem.shape[1]:  # memory grew or was reset: resize every part's
-                    self.s_mem = _resized(self.s_mem, s_mem.shape[1], self.free)
-                    self.y_mem = _resized(self.y_mem, s_mem.shape[1], self.free)
-                self.s_mem[idx], self.y_mem[idx], self.gamma[idx] = s_mem, y_mem, gamma
+                small_change = (fa - f_new).abs() <= 1e-15 * torch.clamp(fa.abs(), min=1.0)
+                on = on & ~(small_change & (gmax_new < 1e-6))
+            x, fa, ga, ga_max = x_new, f_new, g_new, gmax_new
+            if active_set and not bool(on.all()):  # finished parts leave the batch
+                self._store(ids, x, s_mem, y_mem, gamma)
+                keep = on
+                ids, x, fa, ga, ga_max, on = ids[keep], x[keep], fa[keep], ga[keep], ga_max[keep], on[keep]
+                s_mem, y_mem, gamma, free, tol = s_mem[keep], y_mem[keep], gamma[keep], free[keep], tol[keep]
+                best, since, idx = best[keep], since[keep], ids
+        self._store(ids, x, s_mem, y_mem, gamma)
         return it
+
+    def _store(self, ids: torch.Tensor, x: torch.Tensor, s_mem: torch.Tensor, y_mem: torch.Tensor,
+               gamma: torch.Tensor) -> None:
+        """Write the batch's iterates and memories back to the parts ``ids``."""
+        if len(ids) == len(self.x):
+            self.x, self.s_mem, self.y_mem, self.gamma = x, s_mem, y_mem, gamma
+            return
+        self.x[ids] = x
+        if s_mem.shape[1] != self.s_mem.shape[1]:  # memory grew or was reset: resize every part's
+            self.s_mem = _resized(self.s_mem, s_mem.shape[1], self.free)
+            self.y_mem = _resized(self.y_mem, s_mem.shape[1], self.free)
+        self.s_mem[ids], self.y_mem[ids], self.gamma[ids] = s_mem, y_mem, gamma
 
 
 def _resized(mem: torch.Tensor, m: int, unit: torch.Tensor) -> torch.Tensor:
