@@ -171,8 +171,8 @@ class EmbeddingCache:
             return
         what = ", ".join(f"{k} {v}" for k, v in (describe or {}).items()) or "an entry"
         if limit is not None and expected > limit:
-            raise ConfigError(f"embedding cache for {what} would take {expected / 1e9:.1f} GB, above the cap of "
-                              f"{limit / 1e9:.1f} GB (--max_cache_gb)")
+            raise ConfigError(f"embedding cache for {what} would take {expected / 1e9:.3g} GB, above the cap of "
+                              f"{limit / 1e9:.3g} GB (--max_cache_gb)")
         self.root.mkdir(parents=True, exist_ok=True)
         free = shutil.disk_usage(self.root).free
         if expected > free:

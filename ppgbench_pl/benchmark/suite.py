@@ -233,8 +233,11 @@ _local = threading.local()
 
 
 def forget_suites() -> None:
-    """Drop this thread's suites, so a new run reads its data afresh (a tree may have been repaired since
-    an earlier run of the same config in this process; the embedding key is the windows' content)."""
+    """Drop this thread's suites, so a new run reads its data afresh.
+
+    A tree may have been repaired since an earlier run of the same config in this process, and the
+    embedding key is the windows' content.
+    """
     _local.suites = {}
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+from typing import NoReturn
 
 #: (module, function that registers the module's subparser(s)).
 _REGISTRARS = (
@@ -18,9 +19,19 @@ _REGISTRARS = (
 )
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse whose usage errors are one line (``ppgbench: error: ...``), not usage plus message."""
+
+    def error(self, message: str) -> NoReturn:
+        from ppgbench_pl.errors import ConfigError
+
+        where = self.prog.removeprefix("ppgbench").strip()
+        raise ConfigError(f"{where + ': ' if where else ''}{message} (see {self.prog} --help)")
+
+
 def dispatch(argv: list[str]) -> None:
     """Parse ``argv`` (subcommand first) and run the chosen command."""
-    parser = argparse.ArgumentParser(prog="ppgbench")
+    parser = _Parser(prog="ppgbench")
     sub = parser.add_subparsers(dest="command", required=True)
     for module, function in _REGISTRARS:
         getattr(importlib.import_module(f"ppgbench_pl.commands.{module}"), function)(sub)

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from pathlib import Path
 
 from ppgbench_pl.data.datasets import REAL_DATASETS, preprocessor
 from ppgbench_pl.errors import ConfigError
+
+#: Target rates a tree can be built at: the encoders' range (``benchmark.suite.MIN_RATE``/``MAX_RATE``,
+#: not imported here because that module pulls in Lightning; a test keeps the two equal).
+RATE_RANGE = (10.0, 2000.0)
 
 
 def _keys(names: list[str]) -> list[str]:
@@ -58,14 +63,18 @@ def run_download(ns: argparse.Namespace) -> None:
         raise ConfigError(f"--retries must be 0 or more, got {ns.retries}")
     status = download(_keys(ns.datasets), ns.raw_root, physionet_user=ns.physionet_user,
                       progress=not ns.no_progress, force=ns.force, stall_s=stall, retries=retries)
-    for key, line in status.items():
-        print(f"{key}: {line}")
+    for key, line in status.items():  # failures on stderr, where scripts and users look for errors
+        print(f"{key}: {line}", file=sys.stderr if line.startswith(FAILED) else sys.stdout)
     if any(line.startswith(FAILED) for line in status.values()):
         raise SystemExit(1)
 
 
 def run_preprocess(ns: argparse.Namespace) -> None:
     """Build the processed tree of each dataset at each rate; a rerun with the same inputs is a no-op."""
+    low, high = RATE_RANGE
+    for fs in ns.fs:
+        if not (math.isfinite(fs) and low <= fs <= high):
+            raise ConfigError(f"--fs {fs:g}: a target rate must lie within {low:g}-{high:g} Hz")
     for key in _keys(ns.datasets):
         raw = ns.raw_root / key if (ns.raw_root / key).is_dir() else ns.raw_root
         dataset = preprocessor(key)(raw)

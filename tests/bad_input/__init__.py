@@ -1,0 +1,1 @@
+"""The bad-input corpus: hostile, damaged and nonsensical input through the ``ppgbench`` front door."""
