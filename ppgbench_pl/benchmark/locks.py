@@ -2,13 +2,19 @@
 
 Two workers (of one run, of two runs on the same folder, or an orphan of a killed run) may reach the
 same job or the same embedding-cache entry. Each takes an exclusive ``flock`` on a small lock file
-first; the kernel drops the lock when its holder dies, so a killed process never leaves a stale lock
-behind. On platforms without ``fcntl`` the lock is a no-op and only atomic renames protect the files.
+first; the kernel drops the lock when its holder dies, so a dead holder's lock is taken over at once and
+never goes stale. The holder writes its PID and start time into the file, so a process that waits for a
+lock held by a stuck process says who holds it and for how long. On platforms without ``fcntl`` the lock
+is a no-op and only atomic renames protect the files.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import socket
+import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,13 +24,46 @@ try:  # POSIX only
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
+#: Seconds between two "still waiting" notices while a lock is held by another process.
+NOTICE_EVERY_S = 60.0
+
 
 class LockBusy(RuntimeError):
     """A non-blocking lock attempt found the lock held by another process (or thread)."""
 
 
+def lock_holder(path: str | Path) -> str:
+    """Who holds a lock, as its holder wrote it (``pid 123 on host, for 42 s``), or ``unknown``."""
+    try:
+        info = json.loads(Path(path).read_text() or "{}")
+        age = time.time() - float(info["since"])
+        return f"pid {info['pid']} on {info['host']}, for {age:.0f} s"
+    except (OSError, ValueError, KeyError, TypeError):
+        return "unknown"
+
+
+def _acquire(fd: int, path: Path, blocking: bool, notice_every_s: float) -> None:
+    assert fcntl is not None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return
+    except BlockingIOError:
+        if not blocking:
+            raise LockBusy(f"{path} (held by {lock_holder(path)})") from None
+    last = time.monotonic()
+    while True:  # poll, so a long wait can be reported with the holder's pid and age
+        time.sleep(0.05)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() - last >= notice_every_s:
+                print(f"waiting for the lock {path}: held by {lock_holder(path)}", file=sys.stderr)
+                last = time.monotonic()
+
+
 @contextmanager
-def file_lock(path: str | Path, blocking: bool = True) -> Iterator[None]:
+def file_lock(path: str | Path, blocking: bool = True, notice_every_s: float = NOTICE_EVERY_S) -> Iterator[None]:
     """Hold an exclusive lock on ``path`` (created if missing) for the ``with`` block.
 
     Separate ``open`` calls get separate locks, so two threads of one process exclude each other too.
@@ -32,6 +71,7 @@ def file_lock(path: str | Path, blocking: bool = True) -> Iterator[None]:
     Args:
         path: Lock file; its folder is created when missing.
         blocking: Wait for the lock (default), or raise :class:`LockBusy` at once when it is held.
+        notice_every_s: While waiting, say every so many seconds who holds the lock.
 
     Raises:
         LockBusy: ``blocking`` is False and another holder has the lock.
@@ -41,11 +81,10 @@ def file_lock(path: str | Path, blocking: bool = True) -> Iterator[None]:
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         if fcntl is not None:
-            flags = fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB)
-            try:
-                fcntl.flock(fd, flags)
-            except BlockingIOError:
-                raise LockBusy(str(path)) from None
+            _acquire(fd, path, blocking, notice_every_s)
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                                      "since": time.time()}).encode(), 0)
         try:
             yield
         finally:

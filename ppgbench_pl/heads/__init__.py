@@ -1,5 +1,5 @@
 """Prediction heads built from (input size, number of outputs)."""
 
-from ppgbench_pl.heads.mlp import LinearHead, MLPHead
+from ppgbench_pl.heads.mlp import MLPHead
 
-__all__ = ["LinearHead", "MLPHead"]
+__all__ = ["MLPHead"]

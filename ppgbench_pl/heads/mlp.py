@@ -21,15 +21,3 @@ class MLPHead(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         """Logits or regression outputs."""
         return self.net(x)
-
-
-class LinearHead(nn.Module):
-    """A single linear layer: the neural counterpart of the linear probe."""
-
-    def __init__(self, in_features: int, out_features: int) -> None:
-        super().__init__()
-        self.linear = nn.Linear(in_features, out_features)
-
-    def forward(self, x: Tensor) -> Tensor:
-        """Logits or regression outputs."""
-        return self.linear(x)

@@ -7,8 +7,6 @@ that can no longer win are removed, which keeps one file (or a few, under severa
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -34,15 +32,11 @@ class TrialWeights:
         return self.directory / f"trial{number}.pt"
 
     def save(self, number: int, state: dict[str, Any]) -> None:
-        """Write atomically (temporary file, then rename)."""
-        fd, tmp = tempfile.mkstemp(prefix=f".trial{number}.", dir=self.directory)
-        os.close(fd)
-        try:
-            torch.save({k: v.detach().cpu() for k, v in state.items()}, tmp)
-            os.replace(tmp, self.path(number))
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        """Write atomically (unique temporary file, then rename; readable by others as the umask allows)."""
+        from ppgbench_pl.data.processed import atomic_open
+
+        with atomic_open(self.path(number), "wb") as handle:
+            torch.save({k: v.detach().cpu() for k, v in state.items()}, handle)
 
     def load(self, number: int) -> dict[str, Any] | None:
         """The stored state dict, or ``None`` when the file is gone."""

@@ -38,11 +38,6 @@ def job_dir(run_dir: Path, jid: str) -> Path:
     return Path(run_dir) / "jobs" / jid
 
 
-def is_complete(run_dir: Path, jid: str) -> bool:
-    """Tell whether a job is complete: its final results.json exists."""
-    return (job_dir(run_dir, jid) / RESULTS_FILE).exists()
-
-
 def write_job(run_dir: Path, jid: str, record: Mapping[str, Any],
               predictions: Mapping[str, Mapping[str, np.ndarray]] | None = None) -> Path:
     """Write a job's record and prediction files atomically (working folder, then rename)."""

@@ -163,8 +163,3 @@ def _out_features(head: nn.Module) -> int:
     """Outputs of a head: the ``out_features`` of its last linear layer."""
     linears = [m for m in head.modules() if isinstance(m, nn.Linear)]
     return int(linears[-1].out_features) if linears else 1
-
-
-def is_frozen_encoder(encoder: PPGEncoder) -> bool:
-    """True when no encoder parameter requires a gradient."""
-    return not any(p.requires_grad for p in encoder.parameters())

@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 import torch
+from torch import nn
 import yaml
 from torch import Tensor, nn
 
 from ppgbench_pl.cli import main
 from ppgbench_pl.encoders.custom import CustomEncoder, resolve_callable
 from ppgbench_pl.errors import CheckpointError, ConfigError
-from ppgbench_pl.heads import LinearHead
 from ppgbench_pl.tasks.encoder_task import EncoderTask
 
 FS = 32.0
@@ -235,7 +235,7 @@ def _snapshot(module: nn.Module) -> dict[str, Tensor]:
 def test_encoder_task_modes(mode: str) -> None:
     enc = CustomEncoder(TinyConvNet(), sampling_rate=FS, weights_in_module=True, pooling="mean",
                         normalize="window_zscore")
-    task = EncoderTask(enc, mode=mode, head=LinearHead(enc.embed_dim, 1), head_lr=0.1)
+    task = EncoderTask(enc, mode=mode, head=nn.Linear(enc.embed_dim, 1), head_lr=0.1)
     before = _snapshot(enc)
     _step(task, {"x": _windows(4), "y": torch.randn(4)})
     after = _snapshot(enc)

@@ -13,11 +13,11 @@ from contextlib import contextmanager
 
 import pytest
 import torch
+from torch import nn
 from torch import Tensor, nn
 
 from ppgbench_pl.encoders import ENCODERS
-from ppgbench_pl.heads import LinearHead
-from ppgbench_pl.tasks.encoder_task import EncoderTask, is_frozen_encoder
+from ppgbench_pl.tasks.encoder_task import EncoderTask
 from tests.encoders.test_registry import random_batch, ready
 
 NAMES = list(ENCODERS)
@@ -56,8 +56,8 @@ def train_step(task: EncoderTask, batch: dict[str, Tensor]) -> None:
 def test_frozen_step_changes_nothing(name: str) -> None:
     encoder = ready(name)
     encoder.train()
-    task = EncoderTask(encoder, mode="frozen", head=LinearHead(encoder.embed_dim, 1), head_lr=0.1)
-    assert is_frozen_encoder(encoder) and not encoder.training
+    task = EncoderTask(encoder, mode="frozen", head=nn.Linear(encoder.embed_dim, 1), head_lr=0.1)
+    assert not any(p.requires_grad for p in encoder.parameters()) and not encoder.training
     head_before, before = snapshot(task.head), snapshot(encoder)
     batch = random_batch(name)
     with batchnorms_that_run(encoder) as ran:
@@ -76,9 +76,9 @@ def test_finetune_step_changes_encoder(name: str) -> None:
     encoder = ready(name)
     if not encoder.trainable:
         with pytest.raises(ValueError, match="no trainable parameters"):
-            EncoderTask(encoder, mode="finetune", head=LinearHead(encoder.embed_dim, 1))
+            EncoderTask(encoder, mode="finetune", head=nn.Linear(encoder.embed_dim, 1))
         return
-    task = EncoderTask(encoder, mode="finetune", head=LinearHead(encoder.embed_dim, 1), head_lr=1e-2,
+    task = EncoderTask(encoder, mode="finetune", head=nn.Linear(encoder.embed_dim, 1), head_lr=1e-2,
                        encoder_lr_ratio=1.0)
     before = snapshot(encoder)
     with batchnorms_that_run(encoder) as ran:
@@ -99,7 +99,7 @@ def test_finetune_step_changes_encoder(name: str) -> None:
 
 def test_finetune_freeze_stats_keeps_batchnorm_buffers() -> None:
     encoder = ready("small_cnn")
-    task = EncoderTask(encoder, mode="finetune", head=LinearHead(encoder.embed_dim, 1),
+    task = EncoderTask(encoder, mode="finetune", head=nn.Linear(encoder.embed_dim, 1),
                        batchnorm_mode="freeze_stats")
     before = snapshot(encoder)
     train_step(task, random_batch("small_cnn"))

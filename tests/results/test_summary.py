@@ -11,7 +11,7 @@ from scipy import stats
 
 from ppgbench_pl.errors import PPGBenchError
 from ppgbench_pl.results import summary as summary_module
-from ppgbench_pl.results.records import is_complete, iter_records, job_id, model_id, scan_records, write_job
+from ppgbench_pl.results.records import RESULTS_FILE, job_dir, iter_records, job_id, model_id, scan_records, write_job
 from ppgbench_pl.results.summary import SummaryBook, fold_entry, fold_rows, summarise, write_summary
 
 
@@ -60,9 +60,9 @@ def test_job_records_are_atomic_and_resumable(tmp_path):
     stale = tmp_path / "jobs" / f"{jid}.working"
     stale.mkdir(parents=True)
     (stale / "junk").write_text("left by a crash")
-    assert not is_complete(tmp_path, jid)
+    assert not (job_dir(tmp_path, jid) / RESULTS_FILE).exists()
     write_job(tmp_path, jid, record("a", 42, 0, [1.0]), {"predictions_repeat0.npz": {"y_true": np.arange(3)}})
-    assert is_complete(tmp_path, jid) and not stale.exists()
+    assert (job_dir(tmp_path, jid) / RESULTS_FILE).exists() and not stale.exists()
     assert np.load(tmp_path / "jobs" / jid / "predictions_repeat0.npz")["y_true"].tolist() == [0, 1, 2]
     assert [r["model"] for r in iter_records(tmp_path)] == ["a"]
     path = write_summary(tmp_path, iter_records(tmp_path))
