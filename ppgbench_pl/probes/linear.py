@@ -8,9 +8,11 @@ but the whole inner-CV grid of one outer fold is solved at once:
   training part's Gram, sums and standardisation follow by subtraction, and one eigendecomposition per
   inner fold gives every alpha.
 * **Logistic regression**: every (inner fold + the outer refit) problem of one C is one batched L-BFGS
-  in torch (float64, the same code on a GPU when ``device`` is cuda), warm-started along the C path,
-  on sklearn's objective: mean log-loss + ||W||^2 / (2 C n), intercept unpenalised, multinomial for
-  more than two classes present, binary (one logit) for two.
+  in torch (the same code on a GPU when ``device`` is cuda), warm-started along the C path, on
+  sklearn's objective: mean log-loss + ||W||^2 / (2 C n), intercept unpenalised, multinomial for more
+  than two classes present, binary (one logit) for two. The products with the rows run in float32 on
+  the changes since a float64 reference point, the softmax and the stopping test in float64 (so the
+  solution is float64's); finished problems leave the batch.
 
 Standardisation is StandardScaler's (population std; constant columns keep scale 1), fitted on each
 training part, derived from sums of the outer-training rows after centring them once on their mean
