@@ -72,6 +72,9 @@ def one_line(message: str) -> str:
     raw = [ln for ln in str(message).splitlines() if ln.strip()]
     if not raw:
         return "invalid arguments"
+    if raw[0].startswith("Problems parsing config"):  # YAML syntax: the reasons with their line numbers
+        text = " ".join(ln.strip() for ln in raw).split(":", 1)[1].strip()
+        return "a --config file is not valid YAML: " + re.sub(r'\s*in "<unicode string>",', " at", text)
     if len(raw) == 1:
         return raw[0].strip()
     path: list[str] = []

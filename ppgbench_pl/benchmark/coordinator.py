@@ -196,7 +196,10 @@ class BenchmarkRun:
         check_output_dir(self.run_dir)
         plan = suite.plan()
         self._check_data(suite, plan)
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # a folder os.access calls writable may still refuse (/proc, read-only mounts)
+            raise ConfigError(f"--output_dir {self.run_dir}: cannot be made ({exc.strerror})") from None
         fresh = [instantiate(Regime, entry) for entry in suite.config["regimes"]]  # never state from earlier runs
         meta = check_or_write_identity(
             self.run_dir, run_identity(suite.encoders, suite.datamodules.values(), fresh, suite.trainer_kwargs), {

@@ -78,6 +78,8 @@ class PPGDataModule(L.LightningDataModule):
         super().__init__()
         self.info = get_dataset(dataset)
         self.dataset, self.root = dataset, Path(root)
+        if self.root.exists() and not self.root.is_dir():
+            raise ConfigError(f"data.root {root}: is a file, not a folder of processed trees")
         self.task_specs = [get_task(t) for t in tasks] if tasks else tasks_of(dataset)
         for spec in self.task_specs:
             if spec.dataset != dataset:

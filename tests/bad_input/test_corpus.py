@@ -27,7 +27,8 @@ import pandas as pd
 import pytest
 import torch
 
-from tests.benchmark.helpers import LAUNCH, record_files, records, status, tree, write_config
+from tests.benchmark.helpers import LAUNCH, record_files, records, status, write_config
+from tests.benchmark.helpers import tree as all_files
 from tests.cli_helpers import run_cli
 from tests.encoders.test_checkpoint_safety import payloads, write_hostile
 
@@ -94,6 +95,12 @@ def fit(capsys: pytest.CaptureFixture[str], *args: str, command: str = "fit") ->
     return run_cli([command, *args], capsys)
 
 
+def tree(path: Path) -> dict[str, int]:
+    """Files under ``path`` with their mtimes, lock files aside (taking a lock writes its holder into it)."""
+    return {name: mtime for name, mtime in all_files(path).items() if not name.startswith(".locks/")
+            and "/.locks/" not in name}
+
+
 def no_ok_record(out: Path) -> bool:
     """No job of ``out`` was recorded as ok (a failed record, with its reason, is allowed)."""
     return all(r["status"] != "ok" for r in records(out).values()) if out.exists() else True
@@ -150,6 +157,9 @@ REFUSED: dict[str, tuple[list[str], int, str]] = {
     "missing_config": (["--config", "/nonexistent/config.yaml"], 2, r"nonexistent"),
     "batch_size_0": (["--data.init_args.batch_size", "0"], 2, r"batch_size"),
     "synthetic_subjects_1": (["--data.init_args.synthetic_subjects", "1"], 2, r"synthetic_subjects|subjects"),
+    "seed_everything_text": (["--seed_everything", "abc"], 2, r"seed_everything"),
+    "root_is_a_file": (["--data.init_args.root", "/etc/hostname"], 2,
+                       r"data\.root /etc/hostname: is a file, not a folder of processed trees"),
 }
 
 
@@ -179,6 +189,27 @@ def test_refused_leaves_an_existing_folder_untouched(base, tmp_path, capsys, cas
     before = tree(out)
     check(fit(capsys, "--config", str(base["config"]), "--output_dir", str(out), *args), code, pattern)
     assert tree(out) == before
+
+
+#: (config file text, exit status, stderr regex): a config file that cannot be a config.
+CONFIG_FILES: dict[str, tuple[str, int, str]] = {
+    "yaml_syntax": ("model: {class_path: [unclosed\n", 2,
+                    r"a --config file is not valid YAML: while parsing a flow sequence at line 1, column 21 did "
+                    r"not find expected ',' or '\]' at line 2, column 1$"),
+    "yaml_a_list": ("- 1\n- 2\n", 2, r"Unexpected config: - 1"),
+    "unknown_top_key": ("outptu_dir: x\n", 2, r"outptu_dir"),
+    "model_not_a_task": ("model: {class_path: collections.OrderedDict}\n", 2, r"model|OrderedDict"),
+}
+
+
+@pytest.mark.parametrize("case", list(CONFIG_FILES))
+def test_bad_config_file(base, tmp_path, capsys, monkeypatch, case):
+    text, code, pattern = CONFIG_FILES[case]
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "config.yaml").write_text(text)
+    check(fit(capsys, "--config", str(base["config"]), "--config", str(tmp_path / "config.yaml"),
+              "--output_dir", str(tmp_path / "run")), code, pattern)
+    assert not (tmp_path / "run").exists() and not (tmp_path / "x").exists()
 
 
 CLI_ONLY: dict[str, tuple[list[str], int, str]] = {
@@ -289,6 +320,10 @@ HOSTILE_ENCODERS = {
     "pulseppg": {"class_path": "ppgbench_pl.encoders.pulseppg.PulsePPGEncoder",
                  "init_args": {"base_filters": 8, "n_block": 2}},
     "sigmappg": {"class_path": "ppgbench_pl.encoders.sigmappg.SigmaPPGEncoder"},
+    "papagei_p": {"class_path": "ppgbench_pl.encoders.papagei.PaPaGeiPEncoder"},
+    "papagei_s": {"class_path": "ppgbench_pl.encoders.papagei.PaPaGeiSEncoder"},
+    "anyppg": {"class_path": "ppgbench_pl.encoders.anyppg.AnyPPGEncoder"},
+    "moment_small": {"class_path": "ppgbench_pl.encoders.moment.MomentSmallEncoder"},
 }
 
 
@@ -377,6 +412,12 @@ def test_output_under_a_file_is_refused(base, tmp_path, capsys):
     (tmp_path / "taken").write_text("x")
     check(fit(capsys, "--config", str(base["config"]), "--output_dir", str(tmp_path / "taken" / "run")), 2,
           re.escape(str(tmp_path / "taken")))
+
+
+def test_output_where_no_folder_can_be_made_is_refused(base, tmp_path, capsys):
+    """Even root cannot make a folder in /proc: the unwritable output folder that every user can try."""
+    check(fit(capsys, "--config", str(base["config"]), "--output_dir", "/proc/ppgbench-run"), 2,
+          r"--output_dir /proc/ppgbench-run: (cannot be made|/proc is not writable)")
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
