@@ -140,6 +140,7 @@ REFUSED: dict[str, tuple[list[str], int, str]] = {
     "ci_unit_typo": (["--ci_unit", "sed"], 2, r"ci_unit"),
     "workers_0": (["--executor", "process", "--executor.init_args.workers", "0"], 2, r"workers"),
     "workers_negative": (["--executor", "process", "--executor.init_args.workers", "-2"], 2, r"workers"),
+    "workers_0_short": (["--executor", "process", "--executor.workers", "0"], 2, r"workers"),
     "max_cache_gb_0": (["--max_cache_gb", "0"], 2, r"--max_cache_gb"),
     "max_cache_gb_tiny": (["--max_cache_gb", "0.0000001"], 2,
                           r"embedding cache for encoder small_cnn, dataset synthetic, fs 64.0 would take "
@@ -614,6 +615,41 @@ def test_two_runs_on_one_folder(base, tmp_path, capsys, pinned_source):
     check(mine, 0, r"^")
     check((other.returncode, "", err), 0, r"^")
     assert len(record_files(out)) == 4 and status(out)["complete"]
+
+
+def test_a_job_lock_held_by_a_stuck_process_is_reported(base, tmp_path, capsys, monkeypatch):
+    """The waiting run names the holder (pid, age), then runs the job once the holder lets go."""
+    import threading
+
+    from ppgbench_pl.benchmark import locks
+    from ppgbench_pl.benchmark.job import job_lock_path
+
+    out = copy_run(base, tmp_path)
+    jid = _job(out).name
+    shutil.rmtree(out / "jobs")
+    monkeypatch.setattr(locks.file_lock.__wrapped__, "__defaults__", (True, 0.6))  # notices every 0.6 s
+    held, release = threading.Event(), threading.Event()
+
+    def stuck() -> None:
+        with locks.file_lock(job_lock_path(out, jid)):
+            held.set()
+            release.wait(10)
+
+    def named(path: str | Path, original: Callable[[str | Path], str] = locks.lock_holder) -> str:
+        release.set()  # the waiting run has said who holds the lock: let go
+        return original(path)
+
+    monkeypatch.setattr(locks, "lock_holder", named)
+    holder = threading.Thread(target=stuck)
+    holder.start()
+    held.wait(10)
+    try:
+        check(fit(capsys, "--config", str(base["config"]), "--output_dir", str(out)), 0,
+              rf"^waiting for the lock .*{jid}\.lock: held by pid {os.getpid()} on .*, for \d+ s$")
+    finally:
+        release.set()
+        holder.join()
+    assert len(record_files(out)) == 1
 
 
 def test_two_preprocess_runs_on_one_root(tmp_path):
