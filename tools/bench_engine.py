@@ -8,6 +8,7 @@ give unreliable wall-clock gains there.
 
 Scenarios:
   linear3000  linear regime, small CNN (64-d), 3,000 synthetic windows (150 subjects x 20), 1 seed x 5 folds
+  linear3000-batched  the same, this checkout with the batched logistic solver (LinearRegime logistic_solver)
   quickstart  configs/quickstart.yaml of each version with the same controls (the published PRV), 200 jobs;
               "inside jobs" sums the records' CPU seconds (wall seconds for a version without them)
 
@@ -90,7 +91,7 @@ def baseline_checkout(ref: str, where: Path) -> Path:
 
 def scenario_args(name: str, source: Path, work: Path, tag: str) -> tuple[list[str], Path]:
     out = work / f"{name}-{tag}-{time.monotonic_ns()}"
-    if name == "linear3000":
+    if name.startswith("linear3000"):
         config = work / f"linear3000-{tag}.yaml"
         config.write_text(LINEAR.format(root=work / "data"))
         args = ["fit", "--config", str(config), "--output_dir", str(out)]
@@ -103,6 +104,8 @@ def scenario_args(name: str, source: Path, work: Path, tag: str) -> tuple[list[s
         args += ["--trainer.logger", "false"]
     else:
         args += ["--wandb", "off"]
+        if name.endswith("-batched"):
+            args += ["--trainer.callbacks.init_args.logistic_solver", "batched"]
     return args, out
 
 
@@ -110,12 +113,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--baseline-ref", default=FIRST_LANDING)
     parser.add_argument("--baseline-dir", type=Path, default=Path(tempfile.gettempdir()) / "ppgbench-baseline")
-    parser.add_argument("--scenario", choices=["linear3000", "quickstart", "all"], default="all")
+    parser.add_argument("--scenario", choices=["linear3000", "linear3000-batched", "quickstart", "all"], default="all")
     parser.add_argument("--repeats", type=int, default=3)
     ns = parser.parse_args()
     base = baseline_checkout(ns.baseline_ref, ns.baseline_dir)
     env = {**os.environ, "WANDB_MODE": "disabled", "PYTHONHASHSEED": "0"}
-    scenarios = ["linear3000", "quickstart"] if ns.scenario == "all" else [ns.scenario]
+    scenarios = ["linear3000", "linear3000-batched", "quickstart"] if ns.scenario == "all" else [ns.scenario]
     work = Path(tempfile.mkdtemp(prefix="bench-engine-"))
     try:
         for name in scenarios:

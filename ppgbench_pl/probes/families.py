@@ -13,7 +13,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ppgbench_pl.metrics.scores import Predictions
-from ppgbench_pl.probes.linear import LOGISTIC_CS, RIDGE_ALPHAS, LogisticPath, RidgeCV, RidgeGrid
+from ppgbench_pl.probes.linear import LOGISTIC_CS, RIDGE_ALPHAS, LogisticPath, RidgeCV, RidgeGrid, SingleClassError
 
 
 class ProbeFamily(Protocol):
@@ -122,3 +122,52 @@ class LogisticFamily:
 
     def predict(self, model, x, classes):  # noqa: ANN001, ANN201, D102
         return Predictions("classification", model.predict_proba(x), classes)
+
+
+class SklearnLogisticFamily:
+    """The published logistic probe: ``StandardScaler -> LogisticRegression(L2, lbfgs, max_iter 1000)``.
+
+    scikit-learn's lbfgs stops at its default tolerance (1e-4), before the optimum; which C wins can depend
+    on where it stopped, so this family (one fit per C and inner fold) is what reproduces the published
+    selections. :class:`LogisticFamily` solves the same objective to its optimum in one batched pass.
+
+    Args:
+        cs: The C grid.
+        single_class: ``error`` (published: scikit-learn raises) or ``constant``.
+
+    """
+
+    name = "logistic"
+
+    def __init__(self, cs: tuple[float, ...] = LOGISTIC_CS, single_class: str = "error") -> None:
+        self.cs, self.single_class = cs, single_class
+
+    def grid(self) -> list[dict[str, Any]]:  # noqa: D102
+        return [{"C": c} for c in self.cs]
+
+    def fit_grid(self, x, y, x_eval, classes, seed):  # noqa: ANN001, ANN201, D102
+        return [self.predict(self.fit_one(x, y, p, classes, seed), x_eval, classes) for p in self.grid()]
+
+    def fit_one(self, x, y, params, classes, seed):  # noqa: ANN001, ANN201, D102
+        from sklearn.linear_model import LogisticRegression
+        from sklearn.pipeline import make_pipeline
+        from sklearn.preprocessing import StandardScaler
+
+        present = np.unique(y)
+        if len(present) < 2:
+            if self.single_class == "constant":
+                return ("constant", present[0])
+            raise SingleClassError(f"inner training part of {len(y)} windows has a single class ({present[0].item()!r}); "
+                                   "logistic regression needs two, as in scikit-learn (single_class: constant "
+                                   "predicts it instead)")
+        model = make_pipeline(StandardScaler(), LogisticRegression(C=params["C"], solver="lbfgs", max_iter=1000,
+                                                                   random_state=seed))
+        return model.fit(x, y)
+
+    def predict(self, model, x, classes):  # noqa: ANN001, ANN201, D102
+        if isinstance(model, tuple):  # a training part with one class predicts it with certainty
+            proba = np.zeros((len(x), len(classes)))
+            proba[:, list(classes).index(model[1])] = 1.0
+            return Predictions("classification", proba, classes)
+        proba = align_proba(model.predict_proba(x), model[-1].classes_, classes)
+        return Predictions("classification", proba, classes)
