@@ -121,7 +121,7 @@ class EmbeddingCache:
             if found is not None:  # another process computed it while this one waited
                 self.hits += 1
                 return found
-            self._check_space(expected_bytes, max_bytes, describe)
+            self.check_space(expected_bytes, max_bytes, describe)
             self.misses += 1
             start = time.perf_counter()
             values = np.asarray(compute(), dtype=np.float32)
@@ -166,15 +166,16 @@ class EmbeddingCache:
             return "its content does not match the SHA-256 written with it"
         return None
 
-    def _check_space(self, expected: int | None, limit: float | None, describe: dict[str, Any] | None) -> None:
+    def check_space(self, expected: int | None, limit: float | None, describe: dict[str, Any] | None) -> None:
+        """Refuse an entry of ``expected`` bytes above ``limit`` or the free disk (one line)."""
         if expected is None:
             return
         what = ", ".join(f"{k} {v}" for k, v in (describe or {}).items()) or "an entry"
         if limit is not None and expected > limit:
             raise ConfigError(f"embedding cache for {what} would take {expected / 1e9:.3g} GB, above the cap of "
                               f"{limit / 1e9:.3g} GB (--max_cache_gb)")
-        self.root.mkdir(parents=True, exist_ok=True)
-        free = shutil.disk_usage(self.root).free
+        existing = next((p for p in (self.root, *self.root.parents) if p.exists()), Path("."))
+        free = shutil.disk_usage(existing).free  # nothing is created: this runs before a folder is written
         if expected > free:
             raise ConfigError(f"embedding cache for {what} would take {expected / 1e9:.1f} GB but {self.root} has "
                               f"{free / 1e9:.1f} GB free")

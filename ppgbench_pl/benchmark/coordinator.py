@@ -108,12 +108,24 @@ def redact(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def check_output_dir(run_dir: Path) -> None:
-    """The run folder must be a writable folder (or creatable), named in one line otherwise."""
+    """The run folder must be a writable folder (or creatable), named in one line otherwise.
+
+    Writability is probed by making and removing a temporary folder in the nearest existing ancestor, so
+    nothing is left behind and file systems that refuse folders despite their permissions (``/proc``) are
+    caught before anything else happens.
+    """
+    import tempfile
+
     if run_dir.exists() and not run_dir.is_dir():
         raise ConfigError(f"--output_dir {run_dir}: exists and is not a folder")
     parent = run_dir if run_dir.exists() else next((p for p in run_dir.parents if p.exists()), Path("."))
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise ConfigError(f"--output_dir {run_dir}: {parent} is not writable")
+    if not parent.is_dir():
+        raise ConfigError(f"--output_dir {run_dir}: {parent} is a file, not a folder")
+    try:
+        probe = tempfile.mkdtemp(prefix=".ppgbench-probe-", dir=parent)
+        os.rmdir(probe)
+    except OSError as exc:
+        raise ConfigError(f"--output_dir {run_dir}: cannot be made ({exc.strerror or exc})") from None
 
 
 @contextmanager
@@ -238,6 +250,8 @@ class BenchmarkRun:
             rates.setdefault(job.task.dataset, set()).add(float(suite.encoders[job.model].sampling_rate))
         for dataset, fs in rates.items():
             suite.datamodules[dataset].check(sorted(fs))
+        for model, dataset in dict.fromkeys((j.model, j.task.dataset) for j in plan if suite.uses_cache(j)):
+            suite.source.check_space(suite.encoders[model], suite.datamodules[dataset])
 
     def _load_folder(self) -> None:
         """Every record already in the folder (any plan that wrote it), slimmed for the summary."""

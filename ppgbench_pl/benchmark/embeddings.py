@@ -83,11 +83,22 @@ class EmbeddingSource:
                                               self.trainer_kwargs.get("precision"), content)
         return self._keys[memo]
 
+    def expected_bytes(self, encoder: PPGEncoder, datamodule: PPGDataModule) -> int:
+        """Estimated size of the entry: windows x embedding size x 4 bytes."""
+        fs = float(encoder.sampling_rate)
+        return len(datamodule.windows(fs).x) * int(getattr(encoder, "embed_dim", 1) or 1) * 4
+
+    def check_space(self, encoder: PPGEncoder, datamodule: PPGDataModule) -> None:
+        """Refuse now, before anything is written, an entry that would exceed the cap or the free disk."""
+        if not self.cache.path(self.key(encoder, datamodule)).exists():
+            describe = {"encoder": encoder.name, "dataset": datamodule.dataset, "fs": float(encoder.sampling_rate)}
+            self.cache.check_space(self.expected_bytes(encoder, datamodule), self.max_bytes, describe)
+
     def get(self, encoder: PPGEncoder, datamodule: PPGDataModule) -> np.ndarray:
         """Embeddings of every window of ``datamodule`` at the encoder's rate (computed on a miss)."""
         fs = float(encoder.sampling_rate)
         describe = {"encoder": encoder.name, "dataset": datamodule.dataset, "fs": fs}
-        expected = len(datamodule.windows(fs).x) * int(getattr(encoder, "embed_dim", 1) or 1) * 4
+        expected = self.expected_bytes(encoder, datamodule)
         return self.cache.get_or_compute(
             self.key(encoder, datamodule),
             lambda: extract_embeddings(encoder, datamodule, fs, self.trainer_kwargs), describe,

@@ -101,7 +101,9 @@ def run_identity(encoders: Sequence[PPGEncoder], datamodules: Iterable[PPGDataMo
     rates = sorted({float(e.sampling_rate) for e in encoders})
     datasets = {
         dm.dataset: {**{k: v for k, v in dm.settings().items() if k not in DATA_SPEED_SETTINGS},
-                     "data": {f"{fs:g}": data_identity(dm.store(fs).directory) for fs in rates}}
+                     # the tree's marker and the windows themselves: a hand-edited tree is another dataset
+                     "data": {f"{fs:g}": f"{data_identity(dm.store(fs).directory)}:{dm.windows(fs).content_digest()}"
+                              for fs in rates}}
         for dm in datamodules
     }
     trainer = {k: trainer_kwargs.get(k) for k in IDENTITY_TRAINER}
