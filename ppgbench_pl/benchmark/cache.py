@@ -1,14 +1,14 @@
 """Embedding cache: every window goes through a frozen encoder once per (encoder, weights, data, rate).
 
-The key is a content hash of the encoder identity (class, weights digest, settings), the processed
-tree's identity (its preprocessing marker, or the file listing when a tree has none), a digest of the
-windows themselves (so a repaired tree is never served stale embeddings), the rate and the numeric
-precision, so all tasks, seeds, folds and frozen regimes of a run (and of later runs) share one pass.
-Each entry's size and SHA-256 are stored beside it and checked before first use in a process; a damaged
-entry is recomputed with a message naming it. Entries are written to a temporary file and moved into place with ``os.replace``, so a reader
-never sees a torn file; a lock file per key makes concurrent processes compute each entry once (the
-second waits, then reads). Entries are read memory-mapped, so parallel workers share one copy in the
-page cache.
+The key is a content hash of the encoder identity (class, weights digest, settings), the processed tree's
+identity (its preprocessing marker, or the file listing when a tree has none), a digest of the windows
+themselves (so a repaired tree is never served stale embeddings), the rate and the numeric precision, so all
+tasks, seeds, folds and frozen regimes of a run (and of later runs) share one pass. Each entry's size and
+SHA-256 are stored beside it and checked before first use in a process; a damaged entry is recomputed with a
+message naming it. Entries are written to a temporary file and moved into place with ``os.replace``, so a
+reader never sees a torn file; a lock file per key makes concurrent processes compute each entry once (the
+second waits, then reads). Entries are read memory-mapped, so parallel workers share one copy in the page
+cache.
 """
 
 from __future__ import annotations

@@ -152,8 +152,10 @@ def signals_interrupt() -> Iterator[None]:
 
 @contextmanager
 def signals_deferred() -> Iterator[None]:
-    """Ignore SIGINT and SIGTERM while the final summary and status are written (a second Ctrl-C must not
-    leave them half-written or end in a traceback)."""
+    """Ignore SIGINT and SIGTERM while the final summary and status are written.
+
+    A second Ctrl-C must not leave them half-written or end in a traceback.
+    """
     import threading
 
     if threading.current_thread() is not threading.main_thread():

@@ -1,13 +1,13 @@
 """Run identity: what a run folder's results were made from, so a rerun never mixes different runs.
 
-``run.json`` holds the identity (the ppgbench version, the numeric trainer settings, and per dataset,
-encoder and regime what determines its results: data hashes, weights digests, settings) plus a record of
-the rest (resolved config, package versions, device, planned job ids, the code versions that wrote it).
-The source digest is not part of the identity: every job record stores the code version that made it,
-and resuming after a source edit is refused unless ``--allow_code_change`` is given, in which case the
-new version is added to ``code_versions`` and the report says the run mixes versions. A later run into the same folder must agree on every part both
-runs share; it may add datasets, encoders, regimes or rates (a run extended with more tasks or models),
-which are merged in. Package versions and the device are recorded and a change is warned about, not
+``run.json`` holds the identity (the ppgbench version, the numeric trainer settings, and per dataset, encoder
+and regime what determines its results: data hashes, weights digests, settings) plus a record of the rest
+(resolved config, package versions, device, planned job ids, the code versions that wrote it). The source
+digest is not part of the identity: every job record stores the code version that made it, and resuming after
+a source edit is refused unless ``--allow_code_change`` is given, in which case the new version is added to
+``code_versions`` and the report says the run mixes versions. A later run into the same folder must agree on
+every part both runs share; it may add datasets, encoders, regimes or rates (a run extended with more tasks or
+models), which are merged in. Package versions and the device are recorded and a change is warned about, not
 refused: moving a run to another GPU index or a patch release should not throw work away.
 """
 
@@ -135,7 +135,8 @@ def merge_identity(existing: dict[str, Any], new: dict[str, Any]) -> tuple[dict[
                     section[name] = value
                 elif key == "datasets" and isinstance(old[name], dict) and isinstance(value, dict):
                     data = {**old[name].get("data", {}), **value.get("data", {})}
-                    same_rates = all(old[name].get("data", {}).get(fs, h) == h for fs, h in value.get("data", {}).items())
+                    old_data = old[name].get("data", {})
+                    same_rates = all(old_data.get(fs, h) == h for fs, h in value.get("data", {}).items())
                     same_rest = {k: v for k, v in old[name].items() if k != "data"} == \
                         {k: v for k, v in value.items() if k != "data"}
                     if not (same_rates and same_rest):

@@ -242,8 +242,10 @@ def forget_suites() -> None:
 
 
 def suite_for(config: dict[str, Any], run_dir: str | Path) -> BenchmarkSuite:
-    """The suite of ``config`` in this process and thread, built on first use (datamodules are stateful,
-    so threads never share one)."""
+    """The suite of ``config`` in this process and thread, built on first use.
+
+    Datamodules cache the windows they read, so threads never share one.
+    """
     cache: dict[tuple[str, str], BenchmarkSuite] = getattr(_local, "suites", None) or {}
     _local.suites = cache
     key = (config_digest({k: config.get(k) for k in SUITE_KEYS}), str(Path(run_dir).resolve()))

@@ -132,7 +132,8 @@ def _log_records(run: Any, records: Sequence[dict[str, Any]]) -> None:
                      json.dumps(params, default=str), rec.get("seconds"), rec.get("error")])
         for result in rec.get("results", []):
             for t in (result.get("optuna") or {}).get("trials", []):
-                trials.append([rec.get("job_id"), rec.get("seed"), rec.get("fold"), result.get("repeat"), t.get("number"),
+                trials.append([rec.get("job_id"), rec.get("seed"), rec.get("fold"), result.get("repeat"),
+                               t.get("number"),
                                t.get("state"), t.get("value"), json.dumps(t.get("params"), default=str),
                                json.dumps(t.get("intermediate_values"), default=str)])
     tables = {"jobs": wandb.Table(columns=["job_id", "seed", "fold", "status", "value", "baseline", "params", "seconds",

@@ -58,7 +58,7 @@ class JobOutcome:
 
 
 def global_rank() -> int:
-    """This process's rank in a multi-process (DDP) job launched per task, 0 otherwise."""
+    """The rank of this process in a multi-process (DDP) job launched per task, 0 otherwise."""
     for name in ("RANK", "PMI_RANK"):
         if os.environ.get(name, "").isdigit():
             return int(os.environ[name])

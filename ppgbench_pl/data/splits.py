@@ -46,7 +46,8 @@ def dataset_seed(seed: int, dataset: str) -> int:
     return int(hashlib.sha256(f"{seed}:{dataset}".encode()).hexdigest()[:16], 16)
 
 
-def outer_group_folds(groups: Sequence[str], seed: int, dataset: str, n_folds: int = 5) -> list[tuple[list[str], list[str]]]:
+def outer_group_folds(groups: Sequence[str], seed: int, dataset: str,
+                      n_folds: int = 5) -> list[tuple[list[str], list[str]]]:
     """(train groups, test groups) per outer fold; train groups stay in shuffled order."""
     names = sorted({str(g) for g in groups})
     if len(names) < n_folds:
@@ -72,7 +73,8 @@ def inner_group_folds(train_groups: Sequence[Any], seed: int, n_folds: int = 4) 
     return chunk(unique, n_folds)
 
 
-def holdout_groups(train_groups: Sequence[Any], seed: int, repeat: int = 0, fraction: float = 0.2) -> tuple[list[Any], list[Any]]:
+def holdout_groups(train_groups: Sequence[Any], seed: int, repeat: int = 0,
+                   fraction: float = 0.2) -> tuple[list[Any], list[Any]]:
     """(fit groups, validation groups): the first max(1, round(0.2 n)) shuffled groups validate."""
     unique = first_appearance(train_groups)
     if len(unique) < 2:

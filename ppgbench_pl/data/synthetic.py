@@ -62,7 +62,8 @@ class SyntheticPPGDataset(RawDataset):
 
     key = "synthetic"
 
-    def __init__(self, n_subjects: int = 30, windows_per_subject: int = 20, window_s: float = 10.0, seed: int = 0) -> None:
+    def __init__(self, n_subjects: int = 30, windows_per_subject: int = 20, window_s: float = 10.0,
+                 seed: int = 0) -> None:
         if n_subjects < 5:
             raise ConfigError(f"the synthetic dataset needs at least 5 subjects for 5-fold CV, got {n_subjects}")
         self.n_subjects = n_subjects

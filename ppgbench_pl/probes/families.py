@@ -157,7 +157,8 @@ class SklearnLogisticFamily:
         if len(present) < 2:
             if self.single_class == "constant":
                 return ("constant", present[0])
-            raise SingleClassError(f"inner training part of {len(y)} windows has a single class ({present[0].item()!r}); "
+            label = present[0].item()
+            raise SingleClassError(f"inner training part of {len(y)} windows has a single class ({label!r}); "
                                    "logistic regression needs two, as in scikit-learn (single_class: constant "
                                    "predicts it instead)")
         model = make_pipeline(StandardScaler(), LogisticRegression(C=params["C"], solver="lbfgs", max_iter=1000,

@@ -116,12 +116,12 @@ def _kind(y: np.ndarray, classes: np.ndarray | None) -> str:
 
 
 def _features(x: np.ndarray, backend: str) -> np.ndarray:
-    """cuML works in float32; scikit-learn takes the rows as given."""
+    """CuML works in float32; scikit-learn takes the rows as given."""
     return np.ascontiguousarray(x, dtype=np.float32) if backend == "cuml" else x
 
 
 def _fit_cuml(model: Any, x: np.ndarray, y: np.ndarray, kind: str) -> FittedForest:
-    """cuML wants float32 rows and, for classes, int32 codes 0..K-1; the codes map back afterwards."""
+    """CuML wants float32 rows and, for classes, int32 codes 0..K-1; the codes map back afterwards."""
     if kind == "classification":
         labels, codes = np.unique(y, return_inverse=True)
         model.fit(_features(x, "cuml"), codes.astype(np.int32))

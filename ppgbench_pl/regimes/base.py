@@ -16,7 +16,6 @@ from typing import Any, ClassVar
 import lightning as L
 import numpy as np
 from lightning.pytorch.callbacks import Callback
-
 from torch.utils.data import DataLoader
 
 from ppgbench_pl.data.registry import TaskSpec

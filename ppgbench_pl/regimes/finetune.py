@@ -114,8 +114,10 @@ class FinetuneEngine:
         return int(z.shape[1])
 
     def _head(self, params: dict[str, Any], seed: int) -> MLPHead:
-        """A new head: drawn from the job's running torch RNG (published: not reseeded per trial), or
-        seeded with the trial's seed under ``reseed_head``.
+        """A new head for a trial.
+
+        Drawn from the job's running torch RNG (published: not reseeded per trial), or seeded with the
+        trial's seed under ``reseed_head``.
         """
         def build() -> MLPHead:
             return MLPHead(self.embed_dim, self.targets.n_outputs, int(params["hidden_dim"]),

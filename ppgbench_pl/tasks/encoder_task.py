@@ -17,7 +17,6 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from ppgbench_pl.encoders.base import PPGEncoder
 from ppgbench_pl.heads.metrics import HeadMetrics
 
 BatchNormMode = Literal["train", "freeze_stats"]
@@ -149,7 +148,8 @@ class EncoderTask(L.LightningModule):
         """AdamW with separate head and encoder groups; nothing to optimise for a frozen encoder alone."""
         groups = []
         if self.head is not None:
-            groups.append({"params": self.head.parameters(), "lr": self.head_lr, "weight_decay": self.head_weight_decay})
+            groups.append({"params": self.head.parameters(), "lr": self.head_lr,
+                           "weight_decay": self.head_weight_decay})
         if self.mode == "finetune":
             groups.append({
                 "params": [p for p in self.encoder.parameters() if p.requires_grad],

@@ -21,7 +21,7 @@ def table(text: str) -> dict[str, dict[str, int]]:
     for line in lines[1:]:
         parts = line.split()
         if len(parts) == len(head) + 1 and all(p.isdigit() for p in parts[1:]):
-            out[parts[0]] = dict(zip(head, map(int, parts[1:])))
+            out[parts[0]] = dict(zip(head, map(int, parts[1:]), strict=True))
     return out
 
 
