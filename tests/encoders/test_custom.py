@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 import torch
-from torch import nn
 import yaml
 from torch import Tensor, nn
 

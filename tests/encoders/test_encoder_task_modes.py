@@ -13,7 +13,6 @@ from contextlib import contextmanager
 
 import pytest
 import torch
-from torch import nn
 from torch import Tensor, nn
 
 from ppgbench_pl.encoders import ENCODERS

@@ -11,8 +11,8 @@ from ppgbench_pl.errors import ConfigError
 from ppgbench_pl.hpo.optuna_search import (
     FAILURE_ATTR,
     WORKER_ATTR,
-    SearchSettings,
     SearchFailed,
+    SearchSettings,
     TrialOutcome,
     best_trial,
     close_storage,
