@@ -45,7 +45,8 @@ from ppgbench_pl.data.registry import get_task
 from ppgbench_pl.data.splits import InnerGroupSplit, OuterSplit
 from ppgbench_pl.data.task_data import TaskView
 from ppgbench_pl.probes.families import LogisticFamily, RidgeFamily
-from ppgbench_pl.probes.linear import LOGISTIC_CS, LOGISTIC_TOL, RIDGE_ALPHAS, LogisticPath
+from ppgbench_pl.probes.linear import LOGISTIC_CS, RIDGE_ALPHAS
+from ppgbench_pl.probes.logistic import LOGISTIC_TOL, LogisticPath
 from ppgbench_pl.probes.search import GroupGridSearch
 from ppgbench_pl.regimes.base import JobContext
 from ppgbench_pl.regimes.linear import LinearRegime, local_folds

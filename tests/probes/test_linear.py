@@ -12,12 +12,12 @@ from ppgbench_pl.probes.families import LogisticFamily, RidgeFamily, align_proba
 from ppgbench_pl.probes.linear import (
     LOGISTIC_CS,
     RIDGE_ALPHAS,
-    LogisticPath,
     RidgeCV,
     RidgeGrid,
     SingleClassError,
     check_finite,
 )
+from ppgbench_pl.probes.logistic import LogisticPath
 from ppgbench_pl.probes.search import GroupGridSearch
 
 

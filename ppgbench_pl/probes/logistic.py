@@ -1,0 +1,549 @@
+"""The batched logistic-regression solver of the linear probe (``logistic_solver: batched``).
+
+Every (inner fold + the outer refit) problem of one C is one batched L-BFGS in torch (the same code on a GPU
+when ``device`` is cuda), warm-started along the C path, on scikit-learn's objective: mean log-loss +
+||W||^2 / (2 C n), intercept unpenalised, multinomial for more than two classes present, binary (one logit) for
+two. The products with the rows run in float32 on the changes since a float64 reference point, the softmax and
+the stopping test in float64 (so the solution is float64's); finished problems leave the batch. The
+standardisation and the per-part sums are shared with ridge (:mod:`ppgbench_pl.probes.linear`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ppgbench_pl.probes.linear import (
+    LOGISTIC_CS,
+    Parts,
+    SingleClassError,
+    _device,
+    part_statistics,
+    torch_threads,
+)
+
+#: Gradient tolerance (max-abs of the gradient of the mean objective) of the batched logistic solver;
+#: scikit-learn stops at 1e-4, so we solve well past the point where its solution sits.
+LOGISTIC_TOL = 1e-8
+LOGISTIC_MAX_ITER = 5000
+
+
+@dataclass
+class LogisticModel:
+    """A fitted standardise-then-logistic model; probabilities over ``classes`` (absent classes get 0)."""
+
+    mean: np.ndarray
+    scale: np.ndarray
+    coef: np.ndarray  # [d, K] (fixed and absent columns 0)
+    intercept: np.ndarray  # [K]
+    absent: np.ndarray  # [K] bool
+    classes: np.ndarray
+
+    def predict_proba(self, x: np.ndarray) -> np.ndarray:
+        """Softmax over the present classes (binary: the sigmoid of the one free logit)."""
+        z = ((np.asarray(x, dtype=np.float64) - self.mean) / self.scale) @ self.coef + self.intercept
+        z = np.where(self.absent, -np.inf, z)
+        z = z - z.max(axis=1, keepdims=True)
+        e = np.exp(z)
+        return e / e.sum(axis=1, keepdims=True)
+
+
+class LogisticPath:
+    """L2 logistic regression for every C on every part of one outer fold, batched (see module doc).
+
+    Args:
+        cs: The C grid (solved in ascending order, each C warm-started from the previous one).
+        tol: Stop when the max-abs gradient of a part's mean objective is below this.
+        max_iter: Iteration cap per C.
+        history: L-BFGS memory.
+        single_class: ``error`` (as scikit-learn: a part with one class raises) or ``constant`` (such a
+            part predicts its class with certainty).
+        device: torch device (``cpu`` by default; cuda runs the same code).
+        num_threads: torch CPU threads while solving (None: as configured; see :func:`torch_threads`).
+        mixed: Run the early iterations with float32 row arithmetic, then polish in float64 (see
+            :func:`_lbfgs`); the result is float64's to ``tol`` either way.
+        active_set: Drop converged parts from the batch instead of carrying them frozen.
+
+    """
+
+    def __init__(self, cs: Sequence[float] = LOGISTIC_CS, tol: float = LOGISTIC_TOL,
+                 max_iter: int = LOGISTIC_MAX_ITER, history: int = 10, single_class: str = "error",
+                 device: str | torch.device | None = None, num_threads: int | None = 1, mixed: bool = True,
+                 active_set: bool = True) -> None:
+        self.num_threads = num_threads
+        self.mixed, self.active_set = mixed, active_set
+        if single_class not in ("error", "constant"):
+            raise ValueError(f"single_class must be 'error' or 'constant', got {single_class!r}")
+        self.cs = tuple(float(c) for c in cs)
+        self.tol, self.max_iter, self.history = tol, max_iter, history
+        self.single_class = single_class
+        self.device = _device(device)
+
+    def fit(self, x: np.ndarray, y: np.ndarray, folds: Sequence[tuple[np.ndarray, np.ndarray]],
+            classes: np.ndarray) -> LogisticPath:
+        """Solve every (C, part); parts are the inner-training parts of ``folds`` and then all rows."""
+        with torch_threads(self.num_threads):
+            return self._fit(x, y, folds, classes)
+
+    def _fit(self, x: np.ndarray, y: np.ndarray, folds: Sequence[tuple[np.ndarray, np.ndarray]],
+             classes: np.ndarray) -> LogisticPath:
+        dev = self.device
+        self.classes = np.asarray(classes)
+        codes = np.searchsorted(self.classes, y)
+        xt = torch.as_tensor(np.asarray(x, dtype=np.float64), device=dev)
+        offset = xt.mean(0)
+        x0 = xt - offset
+        parts, _, _ = part_statistics(x0, folds, offset)
+        n_rows, d = x0.shape
+        k = len(self.classes)
+        train_rows = [*(tr for tr, _ in folds), np.arange(n_rows)]
+        n_parts = len(train_rows)
+        mask = torch.zeros(n_parts, n_rows, dtype=torch.float64, device=dev)
+        present = np.zeros((n_parts, k), dtype=bool)
+        for p, tr in enumerate(train_rows):
+            mask[p, torch.as_tensor(tr, device=dev, dtype=torch.long)] = 1.0
+            present[p, np.unique(codes[tr])] = True
+        counts = present.sum(axis=1)
+        single = counts < 2
+        if single.any() and self.single_class == "error":
+            p = int(np.flatnonzero(single)[0])
+            which = "the outer-training part" if p == n_parts - 1 else f"inner training part {p + 1}"
+            label = self.classes[present[p]][0] if counts[p] else "none"
+            raise SingleClassError(f"{which} holds a single class ({label}); logistic regression needs "
+                                   "samples of at least 2 classes (as scikit-learn)")
+        # free logit columns: every present class (multinomial), or the second present class (binary)
+        free = present.copy()
+        for p in range(n_parts):
+            if counts[p] == 2:
+                free[p, np.flatnonzero(present[p])[0]] = False
+            elif counts[p] < 2:
+                free[p] = False
+        self._parts, self._present, self._free, self._single = parts, present, free, single
+        onehot = torch.zeros(n_rows, k, dtype=torch.float64, device=dev)
+        onehot[torch.arange(n_rows, device=dev), torch.as_tensor(codes, device=dev)] = 1.0
+        problem = _Problem(x0, onehot, mask, parts, torch.as_tensor(free, device=dev),
+                           torch.as_tensor(~present, device=dev))
+        theta = torch.zeros(n_parts, d + 1, k, dtype=torch.float64, device=dev)
+        n_all, mu, sc = parts.n[-1], parts.mean[-1], parts.scale[-1]
+        cov = (x0.T @ x0 / n_all - torch.outer(mu, mu)) / torch.outer(sc, sc)
+        basis = torch.linalg.eigh(cov)
+        class_basis = _class_curvature(onehot, mask, problem.free)
+        self._x0, self._offset = x0, offset
+        self.solutions_: list[torch.Tensor] = []
+        self.n_iter_: list[int] = []
+        grid = sorted(set(self.cs))
+        for c in grid:
+            scaled = _Preconditioned(problem, c, basis, class_basis)
+            u, iters = _lbfgs(scaled, scaled.to_u(theta), self.tol, self.max_iter, self.history,
+                              mixed=self.mixed, active_set=self.active_set)
+            theta = scaled.to_theta(u)
+            self.solutions_.append(theta.clone())
+            self.n_iter_.append(iters)
+        order = sorted(set(self.cs))
+        self._by_c = {c: self.solutions_[order.index(c)] for c in self.cs}
+        self._folds = folds
+        return self
+
+    def model(self, c: float, part: int = -1) -> LogisticModel:
+        """The fitted model of one C on one part (default: all rows, i.e. the refit)."""
+        theta = self._by_c[float(c)]
+        p = part % theta.shape[0]
+        mean = (self._parts.mean[p] + self._offset).cpu().numpy()
+        scale = self._parts.scale[p].cpu().numpy()
+        w = theta[p].cpu().numpy()
+        if self._single[p]:  # constant switch: certainty for the one class seen
+            coef = np.zeros_like(w[:-1])
+            intercept = np.where(self._present[p], 0.0, -np.inf)
+            return LogisticModel(mean, scale, coef, intercept, ~self._present[p], self.classes)
+        return LogisticModel(mean, scale, w[:-1], w[-1], ~self._present[p], self.classes)
+
+    def cv_proba(self, c: float) -> list[np.ndarray]:
+        """Per inner fold: probabilities of its validation rows under its own fit at ``c``."""
+        x = self._x0 + self._offset
+        out = []
+        for p, (_, va) in enumerate(self._folds):
+            rows = x[torch.as_tensor(va, device=self.device, dtype=torch.long)].cpu().numpy()
+            out.append(self.model(c, p).predict_proba(rows))
+        return out
+
+
+@dataclass
+class _Problem:
+    """The batched objective: parts share the rows ``x0`` and differ by mask, standardisation, classes."""
+
+    x0: torch.Tensor  # [n, d]
+    onehot: torch.Tensor  # [n, K]
+    mask: torch.Tensor  # [P, n]
+    parts: Parts
+    free: torch.Tensor  # [P, K] bool: logit columns that are parameters
+    absent: torch.Tensor  # [P, K] bool: classes not in the part (logit -inf)
+
+    def __post_init__(self) -> None:
+        # Rows last everywhere ([P, K, n]): the per-row softmax then runs over long contiguous rows.
+        self.x0t = self.x0.T.contiguous()  # [d, n]
+        self.onehot_t = self.onehot.T.contiguous()  # [K, n]
+        self.codes = self.onehot.argmax(1)[None, None, :]  # [1, 1, n]
+        self.weight = (self.mask / self.parts.n[:, None]).contiguous()  # [P, n]: 1/n_p on the part's rows
+        self.free_f = self.free.to(torch.float64)[:, None, :]  # [P, 1, K]
+        # absent classes: a finite huge negative logit (-inf would make 0 * inf = nan on rows outside a
+        # part whose label is that class)
+        self.neg = self.absent.to(torch.float64)  # [P, K]: scaled per dtype in _subset
+        self._data: dict[torch.dtype, tuple[torch.Tensor, torch.Tensor]] = {
+            torch.float64: (self.x0t, self.x0)}
+        self._subsets: dict[tuple[tuple[int, ...], torch.dtype], tuple[torch.Tensor, ...]] = {}
+        self._reference: tuple[torch.Tensor, ...] = ()
+
+    def _subset(self, idx: torch.Tensor | None, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
+        """Per-part constants of the parts ``idx`` (None: all), the row-sized ones in ``dtype``; cached."""
+        key = (tuple(idx.tolist()) if idx is not None else (), dtype)
+        if key not in self._subsets:
+            sel = idx if idx is not None else slice(None)
+            p = self.parts
+            weight = self.weight[sel]
+            onehot_w = (self.onehot_t[None] * weight[:, None, :]).to(dtype)
+            neg = (self.neg[sel] * (-1e300 if dtype == torch.float64 else -1e30)).to(dtype)
+            self._subsets[key] = (p.n[sel], p.mean[sel], p.scale[sel], neg, weight.to(dtype), onehot_w,
+                                  self.free_f[sel])
+        return self._subsets[key]
+
+    def data(self, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """(x0^T, x0) in ``dtype`` (float32 copies made once, for the early iterations)."""
+        if dtype not in self._data:
+            self._data[dtype] = (self.x0t.to(dtype), self.x0.to(dtype))
+        return self._data[dtype]
+
+    def loss_grad(self, theta: torch.Tensor, c: float, idx: torch.Tensor | None = None,
+                  dtype: torch.dtype = torch.float64,
+                  set_reference: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per part: sklearn's mean objective and its gradient; theta is [A, d+1, K] (last row: intercept).
+
+        ``idx`` names the parts theta holds (None: all). float64: exact; ``set_reference`` (all parts)
+        keeps the logits, residuals and gradient products of this point. float32: the two products with
+        the rows are taken of the *changes* since the reference point only, in float32 (half the cost),
+        and added to the reference's float64 ones; the softmax stays float64. The rounding error is then
+        ~1e-7 of the change since the reference, so with a reference refreshed as the gradient falls
+        (:func:`_lbfgs`) the float32 products converge as far as float64 ones. The objective is only
+        computed in float64 (NaN otherwise: the mixed rounds do not read it).
+        """
+        n, mean, scale, neg, weight, onehot_w, free_f = self._subset(idx, torch.float64)
+        n_parts, d1, k = theta.shape
+        w, b = theta[:, :-1, :], theta[:, -1, :]
+        w_eff = w / scale[:, :, None]  # [A, d, K]
+        b_eff = b - torch.einsum("pd,pdk->pk", mean, w_eff) + neg
+        lhs = w_eff.transpose(1, 2).reshape(n_parts * k, d1 - 1)
+        if dtype == torch.float64:
+            z_lin = (lhs @ self.x0t).view(n_parts, k, -1)  # [A, K, n]
+        else:
+            ref = self._reference
+            sel = idx if idx is not None else slice(None)
+            x0t32, _ = self.data(torch.float32)
+            dl = (lhs - ref[0][sel].reshape(n_parts * k, d1 - 1)).to(torch.float32)
+            z_lin = ref[1][sel] + (dl @ x0t32).view(n_parts, k, -1).to(torch.float64)
+        z = z_lin + b_eff[:, :, None]
+        z = z - z.amax(1, keepdim=True)
+        e = torch.exp(z)
+        total = e.sum(1)  # [A, n]
+        penalty = 0.5 / (c * n)
+        if dtype == torch.float64:
+            # mean log-loss: sum_i w_i (log total_i - z_true_i), with z shifted by its row max
+            z_true = torch.gather(z, 1, self.codes.expand(n_parts, 1, -1))[:, 0]
+            loss = ((torch.log(total) - z_true) * weight).sum(1) + penalty * (w * w).sum((1, 2))
+        else:  # the mixed rounds' line search reads derivatives only
+            loss = torch.full((n_parts,), float("nan"), dtype=torch.float64, device=theta.device)
+        r = torch.addcmul(-onehot_w, e, (weight / total)[:, None, :])  # [A, K, n]: w_i (p_i - y_i)
+        if dtype == torch.float64:
+            rx = (r.view(n_parts * k, -1) @ self.x0).view(n_parts, k, d1 - 1)
+            if set_reference:
+                self._reference = (lhs.view(n_parts, k, -1).clone(), z_lin, r, rx)
+        else:
+            _, x0_32 = self.data(torch.float32)
+            dr = (r - ref[2][sel]).view(n_parts * k, -1).to(torch.float32)
+            rx = ref[3][sel] + (dr @ x0_32).view(n_parts, k, d1 - 1).to(torch.float64)
+        g_eff = rx.transpose(1, 2)
+        gb = r.sum(2)  # [A, K]
+        gw = (g_eff - mean[:, :, None] * gb[:, None, :]) / scale[:, :, None]
+        gw = gw + 2.0 * penalty[:, None, None] * w
+        grad = torch.cat([gw, gb[:, None, :]], dim=1) * free_f
+        return loss, grad
+
+
+class _Preconditioned:
+    """The objective in rotated, rescaled variables in which its Hessian is close to the identity.
+
+    The loss Hessian in W is about ``S kron cov``: ``cov`` the covariance of the standardised rows and
+    ``S = diag(pi) - pi pi^T`` the softmax curvature at the class shares ``pi`` (``pi (1 - pi)`` for one
+    free logit), plus the ridge ``I / (C n)``. With ``cov = Q diag(lam) Q^T`` (from all rows, shared by
+    the parts) and ``S = V diag(sig) V^T`` (per part, over its free classes), the variables
+    ``U = sqrt(sig lam + ridge) * (Q^T W V)`` see unit curvature everywhere, including the direction
+    (all class columns moved together) that only the ridge term pins down. The intercept row is left as
+    is; stopping still uses the gradient in the original W.
+    """
+
+    def __init__(self, problem: _Problem, c: float, basis: tuple[torch.Tensor, torch.Tensor],
+                 classes: tuple[torch.Tensor, torch.Tensor]) -> None:
+        self.problem, self.c = problem, c
+        lam, self.q = basis
+        sig, self.v = classes  # [P, K], [P, K, K]
+        ridge = 1.0 / (c * problem.parts.n)  # [P]
+        curvature = torch.clamp(sig[:, None, :] * lam[None, :, None], min=0.0)
+        self.scale = torch.sqrt(curvature + ridge[:, None, None])
+        self.q_t = self.q.T.contiguous()
+        self.free_f = problem.free_f
+        self.n_parts = len(problem.parts.n)
+
+    def _left(self, m: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        """M @ w for every part: w is [P, d, K]."""
+        n_parts, d, k = w.shape
+        return (m @ w.permute(1, 0, 2).reshape(d, n_parts * k)).view(d, n_parts, k).permute(1, 0, 2)
+
+    def _sel(self, idx: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+        return (self.scale, self.v) if idx is None else (self.scale[idx], self.v[idx])
+
+    def to_u(self, theta: torch.Tensor, idx: torch.Tensor | None = None) -> torch.Tensor:
+        """U = scale * (Q^T W V) (intercept unchanged)."""
+        scale, v = self._sel(idx)
+        u = self._left(self.q_t, theta[:, :-1]) @ v * scale
+        return torch.cat([u, theta[:, -1:]], dim=1)
+
+    def to_theta(self, u: torch.Tensor, idx: torch.Tensor | None = None) -> torch.Tensor:
+        """W = Q (U / scale) V^T."""
+        scale, v = self._sel(idx)
+        w = self._left(self.q, (u[:, :-1] / scale) @ v.transpose(1, 2))
+        return torch.cat([w, u[:, -1:]], dim=1)
+
+    def loss_grad(self, u: torch.Tensor, idx: torch.Tensor | None = None, dtype: torch.dtype = torch.float64,
+                  set_reference: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(objective, gradient in U, max-abs gradient in W) of the parts ``idx`` (None: all)."""
+        scale, v = self._sel(idx)
+        f, g = self.problem.loss_grad(self.to_theta(u, idx), self.c, idx, dtype, set_reference)
+        gu = self._left(self.q_t, g[:, :-1]) @ v / scale
+        return f, torch.cat([gu, g[:, -1:]], dim=1), g.abs().amax((1, 2))
+
+
+def _class_curvature(onehot: torch.Tensor, mask: torch.Tensor,
+                     free: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per part: eigenvalues [P, K] and vectors [P, K, K] of the softmax curvature at the class shares.
+
+    Only the free classes enter (block-diagonal: fixed or absent classes keep an identity block, so they
+    stay fixed). One free logit (binary): pi (1 - pi) of the positive class.
+    """
+    n_parts, k = free.shape
+    counts = mask @ onehot  # [P, K]
+    sig = torch.ones(n_parts, k, dtype=onehot.dtype, device=onehot.device)
+    v = torch.eye(k, dtype=onehot.dtype, device=onehot.device).repeat(n_parts, 1, 1)
+    for p in range(n_parts):
+        idx = torch.nonzero(free[p]).flatten()
+        if len(idx) == 0:
+            continue
+        if len(idx) == 1:
+            share = counts[p, idx[0]] / counts[p].sum()
+            sig[p, idx[0]] = share * (1 - share)
+            continue
+        share = counts[p, idx] / counts[p, idx].sum()
+        s_mat = torch.diag(share) - torch.outer(share, share)
+        e, vec = torch.linalg.eigh(s_mat)
+        sig[p, idx] = torch.clamp(e, min=0.0)
+        v[p][idx[:, None], idx[None, :]] = vec
+    return sig, v
+
+
+#: A mixed-precision round (float32 products of the changes since a float64 reference) ends when every
+#: part's gradient fell by this factor from the reference; then a float64 evaluation sets the next one.
+MIXED_DROP = 1e-2
+#: A part leaves a mixed-precision round when its gradient has not halved in this many iterations.
+MIXED_PATIENCE = 20
+
+
+def _lbfgs(problem: _Preconditioned, theta: torch.Tensor, tol: float, max_iter: int, history: int,
+           mixed: bool = True, active_set: bool = True) -> tuple[torch.Tensor, int]:
+    """Batched L-BFGS (compact form, per-problem memory); optionally mixed precision and an active set.
+
+    The inverse-Hessian product uses the compact representation of Byrd, Nocedal and Schnabel, so one
+    iteration is a fixed, small number of batched tensor operations whatever the memory length.
+
+    ``mixed``: rounds of float32 products (see :meth:`_Problem.loss_grad`), each from a float64
+    reference point until the gradient fell by :data:`MIXED_DROP`, with a line search on the directional
+    derivative (which the float32 products resolve where differences of the objective are not); every
+    round starts with an exact float64 evaluation, which is also the stopping test, so the result is
+    float64's to ``tol``; rounds that stop helping hand over to plain float64 iterations with
+    backtracking Armijo. ``active_set``: a converged part leaves the batch (its rows of the products
+    are no longer computed); otherwise it stays in, frozen.
+    """
+    n_parts = theta.shape[0]
+    shape = theta.shape
+    x = theta.reshape(n_parts, -1).clone()
+    state = _State(problem, x, shape, history)
+    it = 0
+    if mixed:
+        previous = None
+        while it < max_iter:
+            exact = state._eval(state.x, None, torch.float64, set_reference=True)
+            todo = exact[2] > tol
+            if not bool(todo.any()):
+                return state.x.view(shape), it
+            if previous is not None and not bool((exact[2][todo] < 0.5 * previous[todo]).all()):
+                break  # a round that did not halve a gradient: float64 from here
+            previous = exact[2]
+            target = torch.clamp(exact[2] * MIXED_DROP, min=tol)
+            it += state.run(target, max_iter - it, torch.float32, active_set, start=exact)
+    it += state.run(torch.full((n_parts,), tol, dtype=x.dtype, device=x.device), max_iter - it,
+                    torch.float64, active_set)
+    return state.x.view(shape), it
+
+
+class _State:
+    """Per-part iterate, gradient and memory of :func:`_lbfgs`, kept over its precision phases."""
+
+    def __init__(self, problem: _Preconditioned, x: torch.Tensor, shape: torch.Size, history: int) -> None:
+        self.problem, self.x, self.shape, self.history = problem, x, shape, history
+        n_parts, q = x.shape
+        self.free = problem.free_f.expand(-1, shape[1], -1).reshape(n_parts, -1)
+        self.s_mem = torch.zeros(n_parts, 0, q, dtype=x.dtype, device=x.device)
+        self.y_mem = torch.zeros_like(self.s_mem)
+        self.gamma = torch.ones(n_parts, dtype=x.dtype, device=x.device)
+
+    def _eval(self, x: torch.Tensor, idx: torch.Tensor | None, dtype: torch.dtype,
+              set_reference: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        shape = (x.shape[0], *self.shape[1:])
+        f, g, gmax = self.problem.loss_grad(x.view(shape), idx, dtype, set_reference)
+        return f, g.reshape(x.shape[0], -1), gmax
+
+    def run(self, tol: torch.Tensor, max_iter: int, dtype: torch.dtype, active_set: bool,
+            start: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None) -> int:
+        """Iterate until each part's max-abs gradient is below its ``tol`` (or it stalls); returns iterations.
+
+        ``start``: (f, g, gmax) at the current point, when known.
+        """
+        f, g, gmax = self._eval(self.x, None, dtype) if start is None else start
+        active = gmax > tol
+        derivative_search = dtype != torch.float64
+        n_parts = len(active)
+        # the batch: every part (frozen when done), or only the active ones (compacted as they finish)
+        ids = torch.nonzero(active).flatten() if active_set else torch.arange(n_parts, device=active.device)
+        idx = None if len(ids) == n_parts else ids
+        x, fa, ga, ga_max, on = self.x[ids], f[ids], g[ids], gmax[ids], active[ids]
+        s_mem, y_mem, gamma, free, tol = self.s_mem[ids], self.y_mem[ids], self.gamma[ids], self.free[ids], tol[ids]
+        best, since = ga_max.clone(), torch.zeros_like(ga_max)
+        it = 0
+        while bool(on.any()) and it < max_iter:
+            it += 1
+            direction = -_compact_product(s_mem, y_mem, gamma, ga) if s_mem.shape[1] else -ga
+            direction = direction * free
+            slope = (ga * direction).sum(1)
+            bad = slope >= 0
+            direction = torch.where(bad[:, None], -ga, direction)
+            slope = torch.where(bad, -(ga * ga).sum(1), slope)
+            if s_mem.shape[1]:
+                t = torch.ones_like(slope)
+            else:
+                t = torch.clamp(1.0 / ga.abs().amax(1).clamp(min=1e-300), max=1.0)
+            t = torch.where(on, t, torch.zeros_like(t))
+            pending = on.clone()
+            f_new, g_new, x_new, gmax_new = fa, ga, x, ga_max
+            for _ in range(60):
+                trial = x + t[:, None] * direction
+                ft, gt, gmt = self._eval(trial, idx, dtype)
+                if derivative_search:
+                    # convex along the line: phi'(t) <= |phi'(0)| / 2 bounds the overshoot (a quadratic
+                    # then decreases by >= t |phi'(0)| / 4); a rejected t moves to the secant root
+                    dphi = (gt * direction).sum(1)
+                    ok = pending & (dphi <= -0.5 * slope)
+                    shrink = torch.clamp(-slope / (dphi - slope).clamp(min=1e-300), min=0.1, max=0.7)
+                else:
+                    ok = pending & (ft <= fa + 1e-4 * t * slope)
+                    shrink = torch.full_like(t, 0.5)
+                f_new = torch.where(ok, ft, f_new)
+                gmax_new = torch.where(ok, gmt, gmax_new)
+                g_new = torch.where(ok[:, None], gt, g_new)
+                x_new = torch.where(ok[:, None], trial, x_new)
+                pending = pending & ~ok
+                if not bool(pending.any()):
+                    break
+                t = torch.where(pending, t * shrink, t)
+            stalled = pending  # no acceptable step at this precision: as converged as it allows
+            step, dg = x_new - x, g_new - ga
+            s_mem, y_mem, gamma = _remember(s_mem, y_mem, gamma, step, dg, on, free, self.history)
+            on = on & ~stalled & (gmax_new > tol)
+            if derivative_search:  # progress limited by the reference's distance: end the round
+                better = gmax_new < 0.5 * best
+                best = torch.where(better, gmax_new, best)
+                since = torch.where(better, 0.0, since + 1)
+                on = on & (since <= MIXED_PATIENCE)
+            else:
+                small_change = (fa - f_new).abs() <= 1e-15 * torch.clamp(fa.abs(), min=1.0)
+                on = on & ~(small_change & (gmax_new < 1e-6))
+            x, fa, ga, ga_max = x_new, f_new, g_new, gmax_new
+            if active_set and not bool(on.all()):  # finished parts leave the batch
+                self._store(ids, x, s_mem, y_mem, gamma)
+                keep = on
+                ids, x, fa, ga, ga_max, on = ids[keep], x[keep], fa[keep], ga[keep], ga_max[keep], on[keep]
+                s_mem, y_mem, gamma, free, tol = s_mem[keep], y_mem[keep], gamma[keep], free[keep], tol[keep]
+                best, since, idx = best[keep], since[keep], ids
+        self._store(ids, x, s_mem, y_mem, gamma)
+        return it
+
+    def _store(self, ids: torch.Tensor, x: torch.Tensor, s_mem: torch.Tensor, y_mem: torch.Tensor,
+               gamma: torch.Tensor) -> None:
+        """Write the batch's iterates and memories back to the parts ``ids``."""
+        if len(ids) == len(self.x):
+            self.x, self.s_mem, self.y_mem, self.gamma = x, s_mem, y_mem, gamma
+            return
+        self.x[ids] = x
+        if s_mem.shape[1] != self.s_mem.shape[1]:  # memory grew or was reset: resize every part's
+            self.s_mem = _resized(self.s_mem, s_mem.shape[1], self.free)
+            self.y_mem = _resized(self.y_mem, s_mem.shape[1], self.free)
+        self.s_mem[ids], self.y_mem[ids], self.gamma[ids] = s_mem, y_mem, gamma
+
+
+def _resized(mem: torch.Tensor, m: int, unit: torch.Tensor) -> torch.Tensor:
+    """Memory with ``m`` slots for every part, of which only the active ones grew or were reset.
+
+    New slots repeat the part's newest pair, or a unit pair (the preconditioned identity) when it has
+    none: a BFGS update with a pair the memory already satisfies changes nothing, so a part that comes
+    back in a later phase reads a valid memory.
+    """
+    if m <= mem.shape[1]:
+        return mem[:, mem.shape[1] - m:].clone()
+    newest = mem[:, -1:] if mem.shape[1] else unit[:, None]
+    pad = newest.expand(-1, m - mem.shape[1], -1)
+    return torch.cat([mem, pad], 1)
+
+
+def _remember(s_mem: torch.Tensor, y_mem: torch.Tensor, gamma: torch.Tensor, step: torch.Tensor,
+              dg: torch.Tensor, on: torch.Tensor, free: torch.Tensor,
+              history: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Update the memory after one step: append the new pair (keep ``history``), or reset when needed."""
+    sy = (step * dg).sum(1)
+    valid = sy > 1e-12 * torch.sqrt((step * step).sum(1) * (dg * dg).sum(1)).clamp(min=1e-300)
+    if bool(valid.all()):
+        s_mem = torch.cat([s_mem, step[:, None]], 1)[:, -history:]
+        y_mem = torch.cat([y_mem, dg[:, None]], 1)[:, -history:]
+        return s_mem, y_mem, sy / (dg * dg).sum(1)
+    if bool((valid | ~on).all()) and bool(valid.any()):
+        # frozen problems repeat their last pair (or a unit pair) so every memory stays well defined
+        step = torch.where(valid[:, None], step, s_mem[:, -1] if s_mem.shape[1] else free)
+        dg = torch.where(valid[:, None], dg, y_mem[:, -1] if y_mem.shape[1] else free)
+        s_mem = torch.cat([s_mem, step[:, None]], 1)[:, -history:]
+        y_mem = torch.cat([y_mem, dg[:, None]], 1)[:, -history:]
+        return s_mem, y_mem, torch.where(valid, sy / (dg * dg).sum(1).clamp(min=1e-300), gamma)
+    # an active problem lost positive curvature (numerical): restart every memory
+    return s_mem[:, :0], y_mem[:, :0], torch.ones_like(gamma)
+
+
+def _compact_product(s: torch.Tensor, y: torch.Tensor, gamma: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """H v for the L-BFGS inverse Hessian H of memory (s, y) [P, m, q] and initial scale gamma [P]."""
+    sty = s @ y.transpose(1, 2)  # [P, m, m]
+    r = torch.triu(sty)
+    d = torch.diagonal(sty, dim1=1, dim2=2)
+    yty = y @ y.transpose(1, 2)
+    a = (s @ v[:, :, None])  # [P, m, 1]
+    b = gamma[:, None, None] * (y @ v[:, :, None])
+    r_inv_a = torch.linalg.solve_triangular(r, a, upper=True)
+    inner = (torch.diag_embed(d) + gamma[:, None, None] * yty) @ r_inv_a - b
+    p1 = torch.linalg.solve_triangular(r.transpose(1, 2), inner, upper=False)
+    p2 = -r_inv_a
+    return (gamma[:, None] * v + (s.transpose(1, 2) @ p1)[:, :, 0]
+            + gamma[:, None] * (y.transpose(1, 2) @ p2)[:, :, 0])
