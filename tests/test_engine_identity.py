@@ -10,7 +10,17 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.benchmark.helpers import HALF, LINEAR, record_files, run, status, suite_config, tree, write_config
+from tests.benchmark.helpers import (
+    HALF,
+    LINEAR,
+    finished_tiny_run,
+    record_files,
+    run,
+    status,
+    suite_config,
+    tree,
+    write_config,
+)
 from tests.cli_helpers import run_cli
 
 OTHER_SOURCE = {"ppgbench": "0.0.0", "source_sha256": "0" * 64}
@@ -42,13 +52,7 @@ SPEED = {
 @pytest.fixture(scope="module")
 def done_run(tmp_path_factory: pytest.TempPathFactory, engine_root: Path) -> tuple[Path, Path]:
     """A finished tiny run folder (one job) and its config."""
-    base = tmp_path_factory.mktemp("identity")
-    out = base / "run"
-    config = suite_config(engine_root, out, regimes=[LINEAR], tasks=["synthetic-hr"], folds=[0],
-                          data={"synthetic_windows": 4})
-    path = write_config(base / "config.yaml", config)
-    assert run(["--config", str(path)]) == 0
-    return path, out
+    return finished_tiny_run(tmp_path_factory.mktemp("identity"), engine_root)
 
 
 def copy_of(done_run: tuple[Path, Path], tmp_path: Path) -> Path:

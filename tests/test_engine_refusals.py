@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.benchmark.helpers import LINEAR, record_files, run, suite_config, tree, write_config
+from tests.benchmark.helpers import finished_tiny_run, record_files, run, tree
 from tests.cli_helpers import run_cli
 
 PRV = "{class_path: ppgbench_pl.encoders.prv.PublishedPRVEncoder}"
@@ -56,13 +56,7 @@ REFUSED_EARLY = {
 @pytest.fixture(scope="module")
 def done_run(tmp_path_factory: pytest.TempPathFactory, engine_root: Path) -> tuple[Path, Path]:
     """A finished tiny run folder and its config (copied by tests that must leave a folder unchanged)."""
-    base = tmp_path_factory.mktemp("refusals")
-    out = base / "run"
-    config = suite_config(engine_root, out, regimes=[LINEAR], tasks=["synthetic-hr"], folds=[0],
-                          data={"synthetic_windows": 4})
-    path = write_config(base / "config.yaml", config)
-    assert run(["--config", str(path)]) == 0
-    return path, out
+    return finished_tiny_run(tmp_path_factory.mktemp("refusals"), engine_root)
 
 
 def refused(capsys: pytest.CaptureFixture[str], args: list[str], text: str, command: str = "fit") -> None:

@@ -178,3 +178,13 @@ def same_results(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]],
     skip = (*VOLATILE, *ignore)
     strip = lambda r: {k: v for k, v in r.items() if k not in skip}  # noqa: E731
     return [jid for jid in a if not _close(strip(a[jid]), strip(b[jid]))]
+
+
+def finished_tiny_run(base: Path, engine_root: Path) -> tuple[Path, Path]:
+    """(config, run folder) of a finished one-job run under ``base`` (linear, synthetic-hr, fold 0)."""
+    out = base / "run"
+    config = suite_config(engine_root, out, regimes=[LINEAR], tasks=["synthetic-hr"], folds=[0],
+                          data={"synthetic_windows": 4})
+    path = write_config(base / "config.yaml", config)
+    assert run(["--config", str(path)]) == 0
+    return path, out
