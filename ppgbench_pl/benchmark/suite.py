@@ -30,12 +30,11 @@ from ppgbench_pl.data.registry import REAL_DATASETS, get_dataset, get_task
 from ppgbench_pl.datamodules.ppg import DEFAULT_SEEDS, PPGDataModule
 from ppgbench_pl.encoders.base import PPGEncoder
 from ppgbench_pl.errors import ConfigError
+from ppgbench_pl.limits import MAX_SAMPLING_RATE, MIN_SAMPLING_RATE
 from ppgbench_pl.regimes.base import JobContext, Regime
 
-#: Sampling rates a PPG evaluation can take: pulse content reaches ~4 Hz (240 bpm), so below 10 Hz a window
-#: cannot resolve the pulse wave; above 2 kHz no dataset or model of the benchmark exists, and every window
-#: (and the embedding cache) grows with the rate.
-MIN_RATE, MAX_RATE = 10.0, 2000.0
+#: Sampling rates a PPG evaluation can take (see :mod:`ppgbench_pl.limits` for why).
+MIN_RATE, MAX_RATE = MIN_SAMPLING_RATE, MAX_SAMPLING_RATE
 
 
 #: Objects built in this process and handed to the engine by the Python API (:mod:`ppgbench_pl.api`): a

@@ -9,10 +9,10 @@ from pathlib import Path
 
 from ppgbench_pl.data.datasets import REAL_DATASETS, preprocessor
 from ppgbench_pl.errors import ConfigError
+from ppgbench_pl.limits import MAX_SAMPLING_RATE, MIN_SAMPLING_RATE
 
-#: Target rates a tree can be built at: the encoders' range (``benchmark.suite.MIN_RATE``/``MAX_RATE``,
-#: not imported here because that module pulls in Lightning; a test keeps the two equal).
-RATE_RANGE = (10.0, 2000.0)
+#: Target rates a tree can be built at: the encoders' range.
+RATE_RANGE = (MIN_SAMPLING_RATE, MAX_SAMPLING_RATE)
 
 
 def _keys(names: list[str]) -> list[str]:

@@ -32,14 +32,11 @@ from torch import Tensor, nn
 from ppgbench_pl.encoders.base import RANDOM_INIT_SUFFIX, PPGEncoder, checkpoint_setting
 from ppgbench_pl.encoders.preprocessing import zscore_window
 from ppgbench_pl.errors import CheckpointError, ConfigError
+from ppgbench_pl.limits import MAX_SAMPLING_RATE, MIN_SAMPLING_RATE  # native rates a PPG model can have
 
 PreprocessFn = Callable[[Tensor, float], Any]
 #: Length of the dummy window (seconds at the native rate) of the build-time dry forward.
 PROBE_SECONDS = 10.0
-#: Native rates a PPG model can sensibly have (Hz): below, the pulse (up to ~4 Hz at 240 bpm, with
-#: harmonics) is not resolved; above, PPG carries nothing new and every window and cache grows with fs.
-MIN_SAMPLING_RATE = 10.0
-MAX_SAMPLING_RATE = 2000.0
 
 
 def resolve_callable(path: str) -> PreprocessFn:
