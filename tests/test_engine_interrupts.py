@@ -124,3 +124,23 @@ def test_a_signal_masked_inside_a_job_still_stops_the_run(tmp_path, engine_root,
     err = capsys.readouterr().err
     assert LINE.search(err) and "interrupted after 0 of 3 jobs" in err, err
     assert len(record_files(run_dir)) <= 1  # the jobs after the signal never started
+
+
+def test_a_signal_between_a_records_rename_and_its_count_is_still_counted(tmp_path, engine_root, capsys,
+                                                                          monkeypatch):
+    """The signal lands after the first record is on disk but before the loop counted it: the line on
+    stderr and status.json both say 1, from the folder, and nothing half-written stays."""
+    from ppgbench_pl.benchmark.coordinator import BenchmarkRun, Interrupted
+
+    def signalled(self, outcome, report):
+        raise Interrupted(signal.SIGINT)
+
+    monkeypatch.setattr(BenchmarkRun, "_account", signalled)
+    run_dir = tmp_path / "run"
+    config = suite_config(engine_root, run_dir, regimes=[LINEAR], tasks=["synthetic-hr"], folds=[0, 1, 2],
+                          data={"synthetic_windows": 4})
+    assert run(["--config", str(write_config(tmp_path / "config.yaml", config))], "fit") == 130
+    err = capsys.readouterr().err
+    assert "interrupted after 1 of 3 jobs" in err, err
+    assert len(record_files(run_dir)) == 1 and status(run_dir)["completed"] == 1
+    assert not list((run_dir / "jobs").glob("*.working"))

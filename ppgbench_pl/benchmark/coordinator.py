@@ -42,7 +42,7 @@ from ppgbench_pl.benchmark.identity import (
     parameter_counts,
     run_identity,
 )
-from ppgbench_pl.benchmark.job import read_record
+from ppgbench_pl.benchmark.job import discard_unfinished, read_record
 from ppgbench_pl.benchmark.plan import Job, describe_plan
 from ppgbench_pl.benchmark.progress import Progress
 from ppgbench_pl.benchmark.spec import RunSettings
@@ -237,6 +237,8 @@ class BenchmarkRun:
                 report.interrupted = exc.exit_code if isinstance(exc, Interrupted) else 130
             finally:
                 with signals_deferred():
+                    if report.interrupted is not None:
+                        self._settle_interrupted(pending, report)
                     report.summary_path = self._write_outputs(report)
                     if tracker is not None:
                         close_wandb()
@@ -291,8 +293,9 @@ class BenchmarkRun:
                          self.settings.wandb_project, meta["run_uid"], self.config) for j in pending]
         progress = Progress(len(plan), report.skipped, enabled=self.settings.progress)
         last = time.monotonic()
+        stream = executor.run(run_job_spec, specs, self.run_dir)
         try:
-            for spec, result in executor.run(run_job_spec, specs, self.run_dir):
+            for spec, result in stream:
                 outcome = result if isinstance(result, JobOutcome) else \
                     JobOutcome(spec.job_id, "lost", f"{type(result).__name__}: {result}".splitlines()[0])
                 self._account(outcome, report)
@@ -305,7 +308,23 @@ class BenchmarkRun:
                     self._write_outputs(report)
                     last = time.monotonic()
         finally:
+            stream.close()  # on an interrupt: the executor stops its workers now, not when collected
             progress.close()
+
+    def _settle_interrupted(self, pending: Sequence[Job], report: RunReport) -> None:
+        """After an interrupt: count the jobs that finished writing before it landed, drop half-written ones.
+
+        The signal can arrive between a record's rename and its accounting, so the count said on stderr
+        is taken from the folder, not from the loop.
+        """
+        counted = self.book.ok_ids
+        ids = [j.job_id for j in pending if j.job_id not in counted]
+        for jid in ids:
+            record = read_record(self.run_dir, jid)
+            if record is not None and record.get("status") == "ok":
+                self.book.add(record)
+                report.completed += 1
+        discard_unfinished(self.run_dir, ids)
 
     def _account(self, outcome: JobOutcome, report: RunReport) -> None:
         for k, v in outcome.cache.items():

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -42,14 +42,17 @@ class Executor(ABC):
         return None
 
     @abstractmethod
-    def run(self, fn: JobFunction, specs: Sequence[JobSpec], run_dir: Path) -> Iterator[Finished]:
-        """Run ``fn`` on every spec; yield ``(spec, outcome or exception)`` in completion order."""
+    def run(self, fn: JobFunction, specs: Sequence[JobSpec], run_dir: Path) -> Generator[Finished, None, None]:
+        """Run ``fn`` on every spec; yield ``(spec, outcome or exception)`` in completion order.
+
+        A generator, so that closing it early (an interrupt) stops whatever still runs.
+        """
 
 
 class LocalExecutor(Executor):
     """Every job in the calling process, one after another."""
 
-    def run(self, fn: JobFunction, specs: Sequence[JobSpec], run_dir: Path) -> Iterator[Finished]:
+    def run(self, fn: JobFunction, specs: Sequence[JobSpec], run_dir: Path) -> Generator[Finished, None, None]:
         """Call ``fn`` on each spec in plan order."""
         for spec in specs:
             try:
@@ -93,7 +96,7 @@ class ProcessExecutor(Executor):
         """Cores split evenly between workers."""
         return self.threads_per_worker or max(1, (os.cpu_count() or 1) // self.workers)
 
-    def run(self, fn: JobFunction, specs: Sequence[JobSpec], run_dir: Path) -> Iterator[Finished]:
+    def run(self, fn: JobFunction, specs: Sequence[JobSpec], run_dir: Path) -> Generator[Finished, None, None]:
         """Submit everything to the pool; yield as workers finish. A dead worker loses only its jobs."""
         import multiprocessing
         from concurrent.futures import Future, ProcessPoolExecutor, as_completed
@@ -161,7 +164,7 @@ class SubmititExecutor(Executor):
         cpus = self.parameters.get("cpus_per_task") or self.parameters.get("slurm_cpus_per_task")
         return int(cpus) if cpus else None
 
-    def run(self, fn: JobFunction, specs: Sequence[JobSpec], run_dir: Path) -> Iterator[Finished]:
+    def run(self, fn: JobFunction, specs: Sequence[JobSpec], run_dir: Path) -> Generator[Finished, None, None]:
         """One array task per chunk of ``jobs_per_task`` specs; yield as tasks finish."""
         import submitit
 
@@ -214,7 +217,7 @@ class DaskExecutor(Executor):
             return None
         return max(1, (os.cpu_count() or 1) // (self.workers * self.threads_per_worker))
 
-    def run(self, fn: JobFunction, specs: Sequence[JobSpec], run_dir: Path) -> Iterator[Finished]:
+    def run(self, fn: JobFunction, specs: Sequence[JobSpec], run_dir: Path) -> Generator[Finished, None, None]:
         """Map over the cluster; yield as futures complete."""
         from dask.distributed import Client, LocalCluster, as_completed
 

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import time
 import traceback
 import warnings
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -23,12 +24,12 @@ import numpy as np
 import torch
 
 from ppgbench_pl.benchmark.identity import code_version
-from ppgbench_pl.benchmark.locks import file_lock
+from ppgbench_pl.benchmark.locks import LockBusy, file_lock
 from ppgbench_pl.errors import PPGBenchError
 from ppgbench_pl.metrics.evaluate import evaluate
 from ppgbench_pl.probes.constant import constant_predictions
 from ppgbench_pl.regimes.base import JobContext, Regime
-from ppgbench_pl.results.records import RESULTS_FILE, job_dir, write_job
+from ppgbench_pl.results.records import RESULTS_FILE, job_dir, working_dirs, write_job
 
 
 def baseline_metrics(ctx: JobContext) -> dict[str, Any]:
@@ -165,3 +166,27 @@ def execute_job(run_dir: str | Path, jid: str, make_context: Callable[[], JobCon
         if write:
             write_job(Path(run_dir), jid, record, predictions)
         return record, True
+
+
+def discard_unfinished(run_dir: str | Path, jids: Iterable[str]) -> list[str]:
+    """Remove the half-written ``.working`` folders that an interrupt left for these jobs.
+
+    A worker killed mid-write cannot clean up after itself. A folder is removed only while its job lock
+    is free, so the folder of a job that another process is writing right now stays.
+
+    Returns:
+        The ids of the jobs whose folders were removed.
+    """
+    left = working_dirs(Path(run_dir))
+    removed = []
+    for jid in jids:
+        if jid not in left:
+            continue
+        try:
+            with file_lock(job_lock_path(run_dir, jid), blocking=False):
+                shutil.rmtree(left[jid], ignore_errors=True)
+                removed.append(jid)
+        except LockBusy:
+            continue
+    return removed
+

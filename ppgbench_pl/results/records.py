@@ -46,14 +46,26 @@ def write_job(run_dir: Path, jid: str, record: Mapping[str, Any],
     if working.exists():
         shutil.rmtree(working)
     working.mkdir(parents=True)
-    for filename, arrays in (predictions or {}).items():
-        with (working / filename).open("wb") as handle:
-            np.savez_compressed(handle, **{k: np.asarray(v) for k, v in arrays.items()})  # type: ignore[arg-type]
-    write_json_atomic(working / RESULTS_FILE, record)
-    if final.exists():  # a stale, incomplete final folder (no results.json) from a crash mid-rename
-        shutil.rmtree(final)
-    os.replace(working, final)
+    try:
+        for filename, arrays in (predictions or {}).items():
+            with (working / filename).open("wb") as handle:
+                np.savez_compressed(handle, **{k: np.asarray(v) for k, v in arrays.items()})  # type: ignore[arg-type]
+        write_json_atomic(working / RESULTS_FILE, record)
+        if final.exists():  # a stale, incomplete final folder (no results.json) from a crash mid-rename
+            shutil.rmtree(final)
+        os.replace(working, final)
+    except BaseException:  # an interrupt or a full disk mid-write: leave no half-written folder behind
+        shutil.rmtree(working, ignore_errors=True)
+        raise
     return final
+
+
+def working_dirs(run_dir: Path) -> dict[str, Path]:
+    """The unfinished ``<id>.working`` folders of a run, by job id."""
+    jobs = Path(run_dir) / "jobs"
+    if not jobs.is_dir():
+        return {}
+    return {p.name[: -len(".working")]: p for p in jobs.glob("*.working") if p.is_dir()}
 
 
 def iter_records(run_dir: Path) -> Iterator[dict[str, Any]]:

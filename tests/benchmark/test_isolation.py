@@ -55,3 +55,30 @@ def test_a_job_whose_inputs_cannot_be_built_fails_alone(tmp_path):
     record, ran = execute_job(tmp_path, "j2", broken, LinearRegime(), extra={"model": "m"})  # type: ignore[arg-type]
     assert ran and record["status"] == "failed" and "embeddings went missing" in record["error"]
     assert json.loads((tmp_path / "jobs" / "j2" / "results.json").read_text())["model"] == "m"
+
+
+def test_an_interrupt_mid_write_leaves_no_half_written_job_folder(tmp_path, monkeypatch):
+    import pytest
+
+    from ppgbench_pl.results import records as records_module
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(records_module, "write_json_atomic", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        write_job(tmp_path, "j1", {"job_id": "j1", "status": "ok"}, {"p.npz": {"y": [1.0]}})
+    assert list((tmp_path / "jobs").iterdir()) == []
+
+
+def test_unfinished_folders_are_discarded_unless_their_job_is_being_written(tmp_path):
+    from ppgbench_pl.benchmark.job import discard_unfinished, job_lock_path
+    from ppgbench_pl.benchmark.locks import file_lock
+
+    jobs = tmp_path / "jobs"
+    for jid in ("killed", "busy", "not-ours"):
+        (jobs / f"{jid}.working").mkdir(parents=True)
+        (jobs / f"{jid}.working" / "predictions_repeat0.npz").write_bytes(b"partial")
+    with file_lock(job_lock_path(tmp_path, "busy")):  # another process is writing this one right now
+        assert discard_unfinished(tmp_path, ["killed", "busy", "absent"]) == ["killed"]
+    assert sorted(p.name for p in jobs.iterdir() if p.suffix == ".working") == ["busy.working", "not-ours.working"]
