@@ -195,6 +195,26 @@ def cached_help(command: str) -> str:
     return text
 
 
+def check_config_files(argv: list[str]) -> None:
+    """Refuse a ``--config`` file that is missing or unreadable before Lightning is imported (seconds)."""
+    from pathlib import Path
+
+    for i, arg in enumerate(argv):
+        if arg == "--config" and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif arg.startswith("--config="):
+            value = arg.split("=", 1)[1]
+        else:
+            continue
+        if value.lstrip().startswith(("{", "[")) or "\n" in value:  # an inline YAML/JSON config
+            continue
+        path = Path(value)
+        if path.is_dir():
+            fail(f"--config {value}: is a folder, not a YAML file")
+        if not path.is_file():
+            fail(f"--config {value}: no such file")
+
+
 def main(args: list[str] | None = None) -> None:
     """Entry point of the ``ppgbench`` script; user errors become one line and exit status 2."""
     argv = list(sys.argv[1:] if args is None else args)
@@ -216,6 +236,7 @@ def main(args: list[str] | None = None) -> None:
         if command in PROTOCOL_COMMANDS:
             from ppgbench_pl.benchmark.console import quiet_lightning
 
+            check_config_files(argv)
             quiet_lightning()
             warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter.*")
             cli = build_cli(expand_aliases(argv))

@@ -18,6 +18,7 @@ import torch
 from torch import Tensor
 
 from ppgbench_pl.metrics.scores import Predictions
+from ppgbench_pl.probes.threads import blas_threads
 
 
 class ProbeTask(L.LightningModule):
@@ -27,6 +28,9 @@ class ProbeTask(L.LightningModule):
         estimator: E.g. :class:`~ppgbench_pl.probes.search.GroupGridSearch` or any estimator whose
             ``predict`` returns :class:`~ppgbench_pl.metrics.scores.Predictions`.
         groups: Group name per training row index (batches carry row indices, not strings).
+        blas_threads: BLAS threads while the estimator fits and predicts (default 1: its small products
+            gain nothing from more, see :mod:`ppgbench_pl.probes.threads`; ``None`` leaves the process's
+            setting). Selections and predictions do not depend on it.
 
     """
 
@@ -39,10 +43,11 @@ class ProbeTask(L.LightningModule):
         "enable_model_summary": False,
     }
 
-    def __init__(self, estimator: Any, groups: np.ndarray | None = None) -> None:
+    def __init__(self, estimator: Any, groups: np.ndarray | None = None, blas_threads: int | None = 1) -> None:
         super().__init__()
         self.estimator = estimator
         self.groups = groups
+        self.blas_threads = blas_threads
         self.register_buffer("fitted", torch.tensor(False), persistent=False)
         self._train_rows: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self._test_rows: list[np.ndarray] = []
@@ -60,10 +65,11 @@ class ProbeTask(L.LightningModule):
         ``groups`` defaults to ``self.groups`` when that holds one group per row of ``z``.
         """
         groups = self.groups if groups is None else groups
-        if folds is None:
-            self.estimator.fit(z, y, groups)
-        else:
-            self.estimator.fit(z, y, groups, folds=folds)
+        with blas_threads(self.blas_threads):
+            if folds is None:
+                self.estimator.fit(z, y, groups)
+            else:
+                self.estimator.fit(z, y, groups, folds=folds)
         self._set_fitted()
         return self
 
@@ -71,7 +77,8 @@ class ProbeTask(L.LightningModule):
         """Predictions of the fitted estimator for rows ``z`` (also kept in :attr:`predictions`)."""
         if not bool(self.fitted):
             raise RuntimeError("ProbeTask.predict_arrays before fit_arrays: the estimator is not fitted")
-        self.predictions = self.estimator.predict(z)
+        with blas_threads(self.blas_threads):
+            self.predictions = self.estimator.predict(z)
         return self.predictions
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
@@ -87,7 +94,8 @@ class ProbeTask(L.LightningModule):
         y = np.concatenate([r[1] for r in self._train_rows])
         index = np.concatenate([r[2] for r in self._train_rows])
         groups = self.groups[index] if self.groups is not None else index
-        self.estimator.fit(z.astype(np.float64), y, groups)
+        with blas_threads(self.blas_threads):
+            self.estimator.fit(z.astype(np.float64), y, groups)
         self._set_fitted()
         self._train_rows.clear()
 
@@ -99,7 +107,8 @@ class ProbeTask(L.LightningModule):
         """Predict all test rows with the fitted estimator."""
         if not bool(self.fitted):
             raise RuntimeError("ProbeTask.test before fit: the estimator has not been fitted")
-        self.predictions = self.estimator.predict(np.concatenate(self._test_rows).astype(np.float64))
+        with blas_threads(self.blas_threads):
+            self.predictions = self.estimator.predict(np.concatenate(self._test_rows).astype(np.float64))
         self._test_rows.clear()
 
     def configure_optimizers(self) -> None:

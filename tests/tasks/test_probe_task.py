@@ -45,3 +45,41 @@ def test_still_usable_under_a_lightning_trainer(tmp_path):
     trainer.test(module, dataloaders=loader, verbose=False)
     np.testing.assert_allclose(module.predictions.values, z[:, 0].astype(np.float64) * 2, rtol=1e-6)
     assert torch.is_tensor(module.fitted)
+
+
+class _ThreadsSeen:
+    """Records the BLAS thread counts in force while it fits and predicts."""
+
+    def __init__(self):
+        self.seen = {}
+
+    def fit(self, x, y, groups, folds=None):
+        from ppgbench_pl.probes.threads import current_blas_threads
+
+        self.seen["fit"] = current_blas_threads()
+        return self
+
+    def predict(self, x):
+        from ppgbench_pl.probes.threads import current_blas_threads
+
+        self.seen["predict"] = current_blas_threads()
+        return Predictions("regression", np.zeros(len(x)))
+
+
+@pytest.mark.parametrize("threads", [1, None])
+def test_the_probe_fit_runs_with_one_blas_thread_unless_told_otherwise(threads):
+    from threadpoolctl import threadpool_limits
+
+    from ppgbench_pl.probes.threads import current_blas_threads
+
+    x, y = np.zeros((6, 2)), np.zeros(6)
+    with threadpool_limits(limits=2, user_api="blas"):  # the process setting, as on a 2-core machine
+        before = current_blas_threads()
+        estimator = _ThreadsSeen()
+        task = ProbeTask(estimator, groups=np.arange(6), blas_threads=threads)
+        task.fit_arrays(x, y)
+        task.predict_arrays(x)
+        assert current_blas_threads() == before  # restored after each call
+    assert before and set(before) == {2}
+    expected = {1} if threads == 1 else {2}
+    assert set(estimator.seen["fit"]) == expected and set(estimator.seen["predict"]) == expected
