@@ -32,6 +32,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 FIRST_LANDING = "223bccd"
+#: Issue 14's targets: (scenario, measure) -> least ratio baseline / now.
+TARGETS = {("linear3000", "cpu"): 2.0, ("quickstart", "jobs"): 3.0}
 
 LINEAR = """
 seed_everything: 42
@@ -79,6 +81,26 @@ def job_seconds(run_dir: Path) -> float:
         record = json.loads(path.read_text())
         total += record.get("cpu_seconds", record.get("seconds", 0.0))
     return total
+
+
+def summary_means(run_dir: Path) -> dict[tuple[str, str, str, str], float]:
+    """``summary.csv`` means by (model, task, regime, metric)."""
+    import csv
+
+    with (run_dir / "summary.csv").open() as handle:
+        return {(r["model"], r["task"], r["regime"], r["metric"]): float(r["mean"]) for r in csv.DictReader(handle)}
+
+
+def compare_summaries(base: Path, new: Path, tolerance: float) -> str:
+    """One line: how many summary means both versions wrote, and whether they agree within ``tolerance``."""
+    a, b = summary_means(base), summary_means(new)
+    common = sorted(set(a) & set(b))
+    if not common:
+        return "  equality: FAIL (no summary row in common)"
+    worst = max(abs(a[k] - b[k]) for k in common)
+    verdict = "PASS" if worst <= tolerance else "FAIL"
+    return (f"  equality: {len(common)} summary means in both (of {len(a)} / {len(b)}), "
+            f"largest difference {worst:.2e} (tolerance {tolerance:g}): {verdict}")
 
 
 def baseline_checkout(ref: str, where: Path) -> Path:
@@ -129,6 +151,7 @@ def main() -> None:
             cpu: dict[str, list[float]] = {"base": [], "new": []}
             wall: dict[str, list[float]] = {"base": [], "new": []}
             jobs: dict[str, list[float]] = {"base": [], "new": []}
+            outs: dict[str, Path] = {}
             for _ in range(ns.repeats):
                 for tag, source in (("base", base), ("new", ROOT)):
                     args, out = scenario_args(name, source, work, tag)
@@ -136,13 +159,19 @@ def main() -> None:
                     cpu[tag].append(c)
                     wall[tag].append(w)
                     jobs[tag].append(job_seconds(out))
+                    outs[tag] = out
             med = {k: {"cpu": statistics.median(cpu[k]), "wall": statistics.median(wall[k]),
                        "jobs": statistics.median(jobs[k])} for k in cpu}
             print(f"{name} (median of {ns.repeats}, baseline {ns.baseline_ref}):")
             for what, label in (("cpu", "whole process, CPU s"), ("wall", "whole process, wall s"),
                                 ("jobs", "inside jobs (records), CPU s")):
                 b, n = med["base"][what], med["new"][what]
-                print(f"  {label:<28} baseline {b:8.2f}   now {n:8.2f}   x{b / max(n, 1e-9):.2f}")
+                ratio = b / max(n, 1e-9)
+                target = TARGETS.get((name.split("-")[0], what))
+                verdict = f"   target x{target:g}: {'PASS' if ratio >= target else 'FAIL'}" if target else ""
+                print(f"  {label:<28} baseline {b:8.2f}   now {n:8.2f}   x{ratio:.2f}{verdict}")
+            # the batched solver is a switch with its own tolerance; the published one must agree exactly
+            print(compare_summaries(outs["base"], outs["new"], 1e-3 if name.endswith("-batched") else 1e-9))
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
