@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import statistics
 import tempfile
 import time
 import warnings
@@ -26,6 +27,9 @@ from ppgbench_pl.encoders.cnn import SmallCNNEncoder
 from ppgbench_pl.hpo.optuna_search import SearchSettings
 from ppgbench_pl.regimes.base import JobContext
 from ppgbench_pl.regimes.finetune import FinetuneRegime
+
+#: Largest relative difference of a trial's validation value between the engines (float rounding only).
+TOLERANCE = 1e-3
 
 
 def run(engine: str, args: argparse.Namespace, dm: PPGDataModule, work: Path) -> dict:
@@ -48,6 +52,7 @@ def run(engine: str, args: argparse.Namespace, dm: PPGDataModule, work: Path) ->
             parallel_trials=args.parallel,
         ),
         engine=engine,
+        stack_mode=args.stack_mode,
         subject_repeats=1,
         search_space=space,
         reseed_head=True,
@@ -67,6 +72,8 @@ def run(engine: str, args: argparse.Namespace, dm: PPGDataModule, work: Path) ->
         "trial_epochs": epochs,
         "n": len(trials),
         "fit_windows": outcome.details["holdout"]["fit_windows"],
+        "params": [t["params"] for t in trials],
+        "values": {t["number"]: t["value"] for t in trials if t.get("value") is not None and t["state"] == "COMPLETE"},
     }
 
 
@@ -89,7 +96,9 @@ def main() -> None:
         help="replace the protocol's batch sizes (e.g. 128: one stack of all trials)",
     )
     parser.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
+    parser.add_argument("--stack-mode", choices=["auto", "vmap", "interleaved"], default="auto")
     parser.add_argument("--threads", type=int, default=0)
+    parser.add_argument("--repeats", type=int, default=1, help="paired runs (order alternates); median ratio")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -104,25 +113,37 @@ def main() -> None:
             synthetic_subjects=args.subjects,
             synthetic_windows=args.windows,
         )
-        results = [run(engine, args, dm, Path(tmp)) for engine in ("lightning", "stacked")]
+        pairs = []
+        for rep in range(args.repeats):  # alternate the order, so neither engine always runs warm
+            order = ("lightning", "stacked") if rep % 2 == 0 else ("stacked", "lightning")
+            got = {engine: run(engine, args, dm, Path(tmp) / f"r{rep}") for engine in order}
+            pairs.append((got["lightning"], got["stacked"]))
     print(
-        f"finetune, small CNN (embed {args.embed_dim}), {args.task}: {results[0]['fit_windows']} fit windows;"
+        f"finetune, small CNN (embed {args.embed_dim}), {args.task}: {pairs[0][0]['fit_windows']} fit windows;"
         " "
         f"{args.trials} trials x <= {args.epochs} epochs, parallel {args.parallel}, batch sizes "
-        f"{args.batch_sizes or 'protocol'}; torch threads {torch.get_num_threads()}, device {args.device}"
+        f"{args.batch_sizes or 'protocol'}; torch threads {torch.get_num_threads()}, device {args.device}, "
+        f"stack mode {args.stack_mode}"
     )
-    for r in results:
-        print(
-            f"{r['engine']:>10}: cpu {r['cpu']:7.1f} s  wall {r['wall']:7.1f} s  winner val {r['val']:.4f}  "
-            f"test {r['test']:.4f}  ({r['n']} trials, {r['trial_epochs']} trial-epochs)"
-        )
-    seq, stacked = results
+    for rep, (seq, stacked) in enumerate(pairs):
+        for r in (seq, stacked):
+            print(
+                f"{rep}: {r['engine']:>10}: cpu {r['cpu']:7.1f} s  wall {r['wall']:7.1f} s  winner val "
+                f"{r['val']:.4f}  test {r['test']:.4f}  ({r['n']} trials, {r['trial_epochs']} trial-epochs)"
+            )
+        same = seq["params"] == stacked["params"]
+        common = [t for t in seq["values"] if t in stacked["values"]]
+        diff = max((abs(seq["values"][t] - stacked["values"][t]) / max(1.0, abs(seq["values"][t])) for t in common),
+                   default=0.0)
+        verdict = "PASS" if same and diff <= TOLERANCE else "FAIL"
+        print(f"{rep}: same trials asked: {'yes' if same else 'NO'}; largest relative difference of a trial's value "
+              f"(both finished): {diff:.1e} (tolerance {TOLERANCE:g}: {verdict})")
+    cpu = statistics.median(s["cpu"] / t["cpu"] for s, t in pairs)
+    wall = statistics.median(s["wall"] / t["wall"] for s, t in pairs)
     print(
-        f"ratio sequential / stacked: cpu {seq['cpu'] / stacked['cpu']:.2f}x  "
-        f"wall {seq['wall'] / stacked['wall']:.2f}x"
-        f"  (target >= 2x cpu)"
+        f"ratio sequential / stacked (median of {len(pairs)} paired runs): cpu {cpu:.2f}x  wall {wall:.2f}x"
+        f"  (target >= 2x cpu: {'PASS' if cpu >= 2 else 'not met'})"
     )
-
 
 if __name__ == "__main__":
     main()

@@ -38,9 +38,12 @@ from ppgbench_pl.hpo.optuna_search import SearchSettings, TrialOutcome
 from ppgbench_pl.hpo.shuffle import EpochPermutationSampler
 from ppgbench_pl.hpo.spaces import AGGREGATION_PARAM, FINETUNE_SPACE
 from ppgbench_pl.hpo.stacked import (
+    STACK_MODES,
     HeadedEncoder,
     StackedConfig,
     StackedData,
+    StackMode,
+    resolve_stack_mode,
     supports_mixed_batchnorm,
     train_stacked,
 )
@@ -186,13 +189,15 @@ class FinetuneEngine:
 class StackedFinetuneEngine(FinetuneEngine):
     """The trials asked together train as stacked models (:mod:`ppgbench_pl.hpo.stacked`) on one device.
 
-    Trials are grouped by what a stack must share: hidden width and batch size (and BatchNorm mode for an
-    encoder whose BatchNorms cannot take a per-trial mode); each group
-    trains as one stacked model, the groups one after another. Inputs are preprocessed once per job.
+    Under ``vmap`` trials are grouped by what a stack must share: hidden width and batch size (and BatchNorm
+    mode for an encoder whose BatchNorms cannot take a per-trial mode); each group trains as one stacked
+    model, the groups one after another. Under ``interleaved`` (the CPU default) all asked trials form one
+    stack whatever their batch sizes. Inputs are preprocessed once per job.
 
     Args:
         device: Where the stacks train.
         amp_dtype: Autocast dtype (``torch.float16`` or ``torch.bfloat16``), or None for float32.
+        stack_mode: ``auto``, ``vmap`` or ``interleaved`` (:mod:`ppgbench_pl.hpo.stacked`).
         (others as :class:`FinetuneEngine`)
 
     """
@@ -200,11 +205,12 @@ class StackedFinetuneEngine(FinetuneEngine):
     def __init__(self, ctx: JobContext, split: Split, targets: Targets, scorer: SelectionScorer | None,
                  seed: int, max_epochs: int, make_trainer: TrainerFactory, precision: str,
                  eval_batch_size: int = 4096, reseed_head: bool = False, device: torch.device | None = None,
-                 amp_dtype: torch.dtype | None = None) -> None:
+                 amp_dtype: torch.dtype | None = None, stack_mode: StackMode = "auto") -> None:
         super().__init__(ctx, split, targets, scorer, seed, max_epochs, make_trainer, precision, eval_batch_size,
                          reseed_head)
         self.device, self.amp_dtype = device or torch.device("cpu"), amp_dtype
-        self.details["engine"] = "stacked"
+        self.stack_mode = resolve_stack_mode(stack_mode, self.device)
+        self.details.update(engine="stacked", stack_mode=self.stack_mode)
         self._inputs: dict[str, torch.Tensor] = {}
 
     def _preprocessed(self, name: str, positions: np.ndarray) -> torch.Tensor:
@@ -238,9 +244,11 @@ class StackedFinetuneEngine(FinetuneEngine):
                on_epoch: Any = None) -> list[TrialOutcome]:
         """Group (params, seed) pairs into stacks and train each; outcomes in input order."""
         groups: dict[tuple[Any, ...], list[int]] = {}
+        vmap = self.stack_mode == "vmap"
         mixed = supports_mixed_batchnorm(self.pristine)  # else BatchNorm modes train in separate stacks
         for i, (params, _) in enumerate(items):
-            key = (int(params["hidden_dim"]), int(params["batch_size"]), "" if mixed else params["batchnorm_mode"])
+            key = (int(params["hidden_dim"]), int(params["batch_size"]),
+                   "" if mixed else params["batchnorm_mode"]) if vmap else ()
             groups.setdefault(key, []).append(i)
         data = self._data(with_val=score is not None)
         nets = [self._net(params, seed) for params, seed in items]  # heads drawn in trial order
@@ -256,7 +264,7 @@ class StackedFinetuneEngine(FinetuneEngine):
                                 group_score if score else None, group_epoch if on_epoch else None,
                                 freeze_stats=[items[i][0]["batchnorm_mode"] == "freeze_stats" for i in ids],
                                 amp_dtype=self.amp_dtype,
-                                eval_batch_size=self.eval_batch_size)
+                                eval_batch_size=self.eval_batch_size, mode=self.stack_mode)
             outcomes.update(zip(ids, got, strict=True))
         return [outcomes[i] for i in range(len(items))]
 
@@ -315,6 +323,8 @@ class FinetuneRegime(NeuralRegime):
             before). Published: False, the head is drawn from the job's running RNG.
         head_only_engine: Engine of the head-only search for parameter-free encoders (``batched`` or
             ``lightning``, see :mod:`ppgbench_pl.regimes.mlp`).
+        stack_mode: How the stacked engine runs a stack: ``auto`` (``interleaved`` on a CPU, ``vmap`` on an
+            accelerator), ``vmap`` or ``interleaved`` (:mod:`ppgbench_pl.hpo.stacked`).
         refit: Retrain the winner on all outer-training groups (deviation; published False).
         class_weighting: ``balanced`` (published) or ``none``.
         binary_selection_metric: ``balanced_accuracy`` (published for finetuning) or ``auroc``.
@@ -337,9 +347,13 @@ class FinetuneRegime(NeuralRegime):
                  head_only_engine: Engine = "batched", refit: bool = False,
                  class_weighting: ClassWeighting = "balanced", binary_selection_metric: str | None = None,
                  subject_repeats: int = 3, search_space: dict[str, list[Any]] | None = None,
-                 eval_batch_size: int = 4096, standardize_targets: bool = False) -> None:
+                 eval_batch_size: int = 4096, standardize_targets: bool = False,
+                 stack_mode: StackMode = "auto") -> None:
         super().__init__(search, refit, class_weighting, binary_selection_metric, subject_repeats, search_space,
                          eval_batch_size, standardize_targets=standardize_targets)
+        if stack_mode not in STACK_MODES:
+            raise ConfigError(f"stack_mode must be one of {', '.join(STACK_MODES)}, got {stack_mode!r}")
+        self.stack_mode = stack_mode
         if engine not in ("stacked", "lightning"):
             raise ConfigError(f"engine must be 'stacked' or 'lightning', got {engine!r}")
         if amp_dtype not in ("float16", "bfloat16"):
@@ -382,7 +396,8 @@ class FinetuneRegime(NeuralRegime):
                                       self.eval_batch_size, self.reseed_head)
             dtype = getattr(torch, amp_dtype) if use_amp else None
             return StackedFinetuneEngine(ctx, split, targets, scorer, seed, self.max_epochs, make_trainer,
-                                         precision, self.eval_batch_size, self.reseed_head, device, dtype)
+                                         precision, self.eval_batch_size, self.reseed_head, device, dtype,
+                                         self.stack_mode)
         engine = EmbeddingHeadEngine(self.features(ctx), ctx.view.y, split, targets, scorer,
                                      HEAD_ONLY_SPACE, HEAD_ONLY_PARAMS, seed, self.max_epochs,
                                      self.head_only_engine, make_trainer, device,

@@ -18,6 +18,8 @@ from ppgbench_pl.tasks.encoder_task import EncoderTask
 from tests.regimes.neural_helpers import OneThread
 
 N, NV, T, EMB, HID, EPOCHS = 48, 20, 64, 8, 16, 3
+#: Both ways to run a stack; the interleaved one on two worker threads (trial-level parallelism).
+MODES = [pytest.param({"mode": "vmap"}, id="vmap"), pytest.param({"mode": "interleaved", "workers": 2}, id="interleaved")]
 
 
 @pytest.fixture(autouse=True)
@@ -105,6 +107,7 @@ def _reference(net: HeadedEncoder, config: StackedConfig, mode: str, x, xv, y, l
     return outcome, history
 
 
+@pytest.mark.parametrize("how", MODES)
 @pytest.mark.parametrize(
     ("loss", "mode", "encoder"),
     [
@@ -113,7 +116,7 @@ def _reference(net: HeadedEncoder, config: StackedConfig, mode: str, x, xv, y, l
         ("mse", "freeze_stats", partial(SmallCNNEncoder, embed_dim=EMB)),
     ],
 )
-def test_stacked_trials_equal_sequential_lightning_training(loss, mode, encoder):
+def test_stacked_trials_equal_sequential_lightning_training(loss, mode, encoder, how):
     x, xv, y, n_out, weight = _problem(loss)
     configs = [
         StackedConfig(11, 16, 0.0, 1e-2, 1e-3, 0.0, 0.0),
@@ -132,6 +135,7 @@ def test_stacked_trials_equal_sequential_lightning_training(loss, mode, encoder)
         lambda i, out: float(out.mean()),
         lambda i, epoch, best: reports.setdefault(i, []).append(best) is None and False,
         freeze_stats=mode == "freeze_stats",
+        **how,
     )
     for i, config in enumerate(configs):
         ref, history = _reference(nets[i], config, mode, x, xv, y, loss, weight)
@@ -143,7 +147,8 @@ def test_stacked_trials_equal_sequential_lightning_training(loss, mode, encoder)
                 torch.testing.assert_close(got.weights[key].to(value.dtype), value, atol=1e-4, rtol=1e-3)
 
 
-def test_dropout_and_pruning_stay_with_their_trial():
+@pytest.mark.parametrize("how", MODES)
+def test_dropout_and_pruning_stay_with_their_trial(how):
     x, xv, y, n_out, _ = _problem("mse")
     pre = SmallCNNEncoder(embed_dim=EMB).preprocess
     data = StackedData(pre(x), y, pre(xv), "mse")
@@ -160,20 +165,21 @@ def test_dropout_and_pruning_stay_with_their_trial():
         return i == 1 and epoch == 1
 
     together = train_stacked(
-        [copy.deepcopy(n) for n in nets], configs, data, EPOCHS, lambda i, o: float(o.mean()), on_epoch
+        [copy.deepcopy(n) for n in nets], configs, data, EPOCHS, lambda i, o: float(o.mean()), on_epoch, **how
     )
     assert [o.state for o in together] == ["complete", "pruned", "complete"] and together[1].epochs_run == 2
     assert (1, 2) not in seen and (0, 2) in seen
     for i in (0, 2):  # a trial with dropout, trained in a stack = trained alone (its own masks and batches)
         (alone,) = train_stacked(
-            [copy.deepcopy(nets[i])], configs[i : i + 1], data, EPOCHS, lambda j, o: float(o.mean())
+            [copy.deepcopy(nets[i])], configs[i : i + 1], data, EPOCHS, lambda j, o: float(o.mean()), **how
         )
         assert alone.value == pytest.approx(together[i].value, rel=1e-5)
         for key, value in alone.weights.items():
             torch.testing.assert_close(together[i].weights[key], value, atol=1e-5, rtol=1e-4)
 
 
-def test_a_trial_that_turns_non_finite_completes_with_its_best_earlier_epoch():
+@pytest.mark.parametrize("how", MODES)
+def test_a_trial_that_turns_non_finite_completes_with_its_best_earlier_epoch(how):
     x, xv, y, n_out, _ = _problem("mse")
     pre = SmallCNNEncoder(embed_dim=EMB).preprocess
     data = StackedData(pre(x), y, pre(xv), "mse")
@@ -194,17 +200,19 @@ def test_a_trial_that_turns_non_finite_completes_with_its_best_earlier_epoch():
         EPOCHS,
         score,
         lambda i, e, b: reports.setdefault(i, []).append(b) is None and False,
+        **how,
     )
     assert good.state == "complete"
     # trial 1 scored 2.0 at epoch 1, then went non-finite: it completes with epoch 1 (published behaviour)
     assert broken.state == "complete" and broken.best_epoch == 1 and broken.value == 2.0
     assert reports[1] == [2.0, 2.0, 2.0] and broken.weights is not None
     huge = StackedConfig(2, 16, 0.0, 1e30, 1e30, 0.0, 0.0)  # non-finite from the first epoch on
-    (never,) = train_stacked([_net(n_out, 2)], [huge], data, EPOCHS, lambda i, o: float(o.mean()))
+    (never,) = train_stacked([_net(n_out, 2)], [huge], data, EPOCHS, lambda i, o: float(o.mean()), **how)
     assert never.state == "failed" and "non-finite" in never.failure
 
 
-def test_mixed_batchnorm_modes_share_a_stack():
+@pytest.mark.parametrize("how", MODES)
+def test_mixed_batchnorm_modes_share_a_stack(how):
     x, xv, y, n_out, _ = _problem("mse")
     pre = SmallCNNEncoder(embed_dim=EMB).preprocess
     data = StackedData(pre(x), y, pre(xv), "mse")
@@ -220,6 +228,7 @@ def test_mixed_batchnorm_modes_share_a_stack():
         2,
         lambda i, o: float(o.mean()),
         freeze_stats=[False, True],
+        **how,
     )
     for i, frozen in enumerate((False, True)):
         (alone,) = train_stacked(
@@ -229,6 +238,7 @@ def test_mixed_batchnorm_modes_share_a_stack():
             2,
             lambda j, o: float(o.mean()),
             freeze_stats=frozen,
+            **how,
         )
         assert set(alone.weights) == set(together[i].weights)
         for key, value in alone.weights.items():
@@ -238,3 +248,39 @@ def test_mixed_batchnorm_modes_share_a_stack():
         together[1].weights[stats], nets[1].state_dict()[stats]
     )  # frozen: statistics never move
     assert not torch.equal(together[0].weights[stats], nets[0].state_dict()[stats])
+
+
+def test_interleaved_stack_mixes_batch_sizes_and_each_trial_equals_its_run_alone():
+    x, xv, y, n_out, _ = _problem("mse")
+    pre = SmallCNNEncoder(embed_dim=EMB).preprocess
+    data = StackedData(pre(x), y, pre(xv), "mse")
+    configs = [
+        StackedConfig(1, 8, 0.3, 1e-2, 1e-3, 0.0, 0.0),
+        StackedConfig(2, 16, 0.0, 1e-2, 1e-3, 1e-4, 1e-4),
+        StackedConfig(3, 48, 0.3, 3e-3, 1e-3, 0.0, 0.0),
+    ]
+    nets = [_net(n_out, c.seed) for c in configs]
+    with pytest.raises(ValueError, match="one batch size"):
+        train_stacked([copy.deepcopy(n) for n in nets], configs, data, 1, mode="vmap")
+    scores = lambda i, o: float(o.mean())  # noqa: E731
+    together = train_stacked([copy.deepcopy(n) for n in nets], configs, data, EPOCHS, scores,
+                             freeze_stats=[False, True, False], mode="interleaved", workers=2)
+    for i, frozen in enumerate((False, True, False)):
+        (alone,) = train_stacked([copy.deepcopy(nets[i])], configs[i : i + 1], data, EPOCHS, scores,
+                                 freeze_stats=frozen, mode="vmap")
+        assert together[i].best_epoch == alone.best_epoch
+        assert together[i].value == pytest.approx(alone.value, rel=1e-5, abs=1e-6)
+        for key, value in alone.weights.items():
+            torch.testing.assert_close(together[i].weights[key], value, atol=1e-5, rtol=1e-4)
+
+
+def test_interleaved_workers_leave_torch_threads_as_they_were():
+    x, xv, y, n_out, _ = _problem("mse")
+    pre = SmallCNNEncoder(embed_dim=EMB).preprocess
+    data = StackedData(pre(x), y, pre(xv), "mse")
+    configs = [StackedConfig(s, 16, 0.0, 1e-2, 1e-3, 0.0, 0.0) for s in (1, 2)]
+    before = torch.get_num_threads()
+    train_stacked([_net(n_out, 1), _net(n_out, 2)], configs, data, 1, mode="interleaved", workers=2)
+    assert torch.get_num_threads() == before
+    with pytest.raises(ValueError, match="stack mode"):
+        train_stacked([_net(n_out, 1)], configs[:1], data, 1, mode="grouped")

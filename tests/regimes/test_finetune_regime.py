@@ -10,6 +10,8 @@ from ppgbench_pl.benchmark.job import run_job
 from ppgbench_pl.cli import main
 from ppgbench_pl.encoders.cnn import SmallCNNEncoder
 from ppgbench_pl.encoders.prv import PublishedPRVEncoder
+from ppgbench_pl.errors import ConfigError
+from ppgbench_pl.hpo import stacked
 from ppgbench_pl.hpo.optuna_search import SearchSettings
 from ppgbench_pl.hpo.spaces import FINETUNE_SPACE
 from ppgbench_pl.regimes.finetune import (
@@ -63,7 +65,7 @@ def test_finetune_per_task(dm, task, tmp_path, monkeypatch):
         details = outcome.details
         assert np.isfinite(outcome.metrics[ctx.task.metric]) and details["loss"] == loss
         assert details["engine"] == {"mode": "end_to_end", "embed_dim": 8, "precision": "32-true",  # no AMP on CPU
-                                     "engine": "stacked", "reseed_head": False}
+                                     "engine": "stacked", "reseed_head": False, "stack_mode": "interleaved"}
         assert len(details["optuna"]["trials"]) == 2 and details["optuna"]["parallel_trials"] == 2
         assert set(FINETUNE_SPACE) <= set(outcome.params) and outcome.params["batchnorm_mode"] in ("train", "freeze_stats")
         if task == "synthetic-stiffness":
@@ -122,3 +124,37 @@ def test_regime_finetune_config_runs(tmp_path, monkeypatch):
     assert all(r["status"] == "ok" for r in records.values())
     assert records["small_cnn"]["results"][0]["engine"]["mode"] == "end_to_end"
     assert records["prv_published"]["results"][0]["engine"]["mode"] == "head_only"
+
+
+def test_stack_modes_train_the_same_trials_and_interleaved_stacks_every_batch_size(dm, tmp_path, monkeypatch):
+    calls: list[list[int]] = []
+    original = stacked.train_stacked
+
+    def counting(nets, configs, *args, **kwargs):
+        calls.append(sorted({c.batch_size for c in configs}))
+        return original(nets, configs, *args, **kwargs)
+
+    monkeypatch.setattr("ppgbench_pl.regimes.finetune.train_stacked", counting)
+    search = SearchSettings(n_trials=4, n_startup_trials=4, max_epochs=2, parallel_trials=4)
+    space = {"batch_size": [16, 32], "head_lr": [1e-3], "batchnorm_mode": ["train", "freeze_stats"]}
+    results = {}
+    for mode in ("vmap", "interleaved"):
+        calls.clear()
+        ctx = context(dm, SmallCNNEncoder(embed_dim=8), "synthetic-hr", tmp_path / mode)
+        (outcome,) = FinetuneRegime(search=search, search_space=space, reseed_head=True, stack_mode=mode).run(ctx)
+        assert outcome.details["engine"]["stack_mode"] == mode
+        results[mode] = (outcome, list(calls))
+    (vmap, vmap_calls), (inter, inter_calls) = results["vmap"], results["interleaved"]
+    sizes = {t["params"]["batch_size"] for t in inter.details["optuna"]["trials"]}
+    assert len(sizes) == 2 and inter_calls == [sorted(sizes)]  # one stack of both batch sizes
+    assert len(vmap_calls) >= 2 and all(len(c) == 1 for c in vmap_calls)  # a vmap stack shares its batch size
+    trials = [(t["params"], t["state"], t["value"]) for t in vmap.details["optuna"]["trials"]]
+    other = [(t["params"], t["state"], t["value"]) for t in inter.details["optuna"]["trials"]]
+    assert [t[:2] for t in trials] == [t[:2] for t in other]
+    assert [t[2] for t in trials] == pytest.approx([t[2] for t in other], rel=1e-4)
+    assert vmap.metrics["mae"] == pytest.approx(inter.metrics["mae"], rel=1e-4)
+
+
+def test_unknown_stack_mode_is_a_config_error():
+    with pytest.raises(ConfigError, match="stack_mode"):
+        FinetuneRegime(stack_mode="grouped")
