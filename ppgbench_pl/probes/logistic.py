@@ -10,8 +10,9 @@ standardisation and the per-part sums are shared with ridge (:mod:`ppgbench_pl.p
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import torch
@@ -21,6 +22,7 @@ from ppgbench_pl.probes.linear import (
     Parts,
     SingleClassError,
     _device,
+    _is_partition,
     part_statistics,
     torch_threads,
 )
@@ -69,16 +71,25 @@ class LogisticPath:
 
     """
 
-    def __init__(self, cs: Sequence[float] = LOGISTIC_CS, tol: float = LOGISTIC_TOL,
-                 max_iter: int = LOGISTIC_MAX_ITER, history: int = 10, single_class: str = "error",
+    def __init__(self, cs: Sequence[float] = LOGISTIC_CS, tol: float | None = None,
+                 max_iter: int | None = None, history: int | None = None, single_class: str = "error",
                  device: str | torch.device | None = None, num_threads: int | None = 1, mixed: bool = True,
-                 active_set: bool = True) -> None:
+                 active_set: bool = True, method: str = "optimum", chunked: bool = True) -> None:
+        if method not in ("sklearn", "optimum"):
+            raise ValueError(f"method must be 'sklearn' or 'optimum', got {method!r}")
+        self.method, self.chunked = method, chunked
+        if method == "sklearn":
+            tol = SKLEARN_TOL if tol is None else tol
+            max_iter = SKLEARN_MAX_ITER if max_iter is None else max_iter
+            history = SKLEARN_HISTORY if history is None else history
         self.num_threads = num_threads
         self.mixed, self.active_set = mixed, active_set
         if single_class not in ("error", "constant"):
             raise ValueError(f"single_class must be 'error' or 'constant', got {single_class!r}")
         self.cs = tuple(float(c) for c in cs)
-        self.tol, self.max_iter, self.history = tol, max_iter, history
+        self.tol = LOGISTIC_TOL if tol is None else tol
+        self.max_iter = LOGISTIC_MAX_ITER if max_iter is None else max_iter
+        self.history = 10 if history is None else history
         self.single_class = single_class
         self.device = _device(device)
 
@@ -122,19 +133,28 @@ class LogisticPath:
             elif counts[p] < 2:
                 free[p] = False
         self._parts, self._present, self._free, self._single = parts, present, free, single
+        self._x0, self._offset = x0, offset
+        self._by_c: dict[float, torch.Tensor] = {}
+        self._folds = folds
+        grid = sorted(set(self.cs))
+        free_t, absent_t = torch.as_tensor(free, device=dev), torch.as_tensor(~present, device=dev)
+        if self.method == "sklearn" and self.chunked and folds and _is_partition(folds, n_rows):
+            chunked = _ChunkedRows(x0, codes, folds, parts, free_t, absent_t, k)
+            self._solve_like_sklearn(chunked.loss_grad, grid, n_parts, d, k)
+            return self
         onehot = torch.zeros(n_rows, k, dtype=torch.float64, device=dev)
         onehot[torch.arange(n_rows, device=dev), torch.as_tensor(codes, device=dev)] = 1.0
-        problem = _Problem(x0, onehot, mask, parts, torch.as_tensor(free, device=dev),
-                           torch.as_tensor(~present, device=dev))
+        problem = _Problem(x0, onehot, mask, parts, free_t, absent_t)
+        if self.method == "sklearn":
+            self._solve_like_sklearn(partial(problem.loss_grad, cache=False), grid, n_parts, d, k)
+            return self
         theta = torch.zeros(n_parts, d + 1, k, dtype=torch.float64, device=dev)
         n_all, mu, sc = parts.n[-1], parts.mean[-1], parts.scale[-1]
         cov = (x0.T @ x0 / n_all - torch.outer(mu, mu)) / torch.outer(sc, sc)
         basis = torch.linalg.eigh(cov)
         class_basis = _class_curvature(onehot, mask, problem.free)
-        self._x0, self._offset = x0, offset
         self.solutions_: list[torch.Tensor] = []
         self.n_iter_: list[int] = []
-        grid = sorted(set(self.cs))
         for c in grid:
             scaled = _Preconditioned(problem, c, basis, class_basis)
             u, iters = _lbfgs(scaled, scaled.to_u(theta), self.tol, self.max_iter, self.history,
@@ -142,10 +162,30 @@ class LogisticPath:
             theta = scaled.to_theta(u)
             self.solutions_.append(theta.clone())
             self.n_iter_.append(iters)
-        order = sorted(set(self.cs))
-        self._by_c = {c: self.solutions_[order.index(c)] for c in self.cs}
-        self._folds = folds
+        self._by_c = {c: self.solutions_[grid.index(c)] for c in self.cs}
         return self
+
+    def _solve_like_sklearn(self, loss_grad: Callable[..., tuple[torch.Tensor, torch.Tensor]], grid: list[float],
+                            n_parts: int, d: int, k: int) -> None:
+        """Every (C, part) from zero along scikit-learn's own lbfgs path (:func:`lbfgs_like_sklearn`).
+
+        ``loss_grad(theta [A, d+1, K], C [A], part ids [A]) -> (f, g)`` is the batched objective.
+        """
+        dev = self.device
+        part_of = torch.arange(n_parts, device=dev).repeat(len(grid))
+        c_of = torch.as_tensor(grid, dtype=torch.float64, device=dev).repeat_interleave(n_parts)
+
+        def evaluate(x: torch.Tensor, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            f, g = loss_grad(x.view(len(ids), d + 1, k), c_of[ids], part_of[ids])
+            return f, g.reshape(len(ids), -1)
+
+        x0 = torch.zeros(len(grid) * n_parts, (d + 1) * k, dtype=torch.float64, device=dev)
+        x, iters = lbfgs_like_sklearn(evaluate, x0, self.tol, self.max_iter, self.history)
+        theta = x.view(len(grid), n_parts, d + 1, k)
+        self.solutions_ = [theta[g].clone() for g in range(len(grid))]
+        self.iterations_ = iters.reshape(len(grid), n_parts)
+        self.n_iter_ = [int(i) for i in self.iterations_.max(axis=1)]
+        self._by_c = {c: self.solutions_[grid.index(c)] for c in self.cs}
 
     def model(self, c: float, part: int = -1) -> LogisticModel:
         """The fitted model of one C on one part (default: all rows, i.e. the refit)."""
@@ -196,17 +236,19 @@ class _Problem:
         self._subsets: dict[tuple[tuple[int, ...], torch.dtype], tuple[torch.Tensor, ...]] = {}
         self._reference: tuple[torch.Tensor, ...] = ()
 
-    def _subset(self, idx: torch.Tensor | None, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
-        """Per-part constants of the parts ``idx`` (None: all), the row-sized ones in ``dtype``; cached."""
+    def _subset(self, idx: torch.Tensor | None, dtype: torch.dtype, cache: bool = True) -> tuple[torch.Tensor, ...]:
+        """Per-part constants of the parts ``idx`` (None: all; repeats allowed), row-sized ones in ``dtype``."""
         key = (tuple(idx.tolist()) if idx is not None else (), dtype)
-        if key not in self._subsets:
+        if key not in self._subsets or not cache:
             sel = idx if idx is not None else slice(None)
             p = self.parts
             weight = self.weight[sel]
             onehot_w = (self.onehot_t[None] * weight[:, None, :]).to(dtype)
             neg = (self.neg[sel] * (-1e300 if dtype == torch.float64 else -1e30)).to(dtype)
-            self._subsets[key] = (p.n[sel], p.mean[sel], p.scale[sel], neg, weight.to(dtype), onehot_w,
-                                  self.free_f[sel])
+            out = (p.n[sel], p.mean[sel], p.scale[sel], neg, weight.to(dtype), onehot_w, self.free_f[sel])
+            if not cache:
+                return out
+            self._subsets[key] = out
         return self._subsets[key]
 
     def data(self, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
@@ -215,9 +257,9 @@ class _Problem:
             self._data[dtype] = (self.x0t.to(dtype), self.x0.to(dtype))
         return self._data[dtype]
 
-    def loss_grad(self, theta: torch.Tensor, c: float, idx: torch.Tensor | None = None,
-                  dtype: torch.dtype = torch.float64,
-                  set_reference: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    def loss_grad(self, theta: torch.Tensor, c: float | torch.Tensor, idx: torch.Tensor | None = None,
+                  dtype: torch.dtype = torch.float64, set_reference: bool = False,
+                  cache: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
         """Per part: sklearn's mean objective and its gradient; theta is [A, d+1, K] (last row: intercept).
 
         ``idx`` names the parts theta holds (None: all). float64: exact; ``set_reference`` (all parts)
@@ -228,7 +270,7 @@ class _Problem:
         (:func:`_lbfgs`) the float32 products converge as far as float64 ones. The objective is only
         computed in float64 (NaN otherwise: the mixed rounds do not read it).
         """
-        n, mean, scale, neg, weight, onehot_w, free_f = self._subset(idx, torch.float64)
+        n, mean, scale, neg, weight, onehot_w, free_f = self._subset(idx, torch.float64, cache)
         n_parts, d1, k = theta.shape
         w, b = theta[:, :-1, :], theta[:, -1, :]
         w_eff = w / scale[:, :, None]  # [A, d, K]
@@ -267,6 +309,76 @@ class _Problem:
         gw = (g_eff - mean[:, :, None] * gb[:, None, :]) / scale[:, :, None]
         gw = gw + 2.0 * penalty[:, None, None] * w
         grad = torch.cat([gw, gb[:, None, :]], dim=1) * free_f
+        return loss, grad
+
+
+class _ChunkedRows:
+    """The float64 objective of many (C, part) problems, with each part's rows taken as whole chunks.
+
+    When the inner validation chunks partition the rows, inner part ``p`` is every chunk but ``p`` and the
+    refit part is all of them: products run chunk by chunk over the problems whose part holds the chunk,
+    so no problem computes rows outside its part. The rows carry a constant 1 (the intercept rides in the
+    products), the class sums of each chunk give the true-class logits and the label term of the gradient
+    without per-row gathers, and each part's weight 1/n is a scalar per problem.
+    """
+
+    def __init__(self, x0: torch.Tensor, codes: np.ndarray, folds: Sequence[tuple[np.ndarray, np.ndarray]],
+                 parts: Parts, free: torch.Tensor, absent: torch.Tensor, k: int) -> None:
+        dev = x0.device
+        ones = torch.ones(len(x0), 1, dtype=x0.dtype, device=dev)
+        x1 = torch.cat([x0, ones], 1)  # [n, d+1]
+        self.chunks = [x1[torch.as_tensor(va, device=dev, dtype=torch.long)].contiguous() for _, va in folds]
+        self.chunks_t = [c.T.contiguous() for c in self.chunks]
+        onehot = torch.eye(k, dtype=x0.dtype, device=dev)
+        # per part: [K, d+1] class sums of its rows (last column: the class counts); part j < F lacks chunk j
+        sums = torch.stack([onehot[torch.as_tensor(codes[va], device=dev)].T @ c
+                            for (_, va), c in zip(folds, self.chunks, strict=True)])
+        self.label_sums = torch.cat([sums.sum(0) - sums, sums.sum(0)[None]])
+        self.parts, self.free_f = parts, free.to(x0.dtype)[:, None, :]
+        self.neg = absent.to(x0.dtype) * -1e300
+        self.n_folds = len(folds)
+
+    def loss_grad(self, theta: torch.Tensor, c: torch.Tensor,
+                  pid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per problem: scikit-learn's mean objective and gradient; theta [A, d+1, K], C [A], part ids [A]."""
+        n_prob, d1, k = theta.shape
+        n, mean, scale = self.parts.n[pid], self.parts.mean[pid], self.parts.scale[pid]
+        w, b = theta[:, :-1, :], theta[:, -1, :]
+        w_eff = w / scale[:, :, None]
+        b_eff = b - torch.einsum("pd,pdk->pk", mean, w_eff) + self.neg[pid]
+        lhs = torch.cat([w_eff, b_eff[:, None, :]], 1).transpose(1, 2).contiguous()  # [A, K, d+1]
+        inv_n = 1.0 / n
+        log_total = torch.zeros(n_prob, dtype=theta.dtype, device=theta.device)
+        rx = torch.zeros(n_prob, k, d1, dtype=theta.dtype, device=theta.device)
+        label_sums = self.label_sums[pid]
+        pid_np = pid.cpu().numpy()
+        for j in range(self.n_folds):
+            holds = pid_np != j  # inner part j is every chunk but j; the refit part holds all
+            if not holds.any():
+                continue
+            sel = None if holds.all() else torch.as_tensor(np.flatnonzero(holds), device=theta.device)
+            part_lhs = lhs if sel is None else lhs[sel]
+            a = part_lhs.shape[0]
+            z = (part_lhs.view(a * k, d1) @ self.chunks_t[j]).view(a, k, -1)
+            log_prob = torch.log_softmax(z, 1)
+            lse = (z[:, 0] - log_prob[:, 0]).sum(1)  # log-sum-exp of each row, read off one class
+            prob = torch.exp(log_prob)
+            prx = (prob.view(a * k, -1) @ self.chunks[j]).view(a, k, d1)
+            if sel is None:
+                log_total += lse
+                rx += prx
+            else:
+                log_total.index_add_(0, sel, lse)
+                rx.index_add_(0, sel, prx)
+        # mean log-loss: (sum of log-sum-exp - sum of true-class logits) / n
+        true_logits = (lhs * label_sums).sum((1, 2))
+        penalty = 0.5 / (c * n)
+        loss = (log_total - true_logits) * inv_n + penalty * (w * w).sum((1, 2))
+        g_full = (rx - label_sums) * inv_n[:, None, None]  # [A, K, d+1]: d/d(w_eff, b_eff)
+        gb = g_full[:, :, -1]
+        gw = (g_full[:, :, :-1].transpose(1, 2) - mean[:, :, None] * gb[:, None, :]) / scale[:, :, None]
+        gw = gw + 2.0 * penalty[:, None, None] * w
+        grad = torch.cat([gw, gb[:, None, :]], dim=1) * self.free_f[pid]
         return loss, grad
 
 
@@ -547,3 +659,339 @@ def _compact_product(s: torch.Tensor, y: torch.Tensor, gamma: torch.Tensor, v: t
     p2 = -r_inv_a
     return (gamma[:, None] * v + (s.transpose(1, 2) @ p1)[:, :, 0]
             + gamma[:, None] * (y.transpose(1, 2) @ p2)[:, :, 0])
+
+
+# ------------------------------------------------------------- scikit-learn's lbfgs, replicated and batched
+
+#: scikit-learn's lbfgs settings (``LogisticRegression`` at its defaults, as the published probe runs it):
+#: scipy's L-BFGS-B with 10 pairs of memory, at most 50 evaluations per line search, stopping on the max-abs
+#: gradient (``tol``) or on a relative objective decrease of 64 machine epsilons (``ftol``).
+SKLEARN_TOL, SKLEARN_MAX_ITER, SKLEARN_HISTORY, SKLEARN_MAXLS = 1e-4, 1000, 10, 50
+SKLEARN_FTOL = 64 * float(np.finfo(np.float64).eps)
+#: L-BFGS-B's line-search constants (sufficient decrease, curvature, interval width) and largest step.
+_LS_FTOL, _LS_GTOL, _LS_XTOL, _LS_STPMAX = 1e-3, 0.9, 0.1, 1e10
+
+
+class _MoreThuente:
+    """The Moré-Thuente line search (MINPACK-2's ``dcsrch``) as L-BFGS-B drives it, one problem's state.
+
+    Reverse communication: :meth:`start` and :meth:`step` return the next step to evaluate, or None when the
+    search ended (its last evaluated step is then the accepted one).
+    """
+
+    def __init__(self, f: float, g: float, stp: float, stpmax: float = _LS_STPMAX) -> None:
+        self.stpmax, self.stpmin = stpmax, 0.0
+        self.brackt, self.stage = False, 1
+        self.finit, self.ginit, self.gtest = f, g, _LS_FTOL * g
+        self.width = stpmax - self.stpmin
+        self.width1 = self.width / 0.5
+        self.stx, self.fx, self.gx = 0.0, f, g
+        self.sty, self.fy, self.gy = 0.0, f, g
+        self.stmin, self.stmax = 0.0, stp + 4.0 * stp
+        self.stp = stp
+
+    def step(self, f: float, g: float) -> float | None:
+        """Objective and directional derivative at the last step: the next step, or None (accept it)."""
+        stp, gtest = self.stp, self.gtest
+        ftest = self.finit + stp * gtest
+        if self.stage == 1 and f <= ftest and g >= 0:
+            self.stage = 2
+        ended = (self.brackt and (stp <= self.stmin or stp >= self.stmax)
+                 or self.brackt and self.stmax - self.stmin <= _LS_XTOL * self.stmax
+                 or stp == self.stpmax and f <= ftest and g <= gtest
+                 or stp == self.stpmin and (f > ftest or g >= gtest)
+                 or f <= ftest and abs(g) <= _LS_GTOL * -self.ginit)
+        if ended:
+            return None
+        if self.stage == 1 and f <= self.fx and f > ftest:  # the modified function psi
+            self.fx, self.fy = self.fx - self.stx * gtest, self.fy - self.sty * gtest
+            self.gx, self.gy = self.gx - gtest, self.gy - gtest
+            self._dcstep(f - stp * gtest, g - gtest)
+            self.fx, self.fy = self.fx + self.stx * gtest, self.fy + self.sty * gtest
+            self.gx, self.gy = self.gx + gtest, self.gy + gtest
+        else:
+            self._dcstep(f, g)
+        if self.brackt:
+            if abs(self.sty - self.stx) >= 0.66 * self.width1:
+                self.stp = self.stx + 0.5 * (self.sty - self.stx)
+            self.width1, self.width = self.width, abs(self.sty - self.stx)
+            self.stmin, self.stmax = min(self.stx, self.sty), max(self.stx, self.sty)
+        else:
+            self.stmin = self.stp + 1.1 * (self.stp - self.stx)
+            self.stmax = self.stp + 4.0 * (self.stp - self.stx)
+        self.stp = min(max(self.stp, self.stpmin), self.stpmax)
+        if (self.brackt and (self.stp <= self.stmin or self.stp >= self.stmax)
+                or self.brackt and self.stmax - self.stmin <= _LS_XTOL * self.stmax):
+            self.stp = self.stx
+        return self.stp
+
+    def _dcstep(self, fp: float, dp: float) -> None:
+        """One safeguarded cubic/quadratic step: updates the interval (stx, sty) and the trial ``stp``."""
+        stx, fx, dx, sty, fy, dy, stp = self.stx, self.fx, self.gx, self.sty, self.fy, self.gy, self.stp
+        lo, hi = self.stmin, self.stmax  # the current interval bounds the new step
+        sgnd = dp * (dx / abs(dx))
+        if fp > fx:  # higher value: the minimum is bracketed
+            theta = 3.0 * (fx - fp) / (stp - stx) + dx + dp
+            s = max(abs(theta), abs(dx), abs(dp))
+            gamma = s * np.sqrt((theta / s) ** 2 - (dx / s) * (dp / s))
+            if stp < stx:
+                gamma = -gamma
+            p, q = (gamma - dx) + theta, ((gamma - dx) + gamma) + dp
+            stpc = stx + p / q * (stp - stx)
+            stpq = stx + ((dx / ((fx - fp) / (stp - stx) + dx)) / 2.0) * (stp - stx)
+            stpf = stpc if abs(stpc - stx) < abs(stpq - stx) else stpc + (stpq - stpc) / 2.0
+            self.brackt = True
+        elif sgnd < 0:  # derivatives of opposite sign: bracketed
+            theta = 3.0 * (fx - fp) / (stp - stx) + dx + dp
+            s = max(abs(theta), abs(dx), abs(dp))
+            gamma = s * np.sqrt((theta / s) ** 2 - (dx / s) * (dp / s))
+            if stp > stx:
+                gamma = -gamma
+            p, q = (gamma - dp) + theta, ((gamma - dp) + gamma) + dx
+            stpc = stp + p / q * (stx - stp)
+            stpq = stp + (dp / (dp - dx)) * (stx - stp)
+            stpf = stpc if abs(stpc - stp) > abs(stpq - stp) else stpq
+            self.brackt = True
+        elif abs(dp) < abs(dx):  # same sign, derivative decreasing in magnitude
+            theta = 3.0 * (fx - fp) / (stp - stx) + dx + dp
+            s = max(abs(theta), abs(dx), abs(dp))
+            gamma = s * np.sqrt(max(0.0, (theta / s) ** 2 - (dx / s) * (dp / s)))
+            if stp > stx:
+                gamma = -gamma
+            p, q = (gamma - dp) + theta, (gamma + (dx - dp)) + gamma
+            r = p / q
+            if r < 0 and gamma != 0:
+                stpc = stp + r * (stx - stp)
+            elif stp > stx:
+                stpc = hi
+            else:
+                stpc = lo
+            stpq = stp + (dp / (dp - dx)) * (stx - stp)
+            if self.brackt:
+                stpf = stpc if abs(stpc - stp) < abs(stpq - stp) else stpq
+                bound = stp + 0.66 * (sty - stp)
+                stpf = min(bound, stpf) if stp > stx else max(bound, stpf)
+            else:
+                stpf = stpc if abs(stpc - stp) > abs(stpq - stp) else stpq
+                stpf = max(lo, min(hi, stpf))
+        elif self.brackt:  # same sign, derivative not decreasing: step towards sty
+            theta = 3.0 * (fp - fy) / (sty - stp) + dy + dp
+            s = max(abs(theta), abs(dy), abs(dp))
+            gamma = s * np.sqrt((theta / s) ** 2 - (dy / s) * (dp / s))
+            if stp > sty:
+                gamma = -gamma
+            p, q = (gamma - dp) + theta, ((gamma - dp) + gamma) + dy
+            stpf = stp + p / q * (sty - stp)
+        else:
+            stpf = hi if stp > stx else lo
+        if fp > fx:
+            self.sty, self.fy, self.gy = stp, fp, dp
+        else:
+            if sgnd < 0:
+                self.sty, self.fy, self.gy = stx, fx, dx
+            self.stx, self.fx, self.gx = stp, fp, dp
+        self.stp = float(stpf)
+
+
+def _two_loop(g: torch.Tensor, proj: torch.Tensor, mem: torch.Tensor, gram: torch.Tensor, rho: torch.Tensor,
+              gamma: torch.Tensor, head: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+    """H g for the L-BFGS inverse Hessian of each problem's ring memory, by inner products only.
+
+    ``mem`` [A, 2m, q] holds the s pairs (slots 0..m-1) and y pairs (m..2m-1), ``gram`` [A, 2m, 2m] their
+    inner products and ``proj`` [A, 2m] theirs with ``g`` (both kept up to date by the caller), ``head``
+    each problem's next slot to write. The two-loop recursion (newest pair first, then oldest first) runs
+    on [A, m] coefficients, so H g is one pass over the memory and the problems' rings need not be
+    aligned; empty slots (rho 0) get zero coefficients.
+
+    Returns:
+        (H g, w) with H g = gamma g + w @ mem.
+
+    """
+    m = mem.shape[1] // 2
+    order = torch.as_tensor((head[:, None] - 1 - np.arange(m)[None, :]) % m, device=g.device)  # newest first
+    both = torch.cat([order, order + m], 1)  # [A, 2m]: s then y slots, by age
+    proj = proj.gather(1, both)
+    gm = gram.gather(1, both[:, :, None].expand(-1, -1, 2 * m)).gather(2, both[:, None, :].expand(-1, 2 * m, -1))
+    sg, yg, sy, yy = proj[:, :m], proj[:, m:], gm[:, :m, m:], gm[:, m:, m:]  # sy[i, j] = s_i . y_j
+    r_o = rho.gather(1, order)[:, :, None]
+    eye = torch.eye(m, dtype=g.dtype, device=g.device)
+    # first loop, newest first: alpha_j = rho_j (s_j . g - sum over newer i < j of alpha_i s_j . y_i)
+    lower = eye + r_o * torch.tril(sy, -1)
+    alpha = torch.linalg.solve_triangular(lower, r_o * sg[:, :, None], upper=False, unitriangular=True)
+    yq = yg[:, :, None] - yy @ alpha  # y_j . q, q = g - sum alpha_i y_i
+    # second loop, oldest first: coef_j = alpha_j - beta_j, beta_j = rho_j y_j . (gamma q + sum over
+    # older i > j of coef_i s_i)
+    upper = eye + r_o * torch.triu(sy.transpose(1, 2), 1)
+    coef = torch.linalg.solve_triangular(upper, alpha - r_o * gamma[:, None, None] * yq, upper=True,
+                                         unitriangular=True)
+    alpha, coef = alpha[:, :, 0], coef[:, :, 0]
+    weights = torch.zeros_like(proj).scatter(1, both, torch.cat([coef, -gamma[:, None] * alpha], 1))
+    return gamma[:, None] * g + (weights[:, None, :] @ mem)[:, 0], weights
+
+
+def lbfgs_like_sklearn(evaluate: Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]],
+                       x0: torch.Tensor, tol: float = SKLEARN_TOL, max_iter: int = SKLEARN_MAX_ITER,
+                       history: int = SKLEARN_HISTORY, maxls: int = SKLEARN_MAXLS,
+                       ftol: float = SKLEARN_FTOL) -> tuple[torch.Tensor, np.ndarray]:
+    """The L-BFGS-B of scipy without bounds (what scikit-learn's lbfgs runs), on many problems at once.
+
+    Each problem follows its own L-BFGS-B path: the steepest-descent first step of length 1 / ||g||, then
+    the quasi-Newton direction of the last ``history`` pairs (scaled by s'y / y'y of the newest), the
+    Moré-Thuente line search (:class:`_MoreThuente`, at most ``maxls`` evaluations; on failure the memory
+    is dropped, or the problem stops when it had none, as L-BFGS-B does), a pair skipped when its curvature
+    s'y is not positive, and the stops ``max |g| <= tol``, ``(f_old - f) <= ftol * max(|f_old|, |f|, 1)``
+    or ``max_iter`` iterations. Only the arithmetic is batched: every round evaluates the trial points of
+    all unfinished problems together; finished problems leave the batch.
+
+    Args:
+        evaluate: ``(x [A, q], ids [A]) -> (f [A], g [A, q])`` for the problems ``ids``.
+        x0: Starting points [Q, q].
+        tol: Stop when the max-abs gradient is at most this (scikit-learn's ``tol``, scipy's ``gtol``).
+        max_iter: Iteration cap (scikit-learn's ``max_iter``).
+        history: Memory pairs (scipy's ``maxcor``).
+        maxls: Evaluations per line search (scipy's ``maxls``).
+        ftol: Relative decrease of the objective that stops (scipy's ``ftol``).
+
+    Returns:
+        (solutions [Q, q], iterations per problem [Q]).
+
+    """
+    n_all, q = x0.shape
+    dev, eps = x0.device, float(np.finfo(np.float64).eps)
+    out, iters = x0.clone(), np.zeros(n_all, dtype=np.int64)
+    ids = torch.arange(n_all, device=dev)
+    f, g = evaluate(x0, ids)
+    keep = (g.abs().amax(1) > tol).cpu().numpy()
+    x, f, g, ids = x0[keep], f[keep], g[keep], ids[keep]
+    n = len(ids)
+    mem = torch.zeros(n, 2 * history, q, dtype=x.dtype, device=dev)  # s pairs, then y pairs
+    gram = torch.zeros(n, 2 * history, 2 * history, dtype=x.dtype, device=dev)
+    rho = torch.zeros(n, history, dtype=x.dtype, device=dev)
+    gamma = torch.ones(n, dtype=x.dtype, device=dev)
+    d, gd0 = torch.zeros_like(x), torch.zeros(n, dtype=x.dtype, device=dev)
+    # mem @ g, and of the current direction d = -(dir_gamma g + dir_w @ mem): its proj, w and gamma (they
+    # give the new pair's inner products with the memory without another pass over it)
+    proj, dir_proj, dir_w = (torch.zeros(n, 2 * history, dtype=x.dtype, device=dev) for _ in range(3))
+    dir_gamma = torch.ones(n, dtype=x.dtype, device=dev)
+    state = [mem, gram, rho, gamma, proj]
+    head, n_col, n_iter = (np.zeros(n, dtype=np.int64) for _ in range(3))
+    f_np, stp = f.cpu().numpy().copy(), np.zeros(n)
+    need = np.ones(n, dtype=bool)  # rows that need a new direction
+    searches: list[_MoreThuente | None] = [None] * n
+    evals = np.zeros(n, dtype=np.int64)
+    while n:
+        finished = np.zeros(n, dtype=bool)
+        while need.any():  # new directions (a non-descent direction drops the memory and tries again)
+            # every row's direction (cheaper than gathering the memories of some), kept where needed
+            rows = np.flatnonzero(need)
+            hg, w = _two_loop(g, proj, mem, gram, rho, gamma, head)
+            steepest = torch.as_tensor(n_col == 0, device=dev)
+            d_new = -torch.where(steepest[:, None], g, hg)
+            slope = (g * d_new).sum(1)
+            needed = torch.as_tensor(need, device=dev)
+            d = torch.where(needed[:, None], d_new, d)
+            gd0 = torch.where(needed, slope, gd0)
+            dir_proj = torch.where(needed[:, None], proj, dir_proj)
+            dir_w = torch.where((needed & ~steepest)[:, None], w, torch.where(needed[:, None], 0.0, dir_w))
+            dir_gamma = torch.where(needed, torch.where(steepest, 1.0, gamma), dir_gamma)
+            info = torch.stack([slope, torch.linalg.vector_norm(d_new, dim=1)]).cpu().numpy()[:, rows]
+            need[:] = False
+            for i, row in enumerate(rows):
+                if info[0, i] >= 0:  # line search impossible: as a failed one
+                    if n_col[row] == 0:
+                        finished[row] = True
+                    else:
+                        n_col[row], need[row] = 0, True
+                        _drop_memory(int(row), *state)
+                    continue
+                first = n_iter[row] == 0 and n_col[row] == 0
+                stp[row] = min(1.0 / info[1, i], _LS_STPMAX) if first else 1.0
+                searches[row] = _MoreThuente(float(f_np[row]), float(info[0, i]), float(stp[row]))
+                evals[row] = 0
+        live = torch.as_tensor(~finished, device=dev)
+        steps = torch.as_tensor(stp, dtype=x.dtype, device=dev)
+        trial = x + steps[:, None] * d
+        ft, gt = evaluate(trial, ids)  # (finished rows ride along once; they are dropped below)
+        dphi = (gt * d).sum(1)
+        info = torch.stack([ft, dphi]).cpu().numpy()
+        accepted = np.zeros(n, dtype=bool)
+        for row in np.flatnonzero(~finished):
+            search = searches[row]
+            assert search is not None
+            evals[row] += 1
+            nxt = search.step(float(info[0, row]), float(info[1, row]))
+            if nxt is None:
+                accepted[row] = True
+            elif evals[row] >= maxls:  # failed: the point stays; drop the memory, or stop without one
+                if n_col[row] == 0:
+                    finished[row] = True
+                else:
+                    n_col[row], need[row] = 0, True
+                    _drop_memory(int(row), *state)
+            else:
+                stp[row] = nxt
+        if accepted.any():
+            acc = torch.as_tensor(accepted, device=dev) & live
+            g_old = g
+            x = torch.where(acc[:, None], trial, x)
+            g = torch.where(acc[:, None], gt, g)
+            f_old = f_np.copy()
+            f_np = np.where(accepted, info[0], f_np)
+            f = torch.where(acc, ft, f)
+            n_iter += accepted
+            yv = g - g_old
+            proj_new = (mem @ g[:, :, None])[:, :, 0]  # (unchanged where g is)
+            stats = torch.stack([g.abs().amax(1), (yv * yv).sum(1)]).cpu().numpy()
+            small = (f_old - f_np) <= ftol * np.maximum(np.maximum(np.abs(f_old), np.abs(f_np)), 1.0)
+            stop = accepted & ((stats[0] <= tol) | small | (n_iter >= max_iter))
+            finished |= stop
+            dr = (info[1] - gd0.cpu().numpy()) * stp
+            update = accepted & ~stop & (dr > eps * (-gd0.cpu().numpy() * stp))
+            if update.any():
+                rows = np.flatnonzero(update)
+                rt = torch.as_tensor(rows, device=dev)
+                slots = torch.as_tensor(head[rows], device=dev)
+                step_u, y_u, g_u, st = steps[rt, None] * d[rt], yv[rt], g[rt], steps[rt, None]
+                # the new pairs' inner products with every slot: s = -stp (dir_gamma g_old + dir_w @ mem)
+                # and y = g - g_old, with g_old @ mem = dir_proj; then their own
+                s_dots = -st * (dir_gamma[rt, None] * dir_proj[rt] + (gram[rt] @ dir_w[rt, :, None])[:, :, 0])
+                y_dots = proj_new[rt] - dir_proj[rt]
+                sy = (step_u * y_u).sum(1)
+                cols = torch.arange(len(rows), device=dev)
+                s_dots[cols, slots], s_dots[cols, slots + history] = (step_u * step_u).sum(1), sy
+                y_dots[cols, slots], y_dots[cols, slots + history] = sy, (y_u * y_u).sum(1)
+                dots = torch.stack([s_dots, y_dots], 1)  # [u, 2, 2m]
+                both = torch.stack([slots, slots + history], 1)  # [u, 2]
+                gram[rt[:, None], both] = dots
+                gram[rt[:, None], :, both] = dots
+                mem[rt, slots], mem[rt, slots + history] = step_u, y_u
+                proj_new[rt, slots] = (step_u * g_u).sum(1)
+                proj_new[rt, slots + history] = (y_u * g_u).sum(1)
+                rho[rt, slots] = torch.as_tensor(1.0 / dr[rows], dtype=x.dtype, device=dev)
+                gamma[rt] = torch.as_tensor(dr[rows] / stats[1, rows], dtype=x.dtype, device=dev)
+                head[rows] = (head[rows] + 1) % history
+                n_col[rows] = np.minimum(n_col[rows] + 1, history)
+            proj = proj_new
+            state[4] = proj
+            need |= accepted & ~stop
+        if finished.any():  # write out and leave the batch
+            done_rows = torch.as_tensor(np.flatnonzero(finished), device=dev)
+            out[ids[done_rows]] = x[done_rows]
+            iters[ids[done_rows].cpu().numpy()] = n_iter[finished]
+            k = torch.as_tensor(np.flatnonzero(~finished), device=dev)
+            x, f, g, d, gd0, ids = x[k], f[k], g[k], d[k], gd0[k], ids[k]
+            mem, gram, rho, gamma, proj = mem[k], gram[k], rho[k], gamma[k], proj[k]
+            dir_proj, dir_w, dir_gamma = dir_proj[k], dir_w[k], dir_gamma[k]
+            state = [mem, gram, rho, gamma, proj]
+            kn = ~finished
+            head, n_col, n_iter, f_np, stp = head[kn], n_col[kn], n_iter[kn], f_np[kn], stp[kn]
+            need, evals = need[kn], evals[kn]
+            searches = [sr for sr, kk in zip(searches, kn, strict=True) if kk]
+            n = len(ids)
+    return out, iters
+
+
+def _drop_memory(row: int, mem: torch.Tensor, gram: torch.Tensor, rho: torch.Tensor, gamma: torch.Tensor,
+                 proj: torch.Tensor) -> None:
+    """Forget one problem's memory (L-BFGS-B's restart after a failed line search)."""
+    mem[row], gram[row], rho[row], gamma[row], proj[row] = 0.0, 0.0, 0.0, 1.0, 0.0
