@@ -4,10 +4,10 @@ The encoder is never run here: heads train on the cached frozen embeddings of th
 z-scored with the holdout-fit part's mean and std (a std of 0 becomes 1). Two engines train the trials
 and select the same way:
 
-* ``batched`` (default): the trials asked together train as stacked models, one per hidden width
-  (:mod:`ppgbench_pl.hpo.batched_mlp`), without Lightning's per-step overhead (about 2x faster than the
-  reference on a CPU, where the step is compute-bound; stacking several trials pays off most where small
-  steps are launch-bound, as on a GPU).
+* ``batched`` (default): the trials asked together train as stacked models, one per batch size
+  (:mod:`ppgbench_pl.hpo.batched_mlp`), with the backward pass written out and no Lightning loop (a
+  12-trial search costs about a third of the CPU time of the first landing's, one trial at a time as
+  published; ``tools/bench_mlp.py``).
 * ``lightning``: the reference, one ``Trainer.fit`` of :class:`~ppgbench_pl.tasks.EncoderTask` per trial
   with optuna-integration's pruning callback. Given the same trial seed both see the same init and
   batches; the batched engine is tested against it.

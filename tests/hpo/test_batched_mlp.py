@@ -1,3 +1,5 @@
+from dataclasses import replace
+
 import lightning as L
 import numpy as np
 import pytest
@@ -7,7 +9,16 @@ from torch.utils.data import DataLoader
 
 from ppgbench_pl.datamodules.ppg import ArrayDataset
 from ppgbench_pl.heads.mlp import MLPHead
-from ppgbench_pl.hpo.batched_mlp import HeadConfig, HeadData, plan_epoch, train_heads
+from ppgbench_pl.hpo import batched_mlp
+from ppgbench_pl.hpo.batched_mlp import (
+    DropoutStream,
+    HeadConfig,
+    HeadData,
+    StackedHeads,
+    plan_epoch,
+    stack_ids,
+    train_heads,
+)
 from ppgbench_pl.hpo.lightning_trial import fit_trial
 from ppgbench_pl.hpo.shuffle import EpochPermutationSampler, epoch_batches, epoch_permutation
 from ppgbench_pl.tasks.encoder_task import EncoderTask
@@ -90,20 +101,118 @@ def test_heads_train_independently_of_their_stack_mates():
             torch.testing.assert_close(together[i].weights[key], value, atol=1e-6, rtol=1e-5)
 
 
-def test_micro_batches_cover_every_batch():
+def test_epoch_plan_covers_every_batch():
     x, y, _, _, weight = _problem("ce")
     data = HeadData(torch.tensor(x), torch.tensor(y), None, "ce", 3, torch.tensor(weight))
-    configs = [HeadConfig(4, 0.0, 1e-2, 0.0, 32, 1), HeadConfig(4, 0.0, 1e-2, 0.0, 48, 2)]
-    plan = plan_epoch(data, configs, 16, epoch=1)
-    assert plan.rows.shape == (2, 6, 16) and plan.steps.sum(1).tolist() == [3, 2]  # ceil(90/32), ceil(90/48)
+    configs = [HeadConfig(4, 0.0, 1e-2, 0.0, 32, 1), HeadConfig(4, 0.0, 1e-2, 0.0, 32, 2)]
+    plan = plan_epoch(data, configs, epoch=1)
+    assert plan.rows.shape == plan.scale.shape == (2, N)
     for t, config in enumerate(configs):
         batches = epoch_batches(N, config.batch_size, config.seed, 1)
-        ends = np.cumsum([len(b) for b in batches])
-        assert np.flatnonzero(plan.steps[t]).tolist() == [int(np.ceil(e / 16)) - 1 for e in ends]
-        rows = plan.rows[t].reshape(-1)
-        assert rows[:N].tolist() == np.concatenate(batches).tolist() and (rows[N:] == -1).all()
-        first = batches[0]
-        assert plan.norm[t, 0].item() == pytest.approx(np.asarray(weight)[y[first]].sum())
+        assert plan.rows[t].tolist() == np.concatenate(batches).tolist()
+        factors = np.concatenate([np.full(len(b), 1 / np.asarray(weight)[y[b]].sum()) for b in batches])
+        np.testing.assert_allclose(plan.scale[t].numpy(), factors, rtol=1e-6)  # 1 / the batch's weight sum
+
+
+def test_heads_with_dropout_train_as_they_would_alone():
+    """Dropout masks come from each trial's own stream: a stack changes nothing, whatever it holds."""
+    x, y, xv, n_out, weight = _problem("bce")
+    configs = [HeadConfig(8, 0.3, 1e-2, 0.0, 16, 1), HeadConfig(16, 0.0, 1e-3, 0.1, 16, 2),
+               HeadConfig(16, 0.3, 5e-3, 0.0, 16, 3), HeadConfig(8, 0.3, 1e-2, 0.0, 32, 4)]
+    data = HeadData(torch.tensor(x), torch.tensor(y), torch.tensor(xv), "bce", n_out, torch.tensor(weight))
+    together = train_heads(data, configs, EPOCHS, lambda i, out: _score(out))
+    for i, config in enumerate(configs):
+        (alone,) = train_heads(data, [config], EPOCHS, lambda i, out: _score(out))
+        assert together[i].best_epoch == alone.best_epoch
+        assert together[i].value == pytest.approx(alone.value, abs=1e-6)
+        for key, value in alone.weights.items():
+            torch.testing.assert_close(together[i].weights[key], value, atol=1e-6, rtol=1e-5)
+    (other_seed,) = train_heads(data, [replace(configs[0], seed=9)], EPOCHS, lambda i, out: _score(out))
+    assert not torch.equal(other_seed.weights["net.1.weight"], together[0].weights["net.1.weight"])
+
+
+def test_dropout_masks_keep_one_minus_p_and_ignore_chunking():
+    masks = DropoutStream(seed=3, epoch=2, width=50, p=0.3).next(400)
+    assert masks.shape == (400, 50) and masks.dtype == np.float32
+    assert np.unique(masks).tolist() == [0.0, pytest.approx(1 / 0.7)]
+    assert (masks > 0).mean() == pytest.approx(0.7, abs=0.01)
+    stream = DropoutStream(seed=3, epoch=2, width=50, p=0.3)
+    np.testing.assert_array_equal(np.concatenate([stream.next(100), stream.next(38), stream.next(262)]), masks)
+    other = DropoutStream(seed=3, epoch=3, width=50, p=0.3).next(400)
+    assert (other != masks).any()
+
+
+def test_chunked_epochs_and_evaluation_equal_whole_ones(monkeypatch):
+    x, y, xv, n_out, _ = _problem("mse")
+    configs = [HeadConfig(8, 0.3, 1e-2, 0.0, 16, 1), HeadConfig(8, 0.0, 1e-3, 0.0, 16, 2),
+               HeadConfig(16, 0.3, 1e-3, 0.0, 32, 3)]
+    data = HeadData(torch.tensor(x), torch.tensor(y), torch.tensor(xv), "mse", n_out)
+    outputs: list[list[np.ndarray]] = [[], []]
+    whole = train_heads(data, configs, 2, lambda i, out: outputs[0].append(out) or _score(out))
+    monkeypatch.setattr(batched_mlp, "CHUNK_ELEMENTS", 1)  # one chunk of two batches at a time
+    monkeypatch.setattr(batched_mlp, "EVAL_ELEMENTS", 1)  # one validation row at a time
+    chunked = train_heads(data, configs, 2, lambda i, out: outputs[1].append(out) or _score(out))
+    for a, b in zip(whole, chunked, strict=True):
+        for key, value in a.weights.items():
+            torch.testing.assert_close(b.weights[key], value, atol=1e-6, rtol=1e-5)
+    for a, b in zip(*outputs, strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-6, rtol=1e-5)
+
+
+def test_reports_come_in_input_order_whatever_the_stacks():
+    x, y, xv, n_out, _ = _problem("mse")
+    configs = [HeadConfig(8, 0.0, 1e-2, 0.0, 64, 1), HeadConfig(16, 0.3, 1e-3, 0.0, 16, 2),
+               HeadConfig(8, 0.0, 1e-2, 0.0, 16, 3), HeadConfig(16, 0.0, 1e-3, 0.0, 64, 4)]
+    assert stack_ids(configs) == [[2], [1], [0], [3]]  # one stack per (batch size, width), not in input order
+    data = HeadData(torch.tensor(x), torch.tensor(y), torch.tensor(xv), "mse", n_out)
+    seen: list[tuple[int, int]] = []
+    train_heads(data, configs, EPOCHS, lambda i, out: _score(out),
+                lambda i, epoch, best: seen.append((epoch, i)) is None and False)
+    assert seen == [(epoch, i) for epoch in range(EPOCHS) for i in range(4)]
+
+
+def test_stacks_hold_one_batch_size_and_width_unless_padding_is_asked_for():
+    configs = [HeadConfig(256, 0.0, 1e-3, 0.0, 16, 1), HeadConfig(512, 0.3, 1e-3, 0.0, 16, 2),
+               HeadConfig(256, 0.0, 1e-3, 0.0, 32, 3), HeadConfig(256, 0.3, 1e-3, 0.0, 16, 4)]
+    assert stack_ids(configs) == [[3, 0], [1], [2]]
+    assert stack_ids(configs, pad_widths=True) == [[1, 3, 0], [2]]
+    apart = [HeadConfig(64, 0.0, 1e-3, 0.0, 16, 1), HeadConfig(512, 0.0, 1e-3, 0.0, 16, 2)]
+    assert stack_ids(apart, pad_widths=True) == [[0], [1]]  # padding would more than double the work
+
+
+def test_padded_stacks_train_as_heads_alone():
+    """Narrower heads zero-padded into a wider stack (the GPU's choice) train as they would alone."""
+    x, y, xv, n_out, weight = _problem("ce")
+    configs = [HeadConfig(8, 0.3, 1e-2, 0.0, 16, 1), HeadConfig(16, 0.0, 1e-3, 0.1, 16, 2),
+               HeadConfig(12, 0.3, 5e-3, 0.0, 16, 3)]
+    data = HeadData(torch.tensor(x), torch.tensor(y), torch.tensor(xv), "ce", n_out, torch.tensor(weight))
+    xn = torch.nn.functional.layer_norm(data.x_fit, (D,))
+    ordered = [configs[i] for i in stack_ids(configs, pad_widths=True)[0]]
+    stack = StackedHeads(ordered, D, n_out, torch.device("cpu"))
+    alone = [StackedHeads([c], D, n_out, torch.device("cpu")) for c in ordered]
+    for epoch in range(2):
+        stack.train_epoch(xn, data, epoch)
+        for heads in alone:
+            heads.train_epoch(xn, data, epoch)
+    for t, heads in enumerate(alone):
+        for key, value in heads.head_state(0, best=False).items():
+            torch.testing.assert_close(stack.head_state(t, best=False)[key], value, atol=1e-6, rtol=1e-5)
+
+
+def test_the_unfused_optimiser_path_equals_the_fused_kernel():
+    """Devices without the fused AdamW kernel take torch's single-tensor AdamW: the same steps."""
+    x, y, _, n_out, _ = _problem("mse")
+    configs = [HeadConfig(8, 0.0, 1e-2, 0.1, 16, 1), HeadConfig(8, 0.0, 1e-3, 0.0, 16, 2)]
+    data = HeadData(torch.tensor(x), torch.tensor(y), None, "mse", n_out)
+    xn = torch.nn.functional.layer_norm(data.x_fit, (D,))
+    fused, plain = (StackedHeads(configs, D, n_out, torch.device("cpu")) for _ in range(2))
+    plain.fused = False
+    for epoch in range(2):
+        fused.train_epoch(xn, data, epoch)
+        plain.train_epoch(xn, data, epoch)
+    for t in range(2):
+        for key, value in fused.head_state(t, best=False).items():
+            torch.testing.assert_close(plain.head_state(t, best=False)[key], value, atol=1e-6, rtol=1e-5)
 
 
 def test_divergence_and_pruning_stay_with_their_trial():
