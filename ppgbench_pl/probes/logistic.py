@@ -1,11 +1,19 @@
 """The batched logistic-regression solver of the linear probe (``logistic_solver: batched``).
 
-Every (inner fold + the outer refit) problem of one C is one batched L-BFGS in torch (the same code on a GPU
-when ``device`` is cuda), warm-started along the C path, on scikit-learn's objective: mean log-loss +
-||W||^2 / (2 C n), intercept unpenalised, multinomial for more than two classes present, binary (one logit) for
-two. The products with the rows run in float32 on the changes since a float64 reference point, the softmax and
-the stopping test in float64 (so the solution is float64's); finished problems leave the batch. The
-standardisation and the per-part sums are shared with ridge (:mod:`ppgbench_pl.probes.linear`).
+Every (C, inner-training part + the outer refit) problem of one outer fold is solved at once in torch (the
+same code on a GPU when ``device`` is cuda), on scikit-learn's objective: mean log-loss + ||W||^2 / (2 C n),
+intercept unpenalised, multinomial for more than two classes present, binary (one logit) for two. The
+standardisation and the per-part sums are shared with ridge (:mod:`ppgbench_pl.probes.linear`). Two methods:
+
+* ``sklearn`` (default): each problem replays scikit-learn's lbfgs at its defaults - scipy's L-BFGS-B from
+  zero, its line search, its stops (max-abs gradient <= 1e-4, a relative decrease of 64 eps, 1,000
+  iterations) - in float64 (:func:`lbfgs_like_sklearn`), so it takes the same iterations and lands on
+  the same coefficients (to ~1e-10): the published solutions, hence the published selections. Only the
+  arithmetic is shared: the products of all unfinished problems run as one batch per round, each
+  problem on its own rows only (:class:`_ChunkedRows`).
+* ``optimum``: every part of one C in one preconditioned L-BFGS to a gradient of 1e-8, warm-started along
+  the C path; float32 products on the changes since a float64 reference point, float64 stopping test;
+  finished problems leave the batch. Its C can differ from scikit-learn's where lbfgs stopped early.
 """
 
 from __future__ import annotations
@@ -57,24 +65,30 @@ class LogisticPath:
     """L2 logistic regression for every C on every part of one outer fold, batched (see module doc).
 
     Args:
-        cs: The C grid (solved in ascending order, each C warm-started from the previous one).
-        tol: Stop when the max-abs gradient of a part's mean objective is below this.
-        max_iter: Iteration cap per C.
-        history: L-BFGS memory.
+        cs: The C grid.
+        tol: Stop when the max-abs gradient of a part's mean objective is at most this (default: 1e-4,
+            scikit-learn's, for ``sklearn``; 1e-8 for ``optimum``).
+        max_iter: Iteration cap (per problem for ``sklearn``, default 1,000 as published; per C for
+            ``optimum``).
+        history: L-BFGS memory (10).
         single_class: ``error`` (as scikit-learn: a part with one class raises) or ``constant`` (such a
             part predicts its class with certainty).
         device: torch device (``cpu`` by default; cuda runs the same code).
         num_threads: torch CPU threads while solving (None: as configured; see :func:`torch_threads`).
-        mixed: Run the early iterations with float32 row arithmetic, then polish in float64 (see
-            :func:`_lbfgs`); the result is float64's to ``tol`` either way.
-        active_set: Drop converged parts from the batch instead of carrying them frozen.
+        mixed: ``optimum`` only: run the early iterations with float32 row arithmetic, then polish in
+            float64 (see :func:`_lbfgs`); the result is float64's to ``tol`` either way.
+        active_set: ``optimum`` only: drop converged parts from the batch instead of carrying them frozen.
+        method: ``sklearn`` (replay scikit-learn's lbfgs from zero for every problem: its solutions) or
+            ``optimum`` (solve to ``tol`` along the C path, warm-started, preconditioned).
+        chunked: ``sklearn`` with partitioning folds: each problem's products over its own rows only
+            (:class:`_ChunkedRows`) rather than over all rows with weights.
 
     """
 
     def __init__(self, cs: Sequence[float] = LOGISTIC_CS, tol: float | None = None,
                  max_iter: int | None = None, history: int | None = None, single_class: str = "error",
                  device: str | torch.device | None = None, num_threads: int | None = 1, mixed: bool = True,
-                 active_set: bool = True, method: str = "optimum", chunked: bool = True) -> None:
+                 active_set: bool = True, method: str = "sklearn", chunked: bool = True) -> None:
         if method not in ("sklearn", "optimum"):
             raise ValueError(f"method must be 'sklearn' or 'optimum', got {method!r}")
         self.method, self.chunked = method, chunked
@@ -317,9 +331,12 @@ class _ChunkedRows:
 
     When the inner validation chunks partition the rows, inner part ``p`` is every chunk but ``p`` and the
     refit part is all of them: products run chunk by chunk over the problems whose part holds the chunk,
-    so no problem computes rows outside its part. The rows carry a constant 1 (the intercept rides in the
-    products), the class sums of each chunk give the true-class logits and the label term of the gradient
-    without per-row gathers, and each part's weight 1/n is a scalar per problem.
+    so no problem computes rows outside its part. The softmax depends on logit differences only, so the
+    products are taken against a reference class (the part's first present class): K - 1 columns each
+    way, the reference's gradient columns following from the probabilities summing to one (for two
+    classes, one product each way). The rows carry a constant 1 (the intercept rides in the products),
+    the class sums of the rows give the true-class logits and the label term of the gradient without
+    per-row gathers, and each part's weight 1/n is a scalar per problem.
     """
 
     def __init__(self, x0: torch.Tensor, codes: np.ndarray, folds: Sequence[tuple[np.ndarray, np.ndarray]],
@@ -334,9 +351,30 @@ class _ChunkedRows:
         sums = torch.stack([onehot[torch.as_tensor(codes[va], device=dev)].T @ c
                             for (_, va), c in zip(folds, self.chunks, strict=True)])
         self.label_sums = torch.cat([sums.sum(0) - sums, sums.sum(0)[None]])
+        self.row_sums = self.label_sums.sum(1)  # [P, d+1]
         self.parts, self.free_f = parts, free.to(x0.dtype)[:, None, :]
         self.neg = absent.to(x0.dtype) * -1e300
         self.n_folds = len(folds)
+        # class order per part: the reference (first present class) first
+        present = (~absent).cpu().numpy()
+        ref = present.argmax(1)
+        perm = np.array([[r, *[c for c in range(k) if c != r]] for r in ref])
+        self.perm = torch.as_tensor(perm, device=dev)
+        self._sel: dict[bytes, list[torch.Tensor | None]] = {}
+
+    def _chunk_problems(self, pid: torch.Tensor) -> list[torch.Tensor | None]:
+        """Per chunk: the problems whose part holds it (None: all; empty: none); cached per batch."""
+        pid_np = pid.cpu().numpy()
+        key = pid_np.tobytes()
+        if key not in self._sel:
+            out: list[torch.Tensor | None] = []
+            for j in range(self.n_folds):
+                holds = pid_np != j  # inner part j is every chunk but j; the refit part holds all
+                out.append(None if holds.all() else torch.as_tensor(np.flatnonzero(holds), device=pid.device))
+            if len(self._sel) > 64:
+                self._sel.clear()
+            self._sel[key] = out
+        return self._sel[key]
 
     def loss_grad(self, theta: torch.Tensor, c: torch.Tensor,
                   pid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -346,34 +384,39 @@ class _ChunkedRows:
         w, b = theta[:, :-1, :], theta[:, -1, :]
         w_eff = w / scale[:, :, None]
         b_eff = b - torch.einsum("pd,pdk->pk", mean, w_eff) + self.neg[pid]
-        lhs = torch.cat([w_eff, b_eff[:, None, :]], 1).transpose(1, 2).contiguous()  # [A, K, d+1]
+        lhs = torch.cat([w_eff, b_eff[:, None, :]], 1).transpose(1, 2)  # [A, K, d+1]
+        perm = self.perm[pid]
+        lhs_p = lhs.gather(1, perm[:, :, None].expand(-1, -1, d1))
+        diff = (lhs_p[:, 1:] - lhs_p[:, :1]).contiguous()  # [A, K-1, d+1]: logits minus the reference's
         inv_n = 1.0 / n
-        log_total = torch.zeros(n_prob, dtype=theta.dtype, device=theta.device)
-        rx = torch.zeros(n_prob, k, d1, dtype=theta.dtype, device=theta.device)
-        label_sums = self.label_sums[pid]
-        pid_np = pid.cpu().numpy()
-        for j in range(self.n_folds):
-            holds = pid_np != j  # inner part j is every chunk but j; the refit part holds all
-            if not holds.any():
+        lse = torch.zeros(n_prob, dtype=theta.dtype, device=theta.device)
+        rx = torch.zeros(n_prob, k - 1, d1, dtype=theta.dtype, device=theta.device)
+        for j, sel in enumerate(self._chunk_problems(pid)):
+            if sel is not None and len(sel) == 0:
                 continue
-            sel = None if holds.all() else torch.as_tensor(np.flatnonzero(holds), device=theta.device)
-            part_lhs = lhs if sel is None else lhs[sel]
-            a = part_lhs.shape[0]
-            z = (part_lhs.view(a * k, d1) @ self.chunks_t[j]).view(a, k, -1)
-            log_prob = torch.log_softmax(z, 1)
-            lse = (z[:, 0] - log_prob[:, 0]).sum(1)  # log-sum-exp of each row, read off one class
-            prob = torch.exp(log_prob)
-            prx = (prob.view(a * k, -1) @ self.chunks[j]).view(a, k, d1)
+            part = diff if sel is None else diff[sel]
+            a = part.shape[0]
+            z = (part.view(a * (k - 1), d1) @ self.chunks_t[j]).view(a, k - 1, -1)
+            top = z.amax(1).clamp(min=0.0)  # the reference's logit is 0
+            e = torch.exp(z - top[:, None])
+            total = e.sum(1) + torch.exp(-top)
+            chunk_lse = (torch.log(total) + top).sum(1)
+            prob = e * (1.0 / total)[:, None]
+            prx = (prob.view(a * (k - 1), -1) @ self.chunks[j]).view(a, k - 1, d1)
             if sel is None:
-                log_total += lse
+                lse += chunk_lse
                 rx += prx
             else:
-                log_total.index_add_(0, sel, lse)
+                lse.index_add_(0, sel, chunk_lse)
                 rx.index_add_(0, sel, prx)
-        # mean log-loss: (sum of log-sum-exp - sum of true-class logits) / n
-        true_logits = (lhs * label_sums).sum((1, 2))
+        rows = self.row_sums[pid]
+        rx_p = torch.cat([(rows - rx.sum(1))[:, None], rx], 1)  # probabilities sum to one
+        rx = torch.zeros_like(rx_p).scatter(1, perm[:, :, None].expand(-1, -1, d1), rx_p)
+        label_sums = self.label_sums[pid]
+        # mean log-loss: (sum of log-sum-exp - sum of true-class logits) / n, both relative to the reference
+        true_logits = (lhs * label_sums).sum((1, 2)) - (lhs_p[:, 0] * rows).sum(1)
         penalty = 0.5 / (c * n)
-        loss = (log_total - true_logits) * inv_n + penalty * (w * w).sum((1, 2))
+        loss = (lse - true_logits) * inv_n + penalty * (w * w).sum((1, 2))
         g_full = (rx - label_sums) * inv_n[:, None, None]  # [A, K, d+1]: d/d(w_eff, b_eff)
         gb = g_full[:, :, -1]
         gw = (g_full[:, :, :-1].transpose(1, 2) - mean[:, :, None] * gb[:, None, :]) / scale[:, :, None]
@@ -888,12 +931,17 @@ def lbfgs_like_sklearn(evaluate: Callable[[torch.Tensor, torch.Tensor], tuple[to
             steepest = torch.as_tensor(n_col == 0, device=dev)
             d_new = -torch.where(steepest[:, None], g, hg)
             slope = (g * d_new).sum(1)
-            needed = torch.as_tensor(need, device=dev)
-            d = torch.where(needed[:, None], d_new, d)
-            gd0 = torch.where(needed, slope, gd0)
-            dir_proj = torch.where(needed[:, None], proj, dir_proj)
-            dir_w = torch.where((needed & ~steepest)[:, None], w, torch.where(needed[:, None], 0.0, dir_w))
-            dir_gamma = torch.where(needed, torch.where(steepest, 1.0, gamma), dir_gamma)
+            w = torch.where(steepest[:, None], 0.0, w)
+            step_gamma = torch.where(steepest, 1.0, gamma)
+            if len(rows) == n:
+                d, gd0, dir_proj, dir_w, dir_gamma = d_new, slope, proj, w, step_gamma
+            else:
+                needed = torch.as_tensor(need, device=dev)
+                d = torch.where(needed[:, None], d_new, d)
+                gd0 = torch.where(needed, slope, gd0)
+                dir_proj = torch.where(needed[:, None], proj, dir_proj)
+                dir_w = torch.where(needed[:, None], w, dir_w)
+                dir_gamma = torch.where(needed, step_gamma, dir_gamma)
             info = torch.stack([slope, torch.linalg.vector_norm(d_new, dim=1)]).cpu().numpy()[:, rows]
             need[:] = False
             for i, row in enumerate(rows):
@@ -908,7 +956,6 @@ def lbfgs_like_sklearn(evaluate: Callable[[torch.Tensor, torch.Tensor], tuple[to
                 stp[row] = min(1.0 / info[1, i], _LS_STPMAX) if first else 1.0
                 searches[row] = _MoreThuente(float(f_np[row]), float(info[0, i]), float(stp[row]))
                 evals[row] = 0
-        live = torch.as_tensor(~finished, device=dev)
         steps = torch.as_tensor(stp, dtype=x.dtype, device=dev)
         trial = x + steps[:, None] * d
         ft, gt = evaluate(trial, ids)  # (finished rows ride along once; they are dropped below)
@@ -931,13 +978,16 @@ def lbfgs_like_sklearn(evaluate: Callable[[torch.Tensor, torch.Tensor], tuple[to
             else:
                 stp[row] = nxt
         if accepted.any():
-            acc = torch.as_tensor(accepted, device=dev) & live
             g_old = g
-            x = torch.where(acc[:, None], trial, x)
-            g = torch.where(acc[:, None], gt, g)
+            if accepted.all():
+                x, g, f = trial, gt, ft
+            else:
+                acc = torch.as_tensor(accepted, device=dev)
+                x = torch.where(acc[:, None], trial, x)
+                g = torch.where(acc[:, None], gt, g)
+                f = torch.where(acc, ft, f)
             f_old = f_np.copy()
             f_np = np.where(accepted, info[0], f_np)
-            f = torch.where(acc, ft, f)
             n_iter += accepted
             yv = g - g_old
             proj_new = (mem @ g[:, :, None])[:, :, 0]  # (unchanged where g is)

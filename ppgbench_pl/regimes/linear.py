@@ -80,9 +80,10 @@ class LinearRegime(ProbeRegime):
             scikit-learn raises: the job fails with that reason) or ``constant`` (that part predicts its
             class with certainty).
         logistic_solver: ``sklearn`` (published: lbfgs at its default tolerance, one fit per C and inner
-            fold, the published selections) or ``batched`` (every C and inner fold in one batched torch
-            L-BFGS solved to the optimum, several times faster; the chosen C can differ where lbfgs stopped
-            early). Recorded in every job's ``backend``.
+            fold) or ``batched`` (every C and inner fold at once in torch, each problem following
+            scikit-learn's own lbfgs path to its stop: the same iterations, coefficients within ~1e-10,
+            hence the published selections; several times faster, GPU-capable). Recorded in every job's
+            ``backend``.
 
     """
 
@@ -108,5 +109,5 @@ class LinearRegime(ProbeRegime):
         return RidgeFamily()
 
     def backend(self) -> str:
-        """``sklearn`` (ridge in NumPy, published lbfgs), or ``sklearn+torch-batched-logistic``."""
-        return "sklearn" if self.logistic_solver == "sklearn" else "sklearn+torch-batched-logistic"
+        """``sklearn`` (ridge in NumPy, published lbfgs), or ``sklearn+torch-lbfgs-replay`` (batched)."""
+        return "sklearn" if self.logistic_solver == "sklearn" else "sklearn+torch-lbfgs-replay"

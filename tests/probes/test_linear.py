@@ -96,7 +96,8 @@ def _sk_logistic(c, tol=1e-10):
     return make_pipeline(StandardScaler(), LogisticRegression(C=c, max_iter=10000, tol=tol))
 
 
-@pytest.mark.parametrize("solver", [{}, {"mixed": False, "active_set": False}])  # default: mixed + active set
+@pytest.mark.parametrize("solver", [{"method": "optimum"},  # default: mixed + active set
+                                    {"method": "optimum", "mixed": False, "active_set": False}])
 @pytest.mark.parametrize("n_classes", [2, 3])
 def test_batched_logistic_matches_sklearn_per_fold_and_c(n_classes, solver):
     x, y, groups = _data(seed=6)
@@ -125,7 +126,7 @@ def test_mixed_precision_and_active_set_give_the_float64_full_batch_solution(n_c
     classes = np.unique(labels)
     folds = list(InnerGroupSplit(42).split(x, labels, groups))
     # tol 1e-10: two tol-1e-8 solutions of these ill-conditioned small problems differ by up to ~1e-5
-    paths = {(mixed, active): LogisticPath(tol=1e-10, mixed=mixed, active_set=active)
+    paths = {(mixed, active): LogisticPath(tol=1e-10, mixed=mixed, active_set=active, method="optimum")
              for mixed in (False, True) for active in (False, True)}
     paths = {key: path.fit(x, labels, folds, classes) for key, path in paths.items()}
     base = paths[False, False]

@@ -82,3 +82,19 @@ def test_single_class_inner_part_fails_the_job_unless_switched(monkeypatch):
     assert outcome.predictions["y_prob"].shape == (24, 2)
     with pytest.raises(ConfigError, match="single_class"):
         LinearRegime(single_class="ignore")
+
+
+def test_batched_logistic_solver_gives_the_published_solvers_job():
+    """``logistic_solver: batched`` replays scikit-learn's lbfgs: same C, same probabilities, own backend."""
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(120, 8))
+    y = np.digitize(x[:, :3] @ rng.normal(size=3) + rng.normal(0, 1.5, 120), [-0.7, 0.7]).astype(np.int64)
+    ctx = _context("synthetic-activity", y, x)
+    published, batched = LinearRegime(), LinearRegime(logistic_solver="batched")
+    (ref,) = published.run(ctx)
+    (ours,) = batched.run(ctx)
+    assert ours.params == ref.params
+    assert [s["mean_score"] for s in ours.details["cv_scores"]] == pytest.approx(
+        [s["mean_score"] for s in ref.details["cv_scores"]], abs=1e-12)
+    np.testing.assert_allclose(ours.predictions["y_prob"], ref.predictions["y_prob"], atol=1e-8)
+    assert (published.backend(), batched.backend()) == ("sklearn", "sklearn+torch-lbfgs-replay")
