@@ -149,6 +149,7 @@ class LogisticPath:
         self._parts, self._present, self._free, self._single = parts, present, free, single
         self._x0, self._offset = x0, offset
         self._by_c: dict[float, torch.Tensor] = {}
+        self._cv: dict[float, list[np.ndarray]] | None = None
         self._folds = folds
         grid = sorted(set(self.cs))
         free_t, absent_t = torch.as_tensor(free, device=dev), torch.as_tensor(~present, device=dev)
@@ -215,13 +216,25 @@ class LogisticPath:
         return LogisticModel(mean, scale, w[:-1], w[-1], ~self._present[p], self.classes)
 
     def cv_proba(self, c: float) -> list[np.ndarray]:
-        """Per inner fold: probabilities of its validation rows under its own fit at ``c``."""
-        x = self._x0 + self._offset
-        out = []
-        for p, (_, va) in enumerate(self._folds):
-            rows = x[torch.as_tensor(va, device=self.device, dtype=torch.long)].cpu().numpy()
-            out.append(self.model(c, p).predict_proba(rows))
-        return out
+        """Per inner fold: probabilities of its validation rows under its own fit at ``c``.
+
+        Computed for every C at once on the first call (one product per fold), as :meth:`model` would.
+        """
+        if self._cv is None:
+            grid = sorted(self._by_c)
+            thetas = torch.stack([self._by_c[g] for g in grid])  # [G, P, d+1, K]
+            self._cv = {g: [] for g in grid}
+            for p, (_, va) in enumerate(self._folds):
+                rows = self._x0[torch.as_tensor(va, device=self.device, dtype=torch.long)]
+                theta = thetas[:, p]
+                w = theta[:, :-1] / self._parts.scale[p][None, :, None]  # [G, d, K]
+                b = theta[:, -1] - torch.einsum("d,gdk->gk", self._parts.mean[p], w)
+                z = (rows @ w.permute(1, 0, 2).reshape(w.shape[1], -1)).view(len(rows), *b.shape) + b
+                z = z.masked_fill(torch.as_tensor(~self._present[p], device=self.device), float("-inf"))
+                prob = torch.softmax(z, -1).cpu().numpy()
+                for i, g in enumerate(grid):
+                    self._cv[g].append(prob[:, i])
+        return self._cv[float(c)]
 
 
 @dataclass
@@ -345,7 +358,6 @@ class _ChunkedRows:
         ones = torch.ones(len(x0), 1, dtype=x0.dtype, device=dev)
         x1 = torch.cat([x0, ones], 1)  # [n, d+1]
         self.chunks = [x1[torch.as_tensor(va, device=dev, dtype=torch.long)].contiguous() for _, va in folds]
-        self.chunks_t = [c.T.contiguous() for c in self.chunks]
         onehot = torch.eye(k, dtype=x0.dtype, device=dev)
         # per part: [K, d+1] class sums of its rows (last column: the class counts); part j < F lacks chunk j
         sums = torch.stack([onehot[torch.as_tensor(codes[va], device=dev)].T @ c
@@ -388,36 +400,55 @@ class _ChunkedRows:
         perm = self.perm[pid]
         lhs_p = lhs.gather(1, perm[:, :, None].expand(-1, -1, d1))
         diff = (lhs_p[:, 1:] - lhs_p[:, :1]).contiguous()  # [A, K-1, d+1]: logits minus the reference's
-        inv_n = 1.0 / n
+        rows = self.row_sums[pid]
+        label_sums = self.label_sums[pid]
+        if not bool(theta.any()):  # the start: uniform over the present classes, no products needed
+            present = (self.neg[pid] == 0).to(theta.dtype)
+            n_present = present.sum(1)
+            lse = n * torch.log(n_present)
+            rx = rows[:, None, :] * (present / n_present[:, None])[:, :, None]
+            return self._finish(theta, c, pid, lse, rx, torch.zeros_like(lse))
         lse = torch.zeros(n_prob, dtype=theta.dtype, device=theta.device)
         rx = torch.zeros(n_prob, k - 1, d1, dtype=theta.dtype, device=theta.device)
         for j, sel in enumerate(self._chunk_problems(pid)):
             if sel is not None and len(sel) == 0:
                 continue
-            part = diff if sel is None else diff[sel]
-            a = part.shape[0]
-            z = (part.view(a * (k - 1), d1) @ self.chunks_t[j]).view(a, k - 1, -1)
-            top = z.amax(1).clamp(min=0.0)  # the reference's logit is 0
-            e = torch.exp(z - top[:, None])
-            total = e.sum(1) + torch.exp(-top)
-            chunk_lse = (torch.log(total) + top).sum(1)
+            part = (diff if sel is None else diff[sel]).transpose(0, 1).reshape(-1, d1)  # class-major
+            a = len(part) // (k - 1)
+            # both products read the chunk in one layout: z [n_j, K-1, a], then prob^T @ chunk
+            z = (self.chunks[j] @ part.T).view(-1, k - 1, a)
+            e = torch.exp(z)  # the reference's logit is 0: total = 1 + sum of exp
+            total = e.sum(1) + 1.0
+            if bool(torch.isinf(total).any()):  # a logit past exp's range: shift by the row max
+                top = z.amax(1).clamp(min=0.0)
+                e = torch.exp(z - top[:, None])
+                total = e.sum(1) + torch.exp(-top)
+                chunk_lse = (torch.log(total) + top).sum(0)
+            else:
+                chunk_lse = torch.log(total).sum(0)
             prob = e * (1.0 / total)[:, None]
-            prx = (prob.view(a * (k - 1), -1) @ self.chunks[j]).view(a, k - 1, d1)
+            prx = (prob.view(len(z), -1).T @ self.chunks[j]).view(k - 1, a, d1).transpose(0, 1)
             if sel is None:
                 lse += chunk_lse
                 rx += prx
             else:
                 lse.index_add_(0, sel, chunk_lse)
                 rx.index_add_(0, sel, prx)
-        rows = self.row_sums[pid]
         rx_p = torch.cat([(rows - rx.sum(1))[:, None], rx], 1)  # probabilities sum to one
         rx = torch.zeros_like(rx_p).scatter(1, perm[:, :, None].expand(-1, -1, d1), rx_p)
-        label_sums = self.label_sums[pid]
-        # mean log-loss: (sum of log-sum-exp - sum of true-class logits) / n, both relative to the reference
+        # true-class logits relative to the reference class, as the log-sum-exp is
         true_logits = (lhs * label_sums).sum((1, 2)) - (lhs_p[:, 0] * rows).sum(1)
+        return self._finish(theta, c, pid, lse, rx, true_logits)
+
+    def _finish(self, theta: torch.Tensor, c: torch.Tensor, pid: torch.Tensor, lse: torch.Tensor,
+                rx: torch.Tensor, true_logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Objective and gradient from the row sums: log-sum-exp [A], probability-weighted rows [A, K, d+1]."""
+        n, mean, scale = self.parts.n[pid], self.parts.mean[pid], self.parts.scale[pid]
+        w, inv_n = theta[:, :-1, :], 1.0 / n
         penalty = 0.5 / (c * n)
+        # mean log-loss: (sum of log-sum-exp - sum of true-class logits) / n
         loss = (lse - true_logits) * inv_n + penalty * (w * w).sum((1, 2))
-        g_full = (rx - label_sums) * inv_n[:, None, None]  # [A, K, d+1]: d/d(w_eff, b_eff)
+        g_full = (rx - self.label_sums[pid]) * inv_n[:, None, None]  # [A, K, d+1]: d/d(w_eff, b_eff)
         gb = g_full[:, :, -1]
         gw = (g_full[:, :, :-1].transpose(1, 2) - mean[:, :, None] * gb[:, None, :]) / scale[:, :, None]
         gw = gw + 2.0 * penalty[:, None, None] * w

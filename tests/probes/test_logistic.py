@@ -144,3 +144,40 @@ def test_line_search_steps_are_minpacks():
             assert nxt == stp
         checked += 1
     assert checked > 100
+
+
+@pytest.mark.parametrize("scale", [0.05, 400.0])  # ordinary logits, and logits past exp's range
+def test_chunked_objective_equals_the_all_rows_one(scale):
+    """Per-chunk products against a reference class give the weighted all-rows objective and gradient."""
+    import torch
+
+    from ppgbench_pl.probes import logistic
+
+    x, labels, groups = _data(seed=4)
+    labels[groups == "g05"] = 3  # a class absent from one inner part
+    classes = np.unique(labels)
+    folds = list(InnerGroupSplit(42).split(x, labels, groups))
+    path = LogisticPath(cs=(1.0,), max_iter=1).fit(x, labels, folds, classes)  # builds the parts
+    codes = np.searchsorted(classes, labels)
+    n, d, k = len(x), x.shape[1], len(classes)
+    free = torch.as_tensor(path._free)
+    absent = torch.as_tensor(~path._present)
+    chunked = logistic._ChunkedRows(path._x0, codes, folds, path._parts, free, absent, k)
+    mask = torch.zeros(len(folds) + 1, n, dtype=torch.float64)
+    for p, tr in enumerate([*(tr for tr, _ in folds), np.arange(n)]):
+        mask[p, tr] = 1.0
+    onehot = torch.nn.functional.one_hot(torch.as_tensor(codes), k).to(torch.float64)
+    full = logistic._Problem(path._x0, onehot, mask, path._parts, free, absent)
+    pid = torch.tensor([0, 1, 2, 3, 4, 4, 2])
+    c = torch.tensor([0.01, 1.0, 10.0, 0.1, 1.0, 0.001, 3.0], dtype=torch.float64)
+    theta = torch.randn(len(pid), d + 1, k, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    theta = theta * scale * free[pid].to(torch.float64)[:, None, :]
+    f_chunked, g_chunked = chunked.loss_grad(theta, c, pid)
+    f_full, g_full = full.loss_grad(theta, c, pid, cache=False)
+    assert torch.isfinite(f_chunked).all() and torch.isfinite(g_chunked).all()
+    np.testing.assert_allclose(f_chunked.numpy(), f_full.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(g_chunked.numpy(), g_full.numpy(), rtol=1e-9, atol=1e-12)
+    f0, g0 = chunked.loss_grad(torch.zeros_like(theta), c, pid)  # the start, without products
+    f0_full, g0_full = full.loss_grad(torch.zeros_like(theta), c, pid, cache=False)
+    np.testing.assert_allclose(f0.numpy(), f0_full.numpy(), rtol=1e-14)
+    np.testing.assert_allclose(g0.numpy(), g0_full.numpy(), atol=1e-14)
