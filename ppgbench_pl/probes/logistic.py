@@ -372,45 +372,50 @@ class _ChunkedRows:
         ref = present.argmax(1)
         perm = np.array([[r, *[c for c in range(k) if c != r]] for r in ref])
         self.perm = torch.as_tensor(perm, device=dev)
-        self._sel: dict[bytes, list[torch.Tensor | None]] = {}
+        self._sel: dict[bytes, tuple[list[torch.Tensor | None], tuple[torch.Tensor, ...]]] = {}
 
-    def _chunk_problems(self, pid: torch.Tensor) -> list[torch.Tensor | None]:
-        """Per chunk: the problems whose part holds it (None: all; empty: none); cached per batch."""
+    def _batch(self, pid: torch.Tensor) -> tuple[list[torch.Tensor | None], tuple[torch.Tensor, ...]]:
+        """Per chunk the problems whose part holds it (None: all; empty: none), and per-problem constants.
+
+        The constants: n, mean, scale, absent logits, class order, row sums, label sums, free columns.
+        Cached: a batch only changes when problems finish.
+        """
         pid_np = pid.cpu().numpy()
         key = pid_np.tobytes()
         if key not in self._sel:
-            out: list[torch.Tensor | None] = []
+            sels: list[torch.Tensor | None] = []
             for j in range(self.n_folds):
                 holds = pid_np != j  # inner part j is every chunk but j; the refit part holds all
-                out.append(None if holds.all() else torch.as_tensor(np.flatnonzero(holds), device=pid.device))
+                sels.append(None if holds.all() else torch.as_tensor(np.flatnonzero(holds), device=pid.device))
+            p = self.parts
+            constants = (p.n[pid], p.mean[pid], p.scale[pid], self.neg[pid], self.perm[pid], self.row_sums[pid],
+                         self.label_sums[pid], self.free_f[pid])
             if len(self._sel) > 64:
                 self._sel.clear()
-            self._sel[key] = out
+            self._sel[key] = (sels, constants)
         return self._sel[key]
 
     def loss_grad(self, theta: torch.Tensor, c: torch.Tensor,
                   pid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Per problem: scikit-learn's mean objective and gradient; theta [A, d+1, K], C [A], part ids [A]."""
         n_prob, d1, k = theta.shape
-        n, mean, scale = self.parts.n[pid], self.parts.mean[pid], self.parts.scale[pid]
+        sels, constants = self._batch(pid)
+        n, mean, scale, neg, perm, rows, label_sums, _ = constants
         w, b = theta[:, :-1, :], theta[:, -1, :]
         w_eff = w / scale[:, :, None]
-        b_eff = b - torch.einsum("pd,pdk->pk", mean, w_eff) + self.neg[pid]
+        b_eff = b - torch.einsum("pd,pdk->pk", mean, w_eff) + neg
         lhs = torch.cat([w_eff, b_eff[:, None, :]], 1).transpose(1, 2)  # [A, K, d+1]
-        perm = self.perm[pid]
         lhs_p = lhs.gather(1, perm[:, :, None].expand(-1, -1, d1))
         diff = (lhs_p[:, 1:] - lhs_p[:, :1]).contiguous()  # [A, K-1, d+1]: logits minus the reference's
-        rows = self.row_sums[pid]
-        label_sums = self.label_sums[pid]
         if not bool(theta.any()):  # the start: uniform over the present classes, no products needed
-            present = (self.neg[pid] == 0).to(theta.dtype)
+            present = (neg == 0).to(theta.dtype)
             n_present = present.sum(1)
             lse = n * torch.log(n_present)
             rx = rows[:, None, :] * (present / n_present[:, None])[:, :, None]
             return self._finish(theta, c, pid, lse, rx, torch.zeros_like(lse))
         lse = torch.zeros(n_prob, dtype=theta.dtype, device=theta.device)
         rx = torch.zeros(n_prob, k - 1, d1, dtype=theta.dtype, device=theta.device)
-        for j, sel in enumerate(self._chunk_problems(pid)):
+        for j, sel in enumerate(sels):
             if sel is not None and len(sel) == 0:
                 continue
             part = (diff if sel is None else diff[sel]).transpose(0, 1).reshape(-1, d1)  # class-major
@@ -443,16 +448,16 @@ class _ChunkedRows:
     def _finish(self, theta: torch.Tensor, c: torch.Tensor, pid: torch.Tensor, lse: torch.Tensor,
                 rx: torch.Tensor, true_logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Objective and gradient from the row sums: log-sum-exp [A], probability-weighted rows [A, K, d+1]."""
-        n, mean, scale = self.parts.n[pid], self.parts.mean[pid], self.parts.scale[pid]
+        n, mean, scale, _, _, _, label_sums, free_f = self._batch(pid)[1]
         w, inv_n = theta[:, :-1, :], 1.0 / n
         penalty = 0.5 / (c * n)
         # mean log-loss: (sum of log-sum-exp - sum of true-class logits) / n
         loss = (lse - true_logits) * inv_n + penalty * (w * w).sum((1, 2))
-        g_full = (rx - self.label_sums[pid]) * inv_n[:, None, None]  # [A, K, d+1]: d/d(w_eff, b_eff)
+        g_full = (rx - label_sums) * inv_n[:, None, None]  # [A, K, d+1]: d/d(w_eff, b_eff)
         gb = g_full[:, :, -1]
         gw = (g_full[:, :, :-1].transpose(1, 2) - mean[:, :, None] * gb[:, None, :]) / scale[:, :, None]
         gw = gw + 2.0 * penalty[:, None, None] * w
-        grad = torch.cat([gw, gb[:, None, :]], dim=1) * self.free_f[pid]
+        grad = torch.cat([gw, gb[:, None, :]], dim=1) * free_f
         return loss, grad
 
 
