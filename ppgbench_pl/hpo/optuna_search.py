@@ -330,20 +330,22 @@ def persist_reports(study: optuna.Study, trial: Trial, mirrored: Trial,
     system = {k: v for k, v in frozen.system_attrs.items() if known.get(k) != v}
     values = sorted(frozen.intermediate_values.items())
     attrs = dict(user_attrs or {})
-    if isinstance(storage, RDBStorage):
+    # a study wraps its RDBStorage in Optuna's cache, which passes writes of running trials straight on
+    rdb = getattr(storage, "_backend", storage)
+    if isinstance(rdb, RDBStorage):
         try:
             from optuna.storages._rdb import models
             from optuna.storages._rdb.storage import _create_scoped_session
         except ImportError:  # pragma: no cover - another Optuna layout: one transaction per value below
             pass
         else:
-            with _create_scoped_session(storage.scoped_session, True) as session:
+            with _create_scoped_session(rdb.scoped_session, True) as session:
                 for step, value in values:
-                    storage._set_trial_intermediate_value_without_commit(session, trial_id, step, value)
+                    rdb._set_trial_intermediate_value_without_commit(session, trial_id, step, value)
                 for model, items in ((models.TrialSystemAttributeModel, system),
                                      (models.TrialUserAttributeModel, attrs)):
                     for key, value in items.items():
-                        storage._set_trial_attr_without_commit(session, model, trial_id, key, value)
+                        rdb._set_trial_attr_without_commit(session, model, trial_id, key, value)
             return
     for step, value in values:
         storage.set_trial_intermediate_value(trial_id, step, value)

@@ -218,3 +218,29 @@ def test_reports_and_pruning_stay_in_memory_until_the_trial_ends(tmp_path):
     for t in trials:  # every report and Hyperband's rung bookkeeping reached the stored trial at its end
         assert len(t.intermediate_values) == t.user_attrs["epochs_run"]
         assert any(k.startswith("completed_rung_") for k in t.system_attrs)
+
+
+def test_a_finished_trials_reports_reach_the_rdb_in_one_transaction(tmp_path, monkeypatch):
+    """The study's storage is Optuna's cache around the RDBStorage; the reports must still take the
+    one-transaction path, not one commit per epoch."""
+    from optuna.storages import RDBStorage
+
+    settings = _settings(n_trials=2, n_startup_trials=2, parallel_trials=2, max_epochs=5)
+    study, storage = _study(tmp_path, settings=settings)
+    batched, single = [], []
+    original = RDBStorage._set_trial_intermediate_value_without_commit
+    monkeypatch.setattr(RDBStorage, "_set_trial_intermediate_value_without_commit",
+                        lambda self, *a: (batched.append(a[2]), original(self, *a))[1])
+    monkeypatch.setattr(RDBStorage, "set_trial_intermediate_value",
+                        lambda self, *a: single.append(a))
+
+    def run_batch(trials):
+        for trial in trials:
+            for epoch in range(5):
+                trial.report(float(epoch), epoch)
+        return [TrialOutcome("complete", value=4.0, best_epoch=5, epochs_run=5, weights={}) for _ in trials]
+
+    run_search(study, settings, SPACE, run_batch)
+    assert single == [] and batched == [0, 1, 2, 3, 4] * 2
+    again = optuna.load_study(study_name="s", storage=storage)
+    assert [sorted(t.intermediate_values) for t in again.get_trials()] == [[0, 1, 2, 3, 4]] * 2
