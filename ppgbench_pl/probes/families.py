@@ -89,20 +89,22 @@ class LogisticFamily:
         single_class: ``error`` (published: a training part with one class raises, as scikit-learn
             does) or ``constant`` (such a part predicts its one class with certainty).
         device: torch device of the batched solver.
+        method: ``sklearn`` (replay scikit-learn's lbfgs path: the published solutions) or ``optimum``
+            (solve to tol 1e-8); see :class:`~ppgbench_pl.probes.logistic.LogisticPath`.
 
     """
 
     name = "logistic"
 
     def __init__(self, cs: tuple[float, ...] = LOGISTIC_CS, single_class: str = "error",
-                 device: str | None = None) -> None:
-        self.cs, self.single_class, self.device = cs, single_class, device
+                 device: str | None = None, method: str = "sklearn") -> None:
+        self.cs, self.single_class, self.device, self.method = cs, single_class, device, method
 
     def grid(self) -> list[dict[str, Any]]:  # noqa: D102
         return [{"C": c} for c in self.cs]
 
     def _path(self, cs: tuple[float, ...]) -> LogisticPath:
-        return LogisticPath(cs, single_class=self.single_class, device=self.device)
+        return LogisticPath(cs, single_class=self.single_class, device=self.device, method=self.method)
 
     def cv_fit(self, x: np.ndarray, y: np.ndarray, folds: list[tuple[np.ndarray, np.ndarray]],
                classes: np.ndarray | None, seed: int) -> tuple[list[list[Predictions]], Callable[[int], Any]]:

@@ -71,6 +71,11 @@ class ProbeRegime(Regime):
         return [self.fit_and_score(ctx, train)]
 
 
+#: ``logistic_solver`` values and the ``backend`` each records.
+LOGISTIC_SOLVERS = {"sklearn": "sklearn", "batched": "sklearn+torch-lbfgs-replay",
+                    "batched-optimum": "sklearn+torch-lbfgs-optimum"}
+
+
 class LinearRegime(ProbeRegime):
     """Ridge (regression, multi-output) or logistic regression (classification) with the protocol grids.
 
@@ -82,8 +87,9 @@ class LinearRegime(ProbeRegime):
         logistic_solver: ``sklearn`` (published: lbfgs at its default tolerance, one fit per C and inner
             fold) or ``batched`` (every C and inner fold at once in torch, each problem following
             scikit-learn's own lbfgs path to its stop: the same iterations, coefficients within ~1e-10,
-            hence the published selections; several times faster, GPU-capable). Recorded in every job's
-            ``backend``.
+            hence the published selections; several times faster, GPU-capable), or ``batched-optimum``
+            (the same batched problems solved to the optimum, tol 1e-8: not the published solutions, since
+            lbfgs at its defaults stops before the optimum). Recorded in every job's ``backend``.
 
     """
 
@@ -95,19 +101,20 @@ class LinearRegime(ProbeRegime):
         if single_class not in ("error", "constant"):
             raise ConfigError(f"linear regime: single_class must be 'error' or 'constant', "
                               f"got {single_class!r}")
-        if logistic_solver not in ("sklearn", "batched"):
-            raise ConfigError(f"linear regime: logistic_solver must be 'sklearn' (published) or 'batched', "
-                              f"got {logistic_solver!r}")
+        if logistic_solver not in LOGISTIC_SOLVERS:
+            raise ConfigError(f"linear regime: logistic_solver must be 'sklearn' (published), 'batched' or "
+                              f"'batched-optimum', got {logistic_solver!r}")
         self.single_class, self.logistic_solver = single_class, logistic_solver
 
     def family(self, ctx: JobContext) -> ProbeFamily:
         """Ridge for regression kinds, logistic regression for classification."""
         if ctx.task.kind == "classification":
-            if self.logistic_solver == "batched":
-                return LogisticFamily(single_class=self.single_class)
+            if self.logistic_solver != "sklearn":
+                method = "optimum" if self.logistic_solver == "batched-optimum" else "sklearn"
+                return LogisticFamily(single_class=self.single_class, method=method)
             return SklearnLogisticFamily(single_class=self.single_class)
         return RidgeFamily()
 
     def backend(self) -> str:
-        """``sklearn`` (ridge in NumPy, published lbfgs), or ``sklearn+torch-lbfgs-replay`` (batched)."""
-        return "sklearn" if self.logistic_solver == "sklearn" else "sklearn+torch-lbfgs-replay"
+        """What the job's ``backend`` records for this solver (see :data:`LOGISTIC_SOLVERS`)."""
+        return LOGISTIC_SOLVERS[self.logistic_solver]

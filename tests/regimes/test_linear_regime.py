@@ -98,3 +98,20 @@ def test_batched_logistic_solver_gives_the_published_solvers_job():
         [s["mean_score"] for s in ref.details["cv_scores"]], abs=1e-12)
     np.testing.assert_allclose(ours.predictions["y_prob"], ref.predictions["y_prob"], atol=1e-8)
     assert (published.backend(), batched.backend()) == ("sklearn", "sklearn+torch-lbfgs-replay")
+
+
+def test_the_optimum_solver_stays_reachable_and_is_labelled_apart():
+    """``batched-optimum`` reaches the optimum solver through the config, its backend says so, and an
+    unknown solver is one line."""
+    rng = np.random.default_rng(6)
+    x = rng.normal(size=(120, 8))
+    y = (x[:, 0] + rng.normal(0, 1.0, 120) > 0).astype(np.int64)
+    ctx = _context("synthetic-stiffness", y, x)
+    optimum = LinearRegime(logistic_solver="batched-optimum")
+    assert optimum.family(ctx).method == "optimum"
+    assert LinearRegime(logistic_solver="batched").family(ctx).method == "sklearn"
+    (result,) = optimum.run(ctx)
+    assert result.params and np.isfinite(result.predictions["y_prob"]).all()
+    assert optimum.backend() == "sklearn+torch-lbfgs-optimum"
+    with pytest.raises(ConfigError, match="batched-optimum"):
+        LinearRegime(logistic_solver="newton")
