@@ -8,14 +8,11 @@ LogisticRegression(C, lbfgs))`` in disguise (the references in the tests and ``t
 but the whole inner-CV grid of one outer fold is solved at once:
 
 * **Ridge**: one d x d Gram matrix per outer fold, accumulated per inner validation chunk; each inner
-  training part's Gram, sums and standardisation follow by subtraction, and one eigendecomposition per
-  inner fold gives every alpha.
-* **Logistic regression**: every (inner fold + the outer refit) problem of one C is one batched L-BFGS
-  in torch (the same code on a GPU when ``device`` is cuda), warm-started along the C path, on
-  sklearn's objective: mean log-loss + ||W||^2 / (2 C n), intercept unpenalised, multinomial for more
-  than two classes present, binary (one logit) for two. The products with the rows run in float32 on
-  the changes since a float64 reference point, the softmax and the stopping test in float64 (so the
-  solution is float64's); finished problems leave the batch.
+  training part's Gram, sums and standardisation follow by subtraction, and one reduction per inner fold
+  gives every alpha: a tridiagonal one on the CPU (LAPACK ``dsytrd``, a third of an
+  eigendecomposition's cost, then an O(d) solve per alpha), an eigendecomposition elsewhere.
+* **Logistic regression**: see :mod:`ppgbench_pl.probes.logistic` (every (C, inner fold, refit)
+  problem at once, replaying scikit-learn's lbfgs, or solved to the optimum).
 
 Standardisation is StandardScaler's (population std; constant columns keep scale 1), fitted on each
 training part, derived from sums of the outer-training rows after centring them once on their mean
@@ -205,6 +202,63 @@ def _targets(y: np.ndarray) -> tuple[np.ndarray, bool]:
     return (y[:, None], True) if y.ndim == 1 else (y, False)
 
 
+def _tridiagonal_path(a: np.ndarray, b: np.ndarray, alphas: np.ndarray) -> np.ndarray | None:
+    """Solutions of ``(a + alpha I) x = b`` for every alpha through one tridiagonal reduction (LAPACK).
+
+    ``a = Q T Q^T`` (``dsytrd``, Householder) costs about a third of a full eigendecomposition; each
+    alpha is then one O(d) tridiagonal solve (``dptsv``) between two applications of ``Q`` (``dormqr``).
+    Orthogonal transforms only, so as accurate as the eigendecomposition. ``None`` when a shifted
+    system is not positive definite (the caller then takes the eigendecomposition).
+    """
+    from scipy.linalg import lapack
+
+    d = a.shape[0]
+    if d < 2:
+        return None
+    at = a.T  # symmetric: the Fortran-ordered view of the same matrix, no copy
+    c, diag, off, tau, info = lapack.dsytrd(at, lower=1, lwork=64 * d)
+    if info != 0:
+        return None
+    reflectors = np.asfortranarray(c[1:, :-1])  # a = Q T Q^T with Q = H(1)...H(d-1) acting on rows 1..d-1
+
+    def apply_q(m: np.ndarray, trans: str) -> np.ndarray | None:
+        out = np.array(m, order="F", copy=True)
+        part, _, status = lapack.dormqr("L", trans, reflectors, tau, out[1:], lwork=64 * max(d, m.shape[1]))
+        if status != 0:
+            return None
+        out[1:] = part
+        return out
+
+    qtb = apply_q(b, "T")
+    if qtb is None:
+        return None
+    solutions = []
+    for alpha in alphas:
+        _, _, z, info = lapack.dptsv(diag + alpha, off, qtb)
+        if info != 0:
+            return None
+        solutions.append(z)
+    coefs = apply_q(np.concatenate(solutions, axis=1), "N")
+    if coefs is None:
+        return None
+    return np.ascontiguousarray(coefs.reshape(d, len(alphas), -1).transpose(1, 0, 2))
+
+
+def ridge_path(a: torch.Tensor, b: torch.Tensor, alphas: torch.Tensor) -> torch.Tensor:
+    """``(a + alpha I)^-1 b`` for every alpha: ``[n_alpha, d, t]``.
+
+    On the CPU one tridiagonal reduction serves every alpha (:func:`_tridiagonal_path`); elsewhere, or
+    when that cannot be used, ``coef(alpha) = Q diag(1 / (lam + alpha)) Q^T b`` from one eigendecomposition.
+    """
+    if a.device.type == "cpu":
+        out = _tridiagonal_path(a.numpy(), b.numpy(), alphas.numpy())
+        if out is not None:
+            return torch.from_numpy(out)
+    lam, q = torch.linalg.eigh(a)
+    c = q.T @ b  # [d, t]
+    return q @ (c[None] / (lam[None, :, None] + alphas[:, None, None]))
+
+
 class RidgeCV:
     """Every alpha on every inner fold of one outer-training part, plus refits, from one Gram matrix.
 
@@ -256,10 +310,7 @@ class RidgeCV:
                 rows = torch.as_tensor(tr, device=self.device, dtype=torch.long)
                 g, xy, sy = x0[rows].T @ x0[rows], x0[rows].T @ y0[rows], y0[rows].sum(0)
             a, b, ybar = self._system(g, xy, sy, p)
-            lam, q = torch.linalg.eigh(a)
-            c = q.T @ b  # [d, t]
-            # coef(alpha) = Q diag(1 / (lam + alpha)) Q^T b for every alpha, then one product with the rows
-            coefs = q @ (c[None] / (lam[None, :, None] + alphas[:, None, None]))  # [n_alpha, d, t]
+            coefs = ridge_path(a, b, alphas)  # [n_alpha, d, t]
             xv = ((chunks[p] if chunks is not None else x0[val_idx[p]]) - parts.mean[p]) / parts.scale[p]
             pred = torch.einsum("nd,adt->ant", xv, coefs) + ybar + self._y_offset
             out = pred.cpu().numpy()

@@ -186,3 +186,31 @@ def test_non_finite_embeddings_fail_in_one_line():
         search.fit(x, y, groups)
     assert "\n" not in str(err.value)
     check_finite(np.ones((3, 2)))
+
+
+@pytest.mark.parametrize("case", ["dense", "constant_column", "one_feature", "singular_at_zero"])
+def test_the_ridge_path_solves_every_alpha_exactly(case):
+    """The CPU's tridiagonal path and the eigendecomposition give the direct solutions, to roundoff."""
+    import torch
+
+    from ppgbench_pl.probes.linear import _tridiagonal_path, ridge_path
+
+    rng = np.random.default_rng(3)
+    d = 1 if case == "one_feature" else 40
+    x = rng.normal(size=(200, d))
+    if case == "constant_column":
+        x[:, 5] = 0.0  # a standardised constant column: a zero row and column in the scatter
+    a = x.T @ x
+    b = rng.normal(size=(d, 2))
+    alphas = np.array([0.0, 1.0, 100.0]) if case == "singular_at_zero" else np.array([0.01, 1.0, 1e4])
+    if case == "singular_at_zero":
+        a[:, 7] = a[7, :] = 0.0
+        assert _tridiagonal_path(a, b, alphas) is None  # alpha 0 on a singular scatter: not positive definite
+        return
+    direct = np.stack([np.linalg.solve(a + al * np.eye(d), b) for al in alphas])
+    ours = ridge_path(torch.from_numpy(a), torch.from_numpy(b), torch.from_numpy(alphas)).numpy()
+    lam, q = np.linalg.eigh(a)
+    eig = q @ ((q.T @ b)[None] / (lam[None, :, None] + alphas[:, None, None]))
+    scale = np.abs(direct).max()
+    assert np.abs(ours - direct).max() <= 1e-10 * scale
+    assert np.abs(ours - eig).max() <= 1e-10 * scale
