@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 import numpy as np
 import torch
@@ -752,124 +753,40 @@ _LS_FTOL, _LS_GTOL, _LS_XTOL, _LS_STPMAX = 1e-3, 0.9, 0.1, 1e10
 
 
 class _MoreThuente:
-    """The Moré-Thuente line search (MINPACK-2's ``dcsrch``) as L-BFGS-B drives it, one problem's state.
+    """One problem's Moré-Thuente line search as L-BFGS-B drives it: scipy's own ``DCSRCH``.
 
-    Reverse communication: :meth:`start` and :meth:`step` return the next step to evaluate, or None when the
-    search ended (its last evaluated step is then the accepted one).
+    scipy's L-BFGS-B (which scikit-learn's lbfgs calls) searches with MINPACK-2's ``dcsrch``; scipy ships
+    the same search as a reverse-communication class, so the replay asks that class for its steps instead
+    of re-implementing it, and takes exactly scipy's steps. Reverse communication: the caller evaluates
+    :attr:`stp`, gives :meth:`step` the objective and directional derivative there, and gets the next step,
+    or None when the search ended (the last evaluated step is then the accepted one).
     """
 
     def __init__(self, f: float, g: float, stp: float, stpmax: float = _LS_STPMAX) -> None:
-        self.stpmax, self.stpmin = stpmax, 0.0
-        self.brackt, self.stage = False, 1
-        self.finit, self.ginit, self.gtest = f, g, _LS_FTOL * g
-        self.width = stpmax - self.stpmin
-        self.width1 = self.width / 0.5
-        self.stx, self.fx, self.gx = 0.0, f, g
-        self.sty, self.fy, self.gy = 0.0, f, g
-        self.stmin, self.stmax = 0.0, stp + 4.0 * stp
-        self.stp = stp
+        self._search = _dcsrch_class()(None, None, _LS_FTOL, _LS_GTOL, _LS_XTOL, 0.0, stpmax)
+        self.stp, _, _, self._task = self._search._iterate(stp, f, g, b"START")
 
     def step(self, f: float, g: float) -> float | None:
         """Objective and directional derivative at the last step: the next step, or None (accept it)."""
-        stp, gtest = self.stp, self.gtest
-        ftest = self.finit + stp * gtest
-        if self.stage == 1 and f <= ftest and g >= 0:
-            self.stage = 2
-        ended = (self.brackt and (stp <= self.stmin or stp >= self.stmax)
-                 or self.brackt and self.stmax - self.stmin <= _LS_XTOL * self.stmax
-                 or stp == self.stpmax and f <= ftest and g <= gtest
-                 or stp == self.stpmin and (f > ftest or g >= gtest)
-                 or f <= ftest and abs(g) <= _LS_GTOL * -self.ginit)
-        if ended:
+        if self._task[:2] != b"FG":
             return None
-        if self.stage == 1 and f <= self.fx and f > ftest:  # the modified function psi
-            self.fx, self.fy = self.fx - self.stx * gtest, self.fy - self.sty * gtest
-            self.gx, self.gy = self.gx - gtest, self.gy - gtest
-            self._dcstep(f - stp * gtest, g - gtest)
-            self.fx, self.fy = self.fx + self.stx * gtest, self.fy + self.sty * gtest
-            self.gx, self.gy = self.gx + gtest, self.gy + gtest
-        else:
-            self._dcstep(f, g)
-        if self.brackt:
-            if abs(self.sty - self.stx) >= 0.66 * self.width1:
-                self.stp = self.stx + 0.5 * (self.sty - self.stx)
-            self.width1, self.width = self.width, abs(self.sty - self.stx)
-            self.stmin, self.stmax = min(self.stx, self.sty), max(self.stx, self.sty)
-        else:
-            self.stmin = self.stp + 1.1 * (self.stp - self.stx)
-            self.stmax = self.stp + 4.0 * (self.stp - self.stx)
-        self.stp = min(max(self.stp, self.stpmin), self.stpmax)
-        if (self.brackt and (self.stp <= self.stmin or self.stp >= self.stmax)
-                or self.brackt and self.stmax - self.stmin <= _LS_XTOL * self.stmax):
-            self.stp = self.stx
+        stp, _, _, self._task = self._search._iterate(self.stp, f, g, self._task)
+        if self._task[:2] != b"FG":
+            return None
+        self.stp = float(stp)
         return self.stp
 
-    def _dcstep(self, fp: float, dp: float) -> None:
-        """One safeguarded cubic/quadratic step: updates the interval (stx, sty) and the trial ``stp``."""
-        stx, fx, dx, sty, fy, dy, stp = self.stx, self.fx, self.gx, self.sty, self.fy, self.gy, self.stp
-        lo, hi = self.stmin, self.stmax  # the current interval bounds the new step
-        sgnd = dp * (dx / abs(dx))
-        if fp > fx:  # higher value: the minimum is bracketed
-            theta = 3.0 * (fx - fp) / (stp - stx) + dx + dp
-            s = max(abs(theta), abs(dx), abs(dp))
-            gamma = s * np.sqrt((theta / s) ** 2 - (dx / s) * (dp / s))
-            if stp < stx:
-                gamma = -gamma
-            p, q = (gamma - dx) + theta, ((gamma - dx) + gamma) + dp
-            stpc = stx + p / q * (stp - stx)
-            stpq = stx + ((dx / ((fx - fp) / (stp - stx) + dx)) / 2.0) * (stp - stx)
-            stpf = stpc if abs(stpc - stx) < abs(stpq - stx) else stpc + (stpq - stpc) / 2.0
-            self.brackt = True
-        elif sgnd < 0:  # derivatives of opposite sign: bracketed
-            theta = 3.0 * (fx - fp) / (stp - stx) + dx + dp
-            s = max(abs(theta), abs(dx), abs(dp))
-            gamma = s * np.sqrt((theta / s) ** 2 - (dx / s) * (dp / s))
-            if stp > stx:
-                gamma = -gamma
-            p, q = (gamma - dp) + theta, ((gamma - dp) + gamma) + dx
-            stpc = stp + p / q * (stx - stp)
-            stpq = stp + (dp / (dp - dx)) * (stx - stp)
-            stpf = stpc if abs(stpc - stp) > abs(stpq - stp) else stpq
-            self.brackt = True
-        elif abs(dp) < abs(dx):  # same sign, derivative decreasing in magnitude
-            theta = 3.0 * (fx - fp) / (stp - stx) + dx + dp
-            s = max(abs(theta), abs(dx), abs(dp))
-            gamma = s * np.sqrt(max(0.0, (theta / s) ** 2 - (dx / s) * (dp / s)))
-            if stp > stx:
-                gamma = -gamma
-            p, q = (gamma - dp) + theta, (gamma + (dx - dp)) + gamma
-            r = p / q
-            if r < 0 and gamma != 0:
-                stpc = stp + r * (stx - stp)
-            elif stp > stx:
-                stpc = hi
-            else:
-                stpc = lo
-            stpq = stp + (dp / (dp - dx)) * (stx - stp)
-            if self.brackt:
-                stpf = stpc if abs(stpc - stp) < abs(stpq - stp) else stpq
-                bound = stp + 0.66 * (sty - stp)
-                stpf = min(bound, stpf) if stp > stx else max(bound, stpf)
-            else:
-                stpf = stpc if abs(stpc - stp) > abs(stpq - stp) else stpq
-                stpf = max(lo, min(hi, stpf))
-        elif self.brackt:  # same sign, derivative not decreasing: step towards sty
-            theta = 3.0 * (fp - fy) / (sty - stp) + dy + dp
-            s = max(abs(theta), abs(dy), abs(dp))
-            gamma = s * np.sqrt((theta / s) ** 2 - (dy / s) * (dp / s))
-            if stp > sty:
-                gamma = -gamma
-            p, q = (gamma - dp) + theta, ((gamma - dp) + gamma) + dy
-            stpf = stp + p / q * (sty - stp)
-        else:
-            stpf = hi if stp > stx else lo
-        if fp > fx:
-            self.sty, self.fy, self.gy = stp, fp, dp
-        else:
-            if sgnd < 0:
-                self.sty, self.fy, self.gy = stx, fx, dx
-            self.stx, self.fx, self.gx = stp, fp, dp
-        self.stp = float(stpf)
+
+def _dcsrch_class() -> Any:
+    """The ``DCSRCH`` class of scipy (a private module: refuse in one line if a scipy release moves it)."""
+    try:
+        from scipy.optimize._dcsrch import DCSRCH
+    except ImportError as exc:  # pragma: no cover - depends on the installed scipy
+        from ppgbench_pl.errors import ConfigError
+
+        raise ConfigError("logistic_solver: batched needs scipy's Moré-Thuente search (scipy.optimize._dcsrch), "
+                          f"which this scipy does not have ({exc}); use logistic_solver: sklearn") from None
+    return DCSRCH
 
 
 def _two_loop(g: torch.Tensor, proj: torch.Tensor, mem: torch.Tensor, gram: torch.Tensor, rho: torch.Tensor,

@@ -12,7 +12,7 @@ from sklearn.preprocessing import StandardScaler
 from ppgbench_pl.data.splits import InnerGroupSplit
 from ppgbench_pl.probes.families import LogisticFamily
 from ppgbench_pl.probes.linear import LOGISTIC_CS
-from ppgbench_pl.probes.logistic import LogisticPath, _MoreThuente
+from ppgbench_pl.probes.logistic import LogisticPath
 from ppgbench_pl.probes.search import GroupGridSearch
 
 #: Replayed coefficients agree with scikit-learn's to this (absolute; they are O(0.1-1)): only the order
@@ -109,41 +109,6 @@ def test_selection_is_scikit_learns_where_the_optimum_would_pick_another_c():
     np.testing.assert_allclose([s["mean_score"] for s in ours.cv_scores_], ref.cv_results_["mean_test_score"],
                                rtol=0, atol=1e-12)
     np.testing.assert_allclose(ours.predict(x).values, ref.predict_proba(x), atol=1e-8)
-
-
-def test_line_search_steps_are_minpacks():
-    """Our Moré-Thuente search proposes scipy's steps on 1-D functions of every shape it branches on."""
-    dcsrch = pytest.importorskip("scipy.optimize._dcsrch")
-    rng = np.random.default_rng(0)
-    checked = 0
-    for trial in range(300):
-        a, b, c = rng.normal(size=3)
-        scale = 10 ** rng.uniform(-2, 2)
-
-        def phi(t, kind=trial % 3, a=a, b=b, c=c, scale=scale):
-            if kind == 0:
-                return scale * (t - 3 * abs(a)) ** 2 + np.sin(5 * b * t), 2 * scale * (t - 3 * abs(a)) + 5 * b * np.cos(5 * b * t)
-            if kind == 1:
-                return np.logaddexp(0, -scale * t) + 0.01 * c * c * t * t, -scale / (1 + np.exp(scale * t)) + 0.02 * c * c * t
-            return (t - abs(a)) ** 4 - scale * t + c * t * t, 4 * (t - abs(a)) ** 3 - scale + 2 * c * t
-
-        f0, g0 = phi(0.0)
-        if g0 >= 0:
-            continue
-        stp0 = 10 ** rng.uniform(-3, 1)
-        ref = dcsrch.DCSRCH(None, None, 1e-3, 0.9, 0.1, 0.0, 1e10)
-        stp, _, _, task = ref._iterate(stp0, f0, g0, b"START")
-        ours = _MoreThuente(f0, g0, stp0)
-        for _ in range(30):
-            f, g = phi(stp)
-            stp, _, _, task = ref._iterate(stp, f, g, task)
-            nxt = ours.step(f, g)
-            if task[:2] != b"FG":
-                assert nxt is None
-                break
-            assert nxt == stp
-        checked += 1
-    assert checked > 100
 
 
 @pytest.mark.parametrize("scale", [0.05, 400.0])  # ordinary logits, and logits past exp's range
