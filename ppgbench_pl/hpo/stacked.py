@@ -36,10 +36,12 @@ Two ways to run a stack (``mode``):
   intra-op thread each. On a CPU a small network's kernels are compute-bound and parallelise poorly
   inside one op (2 intra-op threads cost about 2.5x the CPU seconds of one, for no wall-time gain), so
   trial-level parallelism is what pays; trials with different batch sizes share one stack, each drawing
-  its own batches and BatchNorm statistics over its own full batch. Dropout inside an encoder draws from
-  the global generator (the head's masks stay per trial).
+  its own batches and BatchNorm statistics over its own full batch. The threads would draw an encoder's
+  dropout masks from torch's one global generator in whatever order they run, so an encoder with
+  dropout (or attention dropout) cannot be interleaved reproducibly: ``auto`` takes ``vmap`` for it and
+  an explicit ``interleaved`` is refused. The head's masks are per trial in both modes.
 
-``auto`` (default) is ``vmap`` on an accelerator and ``interleaved`` on the CPU.
+``auto`` (default) is ``vmap`` on an accelerator or for an encoder with dropout, else ``interleaved``.
 """
 
 from __future__ import annotations
@@ -367,7 +369,8 @@ def train_stacked(
 
     """
     device = data.x_fit.device
-    if resolve_stack_mode(mode, device) == "interleaved":
+    encoder = getattr(nets[0], "encoder", nets[0]) if nets else None  # the head's masks are drawn per trial
+    if resolve_stack_mode(mode, device, encoder) == "interleaved":
         flags = [freeze_stats] * len(nets) if isinstance(freeze_stats, bool) else list(freeze_stats)
         runs = [_TrialRun(net, c, f, device, amp_dtype) for net, c, f in zip(nets, configs, flags, strict=True)]
         return _loop(runs, data, epochs, score, on_epoch, eval_batch_size, workers)
@@ -460,11 +463,32 @@ def train_stacked(
     return [outcomes[i] for i in range(len(configs))]
 
 
-def resolve_stack_mode(mode: str, device: torch.device) -> StackMode:
-    """``vmap`` or ``interleaved``: ``auto`` is ``interleaved`` on the CPU, ``vmap`` elsewhere."""
+def random_modules(module: nn.Module) -> list[str]:
+    """Submodules that draw random numbers while training: dropout with p > 0, attention dropout."""
+    found = []
+    for name, m in module.named_modules():
+        if isinstance(m, nn.modules.dropout._DropoutNd) and m.p > 0:
+            found.append(name or type(m).__name__)
+        elif isinstance(m, nn.MultiheadAttention) and m.dropout > 0:
+            found.append(name or type(m).__name__)
+    return found
+
+
+def resolve_stack_mode(mode: str, device: torch.device, encoder: nn.Module | None = None) -> StackMode:
+    """``vmap`` or ``interleaved``: ``auto`` is ``interleaved`` on the CPU unless ``encoder`` has dropout.
+
+    Raises:
+        ValueError: An unknown mode, or ``interleaved`` for an encoder with dropout (its masks would depend
+            on thread timing).
+    """
     if mode not in STACK_MODES:
         raise ValueError(f"stack mode must be one of {', '.join(STACK_MODES)}, got {mode!r}")
-    if mode == "interleaved" or (mode == "auto" and device.type == "cpu"):
+    random = random_modules(encoder) if encoder is not None and mode != "vmap" else []
+    if mode == "interleaved" and random:
+        shown = ", ".join(random[:3]) + (f" and {len(random) - 3} more" if len(random) > 3 else "")
+        raise ValueError(f"stack_mode: interleaved would draw the encoder's dropout masks ({shown}) in thread "
+                         "order, so runs would not repeat; use stack_mode: auto or vmap")
+    if mode == "interleaved" or (mode == "auto" and device.type == "cpu" and not random):
         return "interleaved"
     return "vmap"
 

@@ -209,7 +209,10 @@ class StackedFinetuneEngine(FinetuneEngine):
         super().__init__(ctx, split, targets, scorer, seed, max_epochs, make_trainer, precision, eval_batch_size,
                          reseed_head)
         self.device, self.amp_dtype = device or torch.device("cpu"), amp_dtype
-        self.stack_mode = resolve_stack_mode(stack_mode, self.device)
+        try:
+            self.stack_mode = resolve_stack_mode(stack_mode, self.device, self.pristine)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
         self.details.update(engine="stacked", stack_mode=self.stack_mode)
         self._inputs: dict[str, torch.Tensor] = {}
 

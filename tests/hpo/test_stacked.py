@@ -284,3 +284,23 @@ def test_interleaved_workers_leave_torch_threads_as_they_were():
     assert torch.get_num_threads() == before
     with pytest.raises(ValueError, match="stack mode"):
         train_stacked([_net(n_out, 1)], configs[:1], data, 1, mode="grouped")
+
+
+def test_an_encoder_with_dropout_is_never_interleaved():
+    """Threads would draw its masks from the global generator in timing order: ``auto`` takes vmap and an
+    explicit ``interleaved`` is refused; an encoder without dropout is interleaved on the CPU."""
+    from torch import nn
+
+    from ppgbench_pl.hpo.stacked import random_modules, resolve_stack_mode
+
+    cpu = torch.device("cpu")
+    plain = nn.Sequential(nn.Conv1d(1, 4, 3), nn.BatchNorm1d(4), nn.ReLU())
+    dropping = nn.Sequential(nn.Conv1d(1, 4, 3), nn.Dropout(0.5), nn.Dropout(0.0))
+    attending = nn.Sequential(nn.MultiheadAttention(8, 2, dropout=0.1))
+    assert random_modules(plain) == [] and random_modules(dropping) == ["1"] and random_modules(attending) == ["0"]
+    assert resolve_stack_mode("auto", cpu, plain) == "interleaved"
+    assert resolve_stack_mode("auto", cpu, dropping) == "vmap"
+    assert resolve_stack_mode("auto", cpu, attending) == "vmap"
+    assert resolve_stack_mode("vmap", cpu, dropping) == "vmap"
+    with pytest.raises(ValueError, match=r"interleaved would draw the encoder's dropout masks \(1\)"):
+        resolve_stack_mode("interleaved", cpu, dropping)
