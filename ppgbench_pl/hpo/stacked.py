@@ -39,7 +39,8 @@ Two ways to run a stack (``mode``):
   its own batches and BatchNorm statistics over its own full batch. The threads would draw an encoder's
   dropout masks from torch's one global generator in whatever order they run, so an encoder with
   dropout (or attention dropout) cannot be interleaved reproducibly: ``auto`` takes ``vmap`` for it and
-  an explicit ``interleaved`` is refused. The head's masks are per trial in both modes.
+  an explicit ``interleaved`` is refused. Only dropout modules are seen: a custom encoder that calls
+  ``F.dropout`` in its ``forward`` must set ``stack_mode: vmap``. The head's masks are per trial in both modes.
 
 ``auto`` (default) is ``vmap`` on an accelerator or for an encoder with dropout, else ``interleaved``.
 """
