@@ -6,8 +6,9 @@ The names below are imported on first use (PEP 562), so importing the torch-free
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ppgbench_pl.lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from ppgbench_pl.regimes.base import JobContext, Regime, RepeatOutcome
@@ -24,13 +25,8 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """Import a regime class when it is first asked for."""
-    if name in _LAZY:
-        value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _LAZY)
+
 
 __all__ = [
     "FinetuneRegime", "JobContext", "LabelEfficiencyRegime", "LinearRegime", "MLPRegime", "ProbeRegime",

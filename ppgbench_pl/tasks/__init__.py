@@ -6,8 +6,9 @@ adapter pulls in scikit-learn.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ppgbench_pl.lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from ppgbench_pl.tasks.encoder_task import EncoderTask
@@ -16,13 +17,7 @@ if TYPE_CHECKING:
 _LAZY = {"EncoderTask": "encoder_task", "ProbeTask": "probe_task"}
 
 
-def __getattr__(name: str) -> Any:
-    """Import a task class when it is first asked for."""
-    if name in _LAZY:
-        value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _LAZY)
 
 
 __all__ = ["EncoderTask", "ProbeTask"]
