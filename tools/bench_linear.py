@@ -172,13 +172,6 @@ def replay_refit(x: np.ndarray, labels: np.ndarray, folds: list[tuple[np.ndarray
     return ok
 
 
-class _OptimumFamily(LogisticFamily):
-    """The batched family with ``LogisticPath(method="optimum")`` (information: ``--optimum``)."""
-
-    def _path(self, cs: tuple[float, ...]) -> LogisticPath:
-        return LogisticPath(cs, single_class=self.single_class, device=self.device, method="optimum")
-
-
 def solver_variants(x: np.ndarray, labels: np.ndarray, folds: list[tuple[np.ndarray, np.ndarray]]) -> None:
     """CPU seconds and iterations of LogisticPath alone: the replay (chunked rows or not), the optimum."""
     classes = np.unique(labels)
@@ -329,7 +322,7 @@ def main() -> None:
         if args.optimum:
             compare(
                 "optimum",
-                lambda: GroupGridSearch(_OptimumFamily(), "classification", "window", args.seed).fit(
+                lambda: GroupGridSearch(LogisticFamily(method="optimum"), "classification", "window", args.seed).fit(
                     x_tr, lab_tr, g_tr
                 ),
                 lambda: sklearn_search(1e-10, 100000),
