@@ -111,7 +111,7 @@ def baseline_checkout(ref: str, where: Path) -> Path:
     return where
 
 
-def scenario_args(name: str, source: Path, work: Path, tag: str) -> tuple[list[str], Path]:
+def scenario_args(name: str, work: Path, tag: str) -> tuple[list[str], Path]:
     out = work / f"{name}-{tag}-{time.monotonic_ns()}"
     if name.startswith("linear3000"):
         config = work / f"linear3000-{tag}.yaml"
@@ -146,7 +146,7 @@ def main() -> None:
         for name in scenarios:
             # warm-up: generate the synthetic trees and fill the OS cache for both versions
             for tag, source in (("base", base), ("new", ROOT)):
-                args, _ = scenario_args(name, source, work, tag)
+                args, _ = scenario_args(name, work, tag)
                 run_child(source, args, env)
             cpu: dict[str, list[float]] = {"base": [], "new": []}
             wall: dict[str, list[float]] = {"base": [], "new": []}
@@ -154,7 +154,7 @@ def main() -> None:
             outs: dict[str, Path] = {}
             for _ in range(ns.repeats):
                 for tag, source in (("base", base), ("new", ROOT)):
-                    args, out = scenario_args(name, source, work, tag)
+                    args, out = scenario_args(name, work, tag)
                     c, w = run_child(source, args, env)
                     cpu[tag].append(c)
                     wall[tag].append(w)
