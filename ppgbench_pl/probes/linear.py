@@ -133,7 +133,8 @@ def part_statistics(x0: torch.Tensor, folds: Sequence[tuple[np.ndarray, np.ndarr
     part are the totals minus its validation chunk's; otherwise they are computed from its rows.
 
     Returns:
-        (parts, gram of all rows or None, per part: validation-row index tensors).
+        (parts, Gram of all rows or None, per validation chunk its Gram: empty unless ``gram`` and the
+        folds partition the rows).
 
     """
     n_rows = x0.shape[0]
@@ -383,6 +384,3 @@ class RidgeGrid:
         """Predictions with the selected ``alpha``."""
         alpha = self.alphas[0] if self.alpha is None else self.alpha
         return self.predict_all(x)[list(self.alphas).index(alpha)]
-
-
-# ------------------------------------------------------------------------------------------------ logistic
