@@ -132,7 +132,8 @@ class SklearnLogisticFamily:
 
     scikit-learn's lbfgs stops at its default tolerance (1e-4), before the optimum; which C wins can depend
     on where it stopped, so this family (one fit per C and inner fold) is what reproduces the published
-    selections. :class:`LogisticFamily` solves the same objective to its optimum in one batched pass.
+    selections. :class:`LogisticFamily` replays the same lbfgs paths in one batched pass (``method: sklearn``)
+    or solves to the optimum (``method: optimum``).
 
     Args:
         cs: The C grid.
