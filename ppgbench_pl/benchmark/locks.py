@@ -44,22 +44,18 @@ def lock_holder(path: str | Path) -> str:
 
 def _acquire(fd: int, path: Path, blocking: bool, notice_every_s: float) -> None:
     assert fcntl is not None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return
-    except BlockingIOError:
-        if not blocking:
-            raise LockBusy(f"{path} (held by {lock_holder(path)})") from None
     last = time.monotonic()
     while True:  # poll, so a long wait can be reported with the holder's pid and age
-        time.sleep(0.05)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             return
         except BlockingIOError:
+            if not blocking:
+                raise LockBusy(f"{path} (held by {lock_holder(path)})") from None
             if time.monotonic() - last >= notice_every_s:
                 print(f"waiting for the lock {path}: held by {lock_holder(path)}", file=sys.stderr)
                 last = time.monotonic()
+        time.sleep(0.05)
 
 
 @contextmanager
