@@ -33,10 +33,6 @@ from ppgbench_pl.errors import ConfigError
 from ppgbench_pl.limits import MAX_SAMPLING_RATE, MIN_SAMPLING_RATE
 from ppgbench_pl.regimes.base import JobContext, Regime
 
-#: Sampling rates a PPG evaluation can take (see :mod:`ppgbench_pl.limits` for why).
-MIN_RATE, MAX_RATE = MIN_SAMPLING_RATE, MAX_SAMPLING_RATE
-
-
 #: Objects built in this process and handed to the engine by the Python API (:mod:`ppgbench_pl.api`): a
 #: spec entry ``{"class_path": ..., "instance": key}`` stands for ``PREBUILT[key]``. Only an executor that
 #: runs jobs in this process can use them (the API refuses the others).
@@ -89,8 +85,9 @@ def regime_name(entry: dict[str, Any]) -> str:
 
 def check_rate(name: str, fs: float) -> None:
     """A sampling rate the data and models can take, or a one-line refusal."""
-    if not math.isfinite(fs) or not MIN_RATE <= fs <= MAX_RATE:
-        raise ConfigError(f"{name}: sampling_rate {fs:g} Hz is outside {MIN_RATE:g}-{MAX_RATE:g} Hz (below 10 Hz the "
+    if not math.isfinite(fs) or not MIN_SAMPLING_RATE <= fs <= MAX_SAMPLING_RATE:
+        low, high = MIN_SAMPLING_RATE, MAX_SAMPLING_RATE
+        raise ConfigError(f"{name}: sampling_rate {fs:g} Hz is outside {low:g}-{high:g} Hz (below {low:g} Hz the "
                           "pulse wave is not resolved; no PPG dataset or model here runs above 2 kHz)")
 
 

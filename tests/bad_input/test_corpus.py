@@ -250,10 +250,10 @@ def test_cli_refusals(base, tmp_path, capsys, monkeypatch, case):
 
 
 def test_preprocess_takes_the_rates_the_encoders_take():
-    from ppgbench_pl.benchmark.suite import MAX_RATE, MIN_RATE
     from ppgbench_pl.commands.data import RATE_RANGE
+    from ppgbench_pl.limits import MAX_SAMPLING_RATE, MIN_SAMPLING_RATE
 
-    assert RATE_RANGE == (MIN_RATE, MAX_RATE)
+    assert RATE_RANGE == (MIN_SAMPLING_RATE, MAX_SAMPLING_RATE)
 
 
 # -- 2. your own model: rates, options, checkpoints, output shapes (issue 11 items 8, 9) ----------------------
