@@ -212,7 +212,7 @@ class BenchmarkRun:
         self._check_data(suite, plan)
         try:
             self.run_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:  # a folder os.access calls writable may still refuse (/proc, read-only mounts)
+        except OSError as exc:  # the folder can still go away or turn read-only after check_output_dir
             raise ConfigError(f"--output_dir {self.run_dir}: cannot be made ({exc.strerror})") from None
         fresh = [instantiate(Regime, entry) for entry in suite.config["regimes"]]  # never state from earlier runs
         meta = check_or_write_identity(
