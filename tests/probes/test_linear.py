@@ -90,6 +90,15 @@ def test_classes_missing_from_an_inner_fold_get_zero_probability():
     labels[groups == "g00"] = 2  # a class that lives in one group only
     search = GroupGridSearch(LogisticFamily(), "classification", "window", seed=42).fit(x, labels, groups)
     assert search.predict(x).values.shape == (len(x), 3)
+    folds = list(InnerGroupSplit(42).split(x, labels, groups))
+    path = LogisticPath().fit(x, labels, folds, np.unique(labels))
+    missing = 0
+    for (tr, _), proba in zip(folds, path.cv_proba(1.0), strict=True):
+        seen = np.isin(np.unique(labels), labels[tr])
+        missing += int(not seen.all())
+        np.testing.assert_array_equal(proba[:, ~seen], 0.0)  # a class its training part lacks
+        assert (proba[:, seen] > 0).all()
+    assert missing == 1  # the fold validating on g00
 
 
 def _sk_logistic(c, tol=1e-10):
