@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -39,7 +40,7 @@ from torch.optim.adamw import adamw
 from ppgbench_pl.heads.mlp import MLPHead
 from ppgbench_pl.hpo.optuna_search import TrialOutcome
 from ppgbench_pl.hpo.shuffle import epoch_permutation
-from ppgbench_pl.hpo.stacked import finish_diverged
+from ppgbench_pl.hpo.stacked import finish_diverged, score_epoch
 
 BETAS, EPS = (0.9, 0.999), 1e-8
 #: Elements of one [heads, rows, width] activation in evaluation, and of a training chunk's gathered rows.
@@ -439,17 +440,13 @@ def train_heads(data: HeadData, configs: Sequence[HeadConfig], epochs: int, scor
                                               heads.head_state(pos) if best[i][1] else None)
                 dropped.add(i)
             elif score is not None and x_val is not None:
-                out = outputs[s][pos]  # type: ignore[index]
-                value = float(score(i, out)) if np.isfinite(out).all() else math.nan
-                if not math.isfinite(value):  # as published: the trial keeps its best earlier epoch
+                verdict = score_epoch(i, epoch, outputs[s][pos], score, best, on_epoch,  # type: ignore[index]
+                                      partial(heads.remember_best, pos))
+                if verdict == "diverged":  # as published: the trial keeps its best earlier epoch
                     outcomes[i] = finish_diverged(i, epoch + 1, epochs, best[i], on_epoch,
                                                   heads.head_state(pos) if best[i][1] else None)
                     dropped.add(i)
-                    continue
-                if value > best[i][0]:
-                    best[i] = (value, epoch + 1)
-                    heads.remember_best(pos)
-                if on_epoch is not None and on_epoch(i, epoch, best[i][0]):
+                elif verdict == "pruned":
                     outcomes[i] = TrialOutcome("pruned", epochs_run=epoch + 1)
                     dropped.add(i)
         if dropped:

@@ -53,6 +53,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Literal
 
 import numpy as np
@@ -432,17 +433,14 @@ def train_stacked(
             survivors = []
             for pos in keep:
                 i = ids[pos]
-                value = float(score(i, outputs[pos])) if np.isfinite(outputs[pos]).all() else math.nan
-                if not math.isfinite(value):
+                verdict = score_epoch(i, epoch, outputs[pos], score, best, on_epoch,
+                                      partial(stack.remember_best, pos))
+                if verdict == "diverged":
                     diverged[i] = epoch + 1
-                    continue
-                if value > best[i][0]:
-                    best[i] = (value, epoch + 1)
-                    stack.remember_best(pos)
-                if on_epoch is not None and on_epoch(i, epoch, best[i][0]):
+                elif verdict == "pruned":
                     outcomes[i] = TrialOutcome("pruned", epochs_run=epoch + 1)
-                    continue
-                survivors.append(pos)
+                else:
+                    survivors.append(pos)
             keep = survivors
         for pos, i in enumerate(ids):
             if i in diverged and i not in outcomes:
@@ -565,6 +563,10 @@ class _TrialRun:
         """The current state dict, on the CPU."""
         return {k: v.detach().cpu().clone() for k, v in self.net.state_dict().items()}
 
+    def remember_best(self) -> None:
+        """Keep the current weights as the best epoch's."""
+        self.best = self.state()
+
 
 def _loop(runs: list[_TrialRun], data: StackedData, epochs: int, score: ScoreFn | None,
           on_epoch: EpochHook | None, eval_batch_size: int, workers: int | None) -> list[TrialOutcome]:
@@ -597,15 +599,11 @@ def _loop(runs: list[_TrialRun], data: StackedData, epochs: int, score: ScoreFn 
             survivors = []
             for i, (finite, outputs) in zip(ids, results, strict=True):
                 if finite and outputs is not None and score is not None:
-                    value = float(score(i, outputs)) if np.isfinite(outputs).all() else math.nan
-                    finite = math.isfinite(value)
-                    if finite:
-                        if value > best[i][0]:
-                            best[i] = (value, epoch + 1)
-                            runs[i].best = runs[i].state()
-                        if on_epoch is not None and on_epoch(i, epoch, best[i][0]):
-                            outcomes[i] = TrialOutcome("pruned", epochs_run=epoch + 1)
-                            continue
+                    verdict = score_epoch(i, epoch, outputs, score, best, on_epoch, runs[i].remember_best)
+                    if verdict == "pruned":
+                        outcomes[i] = TrialOutcome("pruned", epochs_run=epoch + 1)
+                        continue
+                    finite = verdict == "kept"
                 if not finite:
                     outcomes[i] = finish_diverged(i, epoch + 1, epochs, best[i], on_epoch, runs[i].best)
                     continue
@@ -643,6 +641,32 @@ def _unscale(stack: StackedNets) -> Tensor:
         stack.scale = torch.where(grow, stack.scale * 2, stack.scale)
         stack.growth = torch.where(grow, torch.zeros_like(stack.growth), stack.growth)
     return finite
+
+
+def score_epoch(
+    i: int,
+    epoch: int,
+    outputs: np.ndarray,
+    score: ScoreFn,
+    best: dict[int, tuple[float, int]],
+    on_epoch: EpochHook | None,
+    remember: Callable[[], None],
+) -> Literal["diverged", "pruned", "kept"]:
+    """Score trial ``i``'s validation outputs after 0-based ``epoch``, keep its best, report it.
+
+    The one per-trial step of every stacked engine: ``best[i]`` is updated (and ``remember()`` saves the
+    weights) on a better value; a non-finite output or score is ``diverged`` (the caller finishes it with
+    :func:`finish_diverged`), and ``pruned`` when ``on_epoch`` says so.
+    """
+    value = float(score(i, outputs)) if np.isfinite(outputs).all() else math.nan
+    if not math.isfinite(value):
+        return "diverged"
+    if value > best[i][0]:
+        best[i] = (value, epoch + 1)
+        remember()
+    if on_epoch is not None and on_epoch(i, epoch, best[i][0]):
+        return "pruned"
+    return "kept"
 
 
 def finish_diverged(
