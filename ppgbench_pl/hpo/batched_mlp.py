@@ -26,7 +26,7 @@ AdamW state, reports and pruning. Semantics equal the Lightning reference loop (
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -40,7 +40,7 @@ from torch.optim.adamw import adamw
 from ppgbench_pl.heads.mlp import MLPHead
 from ppgbench_pl.hpo.optuna_search import TrialOutcome
 from ppgbench_pl.hpo.shuffle import epoch_permutation
-from ppgbench_pl.hpo.stacked import finish_diverged, score_epoch
+from ppgbench_pl.hpo.stacked import EpochHook, ScoreFn, finish_diverged, score_epoch
 
 BETAS, EPS = (0.9, 0.999), 1e-8
 #: Elements of one [heads, rows, width] activation in evaluation, and of a training chunk's gathered rows.
@@ -380,10 +380,6 @@ class StackedHeads:
         h = self.configs[t].hidden_dim
         return {"net.0.weight": ln_w, "net.0.bias": ln_b, "net.1.weight": w1[:, :h].T.contiguous(),
                 "net.1.bias": b1[:h].contiguous(), "net.4.weight": w2[:h].T.contiguous(), "net.4.bias": b2}
-
-
-ScoreFn = Callable[[int, np.ndarray], float]
-EpochHook = Callable[[int, int, float], bool]
 
 
 def stack_ids(configs: Sequence[HeadConfig], pad_widths: bool = False) -> list[list[int]]:
