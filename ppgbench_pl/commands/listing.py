@@ -125,7 +125,7 @@ def _encoder_catalog() -> Any:
 
 def encoder_rows() -> list[dict[str, Any]]:
     """One row per encoder of the catalog: rate, embedding size, parameters, weights, checkpoint, role."""
-    return [{**_plain(entry), "control": entry.role == "control"} for entry in _encoder_catalog().values()]
+    return [_plain(entry) for entry in _encoder_catalog().values()]  # ``control`` is a field of the entry
 
 
 def control_rows() -> list[dict[str, Any]]:
