@@ -30,13 +30,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ppgbench_pl.errors import ConfigError, DataError
+from ppgbench_pl.errors import ConfigError
+from ppgbench_pl.run_results import Results, load_run
 
 if TYPE_CHECKING:
-    import numpy as np
     import pandas as pd
 
-    from ppgbench_pl.benchmark.coordinator import RunReport
 
 #: The published outer seeds and folds (PROTOCOL.md 3.1): 5 seeds x 5 subject-disjoint folds.
 PUBLISHED_SEEDS: tuple[int, ...] = (42, 43, 44, 45, 46)
@@ -355,148 +354,6 @@ def _run(config: dict[str, Any]) -> Results:
         warnings.warn(f"{len(report.failed)} of {report.planned} jobs failed (Results.failed lists them; "
                       "they run again next time)", stacklevel=3)
     return Results(settings.output_dir, run=report)
-
-
-# -- results -------------------------------------------------------------------------------------------------
-class Results:
-    """A run folder's results: the summary, one row per job, predictions and the report.
-
-    Args:
-        run_dir: The run folder (``run.json``, ``summary.csv``, ``jobs/<id>/results.json``).
-        run: What the :func:`evaluate` call that returned this did (``None`` from :func:`load_run`).
-
-    """
-
-    def __init__(self, run_dir: str | Path, run: RunReport | None = None) -> None:  # noqa: D107
-        self.run_dir = Path(run_dir)
-        self.run = run
-
-    def __repr__(self) -> str:  # noqa: D105
-        return f"Results({str(self.run_dir)!r})"
-
-    @property
-    def failed(self) -> list[str]:
-        """``<job id>: <error>`` for every job the last :func:`evaluate` call could not finish."""
-        return list(self.run.failed) if self.run is not None else []
-
-    def records(self) -> list[dict[str, Any]]:
-        """Every readable job record of the folder (``results.json`` contents), in job-id order."""
-        from ppgbench_pl.results.records import scan_records
-
-        scan = scan_records(self.run_dir)
-        for problem in scan.problems:
-            warnings.warn(f"skipped {problem}", stacklevel=2)
-        return list(scan.records)
-
-    @property
-    def summary(self) -> pd.DataFrame:
-        """``summary.csv``: mean and 95 % CI per (model, task, regime), the constant baseline included."""
-        import pandas as pd
-
-        from ppgbench_pl.results.summary import SUMMARY_FILE, summarise
-
-        path = self.run_dir / SUMMARY_FILE
-        if path.exists():
-            return pd.read_csv(path)
-        return summarise([r for r in self.records() if r.get("status") == "ok"])
-
-    @property
-    def jobs(self) -> pd.DataFrame:
-        """One row per job, with the metric's value and the selected hyperparameters.
-
-        Columns: ids, model, task, regime, seed, fold, status, metric, value (mean over repeats), baseline,
-        every metric and the selected hyperparameters of the first repeat (``metrics``, ``params`` and one
-        ``param.<name>`` column each), the number of repeats, backend, seconds and a failed job's error.
-        """
-        import pandas as pd
-
-        rows = []
-        for record in self.records():
-            metric = record.get("metric")
-            results = record.get("results") or []
-            values = [r.get("metrics", {}).get(metric) for r in results]
-            values = [float(v) for v in values if isinstance(v, int | float)]
-            first = results[0] if results else {}
-            params = dict(first.get("params") or {})
-            row = {
-                "job_id": record.get("job_id"), "model": record.get("model"), "task": record.get("task"),
-                "regime": record.get("regime"), "seed": record.get("seed"), "fold": record.get("fold"),
-                "status": record.get("status"), "metric": metric,
-                "value": sum(values) / len(values) if values else None,
-                "baseline": (record.get("baseline") or {}).get(metric),
-                "metrics": dict(first.get("metrics") or {}), "params": params, "n_repeats": len(results),
-                "backend": record.get("backend"), "seconds": record.get("seconds"),
-                "error": record.get("error"),
-            }
-            row.update({f"param.{k}": v for k, v in params.items()})
-            rows.append(row)
-        columns = ["job_id", "model", "task", "regime", "seed", "fold", "status", "metric", "value",
-                   "baseline", "metrics", "params", "n_repeats", "backend", "seconds", "error"]
-        return pd.DataFrame(rows, columns=list(dict.fromkeys([*columns, *(k for r in rows for k in r)])))
-
-    def predictions(self, job_id: str, repeat: int = 0) -> dict[str, np.ndarray]:
-        """Return the arrays a job saved for one repeat (``y_true``, ``y_pred``, scores, groups, ...).
-
-        Args:
-            job_id: A job id of :attr:`jobs` (a unique suffix such as ``synthetic-hr__linear__seed42__fold0``
-                is enough when one model's job has it).
-            repeat: Which repeat (subject-level tasks may have several).
-
-        Raises:
-            DataError: No such job, or it saved no predictions for that repeat.
-
-        """
-        import numpy as np
-
-        from ppgbench_pl.results.records import job_dir
-
-        jid = self._resolve(job_id)
-        path = job_dir(self.run_dir, jid) / f"predictions_repeat{repeat}.npz"
-        if not path.exists():
-            raise DataError(f"{path}: job {jid} saved no predictions for repeat {repeat}")
-        with np.load(path, allow_pickle=False) as npz:
-            return {k: npz[k] for k in npz.files}
-
-    def _resolve(self, job_id: str) -> str:
-        jobs = self.run_dir / "jobs"
-        if (jobs / job_id).is_dir():
-            return job_id
-        matches = sorted(p.name for p in jobs.glob(f"*{job_id}")
-                         if p.is_dir() and not p.name.endswith(".working"))
-        if len(matches) == 1:
-            return matches[0]
-        if not matches:
-            raise DataError(f"{self.run_dir}: no job {job_id!r} (Results.jobs lists the job ids)")
-        raise DataError(f"{self.run_dir}: {job_id!r} matches {len(matches)} jobs "
-                        f"({', '.join(matches[:3])}, ...); give the full job id")
-
-    def report(self, output_dir: str | Path, **options: Any) -> Path:
-        """Build the report of this run folder (as ``ppgbench report``) and return its ``index.html``.
-
-        Args:
-            output_dir: Report folder.
-            **options: :func:`ppgbench_pl.report.build_report` options (``rule``, ``alpha``, ``ci_unit``,
-                ``pairs``, ``parameters``, ``warn``).
-
-        """
-        from ppgbench_pl.report import build_report
-
-        return build_report([self.run_dir], output_dir, **options)
-
-
-def load_run(path: str | Path) -> Results:
-    """Open an existing run folder (partial or complete, from the CLI or the API).
-
-    Raises:
-        DataError: The folder does not exist or holds no run (no ``run.json`` and no ``jobs/``).
-
-    """
-    run_dir = Path(path)
-    if not run_dir.is_dir():
-        raise DataError(f"{run_dir}: no such run folder")
-    if not (run_dir / "run.json").exists() and not (run_dir / "jobs").is_dir():
-        raise DataError(f"{run_dir}: not a run folder (no run.json and no jobs/); give a run's output_dir")
-    return Results(run_dir)
 
 
 # -- what can be run -----------------------------------------------------------------------------------------
