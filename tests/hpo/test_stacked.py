@@ -37,6 +37,13 @@ def _problem(loss: str):
     return x, xv, y, 3, [0.5, 1.0, 2.0]
 
 
+def _mse_data() -> tuple[StackedData, int]:
+    """The regression problem, preprocessed as the encoder's training step would."""
+    x, xv, y, n_out, _ = _problem("mse")
+    pre = SmallCNNEncoder(embed_dim=EMB).preprocess
+    return StackedData(pre(x), y, pre(xv), "mse"), n_out
+
+
 class BiasFreeCNN(SmallCNNEncoder):
     """SmallCNN without conv biases: a bias right before a BatchNorm in train mode gets a gradient of ~0,
     which Adam turns into +-lr steps of rounding noise, so no two implementations agree on it."""
@@ -149,9 +156,7 @@ def test_stacked_trials_equal_sequential_lightning_training(loss, mode, encoder,
 
 @pytest.mark.parametrize("how", MODES)
 def test_dropout_and_pruning_stay_with_their_trial(how):
-    x, xv, y, n_out, _ = _problem("mse")
-    pre = SmallCNNEncoder(embed_dim=EMB).preprocess
-    data = StackedData(pre(x), y, pre(xv), "mse")
+    data, n_out = _mse_data()
     configs = [
         StackedConfig(1, 16, 0.3, 1e-2, 1e-3, 0.0, 0.0),
         StackedConfig(2, 16, 0.0, 1e-2, 1e-3, 0.0, 0.0),
@@ -180,9 +185,7 @@ def test_dropout_and_pruning_stay_with_their_trial(how):
 
 @pytest.mark.parametrize("how", MODES)
 def test_a_trial_that_turns_non_finite_completes_with_its_best_earlier_epoch(how):
-    x, xv, y, n_out, _ = _problem("mse")
-    pre = SmallCNNEncoder(embed_dim=EMB).preprocess
-    data = StackedData(pre(x), y, pre(xv), "mse")
+    data, n_out = _mse_data()
     configs = [
         StackedConfig(1, 16, 0.0, 1e-2, 1e-3, 0.0, 0.0),
         StackedConfig(2, 16, 0.0, 1e-2, 1e-3, 0.0, 0.0),
@@ -213,9 +216,7 @@ def test_a_trial_that_turns_non_finite_completes_with_its_best_earlier_epoch(how
 
 @pytest.mark.parametrize("how", MODES)
 def test_mixed_batchnorm_modes_share_a_stack(how):
-    x, xv, y, n_out, _ = _problem("mse")
-    pre = SmallCNNEncoder(embed_dim=EMB).preprocess
-    data = StackedData(pre(x), y, pre(xv), "mse")
+    data, n_out = _mse_data()
     configs = [
         StackedConfig(1, 16, 0.0, 1e-2, 1e-3, 1e-4, 1e-4),
         StackedConfig(2, 16, 0.0, 1e-2, 1e-3, 0.0, 0.0),
@@ -251,9 +252,7 @@ def test_mixed_batchnorm_modes_share_a_stack(how):
 
 
 def test_interleaved_stack_mixes_batch_sizes_and_each_trial_equals_its_run_alone():
-    x, xv, y, n_out, _ = _problem("mse")
-    pre = SmallCNNEncoder(embed_dim=EMB).preprocess
-    data = StackedData(pre(x), y, pre(xv), "mse")
+    data, n_out = _mse_data()
     configs = [
         StackedConfig(1, 8, 0.3, 1e-2, 1e-3, 0.0, 0.0),
         StackedConfig(2, 16, 0.0, 1e-2, 1e-3, 1e-4, 1e-4),
@@ -275,9 +274,7 @@ def test_interleaved_stack_mixes_batch_sizes_and_each_trial_equals_its_run_alone
 
 
 def test_interleaved_workers_leave_torch_threads_as_they_were():
-    x, xv, y, n_out, _ = _problem("mse")
-    pre = SmallCNNEncoder(embed_dim=EMB).preprocess
-    data = StackedData(pre(x), y, pre(xv), "mse")
+    data, n_out = _mse_data()
     configs = [StackedConfig(s, 16, 0.0, 1e-2, 1e-3, 0.0, 0.0) for s in (1, 2)]
     before = torch.get_num_threads()
     train_stacked([_net(n_out, 1), _net(n_out, 2)], configs, data, 1, mode="interleaved", workers=2)
