@@ -25,7 +25,7 @@ from ppgbench_pl.report.html import Page, table
 from ppgbench_pl.report.load import ReportError, RunSet, load_runs
 from ppgbench_pl.report.rules import Rule
 from ppgbench_pl.report.scores import Scores
-from ppgbench_pl.results.summary import BASELINE_MODEL, is_baseline
+from ppgbench_pl.results.fold_entry import BASELINE_MODEL, is_baseline
 
 PROTOCOL_DOC = "protocol.md"
 DECISIONS_DOC = "docs/protocol_decisions.md"

@@ -22,7 +22,7 @@ import pandas as pd
 from ppgbench_pl.report.load import CONTROL_MODELS, is_control
 from ppgbench_pl.report.rules import Rule
 from ppgbench_pl.report.scores import Scores
-from ppgbench_pl.results.summary import BASELINE_MODEL, is_baseline
+from ppgbench_pl.results.fold_entry import BASELINE_MODEL, is_baseline
 
 FEATURE_CONTROLS = tuple(c for c in CONTROL_MODELS if not is_baseline(c))
 CHANCE_COLUMNS = ["regime", "task", "metric", "baseline", "baseline_mean", "baseline_ci95", "best_model",

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from ppgbench_pl.errors import PPGBenchError
+from ppgbench_pl.results.fold_entry import code_label, fold_entry, is_baseline
 from ppgbench_pl.results.records import RESULTS_FILE, job_id, scan_records
-from ppgbench_pl.results.summary import code_label, fold_entry, is_baseline
 
 CONTROL_MODELS = ("prv_neurokit2", "prv_published", "moment_small", "constant")
 #: Control names of older run folders (the NeuroKit2 PRV was called ``prv`` before it was renamed).

@@ -17,7 +17,8 @@ import numpy as np
 import pandas as pd
 
 from ppgbench_pl.report.load import order_models, order_regimes, order_tasks
-from ppgbench_pl.results.summary import BASELINE_MODEL, SummaryBook, is_baseline
+from ppgbench_pl.results.fold_entry import BASELINE_MODEL, is_baseline
+from ppgbench_pl.results.summary import SummaryBook
 
 
 @dataclass(frozen=True)

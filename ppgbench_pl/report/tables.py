@@ -23,7 +23,7 @@ import pandas as pd
 
 from ppgbench_pl.report.rules import Rule, bold_models
 from ppgbench_pl.report.scores import Scores
-from ppgbench_pl.results.summary import BASELINE_MODEL, is_baseline
+from ppgbench_pl.results.fold_entry import BASELINE_MODEL, is_baseline
 
 MISSING = "–"
 ROW_MARKERS = {"near_chance": "†", "undetermined": "?"}

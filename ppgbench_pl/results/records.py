@@ -130,7 +130,7 @@ def scan_records(run_dir: str | Path, transform: Callable[[dict[str, Any]], Any]
 
     Args:
         run_dir: The run folder (``jobs/<id>/results.json`` inside; ``*.working`` folders are skipped).
-        transform: Applied to each record as it is read (e.g. :func:`~ppgbench_pl.results.summary.fold_entry`
+        transform: Applied to each record as it is read (e.g. :func:`~ppgbench_pl.results.fold_entry.fold_entry`
             keeps only what the summary needs, so large records are not all held in memory); a
             ``ValueError`` it raises is reported as a problem of that file.
 

@@ -25,17 +25,22 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
+from ppgbench_pl.results.fold_entry import (
+    BASELINE_MODEL,
+    FoldEntry,
+    entry_or_id,
+    fold_entry,
+    short_mean,
+    student_t_ci,
+    view_label,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
 
-BASELINE_MODEL = "constant"
 SUMMARY_FILE = "summary.csv"
 CI_UNITS = ("seed", "fold")
 SUMMARY_COLUMNS = [
@@ -46,128 +51,6 @@ FOLD_COLUMNS = ["model", "task", "regime", "seed", "fold", "metric", "value", "v
                 "code_version"]
 #: Two baseline values of one fold agree when they are this close (they come from the same code and data).
 BASELINE_RTOL, BASELINE_ATOL = 1e-9, 1e-12
-REQUIRED_FIELDS = ("model", "task", "regime", "seed", "fold", "metric")
-
-
-class MalformedRecord(ValueError):
-    """A job record lacks a field the summary needs, or holds one of the wrong type."""
-
-
-def is_baseline(name: str) -> bool:
-    """Whether a summary model name is a constant-baseline row (``constant``, ``constant @64Hz``, ...)."""
-    return name == BASELINE_MODEL or name.startswith((f"{BASELINE_MODEL} @", f"{BASELINE_MODEL}/"))
-
-
-@lru_cache(maxsize=256)
-def _t975(dof: int) -> float:
-    """Student-t 0.975 quantile (scipy.special, imported only when a CI is computed)."""
-    from scipy.special import stdtrit
-
-    return float(stdtrit(dof, 0.975))
-
-
-def student_t_ci(values: Any) -> float:
-    """Half-width t_{0.975, n-1} * sd(ddof=1) / sqrt(n); NaN with fewer than two values."""
-    arr = np.asarray(values, dtype=float)
-    if len(arr) < 2:
-        return float("nan")
-    return float(_t975(len(arr) - 1) * arr.std(ddof=1) / math.sqrt(len(arr)))
-
-
-def code_label(code_version: Any) -> str:
-    """``<version>+<first 12 hex of the source hash>`` of a record's ``code_version`` ('' if unknown)."""
-    if not isinstance(code_version, Mapping):
-        return str(code_version) if code_version else ""
-    version = str(code_version.get("ppgbench") or "?")
-    sha = str(code_version.get("source_sha256") or "")
-    return f"{version}+{sha[:12]}" if sha else version
-
-
-def view_label(fs: float | None) -> str:
-    """``64Hz``, ``62.5Hz``; ``unknown rate`` for records that do not say."""
-    return "unknown rate" if fs is None else f"{fs:g}Hz"
-
-
-@dataclass(frozen=True)
-class FoldEntry:
-    """What the summary needs of one ``ok`` job record (a few hundred bytes, whatever the record holds)."""
-
-    job_id: str
-    model: str
-    task: str
-    regime: str
-    seed: int
-    fold: int
-    metric: str
-    value: float | None  # mean over the repeats of the reported metric; None when no repeat has it
-    baseline: float | None
-    fs: float | None
-    backend: str
-    code_version: str
-
-    @property
-    def group(self) -> tuple[str, str, str]:
-        """The (task, regime, metric) group whose rows this entry changes."""
-        return (self.task, self.regime, self.metric)
-
-
-def _number(value: Any) -> float | None:
-    """Return a finite float, or None (null, NaN and non-numbers do not count)."""
-    if type(value) is float:  # the common case, first
-        return value if math.isfinite(value) else None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value) if math.isfinite(value) else None
-
-
-def _mean(values: list[float]) -> float:
-    """``np.mean`` of a short list without NumPy's per-call cost (the same sequential sum below 8 values)."""
-    return sum(values) / len(values) if len(values) < 8 else float(np.mean(values))
-
-
-def fold_entry(record: Mapping[str, Any]) -> FoldEntry | None:
-    """Return the summary's slim view of a record; None for a record that is not ``ok``.
-
-    Raises:
-        MalformedRecord: An ``ok`` record lacks a field the summary needs (the message names it).
-
-    """
-    if not isinstance(record, dict | Mapping):
-        raise MalformedRecord("not a job record (a JSON object was expected)")
-    if record.get("status") != "ok":
-        return None
-    for key in REQUIRED_FIELDS:
-        if record.get(key) is None:
-            raise MalformedRecord(f"missing field '{key}'")
-    results = record.get("results")
-    if not isinstance(results, list) or not all(isinstance(r, dict | Mapping) for r in results):
-        raise MalformedRecord("field 'results' is not a list of repeats")
-    metric = str(record["metric"])
-    values = [v for r in results if (v := _number((r.get("metrics") or {}).get(metric))) is not None]
-    baseline = record.get("baseline") or {}
-    try:
-        seed, fold = int(record["seed"]), int(record["fold"])
-    except (TypeError, ValueError):
-        raise MalformedRecord("fields 'seed' and 'fold' must be integers") from None
-    jid = record.get("job_id")
-    if not jid:
-        from ppgbench_pl.results.records import job_id
-
-        jid = job_id(str(record["model"]), str(record["task"]), str(record["regime"]), seed, fold)
-    return FoldEntry(
-        job_id=str(jid), model=str(record["model"]), task=str(record["task"]), regime=str(record["regime"]),
-        seed=seed, fold=fold, metric=metric, value=_mean(values) if values else None,
-        baseline=_number(baseline.get(metric)) if isinstance(baseline, dict | Mapping) else None,
-        fs=_number(record.get("fs")), backend=str(record.get("backend") or ""),
-        code_version=code_label(record.get("code_version")),
-    )
-
-
-def _entry_or_id(record: Mapping[str, Any]) -> FoldEntry | str:
-    """Return the entry of an ``ok`` record, else the job id of the record ('' if it has none)."""
-    entry = fold_entry(record)
-    return entry if entry is not None else str(record.get("job_id") or "")
-
 
 def _joined(values: Iterable[str]) -> str:
     return ";".join(sorted({v for v in values if v}))
@@ -179,9 +62,9 @@ def _summary_row(model: str, group: tuple[str, str, str], cells: dict[tuple[int,
     by_seed: dict[int, list[float]] = {}
     for (seed, _), value in sorted(cells.items()):
         by_seed.setdefault(seed, []).append(value)
-    seed_means = [_mean(v) for v in by_seed.values()]
+    seed_means = [short_mean(v) for v in by_seed.values()]
     units = seed_means if ci_unit == "seed" else [cells[k] for k in sorted(cells)]
-    mean, half = _mean(seed_means), student_t_ci(units)
+    mean, half = short_mean(seed_means), student_t_ci(units)
     task, regime, metric = group
     return {
         "model": model, "task": task, "regime": regime, "metric": metric, "mean": mean, "ci95": half,
@@ -381,7 +264,7 @@ class SummaryBook:
         """Add every record of a run folder; returns one line per unreadable or malformed record."""
         from ppgbench_pl.results.records import scan_records
 
-        scan = scan_records(run_dir, transform=_entry_or_id)
+        scan = scan_records(run_dir, transform=entry_or_id)
         for item in scan.records:
             if isinstance(item, FoldEntry):
                 self.add_entry(item)

@@ -11,8 +11,9 @@ from scipy import stats
 
 from ppgbench_pl.errors import PPGBenchError
 from ppgbench_pl.results import summary as summary_module
+from ppgbench_pl.results.fold_entry import fold_entry
 from ppgbench_pl.results.records import RESULTS_FILE, iter_records, job_dir, job_id, model_id, scan_records, write_job
-from ppgbench_pl.results.summary import SummaryBook, fold_entry, fold_rows, summarise, write_summary
+from ppgbench_pl.results.summary import SummaryBook, fold_rows, summarise, write_summary
 
 
 def record(model, seed, fold, values, base=None, status="ok", task="t-hr", regime="linear"):
