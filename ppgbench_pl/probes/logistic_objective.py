@@ -16,6 +16,24 @@ import torch
 from ppgbench_pl.probes.linear import Parts
 
 
+def _unstandardised(w: torch.Tensor, b: torch.Tensor, mean: torch.Tensor, scale: torch.Tensor,
+                    neg: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Weights [A, d, K] and intercepts [A, K] on the (centred) raw rows, absent classes' logits pushed down."""
+    w_eff = w / scale[:, :, None]
+    return w_eff, b - torch.einsum("pd,pdk->pk", mean, w_eff) + neg
+
+
+def _standardised_grad(g_eff: torch.Tensor, gb: torch.Tensor, w: torch.Tensor, mean: torch.Tensor,
+                       scale: torch.Tensor, penalty: torch.Tensor, free_f: torch.Tensor) -> torch.Tensor:
+    """The gradient [A, d+1, K] in the standardised parameters from the raw-row one (g_eff [A, d, K], gb [A, K]).
+
+    Adds the ridge term and zeroes the fixed columns.
+    """
+    gw = (g_eff - mean[:, :, None] * gb[:, None, :]) / scale[:, :, None]
+    gw = gw + 2.0 * penalty[:, None, None] * w
+    return torch.cat([gw, gb[:, None, :]], dim=1) * free_f
+
+
 @dataclass
 class _Problem:
     """The batched objective: parts share the rows ``x0`` and differ by mask, standardisation, classes."""
@@ -79,8 +97,7 @@ class _Problem:
         n, mean, scale, neg, weight, onehot_w, free_f = self._subset(idx, torch.float64, cache)
         n_parts, d1, k = theta.shape
         w, b = theta[:, :-1, :], theta[:, -1, :]
-        w_eff = w / scale[:, :, None]  # [A, d, K]
-        b_eff = b - torch.einsum("pd,pdk->pk", mean, w_eff) + neg
+        w_eff, b_eff = _unstandardised(w, b, mean, scale, neg)  # [A, d, K], [A, K]
         lhs = w_eff.transpose(1, 2).reshape(n_parts * k, d1 - 1)
         if dtype == torch.float64:
             z_lin = (lhs @ self.x0t).view(n_parts, k, -1)  # [A, K, n]
@@ -111,10 +128,7 @@ class _Problem:
             dr = (r - ref[2][sel]).view(n_parts * k, -1).to(torch.float32)
             rx = ref[3][sel] + (dr @ x0_32).view(n_parts, k, d1 - 1).to(torch.float64)
         g_eff = rx.transpose(1, 2)
-        gb = r.sum(2)  # [A, K]
-        gw = (g_eff - mean[:, :, None] * gb[:, None, :]) / scale[:, :, None]
-        gw = gw + 2.0 * penalty[:, None, None] * w
-        grad = torch.cat([gw, gb[:, None, :]], dim=1) * free_f
+        grad = _standardised_grad(g_eff, r.sum(2), w, mean, scale, penalty, free_f)
         return loss, grad
 
 
@@ -181,8 +195,7 @@ class _ChunkedRows:
         sels, constants = self._batch(pid)
         n, mean, scale, neg, perm, rows, label_sums, _ = constants
         w, b = theta[:, :-1, :], theta[:, -1, :]
-        w_eff = w / scale[:, :, None]
-        b_eff = b - torch.einsum("pd,pdk->pk", mean, w_eff) + neg
+        w_eff, b_eff = _unstandardised(w, b, mean, scale, neg)
         lhs = torch.cat([w_eff, b_eff[:, None, :]], 1).transpose(1, 2)  # [A, K, d+1]
         lhs_p = lhs.gather(1, perm[:, :, None].expand(-1, -1, d1))
         diff = (lhs_p[:, 1:] - lhs_p[:, :1]).contiguous()  # [A, K-1, d+1]: logits minus the reference's
@@ -233,8 +246,6 @@ class _ChunkedRows:
         # mean log-loss: (sum of log-sum-exp - sum of true-class logits) / n
         loss = (lse - true_logits) * inv_n + penalty * (w * w).sum((1, 2))
         g_full = (rx - label_sums) * inv_n[:, None, None]  # [A, K, d+1]: d/d(w_eff, b_eff)
-        gb = g_full[:, :, -1]
-        gw = (g_full[:, :, :-1].transpose(1, 2) - mean[:, :, None] * gb[:, None, :]) / scale[:, :, None]
-        gw = gw + 2.0 * penalty[:, None, None] * w
-        grad = torch.cat([gw, gb[:, None, :]], dim=1) * free_f
+        grad = _standardised_grad(g_full[:, :, :-1].transpose(1, 2), g_full[:, :, -1], w, mean, scale, penalty,
+                                  free_f)
         return loss, grad
