@@ -186,7 +186,7 @@ def cached_help(command: str) -> str:
         build_cli([command, "--help"])
     text = buffer.getvalue()
     try:
-        from ppgbench_pl.data.processed import write_text_atomic
+        from ppgbench_pl.atomic_io import write_text_atomic
 
         root.mkdir(parents=True, exist_ok=True)
         write_text_atomic(path, text)

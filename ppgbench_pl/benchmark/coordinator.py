@@ -34,6 +34,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from ppgbench_pl.atomic_io import write_json_atomic
 from ppgbench_pl.benchmark.executors import Executor
 from ppgbench_pl.benchmark.identity import (
     check_or_write_identity,
@@ -49,7 +50,6 @@ from ppgbench_pl.benchmark.spec import RunSettings
 from ppgbench_pl.benchmark.suite import BenchmarkSuite, forget_suites, instantiate, suite_for
 from ppgbench_pl.benchmark.tracking import CellTracker, close_wandb, wandb_enabled
 from ppgbench_pl.benchmark.worker import JobOutcome, JobSpec, run_job_spec
-from ppgbench_pl.data.processed import write_json_atomic
 from ppgbench_pl.errors import ConfigError
 from ppgbench_pl.regimes.base import Regime
 from ppgbench_pl.results.summary import SummaryBook

@@ -26,9 +26,9 @@ from typing import Any
 import torch
 
 import ppgbench_pl
+from ppgbench_pl.atomic_io import write_json_atomic
 from ppgbench_pl.benchmark.cache import data_identity, encoder_identity
 from ppgbench_pl.benchmark.locks import file_lock
-from ppgbench_pl.data.processed import write_json_atomic
 from ppgbench_pl.datamodules.ppg import PPGDataModule
 from ppgbench_pl.encoders.base import PPGEncoder
 from ppgbench_pl.errors import ConfigError

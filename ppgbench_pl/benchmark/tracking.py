@@ -27,8 +27,8 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from ppgbench_pl.atomic_io import write_json_atomic
 from ppgbench_pl.benchmark.job import read_record
-from ppgbench_pl.data.processed import write_json_atomic
 
 WANDB_CHOICES = ("group", "per-job", "off")
 

@@ -29,6 +29,11 @@ from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
+from ppgbench_pl.atomic_io import (
+    dir_mode,
+    json_safe,
+    write_json_atomic,
+)
 from ppgbench_pl.errors import DataError
 
 if TYPE_CHECKING:  # pandas is only named in annotations here; importing it costs ~0.5 s of every start
@@ -46,89 +51,6 @@ def format_fs(fs: float) -> str:
 def dataset_dir(root: str | Path, fs: float, display_name: str) -> Path:
     """``<root>/fs_<rate>/<DisplayName>``."""
     return Path(root) / f"fs_{format_fs(fs)}" / display_name
-
-
-def current_umask() -> int:
-    """Return the umask, read without changing it where Linux allows (``os.umask`` is process-wide)."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-def file_mode() -> int:
-    """Mode of a newly written file under the umask (0644 under 022), as ``open`` would give it."""
-    return 0o666 & ~current_umask()
-
-
-def dir_mode() -> int:
-    """Mode of a newly made folder under the umask (0755 under 022); ``mkdtemp`` alone gives 0700."""
-    return 0o777 & ~current_umask()
-
-
-@contextmanager
-def atomic_open(path: str | Path, mode: str = "wb") -> Iterator[IO[Any]]:
-    """Write ``path`` all-or-nothing: a unique temporary file beside it, fsync, chmod per umask, replace.
-
-    Every atomic write of the project goes through here, so concurrent writers never share a temporary
-    name, readers never see half a file, and the result is readable as the umask allows (``mkstemp``
-    alone makes 0600 files).
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, mode) as handle:
-            yield handle
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, file_mode())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def write_bytes_atomic(path: str | Path, data: bytes) -> None:
-    """Atomic, umask-respecting write of raw bytes."""
-    with atomic_open(path, "wb") as handle:
-        handle.write(data)
-
-
-def write_text_atomic(path: str | Path, text: str) -> None:
-    """Atomic, umask-respecting write of UTF-8 text."""
-    write_bytes_atomic(path, text.encode("utf-8"))
-
-
-def write_json_atomic(path: str | Path, payload: Any) -> None:
-    """Atomic JSON write (non-finite floats become null) so readers never see half a file."""
-    write_text_atomic(path, json.dumps(_json_safe(payload), indent=2, sort_keys=False))
-
-
-def save_npy_atomic(path: str | Path, array: np.ndarray) -> None:
-    """Atomic ``np.save`` (no pickles) to exactly ``path``."""
-    with atomic_open(path, "wb") as handle:
-        np.save(handle, np.asarray(array), allow_pickle=False)
-
-
-def _json_safe(value: Any) -> Any:
-    """Numpy scalars to Python, non-finite floats to null (JSON has no NaN)."""
-    if isinstance(value, Mapping):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_json_safe(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return [_json_safe(v) for v in value.tolist()]
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
 
 
 def raw_files_digest(raw_root: Path, suffixes: Iterable[str] = RAW_SUFFIXES) -> str:
@@ -229,7 +151,7 @@ class ProcessedWriter:
         np.save(folder / "ppg.npy", np.ascontiguousarray(group.ppg, dtype=np.float32))
         for key, values in {**group.targets, **group.extra_arrays}.items():
             np.save(folder / f"{key}.npy", np.asarray(values))
-        (folder / "stats.json").write_text(json.dumps(_json_safe(group.stats), indent=2))
+        (folder / "stats.json").write_text(json.dumps(json_safe(group.stats), indent=2))
         if group.metadata is not None:
             group.metadata.to_csv(folder / "metadata.csv", index=False)
         self.groups.append(group.name)
@@ -281,9 +203,9 @@ def check_existing(final_dir: Path, marker: Mapping[str, Any]) -> bool:
     existing = read_marker(marker_path)
     for key in WRITER_KEYS:  # added by the writer, not part of the identity
         existing.pop(key, None)
-    if existing != _json_safe(dict(marker)):
+    if existing != json_safe(dict(marker)):
         keys = set(existing) | set(marker)
-        changed = sorted(k for k in keys if existing.get(k) != _json_safe(marker.get(k)))
+        changed = sorted(k for k in keys if existing.get(k) != json_safe(marker.get(k)))
         raise MarkerMismatch(
             f"{marker_path}: made from other inputs or settings ({', '.join(changed)} differ); "
             "choose another output folder or remove it"

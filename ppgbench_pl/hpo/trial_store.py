@@ -33,7 +33,7 @@ class TrialWeights:
 
     def save(self, number: int, state: dict[str, Any]) -> None:
         """Write atomically (unique temporary file, then rename; readable by others as the umask allows)."""
-        from ppgbench_pl.data.processed import atomic_open
+        from ppgbench_pl.atomic_io import atomic_open
 
         with atomic_open(self.path(number), "wb") as handle:
             torch.save({k: v.detach().cpu() for k, v in state.items()}, handle)

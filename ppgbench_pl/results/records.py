@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ppgbench_pl.data.processed import write_json_atomic
+from ppgbench_pl.atomic_io import write_json_atomic
 
 RESULTS_FILE = "results.json"
 

@@ -314,7 +314,7 @@ class SummaryBook:
         if not force and (now - self._last_write < self.every_s
                           or (self._written_version == self._version and path.exists())):
             return None
-        from ppgbench_pl.data.processed import write_text_atomic
+        from ppgbench_pl.atomic_io import write_text_atomic
 
         write_text_atomic(path, self.summary(ci_unit).to_csv(index=False))
         self._last_write, self._written_version = time.monotonic(), self._version

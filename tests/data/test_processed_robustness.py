@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ppgbench_pl.atomic_io import save_npy_atomic, write_bytes_atomic, write_json_atomic, write_text_atomic
 from ppgbench_pl.data import processed
 from ppgbench_pl.data.datasets.bidmc import BidmcDataset
 from ppgbench_pl.data.processed import (
@@ -20,10 +21,6 @@ from ppgbench_pl.data.processed import (
     ProcessedDataset,
     clean_abandoned_builds,
     open_writer,
-    save_npy_atomic,
-    write_bytes_atomic,
-    write_json_atomic,
-    write_text_atomic,
 )
 from ppgbench_pl.data.synthetic import SyntheticPPGDataset
 from ppgbench_pl.data.task_data import load_windows

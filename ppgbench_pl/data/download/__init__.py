@@ -18,10 +18,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ppgbench_pl.atomic_io import write_text_atomic
 from ppgbench_pl.data.download.archives import MARKER_SUFFIX
 from ppgbench_pl.data.download.http import RETRIES, STALL_S, ChecksumLog, Client
 from ppgbench_pl.data.download.sources import SOURCES, Job, Source
-from ppgbench_pl.data.processed import write_text_atomic
 from ppgbench_pl.errors import ConfigError, DownloadError, PPGBenchError
 
 __all__ = ["FAILED", "SOURCES", "download", "mirror_env_var"]

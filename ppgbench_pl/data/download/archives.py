@@ -14,7 +14,7 @@ import tarfile
 import zipfile
 from pathlib import Path, PurePosixPath
 
-from ppgbench_pl.data.processed import write_text_atomic
+from ppgbench_pl.atomic_io import write_text_atomic
 from ppgbench_pl.errors import DownloadError
 
 MARKER_SUFFIX = ".extracted"

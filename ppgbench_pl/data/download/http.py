@@ -22,7 +22,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from ppgbench_pl.data.processed import write_text_atomic
+from ppgbench_pl.atomic_io import write_text_atomic
 from ppgbench_pl.errors import DownloadError
 
 logger = logging.getLogger(__name__)

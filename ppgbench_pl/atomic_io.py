@@ -1,0 +1,101 @@
+"""All-or-nothing file writes that respect the umask: every file ppgbench writes goes through here.
+
+A unique temporary file beside the target, fsync, chmod per umask, rename: concurrent writers never share
+a temporary name, readers never see half a file, and an interrupted write leaves the old file or none.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+
+
+def current_umask() -> int:
+    """Return the umask, read without changing it where Linux allows (``os.umask`` is process-wide)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def file_mode() -> int:
+    """Mode of a newly written file under the umask (0644 under 022), as ``open`` would give it."""
+    return 0o666 & ~current_umask()
+
+
+def dir_mode() -> int:
+    """Mode of a newly made folder under the umask (0755 under 022); ``mkdtemp`` alone gives 0700."""
+    return 0o777 & ~current_umask()
+
+
+@contextmanager
+def atomic_open(path: str | Path, mode: str = "wb") -> Iterator[IO[Any]]:
+    """Write ``path`` all-or-nothing: a unique temporary file beside it, fsync, chmod per umask, replace.
+
+    Every atomic write of the project goes through here, so concurrent writers never share a temporary
+    name, readers never see half a file, and the result is readable as the umask allows (``mkstemp``
+    alone makes 0600 files).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, mode) as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, file_mode())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_bytes_atomic(path: str | Path, data: bytes) -> None:
+    """Atomic, umask-respecting write of raw bytes."""
+    with atomic_open(path, "wb") as handle:
+        handle.write(data)
+
+
+def write_text_atomic(path: str | Path, text: str) -> None:
+    """Atomic, umask-respecting write of UTF-8 text."""
+    write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def write_json_atomic(path: str | Path, payload: Any) -> None:
+    """Atomic JSON write (non-finite floats become null) so readers never see half a file."""
+    write_text_atomic(path, json.dumps(json_safe(payload), indent=2, sort_keys=False))
+
+
+def save_npy_atomic(path: str | Path, array: np.ndarray) -> None:
+    """Atomic ``np.save`` (no pickles) to exactly ``path``."""
+    with atomic_open(path, "wb") as handle:
+        np.save(handle, np.asarray(array), allow_pickle=False)
+
+
+def json_safe(value: Any) -> Any:
+    """Numpy scalars to Python, non-finite floats to null (JSON has no NaN)."""
+    if isinstance(value, Mapping):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return [json_safe(v) for v in value.tolist()]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
