@@ -48,6 +48,13 @@ def _score(out: np.ndarray) -> float:
     return float(np.mean(out))  # any deterministic function of the outputs will do
 
 
+def _trainer(callbacks):
+    """The reference trial's Trainer: CPU, EPOCHS epochs, nothing logged or saved."""
+    return L.Trainer(callbacks=callbacks, max_epochs=EPOCHS, logger=False, enable_checkpointing=False,
+                     enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
+                     accelerator="cpu")
+
+
 def _reference(config, x, y, xv, n_out, loss, weight):
     """The Lightning loop: EncoderTask on cached embeddings, one Trainer.fit."""
     L.seed_everything(config.seed, verbose=False)
@@ -57,13 +64,8 @@ def _reference(config, x, y, xv, n_out, loss, weight):
                        sampler=EpochPermutationSampler(len(x), config.seed))
     val = DataLoader(ArrayDataset(z=xv, y=np.zeros((len(xv), *y.shape[1:]), dtype=y.dtype)), batch_size=4096)
 
-    def trainer(callbacks):
-        return L.Trainer(callbacks=callbacks, max_epochs=EPOCHS, logger=False, enable_checkpointing=False,
-                         enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
-                         accelerator="cpu")
-
     history = []
-    outcome = fit_trial(trainer, task, train, val, lambda out: history.append(_score(out)) or history[-1], None,
+    outcome = fit_trial(_trainer, task, train, val, lambda out: history.append(_score(out)) or history[-1], None,
                         snapshot=lambda m: {k: v.clone() for k, v in m.head.state_dict().items()})
     return outcome, history
 
@@ -272,11 +274,6 @@ def test_lightning_trial_that_turns_non_finite_completes_with_its_best_earlier_e
     val = DataLoader(ArrayDataset(z=xv, y=np.zeros((len(xv), n_out), dtype=np.float32)), batch_size=4096)
     score = _nan_at_second_call()
 
-    def trainer(callbacks):
-        return L.Trainer(callbacks=callbacks, max_epochs=EPOCHS, logger=False, enable_checkpointing=False,
-                         enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
-                         accelerator="cpu")
-
-    outcome = fit_trial(trainer, task, train, val, lambda out: score(0, out), None)
+    outcome = fit_trial(_trainer, task, train, val, lambda out: score(0, out), None)
     assert outcome.state == "complete" and outcome.best_epoch == 1 and outcome.value == 0.5
     assert outcome.weights is not None and outcome.epochs_run == 2
