@@ -94,9 +94,7 @@ class ProbeTask(L.LightningModule):
         y = np.concatenate([r[1] for r in self._train_rows])
         index = np.concatenate([r[2] for r in self._train_rows])
         groups = self.groups[index] if self.groups is not None else index
-        with blas_threads(self.blas_threads):
-            self.estimator.fit(z.astype(np.float64), y, groups)
-        self._set_fitted()
+        self.fit_arrays(z.astype(np.float64), y, groups)
         self._train_rows.clear()
 
     def test_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
