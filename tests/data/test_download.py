@@ -17,7 +17,8 @@ import pytest
 
 from ppgbench_pl.data.download import FAILED, SOURCES, download
 from ppgbench_pl.data.download.archives import extract, marker_path
-from ppgbench_pl.data.download.http import ChecksumLog, Client, RemoteFile
+from ppgbench_pl.data.download.files import ChecksumLog, RemoteFile
+from ppgbench_pl.data.download.http import Client
 from ppgbench_pl.errors import ConfigError, DownloadError
 from tests.data.http_fixture import FixtureServer, write_tar, zip_bytes
 

@@ -20,7 +20,8 @@ from typing import Any
 
 from ppgbench_pl.atomic_io import write_text_atomic
 from ppgbench_pl.data.download.archives import MARKER_SUFFIX
-from ppgbench_pl.data.download.http import RETRIES, STALL_S, ChecksumLog, Client
+from ppgbench_pl.data.download.files import ChecksumLog
+from ppgbench_pl.data.download.http import RETRIES, STALL_S, Client
 from ppgbench_pl.data.download.sources import SOURCES, Job, Source
 from ppgbench_pl.errors import ConfigError, DownloadError, PPGBenchError
 

@@ -7,22 +7,25 @@ out is renamed to its final name, so a final file on disk always means "verified
 
 from __future__ import annotations
 
-import hashlib
 import http.client
 import json
 import logging
-import os
 import re
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
 
-from ppgbench_pl.atomic_io import write_text_atomic
+from ppgbench_pl.data.download.files import (
+    CHUNK_BYTES,
+    ChecksumLog,
+    RemoteFile,
+    already_complete,
+    finish_download,
+)
 from ppgbench_pl.errors import DownloadError
 
 logger = logging.getLogger(__name__)
@@ -35,97 +38,9 @@ STALL_MIN_BYTES = 1024
 #: A stalled or cut transfer is resumed this many times before the file fails.
 RETRIES = 2
 RETRY_WAIT_S = 2.0
-CHUNK_BYTES = 1 << 20
-CHECKSUMS_FILE = "checksums.json"
 #: Listings and JSON answers are small; anything larger is not what we asked for.
 MAX_LISTING_BYTES = 64 << 20
 _CONTENT_RANGE = re.compile(r"bytes\s+(\d+)-(\d+)/(\d+|\*)")
-
-
-def safe_relpath(rel: str) -> str:
-    """Check that a destination taken from a remote listing stays inside the dataset folder."""
-    parts = rel.split("/")
-    bad = (
-        not rel
-        or "\\" in rel
-        or "\x00" in rel
-        or re.match(r"^[A-Za-z]:", rel) is not None
-        or any(p in ("", ".", "..") for p in parts)
-    )
-    if bad:
-        raise DownloadError(f"refusing unsafe file name from the publisher's listing: {rel!r}")
-    return rel
-
-
-@dataclass(frozen=True)
-class RemoteFile:
-    """One file to fetch and what the publisher says about it (size and checksum are optional)."""
-
-    url: str
-    dest: str
-    size: int | None = None
-    sha256: str | None = None
-    md5: str | None = None
-
-    def __post_init__(self) -> None:
-        """Refuse destinations that would escape the dataset folder before anything is written."""
-        safe_relpath(self.dest)
-
-
-class ChecksumLog:
-    """The ``checksums.json`` of one dataset folder: SHA-256 and size of what was received.
-
-    Files without a publisher checksum are verified against it on a rerun. Saving is batched because
-    BUT-PPG has thousands of small files and rewriting the log after each would be quadratic.
-    """
-
-    def __init__(self, folder: Path) -> None:
-        """Load the existing log of ``folder`` (an unreadable log is treated as empty)."""
-        self.path = folder / CHECKSUMS_FILE
-        self._entries: dict[str, dict[str, Any]] = {}
-        self._pending = 0
-        self._last_save = time.monotonic()
-        if self.path.is_file():
-            try:
-                loaded = json.loads(self.path.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                loaded = {}
-            if isinstance(loaded, dict):
-                self._entries = {k: v for k, v in loaded.items() if isinstance(v, dict)}
-
-    def get(self, rel: str) -> dict[str, Any] | None:
-        """The recorded entry of one file, if any."""
-        return self._entries.get(rel)
-
-    def forget(self, rel: str) -> None:
-        """Drop the entry of a file that is fetched afresh."""
-        if self._entries.pop(rel, None) is not None:
-            self._pending += 1
-
-    def record(self, rel: str, *, size: int, sha256: str, publisher: str | None) -> None:
-        """Remember a verified file; ``publisher`` names the publisher's checksum kind, or None."""
-        self._entries[rel] = {"size": size, "sha256": sha256, "publisher_checksum": publisher}
-        self._pending += 1
-        if self._pending >= 200 or time.monotonic() - self._last_save > 30:
-            self.save()
-
-    def save(self) -> None:
-        """Write the log atomically (temporary file, then rename)."""
-        if not self._entries and not self.path.exists():
-            return
-        write_text_atomic(self.path, json.dumps(self._entries, indent=1, sort_keys=True) + "\n")
-        self._pending = 0
-        self._last_save = time.monotonic()
-
-
-def _hashes(path: Path, algos: tuple[str, ...]) -> dict[str, str]:
-    """Hex digests of a file for several algorithms in one pass."""
-    hs = {a: hashlib.new(a) for a in algos}
-    with path.open("rb") as fh:
-        while block := fh.read(CHUNK_BYTES):
-            for h in hs.values():
-                h.update(block)
-    return {a: h.hexdigest() for a, h in hs.items()}
 
 
 class Interrupted(DownloadError):
@@ -229,7 +144,7 @@ class Client:
             part.unlink(missing_ok=True)
             log.forget(item.dest)
         if dest.is_file():
-            if _already_complete(dest, item, log):
+            if already_complete(dest, item, log):
                 return False
             dest.unlink()  # a final file that fails its check is stale; fetch it afresh
         dest.parent.mkdir(parents=True, exist_ok=True)
@@ -244,7 +159,7 @@ class Client:
                 wait = self.retry_wait_s * 2**attempt
                 logger.warning("%s; retrying in %g s", exc, wait)
                 time.sleep(wait)
-        _finish(item, part, dest, expected, log)
+        finish_download(item, part, dest, expected, log)
         return True
 
     def _receive(self, item: RemoteFile, part: Path) -> int | None:
@@ -374,43 +289,6 @@ def _resume_offset(resp: http.client.HTTPResponse, have: int) -> tuple[int, int 
         return have, have + int(length) if length and length.isdigit() else None
     length = resp.headers.get("Content-Length")
     return 0, int(length) if length and length.isdigit() else None
-
-
-def _already_complete(dest: Path, item: RemoteFile, log: ChecksumLog) -> bool:
-    """Whether an existing final file matches the publisher's size/checksum, or what we recorded."""
-    size = dest.stat().st_size
-    if item.size is not None and size != item.size:
-        return False
-    if item.sha256:
-        return _hashes(dest, ("sha256",))["sha256"] == item.sha256.lower()
-    if item.md5:
-        return _hashes(dest, ("md5",))["md5"] == item.md5.lower()
-    recorded = log.get(item.dest)
-    if recorded is not None:
-        return recorded.get("size") == size and _hashes(dest, ("sha256",))["sha256"] == recorded.get("sha256")
-    return True  # final names are only given after verification, and nothing more is known
-
-
-def _finish(item: RemoteFile, part: Path, dest: Path, expected: int | None, log: ChecksumLog) -> None:
-    """Check size and checksum of the received ``.part`` and give it its final name."""
-    got = part.stat().st_size if part.is_file() else 0
-    if expected is not None and got != expected:
-        if got > expected:
-            part.unlink()
-            raise DownloadError(f"{dest}: received {got} bytes, more than the expected {expected}; run again")
-        raise DownloadError(f"{dest}: received {got} of {expected} bytes; run again to resume")
-    algos = ("sha256", "md5") if item.md5 and not item.sha256 else ("sha256",)
-    digests = _hashes(part, algos)
-    publisher = "sha256" if item.sha256 else "md5" if item.md5 else None
-    want = (item.sha256 or item.md5 or "").lower()
-    if publisher is not None and digests[publisher] != want:
-        part.unlink()
-        raise DownloadError(
-            f"{dest}: {publisher} checksum mismatch (publisher {want}, received {digests[publisher]}); "
-            f"the bad file was deleted, run again to download it afresh"
-        )
-    os.replace(part, dest)
-    log.record(item.dest, size=got, sha256=digests["sha256"], publisher=publisher)
 
 
 def http_error(url: str, exc: urllib.error.HTTPError) -> DownloadError:

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from ppgbench_pl.data.download.archives import extract, marker_path
-from ppgbench_pl.data.download.http import ChecksumLog, Client, RemoteFile, safe_relpath
+from ppgbench_pl.data.download.files import ChecksumLog, RemoteFile, safe_relpath
+from ppgbench_pl.data.download.http import Client
 from ppgbench_pl.data.registry import SOURCES as DECLARED_SOURCES
 from ppgbench_pl.data.spec import (
     ArchiveSource,
