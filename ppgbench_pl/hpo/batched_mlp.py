@@ -18,7 +18,7 @@ AdamW state, reports and pruning. Semantics equal the Lightning reference loop (
   a trial trained in a stack equals the same trial trained alone, dropout included. The keep probability is
   ``1 - p`` to 2^-32.
 * A trial whose loss or validation score turns non-finite stops alone and, as published, completes with its
-  best earlier epoch (:func:`~ppgbench_pl.hpo.stacked.finish_diverged`; it fails without one); pruned and
+  best earlier epoch (:func:`~ppgbench_pl.hpo.trial_epochs.finish_diverged`; it fails without one); pruned and
   stopped trials are dropped from their stack. After every epoch all trials are validated, then reported to
   the study in input order, whatever stacks they train in.
 """
@@ -40,7 +40,7 @@ from torch.optim.adamw import adamw
 from ppgbench_pl.heads.mlp import MLPHead
 from ppgbench_pl.hpo.optuna_search import TrialOutcome
 from ppgbench_pl.hpo.shuffle import epoch_permutation
-from ppgbench_pl.hpo.stacked import EpochHook, ScoreFn, finish_diverged, score_epoch
+from ppgbench_pl.hpo.trial_epochs import EpochHook, ScoreFn, finish_diverged, score_epoch
 
 BETAS, EPS = (0.9, 0.999), 1e-8
 #: Elements of one [heads, rows, width] activation in evaluation, and of a training chunk's gathered rows.

@@ -22,7 +22,7 @@ from optuna_integration import PyTorchLightningPruningCallback
 from torch.utils.data import DataLoader
 
 from ppgbench_pl.hpo.optuna_search import TrialOutcome
-from ppgbench_pl.hpo.stacked import finish_diverged
+from ppgbench_pl.hpo.trial_epochs import finish_diverged
 from ppgbench_pl.tasks.encoder_task import TrainingDiverged
 
 MONITOR = "val/best_selection"

@@ -49,8 +49,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from functools import partial
@@ -65,12 +64,11 @@ from torch.nn import functional as F
 from ppgbench_pl.heads.mlp import MLPHead
 from ppgbench_pl.hpo.optuna_search import TrialOutcome
 from ppgbench_pl.hpo.shuffle import epoch_permutation
+from ppgbench_pl.hpo.trial_epochs import EpochHook, ScoreFn, finish_diverged, score_epoch
 
 BETAS, EPS = (0.9, 0.999), 1e-8
 StackMode = Literal["auto", "vmap", "interleaved"]
 STACK_MODES = ("auto", "vmap", "interleaved")
-ScoreFn = Callable[[int, np.ndarray], float]
-EpochHook = Callable[[int, int, float], bool]
 
 
 class HeadedEncoder(nn.Module):
@@ -374,8 +372,10 @@ def train_stacked(
     encoder = getattr(nets[0], "encoder", nets[0]) if nets else None  # the head's masks are drawn per trial
     if resolve_stack_mode(mode, device, encoder) == "interleaved":
         flags = [freeze_stats] * len(nets) if isinstance(freeze_stats, bool) else list(freeze_stats)
-        runs = [_TrialRun(net, c, f, device, amp_dtype) for net, c, f in zip(nets, configs, flags, strict=True)]
-        return _loop(runs, data, epochs, score, on_epoch, eval_batch_size, workers)
+        from ppgbench_pl.hpo.interleaved import TrialRun, train_interleaved  # it builds on this module
+
+        runs = [TrialRun(net, c, f, device, amp_dtype) for net, c, f in zip(nets, configs, flags, strict=True)]
+        return train_interleaved(runs, data, epochs, score, on_epoch, eval_batch_size, workers)
     if len({c.batch_size for c in configs}) != 1:
         raise ValueError("a stacked group needs one batch size")
     stack = StackedNets(nets, configs, freeze_stats, device)
@@ -492,135 +492,6 @@ def resolve_stack_mode(mode: str, device: torch.device, encoder: nn.Module | Non
     return "vmap"
 
 
-class _TrialRun:
-    """One trial of an ``interleaved`` stack: its module, AdamW (head and encoder groups), batches, masks."""
-
-    def __init__(self, net: nn.Module, config: StackedConfig, frozen: bool, device: torch.device,
-                 amp_dtype: torch.dtype | None, head_prefix: str = "head.") -> None:
-        self.net, self.config, self.frozen, self.device = net.to(device), config, frozen, device
-        named = [(k, p) for k, p in self.net.named_parameters() if p.requires_grad]
-        head = [p for k, p in named if k.startswith(head_prefix)]
-        encoder = [p for k, p in named if not k.startswith(head_prefix)]
-        groups = [{"params": head, "lr": config.head_lr, "weight_decay": config.head_weight_decay},
-                  {"params": encoder, "lr": config.encoder_lr, "weight_decay": config.encoder_weight_decay}]
-        self.optimizer = torch.optim.AdamW([g for g in groups if g["params"]])
-        self.amp_dtype = amp_dtype
-        self.scaler = torch.amp.GradScaler(device.type) if amp_dtype == torch.float16 else None
-        self.gen = torch.Generator(device=device).manual_seed(config.seed)
-        hidden = [m for m in self.net.modules() if isinstance(m, MLPHead)]
-        self.hidden_dim = int(hidden[0].net[1].out_features) if hidden else 0  # type: ignore[arg-type]
-        self.best: dict[str, Tensor] | None = None
-
-    def _autocast(self) -> Any:
-        if self.amp_dtype is None:
-            return nullcontext()
-        return torch.autocast(device_type=self.device.type, dtype=self.amp_dtype)
-
-    def _train_mode(self) -> None:
-        self.net.train()
-        if self.frozen:
-            for sub in self.net.modules():
-                if isinstance(sub, nn.modules.batchnorm._BatchNorm):
-                    sub.eval()
-
-    def train_epoch(self, data: StackedData, epoch: int) -> bool:
-        """One epoch over the trial's own batches; False (and the epoch stops) on a non-finite loss."""
-        self._train_mode()
-        n, batch, rate = len(data.x_fit), self.config.batch_size, self.config.dropout
-        order = torch.as_tensor(epoch_permutation(n, self.config.seed, epoch), device=self.device)
-        for start in range(0, n, batch):
-            rows = order[start : start + batch]
-            mask = None
-            if rate > 0 and self.hidden_dim:
-                draw = torch.rand(len(rows), self.hidden_dim, generator=self.gen, device=self.device)
-                mask = (draw >= rate).float() / (1 - rate)
-            with self._autocast():
-                out = self.net(data.x_fit[rows], mask)
-            loss = trial_losses(data.loss, out.unsqueeze(0), data.y_fit[rows].unsqueeze(0), data.class_weight)[0]
-            if not bool(torch.isfinite(loss)):
-                return False
-            if self.scaler is not None:
-                self.scaler.scale(loss).backward()
-                self.scaler.step(self.optimizer)
-                self.scaler.update()
-            else:
-                loss.backward()
-                self.optimizer.step()
-            self.optimizer.zero_grad(set_to_none=True)
-        return True
-
-    @torch.no_grad()
-    def evaluate(self, x: Tensor, batch_size: int) -> np.ndarray:
-        """Eval-mode outputs ``[N, O]`` (float64, on the CPU)."""
-        self.net.eval()
-        outs = []
-        for i in range(0, len(x), batch_size):
-            with self._autocast():
-                outs.append(self.net(x[i : i + batch_size]).float())
-        return torch.cat(outs).double().cpu().numpy()
-
-    def state(self) -> dict[str, Tensor]:
-        """The current state dict, on the CPU."""
-        return {k: v.detach().cpu().clone() for k, v in self.net.state_dict().items()}
-
-    def remember_best(self) -> None:
-        """Keep the current weights as the best epoch's."""
-        self.best = self.state()
-
-
-def _loop(runs: list[_TrialRun], data: StackedData, epochs: int, score: ScoreFn | None,
-          on_epoch: EpochHook | None, eval_batch_size: int, workers: int | None) -> list[TrialOutcome]:
-    """The ``interleaved`` mode: each epoch every live trial trains and scores on a worker thread.
-
-    Reports, pruning and divergence are then handled in trial order on the calling thread.
-    """
-    ids = list(range(len(runs)))
-    validate = score is not None and data.x_val is not None
-    x_val = data.x_val
-    if workers is None:
-        workers = torch.get_num_threads() if data.x_fit.device.type == "cpu" else 1
-    workers = max(1, min(workers, len(runs)))
-
-    def work(i: int, epoch: int) -> tuple[bool, np.ndarray | None]:
-        if not runs[i].train_epoch(data, epoch):
-            return False, None
-        return True, runs[i].evaluate(x_val, eval_batch_size) if validate and x_val is not None else None
-
-    threads_before = torch.get_num_threads()
-    pool = ThreadPoolExecutor(workers, initializer=torch.set_num_threads, initargs=(1,)) if workers > 1 else None
-    best = {i: (-math.inf, 0) for i in ids}
-    outcomes: dict[int, TrialOutcome] = {}
-    try:
-        for epoch in range(epochs):
-            if not ids:
-                break
-            epochs_now = [epoch] * len(ids)
-            results = list(pool.map(work, ids, epochs_now) if pool is not None else map(work, ids, epochs_now))
-            survivors = []
-            for i, (finite, outputs) in zip(ids, results, strict=True):
-                if finite and outputs is not None and score is not None:
-                    verdict = score_epoch(i, epoch, outputs, score, best, on_epoch, runs[i].remember_best)
-                    if verdict == "pruned":
-                        outcomes[i] = TrialOutcome("pruned", epochs_run=epoch + 1)
-                        continue
-                    finite = verdict == "kept"
-                if not finite:
-                    outcomes[i] = finish_diverged(i, epoch + 1, epochs, best[i], on_epoch, runs[i].best)
-                    continue
-                survivors.append(i)
-            ids = survivors
-    finally:
-        if pool is not None:
-            pool.shutdown()
-            torch.set_num_threads(threads_before)
-    for i in ids:
-        value, best_epoch = best[i] if validate else (math.nan, epochs)
-        weights = runs[i].best if validate and runs[i].best is not None else runs[i].state()
-        outcomes[i] = TrialOutcome("complete", value=value if validate else None, best_epoch=best_epoch,
-                                   epochs_run=epochs, weights=weights)
-    return [outcomes[i] for i in range(len(runs))]
-
-
 def _unscale(stack: StackedNets) -> Tensor:
     """Divide each trial's gradients by its loss scale; returns which trials' gradients are finite.
 
@@ -641,55 +512,3 @@ def _unscale(stack: StackedNets) -> Tensor:
         stack.scale = torch.where(grow, stack.scale * 2, stack.scale)
         stack.growth = torch.where(grow, torch.zeros_like(stack.growth), stack.growth)
     return finite
-
-
-def score_epoch(
-    i: int,
-    epoch: int,
-    outputs: np.ndarray,
-    score: ScoreFn,
-    best: dict[int, tuple[float, int]],
-    on_epoch: EpochHook | None,
-    remember: Callable[[], None],
-) -> Literal["diverged", "pruned", "kept"]:
-    """Score trial ``i``'s validation outputs after 0-based ``epoch``, keep its best, report it.
-
-    The one per-trial step of every stacked engine: ``best[i]`` is updated (and ``remember()`` saves the
-    weights) on a better value; a non-finite output or score is ``diverged`` (the caller finishes it with
-    :func:`finish_diverged`), and ``pruned`` when ``on_epoch`` says so.
-    """
-    value = float(score(i, outputs)) if np.isfinite(outputs).all() else math.nan
-    if not math.isfinite(value):
-        return "diverged"
-    if value > best[i][0]:
-        best[i] = (value, epoch + 1)
-        remember()
-    if on_epoch is not None and on_epoch(i, epoch, best[i][0]):
-        return "pruned"
-    return "kept"
-
-
-def finish_diverged(
-    i: int,
-    epoch: int,
-    epochs: int,
-    best: tuple[float, int],
-    on_epoch: EpochHook | None,
-    weights: dict[str, Any] | None,
-) -> TrialOutcome:
-    """Outcome of a trial that went non-finite at (1-based) ``epoch``: as published, its best earlier epoch.
-
-    It keeps reporting its best-so-far value for the epochs it would still have trained (so Hyperband
-    treats it as the published loop does, and may prune it); without any finite epoch it fails.
-    """
-    value, best_epoch = best
-    if not best_epoch or weights is None:
-        return TrialOutcome(
-            "failed",
-            epochs_run=epoch,
-            failure=f"diverged: non-finite training loss or validation score at epoch {epoch}",
-        )
-    for later in range(epoch - 1, epochs):
-        if on_epoch is not None and on_epoch(i, later, value):
-            return TrialOutcome("pruned", epochs_run=later + 1)
-    return TrialOutcome("complete", value=value, best_epoch=best_epoch, epochs_run=epoch, weights=weights)
