@@ -19,6 +19,13 @@ def _no_wandb(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("WANDB_MODE", os.environ.get("PPGBENCH_TEST_WANDB_MODE", "disabled"))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _own_cache_folder(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The help cache (``$XDG_CACHE_HOME/ppgbench``) of the test session, not the user's: each session
+    builds ``fit --help`` through LightningCLI once and never reads text an older checkout cached."""
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg_cache"))
+
+
 @pytest.fixture(scope="session")
 def synthetic_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A processed root shared by tests; the synthetic trees are built on first use at any rate."""

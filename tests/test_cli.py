@@ -172,3 +172,21 @@ def test_a_second_fit_in_one_process_logs_with_its_own_wandb_mode(tmp_path, caps
     assert run_cli([*base, "--output_dir", "second"], capsys)[0] == 0
     assert not (tmp_path / "first" / "wandb").exists()
     assert list((tmp_path / "second/wandb").glob("offline-run-*/run-*.wandb"))
+
+
+def test_the_help_cache_is_built_once_and_keyed_on_what_the_help_depends_on(tmp_path, monkeypatch):
+    from ppgbench_pl import cli
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    built = []
+
+    def fake_build(args, run=True):
+        built.append(list(args))
+        print(f"usage: ppgbench {args[0]} (built {len(built)})")
+
+    monkeypatch.setattr(cli, "build_cli", fake_build)
+    first = cli.cached_help("fit")
+    assert first == cli.cached_help("fit") == "usage: ppgbench fit (built 1)\n" and built == [["fit", "--help"]]
+    monkeypatch.setenv("COLUMNS", "55")  # another terminal width: another text
+    assert cli.cached_help("fit") == "usage: ppgbench fit (built 2)\n"
+    assert len(list((tmp_path / "ppgbench").glob("help-fit-*.txt"))) == 2
