@@ -249,11 +249,29 @@ def test_cli_refusals(base, tmp_path, capsys, monkeypatch, case):
     assert not (tmp_path / "run").exists() and not (tmp_path / "out").exists()
 
 
-def test_preprocess_takes_the_rates_the_encoders_take():
-    from ppgbench_pl.commands.data import RATE_RANGE
-    from ppgbench_pl.limits import MAX_SAMPLING_RATE, MIN_SAMPLING_RATE
+@pytest.mark.parametrize("fs", [9.99, 2000.5])
+def test_preprocess_refuses_the_rates_the_encoders_refuse(tmp_path, capsys, fs):
+    """Just outside the encoders' range: refused in one line before any raw file is read."""
+    from ppgbench_pl.encoders.custom import check_sampling_rate
+    from ppgbench_pl.errors import ConfigError
 
-    assert RATE_RANGE == (MIN_SAMPLING_RATE, MAX_SAMPLING_RATE)
+    with pytest.raises(ConfigError):
+        check_sampling_rate(fs)
+    out = tmp_path / "processed"
+    check(run_cli(["preprocess", "bidmc", "--raw-root", str(tmp_path / "raw"), "--fs", str(fs),
+                   "--output", str(out)], capsys), 2, rf"--fs {fs:g}: a target rate must lie within 10-2000 Hz")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("fs", [10.0, 2000.0])
+def test_preprocess_takes_the_rates_the_encoders_take(tmp_path, capsys, fs):
+    """At the range's ends: past the rate check (it then stops at the missing raw data instead)."""
+    from ppgbench_pl.encoders.custom import check_sampling_rate
+
+    assert check_sampling_rate(fs) == fs
+    code, _, err = run_cli(["preprocess", "bidmc", "--raw-root", str(tmp_path / "raw"), "--fs", str(fs),
+                            "--output", str(tmp_path / "processed")], capsys)
+    assert code == 2 and "target rate" not in err and err.strip(), err
 
 
 # -- 2. your own model: rates, options, checkpoints, output shapes (issue 11 items 8, 9) ----------------------
