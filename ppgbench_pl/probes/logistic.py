@@ -138,10 +138,8 @@ class LogisticPath:
         k = len(self.classes)
         train_rows = [*(tr for tr, _ in folds), np.arange(n_rows)]
         n_parts = len(train_rows)
-        mask = torch.zeros(n_parts, n_rows, dtype=torch.float64, device=dev)
         present = np.zeros((n_parts, k), dtype=bool)
         for p, tr in enumerate(train_rows):
-            mask[p, torch.as_tensor(tr, device=dev, dtype=torch.long)] = 1.0
             present[p, np.unique(codes[tr])] = True
         counts = present.sum(axis=1)
         single = counts < 2
@@ -169,6 +167,9 @@ class LogisticPath:
             chunked = _ChunkedRows(x0, codes, folds, parts, free_t, absent_t, k)
             self._solve_like_sklearn(chunked.loss_grad, grid, n_parts, d, k)
             return self
+        mask = torch.zeros(n_parts, n_rows, dtype=torch.float64, device=dev)  # all-rows objectives only
+        for p, tr in enumerate(train_rows):
+            mask[p, torch.as_tensor(tr, device=dev, dtype=torch.long)] = 1.0
         onehot = torch.zeros(n_rows, k, dtype=torch.float64, device=dev)
         onehot[torch.arange(n_rows, device=dev), torch.as_tensor(codes, device=dev)] = 1.0
         problem = _Problem(x0, onehot, mask, parts, free_t, absent_t)
