@@ -88,6 +88,7 @@ def test_wandb_offline_logs_go_under_the_default_output_dir(tmp_path, capsys, mo
     (["--trainer.callbacks", "[{class_path: ppgbench_pl.regimes.NoSuchRegime}]"], "NoSuchRegime"),
     (["--trainer.callbacks", "[]"], "no regime configured"),
     (["--model.init_args.encoder.init_args.embed_dimm", "32"], "'embed_dimm' is not accepted; did you mean 'embed_dim'?"),
+    (["--trainer.callbacks.init_args.logistic_solver", "batched"], "'logistic_solver' is not accepted"),  # removed
     (["--data.init_args.synthetic_subjects", "4"], "at least n_folds=5 subjects"),
     (["--data.init_args.dataset", "dalia", "--data.init_args.tasks", "[dalia-hr]"], "ppgbench preprocess dalia"),
 ])

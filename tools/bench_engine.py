@@ -8,7 +8,6 @@ give unreliable wall-clock gains there.
 
 Scenarios:
   linear3000  linear regime, small CNN (64-d), 3,000 synthetic windows (150 subjects x 20), 1 seed x 5 folds
-  linear3000-batched  the same, this checkout with the batched logistic solver (LinearRegime logistic_solver)
   quickstart  configs/quickstart.yaml of each version with the same controls (the published PRV), 200 jobs;
               "inside jobs" sums the records' CPU seconds (wall seconds for a version without them)
 
@@ -113,7 +112,7 @@ def baseline_checkout(ref: str, where: Path) -> Path:
 
 def scenario_args(name: str, work: Path, tag: str) -> tuple[list[str], Path]:
     out = work / f"{name}-{tag}-{time.monotonic_ns()}"
-    if name.startswith("linear3000"):
+    if name == "linear3000":
         config = work / f"linear3000-{tag}.yaml"
         config.write_text(LINEAR.format(root=work / "data"))
         args = ["fit", "--config", str(config), "--output_dir", str(out)]
@@ -126,8 +125,6 @@ def scenario_args(name: str, work: Path, tag: str) -> tuple[list[str], Path]:
         args += ["--trainer.logger", "false"]
     else:
         args += ["--wandb", "off"]
-        if name.endswith("-batched"):
-            args += ["--trainer.callbacks.init_args.logistic_solver", "batched"]
     return args, out
 
 
@@ -135,12 +132,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--baseline-ref", default=FIRST_LANDING)
     parser.add_argument("--baseline-dir", type=Path, default=Path(tempfile.gettempdir()) / "ppgbench-baseline")
-    parser.add_argument("--scenario", choices=["linear3000", "linear3000-batched", "quickstart", "all"], default="all")
+    parser.add_argument("--scenario", choices=["linear3000", "quickstart", "all"], default="all")
     parser.add_argument("--repeats", type=int, default=3)
     ns = parser.parse_args()
     base = baseline_checkout(ns.baseline_ref, ns.baseline_dir)
     env = {**os.environ, "WANDB_MODE": "disabled", "PYTHONHASHSEED": "0"}
-    scenarios = ["linear3000", "linear3000-batched", "quickstart"] if ns.scenario == "all" else [ns.scenario]
+    scenarios = ["linear3000", "quickstart"] if ns.scenario == "all" else [ns.scenario]
     work = Path(tempfile.mkdtemp(prefix="bench-engine-"))
     try:
         for name in scenarios:
@@ -167,11 +164,10 @@ def main() -> None:
                                 ("jobs", "inside jobs (records), CPU s")):
                 b, n = med["base"][what], med["new"][what]
                 ratio = b / max(n, 1e-9)
-                target = TARGETS.get((name.split("-")[0], what))
+                target = TARGETS.get((name, what))
                 verdict = f"   target x{target:g}: {'PASS' if ratio >= target else 'FAIL'}" if target else ""
                 print(f"  {label:<28} baseline {b:8.2f}   now {n:8.2f}   x{ratio:.2f}{verdict}")
-            # the batched solver is a switch with its own tolerance; the published one must agree exactly
-            print(compare_summaries(outs["base"], outs["new"], 1e-3 if name.endswith("-batched") else 1e-9))
+            print(compare_summaries(outs["base"], outs["new"], 1e-9))
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -1,8 +1,8 @@
 """Probe families: a hyperparameter grid plus how to fit and predict every point of it.
 
 A family's ``fit_grid`` returns one prediction per grid point for held-out rows and ``fit_one`` refits a
-single point on the whole training part. Families that share work across the whole inner CV (ridge: one
-Gram matrix; logistic: one batched solver) also offer ``cv_fit``, which the search prefers.
+single point on the whole training part. A family that shares work across the whole inner CV (ridge: one
+Gram matrix) also offers ``cv_fit``, which the search prefers.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import numpy as np
 
 from ppgbench_pl.metrics.scores import Predictions
 from ppgbench_pl.probes.linear import LOGISTIC_CS, RIDGE_ALPHAS, RidgeCV, RidgeGrid, SingleClassError
-from ppgbench_pl.probes.logistic import LogisticPath
 
 
 class ProbeFamily(Protocol):
@@ -82,58 +81,10 @@ class RidgeFamily:
 
 
 class LogisticFamily:
-    """Standardise + L2 logistic regression (sklearn's lbfgs objective) over the C grid, unweighted.
-
-    Args:
-        cs: The C grid.
-        single_class: ``error`` (published: a training part with one class raises, as scikit-learn
-            does) or ``constant`` (such a part predicts its one class with certainty).
-        device: torch device of the batched solver.
-        method: ``sklearn`` (replay scikit-learn's lbfgs path: the published solutions) or ``optimum``
-            (solve to tol 1e-8); see :class:`~ppgbench_pl.probes.logistic.LogisticPath`.
-
-    """
-
-    name = "logistic"
-
-    def __init__(self, cs: tuple[float, ...] = LOGISTIC_CS, single_class: str = "error",
-                 device: str | None = None, method: str = "sklearn") -> None:
-        self.cs, self.single_class, self.device, self.method = cs, single_class, device, method
-
-    def grid(self) -> list[dict[str, Any]]:  # noqa: D102
-        return [{"C": c} for c in self.cs]
-
-    def _path(self, cs: tuple[float, ...]) -> LogisticPath:
-        return LogisticPath(cs, single_class=self.single_class, device=self.device, method=self.method)
-
-    def cv_fit(self, x: np.ndarray, y: np.ndarray, folds: list[tuple[np.ndarray, np.ndarray]],
-               classes: np.ndarray | None, seed: int) -> tuple[list[list[Predictions]], Callable[[int], Any]]:
-        """Every (C, inner fold) and the refits in one batched path; predictions [fold][C]."""
-        assert classes is not None
-        path = self._path(self.cs).fit(x, y, folds, classes)
-        by_c = [path.cv_proba(c) for c in self.cs]
-        preds = [[Predictions("classification", by_c[g][f], classes) for g in range(len(self.cs))]
-                 for f in range(len(folds))]
-        return preds, lambda g: path.model(self.cs[g])
-
-    def fit_grid(self, x, y, x_eval, classes, seed):  # noqa: ANN001, ANN201, D102
-        path = self._path(self.cs).fit(x, y, [], classes)
-        return [self.predict(path.model(c), x_eval, classes) for c in self.cs]
-
-    def fit_one(self, x, y, params, classes, seed):  # noqa: ANN001, ANN201, D102
-        return self._path((params["C"],)).fit(x, y, [], classes).model(params["C"])
-
-    def predict(self, model, x, classes):  # noqa: ANN001, ANN201, D102
-        return Predictions("classification", model.predict_proba(x), classes)
-
-
-class SklearnLogisticFamily:
     """The published logistic probe: ``StandardScaler -> LogisticRegression(L2, lbfgs, max_iter 1000)``.
 
     scikit-learn's lbfgs stops at its default tolerance (1e-4), before the optimum; which C wins can depend
-    on where it stopped, so this family (one fit per C and inner fold) is what reproduces the published
-    selections. :class:`LogisticFamily` replays the same lbfgs paths in one batched pass (``method: sklearn``)
-    or solves to the optimum (``method: optimum``).
+    on where it stopped, so the probe is scikit-learn's own pipeline, one fit per C and inner fold.
 
     Args:
         cs: The C grid.

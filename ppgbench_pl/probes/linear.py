@@ -1,18 +1,14 @@
 """Linear probes with the protocol's grids (PROTOCOL.md 4.1) at the arithmetic limit, in float64.
 
-This module holds the grids, the per-part statistics both solvers share, and ridge; the batched logistic
-solver lives in :mod:`ppgbench_pl.probes.logistic`.
+This module holds the grids, the per-part statistics and ridge; the logistic probe is scikit-learn's own
+``Pipeline(StandardScaler(), LogisticRegression(C, lbfgs))`` (:class:`~ppgbench_pl.probes.families.LogisticFamily`).
 
-Every model here is ``Pipeline(StandardScaler(), Ridge(alpha))`` or ``Pipeline(StandardScaler(),
-LogisticRegression(C, lbfgs))`` in disguise (the references in the tests and ``tools/bench_linear.py``),
-but the whole inner-CV grid of one outer fold is solved at once:
-
-* **Ridge**: one d x d Gram matrix per outer fold, accumulated per inner validation chunk; each inner
-  training part's Gram, sums and standardisation follow by subtraction, and one reduction per inner fold
-  gives every alpha: a tridiagonal one on the CPU (LAPACK ``dsytrd``, a third of an
-  eigendecomposition's cost, then an O(d) solve per alpha), an eigendecomposition elsewhere.
-* **Logistic regression**: see :mod:`ppgbench_pl.probes.logistic` (every (C, inner fold, refit)
-  problem at once, replaying scikit-learn's lbfgs, or solved to the optimum).
+Ridge here is ``Pipeline(StandardScaler(), Ridge(alpha))`` in disguise (the references in the tests and
+``tools/bench_linear.py``), but the whole inner-CV grid of one outer fold is solved at once: one d x d Gram
+matrix per outer fold, accumulated per inner validation chunk; each inner training part's Gram, sums and
+standardisation follow by subtraction, and one reduction per inner fold gives every alpha: a tridiagonal
+one on the CPU (LAPACK ``dsytrd``, a third of an eigendecomposition's cost, then an O(d) solve per alpha),
+an eigendecomposition elsewhere.
 
 Standardisation is StandardScaler's (population std; constant columns keep scale 1), fitted on each
 training part, derived from sums of the outer-training rows after centring them once on their mean

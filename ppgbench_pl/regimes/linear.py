@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ppgbench_pl.errors import ConfigError, PPGBenchError
-from ppgbench_pl.probes.families import LogisticFamily, ProbeFamily, RidgeFamily, SklearnLogisticFamily
+from ppgbench_pl.probes.families import LogisticFamily, ProbeFamily, RidgeFamily
 from ppgbench_pl.probes.search import GroupGridSearch
 from ppgbench_pl.regimes.base import JobContext, Regime, RepeatOutcome, score_outcome
 from ppgbench_pl.tasks.probe_task import ProbeTask
@@ -71,50 +71,35 @@ class ProbeRegime(Regime):
         return [self.fit_and_score(ctx, train)]
 
 
-#: ``logistic_solver`` values and the ``backend`` each records.
-LOGISTIC_SOLVERS = {"sklearn": "sklearn", "batched": "sklearn+torch-lbfgs-replay",
-                    "batched-optimum": "sklearn+torch-lbfgs-optimum"}
-
-
 class LinearRegime(ProbeRegime):
     """Ridge (regression, multi-output) or logistic regression (classification) with the protocol grids.
+
+    The logistic probe is scikit-learn's ``StandardScaler -> LogisticRegression(lbfgs, max_iter 1000)`` at
+    its default tolerance, one fit per C and inner fold, as published.
 
     Args:
         binary_metric: Selection metric for binary tasks (``auroc`` as published).
         single_class: A logistic training part (inner or outer) with one class: ``error`` (published, as
             scikit-learn raises: the job fails with that reason) or ``constant`` (that part predicts its
             class with certainty).
-        logistic_solver: ``sklearn`` (published: lbfgs at its default tolerance, one fit per C and inner
-            fold) or ``batched`` (every C and inner fold at once in torch, each problem following
-            scikit-learn's own lbfgs path to its stop: the same iterations, coefficients within ~1e-10,
-            hence the published selections; several times faster, GPU-capable), or ``batched-optimum``
-            (the same batched problems solved to the optimum, tol 1e-8: not the published solutions, since
-            lbfgs at its defaults stops before the optimum). Recorded in every job's ``backend``.
 
     """
 
     name = "linear"
 
-    def __init__(self, binary_metric: str = "auroc", single_class: str = "error",
-                 logistic_solver: str = "sklearn") -> None:
+    def __init__(self, binary_metric: str = "auroc", single_class: str = "error") -> None:
         super().__init__(binary_metric)
         if single_class not in ("error", "constant"):
             raise ConfigError(f"linear regime: single_class must be 'error' or 'constant', "
                               f"got {single_class!r}")
-        if logistic_solver not in LOGISTIC_SOLVERS:
-            raise ConfigError(f"linear regime: logistic_solver must be 'sklearn' (published), 'batched' or "
-                              f"'batched-optimum', got {logistic_solver!r}")
-        self.single_class, self.logistic_solver = single_class, logistic_solver
+        self.single_class = single_class
 
     def family(self, ctx: JobContext) -> ProbeFamily:
         """Ridge for regression kinds, logistic regression for classification."""
         if ctx.task.kind == "classification":
-            if self.logistic_solver != "sklearn":
-                method = "optimum" if self.logistic_solver == "batched-optimum" else "sklearn"
-                return LogisticFamily(single_class=self.single_class, method=method)
-            return SklearnLogisticFamily(single_class=self.single_class)
+            return LogisticFamily(single_class=self.single_class)
         return RidgeFamily()
 
     def backend(self) -> str:
-        """What the job's ``backend`` records for this solver (see :data:`LOGISTIC_SOLVERS`)."""
-        return LOGISTIC_SOLVERS[self.logistic_solver]
+        """``sklearn``, recorded in every job: the logistic probes are scikit-learn's own fits."""
+        return "sklearn"

@@ -8,7 +8,7 @@ from sklearn.preprocessing import StandardScaler
 from ppgbench_pl.data.splits import InnerGroupSplit
 from ppgbench_pl.errors import DataError
 from ppgbench_pl.metrics.scores import NotEvaluableError
-from ppgbench_pl.probes.families import LogisticFamily, RidgeFamily, align_proba
+from ppgbench_pl.probes.families import LogisticFamily, RidgeFamily
 from ppgbench_pl.probes.linear import (
     LOGISTIC_CS,
     RIDGE_ALPHAS,
@@ -17,7 +17,6 @@ from ppgbench_pl.probes.linear import (
     SingleClassError,
     check_finite,
 )
-from ppgbench_pl.probes.logistic import LogisticPath
 from ppgbench_pl.probes.search import GroupGridSearch
 
 
@@ -91,61 +90,15 @@ def test_classes_missing_from_an_inner_fold_get_zero_probability():
     search = GroupGridSearch(LogisticFamily(), "classification", "window", seed=42).fit(x, labels, groups)
     assert search.predict(x).values.shape == (len(x), 3)
     folds = list(InnerGroupSplit(42).split(x, labels, groups))
-    path = LogisticPath().fit(x, labels, folds, np.unique(labels))
+    family, classes = LogisticFamily(), np.unique(labels)
     missing = 0
-    for (tr, _), proba in zip(folds, path.cv_proba(1.0), strict=True):
-        seen = np.isin(np.unique(labels), labels[tr])
+    for tr, va in folds:
+        proba = family.predict(family.fit_one(x[tr], labels[tr], {"C": 1.0}, classes, 42), x[va], classes).values
+        seen = np.isin(classes, labels[tr])
         missing += int(not seen.all())
         np.testing.assert_array_equal(proba[:, ~seen], 0.0)  # a class its training part lacks
         assert (proba[:, seen] > 0).all()
     assert missing == 1  # the fold validating on g00
-
-
-def _sk_logistic(c, tol=1e-10):
-    return make_pipeline(StandardScaler(), LogisticRegression(C=c, max_iter=10000, tol=tol))
-
-
-@pytest.mark.parametrize("solver", [{"method": "optimum"},  # default: mixed + active set
-                                    {"method": "optimum", "mixed": False, "active_set": False}])
-@pytest.mark.parametrize("n_classes", [2, 3])
-def test_batched_logistic_matches_sklearn_per_fold_and_c(n_classes, solver):
-    x, y, groups = _data(seed=6)
-    labels = np.digitize(y, np.quantile(y, np.linspace(0, 1, n_classes + 1)[1:-1]))
-    if n_classes == 3:
-        labels[groups == "g00"] = 3  # absent from the inner-training part of one fold
-    classes = np.unique(labels)
-    x[:, 3] = 7.0  # constant column: scale 1, as StandardScaler
-    folds = list(InnerGroupSplit(42).split(x, labels, groups))
-    path = LogisticPath(**solver).fit(x, labels, folds, classes)
-    for c in LOGISTIC_CS:
-        for (tr, va), ours in zip(folds, path.cv_proba(c), strict=True):
-            ref = _sk_logistic(c).fit(x[tr], labels[tr])
-            expected = align_proba(ref.predict_proba(x[va]), ref.classes_, classes)
-            np.testing.assert_allclose(ours, expected, atol=1e-5)
-        refit = path.model(c).predict_proba(x[:9])
-        expected = _sk_logistic(c).fit(x, labels).predict_proba(x[:9])
-        np.testing.assert_allclose(refit, align_proba(expected, np.unique(labels), classes), atol=1e-5)
-
-
-@pytest.mark.parametrize("n_classes", [2, 3])
-def test_mixed_precision_and_active_set_give_the_float64_full_batch_solution(n_classes):
-    x, y, groups = _data(seed=9, d=30)
-    labels = np.digitize(y, np.quantile(y, np.linspace(0, 1, n_classes + 1)[1:-1]))
-    labels[groups == "g01"] = n_classes  # absent from one inner-training part (a -inf logit there)
-    classes = np.unique(labels)
-    folds = list(InnerGroupSplit(42).split(x, labels, groups))
-    # tol 1e-10: two tol-1e-8 solutions of these ill-conditioned small problems differ by up to ~1e-5
-    paths = {(mixed, active): LogisticPath(tol=1e-10, mixed=mixed, active_set=active, method="optimum")
-             for mixed in (False, True) for active in (False, True)}
-    paths = {key: path.fit(x, labels, folds, classes) for key, path in paths.items()}
-    base = paths[False, False]
-    for key, path in paths.items():
-        assert np.isfinite(np.stack([s.numpy() for s in path.solutions_])).all(), key
-        for c in LOGISTIC_CS:
-            for ours, ref in zip(path.cv_proba(c), base.cv_proba(c), strict=True):
-                np.testing.assert_allclose(ours, ref, atol=5e-6, err_msg=str(key))
-            refit, base_refit = path.model(c).predict_proba(x), base.model(c).predict_proba(x)
-            np.testing.assert_allclose(refit, base_refit, atol=5e-6)
 
 
 def test_single_class_training_part_raises_like_sklearn_unless_constant():

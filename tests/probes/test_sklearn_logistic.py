@@ -9,7 +9,7 @@ from sklearn.preprocessing import StandardScaler
 
 from ppgbench_pl.data.registry import get_task
 from ppgbench_pl.data.splits import InnerGroupSplit
-from ppgbench_pl.probes.families import LogisticFamily, SklearnLogisticFamily
+from ppgbench_pl.probes.families import LogisticFamily, RidgeFamily
 from ppgbench_pl.probes.linear import LOGISTIC_CS, SingleClassError
 from ppgbench_pl.probes.search import GroupGridSearch
 from ppgbench_pl.regimes.linear import LinearRegime
@@ -20,14 +20,14 @@ class _Ctx:
         self.task = get_task(name)
 
 
-def test_the_linear_regime_uses_the_published_solver_by_default():
+def test_the_linear_regime_fits_logistic_probes_with_scikit_learn():
     regime = LinearRegime()
-    assert isinstance(regime.family(_Ctx("synthetic-activity")), SklearnLogisticFamily)
+    assert isinstance(regime.family(_Ctx("synthetic-activity")), LogisticFamily)
+    assert isinstance(regime.family(_Ctx("synthetic-hr")), RidgeFamily)
     assert regime.backend() == "sklearn"
-    batched = LinearRegime(logistic_solver="batched")
-    assert isinstance(batched.family(_Ctx("synthetic-activity")), LogisticFamily)
-    assert batched.backend() != regime.backend()  # recorded in every job, so runs never mix silently
-    assert regime.settings()["logistic_solver"] == "sklearn"  # part of the run identity
+    assert "logistic_solver" not in regime.settings()  # the batched solver is gone, and with it the option
+    with pytest.raises(TypeError, match="logistic_solver"):
+        LinearRegime(logistic_solver="batched")
 
 
 def _data(seed=0, n=240, d=12, k=3):
@@ -40,7 +40,7 @@ def _data(seed=0, n=240, d=12, k=3):
 
 def test_fit_one_is_scikit_learns_pipeline_exactly():
     x, y, _ = _data()
-    family = SklearnLogisticFamily()
+    family = LogisticFamily()
     model = family.fit_one(x, y, {"C": 0.1}, np.unique(y), 42)
     ref = make_pipeline(StandardScaler(), LogisticRegression(C=0.1, solver="lbfgs", max_iter=1000,
                                                              random_state=42)).fit(x, y)
@@ -50,7 +50,7 @@ def test_fit_one_is_scikit_learns_pipeline_exactly():
 def test_grid_search_selects_what_gridsearchcv_selects():
     x, y, groups = _data(1)
     folds = list(InnerGroupSplit(42, 4).split(x, y, groups))
-    search = GroupGridSearch(SklearnLogisticFamily(), "classification", "window", 42, 4, "auroc")
+    search = GroupGridSearch(LogisticFamily(), "classification", "window", 42, 4, "auroc")
     search.fit(x, y, groups, folds=folds)
     ref = GridSearchCV(make_pipeline(StandardScaler(), LogisticRegression(solver="lbfgs", max_iter=1000,
                                                                           random_state=42)),
@@ -62,7 +62,7 @@ def test_a_single_class_part_raises_as_scikit_learn_does_unless_asked():
     x, _, _ = _data()
     y = np.zeros(len(x), dtype=int)
     with pytest.raises(SingleClassError, match="single class"):
-        SklearnLogisticFamily().fit_one(x, y, {"C": 1.0}, np.array([0, 1]), 0)
-    constant = SklearnLogisticFamily(single_class="constant")
+        LogisticFamily().fit_one(x, y, {"C": 1.0}, np.array([0, 1]), 0)
+    constant = LogisticFamily(single_class="constant")
     pred = constant.predict(constant.fit_one(x, y, {"C": 1.0}, np.array([0, 1]), 0), x[:3], np.array([0, 1]))
     np.testing.assert_array_equal(pred.values, [[1.0, 0.0]] * 3)

@@ -84,34 +84,25 @@ def test_single_class_inner_part_fails_the_job_unless_switched(monkeypatch):
         LinearRegime(single_class="ignore")
 
 
-def test_batched_logistic_solver_gives_the_published_solvers_job():
-    """``logistic_solver: batched`` replays scikit-learn's lbfgs: same C, same probabilities, own backend."""
+def test_a_logistic_job_is_scikit_learns_grid_search_on_the_context_folds():
+    """The one logistic path: the job's C, CV scores and test probabilities are GridSearchCV's."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import GridSearchCV
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    from ppgbench_pl.probes.linear import LOGISTIC_CS
+
     rng = np.random.default_rng(5)
     x = rng.normal(size=(120, 8))
     y = np.digitize(x[:, :3] @ rng.normal(size=3) + rng.normal(0, 1.5, 120), [-0.7, 0.7]).astype(np.int64)
     ctx = _context("synthetic-activity", y, x)
-    published, batched = LinearRegime(), LinearRegime(logistic_solver="batched")
-    (ref,) = published.run(ctx)
-    (ours,) = batched.run(ctx)
-    assert ours.params == ref.params
-    assert [s["mean_score"] for s in ours.details["cv_scores"]] == pytest.approx(
-        [s["mean_score"] for s in ref.details["cv_scores"]], abs=1e-12)
-    np.testing.assert_allclose(ours.predictions["y_prob"], ref.predictions["y_prob"], atol=1e-8)
-    assert (published.backend(), batched.backend()) == ("sklearn", "sklearn+torch-lbfgs-replay")
-
-
-def test_the_optimum_solver_stays_reachable_and_is_labelled_apart():
-    """``batched-optimum`` reaches the optimum solver through the config, its backend says so, and an
-    unknown solver is one line."""
-    rng = np.random.default_rng(6)
-    x = rng.normal(size=(120, 8))
-    y = (x[:, 0] + rng.normal(0, 1.0, 120) > 0).astype(np.int64)
-    ctx = _context("synthetic-stiffness", y, x)
-    optimum = LinearRegime(logistic_solver="batched-optimum")
-    assert optimum.family(ctx).method == "optimum"
-    assert LinearRegime(logistic_solver="batched").family(ctx).method == "sklearn"
-    (result,) = optimum.run(ctx)
-    assert result.params and np.isfinite(result.predictions["y_prob"]).all()
-    assert optimum.backend() == "sklearn+torch-lbfgs-optimum"
-    with pytest.raises(ConfigError, match="batched-optimum"):
-        LinearRegime(logistic_solver="newton")
+    (outcome,) = LinearRegime().run(ctx)
+    train, test = ctx.outer()
+    pipeline = make_pipeline(StandardScaler(), LogisticRegression(solver="lbfgs", max_iter=1000, random_state=42))
+    ref = GridSearchCV(pipeline, {"logisticregression__C": list(LOGISTIC_CS)}, scoring="balanced_accuracy",
+                       cv=local_folds(ctx, train)).fit(x[train], y[train])
+    assert outcome.params["C"] == ref.best_params_["logisticregression__C"]
+    assert [s["mean_score"] for s in outcome.details["cv_scores"]] == pytest.approx(
+        list(ref.cv_results_["mean_test_score"]), abs=1e-12)
+    np.testing.assert_array_equal(outcome.predictions["y_prob"], ref.predict_proba(x[test]))
