@@ -2,29 +2,36 @@
 
 A pickle can name any importable callable (``os.system``, ``builtins.exec``, ...) and have the unpickler
 call it, so a downloaded or shared checkpoint is untrusted input. Every encoder reads its weights through
-:func:`read_checkpoint_file`, which
+:func:`read_checkpoint_file`, which only uses public APIs:
 
-1. lists the globals the file's pickle names (a static scan: nothing is imported or called) and refuses
-   the file, in one line naming the first global outside :func:`allowed_globals`;
-2. only then unpickles it with an unpickler restricted to the same allow-list: ``torch.load(...,
-   weights_only=True)`` for ``torch.save`` files (zip and legacy formats), or our own restricted
-   unpickler for a plain :func:`pickle.dump` file, so a pickle that slipped past the scan is still refused.
+- ``torch.save`` files (zip and legacy formats) are read by ``torch.load(..., weights_only=True)``, with
+  :func:`extra_safe_globals` allow-listed through ``torch.serialization.safe_globals``. For zip files,
+  ``torch.serialization.get_unsafe_globals_in_checkpoint`` lists the globals first (a static scan:
+  nothing is imported or called) so the one-line refusal names the offender; a legacy file is refused by
+  the weights-only unpickler itself, whose message names the global.
+- a plain :func:`pickle.dump` file (torch has no public reader for it) is scanned with
+  :func:`pickle_globals`, then read by our own unpickler, which resolves only :func:`plain_pickle_globals`.
+  The torch and NumPy reconstructors such a pickle names are *names in the file*: they are mapped to
+  rebuilders written here on public APIs (``Tensor.set_``, ``torch.load(weights_only=True)``,
+  ``np.frombuffer``); the named private functions are never imported.
 
-The allow-list is torch's weights-only set (tensors, storages, dtypes, ``OrderedDict``, ...) plus exactly
-what the authors' training checkpoints hold besides tensors: NumPy scalars and arrays (PulsePPG's
-``test_loss``) and ``argparse.Namespace`` (SigmaPPG's ``args``). There is no fallback to a full unpickle.
+The allow-list beyond torch's weights-only set is exactly what the authors' training checkpoints hold
+besides tensors: NumPy scalars and arrays (PulsePPG's ``test_loss``) and ``argparse.Namespace``
+(SigmaPPG's ``args``). There is no fallback to a full unpickle.
 """
 
 from __future__ import annotations
 
 import _compat_pickle
 import argparse
+import collections
 import io
 import pickle
 import pickletools
 import re
+import warnings
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import cache
 from pathlib import Path
 from typing import IO, Any
@@ -36,22 +43,50 @@ from ppgbench_pl.errors import CheckpointError
 
 #: Legacy (pre-1.6, non-zip) ``torch.save`` files start with a pickle of this number.
 _LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
-#: Pickles read at most from the head of a legacy file (magic, protocol, system info, object, storage keys).
-_LEGACY_PICKLES = 5
 _STRING_OPS = frozenset({"SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "UNICODE",
                          "SHORT_BINSTRING", "BINSTRING", "STRING"})
 _GLOBAL_NAME = re.compile(r"GLOBAL ([A-Za-z_][\w.]*)")
+#: Where NumPy 1 (``numpy.core``) and NumPy 2 (``numpy._core``) pickles say their reconstructors live.
+_NUMPY_PACKAGES = ("numpy.core", "numpy._core")
+#: Where a plain-pickled tensor says its rebuilders live (names read from the file, never imported).
+_TORCH_UTILS, _TORCH_STORAGE = "torch._utils", "torch.storage"
+
+
+def _refuse(what: str) -> pickle.UnpicklingError:
+    return pickle.UnpicklingError(f"refused {what}")
+
+
+# -- NumPy objects, rebuilt with public NumPy ---------------------------------------------------------
+def _numpy_scalar(dtype: Any, data: Any) -> Any:
+    """A NumPy scalar from its dtype and raw bytes (what ``multiarray.scalar`` is pickled with)."""
+    if not isinstance(dtype, np.dtype) or dtype.hasobject or not isinstance(data, bytes | bytearray):
+        raise _refuse(f"a NumPy scalar of {dtype!r}")
+    return np.frombuffer(data, dtype=dtype)[0]
+
+
+def _numpy_reconstruct(subtype: Any, shape: Any, dtype: Any) -> np.ndarray:
+    """The empty array ``ndarray.__reduce__`` starts from; its ``__setstate__`` (BUILD) fills it."""
+    if subtype is not np.ndarray:
+        raise _refuse(f"an array of type {subtype!r}")
+    return np.ndarray(shape, dtype)
+
+
+def _numpy_frombuffer(buffer: Any, dtype: Any, shape: Any, order: Any) -> np.ndarray:
+    """A protocol-5 array: its bytes, dtype, shape and memory order."""
+    if not isinstance(dtype, np.dtype) or dtype.hasobject:
+        raise _refuse(f"an array of {dtype!r}")
+    return np.frombuffer(buffer, dtype=dtype).reshape(shape, order=order)
 
 
 def _numpy_globals() -> dict[str, Any]:
     """NumPy scalars, dtypes and arrays, under both the NumPy 1 and NumPy 2 module names."""
-    multiarray: Any = np._core.multiarray if hasattr(np, "_core") else np.core.multiarray  # type: ignore[attr-defined]
     out: dict[str, Any] = {"numpy.dtype": np.dtype, "numpy.ndarray": np.ndarray}
-    for module in ("numpy.core.multiarray", "numpy._core.multiarray"):
-        out[f"{module}.scalar"] = multiarray.scalar
-        out[f"{module}._reconstruct"] = multiarray._reconstruct
+    for package in _NUMPY_PACKAGES:
+        out[f"{package}.multiarray.scalar"] = _numpy_scalar
+        out[f"{package}.multiarray._reconstruct"] = _numpy_reconstruct
+        out[f"{package}.numeric._frombuffer"] = _numpy_frombuffer
     for code in ("f2", "f4", "f8", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "?"):
-        dtype_class = type(np.dtype(code))
+        dtype_class = type(np.dtype(code))  # BUILD restores a dtype's state only for an allowed type
         out[f"numpy.dtypes.{dtype_class.__name__}"] = dtype_class
     return out
 
@@ -62,12 +97,57 @@ def extra_safe_globals() -> dict[str, Any]:
     return {**_numpy_globals(), "argparse.Namespace": argparse.Namespace}
 
 
-@cache
-def allowed_globals() -> dict[str, Any]:
-    """Every global a checkpoint may name: torch's weights-only set plus :func:`extra_safe_globals`."""
-    from torch import _weights_only_unpickler
+# -- tensors of a plain pickle, rebuilt with public torch ---------------------------------------------
+def _load_storage(data: bytes) -> torch.TypedStorage:
+    """A plain-pickled storage: its bytes are a legacy ``torch.save`` file, read weights-only."""
+    storage = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+    if not isinstance(storage, torch.TypedStorage):
+        raise _refuse(f"a storage that loads as {type(storage).__name__}")
+    return storage
 
-    return {**_weights_only_unpickler._get_allowed_globals(), **extra_safe_globals()}
+
+def _rebuild_tensor(storage: Any, offset: int, size: Any, stride: Any, requires_grad: bool,
+                    backward_hooks: Any, metadata: Any = None) -> torch.Tensor:
+    """A plain-pickled tensor: a view of its storage (hooks and extra metadata are never saved)."""
+    if not isinstance(storage, torch.TypedStorage) or backward_hooks or metadata:
+        raise _refuse("a tensor with hooks, metadata or a storage of another kind")
+    with warnings.catch_warnings():  # the pickle holds a TypedStorage; reading it is not using it
+        warnings.filterwarnings("ignore", message="TypedStorage is deprecated", category=UserWarning)
+        tensor = torch.empty((0,), dtype=storage.dtype, device=storage.device)
+        tensor.set_(storage.untyped(), offset, size, stride)
+    tensor.requires_grad = requires_grad
+    return tensor
+
+
+def _rebuild_parameter(data: Any, requires_grad: bool, backward_hooks: Any) -> torch.nn.Parameter:
+    """A plain-pickled ``nn.Parameter``."""
+    if not isinstance(data, torch.Tensor) or backward_hooks:
+        raise _refuse("a parameter with hooks")
+    return torch.nn.Parameter(data, requires_grad)
+
+
+def _latin1_encode(text: str, encoding: str = "latin1") -> bytes:
+    """``codecs.encode`` as Python 3 writes bytes at pickle protocol < 3, and nothing more general."""
+    if encoding.lower().replace("_", "-") not in {"latin1", "latin-1", "iso-8859-1"}:
+        raise _refuse(f"codecs.encode with encoding {encoding!r}")
+    return text.encode("latin1")
+
+
+@cache
+def plain_pickle_globals() -> dict[str, Any]:
+    """Every global a plain-pickle checkpoint may name, mapped to what the reader builds for it."""
+    dtypes = {f"torch.{name}": value for name, value in vars(torch).items()
+              if isinstance(value, torch.dtype) and not name.startswith("_")}
+    rebuilders: dict[str, Callable[..., Any]] = {
+        f"{_TORCH_UTILS}._rebuild_tensor_v2": _rebuild_tensor,
+        f"{_TORCH_UTILS}._rebuild_parameter": _rebuild_parameter,
+        f"{_TORCH_STORAGE}._load_from_bytes": _load_storage,
+    }
+    containers = {"collections.OrderedDict": collections.OrderedDict, "builtins.set": set,
+                  "builtins.frozenset": frozenset, "builtins.bytearray": bytearray,
+                  "builtins.complex": complex, "_codecs.encode": _latin1_encode}
+    return {**containers, "torch.Size": torch.Size, "torch.device": torch.device, **dtypes, **rebuilders,
+            **extra_safe_globals()}
 
 
 def refusal(path: Path | str, name: str) -> CheckpointError:
@@ -132,28 +212,28 @@ def file_format(path: Path) -> str:
 
 
 def _scan(path: Path, kind: str) -> Iterator[str]:
-    """Globals of the pickles a file holds (for legacy files, the pickles before the raw storages)."""
+    """Globals the file names that its reader would refuse (call inside :func:`_torch_safe_globals`).
+
+    A legacy file has no static scan here: its weights-only unpickler names what it refuses.
+    """
     if kind == "zip":
-        with zipfile.ZipFile(path) as archive:
-            for record in archive.namelist():
-                if record.endswith("data.pkl"):
-                    yield from pickle_globals(io.BytesIO(archive.read(record)))
-        return
-    with path.open("rb") as handle:
-        for _ in range(_LEGACY_PICKLES if kind == "legacy" else 1):
+        try:
+            names = torch.serialization.get_unsafe_globals_in_checkpoint(path)
+        except (ValueError, RuntimeError):  # not torch.save's zip (e.g. TorchScript): torch.load says
+            return
+        # torch reports the names as written (protocol 2 writes ``subprocess`` as ``commands``)
+        yield from sorted(_canonical(*name.rsplit(".", 1)) for name in names)
+    elif kind == "pickle":
+        allowed = plain_pickle_globals()
+        with path.open("rb") as handle:
             try:
-                yield from list(pickle_globals(handle))
-            except Exception:  # noqa: BLE001 - end of the pickled head (raw bytes follow)
+                yield from [name for name in pickle_globals(handle) if name not in allowed]
+            except Exception:  # noqa: BLE001 - not a readable pickle; the unpickler reports it
                 return
 
 
-def _safe_load_from_bytes(data: bytes) -> Any:
-    """``torch.storage._load_from_bytes`` (how plain-pickled tensors store their data), weights only."""
-    return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
-
-
 class _RestrictedUnpickler(pickle.Unpickler):
-    """Plain-pickle reader that resolves only allow-listed globals."""
+    """Plain-pickle reader that resolves only :func:`plain_pickle_globals`."""
 
     def __init__(self, handle: IO[bytes], source: Path) -> None:
         super().__init__(handle)
@@ -162,9 +242,7 @@ class _RestrictedUnpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str) -> Any:
         """Return an allow-listed object; anything else is refused before it is imported."""
         full = _canonical(module, name)
-        if full == "torch.storage._load_from_bytes":
-            return _safe_load_from_bytes
-        allowed = allowed_globals()
+        allowed = plain_pickle_globals()
         if full not in allowed:
             raise refusal(self._source, full)
         return allowed[full]
@@ -182,21 +260,29 @@ def _torch_refusal(path: Path, exc: Exception) -> CheckpointError:
     return CheckpointError(f"{path}: refused to load: the weights-only unpickler rejected it ({detail})")
 
 
+def _torch_safe_globals() -> torch.serialization.safe_globals:
+    """Allow-list :func:`extra_safe_globals` (by pickle name) for the weights-only unpickler."""
+    return torch.serialization.safe_globals([(obj, name) for name, obj in extra_safe_globals().items()])
+
+
 def read_checkpoint_file(path: str | Path) -> Any:
     """Load a ``torch.save`` file or a plain pickle to the CPU, unpickling allow-listed globals only.
 
     Raises:
-        CheckpointError: The file names a global outside :func:`allowed_globals` (one line naming the file
-            and the global), or the restricted unpickler refuses it for another reason.
+        CheckpointError: The file names a global outside the allow-list (one line naming the file and
+            the global), or the restricted unpickler refuses it for another reason.
 
     """
     path = Path(path)
     kind = file_format(path)
-    allowed = allowed_globals()
-    for name in _scan(path, kind):
-        if name not in allowed and name != "torch.storage._load_from_bytes":
+    with _torch_safe_globals():
+        for name in _scan(path, kind):
             raise refusal(path, name)
-    if kind == "pickle":
+        if kind != "pickle":
+            try:
+                return torch.load(path, map_location="cpu", weights_only=True)
+            except pickle.UnpicklingError as exc:
+                raise _torch_refusal(path, exc) from None
         try:
             with path.open("rb") as handle:
                 return _RestrictedUnpickler(handle, path).load()
@@ -205,9 +291,3 @@ def read_checkpoint_file(path: str | Path) -> Any:
         except Exception as exc:  # noqa: BLE001 - any parse failure of an untrusted file
             detail = " ".join(str(exc).split()) or type(exc).__name__
             raise CheckpointError(f"{path}: not a torch.save file or a readable pickle ({detail})") from None
-    try:
-        extras: list[Any] = [(obj, name) for name, obj in extra_safe_globals().items()]
-        with torch.serialization.safe_globals(extras):
-            return torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as exc:
-        raise _torch_refusal(path, exc) from None

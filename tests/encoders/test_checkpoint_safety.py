@@ -147,3 +147,37 @@ def test_not_a_checkpoint_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError) as info:
         read_checkpoint_file(path)
     assert str(info.value).startswith(f"{path}: ") and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("protocol", [2, 4, 5])
+def test_plain_pickle_of_tensors_parameters_and_arrays_loads(protocol: int, tmp_path: Path) -> None:
+    """A plain pickle is rebuilt by our public-API rebuilders: views, parameters, dtypes, protocol-5 arrays."""
+    base = torch.arange(6.0).view(2, 3)
+    state = {"view": base[:, 1], "param": torch.nn.Parameter(torch.ones(2)), "frozen": torch.nn.Parameter(
+        torch.zeros(1), requires_grad=False), "dtype": torch.float16, "device": torch.device("cpu"),
+        "size": torch.Size([2, 3]), "ints": torch.arange(3, dtype=torch.int64), "array": np.eye(2),
+        "scalar": np.int32(7), "fortran": np.asfortranarray(np.arange(6.0).reshape(2, 3))}
+    path = tmp_path / "plain.pkl"
+    path.write_bytes(pickle.dumps(state, protocol=protocol))
+    loaded = read_checkpoint_file(path)
+    assert torch.equal(loaded["view"], base[:, 1]) and loaded["view"].stride() == (3,)
+    assert isinstance(loaded["param"], torch.nn.Parameter) and loaded["param"].requires_grad
+    assert not loaded["frozen"].requires_grad and loaded["ints"].dtype == torch.int64
+    assert (loaded["dtype"], loaded["device"], loaded["size"]) == (torch.float16, torch.device("cpu"),
+                                                                  torch.Size([2, 3]))
+    assert np.array_equal(loaded["array"], np.eye(2)) and loaded["scalar"] == np.int32(7)
+    assert np.array_equal(loaded["fortran"], state["fortran"])
+
+
+@pytest.mark.parametrize("fmt", ["torch", "legacy", "pickle"])
+def test_numpy_objects_outside_the_allow_list_are_refused(fmt: str, tmp_path: Path) -> None:
+    """An array subclass (here a masked array) is refused in one line, in every format."""
+    path = tmp_path / "arrays.bin"
+    content = {"w": torch.zeros(2), "m": np.ma.masked_array([1.0, 2.0])}
+    if fmt == "pickle":
+        path.write_bytes(pickle.dumps(content))
+    else:
+        torch.save(content, path, _use_new_zipfile_serialization=fmt == "torch")
+    with pytest.raises(CheckpointError, match=r"refused to load: it references numpy\.ma\.") as info:
+        read_checkpoint_file(path)
+    assert str(info.value).startswith(f"{path}: ") and "\n" not in str(info.value)
