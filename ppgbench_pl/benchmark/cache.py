@@ -25,10 +25,10 @@ from typing import Any
 import numpy as np
 
 from ppgbench_pl.atomic_io import save_npy_atomic, write_json_atomic
-from ppgbench_pl.benchmark.locks import file_lock
 from ppgbench_pl.data.processed import MARKER
 from ppgbench_pl.encoders.base import PPGEncoder
 from ppgbench_pl.errors import ConfigError
+from ppgbench_pl.locks import file_lock
 
 
 def _file_sha256(path: Path) -> str:

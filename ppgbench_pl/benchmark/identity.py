@@ -28,10 +28,10 @@ import torch
 import ppgbench_pl
 from ppgbench_pl.atomic_io import write_json_atomic
 from ppgbench_pl.benchmark.cache import data_identity, encoder_identity
-from ppgbench_pl.benchmark.locks import file_lock
 from ppgbench_pl.datamodules.ppg import PPGDataModule
 from ppgbench_pl.encoders.base import PPGEncoder
 from ppgbench_pl.errors import ConfigError
+from ppgbench_pl.locks import file_lock
 from ppgbench_pl.regimes.base import Regime
 
 PACKAGES = ("numpy", "scipy", "scikit-learn", "torch", "lightning", "optuna", "neurokit2", "pandas")

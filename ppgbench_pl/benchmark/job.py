@@ -24,8 +24,8 @@ import numpy as np
 import torch
 
 from ppgbench_pl.benchmark.identity import code_version
-from ppgbench_pl.benchmark.locks import LockBusy, file_lock
 from ppgbench_pl.errors import PPGBenchError
+from ppgbench_pl.locks import LockBusy, file_lock
 from ppgbench_pl.metrics.evaluate import evaluate
 from ppgbench_pl.probes.constant import constant_predictions
 from ppgbench_pl.regimes.base import JobContext, Regime

@@ -9,8 +9,8 @@ by the published protocol's own tooling::
     <root>/fs_<rate>/<DisplayName>/<group>/stats.json       subject, ppg_mean, ppg_std (+ extras)
     <root>/fs_<rate>/<DisplayName>/<group>/metadata.csv     one row per kept window
 
-Writing is all-or-nothing: a tree is built in a hidden temporary sibling and renamed into place, with the
-marker written last, so an interrupted or failed build never leaves a half-written dataset behind.
+This module holds the layout, what a group is (:class:`GroupData`) and the reader
+(:class:`ProcessedDataset`); :mod:`ppgbench_pl.data.processed_writer` builds trees, all or nothing.
 """
 
 from __future__ import annotations
@@ -18,22 +18,13 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
-import shutil
-import tempfile
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ppgbench_pl.atomic_io import (
-    dir_mode,
-    json_safe,
-    write_json_atomic,
-)
 from ppgbench_pl.errors import DataError
 
 if TYPE_CHECKING:  # pandas is only named in annotations here; importing it costs ~0.5 s of every start
@@ -119,67 +110,6 @@ def as_regression_target(values: Iterable[Any]) -> np.ndarray:
     return np.asarray(list(values) if not isinstance(values, np.ndarray) else values, dtype=np.float32)
 
 
-#: Marker keys the writer adds (what was built, not what it was built from); not part of the identity.
-WRITER_KEYS = ("groups", "n_windows", "dropped_windows")
-#: Hidden build folders are ``.<DisplayName>.building-<unique>`` siblings with a ``.lock`` file beside them.
-BUILDING = ".building-"
-
-
-@dataclass
-class ProcessedWriter:
-    """Builds one ``fs_<rate>/<DisplayName>`` tree atomically.
-
-    Use :func:`open_writer`; call :meth:`add_group` per group. The tree appears only when the
-    ``with`` block finishes without error, and the marker is the last file written.
-    """
-
-    final_dir: Path
-    marker: dict[str, Any]
-    work_dir: Path
-    groups: list[str] = field(default_factory=list)
-    n_windows: dict[str, int] = field(default_factory=dict)
-    #: Windows rejected per group and reason (``{"S1": {"non_finite": 2, "flat": 3}}``), kept in the marker.
-    dropped: dict[str, dict[str, int]] = field(default_factory=dict)
-
-    def add_group(self, group: GroupData) -> None:
-        """Validate and write one group's files into the temporary tree."""
-        group.validate()
-        if group.name in self.groups:
-            raise DataError(f"group {group.name} written twice")
-        folder = self.work_dir / group.name
-        folder.mkdir(parents=True)
-        np.save(folder / "ppg.npy", np.ascontiguousarray(group.ppg, dtype=np.float32))
-        for key, values in {**group.targets, **group.extra_arrays}.items():
-            np.save(folder / f"{key}.npy", np.asarray(values))
-        (folder / "stats.json").write_text(json.dumps(json_safe(group.stats), indent=2))
-        if group.metadata is not None:
-            group.metadata.to_csv(folder / "metadata.csv", index=False)
-        self.groups.append(group.name)
-        self.n_windows[group.name] = int(group.ppg.shape[0])
-        self.count_dropped(group.name, group.dropped)
-
-    def count_dropped(self, group: str, counts: Mapping[str, int]) -> None:
-        """Add rejected-window counts of one group (a group left out entirely is counted too)."""
-        kept = {reason: int(n) for reason, n in counts.items() if int(n) > 0}
-        if kept:
-            merged = self.dropped.setdefault(group, {})
-            for reason, n in kept.items():
-                merged[reason] = merged.get(reason, 0) + n
-
-    def final_marker(self) -> dict[str, Any]:
-        """Return the marker as written: identity plus what was built and what was dropped."""
-        return {
-            **self.marker,
-            "groups": sorted(self.groups),
-            "n_windows": {name: self.n_windows[name] for name in sorted(self.n_windows)},
-            "dropped_windows": {name: self.dropped[name] for name in sorted(self.dropped)},
-        }
-
-
-class MarkerMismatch(DataError):
-    """The output folder exists but was made from other inputs or settings."""
-
-
 def read_marker(path: Path) -> dict[str, Any]:
     """Read a marker; an unreadable one is a one-line error naming it."""
     try:
@@ -192,126 +122,6 @@ def read_marker(path: Path) -> dict[str, Any]:
         raise DataError(f"{path}: marker is not a JSON object")
     return value
 
-
-def check_existing(final_dir: Path, marker: Mapping[str, Any]) -> bool:
-    """Tell whether ``final_dir`` is built with this exact marker; error when it holds something else."""
-    if not final_dir.exists():
-        return False
-    marker_path = final_dir / MARKER
-    if not marker_path.exists():
-        raise MarkerMismatch(f"{final_dir}: folder exists without {MARKER}; refusing to overwrite it")
-    existing = read_marker(marker_path)
-    for key in WRITER_KEYS:  # added by the writer, not part of the identity
-        existing.pop(key, None)
-    if existing != json_safe(dict(marker)):
-        keys = set(existing) | set(marker)
-        changed = sorted(k for k in keys if existing.get(k) != json_safe(marker.get(k)))
-        raise MarkerMismatch(
-            f"{marker_path}: made from other inputs or settings ({', '.join(changed)} differ); "
-            "choose another output folder or remove it"
-        )
-    return True
-
-
-def _try_lock(handle: IO[Any]) -> bool:
-    """Non-blocking exclusive lock; True when taken (its holder, if any, is gone)."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - not POSIX: never judge a folder abandoned
-        return False
-    try:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return False
-    return True
-
-
-def clean_abandoned_builds(final_dir: Path, min_age_s: float = 60.0) -> list[Path]:
-    """Remove build folders of ``final_dir`` left by a killed process; returns what was removed.
-
-    A build holds a lock on ``<folder>.lock`` while it runs; a folder whose lock can be taken is abandoned.
-    A folder without a lock file (made by an older version) counts as abandoned once ``min_age_s`` old.
-    """
-    import time
-
-    removed: list[Path] = []
-    parent = final_dir.parent
-    if not parent.is_dir():
-        return removed
-    for folder in sorted(parent.glob(f".{final_dir.name}{BUILDING}*")):
-        if folder.suffix == ".lock" or not folder.is_dir():
-            continue
-        lock = folder.with_name(folder.name + ".lock")
-        if lock.exists():
-            try:
-                with open(lock, "a") as handle:
-                    if not _try_lock(handle):
-                        continue
-                    shutil.rmtree(folder, ignore_errors=True)
-                    lock.unlink(missing_ok=True)
-            except OSError:
-                continue
-        else:
-            try:
-                age = time.time() - folder.stat().st_mtime
-            except OSError:
-                continue
-            if age < min_age_s:
-                continue
-            shutil.rmtree(folder, ignore_errors=True)
-        removed.append(folder)
-    for lock in parent.glob(f".{final_dir.name}{BUILDING}*.lock"):  # locks whose folder is gone
-        if not lock.with_suffix("").exists():
-            try:
-                with open(lock, "a") as handle:
-                    if _try_lock(handle):
-                        lock.unlink(missing_ok=True)
-            except OSError:
-                pass
-    return removed
-
-
-@contextmanager
-def open_writer(final_dir: Path, marker: Mapping[str, Any]) -> Iterator[ProcessedWriter]:
-    """Context manager that builds a tree in a unique temporary sibling and renames it into place.
-
-    Two processes may build the same tree at once: the one that renames second finds the tree there and,
-    when its marker is this marker, treats it as built (a no-op); another marker is a ``MarkerMismatch``.
-    Build folders left by a killed process are removed first.
-    """
-    created = [p for p in (final_dir.parent, *final_dir.parent.parents) if not p.exists()]  # deepest first
-    final_dir.parent.mkdir(parents=True, exist_ok=True)
-    clean_abandoned_builds(final_dir)
-    prefix = f".{final_dir.name}{BUILDING}{os.getpid()}-"
-    work_dir = Path(tempfile.mkdtemp(prefix=prefix, dir=final_dir.parent))
-    lock_path = work_dir.with_name(work_dir.name + ".lock")
-    lock = open(lock_path, "w")  # noqa: SIM115 - held for the whole build, closed in finally
-    _try_lock(lock)
-    writer = ProcessedWriter(final_dir=final_dir, marker=dict(marker), work_dir=work_dir)
-    try:
-        yield writer
-        if not writer.groups:
-            raise DataError(f"{final_dir}: no group produced any window")
-        write_json_atomic(work_dir / MARKER, writer.final_marker())
-        for folder in (work_dir, *(p for p in work_dir.iterdir() if p.is_dir())):
-            os.chmod(folder, dir_mode())  # mkdtemp makes 0700; the tree is for everyone the umask allows
-        try:
-            os.replace(work_dir, final_dir)
-        except OSError:
-            if not final_dir.exists():
-                raise
-            check_existing(final_dir, marker)  # another process built it: fine when identical, else an error
-    finally:
-        if work_dir.exists():
-            shutil.rmtree(work_dir, ignore_errors=True)
-        lock_path.unlink(missing_ok=True)
-        lock.close()
-        if not final_dir.exists():  # a failed build leaves no empty fs_<rate>/ folder it made itself
-            for folder in created:
-                try:
-                    folder.rmdir()
-                except OSError:
-                    break
 
 
 class ProcessedDataset:

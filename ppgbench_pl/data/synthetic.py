@@ -27,7 +27,8 @@ import numpy as np
 
 from ppgbench_pl.data import processed, signal
 from ppgbench_pl.data.datasets.base import RawDataset
-from ppgbench_pl.data.processed import GroupData, MarkerMismatch
+from ppgbench_pl.data.processed import GroupData
+from ppgbench_pl.data.processed_writer import MarkerMismatch
 from ppgbench_pl.errors import ConfigError
 
 NATIVE_FS = 128

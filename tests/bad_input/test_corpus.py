@@ -644,7 +644,7 @@ def test_a_job_lock_held_by_a_stuck_process_is_reported(base, tmp_path, capsys, 
     """The waiting run names the holder (pid, age), then runs the job once the holder lets go."""
     import threading
 
-    from ppgbench_pl.benchmark import locks
+    from ppgbench_pl import locks
     from ppgbench_pl.benchmark.job import job_lock_path
 
     out = copy_run(base, tmp_path)

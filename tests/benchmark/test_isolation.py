@@ -73,7 +73,7 @@ def test_an_interrupt_mid_write_leaves_no_half_written_job_folder(tmp_path, monk
 
 def test_unfinished_folders_are_discarded_unless_their_job_is_being_written(tmp_path):
     from ppgbench_pl.benchmark.job import discard_unfinished, job_lock_path
-    from ppgbench_pl.benchmark.locks import file_lock
+    from ppgbench_pl.locks import file_lock
 
     jobs = tmp_path / "jobs"
     for jid in ("killed", "busy", "not-ours"):

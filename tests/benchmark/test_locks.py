@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from ppgbench_pl.benchmark.locks import LockBusy, file_lock, lock_holder
+from ppgbench_pl.locks import LockBusy, file_lock, lock_holder
 
 
 def _hold(path, ready, seconds):

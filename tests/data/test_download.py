@@ -544,17 +544,15 @@ def test_bad_client_settings_are_refused(kw: dict[str, float]) -> None:
 
 
 def test_second_download_into_the_same_folder_is_refused(server: FixtureServer, tmp_path: Path) -> None:
-    import fcntl
     import os
+
+    from ppgbench_pl.locks import file_lock
 
     server.files["/WESAD.zip"] = zip_bytes({"WESAD/S2/S2.pkl": b"pkl"})
     (tmp_path / "wesad").mkdir()
-    with open(tmp_path / "wesad" / ".download.lock", "a+") as held:  # another process mid-download
-        fcntl.flock(held.fileno(), fcntl.LOCK_EX)
-        held.write("12345\n")
-        held.flush()
+    with file_lock(tmp_path / "wesad" / ".download.lock"):  # another download mid-way (its own open file)
         status = _run(server, "wesad", tmp_path, "/WESAD.zip")
-        assert status.startswith(FAILED) and "another download of wesad is running (pid 12345)" in status
+        assert status.startswith(FAILED) and f"another download of wesad is running (pid {os.getpid()} on " in status
         assert server.seen == []
     assert _run(server, "wesad", tmp_path, "/WESAD.zip").startswith("ok")  # released: free again
     assert (tmp_path / "wesad" / ".download.lock").read_text() == ""

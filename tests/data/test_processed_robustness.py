@@ -12,16 +12,10 @@ import numpy as np
 import pytest
 
 from ppgbench_pl.atomic_io import save_npy_atomic, write_bytes_atomic, write_json_atomic, write_text_atomic
-from ppgbench_pl.data import processed
+from ppgbench_pl.data import processed_writer
 from ppgbench_pl.data.datasets.bidmc import BidmcDataset
-from ppgbench_pl.data.processed import (
-    MARKER,
-    GroupData,
-    MarkerMismatch,
-    ProcessedDataset,
-    clean_abandoned_builds,
-    open_writer,
-)
+from ppgbench_pl.data.processed import MARKER, GroupData, ProcessedDataset
+from ppgbench_pl.data.processed_writer import MarkerMismatch, clean_abandoned_builds, open_writer
 from ppgbench_pl.data.synthetic import SyntheticPPGDataset
 from ppgbench_pl.data.task_data import load_windows
 from ppgbench_pl.errors import DataError
@@ -248,10 +242,10 @@ def test_two_concurrent_preprocess_processes_both_succeed(tmp_path):
 def test_marker_identity_ignores_what_the_writer_added(tmp_path):
     path = SyntheticPPGDataset(n_subjects=5, windows_per_subject=2, seed=1).build(tmp_path, 32)
     marker = json.loads((path / MARKER).read_text())
-    assert set(processed.WRITER_KEYS) <= set(marker)
+    assert set(processed_writer.WRITER_KEYS) <= set(marker)
     assert marker["n_windows"] == {f"S0{i}": 2 for i in range(1, 6)}
-    identity = {k: v for k, v in marker.items() if k not in processed.WRITER_KEYS}
-    assert processed.check_existing(path, identity)
+    identity = {k: v for k, v in marker.items() if k not in processed_writer.WRITER_KEYS}
+    assert processed_writer.check_existing(path, identity)
 
 
 @pytest.mark.parametrize("bad", ["ppg", "stats"])

@@ -3,7 +3,8 @@ import json
 import numpy as np
 import pytest
 
-from ppgbench_pl.data.processed import GroupData, ProcessedDataset, open_writer
+from ppgbench_pl.data.processed import GroupData, ProcessedDataset
+from ppgbench_pl.data.processed_writer import open_writer
 from ppgbench_pl.data.registry import get_task
 from ppgbench_pl.data.synthetic import SyntheticPPGDataset
 from ppgbench_pl.data.task_data import load_task, load_windows

@@ -16,14 +16,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from ppgbench_pl.data import processed, signal
-from ppgbench_pl.data.processed import (
-    GroupData,
-    check_existing,
-    clean_abandoned_builds,
-    dataset_dir,
-    open_writer,
-)
+from ppgbench_pl.data import processed, processed_writer, signal
+from ppgbench_pl.data.processed import GroupData, dataset_dir
+from ppgbench_pl.data.processed_writer import check_existing, clean_abandoned_builds, open_writer
 from ppgbench_pl.data.registry import DatasetInfo, get_dataset
 from ppgbench_pl.errors import DataError
 
@@ -134,7 +129,8 @@ class RawDataset:
 
     def marker(self, fs: float) -> dict[str, Any]:
         """What makes a processed tree this tree: raw inputs, code, rate and settings."""
-        sources = {inspect.getfile(type(self)), inspect.getfile(RawDataset), signal.__file__, processed.__file__}
+        sources = {inspect.getfile(type(self)), inspect.getfile(RawDataset), signal.__file__, processed.__file__,
+                   processed_writer.__file__}
         sources |= {inspect.getfile(module) for module in self.helper_modules}
         return {
             "raw_files_sha256": processed.raw_files_digest(self.raw_root),

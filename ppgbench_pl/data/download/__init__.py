@@ -13,7 +13,7 @@ import logging
 import os
 import sys
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ from ppgbench_pl.data.download.files import ChecksumLog
 from ppgbench_pl.data.download.http import RETRIES, STALL_S, Client
 from ppgbench_pl.data.download.sources import SOURCES, Job, Source
 from ppgbench_pl.errors import ConfigError, DownloadError, PPGBenchError
+from ppgbench_pl.locks import LockBusy, file_lock, lock_holder
 
 __all__ = ["FAILED", "SOURCES", "download", "mirror_env_var"]
 
@@ -112,33 +113,17 @@ LOCK_FILE = ".download.lock"
 def _folder_lock(folder: Path, key: str) -> Iterator[None]:
     """Hold ``<folder>/.download.lock`` so two downloads never append to the same ``.part`` files.
 
-    A second process fails at once with the holder's PID; a dead holder's lock is free (``flock``).
+    A second process fails at once, naming the holder; a dead holder's lock is free (``flock``).
     """
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - not POSIX: no lock
-        yield
-        return
     path = folder / LOCK_FILE
-    with open(path, "a+") as handle:
+    with ExitStack() as held:
         try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            handle.seek(0)
-            holder = handle.read().strip() or "unknown"
+            held.enter_context(file_lock(path, blocking=False))
+        except LockBusy:
             raise DownloadError(
-                f"{folder}: another download of {key} is running (pid {holder}); wait for it to finish"
+                f"{folder}: another download of {key} is running ({lock_holder(path)}); wait for it to finish"
             ) from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"{os.getpid()}\n")
-        handle.flush()
-        try:
-            yield
-        finally:
-            handle.seek(0)
-            handle.truncate()
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+        yield
 
 
 def _stdin_is_tty() -> bool:

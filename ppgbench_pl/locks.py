@@ -1,11 +1,12 @@
-"""Advisory file locks, so concurrent processes never compute one thing twice.
+"""Advisory file locks, so concurrent processes never compute or write one thing twice.
 
-Two workers (of one run, of two runs on the same folder, or an orphan of a killed run) may reach the
-same job or the same embedding-cache entry. Each takes an exclusive ``flock`` on a small lock file
-first; the kernel drops the lock when its holder dies, so a dead holder's lock is taken over at once and
-never goes stale. The holder writes its PID and start time into the file, so a process that waits for a
-lock held by a stuck process says who holds it and for how long. On platforms without ``fcntl`` the lock
-is a no-op and only atomic renames protect the files.
+The one lock of the package: benchmark jobs, embedding-cache entries and ``run.json`` (benchmark/), the
+processed store's build folders and the downloader's raw folders (data/) all take it. Each holder takes an
+exclusive ``flock`` on a small lock file; the kernel drops the lock when its holder dies, so a dead
+holder's lock is taken over at once and never goes stale. The holder writes its PID, host and start time
+into the file (and clears it on release), so a process that waits for, or is refused, a lock held by a
+stuck process says who holds it and for how long. On platforms without ``fcntl`` the lock is a no-op
+(:data:`LOCKS_WORK` is False) and only atomic renames protect the files.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ try:  # POSIX only
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
+#: Whether locks exclude anything here (False without ``fcntl``: then a free lock proves nothing).
+LOCKS_WORK = fcntl is not None
 #: Seconds between two "still waiting" notices while a lock is held by another process.
 NOTICE_EVERY_S = 60.0
 
@@ -85,6 +88,7 @@ def file_lock(path: str | Path, blocking: bool = True, notice_every_s: float = N
             yield
         finally:
             if fcntl is not None:
+                os.ftruncate(fd, 0)  # a free lock names no holder
                 fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
