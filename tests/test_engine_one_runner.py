@@ -15,7 +15,7 @@ from tests.benchmark.helpers import CNN, HALF, LINEAR, VOLATILE, record_files, r
 
 CONTROL = {"class_path": "ppgbench_pl.encoders.prv.PublishedPRVEncoder", "init_args": {"n_jobs": 1}}
 TINY_FINETUNE = {"class_path": "ppgbench_pl.regimes.finetune.FinetuneRegime",
-                 "init_args": {"engine": "lightning", "amp": False, "subject_repeats": 1,
+                 "init_args": {"amp": False, "subject_repeats": 1,
                                "search": {"n_trials": 1, "n_startup_trials": 1, "max_epochs": 1},
                                "search_space": {"batch_size": [16]}}}
 
@@ -75,14 +75,13 @@ def test_trainer_settings_reach_every_inner_trainer(tmp_path, engine_root, train
     config = suite_config(engine_root, tmp_path / "run", regimes=[TINY_FINETUNE], tasks=["synthetic-hr"],
                           folds=[0], data={"synthetic_windows": 4})
     path = write_config(tmp_path / "config.yaml", config)
-    assert run(["--config", str(path), "--trainer.strategy", "ddp_spawn", "--trainer.deterministic", "true"],
-               "fit") == 0
+    assert run(["--config", str(path), "--trainer.deterministic", "true"], "fit") == 0
     inner = [c for c in trainer_calls if c.get("callbacks")]  # trainers that jobs build around the regime
     assert inner, "the finetune job built no trainer"
     for kwargs in inner:
-        assert kwargs["strategy"] == "ddp_spawn" and kwargs["deterministic"] is True, kwargs
+        assert kwargs["deterministic"] is True, kwargs
         assert kwargs["accelerator"] == "cpu" and kwargs["devices"] == 1
-    assert any(c.get("max_epochs") == 1 for c in inner)  # the regime's budget, not the trainer block's
+    assert any(c.get("max_epochs") == -1 for c in inner)  # the stack runs until its search ends (per-trial budgets)
     record = json.loads(record_files(tmp_path / "run")[0].read_text())
     assert record["status"] == "ok", record.get("error")
 
@@ -117,12 +116,12 @@ def test_trainer_precision_reaches_the_neural_regimes(tmp_path, engine_root, tra
 @pytest.mark.parametrize("regime", [
     {"class_path": "ppgbench_pl.regimes.mlp.MLPRegime"},
     {"class_path": "ppgbench_pl.regimes.finetune.FinetuneRegime"},
-], ids=["mlp-batched", "finetune-stacked"])
-def test_a_precision_an_engine_cannot_honour_is_refused_up_front(tmp_path, engine_root, capsys, regime):
+], ids=["mlp", "finetune"])
+def test_a_spawning_strategy_is_refused_up_front_by_the_trial_stack(tmp_path, engine_root, capsys, regime):
     config = suite_config(engine_root, tmp_path / "run", regimes=[regime], tasks=["synthetic-hr"], folds=[0],
                           data={"synthetic_windows": 4})
     path = write_config(tmp_path / "config.yaml", config)
-    assert run(["--config", str(path), "--trainer.precision", "64-true"], "fit") == 2
+    assert run(["--config", str(path), "--trainer.strategy", "ddp_spawn"], "fit") == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "trainer.precision 64-true" in err[0] and "engine: lightning" in err[0]
+    assert len(err) == 1 and "trainer.strategy ddp_spawn" in err[0] and "one stack" in err[0]
     assert not (tmp_path / "run").exists()

@@ -29,7 +29,11 @@ REFUSED_TRAINER = {
     "logger": (["--trainer.logger", "{class_path: lightning.pytorch.loggers.CSVLogger, "
                                     "init_args: {save_dir: x}}"], "trainer.logger"),
     "callback": (["--trainer.callbacks", "[{class_path: lightning.pytorch.callbacks.LearningRateMonitor}]"],
-                 "is not a regime"),
+                 "no regime configured"),
+    "callback_without_trials": (["--trainer.callbacks", "[{class_path: ppgbench_pl.regimes.LinearRegime}, "
+                                 "{class_path: lightning.pytorch.callbacks.Timer}]"], "would never run"),
+    "not_a_callback": (["--trainer.callbacks", "[{class_path: ppgbench_pl.regimes.LinearRegime}, "
+                        "{class_path: collections.OrderedDict}]"], "trainer.callbacks"),
     "ckpt_path": (["--ckpt_path", "/nonexistent.ckpt"], "--ckpt_path"),
     "model_setting": (["--model.init_args.head_lr", "0.1"], "model.init_args.head_lr"),
 }

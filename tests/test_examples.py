@@ -23,3 +23,63 @@ def test_evaluate_my_model_writes_a_report(tmp_path):
     summary = pd.read_csv(tmp_path / "summary.csv")
     mine = summary[summary["model"] == "my_ppg_net"]
     assert set(mine["regime"]) == {"linear", "mlp"} and mine["mean"].notna().all()
+
+
+def test_partial_finetune_callback_runs_in_every_trial_and_changes_the_result(tmp_path, monkeypatch):
+    """examples/partial_finetune.yaml stacked on the finetune regime: a callback, a YAML file, no change to ppgbench."""
+    import json
+
+    import torch
+
+    from ppgbench_pl.cli import main
+    from ppgbench_pl.encoders.cnn import SmallCNNEncoder
+
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    monkeypatch.chdir(ROOT)  # the callback's module is found from the project folder, as the README says
+    common = ["--data.init_args.root", str(tmp_path / "data"), "--data.init_args.seeds", "[42]",
+              "--data.init_args.folds", "[0]", "--data.init_args.tasks", "[synthetic-hr]",
+              "--data.init_args.synthetic_subjects", "10", "--data.init_args.synthetic_windows", "4",
+              "--controls", "[]", "--trainer.accelerator", "cpu", "--progress", "false"]
+    budget = '{"n_trials": 3, "n_startup_trials": 3, "max_epochs": 2, "parallel_trials": 3}'
+    partial_regimes = ('[{"class_path": "ppgbench_pl.regimes.finetune.FinetuneRegime", "init_args": {"search": '
+                       f'{budget}, "search_space": {{"batch_size": [16]}}}}}}, '
+                       '{"class_path": "examples.partial_finetune.PartialFinetune", "init_args": {"trainable_layers": 2}}]')
+    plain_regimes = partial_regimes.split(', {"class_path": "examples')[0] + "]"
+    for name, callbacks in (("partial", partial_regimes), ("plain", plain_regimes)):
+        main(["fit", "--config", str(ROOT / "configs/regime_finetune.yaml"), "--config",
+              str(ROOT / "examples/partial_finetune.yaml"), "--output_dir", str(tmp_path / name), *common,
+              "--trainer.callbacks", callbacks])
+    records = {name: next(json.loads(p.read_text()) for p in (tmp_path / name / "jobs").glob("small_cnn*/results.json"))
+               for name in ("partial", "plain")}
+    assert records["partial"]["status"] == records["plain"]["status"] == "ok"
+    assert records["partial"]["callbacks"] == ["examples.partial_finetune.PartialFinetune"]
+    assert records["plain"]["callbacks"] == []
+    identity = json.loads((tmp_path / "partial" / "run.json").read_text())
+    assert "PartialFinetune" in json.dumps(identity)
+    trials = {name: [t["intermediate_values"] for t in r["results"][0]["optuna"]["trials"]] for name, r in records.items()}
+    assert trials["partial"] != trials["plain"]  # frozen early layers give other validation curves
+    # the winner's stored weights: the first conv layer was frozen in every epoch, so it is the pristine one
+    job = records["partial"]["job_id"]
+    (weights,) = (tmp_path / "partial" / "search" / job / "repeat0").glob("trial*.pt")
+    state = torch.load(weights, weights_only=True)
+    pristine = SmallCNNEncoder().state_dict()
+    assert torch.equal(state["encoder.features.0.weight"], pristine["features.0.weight"])
+    assert not torch.equal(state["encoder.features.6.weight"], pristine["features.6.weight"])
+
+
+def test_partial_finetune_hook_fires_in_every_trial(tmp_path):
+    from examples.partial_finetune import PartialFinetune
+    from ppgbench_pl.encoders.cnn import SmallCNNEncoder
+    from ppgbench_pl.hpo.optuna_search import SearchSettings
+    from ppgbench_pl.regimes.finetune import FinetuneRegime
+    from tests.regimes.neural_helpers import OneThread, context, datamodule
+
+    callback = PartialFinetune(trainable_layers=1)
+    with OneThread():
+        ctx = context(datamodule(tmp_path / "data"), SmallCNNEncoder(embed_dim=8), "synthetic-hr", tmp_path / "job")
+        ctx.callbacks = [callback]
+        (outcome,) = FinetuneRegime(SearchSettings(n_trials=4, n_startup_trials=4, max_epochs=2, parallel_trials=2),
+                                    search_space={"batch_size": [16, 32]}).run(ctx)
+    expected = {f"{ctx.job_id}/repeat0/{t['number']}": len(t["intermediate_values"])
+                for t in outcome.details["optuna"]["trials"]}
+    assert len(expected) == 4 and callback.epochs_applied == expected

@@ -35,6 +35,7 @@ from types import FrameType
 from typing import Any
 
 from ppgbench_pl.atomic_io import write_json_atomic
+from ppgbench_pl.benchmark.entries import instantiate
 from ppgbench_pl.benchmark.executors import Executor
 from ppgbench_pl.benchmark.identity import (
     check_or_write_identity,
@@ -47,7 +48,7 @@ from ppgbench_pl.benchmark.job import discard_unfinished, read_record
 from ppgbench_pl.benchmark.plan import Job, describe_plan
 from ppgbench_pl.benchmark.progress import Progress
 from ppgbench_pl.benchmark.spec import RunSettings
-from ppgbench_pl.benchmark.suite import BenchmarkSuite, forget_suites, instantiate, suite_for
+from ppgbench_pl.benchmark.suite import BenchmarkSuite, forget_suites, suite_for
 from ppgbench_pl.benchmark.tracking import CellTracker, close_wandb, wandb_enabled
 from ppgbench_pl.benchmark.worker import JobOutcome, JobSpec, run_job_spec
 from ppgbench_pl.errors import ConfigError
@@ -216,7 +217,8 @@ class BenchmarkRun:
             raise ConfigError(f"--output_dir {self.run_dir}: cannot be made ({exc.strerror})") from None
         fresh = [instantiate(Regime, entry) for entry in suite.config["regimes"]]  # never state from earlier runs
         meta = check_or_write_identity(
-            self.run_dir, run_identity(suite.encoders, suite.datamodules.values(), fresh, suite.trainer_kwargs), {
+            self.run_dir, run_identity(suite.encoders, suite.datamodules.values(), fresh, suite.trainer_kwargs,
+                                       suite.config.get("callbacks")), {
                 "config": self.config, "versions": package_versions(),
                 "device": device_string(suite.trainer_kwargs), "seeds": suite.seeds, "folds": suite.folds,
                 "parameters": parameter_counts(suite.encoders), "planned_jobs": [j.job_id for j in plan],

@@ -93,7 +93,8 @@ DATA_SPEED_SETTINGS = ("root", "num_workers")
 
 
 def run_identity(encoders: Sequence[PPGEncoder], datamodules: Iterable[PPGDataModule],
-                 regimes: Sequence[Regime], trainer_kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
+                 regimes: Sequence[Regime], trainer_kwargs: dict[str, Any] | None = None,
+                 callbacks: Sequence[dict[str, Any]] | None = None) -> dict[str, Any]:
     """What results in a folder depend on (not which subset of seeds, folds or tasks is run)."""
     from ppgbench_pl.benchmark.spec import IDENTITY_TRAINER, normalise_precision
 
@@ -109,7 +110,7 @@ def run_identity(encoders: Sequence[PPGEncoder], datamodules: Iterable[PPGDataMo
     trainer = {k: trainer_kwargs.get(k) for k in IDENTITY_TRAINER}
     trainer["precision"] = normalise_precision(trainer["precision"] or "32-true")
     trainer["device"] = device_kind(trainer_kwargs)
-    return {
+    identity = {
         "ppgbench": ppgbench_pl.__version__,
         "trainer": trainer,
         "datasets": datasets,
@@ -117,6 +118,10 @@ def run_identity(encoders: Sequence[PPGEncoder], datamodules: Iterable[PPGDataMo
         # Callables are left out: Lightning binds ``log``/``log_dict`` onto callbacks it has run.
         "regimes": {r.name: {k: repr(v) for k, v in sorted(r.settings().items()) if not callable(v)} for r in regimes},
     }
+    if callbacks:  # the user's callbacks change how trials train: their class paths and arguments, in order
+        identity["callbacks"] = _normalise([{"class_path": c.get("class_path"), "init_args": c.get("init_args") or {}}
+                                            for c in callbacks])
+    return identity
 
 
 def _normalise(value: Any) -> Any:

@@ -62,6 +62,8 @@ def run_job(ctx: JobContext, regime: Regime) -> tuple[dict[str, Any], dict[str, 
         "job_id": ctx.job_id, "model": ctx.model_name, "task": ctx.task.name, "regime": regime.name,
         "seed": ctx.seed, "fold": ctx.fold, "metric": ctx.task.metric, "kind": ctx.task.kind,
         "level": ctx.task.level, "fs": ctx.fs, "backend": regime.backend(), "code_version": code_version(),
+        "callbacks": [f"{type(c).__module__}.{type(c).__qualname__}" for c in ctx.callbacks]
+        if regime.trains_trials else [],
     }
     predictions: dict[str, dict[str, np.ndarray]] = {}
     seed_job(ctx.seed)

@@ -9,7 +9,8 @@ silently ignored:
 * ``trainer.*`` device settings (:data:`HONOURED_TRAINER`) reach every inner trainer and the embedding
   pass; everything else that differs from Lightning's default is refused with the reason;
 * ``model.init_args`` other than ``encoder`` are chosen by each regime's search, so they are refused;
-* ``trainer.callbacks`` must be regimes, ``trainer.logger`` is replaced by ppgbench's own tracking,
+* ``trainer.callbacks`` holds the regimes and any other Lightning callback (attached to every trial's
+  trainer and part of the run identity); ``trainer.logger`` is replaced by ppgbench's own tracking,
   ``ckpt_path`` has no meaning for a protocol run.
 """
 
@@ -45,7 +46,8 @@ REFUSED_TRAINER = {
                            "barebones", "plugins", "enable_autolog_hparams", "model_registry")},
 }
 #: Keys of the suite spec (everything a worker needs to rebuild the suite).
-SUITE_KEYS = ("encoders", "regimes", "datasets", "tasks", "seeds", "folds", "data", "trainer", "optuna_storage")
+SUITE_KEYS = ("encoders", "regimes", "callbacks", "datasets", "tasks", "seeds", "folds", "data", "trainer",
+              "optuna_storage")
 #: Data-module settings that are part of the suite (``dataset``/``tasks``/``seeds``/``folds`` are lifted out).
 DATA_LIFTED = ("dataset", "tasks", "seeds", "folds")
 
@@ -125,32 +127,46 @@ def normalise_precision(value: Any) -> str:
     return {"32": "32-true", "16": "16-mixed", "bf16": "bf16-mixed", "64": "64-true"}.get(text, text)
 
 
-def regime_entries(callbacks: Any) -> list[dict[str, Any]]:
-    """The regimes listed under ``trainer.callbacks``; any other callback is refused.
+def callback_entries(callbacks: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(regimes, other Lightning callbacks) listed under ``trainer.callbacks``.
+
+    Regimes say how each head is chosen and trained; any other callback is attached to every trial's
+    trainer (the neural regimes' stacks) and is part of the run identity.
 
     Raises:
-        ConfigError: No regime, or a callback that is not a regime.
+        ConfigError: No regime, or an entry that is not a Lightning callback.
     """
-    from ppgbench_pl.benchmark.suite import import_class
+    from lightning.pytorch.callbacks import Callback
+
+    from ppgbench_pl.benchmark.entries import import_class
     from ppgbench_pl.regimes.base import Regime
 
     entries = [callbacks] if isinstance(callbacks, dict) else list(callbacks or [])
-    if not entries:
-        raise ConfigError("no regime configured: list one under trainer.callbacks "
-                          "(e.g. class_path: ppgbench_pl.regimes.LinearRegime)")
+    regimes, others = [], []
     for entry in entries:
         cls = import_class(entry["class_path"])
-        if not (isinstance(cls, type) and issubclass(cls, Regime)):
-            raise ConfigError(f"trainer.callbacks: {entry['class_path']} is not a regime; a protocol run lists "
-                              "only regimes there (inner trainers get their callbacks from the regime)")
-    return [copy.deepcopy(e) for e in entries]
+        if isinstance(cls, type) and issubclass(cls, Regime):
+            regimes.append(copy.deepcopy(entry))
+        elif isinstance(cls, type) and issubclass(cls, Callback):
+            others.append(copy.deepcopy(entry))
+        else:
+            raise ConfigError(f"trainer.callbacks: {entry['class_path']} is not a Lightning callback "
+                              "(lightning.pytorch.callbacks.Callback)")
+    if not regimes:
+        raise ConfigError("no regime configured: list one under trainer.callbacks "
+                          "(e.g. class_path: ppgbench_pl.regimes.LinearRegime)")
+    if others and not any(getattr(import_class(r["class_path"]), "trains_trials", False) for r in regimes):
+        names = ", ".join(str(o["class_path"]) for o in others)
+        raise ConfigError(f"trainer.callbacks: {names} would never run: callbacks attach to the trials of the mlp "
+                          "and finetune regimes, and this config has neither")
+    return regimes, others
 
 
 def model_encoder(model: dict[str, Any] | None) -> dict[str, Any] | None:
     """The encoder entry of the ``model`` block; other task settings are refused (regimes choose them)."""
     if not model:
         return None
-    from ppgbench_pl.benchmark.suite import import_class
+    from ppgbench_pl.benchmark.entries import import_class
 
     args = dict(model.get("init_args") or {})
     encoder = args.pop("encoder", None)
@@ -181,7 +197,7 @@ def build_suite_spec(config: dict[str, Any]) -> dict[str, Any]:
     if not encoders:
         raise ConfigError("no encoder to evaluate: set model.init_args.encoder (or matrix.encoders)")
     trainer = dict(config.get("trainer") or {})
-    regimes = regime_entries(trainer.get("callbacks"))
+    regimes, callbacks = callback_entries(trainer.get("callbacks"))
     data = dict((config.get("data") or {}).get("init_args") or {})
     lifted = {k: data.pop(k, None) for k in DATA_LIFTED}
     datasets = matrix.get("datasets")
@@ -204,7 +220,7 @@ def build_suite_spec(config: dict[str, Any]) -> dict[str, Any]:
     if len(set(lifted["folds"] or [])) != len(lifted["folds"] or []):
         raise ConfigError(f"data.init_args.folds has duplicates: {lifted['folds']}")
     spec = {
-        "encoders": encoders, "regimes": regimes, "datasets": list(datasets), "tasks": tasks,
+        "encoders": encoders, "regimes": regimes, "callbacks": callbacks, "datasets": list(datasets), "tasks": tasks,
         "seeds": lifted["seeds"], "folds": lifted["folds"], "data": data,
         "trainer": trainer_settings(trainer), "optuna_storage": config.get("optuna_storage"),
     }
@@ -214,7 +230,7 @@ def build_suite_spec(config: dict[str, Any]) -> dict[str, Any]:
 
 def check_names(spec: dict[str, Any]) -> None:
     """Encoder and regime names must be unique (their job ids would collide), named in one line."""
-    from ppgbench_pl.benchmark.suite import encoder_info, regime_name
+    from ppgbench_pl.benchmark.entries import encoder_info, regime_name
 
     for kind, names in (("encoder", [encoder_info(e).name for e in spec["encoders"]]),
                         ("regime", [regime_name(r) for r in spec["regimes"]])):
@@ -226,7 +242,7 @@ def check_names(spec: dict[str, Any]) -> None:
 
 def pick(spec: dict[str, Any], only_encoders: list[str] | None, only_regimes: list[str] | None) -> dict[str, Any]:
     """The spec narrowed to some encoders and regimes by name (``--only_encoders``/``--only_regimes``)."""
-    from ppgbench_pl.benchmark.suite import encoder_info, regime_name
+    from ppgbench_pl.benchmark.entries import encoder_info, regime_name
 
     out = dict(spec)
     for key, wanted, name_of in (("encoders", only_encoders, lambda e: encoder_info(e).name),

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import importlib
 import inspect
 import json
 import math
@@ -20,10 +19,11 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from jsonargparse import ArgumentParser
+from lightning.pytorch.callbacks import Callback
 
 from ppgbench_pl.benchmark.cache import EmbeddingCache
 from ppgbench_pl.benchmark.embeddings import EmbeddingSource, needs_embeddings
+from ppgbench_pl.benchmark.entries import encoder_info, import_class, instantiate
 from ppgbench_pl.benchmark.plan import EncoderInfo, Job, build_plan
 from ppgbench_pl.benchmark.spec import SUITE_KEYS
 from ppgbench_pl.data.registry import REAL_DATASETS, get_dataset, get_task
@@ -32,55 +32,6 @@ from ppgbench_pl.encoders.base import PPGEncoder
 from ppgbench_pl.errors import ConfigError
 from ppgbench_pl.limits import MAX_SAMPLING_RATE, MIN_SAMPLING_RATE
 from ppgbench_pl.regimes.base import JobContext, Regime
-
-#: Objects built in this process and handed to the engine by the Python API (:mod:`ppgbench_pl.api`): a
-#: spec entry ``{"class_path": ..., "instance": key}`` stands for ``PREBUILT[key]``. Only an executor that
-#: runs jobs in this process can use them (the API refuses the others).
-PREBUILT: dict[str, Any] = {}
-
-
-def prebuilt(entry: dict[str, Any]) -> Any:
-    """Return the pre-built object of an ``instance`` entry (an encoder as is, a regime copied), else None."""
-    key = entry.get("instance") if isinstance(entry, dict) else None
-    if key is None:
-        return None
-    obj = PREBUILT.get(str(key))
-    if obj is None:
-        raise ConfigError(f"{entry.get('class_path')}: a pre-built object ({key}) is not in this process; "
-                          "objects handed to ppgbench_pl.evaluate run only with the local executor")
-    return obj if isinstance(obj, PPGEncoder) else copy.deepcopy(obj)
-
-
-def instantiate(base: type, entry: dict[str, Any]) -> Any:
-    """Build one ``class_path``/``init_args`` entry as jsonargparse would (nested classes included)."""
-    obj = prebuilt(entry)
-    if obj is not None:
-        return obj
-    parser = ArgumentParser(exit_on_error=False)
-    parser.add_argument("--obj", type=base)
-    return parser.instantiate(parser.parse_object({"obj": copy.deepcopy(entry)})).obj
-
-
-def import_class(path: str) -> Any:
-    """The class a fully qualified ``class_path`` names."""
-    module, _, attr = str(path).rpartition(".")
-    return getattr(importlib.import_module(module), attr)
-
-
-def encoder_info(entry: dict[str, Any]) -> EncoderInfo:
-    """Name, rate and trainability of an encoder entry, read from its class and init_args (not built)."""
-    if (obj := prebuilt(entry)) is not None:
-        return EncoderInfo(str(obj.name), float(obj.sampling_rate), bool(getattr(obj, "trainable", True)))
-    cls = import_class(entry["class_path"])
-    args = entry.get("init_args") or {}
-    name = cls.config_name(args) if hasattr(cls, "config_name") else str(args.get("name", cls.name))
-    return EncoderInfo(str(name), float(args.get("sampling_rate", cls.sampling_rate)),
-                       bool(getattr(cls, "trainable", True)))
-
-
-def regime_name(entry: dict[str, Any]) -> str:
-    """The name a regime entry will have (regimes are cheap to build)."""
-    return str(instantiate(Regime, entry).name)
 
 
 def check_rate(name: str, fs: float) -> None:
@@ -160,6 +111,11 @@ class BenchmarkSuite:
         return [instantiate(Regime, entry) for entry in self.config["regimes"]]
 
     @cached_property
+    def callbacks(self) -> list[Callback]:
+        """The user's Lightning callbacks, attached to every trial trainer (built once per suite)."""
+        return [instantiate(Callback, entry) for entry in self.config.get("callbacks") or []]
+
+    @cached_property
     def encoder_infos(self) -> list[EncoderInfo]:
         """Encoder names and rates without building the models (dry runs)."""
         return [encoder_info(entry) for entry in self.config["encoders"]]
@@ -222,7 +178,8 @@ class BenchmarkSuite:
         embeddings = self.source.get(encoder, dm) if self.uses_cache(job) else None
         return JobContext.build(dm, encoder, job.task, job.seed, job.fold, self.run_dir / "search" / job.job_id,
                                 job_id=job.job_id, model_name=job.model_name, embeddings=embeddings,
-                                raw_windows=not job.regime.uses_embeddings, trainer_kwargs=self.trainer_kwargs)
+                                raw_windows=not job.regime.uses_embeddings, trainer_kwargs=self.trainer_kwargs,
+                                callbacks=self.callbacks)
 
 
 _local = threading.local()

@@ -1,13 +1,13 @@
-"""Hyperparameter search for the neural regimes: Optuna TPE + Hyperband studies and their trial engines.
+"""Hyperparameter search for the neural regimes: Optuna TPE + Hyperband studies trained as one Lightning stack.
 
-* :mod:`~ppgbench_pl.hpo.optuna_search`: studies on persistent storage, ask/tell driver, budget, records.
+* :mod:`~ppgbench_pl.hpo.optuna_search`: budgets, studies searched in memory and kept on durable storage.
 * :mod:`~ppgbench_pl.hpo.spaces`: the protocol search spaces.
-* :mod:`~ppgbench_pl.hpo.lightning_trial`: one trial as a Lightning ``Trainer.fit`` (the reference engine).
-* :mod:`~ppgbench_pl.hpo.batched_mlp`: many MLP-probe trials trained at once as one stacked model.
+* :mod:`~ppgbench_pl.hpo.trial_stack`: the LightningModule that trains many trials in one ``Trainer.fit``.
+* :mod:`~ppgbench_pl.hpo.stack_search`: which trials fill the stack; report, prune, refill after each epoch.
 * :mod:`~ppgbench_pl.hpo.shuffle`, :mod:`~ppgbench_pl.hpo.trial_store`: per-trial batches, best weights.
 """
 
-from ppgbench_pl.hpo.optuna_search import SearchFailed, SearchSettings, TrialOutcome, run_search
+from ppgbench_pl.hpo.optuna_search import PersistentStudy, SearchFailed, SearchSettings, TrialOutcome
 from ppgbench_pl.hpo.spaces import FINETUNE_SPACE, MLP_SPACE
 
-__all__ = ["FINETUNE_SPACE", "MLP_SPACE", "SearchFailed", "SearchSettings", "TrialOutcome", "run_search"]
+__all__ = ["FINETUNE_SPACE", "MLP_SPACE", "PersistentStudy", "SearchFailed", "SearchSettings", "TrialOutcome"]

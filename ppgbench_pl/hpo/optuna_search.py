@@ -1,28 +1,23 @@
 """Optuna TPE + Hyperband studies on persistent storage, driven by ask/tell (PROTOCOL.md 4.5).
 
 One study per (job, repeat). The default storage is an SQLite file in the job's persistent work folder,
-created with ``load_if_exists=True`` so an interrupted search resumes from the stored trials: samplers
-and pruners are not persisted, so they are passed again on load, and only *finished* trials count
-toward the budget (complete, pruned, or failed by the trial itself, e.g. divergence; a trial cut short
-by an interruption does not count; a resumed sampler restarts from its seed, so a resumed search samples
-differently from an uninterrupted one). Any SQLAlchemy URL can be given instead, and ``journal:<path>``
-selects Optuna's JournalStorage, the safer choice when many processes on one node share a study
-(SQLite locks under concurrent writers). Several workers may share one study; each keeps asking until
-the shared budget is reached, so the total can overshoot by at most (workers - 1) x parallel trials.
+created with ``load_if_exists=True`` so an interrupted search resumes from the stored trials. The search
+itself runs on an in-memory twin (:class:`PersistentStudy`): finished trials are copied to the durable
+study one write each, so per-epoch reports and pruning never touch the storage. Samplers and pruners are
+not persisted; a resumed sampler restarts from its seed, so a resumed search samples differently from an
+uninterrupted one (protocol decision #41). Only *finished* trials count toward the budget (complete,
+pruned, or failed by the trial itself, e.g. divergence). Any SQLAlchemy URL can be given instead, and
+``journal:<path>`` selects Optuna's JournalStorage.
 
-The driver asks ``parallel_trials`` trials at once (constant-liar TPE treats the pending ones as
-running), hands them to an engine that trains them (one after another, or stacked in one model), and
-tells Optuna each outcome.
+Trials are trained by :mod:`ppgbench_pl.hpo.stack_search`, which asks ``parallel_trials`` trials of a
+study at once (constant-liar TPE treats the pending ones as running) and tells each outcome.
 """
 
 from __future__ import annotations
 
 import math
-import os
-import socket
-import sys
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -32,15 +27,12 @@ from optuna.storages import BaseStorage, JournalStorage, RDBStorage
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import FrozenTrial, Trial, TrialState
 from sqlalchemy import event
-from tqdm.auto import tqdm
 
 from ppgbench_pl.errors import ConfigError
 from ppgbench_pl.hpo.spaces import distributions
 
 #: User attribute holding the reason a trial failed by itself (counts toward the budget).
 FAILURE_ATTR = "failure"
-#: User attribute naming the process that runs a trial (``host:pid``), to fail trials of dead workers.
-WORKER_ATTR = "worker"
 
 
 class SearchFailed(RuntimeError):
@@ -193,13 +185,6 @@ def close_storage(storage: BaseStorage) -> None:
         storage.engine.dispose()
 
 
-def open_study(storage: BaseStorage, name: str, settings: SearchSettings, seed: int) -> optuna.Study:
-    """Create the study, or load it with a fresh sampler (seed r) and pruner when it exists."""
-    optuna.logging.set_verbosity(optuna.logging.WARNING)  # inner searches run by the hundred
-    return optuna.create_study(storage=storage, study_name=name, direction="maximize", load_if_exists=True,
-                               sampler=settings.sampler(seed), pruner=settings.pruner())
-
-
 def counts_toward_budget(trial: FrozenTrial) -> bool:
     """Complete, pruned, or failed by itself (divergence); not cut short by an interruption."""
     if trial.state in (TrialState.COMPLETE, TrialState.PRUNED):
@@ -212,147 +197,73 @@ def n_finished(study: optuna.Study) -> int:
     return sum(counts_toward_budget(t) for t in study.get_trials(deepcopy=False))
 
 
-def worker_id() -> str:
-    """``host:pid`` of this process."""
-    return f"{socket.gethostname()}:{os.getpid()}"
+#: User attribute holding a trial's number in the search (the durable copy may number trials otherwise).
+NUMBER_ATTR = "number"
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+class PersistentStudy:
+    """A study searched in memory and kept on durable storage one finished trial at a time.
 
-
-def fail_orphaned_trials(study: optuna.Study) -> list[int]:
-    """Mark running trials of dead processes on this host (and of this process) failed; returns their numbers.
-
-    A killed process leaves its trials RUNNING forever; a constant-liar sampler would keep treating them as
-    pending. Trials of live workers, or of other hosts, are left alone.
-    """
-    host, _, _ = worker_id().partition(":")
-    orphans = []
-    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        owner = str(trial.user_attrs.get(WORKER_ATTR, ""))
-        owner_host, _, pid = owner.partition(":")
-        if owner_host == host and pid.isdigit() and (int(pid) == os.getpid() or not _alive(int(pid))):
-            study.tell(trial.number, state=TrialState.FAIL, skip_if_finished=True)
-            orphans.append(trial.number)
-    return orphans
-
-
-BatchRunner = Callable[[list[Trial]], list[TrialOutcome]]
-
-
-def run_search(study: optuna.Study, settings: SearchSettings, space: Mapping[str, Sequence[Any]],
-               run_batch: BatchRunner,
-               on_complete: Callable[[Trial, TrialOutcome], None] | None = None) -> None:
-    """Ask, train and tell until ``settings.n_trials`` trials have finished.
+    The sampler and pruner work on an in-memory study, so asking, reporting and pruning cost no storage
+    round trip; each finished trial (complete, pruned or failed by itself) is copied whole to the durable
+    study with ``Study.add_trial``, one write per trial. A running trial never reaches the durable storage,
+    so a killed process leaves nothing half-done there: on resume the finished trials are restored in
+    their original numbers (trials lost to the interruption become failed placeholders that do not count
+    toward the budget), which keeps Hyperband's brackets (derived from the trial number) and rungs.
 
     Args:
-        study: The (possibly resumed) study.
-        settings: Budget and batch size.
-        space: Categorical values per parameter; every trial's parameters are sampled when it is asked.
-        run_batch: Trains the asked trials (reporting per-epoch values and pruning itself) and returns
-            one outcome per trial.
-        on_complete: Called for each complete trial before it is told (e.g. to store its weights).
+        storage: Durable storage of the study.
+        name: Study name (``<job id>-repeat<r>``).
+        settings: Budget, sampler and pruner settings.
+        seed: The sampler's seed (r); a resumed search restarts its sampler from it.
 
     """
-    fail_orphaned_trials(study)
-    dists = distributions(space)
-    # A nested bar under the runner's job bar, on a terminal only (a log file would get one line per trial).
-    bar = tqdm(total=settings.n_trials, initial=n_finished(study), desc="trials", unit="trial", leave=False,
-               disable=not sys.stderr.isatty(), file=sys.stderr, position=1)
-    try:
-        _ask_train_tell(study, settings, dists, run_batch, on_complete, bar)
-    finally:
-        bar.close()
 
+    def __init__(self, storage: BaseStorage, name: str, settings: SearchSettings, seed: int) -> None:
+        optuna.logging.set_verbosity(optuna.logging.WARNING)  # inner searches run by the hundred
+        self.settings = settings
+        self.durable = optuna.create_study(storage=storage, study_name=name, direction="maximize",
+                                           load_if_exists=True)
+        self.study = optuna.create_study(storage=optuna.storages.InMemoryStorage(), study_name=name,
+                                         direction="maximize", sampler=settings.sampler(seed),
+                                         pruner=settings.pruner())
+        self._restore()
 
-def _ask_train_tell(study: optuna.Study, settings: SearchSettings, dists: Mapping[str, Any],
-                    run_batch: BatchRunner,
-                    on_complete: Callable[[Trial, TrialOutcome], None] | None, bar: tqdm) -> None:
-    while (done := n_finished(study)) < settings.n_trials:
-        batch = min(settings.batch, settings.n_trials - done)
-        trials = [study.ask(fixed_distributions=dict(dists)) for _ in range(batch)]
+    def _restore(self) -> None:
+        finished = {}
+        for trial in self.durable.get_trials(deepcopy=False):
+            if counts_toward_budget(trial):
+                finished[int(trial.user_attrs.get(NUMBER_ATTR, trial.number))] = trial
+        for number in range(max(finished, default=-1) + 1):
+            self.study.add_trial(finished.get(number) or optuna.trial.create_trial(state=TrialState.FAIL))
+
+    @property
+    def n_finished(self) -> int:
+        """Trials that count toward the budget."""
+        return n_finished(self.study)
+
+    @property
+    def remaining(self) -> int:
+        """Trials still to finish."""
+        return max(self.settings.n_trials - self.n_finished, 0)
+
+    def ask(self, space: Mapping[str, Sequence[Any]]) -> list[Trial]:
+        """The next batch: up to ``parallel_trials`` trials asked together (constant liar sees them running)."""
+        dists = distributions(space)
+        return [self.study.ask(fixed_distributions=dict(dists))
+                for _ in range(min(self.settings.batch, self.remaining))]
+
+    def finish(self, trial: Trial, outcome: TrialOutcome) -> None:
+        """Tell the in-memory study the outcome, then store the finished trial durably (one write)."""
+        trial.set_user_attr(NUMBER_ATTR, trial.number)
+        tell(self.study, trial, outcome)
+        frozen = self.study.get_trials(deepcopy=True)[trial.number]
+        self.durable.add_trial(frozen)
+
+    def abandon(self, trials: Sequence[Trial]) -> None:
+        """Fail trials cut short by an interruption (no failure attribute: they do not count)."""
         for trial in trials:
-            trial.set_user_attr(WORKER_ATTR, worker_id())
-        try:
-            live = mirror_trials(study, trials)
-            outcomes = run_batch(live)
-            for trial, outcome in zip(trials, outcomes, strict=True):
-                if outcome.state == "complete" and on_complete is not None:
-                    on_complete(trial, outcome)
-        except BaseException:
-            for trial in trials:  # interrupted: fail them without the failure attr, so they don't count
-                study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
-            raise
-        for trial, mirrored, outcome in zip(trials, live, outcomes, strict=True):
-            persist_reports(study, trial, mirrored, outcome_attrs(outcome))
-            tell(study, trial, outcome, attrs_stored=True)
-        bar.update(n_finished(study) - bar.n)
-
-
-def mirror_trials(study: optuna.Study, trials: Sequence[Trial]) -> list[Trial]:
-    """In-memory twins of just-asked trials, inside an in-memory copy of the whole study.
-
-    Engines report every epoch and ask whether to prune; on an RDB that is a few transactions and a
-    re-read of every trial per epoch and trial. The twins answer from memory instead: the copy has the
-    same name, trial numbers and pruner, so Hyperband assigns the same brackets and sees the same rungs
-    (trials of the same batch included). :func:`persist_reports` writes a twin's reports to the stored
-    trial when it ends, so an interrupted search still resumes per finished trial.
-    """
-    memory = optuna.create_study(storage=optuna.storages.InMemoryStorage(), study_name=study.study_name,
-                                 direction="maximize", pruner=study.pruner,
-                                 sampler=optuna.samplers.RandomSampler(seed=0))
-    storage, study_id = memory._storage, memory._study_id
-    stored = study.get_trials(deepcopy=False)
-    if [t.number for t in stored] != list(range(len(stored))):
-        raise RuntimeError(f"study {study.study_name}: trial numbers are not contiguous")
-    for frozen in stored:
-        storage.create_new_trial(study_id, template_trial=frozen)
-    ids = [storage.get_trial_id_from_study_id_trial_number(study_id, t.number) for t in trials]
-    return [Trial(memory, trial_id) for trial_id in ids]
-
-
-def persist_reports(study: optuna.Study, trial: Trial, mirrored: Trial,
-                    user_attrs: Mapping[str, Any] | None = None) -> None:
-    """Copy a twin's per-epoch values, pruner bookkeeping and ``user_attrs`` to the stored trial.
-
-    On an RDB this is one transaction per trial instead of one per epoch and attribute.
-    """
-    frozen = mirrored.study._storage.get_trial(mirrored._trial_id)
-    storage, trial_id = study._storage, trial._trial_id
-    known = storage.get_trial(trial_id).system_attrs
-    system = {k: v for k, v in frozen.system_attrs.items() if known.get(k) != v}
-    values = sorted(frozen.intermediate_values.items())
-    attrs = dict(user_attrs or {})
-    # a study wraps its RDBStorage in Optuna's cache, which passes writes of running trials straight on
-    rdb = getattr(storage, "_backend", storage)
-    if isinstance(rdb, RDBStorage):
-        try:
-            from optuna.storages._rdb import models
-            from optuna.storages._rdb.storage import _create_scoped_session
-        except ImportError:  # pragma: no cover - another Optuna layout: one transaction per value below
-            pass
-        else:
-            with _create_scoped_session(rdb.scoped_session, True) as session:
-                for step, value in values:
-                    rdb._set_trial_intermediate_value_without_commit(session, trial_id, step, value)
-                for model, items in ((models.TrialSystemAttributeModel, system),
-                                     (models.TrialUserAttributeModel, attrs)):
-                    for key, value in items.items():
-                        rdb._set_trial_attr_without_commit(session, model, trial_id, key, value)
-            return
-    for step, value in values:
-        storage.set_trial_intermediate_value(trial_id, step, value)
-    for key, value in system.items():
-        storage.set_trial_system_attr(trial_id, key, value)
-    for key, value in attrs.items():
-        storage.set_trial_user_attr(trial_id, key, value)
+            self.study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
 
 
 def outcome_attrs(outcome: TrialOutcome) -> dict[str, Any]:

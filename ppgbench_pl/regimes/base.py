@@ -9,6 +9,11 @@ it builds (``callbacks=[self, ...]``), which is where per-epoch logging or pruni
 
 from __future__ import annotations
 
+import signal
+import threading
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -53,6 +58,8 @@ class JobContext:
     #: Every raw window of the dataset at the encoder's rate (for regimes that run the encoder), or None.
     windows: DatasetWindows | None = None
     trainer_kwargs: dict[str, Any] = field(default_factory=dict)
+    #: The user's Lightning callbacks (``trainer.callbacks`` that are not regimes): every trial trainer gets them.
+    callbacks: list[Callback] = field(default_factory=list)
     n_inner_folds: int = 4
     batch_size: int = 256
 
@@ -60,7 +67,7 @@ class JobContext:
     def build(cls, datamodule: PPGDataModule, encoder: PPGEncoder, task: TaskSpec, seed: int, fold: int,
               work_dir: Path, *, job_id: str | None = None, model_name: str | None = None,
               embeddings: np.ndarray | None = None, raw_windows: bool = True,
-              trainer_kwargs: dict[str, Any] | None = None) -> JobContext:
+              trainer_kwargs: dict[str, Any] | None = None, callbacks: list[Callback] | None = None) -> JobContext:
         """The context of one job from its datamodule: view and outer split computed here, once."""
         fs = float(encoder.sampling_rate)
         view = datamodule.task_view(fs, task)
@@ -68,7 +75,7 @@ class JobContext:
         return cls(job_id or job_id_of(name, task.name, "regime", seed, fold), name, encoder, task, seed, fold, view,
                    datamodule.outer_split(view, seed, fold), Path(work_dir), embeddings,
                    datamodule.windows(fs) if raw_windows else None, dict(trainer_kwargs or {}),
-                   datamodule.n_inner_folds, datamodule.batch_size)
+                   list(callbacks or []), datamodule.n_inner_folds, datamodule.batch_size)
 
     @property
     def fs(self) -> float:
@@ -130,6 +137,44 @@ class JobContext:
         return L.Trainer(callbacks=callbacks, **kwargs)
 
 
+@contextmanager
+def frozen_parts_expected() -> Iterator[None]:
+    """Silence Lightning's notice about modules in eval mode: frozen encoders and ended trials stay in eval."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r".*module\(s\) in eval mode.*")
+        yield
+
+
+class _SigInt(BaseException):
+    """Ctrl-C while Lightning runs (Lightning turns a KeyboardInterrupt into ``sys.exit(1)``)."""
+
+
+@contextmanager
+def interrupts_pass_through() -> Iterator[None]:
+    """Let Ctrl-C leave ``Trainer.fit`` as a KeyboardInterrupt, so the run stops and resumes as documented.
+
+    Lightning catches KeyboardInterrupt, ignores SIGINT from then on and exits the process with status 1;
+    other exceptions it re-raises. While the default SIGINT handler is installed (the coordinator installs
+    its own, which raises another exception), this swaps in one that raises a private BaseException and
+    turns it back into a KeyboardInterrupt outside Lightning.
+    """
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        raise _SigInt
+
+    signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    except _SigInt:
+        raise KeyboardInterrupt from None
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 @dataclass
 class RepeatOutcome:
     """One repeat's result: metrics on the outer test fold, chosen parameters, predictions."""
@@ -166,6 +211,8 @@ class Regime(Callback):
 
     name: ClassVar[str] = "regime"
     uses_embeddings: ClassVar[bool] = True
+    #: Whether the regime trains trials in Lightning trainers (the user's callbacks attach to those).
+    trains_trials: ClassVar[bool] = False
     tiers: ClassVar[tuple[str, ...]] = ("primary", "secondary")
 
     def applies_to(self, task: TaskSpec, encoder: PPGEncoder) -> bool:

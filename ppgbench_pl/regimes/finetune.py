@@ -1,61 +1,51 @@
 """End-to-end finetuning regime: encoder + MLP head trained jointly, Optuna-searched (PROTOCOL.md 4.4).
 
-Every trial starts from a fresh copy of the pristine encoder (``copy.deepcopy``, all parameters
-trainable) and a new :class:`~ppgbench_pl.heads.MLPHead` seeded with r + trial number, wrapped in
-:class:`~ppgbench_pl.tasks.EncoderTask` ``mode="finetune"`` (AdamW with a head group and an encoder group,
-BatchNorm mode ``train`` or ``freeze_stats``). Raw windows go through the encoder's own preprocessing on
-every batch. AMP (``16-mixed``) is used only when the trainer runs on a CUDA GPU. There is no feature
+Every trial is one slot of the regime's :class:`~ppgbench_pl.hpo.trial_stack.TrialStack`: a fresh copy of
+the pristine encoder (``copy.deepcopy``, all parameters trainable) and a new
+:class:`~ppgbench_pl.heads.MLPHead`, with an AdamW head group and an encoder group, BatchNorm mode ``train``
+or ``freeze_stats``, its own batches and dropout stream. Windows go through the encoder's own
+preprocessing once per job (a fixed per-window function). AMP (``16-mixed``, Lightning's precision plugin
+with its loss scaler) is used only when the trainer runs on a CUDA GPU. There is no feature
 standardisation: the head's LayerNorm is the only input normalisation.
+
+Heads (``reseed_head``): published, a trial's head is drawn from a running RNG rather than reseeded. Here
+that RNG is the study's own head stream (seeded with r, drawn in trial order and used for nothing else),
+so the head a trial gets never depends on its stack mates; ``reseed_head: true`` seeds each head with
+r + trial number instead.
 
 Parameter-free encoders (PRV; PROTOCOL.md 10 item 4): the published code rejects them, yet the paper
 reports PRV in every cell. Here their finetune cell is a *head-only* finetune: with nothing in the
 encoder to train, end-to-end training reduces to training the head on the encoder's fixed features.
-The features are computed once per job, z-scored on the holdout-fit part (a fixed extractor cannot adapt
-its output scale as a trained encoder does), and the head is searched over the finetune space's head
-parameters (``hidden_dim``, ``head_dropout``, ``head_lr``, ``head_weight_decay``, ``batch_size``) with the
-finetune budget and selection metric. The job record says so (``engine.mode = "head_only"``).
+The features are computed once per job, z-scored on the holdout-fit part, and the head is searched over
+the finetune space's head parameters (``hidden_dim``, ``head_dropout``, ``head_lr``, ``head_weight_decay``,
+``batch_size``) with the finetune budget and selection metric. The job record says so
+(``engine.mode = "head_only"``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import copy
+from collections.abc import Mapping
 from typing import Any, Literal
 
-import lightning as L
 import numpy as np
-import optuna
 import torch
-from lightning.pytorch.callbacks import Callback
-from torch.utils.data import DataLoader
+from torch import Tensor, nn
 
-from ppgbench_pl.datamodules.ppg import ArrayDataset
 from ppgbench_pl.encoders.base import PPGEncoder
 from ppgbench_pl.errors import ConfigError
 from ppgbench_pl.heads.mlp import MLPHead
-from ppgbench_pl.hpo.lightning_trial import fit_trial, frozen_parts_expected, module_state
-from ppgbench_pl.hpo.optuna_search import SearchSettings, TrialOutcome
-from ppgbench_pl.hpo.shuffle import EpochPermutationSampler
-from ppgbench_pl.hpo.spaces import AGGREGATION_PARAM, FINETUNE_SPACE
-from ppgbench_pl.hpo.stacked import (
-    STACK_MODES,
-    HeadedEncoder,
-    StackedConfig,
-    StackedData,
-    StackMode,
-    resolve_stack_mode,
-    supports_mixed_batchnorm,
-    train_stacked,
-)
+from ppgbench_pl.hpo.optuna_search import SearchSettings
+from ppgbench_pl.hpo.spaces import FINETUNE_SPACE
+from ppgbench_pl.hpo.trial_stack import Slot, SlotData, predict_outputs
 from ppgbench_pl.regimes.base import JobContext
-from ppgbench_pl.regimes.mlp import EmbeddingHeadEngine, Engine, TrainerFactory, device_for
-from ppgbench_pl.regimes.neural import ClassWeighting, NeuralRegime, SelectionScorer, Split, Targets
+from ppgbench_pl.regimes.mlp import HeadFactory
+from ppgbench_pl.regimes.neural import ClassWeighting, NeuralRegime, Split, Targets
 from ppgbench_pl.tasks.encoder_task import EncoderTask
 
 #: The head parameters of the finetune space, for parameter-free encoders.
 HEAD_ONLY_PARAMS = {"hidden_dim": "hidden_dim", "dropout": "head_dropout", "lr": "head_lr",
                     "weight_decay": "head_weight_decay", "batch_size": "batch_size"}
-FinetuneEngineName = Literal["stacked", "lightning"]
 AmpDtype = Literal["float16", "bfloat16"]
 HEAD_ONLY_SPACE = {k: v for k, v in FINETUNE_SPACE.items() if k in (*HEAD_ONLY_PARAMS.values(), "activation")}
 
@@ -65,251 +55,104 @@ def is_parameter_free(encoder: PPGEncoder) -> bool:
     return not getattr(encoder, "trainable", True) or not any(p.numel() for p in encoder.parameters())
 
 
-#: Precisions the stacked engine implements (autocast); others need ``engine: lightning``.
-STACKED_PRECISIONS = ("32-true", "16-mixed", "bf16-mixed")
+class HeadedEncoder(nn.Module):
+    """Encoder features of *preprocessed* windows -> MLP head; state-dict keys ``encoder.*``, ``head.*``."""
 
-class FinetuneEngine:
-    """Trials of encoder + head on raw windows of one split, one ``Trainer.fit`` each.
+    def __init__(self, encoder: nn.Module, head: MLPHead) -> None:
+        super().__init__()
+        self.encoder, self.head = encoder, head
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Head outputs."""
+        return self.head(self.encoder.forward_features(x))  # type: ignore[operator]
+
+
+class FinetuneFactory:
+    """Trials of encoder + head on the preprocessed windows of one split.
 
     Args:
-        ctx: The job (encoder, data, trainer settings).
+        ctx: The job (encoder, windows).
         split: Positions to fit, validate and test on.
         targets: Loss targets and class weights.
-        scorer: Validation selection score (``None`` for fixed-length training only).
-        seed: The repeat's r; trial seeds are r + trial number.
-        max_epochs: Epoch budget of a trial.
-        make_trainer: Builds an inner trainer around callbacks (device, precision, max_epochs).
-        precision: The trainers' precision (recorded).
-        eval_batch_size: Validation and test batch size.
+        seed: The repeat's r: the head stream's seed.
+        reseed_head: Seed each head with the trial's seed instead of the head stream.
+        make_trainer: Builds a trainer with the run's settings (for predictions).
+        eval_batch_size: Inference chunk size.
 
     """
 
     space = FINETUNE_SPACE
 
-    def __init__(self, ctx: JobContext, split: Split, targets: Targets, scorer: SelectionScorer | None,
-                 seed: int, max_epochs: int, make_trainer: TrainerFactory, precision: str,
-                 eval_batch_size: int = 4096, reseed_head: bool = False) -> None:
-        self.split, self.targets, self.scorer, self.seed = split, targets, scorer, seed
-        self.max_epochs, self.make_trainer, self.eval_batch_size = max_epochs, make_trainer, eval_batch_size
-        self.reseed_head = reseed_head
+    def __init__(self, ctx: JobContext, split: Split, targets: Targets, seed: int, reseed_head: bool,
+                 make_trainer: Any, precision: str, eval_batch_size: int = 4096) -> None:
+        self.split, self.targets, self.reseed_head = split, targets, reseed_head
+        self.make_trainer, self.eval_batch_size = make_trainer, eval_batch_size
         self.pristine = copy.deepcopy(ctx.encoder).cpu()
-        view, windows = ctx.view, ctx.raw_windows()
-        self.rows, self.labels, self.windows = view.rows, view.y, windows
+        self.rows, self.labels, self.windows = ctx.view.rows, ctx.view.y, ctx.raw_windows()
         self.embed_dim = self._probe_embed_dim()
-        self.details: dict[str, Any] = {"mode": "end_to_end", "embed_dim": self.embed_dim,
-                                        "precision": precision, "engine": "lightning",
-                                        "reseed_head": reseed_head}
-
-    def _arrays(self, positions: np.ndarray) -> dict[str, np.ndarray]:
-        rows = self.rows[positions]
-        return {"x": self.windows.x[rows], "ppg_mean": self.windows.ppg_mean[rows],
-                "ppg_std": self.windows.ppg_std[rows]}
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            self.head_stream = torch.random.get_rng_state()
+        self.details: dict[str, Any] = {"mode": "end_to_end", "embed_dim": self.embed_dim, "precision": precision,
+                                        "engine": "trial_stack", "reseed_head": reseed_head}
+        self._data: dict[bool, SlotData] = {}
 
     @torch.no_grad()
+    def inputs(self, positions: np.ndarray) -> Tensor:
+        """The encoder's preprocessing of some windows (float32, CPU)."""
+        rows = self.rows[positions]
+        x, mean, std = (torch.as_tensor(a[rows]) for a in
+                        (self.windows.x, self.windows.ppg_mean, self.windows.ppg_std))
+        return self.pristine.preprocess(x, mean, std).float()  # type: ignore[operator]
+
     def _probe_embed_dim(self) -> int:
         """Run one window through the encoder (eval mode, on a copy) to size the head input."""
         encoder = copy.deepcopy(self.pristine).eval()
-        sample = {k: torch.as_tensor(v) for k, v in self._arrays(self.split.fit[:1]).items()}
-        z = encoder(sample["x"], sample["ppg_mean"], sample["ppg_std"])
+        with torch.no_grad():
+            z = encoder.forward_features(self.inputs(self.split.fit[:1]))  # type: ignore[operator]
         if z.ndim != 2:
             name = getattr(self.pristine, "name", "encoder")
             raise ConfigError(f"{name} returned shape {tuple(z.shape)}, expected [batch, embed_dim]")
         return int(z.shape[1])
 
-    def _head(self, params: dict[str, Any], seed: int) -> MLPHead:
-        """A new head for a trial.
+    def data(self, validate: bool) -> SlotData:
+        """The fit (and validation) rows, once per factory."""
+        if validate not in self._data:
+            fit, val = self.split.fit, self.split.val if validate else None
+            self._data[validate] = SlotData(
+                self.inputs(fit), torch.as_tensor(self.targets.encode(self.labels[fit])),
+                self.inputs(val) if val is not None else None, self.targets.loss, self.targets.class_weight)
+        return self._data[validate]
 
-        Drawn from the job's running torch RNG (published: not reseeded per trial), or seeded with the
-        trial's seed under ``reseed_head``.
-        """
-        def build() -> MLPHead:
-            return MLPHead(self.embed_dim, self.targets.n_outputs, int(params["hidden_dim"]),
+    def head(self, params: Mapping[str, Any], seed: int | None) -> MLPHead:
+        """A new head: from the trial's seed (``reseed_head``, or ``seed`` given), else the study's head stream."""
+        with torch.random.fork_rng(devices=[]):
+            if seed is not None:
+                torch.manual_seed(seed)
+            else:
+                torch.random.set_rng_state(self.head_stream)
+            head = MLPHead(self.embed_dim, self.targets.n_outputs, int(params["hidden_dim"]),
                            float(params["head_dropout"]))
-        if not self.reseed_head:
-            return build()
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            return build()
+            if seed is None:
+                self.head_stream = torch.random.get_rng_state()
+        return head
 
-    def _module(self, params: dict[str, Any], seed: int) -> EncoderTask:
-        """A fresh copy of the pristine encoder (all parameters trainable) and a new head."""
-        encoder = copy.deepcopy(self.pristine).requires_grad_(True).train()
-        head = self._head(params, seed)
-        L.seed_everything(seed, verbose=False)  # dropout draws of this trial
-        return EncoderTask(encoder, mode="finetune", head=head, loss=self.targets.loss,
-                           head_lr=float(params["head_lr"]),
-                           encoder_lr_ratio=float(params["encoder_lr_ratio"]),
-                           head_weight_decay=float(params["head_weight_decay"]),
-                           encoder_weight_decay_ratio=float(params["encoder_weight_decay_ratio"]),
-                           batchnorm_mode=params["batchnorm_mode"], class_weight=self.targets.class_weight)
-
-    def _loader(self, positions: np.ndarray, batch_size: int, seed: int | None,
-                labels: bool = True) -> DataLoader:
-        arrays = self._arrays(positions)
-        if labels:
-            arrays["y"] = self.targets.encode(self.labels[positions])
-        sampler = EpochPermutationSampler(len(positions), seed) if seed is not None else None
-        return DataLoader(ArrayDataset(**arrays), batch_size=batch_size, sampler=sampler)
-
-    def run_batch(self, trials: list[optuna.Trial]) -> list[TrialOutcome]:
-        """Train the asked trials one after another."""
-        return [self._trial(t) for t in trials]
-
-    def _trial(self, trial: optuna.Trial) -> TrialOutcome:
-        assert self.scorer is not None and self.split.val is not None
-        seed, params = self.seed + trial.number, trial.params
-        module = self._module(params, seed)
-        scorer, agg = self.scorer, params.get(AGGREGATION_PARAM)
-
-        def make(callbacks: list[Callback]) -> L.Trainer:
-            return self.make_trainer(callbacks, max_epochs=self.max_epochs)
-
-        train = self._loader(self.split.fit, int(params["batch_size"]), seed)
-        val = self._loader(self.split.val, self.eval_batch_size, None)
-        return fit_trial(make, module, train, val, lambda out: scorer(out, agg), trial, snapshot=module_state)
-
-    def train_fixed(self, params: dict[str, Any], seed: int, epochs: int) -> dict[str, Any]:
-        """Train for ``epochs`` epochs on the fit part (refit, or a lost weights file)."""
-        module = self._module(params, seed)
-        trainer = self.make_trainer([], max_epochs=epochs, limit_val_batches=0)
-        with frozen_parts_expected():
-            trainer.fit(module, self._loader(self.split.fit, int(params["batch_size"]), seed))
-        return module_state(module)
-
-    def predict(self, params: dict[str, Any], weights: dict[str, Any], positions: np.ndarray) -> np.ndarray:
-        """Head outputs for the given positions (Lightning predict, eval mode)."""
-        with torch.random.fork_rng(devices=[]):  # the head is overwritten: its init must not use the job's RNG
-            module = self._module(params, self.seed)
-        module.load_state_dict(weights)
-        loader = self._loader(positions, self.eval_batch_size, None, labels=False)
-        batches: Any = self.make_trainer([]).predict(module, loader)
-        return torch.cat(batches).numpy()
-
-
-class StackedFinetuneEngine(FinetuneEngine):
-    """The trials asked together train as stacked models (:mod:`ppgbench_pl.hpo.stacked`) on one device.
-
-    Under ``vmap`` trials are grouped by what a stack must share: hidden width and batch size (and BatchNorm
-    mode for an encoder whose BatchNorms cannot take a per-trial mode); each group trains as one stacked
-    model, the groups one after another. Under ``interleaved`` (the CPU default) all asked trials form one
-    stack whatever their batch sizes. Inputs are preprocessed once per job.
-
-    Args:
-        device: Where the stacks train.
-        amp_dtype: Autocast dtype (``torch.float16`` or ``torch.bfloat16``), or None for float32.
-        stack_mode: ``auto``, ``vmap`` or ``interleaved`` (:mod:`ppgbench_pl.hpo.stacked`).
-        (others as :class:`FinetuneEngine`)
-
-    """
-
-    def __init__(self, ctx: JobContext, split: Split, targets: Targets, scorer: SelectionScorer | None,
-                 seed: int, max_epochs: int, make_trainer: TrainerFactory, precision: str,
-                 eval_batch_size: int = 4096, reseed_head: bool = False, device: torch.device | None = None,
-                 amp_dtype: torch.dtype | None = None, stack_mode: StackMode = "auto") -> None:
-        super().__init__(ctx, split, targets, scorer, seed, max_epochs, make_trainer, precision, eval_batch_size,
-                         reseed_head)
-        self.device, self.amp_dtype = device or torch.device("cpu"), amp_dtype
-        try:
-            self.stack_mode = resolve_stack_mode(stack_mode, self.device, self.pristine)
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from None
-        self.details.update(engine="stacked", stack_mode=self.stack_mode)
-        self._inputs: dict[str, torch.Tensor] = {}
-
-    def _preprocessed(self, name: str, positions: np.ndarray) -> torch.Tensor:
-        """The encoder's preprocessing of some windows, once per part (``fit``, ``val``), on the device."""
-        if name not in self._inputs:
-            arrays = {k: torch.as_tensor(v) for k, v in self._arrays(positions).items()}
-            with torch.no_grad():
-                x = self.pristine.preprocess(arrays["x"], arrays["ppg_mean"], arrays["ppg_std"])  # type: ignore[operator]
-            self._inputs[name] = x.to(self.device)
-        return self._inputs[name]
-
-    def _net(self, params: dict[str, Any], seed: int) -> HeadedEncoder:
+    def slot(self, name: str, params: Mapping[str, Any], seed: int, epochs: int, validate: bool) -> Slot:
+        """A copy of the encoder and a new head, with a head group and an encoder group."""
         encoder = copy.deepcopy(self.pristine).requires_grad_(True)
-        return HeadedEncoder(encoder, self._head(params, seed))
-
-    @staticmethod
-    def _config(params: dict[str, Any], seed: int) -> StackedConfig:
+        net = HeadedEncoder(encoder, self.head(params, seed if self.reseed_head else None))
         lr, decay = float(params["head_lr"]), float(params["head_weight_decay"])
-        return StackedConfig(seed, int(params["batch_size"]), float(params["head_dropout"]), lr,
-                             lr * float(params["encoder_lr_ratio"]), decay,
-                             decay * float(params["encoder_weight_decay_ratio"]))
+        groups = [{"params": list(net.head.parameters()), "lr": lr, "weight_decay": decay},
+                  {"params": list(net.encoder.parameters()), "lr": lr * float(params["encoder_lr_ratio"]),
+                   "weight_decay": decay * float(params["encoder_weight_decay_ratio"])}]
+        return Slot(name, net, self.data(validate), int(params["batch_size"]), seed, groups, epochs,
+                    freeze_stats=params["batchnorm_mode"] == "freeze_stats")
 
-    def _data(self, with_val: bool) -> StackedData:
-        weight = self.targets.class_weight
-        y = torch.as_tensor(self.targets.encode(self.labels[self.split.fit]), device=self.device)
-        x_val = self._preprocessed("val", self.split.val) if with_val and self.split.val is not None else None
-        return StackedData(self._preprocessed("fit", self.split.fit), y, x_val, self.targets.loss,
-                           torch.tensor(weight, dtype=torch.float32, device=self.device) if weight else None)
-
-    def _train(self, items: list[tuple[dict[str, Any], int]], epochs: int, score: Any = None,
-               on_epoch: Any = None) -> list[TrialOutcome]:
-        """Group (params, seed) pairs into stacks and train each; outcomes in input order."""
-        groups: dict[tuple[Any, ...], list[int]] = {}
-        vmap = self.stack_mode == "vmap"
-        mixed = supports_mixed_batchnorm(self.pristine)  # else BatchNorm modes train in separate stacks
-        for i, (params, _) in enumerate(items):
-            key = (int(params["hidden_dim"]), int(params["batch_size"]),
-                   "" if mixed else params["batchnorm_mode"]) if vmap else ()
-            groups.setdefault(key, []).append(i)
-        data = self._data(with_val=score is not None)
-        nets = [self._net(params, seed) for params, seed in items]  # heads drawn in trial order
-        outcomes: dict[int, TrialOutcome] = {}
-        for ids in groups.values():
-            def group_score(j: int, out: np.ndarray, ids: list[int] = ids) -> float:
-                return float(score(ids[j], out))
-
-            def group_epoch(j: int, epoch: int, best: float, ids: list[int] = ids) -> bool:
-                return bool(on_epoch(ids[j], epoch, best))
-
-            got = train_stacked([nets[i] for i in ids], [self._config(*items[i]) for i in ids], data, epochs,
-                                group_score if score else None, group_epoch if on_epoch else None,
-                                freeze_stats=[items[i][0]["batchnorm_mode"] == "freeze_stats" for i in ids],
-                                amp_dtype=self.amp_dtype,
-                                eval_batch_size=self.eval_batch_size, mode=self.stack_mode)
-            outcomes.update(zip(ids, got, strict=True))
-        return [outcomes[i] for i in range(len(items))]
-
-    def run_batch(self, trials: list[optuna.Trial]) -> list[TrialOutcome]:
-        """Train the asked trials as stacked models, reporting and pruning each on its own."""
-        assert self.scorer is not None and self.split.val is not None
-        scorer = self.scorer
-
-        def score(i: int, out: np.ndarray) -> float:
-            return scorer(out, trials[i].params.get(AGGREGATION_PARAM))
-
-        def on_epoch(i: int, epoch: int, best: float) -> bool:
-            trials[i].report(best, epoch)
-            return trials[i].should_prune()
-
-        return self._train([(t.params, self.seed + t.number) for t in trials], self.max_epochs, score, on_epoch)
-
-    def train_fixed(self, params: dict[str, Any], seed: int, epochs: int) -> dict[str, Any]:
-        """Train one network for ``epochs`` epochs on the fit part (refit, or a lost weights file)."""
-        (outcome,) = self._train([(params, seed)], epochs)
-        assert outcome.weights is not None
-        return outcome.weights
-
-    @torch.no_grad()
-    def predict(self, params: dict[str, Any], weights: dict[str, Any], positions: np.ndarray) -> np.ndarray:
-        """Head outputs for the given positions (eval mode, in ``eval_batch_size`` chunks)."""
-        with torch.random.fork_rng(devices=[]):
-            net = self._net(params, self.seed)
+    def predict(self, params: Mapping[str, Any], weights: dict[str, Any], positions: np.ndarray) -> np.ndarray:
+        """Head outputs for some positions (eval mode, through ``Trainer.predict``)."""
+        net = HeadedEncoder(copy.deepcopy(self.pristine), self.head(params, 0))
         net.load_state_dict(weights)
-        net.to(self.device).eval()
-        arrays = {k: torch.as_tensor(v) for k, v in self._arrays(positions).items()}
-        x = self.pristine.preprocess(arrays["x"], arrays["ppg_mean"], arrays["ppg_std"])  # type: ignore[operator]
-        step, outs = self.eval_batch_size, []
-        for i in range(0, len(x), step):
-            with self._autocast():
-                outs.append(net(x[i : i + step].to(self.device)).float().cpu())
-        return torch.cat(outs).numpy()
-
-    def _autocast(self) -> Any:
-        if self.amp_dtype is None:
-            return contextlib.nullcontext()
-        return torch.autocast(device_type=self.device.type, dtype=self.amp_dtype)
+        return predict_outputs(self.make_trainer, net, self.inputs(positions), self.eval_batch_size)
 
 
 class FinetuneRegime(NeuralRegime):
@@ -318,16 +161,10 @@ class FinetuneRegime(NeuralRegime):
     Args:
         search: The Optuna budget (:class:`~ppgbench_pl.hpo.SearchSettings`; published 48 trials, 8
             start-up, 15 epochs, Hyperband 1/3, 8 trials at once).
-        engine: ``stacked`` (the trials asked together train as stacked models on one device) or
-            ``lightning`` (one ``Trainer.fit`` per trial, one after another: the reference).
-        amp: Autocast when the trainer runs on CUDA (published: fp16 with a gradient scaler); never on CPU.
-        amp_dtype: ``float16`` (published) or ``bfloat16`` (``bf16-mixed``, no loss scaling).
-        reseed_head: Seed each trial's head with r + trial number (reproducible per trial, whatever ran
-            before). Published: False, the head is drawn from the job's running RNG.
-        head_only_engine: Engine of the head-only search for parameter-free encoders (``batched`` or
-            ``lightning``, see :mod:`ppgbench_pl.regimes.mlp`).
-        stack_mode: How the stacked engine runs a stack: ``auto`` (``interleaved`` on a CPU, ``vmap`` on an
-            accelerator), ``vmap`` or ``interleaved`` (:mod:`ppgbench_pl.hpo.stacked`).
+        amp: Mixed precision when the trainer runs on CUDA (published: fp16 with a gradient scaler); never on CPU.
+        amp_dtype: ``float16`` (published, ``16-mixed``) or ``bfloat16`` (``bf16-mixed``, no loss scaling).
+        reseed_head: Seed each trial's head with r + trial number. Published: False, heads come from a
+            running RNG (here the study's own head stream).
         refit: Retrain the winner on all outer-training groups (deviation; published False).
         class_weighting: ``balanced`` (published) or ``none``.
         binary_selection_metric: ``balanced_accuracy`` (published for finetuning) or ``auroc``.
@@ -345,68 +182,48 @@ class FinetuneRegime(NeuralRegime):
     default_max_epochs = 15
     default_parallel_trials = 8
 
-    def __init__(self, search: SearchSettings | None = None, engine: FinetuneEngineName = "stacked",
-                 amp: bool = True, amp_dtype: AmpDtype = "float16", reseed_head: bool = False,
-                 head_only_engine: Engine = "batched", refit: bool = False,
-                 class_weighting: ClassWeighting = "balanced", binary_selection_metric: str | None = None,
-                 subject_repeats: int = 3, search_space: dict[str, list[Any]] | None = None,
-                 eval_batch_size: int = 4096, standardize_targets: bool = False,
-                 stack_mode: StackMode = "auto") -> None:
+    def __init__(self, search: SearchSettings | None = None, amp: bool = True, amp_dtype: AmpDtype = "float16",
+                 reseed_head: bool = False, refit: bool = False, class_weighting: ClassWeighting = "balanced",
+                 binary_selection_metric: str | None = None, subject_repeats: int = 3,
+                 search_space: dict[str, list[Any]] | None = None, eval_batch_size: int = 4096,
+                 standardize_targets: bool = False) -> None:
         super().__init__(search, refit, class_weighting, binary_selection_metric, subject_repeats, search_space,
                          eval_batch_size, standardize_targets=standardize_targets)
-        if stack_mode not in STACK_MODES:
-            raise ConfigError(f"stack_mode must be one of {', '.join(STACK_MODES)}, got {stack_mode!r}")
-        self.stack_mode = stack_mode
-        if engine not in ("stacked", "lightning"):
-            raise ConfigError(f"engine must be 'stacked' or 'lightning', got {engine!r}")
         if amp_dtype not in ("float16", "bfloat16"):
             raise ConfigError(f"amp_dtype must be 'float16' or 'bfloat16', got {amp_dtype!r}")
-        self.engine, self.amp, self.amp_dtype, self.reseed_head = engine, amp, amp_dtype, reseed_head
-        self.head_only_engine = head_only_engine
+        self.amp, self.amp_dtype, self.reseed_head = amp, amp_dtype, reseed_head
         self._features: tuple[str, np.ndarray] | None = None
 
-    def check_trainer(self, trainer_kwargs: dict[str, Any]) -> None:
-        """The stacked engine runs in float32 or 16-bit mixed precision; anything else needs the Lightning one."""
-        precision = trainer_kwargs.get("precision")
-        if self.engine == "stacked" and precision is not None and precision not in STACKED_PRECISIONS:
-            raise ConfigError(f"trainer.precision {precision}: the stacked finetune engine runs at "
-                              f"{', '.join(STACKED_PRECISIONS)}; set the regime's engine: lightning for it")
-
     def backend(self) -> str:
-        """The trial engine (end to end) ."""
-        return f"torch-{self.engine}" if self.engine == "stacked" else "lightning"
+        """The trial engine."""
+        return "lightning-trial-stack"
 
-    def make_engine(self, ctx: JobContext, split: Split, targets: Targets, scorer: SelectionScorer | None,
-                    seed: int) -> FinetuneEngine | EmbeddingHeadEngine:
-        """End-to-end engine, or a head-only one for parameter-free encoders."""
-        device = device_for(ctx.trainer_kwargs)
+    def precision(self, ctx: JobContext) -> str:
+        """``trainer.precision`` when given, else fp16 (or bf16) mixed precision on CUDA, float32 elsewhere."""
         explicit = ctx.trainer_kwargs.get("precision")
-        if explicit is not None:  # trainer.precision reaches every inner trainer and wins over amp/amp_dtype
-            precision = str(explicit)
-            use_amp = precision in STACKED_PRECISIONS and precision != "32-true"
-            amp_dtype = "bfloat16" if precision.startswith("bf16") else "float16"
-        else:
-            use_amp = self.amp and device.type == "cuda"
-            amp_dtype = self.amp_dtype
-            precision = ("16-mixed" if amp_dtype == "float16" else "bf16-mixed") if use_amp else "32-true"
+        if explicit is not None:
+            return str(explicit)
+        accelerator = str(ctx.trainer_kwargs.get("accelerator", "auto"))
+        cuda = torch.cuda.is_available() and accelerator in ("auto", "gpu", "cuda")
+        if self.amp and cuda:
+            return "16-mixed" if self.amp_dtype == "float16" else "bf16-mixed"
+        return "32-true"
 
-        def make_trainer(callbacks: list[Callback], **overrides: Any) -> L.Trainer:
-            return ctx.make_trainer([self, *callbacks], precision=precision, **overrides)
+    def make_factory(self, ctx: JobContext, split: Split, targets: Targets,
+                     seed: int) -> FinetuneFactory | HeadFactory:
+        """End-to-end trials, or head-only ones for parameter-free encoders."""
+        precision = self.precision(ctx)
+
+        def make_trainer(callbacks: list[Any], **overrides: Any) -> Any:
+            return ctx.make_trainer(callbacks, precision=precision, **overrides)
 
         if not is_parameter_free(ctx.encoder):
-            if self.engine == "lightning":
-                return FinetuneEngine(ctx, split, targets, scorer, seed, self.max_epochs, make_trainer, precision,
-                                      self.eval_batch_size, self.reseed_head)
-            dtype = getattr(torch, amp_dtype) if use_amp else None
-            return StackedFinetuneEngine(ctx, split, targets, scorer, seed, self.max_epochs, make_trainer,
-                                         precision, self.eval_batch_size, self.reseed_head, device, dtype,
-                                         self.stack_mode)
-        engine = EmbeddingHeadEngine(self.features(ctx), ctx.view.y, split, targets, scorer,
-                                     HEAD_ONLY_SPACE, HEAD_ONLY_PARAMS, seed, self.max_epochs,
-                                     self.head_only_engine, make_trainer, device,
-                                     eval_batch_size=self.eval_batch_size)
-        engine.details.update(mode="head_only", reason="parameter-free encoder: only the head can be trained")
-        return engine
+            return FinetuneFactory(ctx, split, targets, seed, self.reseed_head, make_trainer, precision,
+                                   self.eval_batch_size)
+        factory = HeadFactory(self.features(ctx), ctx.view.y, split, targets, HEAD_ONLY_PARAMS, HEAD_ONLY_SPACE,
+                              make_trainer, self.eval_batch_size)
+        factory.details.update(mode="head_only", reason="parameter-free encoder: only the head can be trained")
+        return factory
 
     def features(self, ctx: JobContext) -> np.ndarray:
         """The parameter-free encoder's features of the task's rows, computed at most once per job.

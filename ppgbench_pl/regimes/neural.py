@@ -6,41 +6,50 @@ groups, builds loss targets and class weights from the fit part, searches with O
 (one persistent study per repeat), takes the best complete trial's best-epoch weights (never refit,
 unless ``refit=True``), and scores them on the outer test fold with the aggregation the trial selected.
 
-How a trial is trained is an engine's business (:class:`TrialEngine`): heads on cached embeddings
+Every trial is trained inside ``Trainer.fit`` of one :class:`~ppgbench_pl.hpo.trial_stack.TrialStack`: the
+studies of all repeats of a job (or of a group of jobs, :meth:`NeuralRegime.run_group`) search side by
+side. What a trial is, is the regime's business (:class:`TrialFactory`): a head on cached embeddings
 (:mod:`ppgbench_pl.regimes.mlp`) or encoder + head (:mod:`ppgbench_pl.regimes.finetune`).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, ClassVar, Literal, Protocol
 
+import lightning as L
 import numpy as np
-import optuna
 from optuna.trial import FrozenTrial
 from scipy.special import expit, softmax
 
 from ppgbench_pl.data.registry import TaskSpec
 from ppgbench_pl.errors import ConfigError, DataError
 from ppgbench_pl.hpo.optuna_search import (
+    PersistentStudy,
     SearchSettings,
-    TrialOutcome,
     best_trial,
     close_storage,
     open_storage,
-    open_study,
-    run_search,
     storage_url,
     study_record,
 )
 from ppgbench_pl.hpo.spaces import AGGREGATION_PARAM, build_space
+from ppgbench_pl.hpo.stack_search import StackSearch, StudyPlan, fixed_epochs, snapshot
+from ppgbench_pl.hpo.trial_stack import Slot, TrialStack
 from ppgbench_pl.hpo.trial_store import TrialWeights
 from ppgbench_pl.metrics.aggregation import candidates, first_per_group
 from ppgbench_pl.metrics.scores import Predictions, selection_score
 from ppgbench_pl.probes.search import subject_predictions
-from ppgbench_pl.regimes.base import JobContext, Regime, RepeatOutcome, score_outcome
+from ppgbench_pl.regimes.base import (
+    JobContext,
+    Regime,
+    RepeatOutcome,
+    frozen_parts_expected,
+    interrupts_pass_through,
+    score_outcome,
+)
 
 ClassWeighting = Literal["balanced", "none"]
 
@@ -172,24 +181,20 @@ class Split:
     test: np.ndarray
 
 
-class TrialEngine(Protocol):
-    """Trains trials of one repeat; both neural regimes provide one."""
+class TrialFactory(Protocol):
+    """What a neural regime builds per repeat: its trials' slots and the winner's predictions."""
 
     #: The protocol search space (before user overrides and the aggregation parameter).
     space: dict[str, list[Any]]
-    #: What the engine records with each repeat (mode, device, ...).
+    #: What the regime records with each repeat (mode, device, ...).
     details: dict[str, Any]
 
-    def run_batch(self, trials: list[optuna.Trial]) -> list[TrialOutcome]:
-        """Train the asked trials, reporting each epoch's best-so-far score and pruning."""
+    def slot(self, name: str, params: Mapping[str, Any], seed: int, epochs: int, validate: bool) -> Slot:
+        """A trial's slot: its network, rows (fit part; validation rows if ``validate``), groups, batches."""
         ...
 
-    def train_fixed(self, params: dict[str, Any], seed: int, epochs: int) -> dict[str, Any]:
-        """Train on the fit part for a fixed number of epochs; returns the final weights."""
-        ...
-
-    def predict(self, params: dict[str, Any], weights: dict[str, Any], positions: np.ndarray) -> np.ndarray:
-        """Raw head outputs for the given view positions."""
+    def predict(self, params: Mapping[str, Any], weights: dict[str, Any], positions: np.ndarray) -> np.ndarray:
+        """Raw head outputs of a trained network for some view positions."""
         ...
 
 
@@ -198,8 +203,36 @@ def redact(url: str) -> str:
     return re.sub(r"//[^/@]*@", "//***@", url)
 
 
+@dataclass
+class RepeatSearch:
+    """One repeat of one job: its split, targets, selection score, factory and study."""
+
+    ctx: JobContext
+    repeat: int
+    seed: int
+    split: Split
+    targets: Targets
+    scorer: SelectionScorer
+    aggregations: tuple[str, ...]
+    factory: TrialFactory
+    url: str = ""
+    storage: Any = None
+    study: PersistentStudy | None = None
+    weights: TrialWeights | None = None
+
+    @property
+    def key(self) -> str:
+        """The study's key in a stack."""
+        return f"{self.ctx.job_id}/repeat{self.repeat}"
+
+
 class NeuralRegime(Regime):
-    """Base of the Optuna-searched regimes; subclasses provide :meth:`make_engine` and their defaults.
+    """Base of the Optuna-searched regimes; subclasses provide :meth:`make_factory` and their defaults.
+
+    Lightning hooks (of the stack trainer this regime runs, :mod:`ppgbench_pl.hpo.trial_stack`):
+    ``on_train_epoch_end`` scores every trial's validation epoch, reports to Optuna, prunes, and refills the
+    stack from each study (:class:`~ppgbench_pl.hpo.stack_search.StackSearch`); a fixed-length fit (refit)
+    ends its slots at their budget there.
 
     Args:
         search: The Optuna budget (:class:`~ppgbench_pl.hpo.SearchSettings`); unset ``max_epochs`` and
@@ -216,6 +249,7 @@ class NeuralRegime(Regime):
     """
 
     uses_embeddings = True
+    trains_trials = True
     tiers = ("primary",)
     default_binary_metric: ClassVar[str] = "auroc"
     #: Published epoch budget and trials trained together of this regime.
@@ -253,18 +287,72 @@ class NeuralRegime(Regime):
         """The resolved epoch budget."""
         return self.search.epochs
 
-    def make_engine(self, ctx: JobContext, split: Split, targets: Targets, scorer: SelectionScorer | None,
-                    seed: int) -> TrialEngine:
-        """The engine that trains this regime's trials on one split."""
+    def check_trainer(self, trainer_kwargs: dict[str, Any]) -> None:
+        """A stack trains on one device in this process: several devices or a process-launching strategy are refused.
+
+        The search state (Optuna studies, best weights) lives in the fitting process and the width comes from
+        the studies, so data parallelism across devices has nothing to add and a spawned process would take
+        the search with it.
+        """
+        strategy = str(trainer_kwargs.get("strategy") or "auto")
+        if strategy not in ("auto", "single_device"):
+            raise ConfigError(f"trainer.strategy {strategy}: the {self.name} regime trains its trials as one stack "
+                              "on one device in this process; leave trainer.strategy out (auto)")
+        devices = trainer_kwargs.get("devices", 1)
+        if devices in ("auto", -1, "-1") or (isinstance(devices, int) and devices > 1) or (
+                isinstance(devices, list) and len(devices) > 1):
+            raise ConfigError(f"trainer.devices {devices!r}: the {self.name} regime trains its trials as one "
+                              "stack on one device; set trainer.devices: 1 (use an executor with one GPU per "
+                              "worker to use several)")
+
+    def precision(self, ctx: JobContext) -> str:
+        """The stack trainer's precision (``trainer.precision`` when given)."""
+        return str(ctx.trainer_kwargs.get("precision") or "32-true")
+
+    def make_factory(self, ctx: JobContext, split: Split, targets: Targets, seed: int) -> TrialFactory:
+        """What trains this regime's trials on one split."""
         raise NotImplementedError
 
+    def make_trainer(self, ctx: JobContext, **overrides: Any) -> L.Trainer:
+        """A stack trainer: the run's device settings, the user's callbacks, then this regime (last)."""
+        return ctx.make_trainer([*ctx.callbacks, self], precision=self.precision(ctx), **overrides)
+
+    # -- Lightning hooks -------------------------------------------------------------------------
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        """The search step after every epoch: score, report, prune, refill (or end fixed-length slots)."""
+        if not isinstance(pl_module, TrialStack):
+            return
+        search = getattr(pl_module, "search", None)
+        if isinstance(search, StackSearch):
+            search.end_epoch(trainer, pl_module)
+        else:
+            fixed_epochs(trainer, pl_module)
+
+    # -- one job, or a group of jobs searched in one stack ----------------------------------------
     def run(self, ctx: JobContext) -> list[RepeatOutcome]:
         """All repeats of one outer fold."""
-        repeats = self.subject_repeats if ctx.task.level == "subject" else 1
-        return [self.run_repeat(ctx, k) for k in range(repeats)]
+        return self.run_group([ctx])[0]
 
-    def run_repeat(self, ctx: JobContext, repeat: int) -> RepeatOutcome:
-        """Holdout, search, winner and test scores of one repeat."""
+    def run_group(self, ctxs: Sequence[JobContext]) -> list[list[RepeatOutcome]]:
+        """The repeats of several jobs of one (model, task) searched side by side in one stack."""
+        searches = [self.repeat_search(ctx, k) for ctx in ctxs
+                    for k in range(self.subject_repeats if ctx.task.level == "subject" else 1)]
+        try:
+            plans = [self.open_plan(s) for s in searches]
+            self.fit_stack(ctxs[0], StackSearch(plans))
+            records = {s.key: study_record(s.study.study) for s in searches if s.study is not None}
+            winners = {s.key: self.winner(s) for s in searches}
+        finally:
+            for s in searches:
+                if s.storage is not None:
+                    close_storage(s.storage)
+        out: dict[str, list[RepeatOutcome]] = {ctx.job_id: [] for ctx in ctxs}
+        for s in searches:
+            out[s.ctx.job_id].append(self.score_winner(s, *winners[s.key], records[s.key]))
+        return [out[ctx.job_id] for ctx in ctxs]
+
+    def repeat_search(self, ctx: JobContext, repeat: int) -> RepeatSearch:
+        """Holdout, targets, selection score and trial factory of one repeat (nothing trained yet)."""
         view = ctx.view
         outer, test = ctx.outer()
         fit, val = ctx.holdout(repeat)
@@ -275,53 +363,92 @@ class NeuralRegime(Regime):
         scorer = SelectionScorer(targets, view.y[val], view.groups[val], self.binary_selection_metric,
                                  aggregations)
         scorer.check_defined(f"task {ctx.task.name} ({where})")
-        engine = self.make_engine(ctx, Split(fit, val, test), targets, scorer, r)
-        url = storage_url(self.search.storage, ctx.work_dir, ctx.job_id, repeat)
-        storage = open_storage(url)
+        split = Split(fit, val, test)
+        return RepeatSearch(ctx, repeat, r, split, targets, scorer, aggregations,
+                            self.make_factory(ctx, split, targets, r))
+
+    def open_plan(self, s: RepeatSearch) -> StudyPlan:
+        """Open the repeat's study (resuming its finished trials) and its weights folder."""
+        s.url = storage_url(self.search.storage, s.ctx.work_dir, s.ctx.job_id, s.repeat)
+        s.storage = open_storage(s.url)
+        s.study = PersistentStudy(s.storage, f"{s.ctx.job_id}-repeat{s.repeat}", self.search, seed=s.seed)
+        s.weights = store = TrialWeights(s.ctx.work_dir / f"repeat{s.repeat}")
+        study = s.study
+
+        def keep_if_best(number: int, value: float, weights: dict[str, Any]) -> None:
+            store.offer(study.study, number, value, weights)
+
+        def make_slot(key: str, number: int, params: Mapping[str, Any]) -> Slot:
+            return s.factory.slot(f"{key}/{number}", params, s.seed + number, self.max_epochs, validate=True)
+
+        def score(out: np.ndarray, params: Mapping[str, Any]) -> float:
+            return s.scorer(out, params.get(AGGREGATION_PARAM))
+
+        space = build_space(s.factory.space, self.search_space, s.aggregations)
+        return StudyPlan(s.key, study, space, make_slot, score, self.max_epochs, keep_if_best)
+
+    def fit_stack(self, ctx: JobContext, search: StackSearch | None, slots: list[Slot] | None = None) -> None:
+        """One ``Trainer.fit`` of a stack until every study's budget is spent (or every fixed slot ended)."""
+        first = search.first_slots() if search is not None else list(slots or [])
+        if not first:
+            return
+        module = TrialStack(first, eval_batch_size=self.eval_batch_size)
+        module.search = search
+        trainer = self.make_trainer(ctx, max_epochs=-1, limit_val_batches=1.0)
         try:
-            study = open_study(storage, f"{ctx.job_id}-repeat{repeat}", self.search, seed=r)
-            space = build_space(engine.space, self.search_space, aggregations)
-            best, weights = self.run_study(study, engine, space, ctx.work_dir / f"repeat{repeat}")
-            record = study_record(study)
-        finally:
-            close_storage(storage)
+            with frozen_parts_expected(), interrupts_pass_through():
+                trainer.fit(module)
+        except BaseException:
+            if search is not None:
+                search.abandon()
+            raise
+
+    def winner(self, s: RepeatSearch) -> tuple[FrozenTrial, dict[str, Any] | None]:
+        """The best complete trial and its stored best-epoch weights."""
+        assert s.study is not None and s.weights is not None
+        best = best_trial(s.study.study)
+        s.weights.keep_best(s.study.study, best.number)
+        return best, s.weights.load(best.number)
+
+    def train_fixed(self, s: RepeatSearch, factory: TrialFactory, params: Mapping[str, Any], seed: int,
+                    epochs: int) -> dict[str, Any]:
+        """Train one network for ``epochs`` epochs on a factory's fit part (refit, or a lost weights file)."""
+        slot = factory.slot(f"{s.key}/fixed", params, seed, epochs, validate=False)
+        self.fit_stack(s.ctx, None, [slot])
+        return snapshot(slot.net)
+
+    def score_winner(self, s: RepeatSearch, best: FrozenTrial, weights: dict[str, Any] | None,
+                     record: dict[str, Any]) -> RepeatOutcome:
+        """Winner's test predictions and metrics, with what the record says about the search."""
+        ctx, view = s.ctx, s.ctx.view
+        outer, test = ctx.outer()
         params, epochs = dict(best.params), int(best.user_attrs["best_epoch"])
-        source = "best epoch of the winning trial"
+        targets, factory, source = s.targets, s.factory, "best epoch of the winning trial"
+        where = f"seed {ctx.seed} fold {ctx.fold} repeat {s.repeat}"
         if self.refit:
             targets = make_targets(ctx.task, view.y[outer], view.y[outer], view.groups[outer],
                                    self.class_weighting, where, self.standardize_targets)
-            engine = self.make_engine(ctx, Split(outer, None, test), targets, None, r)
-            weights = engine.train_fixed(params, r + best.number, epochs)
-            source = "refit on outer training"
+            factory = self.make_factory(ctx, Split(outer, None, test), targets, s.seed)
+            weights, source = self.train_fixed(s, factory, params, s.seed + best.number, epochs), \
+                "refit on outer training"
         elif weights is None:  # deleted or never written (e.g. killed between saving and telling)
-            weights = engine.train_fixed(params, r + best.number, epochs)
+            weights = self.train_fixed(s, factory, params, s.seed + best.number, epochs)
             source = "retrained: weights file missing"
-        pred = targets.predictions(engine.predict(params, weights, test))
-        aggregation = aggregations[int(params.pop(AGGREGATION_PARAM))] if aggregations else None
+        pred = targets.predictions(factory.predict(params, weights, test))
+        aggregation = s.aggregations[int(params.pop(AGGREGATION_PARAM))] if s.aggregations else None
+        fit, val = s.split.fit, s.split.val
+        assert val is not None
         details = {
-            "holdout_seed": r,
+            "holdout_seed": s.seed,
             "holdout": {"fit_groups": len(np.unique(view.groups[fit])),
                         "val_groups": len(np.unique(view.groups[val])), "fit_windows": len(fit),
                         "val_windows": len(val)},
-            "selection_metric": scorer.metric_name, "loss": targets.loss,
+            "selection_metric": s.scorer.metric_name, "loss": targets.loss,
             "class_weight": targets.class_weight, "class_weighting": self.class_weighting,
-            "refit": self.refit, "engine": engine.details,
+            "refit": self.refit, "engine": factory.details,
+            "callbacks": [type(c).__name__ for c in ctx.callbacks],
             "winner": {"trial": best.number, "value": best.value, "best_epoch": epochs, "weights": source},
-            "optuna": {**record, "storage": redact(url), "budget": self.search.n_trials,
+            "optuna": {**record, "storage": redact(s.url), "budget": self.search.n_trials,
                        "parallel_trials": self.search.batch, "max_epochs": self.search.epochs},
         }
         return score_outcome(ctx, test, pred, {**params, "epochs": epochs}, aggregation, details)
-
-    def run_study(self, study: optuna.Study, engine: TrialEngine, space: dict[str, list[Any]],
-               folder: Path) -> tuple[FrozenTrial, dict[str, Any] | None]:
-        """Run (or resume) a study; returns the best complete trial and its stored best-epoch weights."""
-        store = TrialWeights(folder)
-
-        def keep_if_best(trial: optuna.Trial, outcome: TrialOutcome) -> None:
-            assert outcome.weights is not None and outcome.value is not None
-            store.offer(study, trial.number, outcome.value, outcome.weights)
-
-        run_search(study, self.search, space, engine.run_batch, on_complete=keep_if_best)
-        best = best_trial(study)
-        store.keep_best(study, best.number)
-        return best, store.load(best.number)

@@ -10,16 +10,9 @@ from ppgbench_pl.benchmark.job import run_job
 from ppgbench_pl.cli import main
 from ppgbench_pl.encoders.cnn import SmallCNNEncoder
 from ppgbench_pl.encoders.prv import PublishedPRVEncoder
-from ppgbench_pl.errors import ConfigError
-from ppgbench_pl.hpo import stacked
 from ppgbench_pl.hpo.optuna_search import SearchSettings
 from ppgbench_pl.hpo.spaces import FINETUNE_SPACE
-from ppgbench_pl.regimes.finetune import (
-    HEAD_ONLY_SPACE,
-    FinetuneRegime,
-    StackedFinetuneEngine,
-    is_parameter_free,
-)
+from ppgbench_pl.regimes.finetune import HEAD_ONLY_SPACE, FinetuneFactory, FinetuneRegime, is_parameter_free
 from ppgbench_pl.regimes.neural import Split, make_targets
 from tests.regimes.neural_helpers import OneThread, context, datamodule
 
@@ -49,14 +42,14 @@ def test_finetune_per_task(dm, task, tmp_path, monkeypatch):
     encoder = SmallCNNEncoder(embed_dim=8)
     pristine = _state(encoder)
     starts = []
-    original = StackedFinetuneEngine._net
+    original = FinetuneFactory.slot
 
-    def recording(self, params, seed):
-        net = original(self, params, seed)
-        starts.append((_state(net.encoder), all(p.requires_grad for p in net.encoder.parameters())))
-        return net
+    def recording(self, name, params, seed, epochs, validate):
+        slot = original(self, name, params, seed, epochs, validate)
+        starts.append((_state(slot.net.encoder), all(p.requires_grad for p in slot.net.encoder.parameters())))
+        return slot
 
-    monkeypatch.setattr(StackedFinetuneEngine, "_net", recording)
+    monkeypatch.setattr(FinetuneFactory, "slot", recording)
     ctx = context(dm, encoder, task, tmp_path / "job")
     outcomes = FinetuneRegime(**TINY).run(ctx)
     loss, repeats = TASKS[task]
@@ -65,7 +58,7 @@ def test_finetune_per_task(dm, task, tmp_path, monkeypatch):
         details = outcome.details
         assert np.isfinite(outcome.metrics[ctx.task.metric]) and details["loss"] == loss
         assert details["engine"] == {"mode": "end_to_end", "embed_dim": 8, "precision": "32-true",  # no AMP on CPU
-                                     "engine": "stacked", "reseed_head": False, "stack_mode": "interleaved"}
+                                     "engine": "trial_stack", "reseed_head": False}
         assert len(details["optuna"]["trials"]) == 2 and details["optuna"]["parallel_trials"] == 2
         assert set(FINETUNE_SPACE) <= set(outcome.params) and outcome.params["batchnorm_mode"] in ("train", "freeze_stats")
         if task == "synthetic-stiffness":
@@ -98,13 +91,15 @@ def test_amp_only_on_cuda(dm, tmp_path, monkeypatch):
     view = ctx.view
     outer, test = ctx.outer()
     targets = make_targets(ctx.task, view.y[outer], view.y[outer], view.groups[outer], "balanced", "test")
-    engine = regime.make_engine(ctx, Split(outer, None, test), targets, None, 42)
-    assert engine.details["precision"] == "32-true"
+    factory = regime.make_factory(ctx, Split(outer, None, test), targets, 42)
+    assert factory.details["precision"] == "32-true"
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     ctx.trainer_kwargs = {"accelerator": "gpu"}
-    assert regime.make_engine(ctx, Split(outer, None, test), targets, None, 42).details["precision"] == "16-mixed"
+    assert regime.make_factory(ctx, Split(outer, None, test), targets, 42).details["precision"] == "16-mixed"
+    regime.amp_dtype = "bfloat16"
+    assert regime.precision(ctx) == "bf16-mixed"
     regime.amp = False
-    assert regime.make_engine(ctx, Split(outer, None, test), targets, None, 42).details["precision"] == "32-true"
+    assert regime.make_factory(ctx, Split(outer, None, test), targets, 42).details["precision"] == "32-true"
 
 
 def test_regime_finetune_config_runs(tmp_path, monkeypatch):
@@ -126,35 +121,6 @@ def test_regime_finetune_config_runs(tmp_path, monkeypatch):
     assert records["prv_published"]["results"][0]["engine"]["mode"] == "head_only"
 
 
-def test_stack_modes_train_the_same_trials_and_interleaved_stacks_every_batch_size(dm, tmp_path, monkeypatch):
-    calls: list[list[int]] = []
-    original = stacked.train_stacked
-
-    def counting(nets, configs, *args, **kwargs):
-        calls.append(sorted({c.batch_size for c in configs}))
-        return original(nets, configs, *args, **kwargs)
-
-    monkeypatch.setattr("ppgbench_pl.regimes.finetune.train_stacked", counting)
-    search = SearchSettings(n_trials=4, n_startup_trials=4, max_epochs=2, parallel_trials=4)
-    space = {"batch_size": [16, 32], "head_lr": [1e-3], "batchnorm_mode": ["train", "freeze_stats"]}
-    results = {}
-    for mode in ("vmap", "interleaved"):
-        calls.clear()
-        ctx = context(dm, SmallCNNEncoder(embed_dim=8), "synthetic-hr", tmp_path / mode)
-        (outcome,) = FinetuneRegime(search=search, search_space=space, reseed_head=True, stack_mode=mode).run(ctx)
-        assert outcome.details["engine"]["stack_mode"] == mode
-        results[mode] = (outcome, list(calls))
-    (vmap, vmap_calls), (inter, inter_calls) = results["vmap"], results["interleaved"]
-    sizes = {t["params"]["batch_size"] for t in inter.details["optuna"]["trials"]}
-    assert len(sizes) == 2 and inter_calls == [sorted(sizes)]  # one stack of both batch sizes
-    assert len(vmap_calls) >= 2 and all(len(c) == 1 for c in vmap_calls)  # a vmap stack shares its batch size
-    trials = [(t["params"], t["state"], t["value"]) for t in vmap.details["optuna"]["trials"]]
-    other = [(t["params"], t["state"], t["value"]) for t in inter.details["optuna"]["trials"]]
-    assert [t[:2] for t in trials] == [t[:2] for t in other]
-    assert [t[2] for t in trials] == pytest.approx([t[2] for t in other], rel=1e-4)
-    assert vmap.metrics["mae"] == pytest.approx(inter.metrics["mae"], rel=1e-4)
-
-
-def test_unknown_stack_mode_is_a_config_error():
-    with pytest.raises(ConfigError, match="stack_mode"):
-        FinetuneRegime(stack_mode="grouped")
+def test_removed_engine_options_are_refused():
+    with pytest.raises(TypeError, match="stack_mode"):
+        FinetuneRegime(stack_mode="vmap")

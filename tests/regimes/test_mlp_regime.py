@@ -13,7 +13,7 @@ from ppgbench_pl.encoders.prv import PublishedPRVEncoder
 from ppgbench_pl.hpo.optuna_search import SearchSettings, n_finished, open_storage, storage_url
 from ppgbench_pl.hpo.spaces import MLP_SPACE
 from ppgbench_pl.metrics.aggregation import candidates, first_per_group
-from ppgbench_pl.regimes.mlp import EmbeddingHeadEngine, MLPRegime
+from ppgbench_pl.regimes.mlp import MLPRegime
 from tests.regimes.neural_helpers import OneThread, context, datamodule, embeddings
 
 CONFIG = Path(__file__).resolve().parents[2] / "configs" / "regime_mlp.yaml"
@@ -76,41 +76,59 @@ def test_mlp_probe_per_task(setup, task, tmp_path):
             assert "aggregation" not in params and "aggregation_idx" not in params
 
 
-def test_engines_select_equivalently(setup, tmp_path):
-    space = {"dropout": [0.0]}  # dropout masks are the only difference between the engines
-    runs = {engine: MLPRegime(SearchSettings(n_trials=3, n_startup_trials=3, max_epochs=2), engine=engine,
-                                 search_space=space)
-            .run(_ctx(setup, "synthetic-hr", tmp_path / engine))[0] for engine in ("batched", "lightning")}
-    trials = {engine: run.details["optuna"]["trials"] for engine, run in runs.items()}
-    for fast, slow in zip(trials["batched"], trials["lightning"], strict=True):
-        assert fast["params"] == slow["params"] and fast["value"] == pytest.approx(slow["value"], abs=1e-4)
-    assert runs["batched"].params == runs["lightning"].params
-    assert runs["batched"].metrics["mae"] == pytest.approx(runs["lightning"].metrics["mae"], abs=1e-4)
+def test_every_trial_trains_inside_trainer_fit(setup, tmp_path):
+    """The default path: every trial's epochs are Lightning epochs of a Trainer.fit (counted by a callback)."""
+    from lightning.pytorch.callbacks import Callback
+
+    class CountEpochs(Callback):
+        def __init__(self):
+            self.per_trial, self.fits = {}, 0
+
+        def on_fit_start(self, trainer, pl_module):
+            self.fits += 1
+
+        def on_train_epoch_end(self, trainer, pl_module):
+            for name in pl_module.epoch_slots:
+                self.per_trial[name] = self.per_trial.get(name, 0) + 1
+
+    counter = CountEpochs()
+    ctx = _ctx(setup, "synthetic-stiffness", tmp_path / "job")
+    ctx.callbacks = [counter]
+    outcomes = MLPRegime(SearchSettings(n_trials=4, n_startup_trials=2, max_epochs=3)).run(ctx)
+    assert counter.fits == 1  # the 3 repeats' studies share one stacked fit
+    expected = {f"{ctx.job_id}/repeat{r}/{t['number']}": len(t["intermediate_values"])
+                for r, o in enumerate(outcomes) for t in o.details["optuna"]["trials"]}
+    assert len(expected) == 12 and counter.per_trial == expected
+    assert all(o.details["callbacks"] == ["CountEpochs"] for o in outcomes)
 
 
 def test_interrupted_search_resumes(setup, tmp_path, monkeypatch):
+    from ppgbench_pl.hpo.stack_search import StackSearch
+
     ctx = _ctx(setup, "synthetic-activity", tmp_path / "job")
     regime = MLPRegime(SearchSettings(n_trials=4, n_startup_trials=2, max_epochs=2))
-    original, calls = EmbeddingHeadEngine.run_batch, []
+    original, calls = StackSearch._ask, []
 
-    def dies_on_third_batch(self, trials):
-        calls.append(len(trials))
+    class Stop(BaseException):  # what the coordinator's signal handler raises (Lightning re-raises it)
+        pass
+
+    def dies_on_third_ask(self, plan):
+        calls.append(plan.key)
         if len(calls) == 3:
-            raise KeyboardInterrupt
-        return original(self, trials)
+            raise Stop
+        return original(self, plan)
 
-    monkeypatch.setattr(EmbeddingHeadEngine, "run_batch", dies_on_third_batch)
-    with pytest.raises(KeyboardInterrupt):
+    monkeypatch.setattr(StackSearch, "_ask", dies_on_third_ask)
+    with pytest.raises(Stop):
         regime.run(ctx)
     storage = open_storage(storage_url(None, ctx.work_dir, ctx.job_id, 0))
     study = optuna.load_study(study_name=f"{ctx.job_id}-repeat0", storage=storage)
-    stored = {t.number: (t.params, t.value) for t in study.trials if t.state.is_finished() and t.value is not None}
-    assert n_finished(study) == 2 and len(study.trials) == 3
-    monkeypatch.setattr(EmbeddingHeadEngine, "run_batch", original)
+    stored = {t.user_attrs["number"]: (t.params, t.value) for t in study.trials}
+    assert n_finished(study) == 2 and len(study.trials) == 2  # running trials never reach the storage
+    monkeypatch.setattr(StackSearch, "_ask", original)
     (outcome,) = regime.run(ctx)
     trials = outcome.details["optuna"]["trials"]
-    assert sum(t["state"] in ("COMPLETE", "PRUNED") for t in trials) == 4 and len(trials) == 5
-    assert trials[2]["state"] == "FAIL" and "failure" not in trials[2]["user_attrs"]
+    assert sum(t["state"] in ("COMPLETE", "PRUNED") for t in trials) == 4 and len(trials) == 4
     assert {t["number"]: (t["params"], t["value"]) for t in trials if t["number"] in stored} == stored
 
 
@@ -195,5 +213,5 @@ def test_regime_mlp_config_runs(tmp_path, monkeypatch):
     assert set(summary.regime) == {"mlp"} and {"small_cnn", "prv_published", "constant"} <= set(summary.model)
     records = [json.loads(p.read_text()) for p in (tmp_path / "run" / "jobs").glob("*/results.json")]
     assert len(records) == 4 and all(r["status"] == "ok" for r in records)
-    assert {r["backend"] for r in records} == {"torch-batched"}
+    assert {r["backend"] for r in records} == {"lightning-trial-stack"}
     assert all(len(r["results"][0]["optuna"]["trials"]) == 2 for r in records)

@@ -7,7 +7,7 @@ from jsonargparse import ArgumentParser
 
 from ppgbench_pl.errors import ConfigError
 from ppgbench_pl.hpo.optuna_search import SearchSettings
-from ppgbench_pl.regimes.finetune import FinetuneEngine, FinetuneRegime
+from ppgbench_pl.regimes.finetune import FinetuneFactory, FinetuneRegime
 from ppgbench_pl.regimes.mlp import MLPRegime
 from ppgbench_pl.regimes.neural import Targets
 
@@ -50,7 +50,7 @@ def test_settings_carry_every_result_value_but_not_the_storage():
         "reduction_factor": 2,
         "parallel_trials": 1,
     }
-    assert "secret" not in repr(settings) and settings["engine"] == "batched"
+    assert "secret" not in repr(settings) and settings["refit"] is False and "engine" not in settings
     assert (
         MLPRegime(SearchSettings(n_trials=6)).settings() != MLPRegime(SearchSettings(n_trials=5)).settings()
     )
@@ -64,7 +64,7 @@ def test_bad_budget_is_one_line_config_error():
 
 def test_published_switch_defaults():
     finetune = FinetuneRegime()
-    assert finetune.reseed_head is False and finetune.engine == "stacked" and finetune.amp_dtype == "float16"
+    assert finetune.reseed_head is False and finetune.amp and finetune.amp_dtype == "float16"
     assert MLPRegime().search.parallel_trials == 1 and finetune.search.max_epochs == 15
 
 
@@ -78,13 +78,16 @@ def test_finetune_head_is_not_reseeded_per_trial_unless_asked():
     params = {"hidden_dim": 16, "head_dropout": 0.0}
     heads = {}
     for reseed in (False, True):
-        engine = FinetuneEngine.__new__(FinetuneEngine)
-        engine.embed_dim, engine.reseed_head = 8, reseed
-        engine.targets = Targets("regression", None, "mse", 1)
+        factory = FinetuneFactory.__new__(FinetuneFactory)
+        factory.embed_dim, factory.reseed_head = 8, reseed
+        factory.targets = Targets("regression", None, "mse", 1)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(7)
+            factory.head_stream = torch.random.get_rng_state()
         draws = []
         for state in (0, 1):
-            torch.manual_seed(state)  # what ran before in the job
-            draws.append(engine._head(params, seed=42 + 3).state_dict()["net.1.weight"])
+            torch.manual_seed(state)  # what ran before in the job must not matter either way
+            draws.append(factory.head(params, 42 + 3 if reseed else None).state_dict()["net.1.weight"])
         heads[reseed] = draws
-    assert not torch.equal(*heads[False])  # published: drawn from the job's running RNG
+    assert not torch.equal(*heads[False])  # published: a running stream, the next head is another draw
     assert torch.equal(*heads[True])  # reseeded: the trial's seed alone decides

@@ -7,7 +7,7 @@ from torch.utils.data import DataLoader
 from ppgbench_pl.datamodules.ppg import ArrayDataset
 from ppgbench_pl.encoders.cnn import SmallCNNEncoder
 from ppgbench_pl.heads.mlp import MLPHead
-from ppgbench_pl.hpo.lightning_trial import frozen_parts_expected
+from ppgbench_pl.regimes.base import frozen_parts_expected
 from ppgbench_pl.tasks.encoder_task import EncoderTask, TrainingDiverged
 from tests.regimes.neural_helpers import OneThread
 

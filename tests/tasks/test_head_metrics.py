@@ -10,8 +10,8 @@ from torch.utils.data import DataLoader
 from ppgbench_pl.datamodules.ppg import ArrayDataset
 from ppgbench_pl.heads.metrics import BalancedAccuracy, HeadMetrics
 from ppgbench_pl.heads.mlp import MLPHead
-from ppgbench_pl.hpo.lightning_trial import frozen_parts_expected
 from ppgbench_pl.metrics.scores import classification_metrics, regression_metrics
+from ppgbench_pl.regimes.base import frozen_parts_expected
 from ppgbench_pl.regimes.neural import Targets
 from ppgbench_pl.tasks.encoder_task import EncoderTask
 

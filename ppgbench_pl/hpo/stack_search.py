@@ -1,0 +1,183 @@
+"""Many independent Optuna studies searched in one ``Trainer.fit`` of a :class:`TrialStack`.
+
+Each study keeps the published search order: it asks ``parallel_trials`` trials together (1 for the MLP
+probe, 8 for finetuning), those trials train in lockstep, and the next batch is asked only when every
+trial of the batch has ended. The width of the stack comes from putting several studies side by side
+(the repeats of a job, and the seeds and folds of a cell): a study's decisions never read another
+study, so what a trial gets (its init, batches, dropout masks, Hyperband reports and pruning) does not
+depend on what it is stacked with. Within a study's batch, after each epoch every trial first reports its
+best-so-far value, then each asks the pruner in trial-number order (a barrier: the same decisions
+however the stack is grouped or scheduled, protocol decision #27).
+
+A trial ends complete (its budget of epochs, or, once diverged, its best earlier epoch), pruned, or failed
+(diverged before any finite epoch). When a study's batch has ended, its outcomes are told and stored, and
+its next batch joins the stack at the next epoch; the fit stops when no study has trials left.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import lightning as L
+import numpy as np
+import optuna
+import torch
+
+from ppgbench_pl.hpo.optuna_search import PersistentStudy, TrialOutcome
+from ppgbench_pl.hpo.trial_stack import Slot, TrialStack
+
+#: Builds a trial's slot: ``(study key, trial number, params) -> Slot``.
+SlotFactory = Callable[[str, int, Mapping[str, Any]], Slot]
+#: Selection score of validation outputs under a trial's parameters (higher is better).
+ScoreFn = Callable[[np.ndarray, Mapping[str, Any]], float]
+
+
+@dataclass
+class StudyPlan:
+    """One study to search inside a stack.
+
+    Attributes:
+        key: Unique name in the group (``<job id>/repeat<r>``).
+        study: The study (in-memory search, durable finished trials).
+        space: Categorical values per parameter.
+        make_slot: Builds the slot of an asked trial.
+        score: Selection score of a trial's validation outputs.
+        max_epochs: Epoch budget (Hyperband's max resource).
+        on_complete: Called with (trial number, value, best-epoch weights) before a complete trial is told.
+    """
+
+    key: str
+    study: PersistentStudy
+    space: Mapping[str, Sequence[Any]]
+    make_slot: SlotFactory
+    score: ScoreFn
+    max_epochs: int
+    on_complete: Callable[[int, float, dict[str, Any]], None] | None = None
+
+
+@dataclass
+class TrialRun:
+    """A trial being trained: its slot, best epoch so far, and its outcome once ended."""
+
+    trial: optuna.Trial
+    slot: Slot
+    best: float = -math.inf
+    best_epoch: int = 0
+    weights: dict[str, Any] | None = None
+    history: list[float] = field(default_factory=list)
+    outcome: TrialOutcome | None = None
+
+
+def snapshot(net: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """A detached CPU copy of a network's state dict (the best epoch's weights)."""
+    return {k: v.detach().cpu().clone() for k, v in net.state_dict().items()}
+
+
+class StackSearch:
+    """The search state of one stacked fit: the current batch of each study, and what ended.
+
+    :meth:`first_slots` gives the slots the fit starts with; :meth:`end_epoch` runs after every training
+    epoch (the neural regimes call it from their ``on_train_epoch_end`` hook).
+    """
+
+    def __init__(self, plans: Sequence[StudyPlan]) -> None:
+        keys = [p.key for p in plans]
+        if len(set(keys)) != len(keys):
+            raise ValueError(f"study keys must be unique, got {keys}")
+        self.plans = list(plans)
+        self.batches: dict[str, list[TrialRun]] = {}
+
+    def _ask(self, plan: StudyPlan) -> list[Slot]:
+        trials = plan.study.ask(plan.space)
+        runs = [TrialRun(t, plan.make_slot(plan.key, t.number, t.params)) for t in trials]
+        for run in runs:
+            run.slot.owner = run
+        self.batches[plan.key] = runs
+        return [run.slot for run in runs]
+
+    def first_slots(self) -> list[Slot]:
+        """The first batch of every study with trials left."""
+        return [slot for plan in self.plans if plan.study.remaining for slot in self._ask(plan)]
+
+    def running(self) -> list[optuna.Trial]:
+        """Trials asked and not told (to abandon on an interruption)."""
+        return [run.trial for runs in self.batches.values() for run in runs if run.outcome is None]
+
+    def abandon(self) -> None:
+        """Fail every running trial without counting it (an interruption cut it short)."""
+        for plan in self.plans:
+            runs = [run.trial for run in self.batches.get(plan.key, []) if run.outcome is None]
+            plan.study.abandon(runs)
+
+    def end_epoch(self, trainer: L.Trainer, module: TrialStack) -> None:
+        """Score, report and prune every batch's trials; tell ended batches and add the next ones."""
+        for plan in self.plans:
+            runs = self.batches.get(plan.key)
+            if not runs:
+                continue
+            live = [run for run in runs if run.outcome is None]
+            for run in live:
+                self._score(plan, run, module)
+            for run in live:
+                self._report(plan, run, module)
+            if all(run.outcome is not None for run in runs):
+                for run in runs:
+                    assert run.outcome is not None
+                    if run.outcome.state == "complete" and plan.on_complete is not None:
+                        assert run.outcome.value is not None and run.outcome.weights is not None
+                        plan.on_complete(run.trial.number, run.outcome.value, run.outcome.weights)
+                    plan.study.finish(run.trial, run.outcome)
+                del self.batches[plan.key]
+                if plan.study.remaining:
+                    for slot in self._ask(plan):
+                        module.add_slot(slot)
+        if not self.batches:
+            trainer.should_stop = True
+
+    def _score(self, plan: StudyPlan, run: TrialRun, module: TrialStack) -> None:
+        """Score a training slot's validation epoch; a new best keeps its weights."""
+        slot = run.slot
+        if slot.state == "training":
+            value = math.nan
+            out = module.epoch_outputs(slot)
+            if np.isfinite(out).all():
+                value = float(plan.score(out, run.trial.params))
+            if not math.isfinite(value):
+                slot.state = "diverged"
+            else:
+                run.history.append(value)
+                if value > run.best:
+                    run.best, run.best_epoch, run.weights = value, slot.epoch + 1, snapshot(slot.net)
+        if slot.state == "diverged" and not run.best_epoch:
+            run.outcome = TrialOutcome("failed", epochs_run=slot.epoch + 1, failure=(
+                f"diverged: non-finite training loss or validation score at epoch {slot.epoch + 1}"))
+            module.end_slot(slot)
+
+    def _report(self, plan: StudyPlan, run: TrialRun, module: TrialStack) -> None:
+        """Report the best-so-far value at this epoch and ask the pruner; end the trial at its budget."""
+        if run.outcome is not None:
+            return
+        slot = run.slot
+        run.trial.report(run.best, slot.epoch)
+        trained = len(run.history)
+        if run.trial.should_prune():
+            run.outcome = TrialOutcome("pruned", epochs_run=slot.epoch + 1 if slot.training else trained)
+        elif slot.epoch + 1 >= plan.max_epochs:
+            run.outcome = TrialOutcome("complete", value=run.best, best_epoch=run.best_epoch, epochs_run=trained,
+                                       weights=run.weights)
+        slot.epoch += 1
+        if run.outcome is not None:
+            module.end_slot(slot)
+
+
+def fixed_epochs(trainer: L.Trainer, module: TrialStack) -> None:
+    """Epoch step of slots trained for a fixed number of epochs (refit): end each at its budget."""
+    for slot in module.active():
+        slot.epoch += 1
+        if slot.epoch >= slot.max_epochs or slot.state == "diverged":
+            module.end_slot(slot)
+    if not module.active():
+        trainer.should_stop = True

@@ -1,0 +1,326 @@
+"""A stack of trials trained side by side in one LightningModule, fitted by ``Trainer.fit``.
+
+The neural regimes' only trial engine. A *slot* is one trial: its own network (a copy of the encoder, or
+an identity on cached embeddings, plus its :class:`~ppgbench_pl.heads.MLPHead`), its own rows, batch
+size, learning rates and weight decays (its own AdamW parameter groups), its own epoch order
+(:func:`~ppgbench_pl.hpo.shuffle.epoch_permutation` of its seed), its own dropout stream (the global RNG is
+swapped to the slot's state around its forward) and its own BatchNorm statistics. One training step
+runs every slot that still has a batch in its epoch, one after another, and returns the sum of their
+losses: slots share no parameter, so each parameter's gradient is exactly its own slot's, and AdamW is
+element-wise, so one optimiser with per-slot groups updates every slot as its own optimiser would.
+Lightning owns the loop, devices, precision and callbacks; the width only amortises its per-step cost.
+
+Why trials are stacked instead of trained one ``Trainer.fit`` each: a small head on cached embeddings
+spends most of its time in per-step and per-epoch framework overhead, which a stack pays once for all
+its slots (``docs/performance.md``). The slots come from independent studies (the repeats, seeds and
+folds of one cell) and from the trials a study asks together; :mod:`ppgbench_pl.hpo.stack_search` decides
+which trials fill the stack and when.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import lightning as L
+import numpy as np
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+from torch.utils.data import DataLoader, IterableDataset, TensorDataset
+
+from ppgbench_pl.hpo.shuffle import epoch_permutation
+from ppgbench_pl.tasks.encoder_task import set_batchnorm_eval
+
+LossName = Literal["mse", "bce", "ce"]
+SlotState = Literal["training", "diverged", "ended"]
+
+
+@dataclass
+class SlotData:
+    """The rows a slot trains and validates on, as float tensors (features or preprocessed windows).
+
+    Slots of one study share one ``SlotData`` object, so its tensors go to the device once.
+    """
+
+    x_fit: Tensor
+    y_fit: Tensor
+    x_val: Tensor | None
+    loss: LossName
+    class_weight: list[float] | None = None
+    _device: torch.device | None = field(default=None, repr=False)
+
+    def to(self, device: torch.device, dtype: torch.dtype = torch.float32) -> SlotData:
+        """Move the tensors to ``device`` (once); inputs take the networks' dtype (``64-true``, ``bf16-true``)."""
+        if self._device != device or self.x_fit.dtype != dtype:
+            self.x_fit, self.y_fit = self.x_fit.to(device, dtype), self.y_fit.to(device)
+            self.x_val = self.x_val.to(device, dtype) if self.x_val is not None else None
+            self._device = device
+        return self
+
+    def loss_of(self, out: Tensor, y: Tensor) -> Tensor:
+        """MSE, BCE-with-logits (``pos_weight``) or weighted cross-entropy (PROTOCOL.md 4.3)."""
+        weight = torch.tensor(self.class_weight, device=out.device) if self.class_weight else None
+        if self.loss == "mse":
+            return F.mse_loss(out.float().reshape(y.shape), y.float())
+        if self.loss == "bce":
+            return F.binary_cross_entropy_with_logits(out.float().reshape(-1), y.float().reshape(-1), pos_weight=weight)
+        return F.cross_entropy(out.float(), y.long(), weight=weight)
+
+
+@dataclass
+class Slot:
+    """One trial in the stack.
+
+    Attributes:
+        name: Unique within the stack (``<study key>/<trial number>``): the net's key in the module.
+        net: Maps the rows of ``data`` to head outputs.
+        data: Rows to train and validate on.
+        batch_size: Training batch size.
+        seed: The trial's seed (r + trial number): epoch order and dropout stream.
+        groups: AdamW parameter groups (``params``, ``lr``, ``weight_decay``).
+        max_epochs: Epochs this trial trains at most.
+        freeze_stats: Keep BatchNorm running statistics fixed (finetune ``batchnorm_mode``).
+        owner: What the search keeps about the trial (opaque here).
+        epoch: Epochs completed.
+        state: ``training``, ``diverged`` (stopped by a non-finite loss) or ``ended``.
+    """
+
+    name: str
+    net: nn.Module
+    data: SlotData
+    batch_size: int
+    seed: int
+    groups: list[dict[str, Any]]
+    max_epochs: int
+    freeze_stats: bool = False
+    owner: Any = None
+    epoch: int = 0
+    state: SlotState = "training"
+    rng: Tensor | None = field(default=None, repr=False)
+    cuda_rng: Tensor | None = field(default=None, repr=False)
+
+    @property
+    def training(self) -> bool:
+        """Whether the slot takes batches this epoch."""
+        return self.state == "training"
+
+
+class StackBatches(IterableDataset):
+    """One epoch of the stack: per step, ``{slot name: row indices}`` for every slot with a batch left.
+
+    It reads the module's live slot table each epoch, so slots added or ended between epochs are seen.
+    The epoch lasts as long as its longest slot; slots with larger batches sit out the later steps.
+    """
+
+    def __init__(self, module: TrialStack) -> None:
+        self.module = module
+
+    def __iter__(self) -> Iterator[dict[str, Tensor]]:
+        plans = {}
+        for slot in self.module.slots.values():
+            if slot.training:
+                order = torch.as_tensor(epoch_permutation(len(slot.data.y_fit), slot.seed, slot.epoch))
+                plans[slot.name] = list(order.split(slot.batch_size))
+        for step in range(max((len(p) for p in plans.values()), default=0)):
+            yield {name: batches[step] for name, batches in plans.items() if step < len(batches)}
+
+
+class ValidationChunks(IterableDataset):
+    """Validation rows of every training slot, in chunks of ``batch_size``: ``{slot name: (start, stop)}``."""
+
+    def __init__(self, module: TrialStack, batch_size: int) -> None:
+        self.module, self.batch_size = module, batch_size
+
+    def __iter__(self) -> Iterator[dict[str, Tensor]]:
+        for slot in self.module.slots.values():
+            if slot.training and slot.data.x_val is not None:
+                n = len(slot.data.x_val)
+                for start in range(0, n, self.batch_size):
+                    yield {slot.name: torch.tensor([start, min(start + self.batch_size, n)])}
+
+
+class TrialStack(L.LightningModule):
+    """The stacked trials of one ``Trainer.fit``; slots may be added and ended between epochs.
+
+    Args:
+        slots: The first slots.
+        eval_batch_size: Validation and prediction chunk size.
+        on_epoch_end: Called by the search after each validation epoch (see ``stack_search``); ``None``
+            when a fixed-length fit has nothing to search.
+
+    Attributes:
+        slots: The live slot table by name (ended slots stay until the fit ends; read ``slot.state``).
+        val_outputs: Validation outputs of the current epoch per slot name (CPU float64 arrays).
+    """
+
+    def __init__(self, slots: list[Slot], eval_batch_size: int = 4096) -> None:
+        super().__init__()
+        self.nets = nn.ModuleDict()
+        self.slots: dict[str, Slot] = {}
+        self.eval_batch_size = eval_batch_size
+        self.val_outputs: dict[str, list[Tensor]] = {}
+        #: The search that drives this fit (``stack_search.StackSearch``), or None for fixed-length slots.
+        self.search: Any = None
+        #: Names of the slots that train in the current epoch (what a user callback may read per trial).
+        self.epoch_slots: list[str] = []
+        for slot in slots:
+            self._register(slot)
+
+    # -- slot table ------------------------------------------------------------------------------
+    def _register(self, slot: Slot) -> None:
+        if slot.name in self.slots:
+            raise ValueError(f"slot {slot.name} is already in the stack")
+        self.nets[_key(slot.name)] = slot.net
+        self.slots[slot.name] = slot
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(slot.seed)
+            slot.rng = torch.random.get_rng_state()
+        if torch.cuda.is_available():
+            with torch.random.fork_rng(devices=[torch.cuda.current_device()]):
+                torch.cuda.manual_seed(slot.seed)
+                slot.cuda_rng = torch.cuda.get_rng_state()
+
+    def optimizer(self) -> torch.optim.Optimizer | None:
+        """The fit's AdamW, or None outside a fit."""
+        try:
+            optimizers = self.trainer.optimizers
+        except RuntimeError:  # not attached to a trainer
+            return None
+        return optimizers[0] if optimizers else None
+
+    def add_slot(self, slot: Slot) -> None:
+        """Add a trial between epochs: its net goes to the module's device, its groups to the optimiser."""
+        self._register(slot)
+        dtype = torch.get_default_dtype() if isinstance(self.dtype, str) else self.dtype
+        slot.net.to(self.device, dtype)
+        slot.data.to(self.device, dtype)
+        optimizer = self.optimizer()
+        if optimizer is not None:
+            for group in slot.groups:
+                optimizer.add_param_group(dict(group))
+
+    def end_slot(self, slot: Slot) -> None:
+        """Stop training a slot and release its optimiser state (its net stays readable until the fit ends)."""
+        slot.state = "ended"
+        optimizer = self.optimizer()
+        if optimizer is not None:
+            params = {id(p) for p in slot.net.parameters()}
+            optimizer.param_groups[:] = [g for g in optimizer.param_groups
+                                         if not any(id(p) in params for p in g["params"])]
+            for p in slot.net.parameters():
+                optimizer.state.pop(p, None)
+        slot.net.requires_grad_(False)
+
+    def active(self) -> list[Slot]:
+        """Slots not ended yet (training or diverged), in insertion order."""
+        return [s for s in self.slots.values() if s.state != "ended"]
+
+    # -- Lightning -------------------------------------------------------------------------------
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        """One AdamW, one group per slot part: element-wise, so each slot updates as if it were alone."""
+        groups = [dict(g) for slot in self.slots.values() if slot.training for g in slot.groups]
+        return torch.optim.AdamW(groups)
+
+    def train_dataloader(self) -> DataLoader:
+        """Per-slot row indices of each step (in memory: no workers)."""
+        return DataLoader(StackBatches(self), batch_size=None)
+
+    def val_dataloader(self) -> DataLoader:
+        """Per-slot validation chunks."""
+        return DataLoader(ValidationChunks(self, self.eval_batch_size), batch_size=None)
+
+    def on_fit_start(self) -> None:
+        """Move every slot's rows to the training device."""
+        dtype = torch.get_default_dtype() if isinstance(self.dtype, str) else self.dtype
+        for slot in self.slots.values():
+            slot.data.to(self.device, dtype)
+
+    def on_train_epoch_start(self) -> None:
+        """Apply each slot's BatchNorm mode (Lightning restores module modes, never calls ``train()``)."""
+        self.epoch_slots = [s.name for s in self.slots.values() if s.training]
+        for slot in self.slots.values():
+            slot.net.train(slot.training)
+            if slot.freeze_stats:
+                set_batchnorm_eval(slot.net)
+
+    def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor | None:
+        """Each slot's loss on its own batch; the sum is what Lightning backpropagates.
+
+        A slot whose loss is not finite stops training here (``diverged``) and adds nothing to the sum.
+        """
+        total: Tensor | None = None
+        for name, index in batch.items():
+            slot = self.slots[name]
+            if not slot.training:
+                continue
+            with self.slot_rng(slot):
+                out = slot.net(slot.data.x_fit[index])
+            loss = slot.data.loss_of(out, slot.data.y_fit[index])
+            if not torch.isfinite(loss.detach()):
+                slot.state = "diverged"
+                slot.net.requires_grad_(False)
+                continue
+            total = loss if total is None else total + loss
+        if total is not None:
+            self.log("train/loss_sum", total.detach(), on_step=False, on_epoch=True, batch_size=1)
+        return total
+
+    def on_validation_epoch_start(self) -> None:
+        """Start this epoch's validation outputs."""
+        self.val_outputs = {}
+
+    def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
+        """Outputs of one chunk of one slot's validation rows (eval mode)."""
+        ((name, bounds),) = batch.items()
+        slot = self.slots[name]
+        assert slot.data.x_val is not None
+        start, stop = (int(v) for v in bounds)
+        out = slot.net(slot.data.x_val[start:stop])
+        self.val_outputs.setdefault(name, []).append(out.detach().float().cpu())
+
+    def epoch_outputs(self, slot: Slot) -> np.ndarray:
+        """The slot's validation outputs of the epoch just validated, ``[n_val, n_outputs]`` float64."""
+        return torch.cat(self.val_outputs[slot.name]).numpy().astype(np.float64)
+
+    @contextlib.contextmanager
+    def slot_rng(self, slot: Slot) -> Iterator[None]:
+        """Run with the global RNG at the slot's own state (its dropout masks), then keep the new state."""
+        devices = [self.device.index or 0] if self.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=devices):
+            assert slot.rng is not None
+            torch.random.set_rng_state(slot.rng)
+            if devices and slot.cuda_rng is not None:
+                torch.cuda.set_rng_state(slot.cuda_rng, devices[0])
+            yield
+            slot.rng = torch.random.get_rng_state()
+            if devices:
+                slot.cuda_rng = torch.cuda.get_rng_state(devices[0])
+
+
+def _key(name: str) -> str:
+    """A ModuleDict key for a slot name (no dots)."""
+    return name.replace(".", "_").replace("/", "__")
+
+
+class PredictModule(L.LightningModule):
+    """One network's outputs over some rows, through ``Trainer.predict`` (device and precision from the trainer)."""
+
+    def __init__(self, net: nn.Module) -> None:
+        super().__init__()
+        self.net = net
+
+    def predict_step(self, batch: list[Tensor], batch_idx: int, dataloader_idx: int = 0) -> Tensor:
+        """Head outputs of a chunk, on the CPU."""
+        return self.net(batch[0].to(self.dtype)).detach().float().cpu()
+
+
+def predict_outputs(make_trainer: Callable[..., L.Trainer], net: nn.Module, x: Tensor,
+                    batch_size: int) -> np.ndarray:
+    """Eval-mode outputs of ``net`` on ``x`` in chunks, through the run's trainer settings."""
+    net.eval()
+    loader = DataLoader(TensorDataset(x), batch_size=batch_size)
+    batches: Any = make_trainer([]).predict(PredictModule(net), loader)
+    return torch.cat(batches).numpy()
