@@ -61,7 +61,7 @@ def _register(obj: Any) -> dict[str, Any]:
 
     :func:`evaluate` removes the entry when its run ends (the suite it built keeps what it needs).
     """
-    from ppgbench_pl.benchmark.suite import PREBUILT
+    from ppgbench_pl.benchmark.entries import PREBUILT
 
     key = f"{type(obj).__name__}-{uuid.uuid4().hex[:12]}"
     PREBUILT[key] = obj
@@ -312,7 +312,7 @@ def evaluate(encoder: EncoderLike, *, dataset: str, tasks: Sequence[str] | None 
         KeyboardInterrupt: The run was interrupted (finished jobs are kept; call again to resume).
 
     """
-    from ppgbench_pl.benchmark.suite import PREBUILT
+    from ppgbench_pl.benchmark.entries import PREBUILT
 
     before = set(PREBUILT)
     try:

@@ -90,7 +90,7 @@ def test_a_plain_module_is_wrapped_run_and_read_back_with_load_run(tmp_path):
     assert index.name == "index.html" and index.exists()
     meta = json.loads((run / "run.json").read_text())
     assert meta["identity"]["encoders"]["tiny"]["class"] == "ppgbench_pl.encoders.custom.CustomEncoder"
-    from ppgbench_pl.benchmark.suite import PREBUILT
+    from ppgbench_pl.benchmark.entries import PREBUILT
 
     assert not PREBUILT  # the built objects are let go when the run ends
 

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ppgbench_pl.cli import one_line
+from ppgbench_pl.commands.messages import one_line
 from tests.cli_helpers import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -18,6 +18,7 @@ import lightning as L
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from ppgbench_pl.benchmark.executors import Executor, LocalExecutor
+from ppgbench_pl.commands.messages import fail, one_line
 from ppgbench_pl.datamodules.ppg import PPGDataModule
 from ppgbench_pl.encoders.base import PPGEncoder
 from ppgbench_pl.errors import ConfigError
@@ -39,8 +40,6 @@ class OneLineErrorParser(LightningArgumentParser):
     def error(self, message: str, ex: Exception | None = None) -> NoReturn:  # noqa: D102
         if not self.exit_on_error:  # jsonargparse parses speculatively and expects the exception
             super().error(message, ex)
-        from ppgbench_pl.cli import fail, one_line
-
         fail(one_line(message))
 
 

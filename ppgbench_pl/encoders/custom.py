@@ -17,11 +17,7 @@ difference is a setting of :class:`CustomEncoder`, so no adapter class has to be
 
 from __future__ import annotations
 
-import hashlib
-import importlib
-import inspect
-import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -30,54 +26,12 @@ import torch
 from torch import Tensor, nn
 
 from ppgbench_pl.encoders.base import RANDOM_INIT_SUFFIX, PPGEncoder, checkpoint_setting
+from ppgbench_pl.encoders.custom_settings import check_choice, check_sampling_rate, code_digest, resolve_callable
 from ppgbench_pl.encoders.preprocessing import zscore_window
 from ppgbench_pl.errors import CheckpointError, ConfigError
-from ppgbench_pl.limits import MAX_SAMPLING_RATE, MIN_SAMPLING_RATE  # native rates a PPG model can have
 
-PreprocessFn = Callable[[Tensor, float], Any]
 #: Length of the dummy window (seconds at the native rate) of the build-time dry forward.
 PROBE_SECONDS = 10.0
-
-
-def resolve_callable(path: str) -> PreprocessFn:
-    """Import ``"pkg.module:function"`` or ``"pkg.module.function"``.
-
-    Raises:
-        ConfigError: The module cannot be imported, lacks the attribute, or it is not callable.
-    """
-    module_name, sep, attr = path.partition(":")
-    if not sep:
-        module_name, _, attr = path.rpartition(".")
-    if not module_name or not attr:
-        raise ConfigError(f"preprocess '{path}': expected 'package.module:function' or "
-                          "'package.module.function'")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigError(f"preprocess '{path}': cannot import '{module_name}' ({exc})") from exc
-    target: Any = module
-    for part in attr.split("."):
-        if not hasattr(target, part):
-            raise ConfigError(f"preprocess '{path}': '{module_name}' has no attribute '{attr}'")
-        target = getattr(target, part)
-    if not callable(target):
-        raise ConfigError(f"preprocess '{path}': {attr} is not callable")
-    return target  # type: ignore[no-any-return]
-
-
-def code_digest(*objects: object) -> str:
-    """Hash of the source code of classes/functions, so editing a user's model invalidates cached embeddings.
-
-    Objects without retrievable source (built-ins, C extensions) contribute their qualified name only.
-    """
-    digest = hashlib.sha256()
-    for obj in objects:
-        digest.update(f"{getattr(obj, '__module__', '')}.{getattr(obj, '__qualname__', repr(obj))}".encode())
-        try:
-            digest.update(inspect.getsource(obj).encode())  # type: ignore[arg-type]
-        except (OSError, TypeError):
-            pass
-    return digest.hexdigest()
 
 
 class CustomEncoder(PPGEncoder):
@@ -133,9 +87,9 @@ class CustomEncoder(PPGEncoder):
         weights_in_module: bool = False,
     ) -> None:
         super().__init__()
-        _check_choice("input_shape", input_shape, ("BCT", "BT"))
-        _check_choice("normalize", normalize, ("none", "window_zscore"))
-        _check_choice("pooling", pooling, ("none", "mean", "max"))
+        check_choice("input_shape", input_shape, ("BCT", "BT"))
+        check_choice("normalize", normalize, ("none", "window_zscore"))
+        check_choice("pooling", pooling, ("none", "mean", "max"))
         sampling_rate = check_sampling_rate(sampling_rate)
         if min_samples < 1:
             raise ConfigError(f"min_samples must be at least 1, got {min_samples}")
@@ -377,32 +331,3 @@ def _shape_hint(input_shape: str) -> str:
 def _one_line(exc: BaseException, limit: int = 200) -> str:
     text = " ".join(str(exc).split()) or type(exc).__name__
     return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def check_sampling_rate(value: object) -> float:
-    """Validate a native rate in Hz: finite and within [MIN_SAMPLING_RATE, MAX_SAMPLING_RATE].
-
-    Raises:
-        ConfigError: Not a number, not finite, or outside the range (the message says why).
-
-    """
-    try:
-        fs = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise ConfigError(f"sampling_rate must be a number of Hz, got {value!r}") from None
-    if not math.isfinite(fs) or fs <= 0:
-        raise ConfigError(f"sampling_rate must be a finite positive number of Hz, got {value!r}")
-    if fs < MIN_SAMPLING_RATE:
-        raise ConfigError(f"sampling_rate {fs:g} Hz is too low for PPG: the pulse (up to ~4 Hz at 240 bpm) "
-                          f"is not resolved below {MIN_SAMPLING_RATE:g} Hz; give your model's native rate")
-    if fs > MAX_SAMPLING_RATE:
-        raise ConfigError(f"sampling_rate {fs:g} Hz is above {MAX_SAMPLING_RATE:g} Hz: PPG holds nothing "
-                          "there, and every window (and the embedding cache) grows with the rate; give your "
-                          "model's native rate")
-    return fs
-
-
-def _check_choice(option: str, value: str, choices: tuple[str, ...]) -> None:
-    """Literal types are checked by jsonargparse, but direct Python callers get the same message."""
-    if value not in choices:
-        raise ConfigError(f"{option} must be one of {', '.join(choices)}; got '{value}'")

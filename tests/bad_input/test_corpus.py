@@ -252,7 +252,7 @@ def test_cli_refusals(base, tmp_path, capsys, monkeypatch, case):
 @pytest.mark.parametrize("fs", [9.99, 2000.5])
 def test_preprocess_refuses_the_rates_the_encoders_refuse(tmp_path, capsys, fs):
     """Just outside the encoders' range: refused in one line before any raw file is read."""
-    from ppgbench_pl.encoders.custom import check_sampling_rate
+    from ppgbench_pl.encoders.custom_settings import check_sampling_rate
     from ppgbench_pl.errors import ConfigError
 
     with pytest.raises(ConfigError):
@@ -266,7 +266,7 @@ def test_preprocess_refuses_the_rates_the_encoders_refuse(tmp_path, capsys, fs):
 @pytest.mark.parametrize("fs", [10.0, 2000.0])
 def test_preprocess_takes_the_rates_the_encoders_take(tmp_path, capsys, fs):
     """At the range's ends: past the rate check (it then stops at the missing raw data instead)."""
-    from ppgbench_pl.encoders.custom import check_sampling_rate
+    from ppgbench_pl.encoders.custom_settings import check_sampling_rate
 
     assert check_sampling_rate(fs) == fs
     code, _, err = run_cli(["preprocess", "bidmc", "--raw-root", str(tmp_path / "raw"), "--fs", str(fs),

@@ -14,7 +14,8 @@ import yaml
 from torch import Tensor, nn
 
 from ppgbench_pl.cli import main
-from ppgbench_pl.encoders.custom import CustomEncoder, resolve_callable
+from ppgbench_pl.encoders.custom import CustomEncoder
+from ppgbench_pl.encoders.custom_settings import resolve_callable
 from ppgbench_pl.errors import CheckpointError, ConfigError
 from ppgbench_pl.tasks.encoder_task import EncoderTask
 
