@@ -1,28 +1,18 @@
 """Benchmark the MLP-probe search: the first landing (a git revision) vs this tree, CPU seconds in one run.
 
-Runs the same Optuna TPE + Hyperband search (protocol space, SQLite storage as in the regime, winner
-retrained and tested) on synthetic embeddings, each in a fresh process:
+The same work on both sides: ``--studies`` independent Optuna TPE + Hyperband searches (the outer folds of
+one cell; protocol space, SQLite storage, ``--parallel`` trials asked at a time, 1 as published) on
+synthetic embeddings, each side in a fresh process after an untimed warm-up:
 
-* ``baseline``: the engine at ``--baseline-ref`` (the first landing, before stacked trials and in-memory
-  pruning), with the published ``parallel_trials: 1``;
-* ``baseline-P``: the same revision with ``parallel_trials: P``: it asks exactly the trials ``stacked-P``
-  asks, so that pair compares the engines on the same trials;
-* ``stacked-1``: this tree, one trial at a time (the same trials as ``baseline``);
-* ``stacked-P``: this tree, P trials asked together and trained as stacked models;
-* ``reference`` (``--with-lightning``): this tree's Lightning engine, one ``Trainer.fit`` per trial.
+* ``baseline``: the engine at ``--baseline-ref`` (the first landing: one ``Trainer.fit`` per trial), its
+  searches one after another;
+* ``stack``: this tree, the searches side by side in one ``Trainer.fit`` of a ``TrialStack``.
 
-Every process first runs an untimed warm-up search (2 trials x 2 epochs on the same data, its own study),
-so one-off costs of a process (lazy imports of Optuna's and SQLAlchemy's parts, first kernel calls) stay
-out of the figure, as they are out of a suite's per-job cost; ``--no-warmup`` times them too. The
-configurations run ``--repeats`` times, interleaved (a machine under varying load hits all alike); the
-figures are medians, the ratios medians of the per-round ratios. It prints CPU seconds (``process_time``),
-the winner's validation (holdout) and test score, the trial-epochs trained, whether two runs trained the
-same trials, and the ratio to the baseline; the target is >= 3x less CPU time at an equal or better holdout
-score. Trials asked P at a time are not the trials asked one at a time (TPE sees fewer finished trials), so
-``baseline / stacked-P`` compares two searches: its trial-epochs are printed beside it, and
-``baseline-P / stacked-P`` is the same-trials engine comparison.
+It prints CPU seconds (``process_time``), the winners' validation and mean test score, trial-epochs, and
+the ratio (target: >= 3x less CPU at an equal holdout score). The two sides draw other trials (other
+seeds for heads and dropout), so the holdout scores are compared, not the trials.
 
-    .venv/bin/python tools/bench_mlp.py --n 3000 --dim 64 --trials 12 --parallel 12 --threads 1
+    .venv/bin/python tools/bench_mlp.py --n 3000 --dim 64 --trials 12 --studies 5 --threads 1 --repeats 1
 """
 
 from __future__ import annotations
@@ -77,9 +67,13 @@ def worker(spec: dict) -> dict:
 
     from ppgbench_pl.data.registry import TaskSpec
     from ppgbench_pl.hpo import optuna_search as search_module
+
+    try:
+        from ppgbench_pl.hpo import trial_stack as search_module_stack
+    except ImportError:  # the baseline revision
+        search_module_stack = None
     from ppgbench_pl.hpo.spaces import MLP_SPACE, build_space
     from ppgbench_pl.metrics.scores import selection_score
-    from ppgbench_pl.regimes.mlp import MLP_PARAMS, EmbeddingHeadEngine
     from ppgbench_pl.regimes.neural import SelectionScorer, Split, make_targets
 
     warnings.filterwarnings("ignore")
@@ -109,7 +103,61 @@ def worker(spec: dict) -> dict:
             **overrides,
         )
 
-    def search(work: Path, n_trials: int, epochs: int, parallel: int) -> tuple:
+    def stack_search(work: Path, n_trials: int, epochs: int, parallel: int, studies: int) -> tuple:
+        """This tree: ``studies`` independent studies (seeds r + k) searched side by side in one Trainer.fit."""
+        from ppgbench_pl.hpo.stack_search import StackSearch, StudyPlan
+        from ppgbench_pl.regimes.mlp import MLP_PARAMS, HeadFactory
+
+        class Step(L.Callback):
+            def on_train_epoch_end(self, trainer, pl_module):
+                pl_module.search.end_epoch(trainer, pl_module)
+
+        settings = search_module.SearchSettings(n_trials=n_trials, max_epochs=epochs,
+                                                parallel_trials=parallel).resolved(epochs, parallel)
+        factory = HeadFactory(x, y, split, targets, MLP_PARAMS, MLP_SPACE, make_trainer)
+        storages, plans, results = [], [], []
+        for k in range(studies):
+            r = spec["seed"] + 1009 * k
+            storage = search_module.open_storage(search_module.storage_url(None, work, "bench", k))
+            storages.append(storage)
+            study = search_module.PersistentStudy(storage, f"bench{k}", settings, seed=r)
+            weights: dict = {}
+
+            def keep(number, value, state, weights=weights):
+                weights[number] = state
+
+            def make_slot(key, number, params, r=r):
+                return factory.slot(f"{key}/{number}", params, r + number, epochs, validate=True)
+
+            plans.append(StudyPlan(f"s{k}", study, build_space(MLP_SPACE), make_slot,
+                                   lambda out, params: scorer(out), epochs, keep))
+            results.append((study, weights))
+        try:
+            search = StackSearch(plans)
+            module = search_module_stack.TrialStack(search.first_slots())
+            module.search = search
+            make_trainer([Step()], max_epochs=-1).fit(module)
+            out = []
+            for study, weights in results:
+                best = search_module.best_trial(study.study)
+                params = dict(best.params)
+                test_pred = targets.predictions(factory.predict(params, weights[best.number], split.test))
+                trials = [[t.number, t.state.name, sorted(t.params.items()), int(t.user_attrs.get("epochs_run", 0))]
+                          for t in study.study.trials]
+                out.append((best, selection_score(kind, y[split.test], test_pred, "auroc"), trials))
+        finally:
+            for storage in storages:
+                search_module.close_storage(storage)
+        return out[0][0], float(np.mean([o[1] for o in out])), [t for o in out for t in o[2]]
+
+    def search(work: Path, n_trials: int, epochs: int, parallel: int, studies: int = 1) -> tuple:
+        if not hasattr(search_module, "run_search"):
+            return stack_search(work, n_trials, epochs, parallel, studies)
+        if studies > 1:  # the baseline revision: the independent searches one after another
+            runs = [search(work / f"s{k}", n_trials, epochs, parallel) for k in range(studies)]
+            return runs[0][0], float(np.mean([r[1] for r in runs])), [t for r in runs for t in r[2]]
+        from ppgbench_pl.regimes.mlp import MLP_PARAMS, EmbeddingHeadEngine
+
         eng = EmbeddingHeadEngine(x, y, split, targets, scorer, MLP_SPACE, MLP_PARAMS, spec["seed"], epochs,
                                   spec["engine"], make_trainer, torch.device("cpu"))
         if hasattr(search_module, "SearchSettings"):
@@ -136,7 +184,8 @@ def worker(spec: dict) -> dict:
     if spec["warmup"]:  # untimed: one-off costs of the process
         search(Path(spec["work"]) / "warmup", 2, 2, 2)
     start_cpu, start = time.process_time(), time.perf_counter()
-    best, test_score, trials = search(Path(spec["work"]), spec["trials"], spec["epochs"], spec["parallel"])
+    best, test_score, trials = search(Path(spec["work"]), spec["trials"], spec["epochs"], spec["parallel"],
+                                      spec.get("studies", 1))
     cpu, wall = time.process_time() - start_cpu, time.perf_counter() - start
     states = [t[1] for t in trials]
     return {
@@ -176,6 +225,7 @@ def run(
         "task": args.task,
         "threads": args.threads,
         "warmup": not args.no_warmup,
+        "studies": args.studies,
     }
     env = {**os.environ, "PYTHONPATH": str(pythonpath), "WANDB_MODE": "disabled"}
     out = subprocess.run(
@@ -199,11 +249,11 @@ def main() -> None:
     parser.add_argument("--task", choices=["regression", "binary", "multiclass"], default="binary")
     parser.add_argument("--trials", type=int, default=12)
     parser.add_argument("--epochs", type=int, default=25)
-    parser.add_argument("--parallel", type=int, default=12, help="trials stacked together")
+    parser.add_argument("--parallel", type=int, default=1, help="trials a study asks together (1 published)")
+    parser.add_argument("--studies", type=int, default=5, help="independent studies (the folds of a cell)")
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: leave the default)")
     parser.add_argument("--baseline-ref", default=BASELINE_REF, help="git revision of today's engine")
-    parser.add_argument("--with-lightning", action="store_true", help="also the Lightning reference engine")
     parser.add_argument("--repeats", type=int, default=3, help="interleaved rounds; medians are printed")
     parser.add_argument("--no-warmup", action="store_true", help="time the process's one-off costs too")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
@@ -217,14 +267,7 @@ def main() -> None:
         f"val {len(split.val)}, test {len(split.test)}); {args.trials} trials x <= {args.epochs} epochs; "
         f"{args.repeats} interleaved rounds, {'no warm-up' if args.no_warmup else 'after an untimed warm-up'}"
     )
-    runs = [("baseline", "batched", 1, "old")]
-    if args.parallel > 1:
-        runs.append((f"baseline-{args.parallel}", "batched", args.parallel, "old"))
-    runs.append(("stacked-1", "batched", 1, "new"))
-    if args.parallel > 1:
-        runs.append((f"stacked-{args.parallel}", "batched", args.parallel, "new"))
-    if args.with_lightning:
-        runs.append(("lightning-1", "lightning", 1, "new"))
+    runs = [("baseline", "batched", args.parallel, "old"), ("stack", "stack", args.parallel, "new")]
     rounds: list[dict[str, dict]] = []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
@@ -248,9 +291,7 @@ def main() -> None:
         wall = statistics.median(rnd[name]["wall"] for rnd in rounds)
         print(f"{name:>12}: median cpu {cpu:7.2f} s  wall {wall:7.2f} s  "
               f"({1e3 * cpu / first[name]['trial_epochs']:.1f} ms CPU per trial-epoch)")
-    pairs = [("baseline", name) for name, *_ in runs[1:]]
-    if args.parallel > 1:
-        pairs.insert(1, (f"baseline-{args.parallel}", f"stacked-{args.parallel}"))
+    pairs = [("baseline", "stack")]
     for base_name, name in pairs:
         base, result = first[base_name], first[name]
         cpu = statistics.median(rnd[base_name]["cpu"] / rnd[name]["cpu"] for rnd in rounds)

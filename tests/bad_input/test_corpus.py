@@ -659,8 +659,9 @@ def test_a_job_lock_held_by_a_stuck_process_is_reported(base, tmp_path, capsys, 
             release.wait(10)
 
     def named(path: str | Path, original: Callable[[str | Path], str] = locks.lock_holder) -> str:
-        release.set()  # the waiting run has said who holds the lock: let go
-        return original(path)
+        holder = original(path)  # read before letting go: a released lock clears its holder
+        release.set()  # the waiting run has asked who holds the lock: let go
+        return holder
 
     monkeypatch.setattr(locks, "lock_holder", named)
     holder = threading.Thread(target=stuck)
