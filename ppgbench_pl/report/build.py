@@ -223,6 +223,61 @@ def _comparisons(page: Page, scores: Scores, out: Path, opts: ReportOptions) -> 
     page.details(f"All {len(paired)} paired comparisons", table(paired))
 
 
+def _report_folder(output_dir: str | Path) -> Path:
+    """The report folder with its ``tables/`` made, refused up front when it cannot hold a report.
+
+    Raises:
+        ReportError: The path is a file, or the folder cannot be created.
+    """
+    out = Path(output_dir)
+    if out.exists() and not out.is_dir():
+        raise ReportError(f"{out}: the report folder is a file; choose another --output")
+    try:
+        (out / "tables").mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ReportError(f"{out}: cannot create the report folder ({exc.strerror or exc})") from None
+    return out
+
+
+def _check_pairs(scores: Scores, pairs: Sequence[tuple[str, str]] | None) -> None:
+    """Refuse ``--compare`` pairs naming a model these runs lack, rather than report an empty comparison.
+
+    Raises:
+        ReportError: A pair names a model that is neither in the runs nor the constant baseline present.
+    """
+    known = set(scores.models) | ({BASELINE_MODEL} if any(is_baseline(m) for m in scores.models) else set())
+    unknown = sorted({m for pair in pairs or () for m in pair} - known)
+    if unknown:
+        raise ReportError(f"--compare names unknown model(s) {', '.join(unknown)}; "
+                          f"these runs have {', '.join(scores.models)}")
+
+
+def _write_page(out: Path, runs: RunSet, scores: Scores, rule: Rule, head: findings.Headline,
+                chance: pd.DataFrame, controls: pd.DataFrame, opts: ReportOptions) -> Path:
+    """Draw every section and write ``index.html``; return its path.
+
+    The tables, comparisons and analyses are drawn before the header and findings but shown after them:
+    the analyses read the predictions and note the missing or corrupt files the findings then report.
+    """
+    page = Page("ppgbench report", out)
+    protocol = copy_protocol(out)
+    _main_tables(page, scores, rule, chance, out, opts)  # drawn first, shown after the findings
+    _comparisons(page, scores, out, opts)
+    _analyses(page, runs, out, opts)  # reads the predictions: notes missing or corrupt files
+    body, page.parts = page.parts[1:], page.parts[:1]
+    _header(page, runs, scores, opts)
+    _findings(page, head, chance, controls, out, runs)
+    page.parts += body
+    if runs.failed:
+        page.heading("Failed jobs", anchor="failed")
+        failed = pd.DataFrame([{"job": r.get("job_id", ""), "error": r.get("error", "")}
+                               for r in runs.failed])
+        page.raw(table(failed, text_columns=("error",)))
+    page.heading("Files", anchor="files")
+    page.links([out / "findings.md", protocol, *opts.written])
+    return page.write()
+
+
 def build_report(run_dirs: Sequence[str | Path], output_dir: str | Path, rule: str = "ci",
                  alpha: float = 0.05, ci_unit: str = "seed", pairs: Sequence[tuple[str, str]] | None = None,
                  parameters: str | Path | None = None, warn: Callable[[str], None] | None = None) -> Path:
@@ -251,42 +306,15 @@ def build_report(run_dirs: Sequence[str | Path], output_dir: str | Path, rule: s
     opts = ReportOptions(rule, alpha, ci_unit, pairs, Path(parameters) if parameters else None)
     the_rule = Rule(rule, alpha)
     runs = load_runs(run_dirs)
-    out = Path(output_dir)
-    if out.exists() and not out.is_dir():
-        raise ReportError(f"{out}: the report folder is a file; choose another --output")
-    try:
-        (out / "tables").mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ReportError(f"{out}: cannot create the report folder ({exc.strerror or exc})") from None
+    out = _report_folder(output_dir)
     scores = Scores(runs.records, ci_unit)
-    known = set(scores.models) | ({BASELINE_MODEL} if any(is_baseline(m) for m in scores.models) else set())
-    unknown = sorted({m for pair in pairs or () for m in pair} - known)
-    if unknown:
-        raise ReportError(f"--compare names unknown model(s) {', '.join(unknown)}; "
-                          f"these runs have {', '.join(scores.models)}")
+    _check_pairs(scores, pairs)
     chance = findings.chance_cells(scores, the_rule)
     controls = findings.control_cells(scores, the_rule)
     _csv(chance, out / "tables" / "chance_cells.csv", opts)
     _csv(controls, out / "tables" / "control_cells.csv", opts)
     head = findings.headline(chance, controls, the_rule)
-
-    page = Page("ppgbench report", out)
-    protocol = copy_protocol(out)
-    _main_tables(page, scores, the_rule, chance, out, opts)  # drawn first, shown after the findings
-    _comparisons(page, scores, out, opts)
-    _analyses(page, runs, out, opts)  # reads the predictions: notes missing or corrupt files
-    body, page.parts = page.parts[1:], page.parts[:1]
-    _header(page, runs, scores, opts)
-    _findings(page, head, chance, controls, out, runs)
-    page.parts += body
-    if runs.failed:
-        page.heading("Failed jobs", anchor="failed")
-        failed = pd.DataFrame([{"job": r.get("job_id", ""), "error": r.get("error", "")}
-                               for r in runs.failed])
-        page.raw(table(failed, text_columns=("error",)))
-    page.heading("Files", anchor="files")
-    page.links([out / "findings.md", protocol, *opts.written])
-    index = page.write()
+    index = _write_page(out, runs, scores, the_rule, head, chance, controls, opts)
     if warn is not None:
         for line in runs.skipped:
             warn(line)

@@ -15,6 +15,7 @@ from types import ModuleType
 from typing import Any, ClassVar
 
 import numpy as np
+import pandas as pd
 
 from ppgbench_pl.data.datasets import ecsmp_io
 from ppgbench_pl.data.datasets.base import RawDataset, seconds_to_samples, window_table
@@ -76,6 +77,46 @@ def felt_summary(scores: np.ndarray) -> tuple[int, bool]:
     """Index of the single highest felt score, or -1 with ``tie=True`` when the maximum is shared."""
     tie = bool(np.sum(scores == scores.max()) > 1)
     return (-1 if tie else int(np.argmax(scores))), tie
+
+
+def check_videos(intervals: list[tuple[str, float, float]], duration: float, cesaf: Cesaf) -> None:
+    """Leave out a subject whose videos cannot be tied to its BVP or to its felt scores.
+
+    A video that lies outside the recording has no windows to label, and a presentation order that
+    differs from the CESAF columns would give every video another video's scores.
+
+    Raises:
+        SkipSubject: A video outside the ``duration`` s of BVP, or the order differs from CESAF.
+    """
+    for name, begin, end in intervals:
+        if begin < 0 or end > duration:
+            span = f"{begin:.1f}-{end:.1f} s"
+            raise SkipSubject(f"{name} video {span} lies outside the {duration:.1f} s of BVP")
+    shown = [name for name, _, _ in intervals]
+    if shown != cesaf.stimuli:
+        raise SkipSubject(f"video order from the events {shown} differs from CESAF {cesaf.stimuli}")
+
+
+def kept_metadata(
+    metadata: pd.DataFrame, idx: np.ndarray, video: np.ndarray, labels: dict[str, np.ndarray]
+) -> pd.DataFrame:
+    """The shared window columns plus the labels of the kept windows, so metadata.csv reads without the arrays."""
+    metadata["has_video_label"] = labels["has_video_label"][idx]
+    metadata["video_idx"] = video[idx]
+    metadata["stimulus"] = [VIDEO_NAMES[s] if s >= 0 else "" for s in labels["stimulus"][idx]]
+    for key in ("felt_argmax", "felt_tie", "sds_score", "sds_class"):
+        metadata[key] = labels[key][idx]
+    return metadata
+
+
+def window_counts(n_total: int, idx: np.ndarray, has_video: np.ndarray) -> dict[str, int]:
+    """The window tallies in a subject's stats: how many were cut, kept, rejected, and kept inside a video."""
+    return {
+        "n_windows_total": n_total,
+        "n_windows_kept": len(idx),
+        "n_windows_rejected": int(n_total - len(idx)),
+        "n_windows_video": int(has_video[idx].sum()),
+    }
 
 
 class EcsmpDataset(RawDataset):
@@ -142,14 +183,7 @@ class EcsmpDataset(RawDataset):
         srate, types, latencies = read_eeg_events(eeg_path)
         intervals = video_intervals(types, latencies, srate)
         start_utc, native_fs, bvp = read_bvp_csv(bvp_path)
-        duration = len(bvp) / native_fs
-        for name, begin, end in intervals:
-            if begin < 0 or end > duration:
-                span = f"{begin:.1f}-{end:.1f} s"
-                raise SkipSubject(f"{name} video {span} lies outside the {duration:.1f} s of BVP")
-        shown = [name for name, _, _ in intervals]
-        if shown != cesaf.stimuli:
-            raise SkipSubject(f"video order from the events {shown} differs from CESAF {cesaf.stimuli}")
+        check_videos(intervals, len(bvp) / native_fs, cesaf)
 
         window = seconds_to_samples(self.info.window_s, fs)
         stride = seconds_to_samples(self.info.stride_s, fs)
@@ -167,35 +201,20 @@ class EcsmpDataset(RawDataset):
         idx = np.flatnonzero(keep)
         if len(idx) == 0:
             raise DataError(f"{bvp_path}: every window is flat; no window left")
-        metadata = window_table(sid, idx, starts[idx], window, fs)
-        metadata["has_video_label"] = labels["has_video_label"][idx]
-        metadata["video_idx"] = video[idx]
-        metadata["stimulus"] = [VIDEO_NAMES[s] if s >= 0 else "" for s in labels["stimulus"][idx]]
-        for key in ("felt_argmax", "felt_tie", "sds_score", "sds_class"):
-            metadata[key] = labels[key][idx]
         whole = ppg.astype(np.float64)
         stats: dict[str, Any] = {
-            "subject": sid,
-            "ppg_mean": float(whole.mean()),
-            "ppg_std": float(whole.std()),
-            "sds_score": float(sds_score),
-            "sds_class": sds_class,
-            "bvp_start_utc": start_utc,
-            "bvp_fs_original": native_fs,
-            "target_fs": fs,
-            "eeg_fs": srate,
-            "eeg_file": eeg_path.name,
-            "n_windows_total": len(starts),
-            "n_windows_kept": len(idx),
-            "n_windows_rejected": int(len(starts) - len(idx)),
-            "n_windows_video": int(labels["has_video_label"][idx].sum()),
+            "subject": sid, "ppg_mean": float(whole.mean()), "ppg_std": float(whole.std()),
+            "sds_score": float(sds_score), "sds_class": sds_class,
+            "bvp_start_utc": start_utc, "bvp_fs_original": native_fs, "target_fs": fs,
+            "eeg_fs": srate, "eeg_file": eeg_path.name,
+            **window_counts(len(starts), idx, labels["has_video_label"]),
         }
         return GroupData(
             name=sid,
             ppg=windows[idx],
             targets={key: values[idx] for key, values in labels.items()},
             stats=stats,
-            metadata=metadata,
+            metadata=kept_metadata(window_table(sid, idx, starts[idx], window, fs), idx, video, labels),
             extra_arrays={"reject_idx": ~keep},
             dropped=rejection_counts(windows, keep),
         )

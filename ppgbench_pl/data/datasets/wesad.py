@@ -87,6 +87,37 @@ def majority_codes(label_windows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return codes[best], counts[np.arange(len(best)), best]
 
 
+def condition_codes(codes: np.ndarray, path: Path) -> np.ndarray:
+    """The ``label`` vector as condition codes, a NaN code becoming :data:`MISSING_CODE`.
+
+    A missing code counts against its window's purity, so at most that window loses its labels.
+
+    Raises:
+        DataError: A finite value that is not an integer code.
+    """
+    finite = np.isfinite(codes)
+    if not np.all(codes[finite] == np.round(codes[finite])):
+        raise DataError(f"{path}: 'label' holds values that are not integer condition codes")
+    return np.where(finite, codes, MISSING_CODE)
+
+
+def window_labels(code: np.ndarray, ratings: dict[int, tuple[float, float]]) -> dict[str, np.ndarray]:
+    """Every target of the windows from their pure condition code (-1: none) and the SAM ratings.
+
+    A window without a pure code, or whose condition has no rating, gets the invalid value in each target.
+    """
+    valence = np.array([ratings.get(int(c), (np.nan, np.nan))[0] for c in code], dtype=np.float64)
+    arousal = np.array([ratings.get(int(c), (np.nan, np.nan))[1] for c in code], dtype=np.float64)
+    return {
+        "condition_4class": as_class_target([CONDITION_4CLASS.get(int(c), -1) for c in code]),
+        "condition_3class": as_class_target([CONDITION_3CLASS.get(int(c), -1) for c in code]),
+        "valence_reg": as_regression_target(valence),
+        "arousal_reg": as_regression_target(arousal),
+        "valence_class": as_class_target(np.where(np.isnan(valence), -1, valence > 5)),
+        "arousal_class": as_class_target(np.where(np.isnan(arousal), -1, arousal > 5)),
+    }
+
+
 class WesadDataset(RawDataset):
     """Preprocessor for WESAD (``wesad``)."""
 
@@ -117,12 +148,7 @@ class WesadDataset(RawDataset):
         """
         data = load_pickle(path)
         bvp = lookup_vector(data, ("signal", "wrist", "BVP"), path)
-        codes = lookup_vector(data, ("label",), path)
-        finite = np.isfinite(codes)
-        if not np.all(codes[finite] == np.round(codes[finite])):
-            raise DataError(f"{path}: 'label' holds values that are not integer condition codes")
-        # a missing (NaN) code counts against its window's purity, so at most that window loses its labels
-        codes = np.where(finite, codes, MISSING_CODE)
+        codes = condition_codes(lookup_vector(data, ("label",), path), path)
         ratings = read_quest(path.with_name(f"{path.stem}_quest.csv"))
 
         window = seconds_to_samples(self.info.window_s, fs)
@@ -132,29 +158,11 @@ class WesadDataset(RawDataset):
         if len(starts) == 0:
             short = f"{len(bvp)} samples, less than one {self.info.window_s:g} s window"
             raise DataError(f"{path}: 'signal/wrist/BVP' has {short}")
-        label_window = seconds_to_samples(self.info.window_s, self.label_fs)
-        label_windows = make_windows(
-            codes.astype(np.int64), label_window, seconds_to_samples(self.info.stride_s, self.label_fs)
-        )
-        if len(label_windows) != len(starts):
-            raise DataError(
-                f"{path}: 'label' gives {len(label_windows)} windows at {self.label_fs} Hz "
-                f"for {len(starts)} PPG windows at {fs:g} Hz"
-            )
+        label_window, label_windows = self._label_windows(codes, len(starts), path, fs)
         windows = make_windows(ppg, window, stride)
         majority, support = majority_codes(label_windows)
         pure = support * PURITY_DEN >= PURITY_NUM * label_window
-        code = np.where(pure, majority, -1)
-        valence = np.array([ratings.get(int(c), (np.nan, np.nan))[0] for c in code], dtype=np.float64)
-        arousal = np.array([ratings.get(int(c), (np.nan, np.nan))[1] for c in code], dtype=np.float64)
-        labels = {
-            "condition_4class": as_class_target([CONDITION_4CLASS.get(int(c), -1) for c in code]),
-            "condition_3class": as_class_target([CONDITION_3CLASS.get(int(c), -1) for c in code]),
-            "valence_reg": as_regression_target(valence),
-            "arousal_reg": as_regression_target(arousal),
-            "valence_class": as_class_target(np.where(np.isnan(valence), -1, valence > 5)),
-            "arousal_class": as_class_target(np.where(np.isnan(arousal), -1, arousal > 5)),
-        }
+        labels = window_labels(np.where(pure, majority, -1), ratings)
 
         not_flat = flatline_mask(windows, self.flatline_fraction)
         dropped = rejection_counts(windows, not_flat)
@@ -177,3 +185,20 @@ class WesadDataset(RawDataset):
             metadata=metadata,
             dropped=dropped,
         )
+
+    def _label_windows(self, codes: np.ndarray, n_windows: int, path: Path, fs: float) -> tuple[int, np.ndarray]:
+        """The label window length and the 700 Hz code windows, which must pair one to one with the PPG windows.
+
+        Raises:
+            DataError: The label gives a different number of windows than the BVP.
+        """
+        label_window = seconds_to_samples(self.info.window_s, self.label_fs)
+        label_windows = make_windows(
+            codes.astype(np.int64), label_window, seconds_to_samples(self.info.stride_s, self.label_fs)
+        )
+        if len(label_windows) != n_windows:
+            raise DataError(
+                f"{path}: 'label' gives {len(label_windows)} windows at {self.label_fs} Hz "
+                f"for {n_windows} PPG windows at {fs:g} Hz"
+            )
+        return label_window, label_windows

@@ -15,7 +15,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from tqdm import tqdm
 
@@ -232,49 +232,70 @@ class Client:
             server_total = total
             if total is None and item.size is not None:
                 total = item.size
-            with (
-                part.open("ab" if offset else "wb") as out,
-                tqdm(
-                    total=total,
-                    initial=offset,
-                    unit="B",
-                    unit_scale=True,
-                    unit_divisor=1024,
-                    desc=item.dest,
-                    leave=False,
-                    disable=not self.progress,
-                ) as bar,
-            ):
-                of = f" of {total}" if total is not None else ""
-                window_start, window_bytes = time.monotonic(), 0
-                try:
-                    while block := resp.read1(CHUNK_BYTES):  # read1 keeps what arrived before a cut
-                        out.write(block)
-                        bar.update(len(block))
-                        window_bytes += len(block)
-                        now = time.monotonic()
-                        if now - window_start >= self.stall_s:
-                            if window_bytes < self.stall_min_bytes:
-                                out.flush()
-                                raise Interrupted(
-                                    f"{part.with_suffix('')}: stalled at {part.stat().st_size}{of} bytes "
-                                    f"({window_bytes} bytes in {now - window_start:.0f} s)"
-                                )
-                            window_start, window_bytes = now, 0
-                except (OSError, http.client.HTTPException) as exc:
-                    if isinstance(exc, http.client.IncompleteRead):
-                        out.write(exc.partial)
-                    out.flush()
-                    silent = isinstance(exc, TimeoutError)
-                    what = f"no data for {self.stall_s:g} s" if silent else type(exc).__name__
-                    got = part.stat().st_size
-                    where = part.with_suffix("")
-                    raise Interrupted(f"{where}: connection lost after {got}{of} bytes ({what})") from None
+            self._write_body(resp, part, offset, total, item.dest)
         got = part.stat().st_size
         if server_total is not None and got < server_total:  # the server closed early without an error
             where = part.with_suffix("")
             raise Interrupted(f"{where}: connection closed after {got} of {server_total} bytes")
         return item.size if item.size is not None else total
+
+    def _write_body(
+        self, resp: http.client.HTTPResponse, part: Path, offset: int, total: int | None, desc: str
+    ) -> None:
+        """Write the body into ``part`` (appended from ``offset``), behind a progress bar.
+
+        A stall or a lost connection raises :class:`Interrupted` once whatever arrived is flushed to disk,
+        so the next attempt resumes from there rather than from zero.
+        """
+        with (
+            part.open("ab" if offset else "wb") as out,
+            tqdm(
+                total=total,
+                initial=offset,
+                unit="B",
+                unit_scale=True,
+                unit_divisor=1024,
+                desc=desc,
+                leave=False,
+                disable=not self.progress,
+            ) as bar,
+        ):
+            of = f" of {total}" if total is not None else ""
+            try:
+                self._copy_blocks(resp, out, bar, part, of)
+            except (OSError, http.client.HTTPException) as exc:
+                if isinstance(exc, http.client.IncompleteRead):
+                    out.write(exc.partial)
+                out.flush()
+                silent = isinstance(exc, TimeoutError)
+                what = f"no data for {self.stall_s:g} s" if silent else type(exc).__name__
+                got = part.stat().st_size
+                where = part.with_suffix("")
+                raise Interrupted(f"{where}: connection lost after {got}{of} bytes ({what})") from None
+
+    def _copy_blocks(self, resp: http.client.HTTPResponse, out: BinaryIO, bar: tqdm, part: Path, of: str) -> None:
+        """Copy the body block by block, and fail a transfer that delivers too little per stall period.
+
+        A socket timeout alone never fires for a server that trickles a byte a minute, hence the byte
+        count per ``stall_s`` window.
+
+        Raises:
+            Interrupted: Fewer than ``stall_min_bytes`` arrived in ``stall_s`` seconds.
+        """
+        window_start, window_bytes = time.monotonic(), 0
+        while block := resp.read1(CHUNK_BYTES):  # read1 keeps what arrived before a cut
+            out.write(block)
+            bar.update(len(block))
+            window_bytes += len(block)
+            now = time.monotonic()
+            if now - window_start >= self.stall_s:
+                if window_bytes < self.stall_min_bytes:
+                    out.flush()
+                    raise Interrupted(
+                        f"{part.with_suffix('')}: stalled at {part.stat().st_size}{of} bytes "
+                        f"({window_bytes} bytes in {now - window_start:.0f} s)"
+                    )
+                window_start, window_bytes = now, 0
 
 
 def _resume_offset(resp: http.client.HTTPResponse, have: int) -> tuple[int, int | None] | None:
