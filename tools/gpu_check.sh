@@ -76,26 +76,42 @@ else:
     line("rf", f"cuML: {cu_s:.2f} s, balanced accuracy {cu_bacc:.4f}; speed-up {sk_s / cu_s:.1f}x, "
                f"metric difference {cu_bacc - sk_bacc:+.4f}")
 
-# -- 2. finetune trials: stacked vs one after another, AMP bf16 ------------------------------------------
+# -- 2. finetune trials: the trial stack (one Trainer.fit) vs one fit per trial, bf16 on a GPU -------------
+import lightning as L
+
 from ppgbench_pl.encoders.cnn import SmallCNNEncoder
 from ppgbench_pl.heads.mlp import MLPHead
-from ppgbench_pl.hpo.stacked import HeadedEncoder, StackedConfig, StackedData, train_stacked
+from ppgbench_pl.hpo.stack_search import fixed_epochs
+from ppgbench_pl.hpo.trial_stack import Slot, SlotData, TrialStack
+from ppgbench_pl.regimes.finetune import HeadedEncoder
 
 k, n_fit, n_val, t_len, epochs = (3, 64, 32, 128, 1) if DRY else (8, 8192, 2048, 640, 2)
 batch = 32 if DRY else 512
-amp = torch.bfloat16 if CUDA else None
+precision = "bf16-mixed" if CUDA else "32-true"
 g = torch.Generator().manual_seed(0)
 raw = torch.randn(n_fit + n_val, t_len, generator=g)
-enc = SmallCNNEncoder(embed_dim=64)
-pre = enc.preprocess(raw).to(DEV)
-target = raw[:, :32].mean(1).to(DEV)
-data = StackedData(pre[:n_fit], target[:n_fit], pre[n_fit:], "mse")
-configs = [StackedConfig(i, batch, 0.3 * (i % 2), 1e-3, 1e-4, 1e-4, 1e-4) for i in range(k)]
-nets = [HeadedEncoder(SmallCNNEncoder(embed_dim=64, seed=i), MLPHead(64, 1, 256, 0.3 * (i % 2))) for i in range(k)]
+pre = SmallCNNEncoder(embed_dim=64).preprocess(raw)
+target = raw[:, :32].mean(1)
+data = SlotData(pre[:n_fit], target[:n_fit], None, "mse")
 
 
-def score(i, out):
-    return -float(np.mean(out))
+def slot(i):
+    net = HeadedEncoder(SmallCNNEncoder(embed_dim=64, seed=i), MLPHead(64, 1, 256, 0.3 * (i % 2)))
+    groups = [{"params": list(net.head.parameters()), "lr": 1e-3, "weight_decay": 1e-4},
+              {"params": list(net.encoder.parameters()), "lr": 1e-4, "weight_decay": 1e-4}]
+    return Slot(f"trial/{i}", net, data, batch, i, groups, epochs)
+
+
+class Fixed(L.Callback):
+    def on_train_epoch_end(self, trainer, pl_module):
+        fixed_epochs(trainer, pl_module)
+
+
+def fit(slots):
+    trainer = L.Trainer(accelerator="gpu" if CUDA else "cpu", devices=1, precision=precision, max_epochs=-1,
+                        logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                        enable_model_summary=False, num_sanity_val_steps=0, callbacks=[Fixed()])
+    trainer.fit(TrialStack(slots))
 
 
 def timed(fn):
@@ -106,13 +122,15 @@ def timed(fn):
     return time.perf_counter() - start
 
 
-timed(lambda: train_stacked([copy.deepcopy(nets[0])], configs[:1], data, 1, score, amp_dtype=amp))  # warm-up
-seq = timed(lambda: [train_stacked([copy.deepcopy(nets[i])], configs[i:i + 1], data, epochs, score, amp_dtype=amp)
-                     for i in range(k)])
-stk = timed(lambda: train_stacked([copy.deepcopy(m) for m in nets], configs, data, epochs, score, amp_dtype=amp))
-mode = "bf16-mixed" if amp is not None else "32-true (no GPU)"
-line("finetune", f"small CNN, {k} trials x {epochs} epochs of {n_fit} windows, batch {batch}, {mode}: "
-                 f"sequential {k / seq:.2f} trials/s, stacked {k / stk:.2f} trials/s, ratio {seq / stk:.2f}x")
+timed(lambda: fit([slot(0)]))  # warm-up
+seq = timed(lambda: [fit([slot(i)]) for i in range(k)])
+if CUDA:
+    torch.cuda.reset_peak_memory_stats()
+stk = timed(lambda: fit([slot(i) for i in range(k)]))
+stack_peak = f", stack peak {torch.cuda.max_memory_allocated() / 2**30:.2f} GiB" if CUDA else ""
+line("finetune", f"small CNN, {k} trials x {epochs} epochs of {n_fit} windows, batch {batch}, {precision}: "
+                 f"one fit per trial {k / seq:.2f} trials/s, trial stack {k / stk:.2f} trials/s, "
+                 f"ratio {seq / stk:.2f}x{stack_peak}")
 
 # -- 3. embedding throughput per encoder (random weights) ------------------------------------------------
 from ppgbench_pl.encoders import ENCODERS

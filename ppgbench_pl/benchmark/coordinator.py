@@ -37,6 +37,7 @@ from typing import Any
 from ppgbench_pl.atomic_io import write_json_atomic
 from ppgbench_pl.benchmark.entries import instantiate
 from ppgbench_pl.benchmark.executors import Executor
+from ppgbench_pl.benchmark.groups import job_groups, member_outcomes
 from ppgbench_pl.benchmark.identity import (
     check_or_write_identity,
     device_string,
@@ -291,21 +292,21 @@ class BenchmarkRun:
     def _execute(self, executor: Executor, plan: Sequence[Job], pending: Sequence[Job], report: RunReport,
                  tracker: CellTracker | None, meta: dict[str, Any]) -> None:
         per_job = "per-job" if self.settings.wandb == "per-job" and wandb_enabled("per-job") else "off"
-        specs = [JobSpec(str(self.run_dir), self.spec, j.job_id, executor.threads_per_job(), per_job,
-                         self.settings.wandb_project, meta["run_uid"], self.config) for j in pending]
+        specs = [JobSpec(str(self.run_dir), self.spec, group[0], executor.threads_per_job(), per_job,
+                         self.settings.wandb_project, meta["run_uid"], self.config,
+                         tuple(group) if len(group) > 1 else ()) for group in job_groups(pending)]
         progress = Progress(len(plan), report.skipped, enabled=self.settings.progress)
         last = time.monotonic()
         stream = executor.run(run_job_spec, specs, self.run_dir)
         try:
             for spec, result in stream:
-                outcome = result if isinstance(result, JobOutcome) else \
-                    JobOutcome(spec.job_id, "lost", f"{type(result).__name__}: {result}".splitlines()[0])
-                self._account(outcome, report)
+                for outcome in member_outcomes(spec, result):
+                    self._account(outcome, report)
+                    if tracker is not None:
+                        tracker.finished(outcome.job_id)
+                    progress.update(outcome.job_id.split("__", 1)[-1])
                 if SIGNALLED:  # the signal's exception was swallowed inside the job: stop now
                     raise Interrupted(SIGNALLED[-1])
-                if tracker is not None:
-                    tracker.finished(spec.job_id)
-                progress.update(spec.job_id.split("__", 1)[-1])
                 if time.monotonic() - last >= self.summary_every_s:
                     self._write_outputs(report)
                     last = time.monotonic()

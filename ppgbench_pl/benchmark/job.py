@@ -16,6 +16,8 @@ import traceback
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterable
+from contextlib import ExitStack
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +30,7 @@ from ppgbench_pl.errors import PPGBenchError
 from ppgbench_pl.locks import LockBusy, file_lock
 from ppgbench_pl.metrics.evaluate import evaluate
 from ppgbench_pl.probes.constant import constant_predictions
-from ppgbench_pl.regimes.base import JobContext, Regime
+from ppgbench_pl.regimes.base import JobContext, Regime, RepeatOutcome
 from ppgbench_pl.results.records import RESULTS_FILE, job_dir, working_dirs, write_job
 
 
@@ -50,57 +52,102 @@ def seed_job(seed: int) -> None:
     torch.use_deterministic_algorithms(True, warn_only=True)
 
 
-def run_job(ctx: JobContext, regime: Regime) -> tuple[dict[str, Any], dict[str, dict[str, np.ndarray]]]:
+Predictions = dict[str, dict[str, np.ndarray]]
+
+
+def run_job(ctx: JobContext, regime: Regime) -> tuple[dict[str, Any], Predictions]:
     """Seed, run the regime, score the baseline; a failure becomes a ``failed`` record, not an exception.
 
     Warnings raised while the job runs (scikit-learn's per-fold notices, say) are counted in the
     record's ``warnings`` instead of being printed once per fold; a job whose metric is missing or not
     finite is ``failed``, never ``ok``.
     """
+    return run_jobs([ctx], regime)[0]
+
+
+def run_jobs(ctxs: list[JobContext], regime: Regime) -> list[tuple[dict[str, Any], Predictions]]:
+    """:func:`run_job` for several jobs of one (model, task, regime) that the regime runs together.
+
+    The neural regimes train the searches of all of them in one stack (:meth:`Regime.run_group`); each
+    job still gets its own record, failure and predictions, and its share of the group's time
+    (``stack_group`` names the jobs it was trained with).
+    """
     start, cpu_start = time.perf_counter(), time.process_time()
-    record: dict[str, Any] = {
+    records = [_record_head(ctx, regime) for ctx in ctxs]
+    predictions: list[Predictions] = [{} for _ in ctxs]
+    seed_job(ctxs[0].seed)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        live = []
+        for i, ctx in enumerate(ctxs):
+            try:
+                _prelude(ctx, records[i])
+                live.append(i)
+            except Exception as exc:  # noqa: BLE001 - isolation: any failure is recorded and the plan goes on
+                _fail(records[i], exc)
+        results = regime.run_group([ctxs[i] for i in live]) if live else []
+        for i, result in zip(live, results, strict=True):
+            records[i]["backend"] = regime.backend()  # a regime may learn its backend only once it ran
+            try:
+                if isinstance(result, Exception):
+                    raise result
+                predictions[i] = _results(ctxs[i], records[i], result)
+            except Exception as exc:  # noqa: BLE001 - isolation, as above
+                _fail(records[i], exc)
+    share = 1 / len(ctxs)
+    for record in records:
+        record["warnings"] = dict(Counter(_warning_key(w) for w in caught))
+        record["seconds"] = round((time.perf_counter() - start) * share, 3)
+        record["cpu_seconds"] = round((time.process_time() - cpu_start) * share, 3)  # this process, all threads
+        if len(ctxs) > 1:
+            record["stack_group"] = [ctx.job_id for ctx in ctxs]
+    return [(r, p if r["status"] == "ok" else {}) for r, p in zip(records, predictions, strict=True)]
+
+
+def _record_head(ctx: JobContext, regime: Regime) -> dict[str, Any]:
+    """What a record says before the job runs."""
+    return {
         "job_id": ctx.job_id, "model": ctx.model_name, "task": ctx.task.name, "regime": regime.name,
         "seed": ctx.seed, "fold": ctx.fold, "metric": ctx.task.metric, "kind": ctx.task.kind,
         "level": ctx.task.level, "fs": ctx.fs, "backend": regime.backend(), "code_version": code_version(),
         "callbacks": [f"{type(c).__module__}.{type(c).__qualname__}" for c in ctx.callbacks]
         if regime.trains_trials else [],
     }
-    predictions: dict[str, dict[str, np.ndarray]] = {}
-    seed_job(ctx.seed)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            view = ctx.view
-            train, test = ctx.outer()
-            record["train_groups"] = list(dict.fromkeys(view.groups[train].tolist()))
-            record["test_groups"] = list(dict.fromkeys(view.groups[test].tolist()))
-            try:
-                record["baseline"] = baseline_metrics(ctx)
-            except PPGBenchError as exc:  # e.g. a test fold of one class: say which job
-                raise type(exc)(f"{ctx.task.name} seed {ctx.seed} fold {ctx.fold}: constant baseline: {exc}") from exc
-            outcomes = regime.run(ctx)
-            record["backend"] = regime.backend()  # a regime may learn its backend only once it ran
-            record["results"] = []
-            for r, outcome in enumerate(outcomes):
-                check_metric(ctx.task.metric, outcome.metrics, r)
-                filename = f"predictions_repeat{r}.npz"
-                predictions[filename] = outcome.predictions
-                record["results"].append({"repeat": r, "metrics": outcome.metrics, "params": outcome.params,
-                                          "predictions": filename, **outcome.details})
-            if not record["results"]:
-                raise RuntimeError("the regime returned no result")
-            record["status"] = "ok"
-        except KeyboardInterrupt:
-            raise
-        except Exception as exc:  # noqa: BLE001 - isolation: any failure is recorded and the plan goes on
-            record["status"] = "failed"
-            record["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-            record["traceback"] = traceback.format_exc(limit=8)
-            predictions = {}
-    record["warnings"] = dict(Counter(_warning_key(w) for w in caught))
-    record["seconds"] = round(time.perf_counter() - start, 3)
-    record["cpu_seconds"] = round(time.process_time() - cpu_start, 3)  # this process, all its threads
-    return record, predictions
+
+
+def _prelude(ctx: JobContext, record: dict[str, Any]) -> None:
+    """The outer split's subjects and the constant baseline of the fold (training labels only)."""
+    view = ctx.view
+    train, test = ctx.outer()
+    record["train_groups"] = list(dict.fromkeys(view.groups[train].tolist()))
+    record["test_groups"] = list(dict.fromkeys(view.groups[test].tolist()))
+    try:
+        record["baseline"] = baseline_metrics(ctx)
+    except PPGBenchError as exc:  # e.g. a test fold of one class: say which job
+        raise type(exc)(f"{ctx.task.name} seed {ctx.seed} fold {ctx.fold}: constant baseline: {exc}") from exc
+
+
+def _results(ctx: JobContext, record: dict[str, Any], outcomes: list[RepeatOutcome]) -> Predictions:
+    """Each repeat's metrics (checked finite) into the record; the prediction arrays to store."""
+    predictions: Predictions = {}
+    record["results"] = []
+    for r, outcome in enumerate(outcomes):
+        check_metric(ctx.task.metric, outcome.metrics, r)
+        filename = f"predictions_repeat{r}.npz"
+        predictions[filename] = outcome.predictions
+        record["results"].append({"repeat": r, "metrics": outcome.metrics, "params": outcome.params,
+                                  "predictions": filename, **outcome.details})
+    if not record["results"]:
+        raise RuntimeError("the regime returned no result")
+    record["status"] = "ok"
+    return predictions
+
+
+def _fail(record: dict[str, Any], exc: BaseException) -> None:
+    record["status"] = "failed"
+    record["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    record["traceback"] = "".join(traceback.format_exception(exc, limit=8))
+    record.pop("results", None)
 
 
 def _warning_key(warning: warnings.WarningMessage) -> str:
@@ -168,6 +215,53 @@ def execute_job(run_dir: str | Path, jid: str, make_context: Callable[[], JobCon
         if write:
             write_job(Path(run_dir), jid, record, predictions)
         return record, True
+
+
+def execute_group(run_dir: str | Path, jids: list[str], make_context: Callable[[str], JobContext],
+                  regime: Regime, extras: dict[str, dict[str, Any]]) -> list[tuple[dict[str, Any], bool]]:
+    """Run several jobs of one (model, task, regime) together, each under its own lock, each record its own.
+
+    Locks are taken without waiting, in job-id order: a job another process holds is left to it and
+    afterwards waited for alone (:func:`execute_job`), so two groups never wait on each other. Each record
+    is written as soon as the group's stack has finished, so an interrupted group keeps its studies'
+    finished trials (they resume per trial) and no half record.
+
+    Returns:
+        Per job id, in order: (record, ran), as :func:`execute_job`.
+    """
+    results: dict[str, tuple[dict[str, Any], bool]] = {}
+    with ExitStack() as locks:
+        mine = []
+        for jid in sorted(jids):
+            try:
+                locks.enter_context(file_lock(job_lock_path(run_dir, jid), blocking=False))
+                mine.append(jid)
+            except LockBusy:
+                continue
+        contexts = {}
+        for jid in mine:
+            existing = read_record(run_dir, jid)
+            if existing is not None and existing.get("status") == "ok":
+                results[jid] = (existing, False)
+                continue
+            try:
+                contexts[jid] = make_context(jid)
+            except Exception as exc:  # noqa: BLE001 - a job whose inputs cannot be built fails alone
+                record: dict[str, Any] = {"job_id": jid, "regime": regime.name}
+                _fail(record, exc)
+                results[jid] = (_write(run_dir, jid, {**record, **extras.get(jid, {})}, {}), True)
+        if contexts:
+            for jid, (record, predictions) in zip(contexts, run_jobs(list(contexts.values()), regime), strict=True):
+                results[jid] = (_write(run_dir, jid, {**record, **extras.get(jid, {})}, predictions), True)
+    for jid in jids:
+        if jid not in results:  # another process held it: wait for it, then it is usually done
+            results[jid] = execute_job(run_dir, jid, partial(make_context, jid), regime, extras.get(jid))
+    return [results[jid] for jid in jids]
+
+
+def _write(run_dir: str | Path, jid: str, record: dict[str, Any], predictions: Predictions) -> dict[str, Any]:
+    write_job(Path(run_dir), jid, record, predictions)
+    return record
 
 
 def discard_unfinished(run_dir: str | Path, jids: Iterable[str]) -> list[str]:

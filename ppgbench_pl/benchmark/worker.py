@@ -13,7 +13,7 @@ import os
 import socket
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 _threads_set: int | None = None
@@ -33,6 +33,8 @@ class JobSpec:
         wandb_project: W&B project.
         run_uid: The run folder's id (W&B run ids are derived from it).
         run_config: The resolved config as given (logged with a per-job W&B run).
+        group: Jobs of one (model, task, regime), ``job_id`` first, that the regime trains together
+            (the neural regimes' ``stack_jobs``); empty for a job run alone.
     """
 
     run_dir: str
@@ -43,6 +45,7 @@ class JobSpec:
     wandb_project: str = "ppgbench"
     run_uid: str = ""
     run_config: dict[str, Any] = field(default_factory=dict)
+    group: tuple[str, ...] = ()
 
 
 @dataclass
@@ -55,6 +58,8 @@ class JobOutcome:
     seconds: float = 0.0
     worker: str = ""
     cache: dict[str, int] = field(default_factory=dict)
+    #: One outcome per job of a group spec (the spec's own outcome then only carries the cache counts).
+    members: list[JobOutcome] = field(default_factory=list)
 
 
 def global_rank() -> int:
@@ -96,8 +101,8 @@ def init_worker(threads: int | None, gpu_queue: Any = None) -> None:
 
 
 def run_job_spec(spec: JobSpec) -> JobOutcome:
-    """Run one job where this function is called (any executor) and report how it went."""
-    from ppgbench_pl.benchmark.job import execute_job, is_done
+    """Run one job (or a group of jobs) where this function is called (any executor) and report how it went."""
+    from ppgbench_pl.benchmark.job import execute_group, execute_job, is_done
     from ppgbench_pl.benchmark.suite import suite_for
 
     global _quiet
@@ -111,39 +116,59 @@ def run_job_spec(spec: JobSpec) -> JobOutcome:
             _quiet = True
         limit_threads(spec.threads)
         suite = suite_for(spec.config, spec.run_dir)
-        job = suite.job(spec.job_id)
+        jids = list(spec.group) or [spec.job_id]
+        jobs = {jid: suite.job(jid) for jid in jids}
         before = suite.cache.stats()
         rank = global_rank()
-        if rank != 0 and is_done(spec.run_dir, spec.job_id):
-            return JobOutcome(spec.job_id, "done", worker=worker)
-        extra: dict[str, Any] = {"model": job.model_name, "task": job.task.name, "worker": worker}
+        extras: dict[str, dict[str, Any]] = {
+            jid: {"model": job.model_name, "task": job.task.name, "worker": worker} for jid, job in jobs.items()}
 
-        def make_context() -> Any:
-            ctx = suite.context(job)
+        def make_context(jid: str) -> Any:
+            seen = suite.cache.stats()
+            ctx = suite.context(jobs[jid])
             now = suite.cache.stats()
-            extra["embedding_cache"] = "miss" if now["misses"] > before["misses"] else \
-                "hit" if now["hits"] > before["hits"] else None
+            extras[jid]["embedding_cache"] = "miss" if now["misses"] > seen["misses"] else \
+                "hit" if now["hits"] > seen["hits"] else None
             return ctx
 
-        if rank == 0:
-            record, ran = execute_job(spec.run_dir, spec.job_id, make_context, job.regime, extra=extra)
+        if rank != 0:
+            ran_records = [({"status": "done"}, False) if is_done(spec.run_dir, jid)
+                           else _run_unlocked(suite, jobs[jid], extras[jid]) for jid in jids]
+        elif len(jids) > 1:
+            ran_records = execute_group(spec.run_dir, jids, make_context, jobs[jids[0]].regime, extras)
         else:
-            record, ran = _run_unlocked(suite, job, extra)
+            ran_records = [execute_job(spec.run_dir, jids[0], lambda: make_context(jids[0]), jobs[jids[0]].regime,
+                                       extra=extras[jids[0]])]
         after = suite.cache.stats()
         cache = {k: after[k] - before[k] for k in after}
-        if ran and rank == 0 and spec.wandb == "per-job":
-            from ppgbench_pl.benchmark.tracking import log_job_run
-
-            log_job_run(spec, record, spec.run_config or suite.config)
-        status = record.get("status", "failed") if ran else "done"
-        return JobOutcome(spec.job_id, status, record.get("error") if ran else None,
-                          round(time.perf_counter() - start, 3), worker, cache)
+        return _outcome(spec, suite.config, list(zip(jids, ran_records, strict=True)), worker, cache,
+                        time.perf_counter() - start, log_wandb=rank == 0)
     except KeyboardInterrupt:
         raise
     except Exception as exc:  # noqa: BLE001 - the job could not even be set up here; report, never raise
         message = f"{type(exc).__name__}: {exc}".splitlines()[0]
-        return JobOutcome(spec.job_id, "failed", f"{message} (while setting the job up on {worker})",
-                          round(time.perf_counter() - start, 3), worker)
+        seconds = round(time.perf_counter() - start, 3)
+        failed = [JobOutcome(jid, "failed", f"{message} (while setting the job up on {worker})", seconds, worker)
+                  for jid in (list(spec.group) or [spec.job_id])]
+        return failed[0] if len(failed) == 1 else JobOutcome(spec.job_id, "group", None, 0.0, worker, {}, failed)
+
+
+def _outcome(spec: JobSpec, config: dict[str, Any], finished: list[tuple[str, tuple[dict[str, Any], bool]]],
+             worker: str, cache: dict[str, int], seconds: float, log_wandb: bool) -> JobOutcome:
+    """The spec's outcome: its one job's, or a group outcome holding one per member (each logged to W&B)."""
+    share = round(seconds / len(finished), 3)
+    outcomes = []
+    for jid, (record, ran) in finished:
+        if ran and log_wandb and spec.wandb == "per-job":
+            from ppgbench_pl.benchmark.tracking import log_job_run
+
+            log_job_run(replace(spec, job_id=jid, group=()), record, spec.run_config or config)
+        status = record.get("status", "failed") if ran else "done"
+        outcomes.append(JobOutcome(jid, status, record.get("error") if ran else None, share, worker))
+    if len(outcomes) == 1:
+        outcomes[0].cache = cache
+        return outcomes[0]
+    return JobOutcome(spec.job_id, "group", None, round(seconds, 3), worker, cache, outcomes)
 
 
 def _run_unlocked(suite: Any, job: Any, extra: dict[str, Any]) -> tuple[dict[str, Any], bool]:

@@ -241,3 +241,17 @@ class Regime(Callback):
     def run(self, ctx: JobContext) -> list[RepeatOutcome]:
         """Select, train and score on one outer fold."""
         raise NotImplementedError
+
+    def run_group(self, ctxs: list[JobContext]) -> list[list[RepeatOutcome] | Exception]:
+        """Several jobs of one (model, task): per job its outcomes or the exception that failed it.
+
+        Regimes that gain from training jobs together override this (the neural regimes stack their
+        searches); by default the jobs simply run one after another.
+        """
+        out: list[list[RepeatOutcome] | Exception] = []
+        for ctx in ctxs:
+            try:
+                out.append(self.run(ctx))
+            except Exception as exc:  # noqa: BLE001 - isolation: a job's failure is its own
+                out.append(exc)
+        return out

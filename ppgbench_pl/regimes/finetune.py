@@ -173,6 +173,7 @@ class FinetuneRegime(NeuralRegime):
             :data:`~ppgbench_pl.hpo.spaces.FINETUNE_SPACE`.
         eval_batch_size: Validation and test batch size (4096).
         standardize_targets: Train regression heads on z-scored targets (not published; off by default).
+        stack_jobs: Jobs of a cell whose searches share one stack (default 1; a speed setting).
 
     """
 
@@ -186,9 +187,9 @@ class FinetuneRegime(NeuralRegime):
                  reseed_head: bool = False, refit: bool = False, class_weighting: ClassWeighting = "balanced",
                  binary_selection_metric: str | None = None, subject_repeats: int = 3,
                  search_space: dict[str, list[Any]] | None = None, eval_batch_size: int = 4096,
-                 standardize_targets: bool = False) -> None:
+                 standardize_targets: bool = False, stack_jobs: int | None = None) -> None:
         super().__init__(search, refit, class_weighting, binary_selection_metric, subject_repeats, search_space,
-                         eval_batch_size, standardize_targets=standardize_targets)
+                         eval_batch_size, standardize_targets=standardize_targets, stack_jobs=stack_jobs)
         if amp_dtype not in ("float16", "bfloat16"):
             raise ConfigError(f"amp_dtype must be 'float16' or 'bfloat16', got {amp_dtype!r}")
         self.amp, self.amp_dtype, self.reseed_head = amp, amp_dtype, reseed_head

@@ -106,6 +106,7 @@ class MLPRegime(NeuralRegime):
             :data:`~ppgbench_pl.hpo.spaces.MLP_SPACE`.
         eval_batch_size: Inference batch size (4096).
         standardize_targets: Train regression heads on z-scored targets (not published; off by default).
+        stack_jobs: Jobs of a cell whose searches share one stack (default 5; a speed setting).
 
     """
 
@@ -114,13 +115,14 @@ class MLPRegime(NeuralRegime):
     default_binary_metric = "auroc"
     default_max_epochs = 25
     default_parallel_trials = 1
+    default_stack_jobs = 5  # the folds of a seed: one trial at a time per study, so the width comes from jobs
 
     def __init__(self, search: SearchSettings | None = None, refit: bool = False,
                  class_weighting: ClassWeighting = "balanced", binary_selection_metric: str | None = None,
                  subject_repeats: int = 3, search_space: dict[str, list[Any]] | None = None,
-                 eval_batch_size: int = 4096, standardize_targets: bool = False) -> None:
+                 eval_batch_size: int = 4096, standardize_targets: bool = False, stack_jobs: int | None = None) -> None:
         super().__init__(search, refit, class_weighting, binary_selection_metric, subject_repeats, search_space,
-                         eval_batch_size, standardize_targets=standardize_targets)
+                         eval_batch_size, standardize_targets=standardize_targets, stack_jobs=stack_jobs)
 
     def backend(self) -> str:
         """The trial engine."""

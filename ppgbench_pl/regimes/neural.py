@@ -17,15 +17,13 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal, Protocol
+from typing import Any, ClassVar, Protocol
 
 import lightning as L
 import numpy as np
 from optuna.trial import FrozenTrial
-from scipy.special import expit, softmax
 
-from ppgbench_pl.data.registry import TaskSpec
-from ppgbench_pl.errors import ConfigError, DataError
+from ppgbench_pl.errors import ConfigError
 from ppgbench_pl.hpo.optuna_search import (
     PersistentStudy,
     SearchSettings,
@@ -39,9 +37,7 @@ from ppgbench_pl.hpo.spaces import AGGREGATION_PARAM, build_space
 from ppgbench_pl.hpo.stack_search import StackSearch, StudyPlan, fixed_epochs, snapshot
 from ppgbench_pl.hpo.trial_stack import Slot, TrialStack
 from ppgbench_pl.hpo.trial_store import TrialWeights
-from ppgbench_pl.metrics.aggregation import candidates, first_per_group
-from ppgbench_pl.metrics.scores import Predictions, selection_score
-from ppgbench_pl.probes.search import subject_predictions
+from ppgbench_pl.metrics.aggregation import candidates
 from ppgbench_pl.regimes.base import (
     JobContext,
     Regime,
@@ -50,135 +46,10 @@ from ppgbench_pl.regimes.base import (
     interrupts_pass_through,
     score_outcome,
 )
+from ppgbench_pl.regimes.selection import ClassWeighting, SelectionScorer, Split, Targets, make_targets
 
-ClassWeighting = Literal["balanced", "none"]
-
-
-@dataclass(frozen=True)
-class Targets:
-    """How labels become loss targets and head outputs become predictions.
-
-    Attributes:
-        kind: Task kind.
-        classes: Outer-training classes, sorted (classification), else ``None``.
-        loss: ``mse`` (regression), ``bce`` (binary: one logit), ``ce`` (multiclass: K logits).
-        n_outputs: Head outputs.
-        class_weight: ``[n_neg / n_pos]`` (bce) or ``n / (K n_k)`` per class (ce); ``None`` unweighted.
-        y_mean: Regression targets are trained as ``(y - y_mean) / y_scale`` (0 and 1: raw, as published).
-        y_scale: See ``y_mean``.
-
-    """
-
-    kind: str
-    classes: np.ndarray | None
-    loss: Literal["mse", "bce", "ce"]
-    n_outputs: int
-    class_weight: list[float] | None = None
-    y_mean: float | np.ndarray = 0.0
-    y_scale: float | np.ndarray = 1.0
-
-    def encode(self, y: np.ndarray) -> np.ndarray:
-        """Loss targets: (scaled) float values, float 0/1 (bce) or class indices (ce)."""
-        if self.loss == "mse":
-            return ((np.asarray(y, dtype=np.float64) - self.y_mean) / self.y_scale).astype(np.float32)
-        assert self.classes is not None
-        index = np.searchsorted(self.classes, y)
-        return index.astype(np.float32) if self.loss == "bce" else index.astype(np.int64)
-
-    def predictions(self, outputs: np.ndarray) -> Predictions:
-        """Regression values, or probabilities: sigmoid as ``[1 - p, p]`` (binary), softmax (multiclass)."""
-        out = np.asarray(outputs, dtype=np.float64)
-        if self.loss == "mse":
-            out = out * np.reshape(self.y_scale, (1, -1)) + np.reshape(self.y_mean, (1, -1))
-            return Predictions(self.kind, out[:, 0] if self.n_outputs == 1 else out)
-        if self.loss == "bce":
-            p = expit(out[:, 0])
-            return Predictions(self.kind, np.stack([1 - p, p], axis=1), self.classes)
-        return Predictions(self.kind, softmax(out, axis=1), self.classes)
-
-
-def make_targets(task: TaskSpec, y_outer: np.ndarray, y_fit: np.ndarray, groups_fit: np.ndarray,
-                 class_weighting: ClassWeighting, where: str, standardize_targets: bool = False) -> Targets:
-    """Targets from the outer-training classes, class weights counted on the fit part.
-
-    Binary vs multiclass is inferred from the outer-training labels (exactly 2 classes: binary). Class
-    counts are per subject on subject-level tasks, else per window. With ``standardize_targets`` a
-    regression head learns z-scored targets (mean and std of the fit part; a std of 0 becomes 1), which
-    the published protocol does not do: raw targets in the tens (heart rate, blood pressure) take many
-    epochs to reach from a head that starts near 0.
-
-    Raises:
-        DataError: Fewer than 2 outer-training classes, or a class missing from the fit part (an error in
-            the published code too; here the job fails with this reason, PROTOCOL.md 10 item 7).
-
-    """
-    if task.kind != "classification":
-        if not standardize_targets:
-            return Targets(task.kind, None, "mse", task.n_targets)
-        fit = np.asarray(y_fit, dtype=np.float64).reshape(len(y_fit), -1)
-        mean, std = fit.mean(axis=0), fit.std(axis=0)
-        return Targets(task.kind, None, "mse", task.n_targets, None, mean, np.where(std == 0, 1.0, std))
-    classes = np.unique(y_outer)
-    if len(classes) < 2:
-        raise DataError(f"task {task.name} ({where}): the outer-training set holds only class "
-                        f"{classes.tolist()}")
-    labels = first_per_group(groups_fit, y_fit) if task.level == "subject" else y_fit
-    counts = np.array([(labels == c).sum() for c in classes], dtype=np.float64)
-    if (counts == 0).any():
-        missing = classes[counts == 0].tolist()
-        raise DataError(f"task {task.name} ({where}): class(es) {missing} of the outer-training set are "
-                        "missing from the holdout-train part, so the head could never learn them")
-    balanced = class_weighting == "balanced"
-    if len(classes) == 2:
-        return Targets(task.kind, classes, "bce", 1, [counts[0] / counts[1]] if balanced else None)
-    weight = (counts.sum() / (len(classes) * counts)).tolist() if balanced else None
-    return Targets(task.kind, classes, "ce", len(classes), weight)
-
-
-@dataclass(frozen=True)
-class SelectionScorer:
-    """The selection score of validation outputs, with the trial's subject aggregation (PROTOCOL.md 2, 6)."""
-
-    targets: Targets
-    y: np.ndarray
-    groups: np.ndarray
-    binary_metric: str
-    aggregations: tuple[str, ...] = ()
-
-    def __call__(self, outputs: np.ndarray, aggregation_idx: int | None = None) -> float:
-        """Higher is better: -MAE, AUROC or balanced accuracy."""
-        pred, y = self.targets.predictions(outputs), self.y
-        if self.aggregations:
-            pred = subject_predictions(pred, self.groups, self.aggregations[aggregation_idx or 0])
-            y = first_per_group(self.groups, self.y)
-        return selection_score(self.targets.kind, y, pred, self.binary_metric)
-
-    @property
-    def metric_name(self) -> str:
-        """Name of the metric maximised."""
-        if self.targets.loss == "mse":
-            return "neg_mae"
-        return self.binary_metric if self.targets.loss == "bce" else "balanced_accuracy"
-
-    def check_defined(self, where: str) -> None:
-        """Fail early when no trial could ever be scored (e.g. AUROC on a one-class validation part).
-
-        Raises:
-            DataError: The score of constant outputs is undefined on the validation part.
-
-        """
-        if not np.isfinite(self(np.zeros((len(self.y), self.targets.n_outputs)))):
-            raise DataError(f"{where}: selection metric {self.metric_name} is undefined on the validation "
-                            f"holdout (classes present: {np.unique(self.y).tolist()})")
-
-
-@dataclass(frozen=True)
-class Split:
-    """Positions (into the task view) a repeat trains, validates and tests on."""
-
-    fit: np.ndarray
-    val: np.ndarray | None
-    test: np.ndarray
+__all__ = ["ClassWeighting", "NeuralRegime", "RepeatSearch", "SelectionScorer", "Split", "Targets", "TrialFactory",
+           "make_targets"]
 
 
 class TrialFactory(Protocol):
@@ -245,6 +116,8 @@ class NeuralRegime(Regime):
         search_space: Replacement value lists for some parameters of the protocol space.
         eval_batch_size: Batch size for validation and test inference.
         standardize_targets: Train regression heads on z-scored targets (not published).
+        stack_jobs: Jobs of one (model, task) (the seeds and folds of a cell) whose searches train side by
+            side in one stack; a speed setting, not a result setting (default per regime).
 
     """
 
@@ -255,11 +128,13 @@ class NeuralRegime(Regime):
     #: Published epoch budget and trials trained together of this regime.
     default_max_epochs: ClassVar[int] = 25
     default_parallel_trials: ClassVar[int] = 1
+    #: Jobs of one (model, task) whose studies the runner trains in one stack (a speed setting).
+    default_stack_jobs: ClassVar[int] = 1
 
     def __init__(self, search: SearchSettings | None, refit: bool, class_weighting: ClassWeighting,
                  binary_selection_metric: str | None, subject_repeats: int,
                  search_space: dict[str, list[Any]] | None, eval_batch_size: int,
-                 standardize_targets: bool = False) -> None:
+                 standardize_targets: bool = False, stack_jobs: int | None = None) -> None:
         if class_weighting not in ("balanced", "none"):
             raise ConfigError(f"class_weighting must be 'balanced' or 'none', got {class_weighting!r}")
         metric = binary_selection_metric or self.default_binary_metric
@@ -275,11 +150,19 @@ class NeuralRegime(Regime):
         self.subject_repeats, self.search_space = subject_repeats, search_space
         self.eval_batch_size = eval_batch_size
         self.standardize_targets = standardize_targets
+        self.stack_jobs = self.default_stack_jobs if stack_jobs is None else int(stack_jobs)
+        if self.stack_jobs < 1:
+            raise ConfigError(f"stack_jobs must be >= 1, got {stack_jobs}")
 
     def settings(self) -> dict[str, Any]:
-        """Result-relevant settings: the search budget as a plain mapping, without its storage location."""
+        """Result-relevant settings: the search budget without its storage location, and not ``stack_jobs``.
+
+        How many jobs share a stack changes no number (each trial's arithmetic is its own), so it is a speed
+        setting, like executor threads.
+        """
         out = super().settings()
         out["search"] = self.search.identity()
+        out.pop("stack_jobs", None)
         return out
 
     @property
@@ -331,25 +214,42 @@ class NeuralRegime(Regime):
     # -- one job, or a group of jobs searched in one stack ----------------------------------------
     def run(self, ctx: JobContext) -> list[RepeatOutcome]:
         """All repeats of one outer fold."""
-        return self.run_group([ctx])[0]
+        (result,) = self.run_group([ctx])
+        if isinstance(result, Exception):
+            raise result
+        return result
 
-    def run_group(self, ctxs: Sequence[JobContext]) -> list[list[RepeatOutcome]]:
-        """The repeats of several jobs of one (model, task) searched side by side in one stack."""
-        searches = [self.repeat_search(ctx, k) for ctx in ctxs
-                    for k in range(self.subject_repeats if ctx.task.level == "subject" else 1)]
+    def run_group(self, ctxs: Sequence[JobContext]) -> list[list[RepeatOutcome] | Exception]:
+        """The repeats of several jobs of one (model, task) searched side by side in one stack.
+
+        Returns, per job, its repeats' outcomes or the exception that failed it: a job whose split or
+        search fails alone fails alone (an error inside the shared fit fails every job of the group).
+        """
+        failed: dict[str, Exception] = {}
+        searches: list[RepeatSearch] = []
+        for ctx in ctxs:
+            try:
+                searches += [self.repeat_search(ctx, k)
+                             for k in range(self.subject_repeats if ctx.task.level == "subject" else 1)]
+            except Exception as exc:  # noqa: BLE001 - isolation: this job fails, the others run
+                failed[ctx.job_id] = exc
+        out: dict[str, list[RepeatOutcome]] = {ctx.job_id: [] for ctx in ctxs}
         try:
             plans = [self.open_plan(s) for s in searches]
             self.fit_stack(ctxs[0], StackSearch(plans))
-            records = {s.key: study_record(s.study.study) for s in searches if s.study is not None}
-            winners = {s.key: self.winner(s) for s in searches}
+            for s in searches:
+                if s.ctx.job_id in failed:
+                    continue
+                try:
+                    assert s.study is not None
+                    out[s.ctx.job_id].append(self.score_winner(s, *self.winner(s), study_record(s.study.study)))
+                except Exception as exc:  # noqa: BLE001 - e.g. no trial of this job's search completed
+                    failed[s.ctx.job_id] = exc
         finally:
             for s in searches:
                 if s.storage is not None:
                     close_storage(s.storage)
-        out: dict[str, list[RepeatOutcome]] = {ctx.job_id: [] for ctx in ctxs}
-        for s in searches:
-            out[s.ctx.job_id].append(self.score_winner(s, *winners[s.key], records[s.key]))
-        return [out[ctx.job_id] for ctx in ctxs]
+        return [failed.get(ctx.job_id) or out[ctx.job_id] for ctx in ctxs]
 
     def repeat_search(self, ctx: JobContext, repeat: int) -> RepeatSearch:
         """Holdout, targets, selection score and trial factory of one repeat (nothing trained yet)."""

@@ -1,0 +1,47 @@
+"""Which pending jobs a worker runs together, and one outcome per job back from a group.
+
+The neural regimes train the searches of several jobs of one (model, task, regime) cell in one stack
+(their ``stack_jobs``); the runner sends such a group to one worker as one spec, and accounts for each
+job of it on its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ppgbench_pl.benchmark.plan import Job
+from ppgbench_pl.benchmark.worker import JobOutcome, JobSpec
+
+
+def job_groups(pending: Sequence[Job]) -> list[list[str]]:
+    """Pending jobs in plan order, those of one (model, task, regime) cell batched by the regime's ``stack_jobs``.
+
+    A regime that trains trials (the neural regimes) gains from training several jobs' searches in one
+    stack; every other job is a group of one.
+    """
+    groups: list[list[str]] = []
+    open_groups: dict[tuple[str, str, str], list[str]] = {}
+    for job in pending:
+        size = int(getattr(job.regime, "stack_jobs", 1) or 1)
+        if size <= 1:
+            groups.append([job.job_id])
+            continue
+        key = (job.model_name, job.task.name, job.regime.name)
+        group = open_groups.get(key)
+        if group is None or len(group) >= size:
+            group = open_groups[key] = []
+            groups.append(group)
+        group.append(job.job_id)
+    return groups
+
+
+def member_outcomes(spec: JobSpec, result: Any) -> list[JobOutcome]:
+    """One outcome per job of a spec: a group's members, or a lost one for each job of a spec that died."""
+    if not isinstance(result, JobOutcome):
+        error = f"{type(result).__name__}: {result}".splitlines()[0]
+        return [JobOutcome(jid, "lost", error) for jid in (list(spec.group) or [spec.job_id])]
+    if result.members:
+        result.members[0].cache = result.cache
+        return result.members
+    return [result]

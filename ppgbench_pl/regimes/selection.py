@@ -1,0 +1,149 @@
+"""Loss targets, selection scores and splits of one holdout repeat of the neural regimes (PROTOCOL.md 4.3-4.5).
+
+How labels become loss targets (and class weights), how head outputs become predictions, and how a
+validation epoch is scored for the search: shared by the MLP probe and finetuning, independent of how
+trials are trained.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from scipy.special import expit, softmax
+
+from ppgbench_pl.data.registry import TaskSpec
+from ppgbench_pl.errors import DataError
+from ppgbench_pl.metrics.aggregation import first_per_group
+from ppgbench_pl.metrics.scores import Predictions, selection_score
+from ppgbench_pl.probes.search import subject_predictions
+
+ClassWeighting = Literal["balanced", "none"]
+
+
+@dataclass(frozen=True)
+class Targets:
+    """How labels become loss targets and head outputs become predictions.
+
+    Attributes:
+        kind: Task kind.
+        classes: Outer-training classes, sorted (classification), else ``None``.
+        loss: ``mse`` (regression), ``bce`` (binary: one logit), ``ce`` (multiclass: K logits).
+        n_outputs: Head outputs.
+        class_weight: ``[n_neg / n_pos]`` (bce) or ``n / (K n_k)`` per class (ce); ``None`` unweighted.
+        y_mean: Regression targets are trained as ``(y - y_mean) / y_scale`` (0 and 1: raw, as published).
+        y_scale: See ``y_mean``.
+
+    """
+
+    kind: str
+    classes: np.ndarray | None
+    loss: Literal["mse", "bce", "ce"]
+    n_outputs: int
+    class_weight: list[float] | None = None
+    y_mean: float | np.ndarray = 0.0
+    y_scale: float | np.ndarray = 1.0
+
+    def encode(self, y: np.ndarray) -> np.ndarray:
+        """Loss targets: (scaled) float values, float 0/1 (bce) or class indices (ce)."""
+        if self.loss == "mse":
+            return ((np.asarray(y, dtype=np.float64) - self.y_mean) / self.y_scale).astype(np.float32)
+        assert self.classes is not None
+        index = np.searchsorted(self.classes, y)
+        return index.astype(np.float32) if self.loss == "bce" else index.astype(np.int64)
+
+    def predictions(self, outputs: np.ndarray) -> Predictions:
+        """Regression values, or probabilities: sigmoid as ``[1 - p, p]`` (binary), softmax (multiclass)."""
+        out = np.asarray(outputs, dtype=np.float64)
+        if self.loss == "mse":
+            out = out * np.reshape(self.y_scale, (1, -1)) + np.reshape(self.y_mean, (1, -1))
+            return Predictions(self.kind, out[:, 0] if self.n_outputs == 1 else out)
+        if self.loss == "bce":
+            p = expit(out[:, 0])
+            return Predictions(self.kind, np.stack([1 - p, p], axis=1), self.classes)
+        return Predictions(self.kind, softmax(out, axis=1), self.classes)
+
+
+def make_targets(task: TaskSpec, y_outer: np.ndarray, y_fit: np.ndarray, groups_fit: np.ndarray,
+                 class_weighting: ClassWeighting, where: str, standardize_targets: bool = False) -> Targets:
+    """Targets from the outer-training classes, class weights counted on the fit part.
+
+    Binary vs multiclass is inferred from the outer-training labels (exactly 2 classes: binary). Class
+    counts are per subject on subject-level tasks, else per window. With ``standardize_targets`` a
+    regression head learns z-scored targets (mean and std of the fit part; a std of 0 becomes 1), which
+    the published protocol does not do: raw targets in the tens (heart rate, blood pressure) take many
+    epochs to reach from a head that starts near 0.
+
+    Raises:
+        DataError: Fewer than 2 outer-training classes, or a class missing from the fit part (an error in
+            the published code too; here the job fails with this reason, PROTOCOL.md 10 item 7).
+
+    """
+    if task.kind != "classification":
+        if not standardize_targets:
+            return Targets(task.kind, None, "mse", task.n_targets)
+        fit = np.asarray(y_fit, dtype=np.float64).reshape(len(y_fit), -1)
+        mean, std = fit.mean(axis=0), fit.std(axis=0)
+        return Targets(task.kind, None, "mse", task.n_targets, None, mean, np.where(std == 0, 1.0, std))
+    classes = np.unique(y_outer)
+    if len(classes) < 2:
+        raise DataError(f"task {task.name} ({where}): the outer-training set holds only class "
+                        f"{classes.tolist()}")
+    labels = first_per_group(groups_fit, y_fit) if task.level == "subject" else y_fit
+    counts = np.array([(labels == c).sum() for c in classes], dtype=np.float64)
+    if (counts == 0).any():
+        missing = classes[counts == 0].tolist()
+        raise DataError(f"task {task.name} ({where}): class(es) {missing} of the outer-training set are "
+                        "missing from the holdout-train part, so the head could never learn them")
+    balanced = class_weighting == "balanced"
+    if len(classes) == 2:
+        return Targets(task.kind, classes, "bce", 1, [counts[0] / counts[1]] if balanced else None)
+    weight = (counts.sum() / (len(classes) * counts)).tolist() if balanced else None
+    return Targets(task.kind, classes, "ce", len(classes), weight)
+
+
+@dataclass(frozen=True)
+class SelectionScorer:
+    """The selection score of validation outputs, with the trial's subject aggregation (PROTOCOL.md 2, 6)."""
+
+    targets: Targets
+    y: np.ndarray
+    groups: np.ndarray
+    binary_metric: str
+    aggregations: tuple[str, ...] = ()
+
+    def __call__(self, outputs: np.ndarray, aggregation_idx: int | None = None) -> float:
+        """Higher is better: -MAE, AUROC or balanced accuracy."""
+        pred, y = self.targets.predictions(outputs), self.y
+        if self.aggregations:
+            pred = subject_predictions(pred, self.groups, self.aggregations[aggregation_idx or 0])
+            y = first_per_group(self.groups, self.y)
+        return selection_score(self.targets.kind, y, pred, self.binary_metric)
+
+    @property
+    def metric_name(self) -> str:
+        """Name of the metric maximised."""
+        if self.targets.loss == "mse":
+            return "neg_mae"
+        return self.binary_metric if self.targets.loss == "bce" else "balanced_accuracy"
+
+    def check_defined(self, where: str) -> None:
+        """Fail early when no trial could ever be scored (e.g. AUROC on a one-class validation part).
+
+        Raises:
+            DataError: The score of constant outputs is undefined on the validation part.
+
+        """
+        if not np.isfinite(self(np.zeros((len(self.y), self.targets.n_outputs)))):
+            raise DataError(f"{where}: selection metric {self.metric_name} is undefined on the validation "
+                            f"holdout (classes present: {np.unique(self.y).tolist()})")
+
+
+@dataclass(frozen=True)
+class Split:
+    """Positions (into the task view) a repeat trains, validates and tests on."""
+
+    fit: np.ndarray
+    val: np.ndarray | None
+    test: np.ndarray
