@@ -121,8 +121,11 @@ class StackSearch:
             live = [run for run in runs if run.outcome is None]
             for run in live:
                 self._score(plan, run, module)
-            for run in live:
-                self._report(plan, run, module)
+            live = [run for run in live if run.outcome is None]
+            for run in live:  # the barrier: every trial of the batch reports this epoch ...
+                run.trial.report(run.best, run.slot.epoch)
+            for run in live:  # ... before any asks the pruner, in trial-number order
+                self._decide(plan, run, module)
             if all(run.outcome is not None for run in runs):
                 for run in runs:
                     assert run.outcome is not None
@@ -156,12 +159,9 @@ class StackSearch:
                 f"diverged: non-finite training loss or validation score at epoch {slot.epoch + 1}"))
             module.end_slot(slot)
 
-    def _report(self, plan: StudyPlan, run: TrialRun, module: TrialStack) -> None:
-        """Report the best-so-far value at this epoch and ask the pruner; end the trial at its budget."""
-        if run.outcome is not None:
-            return
+    def _decide(self, plan: StudyPlan, run: TrialRun, module: TrialStack) -> None:
+        """Ask the pruner about a reported trial; end it when pruned or at its epoch budget."""
         slot = run.slot
-        run.trial.report(run.best, slot.epoch)
         trained = len(run.history)
         if run.trial.should_prune():
             run.outcome = TrialOutcome("pruned", epochs_run=slot.epoch + 1 if slot.training else trained)

@@ -99,6 +99,8 @@ class Slot:
     owner: Any = None
     epoch: int = 0
     state: SlotState = "training"
+    #: 1-based epoch whose training loss went non-finite (the slot stopped training there), or None.
+    diverged_at: int | None = None
     rng: Tensor | None = field(default=None, repr=False)
     cuda_rng: Tensor | None = field(default=None, repr=False)
 
@@ -264,7 +266,7 @@ class TrialStack(L.LightningModule):
                 out = slot.net(slot.data.x_fit[index])
             loss = slot.data.loss_of(out, slot.data.y_fit[index])
             if not torch.isfinite(loss.detach()):
-                slot.state = "diverged"
+                slot.state, slot.diverged_at = "diverged", slot.epoch + 1
                 slot.net.requires_grad_(False)
                 continue
             total = loss if total is None else total + loss

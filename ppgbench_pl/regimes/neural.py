@@ -23,7 +23,7 @@ import lightning as L
 import numpy as np
 from optuna.trial import FrozenTrial
 
-from ppgbench_pl.errors import ConfigError
+from ppgbench_pl.errors import ConfigError, DataError
 from ppgbench_pl.hpo.optuna_search import (
     PersistentStudy,
     SearchSettings,
@@ -315,6 +315,9 @@ class NeuralRegime(Regime):
         """Train one network for ``epochs`` epochs on a factory's fit part (refit, or a lost weights file)."""
         slot = factory.slot(f"{s.key}/fixed", params, seed, epochs, validate=False)
         self.fit_stack(s.ctx, None, [slot])
+        if slot.diverged_at is not None:
+            raise DataError(f"{s.key}: retraining the winner for {epochs} epochs diverged (non-finite training "
+                            f"loss in epoch {slot.diverged_at}); no usable weights")
         return snapshot(slot.net)
 
     def score_winner(self, s: RepeatSearch, best: FrozenTrial, weights: dict[str, Any] | None,

@@ -428,3 +428,24 @@ def test_an_interrupted_stack_abandons_its_running_trials_and_resumes(setup, tmp
     assert resumed.study.n_finished == 4 and sorted(resumed.nets) == [2, 3]  # only the lost batch is retrained
     assert [t.intermediate_values for t in trials[:2]] == [t.intermediate_values for t in first.trials()[:2]]
     resumed.close()
+
+
+def test_a_fixed_length_retrain_that_diverges_fails_instead_of_returning_stale_weights(setup, tmp_path, monkeypatch):
+    from ppgbench_pl.errors import DataError
+    from ppgbench_pl.regimes.mlp import HeadFactory, MLPRegime
+
+    regime = MLPRegime(SearchSettings(n_trials=2, n_startup_trials=2, max_epochs=2))
+    ctx = _ctx(setup, 0, tmp_path)
+    search = regime.repeat_search(ctx, 0)
+    original = HeadFactory.slot
+
+    def poisoned(self, name, params, seed, epochs, validate):
+        slot = original(self, name, params, seed, epochs, validate)
+        slot.net = Poisoned(slot.net, after=2)  # NaN from the third training step on
+        slot.groups = [{**g, "params": list(slot.net.parameters())} for g in slot.groups]
+        return slot
+
+    monkeypatch.setattr(HeadFactory, "slot", poisoned)
+    params = {"hidden_dim": 256, "dropout": 0.0, "lr": 1e-3, "weight_decay": 0.0, "batch_size": 16}
+    with pytest.raises(DataError, match="diverged"):
+        regime.train_fixed(search, search.factory, params, 42, epochs=3)
