@@ -171,7 +171,9 @@ def main(args: list[str] | None = None) -> None:
                 sys.path.insert(0, os.getcwd())  # a user's class_path (model, callback) in this folder, as python -m
             quiet_lightning()
             warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter.*")
-            cli = build_cli(expand_aliases(argv))
+            from ppgbench_pl.commands.config_bases import expand_bases
+
+            cli = build_cli(expand_aliases(expand_bases(argv)))
             if getattr(cli, "exit_code", 0):
                 raise SystemExit(cli.exit_code)
             return

@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ppgbench_pl.commands.config_bases import load_stacked
 from ppgbench_pl.encoders.prv import PRVEncoder, PublishedPRVEncoder
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -24,7 +25,7 @@ def test_the_two_prv_variants_cannot_be_confused():
 
 @pytest.mark.parametrize("name", RUNNABLE)
 def test_shipped_config_evaluates_the_published_prv_control(name):
-    config = yaml.safe_load((CONFIGS / name).read_text())
+    config = load_stacked(CONFIGS / name)  # a regime file's controls come from its base
     controls = control_paths(config)
     assert PUBLISHED in controls, f"{name} must evaluate the published PRV control"
     assert NEUROKIT2 not in controls, f"{name} must not evaluate the NeuroKit2 PRV variant by default"
