@@ -132,8 +132,46 @@ line("finetune", f"small CNN, {k} trials x {epochs} epochs of {n_fit} windows, b
                  f"one fit per trial {k / seq:.2f} trials/s, trial stack {k / stk:.2f} trials/s, "
                  f"ratio {seq / stk:.2f}x{stack_peak}")
 
-# -- 3. embedding throughput per encoder (random weights) ------------------------------------------------
+# -- 2b. the trial stack per encoder: 8 finetune trials in one fit, trials/s and peak memory ----------------
 from ppgbench_pl.encoders import ENCODERS
+
+stack_names = ["small_cnn"] if DRY else sorted(ENCODERS)
+n_stack, stack_batch = (32, 16) if DRY else (2048, 128)
+for enc_name in stack_names:
+    try:
+        cls = ENCODERS[enc_name]
+        try:
+            base_enc = cls(random_init=True)
+        except TypeError:
+            base_enc = cls()
+        if not any(p.numel() for p in base_enc.parameters()):
+            line("stack", f"{enc_name}: skipped (no parameters: head-only finetuning)")
+            continue
+        fs = float(base_enc.sampling_rate)
+        raw_w = torch.randn(n_stack, int(round(10 * fs)))
+        with torch.no_grad():
+            pre_w = base_enc.preprocess(raw_w, torch.zeros(n_stack), torch.ones(n_stack)).float()
+            dim = int(base_enc.forward_features(pre_w[:2]).shape[1])
+        data_w = SlotData(pre_w, raw_w[:, :8].mean(1), None, "mse")
+
+        def enc_slot(i, base_enc=base_enc, dim=dim, data_w=data_w):
+            net = HeadedEncoder(copy.deepcopy(base_enc).requires_grad_(True), MLPHead(dim, 1, 256, 0.0))
+            groups = [{"params": list(net.head.parameters()), "lr": 1e-3, "weight_decay": 0.0},
+                      {"params": list(net.encoder.parameters()), "lr": 1e-4, "weight_decay": 0.0}]
+            return Slot(f"{enc_name}/{i}", net, data_w, stack_batch, i, groups, 1)
+
+        if CUDA:
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats()
+        seconds = timed(lambda: fit([enc_slot(i) for i in range(8)]))
+        peak_w = f"{torch.cuda.max_memory_allocated() / 2**30:.2f} GiB" if CUDA else "n/a (no GPU)"
+        line("stack", f"{enc_name}: 8 trials x 1 epoch of {n_stack} windows, batch {stack_batch}, {precision}: "
+                      f"{8 / seconds:.2f} trials/s, peak memory {peak_w}")
+        del base_enc
+    except Exception as exc:  # missing code, weights or memory: say so, keep going
+        line("stack", f"{enc_name}: skipped ({type(exc).__name__}: {str(exc).splitlines()[0][:120]})")
+
+# -- 3. embedding throughput per encoder (random weights) ------------------------------------------------
 
 names = ["small_cnn"] if DRY else sorted(ENCODERS)
 n_win, eb = (16, 8) if DRY else (4096, 256)

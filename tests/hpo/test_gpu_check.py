@@ -22,6 +22,7 @@ def test_gpu_check_dry_run_prints_every_section():
         "[finetune]",
         "trials/s",
         "ratio",
+        "[stack] small_cnn: 8 trials",
         "[embed] small_cnn:",
         "windows/s",
         "[memory]",
