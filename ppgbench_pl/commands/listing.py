@@ -18,6 +18,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ppgbench_pl.cards.rows import dataset_card_row, model_card_rows, pretraining_block
 from ppgbench_pl.data.registry import DECLARATIONS, get_dataset, select_tasks
 from ppgbench_pl.errors import ConfigError
 
@@ -76,6 +77,7 @@ def dataset_rows(dataset: str | None = None) -> list[dict[str, Any]]:
             "license": info.license,
             "downloadable": source is not None,
             "description": info.description,
+            **dataset_card_row(key),  # paper, publisher, licence as found, derived_from (cards/rows.py)
         })
     return rows
 
@@ -125,7 +127,8 @@ def _encoder_catalog() -> Any:
 
 def encoder_rows() -> list[dict[str, Any]]:
     """One row per encoder of the catalog: rate, embedding size, parameters, weights, checkpoint, role."""
-    return [_plain(entry) for entry in _encoder_catalog().values()]  # ``control`` is a field of the entry
+    cards = model_card_rows()  # the model card of each entry: pretraining data, paper, licences
+    return [{**_plain(entry), **cards.get(name, {})} for name, entry in _encoder_catalog().items()]
 
 
 def control_rows() -> list[dict[str, Any]]:
@@ -225,12 +228,12 @@ _COLUMNS: dict[str, list[tuple[str, str]]] = {
     "datasets": [("key", "dataset"), ("display_name", "folder"), ("native_fs", "native Hz"),
                  ("window_s", "window s"), ("stride_s", "stride s"), ("group", "group"),
                  ("subjects", "subjects"), ("n_tasks", "tasks"), ("access", "access"),
-                 ("source", "source")],
+                 ("derived_from", "derived from"), ("paper", "paper"), ("source", "source")],
     "tasks": [("name", "task"), ("kind", "type"), ("level", "level"), ("tier", "tier"),
               ("metric", "metric"), ("unit", "unit"), ("n_classes", "n"), ("classes", "classes")],
     "encoders": [("name", "encoder"), ("role", "role"), ("native_fs", "native Hz"),
                  ("embedding_dim", "embedding"), ("parameters", "parameters"),
-                 ("checkpoint_required", "checkpoint"), ("class_path", "class")],
+                 ("checkpoint_required", "checkpoint"), ("paper", "paper"), ("class_path", "class")],
     "controls": [("name", "control"), ("what", "what it is"), ("how", "how to run it")],
     "regimes": [("name", "regime"), ("tiers", "tiers"), ("trains", "trains"),
                 ("budget_text", "default budget")],
@@ -287,7 +290,7 @@ def _render(what: str, rows: list[dict[str, Any]], overview: bool) -> str:
         width = max(len(r["name"]) for r in rows)
         lines = [f"  {r['name']:<{width}}  {r['weights']}" + (f" ({r['weights_url']})" if r.get("weights_url")
                                                                else "") for r in rows]
-        text += "\n\nweights:\n" + "\n".join(lines)
+        text += "\n\nweights:\n" + "\n".join(lines) + "\n\n" + pretraining_block(rows)
     return text
 
 

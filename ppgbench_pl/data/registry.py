@@ -13,6 +13,7 @@ from __future__ import annotations
 import difflib
 import importlib
 
+from ppgbench_pl.cards.types import DatasetCard
 from ppgbench_pl.data.spec import (
     DatasetDeclaration,
     DatasetInfo,
@@ -25,6 +26,7 @@ from ppgbench_pl.data.spec import (
 from ppgbench_pl.errors import ConfigError
 
 __all__ = [
+    "CARDS",
     "DATASETS",
     "DATASET_KEYS",
     "DECLARATIONS",
@@ -85,6 +87,16 @@ TASKS: dict[str, TaskSpec] = {t.name: t for d in DECLARATIONS.values() for t in 
 SOURCES: dict[str, SourceSpec] = {key: d.source for key, d in DECLARATIONS.items() if d.source is not None}
 #: The downloadable benchmark datasets (every declared dataset except the generated ones).
 REAL_DATASETS: tuple[str, ...] = tuple(SOURCES)
+
+
+def _cards(keys: tuple[str, ...]) -> dict[str, DatasetCard]:
+    """The ``CARD`` each dataset module declares beside its ``DECLARATION`` (the generated ones have none)."""
+    found = {key: getattr(importlib.import_module(declaration_module(key)), "CARD", None) for key in keys}
+    return {key: card for key, card in found.items() if isinstance(card, DatasetCard)}
+
+
+#: Dataset key -> its card (paper, publisher, licence, provenance); every benchmark dataset has one.
+CARDS: dict[str, DatasetCard] = _cards(DATASET_KEYS)
 
 
 def _unknown(kind: str, name: str, known: list[str]) -> ConfigError:

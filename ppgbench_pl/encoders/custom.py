@@ -25,6 +25,8 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from ppgbench_pl.cards.overlap import parse_declaration
+from ppgbench_pl.cards.types import PretrainingSource
 from ppgbench_pl.encoders.base import RANDOM_INIT_SUFFIX, PPGEncoder, checkpoint_setting
 from ppgbench_pl.encoders.custom_settings import check_choice, check_sampling_rate, code_digest, resolve_callable
 from ppgbench_pl.encoders.preprocessing import zscore_window
@@ -63,6 +65,10 @@ class CustomEncoder(PPGEncoder):
             name becomes ``<name> (random init)`` in every record and table.
         weights_in_module: No checkpoint because the module carries its weights itself (it loads them in
             its constructor, or it has none); the name is unchanged.
+        pretraining_data: What the module was pretrained on, as names of the source-database vocabulary
+            (``[mesa, vitaldb]``, an item may say ``mesa (unconfirmed)``), ``[]`` for none, or ``unknown``
+            (the default, reported as such). It sets the records' ``pretraining_overlap`` flag and
+            changes no number, so it is not part of the run identity.
 
     Raises:
         ConfigError: A setting is invalid or the preprocess callable cannot be imported.
@@ -85,8 +91,10 @@ class CustomEncoder(PPGEncoder):
         min_samples: int = 1,
         random_init: bool = False,
         weights_in_module: bool = False,
+        pretraining_data: list[str | dict[str, str]] | str = "unknown",
     ) -> None:
         super().__init__()
+        self._pretraining = parse_declaration(pretraining_data, f"{name}: pretraining_data")
         check_choice("input_shape", input_shape, ("BCT", "BT"))
         check_choice("normalize", normalize, ("none", "window_zscore"))
         check_choice("pooling", pooling, ("none", "mean", "max"))
@@ -121,6 +129,11 @@ class CustomEncoder(PPGEncoder):
             raise ConfigError(f"{self.name}: embed_dim is {embed_dim} but the module gives {measured}-d "
                               f"embeddings; set embed_dim: {measured} or drop it (it is measured)")
         self.embed_dim = measured  # type: ignore[misc]
+
+    @property
+    def pretraining_declaration(self) -> tuple[PretrainingSource, ...] | str:
+        """The declared pretraining sources, or ``unknown`` (read by the overlap flags)."""
+        return self._pretraining
 
     @classmethod
     def random_weights(cls, init_args: Mapping[str, Any]) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ppgbench_pl.cards.types import Citation, DatasetCard
 from ppgbench_pl.data.spec import DatasetDeclaration, DatasetInfo, PhysioNetSource, RemoteTree, TaskSpec
 
 RECORDS = 53
@@ -36,4 +37,18 @@ DECLARATION = DatasetDeclaration(
                  description="mean SpO2 over the window", unit="%"),
     ),
     source=PhysioNetSource(project="bidmc", version="1.0.0", select=select),
+)
+
+#: Paper, publisher, licence and provenance (sources: docs/cards.md).
+CARD = DatasetCard(
+    paper=Citation("pimentel2017bidmc", "article", (
+        ("title", "Toward a Robust Estimation of Respiratory Rate From Pulse Oximeters"),
+        ("author", "Pimentel, Marco A. F. and others"),
+        ("journal", "IEEE Transactions on Biomedical Engineering"), ("volume", "64"), ("number", "8"),
+        ("pages", "1914--1923"), ("year", "2017"), ("doi", "10.1109/TBME.2016.2613124"))),
+    publisher="PhysioNet (project bidmc, v1.0.0)",
+    license="ODC-By 1.0", license_status="unconfirmed", access="PhysioNet open access",
+    derived_from=("mimic-ii",),
+    notes="taken from the MIMIC-II matched waveform database (BIDMC ICU patients); exact licence name "
+          "unconfirmed",
 )

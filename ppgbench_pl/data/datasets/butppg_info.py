@@ -6,6 +6,7 @@ import csv
 import re
 from pathlib import Path
 
+from ppgbench_pl.cards.types import Citation, DatasetCard
 from ppgbench_pl.data.spec import (
     DatasetDeclaration,
     DatasetInfo,
@@ -76,4 +77,15 @@ DECLARATION = DatasetDeclaration(
         _regression("spo2", "secondary", "SpO2", "%"),
     ),
     source=PhysioNetSource(project="butppg", version="2.0.0", select=select),
+)
+
+#: Paper, publisher, licence and provenance (sources: docs/cards.md).
+CARD = DatasetCard(
+    paper=Citation("nemcova2021butppg", "article", (
+        ("title", "Brno University of Technology Smartphone {PPG} Database ({BUT PPG})"),
+        ("author", "Nemcova, Andrea and others"), ("journal", "BioMed Research International"),
+        ("year", "2021"), ("doi", "10.1155/2021/3453007"))),
+    publisher="PhysioNet (project butppg, v2.0.0, DOI 10.13026/tn53-8153)",
+    license="CC BY 4.0", license_status="unconfirmed", access="PhysioNet open access",
+    notes="original recordings (BUT, Brno); exact licence name unconfirmed",
 )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ppgbench_pl.cards.types import Citation, DatasetCard
 from ppgbench_pl.data.spec import ArchiveSource, DatasetDeclaration, DatasetInfo, TaskSpec
 
 #: DaLiA's activity IDs 0-8, kept as they are (0 is the transient period between activities).
@@ -35,4 +36,16 @@ DECLARATION = DatasetDeclaration(
         filename="ppg+dalia.zip",
         nested=True,
     ),
+)
+
+#: Paper, publisher, licence and provenance (sources: docs/cards.md).
+CARD = DatasetCard(
+    paper=Citation("reiss2019deepppg", "article", (
+        ("title", "Deep {PPG}: Large-Scale Heart Rate Estimation with Convolutional Neural Networks"),
+        ("author", "Reiss, Attila and others"), ("journal", "Sensors"), ("volume", "19"), ("number", "14"),
+        ("pages", "3079"), ("year", "2019"), ("doi", "10.3390/s19143079"))),
+    publisher="UCI Machine Learning Repository, dataset 495 (DOI 10.24432/C53890)",
+    license="CC BY 4.0", license_status="unconfirmed", access="open download",
+    notes="licence from a third-party dataset card, not checked on the UCI page; original recordings "
+          "(Univ. Siegen)",
 )

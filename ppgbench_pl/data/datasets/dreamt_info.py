@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import urllib.parse
 
+from ppgbench_pl.cards.types import Citation, DatasetCard
 from ppgbench_pl.data.spec import DatasetDeclaration, DatasetInfo, PhysioNetSource, RemoteTree, TaskSpec
 from ppgbench_pl.errors import DownloadError
 
@@ -52,4 +53,18 @@ DECLARATION = DatasetDeclaration(
                  description="sleep stage of the window", classes=("W", "N1", "N2", "N3", "R")),
     ),
     source=PhysioNetSource(project="dreamt", version="2.1.0", select=select, credentialed=True),
+)
+
+#: Paper, publisher, licence and provenance (sources: docs/cards.md).
+CARD = DatasetCard(
+    paper=Citation("wang2024dreamt", "misc", (
+        ("title", "{DREAMT}: Dataset for Real-time sleep stage EstimAtion using Multisensor wearable "
+                  "Technology"),
+        ("author", "Wang, Ke and others"), ("howpublished", "PhysioNet"), ("year", "2024"),
+        ("doi", "10.13026/62an-cb28"), ("note", "version 1.0.0"))),
+    publisher="PhysioNet (project dreamt)",
+    license="", license_status="unconfirmed",
+    access="PhysioNet restricted access: sign a data use agreement",
+    notes="the facts found cover v1.0.0/1.0.1 (restricted access, exact licence name unconfirmed); the "
+          "declaration above fetches version 2.1.0 as credentialed; original overnight PSG + wearable study",
 )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ppgbench_pl.cards.types import Citation, DatasetCard
 from ppgbench_pl.data.spec import DatasetDeclaration, DatasetInfo, MendeleySource, TaskSpec
 
 #: The six felt-emotion scores, in the order of ``cesaf_scores.npy``.
@@ -44,4 +45,16 @@ DECLARATION = DatasetDeclaration(
                  n_targets=6, description="argmax of six felt scores", classes=EMOTIONS),
     ),
     source=MendeleySource(dataset="vn5nknh3mn", version=2, want_folder=want_folder, want_file=want_file),
+)
+
+#: Paper, publisher, licence and provenance (sources: docs/cards.md).
+CARD = DatasetCard(
+    paper=Citation("gao2021ecsmp", "article", (
+        ("title", "A dataset on emotion, cognition, sleep and multi-modal physiological signals"),
+        ("author", "Gao, Zhilin and others"), ("journal", "Data in Brief"), ("volume", "39"),
+        ("pages", "107660"), ("year", "2021"), ("doi", "10.1016/j.dib.2021.107660"))),
+    publisher="Mendeley Data (vn5nknh3mn, where the downloader fetches it)",
+    license="", license_status="unconfirmed", access="open download",
+    notes="the DOI string and the hosting repository are unconfirmed; original study (Southeast Univ., "
+          "China: unconfirmed)",
 )

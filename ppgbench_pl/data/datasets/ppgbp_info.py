@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ppgbench_pl.cards.types import Citation, DatasetCard
 from ppgbench_pl.data.spec import DatasetDeclaration, DatasetInfo, FigshareSource, TaskSpec, TaskTier
 
 _NO_YES = ("no", "yes")
@@ -47,4 +48,15 @@ DECLARATION = DatasetDeclaration(
                 "cerebrovascular disease diagnosis"),
     ),
     source=FigshareSource(article=5459299, version=5, page="https://doi.org/10.6084/m9.figshare.5459299.v5"),
+)
+
+#: Paper, publisher, licence and provenance (sources: docs/cards.md).
+CARD = DatasetCard(
+    paper=Citation("liang2018ppgbp", "article", (
+        ("title", "A new, short-recorded photoplethysmogram dataset for blood pressure monitoring in {China}"),
+        ("author", "Liang, Yongbo and others"), ("journal", "Scientific Data"), ("volume", "5"),
+        ("pages", "180020"), ("year", "2018"), ("doi", "10.1038/sdata.2018.20"))),
+    publisher="figshare",
+    license="CC0 1.0", license_status="unconfirmed", access="open download",
+    notes="licence from Google Dataset Search (marked as automatically derived), not checked on figshare",
 )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ppgbench_pl.cards.types import Citation, DatasetCard
 from ppgbench_pl.data.spec import DatasetDeclaration, DatasetInfo, MendeleySource, TaskSpec
 
 DECLARATION = DatasetDeclaration(
@@ -22,4 +23,15 @@ DECLARATION = DatasetDeclaration(
                  description="closed-set, split by record (one class per participant)"),
     ),
     source=MendeleySource(dataset="yynb8t9x3d", version=1),
+)
+
+#: Paper, publisher, licence and provenance (sources: docs/cards.md).
+CARD = DatasetCard(
+    paper=Citation("siam2019realworldppg", "misc", (
+        ("title", "Real-World {PPG} dataset"), ("author", "Siam, Amr and others"),
+        ("howpublished", "Mendeley Data, v1"), ("year", "2019"), ("doi", "10.17632/yynb8t9x3d.1"))),
+    publisher="Mendeley Data",
+    license="CERN OHL v1.2", license_status="unconfirmed", access="open download",
+    notes="licence as quoted from Mendeley in third-party code, not checked on Mendeley; original "
+          "recordings (Egypt, Menoufia Univ.: unconfirmed)",
 )

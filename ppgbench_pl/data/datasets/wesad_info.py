@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ppgbench_pl.cards.types import Citation, DatasetCard
 from ppgbench_pl.data.spec import ArchiveSource, DatasetDeclaration, DatasetInfo, TaskSpec
 
 DECLARATION = DatasetDeclaration(
@@ -33,4 +34,17 @@ DECLARATION = DatasetDeclaration(
         url="https://uni-siegen.sciebo.de/s/HGdUkoNlW1Ub0Gx/download",
         filename="WESAD.zip",
     ),
+)
+
+#: Paper, publisher, licence and provenance (sources: docs/cards.md).
+CARD = DatasetCard(
+    paper=Citation("schmidt2018wesad", "inproceedings", (
+        ("title", "Introducing {WESAD}, a Multimodal Dataset for Wearable Stress and Affect Detection"),
+        ("author", "Schmidt, Philip and others"),
+        ("booktitle", "Proceedings of the 20th ACM International Conference on Multimodal Interaction "
+                      "(ICMI '18)"),
+        ("pages", "400--408"), ("year", "2018"), ("doi", "10.1145/3242969.3242985"))),
+    publisher="Univ. Siegen (download page)",
+    license="", license_status="unconfirmed", access="public download",
+    notes="original lab study (Bosch / Univ. Siegen)",
 )

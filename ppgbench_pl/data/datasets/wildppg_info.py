@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ppgbench_pl.cards.types import Citation, DatasetCard
 from ppgbench_pl.data.spec import ArchiveSource, DatasetDeclaration, DatasetInfo, TaskSpec
 
 DECLARATION = DatasetDeclaration(
@@ -28,4 +29,17 @@ DECLARATION = DatasetDeclaration(
         url="https://polybox.ethz.ch/index.php/s/NWTuyNojU7aya1y/download",
         filename="WildPPG.zip",
     ),
+)
+
+#: Paper, publisher, licence and provenance (sources: docs/cards.md).
+CARD = DatasetCard(
+    paper=Citation("meier2024wildppg", "inproceedings", (
+        ("title", "{WildPPG}: A Real-World {PPG} Dataset of Long Continuous Recordings"),
+        ("author", "Meier, Manuel and others"),
+        ("booktitle", "Advances in Neural Information Processing Systems (NeurIPS), Datasets and Benchmarks "
+                      "Track"),
+        ("year", "2024"), ("eprint", "2412.17540"), ("archiveprefix", "arXiv"))),
+    publisher="ETH Zurich SIPLab (siplab.org/projects/WildPPG; Hugging Face mirror eth-siplab/WildPPG)",
+    license="MIT", license_status="unconfirmed", access="open download",
+    notes="MIT according to the Hugging Face card; the licence on the project site is unconfirmed",
 )

@@ -1,0 +1,161 @@
+"""``pretraining_overlap``: whether a model was pretrained on the dataset it is tested on, or on its source.
+
+A number is compromised when the encoder saw the test recordings before the benchmark did. The flag of a
+(model, dataset) pair, from the model's ``pretraining_data`` and the dataset card's ``derived_from``:
+
+* ``direct``: the model was pretrained on this dataset;
+* ``source``: on a collection the dataset shares recordings with (its own source, or a collection built
+  from it: BIDMC comes from MIMIC-II, which MIMIC-III and PulseDB contain), so the same patients may occur;
+* ``unknown``: the model declares nothing, or its list is known to be partial and names no overlap;
+* ``none``: a complete list with no overlap, or a model that was not pretrained at all (the controls, a
+  random init).
+
+The flag keeps the weakest status of the facts it rests on (``pretraining_overlap_status``), so an
+overlap found through an unconfirmed source says so. Plain data: no numpy, no torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ppgbench_pl.cards.types import OVERLAPS, STATUSES, UNKNOWN, PretrainingSource
+from ppgbench_pl.cards.vocabulary import check_name, components
+from ppgbench_pl.errors import ConfigError
+
+Declaration = tuple[PretrainingSource, ...] | str
+RANDOM_INIT_SUFFIX = " (random init)"
+
+
+@dataclass(frozen=True)
+class Overlap:
+    """One flag, the pretraining sources it rests on, and the weakest status among them."""
+
+    value: str
+    via: tuple[str, ...] = ()
+    status: str = "confirmed"
+
+
+def parse_declaration(value: Any, where: str) -> Declaration:
+    """A user's ``pretraining_data`` as sources: ``unknown``/None, a name, or a list of names or mappings.
+
+    A list item is a name (``mesa``), ``{name: mesa, status: unconfirmed}``, or ``mesa (unconfirmed)``;
+    ``[]`` declares a model that was not pretrained.
+
+    Raises:
+        ConfigError: A name is not in the vocabulary, or an item or status is malformed (one line).
+
+    """
+    if value is None or value == UNKNOWN:
+        return UNKNOWN
+    items = [value] if isinstance(value, str | Mapping) else value
+    if not isinstance(items, Sequence):
+        raise ConfigError(f"{where}: pretraining_data must be 'unknown' or a list of source names, "
+                          f"got {type(value).__name__}")
+    out = []
+    for item in items:
+        if isinstance(item, Mapping):
+            name, status = item.get("name"), item.get("status", "confirmed")
+        elif isinstance(item, str) and item.endswith(")") and " (" in item:
+            name, _, status = item[:-1].partition(" (")
+        else:
+            name, status = item, "confirmed"
+        if not isinstance(name, str) or status not in STATUSES:
+            raise ConfigError(f"{where}: pretraining_data item {item!r} must be a source name, optionally "
+                              "with status confirmed or unconfirmed")
+        out.append(PretrainingSource(check_name(name.strip().lower(), where), status))
+    return tuple(out)
+
+
+def declaration_json(data: Declaration) -> Any:
+    """``"unknown"`` or ``[{"name": ..., "status": ...}, ...]``, as records and exports hold it."""
+    if isinstance(data, str):
+        return data
+    return [{"name": s.name, "status": s.status} for s in data]
+
+
+def dataset_components(dataset: str) -> frozenset[str] | None:
+    """The dataset and every collection its recordings come from; None for a dataset without a card."""
+    from ppgbench_pl.data.registry import CARDS, DATASETS
+
+    if dataset in CARDS:
+        parts: set[str] = {dataset}
+        for source in CARDS[dataset].derived_from:
+            parts |= components(source)
+        return frozenset(parts)
+    return frozenset({dataset}) if dataset in DATASETS else None  # the generated dataset: itself only
+
+
+def overlap(data: Declaration, complete: bool, dataset: str) -> Overlap:
+    """The flag of a model with this pretraining declaration tested on ``dataset`` (module docstring)."""
+    if isinstance(data, str):
+        return Overlap(UNKNOWN)
+    direct = [s for s in data if s.name == dataset]
+    if direct:
+        return Overlap("direct", tuple(s.name for s in direct), _weakest(direct))
+    theirs = dataset_components(dataset)
+    shared = [s for s in data if theirs is not None and components(s.name) & theirs]
+    if shared:
+        return Overlap("source", tuple(s.name for s in shared), _weakest(shared))
+    if not data or _generated(dataset) or (complete and theirs is not None):
+        return Overlap("none")  # not pretrained, a dataset made on the user's machine, or a full list
+    return Overlap(UNKNOWN)
+
+
+def _generated(dataset: str) -> bool:
+    """Whether the dataset is generated locally (the synthetic one): no model can have seen it."""
+    from ppgbench_pl.data.registry import DATASETS
+
+    return dataset in DATASETS and DATASETS[dataset].access == "built in"
+
+
+def _weakest(sources: Sequence[PretrainingSource]) -> str:
+    return "unconfirmed" if any(s.status == "unconfirmed" for s in sources) else "confirmed"
+
+
+def card_declaration(model: str) -> tuple[Declaration, bool]:
+    """What the model card of a catalog name declares; ``unknown`` for a name without a card."""
+    from ppgbench_pl.encoders.cards import MODEL_CARDS
+
+    if model.endswith(RANDOM_INIT_SUFFIX):
+        return (), True  # evaluated untrained: it saw nothing
+    card = MODEL_CARDS.get(model)
+    if card is None or card.name == "custom":
+        return UNKNOWN, True
+    return card.pretraining_data, card.pretraining_complete
+
+
+def encoder_declaration(encoder: Any) -> tuple[Declaration, bool]:
+    """What an encoder object declares: nothing if randomly initialised, its own list, or its card's."""
+    if getattr(encoder, "random_init", False):
+        return (), True
+    own = getattr(encoder, "pretraining_declaration", None)
+    if own is not None:
+        return own, True
+    return card_declaration(str(getattr(type(encoder), "name", "")))
+
+
+def dataset_of(task: str) -> str:
+    """The dataset of a task name (the registry's, else the part before the first hyphen)."""
+    from ppgbench_pl.data.registry import TASKS
+
+    return TASKS[task].dataset if task in TASKS else task.split("-", 1)[0]
+
+
+def record_fields(encoder: Any, task: str) -> dict[str, Any]:
+    """The fields a job record carries: the declaration, the flag, what it rests on and its status."""
+    data, complete = encoder_declaration(encoder)
+    flag = overlap(data, complete, dataset_of(task))
+    return {"pretraining_data": declaration_json(data), "pretraining_complete": complete,
+            "pretraining_overlap": flag.value, "pretraining_overlap_via": list(flag.via),
+            "pretraining_overlap_status": flag.status}
+
+
+def record_overlap(record: Mapping[str, Any]) -> str:
+    """A record's flag: the one it carries, else (older records) the model card's, else ``unknown``."""
+    value = record.get("pretraining_overlap")
+    if value in OVERLAPS:
+        return str(value)
+    data, complete = card_declaration(str(record.get("model", "")))
+    return overlap(data, complete, dataset_of(str(record.get("task", "")))).value

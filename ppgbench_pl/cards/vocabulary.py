@@ -1,0 +1,106 @@
+"""One vocabulary for pretraining data and provenance: the nine benchmark datasets plus the source collections.
+
+A model card's ``pretraining_data`` and a dataset card's ``derived_from`` name databases from this one
+list, so the overlap rule (:mod:`.overlap`) can compare them by name: the benchmark datasets by their
+registry key (``bidmc``, ``dalia``, ...) and the collections below. ``parts`` says what a collection is
+built from: MIMIC-III's waveform database holds the MIMIC-II records, PulseDB takes its segments from the
+MIMIC-III matched subset and VitalDB. That is how BIDMC (taken from MIMIC-II) shares a source with a model
+pretrained on PulseDB. Sources: ``docs/cards.md``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ppgbench_pl.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Collection:
+    """A source database that is not one of the benchmark datasets.
+
+    Attributes:
+        name: The vocabulary name (lower case, hyphens).
+        display_name: How its publishers write it.
+        parts: Names of the collections it contains or is drawn from.
+        description: One line on what it is.
+
+    """
+
+    name: str
+    display_name: str
+    parts: tuple[str, ...] = ()
+    description: str = ""
+
+
+_COLLECTIONS = (
+    Collection("mimic-ii", "MIMIC-II Waveform Database", (), "ICU waveforms (PhysioNet); BIDMC is taken "
+               "from its matched subset"),
+    Collection("mimic-iii", "MIMIC-III Waveform Database", ("mimic-ii",),
+               "ICU waveforms (PhysioNet); adds over 44,000 recordings to the MIMIC-II waveform database"),
+    Collection("mimic-iv", "MIMIC-IV Waveform Database", (), "ICU waveforms (PhysioNet)"),
+    Collection("vitaldb", "VitalDB", (), "surgical patients' vital signs (Seoul National University Hospital)"),
+    Collection("mesa", "MESA Sleep", (), "Multi-Ethnic Study of Atherosclerosis sleep study (NSRR)"),
+    Collection("pulsedb", "PulseDB", ("mimic-iii", "vitaldb"),
+               "10-s segments from the MIMIC-III matched subset and VitalDB"),
+    Collection("cfs", "Cleveland Family Study", (), "sleep study (NSRR)"),
+    Collection("hsp", "Human Sleep Project", (), "clinical sleep recordings"),
+    Collection("mc-med", "MC-MED", (), "emergency-department monitoring data"),
+    Collection("pulseppg-field-study", "Pulse-PPG field study", (),
+               "the Pulse-PPG authors' private 100-day wrist-PPG study of 120 participants (not released)"),
+    Collection("timeseries-pile", "Time-series Pile", ("informer-long-horizon", "monash-forecasting", "ucr-uea",
+                                                        "tsb-uad", "fred"),
+               "MOMENT's pretraining corpus (13 domains, about 13M series)"),
+    Collection("informer-long-horizon", "Informer long-horizon sets", (),
+               "ETT, Electricity, Traffic, Weather, ILI, Exchange"),
+    Collection("monash-forecasting", "Monash forecasting archive", (),
+               "forecasting series (not the Monash regression archive, which holds PPG-DaLiA and BIDMC32)"),
+    Collection("ucr-uea", "UCR/UEA classification archive", (), "time-series classification sets"),
+    Collection("tsb-uad", "TSB-UAD anomaly benchmark", (),
+               "anomaly series; its 'BIDMC1' series is ECG, not the BIDMC PPG dataset"),
+    Collection("fred", "FRED", (), "economic series"),
+)
+
+#: Name -> collection, in the order above.
+COLLECTIONS: dict[str, Collection] = {c.name: c for c in _COLLECTIONS}
+
+
+def benchmark_datasets() -> tuple[str, ...]:
+    """The nine benchmark datasets' registry keys (the downloadable ones; the synthetic set is not a source)."""
+    from ppgbench_pl.data.registry import REAL_DATASETS
+
+    return REAL_DATASETS
+
+
+def names() -> tuple[str, ...]:
+    """Every name a ``pretraining_data`` list or a ``derived_from`` may use."""
+    return (*benchmark_datasets(), *COLLECTIONS)
+
+
+def check_name(name: str, where: str) -> str:
+    """Return ``name`` if it is in the vocabulary; otherwise a one-line error with the closest names.
+
+    Raises:
+        ConfigError: ``name`` is not a known source database.
+
+    """
+    known = names()
+    if name in known:
+        return name
+    import difflib
+
+    close = difflib.get_close_matches(name, known, n=3)
+    hint = f"; did you mean {', '.join(close)}?" if close else f"; known: {', '.join(known)}"
+    raise ConfigError(f"{where}: unknown source database '{name}'{hint}")
+
+
+def components(name: str) -> frozenset[str]:
+    """``name`` and everything it is built from, transitively (``pulsedb`` -> mimic-iii, mimic-ii, vitaldb)."""
+    seen: set[str] = set()
+    todo = [name]
+    while todo:
+        here = todo.pop()
+        if here not in seen:
+            seen.add(here)
+            todo += COLLECTIONS[here].parts if here in COLLECTIONS else ()
+    return frozenset(seen)
