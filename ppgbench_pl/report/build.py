@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ppgbench_pl.report import analyses, compare, figures, findings, rescoring, tables
+from ppgbench_pl.report import analyses, compare, effects_page, figures, findings, rescoring, tables
 from ppgbench_pl.report.html import Page, table
 from ppgbench_pl.report.load import ReportError, RunSet, load_runs
 from ppgbench_pl.report.rules import Rule
@@ -50,6 +50,7 @@ class ReportOptions:
     pairs: Sequence[tuple[str, str]] | None = None
     parameters: Path | None = None
     written: list[Path] = field(default_factory=list)
+    paired_findings: effects_page.PairedFindings | None = None  # issue 19: paired tests beside the published rule
 
 
 def _csv(frame: pd.DataFrame, path: Path, opts: ReportOptions) -> None:
@@ -194,7 +195,11 @@ def _comparisons(page: Page, scores: Scores, out: Path, opts: ReportOptions) -> 
         page.figure(png, svg, "Each model's mean ± 95% CI per task under every regime present.")
 
     page.heading("Ranking across tasks (critical difference)", anchor="ranking")
-    rankings = [r for regime in scores.regimes if (r := compare.rank_models(scores, regime, opts.alpha))]
+    few = effects_page.few_seed_regimes(scores)  # no CD diagram without seeds to rank on
+    rankings = [r for regime in scores.regimes
+                if regime not in few and (r := compare.rank_models(scores, regime, opts.alpha))]
+    if few:
+        page.paragraph(effects_page.cd_note(few), "note")
     _csv(compare.ranking_table(rankings), out / "tables" / "ranking.csv", opts)
     for r in rankings:
         png, svg = figures.save(figures.cd_diagram(r), fig_dir, f"cd_{r.regime}")
@@ -267,6 +272,9 @@ def _write_page(out: Path, runs: RunSet, scores: Scores, rule: Rule, head: findi
     body, page.parts = page.parts[1:], page.parts[:1]
     _header(page, runs, scores, opts)
     _findings(page, head, chance, controls, out, runs)
+    if opts.paired_findings is not None:
+        effects_page.draw(page, opts.paired_findings)
+        effects_page.append_findings(out / "findings.md", opts.paired_findings)
     page.parts += body
     if runs.failed:
         page.heading("Failed jobs", anchor="failed")
@@ -314,6 +322,8 @@ def build_report(run_dirs: Sequence[str | Path], output_dir: str | Path, rule: s
     _csv(chance, out / "tables" / "chance_cells.csv", opts)
     _csv(controls, out / "tables" / "control_cells.csv", opts)
     head = findings.headline(chance, controls, the_rule)
+    opts.paired_findings = effects_page.compute(runs.records, chance, controls, out, alpha)
+    opts.written += opts.paired_findings.written
     index = _write_page(out, runs, scores, the_rule, head, chance, controls, opts)
     if warn is not None:
         for line in runs.skipped:

@@ -73,7 +73,8 @@ def paired_comparisons(scores: Scores, pairs: Sequence[tuple[str, str]] | None =
 
     Returns:
         A frame with :data:`PAIRED_COLUMNS`; ``better`` names the model with the better mean difference
-        in the metric's direction (``tie`` when equal).
+        in the metric's direction (``tie`` when equal, ``undetermined`` when there is no p-value: a mean
+        alone names no winner).
 
     """
     pairs = list(pairs) if pairs is not None else default_pairs(scores.models)
@@ -92,6 +93,8 @@ def paired_comparisons(scores: Scores, pairs: Sequence[tuple[str, str]] | None =
                 sign = 1.0 if scores.higher_is_better[task] else -1.0
                 diff = sign * test["mean_diff"]
                 better = "tie" if diff == 0 else (model_a if diff > 0 else model_b)
+                if math.isnan(test["t_pvalue"]):  # no p-value (one unit, or fewer than 2 seeds): no winner
+                    better = "undetermined"
                 rows.append({"regime": regime, "task": task, "metric": scores.metric[task],
                              "model_a": model_a, "model_b": model_b, "unit": scores.ci_unit,
                              "mean_a": float(a.mean()),

@@ -75,6 +75,8 @@ class FoldEntry:
     fs: float | None
     backend: str
     code_version: str
+    n_train: int | None = None  # subjects in the outer train split (Nadeau-Bengio ratio); None if unknown
+    n_test: int | None = None  # subjects in the outer test split
 
     @property
     def group(self) -> tuple[str, str, str]:
@@ -89,6 +91,11 @@ def _number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return float(value) if math.isfinite(value) else None
+
+
+def _count(groups: Any) -> int | None:
+    """Number of subjects in a split (``train_groups`` / ``test_groups``), None when not recorded."""
+    return len(groups) if isinstance(groups, list) and groups else None
 
 
 def short_mean(values: list[float]) -> float:
@@ -131,6 +138,7 @@ def fold_entry(record: Mapping[str, Any]) -> FoldEntry | None:
         baseline=_number(baseline.get(metric)) if isinstance(baseline, dict | Mapping) else None,
         fs=_number(record.get("fs")), backend=str(record.get("backend") or ""),
         code_version=code_label(record.get("code_version")),
+        n_train=_count(record.get("train_groups")), n_test=_count(record.get("test_groups")),
     )
 
 

@@ -37,6 +37,7 @@ from ppgbench_pl.results.fold_entry import (
     student_t_ci,
     view_label,
 )
+from ppgbench_pl.results.inference import entries_mdd
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -47,6 +48,8 @@ SUMMARY_COLUMNS = [
     "model", "task", "regime", "metric", "mean", "ci95", "ci_low", "ci_high", "n_seeds", "n_folds", "ci_unit",
     "view", "baseline", "backend", "code_version",
 ]
+#: Minimum detectable difference against the row's baseline at 80 % power, alpha 0.05 (results/inference.py).
+SUMMARY_COLUMNS += ["mdd"]
 FOLD_COLUMNS = ["model", "task", "regime", "seed", "fold", "metric", "value", "view", "backend",
                 "code_version"]
 #: Two baseline values of one fold agree when they are this close (they come from the same code and data).
@@ -174,6 +177,7 @@ def summarise_group(entries: Iterable[FoldEntry], ci_unit: str = "seed"
         baseline = _joined(baseline_of.get((model, f), "") for f in rates)
         values = {k: float(e.value) for k, e in cells.items() if e.value is not None}
         summary.append(_summary_row(model, group, values, ci_unit, view, baseline, list(cells.values())))
+        summary[-1]["mdd"] = entries_mdd(cells.values())
         folds += _fold_rows(model, group, cells, values, view)
     return summary, folds
 

@@ -1,0 +1,96 @@
+"""Subject cluster bootstrap of a paired difference, from the pooled out-of-fold predictions (issue 19).
+
+The alternative to the corrected t of :mod:`ppgbench_pl.report.effects`. Every seed's outer folds
+partition the same subjects, so a seed's pooled out-of-fold predictions score every subject once. One
+bootstrap draw resamples **subjects** (never windows: windows of a subject are not independent) with
+replacement, and the same draw is used in every seed (the seeds share their subjects, so resampling them
+independently per seed would shrink the subject uncertainty by 1/S). The metric is computed per seed
+(stratified by seed) on the drawn subjects, pooled over their windows, and averaged over seeds; the
+difference a - b of that average is the bootstrap statistic. The interval is the percentile interval; the
+p-value is the share of centred draws at least as far from 0 as the observed difference, (1 + k)/(B + 1).
+
+Per subject only sufficient statistics are kept (sum of absolute errors and window count for MAE; per
+class the windows and the correct ones for balanced accuracy), so a draw is one matrix product.
+The constant baseline stores no predictions: for balanced accuracy its value is 1/C on any draw that holds
+its class, so it is built exactly; for MAE it is unknown and the comparison is left out (NaN).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+SeedStats = Mapping[int, tuple[np.ndarray, np.ndarray]]  # seed -> (subject names, [N, k] statistics)
+
+
+def subject_stats(kind: str, y_true: np.ndarray, y_pred: np.ndarray, subjects: np.ndarray,
+                  classes: Sequence[Any] = ()) -> tuple[np.ndarray, np.ndarray]:
+    """Per-subject sufficient statistics of pooled window predictions, subjects sorted by name.
+
+    Regression: columns (sum |error|, windows). Classification: per class of ``classes`` the correct
+    windows, then per class the windows of that class.
+    """
+    names, index = np.unique(np.asarray(subjects).astype(str), return_inverse=True)
+    if kind == "regression":
+        cols = [np.abs(np.asarray(y_pred, float) - np.asarray(y_true, float)), np.ones(len(y_true))]
+    else:
+        hit = np.asarray(y_pred) == np.asarray(y_true)
+        cols = [hit & (y_true == c) for c in classes] + [np.asarray(y_true) == c for c in classes]
+    stats = np.stack([np.bincount(index, weights=np.asarray(c, float), minlength=len(names)) for c in cols], 1)
+    return names, stats
+
+
+def pooled_metric(weights: np.ndarray, stats: np.ndarray, kind: str) -> np.ndarray:
+    """Metric of each row of subject ``weights`` ([B, N] multiplicities) on [N, k] statistics -> [B]."""
+    totals = weights @ stats
+    if kind == "regression":
+        return totals[:, 0] / totals[:, 1]
+    half = stats.shape[1] // 2
+    with np.errstate(invalid="ignore", divide="ignore"):
+        recall = totals[:, :half] / totals[:, half:]
+    return np.nanmean(recall, axis=1)
+
+
+def constant_stats(stats: np.ndarray) -> np.ndarray:
+    """Statistics of a constant predictor of the first class (balanced accuracy 1/C on every draw)."""
+    half = stats.shape[1] // 2
+    out = np.zeros_like(stats)
+    out[:, half:] = stats[:, half:]
+    out[:, 0] = stats[:, half]
+    return out
+
+
+def cluster_bootstrap(a: SeedStats, b: SeedStats, kind: str, n_boot: int = 2000, seed: int = 0,
+                      alpha: float = 0.05) -> dict[str, float]:
+    """Paired subject cluster bootstrap of mean over seeds of metric(a) - metric(b) (module docstring).
+
+    Only seeds present in both and subjects present in every one of them are used.
+    """
+    seeds = sorted(set(a) & set(b))
+    nan = {"diff": math.nan, "ci_low": math.nan, "ci_high": math.nan, "p": math.nan, "n_subjects": 0}
+    if not seeds:
+        return nan
+    common = set(a[seeds[0]][0])
+    for s in seeds:
+        common &= set(a[s][0]) & set(b[s][0])
+    names = np.array(sorted(common))
+    if len(names) < 2:
+        return nan
+    rng = np.random.default_rng(seed)
+    weights = rng.multinomial(len(names), np.full(len(names), 1.0 / len(names)), size=n_boot).astype(float)
+    weights = np.vstack([np.ones(len(names)), weights])
+    total = np.zeros(n_boot + 1)
+    for s in seeds:
+        for side, sign in ((a, 1.0), (b, -1.0)):
+            subj, stats = side[s]
+            total += sign * pooled_metric(weights, stats[np.searchsorted(subj, names)], kind)
+    draws = total / len(seeds)
+    observed, boot = float(draws[0]), draws[1:]
+    boot = boot[np.isfinite(boot)]
+    far = np.abs(boot - observed) >= abs(observed)
+    return {"diff": observed, "ci_low": float(np.quantile(boot, alpha / 2)),
+            "ci_high": float(np.quantile(boot, 1 - alpha / 2)), "p": float((1 + far.sum()) / (len(boot) + 1)),
+            "n_subjects": len(names)}

@@ -1,0 +1,64 @@
+"""Read the pooled out-of-fold predictions of a cell for :mod:`ppgbench_pl.report.bootstrap`.
+
+Kept apart from the statistics so the bootstrap itself runs on simulated arrays in the calibration tests.
+Repeat 0 of each job is used (the neural regimes' repeats share the split; the corrected t uses their
+mean, the bootstrap the first); subject-level tasks are aggregated with the aggregation each job chose,
+so a subject is one prediction there, as in the recorded metric.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from ppgbench_pl.report.bootstrap import constant_stats, subject_stats
+from ppgbench_pl.report.load import RunSet
+
+
+def _job_arrays(runs: RunSet, rec: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(y_true, y_pred, subjects) of a job's first repeat, aggregated per subject on subject-level tasks."""
+    results = rec.get("results") or [{}]
+    name = results[0].get("predictions") or "predictions_repeat0.npz"
+    path = runs.job_folder(rec) / name
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            y, subjects = np.asarray(z["y_true"]), np.asarray(z["subjects"]).astype(str)
+            pred = np.asarray(z["y_prob"] if "y_prob" in z.files else z["y_pred"])
+            classes = np.asarray(z["classes"]) if "classes" in z.files else None
+    except (OSError, KeyError, ValueError, EOFError):
+        return None
+    if rec.get("level") == "subject":
+        from ppgbench_pl.metrics.aggregation import aggregate, first_per_group
+
+        method = (results[0].get("params") or {}).get("aggregation") or "mean"
+        names, pred = aggregate(subjects, pred.astype(float), str(method))
+        y, subjects = first_per_group(subjects, y), names
+    if classes is not None and pred.ndim == 2:
+        pred = classes[np.argmax(pred, axis=1)]
+    return y, pred, subjects
+
+
+def seed_stats(runs: RunSet, records: Iterable[dict[str, Any]], kind: str, classes: list[Any],
+               baseline: bool = False) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Seed -> per-subject statistics of the seed's pooled out-of-fold predictions.
+
+    A seed with a missing or unreadable file is left out; ``baseline`` gives the constant predictor's.
+    """
+    pooled: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
+    broken: set[int] = set()
+    for rec in records:
+        arrays = _job_arrays(runs, rec)
+        if arrays is None:
+            broken.add(int(rec["seed"]))
+        else:
+            pooled.setdefault(int(rec["seed"]), []).append(arrays)
+    out = {}
+    for seed, parts in pooled.items():
+        if seed in broken:
+            continue
+        y, pred, subj = (np.concatenate([p[i] for p in parts]) for i in range(3))
+        names, stats = subject_stats(kind, y, pred, subj, classes)
+        out[seed] = (names, constant_stats(stats) if baseline else stats)
+    return out

@@ -1,0 +1,163 @@
+"""Paired effects per cell, with a seed interval and a subject-level interval, MDD and Holm (issue 19).
+
+For every task x regime cell and every comparison the report answers, the difference a - b on matched
+(seed, fold) units:
+
+* family ``baseline``: each model (controls included) against the constant baseline of its own fold
+  (the value stored in the same record, so the pairing is exact);
+* family ``controls``: each PPG-specific model against each PRV and MOMENT control present;
+* family ``models``: each pair of PPG-specific models.
+
+Two intervals sit beside each difference: the published-style one (Student-t over the S seed means of the
+differences, df S - 1: split-to-split noise only) and the subject-level one, the Nadeau-Bengio corrected
+resampled t over the seed x fold differences (:func:`ppgbench_pl.results.inference.corrected_t`; the
+test-to-train ratio from each job's subject counts). The corrected t is the default for the new verdicts
+because it needs only the fold values every record holds (no predictions, no baseline predictions, no
+resampling cost) and it is conservative where the folds overlap (docs/statistics.md compares it with the
+subject cluster bootstrap of :mod:`ppgbench_pl.report.bootstrap`). ``p_holm`` is Holm's adjustment over
+the comparisons of one family in one cell.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ppgbench_pl.report.load import CONTROL_MODELS, is_control, order_models, order_regimes, order_tasks
+from ppgbench_pl.results.fold_entry import FoldEntry, fold_entry, is_baseline, student_t_ci
+from ppgbench_pl.results.inference import ALPHA, corrected_t, holm, mdd, split_ratio
+
+FAMILIES = ("baseline", "controls", "models")
+FEATURE_CONTROLS = tuple(c for c in CONTROL_MODELS if not is_baseline(c))
+EFFECT_COLUMNS = [
+    "regime", "task", "metric", "family", "model_a", "model_b", "n_seeds", "n_units", "mean_a", "mean_b",
+    "diff", "gain", "d_z", "seed_ci_low", "seed_ci_high", "nb_ci_low", "nb_ci_high", "ratio", "p", "p_holm",
+    "mdd", "verdict",
+]
+MIN_SEEDS = 3
+VERDICT_TEXT = {
+    "better": "a significantly better than b (corrected t, Holm within the family)",
+    "worse": "a significantly worse than b",
+    "below_baseline": "significantly worse than the constant baseline (training failed or task mis-specified)",
+    "no_detectable_difference": "no significant difference; a true difference below the MDD could go unseen",
+    "undetermined": "fewer than two matched units: no test",
+}
+
+
+def units(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    """One row per ``ok`` job: model, task, regime, seed, fold, value, its fold's baseline, subject counts."""
+    rows = []
+    for rec in records:
+        entry = fold_entry(rec)
+        if entry is None or entry.value is None:
+            continue
+        rows.append(_unit_row(entry, rec))
+    return pd.DataFrame(rows, columns=["model", "task", "regime", "metric", "seed", "fold", "value",
+                                       "baseline", "n_train", "n_test", "higher"])
+
+
+def _unit_row(entry: FoldEntry, rec: dict[str, Any]) -> dict[str, Any]:
+    return {"model": entry.model, "task": entry.task, "regime": entry.regime, "metric": entry.metric,
+            "seed": entry.seed, "fold": entry.fold, "value": entry.value,
+            "baseline": math.nan if entry.baseline is None else entry.baseline,
+            "n_train": entry.n_train or math.nan, "n_test": entry.n_test or math.nan,
+            "higher": rec.get("kind") != "regression"}
+
+
+def comparisons(models: list[str]) -> list[tuple[str, str, str]]:
+    """(family, a, b) for one cell: every model vs its constant, PPG models vs controls, PPG model pairs."""
+    models = [m for m in order_models(models) if not is_baseline(m)]
+    ppg = [m for m in models if not is_control(m)]
+    controls = [m for m in models if m in FEATURE_CONTROLS or (is_control(m) and not is_baseline(m))]
+    out = [("baseline", m, "constant") for m in models]
+    out += [("controls", m, c) for m in ppg for c in controls]
+    out += [("models", a, b) for i, a in enumerate(ppg) for b in ppg[i + 1:]]
+    return out
+
+
+def paired_diffs(cell: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
+    """Matched (seed, fold) rows of a - b: columns seed, fold, a, b, diff, n_train, n_test."""
+    left = cell[cell["model"] == a].set_index(["seed", "fold"])
+    if b == "constant":
+        joined = pd.DataFrame({"a": left["value"], "b": left["baseline"], "n_train": left["n_train"],
+                               "n_test": left["n_test"]}).dropna(subset=["a", "b"])
+    else:
+        right = cell[cell["model"] == b].set_index(["seed", "fold"])
+        joined = pd.concat({"a": left["value"], "b": right["value"], "n_train": left["n_train"],
+                            "n_test": left["n_test"]}, axis=1, join="inner").dropna(subset=["a", "b"])
+    joined["diff"] = joined["a"] - joined["b"]
+    return joined.reset_index()
+
+
+def effect(joined: pd.DataFrame, higher: bool, alpha: float = ALPHA) -> dict[str, Any]:
+    """Difference, standardised effect, seed CI, corrected-t CI and p, and the MDD of matched units."""
+    n_folds = int(joined["fold"].nunique()) if len(joined) else 0
+    ratio = split_ratio(joined["n_train"], joined["n_test"], n_folds)
+    test = corrected_t(joined["diff"].to_numpy(), ratio, alpha)
+    seed_means = joined.groupby("seed")["diff"].mean().to_numpy()
+    half = student_t_ci(seed_means)
+    mean = float(seed_means.mean()) if len(seed_means) else math.nan
+    sign = 1.0 if higher else -1.0
+    return {"n_seeds": len(seed_means), "n_units": test.n, "mean_a": float(joined["a"].mean()),
+            "mean_b": float(joined["b"].mean()), "diff": test.mean, "gain": sign * test.mean,
+            "d_z": sign * test.d_z, "seed_ci_low": mean - half, "seed_ci_high": mean + half,
+            "nb_ci_low": test.ci_low, "nb_ci_high": test.ci_high, "ratio": ratio, "p": test.p,
+            "mdd": mdd(test.sd, test.n, ratio, alpha)}
+
+
+def verdict(row: dict[str, Any], alpha: float = ALPHA) -> str:
+    """The new verdict of one comparison from its Holm-adjusted p-value and the sign of its gain."""
+    p = row["p_holm"]
+    if p is None or math.isnan(p):
+        return "undetermined"
+    if p >= alpha or row["gain"] == 0:
+        return "no_detectable_difference"
+    if row["gain"] > 0:
+        return "better"
+    return "below_baseline" if row["family"] == "baseline" else "worse"
+
+
+def _cell_rows(cell: pd.DataFrame, regime: str, task: str, alpha: float) -> list[dict[str, Any]]:
+    higher = bool(cell["higher"].iloc[0])
+    rows = []
+    for family, a, b in comparisons(sorted(set(cell["model"]))):
+        joined = paired_diffs(cell, a, b)
+        if not len(joined):
+            continue
+        rows.append({"regime": regime, "task": task, "metric": str(cell["metric"].iloc[0]), "family": family,
+                     "model_a": a, "model_b": b, **effect(joined, higher, alpha)})
+    for family in FAMILIES:
+        members = [r for r in rows if r["family"] == family]
+        for r, adjusted in zip(members, holm([r["p"] for r in members]), strict=True):
+            r["p_holm"] = float(adjusted)
+    for r in rows:
+        r["verdict"] = verdict(r, alpha)
+    return rows
+
+
+def effects_table(records: Iterable[dict[str, Any]], alpha: float = ALPHA) -> pd.DataFrame:
+    """Every cell's paired effects (:data:`EFFECT_COLUMNS`), cells in protocol order."""
+    frame = units(records)
+    rows: list[dict[str, Any]] = []
+    for regime in order_regimes(set(frame["regime"])):
+        part = frame[frame["regime"] == regime]
+        for task in order_tasks(set(part["task"])):
+            rows += _cell_rows(part[part["task"] == task], regime, task, alpha)
+    return pd.DataFrame(rows, columns=EFFECT_COLUMNS)
+
+
+def seeds_per_regime(effects: pd.DataFrame) -> dict[str, int]:
+    """The most seeds any comparison of a regime has (the CD diagram needs :data:`MIN_SEEDS`)."""
+    if effects.empty:
+        return {}
+    return {str(k): int(v) for k, v in effects.groupby("regime")["n_seeds"].max().items()}
+
+
+def finite(values: Any) -> np.ndarray:
+    """The finite entries of an array-like (for min/max over p-values that may be NaN)."""
+    arr = np.asarray(values, dtype=float)
+    return arr[np.isfinite(arr)]

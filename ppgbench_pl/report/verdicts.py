@@ -1,0 +1,145 @@
+"""The headline findings under paired tests with multiplicity control, beside the published counts.
+
+The published counts (CI-overlap rule, :mod:`ppgbench_pl.report.findings`) stay as they are. Here the same
+two findings are decided from the corrected-t effects of :mod:`ppgbench_pl.report.effects`:
+
+* **Above chance** in a cell when some model beats its constant baseline. The cell's p-value is the
+  smallest Holm-adjusted p (family ``baseline`` of the cell: every model against its constant) among the
+  models with a positive gain, which tests "no model beats the baseline" at the family-wise level within
+  the cell. Benjamini-Hochberg over all cells of the report (the family of the finding: every task x
+  regime cell, 68 in the full benchmark) gives ``q``; the cell is ``above_chance`` when q < alpha,
+  ``below_baseline`` when no model beats the constant and every model is significantly worse than it
+  (Holm within the cell), else ``near_chance`` (with the MDD of its best model beside it) or
+  ``undetermined`` (no test possible).
+* **Controls beaten** when a PPG-specific model beats every PRV/MOMENT control present. Per model the
+  p-value is the largest of its raw p-values against the controls, all gains positive (an
+  intersection-union test: it needs no correction across the controls); Holm over the PPG models of the
+  cell, the smallest adjusted p is the cell's, and Benjamini-Hochberg over the assessable cells gives q.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+
+from ppgbench_pl.report.effects import finite
+from ppgbench_pl.results.inference import ALPHA, benjamini_hochberg, holm
+
+CHANCE_COLUMNS = ["regime", "task", "metric", "published_status", "best_model", "gain", "mdd", "p_cell",
+                  "q_bh", "paired_status", "beat_baseline", "below_baseline"]
+CONTROL_COLUMNS = ["regime", "task", "published_status", "p_cell", "q_bh", "paired_status", "winners"]
+
+
+def _chance_row(cell: pd.DataFrame, alpha: float) -> dict[str, Any]:
+    base = cell[cell["family"] == "baseline"]
+    positive = base[base["gain"] > 0]
+    p_cell = float(finite(positive["p_holm"]).min()) if len(finite(positive["p_holm"])) else math.nan
+    if math.isnan(p_cell) and len(finite(base["p_holm"])):
+        p_cell = 1.0  # tested, and no model has a better mean
+    best = base.loc[base["gain"].idxmax()] if len(base) else None
+    below = base[base["verdict"] == "below_baseline"]["model_a"].tolist()
+    return {"best_model": "" if best is None else best["model_a"],
+            "gain": math.nan if best is None else float(best["gain"]),
+            "mdd": math.nan if best is None else float(best["mdd"]), "p_cell": p_cell,
+            "below_baseline": ";".join(below), "all_below": bool(len(base)) and len(below) == len(base)}
+
+
+def paired_chance(effects: pd.DataFrame, published: pd.DataFrame, alpha: float = ALPHA) -> pd.DataFrame:
+    """One row per cell of the published chance table: its status there and under the paired rule."""
+    rows = []
+    for cell in published.itertuples():
+        part = effects[(effects["regime"] == cell.regime) & (effects["task"] == cell.task)]
+        rows.append({"regime": cell.regime, "task": cell.task, "metric": cell.metric,
+                     "published_status": cell.status, **_chance_row(part, alpha)})
+    frame = pd.DataFrame(rows)
+    if frame.empty:
+        return pd.DataFrame(columns=CHANCE_COLUMNS)
+    frame["q_bh"] = benjamini_hochberg(frame["p_cell"])
+    status, winners = [], []
+    for row, part in zip(frame.itertuples(), _cells(effects, frame), strict=True):
+        base = part[part["family"] == "baseline"]
+        wins = base[(base["gain"] > 0) & (base["p_holm"] < alpha)]["model_a"].tolist()
+        if not math.isnan(row.q_bh) and row.q_bh < alpha:
+            status.append("above_chance")
+        elif row.all_below:
+            status.append("below_baseline")
+        else:
+            status.append("undetermined" if math.isnan(row.p_cell) else "near_chance")
+        winners.append(";".join(wins) if not math.isnan(row.q_bh) and row.q_bh < alpha else "")
+    frame["paired_status"], frame["beat_baseline"] = status, winners
+    return frame[CHANCE_COLUMNS]
+
+
+def _cells(effects: pd.DataFrame, frame: pd.DataFrame) -> list[pd.DataFrame]:
+    return [effects[(effects["regime"] == r) & (effects["task"] == t)]
+            for r, t in zip(frame["regime"], frame["task"], strict=True)]
+
+
+def _control_p(part: pd.DataFrame) -> tuple[float, list[str]]:
+    """Cell p-value (Holm over PPG models of their intersection-union p) and the models it rests on."""
+    ctrl = part[part["family"] == "controls"]
+    models, pvals = [], []
+    for model, rows in ctrl.groupby("model_a", sort=False):
+        p = rows["p"].to_numpy(dtype=float)
+        models.append(str(model))
+        pvals.append(math.nan if any(math.isnan(x) for x in p) else
+                     (float(p.max()) if (rows["gain"] > 0).all() else 1.0))
+    if not models:
+        return math.nan, []
+    adjusted = holm(pvals)
+    ok = finite(adjusted)
+    return (float(ok.min()) if len(ok) else math.nan), [m for m, p in zip(models, adjusted, strict=True)
+                                                       if p == (ok.min() if len(ok) else None)]
+
+
+def paired_controls(effects: pd.DataFrame, published: pd.DataFrame, alpha: float = ALPHA) -> pd.DataFrame:
+    """One row per assessable cell of the published control table, with its paired verdict."""
+    cells = published[published["status"].isin(("beaten", "not_beaten", "undetermined"))]
+    rows = []
+    for cell in cells.itertuples():
+        part = effects[(effects["regime"] == cell.regime) & (effects["task"] == cell.task)]
+        p, best = _control_p(part)
+        rows.append({"regime": cell.regime, "task": cell.task, "published_status": cell.status, "p_cell": p,
+                     "best": best})
+    frame = pd.DataFrame(rows)
+    if frame.empty:
+        return pd.DataFrame(columns=CONTROL_COLUMNS)
+    frame["q_bh"] = benjamini_hochberg(frame["p_cell"])
+    beaten = frame["q_bh"] < alpha
+    frame["paired_status"] = ["undetermined" if math.isnan(p) else ("beaten" if b else "not_beaten")
+                              for p, b in zip(frame["p_cell"], beaten, strict=True)]
+    frame["winners"] = [";".join(m) if b else "" for m, b in zip(frame["best"], beaten, strict=True)]
+    return frame[CONTROL_COLUMNS]
+
+
+def count_lines(chance: pd.DataFrame, controls: pd.DataFrame, alpha: float = ALPHA) -> list[str]:
+    """The findings under both rules, side by side (the page and findings.md lead with them)."""
+    n = len(chance)
+    pub_near = int((chance["published_status"] == "near_chance").sum())
+    near = int((chance["paired_status"] == "near_chance").sum())
+    below = int((chance["paired_status"] == "below_baseline").sum())
+    und = int((chance["paired_status"] == "undetermined").sum())
+    lines = [f"Near chance: {pub_near} of {n} cells under the published CI-overlap rule; {near} of {n} under "
+             f"paired corrected t-tests (Nadeau-Bengio, Holm over each cell's models, Benjamini-Hochberg "
+             f"over the {n} cells, alpha {alpha:g})" + (f", plus {below} below baseline" if below else "")
+             + (f", {und} undetermined" if und else "") + "."]
+    if len(controls):
+        m = len(controls)
+        pub = int((controls["published_status"] == "not_beaten").sum())
+        hold = int((controls["paired_status"] == "not_beaten").sum())
+        lines.append(f"Controls hold: {pub} of {m} assessable cells under the published rule; {hold} of {m} "
+                     "under paired tests (intersection-union over the controls, Holm over the PPG models "
+                     f"of a cell, Benjamini-Hochberg over the {m} cells).")
+    mdds = chance[chance["paired_status"] == "near_chance"]
+    if len(mdds):
+        parts = [f"{r.task} ({r.regime}) {r.mdd:.3g}" for r in mdds.itertuples() if not math.isnan(r.mdd)]
+        lines.append("Near-chance cells could still hide a gain below their minimum detectable difference "
+                     "(80 % power, alpha 0.05; best model vs constant): " + "; ".join(parts) + ".")
+    if below:
+        cells = chance[chance["paired_status"] == "below_baseline"]
+        lines.append("Below baseline (every model significantly worse than the constant: training failed or "
+                     "the task is mis-specified, not chance): "
+                     + "; ".join(f"{r.task} ({r.regime})" for r in cells.itertuples()) + ".")
+    return lines

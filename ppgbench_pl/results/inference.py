@@ -1,0 +1,202 @@
+"""Paired inference over the seed x fold values of a cell: corrected t, MDD, planners, multiplicity.
+
+Why these and not a plain t-test: every seed re-partitions the same subjects, so the 25 fold values of a
+cell are not independent (their training sets overlap by about 3/4 and every seed sees every subject).
+A plain paired t over the 25 values is far too liberal, and the published seed-mean CI measures only
+split-to-split noise. Nadeau and Bengio (2003, "Inference for the generalization error") correct the
+variance of the mean of J resampled differences for that overlap:
+
+    var(mean d) = (1/J + n_test / n_train) * s^2,   t = mean d / sqrt(var),   df = J - 1,
+
+with s the sd of the J differences and n_test / n_train the test-to-train ratio of the splits (subjects:
+here from each job's ``train_groups`` / ``test_groups``). The correction keeps a floor that more seeds
+cannot remove (``n_test/n_train * s^2``): that floor is the uncertainty of having sampled these subjects,
+which is what "model A is better than model B" claims. docs/statistics.md has the formulas, the
+calibration tables and the anchors.
+
+Everything here is NumPy plus ``scipy.special`` (t quantiles and CDF), so summary.csv can carry the MDD
+without importing ``scipy.stats``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+ALPHA, POWER = 0.05, 0.8
+#: Test-to-train ratio of the protocol's 5-fold outer CV, used when the records do not say.
+DEFAULT_RATIO = 0.25
+
+
+def _t_ppf(q: float, dof: float) -> float:
+    from scipy.special import stdtrit
+
+    return float(stdtrit(dof, q))
+
+
+def _t_cdf(x: float, dof: float) -> float:
+    from scipy.special import stdtr
+
+    return float(stdtr(dof, x))
+
+
+@dataclass(frozen=True)
+class PairedTest:
+    """The corrected resampled t over J paired differences (NaN where undefined).
+
+    Attributes:
+        n: Number of matched (seed, fold) units J.
+        mean: Mean difference a - b (metric units).
+        sd: sd (ddof 1) of the differences.
+        se: Corrected standard error ``sqrt((1/J + ratio) s^2)``.
+        t, p: Statistic and two-sided p-value (df J - 1).
+        ci_low, ci_high: 95 % (1 - alpha) interval of the mean difference.
+        ratio: The test-to-train ratio used.
+        d_z: Standardised effect, mean / sd of the differences (paired Cohen's d_z).
+
+    """
+
+    n: int
+    mean: float
+    sd: float
+    se: float
+    t: float
+    p: float
+    ci_low: float
+    ci_high: float
+    ratio: float
+    d_z: float
+
+
+def corrected_t(diff: Any, ratio: float = DEFAULT_RATIO, alpha: float = ALPHA) -> PairedTest:
+    """Nadeau-Bengio corrected resampled t-test of the mean of ``diff`` against 0 (module docstring).
+
+    ``ratio`` = 0 gives the ordinary one-sample t over the values (right for independent units such as
+    seed means of disjoint subject sets; wrong for CV folds).
+    """
+    d = np.asarray(diff, dtype=float)
+    n = len(d)
+    nan = math.nan
+    if n == 0:
+        return PairedTest(0, nan, nan, nan, nan, nan, nan, nan, ratio, nan)
+    mean = float(d.mean())
+    if n < 2:
+        return PairedTest(n, mean, nan, nan, nan, nan, nan, nan, ratio, nan)
+    sd = float(d.std(ddof=1))
+    se = math.sqrt(1.0 / n + ratio) * sd
+    half = _t_ppf(1 - alpha / 2, n - 1) * se
+    if se == 0:
+        t, p = (0.0, 1.0) if mean == 0 else (math.copysign(math.inf, mean), 0.0)
+        return PairedTest(n, mean, sd, se, t, p, mean, mean, ratio, nan if mean == 0 else t)
+    t = mean / se
+    p = 2 * _t_cdf(-abs(t), n - 1)
+    return PairedTest(n, mean, sd, se, t, p, mean - half, mean + half, ratio, mean / sd)
+
+
+def mdd(sd: float, n: int, ratio: float = DEFAULT_RATIO, alpha: float = ALPHA, power: float = POWER) -> float:
+    """Smallest true mean difference the corrected t detects with ``power`` at ``alpha`` (two-sided).
+
+    ``(t_{1-alpha/2, J-1} + t_{power, J-1}) * sd * sqrt(1/J + ratio)``: the usual normal-shift
+    approximation with t quantiles (the simulations in docs/statistics.md check its power). NaN with
+    fewer than two units or an unknown sd.
+    """
+    if n < 2 or not math.isfinite(sd):
+        return math.nan
+    return (_t_ppf(1 - alpha / 2, n - 1) + _t_ppf(power, n - 1)) * sd * math.sqrt(1.0 / n + ratio)
+
+
+def mdd_floor(sd: float, ratio: float = DEFAULT_RATIO, alpha: float = ALPHA, power: float = POWER) -> float:
+    """The MDD with infinitely many seeds: ``(z_{1-alpha/2} + z_power) * sd * sqrt(ratio)``.
+
+    No number of seeds goes below it; only more subjects (a smaller fold spread) do.
+    """
+    from scipy.special import ndtri
+
+    return float((ndtri(1 - alpha / 2) + ndtri(power)) * sd * math.sqrt(ratio))
+
+
+def seeds_needed(sd: float, delta: float, folds: int = 5, ratio: float = DEFAULT_RATIO,
+                 alpha: float = ALPHA, power: float = POWER, max_seeds: int = 1000) -> int | None:
+    """How many seeds (each with ``folds`` folds) make the MDD at most ``delta``; None if none can.
+
+    ``sd`` is the observed spread of the paired fold differences (it does not depend on the number of
+    seeds). None when ``delta`` is at or below :func:`mdd_floor` (more subjects are needed, see
+    :func:`subjects_needed`) or above ``max_seeds``.
+    """
+    if not (delta > 0 and math.isfinite(sd)) or delta <= mdd_floor(sd, ratio, alpha, power):
+        return None
+    for seeds in range(1, max_seeds + 1):
+        if mdd(sd, seeds * folds, ratio, alpha, power) <= delta:
+            return seeds
+    return None
+
+
+def subjects_needed(sd: float, delta: float, n_subjects: int, seeds: int = 5, folds: int = 5,
+                    ratio: float = DEFAULT_RATIO, alpha: float = ALPHA, power: float = POWER,
+                    max_subjects: int = 100_000) -> int | None:
+    """How many subjects (same seeds and folds) make the MDD at most ``delta``; None if none within reach.
+
+    Assumes the fold spread is subject-sampling noise, so it shrinks as ``sd * sqrt(n_subjects / N)``
+    (an upper bound on what more subjects buy when part of the spread is training noise).
+    """
+    if not (delta > 0 and math.isfinite(sd) and n_subjects > 0):
+        return None
+    now = mdd(sd, seeds * folds, ratio, alpha, power)
+    if not math.isfinite(now):
+        return None
+    needed = math.ceil(n_subjects * (now / delta) ** 2)
+    return max(needed, 1) if needed <= max_subjects else None
+
+
+def holm(pvalues: Any) -> np.ndarray:
+    """Holm's step-down adjusted p-values (family-wise error); NaN entries stay NaN and do not count."""
+    p = np.asarray(pvalues, dtype=float)
+    out = np.full(p.shape, math.nan)
+    ok = np.flatnonzero(~np.isnan(p))
+    if len(ok):
+        order = ok[np.argsort(p[ok], kind="stable")]
+        m = len(order)
+        adjusted = np.maximum.accumulate((m - np.arange(m)) * p[order])
+        out[order] = np.minimum(adjusted, 1.0)
+    return out
+
+
+def benjamini_hochberg(pvalues: Any) -> np.ndarray:
+    """Benjamini-Hochberg adjusted p-values (false discovery rate); NaN entries stay NaN."""
+    p = np.asarray(pvalues, dtype=float)
+    out = np.full(p.shape, math.nan)
+    ok = np.flatnonzero(~np.isnan(p))
+    if len(ok):
+        order = ok[np.argsort(p[ok], kind="stable")]
+        m = len(order)
+        scaled = p[order] * m / np.arange(1, m + 1)
+        out[order] = np.minimum(np.minimum.accumulate(scaled[::-1])[::-1], 1.0)
+    return out
+
+
+def split_ratio(n_train: Any, n_test: Any, n_folds: int) -> float:
+    """Mean test-to-train subject ratio of the units; ``1/(K-1)`` for K folds when the records lack counts."""
+    tr, te = np.asarray(n_train, dtype=float), np.asarray(n_test, dtype=float)
+    ok = np.isfinite(tr) & np.isfinite(te) & (tr > 0)
+    if ok.any():
+        return float(np.mean(te[ok] / tr[ok]))
+    return 1.0 / (n_folds - 1) if n_folds >= 2 else DEFAULT_RATIO
+
+
+def entries_mdd(entries: Any, alpha: float = ALPHA, power: float = POWER) -> float:
+    """The MDD against the constant baseline of one model's fold entries (summary.csv ``mdd``).
+
+    Each entry (a :class:`~ppgbench_pl.results.fold_entry.FoldEntry`) carries its fold's value and the
+    constant baseline of the same fold, so the paired difference needs no join; the ratio comes from the
+    entries' subject counts.
+    """
+    kept = [e for e in entries if e.value is not None and e.baseline is not None]
+    if len(kept) < 2:
+        return math.nan
+    diff = np.array([e.value - e.baseline for e in kept])
+    ratio = split_ratio([e.n_train if e.n_train else math.nan for e in kept],
+                        [e.n_test if e.n_test else math.nan for e in kept], len({e.fold for e in kept}))
+    return mdd(float(diff.std(ddof=1)), len(kept), ratio, alpha, power)
