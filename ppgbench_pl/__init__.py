@@ -30,15 +30,18 @@ if TYPE_CHECKING:
         list_tasks,
         load_run,
     )
+    from ppgbench_pl.report.compare_runs import compare
 
 _API = ("PUBLISHED_CONTROLS", "PUBLISHED_FOLDS", "PUBLISHED_SEEDS", "Results", "evaluate", "list_controls",
         "list_datasets", "list_encoders", "list_regimes", "list_tasks", "load_run")
+#: Names served by other torch-free modules (``pb.compare``: two runs, paired per cell).
+_ELSEWHERE = {"compare": "ppgbench_pl.report.compare_runs"}
 
 
 def __getattr__(name: str) -> Any:
     """Import the API (and what it needs) when one of its names is first asked for."""
-    if name in _API:
-        value = getattr(importlib.import_module("ppgbench_pl.api"), name)
+    if name in _API or name in _ELSEWHERE:
+        value = getattr(importlib.import_module(_ELSEWHERE.get(name, "ppgbench_pl.api")), name)
         globals()[name] = value
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -46,10 +49,10 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     """List the module's names, the lazy API included (tab completion in notebooks)."""
-    return sorted([*globals(), *_API])
+    return sorted([*globals(), *_API, *_ELSEWHERE])
 
 
 __all__ = [
-    "PUBLISHED_CONTROLS", "PUBLISHED_FOLDS", "PUBLISHED_SEEDS", "Results", "__version__", "evaluate",
+    "PUBLISHED_CONTROLS", "PUBLISHED_FOLDS", "PUBLISHED_SEEDS", "Results", "__version__", "compare", "evaluate",
     "list_controls", "list_datasets", "list_encoders", "list_regimes", "list_tasks", "load_run",
 ]

@@ -28,6 +28,7 @@ COMMANDS = {
     "download": "fetch raw datasets (resumable, verified, safe extraction)",
     "preprocess": "raw files -> the processed layout at each sampling rate",
     "report": "tables, findings and figures of one or more run folders",
+    "compare": "paired comparison of one model of each of two run folders, cell by cell",
     "init": "a commented config template for evaluating your own model",
 }
 PROTOCOL_COMMANDS = ("fit", "benchmark")

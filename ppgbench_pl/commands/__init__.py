@@ -15,6 +15,7 @@ _REGISTRARS = (
     ("listing", "add_list_parser"),
     ("data", "add_data_parsers"),
     ("report", "add_report_parser"),
+    ("compare", "add_compare_parser"),
     ("init", "add_init_parser"),
 )
 

@@ -1,0 +1,49 @@
+"""``ppgbench compare RUN_A RUN_B [--model A --model B]``: one model of each run, paired per cell (issue 19)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ppgbench_pl.errors import ConfigError
+
+
+def add_compare_parser(sub: argparse._SubParsersAction) -> None:
+    """Register ``compare``."""
+    parser = sub.add_parser(
+        "compare", help="Paired comparison of one model of RUN_A with one of RUN_B, cell by cell.",
+        description="Per task x regime: paired difference on matched seeds x folds, seed and subject-level "
+                    "(corrected t) intervals, raw and Benjamini-Hochberg p, MDD, win/tie/loss. Cells whose "
+                    "seeds or folds differ are refused.")
+    parser.add_argument("run_a", type=Path, help="First run folder.")
+    parser.add_argument("run_b", type=Path, help="Second run folder.")
+    parser.add_argument("--model", action="append", default=None, metavar="NAME",
+                        help="Model of RUN_A, then of RUN_B (once: the same name in both; default: each run's "
+                             "only PPG-specific model).")
+    parser.add_argument("--alpha", type=float, default=0.05, help="Level of the tests (default 0.05).")
+    parser.add_argument("--output", "-o", type=Path, default=None,
+                        help="Folder for compare.csv and compare.md (default: print only).")
+    parser.set_defaults(func=run_compare)
+
+
+def run_compare(ns: argparse.Namespace) -> None:
+    """Compare, print the summary line and the table, and write them when --output is given."""
+    from ppgbench_pl.report.compare_runs import compare_runs, refused_line, write_comparison
+
+    if not 0 < ns.alpha < 1:
+        raise ConfigError(f"--alpha must lie in (0, 1), got {ns.alpha}")
+    names = ns.model or []
+    if len(names) > 2:
+        raise ConfigError(f"--model is given at most twice (one per run), got {len(names)}")
+    models = (names[0], names[-1]) if names else (None, None)
+    result = compare_runs(ns.run_a, ns.run_b, models, ns.alpha)
+    shown = result.table[["regime", "task", "diff", "seed_ci_low", "seed_ci_high", "nb_ci_low", "nb_ci_high",
+                          "p", "p_bh", "mdd", "outcome"]]
+    print(shown.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    line = refused_line(result)
+    if line:
+        print(f"ppgbench: warning: {line}", file=sys.stderr)
+    if ns.output is not None:
+        print(f"compare: {write_comparison(result, ns.output)}")
+    print(result.summary)
