@@ -202,7 +202,9 @@ class BenchmarkRun:
         """The plan table, built from the config alone (no data read, no encoder built)."""
         plan = self.suite().plan(dry=True)
         done = {j.job_id for j in plan if (r := read_record(self.run_dir, j.job_id)) and r.get("status") == "ok"}
-        return describe_plan(plan, done)
+        from ppgbench_pl.benchmark.budget import describe_budget
+
+        return describe_plan(plan, done) + "\n" + describe_budget(self.spec)
 
     def run(self) -> RunReport:
         """Run every pending job of the plan; return what happened."""
@@ -219,7 +221,7 @@ class BenchmarkRun:
         fresh = [instantiate(Regime, entry) for entry in suite.config["regimes"]]  # never state from earlier runs
         meta = check_or_write_identity(
             self.run_dir, run_identity(suite.encoders, suite.datamodules.values(), fresh, suite.trainer_kwargs,
-                                       suite.config.get("callbacks")), {
+                                       suite.config.get("callbacks"), suite.config.get("budget")), {
                 "config": self.config, "versions": package_versions(),
                 "device": device_string(suite.trainer_kwargs), "seeds": suite.seeds, "folds": suite.folds,
                 "parameters": parameter_counts(suite.encoders), "planned_jobs": [j.job_id for j in plan],
@@ -369,9 +371,10 @@ def print_report(report: RunReport, output_dir: Path) -> None:
 
     if report.summary_path is not None and report.summary_path.exists():
         table = pd.read_csv(report.summary_path)
+        table = table.fillna({c: "" for c in ("unit", "budget") if c in table.columns})
         if len(table):
-            cols = [c for c in ("model", "task", "regime", "metric", "mean", "ci_low", "ci_high", "n_seeds",
-                                "n_folds") if c in table.columns]
+            cols = [c for c in ("model", "task", "regime", "metric", "unit", "mean", "ci_low", "ci_high", "n_seeds",
+                                "n_folds", "budget") if c in table.columns]
             print(table[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     print(f"{report.completed} jobs run, {report.skipped} already done, {len(report.failed)} failed "
           f"of {report.planned}; results in {output_dir}")

@@ -94,8 +94,12 @@ DATA_SPEED_SETTINGS = ("root", "num_workers")
 
 def run_identity(encoders: Sequence[PPGEncoder], datamodules: Iterable[PPGDataModule],
                  regimes: Sequence[Regime], trainer_kwargs: dict[str, Any] | None = None,
-                 callbacks: Sequence[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """What results in a folder depend on (not which subset of seeds, folds or tasks is run)."""
+                 callbacks: Sequence[dict[str, Any]] | None = None, budget: str | None = None) -> dict[str, Any]:
+    """What results in a folder depend on (not which subset of seeds, folds or tasks is run).
+
+    A budget other than ``published`` is part of it (``published`` is left out, so folders made before
+    budgets existed resume), so smoke results and published ones never share a folder.
+    """
     from ppgbench_pl.benchmark.spec import IDENTITY_TRAINER, normalise_precision
 
     trainer_kwargs = dict(trainer_kwargs or {})
@@ -118,6 +122,8 @@ def run_identity(encoders: Sequence[PPGEncoder], datamodules: Iterable[PPGDataMo
         # Callables are left out: Lightning binds ``log``/``log_dict`` onto callbacks it has run.
         "regimes": {r.name: {k: repr(v) for k, v in sorted(r.settings().items()) if not callable(v)} for r in regimes},
     }
+    if budget and budget != "published":
+        identity["budget"] = budget
     if callbacks:  # the user's callbacks change how trials train: their class paths and arguments, in order
         identity["callbacks"] = _normalise([{"class_path": c.get("class_path"), "init_args": c.get("init_args") or {}}
                                             for c in callbacks])
@@ -195,6 +201,7 @@ def check_or_write_identity(run_dir: Path, identity: dict[str, Any], extra: dict
             if legacy and not versions:
                 versions = [{"ppgbench": meta.get("ppgbench"), "source_sha256": legacy}]
             merged, conflicts = merge_identity(old_identity, identity)
+            _refuse_budget_change(path, old_identity, identity)
             if conflicts:
                 raise ConfigError(
                     f"{path}: this run folder holds results of a different config or data "
@@ -223,6 +230,14 @@ def check_or_write_identity(run_dir: Path, identity: dict[str, Any], extra: dict
                "python": platform.python_version(), "ppgbench": ppgbench_pl.__version__}
         write_json_atomic(path, out)
     return out
+
+
+def _refuse_budget_change(path: Path, old: dict[str, Any], new: dict[str, Any]) -> None:
+    """A folder of one budget refuses a run of another, saying so (``published`` when not recorded)."""
+    before, now = old.get("budget", "published"), new.get("budget", "published")
+    if before != now:
+        raise ConfigError(f"{path}: this run folder holds results of the {before} budget, not {now}; "
+                          "budgets never share a folder: give this run its own --output_dir")
 
 
 def read_run_json(path: Path) -> dict[str, Any]:

@@ -121,7 +121,8 @@ def run_job_spec(spec: JobSpec) -> JobOutcome:
         before = suite.cache.stats()
         rank = global_rank()
         extras: dict[str, dict[str, Any]] = {
-            jid: {"model": job.model_name, "task": job.task.name, "worker": worker} for jid, job in jobs.items()}
+            jid: {"model": job.model_name, "task": job.task.name, "worker": worker,
+                  "budget": suite.config.get("budget") or "published"} for jid, job in jobs.items()}
 
         def make_context(jid: str) -> Any:
             seen = suite.cache.stats()

@@ -15,6 +15,8 @@ from pathlib import Path
 from ppgbench_pl.errors import ConfigError
 
 TEMPLATE = "my_model.yaml"
+#: The budget files written beside the template (copies of ``configs/budget/``).
+BUDGETS = ("budget/smoke.yaml", "budget/published.yaml")
 
 
 def template_text(name: str = TEMPLATE) -> str:
@@ -44,6 +46,23 @@ def write_template(folder: str | Path, name: str = TEMPLATE) -> Path:
     return target
 
 
+def write_budgets(folder: str | Path) -> list[Path]:
+    """Write ``budget/smoke.yaml`` and ``budget/published.yaml`` into ``folder``; existing ones are kept."""
+    written = []
+    for name in BUDGETS:
+        target = Path(folder) / name
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with target.open("x", encoding="utf-8") as handle:
+                handle.write(template_text(name))
+        except FileExistsError:
+            continue  # an edited budget file is never overwritten
+        except OSError as exc:
+            raise ConfigError(f"{target}: cannot write ({exc.strerror or exc})") from None
+        written.append(target)
+    return written
+
+
 def add_init_parser(sub: argparse._SubParsersAction) -> None:
     """Register ``init``."""
     parser = sub.add_parser("init", help="Write a starter config (my_model.yaml) for your own model.")
@@ -54,6 +73,11 @@ def add_init_parser(sub: argparse._SubParsersAction) -> None:
 def run_init(ns: argparse.Namespace) -> None:
     """Write the template and say what to edit next."""
     path = write_template(ns.folder)
-    print(f"wrote {path}")
-    print("next: set model.init_args.encoder.init_args.module (your nn.Module) and sampling_rate, then run")
-    print(f"  ppgbench fit --config {path}")
+    budgets = write_budgets(ns.folder)
+    print(f"wrote {', '.join(str(p) for p in (path, *budgets))}")
+    smoke, published = (Path(ns.folder) / b for b in BUDGETS)
+    print("next: set model.init_args.encoder.init_args.module (your nn.Module) and sampling_rate, then")
+    print(f"  1. smoke test (minutes):  ppgbench fit --config {path} --config {smoke} "
+          f"--output_dir results/{path.parent.resolve().name}-smoke")
+    print(f"  2. the published plan:    ppgbench fit --config {path} --config {published} --dry-run")
+    print(f"  3. the published run:     ppgbench fit --config {path} --config {published}")

@@ -17,6 +17,7 @@ from typing import Any, Literal, NoReturn
 import lightning as L
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
+from ppgbench_pl.benchmark.budget import Budget
 from ppgbench_pl.benchmark.executors import Executor, LocalExecutor
 from ppgbench_pl.commands.messages import fail, one_line
 from ppgbench_pl.datamodules.ppg import PPGDataModule
@@ -65,6 +66,9 @@ class PPGBenchCLI(LightningCLI):
                             help="Datasets to evaluate (instead of data.init_args.dataset).")
         parser.add_argument("--matrix.tasks", type=list[str] | None, default=None,
                             help="Task names across the matrix's datasets (default: all of them).")
+        parser.add_argument("--budget", type=Budget, default=Budget(),
+                            help="How much of the protocol to spend: stack configs/budget/smoke.yaml or "
+                                 "published.yaml (name, n_trials, n_startup_trials, max_epochs, subject_repeats).")
         parser.add_argument("--executor", type=Executor,
                             default={"class_path": f"{LocalExecutor.__module__}.LocalExecutor"},
                             help="local | process | submitit | dask, or a class_path with init_args.")

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ppgbench_pl.report.compare import Ranking
+from ppgbench_pl.report.labels import metric_label
 from ppgbench_pl.report.scores import Scores
 from ppgbench_pl.results.fold_entry import is_baseline
 
@@ -73,8 +74,7 @@ def regime_comparison(scores: Scores) -> Figure:
         ax.set_title(task, fontsize=9)
         ax.set_xticks(range(len(regimes)), regimes, fontsize=8)
         ax.set_xlim(-0.6, len(regimes) - 0.4)
-        arrow = "↑" if scores.higher_is_better.get(task, False) else "↓"
-        ax.set_ylabel(f"{scores.metric.get(task, '')} {arrow}", fontsize=8)
+        ax.set_ylabel(metric_label(scores.metric.get(task, ""), task), fontsize=8)
         ax.tick_params(axis="y", labelsize=8)
         ax.grid(axis="y", alpha=0.3)
     for ax in axes.ravel()[len(tasks):]:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ppgbench_pl.report.labels import metric_label, unit_of
 from ppgbench_pl.report.rules import Rule, bold_models
 from ppgbench_pl.report.scores import Scores
 from ppgbench_pl.results.fold_entry import BASELINE_MODEL, is_baseline
@@ -29,7 +30,7 @@ MISSING = "–"
 ROW_MARKERS = {"near_chance": "†", "undetermined": "?"}
 CELL_COLUMNS = ["regime", "task", "metric", "model", "mean", "ci95", "n_seeds", "n_folds", "bold",
                 "beats_baseline", "row_status", "baseline", "view", "grid", "flags", "code_versions",
-                "backends"]
+                "backends", "unit", "budget"]
 FLAG_TEXT = {"s": "seeds/folds differ from the rest of the row (or between seeds)",
              "v": "made by more than one code version", "b": "made by more than one backend"}
 
@@ -102,6 +103,9 @@ def format_score(mean: float, ci95: float, metric: str) -> str:
 def main_cells(scores: Scores, rule: Rule, chance: pd.DataFrame) -> pd.DataFrame:
     """Long table of every (regime, task, model) score with its bold flag and baseline verdict."""
     status = {(r.regime, r.task): r.status for r in chance.itertuples()}
+    summary = scores.summary
+    budgets = dict(zip(zip(summary["task"], summary["regime"], summary["model"], strict=True),
+                       summary.get("budget", pd.Series(["published"] * len(summary))), strict=True))
     rows = []
     for regime in scores.regimes:
         for task in scores.tasks(regime):
@@ -115,7 +119,8 @@ def main_cells(scores: Scores, rule: Rule, chance: pd.DataFrame) -> pd.DataFrame
                              "mean": s.mean, "ci95": s.ci95, "n_seeds": s.n_seeds, "n_folds": s.n_folds,
                              "bold": s.model in bold, "beats_baseline": beats,
                              "row_status": status.get((regime, task), ""), "baseline": base or "",
-                             **facts[s.model]})
+                             **facts[s.model], "unit": unit_of(task),
+                             "budget": budgets.get((task, regime, s.model)) or "published"})
     return pd.DataFrame(rows, columns=CELL_COLUMNS)
 
 
@@ -144,7 +149,7 @@ def wide_table(cells: pd.DataFrame, regime: str, models: list[str], tasks: list[
             continue
         first = task_rows.iloc[0]
         label = task + (marker(ROW_MARKERS[first.row_status]) if first.row_status in ROW_MARKERS else "")
-        row = {"task": label, "metric": METRIC_LABELS.get(first.metric, first.metric)}
+        row = {"task": label, "metric": metric_label(first.metric, task)}
         by_model = {r.model: r for r in task_rows.itertuples()}
         for model in models:
             r = by_model.get(model)
@@ -214,6 +219,7 @@ def caption(regime: str, rule: Rule, ci_unit: str, cells: pd.DataFrame | None = 
             f"? not decidable; {MISSING} not run.")
     if cells is None or cells[cells["regime"] == regime].empty:
         return text
+    text = budget_note(cells[cells["regime"] == regime]) + text
     usual = usual_grid(cells, regime)
     seeds, folds = usual.split("×")
     text += (f" Each cell: {seeds} seed{'s' * (seeds != '1')} × {folds} fold{'s' * (folds != '1')} unless "
@@ -225,6 +231,15 @@ def caption(regime: str, rule: Rule, ci_unit: str, cells: pd.DataFrame | None = 
         text += (" Several constant columns: one baseline per task view (encoder rate); each model is "
                  "compared with its own (main_cells.csv column baseline).")
     return text
+
+
+def budget_note(cells: pd.DataFrame) -> str:
+    """``SMOKE BUDGET ...`` before a caption whose cells were not made by the published protocol."""
+    names = sorted({str(b) for b in cells.get("budget", pd.Series(dtype=str)).dropna()} - {"published", ""})
+    if not names:
+        return ""
+    return (f"{' + '.join(n.upper() for n in names)} BUDGET: not the published protocol (fewer seeds, folds, "
+            "subjects, windows or trials); do not compare with published numbers. ")
 
 
 def write_main_tables(cells: pd.DataFrame, scores: Scores, rule: Rule, out_dir: Path) -> list[Path]:

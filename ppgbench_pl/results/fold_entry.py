@@ -77,6 +77,7 @@ class FoldEntry:
     code_version: str
     n_train: int | None = None  # subjects in the outer train split (Nadeau-Bengio ratio); None if unknown
     n_test: int | None = None  # subjects in the outer test split
+    budget: str = "published"  # the run's budget (benchmark/budget.py); records before budgets: published
 
     @property
     def group(self) -> tuple[str, str, str]:
@@ -139,7 +140,24 @@ def fold_entry(record: Mapping[str, Any]) -> FoldEntry | None:
         fs=_number(record.get("fs")), backend=str(record.get("backend") or ""),
         code_version=code_label(record.get("code_version")),
         n_train=_count(record.get("train_groups")), n_test=_count(record.get("test_groups")),
+        budget=str(record.get("budget") or "published"),
     )
+
+
+@lru_cache(maxsize=1024)
+def task_facts(task: str) -> tuple[str, str, bool | None]:
+    """(dataset, unit of the reported metric, higher is better) of a task name; ('', '', None) if unknown.
+
+    Regression tasks report MAE in the target's unit (bpm, years, mmHg); classification metrics have none.
+    """
+    from ppgbench_pl.data.registry import get_task
+    from ppgbench_pl.errors import ConfigError
+
+    try:
+        spec = get_task(task)
+    except ConfigError:
+        return "", "", None
+    return spec.dataset, spec.unit if spec.kind == "regression" else "", spec.higher_is_better
 
 
 def entry_or_id(record: Mapping[str, Any]) -> FoldEntry | str:
