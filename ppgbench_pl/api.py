@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ppgbench_pl.errors import ConfigError
+from ppgbench_pl.input_checks import int_list
 from ppgbench_pl.run_results import Results, load_run
 
 if TYPE_CHECKING:
@@ -261,7 +262,7 @@ def build_config(encoder: EncoderLike, *, dataset: str, tasks: Sequence[str] | N
         "matrix": {"encoders": None, "datasets": None, "tasks": None},
         "data": {"class_path": DATA_CLASS, "init_args": {
             "dataset": dataset, "tasks": None if tasks is None else list(tasks),
-            "seeds": [int(s) for s in seeds], "folds": [int(f) for f in folds], **data}},
+            "seeds": int_list("seeds", seeds), "folds": int_list("folds", folds), **data}},
         "trainer": _trainer_block(trainer, [regime_entry(r) for r in regimes]),
         "executor": executor_entry(executor),
         **run,

@@ -22,8 +22,6 @@ finished record and exit 130 / 143.
 
 from __future__ import annotations
 
-import os
-import re
 import signal
 import sys
 import time
@@ -43,21 +41,33 @@ from ppgbench_pl.benchmark.identity import (
     device_string,
     package_versions,
     parameter_counts,
+    read_run_json,
     run_identity,
 )
 from ppgbench_pl.benchmark.job import discard_unfinished, read_record
 from ppgbench_pl.benchmark.plan import Job, describe_plan
+from ppgbench_pl.benchmark.preflight import (
+    check_output_dir,
+    check_strategy,
+    degenerate_jobs,
+    describe_degenerate,
+    record_not_evaluable,
+    redact,
+)
 from ppgbench_pl.benchmark.progress import Progress
 from ppgbench_pl.benchmark.spec import RunSettings
 from ppgbench_pl.benchmark.suite import BenchmarkSuite, forget_suites, suite_for
 from ppgbench_pl.benchmark.tracking import CellTracker, close_wandb, wandb_enabled
 from ppgbench_pl.benchmark.worker import JobOutcome, JobSpec, run_job_spec
-from ppgbench_pl.errors import ConfigError
+from ppgbench_pl.errors import ConfigError, PPGBenchError
+from ppgbench_pl.locks import file_lock
 from ppgbench_pl.regimes.base import Regime
+from ppgbench_pl.results.folder_sync import FolderSync, folder_status, read_record_complete, summary_lock_path
 from ppgbench_pl.results.summary import SummaryBook
 
-#: Strategies whose launcher re-executes the command once per rank (they need a per-rank launcher).
-SCRIPT_LAUNCHED = re.compile(r"^(ddp|fsdp|deepspeed)(?!.*(spawn|fork|notebook))")
+__all__ = ["BenchmarkRun", "Interrupted", "RunReport", "check_output_dir", "check_strategy", "print_report",
+           "redact"]
+
 #: Exit status of a run stopped by a signal (128 + signal number, as shells report it).
 SIGNAL_EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
 #: Signals received in this run: a job's cleanup code (a zip file closing) can mask the handler's exception.
@@ -85,49 +95,11 @@ class RunReport:
     completed: int
     skipped: int
     failed: list[str] = field(default_factory=list)
+    failed_ids: set[str] = field(default_factory=set)
+    not_evaluable: int = 0
     summary_path: Path | None = None
     cache: dict[str, int] = field(default_factory=dict)
     interrupted: int | None = None
-
-
-def check_strategy(suite: BenchmarkSuite, executor: Executor) -> None:
-    """Refuse a per-rank DDP strategy under an executor that cannot launch ranks (it would re-run the command)."""
-    strategy = str(suite.trainer_kwargs.get("strategy", "auto"))
-    devices = suite.trainer_kwargs.get("devices", 1)
-    many = (isinstance(devices, int) and devices > 1) or (isinstance(devices, list) and len(devices) > 1) \
-        or devices in ("auto", -1, "-1")
-    if SCRIPT_LAUNCHED.match(strategy) and many and not executor.launches_ranks:
-        raise ConfigError(f"trainer.strategy '{strategy}' on several devices needs one process per rank: use "
-                          "'ddp_spawn', or the submitit executor with parameters.tasks_per_node = devices")
-
-
-def redact(config: dict[str, Any]) -> dict[str, Any]:
-    """The config with passwords in database URLs masked (it is written to run.json and W&B)."""
-    storage = config.get("optuna_storage")
-    if isinstance(storage, str):
-        config = {**config, "optuna_storage": re.sub(r"://([^:/@]+):[^@]+@", r"://\1:***@", storage)}
-    return config
-
-
-def check_output_dir(run_dir: Path) -> None:
-    """The run folder must be a writable folder (or creatable), named in one line otherwise.
-
-    Writability is probed by making and removing a temporary folder in the nearest existing ancestor, so
-    nothing is left behind and file systems that refuse folders despite their permissions (``/proc``) are
-    caught before anything else happens.
-    """
-    import tempfile
-
-    if run_dir.exists() and not run_dir.is_dir():
-        raise ConfigError(f"--output_dir {run_dir}: exists and is not a folder")
-    parent = run_dir if run_dir.exists() else next((p for p in run_dir.parents if p.exists()), Path("."))
-    if not parent.is_dir():
-        raise ConfigError(f"--output_dir {run_dir}: {parent} is a file, not a folder")
-    try:
-        probe = tempfile.mkdtemp(prefix=".ppgbench-probe-", dir=parent)
-        os.rmdir(probe)
-    except OSError as exc:
-        raise ConfigError(f"--output_dir {run_dir}: cannot be made ({exc.strerror or exc})") from None
 
 
 @contextmanager
@@ -188,7 +160,9 @@ class BenchmarkRun:
         self.run_dir = Path(settings.output_dir)
         self.summary_every_s = summary_every_s
         self.book = SummaryBook(settings.ci_unit, every_s=summary_every_s)
+        self.folder = FolderSync(self.book, self.run_dir)
         self.union_planned: list[str] = []
+        self.status_extra: dict[str, Any] = {}  # what else status.json lists (tasks skipped, folds not evaluable)
         forget_suites()  # a new command reads its data afresh; its jobs in this process share one suite
 
     # -- the stages -----------------------------------------------------------------------------------
@@ -200,11 +174,15 @@ class BenchmarkRun:
 
     def dry_run(self) -> str:
         """The plan table, built from the config alone (no data read, no encoder built)."""
-        plan = self.suite().plan(dry=True)
-        done = {j.job_id for j in plan if (r := read_record(self.run_dir, j.job_id)) and r.get("status") == "ok"}
-        from ppgbench_pl.benchmark.budget import describe_budget
-
-        return describe_plan(plan, done) + "\n" + describe_budget(self.spec)
+        suite = self.suite()
+        plan = suite.plan(dry=True)
+        done = {j.job_id for j in plan if read_record_complete(self.run_dir, j.job_id) is not None}
+        try:  # the data may not be there yet: a dry run lists what it can
+            found = degenerate_jobs(suite, plan, dry=True)
+        except PPGBenchError:
+            found = {}
+        return describe_plan(plan, done) + (
+            f"\n{describe_degenerate(found)}" if found else "")
 
     def run(self) -> RunReport:
         """Run every pending job of the plan; return what happened."""
@@ -221,16 +199,18 @@ class BenchmarkRun:
         fresh = [instantiate(Regime, entry) for entry in suite.config["regimes"]]  # never state from earlier runs
         meta = check_or_write_identity(
             self.run_dir, run_identity(suite.encoders, suite.datamodules.values(), fresh, suite.trainer_kwargs,
-                                       suite.config.get("callbacks"), suite.config.get("budget")), {
+                                       suite.config.get("callbacks")), {
                 "config": self.config, "versions": package_versions(),
                 "device": device_string(suite.trainer_kwargs), "seeds": suite.seeds, "folds": suite.folds,
                 "parameters": parameter_counts(suite.encoders), "planned_jobs": [j.job_id for j in plan],
             }, allow_code_change=self.settings.allow_code_change)
         self.union_planned = list(meta["planned_jobs"])
         self._load_folder()
-        done = self.book.ok_ids
+        done = self.book.ok_ids | self._settle_degenerate(suite, plan)
         pending = [j for j in plan if j.job_id not in done]
-        report = RunReport(planned=len(plan), completed=0, skipped=len(plan) - len(pending))
+        report = RunReport(planned=len(plan), completed=0, skipped=len(plan) - len(pending),
+                           not_evaluable=len(self.status_extra.get("not_evaluable_jobs") or ()))
+        report.skipped -= report.not_evaluable
         start = suite.cache.stats()  # the suite (and its counters) may be reused by a later run in this process
         tracker = self._tracker(plan, pending, meta)
         with signals_interrupt():
@@ -262,9 +242,21 @@ class BenchmarkRun:
         for model, dataset in dict.fromkeys((j.model, j.task.dataset) for j in plan if suite.uses_cache(j)):
             suite.source.check_space(suite.encoders[model], suite.datamodules[dataset])
 
+    def _settle_degenerate(self, suite: BenchmarkSuite, plan: Sequence[Job]) -> set[str]:
+        """Record the jobs whose outer fold is not evaluable (one class in a part) without training them."""
+        found = degenerate_jobs(suite, plan)
+        if found:
+            print(describe_degenerate(found), file=sys.stderr)
+        jobs = {j.job_id: j for j in plan}
+        for jid, reason in found.items():
+            job = jobs[jid]
+            record_not_evaluable(self.run_dir, job, float(suite.encoders[job.model].sampling_rate), reason)
+        self.status_extra["not_evaluable_jobs"] = dict(sorted(found.items()))
+        return set(found)
+
     def _load_folder(self) -> None:
         """Every record already in the folder (any plan that wrote it), slimmed for the summary."""
-        for problem in self.book.scan(self.run_dir):
+        for problem in self.folder.sync(deep=True):
             print(f"warning: {problem}; that job runs again", file=sys.stderr)
 
     def _prepare(self, suite: BenchmarkSuite, pending: Sequence[Job]) -> None:
@@ -297,7 +289,7 @@ class BenchmarkRun:
         specs = [JobSpec(str(self.run_dir), self.spec, group[0], executor.threads_per_job(), per_job,
                          self.settings.wandb_project, meta["run_uid"], self.config,
                          tuple(group) if len(group) > 1 else ()) for group in job_groups(pending)]
-        progress = Progress(len(plan), report.skipped, enabled=self.settings.progress)
+        progress = Progress(len(plan), report.skipped + report.not_evaluable, enabled=self.settings.progress)
         last = time.monotonic()
         stream = executor.run(run_job_spec, specs, self.run_dir)
         try:
@@ -348,21 +340,29 @@ class BenchmarkRun:
             self.book.add(record_failed)
         report.failed.append(f"{outcome.job_id}: {outcome.error}" + (" (lost: runs again next time)"
                                                                       if outcome.status == "lost" else ""))
+        report.failed_ids.add(outcome.job_id)
 
     def _write_outputs(self, report: RunReport) -> Path:
-        """``summary.csv`` over every ok record in the folder, and ``status.json`` against every plan."""
-        path = self.book.write(self.run_dir, force=True)
-        assert path is not None
-        planned = set(self.union_planned)
-        ok = len(self.book.ok_ids & planned)
-        write_json_atomic(self.run_dir / "status.json", {
-            "completed": ok, "failed": len(self.book.failed_ids & planned), "planned": len(planned),
-            "complete": ok == len(planned), "records_in_folder": len(self.book),
-            "this_command": {"planned": report.planned, "completed": report.completed, "skipped": report.skipped,
-                             "failed": len(report.failed)},
-            "cache": report.cache,
-        })
-        return path
+        """``summary.csv`` and ``status.json`` over every record on disk now, against every plan of the folder.
+
+        Under the folder's summary lock: the records are re-read from disk (those that changed), and the
+        plans from ``run.json``, so concurrent commands of any plans leave files that cover every record.
+        """
+        with file_lock(summary_lock_path(self.run_dir)):
+            self.folder.sync()
+            path = self.run_dir / "run.json"
+            planned = set(self.union_planned)
+            if path.exists():
+                planned |= set(read_run_json(path).get("planned_jobs") or [])
+            summary = self.book.write(self.run_dir, force=True)
+            assert summary is not None
+            write_json_atomic(self.run_dir / "status.json", {
+                **folder_status(self.folder, planned, report.failed_ids),
+                "this_command": {"planned": report.planned, "completed": report.completed,
+                                 "skipped": report.skipped, "failed": len(report.failed)},
+                "cache": report.cache, **self.status_extra,
+            })
+        return summary
 
 
 def print_report(report: RunReport, output_dir: Path) -> None:
@@ -371,12 +371,12 @@ def print_report(report: RunReport, output_dir: Path) -> None:
 
     if report.summary_path is not None and report.summary_path.exists():
         table = pd.read_csv(report.summary_path)
-        table = table.fillna({c: "" for c in ("unit", "budget") if c in table.columns})
         if len(table):
-            cols = [c for c in ("model", "task", "regime", "metric", "unit", "mean", "ci_low", "ci_high", "n_seeds",
-                                "n_folds", "budget") if c in table.columns]
+            cols = [c for c in ("model", "task", "regime", "metric", "mean", "ci_low", "ci_high", "n_seeds",
+                                "n_folds") if c in table.columns]
             print(table[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-    print(f"{report.completed} jobs run, {report.skipped} already done, {len(report.failed)} failed "
+    evaluable = f", {report.not_evaluable} not evaluable" if report.not_evaluable else ""
+    print(f"{report.completed} jobs run, {report.skipped} already done{evaluable}, {len(report.failed)} failed "
           f"of {report.planned}; results in {output_dir}")
     for line in report.failed[:20]:
         print(f"failed: {line}", file=sys.stderr)

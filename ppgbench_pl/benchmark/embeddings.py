@@ -34,6 +34,29 @@ def extraction_trainer_kwargs(trainer_kwargs: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+class FiniteEmbeddings(L.Callback):
+    """Stops the extraction pass at the first batch whose embeddings hold NaN/inf, naming the model.
+
+    A broken checkpoint (all-NaN weights) or an overflowing encoder is found after one batch, not after
+    the whole dataset and every job that would read the cache.
+    """
+
+    def __init__(self, name: str, datamodule: PPGDataModule, fs: float) -> None:  # noqa: D107
+        self.name, self.where = name, f"{datamodule.dataset} at {fs:g} Hz"
+
+    def on_predict_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,  # noqa: D102
+                             batch_idx: int, dataloader_idx: int = 0) -> None:
+        if not isinstance(outputs, torch.Tensor):
+            return
+        bad = ~torch.isfinite(outputs.detach().reshape(len(outputs), -1)).all(dim=1)
+        if bool(bad.any()):
+            from ppgbench_pl.errors import DataError
+
+            raise DataError(f"encoder {self.name}: embeddings of batch {batch_idx} on {self.where} contain NaN/inf "
+                            f"in {int(bad.sum())} of {len(outputs)} rows; check its checkpoint (non-finite "
+                            "weights?) and its numerics (precision); stopped before any job ran")
+
+
 def extract_embeddings(encoder: PPGEncoder, datamodule: PPGDataModule, fs: float,
                        trainer_kwargs: dict[str, Any]) -> np.ndarray:
     """One frozen forward pass over every window of the dataset at ``fs`` (Lightning ``predict``).
@@ -42,7 +65,8 @@ def extract_embeddings(encoder: PPGEncoder, datamodule: PPGDataModule, fs: float
     """
     loader = datamodule.windows_loader(fs)
     trainer = L.Trainer(logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                        enable_model_summary=False, **extraction_trainer_kwargs(trainer_kwargs))
+                        enable_model_summary=False, callbacks=[FiniteEmbeddings(encoder.name, datamodule, fs)],
+                        **extraction_trainer_kwargs(trainer_kwargs))
     start = time.perf_counter()
     batches = trainer.predict(EncoderTask(encoder, mode="frozen"), dataloaders=loader)
     values = torch.cat(batches).numpy() if batches else np.zeros((0, encoder.embed_dim), dtype=np.float32)  # type: ignore[arg-type]

@@ -31,6 +31,7 @@ from ppgbench_pl.locks import LockBusy, file_lock
 from ppgbench_pl.metrics.evaluate import evaluate
 from ppgbench_pl.probes.constant import constant_predictions
 from ppgbench_pl.regimes.base import JobContext, Regime, RepeatOutcome
+from ppgbench_pl.results.folder_sync import read_record_complete
 from ppgbench_pl.results.records import RESULTS_FILE, job_dir, working_dirs, write_job
 
 
@@ -178,9 +179,8 @@ def read_record(run_dir: str | Path, jid: str) -> dict[str, Any] | None:
 
 
 def is_done(run_dir: str | Path, jid: str) -> bool:
-    """A job is done when its record exists and says ``ok`` (failed jobs are run again)."""
-    record = read_record(run_dir, jid)
-    return record is not None and record.get("status") == "ok"
+    """A job is done when its record says ``ok`` and its prediction files are readable (else it runs again)."""
+    return read_record_complete(run_dir, jid) is not None
 
 
 def execute_job(run_dir: str | Path, jid: str, make_context: Callable[[], JobContext], regime: Regime,
@@ -199,8 +199,8 @@ def execute_job(run_dir: str | Path, jid: str, make_context: Callable[[], JobCon
         (record, ran): the new record, or the existing one with ``ran`` False.
     """
     with file_lock(job_lock_path(run_dir, jid)):
-        existing = read_record(run_dir, jid)
-        if existing is not None and existing.get("status") == "ok":
+        existing = read_record_complete(run_dir, jid)  # ok, with every prediction file readable
+        if existing is not None:
             return existing, False
         try:
             ctx = make_context()
@@ -240,8 +240,8 @@ def execute_group(run_dir: str | Path, jids: list[str], make_context: Callable[[
                 continue
         contexts = {}
         for jid in mine:
-            existing = read_record(run_dir, jid)
-            if existing is not None and existing.get("status") == "ok":
+            existing = read_record_complete(run_dir, jid)
+            if existing is not None:
                 results[jid] = (existing, False)
                 continue
             try:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ppgbench_pl.errors import ConfigError
+from ppgbench_pl.input_checks import check_storage, int_list
 
 #: Trainer settings applied to every inner trainer and the embedding pass.
 HONOURED_TRAINER = ("accelerator", "strategy", "devices", "num_nodes", "precision", "deterministic",
@@ -47,7 +48,7 @@ REFUSED_TRAINER = {
 }
 #: Keys of the suite spec (everything a worker needs to rebuild the suite).
 SUITE_KEYS = ("encoders", "regimes", "callbacks", "datasets", "tasks", "seeds", "folds", "data", "trainer",
-              "optuna_storage", "budget")
+              "optuna_storage")
 #: Data-module settings that are part of the suite (``dataset``/``tasks``/``seeds``/``folds`` are lifted out).
 DATA_LIFTED = ("dataset", "tasks", "seeds", "folds")
 
@@ -213,6 +214,9 @@ def build_suite_spec(config: dict[str, Any]) -> dict[str, Any]:
     for key in ("seeds", "folds"):
         if lifted[key] is not None and len(lifted[key]) == 0:
             raise ConfigError(f"data.init_args.{key} is empty; give at least one (or leave it out for the default)")
+        if lifted[key] is not None:
+            lifted[key] = int_list(f"data.init_args.{key}", lifted[key])
+    check_storage(config.get("optuna_storage"))
     if tasks is not None and len(tasks) == 0:
         raise ConfigError("the task list is empty; give at least one task (or leave it out for all)")
     if len(set(lifted["seeds"] or [])) != len(lifted["seeds"] or []):
@@ -225,9 +229,7 @@ def build_suite_spec(config: dict[str, Any]) -> dict[str, Any]:
         "trainer": trainer_settings(trainer), "optuna_storage": config.get("optuna_storage"),
     }
     check_names(spec)
-    from ppgbench_pl.benchmark.budget import apply_budget, budget_of
-
-    return apply_budget(spec, budget_of(config))
+    return spec
 
 
 def check_names(spec: dict[str, Any]) -> None:

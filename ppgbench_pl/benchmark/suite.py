@@ -30,6 +30,7 @@ from ppgbench_pl.data.registry import REAL_DATASETS, get_dataset, get_task
 from ppgbench_pl.datamodules.ppg import DEFAULT_SEEDS, PPGDataModule
 from ppgbench_pl.encoders.base import PPGEncoder
 from ppgbench_pl.errors import ConfigError
+from ppgbench_pl.input_checks import check_accelerator
 from ppgbench_pl.limits import MAX_SAMPLING_RATE, MIN_SAMPLING_RATE
 from ppgbench_pl.regimes.base import JobContext, Regime
 
@@ -98,6 +99,7 @@ class BenchmarkSuite:
             for d, names in self.selection.items()
         }
         self.trainer_kwargs = dict(self.config.get("trainer") or {})
+        check_accelerator(self.trainer_kwargs.get("accelerator"))
         self.cache = EmbeddingCache(self.run_dir / "embeddings")
         self.source = EmbeddingSource(self.cache, self.trainer_kwargs)
         for info in self.encoder_infos:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ppgbench_pl.data.label_checks import check_labels
 from ppgbench_pl.data.processed import ProcessedDataset
 from ppgbench_pl.data.registry import TaskSpec
 from ppgbench_pl.errors import DataError
@@ -103,6 +104,7 @@ def load_task(store: ProcessedDataset, windows: DatasetWindows, task: TaskSpec) 
     for name in windows.group_names:
         n = int((windows.groups == name).sum())
         y = store.target(name, task.target, n_windows=n)
+        check_labels(store.directory / name / f"{task.target}.npy", name, task, y)
         if task.kind == "classification":
             y = y.astype(np.int64)
             valid = y != -1

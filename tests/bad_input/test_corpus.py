@@ -298,10 +298,10 @@ CUSTOM: dict[str, tuple[dict[str, Any], list[str], int, str]] = {
                             "random_init": False, "checkpoint": "FLATNET"}, [], 2,
                            r"custom: the module's output does not fit the settings: .* with input_shape: BT it "
                            r"gives \[B, 4\] embeddings, so set input_shape: BT"),
-    # a job with NaN embeddings is failed (exit 1), with one line naming the encoder and the fix
+    # NaN embeddings stop the run at the first embedding batch (issue 18), naming the encoder and the fix
     "nan_embeddings": ({"module": {"class_path": "tests.bad_input.helpers.NaNNet"}, "pooling": "none"}, [],
-                       1, r"^failed: .*DataError: synthetic-hr seed 42 fold 0: embeddings of custom \(random init\) "
-                          r"contain NaN/inf in 32 of 32 rows"),
+                       2, r"^ppgbench: error: encoder custom \(random init\): embeddings of batch 0 on synthetic at "
+                          r"64 Hz contain NaN/inf in 40 of 40 rows; check its checkpoint"),
 }
 
 
@@ -521,10 +521,11 @@ TREE: dict[str, tuple[Callable[[Path], object], list[str], int, str]] = {
     "missing_group": (lambda root: shutil.rmtree(_group(root)), [], 2, r"S\d\d"),
     "truncated_ppg": (lambda root: (_group(root) / "ppg.npy").write_bytes(b"\x93NUMPY"), [], 2, r"ppg\.npy"),
     "corrupt_stats": (lambda root: (_group(root) / "stats.json").write_text("{"), [], 2, r"stats\.json"),
-    # all-one-class labels: the job is failed as not evaluable (exit 1), not scored 1.0
-    "one_class_labels": (_one_class, ["--data.init_args.tasks", "[synthetic-activity]"], 1,
-                         r"^failed: .*synthetic-activity seed 42 fold 0: .*balanced accuracy is not evaluable: "
-                         r"every test label is class 0"),
+    # all-one-class labels: known from the data, so the job is recorded as not evaluable without training
+    # (issue 18), never scored 1.0
+    "one_class_labels": (_one_class, ["--data.init_args.tasks", "[synthetic-activity]"], 0,
+                         r"^not evaluable, recorded without training \(1 jobs, .*\): synthetic-activity seed 42 "
+                         r"fold 0: every test label is class 0$"),
 }
 
 

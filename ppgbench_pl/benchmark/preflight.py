@@ -1,0 +1,131 @@
+"""Checks a run makes before it computes anything: the executor, the output folder, the inputs.
+
+Everything that can be known before the first embedding is checked here (or by the suite and spec it
+calls), so a wrong setting ends in one line before any work, never after the embeddings are computed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ppgbench_pl.benchmark.executors import Executor
+from ppgbench_pl.benchmark.plan import Job
+from ppgbench_pl.benchmark.suite import BenchmarkSuite
+from ppgbench_pl.errors import ConfigError
+
+#: Strategies whose launcher re-executes the command once per rank (they need a per-rank launcher).
+SCRIPT_LAUNCHED = re.compile(r"^(ddp|fsdp|deepspeed)(?!.*(spawn|fork|notebook))")
+
+
+def check_strategy(suite: BenchmarkSuite, executor: Executor) -> None:
+    """Refuse a per-rank DDP strategy under an executor that cannot launch ranks (it would re-run the command)."""
+    strategy = str(suite.trainer_kwargs.get("strategy", "auto"))
+    devices = suite.trainer_kwargs.get("devices", 1)
+    many = (isinstance(devices, int) and devices > 1) or (isinstance(devices, list) and len(devices) > 1) \
+        or devices in ("auto", -1, "-1")
+    if SCRIPT_LAUNCHED.match(strategy) and many and not executor.launches_ranks:
+        raise ConfigError(f"trainer.strategy '{strategy}' on several devices needs one process per rank: use "
+                          "'ddp_spawn', or the submitit executor with parameters.tasks_per_node = devices")
+
+
+def redact(config: dict[str, Any]) -> dict[str, Any]:
+    """The config with passwords in database URLs masked (it is written to run.json and W&B)."""
+    storage = config.get("optuna_storage")
+    if isinstance(storage, str):
+        config = {**config, "optuna_storage": re.sub(r"://([^:/@]+):[^@]+@", r"://\1:***@", storage)}
+    return config
+
+
+def check_output_dir(run_dir: Path) -> None:
+    """The run folder must be a writable folder (or creatable), named in one line otherwise.
+
+    Writability is probed by making and removing a temporary folder in the nearest existing ancestor, so
+    nothing is left behind and file systems that refuse folders despite their permissions (``/proc``) are
+    caught before anything else happens.
+    """
+    import tempfile
+
+    if run_dir.exists() and not run_dir.is_dir():
+        raise ConfigError(f"--output_dir {run_dir}: exists and is not a folder")
+    parent = run_dir if run_dir.exists() else next((p for p in run_dir.parents if p.exists()), Path("."))
+    if not parent.is_dir():
+        raise ConfigError(f"--output_dir {run_dir}: {parent} is a file, not a folder")
+    try:
+        probe = tempfile.mkdtemp(prefix=".ppgbench-probe-", dir=parent)
+        os.rmdir(probe)
+    except OSError as exc:
+        raise ConfigError(f"--output_dir {run_dir}: cannot be made ({exc.strerror or exc})") from None
+
+
+def _fold_problem(dm: Any, fs: float, task: Any, seed: int, fold: int) -> str | None:
+    """Why an outer fold of a classification task cannot be evaluated (one class in a part), or None."""
+    import numpy as np
+
+    from ppgbench_pl.errors import DataError
+
+    view = dm.task_view(fs, task)
+    try:
+        split = dm.outer_split(view, seed, fold)
+    except DataError as exc:
+        return str(exc)
+    if task.kind != "classification":
+        return None
+    for part, rows in (("test", split.test), ("training", split.train)):
+        classes = np.unique(view.y[rows])
+        if len(classes) < 2:
+            return (f"{task.name} seed {seed} fold {fold}: every {part} label is class {int(classes[0])}"
+                    if len(classes) else f"{task.name} seed {seed} fold {fold}: no {part} label")
+    return None
+
+
+def degenerate_jobs(suite: BenchmarkSuite, plan: Sequence[Job], dry: bool = False) -> dict[str, str]:
+    """Job id -> why its outer fold is not evaluable (a part with one class), from the data alone.
+
+    Known before anything is trained: such a job is recorded as not evaluable instead of trained.
+    """
+    rates = suite.encoder_infos if dry else suite.encoders
+    seen: dict[tuple[str, float, str, int, int], str | None] = {}
+    out = {}
+    for job in plan:
+        fs = float(rates[job.model].sampling_rate)
+        key = (job.task.dataset, fs, job.task.name, job.seed, job.fold)
+        if key not in seen:
+            seen[key] = _fold_problem(suite.datamodules[job.task.dataset], fs, job.task, job.seed, job.fold)
+        if seen[key] is not None:
+            out[job.job_id] = str(seen[key])
+    return out
+
+
+def describe_degenerate(found: dict[str, str]) -> str:
+    """One line listing the not-evaluable folds (task, seed, fold and why), each fold once."""
+    reasons = list(dict.fromkeys(found.values()))
+    shown = "; ".join(reasons[:6]) + (f"; ... and {len(reasons) - 6} more" if len(reasons) > 6 else "")
+    return (f"not evaluable, recorded without training ({len(found)} jobs, one class in a fold's test or "
+            f"training part): {shown}")
+
+
+def record_not_evaluable(run_dir: Path, job: Job, fs: float, reason: str) -> bool:
+    """Write the record of a job whose fold is not evaluable (unless a complete record is there); True if written."""
+    from ppgbench_pl.benchmark.identity import code_version
+    from ppgbench_pl.benchmark.job import job_lock_path
+    from ppgbench_pl.locks import file_lock
+    from ppgbench_pl.results.folder_sync import read_record_complete
+    from ppgbench_pl.results.records import write_job
+
+    with file_lock(job_lock_path(run_dir, job.job_id)):
+        from ppgbench_pl.benchmark.job import read_record
+
+        old = read_record(run_dir, job.job_id) or {}
+        if old.get("status") == "not_evaluable" or read_record_complete(run_dir, job.job_id) is not None:
+            return False
+        task = job.task
+        write_job(run_dir, job.job_id, {
+            "job_id": job.job_id, "model": job.model_name, "task": task.name, "regime": job.regime.name,
+            "seed": job.seed, "fold": job.fold, "metric": task.metric, "kind": task.kind, "level": task.level,
+            "fs": fs, "status": "not_evaluable", "error": f"not evaluable: {reason}",
+            "code_version": code_version()})
+    return True

@@ -1,0 +1,179 @@
+"""Keep a :class:`~ppgbench_pl.results.summary.SummaryBook` equal to the records on disk of one run folder.
+
+Several commands (of any plans) may write into one run folder at once. Each of them rewrites
+``summary.csv`` and ``status.json`` from what is *on disk* at that moment, under the folder's summary lock
+(:func:`summary_lock_path`), so the last writer's files cover every record, never only its own plan's.
+:class:`FolderSync` re-reads only the records whose ``results.json`` changed since it last looked (size
+and mtime), so a rewrite costs a directory listing plus the changed records.
+
+A record is *complete* only when every prediction file it names is present and readable
+(:func:`record_files_problem`); an ``ok`` record that is not complete does not count as done, so its job
+runs again (with a note naming the file).
+"""
+
+from __future__ import annotations
+
+import os
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ppgbench_pl.results.fold_entry import FoldEntry, MalformedRecord, entry_or_id
+from ppgbench_pl.results.records import RESULTS_FILE, read_record_file
+from ppgbench_pl.results.summary import SummaryBook
+
+#: The lock every summary/status rewrite of a run folder takes (one writer at a time, any command).
+SUMMARY_LOCK = "summary.lock"
+#: The status of a job whose outer fold cannot be evaluated (known from the data, so it is not trained).
+NOT_EVALUABLE = "not_evaluable"
+
+
+def summary_lock_path(run_dir: str | Path) -> Path:
+    """Lock file of a folder's ``summary.csv`` and ``status.json`` (beside the job locks)."""
+    return Path(run_dir) / ".locks" / SUMMARY_LOCK
+
+
+def prediction_files(record: Mapping[str, Any]) -> list[str]:
+    """The prediction file names an ``ok`` record says it wrote (one per repeat)."""
+    results = record.get("results")
+    if not isinstance(results, list):
+        return []
+    names = [r.get("predictions") for r in results if isinstance(r, Mapping)]
+    return [str(n) for n in names if isinstance(n, str) and n]
+
+
+def record_files_problem(folder: Path, record: Mapping[str, Any], deep: bool = True) -> str | None:
+    """Why an ``ok`` record's job folder is not complete (``<file>: <what>``), or None when it is.
+
+    Args:
+        folder: The job folder (``jobs/<id>/``).
+        record: Its ``results.json``.
+        deep: Also check every member's CRC (a truncated or damaged file); else only that each file is there.
+    """
+    for name in prediction_files(record):
+        path = folder / name
+        if os.sep in name or name.startswith(".."):
+            return f"{path}: names a file outside its job folder"
+        if not path.is_file():
+            return f"{path}: predictions file missing"
+        if not deep:
+            continue
+        try:
+            with zipfile.ZipFile(path) as archive:
+                if not archive.namelist() or archive.testzip() is not None:
+                    return f"{path}: predictions file damaged"
+        except (OSError, zipfile.BadZipFile, EOFError, ValueError):
+            return f"{path}: is not a readable .npz file (truncated?)"
+    return None
+
+
+class FolderSync:
+    """What a :class:`SummaryBook` holds of a run folder, brought up to date with the folder on demand.
+
+    Args:
+        book: The book to keep equal to the folder's records.
+        run_dir: The run folder.
+    """
+
+    def __init__(self, book: SummaryBook, run_dir: str | Path) -> None:  # noqa: D107
+        self.book, self.run_dir = book, Path(run_dir)
+        self._seen: dict[str, tuple[int, int]] = {}
+        self.incomplete: dict[str, str] = {}  # job id -> why its ok record does not count
+        self.not_evaluable: set[str] = set()  # jobs recorded as not evaluable (settled, not failed)
+
+    def sync(self, deep: bool = False) -> list[str]:
+        """Re-read every record that changed on disk since the last call; drop the ones that went away.
+
+        Args:
+            deep: Check every prediction file's content, not only that it is there (at resume).
+
+        Returns:
+            One line per record that cannot be used (unreadable, malformed, or missing a file).
+        """
+        jobs = self.run_dir / "jobs"
+        try:
+            names = {e.name for e in os.scandir(jobs) if e.is_dir() and not e.name.endswith(".working")}
+        except FileNotFoundError:
+            names = set()
+        except NotADirectoryError:
+            return [f"{jobs}: is not a folder"]
+        problems: list[str] = []
+        for gone in set(self._seen) - names:
+            self._forget(gone)
+        for name in sorted(names):
+            problem = self._update(name, deep)
+            if problem:
+                problems.append(problem)
+        return problems
+
+    def _forget(self, name: str) -> None:
+        self._seen.pop(name, None)
+        self.incomplete.pop(name, None)
+        self.not_evaluable.discard(name)
+        self.book.discard(name)
+        self.book.forget_failed(name)
+
+    def _update(self, name: str, deep: bool) -> str | None:
+        path = self.run_dir / "jobs" / name / RESULTS_FILE
+        try:
+            st = path.stat()
+        except OSError:
+            self._forget(name)  # a final folder without its record (a crash mid-rename): the job reruns
+            return None
+        stamp = (st.st_mtime_ns, st.st_size)
+        if self._seen.get(name) == stamp and not (deep and name not in self.incomplete):
+            return None
+        self._seen[name] = stamp
+        try:
+            record = read_record_file(path)
+            item = entry_or_id(record)
+        except (ValueError, MalformedRecord) as exc:
+            self._forget_keep_stamp(name, stamp)
+            return f"{path}: {exc}"
+        if record.get("status") == NOT_EVALUABLE:
+            self.book.discard(name)
+            self.book.forget_failed(name)
+            self.not_evaluable.add(name)
+        elif isinstance(item, FoldEntry):
+            problem = record_files_problem(path.parent, record, deep)
+            if problem is not None:
+                self._forget_keep_stamp(name, stamp)
+                self.incomplete[name] = problem
+                return problem
+            self.incomplete.pop(name, None)
+            self.book.add_entry(item)
+        elif item:
+            self.book.add({"job_id": item, "status": "failed"})
+        return None
+
+    def _forget_keep_stamp(self, name: str, stamp: tuple[int, int]) -> None:
+        self._forget(name)
+        self._seen[name] = stamp  # not re-read until it changes
+
+
+def folder_status(sync: FolderSync, planned: set[str], failed_here: set[str]) -> dict[str, Any]:
+    """The folder-wide part of ``status.json``: ok and failed jobs against every plan that wrote into it.
+
+    ``failed_here`` are jobs this command saw fail or lose without a record (a lost worker); a job with
+    an ``ok`` record is never counted as failed. A job recorded as not evaluable is settled: it counts
+    towards ``complete`` but not as ``completed``.
+    """
+    book = sync.book
+    ok = book.ok_ids & planned
+    settled = sync.not_evaluable & planned
+    failed = ((book.failed_ids | failed_here) & planned) - ok - settled
+    return {"completed": len(ok), "failed": len(failed), "not_evaluable": len(settled), "planned": len(planned),
+            "complete": len(ok) + len(settled) == len(planned), "records_in_folder": len(book)}
+
+
+def read_record_complete(run_dir: str | Path, jid: str) -> dict[str, Any] | None:
+    """A job's ``ok`` record when its folder is complete (every prediction file readable), else None."""
+    folder = Path(run_dir) / "jobs" / jid
+    try:
+        record = read_record_file(folder / RESULTS_FILE)
+    except ValueError:
+        return None
+    if record.get("status") != "ok" or record_files_problem(folder, record) is not None:
+        return None
+    return record
