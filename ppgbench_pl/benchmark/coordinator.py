@@ -177,11 +177,13 @@ class BenchmarkRun:
         suite = self.suite()
         plan = suite.plan(dry=True)
         done = {j.job_id for j in plan if read_record_complete(self.run_dir, j.job_id) is not None}
+        from ppgbench_pl.benchmark.budget import describe_budget
+
         try:  # the data may not be there yet: a dry run lists what it can
             found = degenerate_jobs(suite, plan, dry=True)
         except PPGBenchError:
             found = {}
-        return describe_plan(plan, done) + (
+        return describe_plan(plan, done) + "\n" + describe_budget(self.spec) + (
             f"\n{describe_degenerate(found)}" if found else "")
 
     def run(self) -> RunReport:
@@ -199,7 +201,7 @@ class BenchmarkRun:
         fresh = [instantiate(Regime, entry) for entry in suite.config["regimes"]]  # never state from earlier runs
         meta = check_or_write_identity(
             self.run_dir, run_identity(suite.encoders, suite.datamodules.values(), fresh, suite.trainer_kwargs,
-                                       suite.config.get("callbacks")), {
+                                       suite.config.get("callbacks"), suite.config.get("budget")), {
                 "config": self.config, "versions": package_versions(),
                 "device": device_string(suite.trainer_kwargs), "seeds": suite.seeds, "folds": suite.folds,
                 "parameters": parameter_counts(suite.encoders), "planned_jobs": [j.job_id for j in plan],
@@ -371,9 +373,10 @@ def print_report(report: RunReport, output_dir: Path) -> None:
 
     if report.summary_path is not None and report.summary_path.exists():
         table = pd.read_csv(report.summary_path)
+        table = table.fillna({c: "" for c in ("unit", "budget") if c in table.columns})
         if len(table):
-            cols = [c for c in ("model", "task", "regime", "metric", "mean", "ci_low", "ci_high", "n_seeds",
-                                "n_folds") if c in table.columns]
+            cols = [c for c in ("model", "task", "regime", "metric", "unit", "mean", "ci_low", "ci_high", "n_seeds",
+                                "n_folds", "budget") if c in table.columns]
             print(table[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     evaluable = f", {report.not_evaluable} not evaluable" if report.not_evaluable else ""
     print(f"{report.completed} jobs run, {report.skipped} already done{evaluable}, {len(report.failed)} failed "

@@ -48,7 +48,7 @@ REFUSED_TRAINER = {
 }
 #: Keys of the suite spec (everything a worker needs to rebuild the suite).
 SUITE_KEYS = ("encoders", "regimes", "callbacks", "datasets", "tasks", "seeds", "folds", "data", "trainer",
-              "optuna_storage")
+              "optuna_storage", "budget")
 #: Data-module settings that are part of the suite (``dataset``/``tasks``/``seeds``/``folds`` are lifted out).
 DATA_LIFTED = ("dataset", "tasks", "seeds", "folds")
 
@@ -229,7 +229,9 @@ def build_suite_spec(config: dict[str, Any]) -> dict[str, Any]:
         "trainer": trainer_settings(trainer), "optuna_storage": config.get("optuna_storage"),
     }
     check_names(spec)
-    return spec
+    from ppgbench_pl.benchmark.budget import apply_budget, budget_of
+
+    return apply_budget(spec, budget_of(config))
 
 
 def check_names(spec: dict[str, Any]) -> None:

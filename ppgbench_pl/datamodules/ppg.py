@@ -19,6 +19,7 @@ from torch.utils.data import DataLoader, Dataset
 from ppgbench_pl.data.processed import ProcessedDataset, dataset_dir
 from ppgbench_pl.data.registry import TaskSpec, get_dataset, get_task, tasks_of
 from ppgbench_pl.data.splits import OuterGroupSplit, OuterSplit
+from ppgbench_pl.data.subset import SubsetStore, check_caps
 from ppgbench_pl.data.synthetic import SyntheticPPGDataset
 from ppgbench_pl.data.task_data import DatasetWindows, TaskView, load_task, load_windows
 from ppgbench_pl.errors import ConfigError, DataError
@@ -58,6 +59,9 @@ class PPGDataModule(L.LightningDataModule):
         synthetic_subjects: Subjects of the synthetic dataset.
         synthetic_windows: Windows per synthetic subject.
         synthetic_seed: Seed of the synthetic dataset.
+        max_subjects: Read at most this many subjects of the tree (a budget cap, e.g. the smoke budget;
+            deterministic, see :mod:`ppgbench_pl.data.subset`). None: all.
+        max_windows_per_subject: Read at most this many evenly spaced windows per subject. None: all.
     """
 
     def __init__(
@@ -74,6 +78,8 @@ class PPGDataModule(L.LightningDataModule):
         synthetic_subjects: int = 30,
         synthetic_windows: int = 20,
         synthetic_seed: int = 0,
+        max_subjects: int | None = None,
+        max_windows_per_subject: int | None = None,
     ) -> None:
         super().__init__()
         self.info = get_dataset(dataset)
@@ -104,6 +110,8 @@ class PPGDataModule(L.LightningDataModule):
         bad = [f for f in self.folds if not 0 <= f < n_folds]
         if bad:
             raise ConfigError(f"folds {bad} out of range for n_folds={n_folds}")
+        check_caps(max_subjects, max_windows_per_subject, n_folds)
+        self.max_subjects, self.max_windows_per_subject = max_subjects, max_windows_per_subject
         self.batch_size, self.num_workers = batch_size, num_workers
         self.synthetic = SyntheticPPGDataset(synthetic_subjects, synthetic_windows, seed=synthetic_seed)
         self._windows: dict[float, DatasetWindows] = {}
@@ -111,6 +119,8 @@ class PPGDataModule(L.LightningDataModule):
         self._settings = {"n_folds": n_folds, "n_inner_folds": n_inner_folds, "batch_size": batch_size,
                           "root": str(root), "num_workers": num_workers,
                           "synthetic": [synthetic_subjects, synthetic_windows, synthetic_seed]}
+        if max_subjects is not None or max_windows_per_subject is not None:  # uncapped runs keep their identity
+            self._settings["caps"] = {"max_subjects": max_subjects, "max_windows_per_subject": max_windows_per_subject}
 
     def settings(self) -> dict[str, object]:
         """The settings of this datamodule beyond dataset, tasks, seeds and folds (for the run identity)."""
@@ -118,19 +128,22 @@ class PPGDataModule(L.LightningDataModule):
 
     # -- data at a rate --------------------------------------------------------------------------
     def store(self, fs: float) -> ProcessedDataset:
-        """The processed tree at ``fs``; the synthetic dataset is generated on first use."""
+        """The processed tree at ``fs`` (its capped part under a budget); synthetic data is generated on first use."""
         if self.dataset == "synthetic":
             try:
-                return ProcessedDataset(self.synthetic.build(self.root, fs))
+                directory = self.synthetic.build(self.root, fs)
             except OSError as exc:  # a read-only or impossible root: one line, not a traceback
                 raise DataError(f"data.root {self.root}: cannot write the synthetic trees there "
                                 f"({exc.strerror or exc}); choose a writable folder") from None
-        directory = dataset_dir(self.root, fs, self.info.display_name)
+        else:
+            directory = dataset_dir(self.root, fs, self.info.display_name)
         if not directory.is_dir():
             raise DataError(
                 f"{directory}: not found; run `ppgbench preprocess {self.dataset} --fs {fs:g} --output {self.root}`"
             )
-        return ProcessedDataset(directory)
+        if self.max_subjects is None and self.max_windows_per_subject is None:
+            return ProcessedDataset(directory)
+        return SubsetStore(directory, self.max_subjects, self.max_windows_per_subject)
 
     def windows(self, fs: float) -> DatasetWindows:
         """All windows of the dataset at ``fs`` (read once)."""

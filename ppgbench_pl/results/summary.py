@@ -35,6 +35,7 @@ from ppgbench_pl.results.fold_entry import (
     fold_entry,
     short_mean,
     student_t_ci,
+    task_facts,
     view_label,
 )
 from ppgbench_pl.results.inference import entries_mdd
@@ -48,6 +49,10 @@ SUMMARY_COLUMNS = [
     "model", "task", "regime", "metric", "mean", "ci95", "ci_low", "ci_high", "n_seeds", "n_folds", "ci_unit",
     "view", "baseline", "backend", "code_version",
 ]
+#: What a row needs to read itself: the task's dataset, the metric's unit and direction, the mean of the
+#: baseline row it is compared with (NaN for baseline rows and several baselines), the run's budget.
+READING_COLUMNS = ["dataset", "unit", "higher_is_better", "baseline_mean", "budget"]
+SUMMARY_COLUMNS += READING_COLUMNS
 #: Minimum detectable difference against the row's baseline at 80 % power, alpha 0.05 (results/inference.py).
 SUMMARY_COLUMNS += ["mdd"]
 FOLD_COLUMNS = ["model", "task", "regime", "seed", "fold", "metric", "value", "view", "backend",
@@ -75,7 +80,15 @@ def _summary_row(model: str, group: tuple[str, str, str], cells: dict[tuple[int,
         "ci_unit": ci_unit, "view": view, "baseline": baseline,
         "backend": _joined(e.backend for e in sources),
         "code_version": _joined(e.code_version for e in sources),
+        **_reading(task, sources),
     }
+
+
+def _reading(task: str, sources: list[FoldEntry]) -> dict[str, Any]:
+    """The :data:`READING_COLUMNS` of a row (``baseline_mean`` is filled by :func:`summarise_group`)."""
+    dataset, unit, higher = task_facts(task)
+    return {"dataset": dataset, "unit": unit, "higher_is_better": higher, "baseline_mean": math.nan,
+            "budget": _joined(e.budget for e in sources) or "published"}
 
 
 def _fold_rows(model: str, group: tuple[str, str, str], chosen: dict[tuple[int, int], FoldEntry],
@@ -167,6 +180,7 @@ def summarise_group(entries: Iterable[FoldEntry], ci_unit: str = "seed"
         values = {k: float(e.baseline) for k, e in chosen.items() if e.baseline is not None}
         summary.append(_summary_row(name, group, values, ci_unit, view, "", list(chosen.values())))
         folds += _fold_rows(name, group, chosen, values, view)
+    baseline_means = {row["model"]: row["mean"] for row in summary}
     by_model: dict[str, dict[tuple[int, int], FoldEntry]] = {}
     for e in entries:
         if e.value is not None:
@@ -177,6 +191,7 @@ def summarise_group(entries: Iterable[FoldEntry], ci_unit: str = "seed"
         baseline = _joined(baseline_of.get((model, f), "") for f in rates)
         values = {k: float(e.value) for k, e in cells.items() if e.value is not None}
         summary.append(_summary_row(model, group, values, ci_unit, view, baseline, list(cells.values())))
+        summary[-1]["baseline_mean"] = baseline_means.get(baseline, math.nan)
         summary[-1]["mdd"] = entries_mdd(cells.values())
         folds += _fold_rows(model, group, cells, values, view)
     return summary, folds
