@@ -45,7 +45,8 @@ from ppgbench_pl.probes.search import GroupGridSearch
 from ppgbench_pl.regimes.base import JobContext
 from ppgbench_pl.regimes.linear import LinearRegime, local_folds
 
-RIDGE_TARGET, OVERHEAD_TARGET_MS = 10.0, 10.0
+RIDGE_TARGET = 10.0
+OVERHEAD_TARGET_MS = 20.0  # issue 17: one Trainer.fit and one Trainer.test per linear job, < 20 ms beside the maths
 
 
 def make_data(n: int, dim: int, n_groups: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -192,13 +193,16 @@ def per_job_overhead(repeats: int, n: int = 3000, dim: int = 64, n_groups: int =
     print(
         f"linear job ({n} x {dim}, ridge, median of {repeats}, CPU): LinearRegime.run {t_whole:.2f} ms, "
         f"search on prepared arrays {t_maths:.2f} ms -> overhead {overhead:.2f} ms "
-        f"(target < {OVERHEAD_TARGET_MS:g} ms; gathering embeddings, inner folds, ProbeTask, test metrics)"
+        f"(target < {OVERHEAD_TARGET_MS:g} ms; FoldDataModule, Trainer.fit + Trainer.test of ProbeTask, metrics)"
         f"   -> {'PASS' if ok else 'FAIL'}"
     )
     return ok
 
 
 def main() -> None:
+    from ppgbench_pl.benchmark.console import quiet_lightning
+
+    quiet_lightning()  # a Trainer per linear job: keep its banners out of the figures
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--windows", type=int, default=4000)
     parser.add_argument("--dim", type=int, default=512)

@@ -3,17 +3,26 @@
 Hyperparameters (and the subject aggregation for subject-level tasks) are chosen by full inner 4-fold
 group CV on the outer-training part, the winner is refitted on the whole outer-training part and scored
 on the outer test fold. The fit runs through :class:`~ppgbench_pl.tasks.ProbeTask`, the no-optimiser
-LightningModule, called directly on the job's cached embeddings (no inner trainer per job).
+LightningModule, inside one ``Trainer.fit`` (and ``Trainer.test``) per job on the job's
+:class:`~ppgbench_pl.datamodules.fold.FoldDataModule` (about 10 ms of Lightning per job).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ppgbench_pl.datamodules.fold import FoldDataModule
 from ppgbench_pl.errors import ConfigError, PPGBenchError
 from ppgbench_pl.probes.families import LogisticFamily, ProbeFamily, RidgeFamily
 from ppgbench_pl.probes.search import GroupGridSearch
-from ppgbench_pl.regimes.base import JobContext, Regime, RepeatOutcome, score_outcome
+from ppgbench_pl.regimes.base import (
+    JobContext,
+    Regime,
+    RepeatOutcome,
+    frozen_parts_expected,
+    interrupts_pass_through,
+    score_outcome,
+)
 from ppgbench_pl.tasks.probe_task import ProbeTask
 
 
@@ -44,9 +53,12 @@ class ProbeRegime(Regime):
     def fit_and_score(self, ctx: JobContext, train_positions: np.ndarray) -> RepeatOutcome:
         """Search on the given outer-training positions, refit, and score the outer test fold.
 
-        The embeddings and folds go to :meth:`ProbeTask.fit_arrays` as they are (no trainer). User errors
-        (non-finite embeddings, a single class, a fold that cannot be scored) fail the job with one line
-        that names the task, seed and fold.
+        One ``Trainer.fit`` and one ``Trainer.test`` of :class:`ProbeTask` on the job's
+        :class:`~ppgbench_pl.datamodules.fold.FoldDataModule`: ``setup`` builds the inner folds,
+        ``training_step`` gathers the outer-training embeddings and ``on_train_epoch_end`` runs the grid
+        search and refit once; the test loop predicts the outer test fold. Probes are numpy fits, so the
+        trainers run at 32-true whatever ``trainer.precision`` says. User errors (non-finite embeddings, a
+        single class, a fold that cannot be scored) fail the job with one line naming task, seed and fold.
         """
         view = ctx.view
         _, test = ctx.outer()
@@ -55,13 +67,19 @@ class ProbeRegime(Regime):
             search = GroupGridSearch(self.family(ctx), ctx.task.kind, ctx.task.level, ctx.seed,
                                      ctx.n_inner_folds, self.binary_metric,
                                      what=f"embeddings of {ctx.model_name}")
-            module = ProbeTask(search)
-            module.fit_arrays(ctx.features(train_positions), view.y[train_positions],
-                              view.groups[train_positions], folds=local_folds(ctx, train_positions))
-            predictions = module.predict_arrays(ctx.features(test))
+            groups = view.groups[train_positions]
+            data = FoldDataModule(ctx.features(train_positions), view.y[train_positions], groups,
+                                  ctx.features(test), ctx.seed, ctx.n_inner_folds)
+            module = ProbeTask(search, groups=groups)
+            overrides = {**ProbeTask.trainer_arguments, "precision": "32-true", "enable_progress_bar": False}
+            with frozen_parts_expected(), interrupts_pass_through():
+                trainer = ctx.make_trainer([self], **overrides)
+                trainer.fit(module, datamodule=data)
+                trainer.test(module, datamodule=data, verbose=False)
+            assert module.predictions is not None
             details = {"cv_scores": search.cv_scores_, "best_score": search.best_score_,
                        "n_train_windows": len(train_positions)}
-            return score_outcome(ctx, test, predictions, search.best_params_, search.aggregation_, details)
+            return score_outcome(ctx, test, module.predictions, search.best_params_, search.aggregation_, details)
         except PPGBenchError as exc:
             raise type(exc)(f"{where}: {exc}") from exc
 

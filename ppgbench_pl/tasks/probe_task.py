@@ -94,7 +94,11 @@ class ProbeTask(L.LightningModule):
         y = np.concatenate([r[1] for r in self._train_rows])
         index = np.concatenate([r[2] for r in self._train_rows])
         groups = self.groups[index] if self.groups is not None else index
-        self.fit_arrays(z.astype(np.float64), y, groups)
+        # a datamodule that owns inner folds (FoldDataModule) serves them: row indices into the gathered rows
+        folds = getattr(getattr(self.trainer, "datamodule", None), "inner_folds", None) or None
+        if folds is not None and not np.array_equal(index, np.arange(len(index))):
+            raise RuntimeError("ProbeTask: inner folds need the training rows in their original order")
+        self.fit_arrays(z.astype(np.float64), y, groups, folds=folds)
         self._train_rows.clear()
 
     def test_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:

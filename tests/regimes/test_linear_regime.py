@@ -41,21 +41,40 @@ def _data(seed=0, n=120, d=6):
     return x, (x @ rng.normal(size=d) + rng.normal(0, 0.3, n)).astype(np.float32)
 
 
-def test_linear_job_runs_without_a_trainer_on_the_context_folds(monkeypatch):
-    def no_trainer(*args, **kwargs):
-        raise AssertionError("a linear job must not build a Lightning Trainer")
+def test_linear_job_fits_inside_trainer_fit_on_the_context_folds(monkeypatch):
+    """One Trainer.fit (the probe fits once at the end of its epoch) and one Trainer.test per job."""
+    from ppgbench_pl.datamodules.fold import FoldDataModule
 
-    monkeypatch.setattr(L, "Trainer", no_trainer)
+    calls, served = [], []
+    fit, test, setup = L.Trainer.fit, L.Trainer.test, FoldDataModule.setup
+
+    def spy(name, original):
+        def wrapped(self, *args, **kwargs):
+            calls.append((name, type(args[0]).__name__, [type(c).__name__ for c in self.callbacks]))
+            return original(self, *args, **kwargs)
+        return wrapped
+
+    def setup_spy(self, stage):
+        setup(self, stage)
+        served.append(list(self.inner_folds))
+
+    monkeypatch.setattr(L.Trainer, "fit", spy("fit", fit))
+    monkeypatch.setattr(L.Trainer, "test", spy("test", test))
+    monkeypatch.setattr(FoldDataModule, "setup", setup_spy)
     x, y = _data()
     ctx = _context("synthetic-hr", y, x)
     (outcome,) = LinearRegime().run(ctx)
+    assert [c[:2] for c in calls] == [("fit", "ProbeTask"), ("test", "ProbeTask")]
+    assert all("LinearRegime" in c[2] for c in calls)  # the regime is a callback of the trainers that run it
     assert outcome.params["alpha"] in (0.01, 0.1, 1.0, 10.0, 100.0, 1000.0, 10000.0)
     assert outcome.metrics["mae"] < 1.0 and outcome.details["n_train_windows"] == 96
     train, _ = ctx.outer()
     folds = local_folds(ctx, train)
-    for (tr, va), (ptr, pva) in zip(folds, ctx.inner_folds(train), strict=True):
+    for (tr, va), (ptr, pva), (dtr, dva) in zip(folds, ctx.inner_folds(train), served[0], strict=True):
         np.testing.assert_array_equal(train[tr], ptr)
         np.testing.assert_array_equal(train[va], pva)
+        np.testing.assert_array_equal(tr, dtr)  # the datamodule's folds are the context's
+        np.testing.assert_array_equal(va, dva)
 
 
 def test_non_finite_embeddings_name_model_task_and_fold():
