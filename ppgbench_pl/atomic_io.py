@@ -6,9 +6,11 @@ a temporary name, readers never see half a file, and an interrupted write leaves
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -16,6 +18,22 @@ from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
+
+from ppgbench_pl.errors import DataError
+
+
+class DiskFull(DataError):
+    """A write ran out of disk space; the message names the file, the space needed and what is free."""
+
+
+def _disk_full(path: Path, needed: int | None) -> DiskFull:
+    try:
+        free = f"{shutil.disk_usage(path.parent).free:,} bytes free"
+    except OSError:
+        free = "free space unknown"
+    need = f"needs about {needed:,} bytes, " if needed else ""
+    return DiskFull(f"{path}: no space left on the device ({need}{free}); nothing was half-written: free some "
+                    "space and run the same command again")
 
 
 def current_umask() -> int:
@@ -42,7 +60,7 @@ def dir_mode() -> int:
 
 
 @contextmanager
-def atomic_open(path: str | Path, mode: str = "wb") -> Iterator[IO[Any]]:
+def atomic_open(path: str | Path, mode: str = "wb", size: int | None = None) -> Iterator[IO[Any]]:
     """Write ``path`` all-or-nothing: a unique temporary file beside it, fsync, chmod per umask, replace.
 
     Every atomic write of the project goes through here, so concurrent writers never share a temporary
@@ -59,6 +77,11 @@ def atomic_open(path: str | Path, mode: str = "wb") -> Iterator[IO[Any]]:
             os.fsync(handle.fileno())
         os.chmod(tmp, file_mode())
         os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise _disk_full(path, size) from None
+        raise
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -66,7 +89,7 @@ def atomic_open(path: str | Path, mode: str = "wb") -> Iterator[IO[Any]]:
 
 def write_bytes_atomic(path: str | Path, data: bytes) -> None:
     """Atomic, umask-respecting write of raw bytes."""
-    with atomic_open(path, "wb") as handle:
+    with atomic_open(path, "wb", size=len(data)) as handle:
         handle.write(data)
 
 

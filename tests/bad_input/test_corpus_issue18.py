@@ -232,3 +232,27 @@ def test_a_degenerate_outer_fold_is_listed_and_recorded_while_the_rest_runs(base
     assert set(pd.read_csv(out / "summary.csv")["n_folds"]) == {1}
     code, text, _ = fit(capsys, *args)  # a rerun trains nothing and writes nothing new
     assert code == 0 and "0 jobs run, 1 already done, 1 not evaluable" in text
+
+
+# -- 4. disk faults ---------------------------------------------------------------------------------------
+def test_a_full_disk_ends_in_one_line_naming_the_file(base, tmp_path, capsys, monkeypatch):  # noqa: F811
+    """ENOSPC while status.json is written (after the records and summary.csv): one line, records intact."""
+    import errno
+
+    from ppgbench_pl import atomic_io
+
+    out = copy_run(base, tmp_path)
+    shutil.rmtree(out / "jobs")
+    replace = os.replace
+
+    def full(src: Any, dst: Any) -> None:
+        if Path(dst).name == "status.json":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        replace(src, dst)
+
+    monkeypatch.setattr(atomic_io.os, "replace", full)
+    check(fit(capsys, "--config", str(base["config"]), "--output_dir", str(out)), 2,
+          rf"^ppgbench: error: {re.escape(str(out / 'status.json'))}: no space left on the device \(needs about "
+          r"[\d,]+ bytes, [\d,]+ bytes free\); nothing was half-written")
+    assert len(record_files(out)) == 1 and (out / "summary.csv").exists()
+    assert not list(out.rglob("*.tmp"))
