@@ -1,4 +1,6 @@
-"""Utility subcommands (list, download, preprocess, report, init); ``fit``/``benchmark`` live in :mod:`.protocol`.
+"""Utility subcommands (list, download, preprocess, report, init, cite, export).
+
+``fit``/``benchmark`` live in :mod:`.protocol`.
 
 Each command module is imported only when it is registered, inside :func:`dispatch`, so importing one
 command (e.g. the report, which must not pull in torch or Lightning) costs nothing else.
@@ -17,6 +19,9 @@ _REGISTRARS = (
     ("report", "add_report_parser"),
     ("compare", "add_compare_parser"),
     ("init", "add_init_parser"),
+    ("cache", "add_cache_parser"),
+    ("cite", "add_cite_parser"),
+    ("export", "add_export_parser"),
 )
 
 

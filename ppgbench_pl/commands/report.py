@@ -22,7 +22,8 @@ def add_report_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "report", help="Build tables, findings, figures and index.html from run folders.",
         description="Combine one or more run folders (partial or complete) into a report folder.")
-    parser.add_argument("runs", nargs="+", type=Path, help="Run folders (jobs/<id>/results.json inside).")
+    parser.add_argument("runs", nargs="+", type=Path,
+                        help="Run folders (jobs/<id>/results.json inside) or files from ppgbench export.")
     parser.add_argument("--output", "-o", type=Path, default=Path("report"),
                         help="Report folder (default: report).")
     parser.add_argument("--baseline-rule", choices=("ci", "paired", "mean"), default="ci",

@@ -16,7 +16,7 @@ from typing import Any
 
 from ppgbench_pl.errors import PPGBenchError
 from ppgbench_pl.results.fold_entry import code_label, fold_entry, is_baseline
-from ppgbench_pl.results.records import RESULTS_FILE, job_id, scan_records
+from ppgbench_pl.results.records import RESULTS_FILE, RecordScan, job_id, scan_records
 
 CONTROL_MODELS = ("prv_neurokit2", "prv_published", "moment_small", "constant")
 #: Control names of older run folders (the NeuroKit2 PRV was called ``prv`` before it was renamed).
@@ -195,6 +195,51 @@ def _check_folder(run_dir: Path) -> None:
         raise ReportError(f"{run_dir}: not a ppgbench run folder (no run.json and no jobs/ inside)")
 
 
+def _read_input(path: Path) -> tuple[dict[str, Any], RecordScan, dict[str, str]]:
+    """(run.json-like meta, the records, the protocol settings) of a run folder or an exported file."""
+    from ppgbench_pl.results.export import protocol_settings, read_export
+
+    if not (path.is_file() and path.suffix == ".json"):  # an exported file is JSON; anything else a folder
+        _check_folder(path)
+        meta = _run_meta(path)
+        scan = scan_records(path, transform=_check_record)
+        return meta, scan, protocol_settings(meta.get("identity") or {}, scan.records)
+    document = read_export(path)
+    run: dict[str, Any] = document["run"] if isinstance(document.get("run"), dict) else {}
+    meta = {"planned_jobs": run.get("planned_jobs") or [], "parameters": run.get("parameters") or {},
+            "code_versions": (document.get("versions") or {}).get("code_versions") or []}
+    scan = RecordScan()
+    for i, record in enumerate(document["records"]):
+        try:
+            scan.records.append(_check_record(record))
+            scan.folders.append(path)
+        except ValueError as exc:
+            scan.problems.append(f"{path}: record {i}: {exc}")
+    return meta, scan, {str(k): str(v) for k, v in document["protocol"].items()}
+
+
+def check_protocols(inputs: Sequence[tuple[Path, dict[str, str]]]) -> None:
+    """Refuse an exported file whose protocol settings differ from another input's (one line naming it).
+
+    Only settings both inputs have are compared (two files may cover different datasets or regimes), and
+    only where an exported file is involved: run folders combine as they always have.
+
+    Raises:
+        ReportError: A shared setting has two values.
+
+    """
+    seen: dict[str, tuple[str, Path]] = {}
+    for path, protocol in inputs:
+        for key, value in sorted(protocol.items()):
+            if key not in seen:
+                seen[key] = (value, path)
+                continue
+            first, where = seen[key]
+            if value != first and (path.is_file() or where.is_file()):
+                raise ReportError(f"{path}: protocol setting {key} is {value}, but {where} has {first}; "
+                                  "results made under different settings cannot share a table")
+
+
 def load_runs(run_dirs: Sequence[str | Path]) -> RunSet:
     """Combine run folders; raises :class:`ReportError` when a folder is missing or nothing was completed.
 
@@ -202,10 +247,8 @@ def load_runs(run_dirs: Sequence[str | Path]) -> RunSet:
     listed in ``problems`` (shown on the page and printed as a warning) and that job counts as not run.
 
     Args:
-        run_dirs: Run folders (each with ``jobs/<id>/results.json``), in order of precedence.
-
-    Returns:
-        The combined records.
+        run_dirs: Run folders (``jobs/<id>/results.json``) or ``ppgbench export`` files, in order of
+            precedence (an export whose protocol differs from another input's is refused: check_protocols).
 
     Raises:
         ReportError: A folder does not exist, is not a run folder, holds no job records, has an unreadable
@@ -223,10 +266,10 @@ def load_runs(run_dirs: Sequence[str | Path]) -> RunSet:
     parameters: dict[str, dict[str, int]] = {}
     run_codes: set[str] = set()
     dirs = [Path(d) for d in run_dirs]
+    protocols: list[tuple[Path, dict[str, str]]] = []
     for run_dir in dirs:
-        _check_folder(run_dir)
-        meta = _run_meta(run_dir)
-        scan = scan_records(run_dir, transform=_check_record)
+        meta, scan, protocol = _read_input(run_dir)
+        protocols.append((run_dir, protocol))
         problems += scan.problems
         if not scan.records:
             detail = f" ({len(scan.problems)} unreadable: {scan.problems[0]})" if scan.problems else ""
@@ -245,13 +288,15 @@ def load_runs(run_dirs: Sequence[str | Path]) -> RunSet:
                 ok[jid] = rec
                 sources[jid] = folder
             elif _outcome(ok[jid]) != _outcome(rec):
-                kept = sources[jid].parent.parent
+                kept = sources[jid] if sources[jid].is_file() else sources[jid].parent.parent
                 conflicts.append(f"{jid}: {run_dir} disagrees with {kept}; kept {kept}")
     if not ok:
         raise ReportError(f"no completed jobs in {', '.join(map(str, dirs))} ({len(failed)} failed)")
+    check_protocols(protocols)
     return RunSet(
         records=[ok[k] for k in sorted(ok)],
         failed=[failed[k] for k in sorted(failed) if k not in ok],
         sources=sources, run_dirs=dirs, conflicts=conflicts, planned=planned, parameters=parameters,
-        problems=problems, run_code_versions=sorted(run_codes),
-    )
+        problems=problems, run_code_versions=sorted(run_codes), prediction_problems=[
+            f"{d}: an exported results file carries no predictions; its jobs are left out of Table 4"
+            for d in dirs if d.is_file()])

@@ -58,7 +58,7 @@ def rescore_jobs(runs: RunSet) -> pd.DataFrame:
 
     rows = []
     for rec in runs.records:
-        if rec.get("level") != "subject":
+        if rec.get("level") != "subject" or runs.job_folder(rec).is_file():  # a file: an export, no arrays
             continue
         metric, kind = rec["metric"], rec["kind"]
         for r in rec["results"]:

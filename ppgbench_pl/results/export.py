@@ -1,0 +1,217 @@
+"""One model's results as a single versioned file others can read: ``ppgbench export RUN --output X.ppgbench.json``.
+
+A run folder lives on one machine; this file travels. It holds everything a reader needs to put the numbers
+beside their own without rerunning them (schema: ``docs/schema/ppgbench-results.schema.json``):
+
+* ``cells``: every summary row of the model and of the controls and baselines it was compared with (mean,
+  CI, n, the per-seed and per-fold values, and whatever else the summary holds, such as the MDD);
+* ``records``: the job records themselves (so ``ppgbench report`` and ``pb.load_run`` rebuild every table
+  from the file; prediction arrays stay behind, so the rescoring table needs the run folder);
+* ``protocol``: the settings that must agree for two results to share a table (fold settings, regime
+  settings, numeric trainer settings, budget), flattened to ``datasets.bidmc.n_folds``-style keys;
+* ``run``, ``versions``, ``digests``: the run's identity, code and package versions, data and weight digests;
+* ``model_card``: the model's card (pretraining data, paper, licences).
+
+Plain JSON, written atomically; nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from ppgbench_pl.errors import DataError
+from ppgbench_pl.results.fold_entry import code_label
+from ppgbench_pl.results.records import model_id, scan_records
+
+FORMAT = "ppgbench.results"
+FORMAT_VERSION = 1
+SUFFIX = ".ppgbench.json"
+#: Trainer settings that change a number (the device kind is kept in ``run`` but not compared: a result
+#: made on a GPU may stand beside one made on a CPU).
+TRAINER_SETTINGS = ("precision", "deterministic", "benchmark", "sync_batchnorm")
+LEGACY_CONTROLS = ("prv",)
+
+
+def control_names() -> tuple[str, ...]:
+    """The controls a model is compared with (catalog role ``control``, plus older runs' names)."""
+    from ppgbench_pl.encoders.catalog import CATALOG
+
+    return (*(n for n, e in CATALOG.items() if e.role == "control"), *LEGACY_CONTROLS)
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+
+
+def protocol_settings(identity: dict[str, Any], records: Iterable[dict[str, Any]] = ()) -> dict[str, str]:
+    """The settings two results must share, flattened (``regimes.mlp.search``, ``datasets.bidmc.n_folds``)."""
+    flat: dict[str, str] = {}
+    for name, settings in sorted((identity.get("regimes") or {}).items()):
+        flat.update({f"regimes.{name}.{k}": _text(v) for k, v in sorted(settings.items())})
+    for key, settings in sorted((identity.get("datasets") or {}).items()):
+        flat.update({f"datasets.{key}.{k}": _text(v) for k, v in sorted(settings.items()) if k != "data"})
+    trainer = identity.get("trainer") or {}
+    flat.update({f"trainer.{k}": _text(trainer.get(k)) for k in TRAINER_SETTINGS if k in trainer})
+    budgets = sorted({str(r.get("budget") or "published") for r in records})
+    if budgets:
+        flat["budget"] = ";".join(budgets)
+    return flat
+
+
+def _read_run(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """``run.json`` and the ``ok`` records of a run folder (one-line errors naming the folder)."""
+    if not run_dir.is_dir():
+        raise DataError(f"{run_dir}: no such run folder")
+    meta_path = run_dir / "run.json"
+    try:
+        meta = json.loads(meta_path.read_bytes())
+    except FileNotFoundError:
+        raise DataError(f"{meta_path}: missing; export needs a run made by ppgbench fit/benchmark") from None
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise DataError(f"{meta_path}: not valid JSON") from None
+    if not isinstance(meta, dict):
+        raise DataError(f"{meta_path}: not a run description (a JSON object was expected)")
+    scan = scan_records(run_dir)
+    records = [r for r in scan.records if r.get("status") == "ok"]
+    if not records:
+        raise DataError(f"{run_dir}: no completed job records to export")
+    return meta, records
+
+
+def _choose_model(run_dir: Path, records: list[dict[str, Any]], model: str | None) -> str:
+    controls = control_names()
+    models = sorted({str(r["model"]) for r in records if str(r["model"]) not in controls})
+    if model is not None:
+        if model not in {str(r["model"]) for r in records}:
+            raise DataError(f"{run_dir}: no completed jobs of model '{model}' (it has {', '.join(models)})")
+        return model
+    if len(models) != 1:
+        raise DataError(f"{run_dir}: holds {len(models)} models under test ({', '.join(models) or 'none'}); "
+                        "choose one with --model")
+    return models[0]
+
+
+def _cells(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every summary row of these records with its per-seed and per-fold values (JSON-safe)."""
+    from ppgbench_pl.atomic_io import json_safe
+    from ppgbench_pl.results.summary import SummaryBook
+
+    book = SummaryBook.from_records(records)
+    folds = book.fold_table()
+    by_row: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for row in folds.itertuples():
+        by_row.setdefault((row.model, row.task, row.regime), []).append(
+            {"seed": int(row.seed), "fold": int(row.fold), "value": float(row.value)})
+    cells = []
+    for row in book.summary().to_dict(orient="records"):
+        fold_values = by_row.get((row["model"], row["task"], row["regime"]), [])
+        seeds: dict[int, list[float]] = {}
+        for f in fold_values:
+            seeds.setdefault(f["seed"], []).append(f["value"])
+        cells.append({**json_safe(row), "fold_values": fold_values,
+                      "seed_values": [{"seed": s, "value": sum(v) / len(v)} for s, v in sorted(seeds.items())]})
+    return cells
+
+
+def model_card(model: str, records: list[dict[str, Any]]) -> dict[str, Any]:
+    """The model's card row (catalog models), else what its records declare (a user's model)."""
+    from ppgbench_pl.cards.citations import card_name
+    from ppgbench_pl.cards.rows import model_card_rows
+
+    rows = model_card_rows()
+    name = card_name(model)
+    if name in rows and name != "custom":
+        return {"name": name, **rows[name]}
+    declared = next((r["pretraining_data"] for r in records if "pretraining_data" in r), "unknown")
+    return {"name": model, "pretraining_data": declared, "paper": None}
+
+
+def build_export(run_dir: str | Path, model: str | None = None) -> dict[str, Any]:
+    """The exported document of one model of a run folder (see module docstring).
+
+    Raises:
+        DataError: The folder is not a finished run, or the model is missing or ambiguous (one line).
+
+    """
+    run_dir = Path(run_dir)
+    meta, records = _read_run(run_dir)
+    chosen = _choose_model(run_dir, records, model)
+    keep = {chosen, *control_names()}
+    mine = [r for r in records if str(r["model"]) in keep]
+    identity = meta.get("identity") or {}
+    ids = {model_id(m) for m in keep}
+    return {
+        "format": FORMAT, "format_version": FORMAT_VERSION, "model": chosen,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "run": {"run_uid": meta.get("run_uid"), "source": str(run_dir), "seeds": meta.get("seeds"),
+                "folds": meta.get("folds"), "device": meta.get("device"),
+                "identity_sha256": hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest(),
+                "planned_jobs": [j for j in meta.get("planned_jobs") or [] if str(j).split("__")[0] in ids],
+                "parameters": {m: c for m, c in (meta.get("parameters") or {}).items() if m in keep}},
+        "protocol": protocol_settings(identity, mine),
+        "versions": {"ppgbench": meta.get("ppgbench"), "python": meta.get("python"),
+                     "packages": meta.get("versions") or {},
+                     "code_versions": sorted({code_label(c) for c in meta.get("code_versions") or []}
+                                             | {code_label(r.get("code_version")) for r in mine} - {""})},
+        "digests": {"data": {k: v.get("data", {}) for k, v in (identity.get("datasets") or {}).items()},
+                    "weights": {m: e.get("weights") for m, e in (identity.get("encoders") or {}).items()
+                                if m in keep}},
+        "model_card": model_card(chosen, mine),
+        "cells": _cells(mine),  # the model, its controls and the baselines it is compared with
+        "records": mine,
+    }
+
+
+def export_run(run_dir: str | Path, output: str | Path | None = None, model: str | None = None) -> Path:
+    """Write :func:`build_export` to ``output`` (default ``<model>.ppgbench.json``) atomically; its path."""
+    from ppgbench_pl.atomic_io import json_safe, write_text_atomic
+
+    document = build_export(run_dir, model)
+    path = Path(output) if output is not None else Path(f"{document['model']}{SUFFIX}")
+    if path.is_dir():
+        raise DataError(f"{path}: is a folder; give the file to write (e.g. {document['model']}{SUFFIX})")
+    write_text_atomic(path, json.dumps(json_safe(document), indent=1, sort_keys=False, allow_nan=False) + "\n")
+    return path
+
+
+REQUIRED = ("format", "format_version", "model", "protocol", "cells", "records")
+
+
+def read_export(path: str | Path) -> dict[str, Any]:
+    """Read an exported file back; every problem is one line naming the file.
+
+    Raises:
+        DataError: Not readable JSON, not a ppgbench results file, a newer format version, or a field the
+            readers need is missing or of the wrong type.
+
+    """
+    path = Path(path)
+    try:
+        document = json.loads(path.read_bytes())
+    except OSError as exc:
+        raise DataError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise DataError(f"{path}: not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    if not isinstance(document, dict) or document.get("format") != FORMAT:
+        raise DataError(f"{path}: not a ppgbench results file (expected \"format\": \"{FORMAT}\"; "
+                        "make one with ppgbench export RUN)")
+    missing = [k for k in REQUIRED if k not in document]
+    if missing:
+        raise DataError(f"{path}: missing field '{missing[0]}'")
+    version = document["format_version"]
+    if not isinstance(version, int) or version > FORMAT_VERSION or version < 1:
+        raise DataError(f"{path}: format_version {version!r} is not one this ppgbench reads (1 to "
+                        f"{FORMAT_VERSION}); upgrade ppgbench")
+    for key, kind in (("protocol", dict), ("cells", list), ("records", list)):
+        if not isinstance(document[key], kind):
+            raise DataError(f"{path}: field '{key}' must be a JSON {'object' if kind is dict else 'array'}")
+    if not all(isinstance(r, dict) for r in document["records"]):
+        raise DataError(f"{path}: field 'records' must hold job records (JSON objects)")
+    return document
