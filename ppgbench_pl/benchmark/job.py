@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from ppgbench_pl.benchmark.identity import code_version
+from ppgbench_pl.cards.overlap import record_fields as overlap_fields
 from ppgbench_pl.errors import PPGBenchError
 from ppgbench_pl.locks import LockBusy, file_lock
 from ppgbench_pl.metrics.evaluate import evaluate
@@ -113,6 +114,7 @@ def _record_head(ctx: JobContext, regime: Regime) -> dict[str, Any]:
         "level": ctx.task.level, "fs": ctx.fs, "backend": regime.backend(), "code_version": code_version(),
         "callbacks": [f"{type(c).__module__}.{type(c).__qualname__}" for c in ctx.callbacks]
         if regime.trains_trials else [],
+        **overlap_fields(ctx.encoder, ctx.task.name),  # was it pretrained on this dataset? (cards/overlap.py)
     }
 
 
