@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import copy
 import importlib
+import inspect
 from typing import Any
 
-from jsonargparse import ArgumentParser
+from jsonargparse import ArgumentError, ArgumentParser
 
 from ppgbench_pl.benchmark.plan import EncoderInfo
 from ppgbench_pl.encoders.base import PPGEncoder
@@ -43,7 +44,30 @@ def instantiate(base: type, entry: dict[str, Any]) -> Any:
         return obj
     parser = ArgumentParser(exit_on_error=False)
     parser.add_argument("--obj", type=base)
-    return parser.instantiate(parser.parse_object({"obj": copy.deepcopy(entry)})).obj
+    try:
+        return parser.instantiate(parser.parse_object({"obj": copy.deepcopy(entry)})).obj
+    except ArgumentError as exc:  # one line naming the entry and the bad setting, not argparse's nesting
+        raise ConfigError(entry_error(base, entry, str(exc))) from None
+
+
+def entry_error(base: type, entry: dict[str, Any], message: str) -> str:
+    """``regime linear (class path): 'nonsense' is not one of its settings (accepted: ...)``."""
+    from ppgbench_pl.commands.messages import did_you_mean, one_line
+
+    kind = "regime" if base is Regime else "encoder" if base is PPGEncoder else base.__name__
+    path = str(entry.get("class_path")) if isinstance(entry, dict) else repr(entry)
+    try:
+        cls = import_class(path)
+    except (ImportError, AttributeError, ValueError):
+        return f"{kind} {path}: {one_line(message).removeprefix('obj: ')}"
+    accepted = [p for p in inspect.signature(cls.__init__).parameters if p not in ("self", "args", "kwargs")]
+    where = f"{kind} {getattr(cls, 'name', cls.__name__)} ({path})"
+    given = (entry.get("init_args") or {}) if isinstance(entry, dict) else {}
+    unknown = [key for key in given if key not in accepted] if isinstance(given, dict) else []
+    if unknown:
+        return (f"{where}: '{unknown[0]}' is not one of its settings (accepted: {', '.join(accepted) or 'none'})"
+                f"{did_you_mean(unknown[0], accepted)}")
+    return f"{where}: {one_line(message).removeprefix('obj: ').removeprefix('obj.')}"
 
 
 def import_class(path: str) -> Any:

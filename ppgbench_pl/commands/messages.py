@@ -56,12 +56,52 @@ def one_line(message: str) -> str:
             continue
         if not _NOISE.search(text) and indent > depth:
             cause, depth = text, indent
-    cause = cause or raw[0].strip()
+    cause = _choices(raw) or _bare_class_name(cause, path) or cause or raw[0].strip()
     match = _OPTION.search(cause)
     if match and classes:
         cause = cause.rstrip(".") + did_you_mean(match.group(1) or match.group(2), _parameters(classes[-1]))
     where = ".".join(path)
     return f"{where}: {cause}" if where else cause
+
+
+_LITERAL = re.compile(r"typing\.Literal\[([^\]]*)\]")
+_SUBTYPES = re.compile(r"^\s*Subtypes: \[(.*)\]\s*$")
+_GIVEN = re.compile(r"^\s*Given value: (.*)$")
+_NOT_A_PATH = re.compile(r"Expected a (?:dot import path string|path but) ?:? ?([^\s.]+?)(?: either|$)")
+
+
+def _choices(raw: list[str]) -> str:
+    """``'bogus' is not an accepted value (choices: ...)`` for a union of Literals (``trainer.precision``)."""
+    subtypes = next((m.group(1) for ln in raw if (m := _SUBTYPES.match(ln))), None)
+    given = next((m.group(1).strip() for ln in raw if (m := _GIVEN.match(ln))), None)
+    if subtypes is None or given is None:
+        return ""
+    literals = _LITERAL.findall(subtypes)
+    others = _LITERAL.sub("", subtypes).replace("<class 'NoneType'>", "").strip(" ,")
+    if not literals or others:  # another kind of value could be meant: keep the innermost reason
+        return ""
+    choices = list(dict.fromkeys(item.strip().strip("'\"") for group in literals for item in group.split(",")))
+    if given in choices:
+        return ""
+    return f"'{given}' is not an accepted value (choices: {', '.join(choices)}){did_you_mean(given, choices)}"
+
+
+def _bare_class_name(cause: str, path: list[str]) -> str:
+    """A bare name where a class path is expected; for an encoder, the registered names and the closest."""
+    match = _NOT_A_PATH.search(cause)
+    if not match:
+        return ""
+    word = match.group(1)
+    if not any(key.split(".")[-1] in ("encoder", "encoders", "controls") for key in path):
+        return f"'{word}' is not a class path (give module.Class, e.g. ppgbench_pl.regimes.LinearRegime)"
+    from ppgbench_pl.encoders.catalog import CATALOG, REGISTERED  # a static table: no torch
+
+    if word in CATALOG:
+        return f"'{word}' is a registered encoder name; give its class path {CATALOG[word].class_path}"
+    close = difflib.get_close_matches(word, REGISTERED, n=1, cutoff=0.6)
+    hint = f"; did you mean '{close[0]}' ({CATALOG[close[0]].class_path})?" if close else ""
+    return (f"'{word}' is neither a class path nor a registered encoder name (registered: {', '.join(REGISTERED)})"
+            f"{hint}")
 
 
 def _parameters(class_path: str) -> list[str]:
