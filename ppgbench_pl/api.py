@@ -45,8 +45,8 @@ PUBLISHED_FOLDS: tuple[int, ...] = (0, 1, 2, 3, 4)
 PUBLISHED_CONTROLS: tuple[str, ...] = ("prv_published",)
 #: Run options of ``ppgbench fit`` that :func:`evaluate` takes as keyword overrides (and their defaults).
 RUN_OPTIONS: dict[str, Any] = {
-    "wandb": "off", "wandb_project": "ppgbench", "ci_unit": "seed", "progress": True,
-    "allow_code_change": False, "max_cache_gb": 50.0, "optuna_storage": None,
+    "wandb": "group", "wandb_project": "ppgbench", "ci_unit": "seed", "progress": True,
+    "allow_code_change": False, "max_cache_gb": 50.0, "optuna_storage": None, "cache_dir": None, "cache_size_gb": None,
 }
 TASK_CLASS = "ppgbench_pl.tasks.EncoderTask"
 DATA_CLASS = "ppgbench_pl.datamodules.PPGDataModule"
@@ -299,8 +299,9 @@ def evaluate(encoder: EncoderLike, *, dataset: str, tasks: Sequence[str] | None 
         name: The encoder's name in job ids and tables.
         encoder_args: More encoder init arguments, e.g. ``{"random_init": True}`` for a published model
             without its checkpoint, ``{"checkpoint": "weights.pt"}``, or CustomEncoder settings for a module.
-        **overrides: Run options (``wandb`` = ``off`` here, ``group`` or ``per-job``; ``wandb_project``,
-            ``ci_unit``, ``progress``, ``allow_code_change``, ``max_cache_gb``, ``optuna_storage``),
+        **overrides: Run options (``wandb`` = ``group`` as on the command line, or ``off``/``per-job``;
+            ``wandb_project``, ``ci_unit``, ``progress``, ``allow_code_change``, ``max_cache_gb``, ``cache_dir``,
+            ``cache_size_gb``, ``optuna_storage``),
             data-module settings (``root``, ``batch_size``, ``n_inner_folds``, ``synthetic_subjects``, ...)
             and device settings of the trainer (``accelerator``, ``devices``, ``precision``, ...), as in a
             ``fit`` config.

@@ -30,6 +30,7 @@ COMMANDS = {
     "report": "tables, findings and figures of one or more run folders",
     "compare": "paired comparison of one model of each of two run folders, cell by cell",
     "init": "a commented config template for evaluating your own model",
+    "cache": "list or clear the shared embedding cache (every run folder reads it)",
 }
 PROTOCOL_COMMANDS = ("fit", "benchmark")
 EXECUTOR_ALIASES = {

@@ -19,6 +19,13 @@ def _no_wandb(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("WANDB_MODE", os.environ.get("PPGBENCH_TEST_WANDB_MODE", "disabled"))
 
 
+@pytest.fixture(autouse=True)
+def _own_embedding_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test has its own shared embedding cache ($PPGBENCH_CACHE_DIR), never the user's, and starts empty
+    (tests count encoder passes); two run folders of one test share it as a user's would."""
+    monkeypatch.setenv("PPGBENCH_CACHE_DIR", str(tmp_path_factory.mktemp("embedding_cache")))
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _own_cache_folder(tmp_path_factory: pytest.TempPathFactory) -> None:
     """The help cache (``$XDG_CACHE_HOME/ppgbench``) of the test session, not the user's: each session

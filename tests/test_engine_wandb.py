@@ -1,8 +1,10 @@
 """W&B says what summary.csv says (issue 11, items 4 and 5), read back from the offline run files.
 
-One W&B run per (model, task, regime) cell: its summary is the cell's summary.csv row, its config a
-structured dict, grouped by model and tagged with task and regime; a rerun that changes the cell
-resumes the same W&B run id; every file goes under ``--output_dir``.
+One W&B run per (model, task, regime) cell and per constant-baseline row: its summary holds only the cell's
+aggregates, equal to its summary.csv row, per-fold values are in its history; its config is flat scalars
+beside the structured dict, grouped by ``<task>/<regime>``, typed by regime and tagged with task, regime,
+dataset and budget; a rerun that changes the cell resumes the same W&B run id; every file goes under
+``--output_dir``.
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ def wandb_records(path: Path) -> Iterator[Any]:
 def read_offline_run(folder: Path) -> dict[str, Any]:
     """Id, group, tags, job type, config and final summary of one offline run folder."""
     (path,) = folder.glob("run-*.wandb")
-    out: dict[str, Any] = {"summary": {}, "config": {}}
+    out: dict[str, Any] = {"summary": {}, "config": {}, "history": []}
     for record in wandb_records(path):
         kind = record.WhichOneof("record_type")
         if kind == "run":
@@ -70,6 +72,18 @@ def read_offline_run(folder: Path) -> dict[str, Any]:
             out["config"].update({u.key: json.loads(u.value_json) for u in record.config.update if u.key})
         elif kind == "summary":
             out["summary"].update({u.key: json.loads(u.value_json) for u in record.summary.update if u.key})
+        elif kind == "history":
+            out["history"].append({i.key or "/".join(i.nested_key): json.loads(i.value_json)
+                                   for i in record.history.item})
+    return out
+
+
+def cell_runs(run_dir: Path) -> dict[str, dict[str, Any]]:
+    """The latest offline run of each W&B run name (a resumed run has one folder per resume)."""
+    out: dict[str, dict[str, Any]] = {}
+    for folder in offline_runs(run_dir):
+        logged = read_offline_run(folder)
+        out[logged["name"]] = logged
     return out
 
 
@@ -88,13 +102,17 @@ def test_the_cell_run_mirrors_summary_csv_and_resumes_its_id(tmp_path, engine_ro
     path = write_config(tmp_path / "config.yaml", config)
     assert run(["--config", str(path)], "fit") == 0
 
-    (folder,) = offline_runs(run_dir)  # one cell: small_cnn x synthetic-hr x linear
-    logged = read_offline_run(folder)
+    folders = offline_runs(run_dir)  # one cell (small_cnn x synthetic-hr x linear) and its constant baseline
+    runs = cell_runs(run_dir)
+    assert len(folders) == 2 and set(runs) == {"small_cnn/synthetic-hr/linear", "constant/synthetic-hr/linear"}
+    logged = runs["small_cnn/synthetic-hr/linear"]
+    (folder,) = [f for f in folders if read_offline_run(f)["name"] == logged["name"]]
     row = pd.read_csv(run_dir / "summary.csv").set_index("model").loc["small_cnn"]
     assert logged["summary"]["mean"] == pytest.approx(row["mean"], rel=1e-12)
     assert logged["summary"]["n_folds"] == row["n_folds"] == 2 and logged["summary"]["n_seeds"] == 1
-    assert logged["summary"]["metric"] == row["metric"] == "mae"
-    assert logged["group"] == "small_cnn" and {"synthetic-hr", "linear"} <= set(logged["tags"])
+    assert logged["config"]["metric"] == row["metric"] == "mae" and logged["config"]["unit"] == "bpm"
+    assert logged["group"] == "synthetic-hr/linear" and {"synthetic-hr", "linear", "synthetic", "published"} <= \
+        set(logged["tags"])
     assert logged["job_type"] == "linear" and logged["name"] == "small_cnn/synthetic-hr/linear"
     structured = logged["config"]["benchmark"]
     assert isinstance(structured, dict) and structured["data"]["init_args"]["folds"] == [0, 1]
@@ -102,9 +120,9 @@ def test_the_cell_run_mirrors_summary_csv_and_resumes_its_id(tmp_path, engine_ro
 
     # Nothing new: nothing logged again. One more fold: the same W&B run id, the new summary row.
     assert run(["--config", str(path)], "fit") == 0
-    assert offline_runs(run_dir) == [folder]
+    assert offline_runs(run_dir) == folders
     assert run(["--config", str(path), "--data.init_args.folds", "[0, 1, 2]"], "fit") == 0
-    runs = [read_offline_run(f) for f in offline_runs(run_dir)]
+    runs = [r for f in offline_runs(run_dir) if (r := read_offline_run(f))["name"] == logged["name"]]
     assert {r["id"] for r in runs} == {logged["id"]}  # offline: one folder per resume, one W&B run
     row = pd.read_csv(run_dir / "summary.csv").set_index("model").loc["small_cnn"]
     latest = max(runs, key=lambda r: r["summary"]["n_folds"])
@@ -131,3 +149,43 @@ def test_wandb_writes_nothing_outside_the_run_folder(tmp_path, engine_root, monk
     assert offline_runs(run_dir)
     # (library caches such as matplotlib's font list may appear; W&B's files must not)
     assert [str(p.relative_to(home)) for p in home.rglob("*") if p.is_file() and "wandb" in str(p)] == []
+
+
+#: Keys W&B itself adds to every summary.
+WANDB_OWN = ("_runtime", "_step", "_timestamp", "_wandb")
+
+
+def test_summaries_hold_only_aggregates_equal_to_summary_csv(tmp_path, engine_root, monkeypatch):
+    """Read back with the offline run files: every summary key is an aggregate and equals summary.csv; each
+    fold's value is in the history, not the summary; the constant baseline has its run; the API defaults
+    to the same W&B setting as the command line."""
+    import ppgbench_pl.api as api
+    from ppgbench_pl.benchmark.spec import RunSettings
+    from ppgbench_pl.benchmark.wandb_cells import AGGREGATES
+
+    assert api.RUN_OPTIONS["wandb"] == RunSettings("x", {}).wandb == "group"
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    run_dir = tmp_path / "run"
+    config = suite_config(engine_root, run_dir, regimes=[LINEAR], tasks=["synthetic-hr"], folds=[0, 1],
+                          seeds=[42, 43], data={"synthetic_windows": 4}, wandb="group")
+    assert run(["--config", str(write_config(tmp_path / "config.yaml", config))], "fit") == 0
+    summary = pd.read_csv(run_dir / "summary.csv")
+    folds = {(r["seed"], r["fold"]): r for r in (json.loads(p.read_text()) for p in run_dir.glob("jobs/*/results.json"))
+             if r["model"] == "small_cnn"}
+    runs = cell_runs(run_dir)
+    assert len(runs) == len(summary) == 2  # small_cnn and its constant baseline
+    for row in summary.to_dict("records"):
+        logged = runs[f"{row['model']}/{row['task']}/{row['regime']}"]
+        keys = {k for k in logged["summary"] if not k.startswith(WANDB_OWN)}
+        assert keys <= set(AGGREGATES) and {"mean", "ci95", "n_seeds", "n_folds"} <= keys, keys
+        for key in keys:  # every logged key equals summary.csv
+            assert logged["summary"][key] == pytest.approx(row[key], rel=1e-12), key
+        assert logged["group"] == "synthetic-hr/linear" and logged["job_type"] == "linear"
+        assert ("baseline" in logged["tags"]) == row["model"].startswith("constant")
+        steps = [h for h in logged["history"] if "test/mae" in h]
+        assert sorted((h["seed"], h["fold"]) for h in steps) == sorted(folds)
+        expected = {k: (r["baseline"]["mae"] if row["model"].startswith("constant")
+                        else sum(x["metrics"]["mae"] for x in r["results"]) / len(r["results"]))
+                    for k, r in folds.items()}
+        for h in steps:
+            assert h["test/mae"] == pytest.approx(expected[(h["seed"], h["fold"])], rel=1e-9)

@@ -8,7 +8,7 @@ SHA-256 are stored beside it and checked before first use in a process; a damage
 message naming it. Entries are written to a temporary file and moved into place with ``os.replace``, so a
 reader never sees a torn file; a lock file per key makes concurrent processes compute each entry once (the
 second waits, then reads). Entries are read memory-mapped, so parallel workers share one copy in the page
-cache.
+cache. One cache serves every run folder (its root, size cap and LRU eviction: :mod:`.cache_store`).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from ppgbench_pl.atomic_io import save_npy_atomic, write_json_atomic
+from ppgbench_pl.benchmark.cache_store import entry_lock, evict, touch
 from ppgbench_pl.data.processed import MARKER
 from ppgbench_pl.encoders.base import PPGEncoder
 from ppgbench_pl.errors import ConfigError
@@ -74,10 +75,12 @@ class EmbeddingCache:
 
     Args:
         root: Folder of the ``<key>.npy`` entries (with ``<key>.json`` descriptions beside them).
+        size_cap: Bytes the whole cache may hold; least recently used entries are evicted after a write
+            (None: no cap).
     """
 
-    def __init__(self, root: str | Path) -> None:
-        self.root = Path(root)
+    def __init__(self, root: str | Path, size_cap: float | None = None) -> None:
+        self.root, self.size_cap = Path(root), size_cap
         self.hits = 0
         self.misses = 0
         self._verified: set[str] = set()
@@ -117,7 +120,7 @@ class EmbeddingCache:
         if found is not None:
             self.hits += 1
             return found
-        with file_lock(self.root / ".locks" / f"{key}.lock"):
+        with file_lock(entry_lock(self.root, key)):
             found = self._read(key)
             if found is not None:  # another process computed it while this one waited
                 self.hits += 1
@@ -132,6 +135,8 @@ class EmbeddingCache:
                 "sha256": digest, "seconds": round(time.perf_counter() - start, 3),
             })
             self._verified.add(key)
+        if self.size_cap is not None:
+            evict(self.root, self.size_cap, keep={key})
         return np.load(path, mmap_mode="r")
 
     def _read(self, key: str) -> np.ndarray | None:
@@ -146,6 +151,7 @@ class EmbeddingCache:
                 path.unlink(missing_ok=True)
                 return None
             self._verified.add(key)
+            touch(self.root, key)  # once per process: the LRU order
         return np.load(path, mmap_mode="r")
 
     def _problem(self, key: str) -> str | None:
@@ -175,6 +181,9 @@ class EmbeddingCache:
         if limit is not None and expected > limit:
             raise ConfigError(f"embedding cache for {what} would take {expected / 1e9:.3g} GB, above the cap of "
                               f"{limit / 1e9:.3g} GB (--max_cache_gb)")
+        if self.size_cap is not None and expected > self.size_cap:
+            raise ConfigError(f"embedding cache for {what} would take {expected / 1e9:.3g} GB, more than the whole "
+                              f"cache may hold ({self.size_cap / 1e9:.3g} GB, --cache_size_gb or $PPGBENCH_CACHE_GB)")
         existing = next((p for p in (self.root, *self.root.parents) if p.exists()), Path("."))
         free = shutil.disk_usage(existing).free  # nothing is created: this runs before a folder is written
         if expected > free:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import lightning as L
@@ -95,6 +96,8 @@ class EmbeddingSource:
 
     def __init__(self, cache: EmbeddingCache, trainer_kwargs: dict[str, Any], max_bytes: float | None = None) -> None:
         self.cache, self.trainer_kwargs, self.max_bytes = cache, dict(trainer_kwargs), max_bytes
+        self.run_dir: Path | None = None  # set by the suite: the run folder records the entries it used
+        self._recorded: set[str] = set()
         self._keys: dict[tuple[int, str, float], str] = {}
 
     def key(self, encoder: PPGEncoder, datamodule: PPGDataModule) -> str:
@@ -123,7 +126,13 @@ class EmbeddingSource:
         fs = float(encoder.sampling_rate)
         describe = {"encoder": encoder.name, "dataset": datamodule.dataset, "fs": fs}
         expected = self.expected_bytes(encoder, datamodule)
-        return self.cache.get_or_compute(
-            self.key(encoder, datamodule),
-            lambda: extract_embeddings(encoder, datamodule, fs, self.trainer_kwargs), describe,
+        key = self.key(encoder, datamodule)
+        values = self.cache.get_or_compute(
+            key, lambda: extract_embeddings(encoder, datamodule, fs, self.trainer_kwargs), describe,
             expected_bytes=expected, max_bytes=self.max_bytes)
+        if self.run_dir is not None and key not in self._recorded:
+            from ppgbench_pl.benchmark.cache_store import record_use
+
+            record_use(self.run_dir, self.cache.root, key, {**describe, "shape": list(values.shape)})
+            self._recorded.add(key)
+        return values

@@ -230,8 +230,12 @@ def build_suite_spec(config: dict[str, Any]) -> dict[str, Any]:
     }
     check_names(spec)
     from ppgbench_pl.benchmark.budget import apply_budget, budget_of
+    from ppgbench_pl.benchmark.cache_store import cache_root, size_cap_bytes
 
-    return apply_budget(spec, budget_of(config))
+    size_cap_bytes(config.get("cache_size_gb"))  # a bad cap is refused before anything runs
+    # where the shared embedding cache is, fixed here so every worker uses the coordinator's (not identity)
+    return {**apply_budget(spec, budget_of(config)), "cache_dir": str(cache_root(config.get("cache_dir"))),
+            "cache_size_gb": config.get("cache_size_gb")}
 
 
 def check_names(spec: dict[str, Any]) -> None:

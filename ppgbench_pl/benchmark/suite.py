@@ -22,6 +22,7 @@ from typing import Any
 from lightning.pytorch.callbacks import Callback
 
 from ppgbench_pl.benchmark.cache import EmbeddingCache
+from ppgbench_pl.benchmark.cache_store import cache_root, size_cap_bytes
 from ppgbench_pl.benchmark.embeddings import EmbeddingSource, needs_embeddings
 from ppgbench_pl.benchmark.entries import encoder_info, import_class, instantiate
 from ppgbench_pl.benchmark.plan import EncoderInfo, Job, build_plan
@@ -76,7 +77,7 @@ class BenchmarkSuite:
 
     Args:
         config: Suite spec (the :data:`~ppgbench_pl.benchmark.spec.SUITE_KEYS` of a resolved config).
-        run_dir: Run folder (its ``embeddings/`` is the shared cache).
+        run_dir: Run folder (its ``embeddings/`` records the shared cache's entries it used).
     """
 
     def __init__(self, config: dict[str, Any], run_dir: str | Path) -> None:
@@ -100,8 +101,9 @@ class BenchmarkSuite:
         }
         self.trainer_kwargs = dict(self.config.get("trainer") or {})
         check_accelerator(self.trainer_kwargs.get("accelerator"))
-        self.cache = EmbeddingCache(self.run_dir / "embeddings")
+        self.cache = EmbeddingCache(cache_root(config.get("cache_dir")), size_cap_bytes(config.get("cache_size_gb")))
         self.source = EmbeddingSource(self.cache, self.trainer_kwargs)
+        self.source.run_dir = self.run_dir
         for info in self.encoder_infos:
             check_rate(info.name, info.sampling_rate)
         for regime in self.regimes:
@@ -203,7 +205,8 @@ def suite_for(config: dict[str, Any], run_dir: str | Path) -> BenchmarkSuite:
     """
     cache: dict[tuple[str, str], BenchmarkSuite] = getattr(_local, "suites", None) or {}
     _local.suites = cache
-    key = (config_digest({k: config.get(k) for k in SUITE_KEYS}), str(Path(run_dir).resolve()))
+    key = (config_digest({k: config.get(k) for k in (*SUITE_KEYS, "cache_dir", "cache_size_gb")}),
+           str(Path(run_dir).resolve()))
     if key not in cache:
         cache.clear()  # one suite per thread at a time: a new config replaces the old one
         cache[key] = BenchmarkSuite(config, run_dir)

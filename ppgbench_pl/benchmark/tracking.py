@@ -6,8 +6,10 @@ from the records on disk, cheaply, in the same way:
 * ``group`` (default): one W&B run per (model, task, regime) cell, written by the coordinator when the
   cell's jobs of this invocation have finished: the resolved config, one step per job (seed, fold,
   reported metric, baseline, chosen hyperparameters), a jobs table, the Optuna trials table when the
-  regime searched, and the cell's mean and CI over the whole run folder (its row of ``summary.csv``)
-  as the run summary. Each W&B run is grouped by model and tagged with task and regime; a marker per
+  regime searched, and the cell's aggregates over the whole run folder (mean, CI, n_seeds, n_folds, MDD:
+  its row of ``summary.csv``) as the run summary, per-job values in the history only (:mod:`.wandb_cells`).
+  The constant baseline gets a run per baseline row. Runs are grouped by ``<task>/<regime>``, typed by
+  regime and tagged with task, regime, dataset and budget; a marker per
   cell keeps a rerun from logging an unchanged cell twice; W&B run ids derive from the run folder's
   id, so a rerun of a changed cell resumes the same W&B run.
 * ``per-job``: additionally one W&B run per job, from the worker that ran it.
@@ -29,6 +31,7 @@ from typing import Any
 
 from ppgbench_pl.atomic_io import write_json_atomic
 from ppgbench_pl.benchmark.job import read_record
+from ppgbench_pl.benchmark.wandb_cells import aggregates, baseline_history, descriptors, quiet_summary, run_labels
 
 WANDB_CHOICES = ("group", "per-job", "off")
 
@@ -187,6 +190,17 @@ class CellTracker:
         if self.remaining[cell] == 0:
             self._log(cell)
 
+    def _row(self, cell: tuple[str, str, str], records: list[dict[str, Any]]) -> dict[str, Any] | None:
+        """The cell's summary row (over the folder when the coordinator gives it, else of these records)."""
+        row = self.summary_of(cell) if self.summary_of is not None else None
+        if row is None:
+            from ppgbench_pl.results.summary import summarise
+
+            table = summarise(records)
+            mine = table[table["model"] == cell[0]]
+            row = mine.iloc[0].to_dict() if len(mine) else None
+        return row
+
     def _log(self, cell: tuple[str, str, str]) -> None:
         if not self.enabled:
             return
@@ -199,28 +213,48 @@ class CellTracker:
             return
         model, task, regime = cell
         try:
-            from ppgbench_pl.results.summary import summarise
-
+            row = self._row(cell, records)
+            config = {"benchmark": self.config, "model": model, "task": task, "regime": regime,
+                      **descriptors(row, records)}
+            group, job_type, tags = run_labels(task, regime, config)
             run = _start_run(self.run_dir, self.project, _short_id(self.run_uid, *cell), f"{model}/{task}/{regime}",
-                             model, regime, {"benchmark": self.config, "model": model, "task": task, "regime": regime,
-                                             "metric": records[0].get("metric")}, [task, regime])
+                             group, job_type, config, tags)
+            quiet_summary(run)
             _log_records(run, records)
-            row = self.summary_of(cell) if self.summary_of is not None else None
-            if row is None:
-                table = summarise(records)
-                mine = table[table["model"] == model]
-                row = mine.iloc[0].to_dict() if len(mine) else None
-            if row is not None:
-                run.summary.update({k: row[k] for k in ("mean", "ci95", "ci_low", "ci_high", "metric", "ci_unit")
-                                    if k in row})
-                run.summary.update({"n_seeds": int(row["n_seeds"]), "n_folds": int(row["n_folds"])})
+            run.summary.update(aggregates(row))
             run.finish()
+            if row is not None:
+                self._log_baseline(str(row.get("baseline") or ""), task, regime, records, config)
         except Exception as exc:  # noqa: BLE001 - W&B mirrors the run folder and is never required
             warnings.warn(f"W&B logging failed and is off for the rest of this run: {exc}", stacklevel=2)
             self.enabled = False
             return
         write_json_atomic(marker, {"cell": list(cell), "records": state})
         self.logged += 1
+
+    def _log_baseline(self, name: str, task: str, regime: str, records: list[dict[str, Any]],
+                      config: dict[str, Any]) -> None:
+        """The constant baseline's run of a (task, regime) view: its summary row, its value per fold."""
+        if not name or ";" in name or self.summary_of is None:
+            return
+        row = self.summary_of((name, task, regime))
+        if row is None:
+            return
+        cell = (name, task, regime)
+        state = [int(row["n_folds"]), float(row["mean"])]
+        marker = self.marker(cell)
+        if marker.exists() and json.loads(marker.read_text()).get("row") == state:
+            return
+        config = {**config, "model": name}
+        group, job_type, tags = run_labels(task, regime, config, baseline=True)
+        run = _start_run(self.run_dir, self.project, _short_id(self.run_uid, *cell), f"{name}/{task}/{regime}",
+                         group, job_type, config, tags)
+        quiet_summary(run)
+        for step, values in enumerate(baseline_history(records)):
+            run.log(values, step=step)
+        run.summary.update(aggregates(row))
+        run.finish()
+        write_json_atomic(marker, {"cell": list(cell), "row": state})
 
 
 def log_job_run(spec: Any, record: dict[str, Any], config: dict[str, Any]) -> None:

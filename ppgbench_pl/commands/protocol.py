@@ -80,6 +80,12 @@ class PPGBenchCLI(LightningCLI):
         parser.add_argument("--progress", type=bool, default=True, help="Progress on stderr.")
         parser.add_argument("--allow_code_change", type=bool, default=False,
                             help="Resume a run folder made by another version of the source (recorded).")
+        parser.add_argument("--cache_dir", type=str | None, default=None,
+                            help="The shared embedding cache (default $PPGBENCH_CACHE_DIR, else "
+                                 "~/.cache/ppgbench/embeddings); see ppgbench cache list.")
+        parser.add_argument("--cache_size_gb", type=float | None, default=None,
+                            help="Size cap of the whole embedding cache, least recently used entries evicted "
+                                 "(default $PPGBENCH_CACHE_GB, else 100).")
         parser.add_argument("--max_cache_gb", type=float, default=50.0,
                             help="Refuse an embedding-cache entry estimated above this size.")
         parser.add_argument("--optuna_storage", type=str | None, default=None,

@@ -483,11 +483,13 @@ CACHE: dict[str, Callable[[Path], object]] = {
 
 
 @pytest.mark.parametrize("case", list(CACHE))
-def test_damaged_cache_entry_is_recomputed(base, tmp_path, capsys, case):
+def test_damaged_cache_entry_is_recomputed(base, tmp_path, capsys, case, monkeypatch):
     out = copy_run(base, tmp_path)
     shutil.rmtree(out / "jobs")  # the job runs again and needs its embeddings
     good = np.load(_cache_npy(base["run"]))
-    CACHE[case](_cache_npy(out))
+    shared = _cache_npy(base["run"]).resolve()  # the run folder links the shared cache's entry: damage that
+    monkeypatch.setenv("PPGBENCH_CACHE_DIR", str(shared.parent))
+    CACHE[case](shared)
     err = check(fit(capsys, "--config", str(base["config"]), "--output_dir", str(out)), 0, r"^")
     assert "cache" in err.lower() or case == "cache_meta_corrupt", err
     assert np.array_equal(np.load(_cache_npy(out)), good)

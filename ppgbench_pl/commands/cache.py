@@ -1,0 +1,41 @@
+"""``ppgbench cache list|clear``: the shared embedding cache (torch-free; see benchmark/cache_store.py)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+from ppgbench_pl.benchmark.cache_store import cache_root, clear, entries, size_cap_bytes
+
+
+def add_cache_parser(sub: argparse._SubParsersAction) -> None:
+    """Register ``cache``."""
+    parser = sub.add_parser("cache", help="List or clear the shared embedding cache.")
+    parser.add_argument("action", choices=("list", "clear"), help="list the entries, or remove every entry")
+    parser.add_argument("--cache_dir", default=None,
+                        help="The cache folder (default $PPGBENCH_CACHE_DIR, else ~/.cache/ppgbench/embeddings).")
+    parser.add_argument("--json", action="store_true", help="list as JSON (one object per entry)")
+    parser.set_defaults(func=run_cache)
+
+
+def run_cache(ns: argparse.Namespace) -> None:
+    """Print the entries (most recently used first) or remove them."""
+    root = cache_root(ns.cache_dir)
+    if ns.action == "clear":
+        removed, busy = clear(root)
+        print(f"removed {removed} entries from {root}" + (f"; {busy} in use by another process were kept"
+                                                            if busy else ""))
+        return
+    found = list(reversed(entries(root)))
+    if ns.json:
+        print(json.dumps(found, indent=1))
+        return
+    total = sum(e["bytes"] for e in found)
+    print(f"{root}: {len(found)} entries, {total / 1e9:.3g} GB of {size_cap_bytes() / 1e9:.3g} GB "
+          f"(least recently used evicted first)")
+    for e in found:
+        used = time.strftime("%Y-%m-%d %H:%M", time.localtime(e["last_used"]))
+        shape = "x".join(str(n) for n in e.get("shape") or []) or "?"
+        print(f"  {e['key'][:12]}  {e.get('encoder', '?')}  {e.get('dataset', '?')}  {e.get('fs', '?')} Hz  "
+              f"{shape}  {e['bytes'] / 1e6:.1f} MB  last used {used}")
