@@ -80,6 +80,7 @@ def run_jobs(ctxs: list[JobContext], regime: Regime) -> list[tuple[dict[str, Any
     seed_job(ctxs[0].seed)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
+        ignore_framework_notices()
         live = []
         for i, ctx in enumerate(ctxs):
             try:
@@ -104,6 +105,20 @@ def run_jobs(ctxs: list[JobContext], regime: Regime) -> list[tuple[dict[str, Any
         if len(ctxs) > 1:
             record["stack_group"] = [ctx.job_id for ctx in ctxs]
     return [(r, p if r["status"] == "ok" else {}) for r, p in zip(records, predictions, strict=True)]
+
+
+#: Lightning's notices about what the engine does on purpose (a probe has no optimiser and returns no loss,
+#: ended trials sit in eval mode, loaders run in-process); Lightning emits some of them once per process,
+#: so counting them would make a record depend on what ran before it in the same process.
+FRAMEWORK_NOTICES = (r".*configure_optimizers.* returned .None.*", r".*training_step.* returned .None.*",
+                     r".*LeafSpec.*", r".*does not have many workers.*", r".*module\(s\) in eval mode.*",
+                     r".*max_epochs=.* reached.*")
+
+
+def ignore_framework_notices() -> None:
+    """Leave Lightning's by-design notices out of a record's ``warnings`` (they are not the job's)."""
+    for pattern in FRAMEWORK_NOTICES:
+        warnings.filterwarnings("ignore", message=pattern)
 
 
 def _record_head(ctx: JobContext, regime: Regime) -> dict[str, Any]:
