@@ -3,22 +3,29 @@
 The one lock of the package: benchmark jobs, embedding-cache entries and ``run.json`` (benchmark/), the
 processed store's build folders and the downloader's raw folders (data/) all take it. Each holder takes an
 exclusive ``flock`` on a small lock file; the kernel drops the lock when its holder dies, so a dead
-holder's lock is taken over at once and never goes stale. The holder writes its PID, host and start time
-into the file (and clears it on release), so a process that waits for, or is refused, a lock held by a
-stuck process says who holds it and for how long. On platforms without ``fcntl`` the lock is a no-op
-(:data:`LOCKS_WORK` is False) and only atomic renames protect the files.
+holder's lock is taken over at once and never goes stale. The holder writes its PID, host, command and
+start time into the file (and clears it on release), so a process that waits for, or is refused, a lock
+held by a stuck process says who holds it and for how long (a holder that wrote nothing, such as the
+``flock`` tool, is found in ``/proc/locks``). While waiting, a holder on this host that has used no CPU
+since the last notice, or is stopped, is reported as no longer making progress. A wait ends after
+``$PPGBENCH_LOCK_TIMEOUT`` seconds when set (``--lock_timeout``; default: wait) with :class:`LockTimeout`.
+On platforms without ``fcntl`` the lock is a no-op (:data:`LOCKS_WORK` is False) and only atomic renames
+protect the files.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
 import socket
 import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from ppgbench_pl.errors import PPGBenchError
 
 try:  # POSIX only
     import fcntl
@@ -29,25 +36,149 @@ except ImportError:  # pragma: no cover - Windows
 LOCKS_WORK = fcntl is not None
 #: Seconds between two "still waiting" notices while a lock is held by another process.
 NOTICE_EVERY_S = 60.0
+#: Environment variable: seconds a blocking lock waits before :class:`LockTimeout` (unset or empty: wait).
+TIMEOUT_ENV = "PPGBENCH_LOCK_TIMEOUT"
 
 
 class LockBusy(RuntimeError):
     """A non-blocking lock attempt found the lock held by another process (or thread)."""
 
 
+class LockTimeout(PPGBenchError):
+    """A lock stayed held for longer than the wait limit (``--lock_timeout``); names the lock and holder."""
+
+
+def _short(argv: list[str]) -> str:
+    """A command line on one short line (the newlines of a ``-c`` program escaped)."""
+    text = shlex.join(argv).replace("\n", "\\n")
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
+def _command() -> str:
+    """The command line of this process, short (what a waiting process reports about its holder)."""
+    return _short([str(a) for a in getattr(sys, "orig_argv", None) or sys.argv])
+
+
+def _proc_holder(path: Path) -> int | None:
+    """The PID ``/proc/locks`` gives for an flock on ``path`` (Linux), else None."""
+    try:
+        st = path.stat()
+        lines = Path("/proc/locks").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        fields = line.split()
+        if len(fields) > 5 and fields[1] == "FLOCK" and fields[5].count(":") == 2:
+            major, minor, inode = fields[5].split(":")
+            if (int(inode), int(major, 16), int(minor, 16)) == (st.st_ino, os.major(st.st_dev), os.minor(st.st_dev)):
+                return int(fields[4])
+    return None
+
+
+def _proc_command(pid: int) -> str | None:
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    return _short([a.decode(errors="replace") for a in argv if a])
+
+
 def lock_holder(path: str | Path) -> str:
-    """Who holds a lock, as its holder wrote it (``pid 123 on host, for 42 s``), or ``unknown``."""
+    """Who holds a lock: ``pid 123 on host (command), for 42 s`` as its holder wrote it, else from ``/proc``."""
     try:
         info = json.loads(Path(path).read_text() or "{}")
         age = time.time() - float(info["since"])
-        return f"pid {info['pid']} on {info['host']}, for {age:.0f} s"
+        command = f" ({info['command']})" if info.get("command") else ""
+        return f"pid {info['pid']} on {info['host']}{command}, for {age:.0f} s"
     except (OSError, ValueError, KeyError, TypeError):
-        return "unknown"
+        pid = _proc_holder(Path(path))
+        if pid is None:
+            return "unknown"
+        found = _proc_command(pid)
+        return f"pid {pid} on {socket.gethostname()}" + (f" ({found})" if found else "")
+
+
+def _holder_pid(path: Path) -> int | None:
+    """The holder's PID when it runs on this host (its progress can be read), else None."""
+    try:
+        info = json.loads(path.read_text() or "{}")
+        if info.get("host") == socket.gethostname():
+            return int(info["pid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return _proc_holder(path)
+
+
+def cpu_state(pid: int) -> tuple[str, int] | None:
+    """(state letter, CPU ticks used) of a process on this host from ``/proc/<pid>/stat``, else None."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2:].split()  # after "pid (comm) "
+    return fields[0], int(fields[11]) + int(fields[12])
+
+
+class _Watch:
+    """Follows a holder between notices: no CPU used since the last look, or stopped, is no progress."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.pid = _holder_pid(path)
+        self.seen = cpu_state(self.pid) if self.pid is not None else None
+        self.since = time.monotonic()
+
+    def stuck(self) -> str:
+        """``; the holder has used no CPU in the last 60 s ...`` when it made no progress since the last call."""
+        pid = _holder_pid(self.path)
+        now = cpu_state(pid) if pid is not None else None
+        before, self.seen = (self.seen if pid == self.pid else None), now
+        seconds, self.since = time.monotonic() - self.since, time.monotonic()
+        self.pid = pid
+        if now is None:
+            return ""
+        if now[0] in ("T", "t"):
+            return "; the holder is stopped (SIGSTOP or a debugger) and makes no progress"
+        if now[0] == "Z":
+            return "; the holder is a zombie and makes no progress"
+        if before is not None and now[1] == before[1]:
+            return f"; the holder has used no CPU in the last {seconds:.0f} s and looks stuck (no progress)"
+        return ""
+
+
+def wait_limit() -> float | None:
+    """Seconds a blocking lock waits (``$PPGBENCH_LOCK_TIMEOUT``), None to wait for ever."""
+    value = os.environ.get(TIMEOUT_ENV, "").strip()
+    try:
+        return float(value) if value else None
+    except ValueError:
+        return None
+
+
+@contextmanager
+def waiting_at_most(seconds: float | None) -> Iterator[None]:
+    """Blocking locks of this process and the workers it starts give up after ``seconds`` (None: wait)."""
+    if seconds is None:
+        yield
+        return
+    if not seconds >= 0 or seconds == float("inf"):
+        raise PPGBenchError(f"--lock_timeout {seconds:g}: must be a number of seconds >= 0 (leave it unset to wait)")
+    before = os.environ.get(TIMEOUT_ENV)
+    os.environ[TIMEOUT_ENV] = f"{seconds:g}"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(TIMEOUT_ENV, None)
+        else:
+            os.environ[TIMEOUT_ENV] = before
 
 
 def _acquire(fd: int, path: Path, blocking: bool, notice_every_s: float) -> None:
     assert fcntl is not None
-    last = time.monotonic()
+    start = last = time.monotonic()
+    limit = wait_limit() if blocking else None
+    watch: _Watch | None = None
     while True:  # poll, so a long wait can be reported with the holder's pid and age
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -55,8 +186,12 @@ def _acquire(fd: int, path: Path, blocking: bool, notice_every_s: float) -> None
         except BlockingIOError:
             if not blocking:
                 raise LockBusy(f"{path} (held by {lock_holder(path)})") from None
+            watch = watch or _Watch(path)
+            if limit is not None and time.monotonic() - start >= limit:
+                raise LockTimeout(f"--lock_timeout {limit:g}: gave up on the lock {path} after {limit:g} s: held by "
+                                  f"{lock_holder(path)}{watch.stuck()}") from None
             if time.monotonic() - last >= notice_every_s:
-                print(f"waiting for the lock {path}: held by {lock_holder(path)}", file=sys.stderr)
+                print(f"waiting for the lock {path}: held by {lock_holder(path)}{watch.stuck()}", file=sys.stderr)
                 last = time.monotonic()
         time.sleep(0.05)
 
@@ -82,7 +217,7 @@ def file_lock(path: str | Path, blocking: bool = True, notice_every_s: float = N
         if fcntl is not None:
             _acquire(fd, path, blocking, notice_every_s)
             os.ftruncate(fd, 0)
-            os.pwrite(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+            os.pwrite(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "command": _command(),
                                       "since": time.time()}).encode(), 0)
         try:
             yield

@@ -28,7 +28,7 @@ import torch
 from ppgbench_pl.benchmark.identity import code_version
 from ppgbench_pl.cards.overlap import record_fields as overlap_fields
 from ppgbench_pl.errors import PPGBenchError
-from ppgbench_pl.locks import LockBusy, file_lock
+from ppgbench_pl.locks import LockBusy, LockTimeout, file_lock
 from ppgbench_pl.metrics.evaluate import evaluate
 from ppgbench_pl.probes.constant import constant_predictions
 from ppgbench_pl.regimes.base import JobContext, Regime, RepeatOutcome
@@ -215,7 +215,11 @@ def execute_job(run_dir: str | Path, jid: str, make_context: Callable[[], JobCon
     Returns:
         (record, ran): the new record, or the existing one with ``ran`` False.
     """
-    with file_lock(job_lock_path(run_dir, jid)):
+    with ExitStack() as held:
+        try:
+            held.enter_context(file_lock(job_lock_path(run_dir, jid)))
+        except LockTimeout as exc:  # --lock_timeout: this job fails here, unrecorded (its holder may finish it)
+            return {"job_id": jid, "regime": regime.name, "status": "failed", "error": str(exc)}, True
         existing = read_record_complete(run_dir, jid)  # ok, with every prediction file readable
         if existing is not None:
             return existing, False

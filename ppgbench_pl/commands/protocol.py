@@ -26,7 +26,7 @@ from ppgbench_pl.errors import ConfigError
 from ppgbench_pl.tasks.encoder_task import EncoderTask
 
 #: Options that say what to do with a config, not what the run is (left out of run.json).
-ACTIONS = ("dry_run", "only_encoders", "only_regimes", "print_config", "config")
+ACTIONS = ("dry_run", "only_encoders", "only_regimes", "print_config", "config", "lock_timeout")
 
 
 class ProtocolTrainer(L.Trainer):
@@ -92,6 +92,9 @@ class PPGBenchCLI(LightningCLI):
                             help="Optuna storage URL for every searching regime (may hold {job_id}, {repeat}).")
         parser.add_argument("--only_encoders", type=list[str] | None, default=None, help="Run only these encoders.")
         parser.add_argument("--only_regimes", type=list[str] | None, default=None, help="Run only these regimes.")
+        parser.add_argument("--lock_timeout", type=float | None, default=None,
+                            help="Give up after this many seconds waiting for a lock another process holds (a "
+                                 "job, a cache entry); default: wait. Also $PPGBENCH_LOCK_TIMEOUT.")
         parser.add_argument("--dry_run", "--dry-run", action="store_true", help="Print the plan, then exit.")
 
     def _parse_ckpt_path(self) -> None:
@@ -133,7 +136,10 @@ class PPGBenchCLI(LightningCLI):
             print(run.dry_run())
             return
         quiet_lightning()
-        report = run.run()
+        from ppgbench_pl.locks import waiting_at_most
+
+        with waiting_at_most(actions["lock_timeout"]):
+            report = run.run()
         print_report(report, Path(settings.output_dir))
         self.exit_code = report.interrupted or (1 if report.failed else 0)
 

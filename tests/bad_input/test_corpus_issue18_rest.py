@@ -6,12 +6,22 @@ at most two stderr lines, no traceback, the expected line on stderr).
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.bad_input.test_corpus import base, check, fit  # noqa: F401 - base: fixture
+from tests.bad_input.test_corpus import _job, base, check, copy_run, fit  # noqa: F401 - base: fixture
+from tests.benchmark.helpers import record_files
+
+REPO = Path(__file__).resolve().parents[2]
 
 # -- 5. one line, always: the bad value and the accepted ones ---------------------------------------------
 #: (extra arguments, stderr regex); each runs into a fresh output folder that must stay absent.
@@ -69,3 +79,77 @@ def test_api_regime_settings_refused_in_one_line(base, tmp_path, case):  # noqa:
     message = str(info.value)
     assert re.search(pattern, message) and "\n" not in message, message
     assert not out.exists()
+
+
+# -- 4. lock faults: a stuck holder is named with its PID and command; --lock_timeout gives up ------------
+def _hold(path: Path, *, seconds: float = 30, tool: bool = False) -> subprocess.Popen[str]:
+    """Another process that takes ``path``'s lock and then sleeps (no progress); ``tool``: the flock tool."""
+    if tool:
+        command = ["flock", str(path), "sleep", str(seconds)]
+    else:
+        command = [sys.executable, "-c", "import sys, time; from ppgbench_pl.locks import file_lock\n"
+                   "with file_lock(sys.argv[1]):\n print('held', flush=True); time.sleep(float(sys.argv[2]))",
+                   str(path), str(seconds)]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, text=True)
+    if tool:
+        from ppgbench_pl.locks import LockBusy, file_lock
+
+        for _ in range(200):  # until the tool holds it
+            try:
+                with file_lock(path, blocking=False):
+                    time.sleep(0.02)
+            except LockBusy:
+                break
+    else:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
+    return proc
+
+
+@pytest.mark.parametrize("tool", [False, True], ids=["ppgbench_holder", "flock_tool_holder"])
+def test_lock_timeout_gives_up_naming_the_lock_and_its_stuck_holder(base, tmp_path, capsys, tool):  # noqa: F811
+    """A job lock held by a process that sleeps: with --lock_timeout 1 that job fails in one line naming the lock
+    and its holder (the rest of the plan would run), exit 1, nothing recorded for it (a rerun tries again)."""
+    from ppgbench_pl.benchmark.job import job_lock_path
+
+    out = copy_run(base, tmp_path)
+    jid = _job(out).name
+    shutil.rmtree(out / "jobs")
+    lock = job_lock_path(out, jid)
+    holder = _hold(lock, tool=tool)
+    command = r"flock .*sleep 30" if tool else r".*python.* -c .*file_lock.*"
+    try:
+        started = time.monotonic()
+        err = check(fit(capsys, "--config", str(base["config"]), "--output_dir", str(out), "--lock_timeout", "1"),
+                    1, rf"^failed: {jid}: --lock_timeout 1: gave up on the lock {re.escape(str(lock))} after 1 s: "
+                       rf"held by pid {holder.pid} on [^ ]+ \({command}\)(, for \d+ s)?; the holder has used no CPU "
+                       r"in the last \d+ s and looks stuck \(no progress\)$")
+        assert time.monotonic() - started < 20, err
+    finally:
+        holder.kill()
+        holder.wait()
+    assert not record_files(out) and not list(out.rglob("*.tmp"))
+
+
+def test_a_stopped_holder_is_reported_while_waiting(tmp_path):
+    """The notice of a waiting process names a SIGSTOPped holder (PID, command) as making no progress."""
+    from ppgbench_pl.locks import LockTimeout, file_lock, waiting_at_most
+
+    lock = tmp_path / "x.lock"
+    holder = _hold(lock)
+    os.kill(holder.pid, signal.SIGSTOP)
+    try:
+        with pytest.raises(LockTimeout) as info, waiting_at_most(0.3), file_lock(lock):
+            pass
+    finally:
+        holder.kill()
+        holder.wait()
+    assert re.fullmatch(rf"--lock_timeout 0\.3: gave up on the lock {re.escape(str(lock))} after 0\.3 s: held by pid "
+                        rf"{holder.pid} on \S+ \(.*file_lock.*\), for \d+ s; the holder is stopped \(SIGSTOP or a "
+                        r"debugger\) and makes no progress", str(info.value)), str(info.value)
+
+
+def test_lock_timeout_negative_is_refused(base, tmp_path, capsys):  # noqa: F811
+    out = tmp_path / "new_run"
+    check(fit(capsys, "--config", str(base["config"]), "--output_dir", str(out), "--lock_timeout", "-1"), 2,
+          r"^ppgbench: error: --lock_timeout -1: must be a number of seconds >= 0 \(leave it unset to wait\)$")
