@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ppgbench_pl.errors import ConfigError
+from ppgbench_pl.exported_results import Results, load_run  # load_run: a folder or an export
 from ppgbench_pl.input_checks import int_list
-from ppgbench_pl.run_results import Results, load_run
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -20,7 +20,17 @@ from pathlib import Path
 
 import pandas as pd
 
-from ppgbench_pl.report import analyses, compare, effects_page, figures, findings, rescoring, tables
+from ppgbench_pl.report import (
+    analyses,
+    compare,
+    effects_page,
+    figures,
+    findings,
+    overlap_page,
+    references,
+    rescoring,
+    tables,
+)
 from ppgbench_pl.report.html import Page, table
 from ppgbench_pl.report.load import ReportError, RunSet, load_runs
 from ppgbench_pl.report.rules import Rule
@@ -51,6 +61,8 @@ class ReportOptions:
     parameters: Path | None = None
     written: list[Path] = field(default_factory=list)
     paired_findings: effects_page.PairedFindings | None = None  # issue 19: paired tests beside the published rule
+    overlap_findings: overlap_page.OverlapFindings | None = None  # issue 21: counts and findings without overlap
+    citations: references.References | None = None  # issue 21: references.bib and the methods sentence
 
 
 def _csv(frame: pd.DataFrame, path: Path, opts: ReportOptions) -> None:
@@ -271,7 +283,12 @@ def _write_page(out: Path, runs: RunSet, scores: Scores, rule: Rule, head: findi
     _analyses(page, runs, out, opts)  # reads the predictions: notes missing or corrupt files
     body, page.parts = page.parts[1:], page.parts[:1]
     _header(page, runs, scores, opts)
+    if opts.citations is not None:
+        references.draw(page, opts.citations)
     _findings(page, head, chance, controls, out, runs)
+    if opts.overlap_findings is not None:
+        overlap_page.draw(page, opts.overlap_findings)
+        overlap_page.append_findings(out / "findings.md", opts.overlap_findings)
     if opts.paired_findings is not None:
         effects_page.draw(page, opts.paired_findings)
         effects_page.append_findings(out / "findings.md", opts.paired_findings)
@@ -324,6 +341,9 @@ def build_report(run_dirs: Sequence[str | Path], output_dir: str | Path, rule: s
     head = findings.headline(chance, controls, the_rule)
     opts.paired_findings = effects_page.compute(runs.records, chance, controls, out, alpha)
     opts.written += opts.paired_findings.written
+    opts.overlap_findings = overlap_page.compute(scores, runs.records, the_rule, out)
+    opts.citations = references.write(out, runs.records)
+    opts.written += opts.overlap_findings.written + opts.citations.written
     index = _write_page(out, runs, scores, the_rule, head, chance, controls, opts)
     if warn is not None:
         for line in runs.skipped:

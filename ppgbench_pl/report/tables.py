@@ -22,6 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from ppgbench_pl.report.labels import metric_label, unit_of
+from ppgbench_pl.report.overlap_marks import legend, mark
 from ppgbench_pl.report.rules import Rule, bold_models
 from ppgbench_pl.report.scores import Scores
 from ppgbench_pl.results.fold_entry import BASELINE_MODEL, is_baseline
@@ -30,7 +31,7 @@ MISSING = "–"
 ROW_MARKERS = {"near_chance": "†", "undetermined": "?"}
 CELL_COLUMNS = ["regime", "task", "metric", "model", "mean", "ci95", "n_seeds", "n_folds", "bold",
                 "beats_baseline", "row_status", "baseline", "view", "grid", "flags", "code_versions",
-                "backends", "unit", "budget"]
+                "backends", "unit", "budget", "pretraining_overlap"]
 FLAG_TEXT = {"s": "seeds/folds differ from the rest of the row (or between seeds)",
              "v": "made by more than one code version", "b": "made by more than one backend"}
 
@@ -106,6 +107,8 @@ def main_cells(scores: Scores, rule: Rule, chance: pd.DataFrame) -> pd.DataFrame
     summary = scores.summary
     budgets = dict(zip(zip(summary["task"], summary["regime"], summary["model"], strict=True),
                        summary.get("budget", pd.Series(["published"] * len(summary))), strict=True))
+    overlaps = dict(zip(zip(summary["task"], summary["regime"], summary["model"], strict=True),
+                        summary.get("pretraining_overlap", pd.Series(["none"] * len(summary))), strict=True))
     rows = []
     for regime in scores.regimes:
         for task in scores.tasks(regime):
@@ -120,7 +123,8 @@ def main_cells(scores: Scores, rule: Rule, chance: pd.DataFrame) -> pd.DataFrame
                              "bold": s.model in bold, "beats_baseline": beats,
                              "row_status": status.get((regime, task), ""), "baseline": base or "",
                              **facts[s.model], "unit": unit_of(task),
-                             "budget": budgets.get((task, regime, s.model)) or "published"})
+                             "budget": budgets.get((task, regime, s.model)) or "published",
+                             "pretraining_overlap": overlaps.get((task, regime, s.model)) or "none"})
     return pd.DataFrame(rows, columns=CELL_COLUMNS)
 
 
@@ -157,7 +161,7 @@ def wide_table(cells: pd.DataFrame, regime: str, models: list[str], tasks: list[
                 row[model] = MISSING
                 continue
             text = format_score(r.mean, r.ci95, r.metric)
-            text = bold(text) if r.bold else text
+            text = (bold(text) if r.bold else text) + mark(r.pretraining_overlap)  # ‡ §: cards/overlap.py
             if r.grid != usual or r.flags:
                 text += f" [{r.grid}{' ' + r.flags if r.flags else ''}]"
             row[model] = text
@@ -180,7 +184,8 @@ _LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$",
                   "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\^{}",
                   "|": r"\textbar{}", "<": r"\textless{}", ">": r"\textgreater{}"}
 _LATEX_SYMBOLS = {"±": r"$\pm$", "×": r"$\times$",
-                  "–": "--", "↓": r"$\downarrow$", "↑": r"$\uparrow$", "†": r"$^\dagger$"}
+                  "–": "--", "↓": r"$\downarrow$", "↑": r"$\uparrow$", "†": r"$^\dagger$",
+                  "‡": r"$^\ddagger$", "§": r"\S{}"}
 
 
 def latex_escape(text: str) -> str:
@@ -227,6 +232,7 @@ def caption(regime: str, rule: Rule, ci_unit: str, cells: pd.DataFrame | None = 
              + "; ".join(f"{k} {v}" for k, v in FLAG_TEXT.items())
              + f". Backend: {backend_text(cells, regime)}.")
     part = cells[cells["regime"] == regime]
+    text += legend(part["pretraining_overlap"], part.loc[part["pretraining_overlap"] == "unknown", "model"])
     if part["model"].map(is_baseline).sum() > part["task"].nunique():
         text += (" Several constant columns: one baseline per task view (encoder rate); each model is "
                  "compared with its own (main_cells.csv column baseline).")

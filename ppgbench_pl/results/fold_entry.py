@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from ppgbench_pl.cards.overlap import record_overlap
+
 BASELINE_MODEL = "constant"
 REQUIRED_FIELDS = ("model", "task", "regime", "seed", "fold", "metric")
 
@@ -75,9 +77,11 @@ class FoldEntry:
     fs: float | None
     backend: str
     code_version: str
+    budget: str = "published"  # the run's budget (benchmark/budget.py); records before budgets: published
     n_train: int | None = None  # subjects in the outer train split (Nadeau-Bengio ratio); None if unknown
     n_test: int | None = None  # subjects in the outer test split
-    budget: str = "published"  # the run's budget (benchmark/budget.py); records before budgets: published
+    #: ``direct``/``source``/``unknown``/``none``: was the model pretrained on this dataset (cards/overlap.py)
+    overlap: str = "none"
 
     @property
     def group(self) -> tuple[str, str, str]:
@@ -138,10 +142,16 @@ def fold_entry(record: Mapping[str, Any]) -> FoldEntry | None:
         seed=seed, fold=fold, metric=metric, value=short_mean(values) if values else None,
         baseline=_number(baseline.get(metric)) if isinstance(baseline, dict | Mapping) else None,
         fs=_number(record.get("fs")), backend=str(record.get("backend") or ""),
-        code_version=code_label(record.get("code_version")),
+        code_version=code_label(record.get("code_version")), budget=str(record.get("budget") or "published"),
         n_train=_count(record.get("train_groups")), n_test=_count(record.get("test_groups")),
-        budget=str(record.get("budget") or "published"),
+        overlap=record_overlap(record),
     )
+
+
+def entry_or_id(record: Mapping[str, Any]) -> FoldEntry | str:
+    """Return the entry of an ``ok`` record, else the job id of the record ('' if it has none)."""
+    entry = fold_entry(record)
+    return entry if entry is not None else str(record.get("job_id") or "")
 
 
 @lru_cache(maxsize=1024)
@@ -158,9 +168,3 @@ def task_facts(task: str) -> tuple[str, str, bool | None]:
     except ConfigError:
         return "", "", None
     return spec.dataset, spec.unit if spec.kind == "regression" else "", spec.higher_is_better
-
-
-def entry_or_id(record: Mapping[str, Any]) -> FoldEntry | str:
-    """Return the entry of an ``ok`` record, else the job id of the record ('' if it has none)."""
-    entry = fold_entry(record)
-    return entry if entry is not None else str(record.get("job_id") or "")

@@ -33,6 +33,7 @@ from ppgbench_pl.results.fold_entry import (
     FoldEntry,
     entry_or_id,
     fold_entry,
+    is_baseline,
     short_mean,
     student_t_ci,
     task_facts,
@@ -55,10 +56,20 @@ READING_COLUMNS = ["dataset", "unit", "higher_is_better", "baseline_mean", "budg
 SUMMARY_COLUMNS += READING_COLUMNS
 #: Minimum detectable difference against the row's baseline at 80 % power, alpha 0.05 (results/inference.py).
 SUMMARY_COLUMNS += ["mdd"]
+#: Was the model pretrained on the row's dataset (``direct``/``source``/``unknown``/``none``, cards/overlap.py).
+SUMMARY_COLUMNS += ["pretraining_overlap"]
 FOLD_COLUMNS = ["model", "task", "regime", "seed", "fold", "metric", "value", "view", "backend",
                 "code_version"]
 #: Two baseline values of one fold agree when they are this close (they come from the same code and data).
 BASELINE_RTOL, BASELINE_ATOL = 1e-9, 1e-12
+
+def worst_overlap(values: Iterable[str]) -> str:
+    """The most serious ``pretraining_overlap`` among a row's jobs (they agree unless the card changed)."""
+    from ppgbench_pl.cards.types import OVERLAPS
+
+    found = set(values)
+    return next((v for v in OVERLAPS if v in found), "none")
+
 
 def _joined(values: Iterable[str]) -> str:
     return ";".join(sorted({v for v in values if v}))
@@ -81,6 +92,7 @@ def _summary_row(model: str, group: tuple[str, str, str], cells: dict[tuple[int,
         "backend": _joined(e.backend for e in sources),
         "code_version": _joined(e.code_version for e in sources),
         **_reading(task, sources),
+        "pretraining_overlap": "none" if is_baseline(model) else worst_overlap(e.overlap for e in sources),
     }
 
 
