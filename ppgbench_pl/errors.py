@@ -9,6 +9,13 @@ class ConfigError(PPGBenchError):
     """A config names something unknown or inconsistent (task, dataset, encoder, regime)."""
 
 
+class NotEvaluable(ConfigError):
+    """A task cannot be evaluated from the data there is (fewer labelled subjects than outer folds).
+
+    A task the user named refuses the run; one of all a dataset's tasks (none named) is skipped.
+    """
+
+
 class DataError(PPGBenchError):
     """A data file is missing, malformed or inconsistent; the message names the file."""
 

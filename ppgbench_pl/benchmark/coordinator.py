@@ -51,6 +51,8 @@ from ppgbench_pl.benchmark.preflight import (
     check_strategy,
     degenerate_jobs,
     describe_degenerate,
+    describe_skipped,
+    evaluable_plan,
     record_not_evaluable,
     redact,
 )
@@ -180,11 +182,12 @@ class BenchmarkRun:
         from ppgbench_pl.benchmark.budget import describe_budget
 
         try:  # the data may not be there yet: a dry run lists what it can
+            plan, skipped = evaluable_plan(suite, plan, dry=True)
             found = degenerate_jobs(suite, plan, dry=True)
         except PPGBenchError:
-            found = {}
+            found, skipped = {}, {}
         return describe_plan(plan, done) + "\n" + describe_budget(self.spec) + (
-            f"\n{describe_degenerate(found)}" if found else "")
+            f"\n{describe_degenerate(found)}" if found else "") + (f"\n{describe_skipped(skipped)}" if skipped else "")
 
     def run(self) -> RunReport:
         """Run every pending job of the plan; return what happened."""
@@ -192,8 +195,7 @@ class BenchmarkRun:
         suite = self.suite()
         check_strategy(suite, executor)
         check_output_dir(self.run_dir)
-        plan = suite.plan()
-        self._check_data(suite, plan)
+        plan = self._check_data(suite, suite.plan())
         try:
             self.run_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:  # the folder can still go away or turn read-only after check_output_dir
@@ -234,15 +236,15 @@ class BenchmarkRun:
                   "run the same command to resume", file=sys.stderr)
         return report
 
-    def _check_data(self, suite: BenchmarkSuite, plan: Sequence[Job]) -> None:
-        """Load every (dataset, rate) of the plan once, so bad data fails before anything is written."""
-        rates: dict[str, set[float]] = {}
-        for job in plan:
-            rates.setdefault(job.task.dataset, set()).add(float(suite.encoders[job.model].sampling_rate))
-        for dataset, fs in rates.items():
-            suite.datamodules[dataset].check(sorted(fs))
-        for model, dataset in dict.fromkeys((j.model, j.task.dataset) for j in plan if suite.uses_cache(j)):
+    def _check_data(self, suite: BenchmarkSuite, plan: Sequence[Job]) -> list[Job]:
+        """The plan, its data loaded (bad data fails before anything is written), tasks that cannot run skipped."""
+        kept, skipped = evaluable_plan(suite, plan)
+        if skipped:
+            print(describe_skipped(skipped), file=sys.stderr)
+            self.status_extra["skipped_tasks"] = skipped
+        for model, dataset in dict.fromkeys((j.model, j.task.dataset) for j in kept if suite.uses_cache(j)):
             suite.source.check_space(suite.encoders[model], suite.datamodules[dataset])
+        return kept
 
     def _settle_degenerate(self, suite: BenchmarkSuite, plan: Sequence[Job]) -> set[str]:
         """Record the jobs whose outer fold is not evaluable (one class in a part) without training them."""

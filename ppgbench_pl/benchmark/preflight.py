@@ -15,7 +15,7 @@ from typing import Any
 from ppgbench_pl.benchmark.executors import Executor
 from ppgbench_pl.benchmark.plan import Job
 from ppgbench_pl.benchmark.suite import BenchmarkSuite
-from ppgbench_pl.errors import ConfigError
+from ppgbench_pl.errors import ConfigError, NotEvaluable
 
 #: Strategies whose launcher re-executes the command once per rank (they need a per-rank launcher).
 SCRIPT_LAUNCHED = re.compile(r"^(ddp|fsdp|deepspeed)(?!.*(spawn|fork|notebook))")
@@ -59,6 +59,41 @@ def check_output_dir(run_dir: Path) -> None:
         os.rmdir(probe)
     except OSError as exc:
         raise ConfigError(f"--output_dir {run_dir}: cannot be made ({exc.strerror or exc})") from None
+
+
+def evaluable_plan(suite: BenchmarkSuite, plan: Sequence[Job], dry: bool = False) -> tuple[list[Job], dict[str, str]]:
+    """Load every task view of every (dataset, rate) of the plan, so bad data fails before anything is written.
+
+    A task that cannot be evaluated (fewer labelled subjects than outer folds: a partial download) refuses
+    the run when the user named the dataset's tasks; when none were named (all of the dataset's tasks) it
+    is skipped. Returns the plan without the skipped tasks and task -> why it was skipped.
+    """
+    rates = suite.encoder_infos if dry else suite.encoders
+    by_dataset: dict[str, set[float]] = {}
+    for job in plan:
+        by_dataset.setdefault(job.task.dataset, set()).add(float(rates[job.model].sampling_rate))
+    skipped: dict[str, str] = {}
+    for dataset, fs in by_dataset.items():
+        dm = suite.datamodules[dataset]
+        for rate in sorted(fs):
+            for task in dm.task_specs:
+                try:
+                    if task.name not in skipped:
+                        dm.task_view(rate, task)
+                except NotEvaluable as exc:
+                    if suite.selection.get(dataset) is not None:  # the user named this dataset's tasks
+                        raise
+                    skipped[task.name] = f"{exc} (at {rate:g} Hz)"
+    kept = [job for job in plan if job.task.name not in skipped]
+    if plan and not kept:
+        raise ConfigError(f"no task of the plan can be evaluated: {describe_skipped(skipped)}")
+    return kept, skipped
+
+
+def describe_skipped(skipped: dict[str, str]) -> str:
+    """One line naming each task skipped (tasks not named: it cannot be evaluated) and why."""
+    return (f"skipped {len(skipped)} task(s) that cannot be evaluated (no tasks were named, so all of the "
+            f"dataset's were tried): " + "; ".join(skipped.values()))
 
 
 def _fold_problem(dm: Any, fs: float, task: Any, seed: int, fold: int) -> str | None:

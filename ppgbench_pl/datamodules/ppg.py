@@ -22,7 +22,7 @@ from ppgbench_pl.data.splits import OuterGroupSplit, OuterSplit
 from ppgbench_pl.data.subset import SubsetStore, check_caps
 from ppgbench_pl.data.synthetic import SyntheticPPGDataset
 from ppgbench_pl.data.task_data import DatasetWindows, TaskView, load_task, load_windows
-from ppgbench_pl.errors import ConfigError, DataError
+from ppgbench_pl.errors import ConfigError, DataError, NotEvaluable
 
 DEFAULT_SEEDS = [42, 43, 44, 45, 46]
 
@@ -158,7 +158,7 @@ class PPGDataModule(L.LightningDataModule):
             view = load_task(self.store(fs), self.windows(fs), task)
             n_groups = len(np.unique(view.groups))
             if n_groups < self.n_folds:
-                raise ConfigError(
+                raise NotEvaluable(
                     f"task '{task.name}' has {n_groups} groups with valid labels; "
                     f"subject-disjoint CV needs at least {self.n_folds}"
                 )

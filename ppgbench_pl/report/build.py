@@ -32,7 +32,7 @@ from ppgbench_pl.report import (
     tables,
 )
 from ppgbench_pl.report.html import Page, table
-from ppgbench_pl.report.load import ReportError, RunSet, load_runs
+from ppgbench_pl.report.load import ReportError, RunSet, load_runs, skipped_tasks
 from ppgbench_pl.report.rules import Rule
 from ppgbench_pl.report.scores import Scores
 from ppgbench_pl.results.fold_entry import BASELINE_MODEL, is_baseline
@@ -116,6 +116,9 @@ def _header(page: Page, runs: RunSet, scores: Scores, opts: ReportOptions) -> No
     if runs.skipped:
         page.details(f"{len(runs.skipped)} files were skipped (unreadable or missing)",
                      "<ul>" + "".join(f"<li>{html.escape(p)}</li>" for p in runs.skipped) + "</ul>")
+    if tasks := skipped_tasks(runs.run_dirs):
+        page.details(f"{len(tasks)} tasks were skipped: they cannot be evaluated from the data there was",
+                     "<ul>" + "".join(f"<li>{html.escape(f'{t}: {why}')}</li>" for t, why in tasks.items()) + "</ul>")
     if runs.conflicts:
         page.details(f"{len(runs.conflicts)} jobs had conflicting records across folders (first folder kept)",
                      "<ul>" + "".join(f"<li>{c}</li>" for c in runs.conflicts) + "</ul>")

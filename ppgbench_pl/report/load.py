@@ -184,6 +184,18 @@ def _check_record(record: dict[str, Any]) -> dict[str, Any]:
     return record
 
 
+def skipped_tasks(run_dirs: Sequence[Path]) -> dict[str, str]:
+    """Task -> why a run skipped it (``status.json`` ``skipped_tasks``: it could not be evaluated)."""
+    found: dict[str, str] = {}
+    for run_dir in run_dirs:
+        try:
+            listed = json.loads((Path(run_dir) / "status.json").read_text()).get("skipped_tasks") or {}
+            found.update({str(task): str(why) for task, why in dict(listed).items()})
+        except (OSError, ValueError, AttributeError, TypeError):
+            continue  # an export file, or a folder without a readable status.json
+    return found
+
+
 def _check_folder(run_dir: Path) -> None:
     """Raise a one-line error unless ``run_dir`` looks like a run folder."""
     if not run_dir.exists():

@@ -6,6 +6,7 @@ at most two stderr lines, no traceback, the expected line on stderr).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -16,10 +17,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pandas as pd
 import pytest
 
-from tests.bad_input.test_corpus import _job, base, check, copy_run, fit  # noqa: F401 - base: fixture
-from tests.benchmark.helpers import record_files
+from tests.bad_input.test_corpus import _job, base, check, config, copy_root, copy_run, fit  # noqa: F401 - base
+from tests.benchmark.helpers import record_files, status, write_config
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -153,3 +156,59 @@ def test_lock_timeout_negative_is_refused(base, tmp_path, capsys):  # noqa: F811
     out = tmp_path / "new_run"
     check(fit(capsys, "--config", str(base["config"]), "--output_dir", str(out), "--lock_timeout", "-1"), 2,
           r"^ppgbench: error: --lock_timeout -1: must be a number of seconds >= 0 \(leave it unset to wait\)$")
+
+
+# -- 7. run what can run: a task that cannot be evaluated is skipped when no task was named ---------------------
+def _unlabel(root: Path, label: str, keep: int) -> None:
+    """A partial download: ``label`` is NaN (no label) for every subject but the first ``keep``."""
+    for folder in sorted((root / "fs_64" / "Synthetic").glob("S*"))[keep:]:
+        path = folder / label
+        np.save(path, np.full_like(np.load(path), np.nan, dtype=np.float32))
+
+
+def test_a_task_that_cannot_be_evaluated_is_skipped_when_tasks_were_not_named(base, tmp_path, capsys):  # noqa: F811
+    root = copy_root(base, tmp_path)
+    _unlabel(root, "hr.npy", keep=1)
+    out = tmp_path / "run"
+    cfg = config(root, out)
+    del cfg["data"]["init_args"]["tasks"]  # all of synthetic's tasks
+    path = write_config(tmp_path / "all.yaml", cfg)
+    skipped = (r"^skipped 1 task\(s\) that cannot be evaluated \(no tasks were named, so all of the dataset's were "
+               r"tried\): task 'synthetic-hr' has 1 groups with valid labels; subject-disjoint CV needs at least 5 "
+               r"\(at 64 Hz\)$")
+    code, plan, err = fit(capsys, "--config", str(path), "--dry_run")
+    assert code == 0 and re.search(skipped, plan, re.M) and "synthetic-hr" not in plan.split("skipped")[0], plan
+    assert not out.exists()
+    code, _, err = fit(capsys, "--config", str(path))  # stderr also lists a stiffness fold with one class
+    assert code == 0 and "Traceback" not in err and re.search(skipped, err, re.M), err
+    tasks = {json.loads(p.read_text())["task"] for p in record_files(out)}
+    assert tasks == {"synthetic-activity", "synthetic-stiffness", "synthetic-age"}, tasks
+    state = status(out)
+    assert list(state["skipped_tasks"]) == ["synthetic-hr"] and "1 groups" in state["skipped_tasks"]["synthetic-hr"]
+    assert state["planned"] == 3 and state["complete"] and state["failed"] == 0, state
+    assert "synthetic-hr" not in set(pd.read_csv(out / "summary.csv")["task"])
+    code, _, err = fit(capsys, str(out), "--output", str(tmp_path / "report"), command="report")
+    page = (tmp_path / "report" / "index.html").read_text()
+    assert code == 0 and "1 tasks were skipped: they cannot be evaluated" in page, err
+    assert "synthetic-hr: task &#x27;synthetic-hr&#x27; has 1 groups with valid labels" in page
+    # the same task named by the user still refuses the run, before anything is written
+    other = tmp_path / "named"
+    check(fit(capsys, "--config", str(path), "--output_dir", str(other), "--data.init_args.tasks", "[synthetic-hr]"),
+          2, r"^ppgbench: error: task 'synthetic-hr' has 1 groups with valid labels; subject-disjoint CV needs at "
+             r"least 5$")
+    assert not other.exists()
+
+
+def test_no_task_that_can_be_evaluated_refuses_the_run(base, tmp_path, capsys):  # noqa: F811
+    root = copy_root(base, tmp_path)
+    for label in ("hr.npy", "age.npy"):
+        _unlabel(root, label, keep=2)
+    for label in ("activity.npy", "stiffness.npy"):
+        for folder in sorted((root / "fs_64" / "Synthetic").glob("S*"))[2:]:
+            np.save(folder / label, np.full_like(np.load(folder / label), -1))
+    out = tmp_path / "run"
+    cfg = config(root, out)
+    del cfg["data"]["init_args"]["tasks"]
+    check(fit(capsys, "--config", str(write_config(tmp_path / "all.yaml", cfg))), 2,
+          r"^ppgbench: error: no task of the plan can be evaluated: skipped 4 task\(s\) .*synthetic-hr.*synthetic-age")
+    assert not out.exists()
