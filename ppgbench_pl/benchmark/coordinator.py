@@ -192,6 +192,7 @@ class BenchmarkRun:
     def run(self) -> RunReport:
         """Run every pending job of the plan; return what happened."""
         executor: Executor = instantiate(Executor, self.settings.executor)
+        executor.check()  # an unreachable scheduler or a refused partition: one line, nothing computed
         suite = self.suite()
         check_strategy(suite, executor)
         check_output_dir(self.run_dir)
@@ -340,6 +341,8 @@ class BenchmarkRun:
                     report.skipped += 1
                 return
             outcome = JobOutcome(outcome.job_id, "lost", "the worker reported success but no record is on disk")
+        if outcome.status == "lost":
+            print(f"lost: {outcome.job_id} ({outcome.error}); it runs again next time", file=sys.stderr, flush=True)
         if record_failed := read_record(self.run_dir, outcome.job_id):
             self.book.add(record_failed)
         report.failed.append(f"{outcome.job_id}: {outcome.error}" + (" (lost: runs again next time)"

@@ -16,14 +16,13 @@ failure isolation are the same whatever runs the jobs:
 from __future__ import annotations
 
 import os
-import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ppgbench_pl.benchmark.worker import JobOutcome, JobSpec, init_worker
+from ppgbench_pl.benchmark.worker import JobLost, JobOutcome, JobSpec
 from ppgbench_pl.errors import ConfigError
 
 JobFunction = Callable[[JobSpec], JobOutcome]
@@ -39,6 +38,13 @@ class Executor(ABC):
 
     def threads_per_job(self) -> int | None:
         """Torch/BLAS threads each job should use (``None``: leave the process default)."""
+        return None
+
+    def check(self) -> None:
+        """Refuse settings that cannot work (an unreachable scheduler, a partition SLURM refuses) in one line.
+
+        Called before any embedding is computed or any file is written; the base class accepts any.
+        """
         return None
 
     @abstractmethod
@@ -97,37 +103,14 @@ class ProcessExecutor(Executor):
         return self.threads_per_worker or max(1, (os.cpu_count() or 1) // self.workers)
 
     def run(self, fn: JobFunction, specs: Sequence[JobSpec], run_dir: Path) -> Generator[Finished, None, None]:
-        """Submit everything to the pool; yield as workers finish. A dead worker loses only its jobs."""
-        import multiprocessing
-        from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+        """One job per worker at a time; yield as workers finish. A dead worker loses only the job it held."""
+        from ppgbench_pl.benchmark.pool import run_pool
 
         if not specs:
             return
-        context = multiprocessing.get_context("spawn")
-        queue = None
-        if self.gpus:
-            queue = context.Queue()
-            for i in range(self.workers):
-                queue.put(self.gpus[i % len(self.gpus)])
         threads = self.threads_per_job()
-        with _environment({k: str(threads) for k in THREAD_VARIABLES}):
-            pool = ProcessPoolExecutor(max_workers=min(self.workers, len(specs)), mp_context=context,
-                                       initializer=init_worker, initargs=(threads, queue))
-            futures: dict[Future[JobOutcome], JobSpec] = {pool.submit(fn, spec): spec for spec in specs}
-        finished = False
-        try:
-            for future in as_completed(futures):
-                try:
-                    result: JobOutcome | BaseException = future.result()
-                except Exception as exc:  # noqa: BLE001 - e.g. BrokenProcessPool: the job was lost
-                    result = exc
-                yield futures[future], result
-            finished = True
-        finally:
-            if not finished:  # interrupted (SIGINT/SIGTERM): stop the workers now; their jobs rerun next time
-                for process in list(getattr(pool, "_processes", {}).values()):
-                    process.terminate()
-            pool.shutdown(wait=finished, cancel_futures=True)
+        with _environment({k: str(threads) for k in THREAD_VARIABLES}):  # inherited by every worker started
+            yield from run_pool(fn, specs, self.workers, threads, self.gpus)
 
 
 def run_chunk(fn: JobFunction, specs: list[JobSpec]) -> list[JobOutcome]:
@@ -144,53 +127,71 @@ class SubmititExecutor(Executor):
         parallelism: Array tasks running at once (``slurm_array_parallelism``).
         jobs_per_task: Jobs run one after another in each array task.
         parameters: Passed to ``update_parameters`` (``timeout_min``, ``slurm_partition``,
-            ``gpus_per_node``, ``tasks_per_node``, ``cpus_per_task``, ``mem_gb``, ...).
-        poll_s: Seconds between status checks.
+            ``gpus_per_node``, ``tasks_per_node``, ``cpus_per_task``, ``mem_gb``, ...); either YAML flow
+            form (``{timeout_min: 10}`` or ``{timeout_min:10}``).
+        poll_s: Seconds between looks for finished tasks.
+        check_s: Seconds between squeue/sacct checks for tasks that ended without a result (SLURM).
+        controller_timeout_s: Seconds the SLURM controller may stay silent before every pending task
+            is reported lost.
+        progress_s: Seconds between progress lines (queued, running, done) on stderr.
     """
 
     launches_ranks = True
 
     def __init__(self, cluster: str | None = None, folder: str | None = None, parallelism: int = 64,
-                 jobs_per_task: int = 1, parameters: dict[str, Any] | None = None, poll_s: float = 5.0) -> None:
+                 jobs_per_task: int = 1, parameters: dict[str, Any] | str | None = None, poll_s: float = 5.0,
+                 check_s: float = 30.0, controller_timeout_s: float = 600.0, progress_s: float = 60.0) -> None:
+        from ppgbench_pl.benchmark.slurm_watch import flow_parameters
+
         if jobs_per_task < 1:
             raise ConfigError(f"executor.jobs_per_task must be at least 1, got {jobs_per_task}")
         if parallelism < 1:
             raise ConfigError(f"executor.parallelism must be at least 1, got {parallelism}")
         self.cluster, self.folder, self.parallelism = cluster, folder, parallelism
-        self.jobs_per_task, self.parameters, self.poll_s = jobs_per_task, dict(parameters or {}), poll_s
+        self.jobs_per_task, self.parameters, self.poll_s = jobs_per_task, flow_parameters(parameters), poll_s
+        self.check_s, self.controller_timeout_s, self.progress_s = check_s, controller_timeout_s, progress_s
 
     def threads_per_job(self) -> int | None:
         """``cpus_per_task`` when given (SLURM does not set torch's thread count)."""
         cpus = self.parameters.get("cpus_per_task") or self.parameters.get("slurm_cpus_per_task")
         return int(cpus) if cpus else None
 
-    def run(self, fn: JobFunction, specs: Sequence[JobSpec], run_dir: Path) -> Generator[Finished, None, None]:
-        """One array task per chunk of ``jobs_per_task`` specs; yield as tasks finish."""
+    def _executor(self, folder: Path) -> Any:
+        """The submitit executor with the parameters applied (its own check); one line naming a bad one."""
         import submitit
+        from ppgbench_pl.benchmark.slurm_watch import sbatch_missing
+
+        if self.cluster == "slurm" and (missing := sbatch_missing(self.cluster)):
+            raise ConfigError(missing)
+        try:
+            executor = submitit.AutoExecutor(folder=str(folder), cluster=self.cluster)
+            executor.update_parameters(slurm_array_parallelism=self.parallelism, **self.parameters)
+        except (ValueError, NameError, AssertionError, TypeError, RuntimeError) as exc:
+            said = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise ConfigError(f"executor.init_args.parameters {self.parameters}: submitit refused them ({said})"
+                              ) from None
+        return executor
+
+    def check(self) -> None:
+        """Submitit's parameter check, and on SLURM ``sbatch --test-only`` with the partition and resources."""
+        from ppgbench_pl.benchmark.slurm_watch import check_sbatch
+
+        executor = self._executor(Path(self.folder or "submitit"))  # builds nothing on disk
+        if executor.cluster == "slurm":
+            check_sbatch(dict(executor.parameters), min(30.0, self.controller_timeout_s))
+
+    def run(self, fn: JobFunction, specs: Sequence[JobSpec], run_dir: Path) -> Generator[Finished, None, None]:
+        """One array task per chunk of ``jobs_per_task`` specs; yield as tasks finish or are found lost."""
+        from ppgbench_pl.benchmark.slurm_watch import SlurmWatch
+        from ppgbench_pl.benchmark.task_wait import wait_tasks
 
         if not specs:
             return
-        executor = submitit.AutoExecutor(folder=self.folder or str(Path(run_dir) / "submitit"), cluster=self.cluster)
-        executor.update_parameters(slurm_array_parallelism=self.parallelism, **self.parameters)
+        executor = self._executor(Path(self.folder or Path(run_dir) / "submitit"))
         chunks = [list(specs[i:i + self.jobs_per_task]) for i in range(0, len(specs), self.jobs_per_task)]
         jobs = executor.map_array(run_chunk, [fn] * len(chunks), chunks)
-        pending = dict(zip(jobs, range(len(chunks)), strict=True))
-        try:
-            while pending:
-                finished = [job for job in pending if job.done()]
-                for job in finished:
-                    chunk = chunks[pending.pop(job)]
-                    try:
-                        outcomes: list[JobOutcome] | BaseException = job.result()
-                    except Exception as exc:  # noqa: BLE001 - the task died or was cancelled
-                        outcomes = exc
-                    for i, spec in enumerate(chunk):
-                        yield spec, outcomes if isinstance(outcomes, BaseException) else outcomes[i]
-                if not finished:
-                    time.sleep(self.poll_s)
-        finally:
-            for job in pending:  # interrupted: stop what has not run (finished records stay)
-                job.cancel(check=False)
+        watch = SlurmWatch(self.check_s, self.controller_timeout_s) if executor.cluster == "slurm" else None
+        yield from wait_tasks(jobs, chunks, watch, self.poll_s, self.progress_s)
 
 
 class DaskExecutor(Executor):
@@ -201,15 +202,24 @@ class DaskExecutor(Executor):
         workers: Workers of the local cluster.
         threads_per_worker: Threads per local worker (jobs are CPU heavy: 1 is best).
         processes: Local workers as processes (``False``: threads of this process; for tests).
+        connect_timeout_s: Seconds the scheduler at ``address`` has to answer before the run is refused.
+        poll_s: Seconds between checks of the scheduler and its workers while jobs run.
+        scheduler_timeout_s: Seconds the scheduler may stay unreachable before every pending job is lost.
+        worker_timeout_s: Seconds with no worker before every pending job is lost.
+        progress_s: Seconds between progress lines (queued, running, done) on stderr.
     """
 
     def __init__(self, address: str | None = None, workers: int = 2, threads_per_worker: int = 1,
-                 processes: bool = True) -> None:
+                 processes: bool = True, connect_timeout_s: float = 5.0, poll_s: float = 2.0,
+                 scheduler_timeout_s: float = 120.0, worker_timeout_s: float = 600.0,
+                 progress_s: float = 60.0) -> None:
         if workers < 1 or threads_per_worker < 1:
             raise ConfigError(f"executor.workers and threads_per_worker must be at least 1, got {workers}, "
                               f"{threads_per_worker}")
         self.address, self.workers = address, workers
         self.threads_per_worker, self.processes = threads_per_worker, processes
+        self.connect_timeout_s, self.poll_s, self.progress_s = connect_timeout_s, poll_s, progress_s
+        self.scheduler_timeout_s, self.worker_timeout_s = scheduler_timeout_s, worker_timeout_s
 
     def threads_per_job(self) -> int | None:
         """Local cluster: cores split evenly between workers; remote: leave each worker's default."""
@@ -217,9 +227,32 @@ class DaskExecutor(Executor):
             return None
         return max(1, (os.cpu_count() or 1) // (self.workers * self.threads_per_worker))
 
+    def check(self) -> None:
+        """The scheduler at ``address`` accepts a connection within ``connect_timeout_s``."""
+        import socket
+        from urllib.parse import urlsplit
+
+        if self.address is None:
+            return
+        parts = urlsplit(self.address if "://" in self.address else f"tcp://{self.address}")
+        if parts.scheme not in ("tcp", "tls"):
+            return  # ucx, inproc: Dask's own connect says what is wrong
+        try:
+            host, port = parts.hostname, parts.port or 8786
+        except ValueError:
+            raise ConfigError(f"executor.init_args.address {self.address}: not a host:port address") from None
+        try:
+            socket.create_connection((host or "127.0.0.1", port), timeout=self.connect_timeout_s).close()
+        except OSError as exc:
+            why = exc.strerror or str(exc) or type(exc).__name__
+            raise ConfigError(f"executor.init_args.address {self.address}: no Dask scheduler answers there "
+                              f"within {self.connect_timeout_s:g} s ({why.lower()})") from None
+
     def run(self, fn: JobFunction, specs: Sequence[JobSpec], run_dir: Path) -> Generator[Finished, None, None]:
-        """Map over the cluster; yield as futures complete."""
-        from dask.distributed import Client, LocalCluster, as_completed
+        """Map over the cluster; yield as futures complete, or as lost when the cluster cannot finish them."""
+        from dask.distributed import Client, LocalCluster
+
+        from ppgbench_pl.benchmark.task_wait import DaskWatch, wait_futures
 
         if not specs:
             return
@@ -230,18 +263,21 @@ class DaskExecutor(Executor):
                                    processes=self.processes, dashboard_address=None, **network)
             client = Client(cluster)
         else:
-            client = Client(self.address)
+            try:
+                client = Client(self.address, timeout=self.connect_timeout_s)
+            except OSError as exc:  # it answered the check, then went away
+                lost = JobLost(f"the Dask scheduler at {self.address} did not answer ({exc})".splitlines()[0])
+                yield from ((spec, lost) for spec in specs)
+                return
         try:
-            keys = [f"ppgbench-{spec.job_id}" for spec in specs]
+            # one task group ("ppgbench-job") whatever the job ids: Dask queues it, so a worker holds only
+            # the jobs it runs and a dead one loses no more than those
+            keys = [("ppgbench-job", spec.job_id) for spec in specs]
             futures = client.map(fn, list(specs), key=keys, pure=False)
-            by_key = dict(zip(keys, specs, strict=True))
-            for future in as_completed(futures):
-                try:
-                    result: JobOutcome | BaseException = future.result()
-                except Exception as exc:  # noqa: BLE001 - e.g. KilledWorker: the job was lost
-                    result = exc
-                yield by_key[future.key], result
+            watch = DaskWatch(client, self.address or "the local cluster", self.scheduler_timeout_s,
+                              self.worker_timeout_s)
+            yield from wait_futures(futures, specs, watch, self.poll_s, self.progress_s)
         finally:
-            client.close()
+            client.close(timeout=self.connect_timeout_s)
             if cluster is not None:
                 cluster.close()

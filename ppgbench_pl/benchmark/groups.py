@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ppgbench_pl.benchmark.plan import Job
-from ppgbench_pl.benchmark.worker import JobOutcome, JobSpec
+from ppgbench_pl.benchmark.worker import JobLost, JobOutcome, JobSpec
 
 
 def job_groups(pending: Sequence[Job]) -> list[list[str]]:
@@ -39,7 +39,8 @@ def job_groups(pending: Sequence[Job]) -> list[list[str]]:
 def member_outcomes(spec: JobSpec, result: Any) -> list[JobOutcome]:
     """One outcome per job of a spec: a group's members, or a lost one for each job of a spec that died."""
     if not isinstance(result, JobOutcome):
-        error = f"{type(result).__name__}: {result}".splitlines()[0]
+        said = str(result) if isinstance(result, JobLost) else f"{type(result).__name__}: {result}"
+        error = said.splitlines()[0] if said else type(result).__name__
         return [JobOutcome(jid, "lost", error) for jid in (list(spec.group) or [spec.job_id])]
     if result.members:
         result.members[0].cache = result.cache

@@ -62,6 +62,13 @@ class JobOutcome:
     members: list[JobOutcome] = field(default_factory=list)
 
 
+class JobLost(RuntimeError):
+    """The infrastructure lost a job (a dead worker, a SLURM task that ended without a result).
+
+    Its message says how, in one line; the job runs again next time.
+    """
+
+
 def global_rank() -> int:
     """The rank of this process in a multi-process (DDP) job launched per task, 0 otherwise."""
     for name in ("RANK", "PMI_RANK"):
@@ -92,10 +99,12 @@ def _watch_parent(parent: int, period_s: float = 0.5) -> None:
             os._exit(3)
 
 
-def init_worker(threads: int | None, gpu_queue: Any = None) -> None:
+def init_worker(threads: int | None, gpu_queue: Any = None, gpu: int | None = None) -> None:
     """Process-pool initializer: thread limits, one GPU per worker when given, exit with the parent."""
     if gpu_queue is not None:
-        os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu_queue.get())
+        gpu = gpu_queue.get()
+    if gpu is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
     limit_threads(threads)
     threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True, name="ppgbench-parent").start()
 
