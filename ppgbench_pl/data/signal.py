@@ -8,13 +8,26 @@ import numpy as np
 from scipy.signal import resample_poly
 
 from ppgbench_pl.errors import DataError
+from ppgbench_pl.limits import MAX_RAW_RATE, MIN_RAW_RATE
+
+
+def raw_rate(fs: float, what: str) -> float:
+    """A sampling rate read from a raw file, refused (naming ``what``: file and field) outside 10 Hz-10 kHz."""
+    try:
+        value = float(fs)
+    except (TypeError, ValueError):
+        raise DataError(f"{what}: sampling rate {fs!r} is not a number") from None
+    if not MIN_RAW_RATE <= value <= MAX_RAW_RATE:
+        raise DataError(f"{what}: sampling rate {value:g} Hz is outside {MIN_RAW_RATE:g}-{MAX_RAW_RATE:g} Hz "
+                        "(a damaged header, or a rate in another unit?)")
+    return value
 
 
 def integer_rate(fs: float, what: str) -> int:
     """Native rates must be integers for rational resampling (PROTOCOL.md 1.0)."""
     if not float(fs).is_integer() or fs <= 0:
         raise DataError(f"{what}: sampling rate {fs} is not a positive integer")
-    return int(fs)
+    return int(raw_rate(fs, what))
 
 
 def resample(signal: np.ndarray, native_fs: float, target_fs: float, what: str = "signal") -> np.ndarray:

@@ -189,6 +189,13 @@ def strip_prefix(state: Mapping[str, Tensor], prefix: str) -> dict[str, Tensor]:
 def load_state_dict_strict(module: nn.Module, state: Mapping[str, Tensor], source: str) -> None:
     """``load_state_dict(strict=True)`` with a one-line error that lists what does not fit."""
     own = module.state_dict()
+    loose = sorted(k for k, v in state.items() if k in own and not isinstance(v, Tensor))
+    if loose:  # e.g. a 0-d tensor saved as a Python int: torch would raise deep inside load_state_dict
+        kinds = sorted({type(state[k]).__name__ for k in loose})
+        raise CheckpointError(f"{source}: checkpoint entries [{', '.join(loose[:8])}"
+                              f"{f' (+{len(loose) - 8} more)' if len(loose) > 8 else ''}] are {'/'.join(kinds)} "
+                              "values, not tensors (0-d tensors saved as Python numbers?); save the weights with "
+                              "torch.save(model.state_dict())")
     missing = sorted(set(own) - set(state))
     unexpected = sorted(set(state) - set(own))
     wrong_shape = sorted(k for k in set(own) & set(state) if tuple(own[k].shape) != tuple(state[k].shape))

@@ -212,3 +212,81 @@ def test_no_task_that_can_be_evaluated_refuses_the_run(base, tmp_path, capsys): 
     check(fit(capsys, "--config", str(write_config(tmp_path / "all.yaml", cfg))), 2,
           r"^ppgbench: error: no task of the plan can be evaluated: skipped 4 task\(s\) .*synthetic-hr.*synthetic-age")
     assert not out.exists()
+
+
+# -- 2. raw-file sampling rates: outside 10 Hz-10 kHz refused naming the file and field ---------------------------
+def _wildppg(tmp_path: Path, **rates: float) -> Path:
+    """A one-participant WildPPG raw tree whose .mat states ``rates`` (``ecg`` / ``ppg``) instead of its own."""
+    from scipy.io import loadmat, savemat
+
+    from tests.data.wildppg.make_data import make
+
+    make(tmp_path / "raw" / "wildppg", names=("an0",), duration_s=24.0)
+    path = tmp_path / "raw" / "wildppg" / "WildPPG_Part_an0.mat"
+    data = {k: v for k, v in loadmat(path, simplify_cells=True).items() if not k.startswith("__")}
+    if "ecg" in rates:
+        data["sternum"]["ecg"]["fs"] = rates["ecg"]
+    if "ppg" in rates:
+        data["wrist"]["ppg_g"]["fs"] = rates["ppg"]
+    savemat(path, data)
+    return path
+
+
+RAW_RATES: dict[str, tuple[dict[str, float], str]] = {
+    "wildppg_ecg_1e9": ({"ecg": 1e9}, r"sternum\.ecg\.fs: sampling rate 1e\+09 Hz is outside 10-10000 Hz \(a damaged "
+                                      r"header, or a rate in another unit\?\)$"),
+    "wildppg_ppg_5": ({"ppg": 5.0}, r"wrist\.ppg_g\.fs: sampling rate 5 Hz is outside 10-10000 Hz"),
+    "wildppg_ppg_20k": ({"ppg": 20000.0}, r"wrist\.ppg_g\.fs: sampling rate 20000 Hz is outside 10-10000 Hz"),
+}
+
+
+@pytest.mark.parametrize("case", list(RAW_RATES))
+def test_raw_rates_outside_the_bounds_are_refused_naming_the_file(tmp_path, capsys, case):
+    rates, pattern = RAW_RATES[case]
+    path = _wildppg(tmp_path, **rates)
+    out = tmp_path / "processed"
+    check(fit(capsys, "wildppg", "--raw-root", str(tmp_path / "raw"), "--fs", "64", "--output", str(out),
+              command="preprocess"), 2, rf"^ppgbench: error: {re.escape(str(path))}: {pattern}")
+    assert not (out / "fs_64").exists() or not any((out / "fs_64").iterdir())
+
+
+def test_an_empatica_rate_outside_the_bounds_is_refused(tmp_path, capsys):
+    from tests.data.ecsmp.make_data import make
+
+    make(tmp_path / "raw" / "ecsmp")
+    path = tmp_path / "raw" / "ecsmp" / "E4" / "001" / "BVP.csv"
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join([lines[0], "1000000.0", *lines[2:]]) + "\n")
+    check(fit(capsys, "ecsmp", "--raw-root", str(tmp_path / "raw"), "--fs", "64", "--output", str(tmp_path / "out"),
+              command="preprocess"), 2,
+          rf"^ppgbench: error: {re.escape(str(path))}: line 2: sampling rate 1e\+06 Hz is outside 10-10000 Hz")
+
+
+def test_raw_rate_bounds() -> None:
+    from ppgbench_pl.data.signal import raw_rate
+    from ppgbench_pl.errors import DataError
+
+    assert raw_rate(10, "f") == 10.0 and raw_rate(10_000.0, "f") == 10_000.0
+    for bad in (9.99, 10_000.5, float("nan"), float("inf"), -64.0):
+        with pytest.raises(DataError, match=r"^f: sampling rate .* is outside 10-10000 Hz"):
+            raw_rate(bad, "f")
+    with pytest.raises(DataError, match=r"^f: sampling rate 'x' is not a number$"):
+        raw_rate("x", "f")  # type: ignore[arg-type]
+
+
+# -- 8. a checkpoint whose 0-d tensors are Python ints: one line, not a traceback -------------------------------
+def test_a_checkpoint_with_python_ints_for_0d_tensors_is_one_line(base, tmp_path, capsys):  # noqa: F811
+    import torch
+
+    from ppgbench_pl.encoders.cnn import SmallCNNEncoder
+
+    state = {k: v.item() if v.dim() == 0 else v for k, v in SmallCNNEncoder().weights_module().state_dict().items()}
+    path = tmp_path / "ints.pt"
+    torch.save(state, path)
+    out = tmp_path / "run"
+    check(fit(capsys, "--config", str(base["config"]), "--output_dir", str(out),
+              "--model.init_args.encoder.init_args.checkpoint", str(path)), 2,
+          rf"^ppgbench: error: {re.escape(str(path))}: checkpoint entries \[features\.1\.num_batches_tracked, "
+          r"features\.4\.num_batches_tracked, features\.7\.num_batches_tracked\] are int values, not tensors \(0-d "
+          r"tensors saved as Python numbers\?\); save the weights with torch\.save\(model\.state_dict\(\)\)$")
+    assert not record_files(out) if out.exists() else True

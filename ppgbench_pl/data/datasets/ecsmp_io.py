@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import scipy.io
 
+from ppgbench_pl.data.signal import raw_rate
 from ppgbench_pl.errors import DataError
 
 #: The six videos' emotions, in the fixed order of the felt-score columns (codes 101-106).
@@ -71,6 +72,7 @@ def read_bvp_csv(path: Path) -> tuple[float, int, np.ndarray]:
     rate = values[1]
     if not (np.isfinite(rate) and rate > 0 and abs(rate - round(rate)) < 1e-6):
         raise DataError(f"{path}: sampling rate '{column.iloc[1]}' on line 2 is not a positive integer")
+    raw_rate(rate, f"{path}: line 2")
     samples = values[2:]
     bad = np.flatnonzero(~np.isfinite(samples))
     if len(bad):
@@ -147,7 +149,7 @@ def _checked_rate(value: Any, path: Path) -> float:
         rate = float("nan")
     if not (np.isfinite(rate) and rate > 0):
         raise DataError(f"{path}: EEG.srate is not a positive number")
-    return rate
+    return raw_rate(rate, f"{path}: EEG.srate")
 
 
 def _read_eeg_hdf5(path: Path) -> tuple[float, np.ndarray, np.ndarray]:

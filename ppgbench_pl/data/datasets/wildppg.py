@@ -22,7 +22,7 @@ from ppgbench_pl.data import processed
 from ppgbench_pl.data.datasets import ecg_hr
 from ppgbench_pl.data.datasets.base import RawDataset, file_error, seconds_to_samples, window_table
 from ppgbench_pl.data.processed import GroupData, as_regression_target
-from ppgbench_pl.data.signal import integer_rate, make_windows, resample, window_starts
+from ppgbench_pl.data.signal import integer_rate, make_windows, raw_rate, resample, window_starts
 from ppgbench_pl.errors import DataError
 
 logger = logging.getLogger(__name__)
@@ -129,7 +129,7 @@ class WildPPGDataset(RawDataset):
         name = path.stem[len(_PREFIX) :]
         ppg_raw, ppg_fs, ecg, ecg_fs_raw = read_participant(path)
         native = integer_rate(ppg_fs, f"{path}: wrist.ppg_g.fs")
-        ecg_fs = int(round(ecg_fs_raw))
+        ecg_fs = int(round(raw_rate(ecg_fs_raw, f"{path}: sternum.ecg.fs")))
         window = seconds_to_samples(self.info.window_s, fs)
         stride = seconds_to_samples(self.info.stride_s, fs)
         ppg = resample(ppg_raw, native, fs, what=str(path))
