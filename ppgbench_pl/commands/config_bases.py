@@ -36,7 +36,10 @@ def chain(path: Path, seen: tuple[Path, ...] = ()) -> list[tuple[Path, dict | No
         ConfigError: A base that does not exist, is not a mapping, or names a file already in the chain.
     """
     text = path.read_text()
-    content = yaml.safe_load(text) if text.strip() else None
+    try:
+        content = yaml.safe_load(text) if text.strip() else None
+    except yaml.YAMLError:
+        return [(path, None)]  # not YAML: the parser reports it in its own words
     if not isinstance(content, dict) or BASE_KEY not in content:
         return [(path, None)]
     base = content.pop(BASE_KEY)
