@@ -56,7 +56,7 @@ class ExportedResults(Results):
         """The model card the file carries."""
         return dict(self.document.get("model_card") or {})
 
-    def predictions(self, job_id: str, repeat: int = 0) -> dict[str, np.ndarray]:
+    def predictions(self, job_id: str | int, repeat: int = 0) -> dict[str, np.ndarray]:
         """Refused: an exported file carries no prediction arrays.
 
         Raises:

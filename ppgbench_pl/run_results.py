@@ -6,6 +6,7 @@ CLI or the API, partial or complete. Nothing here imports torch; pandas and NumP
 
 from __future__ import annotations
 
+import numbers
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,6 +18,41 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from ppgbench_pl.benchmark.coordinator import RunReport
+
+
+#: Columns every ``summary.csv`` row has (a table without them is not a ppgbench summary).
+SUMMARY_KEYS = ("model", "task", "regime", "metric", "mean")
+
+
+def foreign_record(record: dict[str, Any], folder: Path) -> str | None:
+    """Why a readable ``results.json`` is not this job's ppgbench record (foreign or damaged), else None."""
+    missing = [key for key in ("job_id", "status") if not isinstance(record.get(key), str)]
+    if missing:
+        return f"is not a ppgbench job record (no {' or '.join(missing)})"
+    if record["job_id"] != folder.name:
+        return f"is the record of job {record['job_id']!r}, not of its folder {folder.name!r} (copied in?)"
+    results = record.get("results", [])
+    if not isinstance(results, list) or not all(isinstance(r, dict) for r in results):
+        return "has 'results' that are not a list of repeats (damaged)"
+    return None
+
+
+def read_summary(path: Path) -> tuple[pd.DataFrame | None, str]:
+    """``summary.csv`` as a table, or (None, why it is not a ppgbench summary)."""
+    import pandas as pd
+
+    try:
+        table = pd.read_csv(path)
+    except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as exc:
+        return None, f"cannot be read as CSV ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
+    missing = [column for column in SUMMARY_KEYS if column not in table.columns]
+    if missing:
+        return None, f"is not a ppgbench summary (no column {', '.join(missing)})"
+    means = pd.to_numeric(table["mean"], errors="coerce")
+    bad = table.index[means.isna() & table["mean"].notna()]
+    if len(bad):
+        return None, f"row {int(bad[0]) + 2}: mean {table['mean'][bad[0]]!r} is not a number"
+    return table, ""
 
 
 class Results:
@@ -41,25 +77,57 @@ class Results:
         return list(self.run.failed) if self.run is not None else []
 
     def records(self) -> list[dict[str, Any]]:
-        """Every readable job record of the folder (``results.json`` contents), in job-id order."""
-        from ppgbench_pl.results.records import scan_records
+        """Every readable job record of the folder (``results.json`` contents), in job-id order.
+
+        A file that cannot be read, or is not this job's ppgbench record, is skipped with a warning naming
+        it (and listed by :attr:`problems`).
+        """
+        records, problems = self._scan()
+        for problem in problems:
+            warnings.warn(f"skipped {problem}", stacklevel=2)
+        return records
+
+    @property
+    def problems(self) -> list[str]:
+        """One line per file of the folder that was skipped: ``<path>: <what is wrong>``."""
+        from ppgbench_pl.results.summary import SUMMARY_FILE
+
+        problems = self._scan()[1]
+        path = self.run_dir / SUMMARY_FILE
+        if path.exists() and (why := read_summary(path)[1]):
+            problems.append(f"{path}: {why}")
+        return problems
+
+    def _scan(self) -> tuple[list[dict[str, Any]], list[str]]:
+        from ppgbench_pl.results.records import RESULTS_FILE, scan_records
 
         scan = scan_records(self.run_dir)
-        for problem in scan.problems:
-            warnings.warn(f"skipped {problem}", stacklevel=2)
-        return list(scan.records)
+        records, problems = [], list(scan.problems)
+        for record, folder in zip(scan.records, scan.folders, strict=True):
+            why = foreign_record(record, folder)
+            if why is None:
+                records.append(record)
+            else:
+                problems.append(f"{folder / RESULTS_FILE}: {why}")
+        return records, problems
 
     @property
     def summary(self) -> pd.DataFrame:
-        """``summary.csv``: mean and 95 % CI per (model, task, regime), the constant baseline included."""
-        import pandas as pd
+        """``summary.csv``: mean and 95 % CI per (model, task, regime), the constant baseline included.
 
+        A ``summary.csv`` that is not a ppgbench summary is named in a warning and the summary is recomputed
+        from the job records; skipped records are warned about as by :meth:`records`.
+        """
         from ppgbench_pl.results.summary import SUMMARY_FILE, summarise
 
+        records = self.records()
         path = self.run_dir / SUMMARY_FILE
         if path.exists():
-            return pd.read_csv(path)
-        return summarise([r for r in self.records() if r.get("status") == "ok"])
+            table, why = read_summary(path)
+            if table is not None:
+                return table
+            warnings.warn(f"{path}: {why}; the summary is recomputed from the job records", stacklevel=2)
+        return summarise([r for r in records if r.get("status") == "ok"])
 
     @property
     def jobs(self) -> pd.DataFrame:
@@ -95,28 +163,50 @@ class Results:
                    "baseline", "metrics", "params", "n_repeats", "backend", "seconds", "error"]
         return pd.DataFrame(rows, columns=list(dict.fromkeys([*columns, *(k for r in rows for k in r)])))
 
-    def predictions(self, job_id: str, repeat: int = 0) -> dict[str, np.ndarray]:
+    def predictions(self, job_id: str | int, repeat: int = 0) -> dict[str, np.ndarray]:
         """Return the arrays a job saved for one repeat (``y_true``, ``y_pred``, scores, groups, ...).
 
         Args:
             job_id: A job id of :attr:`jobs` (a unique suffix such as ``synthetic-hr__linear__seed42__fold0``
-                is enough when one model's job has it).
+                is enough when one model's job has it), or a row index of :attr:`jobs` (``0``, ``-1``).
             repeat: Which repeat (subject-level tasks may have several).
 
         Raises:
-            DataError: No such job, or it saved no predictions for that repeat.
+            DataError: No such job or row, it saved no predictions for that repeat, or the file is damaged
+                (each one line naming the job, and the row an index stood for).
 
         """
+        import zipfile
+
         import numpy as np
 
         from ppgbench_pl.results.records import job_dir
 
-        jid = self._resolve(job_id)
+        jid, which = self._job_of(job_id)
         path = job_dir(self.run_dir, jid) / f"predictions_repeat{repeat}.npz"
         if not path.exists():
-            raise DataError(f"{path}: job {jid} saved no predictions for repeat {repeat}")
-        with np.load(path, allow_pickle=False) as npz:
-            return {k: npz[k] for k in npz.files}
+            raise DataError(f"{path}: {which} saved no predictions for repeat {repeat}")
+        try:
+            with np.load(path, allow_pickle=False) as npz:
+                return {k: npz[k] for k in npz.files}
+        except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
+            raise DataError(f"{path}: {which}: the predictions file is damaged or truncated "
+                            f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from None
+
+    def _job_of(self, job: str | int) -> tuple[str, str]:
+        """(job id, how to name it) for a job id, a unique suffix or a row index of :attr:`jobs`."""
+        if isinstance(job, str):
+            jid = self._resolve(job)
+            return jid, f"job {jid}"
+        if isinstance(job, bool) or not isinstance(job, numbers.Integral):
+            raise DataError(f"predictions({job!r}): give a job id (Results.jobs.job_id) or a row index of "
+                            f"Results.jobs, not a {type(job).__name__}")
+        ids = [str(r["job_id"]) for r in self._scan()[0]]  # the rows of .jobs, in order
+        if not -len(ids) <= int(job) < len(ids):
+            rows = f"rows 0-{len(ids) - 1}" if ids else "no rows"
+            raise DataError(f"{self.run_dir}: predictions({int(job)}): Results.jobs has {rows}")
+        jid = ids[int(job)]
+        return jid, f"Results.jobs row {int(job)} (job {jid})"
 
     def _resolve(self, job_id: str) -> str:
         jobs = self.run_dir / "jobs"

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -290,3 +291,78 @@ def test_a_checkpoint_with_python_ints_for_0d_tensors_is_one_line(base, tmp_path
           r"features\.4\.num_batches_tracked, features\.7\.num_batches_tracked\] are int values, not tensors \(0-d "
           r"tensors saved as Python numbers\?\); save the weights with torch\.save\(model\.state_dict\(\)\)$")
     assert not record_files(out) if out.exists() else True
+
+
+# -- 3. load_run / Results on damaged folders: a listed warning naming the file, never a row of garbage -----------
+def _warned(call: Callable[[], Any]) -> tuple[Any, list[str]]:
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        value = call()
+    return value, [str(w.message) for w in caught]
+
+
+def test_load_run_names_corrupt_and_foreign_records(base, tmp_path):  # noqa: F811
+    import ppgbench_pl as pb
+
+    out = copy_run(base, tmp_path)
+    record = _job(out) / "results.json"
+    good = json.loads(record.read_text())
+    record.write_text('{"job_id": ')  # cut off
+    foreign = out / "jobs" / "x" / "results.json"
+    foreign.parent.mkdir()
+    foreign.write_text(json.dumps({"foo": 1}))
+    copied = out / "jobs" / "y" / "results.json"
+    copied.parent.mkdir()
+    copied.write_text(json.dumps(good))
+    res = pb.load_run(out)
+    jobs, warned = _warned(lambda: res.jobs)
+    assert len(jobs) == 0
+    assert warned == [f"skipped {record}: is not valid JSON (Expecting value at line 1 column 12)",
+                      f"skipped {foreign}: is not a ppgbench job record (no job_id or status)",
+                      f"skipped {copied}: is the record of job {good['job_id']!r}, not of its folder 'y' (copied in?)"]
+    assert res.problems == [w.removeprefix("skipped ") for w in warned]
+    summary, warned = _warned(lambda: res.summary)  # the summary.csv of before, and the same warnings
+    assert len(warned) == 3 and list(summary["task"]) == ["synthetic-hr"] * len(summary)
+
+
+def test_load_run_recomputes_a_garbage_summary_naming_it(base, tmp_path):  # noqa: F811
+    import ppgbench_pl as pb
+
+    out = copy_run(base, tmp_path)
+    before = pd.read_csv(out / "summary.csv")
+    for text, why in (("a,b\n1,2\n", "is not a ppgbench summary (no column model, task, regime, metric, mean)"),
+                      (before.assign(mean="x").to_csv(index=False), "row 2: mean 'x' is not a number"),
+                      ("\x00\xff garbage", None)):
+        (out / "summary.csv").write_text(text)
+        summary, warned = _warned(lambda: pb.load_run(out).summary)
+        assert len(warned) == 1 and warned[0].startswith(f"{out / 'summary.csv'}: ") and warned[0].endswith(
+            "; the summary is recomputed from the job records"), warned
+        assert why is None or why in warned[0], warned
+        key = ["model", "task", "regime"]
+        assert summary[key + ["mean"]].sort_values(key).reset_index(drop=True).equals(
+            before[key + ["mean"]].sort_values(key).reset_index(drop=True))
+
+
+def test_predictions_take_a_job_id_or_a_row_index_and_name_the_job(base, tmp_path):  # noqa: F811
+    import ppgbench_pl as pb
+    from ppgbench_pl.errors import DataError
+
+    out = copy_run(base, tmp_path)
+    res = pb.load_run(out)
+    jid = res.jobs["job_id"][0]
+    by_index, by_id = res.predictions(0), res.predictions(jid)
+    assert by_index.keys() == by_id.keys() and all((by_index[k] == by_id[k]).all() for k in by_id)
+    assert res.predictions(-1).keys() == by_id.keys()
+    with pytest.raises(DataError, match=rf"^{re.escape(str(out))}: predictions\(3\): Results\.jobs has rows 0-0$"):
+        res.predictions(3)
+    with pytest.raises(DataError, match=r"^predictions\(1\.5\): give a job id \(Results\.jobs\.job_id\) or a row "
+                                        r"index of Results\.jobs, not a float$"):
+        res.predictions(1.5)  # type: ignore[arg-type]
+    path = out / "jobs" / jid / "predictions_repeat0.npz"
+    path.write_bytes(path.read_bytes()[:40])
+    with pytest.raises(DataError) as info:
+        res.predictions(0)
+    assert re.fullmatch(rf"{re.escape(str(path))}: Results\.jobs row 0 \(job {jid}\): the predictions file is "
+                        r"damaged or truncated \(BadZipFile: .*\)", str(info.value)), str(info.value)
