@@ -1,15 +1,18 @@
 """Executors: how job specs reach a worker. Each runs ``fn(spec)`` somewhere and yields the results.
 
-The protocol is one method, :meth:`Executor.run`: job specs in, ``(spec, outcome or exception)`` out
-as jobs finish. An exception means the infrastructure lost the job (a killed worker, a failed SLURM
-task); failures *inside* a job are already records. Nothing here knows what a job is, so resume and
-failure isolation are the same whatever runs the jobs:
+The protocol is :meth:`Executor.check` (settings refused in one line before any work) and
+:meth:`Executor.run`: job specs in, ``(spec, outcome or exception)`` out as jobs finish. An exception
+(:class:`~ppgbench_pl.benchmark.worker.JobLost`) means the infrastructure lost the job (a killed worker,
+a SLURM task that ended without a result, a silent controller or scheduler); no executor waits for a
+job that can no longer finish. Failures *inside* a job are already records. Nothing here knows what a
+job is, so resume and failure isolation are the same whatever runs the jobs:
 
 * :class:`LocalExecutor`: in the calling process, one after another (the default; debuggable).
 * :class:`ProcessExecutor`: a local pool of ``spawn`` processes, torch threads split between them,
-  optionally one GPU per worker.
+  optionally one GPU per worker; a dead worker loses only its job (``benchmark/pool.py``).
 * :class:`SubmititExecutor`: SLURM job arrays (``map_array``, ``slurm_array_parallelism``) through
-  submitit; ``cluster: local``/``debug`` run the same path on one machine.
+  submitit; ``cluster: local``/``debug`` run the same path on one machine; tasks watched through
+  squeue/sacct (``benchmark/slurm_watch.py``, ``benchmark/task_wait.py``).
 * :class:`DaskExecutor`: a Dask cluster (``Client(address)``), or a local one bound to 127.0.0.1.
 """
 
@@ -84,7 +87,10 @@ def _environment(values: dict[str, str]) -> Iterator[None]:
 
 
 class ProcessExecutor(Executor):
-    """A pool of ``spawn`` worker processes on this machine.
+    """A pool of ``spawn`` worker processes on this machine, one job per worker at a time.
+
+    A worker that dies (SIGKILL, out of memory) loses only the job it held: that job is reported lost
+    and runs again next time, a new worker takes its place and the other jobs go on.
 
     Args:
         workers: Worker processes.
@@ -174,9 +180,12 @@ class SubmititExecutor(Executor):
 
     def check(self) -> None:
         """Submitit's parameter check, and on SLURM ``sbatch --test-only`` with the partition and resources."""
+        import tempfile
+
         from ppgbench_pl.benchmark.slurm_watch import check_sbatch
 
-        executor = self._executor(Path(self.folder or "submitit"))  # builds nothing on disk
+        with tempfile.TemporaryDirectory(prefix="ppgbench-check-") as scratch:  # submitit makes its folder
+            executor = self._executor(Path(scratch) / "submitit")
         if executor.cluster == "slurm":
             check_sbatch(dict(executor.parameters), min(30.0, self.controller_timeout_s))
 

@@ -37,6 +37,15 @@ def _collect(job: Any, chunk: list[JobSpec]) -> list[Finished]:
     return list(zip(chunk, outcomes, strict=True))
 
 
+def _cancel(job: Any) -> None:
+    """Cancel a task (scancel), whatever the controller says (it may be the thing that is down)."""
+    try:
+        job.cancel(check=False)
+    except Exception as exc:  # noqa: BLE001 - scancel missing or failing: the task is reported lost anyway
+        print(f"submitit: could not cancel task {job.job_id} ({type(exc).__name__}: {exc})".splitlines()[0],
+              file=sys.stderr)
+
+
 def _local_counts(jobs: Sequence[Any]) -> tuple[int, int]:
     """(queued, running) from submitit's own states (its local and debug executors)."""
     running = 0
@@ -69,7 +78,7 @@ def wait_tasks(jobs: Sequence[Any], chunks: Sequence[list[JobSpec]], watch: Slur
                     if job.done():  # its result landed meanwhile
                         yield from _collect(job, chunk)
                         continue
-                    job.cancel(check=False)
+                    _cancel(job)
                     yield from ((spec, JobLost(lost[str(job.job_id)])) for spec in chunk)
             if pending and time.monotonic() - last_progress >= progress_s:
                 queued, running = (watch.counts(str(j.job_id) for j in pending) if watch is not None
@@ -80,7 +89,7 @@ def wait_tasks(jobs: Sequence[Any], chunks: Sequence[list[JobSpec]], watch: Slur
                 time.sleep(poll_s)
     finally:
         for job in pending:  # interrupted: stop what has not run (finished records stay)
-            job.cancel(check=False)
+            _cancel(job)
 
 
 class DaskWatch:

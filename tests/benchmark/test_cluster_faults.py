@@ -22,7 +22,7 @@ from ppgbench_pl.benchmark.task_wait import wait_tasks
 from ppgbench_pl.benchmark.worker import JobLost, JobOutcome
 from ppgbench_pl.errors import ConfigError
 from tests.benchmark.cluster_jobs import FakeJob, fake_slurm, pool_job, spec
-from tests.benchmark.helpers import run, suite_config, write_config
+from tests.benchmark.helpers import records, run, same_results, suite_config, write_config
 
 
 def free_port() -> int:
@@ -201,3 +201,34 @@ def test_no_worker_then_a_lost_scheduler_end_the_wait_in_one_line_each(tmp_path,
         proc.wait(10)
     assert run(["--config", str(config)]) == 0  # the rerun (local) does what is missing
 
+
+
+def test_a_killed_array_task_on_a_slurm_stand_in_is_lost_in_one_line_and_rerun(slurm_bin, tmp_path, bench_root,
+                                                                                 reference, capsys):
+    """Bound: 120 s (each array task is a real ``python -m submitit.core._submit``; ~15 s here).
+
+    Array task 1 is killed before it writes a result (SLURM forgets it, no accounting): its two jobs are
+    reported lost, the run exits 1; the rerun runs those two only and every record matches the local run.
+    """
+    run_dir = tmp_path / "run"
+    config = write_config(tmp_path / "config.yaml", suite_config(bench_root, run_dir, tasks=["synthetic-hr"]))
+    args = ["--config", str(config), "--executor", "submitit", "--executor.init_args.cluster", "slurm",
+            "--executor.init_args.jobs_per_task", "2", "--executor.init_args.poll_s", "0.1",
+            "--executor.init_args.check_s", "0.2", "--executor.init_args.progress_s", "0.5",
+            "--executor.init_args.parameters", "{timeout_min:10,slurm_partition:debug}"]
+    (slurm_bin / "kill").write_text("1 GONE\n")
+    start = time.monotonic()
+    assert run(args) == 1
+    assert time.monotonic() - start < 60.0
+    err = capsys.readouterr().err.splitlines()
+    lost = [line for line in err if line.startswith("lost: ")]
+    assert len(lost) == 2 and all(line.endswith("(SLURM task 7_1 is no longer known to squeue or sacct); "
+                                                "it runs again next time") for line in lost), err
+    assert any(line.startswith("submitit: ") and " queued, " in line for line in err)
+    assert len(records(run_dir)) == 2
+    (slurm_bin / "kill").unlink()
+    assert run(args) == 0
+    assert "2 jobs run, 2 already done" in capsys.readouterr().out
+    got = records(run_dir)
+    want = {jid: r for jid, r in reference["records"].items() if "synthetic-hr" in jid}
+    assert same_results(got, want, ignore=("code_version",)) == []
