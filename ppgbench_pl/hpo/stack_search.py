@@ -144,10 +144,11 @@ class StackSearch:
         """Score a training slot's validation epoch; a new best keeps its weights."""
         slot = run.slot
         if slot.state == "training":
-            value = math.nan
-            out = module.epoch_outputs(slot)
-            if np.isfinite(out).all():
-                value = float(plan.score(out, run.trial.params))
+            if slot.metric is not None:  # the torchmetrics selection metric fed by the validation loop
+                value = float(slot.metric.compute())
+            else:
+                out = module.epoch_outputs(slot)
+                value = float(plan.score(out, run.trial.params)) if np.isfinite(out).all() else math.nan
             if not math.isfinite(value):
                 slot.state = "diverged"
             else:

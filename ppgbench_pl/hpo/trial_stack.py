@@ -30,6 +30,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 from torch.utils.data import DataLoader, IterableDataset, TensorDataset
+from torchmetrics import Metric
 
 from ppgbench_pl.hpo.shuffle import epoch_permutation
 from ppgbench_pl.tasks.encoder_task import set_batchnorm_eval
@@ -101,6 +102,8 @@ class Slot:
     state: SlotState = "training"
     #: 1-based epoch whose training loss went non-finite (the slot stopped training there), or None.
     diverged_at: int | None = None
+    #: The selection metric the search reads (a torchmetrics ``Metric`` fed each validation epoch), or None.
+    metric: Metric | None = field(default=None, repr=False)
     rng: Tensor | None = field(default=None, repr=False)
     cuda_rng: Tensor | None = field(default=None, repr=False)
 
@@ -273,8 +276,11 @@ class TrialStack(L.LightningModule):
         return total  # not logged per step: Lightning's logging costs more than a small head's step
 
     def on_validation_epoch_start(self) -> None:
-        """Start this epoch's validation outputs."""
+        """Start this epoch's validation outputs (and reset each slot's selection metric)."""
         self.val_outputs = {}
+        for slot in self.slots.values():
+            if slot.metric is not None:
+                slot.metric.reset()
 
     def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
         """Outputs of one chunk of one slot's validation rows (eval mode)."""
@@ -283,7 +289,10 @@ class TrialStack(L.LightningModule):
         assert slot.data.x_val is not None
         start, stop = (int(v) for v in bounds)
         out = slot.net(slot.data.x_val[start:stop])
-        self.val_outputs.setdefault(name, []).append(out.detach().float().cpu())
+        if slot.metric is not None:
+            slot.metric.update(out)
+        else:
+            self.val_outputs.setdefault(name, []).append(out.detach().float().cpu())
 
     def epoch_outputs(self, slot: Slot) -> np.ndarray:
         """The slot's validation outputs of the epoch just validated, ``[n_val, n_outputs]`` float64."""

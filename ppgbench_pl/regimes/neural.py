@@ -46,7 +46,14 @@ from ppgbench_pl.regimes.base import (
     interrupts_pass_through,
     score_outcome,
 )
-from ppgbench_pl.regimes.selection import ClassWeighting, SelectionScorer, Split, Targets, make_targets
+from ppgbench_pl.regimes.selection import (
+    ClassWeighting,
+    SelectionMetric,
+    SelectionScorer,
+    Split,
+    Targets,
+    make_targets,
+)
 
 __all__ = ["ClassWeighting", "NeuralRegime", "RepeatSearch", "SelectionScorer", "Split", "Targets", "TrialFactory",
            "make_targets"]
@@ -279,7 +286,9 @@ class NeuralRegime(Regime):
             store.offer(study.study, number, value, weights)
 
         def make_slot(key: str, number: int, params: Mapping[str, Any]) -> Slot:
-            return s.factory.slot(f"{key}/{number}", params, s.seed + number, self.max_epochs, validate=True)
+            slot = s.factory.slot(f"{key}/{number}", params, s.seed + number, self.max_epochs, validate=True)
+            slot.metric = SelectionMetric(s.scorer, params.get(AGGREGATION_PARAM))
+            return slot
 
         def score(out: np.ndarray, params: Mapping[str, Any]) -> float:
             return s.scorer(out, params.get(AGGREGATION_PARAM))

@@ -11,12 +11,18 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+import torch
 from scipy.special import expit, softmax
+from torch import Tensor
+from torchmetrics import Metric
+from torchmetrics.functional.regression import mean_absolute_error
+from torchmetrics.utilities import dim_zero_cat
 
 from ppgbench_pl.data.registry import TaskSpec
 from ppgbench_pl.errors import DataError
+from ppgbench_pl.heads.metrics import BalancedAccuracy
 from ppgbench_pl.metrics.aggregation import first_per_group
-from ppgbench_pl.metrics.scores import Predictions, selection_score
+from ppgbench_pl.metrics.scores import Predictions, auroc, selection_score
 from ppgbench_pl.probes.search import subject_predictions
 
 ClassWeighting = Literal["balanced", "none"]
@@ -147,3 +153,60 @@ class Split:
     fit: np.ndarray
     val: np.ndarray | None
     test: np.ndarray
+
+
+class SelectionMetric(Metric):
+    """A trial's selection score over one validation epoch, as a torchmetrics metric (what the search reads).
+
+    ``update`` gathers the epoch's head outputs on the device (in torchmetrics state, so it syncs across
+    processes like any metric); ``compute`` turns them into predictions, aggregates them per subject with
+    the trial's aggregation (subject-level tasks), and scores them: -MAE with torchmetrics'
+    ``mean_absolute_error`` and balanced accuracy with the torchmetrics metric
+    :class:`~ppgbench_pl.heads.metrics.BalancedAccuracy` (mean recall over the classes present), in float64;
+    binary AUROC by the exact rank sum, because torchmetrics' AUROC accumulates in float32. The value
+    equals :class:`SelectionScorer`'s (tested), and is NaN when outputs are not finite or the score is
+    undefined.
+
+    Args:
+        scorer: The repeat's targets, validation labels, groups and aggregation candidates.
+        aggregation_idx: The trial's aggregation (index into ``scorer.aggregations``), or None.
+    """
+
+    full_state_update = False
+    higher_is_better = True
+    outputs: list[Tensor]
+
+    def __init__(self, scorer: SelectionScorer, aggregation_idx: int | None = None) -> None:
+        super().__init__()
+        self.scorer, self.aggregation_idx = scorer, aggregation_idx
+        self.add_state("outputs", default=[], dist_reduce_fx="cat")
+
+    def update(self, outputs: Tensor) -> None:
+        """Add a chunk of validation outputs (rows in validation order)."""
+        self.outputs.append(outputs.detach().float())
+
+    def compute(self) -> Tensor:
+        """The selection score of everything gathered since the last reset (higher is better)."""
+        out = dim_zero_cat(self.outputs).double().cpu().numpy()
+        nan = torch.tensor(float("nan"), dtype=torch.float64)
+        if not np.isfinite(out).all():
+            return nan
+        scorer = self.scorer
+        pred, y = scorer.targets.predictions(out), scorer.y
+        if scorer.aggregations:
+            pred = subject_predictions(pred, scorer.groups, scorer.aggregations[self.aggregation_idx or 0])
+            y = first_per_group(scorer.groups, scorer.y)
+        if scorer.targets.loss == "mse":
+            values = torch.as_tensor(np.asarray(pred.values, dtype=np.float64))
+            truth = torch.as_tensor(np.asarray(y, dtype=np.float64)).reshape(values.shape)
+            return -mean_absolute_error(values, truth)
+        classes = pred.classes
+        assert classes is not None
+        if len(classes) == 2 and scorer.binary_metric == "auroc":
+            # torchmetrics' AUROC accumulates in float32 (relative error ~1e-7), enough to reorder two trials
+            # on a large validation set; the exact rank-sum AUROC (scikit-learn's value) keeps the selection
+            return torch.tensor(auroc(np.asarray(y) == classes[1], pred.values[:, 1]), dtype=torch.float64)
+        recall = BalancedAccuracy(len(classes))
+        recall.update(torch.as_tensor(np.searchsorted(classes, pred.labels)),
+                      torch.as_tensor(np.searchsorted(classes, y)))
+        return recall.compute().double()
