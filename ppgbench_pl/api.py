@@ -30,6 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ppgbench_pl.api_checks import check_arguments
 from ppgbench_pl.errors import ConfigError
 from ppgbench_pl.exported_results import Results, load_run  # load_run: a folder or an export
 from ppgbench_pl.input_checks import int_list
@@ -245,6 +246,7 @@ def build_config(encoder: EncoderLike, *, dataset: str, tasks: Sequence[str] | N
                  sampling_rate: float | None = None, name: str | None = None,
                  encoder_args: Mapping[str, Any] | None = None, **overrides: Any) -> dict[str, Any]:
     """Return the ``ppgbench fit`` config (as the CLI resolves it) that :func:`evaluate` runs (same args)."""
+    check_arguments(dataset, tasks, regimes, controls, output_dir, overrides)  # a wrong type: one line
     if isinstance(regimes, str) or (isinstance(regimes, tuple) and len(regimes) == 2
                                     and isinstance(regimes[0], str) and isinstance(regimes[1], Mapping)):
         regimes = [regimes]  # one regime given alone: "mlp" or ("mlp", {...})

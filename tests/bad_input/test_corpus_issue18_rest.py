@@ -366,3 +366,40 @@ def test_predictions_take_a_job_id_or_a_row_index_and_name_the_job(base, tmp_pat
         res.predictions(0)
     assert re.fullmatch(rf"{re.escape(str(path))}: Results\.jobs row 0 \(job {jid}\): the predictions file is "
                         r"damaged or truncated \(BadZipFile: .*\)", str(info.value)), str(info.value)
+
+
+# -- 2. the types of every API argument: one line naming the argument, before anything is read ------------------
+API_TYPES: dict[str, tuple[dict[str, Any], str]] = {
+    "regimes_int": ({"regimes": 5}, r"^regimes=5: must be a list of regime names, \(name, init_args\) pairs, entry "
+                                    r"dicts or Regime instances, not a int$"),
+    "regime_pair_bad": ({"regimes": [("linear", 5)]}, r"^regimes: \('linear', 5\): a pair must be \(name, init_args "
+                                                      r"dict\)"),
+    "regime_none": ({"regimes": [None]}, r"^regimes: None: not a regime"),
+    "dataset_int": ({"dataset": 3}, r"^dataset=3: must be a str, not a int$"),
+    "tasks_int": ({"tasks": 7}, r"^tasks=7: must be a list of task names, not a int$"),
+    "tasks_item_int": ({"tasks": ["synthetic-hr", 7]}, r"^tasks=7: must be a str, not a int$"),
+    "controls_int": ({"controls": 1}, r"^controls=1: must be a list of encoders"),
+    "output_dir_int": ({"output_dir": 5}, r"^output_dir=5: must be a str or a Path, not a int$"),
+    "subjects_str": ({"synthetic_subjects": "8"}, r"^synthetic_subjects='8': must be an int, not a str$"),
+    "subjects_bool": ({"synthetic_subjects": True}, r"^synthetic_subjects=True: must be an int, not a bool$"),
+    "max_subjects_float": ({"max_subjects": 2.5}, r"^max_subjects=2\.5: must be an int or None, not a float$"),
+    "progress_str": ({"progress": "no"}, r"^progress='no': must be True or False, not a str$"),
+    "wandb_bad": ({"wandb": "maybe"}, r"^wandb='maybe': must be one of 'group', 'per-job', 'off', True, False$"),
+    "ci_unit_bad": ({"ci_unit": "sed"}, r"^ci_unit='sed': must be one of 'seed', 'fold'$"),
+    "max_cache_gb_str": ({"max_cache_gb": "5"}, r"^max_cache_gb='5': must be a number, not a str$"),
+}
+
+
+@pytest.mark.parametrize("case", list(API_TYPES))
+def test_api_argument_types_refused_in_one_line(tmp_path, case):
+    import ppgbench_pl as pb
+    from ppgbench_pl.errors import ConfigError
+
+    kwargs, pattern = API_TYPES[case]
+    args = {"dataset": "synthetic", "tasks": ["synthetic-hr"], "controls": (), "output_dir": tmp_path / "run",
+            "root": str(tmp_path / "data"), "progress": False, "seeds": [42], "folds": [0], **kwargs}
+    with pytest.raises(ConfigError) as info:
+        pb.evaluate("small_cnn", **args)
+    message = str(info.value)
+    assert re.search(pattern, message) and "\n" not in message, message
+    assert not (tmp_path / "run").exists() and not (tmp_path / "data").exists()
