@@ -138,6 +138,10 @@ REFUSED: dict[str, tuple[list[str], int, str]] = {
                              r"LinearRegim"),
     "duplicate_controls": (["--controls", f"[{PRV}, {PRV}]"], 2, r"unique"),
     "ci_unit_typo": (["--ci_unit", "sed"], 2, r"ci_unit"),
+    "precision_typo": (["--trainer.precision", "bf16-mixd"], 2,  # README, Troubleshooting (issue 18)
+                       r"trainer\.precision: 'bf16-mixd' is not an accepted value \(choices: .*\); did you mean"),
+    "encoder_bare_name": (["--model.init_args.encoder", "papagei_x"], 2,  # README, Troubleshooting (issue 18)
+                          r"model\.encoder: 'papagei_x' is neither a class path nor a registered encoder name"),
     "workers_0": (["--executor", "process", "--executor.init_args.workers", "0"], 2, r"workers"),
     "workers_negative": (["--executor", "process", "--executor.init_args.workers", "-2"], 2, r"workers"),
     "workers_0_short": (["--executor", "process", "--executor.workers", "0"], 2, r"workers"),
