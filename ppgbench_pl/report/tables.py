@@ -76,12 +76,22 @@ def usual_grid(cells: pd.DataFrame, regime: str) -> str:
     return max(best, key=lambda g: tuple(int(x) for x in g.split("×")))
 
 
+#: The published random forest is cuML's (PROTOCOL.md 4.2, decision #25): a scikit-learn forest is labelled.
+RF_SKLEARN = "sklearn (not the published cuML)"
+
+
 def backend_text(cells: pd.DataFrame, regime: str) -> str:
-    """``sklearn`` or ``cuml (P), sklearn (prv)``: which backend made the table's numbers."""
+    """``sklearn`` or ``cuml (P), sklearn (prv)``: which backend made the table's numbers.
+
+    In a random-forest table scikit-learn reads ``sklearn (not the published cuML)``: its exact splits give
+    other numbers than the published cuML forests.
+    """
     part = cells[(cells["regime"] == regime) & ~cells["model"].map(is_baseline)]
     users: dict[str, list[str]] = {}
     for model, backends in zip(part["model"], part["backends"], strict=True):
         for b in str(backends).split(";"):
+            if b == "sklearn" and regime.split("_")[0] == "rf":
+                b = RF_SKLEARN
             if b and model not in users.setdefault(b, []):
                 users[b].append(model)
     if len(users) <= 1:

@@ -98,3 +98,19 @@ def test_wide_table_keeps_requested_column_order(cells):
     scores, frame = cells
     wide = wide_table(frame, "linear", ["C", "constant", "A"], ["synthetic-hr"], bold=str, marker=str)
     assert list(wide.columns) == ["task", "metric", "C", "constant", "A"]
+
+
+def test_a_scikit_learn_forest_is_labelled_not_the_published_cuml(tmp_path):
+    from ppgbench_pl.report.tables import RF_SKLEARN, backend_text
+
+    run = tmp_path / "run"
+    write_cell(run, "A", "synthetic-hr", "rf", spread(3.0, 0.2), BASE_MAE, backend="sklearn")
+    write_cell(run, "B", "synthetic-hr", "rf", spread(3.2, 0.2), BASE_MAE, backend="cuml")
+    write_cell(run, "A", "synthetic-hr", "linear", spread(3.1, 0.2), BASE_MAE, backend="sklearn")
+    scores = Scores(load_runs([run]).records)
+    table = main_cells(scores, Rule("ci"), chance_cells(scores, Rule("ci")))
+    assert backend_text(table, "rf") == f"cuml (B), {RF_SKLEARN} (A)"
+    assert backend_text(table, "linear") == "sklearn"  # scikit-learn is the published linear probe
+    paths = write_main_tables(table, scores, Rule("ci"), tmp_path / "tables")
+    rf_md = next(p for p in paths if p.name == "main_rf.md").read_text()
+    assert RF_SKLEARN in rf_md
