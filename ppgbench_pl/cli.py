@@ -33,6 +33,7 @@ COMMANDS = {
     "cache": "list or clear the shared embedding cache (every run folder reads it)",
     "cite": "BibTeX for the benchmark, datasets and models (--datasets ... --models ...)",
     "export": "one model's results as a versioned file others can read (ppgbench report takes it)",
+    "leaderboard": "exported results side by side: a sortable, filterable offline HTML page with model cards",
 }
 PROTOCOL_COMMANDS = ("fit", "benchmark")
 EXECUTOR_ALIASES = {

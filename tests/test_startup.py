@@ -42,7 +42,7 @@ def heavy_after(body: str, cache: Path | None = None) -> list[str]:
 
 @pytest.mark.parametrize("args", [["list"], ["list", "tasks", "--dataset", "synthetic"], ["list", "regimes"],
                                   ["list", "encoders", "--json"], ["report", "--help"], ["--help"],
-                                  ["cache", "list"], ["cache", "clear"]],
+                                  ["cache", "list"], ["cache", "clear"], ["leaderboard", "--help"]],
                          ids=" ".join)
 def test_light_commands_import_no_heavy_package(args):
     assert heavy_after(CLI.format(args=args)) == []

@@ -22,6 +22,7 @@ _REGISTRARS = (
     ("cache", "add_cache_parser"),
     ("cite", "add_cite_parser"),
     ("export", "add_export_parser"),
+    ("leaderboard", "add_leaderboard_parser"),
 )
 
 

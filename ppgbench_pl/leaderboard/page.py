@@ -1,0 +1,179 @@
+"""The leaderboard page: one table per regime (models as rows, tasks as columns), filters, model cards.
+
+Every cell is written as the report writes it (``mean ± CI`` with the metric's digits, bold for the best
+mean and every model whose CI overlaps it, ``‡``/``§`` for a pretraining overlap, ``[S×F]`` for a cell
+made of other seeds or folds than its table's), the unit and direction are in the column header, and a
+task with no model meaningfully better than its constant baseline carries the report's ``†``. The numbers
+the script sorts by are in ``data-value``; the page is one file with its style and script inline.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import re
+import time
+from typing import Any
+
+from ppgbench_pl.leaderboard.assets import CSS, SCRIPT
+from ppgbench_pl.leaderboard.board import Board, Column, role
+from ppgbench_pl.leaderboard.cards import Card, cards
+from ppgbench_pl.report import tables
+from ppgbench_pl.report.overlap_marks import LEGEND, mark
+from ppgbench_pl.results.fold_entry import is_baseline
+
+TITLE = "ppgbench leaderboard"
+
+
+def _esc(value: object) -> str:
+    return html.escape(str(value))
+
+
+def card_ids(names: list[str]) -> dict[str, str]:
+    """Model -> a unique HTML id for its card (``card-papagei_s``)."""
+    out: dict[str, str] = {}
+    for name in names:
+        base = "card-" + (re.sub(r"[^A-Za-z0-9_-]+", "-", name).strip("-") or "model")
+        ident, n = base, 1
+        while ident in out.values():
+            n += 1
+            ident = f"{base}-{n}"
+        out[name] = ident
+    return out
+
+
+def _header(column: Column) -> str:
+    marker = tables.ROW_MARKERS.get(column.row_status, "")
+    cls = ' class="near_chance"' if column.row_status == "near_chance" else ""
+    return (f'<th scope="col" tabindex="0" aria-sort="none" data-key="task" data-task="{_esc(column.task)}" '
+            f'data-dataset="{_esc(column.dataset)}" data-tier="{_esc(column.tier)}" '
+            f'data-higher="{int(column.higher_is_better)}" title="{_esc(column.dataset)}, {_esc(column.tier)} '
+            f'task; click to sort"{cls}>{_esc(column.task)}{" " + marker if marker else ""}'
+            f'<span class="metric">{_esc(column.label)}</span></th>')
+
+
+def _cell(board: Board, regime: str, column: Column, model: str) -> str:
+    row = board.cell(regime, column.task, model)
+    keys = f'data-model="{_esc(model)}" data-task="{_esc(column.task)}"'
+    if row is None:
+        return f'<td {keys} data-value="" title="not run">{tables.MISSING}</td>'
+    text = _esc(tables.format_score(row.mean, row.ci95, row.metric))
+    text = f"<strong>{text}</strong>" if row.bold else text
+    overlap = str(row.pretraining_overlap)
+    text += _esc(mark(overlap))
+    if row.grid != board.usual_grids.get(regime) or row.flags:
+        text += _esc(f" [{row.grid}{' ' + row.flags if row.flags else ''}]")
+    unit = f" {row.unit}" if row.unit else ""
+    about = [f"{row.n_seeds} seeds x {row.n_folds} folds", f"mean {row.mean:.6g}{unit}"]
+    if not math.isnan(row.ci95):
+        about.append(f"95% CI ± {row.ci95:.6g}")
+    if overlap in LEGEND:
+        via = ", ".join(board.via.get((model, column.task), []))
+        about.append(f"pretraining overlap: {overlap}{' via ' + via if via else ''} ({LEGEND[overlap]})")
+    cls = f' class="{overlap}"' if overlap in LEGEND else ""
+    return (f'<td {keys} data-value="{row.mean!r}" data-overlap="{_esc(overlap)}"{cls} '
+            f'title="{_esc("; ".join(about))}">{text}</td>')
+
+
+def _model_header(model: str, ids: dict[str, str]) -> str:
+    kind = role(model)
+    name = _esc(model) if model not in ids else f'<a href="#{ids[model]}">{_esc(model)}</a>'
+    tag = f'<span class="role">{kind}</span>' if kind != "model" else ""
+    return f'<th scope="row">{name}{tag}</th>'
+
+
+def regime_table(board: Board, regime: str, ids: dict[str, str]) -> str:
+    """One regime's section: its heading, its sortable table and the report's caption below it."""
+    columns = board.columns[regime]
+    head = ('<th scope="col" tabindex="0" aria-sort="none" data-key="model" title="click to sort">model</th>'
+            + "".join(_header(c) for c in columns))
+    rows = []
+    for model in board.models_of(regime):
+        cells = "".join(_cell(board, regime, c, model) for c in columns)
+        rows.append(f'<tr data-model="{_esc(model)}" class="{role(model)}">{_model_header(model, ids)}{cells}</tr>')
+    caption = tables.caption(regime, board.rule, "seed", board.cells)
+    return (f'<section class="regime" data-regime="{_esc(regime)}" id="regime-{_esc(regime)}">'
+            f"<h2>{_esc(regime)}</h2>"
+            f'<div class="scroll"><table class="board" aria-describedby="legend-{_esc(regime)}">'
+            f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
+            f'<p class="note" id="legend-{_esc(regime)}">{_esc(caption)}</p></section>')
+
+
+def _select(ident: str, label: str, values: list[str]) -> str:
+    options = '<option value="">all</option>' + "".join(f'<option value="{_esc(v)}">{_esc(v)}</option>'
+                                                         for v in values)
+    return f'<label>{_esc(label)}<select id="{ident}">{options}</select></label>'
+
+
+def filters(board: Board) -> str:
+    """The regime, tier and dataset choices (each ``all`` first), and the line saying what is shown."""
+    columns = [c for cs in board.columns.values() for c in cs]
+    tiers = sorted({c.tier for c in columns}, key=lambda t: (t != "primary", t != "secondary", t))
+    datasets = list(dict.fromkeys(c.dataset for c in columns))
+    return ('<div id="filters" role="group" aria-label="filters">'
+            + _select("f-regime", "regime", board.regimes) + _select("f-tier", "tier", tiers)
+            + _select("f-dataset", "dataset", datasets) + '<span id="shown" aria-live="polite"></span></div>')
+
+
+def card_section(card: Card, ident: str) -> str:
+    """One model's card: its facts as a definition list and its BibTeX (collapsed)."""
+    facts = "".join(f"<dt>{_esc(k)}</dt><dd>{_esc(v)}</dd>" for k, v in card.facts)
+    kind = f' <span class="role">{_esc(card.role)}</span>' if card.role != "model" else ""
+    name = f" ({_esc(card.model)})" if card.title != card.model else ""
+    bib = (f"<details><summary>BibTeX</summary><pre>{_esc(card.bibtex)}</pre></details>" if card.bibtex else "")
+    return (f'<section class="card" id="{ident}" data-model="{_esc(card.model)}"><h3>{_esc(card.title)}{name}'
+            f"{kind}</h3><dl>{facts}</dl>{bib}</section>")
+
+
+def _meta(board: Board) -> list[str]:
+    import ppgbench_pl
+
+    models = [m for m in board.models if role(m) == "model"]
+    inputs = ", ".join(str(p) for p in board.inputs)
+    parts = [f'<p class="meta">From {len(board.inputs)} input(s): {_esc(inputs)}. {len(models)} model(s), '
+             f"{len(board.regimes)} regime(s). Each cell: mean ± Student-t 95% CI over seed means (protocol "
+             f"section 9), in the unit of its column; hover a cell for its counts. Click a column header to "
+             f"sort (best first, then the other way). Made by ppgbench {_esc(ppgbench_pl.__version__)} on "
+             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.</p>"]
+    note = tables.budget_note(board.cells)
+    if note:
+        parts.append(f'<p class="warning">{_esc(note)}</p>')
+    for label, lines in (("jobs had conflicting records across inputs (first input kept)", board.runs.conflicts),
+                         ("job records could not be read and count as not run", board.runs.problems)):
+        if lines:
+            items = "".join(f"<li>{_esc(line)}</li>" for line in lines)
+            parts.append(f"<details><summary>{len(lines)} {_esc(label)}</summary><ul>{items}</ul></details>")
+    return parts
+
+
+def protocol_section(board: Board) -> str:
+    """The protocol settings the exported inputs share (the loader refused any that differ)."""
+    settings: dict[str, Any] = {}
+    for document in board.documents.values():
+        for key, value in sorted(document["protocol"].items()):
+            settings.setdefault(str(key), str(value))
+    if not settings:
+        return ""
+    rows = "".join(f'<tr><td>{_esc(k)}</td><td class="text">{_esc(v)}</td></tr>' for k, v in settings.items())
+    return ('<h2 id="protocol">Protocol settings</h2><details><summary>Settings shared by the exported files '
+            f"({len(settings)})</summary><table><thead><tr><th>setting</th><th>value</th></tr></thead>"
+            f"<tbody>{rows}</tbody></table></details>")
+
+
+def render(board: Board) -> str:
+    """The whole page (one HTML document, style and script inline)."""
+    model_cards = cards(board)
+    ids = card_ids([c.model for c in model_cards])
+    body = [f"<h1>{TITLE}</h1>", *_meta(board), filters(board),
+            *(regime_table(board, r, ids) for r in board.regimes),
+            '<h2 id="cards">Model cards</h2>',
+            '<p class="note">As each file declares them (ppgbench list encoders shows the catalog\'s); the '
+            "overlap marks of the tables come from the pretraining data and each dataset's provenance.</p>",
+            *(card_section(c, ids[c.model]) for c in model_cards), protocol_section(board)]
+    if any(is_baseline(m) for m in board.models):
+        body.insert(-1, '<p class="note">constant: the baseline that predicts the training labels\' mean '
+                        "(regression) or most frequent class, from the same jobs; it has no card.</p>")
+    return ('<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+            '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+            f"<title>{TITLE}</title>\n<style>{CSS}</style>\n</head>\n<body>\n" + "\n".join(body)
+            + f"\n<script>{SCRIPT}</script>\n</body>\n</html>\n")
