@@ -18,6 +18,6 @@ def evaluate(kind: str, level: str, y_true: np.ndarray, groups: np.ndarray, pred
     method = aggregation or "mean"
     _, values = aggregate(groups, pred.values, method)
     subject_true = first_per_group(groups, y_true)
-    out = fold_metrics(kind, subject_true, Predictions(pred.kind, values, pred.classes))
+    out = fold_metrics(kind, subject_true, Predictions(pred.kind, values, pred.classes, subject_level=True))
     out.update({"n_subjects": len(subject_true), "n_windows": len(y_true), "aggregation": method})
     return out

@@ -30,17 +30,19 @@ class Predictions:
     kind: str
     values: np.ndarray
     classes: np.ndarray | None = None
+    #: Scores aggregated per subject: their class is the argmax of the aggregated vector (PROTOCOL.md 6).
+    subject_level: bool = False
 
     @property
     def labels(self) -> np.ndarray:
-        """Predicted class labels (classification only).
+        """Predicted class labels (classification only), as published.
 
-        Binary: the positive class when its score is at least the negative one, i.e. p >= 0.5 for a
-        probability pair (PROTOCOL.md 4.3); ties of aggregated scores also go to the positive class.
-        Multiclass: argmax (first maximum).
+        Windows, binary: the positive class when p >= 0.5 (PROTOCOL.md 4.3). Subjects: the argmax of the
+        aggregated score vector (PROTOCOL.md 6), so an exact tie of a binary pair goes to the first
+        (negative) class. Multiclass: argmax (first maximum).
         """
         assert self.classes is not None
-        if self.values.ndim == 2 and self.values.shape[1] == 2:
+        if self.values.ndim == 2 and self.values.shape[1] == 2 and not self.subject_level:
             return self.classes[(self.values[:, 1] >= self.values[:, 0]).astype(np.int64)]
         return self.classes[np.argmax(self.values, axis=1)]
 

@@ -24,7 +24,7 @@ from ppgbench_pl.probes.linear import check_finite
 def subject_predictions(pred: Predictions, groups: np.ndarray, method: str) -> Predictions:
     """Aggregate window predictions to one per group (probabilities per class column)."""
     _, values = aggregate(groups, pred.values, method)
-    return Predictions(pred.kind, values, pred.classes)
+    return Predictions(pred.kind, values, pred.classes, subject_level=True)
 
 
 class GroupGridSearch:
