@@ -102,7 +102,8 @@ def test_a_killed_group_resumes_per_job_and_per_trial(tmp_path, engine_root):
     assert len(survived) == 2 and not record_files(out)
     for (jid, number), (params, value) in survived.items():
         trial = expected[jid]["results"][0]["optuna"]["trials"][number]
-        assert trial["params"] == params and trial["value"] == value
+        # another process, maybe another thread count: float rounding only (as same_results allows)
+        assert trial["params"] == params and trial["value"] == pytest.approx(value, rel=1e-6)
     rerun = subprocess.run([sys.executable, "-c", LAUNCH, "fit", "--config", str(path), "--progress", "false"],
                            capture_output=True, text=True, timeout=300)
     assert rerun.returncode == 0, rerun.stderr[-2000:]
@@ -114,4 +115,4 @@ def test_a_killed_group_resumes_per_job_and_per_trial(tmp_path, engine_root):
         assert sum(t["state"] in ("COMPLETE", "PRUNED") for t in trials) == 3
         for t in trials:
             if (jid, t["number"]) in survived:
-                assert (t["params"], t["value"]) == survived[(jid, t["number"])]
+                assert (t["params"], t["value"]) == survived[(jid, t["number"])]  # kept as stored, not retrained

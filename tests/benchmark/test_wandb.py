@@ -32,12 +32,15 @@ def test_offline_runs_are_written_under_the_run_folder(tmp_path, bench_root, mon
     path = write_config(tmp_path / "c.yaml", config)
     assert run(["--config", str(path)]) == 0
     runs = offline_runs(run_dir)
-    # one run for the single (model, task, regime) cell, plus one per job (2 folds) when asked
-    assert len(runs) == (1 if setting == "group" else 3)
+    # one run for the model's (task, regime) cell and one for the constant baseline's, plus one per job
+    # (2 folds) when asked
+    assert len(runs) == (2 if setting == "group" else 4)
     assert all(list((run_dir / "wandb" / r).glob("run-*.wandb")) for r in runs)
     assert not (tmp_path / "wandb").exists()  # nothing in the working directory
     markers = list((run_dir / "wandb" / ".ppgbench-cells").glob("*.json"))
-    assert len(markers) == 1 and len(json.loads(markers[0].read_text())["records"]) == 2
+    cells = {tuple(c["cell"]): c for c in (json.loads(m.read_text()) for m in markers)}
+    assert len(cells) == 2 and len(cells[("small_cnn", "synthetic-hr", "linear")]["records"]) == 2
+    assert "row" in cells[("constant", "synthetic-hr", "linear")]  # the baseline's run is marked by its row
     # A rerun with nothing new logs nothing again.
     assert run(["--config", str(path)]) == 0
     assert offline_runs(run_dir) == runs
