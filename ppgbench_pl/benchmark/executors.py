@@ -165,6 +165,7 @@ class SubmititExecutor(Executor):
     def _executor(self, folder: Path) -> Any:
         """The submitit executor with the parameters applied (its own check); one line naming a bad one."""
         import submitit
+
         from ppgbench_pl.benchmark.slurm_watch import sbatch_missing
 
         if self.cluster == "slurm" and (missing := sbatch_missing(self.cluster)):
@@ -187,7 +188,7 @@ class SubmititExecutor(Executor):
         with tempfile.TemporaryDirectory(prefix="ppgbench-check-") as scratch:  # submitit makes its folder
             executor = self._executor(Path(scratch) / "submitit")
         if executor.cluster == "slurm":
-            check_sbatch(dict(executor.parameters), min(30.0, self.controller_timeout_s))
+            check_sbatch(dict(executor.parameters), 30.0)
 
     def run(self, fn: JobFunction, specs: Sequence[JobSpec], run_dir: Path) -> Generator[Finished, None, None]:
         """One array task per chunk of ``jobs_per_task`` specs; yield as tasks finish or are found lost."""

@@ -85,6 +85,8 @@ def check_sbatch(slurm_parameters: dict[str, Any], timeout_s: float) -> None:
         return
     said = " ".join((done.stderr or done.stdout or "").split()) or f"exit status {done.returncode}"
     lowered = said.lower()
+    if "unable to contact" in lowered or "connect failure" in lowered:
+        raise ConfigError(f"executor submitit: sbatch --test-only could not reach the SLURM controller ({said})")
     blamed = next((name for word, name in BLAME if word in lowered and name in slurm_parameters), None)
     setting = (f"{USER_NAMES.get(blamed, 'slurm_' + blamed)}={slurm_parameters[blamed]}" if blamed
                else " ".join(flags) or "(defaults)")
@@ -159,7 +161,8 @@ class SlurmWatch:
         if states is None:
             silent = now - self.last_answer
             if silent >= self.controller_timeout_s:
-                return {t: f"SLURM task {t}: the controller has not answered for {silent:.0f} s" for t in task_ids}
+                return {t: f"SLURM task {t}: the controller has not answered for {silent:.0f} s; once it is back, "
+                           f"scancel {t.split('_', 1)[0]} or the task may still run" for t in task_ids}
             return {}
         self.last_answer = now
         self.states.update(states)

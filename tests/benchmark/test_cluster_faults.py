@@ -231,4 +231,5 @@ def test_a_killed_array_task_on_a_slurm_stand_in_is_lost_in_one_line_and_rerun(s
     assert "2 jobs run, 2 already done" in capsys.readouterr().out
     got = records(run_dir)
     want = {jid: r for jid, r in reference["records"].items() if "synthetic-hr" in jid}
-    assert same_results(got, want, ignore=("code_version",)) == []
+    # code version and warnings are the process's (Lightning warns once per process, e.g. about srun on PATH)
+    assert same_results(got, want, ignore=("code_version", "warnings")) == []
