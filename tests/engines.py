@@ -135,6 +135,19 @@ def _idle(engine: Engine) -> bool:
     return "idle" in done.stdout
 
 
+def stop_slurm(engine: Engine, bound_s: float = 20.0) -> None:
+    """Cancel every job first (slurmd then ends their job steps), then stop the daemons."""
+    env = {**os.environ, **engine.env}
+    subprocess.run(["scancel", "--user", "root"], capture_output=True, timeout=10, env=env)
+
+    def empty() -> bool:
+        done = subprocess.run(["squeue", "-h"], capture_output=True, text=True, timeout=10, env=env)
+        return done.returncode != 0 or not done.stdout.strip()
+
+    _wait(empty, bound_s)
+    engine.stop_all()
+
+
 def restart_slurmctld(engine: Engine, bound_s: float = 40.0) -> bool:
     """Start slurmctld again after a test stopped it (its state folder keeps the jobs); slurmd re-registers."""
     engine.start("slurmctld", [str(_which("slurmctld")), "-D"])

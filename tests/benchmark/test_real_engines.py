@@ -21,7 +21,7 @@ import pytest
 from ppgbench_pl.benchmark.executors import SubmititExecutor
 from ppgbench_pl.errors import ConfigError
 from tests.benchmark.helpers import records, run, same_results, suite_config, write_config
-from tests.engines import Engine, restart_slurmctld, start_dask, start_slurm
+from tests.engines import Engine, restart_slurmctld, start_dask, start_slurm, stop_slurm
 
 pytestmark = pytest.mark.cluster
 
@@ -41,7 +41,7 @@ def slurm():
         for k, v in engine.env.items():
             patch.setenv(k, v)
         yield engine
-    engine.stop_all()
+    stop_slurm(engine)
     shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -183,18 +183,25 @@ def _leaves(pid: int) -> list[int]:
 
 
 def test_a_sigkilled_dask_worker_costs_nothing(tmp_path, bench_root, reference, dask_engine: Engine):
-    """Bound: 150 s. kill -9 one worker process after the first record; the nanny restarts it, Dask reruns."""
-    run_dir = tmp_path / "run"
+    """Bound: 150 s. kill -9 one worker process once jobs are processing; the nanny restarts it, Dask reruns."""
+    from dask.distributed import Client
+
+    run_dir, killed = tmp_path / "run", []
 
     def kill() -> None:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not list((run_dir / "jobs").glob("*/results.json")):
-            time.sleep(0.1)
+        with Client(dask_engine.address, timeout=10) as client:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and not any(client.processing().values()):
+                time.sleep(0.02)
         leaves = _leaves(dask_engine.procs["workers"].pid)
         if leaves:
             os.kill(leaves[0], signal.SIGKILL)
+            killed.append(leaves[0])
 
-    threading.Thread(target=kill, daemon=True).start()
+    thread = threading.Thread(target=kill, daemon=True)
+    thread.start()
     assert run(["--config", str(_config(tmp_path, bench_root)), "--executor", "dask",
                 "--executor.init_args.address", dask_engine.address]) == 0
+    thread.join(10)
+    assert killed, "no worker process was killed"
     same_as_reference(run_dir, reference)
