@@ -112,7 +112,7 @@ def run_jobs(ctxs: list[JobContext], regime: Regime) -> list[tuple[dict[str, Any
 #: so counting them would make a record depend on what ran before it in the same process.
 FRAMEWORK_NOTICES = (r".*configure_optimizers.* returned .None.*", r".*training_step.* returned .None.*",
                      r".*LeafSpec.*", r".*does not have many workers.*", r".*module\(s\) in eval mode.*",
-                     r".*max_epochs=.* reached.*")
+                     r".*max_epochs=.* reached.*", r".*srun.* command is available.*")
 
 
 def ignore_framework_notices() -> None:
