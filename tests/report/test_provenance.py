@@ -56,7 +56,7 @@ def test_tables_show_counts_and_flags_and_name_the_backend(run, tmp_path):
     assert "4.00 ± 0.10 [3×1 s]" in row and "5.00 ± 0.10 [5×1 v]" in row
     assert "3.00 ± 0.10 |" in row or "3.00 ± 0.10** |" in row  # the usual grid: no marker
     rf = (tmp_path / "rep" / "tables" / "main_rf.md").read_text(encoding="utf-8")
-    assert "Backend: cuml (P, Q), sklearn (Q)." in rf.splitlines()[0]
+    assert "Backend: cuml (P, Q), sklearn (not the published cuML) (Q)." in rf.splitlines()[0]
     assert "[5×1 b]" in rf
     tex = (tmp_path / "rep" / "tables" / "main_linear.tex").read_text(encoding="utf-8")
     assert r"[3$\times$1 s]" in tex
