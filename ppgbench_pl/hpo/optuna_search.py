@@ -276,11 +276,10 @@ def outcome_attrs(outcome: TrialOutcome) -> dict[str, Any]:
     return attrs
 
 
-def tell(study: optuna.Study, trial: Trial, outcome: TrialOutcome, attrs_stored: bool = False) -> None:
-    """Record an outcome: user attributes first (unless already stored), then the final state."""
-    if not attrs_stored:
-        for key, value in outcome_attrs(outcome).items():
-            trial.set_user_attr(key, value)
+def tell(study: optuna.Study, trial: Trial, outcome: TrialOutcome) -> None:
+    """Record an outcome: user attributes first, then the final state."""
+    for key, value in outcome_attrs(outcome).items():
+        trial.set_user_attr(key, value)
     if outcome.state == "complete":
         assert outcome.value is not None and math.isfinite(outcome.value)
         study.tell(trial, outcome.value)

@@ -102,10 +102,6 @@ class StackSearch:
         """The first batch of every study with trials left."""
         return [slot for plan in self.plans if plan.study.remaining for slot in self._ask(plan)]
 
-    def running(self) -> list[optuna.Trial]:
-        """Trials asked and not told (to abandon on an interruption)."""
-        return [run.trial for runs in self.batches.values() for run in runs if run.outcome is None]
-
     def abandon(self) -> None:
         """Fail every running trial without counting it (an interruption cut it short)."""
         for plan in self.plans:
