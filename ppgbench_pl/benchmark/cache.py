@@ -116,12 +116,12 @@ class EmbeddingCache:
             ConfigError: The entry would not fit on the disk or exceeds ``max_bytes``.
         """
         path = self.path(key)
-        found = self._read(key)
+        found = self._read(key, locked=False)
         if found is not None:
             self.hits += 1
             return found
         with file_lock(entry_lock(self.root, key)):
-            found = self._read(key)
+            found = self._read(key, locked=True)
             if found is not None:  # another process computed it while this one waited
                 self.hits += 1
                 return found
@@ -139,13 +139,19 @@ class EmbeddingCache:
             evict(self.root, self.size_cap, keep={key})
         return np.load(path, mmap_mode="r")
 
-    def _read(self, key: str) -> np.ndarray | None:
-        """The entry when it exists and is intact (verified once per process), else None."""
+    def _read(self, key: str, locked: bool = False) -> np.ndarray | None:
+        """The entry when it exists and is intact (verified once per process), else None.
+
+        Only a caller holding the entry's lock removes a damaged entry: without the lock, "damaged" may be a
+        writer between moving the array into place and writing its description.
+        """
         path = self.path(key)
         if not path.exists():
             return None
         if key not in self._verified:
             problem = self._problem(key)
+            if problem is not None and not locked:
+                return None
             if problem is not None:
                 print(f"embedding cache: {path} is damaged ({problem}); recomputing it", file=sys.stderr)
                 path.unlink(missing_ok=True)
@@ -160,7 +166,10 @@ class EmbeddingCache:
             meta = json.loads(meta_path.read_text())
         except (OSError, json.JSONDecodeError):
             return f"its description {meta_path.name} is missing or unreadable"
-        size = path.stat().st_size
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            return "it was removed while being checked"
         if meta.get("bytes") is not None and size != meta["bytes"]:
             return f"{size} bytes where {meta['bytes']} were written"
         try:

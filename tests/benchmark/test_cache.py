@@ -75,3 +75,30 @@ def test_key_changes_with_precision_and_data_not_with_speed_settings(tmp_path):
     assert cache.key(PublishedPRVEncoder(n_jobs=1), tmp_path / "d1", 100.0, "bf16-mixed") != base
     (tmp_path / "d1" / "g" / "ppg.npy").write_bytes(b"x" * 11)
     assert cache.key(PublishedPRVEncoder(n_jobs=1), tmp_path / "d1", 100.0) != base
+
+
+def test_a_reader_never_removes_an_entry_its_writer_is_still_describing(tmp_path):
+    """The array is in place but its description is not yet written: the writer holds the lock, so another
+    process must wait for it rather than call the entry damaged and delete it (a CI race, stop 23)."""
+    from ppgbench_pl.atomic_io import save_npy_atomic
+    from ppgbench_pl.benchmark.cache_store import entry_lock
+    from ppgbench_pl.locks import file_lock
+
+    writer, reader = EmbeddingCache(tmp_path), EmbeddingCache(tmp_path)
+    values = np.arange(6, dtype=np.float32).reshape(2, 3)
+    got: list[np.ndarray] = []
+
+    def read() -> None:
+        got.append(np.asarray(reader.get_or_compute("k", lambda: values * 0)))
+
+    with file_lock(entry_lock(tmp_path, "k")):
+        save_npy_atomic(writer.path("k"), values)  # what the writer has done so far
+        thread = threading.Thread(target=read)
+        thread.start()
+        time.sleep(0.3)
+        assert writer.path("k").exists(), "the reader deleted an entry that was being written"
+        digest = writer._store(writer.path("k"), values)
+        (tmp_path / "k.json").write_text(json.dumps({"shape": [2, 3], "bytes": writer.path("k").stat().st_size,
+                                                     "sha256": digest}))
+    thread.join(10)
+    np.testing.assert_array_equal(got[0], values)  # the writer's entry, not a recomputation
