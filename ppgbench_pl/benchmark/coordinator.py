@@ -64,7 +64,13 @@ from ppgbench_pl.benchmark.worker import JobOutcome, JobSpec, run_job_spec
 from ppgbench_pl.errors import ConfigError, PPGBenchError
 from ppgbench_pl.locks import file_lock
 from ppgbench_pl.regimes.base import Regime
-from ppgbench_pl.results.folder_sync import FolderSync, folder_status, read_record_complete, summary_lock_path
+from ppgbench_pl.results.folder_sync import (
+    FolderSync,
+    folder_status,
+    merged_extras,
+    read_record_complete,
+    summary_lock_path,
+)
 from ppgbench_pl.results.summary import SummaryBook
 
 __all__ = ["BenchmarkRun", "Interrupted", "RunReport", "check_output_dir", "check_strategy", "print_report",
@@ -240,6 +246,7 @@ class BenchmarkRun:
     def _check_data(self, suite: BenchmarkSuite, plan: Sequence[Job]) -> list[Job]:
         """The plan, its data loaded (bad data fails before anything is written), tasks that cannot run skipped."""
         kept, skipped = evaluable_plan(suite, plan)
+        self.looked_at = ({j.task.name for j in plan}, {j.job_id for j in plan})  # for status.json's lists
         if skipped:
             print(describe_skipped(skipped), file=sys.stderr)
             self.status_extra["skipped_tasks"] = skipped
@@ -367,7 +374,7 @@ class BenchmarkRun:
                 **folder_status(self.folder, planned, report.failed_ids),
                 "this_command": {"planned": report.planned, "completed": report.completed,
                                  "skipped": report.skipped, "failed": len(report.failed)},
-                "cache": report.cache, **self.status_extra,
+                "cache": report.cache, **merged_extras(self.run_dir, self.status_extra, *self.looked_at),
             })
         return summary
 

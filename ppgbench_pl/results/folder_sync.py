@@ -13,6 +13,7 @@ runs again (with a note naming the file).
 
 from __future__ import annotations
 
+import json
 import os
 import zipfile
 from collections.abc import Mapping
@@ -177,3 +178,22 @@ def read_record_complete(run_dir: str | Path, jid: str) -> dict[str, Any] | None
     if record.get("status") != "ok" or record_files_problem(folder, record) is not None:
         return None
     return record
+
+
+def merged_extras(run_dir: str | Path, extra: dict[str, Any], tasks: set[str], jobs: set[str]) -> dict[str, Any]:
+    """``status.json``'s lists of skipped tasks and not-evaluable jobs, for the folder and not one command.
+
+    Entries an earlier command wrote survive unless this command looked at the same task (``tasks``) or job
+    (``jobs``) again, in which case this command's verdict replaces them (a repaired download is no longer
+    listed as skipped).
+    """
+    try:
+        previous = json.loads((Path(run_dir) / "status.json").read_text())
+    except (OSError, ValueError):
+        previous = {}
+    merged = dict(extra)
+    for key, looked_at in (("skipped_tasks", tasks), ("not_evaluable_jobs", jobs)):
+        kept = {k: v for k, v in (previous.get(key) or {}).items() if k not in looked_at}
+        if combined := {**kept, **(extra.get(key) or {})}:
+            merged[key] = dict(sorted(combined.items()))
+    return merged

@@ -188,6 +188,9 @@ def test_a_task_that_cannot_be_evaluated_is_skipped_when_tasks_were_not_named(ba
     assert list(state["skipped_tasks"]) == ["synthetic-hr"] and "1 groups" in state["skipped_tasks"]["synthetic-hr"]
     assert state["planned"] == 3 and state["complete"] and state["failed"] == 0, state
     assert "synthetic-hr" not in set(pd.read_csv(out / "summary.csv")["task"])
+    # a later command into the folder that names other tasks keeps the folder's list (status.json is the folder's)
+    code, _, err = fit(capsys, "--config", str(path), "--data.init_args.tasks", "[synthetic-activity]")
+    assert code == 0 and list(status(out)["skipped_tasks"]) == ["synthetic-hr"], (err, status(out))
     code, _, err = fit(capsys, str(out), "--output", str(tmp_path / "report"), command="report")
     page = (tmp_path / "report" / "index.html").read_text()
     assert code == 0 and "1 tasks were skipped: they cannot be evaluated" in page, err
