@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ppgbench_pl.api_checks import check_arguments
+from ppgbench_pl.api_checks import RUN_OPTIONS, check_arguments
 from ppgbench_pl.errors import ConfigError
 from ppgbench_pl.exported_results import Results, load_run  # load_run: a folder or an export
 from ppgbench_pl.input_checks import int_list
@@ -44,11 +44,6 @@ PUBLISHED_SEEDS: tuple[int, ...] = (42, 43, 44, 45, 46)
 PUBLISHED_FOLDS: tuple[int, ...] = (0, 1, 2, 3, 4)
 #: The published control evaluated next to every model (the SciPy PRV features, PROTOCOL.md 5.2).
 PUBLISHED_CONTROLS: tuple[str, ...] = ("prv_published",)
-#: Run options of ``ppgbench fit`` that :func:`evaluate` takes as keyword overrides (and their defaults).
-RUN_OPTIONS: dict[str, Any] = {
-    "wandb": "group", "wandb_project": "ppgbench", "ci_unit": "seed", "progress": True,
-    "allow_code_change": False, "max_cache_gb": 50.0, "optuna_storage": None, "cache_dir": None, "cache_size_gb": None,
-}
 TASK_CLASS = "ppgbench_pl.tasks.EncoderTask"
 DATA_CLASS = "ppgbench_pl.datamodules.PPGDataModule"
 LOCAL_EXECUTOR = "ppgbench_pl.benchmark.executors.LocalExecutor"
@@ -303,7 +298,8 @@ def evaluate(encoder: EncoderLike, *, dataset: str, tasks: Sequence[str] | None 
             without its checkpoint, ``{"checkpoint": "weights.pt"}``, or CustomEncoder settings for a module.
         **overrides: Run options (``wandb`` = ``group`` as on the command line, or ``off``/``per-job``;
             ``wandb_project``, ``ci_unit``, ``progress``, ``allow_code_change``, ``max_cache_gb``, ``cache_dir``,
-            ``cache_size_gb``, ``optuna_storage``),
+            ``cache_size_gb``, ``optuna_storage``, ``lock_timeout``: seconds to wait for a job another process
+            holds before failing it, default wait),
             data-module settings (``root``, ``batch_size``, ``n_inner_folds``, ``synthetic_subjects``, ...)
             and device settings of the trainer (``accelerator``, ``devices``, ``precision``, ...), as in a
             ``fit`` config.
@@ -334,7 +330,9 @@ def _run(config: dict[str, Any]) -> Results:
     from ppgbench_pl.benchmark.console import quiet_lightning
     from ppgbench_pl.benchmark.coordinator import BenchmarkRun
     from ppgbench_pl.benchmark.spec import RunSettings, build_suite_spec
+    from ppgbench_pl.locks import waiting_at_most
 
+    lock_timeout = config.pop("lock_timeout", None)  # how to wait, not what is computed: not in run.json
     spec = build_suite_spec(config)
     built = [e for e in (*spec["encoders"], *spec["regimes"]) if "instance" in e]
     if built and config["executor"]["class_path"] != LOCAL_EXECUTOR:
@@ -350,7 +348,8 @@ def _run(config: dict[str, Any]) -> Results:
     if settings.max_cache_gb <= 0:
         raise ConfigError(f"max_cache_gb must be positive, got {settings.max_cache_gb}")
     quiet_lightning()
-    report = BenchmarkRun(spec, settings, config).run()
+    with waiting_at_most(lock_timeout):
+        report = BenchmarkRun(spec, settings, config).run()
     if report.interrupted is not None:
         raise KeyboardInterrupt(f"interrupted after {report.completed + report.skipped} of {report.planned} "
                                 "jobs; call evaluate again to resume")

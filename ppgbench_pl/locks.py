@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ppgbench_pl.errors import PPGBenchError
+from ppgbench_pl.errors import ConfigError, PPGBenchError
 
 try:  # POSIX only
     import fcntl
@@ -162,7 +162,7 @@ def waiting_at_most(seconds: float | None) -> Iterator[None]:
         yield
         return
     if not seconds >= 0 or seconds == float("inf"):
-        raise PPGBenchError(f"--lock_timeout {seconds:g}: must be a number of seconds >= 0 (leave it unset to wait)")
+        raise ConfigError(f"--lock_timeout {seconds:g}: must be a number of seconds >= 0 (leave it unset to wait)")
     before = os.environ.get(TIMEOUT_ENV)
     os.environ[TIMEOUT_ENV] = f"{seconds:g}"
     try:

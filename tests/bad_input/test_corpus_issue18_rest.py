@@ -135,6 +135,35 @@ def test_lock_timeout_gives_up_naming_the_lock_and_its_stuck_holder(base, tmp_pa
     assert not record_files(out) and not list(out.rglob("*.tmp"))
 
 
+def test_evaluate_takes_lock_timeout_like_fit(base, tmp_path):  # noqa: F811
+    """``pb.evaluate(..., lock_timeout=1)``: the job whose lock another process holds fails naming the lock, the
+    call returns (with a warning) instead of waiting for ever; a negative value is refused in one line."""
+    import ppgbench_pl as pb
+    from ppgbench_pl.benchmark.job import job_lock_path
+    from ppgbench_pl.errors import ConfigError
+
+    out = tmp_path / "api_run"
+    args: dict[str, Any] = dict(dataset="synthetic", tasks=["synthetic-hr"], seeds=[42], folds=[0], controls=(),
+                                output_dir=out, root=str(base["root"]), synthetic_subjects=10, synthetic_windows=4,
+                                wandb="off", progress=False)
+    with pytest.raises(ConfigError, match=r"^--lock_timeout -1: must be a number of seconds >= 0"):
+        pb.evaluate("small_cnn", lock_timeout=-1, **args)
+    with pytest.raises(ConfigError, match=r"lock_timeout.*'soon'"):
+        pb.evaluate("small_cnn", lock_timeout="soon", **args)
+    jid = pb.evaluate("small_cnn", **args).jobs["job_id"].iloc[0]
+    shutil.rmtree(out / "jobs")
+    holder = _hold(job_lock_path(out, jid))
+    try:
+        started = time.monotonic()
+        with pytest.warns(UserWarning, match="1 of 1 jobs failed"):
+            res = pb.evaluate("small_cnn", lock_timeout=1, **args)
+        assert time.monotonic() - started < 20
+    finally:
+        holder.kill()
+        holder.wait()
+    assert len(res.failed) == 1 and re.search(rf"^{jid}: --lock_timeout 1: gave up on the lock ", res.failed[0])
+
+
 def test_a_stopped_holder_is_reported_while_waiting(tmp_path):
     """The notice of a waiting process names a SIGSTOPped holder (PID, command) as making no progress."""
     from ppgbench_pl.locks import LockTimeout, file_lock, waiting_at_most
