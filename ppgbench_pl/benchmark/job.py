@@ -146,15 +146,27 @@ def _prelude(ctx: JobContext, record: dict[str, Any]) -> None:
 
 
 def _results(ctx: JobContext, record: dict[str, Any], outcomes: list[RepeatOutcome]) -> Predictions:
-    """Each repeat's metrics (checked finite) into the record; the prediction arrays to store."""
+    """Each repeat's metrics (checked finite) into the record; the prediction arrays to store.
+
+    Outcomes of search seeds other than 0 (``search_seeds``, regimes/search_seeds.py) go to
+    ``search_seed_results``, so ``results`` is the published single search whatever the option.
+    """
     predictions: Predictions = {}
     record["results"] = []
-    for r, outcome in enumerate(outcomes):
+    for r, outcome in enumerate(o for o in outcomes if not o.details.get("search_seed")):
         check_metric(ctx.task.metric, outcome.metrics, r)
         filename = f"predictions_repeat{r}.npz"
         predictions[filename] = outcome.predictions
         record["results"].append({"repeat": r, "metrics": outcome.metrics, "params": outcome.params,
                                   "predictions": filename, **outcome.details})
+    for outcome in (o for o in outcomes if o.details.get("search_seed")):
+        r, k = int(outcome.details["repeat"]), int(outcome.details["search_seed"])
+        check_metric(ctx.task.metric, outcome.metrics, r)
+        filename = f"predictions_repeat{r}_search{k}.npz"
+        predictions[filename] = outcome.predictions
+        record.setdefault("search_seed_results", []).append(
+            {"repeat": r, "metrics": outcome.metrics, "params": outcome.params, "predictions": filename,
+             **outcome.details})
     if not record["results"]:
         raise RuntimeError("the regime returned no result")
     record["status"] = "ok"

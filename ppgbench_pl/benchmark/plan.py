@@ -14,6 +14,7 @@ from typing import Any
 from ppgbench_pl.data.registry import TaskSpec
 from ppgbench_pl.errors import ConfigError
 from ppgbench_pl.regimes.base import Regime
+from ppgbench_pl.regimes.search_seeds import describe_search_seeds
 from ppgbench_pl.results.records import job_id
 
 
@@ -99,7 +100,9 @@ def describe_plan(jobs: Sequence[Job], done: Collection[str] = ()) -> str:
                  f"datasets: {', '.join(datasets)}; seeds {seeds}; folds {folds}")
     n_done = sum(j.job_id in done for j in jobs)
     lines.append(f"{len(jobs)} jobs planned, {n_done} already done, {len(jobs) - n_done} to run")
-    return "\n".join(lines)
+    searches = describe_search_seeds(list({j.regime.name: j.regime for j in jobs}.values()),
+                                     {r: sum(counts[(m, r)] for m in models) for r in regimes})
+    return "\n".join(lines + ([searches] if searches else []))
 
 
 def progress_interval() -> float:

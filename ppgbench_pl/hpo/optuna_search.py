@@ -56,8 +56,8 @@ class SearchSettings:
         parallel_trials: Trials asked from TPE together (constant liar) and trained together as one stacked
             model (1 MLP, 8 finetune published).
         storage: Optuna storage: ``None`` (SQLite in the job folder), an SQLAlchemy URL or
-            ``journal:<path>``; may contain ``{job_id}``, ``{repeat}``, ``{work_dir}``. Not a result setting
-            (and it may hold credentials), so it stays out of the run identity.
+            ``journal:<path>``; may contain ``{job_id}``, ``{repeat}``, ``{search_seed}``, ``{work_dir}``. Not a
+            result setting (and it may hold credentials), so it stays out of the run identity.
 
     """
 
@@ -139,22 +139,26 @@ class TrialOutcome:
     weights: dict[str, Any] | None = field(default=None, repr=False)
 
 
-def storage_url(template: str | None, work_dir: Path, job_id: str, repeat: int) -> str:
+def storage_url(template: str | None, work_dir: Path, job_id: str, repeat: int, search_seed: int = 0) -> str:
     """The storage of one study: SQLite in ``work_dir/repeat<r>/`` by default, else the template filled in.
 
     Args:
         template: ``None``, an SQLAlchemy URL or ``journal:<path>``; may contain ``{job_id}``,
-            ``{repeat}`` and ``{work_dir}``.
+            ``{repeat}``, ``{search_seed}`` and ``{work_dir}``.
         work_dir: The job's persistent folder.
         job_id: The job id.
         repeat: Repeat index (0-2).
+        search_seed: The search seed (0, the published search, unless ``search_seeds`` lists more); another
+            search seed's default folder is ``repeat<r>_search<k>/`` (its study name differs too, so a shared
+            storage keeps them apart).
 
     """
     if template is None:
-        path = Path(work_dir) / f"repeat{repeat}" / "optuna.db"
+        folder = f"repeat{repeat}" + (f"_search{search_seed}" if search_seed else "")
+        path = Path(work_dir) / folder / "optuna.db"
         path.parent.mkdir(parents=True, exist_ok=True)
         return f"sqlite:///{path.resolve()}"
-    return template.format(job_id=job_id, repeat=repeat, work_dir=str(work_dir))
+    return template.format(job_id=job_id, repeat=repeat, search_seed=search_seed, work_dir=str(work_dir))
 
 
 def _sqlite_pragmas(dbapi_connection: Any, connection_record: Any) -> None:

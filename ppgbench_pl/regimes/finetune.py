@@ -174,6 +174,8 @@ class FinetuneRegime(NeuralRegime):
         eval_batch_size: Validation and test batch size (4096).
         standardize_targets: Train regression heads on z-scored targets (not published; off by default).
         stack_jobs: Jobs of a cell whose searches share one stack (default 1; a speed setting).
+        search_seeds: ``[0]`` (published: one search per repeat) or e.g. ``[0, 1, 2]``: each search repeated
+            with other random streams (TPE seed, inits, batch orders, head stream) on the same split.
 
     """
 
@@ -187,9 +189,11 @@ class FinetuneRegime(NeuralRegime):
                  reseed_head: bool = False, refit: bool = False, class_weighting: ClassWeighting = "balanced",
                  binary_selection_metric: str | None = None, subject_repeats: int = 3,
                  search_space: dict[str, list[Any]] | None = None, eval_batch_size: int = 4096,
-                 standardize_targets: bool = False, stack_jobs: int | None = None) -> None:
+                 standardize_targets: bool = False, stack_jobs: int | None = None,
+                 search_seeds: list[int] | None = None) -> None:
         super().__init__(search, refit, class_weighting, binary_selection_metric, subject_repeats, search_space,
-                         eval_batch_size, standardize_targets=standardize_targets, stack_jobs=stack_jobs)
+                         eval_batch_size, standardize_targets=standardize_targets, stack_jobs=stack_jobs,
+                         search_seeds=search_seeds)
         if amp_dtype not in ("float16", "bfloat16"):
             raise ConfigError(f"amp_dtype must be 'float16' or 'bfloat16', got {amp_dtype!r}")
         self.amp, self.amp_dtype, self.reseed_head = amp, amp_dtype, reseed_head

@@ -107,6 +107,8 @@ class MLPRegime(NeuralRegime):
         eval_batch_size: Inference batch size (4096).
         standardize_targets: Train regression heads on z-scored targets (not published; off by default).
         stack_jobs: Jobs of a cell whose searches share one stack (default 5; a speed setting).
+        search_seeds: ``[0]`` (published: one search per repeat) or e.g. ``[0, 1, 2]``: each search repeated
+            with other random streams on the same split (search-noise sensitivity; search seed 0 is reported).
 
     """
 
@@ -120,9 +122,11 @@ class MLPRegime(NeuralRegime):
     def __init__(self, search: SearchSettings | None = None, refit: bool = False,
                  class_weighting: ClassWeighting = "balanced", binary_selection_metric: str | None = None,
                  subject_repeats: int = 3, search_space: dict[str, list[Any]] | None = None,
-                 eval_batch_size: int = 4096, standardize_targets: bool = False, stack_jobs: int | None = None) -> None:
+                 eval_batch_size: int = 4096, standardize_targets: bool = False, stack_jobs: int | None = None,
+                 search_seeds: list[int] | None = None) -> None:
         super().__init__(search, refit, class_weighting, binary_selection_metric, subject_repeats, search_space,
-                         eval_batch_size, standardize_targets=standardize_targets, stack_jobs=stack_jobs)
+                         eval_batch_size, standardize_targets=standardize_targets, stack_jobs=stack_jobs,
+                         search_seeds=search_seeds)
 
     def backend(self) -> str:
         """The trial engine."""

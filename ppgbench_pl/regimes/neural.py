@@ -46,6 +46,7 @@ from ppgbench_pl.regimes.base import (
     interrupts_pass_through,
     score_outcome,
 )
+from ppgbench_pl.regimes.search_seeds import PUBLISHED_SEARCH_SEEDS, check_search_seeds, search_rng_seed
 from ppgbench_pl.regimes.selection import (
     ClassWeighting,
     SelectionMetric,
@@ -83,7 +84,10 @@ def redact(url: str) -> str:
 
 @dataclass
 class RepeatSearch:
-    """One repeat of one job: its split, targets, selection score, factory and study."""
+    """One search of one job: its repeat's split, targets, selection score, factory and study.
+
+    ``seed`` is the search's random streams' seed (r for search seed 0, :func:`search_rng_seed` otherwise).
+    """
 
     ctx: JobContext
     repeat: int
@@ -97,11 +101,17 @@ class RepeatSearch:
     storage: Any = None
     study: PersistentStudy | None = None
     weights: TrialWeights | None = None
+    search_seed: int = 0
 
     @property
     def key(self) -> str:
         """The study's key in a stack."""
-        return f"{self.ctx.job_id}/repeat{self.repeat}"
+        return f"{self.ctx.job_id}/repeat{self.repeat}" + (f"/search{self.search_seed}" if self.search_seed else "")
+
+    @property
+    def folder(self) -> str:
+        """The search's folder in the job's work folder (study storage and weights)."""
+        return f"repeat{self.repeat}" + (f"_search{self.search_seed}" if self.search_seed else "")
 
 
 class NeuralRegime(Regime):
@@ -125,6 +135,9 @@ class NeuralRegime(Regime):
         standardize_targets: Train regression heads on z-scored targets (not published).
         stack_jobs: Jobs of one (model, task) (the seeds and folds of a cell) whose searches train side by
             side in one stack; a speed setting, not a result setting (default per regime).
+        search_seeds: Search seeds per repeat (:mod:`ppgbench_pl.regimes.search_seeds`): ``[0]`` (published,
+            one search) or e.g. ``[0, 1, 2]``, which repeats each search with other random streams on the
+            same split to measure search noise (search seed 0 stays the reported one).
 
     """
 
@@ -141,7 +154,8 @@ class NeuralRegime(Regime):
     def __init__(self, search: SearchSettings | None, refit: bool, class_weighting: ClassWeighting,
                  binary_selection_metric: str | None, subject_repeats: int,
                  search_space: dict[str, list[Any]] | None, eval_batch_size: int,
-                 standardize_targets: bool = False, stack_jobs: int | None = None) -> None:
+                 standardize_targets: bool = False, stack_jobs: int | None = None,
+                 search_seeds: list[int] | None = None) -> None:
         if class_weighting not in ("balanced", "none"):
             raise ConfigError(f"class_weighting must be 'balanced' or 'none', got {class_weighting!r}")
         metric = binary_selection_metric or self.default_binary_metric
@@ -160,16 +174,20 @@ class NeuralRegime(Regime):
         self.stack_jobs = self.default_stack_jobs if stack_jobs is None else int(stack_jobs)
         if self.stack_jobs < 1:
             raise ConfigError(f"stack_jobs must be >= 1, got {stack_jobs}")
+        self.search_seeds = check_search_seeds(search_seeds)
 
     def settings(self) -> dict[str, Any]:
         """Result-relevant settings: the search budget without its storage location, and not ``stack_jobs``.
 
         How many jobs share a stack changes no number (each trial's arithmetic is its own), so it is a speed
-        setting, like executor threads.
+        setting, like executor threads. ``search_seeds`` is left out at its published value ``[0]`` (so
+        folders made before it existed resume) and kept otherwise.
         """
         out = super().settings()
         out["search"] = self.search.identity()
         out.pop("stack_jobs", None)
+        if self.search_seeds == list(PUBLISHED_SEARCH_SEEDS):
+            out.pop("search_seeds", None)
         return out
 
     @property
@@ -236,8 +254,9 @@ class NeuralRegime(Regime):
         searches: list[RepeatSearch] = []
         for ctx in ctxs:
             try:
-                searches += [self.repeat_search(ctx, k)
-                             for k in range(self.subject_repeats if ctx.task.level == "subject" else 1)]
+                searches += [self.repeat_search(ctx, k, s)
+                             for k in range(self.subject_repeats if ctx.task.level == "subject" else 1)
+                             for s in self.search_seeds]
             except Exception as exc:  # noqa: BLE001 - isolation: this job fails, the others run
                 failed[ctx.job_id] = exc
         out: dict[str, list[RepeatOutcome]] = {ctx.job_id: [] for ctx in ctxs}
@@ -258,12 +277,17 @@ class NeuralRegime(Regime):
                     close_storage(s.storage)
         return [failed.get(ctx.job_id) or out[ctx.job_id] for ctx in ctxs]
 
-    def repeat_search(self, ctx: JobContext, repeat: int) -> RepeatSearch:
-        """Holdout, targets, selection score and trial factory of one repeat (nothing trained yet)."""
+    def repeat_search(self, ctx: JobContext, repeat: int, search_seed: int = 0) -> RepeatSearch:
+        """Holdout, targets, selection score and trial factory of one repeat's search (nothing trained yet).
+
+        The holdout depends on the repeat only; the search's random streams on the repeat and the search seed.
+        """
         view = ctx.view
         outer, test = ctx.outer()
         fit, val = ctx.holdout(repeat)
-        r, where = ctx.seed + 1009 * repeat, f"seed {ctx.seed} fold {ctx.fold} repeat {repeat}"
+        r = search_rng_seed(ctx.seed + 1009 * repeat, search_seed)
+        where = f"seed {ctx.seed} fold {ctx.fold} repeat {repeat}" + (
+            f" search seed {search_seed}" if search_seed else "")
         targets = make_targets(ctx.task, view.y[outer], view.y[fit], view.groups[fit], self.class_weighting,
                                where, self.standardize_targets)
         aggregations = candidates(ctx.task.kind) if ctx.task.level == "subject" else ()
@@ -272,14 +296,15 @@ class NeuralRegime(Regime):
         scorer.check_defined(f"task {ctx.task.name} ({where})")
         split = Split(fit, val, test)
         return RepeatSearch(ctx, repeat, r, split, targets, scorer, aggregations,
-                            self.make_factory(ctx, split, targets, r))
+                            self.make_factory(ctx, split, targets, r), search_seed=search_seed)
 
     def open_plan(self, s: RepeatSearch) -> StudyPlan:
         """Open the repeat's study (resuming its finished trials) and its weights folder."""
-        s.url = storage_url(self.search.storage, s.ctx.work_dir, s.ctx.job_id, s.repeat)
+        s.url = storage_url(self.search.storage, s.ctx.work_dir, s.ctx.job_id, s.repeat, s.search_seed)
         s.storage = open_storage(s.url)
-        s.study = PersistentStudy(s.storage, f"{s.ctx.job_id}-repeat{s.repeat}", self.search, seed=s.seed)
-        s.weights = store = TrialWeights(s.ctx.work_dir / f"repeat{s.repeat}")
+        name = f"{s.ctx.job_id}-repeat{s.repeat}" + (f"-search{s.search_seed}" if s.search_seed else "")
+        s.study = PersistentStudy(s.storage, name, self.search, seed=s.seed)
+        s.weights = store = TrialWeights(s.ctx.work_dir / s.folder)
         study = s.study
 
         def keep_if_best(number: int, value: float, weights: dict[str, Any]) -> None:
@@ -351,7 +376,7 @@ class NeuralRegime(Regime):
         fit, val = s.split.fit, s.split.val
         assert val is not None
         details = {
-            "holdout_seed": s.seed,
+            "holdout_seed": ctx.seed + 1009 * s.repeat,
             "holdout": {"fit_groups": len(np.unique(view.groups[fit])),
                         "val_groups": len(np.unique(view.groups[val])), "fit_windows": len(fit),
                         "val_windows": len(val)},
@@ -363,4 +388,6 @@ class NeuralRegime(Regime):
             "optuna": {**record, "storage": redact(s.url), "budget": self.search.n_trials,
                        "parallel_trials": self.search.batch, "max_epochs": self.search.epochs},
         }
+        if self.search_seeds != list(PUBLISHED_SEARCH_SEEDS):  # the published record is left as it was
+            details = {"repeat": s.repeat, "search_seed": s.search_seed, "search_rng_seed": s.seed, **details}
         return score_outcome(ctx, test, pred, {**params, "epochs": epochs}, aggregation, details)

@@ -1,0 +1,86 @@
+"""Search seeds (issue 19 item 4): the same neural search repeated with other random streams.
+
+A *search seed* k repeats a repeat's whole Optuna search on the **same** holdout split, targets and
+selection score, with every random stream of the search moved: the TPE sampler's seed, each trial's
+initialisation and batch-order seed (r_k + trial number) and, in finetuning, the study's head stream.
+Search seed 0 is the published search (r_0 = r = seed + 1009 * repeat, PROTOCOL.md 3.3); search seed k
+uses r_k = r + :data:`SEARCH_SEED_STRIDE` * k. So the outer split (seed, fold) and the holdout (repeat)
+stay fixed and only the search's own noise changes; the spread over search seeds is the search noise
+that no seed interval contains (Bouthillier et al. 2021).
+
+The holdout repeats of PROTOCOL.md 3.3 are not search seeds: a repeat also draws a new holdout split
+(other validation subjects), so its spread mixes split noise with search noise.
+
+``search_seeds: [0, 1, 2]`` (an argument of the MLP probe and finetune regimes) runs, per job, one search
+per (repeat, search seed), all trained side by side in the job's trial stack. The job's ``results`` keep
+search seed 0 only (so every table, summary and verdict is the published single search); the others go
+to ``search_seed_results`` in the same record, each entry naming its ``repeat`` and ``search_seed``. The
+default (``[0]``) runs and records exactly what it did before, and is left out of the run identity; any
+other list is part of it (protocol decision #49).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from ppgbench_pl.errors import ConfigError
+
+#: Offset between the random streams of two search seeds (a prime far above any repeat offset, 1009 * k).
+SEARCH_SEED_STRIDE = 100_003
+#: The published single search.
+PUBLISHED_SEARCH_SEEDS = (0,)
+
+
+def check_search_seeds(value: Any) -> list[int]:
+    """The search seeds of a regime, sorted: distinct whole numbers >= 0 that include 0 (the published search).
+
+    Raises:
+        ConfigError: Not a list of such numbers (one line naming the setting and the value).
+
+    """
+    if value is None:
+        return list(PUBLISHED_SEARCH_SEEDS)
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise ConfigError(f"search_seeds={value!r}: expected a list of whole numbers such as [0, 1, 2]")
+    items = list(value)
+    bad = [v for v in items if isinstance(v, bool) or not isinstance(v, int) or v < 0]
+    if bad or not items:
+        raise ConfigError(f"search_seeds={value!r}: every search seed must be a whole number >= 0, "
+                          "e.g. [0, 1, 2]")
+    if len(set(items)) != len(items):
+        raise ConfigError(f"search_seeds={value!r}: a search seed is listed twice")
+    if 0 not in items:
+        raise ConfigError(f"search_seeds={value!r}: must include 0, the published search that the tables "
+                          "report (the others measure the search noise around it)")
+    return sorted(items)
+
+
+def search_rng_seed(r: int, search_seed: int) -> int:
+    """The seed of a search's random streams: r for the published search 0, r + stride * k otherwise."""
+    return r + SEARCH_SEED_STRIDE * search_seed
+
+
+def searches_per_job(regime: Any) -> int:
+    """How many searches each repeat of a job of ``regime`` runs (1 for every regime but a multi-seed search)."""
+    return len(getattr(regime, "search_seeds", None) or PUBLISHED_SEARCH_SEEDS)
+
+
+def describe_search_seeds(regimes: Sequence[Any], jobs_per_regime: dict[str, int]) -> str | None:
+    """The dry run's line on search seeds (None when every regime runs the published single search).
+
+    Args:
+        regimes: The plan's regimes.
+        jobs_per_regime: Planned jobs per regime name.
+
+    """
+    parts = []
+    for regime in regimes:
+        k = searches_per_job(regime)
+        if k > 1:
+            n = jobs_per_regime.get(regime.name, 0)
+            parts.append(f"{regime.name} {list(regime.search_seeds)}: {k} searches per job and repeat, "
+                         f"{n} jobs cost {k}x a published job each ({n * k} job-searches)")
+    if not parts:
+        return None
+    return "search seeds (search-noise sensitivity, not the published single search): " + "; ".join(parts)
