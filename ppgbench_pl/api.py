@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
+import sys
 import uuid
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
@@ -34,6 +35,7 @@ from ppgbench_pl.api_checks import RUN_OPTIONS, check_arguments
 from ppgbench_pl.errors import ConfigError
 from ppgbench_pl.exported_results import Results, load_run  # load_run: a folder or an export
 from ppgbench_pl.input_checks import int_list
+from ppgbench_pl.naming import snake_case
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -120,18 +122,13 @@ def encoder_entry(encoder: EncoderLike, *, sampling_rate: float | None = None, n
         if sampling_rate is None:
             raise ConfigError(f"a plain nn.Module ({type(encoder).__name__}) needs sampling_rate=<Hz>: the "
                               "rate it was trained at (every dataset is resampled to it)")
-        args.setdefault("name", _snake(type(encoder).__name__))
+        args.setdefault("name", snake_case(type(encoder).__name__))  # TinyPPGCNN -> tiny_ppg_cnn
         if not ({"checkpoint", "random_init"} & set(args)) and \
                 "weights_in_module" in inspect.signature(CustomEncoder.__init__).parameters:
             args["weights_in_module"] = True  # the weights are the ones the module holds in memory now
         return _register(CustomEncoder(encoder, sampling_rate=sampling_rate, **args))
     raise ConfigError(f"cannot evaluate a {type(encoder).__name__}: give a registered encoder name, a class "
                       "path, a PPGEncoder or an nn.Module with sampling_rate")
-
-
-def _snake(name: str) -> str:
-    out = "".join(f"_{c.lower()}" if c.isupper() else c for c in name).lstrip("_")
-    return out or "custom"
 
 
 def _encoder_class(name: str) -> str:
@@ -353,6 +350,9 @@ def _run(config: dict[str, Any]) -> Results:
     if report.interrupted is not None:
         raise KeyboardInterrupt(f"interrupted after {report.completed + report.skipped} of {report.planned} "
                                 "jobs; call evaluate again to resume")
+    if report.skipped:  # a resumed folder: say what was reused (the CLI's last line says it too)
+        print(f"resumed {settings.output_dir}: {report.skipped} of {report.planned} jobs reused (already done), "
+              f"{report.completed} run", file=sys.stderr)
     if report.failed:
         warnings.warn(f"{len(report.failed)} of {report.planned} jobs failed (Results.failed lists them; "
                       "they run again next time)", stacklevel=3)

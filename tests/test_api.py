@@ -49,8 +49,11 @@ def test_one_cell_through_the_api_and_the_cli_gives_the_same_records_and_resumes
     assert identity[0] == identity[1]  # one folder could hold both runs' results
     assert res.run is not None and (res.run.completed, res.run.skipped) == (1, 0)
 
+    assert "resumed" not in capsys.readouterr().err  # a fresh folder reuses nothing
     again = pb.evaluate("small_cnn", **cell, output_dir=tmp_path / "api", root=str(root), **TINY)
     assert again.run is not None and (again.run.completed, again.run.skipped) == (0, 1)
+    said = capsys.readouterr().err.splitlines()
+    assert f"resumed {tmp_path / 'api'}: 1 of 1 jobs reused (already done), 0 run" in said  # one line says so
     assert records(tmp_path / "api") == api
 
     jobs = again.jobs

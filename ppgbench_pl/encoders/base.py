@@ -19,6 +19,7 @@ from torch import Tensor, nn
 
 from ppgbench_pl.encoders.checkpoint import read_checkpoint_file
 from ppgbench_pl.errors import CheckpointError, ConfigError
+from ppgbench_pl.naming import snake_case
 
 #: Appended to the name of a published model evaluated untrained, so every table says so.
 RANDOM_INIT_SUFFIX = " (random init)"
@@ -88,8 +89,18 @@ class PPGEncoder(nn.Module):
 
         """
         args = dict(init_args or {})
-        name = str(args.get("name") or cls.name)
-        return name + (RANDOM_INIT_SUFFIX if cls.random_weights(args) else "")
+        return cls.default_name(args) + (RANDOM_INIT_SUFFIX if cls.random_weights(args) else "")
+
+    @classmethod
+    def default_name(cls, init_args: Mapping[str, Any]) -> str:
+        """The name given in ``init_args``, else the class's ``name``."""
+        return str(init_args.get("name") or cls.name)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A subclass that sets no ``name`` (nor does any base below this one) is named from its class."""
+        super().__init_subclass__(**kwargs)
+        if not any("name" in vars(base) for base in cls.__mro__[:cls.__mro__.index(PPGEncoder)]):
+            cls.name = snake_case(cls.__name__)  # type: ignore[misc]
 
     def settle_weights(self, checkpoint: str | Path | None, random_init: bool) -> bool:
         """Apply :meth:`random_weights` in a constructor: refuse, or mark the name; True for random init."""

@@ -31,6 +31,7 @@ from ppgbench_pl.encoders.base import RANDOM_INIT_SUFFIX, PPGEncoder, checkpoint
 from ppgbench_pl.encoders.custom_settings import check_choice, check_sampling_rate, code_digest, resolve_callable
 from ppgbench_pl.encoders.preprocessing import zscore_window
 from ppgbench_pl.errors import CheckpointError, ConfigError
+from ppgbench_pl.naming import class_name_of, snake_case
 
 #: Length of the dummy window (seconds at the native rate) of the build-time dry forward.
 PROBE_SECONDS = 10.0
@@ -46,7 +47,8 @@ class CustomEncoder(PPGEncoder):
     Args:
         module: The user's network, built by jsonargparse from ``class_path``/``init_args``.
         sampling_rate: Native rate in Hz; the benchmark resamples every dataset to it.
-        name: Model name in job ids, records and tables (must differ from the controls' names).
+        name: Model name in job ids, records and tables (must differ from the controls' names); default:
+            the snake case of the module's class name (``TinyPPGCNN`` -> ``tiny_ppg_cnn``).
         embed_dim: Embedding size; when omitted it is measured with one forward of a 10 s dummy window.
         checkpoint: Weights to load strictly into ``module`` (only tensors and plain data are unpickled).
             Without one, set ``random_init: true`` (the name gets `` (random init)``) or
@@ -75,11 +77,13 @@ class CustomEncoder(PPGEncoder):
         CheckpointError: The checkpoint cannot be read or does not fit the module.
     """
 
+    name = "custom"  # the catalog entry; an instance is named after its module (see ``name`` below)
+
     def __init__(
         self,
         module: nn.Module,
         sampling_rate: float,
-        name: str = "custom",
+        name: str | None = None,
         embed_dim: int | None = None,
         checkpoint: str | None = None,
         state_dict_key: str | None = None,
@@ -94,6 +98,7 @@ class CustomEncoder(PPGEncoder):
         pretraining_data: list[str | dict[str, str]] | str = "unknown",
     ) -> None:
         super().__init__()
+        name = type(self).default_name({"name": name, "module": module})
         self._pretraining = parse_declaration(pretraining_data, f"{name}: pretraining_data")
         check_choice("input_shape", input_shape, ("BCT", "BT"))
         check_choice("normalize", normalize, ("none", "window_zscore"))
@@ -136,6 +141,12 @@ class CustomEncoder(PPGEncoder):
         return self._pretraining
 
     @classmethod
+    def default_name(cls, init_args: Mapping[str, Any]) -> str:
+        """The given ``name``, else the snake case of the module's class name (module not built)."""
+        given = init_args.get("name")
+        return str(given) if given is not None else snake_case(class_name_of(init_args.get("module")))
+
+    @classmethod
     def random_weights(cls, init_args: Mapping[str, Any]) -> bool:
         """Whether the module is evaluated untrained on purpose; without any weights source, refuse.
 
@@ -144,7 +155,7 @@ class CustomEncoder(PPGEncoder):
                 or more than one is.
 
         """
-        name = str(init_args.get("name") or cls.name)
+        name = cls.default_name(init_args)
         random_init = bool(init_args.get("random_init", False))
         in_module = bool(init_args.get("weights_in_module", False))
         checkpoint = checkpoint_setting(name, init_args.get("checkpoint"))

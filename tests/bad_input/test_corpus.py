@@ -281,7 +281,7 @@ def test_preprocess_takes_the_rates_the_encoders_take(tmp_path, capsys, fs):
 # -- 2. your own model: rates, options, checkpoints, output shapes (issue 11 items 8, 9) ----------------------
 CUSTOM: dict[str, tuple[dict[str, Any], list[str], int, str]] = {
     "rate_100000": ({}, [ENC + "sampling_rate", "100000"], 2,
-                    r"custom \(random init\): sampling_rate 100000 Hz is outside 10-2000 Hz \(below 10 Hz the "
+                    r"tiny_conv_net \(random init\): sampling_rate 100000 Hz is outside 10-2000 Hz \(below 10 Hz the "
                     r"pulse wave is not resolved; no PPG dataset or model here runs above 2 kHz\)"),
     "rate_1": ({}, [ENC + "sampling_rate", "1"], 2, r"sampling_rate 1"),
     "rate_0": ({}, [ENC + "sampling_rate", "0"], 2, r"sampling_rate"),
@@ -300,11 +300,11 @@ CUSTOM: dict[str, tuple[dict[str, Any], list[str], int, str]] = {
     "pooling_choice": ({}, [ENC + "pooling", "avg"], 2, r"pooling"),
     "wrong_output_shape": ({"module": {"class_path": "tests.bad_input.helpers.FlatNet"}, "pooling": "none",
                             "random_init": False, "checkpoint": "FLATNET"}, [], 2,
-                           r"custom: the module's output does not fit the settings: .* with input_shape: BT it "
+                           r"flat_net: the module's output does not fit the settings: .* with input_shape: BT it "
                            r"gives \[B, 4\] embeddings, so set input_shape: BT"),
     # NaN embeddings stop the run at the first embedding batch (issue 18), naming the encoder and the fix
     "nan_embeddings": ({"module": {"class_path": "tests.bad_input.helpers.NaNNet"}, "pooling": "none"}, [],
-                       2, r"^ppgbench: error: encoder custom \(random init\): embeddings of batch 0 on synthetic at "
+                       2, r"^ppgbench: error: encoder na_n_net \(random init\): embeddings of batch 0 on synthetic at "
                           r"64 Hz contain NaN/inf in 40 of 40 rows; check its checkpoint"),
 }
 

@@ -190,7 +190,7 @@ def test_an_all_nan_checkpoint_stops_at_the_first_embedding_batch(base, tmp_path
     block = custom(random_init=False, checkpoint=str(weights))
     path = write_config(tmp_path / "c.yaml", config(base["root"], out, encoder=block))
     check(fit(capsys, "--config", str(path), "--data.init_args.batch_size", "8"), 2,
-          r"^ppgbench: error: encoder custom: embeddings of batch 0 on synthetic at 64 Hz contain NaN/inf in 8 of "
+          r"^ppgbench: error: encoder tiny_conv_net: embeddings of batch 0 on synthetic at 64 Hz contain NaN/inf in 8 of "
           r"8 rows; check its checkpoint \(non-finite weights\?\)")
     assert not record_files(out) and not list((out / "embeddings").glob("*.npy"))
 

@@ -67,7 +67,7 @@ def test_embed_dim_inferred_and_pooling() -> None:
     enc = CustomEncoder(TinyConvNet(width=7), sampling_rate=FS, weights_in_module=True, name="tiny",
                         pooling="mean")
     assert enc.embed_dim == 7 and enc.name == "tiny" and enc.sampling_rate == FS and enc.trainable
-    assert type(enc).name == "encoder"  # per instance, the class attribute is untouched
+    assert type(enc).name == "custom"  # per instance, the class attribute (the catalog name) is untouched
     x = _windows()
     mean_out = enc.eval()(x)
     assert mean_out.shape == (2, 7)
@@ -91,7 +91,7 @@ def test_feature_map_without_pooling_is_a_clear_error() -> None:
     with pytest.raises(ConfigError) as info:
         CustomEncoder(TinyConvNet(), sampling_rate=FS, weights_in_module=True)
     assert str(info.value) == (
-        "custom: the module's output does not fit the settings: given [2, 1, 320] (input_shape: BCT) "
+        "tiny_conv_net: the module's output does not fit the settings: given [2, 1, 320] (input_shape: BCT) "
         "expected embeddings [B, D] for a batch of 2, the module returned [2, 6, 80]; with pooling: mean "
         "it gives [B, 6] embeddings, so set pooling: mean")
 
@@ -106,7 +106,7 @@ def test_bt_input_and_tuple_output() -> None:
 
 
 def test_declared_embed_dim_is_checked_at_build() -> None:
-    with pytest.raises(ConfigError, match=r"^custom: embed_dim is 9 but the module gives 6-d embeddings; "
+    with pytest.raises(ConfigError, match=r"^tiny_conv_net: embed_dim is 9 but the module gives 6-d embeddings; "
                                           r"set embed_dim: 6 or drop it"):
         CustomEncoder(TinyConvNet(width=6), sampling_rate=FS, weights_in_module=True, embed_dim=9,
                       pooling="mean")

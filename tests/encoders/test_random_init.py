@@ -152,13 +152,23 @@ def test_custom_random_init_and_weights_in_module() -> None:
     assert CustomEncoder.config_name({"name": "mynet", "checkpoint": "w.pt"}) == "mynet"
 
 
+def test_an_unnamed_module_is_named_after_its_class_in_the_plan_and_the_build() -> None:
+    """No ``name``: the snake case of the module's class, the same before (plan, dry run) and after building."""
+    entry = {"module": {"class_path": "tests.encoders.test_custom.TinyConvNet"}, "weights_in_module": True}
+    built = CustomEncoder(TinyConvNet(), weights_in_module=True, **CUSTOM)
+    assert built.name == "tiny_conv_net" == CustomEncoder.config_name(entry)
+    random = CustomEncoder(TinyConvNet(), random_init=True, **CUSTOM)
+    assert random.name == "tiny_conv_net (random init)" == CustomEncoder.config_name(
+        {**entry, "weights_in_module": False, "random_init": True})
+
+
 @pytest.mark.parametrize("args", [
     {"checkpoint": "w.pt", "random_init": True},
     {"checkpoint": "w.pt", "weights_in_module": True},
     {"random_init": True, "weights_in_module": True},
 ])
 def test_custom_contradictions(args: dict[str, Any]) -> None:
-    with pytest.raises(ConfigError, match=r"^custom: .* contradict each other; set only one$"):
+    with pytest.raises(ConfigError, match=r"^tiny_conv_net: .* contradict each other; set only one$"):
         CustomEncoder(TinyConvNet(), **CUSTOM, **args)
 
 
@@ -183,7 +193,7 @@ def test_wrong_layout_names_input_shape_bt() -> None:
     with pytest.raises(ConfigError) as info:
         build(LinearOverTime())
     assert str(info.value) == (
-        "custom: the module's output does not fit the settings: given [2, 1, 320] (input_shape: BCT) "
+        "linear_over_time: the module's output does not fit the settings: given [2, 1, 320] (input_shape: BCT) "
         "expected embeddings [B, D] for a batch of 2, the module returned [2, 1, 4]; with input_shape: BT "
         "it gives [B, 4] embeddings, so set input_shape: BT")
     assert build(LinearOverTime(), input_shape="BT").embed_dim == 4

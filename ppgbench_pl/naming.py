@@ -1,0 +1,66 @@
+"""The name a model gets from its class when nobody gave it one: snake case of the class name.
+
+``TinyPPGCNN`` -> ``tiny_ppg_cnn``, ``MyNet`` -> ``my_net``, ``ResNet1D`` -> ``res_net1d``. A run of capitals
+is one word unless it is made of known acronyms of the field (``PPGCNN`` is ``PPG`` + ``CNN``), so the
+acronyms of a PPG model's class name come out as words. Published models keep their own names; this is
+for a user's class (an ``nn.Module`` given to the API, a ``CustomEncoder`` without ``name``, a
+``PPGEncoder`` subclass that sets none). Imports nothing heavy.
+"""
+
+from __future__ import annotations
+
+import re
+
+#: Acronyms a run of capitals is split into (longest first wins); anything else stays one word.
+ACRONYMS = frozenset({
+    "PPG", "ECG", "EEG", "EMG", "EDA", "BVP", "ABP", "HR", "HRV", "PRV", "BP", "IMU", "ACC",
+    "CNN", "RNN", "LSTM", "GRU", "MLP", "TCN", "FCN", "DNN", "NN", "GAN", "VAE", "AE", "SSL", "MAE",
+    "BERT", "GPT", "UNET", "SE", "FM",
+})
+#: Words of a class name: a capital run before a capitalised word, a (capitalised) word, a capital run,
+#: or digits.
+_WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
+
+
+def _acronyms(run: str) -> list[str] | None:
+    """``run`` (capitals) as a sequence of known acronyms, fewest pieces first; None when it is not one."""
+    best: list[list[str] | None] = [[]] + [None] * len(run)
+    for end in range(1, len(run) + 1):
+        for start in range(end):
+            head, piece = best[start], run[start:end]
+            if head is not None and piece in ACRONYMS:
+                option = [*head, piece]
+                if best[end] is None or len(option) < len(best[end] or ()):
+                    best[end] = option
+    return best[len(run)]
+
+
+def snake_case(class_name: str) -> str:
+    """The snake-case model name of a class name (``TinyPPGCNN`` -> ``tiny_ppg_cnn``); ``model`` if empty.
+
+    Digits stay with the word before them, and so does one capital right after digits (``1D``, ``2D``).
+    """
+    words: list[str] = []
+    after_digits = False
+    for word in _WORD.findall(class_name):
+        if word.isdigit() and words:
+            words[-1] += word
+            after_digits = True
+            continue
+        if after_digits and len(word) == 1 and word.isupper():
+            words[-1] += word
+        elif word.isupper() and len(word) > 1:
+            words.extend(_acronyms(word) or [word])
+        else:
+            words.append(word)
+        after_digits = False
+    return "_".join(w.lower() for w in words) or "model"
+
+
+def class_name_of(module: object) -> str:
+    """The class name behind a module argument: an instance, a ``class_path`` entry or a dotted path."""
+    if isinstance(module, dict):
+        module = module.get("class_path", "")
+    if isinstance(module, str):
+        return module.rpartition(".")[2]
+    return type(module).__name__
