@@ -42,10 +42,10 @@ from ppgbench_pl.benchmark.identity import (
     package_versions,
     parameter_counts,
     read_run_json,
-    run_identity,
+    suite_identity,
 )
 from ppgbench_pl.benchmark.job import discard_unfinished, read_record
-from ppgbench_pl.benchmark.plan import Job, describe_plan
+from ppgbench_pl.benchmark.plan import Job
 from ppgbench_pl.benchmark.preflight import (
     check_output_dir,
     check_strategy,
@@ -61,14 +61,13 @@ from ppgbench_pl.benchmark.spec import RunSettings
 from ppgbench_pl.benchmark.suite import BenchmarkSuite, forget_suites, suite_for
 from ppgbench_pl.benchmark.tracking import CellTracker, close_wandb, wandb_enabled
 from ppgbench_pl.benchmark.worker import JobOutcome, JobSpec, run_job_spec
-from ppgbench_pl.errors import ConfigError, PPGBenchError
+from ppgbench_pl.errors import ConfigError
 from ppgbench_pl.locks import file_lock
 from ppgbench_pl.regimes.base import Regime
 from ppgbench_pl.results.folder_sync import (
     FolderSync,
     folder_status,
     merged_extras,
-    read_record_complete,
     summary_lock_path,
 )
 from ppgbench_pl.results.summary import SummaryBook
@@ -181,19 +180,15 @@ class BenchmarkRun:
         return suite
 
     def dry_run(self) -> str:
-        """The plan table, built from the config alone (no data read, no encoder built)."""
-        suite = self.suite()
-        plan = suite.plan(dry=True)
-        done = {j.job_id for j in plan if read_record_complete(self.run_dir, j.job_id) is not None}
-        from ppgbench_pl.benchmark.budget import describe_budget
+        """The plan table and its cost estimate, after the real run's checks of the folder and settings.
 
-        try:  # the data may not be there yet: a dry run lists what it can
-            plan, skipped = evaluable_plan(suite, plan, dry=True)
-            found = degenerate_jobs(suite, plan, dry=True)
-        except PPGBenchError:
-            found, skipped = {}, {}
-        return describe_plan(plan, done) + "\n" + describe_budget(self.spec) + (
-            f"\n{describe_degenerate(found)}" if found else "") + (f"\n{describe_skipped(skipped)}" if skipped else "")
+        See :func:`ppgbench_pl.benchmark.dry_run.dry_run_text`: what the real run refuses about the run
+        folder (``run.json``: another config, data, budget or source version) the dry run refuses with the
+        same line.
+        """
+        from ppgbench_pl.benchmark.dry_run import dry_run_text
+
+        return dry_run_text(self)
 
     def run(self) -> RunReport:
         """Run every pending job of the plan; return what happened."""
@@ -209,8 +204,7 @@ class BenchmarkRun:
             raise ConfigError(f"--output_dir {self.run_dir}: cannot be made ({exc.strerror})") from None
         fresh = [instantiate(Regime, entry) for entry in suite.config["regimes"]]  # never state from earlier runs
         meta = check_or_write_identity(
-            self.run_dir, run_identity(suite.encoders, suite.datamodules.values(), fresh, suite.trainer_kwargs,
-                                       suite.config.get("callbacks"), suite.config.get("budget")), {
+            self.run_dir, suite_identity(suite, fresh), {
                 "config": self.config, "versions": package_versions(),
                 "device": device_string(suite.trainer_kwargs), "seeds": suite.seeds, "folds": suite.folds,
                 "parameters": parameter_counts(suite.encoders), "planned_jobs": [j.job_id for j in plan],

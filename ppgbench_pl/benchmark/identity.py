@@ -192,36 +192,8 @@ def check_or_write_identity(run_dir: Path, identity: dict[str, Any], extra: dict
     path = Path(run_dir) / "run.json"
     with file_lock(Path(run_dir) / ".locks" / "run.json.lock"):
         meta: dict[str, Any] = read_run_json(path) if path.exists() else {}
-        identity = _normalise(identity)
+        identity, versions = resolve_identity(path, meta, identity, extra, allow_code_change)
         code = code_version()
-        versions = list(meta.get("code_versions") or [])
-        if meta:
-            old_identity = dict(meta.get("identity") or {})
-            legacy = old_identity.pop("source_sha256", None)
-            if legacy and not versions:
-                versions = [{"ppgbench": meta.get("ppgbench"), "source_sha256": legacy}]
-            merged, conflicts = merge_identity(old_identity, identity)
-            _refuse_budget_change(path, old_identity, identity)
-            if conflicts:
-                raise ConfigError(
-                    f"{path}: this run folder holds results of a different config or data "
-                    f"({', '.join(conflicts)} differ); choose a new output folder"
-                )
-            if versions and code["source_sha256"] not in {v.get("source_sha256") for v in versions}:
-                if not allow_code_change:
-                    raise ConfigError(
-                        f"{path}: this run folder was made by another version of the ppgbench source; resume it "
-                        "with --allow_code_change (the mix is recorded and shown in the report) or choose a "
-                        "new output folder"
-                    )
-            old_versions, new_versions = meta.get("versions"), extra.get("versions")
-            if old_versions and new_versions and old_versions != new_versions:
-                changed = sorted(k for k in set(old_versions) | set(new_versions)
-                                 if old_versions.get(k) != new_versions.get(k))
-                warnings.warn(f"{path}: package versions changed since this folder was started "
-                              f"({', '.join(changed)}); results are kept but may not be bit-identical",
-                              stacklevel=2)
-            identity = merged
         if code["source_sha256"] not in {v.get("source_sha256") for v in versions}:
             versions.append(code)
         planned = list(dict.fromkeys([*(meta.get("planned_jobs") or []), *(extra.get("planned_jobs") or [])]))
@@ -230,6 +202,60 @@ def check_or_write_identity(run_dir: Path, identity: dict[str, Any], extra: dict
                "python": platform.python_version(), "ppgbench": ppgbench_pl.__version__}
         write_json_atomic(path, out)
     return out
+
+
+def check_identity(run_dir: Path, identity: dict[str, Any], extra: dict[str, Any],
+                   allow_code_change: bool = False) -> None:
+    """Refuse what :func:`check_or_write_identity` refuses, with the same message, writing nothing (the dry run)."""
+    path = Path(run_dir) / "run.json"
+    if path.exists():
+        resolve_identity(path, read_run_json(path), identity, extra, allow_code_change)
+
+
+def resolve_identity(path: Path, meta: dict[str, Any], identity: dict[str, Any], extra: dict[str, Any],
+                     allow_code_change: bool) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(merged identity, code versions) of a run against the folder's ``run.json`` content (``meta``).
+
+    Raises:
+        ConfigError: A different identity for something both runs share, another budget, or another source
+            version without ``allow_code_change``.
+    """
+    identity = _normalise(identity)
+    code = code_version()
+    versions = list(meta.get("code_versions") or [])
+    if not meta:
+        return identity, versions
+    old_identity = dict(meta.get("identity") or {})
+    legacy = old_identity.pop("source_sha256", None)
+    if legacy and not versions:
+        versions = [{"ppgbench": meta.get("ppgbench"), "source_sha256": legacy}]
+    merged, conflicts = merge_identity(old_identity, identity)
+    _refuse_budget_change(path, old_identity, identity)
+    if conflicts:
+        raise ConfigError(
+            f"{path}: this run folder holds results of a different config or data "
+            f"({', '.join(conflicts)} differ); choose a new output folder"
+        )
+    if versions and code["source_sha256"] not in {v.get("source_sha256") for v in versions}:
+        if not allow_code_change:
+            raise ConfigError(
+                f"{path}: this run folder was made by another version of the ppgbench source; resume it "
+                "with --allow_code_change (the mix is recorded and shown in the report) or choose a "
+                "new output folder"
+            )
+    old_versions, new_versions = meta.get("versions"), extra.get("versions")
+    if old_versions and new_versions and old_versions != new_versions:
+        changed = sorted(k for k in set(old_versions) | set(new_versions)
+                         if old_versions.get(k) != new_versions.get(k))
+        warnings.warn(f"{path}: package versions changed since this folder was started "
+                      f"({', '.join(changed)}); results are kept but may not be bit-identical", stacklevel=3)
+    return merged, versions
+
+
+def suite_identity(suite: Any, regimes: Sequence[Regime]) -> dict[str, Any]:
+    """The run identity of a benchmark suite (its encoders built, its data read) with freshly built regimes."""
+    return run_identity(suite.encoders, suite.datamodules.values(), regimes, suite.trainer_kwargs,
+                        suite.config.get("callbacks"), suite.config.get("budget"))
 
 
 def _refuse_budget_change(path: Path, old: dict[str, Any], new: dict[str, Any]) -> None:

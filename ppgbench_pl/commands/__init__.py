@@ -20,6 +20,7 @@ _REGISTRARS = (
     ("compare", "add_compare_parser"),
     ("init", "add_init_parser"),
     ("cache", "add_cache_parser"),
+    ("calibrate", "add_calibrate_parser"),
     ("cite", "add_cite_parser"),
     ("export", "add_export_parser"),
     ("leaderboard", "add_leaderboard_parser"),

@@ -1,0 +1,292 @@
+"""The dry run's cost estimate: jobs per regime, CPU (and GPU) time on this machine and executor.
+
+Each pending job's seconds come from the machine's :class:`~ppgbench_pl.benchmark.cost_model.CostModel`
+(``ppgbench calibrate``; the documented defaults, labelled uncalibrated, without it) applied to the job's
+work: the task's size (:mod:`ppgbench_pl.benchmark.cost_sizes`), the embedding size, the regime's grid or
+search budget. The embedding pass is one per (encoder, dataset, rate) that a frozen regime reads. Wall time
+spreads the jobs over the executor's parallel slots. Every assumption is printed with the figures.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ppgbench_pl.benchmark.cost_model import DEFAULT_EMBED_DIM, CostModel, calibration_path, encoder_key
+from ppgbench_pl.benchmark.cost_sizes import TaskSize, task_size
+
+
+def search_repeats(regime: Any) -> int:
+    """How many times a neural regime repeats its whole search per holdout (``search_seeds``; 1 when absent).
+
+    The one place the estimate multiplies a search by its repeats: a regime with ``search_seeds`` (a count,
+    or a list of seeds) runs that many searches of ``n_trials`` each.
+    """
+    seeds = getattr(regime, "search_seeds", None)
+    if seeds is None:
+        return 1
+    if isinstance(seeds, int | float):
+        return max(int(seeds), 1)
+    return max(len(list(seeds)), 1)
+
+
+def hyperband_epochs(max_epochs: int, min_resource: int = 1, reduction_factor: int = 3) -> float:
+    """Mean epochs a trial trains under Optuna's Hyperband pruner in its steady state.
+
+    Brackets as Optuna builds them (``floor(log_eta(max/min)) + 1``, trials allotted in proportion to each
+    bracket's budget); in bracket b a trial reaches rung ``min x eta^(b+k)`` and is kept with probability
+    1/eta there, else it stops at that rung; survivors of every rung train all ``max_epochs``.
+    """
+    eta, n_max = max(int(reduction_factor), 2), max(int(max_epochs), 1)
+    low = max(int(min_resource), 1)
+    if n_max <= low:
+        return float(n_max)
+    brackets = math.floor(math.log(n_max / low, eta)) + 1
+    total, weight_sum = 0.0, 0.0
+    for b in range(brackets):
+        s = brackets - 1 - b
+        weight = math.ceil(brackets * eta ** s / (s + 1))
+        expected, alive, k = 0.0, 1.0, 0
+        while (rung := low * eta ** (b + k)) < n_max:
+            expected += alive * (1 - 1 / eta) * rung
+            alive /= eta
+            k += 1
+        expected += alive * n_max
+        total, weight_sum = total + weight * expected, weight_sum + weight
+    return total / weight_sum
+
+
+@dataclass
+class JobCost:
+    """One pending job's estimated seconds and where they are spent."""
+
+    regime: str
+    kind: str
+    seconds: float
+    gpu: bool
+
+
+@dataclass
+class Estimate:
+    """What :func:`describe_estimate` prints."""
+
+    jobs: list[JobCost] = field(default_factory=list)
+    embedding_seconds: float = 0.0
+    embedding_passes: int = 0
+    embedding_gpu: bool = False
+    slots: int = 1
+    executor: str = "local"
+    assumptions: list[str] = field(default_factory=list)
+
+
+def regime_kind(regime: Any, task: Any, trainable: bool) -> str:
+    """The cost model's kind of a regime on a task (``other`` for a regime it does not know)."""
+    from ppgbench_pl.regimes.finetune import FinetuneRegime
+    from ppgbench_pl.regimes.forest import RandomForestRegime
+    from ppgbench_pl.regimes.linear import LinearRegime
+    from ppgbench_pl.regimes.mlp import MLPRegime
+
+    if isinstance(regime, RandomForestRegime):
+        return "rf"
+    if isinstance(regime, LinearRegime):
+        return "logistic" if task.kind == "classification" else "ridge"
+    if isinstance(regime, MLPRegime) or (isinstance(regime, FinetuneRegime) and not trainable):
+        return "mlp"  # a parameter-free encoder's finetune cell trains heads on fixed features
+    if isinstance(regime, FinetuneRegime):
+        return "finetune"
+    return "other"
+
+
+def forest_units(regime: Any, n: float, d: int) -> float:
+    """Trees x rows x depth x features tried per split, over the regime's grid."""
+    per_split = []
+    for value in regime.max_features:
+        per_split.append(math.sqrt(d) if value == "sqrt" else math.log2(max(d, 2)) if value == "log2"
+                         else float(value) * d if isinstance(value, float) else float(value))
+    depth = sum(min(float(depth), math.log2(max(n, 2))) for depth in regime.max_depth)
+    return sum(regime.n_estimators) * n * depth * (sum(per_split) / len(per_split))
+
+
+def mlp_width(d: int) -> float:
+    """How a head's cost per row grows with the embedding size: 1 at 64-d, the first layer's share beyond."""
+    return (1 + d / 64) / 2
+
+
+def trial_epochs(regime: Any, task: Any) -> float:
+    """Trials x mean epochs of one job's searches: holdout repeats x search repeats x n_trials x epochs."""
+    search = regime.search
+    repeats = (regime.subject_repeats if task.level == "subject" else 1) * search_repeats(regime)
+    return repeats * search.n_trials * hyperband_epochs(search.epochs, search.min_resource, search.reduction_factor)
+
+
+def job_units(kind: str, regime: Any, task: Any, size: TaskSize, d: int, folds: tuple[int, int],
+              throughput: tuple[float, float]) -> float:
+    """The work of one job in the cost model's units (module docstring of ``cost_model``)."""
+    n_folds, inner = folds
+    n = size.rows * (n_folds - 1) / n_folds * float(getattr(regime, "fraction", 1.0))
+    if kind == "ridge":
+        return inner * n * d * d
+    if kind == "logistic":
+        return inner * n * d * max(size.classes, 2)
+    if kind == "rf":
+        return inner * forest_units(regime, n, d)
+    if kind == "mlp":
+        return trial_epochs(regime, task) * n * mlp_width(d)
+    if kind == "finetune":
+        infer, train = throughput
+        return trial_epochs(regime, task) * (0.8 * n / train + 0.2 * n / infer)
+    return 0.0
+
+
+def embed_dim(entry: dict[str, Any], model: CostModel) -> tuple[int, str]:
+    """(embedding size, where it comes from): measured, the encoder catalog, or assumed."""
+    measured = model.encoders.get(encoder_key(entry))
+    if measured and measured.get("embed_dim"):
+        return int(measured["embed_dim"]), "measured"
+    from ppgbench_pl.encoders.catalog import CATALOG
+
+    for known in CATALOG.values():
+        if known.class_path == entry.get("class_path") and known.embedding_dim:
+            return int(known.embedding_dim), "catalog"
+    args = entry.get("init_args") or {}
+    if isinstance(args.get("embed_dim"), int):
+        return int(args["embed_dim"]), "config"
+    return DEFAULT_EMBED_DIM, "assumed"
+
+
+def executor_slots(entry: dict[str, Any]) -> tuple[str, int]:
+    """(executor name, jobs it runs at once) from its entry, without building it."""
+    from ppgbench_pl.benchmark.entries import import_class
+
+    cls = import_class(entry["class_path"])
+    params = {k: p.default for k, p in inspect.signature(cls.__init__).parameters.items()}
+    args = {**params, **(entry.get("init_args") or {})}
+    name = cls.__name__.removesuffix("Executor").lower() or cls.__name__
+    for key in ("workers", "parallelism"):
+        if isinstance(args.get(key), int):
+            return name, max(int(args[key]), 1)
+    return name, 1
+
+
+def on_gpu(trainer_kwargs: dict[str, Any]) -> bool:
+    """Whether the neural regimes and the embedding pass would run on a CUDA GPU."""
+    accelerator = str(trainer_kwargs.get("accelerator") or "auto")
+    if accelerator == "cpu":
+        return False
+    import torch
+
+    return accelerator in ("gpu", "cuda", "auto") and torch.cuda.is_available()
+
+
+def estimate_plan(suite: Any, pending: Sequence[Any], executor: dict[str, Any], model: CostModel,
+                  read_tree: bool = True) -> Estimate:
+    """The estimate of running ``pending`` (jobs of ``suite``'s dry plan) with ``executor`` on this machine."""
+    est = Estimate()
+    est.executor, est.slots = executor_slots(executor)
+    gpu = on_gpu(suite.trainer_kwargs)
+    entries, infos = suite.config["encoders"], suite.encoder_infos
+    sizes: dict[tuple[str, float, str], TaskSize] = {}
+    passes: dict[tuple[int, str], int] = {}
+    for job in pending:
+        info, dm = infos[job.model], suite.datamodules[job.task.dataset]
+        key = (job.task.dataset, float(info.sampling_rate), job.task.name)
+        if key not in sizes:
+            sizes[key] = task_size(dm, key[1], job.task, read_tree)
+        size, (d, _) = sizes[key], embed_dim(entries[job.model], model)
+        infer, train, _ = model.throughput(encoder_key(entries[job.model]))
+        kind = regime_kind(job.regime, job.task, info.trainable)
+        units = job_units(kind, job.regime, job.task, size, d, (dm.n_folds, dm.n_inner_folds), (infer, train))
+        seconds = model.job_seconds(kind, units) if kind != "other" else 1.0
+        est.jobs.append(JobCost(job.regime.name, kind, seconds, gpu and kind in ("mlp", "finetune")))
+        if job.regime.uses_embeddings or not info.trainable:  # as the suite's uses_cache
+            passes[(job.model, job.task.dataset)] = size.windows
+    for (m, _), windows in passes.items():
+        est.embedding_seconds += windows / model.throughput(encoder_key(entries[m]))[0]
+    est.embedding_passes, est.embedding_gpu = len(passes), gpu
+    est.assumptions = assumptions(suite, pending, model, sizes, gpu)
+    return est
+
+
+def assumptions(suite: Any, pending: Sequence[Any], model: CostModel, sizes: dict[tuple[str, float, str], TaskSize],
+                gpu: bool) -> list[str]:
+    """The lines that say what the figures rest on."""
+    out = []
+    sources = sorted({f"{k[0]} at {k[1]:g} Hz: {s.source}" for k, s in sizes.items()})
+    rows = {f"{k[2]} {s.rows}" for k, s in sizes.items()}
+    out.append(f"sizes: {'; '.join(sources)} (labelled windows: {', '.join(sorted(rows))})")
+    dims, speeds = [], []
+    for entry, info in zip(suite.config["encoders"], suite.encoder_infos, strict=True):
+        d, where = embed_dim(entry, model)
+        infer, train, measured = model.throughput(encoder_key(entry))
+        dims.append(f"{info.name} {d} ({where})")
+        speed = f"{infer:.0f}/{train:.0f}" if info.trainable else f"{infer:.0f}/-"
+        speeds.append(f"{info.name} {speed} windows/s" + ("" if measured else " (assumed: not measured; "
+                                                          "ppgbench calibrate --config <this config>)"))
+    out.append(f"embedding size: {', '.join(dims)}; encoder inference/training: {', '.join(speeds)}")
+    searched = {j.regime.name: j.regime for j in pending if hasattr(j.regime, "search")}
+    for name, regime in searched.items():
+        s = regime.search
+        out.append(f"{name}: {s.n_trials} trials x {search_repeats(regime)} search repeat(s) per holdout, a trial "
+                   f"trains {hyperband_epochs(s.epochs, s.min_resource, s.reduction_factor):.1f} of {s.epochs} "
+                   "epochs on average (steady-state Hyperband)")
+    where = f"this machine, {model.threads} thread(s), {model.device}" if model.calibrated else \
+        "uncalibrated defaults: the project's 2-core CI machine, 1 thread"
+    out.append(f"CPU seconds per job as measured ({where}), one job after another within each worker (the "
+               "stacking of jobs is not counted); the embedding pass runs once per encoder and dataset before the "
+               "jobs (assumed not yet in the shared cache)")
+    if gpu and model.device != "cuda":
+        out.append("GPU figures: the calibration was measured on the CPU, so they are an upper bound "
+                   "(ppgbench calibrate --accelerator gpu measures the GPU)")
+    return out
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 10:
+        return f"{seconds:.2g} s"
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.1f} min"
+    if seconds < 48 * 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"
+
+
+def describe_estimate(est: Estimate, model: CostModel) -> str:
+    """The estimate as the dry run prints it: one row per regime, the embedding pass, totals, assumptions."""
+    if model.calibrated:
+        head = f"estimate for this machine ({model.machine}; calibrated {model.created}, ppgbench calibrate):"
+    else:
+        head = (f"estimate UNCALIBRATED: no calibration for this machine ({calibration_path(model.machine)}); "
+                "figures use the documented defaults (docs/performance.md); run `ppgbench calibrate` (under a minute)")
+    lines = [head, f"{'regime':<16} {'jobs':>6} {'per job':>9} {'CPU':>10} {'GPU':>10}"]
+    cpu_total = gpu_total = 0.0
+    for name in dict.fromkeys(j.regime for j in est.jobs):
+        mine = [j for j in est.jobs if j.regime == name]
+        cpu = sum(j.seconds for j in mine if not j.gpu)
+        gpu = sum(j.seconds for j in mine if j.gpu)
+        cpu_total, gpu_total = cpu_total + cpu, gpu_total + gpu
+        lines.append(f"{name:<16} {len(mine):>6} {_duration((cpu + gpu) / len(mine)):>9} "
+                     f"{_duration(cpu):>10} {_duration(gpu) if gpu else '-':>10}")
+    if est.embedding_passes:
+        where = "GPU" if est.embedding_gpu else "CPU"
+        cpu_total += 0 if est.embedding_gpu else est.embedding_seconds
+        gpu_total += est.embedding_seconds if est.embedding_gpu else 0
+        emb = _duration(est.embedding_seconds)
+        lines.append(f"{'embedding pass':<16} {est.embedding_passes:>6} {'':>9} "
+                     f"{emb if where == 'CPU' else '-':>10} {emb if where == 'GPU' else '-':>10}")
+    lines.append(f"{'total':<16} {len(est.jobs):>6} {'':>9} {_duration(cpu_total):>10} "
+                 f"{_duration(gpu_total) if gpu_total else '-':>10}")
+    jobs_total = sum(j.seconds for j in est.jobs)
+    cores = os.cpu_count() or 1
+    local = est.executor in ("local", "process")
+    slots = max(min(est.slots, len(est.jobs), cores if local else est.slots), 1)
+    wall = est.embedding_seconds + jobs_total / slots
+    lines.append(f"wall time with the {est.executor} executor ({est.slots} job(s) at once"
+                 + (f", {cores} cores here" if local else "") + f"): about {_duration(wall)}")
+    lines += [f"assumes {a}" for a in est.assumptions]
+    return "\n".join(lines)

@@ -1,0 +1,102 @@
+"""``ppgbench calibrate``: measure this machine's per-job costs once, for the dry run's estimate.
+
+``ppgbench calibrate`` runs the short measured run of :mod:`ppgbench_pl.benchmark.calibrate` (under a minute
+on 2 CPUs) and stores the coefficients in the user cache directory, one file per machine
+(:func:`~ppgbench_pl.benchmark.cost_model.calibration_path`; ``$PPGBENCH_CALIBRATION_DIR`` moves it). A
+second call shows the stored calibration unless ``--force``. ``--config my_model.yaml`` (the files a ``fit``
+takes, stacked) also measures the throughput of that config's encoders on its trainer's device and adds them
+to the stored calibration, so ``--dry-run`` of that config uses measured figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from ppgbench_pl.errors import ConfigError
+
+
+def add_calibrate_parser(sub: argparse._SubParsersAction) -> None:
+    """Register ``calibrate``."""
+    parser = sub.add_parser("calibrate", help="Measure this machine's per-job costs (for --dry-run estimates).")
+    parser.add_argument("--config", action="append", default=[],
+                        help="A fit/benchmark config (repeat to stack, as for fit): measure its encoders too.")
+    parser.add_argument("--force", action="store_true", help="Measure again although this machine has a calibration.")
+    parser.add_argument("--show", action="store_true", help="Print the stored calibration and exit.")
+    parser.add_argument("--json", action="store_true", help="Print the calibration as JSON.")
+    parser.set_defaults(func=run_calibrate)
+
+
+def config_spec(files: list[str]) -> dict[str, Any]:
+    """The suite spec of stacked fit configs, parsed as ``ppgbench fit`` parses them (nothing run)."""
+    import warnings
+
+    from ppgbench_pl.benchmark.console import quiet_lightning
+    from ppgbench_pl.benchmark.spec import build_suite_spec
+    from ppgbench_pl.commands.config_bases import expand_bases
+    from ppgbench_pl.commands.protocol import ACTIONS, build_cli
+
+    argv = [arg for f in files for arg in ("--config", f)]
+    for name in files:
+        if not Path(name).is_file():
+            raise ConfigError(f"--config {name}: no such file")
+    quiet_lightning()
+    warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter.*")
+    cli = build_cli(expand_bases(argv), run=False)
+    config = json.loads(cli.parser.dump(cli.config, format="json", skip_none=False, skip_validation=True))
+    for key in (*ACTIONS, "ckpt_path", "weights_only"):
+        config.pop(key, None)
+    return build_suite_spec(config)
+
+
+def describe(model: Any, path: Any) -> str:
+    """The calibration in a few lines."""
+    lines = [f"calibration of {model.machine} ({model.created}, {model.seconds:g} s, {model.threads} thread(s), "
+             f"{model.device}): {path}"]
+    for kind, (intercept, slope) in model.coefficients.items():
+        lines.append(f"  {kind:<9} {intercept:.3f} s per job + {slope:.3g} s per unit")
+    for found in model.encoders.values():
+        lines.append(f"  encoder {found['name']}: {found['inference_per_s']:.0f} windows/s inference, "
+                     f"{found['training_per_s']:.0f} training ({found['training']}), {found['embed_dim']}-d, "
+                     f"{found['device']}")
+    return "\n".join(lines)
+
+
+def run_calibrate(ns: argparse.Namespace) -> None:
+    """Show, or measure and store, this machine's calibration."""
+    from ppgbench_pl.benchmark.cost_model import calibration_path, load_model, save_model
+
+    stored = load_model()
+    path = calibration_path(stored.machine)
+    if ns.show or (stored.calibrated and not ns.force and not ns.config):
+        if not stored.calibrated:
+            print(f"no calibration for this machine ({path}); run `ppgbench calibrate`", file=sys.stderr)
+            raise SystemExit(1)
+        print(json.dumps(stored.to_json(), indent=1) if ns.json else
+              describe(stored, path) + ("" if ns.show else "\n(already calibrated; --force measures again)"))
+        return
+    from ppgbench_pl.benchmark.calibrate import calibrate
+    from ppgbench_pl.benchmark.suite import datasets_and_tasks
+
+    encoders: list[dict[str, Any]] = []
+    trainer: dict[str, Any] = {}
+    window_s = 10.0
+    if ns.config:
+        spec = config_spec(ns.config)
+        encoders, trainer = [e for e in spec["encoders"] if "instance" not in e], dict(spec["trainer"])
+        from ppgbench_pl.data.registry import get_dataset
+
+        window_s = get_dataset(next(iter(datasets_and_tasks(spec["datasets"], spec["tasks"])))).window_s
+    print("calibrating: a short measured run of each regime and encoder (under a minute) ...", file=sys.stderr)
+    if stored.calibrated and not ns.force:  # only the config's encoders are new
+        from ppgbench_pl.benchmark.calibrate import measure_listed
+
+        model = measure_listed(stored, encoders, trainer, window_s)
+    else:
+        model = calibrate(encoders, trainer, window_s=window_s)
+        model.encoders = {**(stored.encoders if stored.calibrated else {}), **model.encoders}
+    written = save_model(model)
+    print(json.dumps(model.to_json(), indent=1) if ns.json else describe(model, written))
