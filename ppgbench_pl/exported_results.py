@@ -1,7 +1,8 @@
 """``pb.load_run("my_model.ppgbench.json")``: an exported file read like a run folder.
 
-The summary, the jobs and the report come from the file's records; prediction arrays are not exported,
-so :meth:`ExportedResults.predictions` says so in one line.
+The summary, the jobs and the report come from the file's records; :meth:`ExportedResults.predictions`
+unpacks the arrays the file carries (format version 2; a version 1 file carries none and says so in one
+line).
 """
 
 from __future__ import annotations
@@ -57,14 +58,47 @@ class ExportedResults(Results):
         return dict(self.document.get("model_card") or {})
 
     def predictions(self, job_id: str | int, repeat: int = 0) -> dict[str, np.ndarray]:
-        """Refused: an exported file carries no prediction arrays.
+        """The arrays a job saved for one repeat, as the run folder's ``predictions_repeat<r>.npz`` held them.
+
+        Args:
+            job_id: A job id of :attr:`jobs`, a unique suffix of one, or a row index of :attr:`jobs`.
+            repeat: Which repeat.
 
         Raises:
-            DataError: Always (one line saying where the arrays are).
+            DataError: No such job or row, the file carries no predictions (format version 1) or none for
+                that repeat, or they are damaged (one line naming the file and the job).
 
         """
-        raise DataError(f"{self.run_dir}: an exported file carries no predictions; open the run folder "
-                        f"{self.document.get('run', {}).get('source', '')} for job {job_id}")
+        from ppgbench_pl.results.packed_arrays import unpack_all
+
+        jid, which = self._job_of(job_id)
+        carried = self.document.get("predictions")
+        if carried is None:
+            raise DataError(f"{self.run_dir}: an exported file of format version 1 carries no predictions; "
+                            f"open the run folder {self.document.get('run', {}).get('source', '')} for {which}")
+        name = f"predictions_repeat{repeat}.npz"
+        packed = (carried.get(jid) or {}).get(name)
+        if packed is None:
+            raise DataError(f"{self.run_dir}: {which} saved no predictions for repeat {repeat}")
+        try:
+            return unpack_all(packed)
+        except ValueError as exc:
+            raise DataError(f"{self.run_dir}: {which} {name}: {exc}") from None
+
+    def _scan(self) -> tuple[list[dict[str, Any]], list[str]]:
+        return self.records(), []  # the file was checked once, when opened
+
+    def _resolve(self, job_id: str) -> str:
+        ids = [str(r.get("job_id")) for r in self.records()]
+        if job_id in ids:
+            return job_id
+        matches = sorted(i for i in ids if i.endswith(job_id))
+        if len(matches) == 1:
+            return matches[0]
+        if not matches:
+            raise DataError(f"{self.run_dir}: no job {job_id!r} (Results.jobs lists the job ids)")
+        raise DataError(f"{self.run_dir}: {job_id!r} matches {len(matches)} jobs "
+                        f"({', '.join(matches[:3])}, ...); give the full job id")
 
 
 def load_run(path: str | Path) -> Results:

@@ -1,7 +1,7 @@
 """A minimal JSON Schema checker for the keywords docs/schema/ uses (jsonschema is not a dependency).
 
-Supports type, enum, const, required, properties, additionalProperties, items, minItems, minLength,
-minimum, pattern, anyOf and $ref (``#/$defs/x``, ``other.schema.json`` and ``other.schema.json#/$defs/x``,
+Supports type, enum, const, required, properties, additionalProperties, items, prefixItems, minItems,
+maxItems, minLength, minimum, pattern, anyOf and $ref (``#/$defs/x``, ``other.schema.json`` and ``other.schema.json#/$defs/x``,
 resolved in the same folder). Unknown keywords fail loudly, so a schema cannot silently outgrow it.
 """
 
@@ -14,8 +14,8 @@ from typing import Any
 
 SCHEMAS = Path(__file__).resolve().parents[1] / "docs" / "schema"
 KNOWN = {"$schema", "$id", "title", "description", "type", "enum", "const", "required", "properties",
-         "additionalProperties", "items", "minItems", "minLength", "minimum", "pattern", "anyOf", "$ref",
-         "$defs"}
+         "additionalProperties", "items", "prefixItems", "minItems", "maxItems", "minLength", "minimum",
+         "pattern", "anyOf", "$ref", "$defs"}
 TYPES = {"object": dict, "array": list, "string": str, "boolean": bool, "null": type(None)}
 
 
@@ -64,6 +64,10 @@ def errors(value: Any, schema: dict[str, Any], root: dict[str, Any] | None = Non
     if isinstance(value, list):
         if len(value) < schema.get("minItems", 0):
             out.append(f"{at}: fewer than {schema['minItems']} items")
+        if len(value) > schema.get("maxItems", len(value)):
+            out.append(f"{at}: more than {schema['maxItems']} items")
+        for i, (item, sub) in enumerate(zip(value, schema.get("prefixItems", []), strict=False)):
+            out += errors(item, sub, root, f"{at}[{i}]")
         if "items" in schema:
             for i, item in enumerate(value):
                 out += errors(item, schema["items"], root, f"{at}[{i}]")

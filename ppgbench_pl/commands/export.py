@@ -13,9 +13,11 @@ from pathlib import Path
 def add_export_parser(sub: argparse._SubParsersAction) -> None:
     """Register ``export``."""
     parser = sub.add_parser(
-        "export", help="Write one model's results (cells, records, protocol, card) to a versioned JSON file.",
+        "export",
+        help="Write one model's results (cells, records, predictions, protocol, card) to a versioned JSON file.",
         description="One versioned file per model: every cell with its seed and fold values, the records, "
-                    "the protocol settings, versions, digests and the model card.")
+                    "the prediction arrays of every job, the protocol settings, versions, digests and the "
+                    "model card.")
     parser.add_argument("run", type=Path, help="the run folder (run.json and jobs/ inside)")
     parser.add_argument("--output", "-o", type=Path, default=None,
                         help="file to write (default: <model>.ppgbench.json)")
@@ -25,7 +27,10 @@ def add_export_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _command(ns: argparse.Namespace) -> None:
+    import sys
+
     from ppgbench_pl.results.export import export_run
 
-    path = export_run(ns.run, ns.output, ns.model)
+    path = export_run(ns.run, ns.output, ns.model,
+                      warn=lambda line: print(f"ppgbench: warning: {line}", file=sys.stderr))
     print(f"exported: {path}")

@@ -44,6 +44,8 @@ class RunSet:
         run_code_versions: Code versions the folders' ``run.json`` say wrote them (``code_versions``).
         prediction_problems: One line per prediction file that is missing or unreadable (left out of
             Table 4, the rescoring).
+        packed: Job id -> prediction file name -> packed arrays, for jobs read from an exported file
+            (format version 2 carries them; :meth:`prediction_arrays` unpacks them).
 
     """
 
@@ -57,6 +59,7 @@ class RunSet:
     problems: list[str] = field(default_factory=list)
     run_code_versions: list[str] = field(default_factory=list)
     prediction_problems: list[str] = field(default_factory=list)
+    packed: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def code_versions(self) -> dict[str, int]:
@@ -83,8 +86,46 @@ class RunSet:
         return order_models(names)
 
     def job_folder(self, record: dict[str, Any]) -> Path:
-        """Return the folder holding a record's prediction files."""
+        """Return the folder holding a record's prediction files (the file, for a job read from an export)."""
         return self.sources[record_id(record)]
+
+    def has_predictions(self, record: dict[str, Any]) -> bool:
+        """Whether the record's prediction files can be looked for (no: an export of format version 1)."""
+        return not self.job_folder(record).is_file() or record_id(record) in self.packed
+
+    def prediction_where(self, record: dict[str, Any], name: str) -> str:
+        """How a message names one prediction file: its path, or ``<export file>: job <id> <name>``."""
+        folder = self.job_folder(record)
+        return f"{folder}: job {record_id(record)} {name}" if folder.is_file() else str(folder / name)
+
+    def prediction_arrays(self, record: dict[str, Any], name: str) -> dict[str, Any]:
+        """Every array of one of a record's prediction files, from its job folder or its exported file.
+
+        Raises:
+            FileNotFoundError: The file does not exist (or the export does not carry it).
+            ValueError: It cannot be read (one line saying why).
+
+        """
+        import zipfile
+        import zlib
+
+        import numpy as np
+
+        folder = self.job_folder(record)
+        if folder.is_file():
+            from ppgbench_pl.results.packed_arrays import unpack_all
+
+            packed = self.packed.get(record_id(record), {})
+            if name not in packed:
+                raise FileNotFoundError(self.prediction_where(record, name))
+            return unpack_all(packed[name])
+        try:
+            with np.load(folder / name, allow_pickle=False) as arrays:
+                return {k: arrays[k] for k in arrays.files}
+        except FileNotFoundError:
+            raise
+        except (OSError, EOFError, ValueError, zipfile.BadZipFile, zlib.error) as exc:
+            raise ValueError(f"is not a readable .npz file ({exc})".splitlines()[0]) from None
 
 
 def _baseline_key(name: str) -> tuple[Any, ...]:
@@ -219,7 +260,8 @@ def _read_input(path: Path) -> tuple[dict[str, Any], RecordScan, dict[str, str]]
     document = read_export(path)
     run: dict[str, Any] = document["run"] if isinstance(document.get("run"), dict) else {}
     meta = {"planned_jobs": run.get("planned_jobs") or [], "parameters": run.get("parameters") or {},
-            "code_versions": (document.get("versions") or {}).get("code_versions") or []}
+            "code_versions": (document.get("versions") or {}).get("code_versions") or [],
+            "predictions": document.get("predictions")}  # None in format version 1
     scan = RecordScan()
     for i, record in enumerate(document["records"]):
         try:
@@ -252,6 +294,23 @@ def check_protocols(inputs: Sequence[tuple[Path, dict[str, str]]]) -> None:
                                   "results made under different settings cannot share a table")
 
 
+def _merge(scan: RecordScan, run_dir: Path, into: tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]],
+                                                   dict[str, Path]], conflicts: list[str]) -> None:
+    """Add one input's records to (completed, failed, sources): the first completed record of a job wins."""
+    ok, failed, sources = into
+    for rec, folder in zip(scan.records, scan.folders, strict=True):
+        jid = record_id(rec)
+        if rec.get("status") != "ok":
+            failed.setdefault(jid, rec)
+            continue
+        if jid not in ok:
+            ok[jid] = rec
+            sources[jid] = folder
+        elif _outcome(ok[jid]) != _outcome(rec):
+            kept = sources[jid] if sources[jid].is_file() else sources[jid].parent.parent
+            conflicts.append(f"{jid}: {run_dir} disagrees with {kept}; kept {kept}")
+
+
 def load_runs(run_dirs: Sequence[str | Path]) -> RunSet:
     """Combine run folders; raises :class:`ReportError` when a folder is missing or nothing was completed.
 
@@ -277,6 +336,7 @@ def load_runs(run_dirs: Sequence[str | Path]) -> RunSet:
     planned: set[str] = set()
     parameters: dict[str, dict[str, int]] = {}
     run_codes: set[str] = set()
+    carried: dict[Path, dict[str, Any]] = {}  # exported file (format version 2) -> its predictions
     dirs = [Path(d) for d in run_dirs]
     protocols: list[tuple[Path, dict[str, str]]] = []
     for run_dir in dirs:
@@ -291,17 +351,9 @@ def load_runs(run_dirs: Sequence[str | Path]) -> RunSet:
         run_codes |= {code_label(c) for c in meta.get("code_versions") or [] if code_label(c)}
         for model, counts in _parameters(meta, run_dir / "run.json").items():
             parameters.setdefault(model, counts)
-        for rec, folder in zip(scan.records, scan.folders, strict=True):
-            jid = record_id(rec)
-            if rec.get("status") != "ok":
-                failed.setdefault(jid, rec)
-                continue
-            if jid not in ok:
-                ok[jid] = rec
-                sources[jid] = folder
-            elif _outcome(ok[jid]) != _outcome(rec):
-                kept = sources[jid] if sources[jid].is_file() else sources[jid].parent.parent
-                conflicts.append(f"{jid}: {run_dir} disagrees with {kept}; kept {kept}")
+        if run_dir.is_file() and meta.get("predictions") is not None:
+            carried[run_dir] = meta["predictions"]
+        _merge(scan, run_dir, (ok, failed, sources), conflicts)
     if not ok:
         raise ReportError(f"no completed jobs in {', '.join(map(str, dirs))} ({len(failed)} failed)")
     check_protocols(protocols)
@@ -309,6 +361,8 @@ def load_runs(run_dirs: Sequence[str | Path]) -> RunSet:
         records=[ok[k] for k in sorted(ok)],
         failed=[failed[k] for k in sorted(failed) if k not in ok],
         sources=sources, run_dirs=dirs, conflicts=conflicts, planned=planned, parameters=parameters,
-        problems=problems, run_code_versions=sorted(run_codes), prediction_problems=[
-            f"{d}: an exported results file carries no predictions; its jobs are left out of Table 4"
-            for d in dirs if d.is_file()])
+        problems=problems, run_code_versions=sorted(run_codes),
+        packed={j: carried[f].get(j) or {} for j, f in sources.items() if f in carried}, prediction_problems=[
+            f"{d}: an exported results file of format version 1 carries no predictions; its jobs are left "
+            "out of Table 4 (export the run again for a file that carries them)"
+            for d in dirs if d.is_file() and d not in carried])

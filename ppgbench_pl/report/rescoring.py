@@ -1,7 +1,8 @@
 """Table 4: the same predictions scored at subject level and at window level.
 
 For every completed job on a subject-level task, the stored window predictions
-(``predictions_repeat<r>.npz``) are scored twice with the benchmark's own scoring code: once aggregated per
+(``predictions_repeat<r>.npz`` of the job folder, or the same arrays carried by an exported file) are
+scored twice with the benchmark's own scoring code: once aggregated per
 subject with the aggregation the job selected (this reproduces the recorded metric, and a mismatch is
 counted), and once per window, as if the task were window-level. The difference shows how much the
 subject-level protocol changes the picture. Values are summarised like summary.csv (repeats -> fold,
@@ -27,24 +28,20 @@ def _predictions(arrays: Any, kind: str) -> Any:
     """Rebuild the scoring input from a predictions file."""
     from ppgbench_pl.metrics.scores import Predictions
 
-    if "classes" in arrays.files:
+    if "classes" in arrays:
         return Predictions(kind, np.asarray(arrays["y_prob"], float), np.asarray(arrays["classes"]))
     return Predictions(kind, np.asarray(arrays["y_pred"], float))
 
 
-def _load(path: Any, kind: str) -> tuple[Any, np.ndarray, np.ndarray]:
+def _load(runs: RunSet, rec: dict[str, Any], name: str, kind: str) -> tuple[Any, np.ndarray, np.ndarray]:
     """Predictions, labels and subjects of one file; ``ValueError`` with a one-line reason if unusable."""
-    import zipfile
-
+    arrays = runs.prediction_arrays(rec, name)
+    missing = [k for k in ("y_true", "subjects") if k not in arrays]
+    missing += [] if "y_pred" in arrays or "y_prob" in arrays else ["y_pred"]
+    if missing:
+        raise ValueError(f"lacks array(s) {', '.join(missing)}")
     try:
-        with np.load(path, allow_pickle=False) as arrays:
-            missing = [k for k in ("y_true", "subjects") if k not in arrays.files]
-            missing += [] if "y_pred" in arrays.files or "y_prob" in arrays.files else ["y_pred"]
-            if missing:
-                raise ValueError(f"lacks array(s) {', '.join(missing)}")
-            return _predictions(arrays, kind), np.asarray(arrays["y_true"]), np.asarray(arrays["subjects"])
-    except (OSError, EOFError, zipfile.BadZipFile) as exc:
-        raise ValueError(f"is not a readable .npz file ({exc})".splitlines()[0]) from None
+        return _predictions(arrays, kind), np.asarray(arrays["y_true"]), np.asarray(arrays["subjects"])
     except KeyError as exc:
         raise ValueError(f"lacks array {exc}") from None
 
@@ -58,21 +55,21 @@ def rescore_jobs(runs: RunSet) -> pd.DataFrame:
 
     rows = []
     for rec in runs.records:
-        if rec.get("level") != "subject" or runs.job_folder(rec).is_file():  # a file: an export, no arrays
+        if rec.get("level") != "subject" or not runs.has_predictions(rec):  # an export of version 1
             continue
         metric, kind = rec["metric"], rec["kind"]
         for r in rec["results"]:
-            name = r.get("predictions") or f"predictions_repeat{r.get('repeat', 0)}.npz"
-            path = runs.job_folder(rec) / str(name)
-            if not path.exists():
-                runs.warn(f"{path}: predictions file missing (left out of Table 4)")
-                continue
+            name = str(r.get("predictions") or f"predictions_repeat{r.get('repeat', 0)}.npz")
+            path = runs.prediction_where(rec, name)
             try:
-                pred, y_true, subjects = _load(path, kind)
+                pred, y_true, subjects = _load(runs, rec, name, kind)
                 aggregation = (r.get("params", {}).get("aggregation") or r["metrics"].get("aggregation")
                                or "mean")
                 subject = evaluate(kind, "subject", y_true, subjects, pred, aggregation).get(metric)
                 window = evaluate(kind, "window", y_true, subjects, pred, None).get(metric)
+            except FileNotFoundError:
+                runs.warn(f"{path}: predictions file missing (left out of Table 4)")
+                continue
             except (ValueError, TypeError, IndexError) as exc:
                 runs.warn(f"{path}: {exc} (left out of Table 4)".replace("\n", " "))
                 continue

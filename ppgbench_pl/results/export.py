@@ -6,7 +6,12 @@ beside their own without rerunning them (schema: ``docs/schema/ppgbench-results.
 * ``cells``: every summary row of the model and of the controls and baselines it was compared with (mean,
   CI, n, the per-seed and per-fold values, and whatever else the summary holds, such as the MDD);
 * ``records``: the job records themselves (so ``ppgbench report`` and ``pb.load_run`` rebuild every table
-  from the file; prediction arrays stay behind, so the rescoring table needs the run folder);
+  from the file);
+* ``predictions`` (format version 2): every prediction file of those records, job id -> file name ->
+  array name -> the array packed exactly (:mod:`ppgbench_pl.results.packed_arrays`), so the rescoring
+  table (Table 4) and ``Results.predictions`` work from the file too; ``predictions_left_out`` names the
+  files a record names that were missing or unreadable (each also printed at export). Version 1 files
+  (no predictions) are still read; their jobs are left out of Table 4, with one line saying so;
 * ``protocol``: the settings that must agree for two results to share a table (fold settings, regime
   settings, numeric trainer settings, budget), flattened to ``datasets.bidmc.n_folds``-style keys;
 * ``run``, ``versions``, ``digests``: the run's identity, code and package versions, data and weight digests;
@@ -20,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +34,9 @@ from ppgbench_pl.results.fold_entry import code_label
 from ppgbench_pl.results.records import model_id, scan_records
 
 FORMAT = "ppgbench.results"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+#: Versions this ppgbench reads (1: no ``predictions``).
+READABLE_VERSIONS = (1, 2)
 SUFFIX = ".ppgbench.json"
 #: Trainer settings that change a number (the device kind is kept in ``run`` but not compared: a result
 #: made on a GPU may stand beside one made on a CPU).
@@ -63,8 +70,8 @@ def protocol_settings(identity: dict[str, Any], records: Iterable[dict[str, Any]
     return flat
 
 
-def _read_run(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """``run.json`` and the ``ok`` records of a run folder (one-line errors naming the folder)."""
+def _read_run(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Path]]:
+    """``run.json``, the ``ok`` records of a run folder and each one's job folder (one-line errors)."""
     if not run_dir.is_dir():
         raise DataError(f"{run_dir}: no such run folder")
     meta_path = run_dir / "run.json"
@@ -77,10 +84,10 @@ def _read_run(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     if not isinstance(meta, dict):
         raise DataError(f"{meta_path}: not a run description (a JSON object was expected)")
     scan = scan_records(run_dir)
-    records = [r for r in scan.records if r.get("status") == "ok"]
-    if not records:
+    done = [(r, f) for r, f in zip(scan.records, scan.folders, strict=True) if r.get("status") == "ok"]
+    if not done:
         raise DataError(f"{run_dir}: no completed job records to export")
-    return meta, records
+    return meta, [r for r, _ in done], {str(r.get("job_id")): f for r, f in done}
 
 
 def _choose_model(run_dir: Path, records: list[dict[str, Any]], model: str | None) -> str:
@@ -118,6 +125,38 @@ def _cells(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return cells
 
 
+def _predictions(records: list[dict[str, Any]], folders: dict[str, Path]) -> tuple[dict[str, Any], list[str]]:
+    """Job id -> prediction file name -> packed arrays for every file the records name, and the files left out.
+
+    A file that is missing or unreadable is left out and named (``<path>: <why>``), as the report of the
+    run folder leaves it out of Table 4 and names it; the report of the exported file then does the same.
+    """
+    import zipfile
+    import zlib
+
+    import numpy as np
+
+    from ppgbench_pl.results.packed_arrays import pack_all
+
+    out: dict[str, Any] = {}
+    left_out: list[str] = []
+    for record in records:
+        jid = str(record.get("job_id"))
+        for result in record.get("results") or []:
+            name = result.get("predictions")
+            if not name:
+                continue  # a record that stored no arrays
+            path = folders[jid] / str(name)
+            try:
+                with np.load(path, allow_pickle=False) as arrays:
+                    out.setdefault(jid, {})[str(name)] = pack_all({k: arrays[k] for k in arrays.files})
+            except FileNotFoundError:
+                left_out.append(f"{path}: missing")
+            except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
+                left_out.append(f"{path}: unreadable ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})")
+    return out, left_out
+
+
 def model_card(model: str, records: list[dict[str, Any]]) -> dict[str, Any]:
     """The model's card row (catalog models), else what its records declare (a user's model)."""
     from ppgbench_pl.cards.citations import card_name
@@ -139,12 +178,13 @@ def build_export(run_dir: str | Path, model: str | None = None) -> dict[str, Any
 
     """
     run_dir = Path(run_dir)
-    meta, records = _read_run(run_dir)
+    meta, records, folders = _read_run(run_dir)
     chosen = _choose_model(run_dir, records, model)
     keep = {chosen, *control_names()}
     mine = [r for r in records if str(r["model"]) in keep]
     identity = meta.get("identity") or {}
     ids = {model_id(m) for m in keep}
+    predictions, left_out = _predictions(mine, folders)
     return {
         "format": FORMAT, "format_version": FORMAT_VERSION, "model": chosen,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -164,19 +204,33 @@ def build_export(run_dir: str | Path, model: str | None = None) -> dict[str, Any
         "model_card": model_card(chosen, mine),
         "cells": _cells(mine),  # the model, its controls and the baselines it is compared with
         "records": mine,
+        "predictions": predictions,
+        "predictions_left_out": left_out,  # prediction files named by a record but missing or unreadable
     }
 
 
-def export_run(run_dir: str | Path, output: str | Path | None = None, model: str | None = None) -> Path:
-    """Write :func:`build_export` to ``output`` (default ``<model>.ppgbench.json``) atomically; its path."""
+def export_run(run_dir: str | Path, output: str | Path | None = None, model: str | None = None,
+               warn: Callable[[str], None] | None = None) -> Path:
+    """Write :func:`build_export` to ``output`` (default ``<model>.ppgbench.json``) atomically; its path.
+
+    ``warn`` gets one line per prediction file left out (missing or unreadable in the run folder).
+    """
     from ppgbench_pl.atomic_io import json_safe, write_text_atomic
 
     document = build_export(run_dir, model)
+    for line in document["predictions_left_out"]:
+        (warn or _warn)(f"{line}; not carried (the report leaves the job out of Table 4)")
     path = Path(output) if output is not None else Path(f"{document['model']}{SUFFIX}")
     if path.is_dir():
         raise DataError(f"{path}: is a folder; give the file to write (e.g. {document['model']}{SUFFIX})")
     write_text_atomic(path, json.dumps(json_safe(document), indent=1, sort_keys=False, allow_nan=False) + "\n")
     return path
+
+
+def _warn(line: str) -> None:
+    import warnings
+
+    warnings.warn(line, stacklevel=3)
 
 
 REQUIRED = ("format", "format_version", "model", "protocol", "cells", "records")
@@ -206,9 +260,12 @@ def read_export(path: str | Path) -> dict[str, Any]:
     if missing:
         raise DataError(f"{path}: missing field '{missing[0]}'")
     version = document["format_version"]
-    if not isinstance(version, int) or version > FORMAT_VERSION or version < 1:
+    if isinstance(version, bool) or version not in READABLE_VERSIONS:
         raise DataError(f"{path}: format_version {version!r} is not one this ppgbench reads (1 to "
                         f"{FORMAT_VERSION}); upgrade ppgbench")
+    if version >= 2 and not isinstance(document.get("predictions"), dict):
+        raise DataError(f"{path}: format_version {version} needs field 'predictions' (a JSON object of job "
+                        "ids)")
     for key, kind in (("protocol", dict), ("cells", list), ("records", list)):
         if not isinstance(document[key], kind):
             raise DataError(f"{path}: field '{key}' must be a JSON {'object' if kind is dict else 'array'}")

@@ -2,15 +2,18 @@
 
 Two small real runs (the API's engine, the linear regime, 2 seeds x 1 fold on a tiny synthetic set): one
 of ``small_cnn`` and one of a custom module declaring its pretraining data. Their exported files must
-validate against ``docs/schema/``, give the same report as the run folders (every table but the
-rescoring, which needs prediction arrays), load with ``pb.load_run``, and refuse a changed protocol.
+validate against ``docs/schema/``, give the same report as the run folders (every file of it, the
+rescoring table built from the predictions the files carry included), load with ``pb.load_run`` (the
+predictions too), and refuse a changed protocol. A format version 1 file (no predictions) still reads.
 """
 
 from __future__ import annotations
 
+import html
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from torch import nn
@@ -61,25 +64,76 @@ def test_the_exported_file_and_every_record_validate_against_the_schemas(runs):
     assert card["pretraining_data"] == [{"name": "mesa", "status": "confirmed"}]
 
 
+def report_files(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
 def test_a_report_on_the_files_equals_the_report_on_the_folders(runs):
     root, files = runs
-    from_dirs = build_report([root / "a", root / "b"], root / "rep_dirs").parent
-    from_files = build_report(files, root / "rep_files").parent
-    for name in ("main_cells.csv", "main_linear.md", "main_linear.tex", "chance_cells.csv", "control_cells.csv",
-                 "paired.csv", "overlap_cells.csv"):
-        assert (from_files / "tables" / name).read_text() == (from_dirs / "tables" / name).read_text(), name
-    assert (from_files / "references.bib").read_text() == (from_dirs / "references.bib").read_text()
+    from_dirs = report_files(build_report([root / "a", root / "b"], root / "rep_dirs").parent)
+    from_files = report_files(build_report(files, root / "rep_files").parent)
+    assert set(from_files) == set(from_dirs) and "tables/rescoring.csv" in from_dirs
+    page = from_dirs.pop("index.html").decode()  # names its inputs: the folders there, the files here
+    page = page.replace(f"{root / 'a'}, {root / 'b'}", f"{files[0]}, {files[1]}")
+    assert from_files.pop("index.html").decode() == page
+    for name, content in from_dirs.items():
+        assert from_files[name] == content, name
+    rescored = pd.read_csv(root / "rep_files" / "tables" / "rescoring.csv")
+    assert set(rescored["model"]) == {"small_cnn", "mynet", "prv_published"} and set(rescored["task"]) == {"synthetic-stiffness"}
+    assert "carries no predictions" not in page
     columns = ["model", "task", "regime", "mean", "ci95", "n_seeds", "n_folds", "pretraining_overlap"]
     pd.testing.assert_frame_equal(pb.load_run(files[0]).summary[columns], pb.load_run(root / "a").summary[columns],
                                   check_dtype=False)
 
 
-def test_load_run_reads_a_file_and_says_it_has_no_predictions(runs):
-    _, files = runs
-    res = pb.load_run(files[1])
+def test_load_run_reads_a_file_and_its_predictions_equal_the_folders(runs):
+    root, files = runs
+    res, folder = pb.load_run(files[1]), pb.load_run(root / "b")
     assert set(res.summary["model"]) >= {"mynet", "constant"} and len(res.jobs) == len(res.records())
-    with pytest.raises(DataError, match=r"exported file carries no predictions"):
-        res.predictions(res.jobs.job_id[0])
+    for job in (*res.jobs.job_id, -1):
+        mine, theirs = res.predictions(job), folder.predictions(job)
+        assert set(mine) == set(theirs) >= {"y_true", "subjects", "y_pred"}
+        for name, array in theirs.items():
+            assert mine[name].dtype == array.dtype and np.array_equal(mine[name], array), (job, name)
+    with pytest.raises(DataError, match=r"saved no predictions for repeat 3$"):
+        res.predictions(0, repeat=3)
+
+
+def version_1(path: Path, out: Path) -> Path:
+    """The file as ppgbench wrote it before predictions were exported (format version 1)."""
+    document = json.loads(path.read_text())
+    del document["predictions"]
+    document["format_version"] = 1
+    out.write_text(json.dumps(document))
+    return out
+
+
+def test_a_version_1_file_still_reads_without_table_4_and_says_so(runs, tmp_path):
+    root, files = runs
+    old = version_1(files[1], tmp_path / "old.ppgbench.json")
+    assert validate(json.loads(old.read_text()), "ppgbench-results.v1.schema.json") == []
+    assert validate(json.loads(old.read_text()), "ppgbench-results.schema.json") != []
+    index = build_report([files[0], old], tmp_path / "rep")
+    rescored = pd.read_csv(tmp_path / "rep" / "tables" / "rescoring.csv")
+    assert set(rescored["model"]) == {"small_cnn", "prv_published"}  # mynet's (old's) have no arrays
+    assert f"{old}: an exported results file of format version 1 carries no predictions" in index.read_text()
+    with pytest.raises(DataError, match=r"^\S*old.ppgbench.json: an exported file of format version 1 "
+                                        r"carries no predictions; open the run folder"):
+        pb.load_run(old).predictions(0)
+
+
+def test_a_damaged_array_in_a_file_is_one_line_and_leaves_its_job_out(runs, tmp_path):
+    _, files = runs
+    document = json.loads(files[1].read_text())
+    job = next(j for j in document["predictions"] if "synthetic-stiffness" in j)
+    document["predictions"][job]["predictions_repeat0.npz"]["y_prob"]["zlib_base64"] = "eNo="
+    damaged = tmp_path / "damaged.ppgbench.json"
+    damaged.write_text(json.dumps(document))
+    index = build_report([damaged], tmp_path / "rep")
+    assert (f"{damaged}: job {job} predictions_repeat0.npz: array 'y_prob': 'zlib_base64' does not decode"
+            in html.unescape(index.read_text()))
+    with pytest.raises(DataError, match=r"array 'y_prob': 'zlib_base64' does not decode"):
+        pb.load_run(damaged).predictions(job)
 
 
 def test_a_file_with_other_protocol_settings_is_refused_in_one_line(runs, tmp_path):
@@ -102,6 +156,8 @@ def test_a_file_with_other_protocol_settings_is_refused_in_one_line(runs, tmp_pa
      '"records": []}', "format_version 99 is not one this ppgbench reads"),
     ('{"format": "ppgbench.results", "format_version": 1, "model": "m", "protocol": {}, "cells": []}',
      "missing field 'records'"),
+    ('{"format": "ppgbench.results", "format_version": 2, "model": "m", "protocol": {}, "cells": [], '
+     '"records": []}', "format_version 2 needs field 'predictions'"),
 ])
 def test_a_bad_file_is_one_line_naming_it(tmp_path, capsys, content, message):
     path = tmp_path / "bad.ppgbench.json"
@@ -137,3 +193,27 @@ def test_cite_prints_bibtex_for_what_is_named(capsys):
 def test_schemas_are_json(tmp_path):
     for path in (Path(__file__).resolve().parents[2] / "docs" / "schema").glob("*.json"):
         json.loads(path.read_text())
+
+
+def test_a_prediction_file_missing_from_the_run_is_named_and_left_out_of_table_4_both_ways(runs, tmp_path):
+    import shutil
+
+    root, _ = runs
+    run = shutil.copytree(root / "b", tmp_path / "b")
+    gone = sorted(run.glob("jobs/*synthetic-stiffness*seed42*/predictions_repeat0.npz"))[0]
+    gone.unlink()
+    lines: list[str] = []
+    exported = export_run(run, tmp_path / "b.ppgbench.json", warn=lines.append)
+    assert lines == [f"{gone}: missing; not carried (the report leaves the job out of Table 4)"]
+    document = json.loads(exported.read_text())
+    assert validate(document, "ppgbench-results.schema.json") == []
+    assert document["predictions_left_out"] == [f"{gone}: missing"]
+    from_dir = build_report([run], tmp_path / "rep_dir").read_text()
+    from_file = build_report([exported], tmp_path / "rep_file").read_text()
+    assert f"{gone}: predictions file missing (left out of Table 4)" in from_dir
+    assert (f"{exported}: job {gone.parent.name} predictions_repeat0.npz: predictions file missing "
+            "(left out of Table 4)") in from_file
+    tables = ("rescoring.csv", "rescoring_jobs.csv")
+    for name in tables:
+        assert ((tmp_path / "rep_file" / "tables" / name).read_text()
+                == (tmp_path / "rep_dir" / "tables" / name).read_text())
