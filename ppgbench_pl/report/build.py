@@ -29,12 +29,14 @@ from ppgbench_pl.report import (
     overlap_page,
     references,
     rescoring,
+    search_noise,
     tables,
 )
 from ppgbench_pl.report.html import Page, table
 from ppgbench_pl.report.load import ReportError, RunSet, load_runs, skipped_tasks
 from ppgbench_pl.report.rules import Rule
 from ppgbench_pl.report.scores import Scores
+from ppgbench_pl.report.subject_interval import check_interval
 from ppgbench_pl.results.fold_entry import BASELINE_MODEL, is_baseline
 
 PROTOCOL_DOC = "protocol.md"
@@ -63,6 +65,7 @@ class ReportOptions:
     paired_findings: effects_page.PairedFindings | None = None  # issue 19: paired tests beside the published rule
     overlap_findings: overlap_page.OverlapFindings | None = None  # issue 21: counts and findings without overlap
     citations: references.References | None = None  # issue 21: references.bib and the methods sentence
+    search_noise: search_noise.SearchNoise | None = None  # issue 19: what other search seeds add
 
 
 def _csv(frame: pd.DataFrame, path: Path, opts: ReportOptions) -> None:
@@ -295,6 +298,9 @@ def _write_page(out: Path, runs: RunSet, scores: Scores, rule: Rule, head: findi
     if opts.paired_findings is not None:
         effects_page.draw(page, opts.paired_findings)
         effects_page.append_findings(out / "findings.md", opts.paired_findings)
+    if opts.search_noise is not None:
+        search_noise.draw(page, opts.search_noise)
+        search_noise.append_findings(out / "findings.md", opts.search_noise)
     page.parts += body
     if runs.failed:
         page.heading("Failed jobs", anchor="failed")
@@ -308,7 +314,8 @@ def _write_page(out: Path, runs: RunSet, scores: Scores, rule: Rule, head: findi
 
 def build_report(run_dirs: Sequence[str | Path], output_dir: str | Path, rule: str = "ci",
                  alpha: float = 0.05, ci_unit: str = "seed", pairs: Sequence[tuple[str, str]] | None = None,
-                 parameters: str | Path | None = None, warn: Callable[[str], None] | None = None) -> Path:
+                 parameters: str | Path | None = None, warn: Callable[[str], None] | None = None,
+                 subject_interval: str = "corrected-t") -> Path:
     """Write the report of one or more run folders and return the path of its ``index.html``.
 
     Args:
@@ -321,6 +328,8 @@ def build_report(run_dirs: Sequence[str | Path], output_dir: str | Path, rule: s
         parameters: Optional parameter-count file for Table 7.
         warn: Called with one line per file that was skipped (unreadable record, missing or corrupt
             predictions); the same lines are listed on the page.
+        subject_interval: ``corrected-t`` (default) or ``bootstrap``: the subject-level interval and p of
+            the paired effects and verdicts (:mod:`ppgbench_pl.report.subject_interval`).
 
     Returns:
         The path of ``index.html``.
@@ -331,6 +340,7 @@ def build_report(run_dirs: Sequence[str | Path], output_dir: str | Path, rule: s
     """
     if ci_unit not in ("seed", "fold"):
         raise ReportError(f"unknown CI unit '{ci_unit}'; choose seed or fold")
+    check_interval(subject_interval)
     opts = ReportOptions(rule, alpha, ci_unit, pairs, Path(parameters) if parameters else None)
     the_rule = Rule(rule, alpha)
     runs = load_runs(run_dirs)
@@ -342,8 +352,10 @@ def build_report(run_dirs: Sequence[str | Path], output_dir: str | Path, rule: s
     _csv(chance, out / "tables" / "chance_cells.csv", opts)
     _csv(controls, out / "tables" / "control_cells.csv", opts)
     head = findings.headline(chance, controls, the_rule)
-    opts.paired_findings = effects_page.compute(runs.records, chance, controls, out, alpha)
-    opts.written += opts.paired_findings.written
+    opts.paired_findings = effects_page.compute(runs.records, chance, controls, out, alpha, subject_interval,
+                                                runs)
+    opts.search_noise = search_noise.compute(runs.records, out, alpha, ci_unit)
+    opts.written += opts.paired_findings.written + opts.search_noise.written
     opts.overlap_findings = overlap_page.compute(scores, runs.records, the_rule, out)
     opts.citations = references.write(out, runs.records)
     opts.written += opts.overlap_findings.written + opts.citations.written
