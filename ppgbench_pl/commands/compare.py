@@ -22,6 +22,9 @@ def add_compare_parser(sub: argparse._SubParsersAction) -> None:
                         help="Model of RUN_A, then of RUN_B (once: the same name in both; default: each run's "
                              "only PPG-specific model).")
     parser.add_argument("--alpha", type=float, default=0.05, help="Level of the tests (default 0.05).")
+    parser.add_argument("--subject-interval", choices=("corrected-t", "bootstrap"), default="corrected-t",
+                        help="Subject-level interval and p: the Nadeau-Bengio corrected t (default) or the subject "
+                             "cluster bootstrap of the pooled predictions (docs/statistics.md).")
     parser.add_argument("--output", "-o", type=Path, default=None,
                         help="Folder for compare.csv and compare.md (default: print only).")
     parser.set_defaults(func=run_compare)
@@ -30,6 +33,7 @@ def add_compare_parser(sub: argparse._SubParsersAction) -> None:
 def run_compare(ns: argparse.Namespace) -> None:
     """Compare, print the summary line and the table, and write them when --output is given."""
     from ppgbench_pl.report.compare_runs import compare_runs, refused_line, write_comparison
+    from ppgbench_pl.report.meta import meta_line
 
     if not 0 < ns.alpha < 1:
         raise ConfigError(f"--alpha must lie in (0, 1), got {ns.alpha}")
@@ -37,13 +41,16 @@ def run_compare(ns: argparse.Namespace) -> None:
     if len(names) > 2:
         raise ConfigError(f"--model is given at most twice (one per run), got {len(names)}")
     models = (names[0], names[-1]) if names else (None, None)
-    result = compare_runs(ns.run_a, ns.run_b, models, ns.alpha)
+    result = compare_runs(ns.run_a, ns.run_b, models, ns.alpha, ns.subject_interval)
     shown = result.table[["regime", "task", "diff", "seed_ci_low", "seed_ci_high", "nb_ci_low", "nb_ci_high",
-                          "p", "p_bh", "mdd", "outcome"]]
+                          "p", "p_bh", "mdd", "outcome",
+                          *[c for c in ("interval", "boot_ci_low", "boot_ci_high") if c in result.table.columns]]]
     print(shown.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     line = refused_line(result)
     if line:
         print(f"ppgbench: warning: {line}", file=sys.stderr)
     if ns.output is not None:
         print(f"compare: {write_comparison(result, ns.output)}")
+    if meta := meta_line(result.meta):
+        print(meta)
     print(result.summary)

@@ -37,6 +37,10 @@ def add_report_parser(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--compare", type=_pair, action="append", metavar="A:B",
                         help="Model pair for paired comparisons (repeatable; default: each model vs each "
                              "control).")
+    parser.add_argument("--subject-interval", choices=("corrected-t", "bootstrap"), default="corrected-t",
+                        help="Subject-level interval and p of the paired effects and their verdicts: the "
+                             "Nadeau-Bengio corrected t over the seed x fold values (default) or the subject "
+                             "cluster bootstrap of the pooled predictions (docs/statistics.md).")
     parser.add_argument("--parameters", type=Path, default=None,
                         help="Parameter counts for Table 7: CSV (model,total[,trainable]) or JSON.")
     parser.set_defaults(func=run_report)
@@ -54,7 +58,8 @@ def run_report(ns: argparse.Namespace) -> None:
     if not 0 < ns.alpha < 1:
         raise ConfigError(f"--alpha must lie in (0, 1), got {ns.alpha}")
     index = build_report(ns.runs, ns.output, rule=ns.baseline_rule, alpha=ns.alpha, ci_unit=ns.ci_unit,
-                         pairs=ns.compare, parameters=ns.parameters, warn=_warn)
+                         pairs=ns.compare, parameters=ns.parameters, warn=_warn,
+                         subject_interval=ns.subject_interval)
     findings = index.parent / "findings.md"
     for line in findings.read_text(encoding="utf-8").splitlines():
         if line.startswith("- "):

@@ -40,11 +40,12 @@ def _job_arrays(runs: RunSet, rec: dict[str, Any]) -> tuple[np.ndarray, np.ndarr
     return y, pred, subjects
 
 
-def seed_stats(runs: RunSet, records: Iterable[dict[str, Any]], kind: str, classes: list[Any],
+def seed_stats(runs: RunSet, records: Iterable[dict[str, Any]], kind: str, classes: list[Any] | None = None,
                baseline: bool = False) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     """Seed -> per-subject statistics of the seed's pooled out-of-fold predictions.
 
     A seed with a missing or unreadable file is left out; ``baseline`` gives the constant predictor's.
+    ``classes`` (classification): the classes of the balanced accuracy; None takes those of the labels.
     """
     pooled: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
     broken: set[int] = set()
@@ -54,11 +55,13 @@ def seed_stats(runs: RunSet, records: Iterable[dict[str, Any]], kind: str, class
             broken.add(int(rec["seed"]))
         else:
             pooled.setdefault(int(rec["seed"]), []).append(arrays)
+    if classes is None and kind != "regression" and pooled:
+        classes = sorted(set(np.concatenate([p[0] for parts in pooled.values() for p in parts]).tolist()))
     out = {}
     for seed, parts in pooled.items():
         if seed in broken:
             continue
         y, pred, subj = (np.concatenate([p[i] for p in parts]) for i in range(3))
-        names, stats = subject_stats(kind, y, pred, subj, classes)
+        names, stats = subject_stats(kind, y, pred, subj, classes or [])
         out[seed] = (names, constant_stats(stats) if baseline else stats)
     return out

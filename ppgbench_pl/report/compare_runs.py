@@ -5,7 +5,10 @@ units, the seed interval and the subject-level interval (corrected t, as in the 
 raw p-value and the Benjamini-Hochberg one over the compared cells (the family: every cell this command
 compares), the MDD, and win / tie / loss (a win is a significantly better a after the correction). A cell
 whose seeds or folds differ between the runs is refused (a difference there would mix splits); the
-refused cells are named in one line. Torch-free, like the report.
+refused cells are named in one line. Below the cells, per regime, Stouffer's meta-analysis across the
+datasets of the compared cells (MOABB style, :mod:`ppgbench_pl.report.meta`). ``--subject-interval
+bootstrap`` takes p from the subject cluster bootstrap instead of the corrected t where it can be built.
+Torch-free, like the report.
 """
 
 from __future__ import annotations
@@ -16,21 +19,24 @@ from pathlib import Path
 import pandas as pd
 
 from ppgbench_pl.report.effects import effect, units
-from ppgbench_pl.report.load import ReportError, is_control, load_runs, order_regimes, order_tasks
+from ppgbench_pl.report.load import ReportError, RunSet, is_control, load_runs, order_regimes, order_tasks
+from ppgbench_pl.report.meta import meta_line, meta_table
+from ppgbench_pl.report.subject_interval import BOOT_COLUMNS, CellStats, bootstrap_pair, check_interval, with_bootstrap
 from ppgbench_pl.results.inference import ALPHA, benjamini_hochberg
 
-COMPARE_COLUMNS = ["regime", "task", "metric", "model_a", "model_b", "n_seeds", "n_units", "mean_a", "mean_b",
-                   "diff", "gain", "d_z", "seed_ci_low", "seed_ci_high", "nb_ci_low", "nb_ci_high", "p",
+COMPARE_COLUMNS = ["regime", "task", "metric", "model_a", "model_b", "n_seeds", "n_units", "n_subjects", "mean_a",
+                   "mean_b", "diff", "gain", "d_z", "seed_ci_low", "seed_ci_high", "nb_ci_low", "nb_ci_high", "p",
                    "p_bh", "mdd", "outcome"]
 
 
 @dataclass
 class Comparison:
-    """The per-cell table, the cells refused for mismatched seeds or folds, and the one-line summary."""
+    """The per-cell table, the refused cells, the one-line summary and the Stouffer meta-analysis per regime."""
 
     table: pd.DataFrame
     refused: list[str] = field(default_factory=list)
     summary: str = ""
+    meta: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def _pick(frame: pd.DataFrame, run: Path, wanted: str | None) -> str:
@@ -57,18 +63,40 @@ def _cell(a: pd.DataFrame, b: pd.DataFrame, alpha: float) -> dict[str, object]:
     joined = pd.concat({"a": left["value"], "b": right["value"], "n_train": left["n_train"],
                         "n_test": left["n_test"]}, axis=1, join="inner").reset_index()
     joined["diff"] = joined["a"] - joined["b"]
-    return effect(joined, bool(a["higher"].iloc[0]), alpha)
+    subjects = (joined["n_train"] + joined["n_test"]).max()
+    return {**effect(joined, bool(a["higher"].iloc[0]), alpha),
+            "n_subjects": int(subjects) if pd.notna(subjects) else float("nan")}
+
+
+def _adjusted(table: pd.DataFrame, sources: tuple[RunSet, RunSet], interval: str, alpha: float) -> pd.DataFrame:
+    """``p_bh`` over the cells, from the corrected t or (``bootstrap``) the subject cluster bootstrap."""
+    if interval != "bootstrap":
+        return table.assign(p_bh=benjamini_hochberg(table["p"]))
+    cells = CellStats(sources)
+
+    def pair(row: pd.Series) -> tuple[dict[str, float], str]:
+        return bootstrap_pair(cells, (0, str(row["model_a"])), (1, str(row["model_b"])), str(row["task"]),
+                              str(row["regime"]), str(row["metric"]), alpha)
+
+    out = with_bootstrap(table, pair, [], benjamini_hochberg)
+    out["p_bh"] = out.pop("p_adj")
+    return out
 
 
 def compare_runs(run_a: str | Path, run_b: str | Path, models: tuple[str | None, str | None] = (None, None),
-                 alpha: float = ALPHA) -> Comparison:
+                 alpha: float = ALPHA, interval: str = "corrected-t") -> Comparison:
     """Compare model ``models[0]`` of ``run_a`` with ``models[1]`` of ``run_b`` per cell (module docstring).
+
+    ``interval``: ``corrected-t`` (default) or ``bootstrap`` (the subject cluster bootstrap of the pooled
+    predictions gives p, where it can be built: :mod:`ppgbench_pl.report.subject_interval`).
 
     Raises:
         ReportError: A folder is not a run, a model is missing or ambiguous, or no cell can be compared.
 
     """
-    ua, ub = units(load_runs([run_a]).records), units(load_runs([run_b]).records)
+    check_interval(interval)
+    sources = (load_runs([run_a]), load_runs([run_b]))
+    ua, ub = units(sources[0].records), units(sources[1].records)
     ma, mb = _pick(ua, Path(run_a), models[0]), _pick(ub, Path(run_b), models[1])
     ua, ub = ua[ua["model"] == ma], ub[ub["model"] == mb]
     rows, refused = [], []
@@ -85,17 +113,17 @@ def compare_runs(run_a: str | Path, run_b: str | Path, models: tuple[str | None,
         why = f"seeds or folds differ in every shared cell: {', '.join(refused)}" if refused else \
             "the runs share no task x regime cell"
         raise ReportError(f"nothing to compare between {run_a} ({ma}) and {run_b} ({mb}): {why}")
-    table = pd.DataFrame(rows)
-    table["p_bh"] = benjamini_hochberg(table["p"])
+    table = _adjusted(pd.DataFrame(rows), sources, interval, alpha)
     sig = table["p_bh"] < alpha
     table["outcome"] = ["win" if s and g > 0 else ("loss" if s and g < 0 else "tie")
                         for s, g in zip(sig, table["gain"], strict=True)]
-    table = table[COMPARE_COLUMNS]
+    table = table[COMPARE_COLUMNS + [c for c in BOOT_COLUMNS if c in table.columns]]
     counts = table["outcome"].value_counts()
+    test = "corrected t" if interval != "bootstrap" else "subject cluster bootstrap where built, else corrected t"
     summary = (f"{run_a}:{ma} vs {run_b}:{mb} over {len(table)} cells: {counts.get('win', 0)} wins, "
-               f"{counts.get('tie', 0)} ties, {counts.get('loss', 0)} losses (corrected t, Benjamini-Hochberg "
+               f"{counts.get('tie', 0)} ties, {counts.get('loss', 0)} losses ({test}, Benjamini-Hochberg "
                f"over the cells, alpha {alpha:g}); median MDD {table['mdd'].median():.3g}")
-    return Comparison(table, refused, summary)
+    return Comparison(table, refused, summary, meta_table(table, alpha))
 
 
 def refused_line(comparison: Comparison) -> str | None:
@@ -118,20 +146,28 @@ def write_comparison(comparison: Comparison, output: Path) -> Path:
     path = output / "compare.csv"
     write_text_atomic(path, comparison.table.to_csv(index=False))
     refused = refused_line(comparison)
+    line = meta_line(comparison.meta)
     text = [f"# {comparison.summary}", "", *( [refused, ""] if refused else []),
             to_markdown(comparison.table.round(4))]
+    if line:
+        write_text_atomic(output / "compare_meta.csv", comparison.meta.to_csv(index=False))
+        text += ["", f"## {line}", "", to_markdown(comparison.meta.round(4))]
     write_text_atomic(output / "compare.md", "\n".join(text) + "\n")
     return path
 
 
 def compare(run_a: str | Path, run_b: str | Path, model_a: str | None = None, model_b: str | None = None,
-            alpha: float = ALPHA, output_dir: str | Path | None = None) -> Comparison:
+            alpha: float = ALPHA, output_dir: str | Path | None = None,
+            subject_interval: str = "corrected-t") -> Comparison:
     """``pb.compare``: :func:`compare_runs` (``model_b`` defaults to ``model_a``), written if ``output_dir``.
 
     ``.table`` is the per-cell frame, ``.refused`` the cells with mismatched seeds or folds, ``.summary``
-    the one-line summary.
+    the one-line summary, ``.meta`` the Stouffer meta-analysis across datasets per regime
+    (:mod:`ppgbench_pl.report.meta`). ``subject_interval="bootstrap"`` takes p from the subject cluster
+    bootstrap where it can be built.
     """
-    result = compare_runs(run_a, run_b, (model_a, model_b if model_b is not None else model_a), alpha)
+    result = compare_runs(run_a, run_b, (model_a, model_b if model_b is not None else model_a), alpha,
+                          subject_interval)
     if output_dir is not None:
         write_comparison(result, Path(output_dir))
     return result

@@ -23,6 +23,7 @@ from ppgbench_pl.report import effects, verdicts
 
 if TYPE_CHECKING:
     from ppgbench_pl.report.html import Page
+    from ppgbench_pl.report.load import RunSet
     from ppgbench_pl.report.scores import Scores
 
 SHOWN = ["regime", "task", "family", "model_a", "model_b", "n_seeds", "n_units", "diff", "d_z",
@@ -41,11 +42,19 @@ class PairedFindings:
 
 
 def compute(records: list[dict[str, Any]], chance: pd.DataFrame, controls: pd.DataFrame, out: Path,
-            alpha: float) -> PairedFindings:
-    """Compute the paired effects and verdicts and write their CSVs under ``out/tables``."""
+            alpha: float, interval: str = "corrected-t", runs: RunSet | None = None) -> PairedFindings:
+    """Compute the paired effects and verdicts and write their CSVs under ``out/tables``.
+
+    ``interval``: the subject-level interval of the new verdicts, ``corrected-t`` (default) or ``bootstrap``
+    (:mod:`ppgbench_pl.report.subject_interval`; needs ``runs`` for the prediction files).
+    """
     from ppgbench_pl.atomic_io import write_text_atomic
 
     table = effects.effects_table(records, alpha)
+    if interval == "bootstrap" and runs is not None:
+        from ppgbench_pl.report.subject_interval import bootstrap_effects
+
+        table = bootstrap_effects(table, runs, alpha)
     pchance = verdicts.paired_chance(table, chance, alpha)
     pcontrols = verdicts.paired_controls(table, controls, alpha)
     result = PairedFindings(table, pchance, pcontrols, verdicts.count_lines(pchance, pcontrols, alpha))
@@ -105,4 +114,11 @@ def draw(page: Page, paired: PairedFindings) -> None:
     if paired.effects.empty:
         page.paragraph("No comparison has matched units.", "note")
         return
-    page.details(f"All {len(paired.effects)} comparisons", table(paired.effects[SHOWN]))
+    boot = [c for c in ("interval", "boot_ci_low", "boot_ci_high", "p_nb") if c in paired.effects.columns]
+    if boot:
+        page.paragraph("Subject-level interval: the subject cluster bootstrap (--subject-interval bootstrap): p "
+                       "and p_holm are the bootstrap's where interval = bootstrap, boot_ci its percentile "
+                       "interval, p_nb the corrected t's; rows the bootstrap cannot build keep the corrected t "
+                       "and say why.", "note")
+    page.details(f"All {len(paired.effects)} comparisons", table(paired.effects[SHOWN + boot],
+                                                                 text_columns=tuple(boot[:1])))

@@ -199,3 +199,37 @@ def entries_mdd(entries: Any, alpha: float = ALPHA, power: float = POWER) -> flo
     ratio = split_ratio([e.n_train if e.n_train else math.nan for e in kept],
                         [e.n_test if e.n_test else math.nan for e in kept], len({e.fold for e in kept}))
     return mdd(float(diff.std(ddof=1)), len(kept), ratio, alpha, power)
+
+
+def one_sided_p(p_two_sided: Any, gain: Any) -> np.ndarray:
+    """One-sided p of "a better than b" from a symmetric two-sided p and the sign of the gain (0.5 at 0)."""
+    p, g = np.asarray(p_two_sided, dtype=float), np.asarray(gain, dtype=float)
+    return np.where(g > 0, p / 2, np.where(g < 0, 1 - p / 2, 0.5))
+
+
+def stouffer(p_one_sided: Any, weights: Any = None) -> tuple[float, float]:
+    """Weighted Stouffer combination of independent one-sided p-values: (Z, its one-sided p).
+
+    Z = sum(w_i z_i) / sqrt(sum w_i^2) with z_i = Phi^-1(1 - p_i); MOABB weights a dataset by the square
+    root of its subjects (``moabb/analysis/meta_analysis.py: combine_pvalues``). p-values are clipped to
+    :func:`z_score` keeps |z| <= 8.22 so a p of exactly 0 or 1 gives a finite z. NaN entries are left out.
+    """
+    from scipy.special import ndtr
+
+    p = np.asarray(p_one_sided, dtype=float)
+    w = np.ones_like(p) if weights is None else np.asarray(weights, dtype=float)
+    ok = np.isfinite(p) & np.isfinite(w)
+    if not ok.any():
+        return math.nan, math.nan
+    z = z_score(p[ok])
+    total = float(np.sum(w[ok] * z) / math.sqrt(float(np.sum(w[ok] ** 2))))
+    return total, float(ndtr(-total))
+
+
+def z_score(p_one_sided: Any) -> np.ndarray:
+    """The normal score Phi^-1(1 - p), from the smaller tail (p and 1 - p give z and -z), tails clipped at 1e-16."""
+    from scipy.special import ndtri
+
+    p = np.asarray(p_one_sided, dtype=float)
+    tail = np.clip(np.minimum(p, 1 - p), 1e-16, 0.5)
+    return np.where(p < 0.5, -ndtri(tail), ndtri(tail))

@@ -1,0 +1,78 @@
+"""Stouffer meta-analysis across datasets of per-cell paired comparisons (MOABB style, issue 19).
+
+A per-cell test says "a is better than b on this task". A claim across datasets ("a is better than b on
+PPG, in this regime") combines them as MOABB does (``moabb/analysis/meta_analysis.py``): each cell's
+two-sided p becomes the one-sided p of "a better" (p/2 when the gain is positive, 1 - p/2 otherwise),
+z = Phi^-1(1 - p_one), and the datasets are combined by Stouffer's weighted Z with weights
+sqrt(n_subjects of the dataset):
+
+    Z = sum_d w_d z_d / sqrt(sum_d w_d^2),   p_meta = 1 - Phi(Z)   (one-sided: a better).
+
+The tasks of one dataset share their subjects, so their z are not independent: a dataset's z_d is the mean
+of its cells' z. Under the null the mean of correlated standard normals has variance <= 1, so treating
+z_d as standard normal is conservative (exact when the dataset has one cell, as in MOABB). The combined
+effect is MOABB's too: the sqrt(n)-weighted mean of the datasets' d_z (each the mean over its cells).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ppgbench_pl.results.fold_entry import task_facts
+from ppgbench_pl.results.inference import ALPHA, one_sided_p, stouffer, z_score
+
+META_COLUMNS = ["regime", "model_a", "model_b", "n_datasets", "n_cells", "datasets", "z", "p_one_sided", "d_z",
+                "verdict"]
+
+
+def dataset_of(task: str) -> str:
+    """The dataset of a task (its registry entry, else the name's first part)."""
+    return task_facts(task)[0] or task.split("-", 1)[0]
+
+
+def _combine(part: pd.DataFrame, alpha: float) -> dict[str, Any]:
+    from scipy.special import ndtr
+
+    part = part[np.isfinite(part["p"].to_numpy(dtype=float))]
+    z_cell = z_score(one_sided_p(part["p"], part["gain"]))
+    frame = part.assign(z=z_cell, dataset=[dataset_of(t) for t in part["task"]])
+    per = frame.groupby("dataset", sort=True).agg(z=("z", "mean"), d_z=("d_z", "mean"),
+                                                 n=("n_subjects", "max"), cells=("z", "size"))
+    weights = np.sqrt(per["n"].to_numpy(dtype=float))
+    z, p = stouffer(ndtr(-per["z"].to_numpy(dtype=float)), weights)
+    ok = np.isfinite(per["d_z"].to_numpy(dtype=float)) & np.isfinite(weights)
+    d_z = float(np.sum(weights[ok] * per["d_z"].to_numpy()[ok]) / np.sum(weights[ok])) if ok.any() else math.nan
+    if not math.isfinite(p):
+        verdict = "undetermined"
+    else:
+        verdict = "a_better" if p < alpha / 2 else ("b_better" if p > 1 - alpha / 2 else "no_detectable_difference")
+    return {"n_datasets": len(per), "n_cells": int(per["cells"].sum()),
+            "datasets": ";".join(f"{d} ({int(n)})" for d, n in zip(per.index, per["n"], strict=True)),
+            "z": z, "p_one_sided": p, "d_z": d_z, "verdict": verdict}
+
+
+def meta_table(table: pd.DataFrame, alpha: float = ALPHA) -> pd.DataFrame:
+    """Per (regime, model_a, model_b): Stouffer's Z over the datasets of the cells in ``table``.
+
+    ``table`` needs ``regime``, ``task``, ``model_a``, ``model_b``, ``p`` (two-sided), ``gain``, ``d_z`` and
+    ``n_subjects``. ``verdict``: ``a_better`` / ``b_better`` when the one-sided p is below alpha/2 or above
+    1 - alpha/2 (a two-sided test at alpha), else ``no_detectable_difference``.
+    """
+    rows = []
+    if not table.empty:
+        for (regime, a, b), part in table.groupby(["regime", "model_a", "model_b"], sort=False):
+            rows.append({"regime": regime, "model_a": a, "model_b": b, **_combine(part, alpha)})
+    return pd.DataFrame(rows, columns=META_COLUMNS)
+
+
+def meta_line(meta: pd.DataFrame) -> str | None:
+    """One line per regime of the meta-analysis (None when there is none)."""
+    if meta.empty:
+        return None
+    parts = [f"{r.regime}: Z {r.z:.3g}, one-sided p {r.p_one_sided:.3g} over {r.n_datasets} dataset(s) "
+             f"({r.verdict})" for r in meta.itertuples()]
+    return "Stouffer across datasets (weights sqrt(subjects)): " + "; ".join(parts)
