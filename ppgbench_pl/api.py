@@ -24,14 +24,13 @@ from __future__ import annotations
 
 import difflib
 import inspect
-import sys
 import uuid
-import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ppgbench_pl.api_checks import RUN_OPTIONS, check_arguments
+from ppgbench_pl.api_run import LOCAL_EXECUTOR
 from ppgbench_pl.errors import ConfigError
 from ppgbench_pl.exported_results import Results, load_run  # load_run: a folder or an export
 from ppgbench_pl.input_checks import int_list
@@ -48,7 +47,6 @@ PUBLISHED_FOLDS: tuple[int, ...] = (0, 1, 2, 3, 4)
 PUBLISHED_CONTROLS: tuple[str, ...] = ("prv_published",)
 TASK_CLASS = "ppgbench_pl.tasks.EncoderTask"
 DATA_CLASS = "ppgbench_pl.datamodules.PPGDataModule"
-LOCAL_EXECUTOR = "ppgbench_pl.benchmark.executors.LocalExecutor"
 
 EncoderLike = Any  # a registered name, a class_path (str or entry dict), a PPGEncoder or an nn.Module
 RegimeLike = Any  # a regime name, (name, init_args), a class_path entry dict, or a Regime instance
@@ -270,7 +268,7 @@ def evaluate(encoder: EncoderLike, *, dataset: str, tasks: Sequence[str] | None 
              seeds: Sequence[int] = PUBLISHED_SEEDS, folds: Sequence[int] = PUBLISHED_FOLDS,
              output_dir: str | Path = "results/api", executor: str | Mapping[str, Any] | None = None,
              sampling_rate: float | None = None, name: str | None = None,
-             encoder_args: Mapping[str, Any] | None = None, **overrides: Any) -> Results:
+             encoder_args: Mapping[str, Any] | None = None, **overrides: Any) -> Results | None:
     """Evaluate one encoder (and the controls) under the protocol, as ``ppgbench fit`` would; resumable.
 
     Args:
@@ -296,13 +294,14 @@ def evaluate(encoder: EncoderLike, *, dataset: str, tasks: Sequence[str] | None 
         **overrides: Run options (``wandb`` = ``group`` as on the command line, or ``off``/``per-job``;
             ``wandb_project``, ``ci_unit``, ``progress``, ``allow_code_change``, ``max_cache_gb``, ``cache_dir``,
             ``cache_size_gb``, ``optuna_storage``, ``lock_timeout``: seconds to wait for a job another process
-            holds before failing it, default wait),
+            holds before failing it, default wait; ``dry_run=True``: print the plan and its cost estimate as
+            ``--dry-run`` does, refuse what the run would refuse, and return None),
             data-module settings (``root``, ``batch_size``, ``n_inner_folds``, ``synthetic_subjects``, ...)
             and device settings of the trainer (``accelerator``, ``devices``, ``precision``, ...), as in a
             ``fit`` config.
 
     Returns:
-        The run folder's :class:`Results` (every record in it, including earlier runs').
+        The run folder's :class:`Results` (every record in it, including earlier runs'); None for a dry run.
 
     Raises:
         ConfigError: A refused setting (one line, as the CLI would say it).
@@ -316,47 +315,12 @@ def evaluate(encoder: EncoderLike, *, dataset: str, tasks: Sequence[str] | None 
         config = build_config(encoder, dataset=dataset, tasks=tasks, regimes=regimes, controls=controls,
                               seeds=seeds, folds=folds, output_dir=output_dir, executor=executor,
                               sampling_rate=sampling_rate, name=name, encoder_args=encoder_args, **overrides)
-        return _run(config)
+        from ppgbench_pl.api_run import run_config
+
+        return run_config(config)
     finally:
         for key in set(PREBUILT) - before:
             PREBUILT.pop(key, None)
-
-
-def _run(config: dict[str, Any]) -> Results:
-    """Run a config through the engine of ``ppgbench fit`` (suite spec, :class:`BenchmarkRun`)."""
-    from ppgbench_pl.benchmark.console import quiet_lightning
-    from ppgbench_pl.benchmark.coordinator import BenchmarkRun
-    from ppgbench_pl.benchmark.spec import RunSettings, build_suite_spec
-    from ppgbench_pl.locks import waiting_at_most
-
-    lock_timeout = config.pop("lock_timeout", None)  # how to wait, not what is computed: not in run.json
-    spec = build_suite_spec(config)
-    built = [e for e in (*spec["encoders"], *spec["regimes"]) if "instance" in e]
-    if built and config["executor"]["class_path"] != LOCAL_EXECUTOR:
-        names = ", ".join(e["class_path"] for e in built)
-        raise ConfigError(f"{len(built)} built object(s) ({names}) live in this process and run only with "
-                          "the local executor; give them by name or class path instead")
-    wandb = config["wandb"]
-    if isinstance(wandb, bool):
-        wandb = "group" if wandb else "off"
-    settings = RunSettings(config["output_dir"], config["executor"], wandb, config["wandb_project"],
-                           config["ci_unit"], bool(config["progress"]), bool(config["allow_code_change"]),
-                           float(config["max_cache_gb"]))
-    if settings.max_cache_gb <= 0:
-        raise ConfigError(f"max_cache_gb must be positive, got {settings.max_cache_gb}")
-    quiet_lightning()
-    with waiting_at_most(lock_timeout):
-        report = BenchmarkRun(spec, settings, config).run()
-    if report.interrupted is not None:
-        raise KeyboardInterrupt(f"interrupted after {report.completed + report.skipped} of {report.planned} "
-                                "jobs; call evaluate again to resume")
-    if report.skipped:  # a resumed folder: say what was reused (the CLI's last line says it too)
-        print(f"resumed {settings.output_dir}: {report.skipped} of {report.planned} jobs reused (already done), "
-              f"{report.completed} run", file=sys.stderr)
-    if report.failed:
-        warnings.warn(f"{len(report.failed)} of {report.planned} jobs failed (Results.failed lists them; "
-                      "they run again next time)", stacklevel=3)
-    return Results(settings.output_dir, run=report)
 
 
 # -- what can be run -----------------------------------------------------------------------------------------
