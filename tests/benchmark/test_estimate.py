@@ -1,0 +1,166 @@
+"""Cost before compute (issue 20 point 1): calibration, the cost model's scaling, and what the dry run prints."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from ppgbench_pl.benchmark.calibrate import TINY, calibrate
+from ppgbench_pl.benchmark.cost_model import (
+    DEFAULTS,
+    CostModel,
+    calibration_path,
+    fit_line,
+    load_model,
+    machine_description,
+    save_model,
+)
+from ppgbench_pl.benchmark.estimate import estimate_plan, hyperband_epochs, search_repeats
+from ppgbench_pl.benchmark.suite import BenchmarkSuite
+from tests.benchmark.helpers import LINEAR, suite_config, tree, write_config
+from tests.cli_helpers import run_cli
+
+MLP = {"class_path": "ppgbench_pl.regimes.mlp.MLPRegime",
+       "init_args": {"search": {"n_trials": 4, "n_startup_trials": 1, "max_epochs": 3}, "subject_repeats": 1}}
+LOCAL = {"class_path": "ppgbench_pl.benchmark.executors.LocalExecutor"}
+
+
+@pytest.fixture(autouse=True)
+def own_calibration(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Each test's calibrations in a folder of its own (never the user's)."""
+    folder = tmp_path_factory.mktemp("calibration")
+    monkeypatch.setenv("PPGBENCH_CALIBRATION_DIR", str(folder))
+    return folder
+
+
+def test_calibrate_on_a_tiny_setting_measures_and_is_stored_per_machine(own_calibration, capsys):
+    model = calibrate(setting=TINY)
+    assert model.calibrated and model.threads == 1 and model.device == "cpu"
+    assert set(model.coefficients) == set(TINY.kinds)
+    for kind in TINY.kinds:
+        intercept, slope = model.coefficients[kind]
+        assert intercept >= 0 and slope >= 0 and model.job_seconds(kind, 1e6) > 0
+    assert model.coefficients["ridge"][1] > 0  # measured (the Gram product when the jobs are too small to show it)
+    (cnn,) = model.encoders.values()
+    assert cnn["name"] == "small_cnn" and cnn["embed_dim"] == 64 and cnn["training"] == "measured"
+    assert cnn["inference_per_s"] > 0 and cnn["training_per_s"] > 0
+    path = save_model(model)
+    assert path == calibration_path() and path.parent == own_calibration
+    loaded = load_model()
+    assert loaded.calibrated and loaded.coefficients == model.coefficients and loaded.created
+    code, out, err = run_cli(["calibrate", "--show"], capsys)
+    assert code == 0 and str(path) in out and "ridge" in out and "small_cnn" in out, err
+
+
+def test_an_unreadable_calibration_is_one_line_naming_it(own_calibration, capsys):
+    calibration_path().parent.mkdir(parents=True, exist_ok=True)
+    calibration_path().write_text("{broken")
+    code, _, err = run_cli(["calibrate", "--show"], capsys)
+    assert code == 2 and str(calibration_path()) in err and "ppgbench calibrate --force" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_fit_line_recovers_a_line_and_never_goes_negative():
+    intercept, slope = fit_line([(1.0, 3.0), (3.0, 7.0)])
+    assert intercept == pytest.approx(1.0) and slope == pytest.approx(2.0)
+    assert fit_line([(1.0, 2.0), (2.0, 1.0)]) == (1.5, 0.0)  # work that does not show: all per-job cost
+    assert fit_line([(1.0, 1.0), (3.0, 5.0)])[0] == 0.0  # a negative fixed cost becomes a line through 0
+    assert fit_line([(2.0, 4.0)]) == (0.0, 2.0)
+
+
+def test_hyperband_epochs_are_between_one_and_the_budget_and_grow_with_it():
+    assert hyperband_epochs(1) == 1.0
+    means = [hyperband_epochs(e) for e in (3, 9, 25, 81)]
+    assert all(1 < m < e for m, e in zip(means, (3, 9, 25, 81), strict=True))
+    assert means == sorted(means)
+    # brackets 0 and 1 of max 4 (eta 3): 1.78 and 3.33 epochs, weighted 3:2 as Optuna allots trials
+    assert hyperband_epochs(4) == pytest.approx((3 * (2 / 3 + 2 / 9 * 3 + 4 / 9) + 2 * (2 + 4 / 3)) / 5)
+
+
+def test_search_repeats_reads_the_regime_and_defaults_to_one():
+    assert search_repeats(SimpleNamespace()) == 1
+    assert search_repeats(SimpleNamespace(search_seeds=[0, 1, 2])) == 3
+    assert search_repeats(SimpleNamespace(search_seeds=2)) == 2
+
+
+def _estimate(engine_root: Path, tmp_path: Path, subjects: int, model: CostModel, seeds: object = None):
+    config = suite_config(engine_root, tmp_path / f"run{subjects}", regimes=[LINEAR, MLP], tasks=["synthetic-hr"],
+                          data={"synthetic_subjects": subjects, "synthetic_windows": 10})
+    spec = {"encoders": [config["model"]["init_args"]["encoder"]], "regimes": config["trainer"]["callbacks"],
+            "datasets": ["synthetic"], "tasks": ["synthetic-hr"], "seeds": [42], "folds": [0, 1],
+            "data": {k: v for k, v in config["data"]["init_args"].items()
+                     if k not in ("dataset", "tasks", "seeds", "folds")}, "trainer": {"accelerator": "cpu"}}
+    suite = BenchmarkSuite(spec, tmp_path / "run")
+    plan = suite.plan(dry=True)
+    for job in plan:
+        if seeds is not None and job.regime.name == "mlp":
+            job.regime.search_seeds = seeds
+    est = estimate_plan(suite, plan, LOCAL, model, read_tree=False)
+    return {name: sum(j.seconds for j in est.jobs if j.regime == name) for name in ("linear", "mlp")}, est
+
+
+def test_the_estimate_scales_with_the_data_and_the_search_repeats(engine_root, tmp_path):
+    model = CostModel("test", calibrated=True, coefficients={**DEFAULTS, "ridge": (0.0, 1e-9), "mlp": (0.0, 1e-6)})
+    small, est = _estimate(engine_root, tmp_path, 10, model)
+    large, _ = _estimate(engine_root, tmp_path, 40, model)
+    repeated, _ = _estimate(engine_root, tmp_path, 10, model, seeds=[0, 1, 2])
+    assert large["linear"] == pytest.approx(4 * small["linear"]) and large["mlp"] == pytest.approx(4 * small["mlp"])
+    assert repeated["mlp"] == pytest.approx(3 * small["mlp"]) and repeated["linear"] == small["linear"]
+    assert len(est.jobs) == 4 and est.embedding_passes == 1 and est.slots == 1
+    assert any("synthetic at 64 Hz: the synthetic settings" in a for a in est.assumptions)
+
+
+def _dry_config(engine_root: Path, tmp_path: Path, **run: object) -> Path:
+    config = suite_config(engine_root, tmp_path / "run", regimes=[LINEAR, MLP], tasks=["synthetic-hr"],
+                          data={"synthetic_windows": 4}, **run)
+    return write_config(tmp_path / "config.yaml", config)
+
+
+def test_the_dry_run_prints_regimes_totals_and_says_when_it_is_uncalibrated(engine_root, tmp_path, capsys):
+    path = _dry_config(engine_root, tmp_path)
+    code, out, err = run_cli(["fit", "--config", str(path), "--dry-run"], capsys)
+    assert code == 0, err
+    lines = out.splitlines()
+    uncalibrated = [line for line in lines if "UNCALIBRATED" in line]
+    assert len(uncalibrated) == 1 and str(calibration_path()) in uncalibrated[0] and "ppgbench calibrate" in out
+    table = lines[lines.index(uncalibrated[0]) + 1:]
+    assert table[0].split() == ["regime", "jobs", "per", "job", "CPU", "GPU"]
+    assert [row.split()[0] for row in table[1:4]] == ["linear", "mlp", "embedding"]
+    assert table[4].split()[:2] == ["total", "4"]  # 1 seed x 2 folds x 2 regimes
+    assert "wall time with the local executor (1 job(s) at once" in out
+    assert "assumes sizes: synthetic at 64 Hz: processed tree" in out and "uncalibrated defaults" in out
+    assert not (tmp_path / "run").exists()
+
+    save_model(CostModel(machine_description(), calibrated=True, created="2026-12-01T00:00:00+00:00"))
+    code, out, err = run_cli(["fit", "--config", str(path), "--dry-run", "--executor", "process"], capsys)
+    assert code == 0, err
+    assert "UNCALIBRATED" not in out and "estimate for this machine" in out and "calibrated 2026-12-01" in out
+    assert "wall time with the process executor (2 job(s) at once" in out
+
+
+def test_without_the_tree_the_dry_run_assumes_published_sizes_under_the_budget_caps(tmp_path, capsys):
+    config = suite_config(tmp_path / "empty", tmp_path / "run", regimes=[LINEAR], tasks=["dalia-hr"],
+                          data={"dataset": "dalia", "synthetic_subjects": 30})
+    path = write_config(tmp_path / "config.yaml", config)
+    smoke = str(Path(__file__).resolve().parents[2] / "configs" / "budget" / "smoke.yaml")
+    code, out, err = run_cli(["fit", "--config", str(path), "--dry-run"], capsys)
+    assert code == 0, err
+    assert "data not readable" in out and "dalia at 64 Hz: assumed: no processed tree" in out
+    assert "dalia-hr 64500" in out  # 15 published subjects x ~4,300 windows
+    code, out, err = run_cli(["fit", "--config", str(path), "--config", smoke, "--dry-run"], capsys)
+    assert code == 0, err
+    assert "dalia-hr 320" in out  # at most 10 subjects x 32 windows
+
+
+def test_the_api_dry_run_prints_the_estimate_and_writes_nothing(engine_root, tmp_path, capsys):
+    import ppgbench_pl as pb
+
+    out = tmp_path / "api"
+    result = pb.evaluate("small_cnn", dataset="synthetic", tasks=["synthetic-hr"], regimes=["linear"], controls=(),
+                         seeds=[42], folds=[0], output_dir=out, root=str(engine_root), synthetic_subjects=10,
+                         synthetic_windows=4, wandb="off", dry_run=True)
+    printed = capsys.readouterr().out
+    assert result is None and "1 jobs planned" in printed and "UNCALIBRATED" in printed and "total" in printed
+    assert tree(out) == {}
