@@ -104,3 +104,31 @@ def test_bad_search_seeds_are_one_line(value, words):
     with pytest.raises(ConfigError, match=words) as err:
         check_search_seeds(value)
     assert "\n" not in str(err.value) and "search_seeds=" in str(err.value)
+
+
+def test_a_finetune_search_seed_keeps_the_split_and_moves_every_random_stream(tmp_path):
+    """Search seed 1 of finetuning: the same holdout and targets, another TPE seed and head stream."""
+    import numpy as np
+    import torch
+
+    from ppgbench_pl.encoders.cnn import SmallCNNEncoder
+    from tests.regimes.neural_helpers import context, datamodule
+
+    ctx = context(datamodule(tmp_path / "data"), SmallCNNEncoder(embed_dim=8), "synthetic-stiffness",
+                  tmp_path / "job")
+    regime = FinetuneRegime(search_seeds=[0, 1])
+    base, other = regime.repeat_search(ctx, 1, 0), regime.repeat_search(ctx, 1, 1)
+    assert np.array_equal(base.split.fit, other.split.fit) and np.array_equal(base.split.val, other.split.val)
+    assert base.seed == 42 + 1009 and other.seed == 42 + 1009 + SEARCH_SEED_STRIDE
+    assert (base.key, other.key) == (f"{ctx.job_id}/repeat1", f"{ctx.job_id}/repeat1/search1")
+    assert (base.folder, other.folder) == ("repeat1", "repeat1_search1")
+    assert not torch.equal(base.factory.head_stream, other.factory.head_stream)
+    from ppgbench_pl.hpo.optuna_search import close_storage
+
+    plans = [regime.open_plan(s) for s in (base, other)]
+    assert [p.study.study.study_name for p in plans] == [f"{ctx.job_id}-repeat1", f"{ctx.job_id}-repeat1-search1"]
+    assert other.url.endswith("/repeat1_search1/optuna.db") and base.url.endswith("/repeat1/optuna.db")
+    asked = [[p.study.ask(p.space)[0].params for _ in range(4)] for p in plans]  # random start-up trials
+    assert asked[0] != asked[1]
+    for s in (base, other):
+        close_storage(s.storage)
