@@ -29,9 +29,10 @@ class BibTeXError(ValueError):
 
 
 def render(citation: Citation) -> str:
-    """One entry as BibTeX text (fields in the card's order, values in braces)."""
-    width = max((len(name) for name, _ in citation.fields), default=0)
-    body = ",\n".join(f"  {name:<{width}} = {{{value}}}" for name, value in citation.fields)
+    """One entry as BibTeX text (fields in the card's order, values in braces, then ``unconfirmed``)."""
+    fields = citation.written_fields()
+    width = max((len(name) for name, _ in fields), default=0)
+    body = ",\n".join(f"  {name:<{width}} = {{{value}}}" for name, value in fields)
     return f"@{citation.entry_type}{{{citation.key},\n{body}\n}}\n"
 
 

@@ -9,20 +9,27 @@ from typing import Any
 
 from ppgbench_pl.cards.bibtex import render
 from ppgbench_pl.cards.overlap import declaration_json
-from ppgbench_pl.cards.types import ModelCard
+from ppgbench_pl.cards.types import Citation, ModelCard
+
+
+def paper_fields(paper: Citation | None) -> dict[str, Any]:
+    """The paper of a card as row fields: key, how listings cite it, title, unconfirmed fields, BibTeX."""
+    if paper is None:
+        return {"paper": None, "paper_cite": None, "paper_title": None, "paper_unconfirmed": [], "bibtex": None}
+    title = paper.field("title").replace("{", "").replace("}", "")
+    return {"paper": paper.key, "paper_cite": paper.label(),
+            "paper_title": f"{title} (title unconfirmed)" if "title" in paper.unconfirmed else title,
+            "paper_unconfirmed": list(paper.unconfirmed), "bibtex": render(paper)}
 
 
 def model_card_row(card: ModelCard) -> dict[str, Any]:
     """A model card as JSON-ready fields (prefixed where the catalog row already has the plain name)."""
-    paper = card.paper
     return {
         "display_name": card.display_name,
         "pretraining_data": declaration_json(card.pretraining_data),
         "pretraining_complete": card.pretraining_complete,
         "pretraining": card.pretraining_text(),
-        "paper": paper.key if paper else None,
-        "paper_title": paper.field("title").replace("{", "").replace("}", "") if paper else None,
-        "bibtex": render(paper) if paper else None,
+        **paper_fields(card.paper),
         "weights_license": card.weights_license or "not stated",
         "weights_license_status": card.weights_license_status,
         "code_license": card.code_license or "not stated",
@@ -43,11 +50,9 @@ def dataset_card_row(key: str) -> dict[str, Any]:
 
     card = CARDS.get(key)
     if card is None:
-        return {"derived_from": [], "paper": None}
+        return {"derived_from": [], **paper_fields(None)}
     return {
-        "paper": card.paper.key,
-        "paper_title": card.paper.field("title").replace("{", "").replace("}", ""),
-        "bibtex": render(card.paper),
+        **paper_fields(card.paper),
         "publisher": card.publisher,
         "card_license": card.license or "not found",
         "license_status": card.license_status,
@@ -67,6 +72,6 @@ def pretraining_block(rows: list[dict[str, Any]]) -> str:
                  + (" (unconfirmed)" if r.get("weights_license_status") == "unconfirmed" else ""),
                  f"code licence {r['code_license']}"]
         if r.get("paper"):
-            extra.append(f"cite {r['paper']}")
+            extra.append(f"cite {r.get('paper_cite') or r['paper']}")
         lines.append(f"  {'':<{width}}  " + "; ".join(extra))
     return "\n".join(lines)

@@ -22,16 +22,34 @@ UNKNOWN = "unknown"
 class Citation:
     """One BibTeX entry: its key, entry type and fields in the order they are written.
 
-    Authors not found are written ``and others`` (valid BibTeX), never guessed.
+    Authors not found are written ``and others`` (valid BibTeX), never guessed. ``unconfirmed`` names the
+    fields whose value no source confirmed (``docs/cards.md`` lists the sources of the others); the entry
+    carries them in an ``unconfirmed`` field (BibTeX styles ignore it, a reader of the file sees it), and
+    ``ppgbench list`` shows them beside the key.
     """
 
     key: str
     entry_type: str
     fields: tuple[tuple[str, str], ...]
+    unconfirmed: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        """Refuse an ``unconfirmed`` name that is not one of the entry's fields."""
+        missing = [name for name in self.unconfirmed if name not in dict(self.fields)]
+        if missing:
+            raise ValueError(f"{self.key}: unconfirmed field(s) {', '.join(missing)} not in the entry")
 
     def field(self, name: str) -> str:
         """The value of one field ('' when absent)."""
         return dict(self.fields).get(name, "")
+
+    def written_fields(self) -> tuple[tuple[str, str], ...]:
+        """The fields as written to a ``.bib`` file: the entry's, then ``unconfirmed`` when any is."""
+        return (*self.fields, *((("unconfirmed", ", ".join(self.unconfirmed)),) if self.unconfirmed else ()))
+
+    def label(self) -> str:
+        """``key``, or ``key (title, doi unconfirmed)``: how listings name the entry."""
+        return f"{self.key} ({', '.join(self.unconfirmed)} unconfirmed)" if self.unconfirmed else self.key
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,8 @@ list, so the overlap rule (:mod:`.overlap`) can compare them by name: the benchm
 registry key (``bidmc``, ``dalia``, ...) and the collections below. ``parts`` says what a collection is
 built from: MIMIC-III's waveform database holds the MIMIC-II records, PulseDB takes its segments from the
 MIMIC-III matched subset and VitalDB. That is how BIDMC (taken from MIMIC-II) shares a source with a model
-pretrained on PulseDB. Sources: ``docs/cards.md``.
+pretrained on PulseDB. Sources: ``docs/cards.md``; a description says only what the gathered facts say
+(what CFS, HSP or MESA stand for is not recorded there, so it is not written here).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ class Collection:
 
     Attributes:
         name: The vocabulary name (lower case, hyphens).
-        display_name: How its publishers write it.
+        display_name: How the gathered facts write it.
         parts: Names of the collections it contains or is drawn from.
         description: One line on what it is.
 
@@ -38,14 +39,15 @@ _COLLECTIONS = (
                "from its matched subset"),
     Collection("mimic-iii", "MIMIC-III Waveform Database", ("mimic-ii",),
                "ICU waveforms (PhysioNet); adds over 44,000 recordings to the MIMIC-II waveform database"),
-    Collection("mimic-iv", "MIMIC-IV Waveform Database", (), "ICU waveforms (PhysioNet)"),
-    Collection("vitaldb", "VitalDB", (), "surgical patients' vital signs (Seoul National University Hospital)"),
-    Collection("mesa", "MESA Sleep", (), "Multi-Ethnic Study of Atherosclerosis sleep study (NSRR)"),
+    Collection("mimic-iv", "MIMIC-IV Waveform Database", (), "waveforms (pleth) that SigmaPPG's code preprocesses"),
+    Collection("vitaldb", "VitalDB", (), "its SNUADC/PLETH signal is what SigmaPPG's code preprocesses; in PulseDB "
+               "and in PaPaGei's pretraining data (read at 500 Hz)"),
+    Collection("mesa", "MESA", (), "in PaPaGei's (read at 256 Hz) and AnyPPG's pretraining data"),
     Collection("pulsedb", "PulseDB", ("mimic-iii", "vitaldb"),
                "10-s segments from the MIMIC-III matched subset and VitalDB"),
-    Collection("cfs", "Cleveland Family Study", (), "sleep study (NSRR)"),
-    Collection("hsp", "Human Sleep Project", (), "clinical sleep recordings"),
-    Collection("mc-med", "MC-MED", (), "emergency-department monitoring data"),
+    Collection("cfs", "CFS", (), "a preprocessing folder of AnyPPG's repository (10-s segments)"),
+    Collection("hsp", "HSP", (), "a preprocessing folder of AnyPPG's repository (60-s segments)"),
+    Collection("mc-med", "MC-MED", (), "a preprocessing folder of AnyPPG's repository (10-s segments)"),
     Collection("pulseppg-field-study", "Pulse-PPG field study", (),
                "the Pulse-PPG authors' private 100-day wrist-PPG study of 120 participants (not released)"),
     Collection("timeseries-pile", "Time-series Pile", ("informer-long-horizon", "monash-forecasting", "ucr-uea",
@@ -58,7 +60,7 @@ _COLLECTIONS = (
     Collection("ucr-uea", "UCR/UEA classification archive", (), "time-series classification sets"),
     Collection("tsb-uad", "TSB-UAD anomaly benchmark", (),
                "anomaly series; its 'BIDMC1' series is ECG, not the BIDMC PPG dataset"),
-    Collection("fred", "FRED", (), "economic series"),
+    Collection("fred", "FRED", (), "loaded by get_all_datasets() of MOMENT's research code"),
 )
 
 #: Name -> collection, in the order above.

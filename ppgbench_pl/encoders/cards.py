@@ -3,7 +3,8 @@
 Plain data beside :mod:`ppgbench_pl.encoders.catalog` (whose rate, size and weights source each card
 repeats, so the two cannot drift), read by ``ppgbench list encoders``, ``ppgbench cite`` and the overlap
 flags. The facts and their statuses come from the sources listed in ``docs/cards.md``; an unconfirmed
-fact stays ``unconfirmed`` here. Authors beyond those found are ``and others``. A user's model
+fact stays ``unconfirmed`` here, and a citation field no source confirmed is listed in the citation's
+``unconfirmed`` (written into its BibTeX). Authors beyond those found are ``and others``. A user's model
 (``custom``) declares its own pretraining data (``CustomEncoder(pretraining_data=...)``); without a
 declaration it is ``unknown``.
 """
@@ -50,18 +51,20 @@ _PAPERS = {
                            "{MOMENT}: A Family of Open Time-series Foundation Models",
                            "Goswami, Mononito and others", "2024", "2402.03885",
                            ("booktitle", "International Conference on Machine Learning (ICML)")),
+    # Not in the gathered facts: title, first author, journal, year and DOI confirmed on the publisher's
+    # page (docs/cards.md [S48]); volume, issue and pages were not, so the entry says so.
     "prv_neurokit2": Citation("makowski2021neurokit2", "article", (
         ("title", "{NeuroKit2}: A {Python} toolbox for neurophysiological signal processing"),
         ("author", "Makowski, Dominique and others"), ("journal", "Behavior Research Methods"),
         ("volume", "53"), ("number", "4"), ("pages", "1689--1696"), ("year", "2021"),
-        ("doi", "10.3758/s13428-020-01516-y"))),
+        ("doi", "10.3758/s13428-020-01516-y")), unconfirmed=("volume", "number", "pages")),
 }
 
 # name: (display name, weights licence, its status, code licence, pretraining data, complete, notes)
 _FACTS: dict[str, tuple[str, str, Status, str, tuple[PretrainingSource, ...] | str, bool, str]] = {
     "papagei_p": ("PaPaGei-P", "", "unconfirmed", "BSD-3-Clause", _src("vitaldb", "mimic-iii", "mesa"), True,
                   "the released training_pospair.py loads all three by default; BIDMC (from MIMIC-II) shares "
-                  "a source through MIMIC-III; weights licence not found on the Zenodo record"),
+                  "a source through MIMIC-III; weights licence unconfirmed (the Zenodo page was not found)"),
     "papagei_s": ("PaPaGei-S", "", "unconfirmed", "BSD-3-Clause",
                   (*_src("mesa", "mimic-iii"), *_src("vitaldb", status="unconfirmed")), True,
                   "the paper lists VitalDB, MIMIC-III and MESA, the released training_mt.py hard-codes "

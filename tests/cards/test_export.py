@@ -23,6 +23,7 @@ from ppgbench_pl.cli import main
 from ppgbench_pl.errors import DataError, PPGBenchError
 from ppgbench_pl.report import build_report
 from ppgbench_pl.results.export import FORMAT_VERSION, export_run
+from tests.cards.bib_parse import pybtex_entries
 from tests.schema_check import validate
 
 TINY = {"synthetic_subjects": 8, "synthetic_windows": 4, "accelerator": "cpu", "devices": 1, "progress": False}
@@ -78,6 +79,8 @@ def test_a_report_on_the_files_equals_the_report_on_the_folders(runs):
     assert from_files.pop("index.html").decode() == page
     for name, content in from_dirs.items():
         assert from_files[name] == content, name
+    # The quickstart's makeup (small CNN, published PRV, constant, synthetic): only the benchmark has a paper.
+    assert set(pybtex_entries(from_files["references.bib"].decode())) == {"ppgbench"}
     rescored = pd.read_csv(root / "rep_files" / "tables" / "rescoring.csv")
     assert set(rescored["model"]) == {"small_cnn", "mynet", "prv_published"} and set(rescored["task"]) == {"synthetic-stiffness"}
     assert "carries no predictions" not in page

@@ -49,6 +49,6 @@ CARD = DatasetCard(
     publisher="PhysioNet (project bidmc, v1.0.0)",
     license="ODC-By 1.0", license_status="unconfirmed", access="PhysioNet open access",
     derived_from=("mimic-ii",),
-    notes="taken from the MIMIC-II matched waveform database (BIDMC ICU patients); exact licence name "
-          "unconfirmed",
+    notes="taken from the MIMIC-II matched waveform database (BIDMC ICU patients); the licence name is the "
+          "one the declaration above states: the gathered facts say only PhysioNet open access",
 )

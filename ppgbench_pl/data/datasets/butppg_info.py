@@ -82,10 +82,12 @@ DECLARATION = DatasetDeclaration(
 #: Paper, publisher, licence and provenance (sources: docs/cards.md).
 CARD = DatasetCard(
     paper=Citation("nemcova2021butppg", "article", (
-        ("title", "Brno University of Technology Smartphone {PPG} Database ({BUT PPG})"),
+        ("title", "Brno University of Technology Smartphone {PPG} Database ({BUT PPG}): Annotated Dataset for "
+                  "{PPG} Quality Assessment and Heart Rate Estimation"),
         ("author", "Nemcova, Andrea and others"), ("journal", "BioMed Research International"),
         ("year", "2021"), ("doi", "10.1155/2021/3453007"))),
     publisher="PhysioNet (project butppg, v2.0.0, DOI 10.13026/tn53-8153)",
     license="CC BY 4.0", license_status="unconfirmed", access="PhysioNet open access",
-    notes="original recordings (BUT, Brno); exact licence name unconfirmed",
+    notes="original recordings (BUT, Brno); the licence name is the one the declaration above states: the "
+          "gathered facts say only PhysioNet open access",
 )

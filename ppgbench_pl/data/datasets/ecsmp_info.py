@@ -52,7 +52,7 @@ CARD = DatasetCard(
     paper=Citation("gao2021ecsmp", "article", (
         ("title", "A dataset on emotion, cognition, sleep and multi-modal physiological signals"),
         ("author", "Gao, Zhilin and others"), ("journal", "Data in Brief"), ("volume", "39"),
-        ("pages", "107660"), ("year", "2021"), ("doi", "10.1016/j.dib.2021.107660"))),
+        ("pages", "107660"), ("year", "2021"), ("doi", "10.1016/j.dib.2021.107660")), unconfirmed=("doi",)),
     publisher="Mendeley Data (vn5nknh3mn, where the downloader fetches it)",
     license="", license_status="unconfirmed", access="open download",
     notes="the DOI string and the hosting repository are unconfirmed; original study (Southeast Univ., "

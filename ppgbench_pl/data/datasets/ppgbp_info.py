@@ -55,8 +55,9 @@ CARD = DatasetCard(
     paper=Citation("liang2018ppgbp", "article", (
         ("title", "A new, short-recorded photoplethysmogram dataset for blood pressure monitoring in {China}"),
         ("author", "Liang, Yongbo and others"), ("journal", "Scientific Data"), ("volume", "5"),
-        ("pages", "180020"), ("year", "2018"), ("doi", "10.1038/sdata.2018.20"))),
+        ("pages", "180020"), ("year", "2018"), ("doi", "10.1038/sdata.2018.20")), unconfirmed=("title",)),
     publisher="figshare",
     license="CC0 1.0", license_status="unconfirmed", access="open download",
-    notes="licence from Google Dataset Search (marked as automatically derived), not checked on figshare",
+    notes="licence from Google Dataset Search (marked as automatically derived), not checked on figshare; "
+          "the paper's title is unconfirmed (it matches a third-party repository's description only)",
 )
