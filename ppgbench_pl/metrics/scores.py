@@ -10,13 +10,20 @@ with that reason instead of storing a number. Selection scores inside a search s
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 from scipy.stats import rankdata
-from sklearn import metrics as skm
 
 from ppgbench_pl.errors import DataError
+
+
+def _sklearn_metrics() -> ModuleType:
+    """``sklearn.metrics``, imported when a fold is scored: parsing a config (a regime's class) stays free of it."""
+    from sklearn import metrics
+
+    return metrics
 
 
 class NotEvaluableError(DataError):
@@ -57,6 +64,7 @@ def _safe(name: str, fn: Any, out: dict[str, Any]) -> None:
 
 def regression_metrics(y_true: np.ndarray, y_pred: np.ndarray) -> dict[str, Any]:
     """MAE, MSE, RMSE and R2 (averaged over outputs for multi-output targets)."""
+    skm = _sklearn_metrics()
     y_true, y_pred = np.asarray(y_true, float), np.asarray(y_pred, float)
     out: dict[str, Any] = {
         "mae": float(np.mean(np.abs(y_true - y_pred))),
@@ -69,6 +77,7 @@ def regression_metrics(y_true: np.ndarray, y_pred: np.ndarray) -> dict[str, Any]
 
 def classification_metrics(y_true: np.ndarray, pred: Predictions) -> dict[str, Any]:
     """Accuracy, balanced accuracy, macro F1; AUROC/AUPRC (binary) or one-vs-rest AUROC (multiclass)."""
+    skm = _sklearn_metrics()
     assert pred.classes is not None
     y_true = np.asarray(y_true)
     _require_two_classes(y_true, "balanced accuracy")
@@ -96,6 +105,7 @@ def classification_metrics(y_true: np.ndarray, pred: Predictions) -> dict[str, A
 
 def _auroc_ovr(y_true: np.ndarray, pred: Predictions) -> float:
     """Macro one-vs-rest AUROC over the classes present in ``y_true``."""
+    skm = _sklearn_metrics()
     assert pred.classes is not None
     scores = []
     for k, cls in enumerate(pred.classes):
@@ -109,6 +119,7 @@ def _auroc_ovr(y_true: np.ndarray, pred: Predictions) -> float:
 
 def regression_cls_metrics(y_true: np.ndarray, y_pred: np.ndarray) -> dict[str, Any]:
     """Multi-output regression metrics plus the argmax classification the ECSMP emotion task reports."""
+    skm = _sklearn_metrics()
     out = regression_metrics(y_true, y_pred)
     out["mae_per_target"] = np.mean(np.abs(y_true - y_pred), axis=0).tolist()
     out["mse_per_target"] = np.mean((y_true - y_pred) ** 2, axis=0).tolist()
