@@ -51,6 +51,8 @@ DEFAULTS: dict[str, tuple[float, float]] = {
 }
 #: Encoder throughput (windows/s: inference, training) assumed when an encoder was not measured.
 DEFAULT_THROUGHPUT = (400.0, 100.0)
+#: CPU seconds of importing the engine in a fresh process (docs/performance.md: about 8 s on the CI machine).
+DEFAULT_STARTUP_S = 8.0
 #: Embedding size assumed for an encoder the catalog does not know and calibration did not measure.
 DEFAULT_EMBED_DIM = 512
 
@@ -68,6 +70,8 @@ class CostModel:
         coefficients: kind -> (intercept seconds, seconds per unit).
         encoders: encoder key (:func:`encoder_key`) -> {name, inference and training windows/s, embed_dim, device}.
         seconds: How long the calibration took (wall).
+        startup_s: CPU seconds a process spends importing the engine (Lightning, torch, ppgbench) before its
+            first job: the command itself and every worker process pay it.
     """
 
     machine: str
@@ -78,6 +82,7 @@ class CostModel:
     coefficients: dict[str, tuple[float, float]] = field(default_factory=lambda: dict(DEFAULTS))
     encoders: dict[str, dict[str, Any]] = field(default_factory=dict)
     seconds: float = 0.0
+    startup_s: float = DEFAULT_STARTUP_S
 
     def job_seconds(self, kind: str, units: float) -> float:
         """Seconds of one job of ``kind`` doing ``units`` of work (see the module docstring)."""

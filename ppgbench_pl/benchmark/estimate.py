@@ -77,6 +77,8 @@ class Estimate:
     jobs: list[JobCost] = field(default_factory=list)
     embedding_seconds: float = 0.0
     embedding_passes: int = 0
+    startup_s: float = 0.0
+    processes: int = 1  # the command and its worker processes, each paying start-up once
     embedding_gpu: bool = False
     slots: int = 1
     executor: str = "local"
@@ -187,6 +189,8 @@ def estimate_plan(suite: Any, pending: Sequence[Any], executor: dict[str, Any], 
     """The estimate of running ``pending`` (jobs of ``suite``'s dry plan) with ``executor`` on this machine."""
     est = Estimate()
     est.executor, est.slots = executor_slots(executor)
+    est.startup_s = model.startup_s
+    est.processes = 1 + (0 if est.executor == "local" else min(est.slots, len(pending)))
     gpu = on_gpu(suite.trainer_kwargs)
     entries, infos = suite.config["encoders"], suite.encoder_infos
     sizes: dict[tuple[str, float, str], TaskSize] = {}
@@ -256,6 +260,14 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 86400:.1f} days"
 
 
+def wall_seconds(est: Estimate) -> float:
+    """The embedding pass, then the jobs spread evenly over the executor's slots (a local pool: at most the cores)."""
+    local = est.executor in ("local", "process")
+    slots = max(min(est.slots, len(est.jobs), (os.cpu_count() or 1) if local else est.slots), 1)
+    workers = est.startup_s if est.processes > 1 else 0.0  # workers start together, after the command
+    return est.startup_s + workers + est.embedding_seconds + sum(j.seconds for j in est.jobs) / slots
+
+
 def describe_estimate(est: Estimate, model: CostModel) -> str:
     """The estimate as the dry run prints it: one row per regime, the embedding pass, totals, assumptions."""
     if model.calibrated:
@@ -272,6 +284,9 @@ def describe_estimate(est: Estimate, model: CostModel) -> str:
         cpu_total, gpu_total = cpu_total + cpu, gpu_total + gpu
         lines.append(f"{name:<16} {len(mine):>6} {_duration((cpu + gpu) / len(mine)):>9} "
                      f"{_duration(cpu):>10} {_duration(gpu) if gpu else '-':>10}")
+    cpu_total += est.startup_s * est.processes
+    lines.append(f"{'start-up':<16} {est.processes:>6} {_duration(est.startup_s):>9} "
+                 f"{_duration(est.startup_s * est.processes):>10} {'-':>10}")
     if est.embedding_passes:
         where = "GPU" if est.embedding_gpu else "CPU"
         cpu_total += 0 if est.embedding_gpu else est.embedding_seconds
@@ -281,12 +296,8 @@ def describe_estimate(est: Estimate, model: CostModel) -> str:
                      f"{emb if where == 'CPU' else '-':>10} {emb if where == 'GPU' else '-':>10}")
     lines.append(f"{'total':<16} {len(est.jobs):>6} {'':>9} {_duration(cpu_total):>10} "
                  f"{_duration(gpu_total) if gpu_total else '-':>10}")
-    jobs_total = sum(j.seconds for j in est.jobs)
-    cores = os.cpu_count() or 1
-    local = est.executor in ("local", "process")
-    slots = max(min(est.slots, len(est.jobs), cores if local else est.slots), 1)
-    wall = est.embedding_seconds + jobs_total / slots
+    cores, local = os.cpu_count() or 1, est.executor in ("local", "process")
     lines.append(f"wall time with the {est.executor} executor ({est.slots} job(s) at once"
-                 + (f", {cores} cores here" if local else "") + f"): about {_duration(wall)}")
+                 + (f", {cores} cores here" if local else "") + f"): about {_duration(wall_seconds(est))}")
     lines += [f"assumes {a}" for a in est.assumptions]
     return "\n".join(lines)

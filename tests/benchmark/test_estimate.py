@@ -127,8 +127,8 @@ def test_the_dry_run_prints_regimes_totals_and_says_when_it_is_uncalibrated(engi
     assert len(uncalibrated) == 1 and str(calibration_path()) in uncalibrated[0] and "ppgbench calibrate" in out
     table = lines[lines.index(uncalibrated[0]) + 1:]
     assert table[0].split() == ["regime", "jobs", "per", "job", "CPU", "GPU"]
-    assert [row.split()[0] for row in table[1:4]] == ["linear", "mlp", "embedding"]
-    assert table[4].split()[:2] == ["total", "4"]  # 1 seed x 2 folds x 2 regimes
+    assert [row.split()[0] for row in table[1:5]] == ["linear", "mlp", "start-up", "embedding"]
+    assert table[5].split()[:2] == ["total", "4"]  # 1 seed x 2 folds x 2 regimes
     assert "wall time with the local executor (1 job(s) at once" in out
     assert "assumes sizes: synthetic at 64 Hz: processed tree" in out and "uncalibrated defaults" in out
     assert not (tmp_path / "run").exists()
