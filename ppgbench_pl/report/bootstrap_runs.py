@@ -21,13 +21,12 @@ def _job_arrays(runs: RunSet, rec: dict[str, Any]) -> tuple[np.ndarray, np.ndarr
     """(y_true, y_pred, subjects) of a job's first repeat, aggregated per subject on subject-level tasks."""
     results = rec.get("results") or [{}]
     name = results[0].get("predictions") or "predictions_repeat0.npz"
-    path = runs.job_folder(rec) / name
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            y, subjects = np.asarray(z["y_true"]), np.asarray(z["subjects"]).astype(str)
-            pred = np.asarray(z["y_prob"] if "y_prob" in z.files else z["y_pred"])
-            classes = np.asarray(z["classes"]) if "classes" in z.files else None
-    except (OSError, KeyError, ValueError, EOFError):
+    try:  # the job folder's .npz, or the arrays an exported file carries (RunSet.prediction_arrays)
+        z = runs.prediction_arrays(rec, str(name))
+        y, subjects = np.asarray(z["y_true"]), np.asarray(z["subjects"]).astype(str)
+        pred = np.asarray(z["y_prob"] if "y_prob" in z else z["y_pred"])
+        classes = np.asarray(z["classes"]) if "classes" in z else None
+    except (OSError, KeyError, ValueError):
         return None
     if rec.get("level") == "subject":
         from ppgbench_pl.metrics.aggregation import aggregate, first_per_group

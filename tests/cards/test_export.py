@@ -69,10 +69,12 @@ def report_files(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-def test_a_report_on_the_files_equals_the_report_on_the_folders(runs):
+@pytest.mark.parametrize("interval", ["corrected-t", "bootstrap"])  # the bootstrap reads the predictions too
+def test_a_report_on_the_files_equals_the_report_on_the_folders(runs, interval):
     root, files = runs
-    from_dirs = report_files(build_report([root / "a", root / "b"], root / "rep_dirs").parent)
-    from_files = report_files(build_report(files, root / "rep_files").parent)
+    from_dirs = report_files(build_report([root / "a", root / "b"], root / f"rep_dirs_{interval}",
+                                          subject_interval=interval).parent)
+    from_files = report_files(build_report(files, root / f"rep_files_{interval}", subject_interval=interval).parent)
     assert set(from_files) == set(from_dirs) and "tables/rescoring.csv" in from_dirs
     page = from_dirs.pop("index.html").decode()  # names its inputs: the folders there, the files here
     page = page.replace(f"{root / 'a'}, {root / 'b'}", f"{files[0]}, {files[1]}")
@@ -81,7 +83,7 @@ def test_a_report_on_the_files_equals_the_report_on_the_folders(runs):
         assert from_files[name] == content, name
     # The quickstart's makeup (small CNN, published PRV, constant, synthetic): only the benchmark has a paper.
     assert set(pybtex_entries(from_files["references.bib"].decode())) == {"ppgbench"}
-    rescored = pd.read_csv(root / "rep_files" / "tables" / "rescoring.csv")
+    rescored = pd.read_csv(root / f"rep_files_{interval}" / "tables" / "rescoring.csv")
     assert set(rescored["model"]) == {"small_cnn", "mynet", "prv_published"} and set(rescored["task"]) == {"synthetic-stiffness"}
     assert "carries no predictions" not in page
     columns = ["model", "task", "regime", "mean", "ci95", "n_seeds", "n_folds", "pretraining_overlap"]
@@ -220,3 +222,20 @@ def test_a_prediction_file_missing_from_the_run_is_named_and_left_out_of_table_4
     for name in tables:
         assert ((tmp_path / "rep_file" / "tables" / name).read_text()
                 == (tmp_path / "rep_dir" / "tables" / name).read_text())
+
+
+def test_the_subject_bootstrap_reads_the_same_arrays_from_a_file_as_from_its_folder(runs):
+    from ppgbench_pl.report.bootstrap_runs import seed_stats
+    from ppgbench_pl.report.load import load_runs
+
+    root, files = runs
+    folder, exported = load_runs([root / "b"]), load_runs([files[1]])
+    for task, kind, classes in (("synthetic-stiffness", "classification", [0, 1]),
+                                ("synthetic-hr", "regression", [])):
+        recs = [r for r in folder.records if r["model"] == "mynet" and r["task"] == task]
+        mine = seed_stats(exported, [r for r in exported.records if r["job_id"] in {x["job_id"] for x in recs}],
+                          kind, classes)
+        theirs = seed_stats(folder, recs, kind, classes)
+        assert set(mine) == set(theirs) == {42, 43}, task  # every seed read (none left out as unreadable)
+        for seed, (names, stats) in theirs.items():
+            assert list(mine[seed][0]) == list(names) and np.array_equal(mine[seed][1], stats)
