@@ -63,9 +63,7 @@ def _cell(a: pd.DataFrame, b: pd.DataFrame, alpha: float) -> dict[str, object]:
     joined = pd.concat({"a": left["value"], "b": right["value"], "n_train": left["n_train"],
                         "n_test": left["n_test"]}, axis=1, join="inner").reset_index()
     joined["diff"] = joined["a"] - joined["b"]
-    subjects = (joined["n_train"] + joined["n_test"]).max()
-    return {**effect(joined, bool(a["higher"].iloc[0]), alpha),
-            "n_subjects": int(subjects) if pd.notna(subjects) else float("nan")}
+    return effect(joined, bool(a["higher"].iloc[0]), alpha)
 
 
 def _adjusted(table: pd.DataFrame, sources: tuple[RunSet, RunSet], interval: str, alpha: float) -> pd.DataFrame:

@@ -34,9 +34,9 @@ from ppgbench_pl.results.inference import ALPHA, corrected_t, holm, mdd, split_r
 FAMILIES = ("baseline", "controls", "models")
 FEATURE_CONTROLS = tuple(c for c in CONTROL_MODELS if not is_baseline(c))
 EFFECT_COLUMNS = [
-    "regime", "task", "metric", "family", "model_a", "model_b", "n_seeds", "n_units", "mean_a", "mean_b",
-    "diff", "gain", "d_z", "seed_ci_low", "seed_ci_high", "nb_ci_low", "nb_ci_high", "ratio", "p", "p_holm",
-    "mdd", "verdict",
+    "regime", "task", "metric", "family", "model_a", "model_b", "n_seeds", "n_units", "n_subjects", "mean_a",
+    "mean_b", "diff", "gain", "d_z", "sd_diff", "seed_ci_low", "seed_ci_high", "nb_ci_low", "nb_ci_high", "ratio",
+    "p", "p_holm", "mdd", "verdict",
 ]
 MIN_SEEDS = 3
 VERDICT_TEXT = {
@@ -102,7 +102,10 @@ def effect(joined: pd.DataFrame, higher: bool, alpha: float = ALPHA) -> dict[str
     half = student_t_ci(seed_means)
     mean = float(seed_means.mean()) if len(seed_means) else math.nan
     sign = 1.0 if higher else -1.0
-    return {"n_seeds": len(seed_means), "n_units": test.n, "mean_a": float(joined["a"].mean()),
+    subjects = (joined["n_train"] + joined["n_test"]).max() if len(joined) else math.nan
+    return {"n_seeds": len(seed_means), "n_units": test.n,
+            "n_subjects": int(subjects) if pd.notna(subjects) else math.nan, "sd_diff": test.sd,
+            "mean_a": float(joined["a"].mean()),
             "mean_b": float(joined["b"].mean()), "diff": test.mean, "gain": sign * test.mean,
             "d_z": sign * test.d_z, "seed_ci_low": mean - half, "seed_ci_high": mean + half,
             "nb_ci_low": test.ci_low, "nb_ci_high": test.ci_high, "ratio": ratio, "p": test.p,

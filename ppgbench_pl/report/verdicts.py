@@ -25,10 +25,11 @@ from typing import Any
 import pandas as pd
 
 from ppgbench_pl.report.effects import finite
-from ppgbench_pl.results.inference import ALPHA, benjamini_hochberg, holm
+from ppgbench_pl.results.inference import ALPHA, benjamini_hochberg, holm, seeds_needed, subjects_needed
 
 CHANCE_COLUMNS = ["regime", "task", "metric", "published_status", "best_model", "gain", "mdd", "p_cell",
-                  "q_bh", "paired_status", "beat_baseline", "below_baseline"]
+                  "q_bh", "paired_status", "beat_baseline", "below_baseline", "seeds_to_detect_gain",
+                  "subjects_to_detect_gain"]
 CONTROL_COLUMNS = ["regime", "task", "published_status", "p_cell", "q_bh", "paired_status", "winners"]
 
 
@@ -40,10 +41,29 @@ def _chance_row(cell: pd.DataFrame, alpha: float) -> dict[str, Any]:
         p_cell = 1.0  # tested, and no model has a better mean
     best = base.loc[base["gain"].idxmax()] if len(base) else None
     below = base[base["verdict"] == "below_baseline"]["model_a"].tolist()
-    return {"best_model": "" if best is None else best["model_a"],
+    seeds, subjects = planned(best)
+    return {"best_model": "" if best is None else best["model_a"], "seeds_to_detect_gain": seeds,
+            "subjects_to_detect_gain": subjects,
             "gain": math.nan if best is None else float(best["gain"]),
             "mdd": math.nan if best is None else float(best["mdd"]), "p_cell": p_cell,
             "below_baseline": ";".join(below), "all_below": bool(len(base)) and len(below) == len(base)}
+
+
+def planned(best: Any) -> tuple[float, float]:
+    """The planners for the best model of a cell: seeds, or subjects, that would detect its observed gain.
+
+    With 80 % power at alpha 0.05 (:func:`~ppgbench_pl.results.inference.seeds_needed` with the cell's folds
+    per seed, :func:`~ppgbench_pl.results.inference.subjects_needed`); NaN when the gain is not positive,
+    when no number of seeds can (the subject floor) or nothing is known.
+    """
+    if best is None or not best["gain"] > 0 or not math.isfinite(float(best["sd_diff"])):
+        return math.nan, math.nan
+    folds = max(int(round(best["n_units"] / max(best["n_seeds"], 1))), 1)
+    seeds = seeds_needed(float(best["sd_diff"]), float(best["gain"]), folds, float(best["ratio"]))
+    n = best["n_subjects"]
+    subjects = subjects_needed(float(best["sd_diff"]), float(best["gain"]), int(n), int(best["n_seeds"]), folds,
+                               float(best["ratio"])) if pd.notna(n) and n > 0 else None
+    return (math.nan if seeds is None else float(seeds)), (math.nan if subjects is None else float(subjects))
 
 
 def paired_chance(effects: pd.DataFrame, published: pd.DataFrame, alpha: float = ALPHA) -> pd.DataFrame:
@@ -134,12 +154,21 @@ def count_lines(chance: pd.DataFrame, controls: pd.DataFrame, alpha: float = ALP
                      f"of a cell, Benjamini-Hochberg over the {m} cells).")
     mdds = chance[chance["paired_status"] == "near_chance"]
     if len(mdds):
-        parts = [f"{r.task} ({r.regime}) {r.mdd:.3g}" for r in mdds.itertuples() if not math.isnan(r.mdd)]
+        parts = [f"{r.task} ({r.regime}) {r.mdd:.3g}" + _plan_text(r) for r in mdds.itertuples()
+                 if not math.isnan(r.mdd)]
         lines.append("Near-chance cells could still hide a gain below their minimum detectable difference "
-                     "(80 % power, alpha 0.05; best model vs constant): " + "; ".join(parts) + ".")
+                     "(80 % power, alpha 0.05; best model vs constant; in brackets the seeds or subjects that "
+                     "would detect the best model's observed gain): " + "; ".join(parts) + ".")
     if below:
         cells = chance[chance["paired_status"] == "below_baseline"]
         lines.append("Below baseline (every model significantly worse than the constant: training failed or "
                      "the task is mis-specified, not chance): "
                      + "; ".join(f"{r.task} ({r.regime})" for r in cells.itertuples()) + ".")
     return lines
+
+
+def _plan_text(row: Any) -> str:
+    """`` (N seeds or M subjects to detect its gain)`` for a findings line; '' when neither is known."""
+    parts = [f"{int(v)} {what}" for v, what in ((row.seeds_to_detect_gain, "seeds"),
+                                                (row.subjects_to_detect_gain, "subjects")) if math.isfinite(v)]
+    return f" ({' or '.join(parts)})" if parts else ""

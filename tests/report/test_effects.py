@@ -124,3 +124,25 @@ def test_report_shows_both_counts_and_the_mdd(grid, tmp_path):
     assert "under the published CI-overlap rule" in text and "Benjamini-Hochberg" in text
     page = index.read_text()
     assert "Paired effects" in page and "nb_ci_low" in page and "mdd" in page
+
+
+def test_the_planner_says_how_many_seeds_or_subjects_would_detect_the_best_gain(tmp_path):
+    from ppgbench_pl.report.verdicts import planned
+    from ppgbench_pl.results.inference import mdd
+
+    row = {"gain": 1.0, "sd_diff": 1.0, "n_units": 25, "n_seeds": 5, "ratio": 0.1, "n_subjects": 30}
+    seeds, subjects = planned(row)
+    assert seeds > 5 and mdd(1.0, int(seeds) * 5, 0.1) <= 1.0 < mdd(1.0, (int(seeds) - 1) * 5, 0.1)
+    assert subjects == math.ceil(30 * (mdd(1.0, 25, 0.1) / 1.0) ** 2)
+    assert math.isnan(planned({**row, "ratio": 0.25})[0])  # below the subject floor: no number of seeds
+    assert math.isnan(planned({**row, "gain": -1.0})[1])  # nothing to detect
+    # a near-chance cell: P a little better than its constant, in a noisy grid
+    write_grid_run(tmp_path / "run", {"P": 2.9, "prv_published": 3.0}, tasks=(("synthetic-hr", "regression"),),
+                   folds=3, regime="mlp")
+    build_report([tmp_path / "run"], tmp_path / "report")
+    chance = pd.read_csv(tmp_path / "report" / "tables" / "chance_cells_paired.csv")
+    effects = pd.read_csv(tmp_path / "report" / "tables" / "effects.csv")
+    best = effects[(effects["family"] == "baseline")].sort_values("gain").iloc[-1]
+    expected = planned(best)
+    assert chance.loc[0, ["seeds_to_detect_gain", "subjects_to_detect_gain"]].tolist() == pytest.approx(
+        list(expected), nan_ok=True)
