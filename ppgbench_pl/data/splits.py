@@ -88,6 +88,13 @@ def _indices(groups: np.ndarray, chosen: Sequence[Any]) -> np.ndarray:
     return np.flatnonzero(np.isin(groups, np.asarray(list(chosen), dtype=groups.dtype)))
 
 
+def _rows_by_group(groups: np.ndarray) -> dict[str, np.ndarray]:
+    """Each group's row positions, ascending (``_indices`` of every group at once, in one sort)."""
+    order = np.argsort(groups, kind="stable").astype(np.int64)
+    names, starts = np.unique(groups[order], return_index=True)
+    return dict(zip(names.tolist(), np.split(order, starts[1:]), strict=True))
+
+
 class OuterGroupSplit:
     """Outer folds of one seed for one dataset (scikit-learn splitter).
 
@@ -111,9 +118,12 @@ class OuterGroupSplit:
         """Yield (train indices, test indices) per outer fold."""
         groups = np.asarray(groups).astype(str)
         names = self.all_groups if self.all_groups is not None else list(groups)
+        rows = _rows_by_group(groups)
+        none = np.empty(0, dtype=np.int64)
         for train, test in outer_group_folds(names, self.seed, self.dataset, self.n_splits):
             # Training indices follow the shuffled group order, as the published loader reads them.
-            yield np.concatenate([_indices(groups, [g]) for g in train]).astype(np.int64), _indices(groups, test)
+            test_rows = np.sort(np.concatenate([none, *(rows.get(g, none) for g in test)]))
+            yield np.concatenate([rows.get(g, none) for g in train]).astype(np.int64), test_rows
 
 
 class InnerGroupSplit:
