@@ -97,6 +97,15 @@ class FinetuneFactory:
                                         "engine": "trial_stack", "reseed_head": reseed_head}
         self._data: dict[bool, SlotData] = {}
 
+    def for_search(self, seed: int) -> FinetuneFactory:
+        """The factory of another search seed: the encoder and prepared rows shared, a head stream of its own."""
+        fork = copy.copy(self)  # shallow: the pristine encoder and the rows cache (self._data) are shared
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            fork.head_stream = torch.random.get_rng_state()
+        fork.details = dict(self.details)
+        return fork
+
     @torch.no_grad()
     def inputs(self, positions: np.ndarray) -> Tensor:
         """The encoder's preprocessing of some windows (float32, CPU)."""

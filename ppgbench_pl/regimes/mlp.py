@@ -70,6 +70,10 @@ class HeadFactory:
                 self.x[val] if val is not None else None, self.targets.loss, self.targets.class_weight)
         return self._data[validate]
 
+    def for_search(self, seed: int) -> HeadFactory:
+        """The factory of another search seed: the same (every trial is seeded by the slot's seed)."""
+        return self
+
     def head(self, params: Mapping[str, Any], seed: int | None) -> MLPHead:
         """A head of the trial's width and dropout, initialised from ``seed`` (None: the caller's RNG)."""
         p = {key: params[name] for key, name in self.param_names.items()}

@@ -46,7 +46,7 @@ from ppgbench_pl.regimes.base import (
     interrupts_pass_through,
     score_outcome,
 )
-from ppgbench_pl.regimes.search_seeds import PUBLISHED_SEARCH_SEEDS, check_search_seeds, search_rng_seed
+from ppgbench_pl.regimes.search_seeds import PUBLISHED_SEARCH_SEEDS, check_search_seeds, search_rng_seed, seed_search
 from ppgbench_pl.regimes.selection import (
     ClassWeighting,
     SelectionMetric,
@@ -254,9 +254,9 @@ class NeuralRegime(Regime):
         searches: list[RepeatSearch] = []
         for ctx in ctxs:
             try:
-                searches += [self.repeat_search(ctx, k, s)
-                             for k in range(self.subject_repeats if ctx.task.level == "subject" else 1)
-                             for s in self.search_seeds]
+                for k in range(self.subject_repeats if ctx.task.level == "subject" else 1):
+                    first = self.repeat_search(ctx, k)
+                    searches += [first, *(seed_search(first, s, self.make_factory) for s in self.search_seeds if s)]
             except Exception as exc:  # noqa: BLE001 - isolation: this job fails, the others run
                 failed[ctx.job_id] = exc
         out: dict[str, list[RepeatOutcome]] = {ctx.job_id: [] for ctx in ctxs}

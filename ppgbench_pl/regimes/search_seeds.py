@@ -21,7 +21,8 @@ other list is part of it (protocol decision #49).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from ppgbench_pl.errors import ConfigError
@@ -59,6 +60,19 @@ def check_search_seeds(value: Any) -> list[int]:
 def search_rng_seed(r: int, search_seed: int) -> int:
     """The seed of a search's random streams: r for the published search 0, r + stride * k otherwise."""
     return r + SEARCH_SEED_STRIDE * search_seed
+
+
+def seed_search(first: Any, search_seed: int, make_factory: Callable[..., Any]) -> Any:
+    """Search seed ``search_seed`` of a repeat's first search (a ``RepeatSearch`` not opened yet).
+
+    The split, targets and selection score are the repeat's; the random streams are new. A factory with
+    ``for_search(seed)`` (the MLP probe's, finetuning's) shares its prepared rows with the first search; any
+    other is built again by ``make_factory(ctx, split, targets, seed)``.
+    """
+    r = search_rng_seed(first.seed, search_seed)
+    fork = getattr(first.factory, "for_search", None)
+    factory = fork(r) if callable(fork) else make_factory(first.ctx, first.split, first.targets, r)
+    return replace(first, seed=r, factory=factory, search_seed=search_seed)
 
 
 def searches_per_job(regime: Any) -> int:

@@ -9,12 +9,17 @@ import pytest
 from ppgbench_pl.errors import ConfigError
 from ppgbench_pl.regimes.finetune import FinetuneRegime
 from ppgbench_pl.regimes.mlp import MLPRegime
-from ppgbench_pl.regimes.search_seeds import SEARCH_SEED_STRIDE, check_search_seeds, describe_search_seeds
+from ppgbench_pl.regimes.search_seeds import (
+    SEARCH_SEED_STRIDE,
+    check_search_seeds,
+    describe_search_seeds,
+    seed_search,
+)
 from tests.benchmark.helpers import cli, record_files, run, suite_config, write_config
 
 
 def _mlp(search_seeds: list[int] | None) -> dict:
-    args = {"subject_repeats": 2, "search": {"n_trials": 3, "n_startup_trials": 2, "max_epochs": 3},
+    args = {"subject_repeats": 2, "search": {"n_trials": 2, "n_startup_trials": 2, "max_epochs": 2},
             "search_space": {"batch_size": [16, 32], "dropout": [0.0, 0.3]}}
     if search_seeds is not None:
         args["search_seeds"] = search_seeds
@@ -117,7 +122,11 @@ def test_a_finetune_search_seed_keeps_the_split_and_moves_every_random_stream(tm
     ctx = context(datamodule(tmp_path / "data"), SmallCNNEncoder(embed_dim=8), "synthetic-stiffness",
                   tmp_path / "job")
     regime = FinetuneRegime(search_seeds=[0, 1])
-    base, other = regime.repeat_search(ctx, 1, 0), regime.repeat_search(ctx, 1, 1)
+    base = regime.repeat_search(ctx, 1)
+    other = seed_search(base, 1, regime.make_factory)  # how run_group makes it: the rows shared
+    assert other.factory.pristine is base.factory.pristine and other.targets is base.targets
+    alone = regime.repeat_search(ctx, 1, 1)  # the same search built from scratch
+    assert alone.seed == other.seed and torch.equal(alone.factory.head_stream, other.factory.head_stream)
     assert np.array_equal(base.split.fit, other.split.fit) and np.array_equal(base.split.val, other.split.val)
     assert base.seed == 42 + 1009 and other.seed == 42 + 1009 + SEARCH_SEED_STRIDE
     assert (base.key, other.key) == (f"{ctx.job_id}/repeat1", f"{ctx.job_id}/repeat1/search1")
