@@ -26,6 +26,7 @@ from ppgbench_pl.report import (
     effects_page,
     figures,
     findings,
+    overlap_marks,
     overlap_page,
     references,
     rescoring,
@@ -65,6 +66,7 @@ class ReportOptions:
     paired_findings: effects_page.PairedFindings | None = None  # issue 19: paired tests beside the published rule
     overlap_findings: overlap_page.OverlapFindings | None = None  # issue 21: counts and findings without overlap
     citations: references.References | None = None  # issue 21: references.bib and the methods sentence
+    flags: dict[tuple[str, str], str] = field(default_factory=dict)  # issue 21: (task, model) -> overlap
     search_noise: search_noise.SearchNoise | None = None  # issue 19: what other search seeds add
 
 
@@ -142,7 +144,8 @@ def _findings(page: Page, head: findings.Headline, chance: pd.DataFrame, control
     page.heading("Headline findings", anchor="findings")
     page.bullets(lines, "findings")
     page.details(f"Cells near chance: {len(head.near_chance)}",
-                 table(chance, "Per cell: constant baseline, best model, models that beat the baseline.",
+                 table(*overlap_marks.marked(chance, overlap_marks.cell_flags(runs.records), "Per cell: constant "
+                                             "baseline, best model, models that beat the baseline."),
                        text_columns=("beat_baseline",)))
     page.details(f"Cells where no PPG-specific model beats the PRV and MOMENT controls: "
                  f"{len(head.controls_hold)}",
@@ -180,8 +183,9 @@ def _analyses(page: Page, runs: RunSet, out: Path, opts: ReportOptions) -> None:
     _csv(jobs, out / "tables" / "rescoring_jobs.csv", opts)
     resc = rescoring.rescoring_table(jobs)
     _csv(resc, out / "tables" / "rescoring.csv", opts)
-    page.raw(table(resc, "Subject level uses the aggregation each job selected; n_mismatched counts "
-                         "rescored values that differ from the recorded metric (should be 0)."))
+    page.raw(table(*overlap_marks.marked(resc, overlap_marks.cell_flags(runs.records), "Subject level uses the "
+                                         "aggregation each job selected; n_mismatched counts rescored values "
+                                         "that differ from the recorded metric (should be 0).")))
 
     page.heading("Edge pressure of the searches (Table 6)", anchor="edges")
     edges = analyses.edge_choices(runs.records)
@@ -243,7 +247,7 @@ def _comparisons(page: Page, scores: Scores, out: Path, opts: ReportOptions) -> 
             tally[f"{side}_better_p<{opts.alpha:g}"] = wins.reindex(tally.index).fillna(0).astype(int)
         page.raw(table(tally.reset_index(), "Cells where one side is better with a paired t-test p below "
                                             "alpha."))
-    page.details(f"All {len(paired)} paired comparisons", table(paired))
+    page.details(f"All {len(paired)} paired comparisons", table(*overlap_marks.marked(paired, opts.flags)))
 
 
 def _report_folder(output_dir: str | Path) -> Path:
@@ -284,6 +288,7 @@ def _write_page(out: Path, runs: RunSet, scores: Scores, rule: Rule, head: findi
     """
     page = Page("ppgbench report", out)
     protocol = copy_protocol(out)
+    opts.flags = overlap_marks.cell_flags(runs.records)
     _main_tables(page, scores, rule, chance, out, opts)  # drawn first, shown after the findings
     _comparisons(page, scores, out, opts)
     _analyses(page, runs, out, opts)  # reads the predictions: notes missing or corrupt files
@@ -296,7 +301,7 @@ def _write_page(out: Path, runs: RunSet, scores: Scores, rule: Rule, head: findi
         overlap_page.draw(page, opts.overlap_findings)
         overlap_page.append_findings(out / "findings.md", opts.overlap_findings)
     if opts.paired_findings is not None:
-        effects_page.draw(page, opts.paired_findings)
+        effects_page.draw(page, opts.paired_findings, opts.flags)
         effects_page.append_findings(out / "findings.md", opts.paired_findings)
     if opts.search_noise is not None:
         search_noise.draw(page, opts.search_noise)

@@ -13,6 +13,7 @@ exactly as before; this module only adds files and a section:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -89,15 +90,20 @@ def append_findings(findings_md: Path, paired: PairedFindings) -> None:
     write_text_atomic(findings_md, text + "\n" + "\n".join(block))
 
 
-def draw(page: Page, paired: PairedFindings) -> None:
-    """The findings under both rules (bullets) and the effects section of the page."""
+def draw(page: Page, paired: PairedFindings, flags: Mapping[tuple[str, str], str] | None = None) -> None:
+    """The findings under both rules (bullets) and the effects section of the page.
+
+    ``flags`` ((task, model) -> pretraining overlap) marks the model names of flagged cells (overlap_marks).
+    """
     from ppgbench_pl.report.html import table
+    from ppgbench_pl.report.overlap_marks import marked
 
     page.heading("Findings under paired tests", level=3, anchor="paired_findings")
     page.bullets(paired.lines, "findings")
     page.details("Per cell: published status beside the paired status, with the MDD",
-                 table(paired.chance, "p_cell: smallest Holm-adjusted p of the cell's models against their "
-                                      "constant; q_bh: Benjamini-Hochberg over the cells.",
+                 table(*marked(paired.chance, flags or {}, "p_cell: smallest Holm-adjusted p of the cell's models "
+                                                           "against their constant; q_bh: Benjamini-Hochberg over "
+                                                           "the cells."),
                        text_columns=("beat_baseline", "below_baseline")))
     page.details("Per cell: the controls under both rules",
                  table(paired.controls, "p_cell: Holm over the PPG models of their largest p against the "
@@ -120,5 +126,5 @@ def draw(page: Page, paired: PairedFindings) -> None:
                        "and p_holm are the bootstrap's where interval = bootstrap, boot_ci its percentile "
                        "interval, p_nb the corrected t's; rows the bootstrap cannot build keep the corrected t "
                        "and say why.", "note")
-    page.details(f"All {len(paired.effects)} comparisons", table(paired.effects[SHOWN + boot],
+    page.details(f"All {len(paired.effects)} comparisons", table(*marked(paired.effects[SHOWN + boot], flags or {}),
                                                                  text_columns=tuple(boot[:1])))

@@ -58,6 +58,22 @@ def test_every_main_table_marks_the_overlapping_cells(report):
     assert "‡" in page and "§" in page and 'id="overlap"' in page
 
 
+def test_the_other_tables_mark_the_model_of_a_flagged_cell(report):
+    import re
+
+    page = (report / "index.html").read_text(encoding="utf-8")
+    # left out: the flags' own list (a mark column) and the tally of paired wins (counts over tasks, no cell)
+    page = re.sub(r"<table><caption>(‡ direct, § source|Cells where one side).*?</table>", "", page, flags=re.S)
+    # near-chance, paired comparisons and paired effects name models per (task, model) cell
+    names = re.findall(r"<td>(mynet|anyppg|P|prv_published)( [‡§])?</td>", page)
+    assert ("mynet", " ‡") in names and ("anyppg", " §") in names
+    assert all(mark == {"mynet": " ‡", "anyppg": " §"}.get(model, "") for model, mark in names)
+    assert len([n for n in names if n[0] == "mynet"]) >= 4  # in more than one table
+    assert page.count("Pretraining overlap: ‡ pretrained on this dataset") >= 3  # each such table's legend
+    paired = pd.read_csv(report / "tables" / "paired.csv")
+    assert "mynet" in set(paired["model_a"]) | set(paired["model_b"])  # the CSVs keep the plain names
+
+
 def test_findings_count_the_flags_and_are_recomputed_without_them(report):
     findings = (report / "findings.md").read_text(encoding="utf-8")
     assert ("Pretraining overlap: 4 of 8 model x task x regime scores are flagged (2 ‡ pretrained on the "
