@@ -239,3 +239,18 @@ def test_the_subject_bootstrap_reads_the_same_arrays_from_a_file_as_from_its_fol
         assert set(mine) == set(theirs) == {42, 43}, task  # every seed read (none left out as unreadable)
         for seed, (names, stats) in theirs.items():
             assert list(mine[seed][0]) == list(names) and np.array_equal(mine[seed][1], stats)
+
+
+QUICKSTART = Path(__file__).resolve().parents[2] / "results" / "quickstart"  # .ci/run makes it before the tests
+
+
+@pytest.mark.skipif(not (QUICKSTART / "run.json").is_file(), reason="no quickstart run in results/quickstart "
+                    "(ppgbench fit --config configs/quickstart.yaml makes it; .ci/run does so first)")
+def test_the_quickstart_exports_to_a_file_that_validates(tmp_path):
+    lines: list[str] = []
+    path = export_run(QUICKSTART, tmp_path / "small_cnn.ppgbench.json", warn=lines.append)
+    document = json.loads(path.read_text())
+    assert validate(document, "ppgbench-results.schema.json") == [] and lines == []
+    assert document["model"] == "small_cnn" and path.stat().st_size < 3_000_000  # about 1.5 MB
+    named = {r["job_id"] for r in document["records"] if any(x.get("predictions") for x in r["results"])}
+    assert set(document["predictions"]) == named and document["predictions_left_out"] == []
