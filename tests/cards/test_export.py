@@ -254,3 +254,14 @@ def test_the_quickstart_exports_to_a_file_that_validates(tmp_path):
     assert document["model"] == "small_cnn" and path.stat().st_size < 3_000_000  # about 1.5 MB
     named = {r["job_id"] for r in document["records"] if any(x.get("predictions") for x in r["results"])}
     assert set(document["predictions"]) == named and document["predictions_left_out"] == []
+
+
+@pytest.mark.skipif(not (QUICKSTART / "run.json").is_file(), reason="no quickstart run in results/quickstart")
+def test_the_quickstart_reports_references_parse_and_hold_what_it_used(tmp_path):
+    from ppgbench_pl.report import references
+    from ppgbench_pl.report.load import load_runs
+
+    refs = references.write(tmp_path, load_runs([QUICKSTART]).records)  # what build_report writes
+    assert refs.datasets == ["synthetic"] and set(refs.models) == {"small_cnn", "prv_published"}
+    # no card paper for the synthetic set, the small CNN or ppgbench's PRV: the benchmark alone
+    assert set(pybtex_entries((tmp_path / "references.bib").read_text())) == {"ppgbench"} == set(refs.keys)
