@@ -8,8 +8,10 @@ kind       units of one job
 ========== ==========================================================================================
 ridge      k x n x d^2: the inner group folds (k, plus the refit) over n outer-training rows of d features
 logistic   k x n x d x c: the same with c classes (lbfgs, one fit per C)
-rf         k x sum over the grid of trees x n x min(depth, log2 n) x sqrt(d)
-mlp        trial-epochs x n: every trial's epochs (Hyperband) over the holdout's rows
+rf         k x sum over the grid of trees x n x min(depth, log2 n) x sqrt(d); plus ``rf_tree``: seconds per
+           tree grown (its fixed cost), times the trees of the grid in the k + 1 fits
+mlp        trial-epochs x n x (1 + d / 64) / 2: every trial's epochs (Hyperband) over the outer-training
+           rows, the first layer's share growing with the embedding size
 finetune   trial-epochs x (fit rows / training windows per s + validation rows / inference windows per s):
            seconds of the encoder itself, from its measured throughput; the slope is a stack factor
 ========== ==========================================================================================
@@ -35,7 +37,7 @@ from ppgbench_pl.errors import ConfigError
 
 #: Where calibrations live: ``$PPGBENCH_CALIBRATION_DIR``, else ``$XDG_CACHE_HOME/ppgbench/calibration``.
 CALIBRATION_ENV = "PPGBENCH_CALIBRATION_DIR"
-#: The regime kinds of the cost model.
+#: The regime kinds of the cost model (``rf_tree`` is the forest's per-tree term, fitted with ``rf``).
 KINDS = ("ridge", "logistic", "rf", "mlp", "finetune")
 #: File format version (a calibration of another format is measured again).
 FORMAT = 1
@@ -45,7 +47,8 @@ FORMAT = 1
 DEFAULTS: dict[str, tuple[float, float]] = {
     "ridge": (0.25, 3e-10),
     "logistic": (0.35, 1.5e-8),
-    "rf": (0.35, 2.5e-8),
+    "rf": (0.1, 2.5e-8),
+    "rf_tree": (0.0, 1e-3),
     "mlp": (0.5, 2.0e-5),
     "finetune": (1.5, 1.5),
 }

@@ -19,6 +19,9 @@ from typing import Any
 from ppgbench_pl.benchmark.cost_model import DEFAULT_EMBED_DIM, CostModel, calibration_path, encoder_key
 from ppgbench_pl.benchmark.cost_sizes import TaskSize, task_size
 
+#: Seconds assumed per job of a regime the cost model does not know (a user's own callback).
+OTHER_JOB_S = 1.0
+
 
 def search_repeats(regime: Any) -> int:
     """How many times a neural regime repeats its whole search per holdout (``search_seeds``; 1 when absent).
@@ -118,6 +121,13 @@ def mlp_width(d: int) -> float:
     return (1 + d / 64) / 2
 
 
+def trees_fitted(regime: Any, inner: int) -> int:
+    """Trees one RF job grows: every grid point's trees, in each inner fold and the refit."""
+    others = len(regime.max_depth) * len(regime.min_samples_split) * len(regime.min_samples_leaf) * \
+        len(regime.max_features)
+    return (inner + 1) * sum(regime.n_estimators) * others
+
+
 def trial_epochs(regime: Any, task: Any) -> float:
     """Trials x mean epochs of one job's searches: holdout repeats x search repeats x n_trials x epochs."""
     search = regime.search
@@ -204,14 +214,22 @@ def estimate_plan(suite: Any, pending: Sequence[Any], executor: dict[str, Any], 
         infer, train, _ = model.throughput(encoder_key(entries[job.model]))
         kind = regime_kind(job.regime, job.task, info.trainable)
         units = job_units(kind, job.regime, job.task, size, d, (dm.n_folds, dm.n_inner_folds), (infer, train))
-        seconds = model.job_seconds(kind, units) if kind != "other" else 1.0
-        est.jobs.append(JobCost(job.regime.name, kind, seconds, gpu and kind in ("mlp", "finetune")))
+        seconds = model.job_seconds(kind, units) if kind != "other" else OTHER_JOB_S
+        if kind == "rf":  # each tree's own fixed cost, beside the work that grows with rows and depth
+            seconds += model.job_seconds("rf_tree", trees_fitted(job.regime, dm.n_inner_folds))
+        on_device = gpu and (kind in ("mlp", "finetune") or (kind == "rf" and job.regime.backend() == "cuml"))
+        est.jobs.append(JobCost(job.regime.name, kind, seconds, on_device))
         if job.regime.uses_embeddings or not info.trainable:  # as the suite's uses_cache
             passes[(job.model, job.task.dataset)] = size.windows
     for (m, _), windows in passes.items():
         est.embedding_seconds += windows / model.throughput(encoder_key(entries[m]))[0]
     est.embedding_passes, est.embedding_gpu = len(passes), gpu
     est.assumptions = assumptions(suite, pending, model, sizes, gpu)
+    unknown = sorted({j.regime for j in est.jobs if j.kind == "other"})
+    if unknown:
+        est.assumptions.append(f"{', '.join(unknown)}: not in the cost model, {OTHER_JOB_S:g} s per job assumed")
+    if any(j.kind == "rf" and j.gpu for j in est.jobs):
+        est.assumptions.append("rf on cuML: scikit-learn's coefficients on the GPU column, an upper bound")
     return est
 
 
@@ -219,7 +237,11 @@ def assumptions(suite: Any, pending: Sequence[Any], model: CostModel, sizes: dic
                 gpu: bool) -> list[str]:
     """The lines that say what the figures rest on."""
     out = []
-    sources = sorted({f"{k[0]} at {k[1]:g} Hz: {s.source}" for k, s in sizes.items()})
+    rates: dict[tuple[str, str], set[float]] = {}
+    for (dataset, fs, _), size in sizes.items():
+        rates.setdefault((dataset, size.source), set()).add(fs)
+    sources = [f"{d} at {'/'.join(f'{r:g}' for r in sorted(fs))} Hz: {source}"
+               for (d, source), fs in sorted(rates.items())]
     rows = {f"{k[2]} {s.rows}" for k, s in sizes.items()}
     out.append(f"sizes: {'; '.join(sources)} (labelled windows: {', '.join(sorted(rows))})")
     dims, speeds = [], []
@@ -244,7 +266,7 @@ def assumptions(suite: Any, pending: Sequence[Any], model: CostModel, sizes: dic
                "jobs (assumed not yet in the shared cache)")
     if gpu and model.device != "cuda":
         out.append("GPU figures: the calibration was measured on the CPU, so they are an upper bound "
-                   "(ppgbench calibrate --accelerator gpu measures the GPU)")
+                   "(ppgbench calibrate --config <this config> measures it on the trainer's GPU)")
     return out
 
 
