@@ -114,7 +114,7 @@ class AnyPPGEncoder(PPGEncoder):
     embed_dim: ClassVar[int] = 512
     min_samples: ClassVar[int] = 1
     weights_source: ClassVar[str | None] = (
-        "load_anyppg/anyppg_ckpt.pth from the authors' GitHub repository (https://github.com/Ngk03/AnyPPG)")
+        "load_anyppg/anyppg_ckpt.pth from the authors' GitHub repository (https://github.com/PKUDigitalHealth/AnyPPG)")
 
     def __init__(
         self,

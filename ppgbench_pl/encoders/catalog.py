@@ -86,7 +86,7 @@ _ENTRIES = (
         "anyppg", "ppgbench_pl.encoders.anyppg.AnyPPGEncoder", 125.0, _windows(125.0), 1, 512, 4_044_272,
         "load_anyppg/anyppg_ckpt.pth (a bare state dict) in the AnyPPG authors' GitHub repository; no "
         "licence, so download it yourself",
-        "https://github.com/Ngk03/AnyPPG", True, "model",
+        "https://github.com/PKUDigitalHealth/AnyPPG", True, "model",
         "AnyPPG: squeeze-excitation Net1D (six stages, x128 downsampling), time mean"),
     EncoderEntry(
         "sigmappg", "ppgbench_pl.encoders.sigmappg.SigmaPPGEncoder", 50.0, _windows(50.0, 100), 100, 360,

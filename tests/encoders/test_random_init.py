@@ -30,7 +30,7 @@ PUBLISHED_AT = {
     "papagei_p": "https://zenodo.org/records/13983110",
     "papagei_s": "https://zenodo.org/records/13983110",
     "pulseppg": "https://doi.org/10.5281/zenodo.17270930",
-    "anyppg": "https://github.com/Ngk03/AnyPPG",
+    "anyppg": "https://github.com/PKUDigitalHealth/AnyPPG",
     "sigmappg": "https://huggingface.co/zonhengu/sigmappg",
     "moment_small": "https://huggingface.co/AutonLab/MOMENT-1-small",
 }
