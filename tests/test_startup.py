@@ -6,6 +6,7 @@ timings are in ``tools/bench_startup.py``.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -67,11 +68,28 @@ def test_fit_help_imports_only_what_its_parser_needs(tmp_path):
     assert heavy_after(CLI.format(args=["fit", "--help"]), cache=tmp_path) == []
 
 
-def test_bench_startup_tool_runs():
-    args = ["--repeat", "1", "--commands", "import ppgbench_pl", "--quick", "--json"]
+def test_bench_startup_tool_measures_cpu_and_checks_each_answer():
+    """The tool's figures are CPU seconds with the limit of issue 20; a command whose answer changed fails."""
+    args = ["--repeat", "1", "--commands", "import ppgbench_pl", "refusal: unknown command", "--quick", "--json"]
     out = subprocess.run([sys.executable, str(ROOT / "tools/bench_startup.py"), *args], capture_output=True,
                          text=True, timeout=300, cwd=ROOT)
     assert out.returncode in (0, 1), out.stderr[-2000:]
     report = json.loads(out.stdout)
     row = report["commands"]["import ppgbench_pl"]
-    assert row["heavy"] == [] and row["import_s"] > 0 and row["target_s"] == 0.5
+    assert row["heavy"] == [] and row["import_s"] > 0 and row["cpu_s"] > 0 and row["limit_cpu_s"] == 2.0
+    refusal = report["commands"]["refusal: unknown command"]
+    assert refusal["problem"] == "" and refusal["heavy"] == []  # exit status 2 and "did you mean", as expected
+    assert "import lightning.pytorch" not in report["baselines"]  # --quick: no Lightning baseline
+
+
+def test_bench_startup_covers_every_command_point_4_names(monkeypatch):
+    spec = importlib.util.spec_from_file_location("bench_startup", ROOT / "tools/bench_startup.py")
+    assert spec is not None and spec.loader is not None
+    tool = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "bench_startup", tool)  # its dataclasses look their module up
+    spec.loader.exec_module(tool)
+    kinds = {name: command.kind for name, command in tool.COMMANDS.items()}
+    for name in ("help", "list", "cache list", "cite", "fit --help (cached)", "refusal: --config missing"):
+        assert kinds[name] == "light"
+    for name in ("dry run", "config error", "trainer refusal"):
+        assert kinds[name] == "lightning"

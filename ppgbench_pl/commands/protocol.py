@@ -43,17 +43,26 @@ class OneLineErrorParser(LightningArgumentParser):
             super().error(message, ex)
         fail(one_line(message))
 
+    def format_help(self, formatter: Any = None) -> str:  # noqa: D102 - ours first, refused flags in one line
+        from ppgbench_pl.commands.protocol_help import protocol_help
+
+        return protocol_help(self, lambda: super(OneLineErrorParser, self).format_help(formatter))
+
 
 class PPGBenchCLI(LightningCLI):
     """LightningCLI whose ``fit`` and ``benchmark`` run the evaluation protocol (no single ``Trainer.fit``)."""
 
     exit_code: int = 0
 
-    @staticmethod
-    def subcommands() -> dict[str, set[str]]:
-        """``fit`` and ``benchmark``: validate/test/predict have no meaning for a protocol run."""
+    def __init__(self, *args: Any, command: str | None = None, **kwargs: Any) -> None:
+        """``command``: the subcommand being parsed; only its parser is built (each costs tenths of a second)."""
+        self.command = command
+        super().__init__(*args, **kwargs)
+
+    def subcommands(self) -> dict[str, set[str]]:  # type: ignore[override]
+        """``fit`` and ``benchmark`` (or the one being parsed): validate/test/predict mean nothing here."""
         skip = {"model", "train_dataloaders", "val_dataloaders", "datamodule"}
-        return {"fit": skip, "benchmark": skip}
+        return {name: skip for name in ("fit", "benchmark") if self.command in (None, name)}
 
     def add_arguments_to_parser(self, parser: Any) -> None:
         """Run-level options next to model/data/trainer."""
@@ -146,6 +155,11 @@ class PPGBenchCLI(LightningCLI):
 
 def build_cli(args: Any = None, run: bool = True) -> PPGBenchCLI:
     """Build the LightningCLI (``args``: argument list or a config dict; ``run=False`` only parses)."""
+    command = args[0] if run and isinstance(args, list) and args and args[0] in ("fit", "benchmark") else None
+    descriptions = {
+        "fit": {"description": "Evaluate an encoder (and controls) under the protocol."},
+        "benchmark": {"description": "Evaluate a matrix of encoders x datasets x regimes under the protocol."},
+    }
     return PPGBenchCLI(
         EncoderTask,
         PPGDataModule,
@@ -156,10 +170,8 @@ def build_cli(args: Any = None, run: bool = True) -> PPGBenchCLI:
         save_config_callback=None,
         auto_configure_optimizers=False,
         seed_everything_default=42,
-        parser_kwargs={
-            "fit": {"description": "Evaluate an encoder (and controls) under the protocol."},
-            "benchmark": {"description": "Evaluate a matrix of encoders x datasets x regimes under the protocol."},
-        },
+        parser_kwargs={name: kw for name, kw in descriptions.items() if command in (None, name)},
         args=args,
         run=run,
+        command=command,
     )
