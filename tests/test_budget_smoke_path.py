@@ -7,6 +7,8 @@ of 90 s (39 usable windows each), so the smoke budget's caps (10 subjects x 32 w
 from __future__ import annotations
 
 import json
+import re
+import shlex
 from pathlib import Path
 
 import numpy as np
@@ -47,23 +49,34 @@ def _edit_template(path: Path, output: Path, root: Path) -> None:
     path.write_text(text)
 
 
-def test_init_then_smoke_on_a_real_tree_then_the_published_dry_run(dalia_tree, tmp_path, capsys, monkeypatch):
+def readme_steps() -> list[list[str]]:
+    """The commands of the README's "Your own model" block, as written there (comments dropped)."""
+    section = (ROOT / "README.md").read_text().split("## Your own model", 1)[1].split("\n## ", 1)[0]
+    block = section.split("```bash\n", 1)[1].split("```", 1)[0]
+    return [shlex.split(line.split(" #", 1)[0]) for line in block.splitlines() if line.startswith("ppgbench ")]
+
+
+def test_a_new_users_path_as_the_readme_writes_it(dalia_tree, tmp_path, capsys, monkeypatch):
+    """init, the smoke command on a processed real-format tree, its report, the published dry run: each command
+    is the README's, each prints what the README says it prints (a table, the report's path, an estimate)."""
     monkeypatch.chdir(tmp_path)
-    code, out, err = run(["init", "my_model/"], capsys)
+    init, smoke_run, report, dry_run, published_run = readme_steps()
+    code, out, err = run(init[1:], capsys)
     assert code == 0, err
-    assert "smoke test" in out and "budget/smoke.yaml" in out and "--dry-run" in out
+    printed = [shlex.split(m[1]) for m in re.finditer(r"^  \d\. [^:]+:\s+(ppgbench .*)$", out, re.MULTILINE)]
+    assert printed == [smoke_run, report, dry_run, published_run]  # init prints the README's commands
     config, smoke = tmp_path / "my_model" / "my_model.yaml", tmp_path / "my_model" / "budget" / "smoke.yaml"
     assert smoke.read_text() == (ROOT / "configs/budget/smoke.yaml").read_text()  # one budget, two copies
     _edit_template(config, tmp_path / "results" / "my_model", dalia_tree)
 
-    code, out, err = run(["fit", "--config", str(config), "--config", str(smoke), "--output_dir",
-                          "results/my_model-smoke", "--data.init_args.tasks", "[dalia-hr]", "--progress", "false"],
-                         capsys)
+    code, out, err = run([*smoke_run[1:], "--data.init_args.tasks", "[dalia-hr]", "--progress", "false"], capsys)
     assert code == 0, err
     run_dir = tmp_path / "results" / "my_model-smoke"
     summary = pd.read_csv(run_dir / "summary.csv")
     assert set(summary.budget) == {"smoke"} and set(summary.unit) == {"bpm"} and set(summary.dataset) == {"dalia"}
-    assert "bpm" in out and "smoke" in out  # the printed table reads itself
+    header = next(line for line in out.splitlines() if line.split()[:3] == ["model", "task", "regime"])
+    assert {"unit", "mean", "budget"} <= set(header.split())  # the printed table reads itself
+    assert "bpm" in out and "smoke" in out and out.rstrip().endswith("results in results/my_model-smoke")
     records = [json.loads(p.read_text()) for p in run_dir.glob("jobs/*/results.json")]
     assert records and all(r["budget"] == "smoke" and (r["seed"], r["fold"]) == (42, 0) for r in records)
     for r in records:  # at most 10 of the 12 subjects
@@ -72,19 +85,22 @@ def test_init_then_smoke_on_a_real_tree_then_the_published_dry_run(dalia_tree, t
     assert identity["budget"] == "smoke"
     assert identity["datasets"]["dalia"]["caps"] == {"max_subjects": 10, "max_windows_per_subject": 32}
 
-    code, out, err = run(["report", str(run_dir), "--output", str(tmp_path / "report")], capsys)
+    code, out, err = run(report[1:], capsys)
     assert code == 0, err
+    assert out.rstrip().splitlines()[-1] == "report: report/my_model-smoke/index.html"  # the README's words
+    assert (tmp_path / "report" / "my_model-smoke" / "index.html").is_file()
     table = next((tmp_path / "report").rglob("main_linear.md")).read_text()
     assert "SMOKE BUDGET" in table and "MAE (bpm) ↓" in table
 
-    published = tmp_path / "my_model" / "budget" / "published.yaml"
-    code, out, err = run(["fit", "--config", str(config), "--config", str(published), "--dry-run"], capsys)
+    code, out, err = run(dry_run[1:], capsys)
     assert code == 0, err
-    assert "budget: published" in out and "seeds [42, 43, 44, 45, 46]" in out
+    assert "budget: published" in out and "seeds [42, 43, 44, 45, 46]" in out and "jobs planned" in out
+    estimate = out.split("\nestimate", 1)[1]  # what the dry run's estimate prints (issue 20 point 1)
+    assert re.search(r"\ntotal +\d+ .* s", estimate) and "wall time with the local executor" in estimate
 
     # the smoke folder never takes published results
-    code, out, err = run(["fit", "--config", str(config), "--config", str(published), "--output_dir",
-                          str(run_dir), "--data.init_args.tasks", "[dalia-hr]"], capsys)
+    code, out, err = run([*published_run[1:], "--output_dir", str(run_dir), "--data.init_args.tasks", "[dalia-hr]"],
+                         capsys)
     assert code == 2 and "smoke budget, not published" in err and "--output_dir" in err
 
 

@@ -75,9 +75,20 @@ def run_init(ns: argparse.Namespace) -> None:
     path = write_template(ns.folder)
     budgets = write_budgets(ns.folder)
     print(f"wrote {', '.join(str(p) for p in (path, *budgets))}")
-    smoke, published = (Path(ns.folder) / b for b in BUDGETS)
-    print("next: set model.init_args.encoder.init_args.module (your nn.Module) and sampling_rate, then")
-    print(f"  1. smoke test (minutes):  ppgbench fit --config {path} --config {smoke} "
-          f"--output_dir results/{path.parent.resolve().name}-smoke")
-    print(f"  2. the published plan:    ppgbench fit --config {path} --config {published} --dry-run")
-    print(f"  3. the published run:     ppgbench fit --config {path} --config {published}")
+    for line in next_steps(path):
+        print(line)
+
+
+def next_steps(path: Path) -> list[str]:
+    """What ``init`` prints after writing ``path``: what to edit, then the four commands (the README's)."""
+    smoke, published = (path.parent / b for b in BUDGETS)
+    run = f"results/{path.parent.resolve().name}-smoke"
+    steps = {
+        "smoke test (minutes, prints a table)": f"ppgbench fit --config {path} --config {smoke} --output_dir {run}",
+        "its report (prints where it is)": f"ppgbench report {run} --output report/{Path(run).name}",
+        "the published plan and its estimate": f"ppgbench fit --config {path} --config {published} --dry-run",
+        "the published run": f"ppgbench fit --config {path} --config {published}",
+    }
+    width = max(map(len, steps)) + 1
+    return ["next: set model.init_args.encoder.init_args.module (your nn.Module) and sampling_rate, then",
+            *(f"  {i}. {label + ':':<{width}} {command}" for i, (label, command) in enumerate(steps.items(), 1))]
