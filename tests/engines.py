@@ -123,10 +123,21 @@ def start_slurm(folder: Path, bound_s: float = 40.0) -> tuple[Engine | None, str
     time.sleep(1.0)
     engine.start("slurmd", [str(_which("slurmd")), "-D"])
 
-    if not _wait(lambda: _idle(engine), bound_s):
-        engine.stop_all()
+    if not _started(engine, lambda: _idle(engine), bound_s):
         return None, f"SLURM did not come up within {bound_s:g} s (logs in {folder}/log)"
     return engine, ""
+
+
+def _started(engine: Engine, check: object, bound_s: float) -> bool:
+    """``check`` held within ``bound_s``; the engine's processes are stopped otherwise (or if it raised)."""
+    try:
+        up = _wait(check, bound_s)
+    except BaseException:
+        engine.stop_all()
+        raise
+    if not up:
+        engine.stop_all()
+    return up
 
 
 def _idle(engine: Engine) -> bool:
@@ -186,7 +197,6 @@ def start_dask(folder: Path, workers: int = 2, bound_s: float = 40.0) -> tuple[E
         except OSError:
             return False
 
-    if not _wait(ready, bound_s):
-        engine.stop_all()
+    if not _started(engine, ready, bound_s):
         return None, f"Dask did not come up within {bound_s:g} s (logs in {folder})"
     return engine, ""

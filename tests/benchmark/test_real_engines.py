@@ -2,15 +2,21 @@
 scheduler with two worker processes, all on 127.0.0.1 (tests/engines.py starts them). Skips in one line
 when an engine cannot be started here (not installed, not root).
 
-Run: ``.venv/bin/python -m pytest -q -m cluster tests/benchmark/test_real_engines.py`` (about 3 minutes on
-2 cores; each test states its bound). Every run is the tiny suite (8 jobs) and must reproduce the local
-reference run: records (timing, placement and code version aside), prediction files and ``summary.csv``.
+Run: ``.venv/bin/python -m pytest -q -m cluster tests/benchmark/test_real_engines.py`` (about 4 minutes on
+2 cores). Every test states its bound (``Bound: N s`` in its docstring; the ``bounded`` fixture fails a
+test that ran longer). Every run is the tiny suite (8 jobs) and must reproduce the local reference run:
+records (timing, placement and code version aside), prediction files and ``summary.csv``. Each fault ends
+with its one line (a refusal, or ``lost: <job id> (<reason>); it runs again next time``) and a rerun that
+completes the plan. ``PPGBENCH_CLUSTER_REQUIRED=1`` (set by .ci/run) turns "engine cannot start" from a
+skip into a failure; lines starting ``[cluster]`` say which engines started and what was compared.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -26,17 +32,50 @@ from tests.engines import Engine, restart_slurmctld, start_dask, start_slurm, st
 pytestmark = pytest.mark.cluster
 
 
+def say(config: pytest.Config, line: str) -> None:
+    """One ``[cluster]`` line on the terminal, whatever pytest captures (the CI log shows what ran)."""
+    capture = config.pluginmanager.get_plugin("capturemanager")
+    with capture.global_and_fixture_disabled():
+        print(f"[cluster] {line}", flush=True)
+
+
+def unavailable(what: str, why: str) -> None:
+    """Skip in one line; fail instead under ``PPGBENCH_CLUSTER_REQUIRED=1`` (CI must run the group)."""
+    if os.environ.get("PPGBENCH_CLUSTER_REQUIRED") == "1":
+        pytest.fail(f"{what} did not start and PPGBENCH_CLUSTER_REQUIRED=1: {why}", pytrace=False)
+    pytest.skip(f"{what} not available: {why}")
+
+
+@pytest.fixture(autouse=True)
+def bounded(request):
+    """Fails a test that ran past the ``Bound: N s`` its docstring states (every test states one)."""
+    found = re.search(r"Bound: (\d+) s", request.function.__doc__ or "")
+    assert found, f"{request.function.__name__} states no bound"
+    start = time.monotonic()
+    yield
+    took = time.monotonic() - start
+    say(request.config, f"{request.node.name}: {took:.0f} s (bound {found.group(1)} s)")
+    assert took < float(found.group(1)), f"{request.node.name} took {took:.0f} s, past its bound"
+
+
 @pytest.fixture(scope="module")
-def slurm():
+def slurm(request):
     import shutil
     import tempfile
 
     folder = Path(tempfile.mkdtemp(prefix="ppgbench-slurm-"))  # pytest's tmp is 0700: munged could not enter
     folder.chmod(0o755)
+    start = time.monotonic()
     engine, why = start_slurm(folder)
     if engine is None:
         shutil.rmtree(folder, ignore_errors=True)
-        pytest.skip(f"real SLURM not available: {why}")
+        unavailable("real SLURM", why)
+    version = subprocess.run(["sinfo", "--version"], capture_output=True, text=True, timeout=10,
+                             env={**os.environ, **engine.env}).stdout.strip()
+    nodes = subprocess.run(["sinfo", "-h", "-o", "%P %D %T %N"], capture_output=True, text=True, timeout=10,
+                           env={**os.environ, **engine.env}).stdout.strip()
+    say(request.config, f"SLURM up in {time.monotonic() - start:.0f} s ({version}; munged, slurmctld and slurmd "
+                        f"on 127.0.0.1; sinfo: {nodes}; no accounting)")
     with pytest.MonkeyPatch.context() as patch:
         for k, v in engine.env.items():
             patch.setenv(k, v)
@@ -46,10 +85,15 @@ def slurm():
 
 
 @pytest.fixture(scope="module")
-def dask_engine(tmp_path_factory):
+def dask_engine(tmp_path_factory, request):
+    start = time.monotonic()
     engine, why = start_dask(tmp_path_factory.mktemp("dask"))
     if engine is None:
-        pytest.skip(f"real Dask not available: {why}")
+        unavailable("real Dask", why)
+    import distributed
+
+    say(request.config, f"Dask up in {time.monotonic() - start:.0f} s (distributed {distributed.__version__}; "
+                        f"scheduler {engine.address}, 2 worker processes, separate from this one)")
     yield engine
     engine.stop_all()
 
@@ -59,22 +103,25 @@ def squeue() -> dict[str, str]:
     return dict(line.split()[:2] for line in done.stdout.splitlines() if len(line.split()) >= 2)
 
 
-def same_as_reference(run_dir: Path, reference: dict, only: str | None = None) -> None:
-    """Records, prediction files and summary.csv equal the local run's."""
-    want = {j: r for j, r in reference["records"].items() if only is None or only in j}
+def same_as_reference(run_dir: Path, reference: dict, config: pytest.Config, executor: str) -> None:
+    """Records, prediction files and summary.csv equal the local run's; says so in a ``[cluster]`` line."""
+    want = reference["records"]
     # warnings are the process's (Lightning warns once per process; in this one about srun being installed)
     assert same_results(records(run_dir), want, ignore=("code_version", "warnings")) == []
+    files = 0
     for jid in want:
         theirs = sorted(p.name for p in (reference["run_dir"] / "jobs" / jid).iterdir() if "predictions" in p.name)
         for name in theirs:
             assert (run_dir / "jobs" / jid / name).read_bytes() == \
                 (reference["run_dir"] / "jobs" / jid / name).read_bytes(), f"{jid}/{name}"
-    if only is None:  # workers in other processes compute their own source digest: the code column aside
-        import pandas as pd
+        files += len(theirs)
+    import pandas as pd  # workers in other processes compute their own source digest: the code column aside
 
-        got, ref = (pd.read_csv(d / "summary.csv") for d in (run_dir, reference["run_dir"]))
-        code = [c for c in ref.columns if "code" in c or "version" in c]
-        pd.testing.assert_frame_equal(got.drop(columns=code), ref.drop(columns=code))
+    got, ref = (pd.read_csv(d / "summary.csv") for d in (run_dir, reference["run_dir"]))
+    code = [c for c in ref.columns if "code" in c or "version" in c]
+    pd.testing.assert_frame_equal(got.drop(columns=code), ref.drop(columns=code))
+    say(config, f"{executor} == local: {len(want)} records, {files} prediction files (bit for bit) and "
+                f"summary.csv ({len(ref)} rows) equal the local run's")
 
 
 def _config(tmp_path: Path, bench_root: Path) -> Path:
@@ -86,26 +133,94 @@ SLURM_ARGS = ["--executor", "submitit", "--executor.init_args.cluster", "slurm",
               "--executor.init_args.parameters", "{timeout_min:10,slurm_partition:debug}"]
 
 
-@pytest.mark.parametrize("executor", ["process", "submitit", "dask"])
-def test_every_executor_reproduces_the_local_run(tmp_path, bench_root, reference, request, executor):
-    """Bound: 150 s per executor."""
+def _unused_address() -> str:
+    with socket.socket() as s:  # bound, then released: nothing listens there (the real scheduler is elsewhere)
+        s.bind(("127.0.0.1", 0))
+        return f"tcp://127.0.0.1:{s.getsockname()[1]}"
+
+
+def _wrong_and_right(executor: str, request) -> tuple[list[str], list[str], str]:
+    """(refused arguments, right arguments, what the one refusal line must start with) for ``executor``."""
     if executor == "submitit":
         request.getfixturevalue("slurm")
-        args = [*SLURM_ARGS, "--executor.init_args.jobs_per_task", "2"]
-    elif executor == "dask":
-        args = ["--executor", "dask", "--executor.init_args.address", request.getfixturevalue("dask_engine").address]
-    else:
-        args = ["--executor", "process", "--executor.init_args.workers", "2"]
-    start = time.monotonic()
-    assert run(["--config", str(_config(tmp_path, bench_root)), *args]) == 0
-    assert time.monotonic() - start < 150.0
-    same_as_reference(tmp_path / "run", reference)
+        right = [*SLURM_ARGS, "--executor.init_args.jobs_per_task", "2"]
+        wrong = [*right[:-3], "{timeout_min:10,slurm_partition:nope}", *right[-2:]]
+        return wrong, right, "executor.init_args.parameters slurm_partition=nope: sbatch --test-only refused it"
+    if executor == "dask":
+        address = _unused_address()
+        right = ["--executor", "dask", "--executor.init_args.address", request.getfixturevalue("dask_engine").address]
+        return [*right[:-1], address], right, f"executor.init_args.address {address}: no Dask scheduler answers"
+    right = ["--executor", "process", "--executor.init_args.workers", "2"]
+    return [*right[:-1], "0"], right, "executor.workers must be at least 1"
+
+
+@pytest.mark.parametrize("executor", ["process", "submitit", "dask"])
+def test_every_executor_refuses_a_wrong_setting_then_reproduces_the_local_run(tmp_path, bench_root, reference,
+                                                                             request, capsys, executor):
+    """Bound: 150 s. A wrong partition / address / worker count: exit 2, one line, no file; then the right one."""
+    wrong, right, message = _wrong_and_right(executor, request)
+    config, start = _config(tmp_path, bench_root), time.monotonic()
+    assert run(["--config", str(config), *wrong]) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(err) == 1 and message in err[0], err
+    assert time.monotonic() - start < 45.0 and not (tmp_path / "run").exists()  # refused before any work
+    say(request.config, f"{executor}: refused in {time.monotonic() - start:.0f} s, before any file: {err[0]}")
+    assert run(["--config", str(config), *right]) == 0
+    same_as_reference(tmp_path / "run", reference, request.config, executor)
 
 
 def test_a_wrong_partition_is_refused_by_the_real_sbatch(slurm, tmp_path):
+    """Bound: 60 s. The executor's own check against the real controller, both parameter forms."""
     with pytest.raises(ConfigError, match=r"^executor.init_args.parameters slurm_partition=nope: sbatch --test-only"):
         SubmititExecutor(cluster="slurm", parameters={"slurm_partition": "nope"}).check()
+    SubmititExecutor(cluster="slurm", parameters="{slurm_partition: debug}").check()
     SubmititExecutor(cluster="slurm", parameters="{slurm_partition:debug}").check()
+
+
+def _pool_workers() -> list[int]:
+    """This process's ``spawn`` children (the process pool's workers; the engines' daemons are not)."""
+    me = os.getpid()
+    kids = Path(f"/proc/{me}/task/{me}/children").read_text().split()
+    out = []
+    for kid in kids:
+        try:
+            command = Path(f"/proc/{kid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if "spawn_main" in command and "resource_tracker" not in command:
+            out.append(int(kid))
+    return out
+
+
+def test_a_sigkilled_pool_worker_loses_only_its_job_then_rerun(tmp_path, bench_root, reference, request, capsys):
+    """Bound: 150 s. kill -9 one process-pool worker after the first record: one lost line; rerun completes."""
+    config = _config(tmp_path, bench_root)
+    args = ["--config", str(config), "--executor", "process", "--executor.init_args.workers", "2"]
+    killed: list[int] = []
+
+    def kill() -> None:
+        deadline = time.monotonic() + 100
+        while time.monotonic() < deadline and not records(tmp_path / "run"):
+            time.sleep(0.05)
+        workers = _pool_workers()
+        if workers:
+            os.kill(workers[-1], signal.SIGKILL)
+            killed.append(workers[-1])
+
+    thread = threading.Thread(target=kill, daemon=True)
+    thread.start()
+    assert run(args) == 1
+    thread.join(10)
+    assert killed, "no pool worker was killed"
+    lost = [line for line in capsys.readouterr().err.splitlines() if line.startswith("lost: ")]
+    assert len(lost) == 1, lost
+    assert lost[0].endswith(f"(process-pool worker pid {killed[0]} killed by SIGKILL while running it); "
+                            "it runs again next time"), lost
+    assert len(records(tmp_path / "run")) == len(reference["records"]) - 1  # the others went on
+    say(request.config, f"process: {lost[0]}")
+    assert run(args) == 0
+    assert "1 jobs run, 7 already done" in capsys.readouterr().out
+    same_as_reference(tmp_path / "run", reference, request.config, "process after a killed worker")
 
 
 def _on_squeue(predicate, bound_s: float) -> dict[str, str] | None:
@@ -119,7 +234,8 @@ def _on_squeue(predicate, bound_s: float) -> dict[str, str] | None:
     return None
 
 
-def test_a_killed_and_a_cancelled_task_are_lost_then_rerun(tmp_path, bench_root, reference, slurm, capsys):
+def test_a_killed_and_a_cancelled_task_are_lost_then_rerun(tmp_path, bench_root, reference, slurm, capsys,
+                                                           request):
     """Bound: 200 s. One task at a time: kill -9 the running one, cancel a pending one; rerun completes."""
     config = _config(tmp_path, bench_root)
     args = ["--config", str(config), *SLURM_ARGS, "--executor.init_args.jobs_per_task", "2",
@@ -141,13 +257,18 @@ def test_a_killed_and_a_cancelled_task_are_lost_then_rerun(tmp_path, bench_root,
     assert time.monotonic() - start < 150.0
     lost = [line for line in capsys.readouterr().err.splitlines() if line.startswith("lost: ")]
     assert len(hit) == 2, "the faults could not be placed"
-    assert any(hit[1] in line for line in lost), lost  # the cancelled pending task: both its jobs
-    assert all(line.endswith("; it runs again next time") for line in lost)
+    for task in hit:  # the killed running task and the cancelled pending one: both jobs of each
+        assert sum(f"SLURM task {task}" in line for line in lost) == 2, (task, lost)
+    assert len(lost) == 4 and all(line.endswith("; it runs again next time") for line in lost), lost
+    for line in lost:
+        say(request.config, f"submitit: {line}")
     assert run(args[:-2]) == 0  # the rerun without the one-at-a-time limit
-    same_as_reference(tmp_path / "run", reference)
+    assert "4 jobs run, 4 already done" in capsys.readouterr().out
+    same_as_reference(tmp_path / "run", reference, request.config, "submitit after a killed and a cancelled task")
 
 
-def test_a_stopped_controller_loses_the_pending_tasks_then_rerun(tmp_path, bench_root, reference, slurm, capsys):
+def test_a_stopped_controller_loses_the_pending_tasks_then_rerun(tmp_path, bench_root, reference, slurm, capsys,
+                                                                 request):
     """Bound: 200 s. slurmctld stopped while tasks wait: lost after controller_timeout_s; restarted, rerun."""
     assert slurm.procs["slurmctld"].poll() is None, (slurm.folder / "log" / "slurmctld.log").read_text()[-3000:]
     subprocess.run(["scancel", "--user", "root"], timeout=10)  # earlier tests' tasks: none may look running
@@ -163,27 +284,23 @@ def test_a_stopped_controller_loses_the_pending_tasks_then_rerun(tmp_path, bench
     start = time.monotonic()
     try:
         assert run(args) == 1
-        print(f"run with the controller stopped: {time.monotonic() - start:.0f} s")
         lost = [line for line in capsys.readouterr().err.splitlines() if line.startswith("lost: ")]
         assert lost and all("the controller has not answered for" in line for line in lost), lost
         assert all(line.endswith("or the task may still run); it runs again next time") for line in lost)
+        say(request.config, f"submitit, controller stopped: {len(lost)} lost lines after "
+                            f"{time.monotonic() - start:.0f} s, e.g. {lost[0]}")
     finally:
         assert restart_slurmctld(slurm), "slurmctld did not come back within 40 s"
     subprocess.run(["scancel", "--user", "root"], timeout=10)  # what the lost lines tell the user to do
     start = time.monotonic()
     assert run(args[:-4]) == 0  # the rerun without the one-at-a-time limit
-    print(f"rerun after the controller's restart: {time.monotonic() - start:.0f} s")
-    same_as_reference(tmp_path / "run", reference)
+    say(request.config, f"submitit: rerun after the controller's restart took {time.monotonic() - start:.0f} s")
+    same_as_reference(tmp_path / "run", reference, request.config, "submitit after the controller's restart")
 
 
-def _leaves(pid: int) -> list[int]:
-    children = Path(f"/proc/{pid}/task/{pid}/children")
-    kids = [int(c) for c in children.read_text().split()] if children.exists() else []
-    return [leaf for kid in kids for leaf in _leaves(kid)] or ([pid] if not kids else [])
-
-
-def test_a_sigkilled_dask_worker_costs_nothing(tmp_path, bench_root, reference, dask_engine: Engine):
-    """Bound: 150 s. kill -9 one worker process once jobs are processing; the nanny restarts it, Dask reruns."""
+def test_a_sigkilled_dask_worker_costs_nothing(tmp_path, bench_root, reference, dask_engine: Engine, capsys,
+                                               request):
+    """Bound: 150 s. kill -9 a worker process while it runs a job; the nanny restarts it, Dask reruns the job."""
     from dask.distributed import Client
 
     run_dir, killed = tmp_path / "run", []
@@ -191,17 +308,21 @@ def test_a_sigkilled_dask_worker_costs_nothing(tmp_path, bench_root, reference, 
     def kill() -> None:
         with Client(dask_engine.address, timeout=10) as client:
             deadline = time.monotonic() + 60
-            while time.monotonic() < deadline and not any(client.processing().values()):
+            while time.monotonic() < deadline and not any((busy := client.processing()).values()):
                 time.sleep(0.02)
-        leaves = _leaves(dask_engine.procs["workers"].pid)
-        if leaves:
-            os.kill(leaves[0], signal.SIGKILL)
-            killed.append(leaves[0])
+            pids = client.run(os.getpid)  # worker address -> its process
+        holding = [address for address, keys in busy.items() if keys and address in pids]
+        if holding:
+            os.kill(pids[holding[0]], signal.SIGKILL)
+            killed.append(pids[holding[0]])
 
     thread = threading.Thread(target=kill, daemon=True)
     thread.start()
-    assert run(["--config", str(_config(tmp_path, bench_root)), "--executor", "dask",
-                "--executor.init_args.address", dask_engine.address]) == 0
+    assert run(["--config", str(_config(tmp_path, bench_root)), "--executor", "dask", "--executor.init_args.address",
+                dask_engine.address, "--executor.init_args.poll_s", "0.2"]) == 0
     thread.join(10)
     assert killed, "no worker process was killed"
-    same_as_reference(run_dir, reference)
+    left = [line for line in capsys.readouterr().err.splitlines() if line.startswith("dask: worker ")]
+    assert len(left) == 1 and left[0].endswith(" left; Dask runs its jobs again on another worker"), left
+    say(request.config, left[0])
+    same_as_reference(run_dir, reference, request.config, "dask after a killed worker")
