@@ -42,15 +42,15 @@ KINDS = ("ridge", "logistic", "rf", "mlp", "finetune")
 #: File format version (a calibration of another format is measured again).
 FORMAT = 1
 
-#: (intercept s, slope s per unit) per kind, uncalibrated: the project's 2-core CI machine, 1 thread
-#: (``tools/bench_estimate.py``; docs/performance.md). Labelled "uncalibrated" wherever used.
+#: (intercept s, slope s per unit) per kind, uncalibrated: one ``ppgbench calibrate`` of the project's 2-core
+#: CI machine (AMD EPYC, 1 thread, 2026-12-02; docs/performance.md), rounded. Labelled "uncalibrated" wherever used.
 DEFAULTS: dict[str, tuple[float, float]] = {
-    "ridge": (0.25, 3e-10),
-    "logistic": (0.35, 1.5e-8),
-    "rf": (0.1, 2.5e-8),
+    "ridge": (0.04, 2.6e-11),
+    "logistic": (0.15, 9e-8),
+    "rf": (0.04, 4e-8),
     "rf_tree": (0.0, 1e-3),
-    "mlp": (0.5, 2.0e-5),
-    "finetune": (1.5, 1.5),
+    "mlp": (0.4, 3.4e-5),
+    "finetune": (0.2, 0.6),
 }
 #: Encoder throughput (windows/s: inference, training) assumed when an encoder was not measured.
 DEFAULT_THROUGHPUT = (400.0, 100.0)
