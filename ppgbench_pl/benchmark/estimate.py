@@ -12,6 +12,7 @@ from __future__ import annotations
 import inspect
 import math
 import os
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -88,20 +89,26 @@ class Estimate:
     assumptions: list[str] = field(default_factory=list)
 
 
+def _is_a(regime: Any, module: str, name: str) -> bool:
+    """``isinstance(regime, module.name)`` without importing ``module``.
+
+    An object of a class whose module was never imported cannot exist, so a dry run of linear regimes does not
+    import Optuna (through the finetune regime) to learn that its regimes are not finetuning.
+    """
+    loaded = sys.modules.get(f"ppgbench_pl.regimes.{module}")
+    return loaded is not None and isinstance(regime, getattr(loaded, name))
+
+
 def regime_kind(regime: Any, task: Any, trainable: bool) -> str:
     """The cost model's kind of a regime on a task (``other`` for a regime it does not know)."""
-    from ppgbench_pl.regimes.finetune import FinetuneRegime
-    from ppgbench_pl.regimes.forest import RandomForestRegime
-    from ppgbench_pl.regimes.linear import LinearRegime
-    from ppgbench_pl.regimes.mlp import MLPRegime
-
-    if isinstance(regime, RandomForestRegime):
+    finetune = _is_a(regime, "finetune", "FinetuneRegime")
+    if _is_a(regime, "forest", "RandomForestRegime"):
         return "rf"
-    if isinstance(regime, LinearRegime):
+    if _is_a(regime, "linear", "LinearRegime"):
         return "logistic" if task.kind == "classification" else "ridge"
-    if isinstance(regime, MLPRegime) or (isinstance(regime, FinetuneRegime) and not trainable):
+    if _is_a(regime, "mlp", "MLPRegime") or (finetune and not trainable):
         return "mlp"  # a parameter-free encoder's finetune cell trains heads on fixed features
-    if isinstance(regime, FinetuneRegime):
+    if finetune:
         return "finetune"
     return "other"
 
