@@ -9,7 +9,8 @@ time (printed too). Two baselines are timed in the same run, interleaved with th
   refusal that needs no Lightning object (a missing ``--config`` file, an unknown command, an unknown
   dataset or run folder) answer in under 2 s of CPU;
 * ``lightning``: a dry run, a config error and a trainer refusal cost at most Lightning's own import
-  (measured here) plus 1 s of CPU.
+  (measured here) plus 1 s of CPU, judged on the median over rounds of the command's CPU minus the import's
+  in the same round (paired, so that a busier round raises both).
 
 Each command's answer is checked too (its exit status and a piece of what it prints), so a refusal that
 stopped happening cannot pass as fast. The help cache and the embedding cache point at temporary folders,
@@ -158,6 +159,8 @@ class Bench:
         samples: dict[str, list[tuple[float, float, str]]] = {name: [] for name in programs}
         for _ in range(repeat):
             for name, (code, command) in programs.items():
+                if name == "fit --help (cached)":  # (re)build the cache: an edit of the source in between drops it
+                    run(code, self.env)
                 samples[name].append(self.sample(code, command, fresh=name == "fit --help (first call)"))
         rows = {}
         for name, (code, _) in programs.items():
@@ -169,21 +172,32 @@ class Bench:
         return rows
 
 
-def judge(row: dict, command: Command, lightning_cpu: float | None) -> None:
-    """Add the limit and the verdict to a measured row."""
+def judge(row: dict, command: Command, lightning: dict | None) -> None:
+    """Add the limit and the verdict to a measured row.
+
+    Above Lightning is the median over rounds of (this command's CPU - ``import lightning.pytorch``'s CPU in
+    the same round): paired, so a round on a busier machine raises both. A ``lightning`` command passes when
+    that is under the margin; a ``light`` one when its own median is under the limit.
+    """
+    if lightning is None:
+        row["over_lightning_s"] = None
+    else:
+        row["over_lightning_s"] = statistics.median(a - b for a, b in zip(row["cpus"], lightning["cpus"], strict=True))
     if command.kind == "light":
         row["limit_cpu_s"] = LIGHT_LIMIT_S
+        within = row["cpu_s"] < LIGHT_LIMIT_S
     else:
-        row["limit_cpu_s"] = None if lightning_cpu is None else lightning_cpu + LIGHTNING_MARGIN_S
-    row["over_lightning_s"] = None if lightning_cpu is None else row["cpu_s"] - lightning_cpu
-    row["pass"] = not row["problem"] and (row["limit_cpu_s"] is None or row["cpu_s"] < row["limit_cpu_s"])
+        row["limit_cpu_s"] = None if lightning is None else lightning["cpu_s"] + LIGHTNING_MARGIN_S
+        within = row["over_lightning_s"] is None or row["over_lightning_s"] < LIGHTNING_MARGIN_S
+    row["pass"] = not row["problem"] and within
 
 
 def table(baselines: dict, results: dict, repeat: int, lightning_cpu: float | None) -> str:
     """The printed report."""
     lines = [f"python {sys.version.split()[0]}, median of {repeat} runs per command; CPU = user + system",
              f"limits: light < {LIGHT_LIMIT_S:g} s CPU; lightning < import lightning.pytorch"
-             f" ({'not measured' if lightning_cpu is None else f'{lightning_cpu:.2f} s'}) + {LIGHTNING_MARGIN_S:g} s",
+             f" ({'not measured' if lightning_cpu is None else f'{lightning_cpu:.2f} s'}) + {LIGHTNING_MARGIN_S:g} s"
+             " (judged on the median of the paired per-round differences, the 'vs import lightning' column)",
              ""]
     header = (f"{'command':<27} {'CPU s':>6} {'wall s':>7} {'limit':>7} {'vs import lightning':>20}  result  "
               "heavy packages loaded")
@@ -221,10 +235,11 @@ def main() -> None:
         programs.update({name: (COMMANDS[name].source(bench.scratch), COMMANDS[name]) for name in names})
         rows = bench.measure_all(programs, args.repeat)
     baselines = {name: rows[name] for name in BASELINES if name in rows}
-    lightning_cpu = baselines["import lightning.pytorch"]["cpu_s"] if "import lightning.pytorch" in baselines else None
+    lightning = baselines.get("import lightning.pytorch")
+    lightning_cpu = None if lightning is None else lightning["cpu_s"]
     results = {name: rows[name] for name in names}
     for name in names:
-        judge(results[name], COMMANDS[name], lightning_cpu)
+        judge(results[name], COMMANDS[name], lightning)
     ok = all(r["pass"] for r in results.values())
     if args.json:
         print(json.dumps({"baselines": baselines, "commands": results, "pass": ok}, indent=2))
