@@ -103,20 +103,29 @@ def _drain(jobs, chunks, watch, progress_s=60.0, bound_s=5.0):
 def test_killed_and_pending_cancelled_tasks_are_lost_without_accounting(slurm_bin, tmp_path, capsys):
     (slurm_bin / "squeue.out").write_text("7_0 COMPLETED\n7_1 CANCELLED\n7_3 RUNNING\n")  # 7_2 purged (killed)
     chunks = [[spec(tmp_path, f"j{i}")] for i in range(4)]
-    jobs = [FakeJob("7_0", [JobOutcome("j0", "ok")]), FakeJob("7_1"), FakeJob("7_2"), FakeJob("7_3")]
+    seen: list[str] = []
+
+    class RunningUntilCounted(FakeJob):
+        """Finishes once the progress line has counted the other three as done (not after a guessed delay)."""
+
+        def done(self) -> bool:
+            seen.append(capsys.readouterr().err)
+            return "0 queued, 1 running, 3 done of 4 array tasks" in "".join(seen)
+
+        def result(self) -> list[JobOutcome]:
+            return [JobOutcome("j3", "ok")]
+
+    jobs = [FakeJob("7_0", [JobOutcome("j0", "ok")]), FakeJob("7_1"), FakeJob("7_2"), RunningUntilCounted("7_3")]
     watch = SlurmWatch(check_s=0.05, controller_timeout_s=30.0)
     stream = wait_tasks(jobs, chunks, watch, poll_s=0.02, progress_s=0.05)
     got, start = {}, time.monotonic()
     for s, result in stream:
         got[s.job_id] = result
-        if len(got) == 3:  # the running one finishes after the others were found lost
-            jobs[3].outcomes = [JobOutcome("j3", "ok")]
         assert time.monotonic() - start < 5.0
     assert got["j0"].status == "ok" and got["j3"].status == "ok"  # type: ignore[union-attr]
     assert isinstance(got["j1"], JobLost) and "SLURM task 7_1 ended CANCELLED without a result" in str(got["j1"])
     assert isinstance(got["j2"], JobLost) and "7_2 is no longer known to squeue or sacct" in str(got["j2"])
     assert jobs[1].cancelled and jobs[2].cancelled and not jobs[3].cancelled
-    assert "submitit: 0 queued, 1 running, 3 done of 4 array tasks" in capsys.readouterr().err
 
 
 def test_a_silent_controller_loses_every_pending_task(slurm_bin, tmp_path):
