@@ -88,17 +88,9 @@ class ExportedResults(Results):
     def _scan(self) -> tuple[list[dict[str, Any]], list[str]]:
         return self.records(), []  # the file was checked once, when opened
 
-    def _resolve(self, job_id: str) -> str:
-        ids = [str(r.get("job_id")) for r in self.records()]
-        if job_id in ids:
-            return job_id
-        matches = sorted(i for i in ids if i.endswith(job_id))
-        if len(matches) == 1:
-            return matches[0]
-        if not matches:
-            raise DataError(f"{self.run_dir}: no job {job_id!r} (Results.jobs lists the job ids)")
-        raise DataError(f"{self.run_dir}: {job_id!r} matches {len(matches)} jobs "
-                        f"({', '.join(matches[:3])}, ...); give the full job id")
+    def _job_ids(self) -> list[str]:
+        """The exported records' ids (there are no job folders)."""
+        return [str(r.get("job_id")) for r in self.records()]
 
 
 def load_run(path: str | Path) -> Results:

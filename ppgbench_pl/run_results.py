@@ -208,12 +208,17 @@ class Results:
         jid = ids[int(job)]
         return jid, f"Results.jobs row {int(job)} (job {jid})"
 
-    def _resolve(self, job_id: str) -> str:
+    def _job_ids(self) -> list[str]:
+        """Ids :meth:`_resolve` chooses from: the job folders (unfinished ``.working`` ones aside)."""
         jobs = self.run_dir / "jobs"
-        if (jobs / job_id).is_dir():
+        return [p.name for p in jobs.iterdir() if p.is_dir() and not p.name.endswith(".working")] \
+            if jobs.is_dir() else []
+
+    def _resolve(self, job_id: str) -> str:
+        ids = self._job_ids()
+        if job_id in ids:
             return job_id
-        matches = sorted(p.name for p in jobs.glob(f"*{job_id}")
-                         if p.is_dir() and not p.name.endswith(".working"))
+        matches = sorted(i for i in ids if i.endswith(job_id))
         if len(matches) == 1:
             return matches[0]
         if not matches:
