@@ -19,23 +19,10 @@ from typing import Any
 
 from ppgbench_pl.benchmark.cost_model import DEFAULT_EMBED_DIM, CostModel, calibration_path, encoder_key
 from ppgbench_pl.benchmark.cost_sizes import TaskSize, task_size
+from ppgbench_pl.regimes.search_seeds import searches_per_job
 
 #: Seconds assumed per job of a regime the cost model does not know (a user's own callback).
 OTHER_JOB_S = 1.0
-
-
-def search_repeats(regime: Any) -> int:
-    """How many times a neural regime repeats its whole search per holdout (``search_seeds``; 1 when absent).
-
-    The one place the estimate multiplies a search by its repeats: a regime with ``search_seeds`` (a count,
-    or a list of seeds) runs that many searches of ``n_trials`` each.
-    """
-    seeds = getattr(regime, "search_seeds", None)
-    if seeds is None:
-        return 1
-    if isinstance(seeds, int | float):
-        return max(int(seeds), 1)
-    return max(len(list(seeds)), 1)
 
 
 def hyperband_epochs(max_epochs: int, min_resource: int = 1, reduction_factor: int = 3) -> float:
@@ -138,7 +125,7 @@ def trees_fitted(regime: Any, inner: int) -> int:
 def trial_epochs(regime: Any, task: Any) -> float:
     """Trials x mean epochs of one job's searches: holdout repeats x search repeats x n_trials x epochs."""
     search = regime.search
-    repeats = (regime.subject_repeats if task.level == "subject" else 1) * search_repeats(regime)
+    repeats = (regime.subject_repeats if task.level == "subject" else 1) * searches_per_job(regime)
     return repeats * search.n_trials * hyperband_epochs(search.epochs, search.min_resource, search.reduction_factor)
 
 
@@ -263,7 +250,7 @@ def assumptions(suite: Any, pending: Sequence[Any], model: CostModel, sizes: dic
     searched = {j.regime.name: j.regime for j in pending if hasattr(j.regime, "search")}
     for name, regime in searched.items():
         s = regime.search
-        out.append(f"{name}: {s.n_trials} trials x {search_repeats(regime)} search repeat(s) per holdout, a trial "
+        out.append(f"{name}: {s.n_trials} trials x {searches_per_job(regime)} search repeat(s) per holdout, a trial "
                    f"trains {hyperband_epochs(s.epochs, s.min_resource, s.reduction_factor):.1f} of {s.epochs} "
                    "epochs on average (steady-state Hyperband)")
     where = f"this machine, {model.threads} thread(s), {model.device}" if model.calibrated else \

@@ -17,8 +17,9 @@ from ppgbench_pl.benchmark.cost_model import (
     machine_description,
     save_model,
 )
-from ppgbench_pl.benchmark.estimate import estimate_plan, hyperband_epochs, search_repeats
+from ppgbench_pl.benchmark.estimate import estimate_plan, hyperband_epochs
 from ppgbench_pl.benchmark.suite import BenchmarkSuite
+from ppgbench_pl.regimes.search_seeds import searches_per_job
 from tests.benchmark.helpers import LINEAR, suite_config, tree, write_config
 from tests.cli_helpers import run_cli
 
@@ -80,9 +81,8 @@ def test_hyperband_epochs_are_between_one_and_the_budget_and_grow_with_it():
 
 
 def test_search_repeats_reads_the_regime_and_defaults_to_one():
-    assert search_repeats(SimpleNamespace()) == 1
-    assert search_repeats(SimpleNamespace(search_seeds=[0, 1, 2])) == 3
-    assert search_repeats(SimpleNamespace(search_seeds=2)) == 2
+    assert searches_per_job(SimpleNamespace()) == 1
+    assert searches_per_job(SimpleNamespace(search_seeds=[0, 1, 2])) == 3
 
 
 def _estimate(engine_root: Path, tmp_path: Path, subjects: int, model: CostModel, seeds: object = None):
