@@ -87,7 +87,8 @@ class HeadFactory:
         p = {key: params[n] for key, n in self.param_names.items()}
         head = self.head(params, seed)
         group = {"params": list(head.parameters()), "lr": float(p["lr"]), "weight_decay": float(p["weight_decay"])}
-        return Slot(name, head, self.data(validate), int(p["batch_size"]), seed, [group], epochs)
+        return Slot(name, head, self.data(validate), int(p["batch_size"]), seed, [group], epochs,
+                    random=float(p["dropout"]) > 0)  # a head without dropout draws no random numbers
 
     def predict(self, params: Mapping[str, Any], weights: dict[str, Any], positions: np.ndarray) -> np.ndarray:
         """Head outputs for some positions (eval mode, through ``Trainer.predict``)."""

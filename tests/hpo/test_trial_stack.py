@@ -359,7 +359,7 @@ def _plain_loop(net: nn.Module, data: SlotData, batch_size: int, seed: int, lr: 
     from ppgbench_pl.hpo.shuffle import epoch_batches
     from ppgbench_pl.tasks.encoder_task import set_batchnorm_eval
 
-    optimizer = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=1e-2)
+    optimizer = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=1e-2, fused=True)  # as the stack
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         for epoch in range(epochs):
