@@ -4,8 +4,10 @@ The same work on both sides: ``--studies`` independent Optuna TPE + Hyperband se
 one cell; protocol space, SQLite storage, ``--parallel`` trials asked at a time, 1 as published) on
 synthetic embeddings, each side in a fresh process after an untimed warm-up:
 
-* ``baseline``: the engine at ``--baseline-ref`` (the first landing: one ``Trainer.fit`` per trial), its
-  searches one after another;
+* ``baseline``: the default engine at ``--baseline-ref`` (the first landing's ``batched`` engine: heads
+  trained by its own loop and a fused AdamW, no ``Trainer``), its searches one after another;
+* ``reference`` (``--reference``): the first landing's ``lightning`` engine, one ``Trainer.fit`` of an
+  ``EncoderTask`` per trial, the way a trial is trained on its own;
 * ``stack``: this tree, the searches side by side in one ``Trainer.fit`` of a ``TrialStack``.
 
 It prints CPU seconds (``process_time``), the winners' validation and mean test score, trial-epochs, and
@@ -256,6 +258,8 @@ def main() -> None:
     parser.add_argument("--baseline-ref", default=BASELINE_REF, help="git revision of today's engine")
     parser.add_argument("--repeats", type=int, default=3, help="interleaved rounds; medians are printed")
     parser.add_argument("--no-warmup", action="store_true", help="time the process's one-off costs too")
+    parser.add_argument("--reference", action="store_true",
+                        help="also time the first landing's reference engine (one Trainer.fit per trial)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -268,6 +272,8 @@ def main() -> None:
         f"{args.repeats} interleaved rounds, {'no warm-up' if args.no_warmup else 'after an untimed warm-up'}"
     )
     runs = [("baseline", "batched", args.parallel, "old"), ("stack", "stack", args.parallel, "new")]
+    if args.reference:
+        runs.insert(0, ("reference", "lightning", args.parallel, "old"))
     rounds: list[dict[str, dict]] = []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
@@ -291,7 +297,7 @@ def main() -> None:
         wall = statistics.median(rnd[name]["wall"] for rnd in rounds)
         print(f"{name:>12}: median cpu {cpu:7.2f} s  wall {wall:7.2f} s  "
               f"({1e3 * cpu / first[name]['trial_epochs']:.1f} ms CPU per trial-epoch)")
-    pairs = [("baseline", "stack")]
+    pairs = [("baseline", "stack")] + ([("reference", "stack")] if args.reference else [])
     for base_name, name in pairs:
         base, result = first[base_name], first[name]
         cpu = statistics.median(rnd[base_name]["cpu"] / rnd[name]["cpu"] for rnd in rounds)
