@@ -62,6 +62,10 @@ def make_data(n: int, dim: int, n_groups: int, task: str, seed: int):
     return x.astype(np.float32), y, groups, SimpleNamespace(fit=fit, val=val, test=test)
 
 
+#: Slots per epoch and per training step of the stacked fit (this tree only): the stack width reached.
+WIDTH: dict[str, list[int]] = {"epoch": [], "step": []}
+
+
 def worker(spec: dict) -> dict:
     """One search in this process with whatever ``ppgbench_pl`` is importable (old or new API)."""
     import lightning as L
@@ -112,7 +116,11 @@ def worker(spec: dict) -> dict:
 
         class Step(L.Callback):
             def on_train_epoch_end(self, trainer, pl_module):
+                WIDTH["epoch"].append(len(pl_module.epoch_slots))
                 pl_module.search.end_epoch(trainer, pl_module)
+
+            def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+                WIDTH["step"].append(len(batch))
 
         settings = search_module.SearchSettings(n_trials=n_trials, max_epochs=epochs,
                                                 parallel_trials=parallel).resolved(epochs, parallel)
@@ -185,6 +193,8 @@ def worker(spec: dict) -> dict:
 
     if spec["warmup"]:  # untimed: one-off costs of the process
         search(Path(spec["work"]) / "warmup", 2, 2, 2)
+    WIDTH["epoch"].clear()
+    WIDTH["step"].clear()
     start_cpu, start = time.process_time(), time.perf_counter()
     best, test_score, trials = search(Path(spec["work"]), spec["trials"], spec["epochs"], spec["parallel"],
                                       spec.get("studies", 1))
@@ -199,6 +209,7 @@ def worker(spec: dict) -> dict:
         "pruned": states.count("PRUNED"),
         "trial_epochs": sum(t[3] for t in trials),
         "trials": trials,
+        "width": {k: [float(np.mean(v)), max(v)] if v else None for k, v in WIDTH.items()},
     }
 
 
@@ -292,6 +303,10 @@ def main() -> None:
                     flush=True,
                 )
     first = rounds[0]
+    width = first["stack"].get("width") or {}
+    if width.get("epoch"):
+        print(f"stack width: {width['epoch'][0]:.1f} slots per epoch on average (at most {width['epoch'][1]}), "
+              f"{width['step'][0]:.1f} per training step (at most {width['step'][1]})")
     for name, *_ in runs:
         cpu = statistics.median(rnd[name]["cpu"] for rnd in rounds)
         wall = statistics.median(rnd[name]["wall"] for rnd in rounds)
