@@ -238,7 +238,7 @@ class TrialStack(L.LightningModule):
     def configure_optimizers(self) -> torch.optim.Optimizer:
         """One AdamW, one group per slot part: element-wise, so each slot updates as if it were alone."""
         groups = [dict(g) for slot in self.slots.values() if slot.training for g in slot.groups]
-        # fused: one kernel per group; on this CPU x1.14 over foreach=True on the MLP bench (docs/performance.md)
+        # fused: one kernel per group; x1.3 CPU over foreach=True on the MLP bench, paired runs (docs/performance.md)
         return torch.optim.AdamW(groups, fused=True)
 
     def train_dataloader(self) -> DataLoader:

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch import nn
 
 from ppgbench_pl.heads.mlp import MLPHead
 from ppgbench_pl.hpo.optuna_search import SearchSettings
@@ -87,8 +88,8 @@ class HeadFactory:
         p = {key: params[n] for key, n in self.param_names.items()}
         head = self.head(params, seed)
         group = {"params": list(head.parameters()), "lr": float(p["lr"]), "weight_decay": float(p["weight_decay"])}
-        return Slot(name, head, self.data(validate), int(p["batch_size"]), seed, [group], epochs,
-                    random=float(p["dropout"]) > 0)  # a head without dropout draws no random numbers
+        drops = any(isinstance(m, nn.Dropout) and m.p > 0 for m in head.modules())  # else it draws no random numbers
+        return Slot(name, head, self.data(validate), int(p["batch_size"]), seed, [group], epochs, random=drops)
 
     def predict(self, params: Mapping[str, Any], weights: dict[str, Any], positions: np.ndarray) -> np.ndarray:
         """Head outputs for some positions (eval mode, through ``Trainer.predict``)."""
