@@ -6,15 +6,24 @@ process: each in its own fit of a one-slot ``TrialStack`` (one after another), a
 It prints CPU seconds (``process_time``), wall seconds, the ratio, and the largest difference between the
 two runs' final validation outputs (per-trial arithmetic is the same, so only float rounding may differ).
 
-    .venv/bin/python tools/bench_finetune.py --trials 8 --epochs 3 --repeats 3
+With ``--reference`` the first landing (``--baseline-ref``, its package unpacked from git) trains the same
+8 trials too, the way it trained every finetune trial: one ``Trainer.fit`` of an ``EncoderTask`` per trial,
+one after another (``FinetuneEngine.train_fixed``), in a fresh process after an untimed one-epoch warm-up
+and at the same torch thread count. Its final validation outputs are compared with the stack's as well.
+
+    .venv/bin/python tools/bench_finetune.py --trials 8 --epochs 3 --repeats 3 --threads 1 --reference
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
+import os
 import random
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 import warnings
@@ -28,15 +37,17 @@ from ppgbench_pl.data.registry import get_task
 from ppgbench_pl.datamodules.ppg import PPGDataModule
 from ppgbench_pl.encoders.cnn import SmallCNNEncoder
 from ppgbench_pl.hpo.spaces import FINETUNE_SPACE
-from ppgbench_pl.hpo.stack_search import fixed_epochs
-from ppgbench_pl.hpo.trial_stack import TrialStack
 from ppgbench_pl.regimes.base import JobContext
-from ppgbench_pl.regimes.finetune import FinetuneFactory
-from ppgbench_pl.regimes.neural import Split, make_targets
+
+ROOT = Path(__file__).resolve().parents[1]
+#: The first landing: finetune trials trained one ``Trainer.fit`` each (``regimes/finetune.py: FinetuneEngine``).
+BASELINE_REF = "223bccd"
 
 
 class Fixed(L.Callback):
     def on_train_epoch_end(self, trainer, pl_module):
+        from ppgbench_pl.hpo.stack_search import fixed_epochs  # this tree only (the worker imports the old one)
+
         fixed_epochs(trainer, pl_module)
 
 
@@ -52,7 +63,9 @@ def trial_params(n: int, batch_sizes: list[int] | None, seed: int = 0) -> list[d
     return [{k: rng.choice(v) for k, v in space.items()} for _ in range(n)]
 
 
-def run(factory: FinetuneFactory, params: list[dict], epochs: int, stacked: bool, device: str) -> tuple:
+def run(factory, params: list[dict], epochs: int, stacked: bool, device: str) -> tuple:
+    from ppgbench_pl.hpo.trial_stack import TrialStack
+
     slots = [factory.slot(f"t/{i}", p, 42 + i, epochs, validate=False) for i, p in enumerate(params)]
     cpu, wall = time.process_time(), time.perf_counter()
     if stacked:
@@ -67,6 +80,65 @@ def run(factory: FinetuneFactory, params: list[dict], epochs: int, stacked: bool
     return cpu, wall, outs
 
 
+def data_settings(args: argparse.Namespace, root: Path) -> dict:
+    """The synthetic data module's arguments, the same on both sides."""
+    return {"dataset": "synthetic", "root": str(root), "seeds": [42], "folds": [0],
+            "synthetic_subjects": args.subjects, "synthetic_windows": args.windows}
+
+
+def reference_worker(spec: dict) -> dict:
+    """The first landing's trials (its package is the importable ``ppgbench_pl``), timed in this process."""
+    from ppgbench_pl.regimes.finetune import FinetuneEngine
+    from ppgbench_pl.regimes.neural import Split as OldSplit
+    from ppgbench_pl.regimes.neural import make_targets as old_targets
+
+    warnings.filterwarnings("ignore")
+    logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
+    if spec["threads"]:
+        torch.set_num_threads(spec["threads"])
+    dm = PPGDataModule(**spec["data"])
+    ctx = JobContext(  # the first landing's dataclass fields: id, model, encoder, task, seed, fold, data, ...
+        "bench", "small_cnn", SmallCNNEncoder(embed_dim=spec["embed_dim"]), get_task(spec["task"]), 42, 0, dm,
+        Path(spec["work"]), None, {"accelerator": "cpu", "devices": 1})
+    view = ctx.view()
+    outer, test = ctx.outer()
+    fit, val = dm.holdout(view, outer, 42, 0)
+    targets = old_targets(ctx.task, view.y[outer], view.y[fit], view.groups[fit], "balanced", "bench")
+    engine = FinetuneEngine(ctx, OldSplit(fit, val, test), targets, None, 42, spec["epochs"],
+                            ctx.make_trainer, "32-true")
+    engine.train_fixed(spec["params"][0], 0, 1)  # untimed warm-up
+    cpu, wall = time.process_time(), time.perf_counter()
+    weights = [engine.train_fixed(p, 42 + i, spec["epochs"]) for i, p in enumerate(spec["params"])]
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    outs = [engine.predict(p, w, val) for p, w in zip(spec["params"], weights, strict=True)]
+    np.savez(spec["out"], *outs)
+    return {"cpu": cpu, "wall": wall, "fit": len(fit), "val": val.tolist()}
+
+
+def run_reference(args: argparse.Namespace, params: list[dict], tmp: Path) -> tuple[float, float, list, list]:
+    """One reference run in a fresh process: (CPU s, wall s, validation outputs, validation positions)."""
+    blob = subprocess.run(["git", "-C", str(ROOT), "archive", args.baseline_ref, "ppgbench_pl"],
+                          check=True, capture_output=True).stdout
+    old = tmp / "baseline"
+    old.mkdir(exist_ok=True)
+    subprocess.run(["tar", "-x", "-C", str(old)], input=blob, check=True)
+    spec = {"data": data_settings(args, tmp / "data-old"), "embed_dim": args.embed_dim, "task": args.task,
+            "work": str(tmp / "job-old"), "epochs": args.epochs, "params": params, "threads": args.threads,
+            "out": str(tmp / "reference.npz")}
+    env = {**os.environ, "PYTHONPATH": str(old), "WANDB_MODE": "disabled"}
+    out = subprocess.run([sys.executable, __file__, "--worker", json.dumps(spec)], env=env, check=True,
+                         capture_output=True, text=True, cwd=tmp).stdout
+    got = json.loads(out.strip().splitlines()[-1])
+    with np.load(spec["out"]) as arrays:
+        outs = [arrays[f"arr_{i}"] for i in range(len(params))]
+    return got["cpu"], got["wall"], outs, got["val"]
+
+
+def largest_difference(a: list, b: list) -> float:
+    """Largest difference between two runs' validation outputs, trial by trial, relative to the output scale."""
+    return max(float(np.max(np.abs(x - y)) / (np.max(np.abs(x)) + 1e-12)) for x, y in zip(a, b, strict=True))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trials", type=int, default=8)
@@ -79,14 +151,23 @@ def main() -> None:
     parser.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
     parser.add_argument("--threads", type=int, default=0)
     parser.add_argument("--repeats", type=int, default=1, help="paired runs (order alternates); median ratio")
+    parser.add_argument("--reference", action="store_true",
+                        help="also time the first landing's trials (one Trainer.fit each, one after another)")
+    parser.add_argument("--baseline-ref", default=BASELINE_REF, help="git revision of the first landing")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.worker:
+        print(json.dumps(reference_worker(json.loads(args.worker))))
+        return
     if args.threads:
         torch.set_num_threads(args.threads)
     warnings.filterwarnings("ignore")
     logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
+    from ppgbench_pl.regimes.finetune import FinetuneFactory
+    from ppgbench_pl.regimes.neural import Split, make_targets
+
     with tempfile.TemporaryDirectory() as tmp:
-        dm = PPGDataModule(dataset="synthetic", root=str(Path(tmp) / "data"), seeds=[42], folds=[0],
-                           synthetic_subjects=args.subjects, synthetic_windows=args.windows)
+        dm = PPGDataModule(**data_settings(args, Path(tmp) / "data"))
         ctx = JobContext.build(dm, SmallCNNEncoder(embed_dim=args.embed_dim), get_task(args.task), 42, 0,
                                Path(tmp) / "job", trainer_kwargs={"accelerator": args.device, "devices": 1})
         outer, test = ctx.outer()
@@ -97,18 +178,29 @@ def main() -> None:
         params = trial_params(args.trials, args.batch_sizes)
         print(f"{args.trials} finetune trials x {args.epochs} epochs of {len(fit)} windows (small CNN, "
               f"batch sizes {sorted({p['batch_size'] for p in params})}, {args.device})")
-        ratios = []
+        ratios, stack_cpu = [], []
         for rep in range(args.repeats):
             order = (False, True) if rep % 2 == 0 else (True, False)
             got = {stacked: run(factory, params, args.epochs, stacked, args.device) for stacked in order}
             (cpu_a, wall_a, out_a), (cpu_s, wall_s, out_s) = got[False], got[True]
-            diff = max(float(np.max(np.abs(a - s) / (np.abs(a) + 1e-6))) for a, s in zip(out_a, out_s, strict=True))
+            diff = largest_difference(out_a, out_s)
             ratios.append(cpu_a / cpu_s)
+            stack_cpu.append(cpu_s)
             print(f"{rep}: one fit per trial cpu {cpu_a:6.1f} s wall {wall_a:6.1f} s | stack cpu {cpu_s:6.1f} s "
                   f"wall {wall_s:6.1f} s | ratio cpu {cpu_a / cpu_s:.2f}x wall {wall_a / wall_s:.2f}x | "
-                  f"max relative difference of validation outputs {diff:.1e}")
+                  f"largest difference of validation outputs {diff:.1e} of their scale")
         print(f"median cpu ratio (one fit per trial / stack): {statistics.median(ratios):.2f}x "
               f"(target >= 2x: {'PASS' if statistics.median(ratios) >= 2 else 'FAIL'})")
+        if args.reference:
+            cpu_r, wall_r, out_r, val_r = run_reference(args, params, Path(tmp))
+            cpu_s = statistics.median(stack_cpu)
+            same = val_r == factory.split.val.tolist()
+            diff = largest_difference(out_r, out_s) if same else float("nan")
+            print(f"first landing {args.baseline_ref} (one Trainer.fit per trial, fresh process): cpu {cpu_r:6.1f} s "
+                  f"wall {wall_r:6.1f} s | against the stack's median cpu {cpu_s:.1f} s: {cpu_r / cpu_s:.2f}x "
+                  f"(target >= 2x: {'PASS' if cpu_r / cpu_s >= 2 else 'FAIL'}) | "
+                  + (f"largest difference of validation outputs {diff:.1e} of their scale" if same
+                     else "other validation windows: outputs not compared"))
 
 
 if __name__ == "__main__":
