@@ -73,7 +73,8 @@ class SearchSettings:
         """These settings with a regime's defaults filled in, validated.
 
         Raises:
-            ConfigError: A count below 1 (or negative start-up trials).
+            ConfigError: A count below 1 (or negative start-up trials), a reduction factor below 2, or a
+                minimum resource above the epoch budget.
 
         """
         epochs = self.max_epochs if self.max_epochs is not None else max_epochs
@@ -86,6 +87,11 @@ class SearchSettings:
             bad.append(f"n_startup_trials={out.n_startup_trials}")
         if bad:
             raise ConfigError(f"search: {', '.join(bad)}; counts must be >= 1 (n_startup_trials >= 0)")
+        if out.reduction_factor < 2:  # Hyperband divides by log(reduction_factor)
+            raise ConfigError(f"search: reduction_factor={out.reduction_factor}; Hyperband needs >= 2")
+        if out.min_resource > epochs:  # Optuna would build no bracket, so nothing would ever be pruned
+            raise ConfigError(f"search: min_resource={out.min_resource} exceeds max_epochs={epochs}; "
+                              "Hyperband needs min_resource <= max_epochs")
         return out
 
     @property

@@ -47,6 +47,7 @@ class StudyPlan:
         score: Selection score of a trial's validation outputs.
         max_epochs: Epoch budget (Hyperband's max resource).
         on_complete: Called with (trial number, value, best-epoch weights) before a complete trial is told.
+        on_told: Called once a batch's trials are all told and stored (e.g. to drop the losers' weights).
     """
 
     key: str
@@ -56,6 +57,7 @@ class StudyPlan:
     score: ScoreFn
     max_epochs: int
     on_complete: Callable[[int, float, dict[str, Any]], None] | None = None
+    on_told: Callable[[], None] | None = None
 
 
 @dataclass
@@ -102,6 +104,10 @@ class StackSearch:
         """The first batch of every study with trials left."""
         return [slot for plan in self.plans if plan.study.remaining for slot in self._ask(plan)]
 
+    def unfinished(self) -> int:
+        """Trials of every study's budget not finished yet (0 once the fit has run its course)."""
+        return sum(plan.study.remaining for plan in self.plans)
+
     def abandon(self) -> None:
         """Fail every running trial without counting it (an interruption cut it short)."""
         for plan in self.plans:
@@ -129,6 +135,8 @@ class StackSearch:
                         assert run.outcome.value is not None and run.outcome.weights is not None
                         plan.on_complete(run.trial.number, run.outcome.value, run.outcome.weights)
                     plan.study.finish(run.trial, run.outcome)
+                if plan.on_told is not None:
+                    plan.on_told()
                 del self.batches[plan.key]
                 if plan.study.remaining:
                     for slot in self._ask(plan):

@@ -44,7 +44,7 @@ class TrialWeights:
         return torch.load(path, map_location="cpu", weights_only=True) if path.exists() else None
 
     def offer(self, study: optuna.Study, number: int, value: float, state: dict[str, Any]) -> bool:
-        """Save a just-finished trial's weights if it beats every stored complete trial; drop the losers.
+        """Save a just-finished trial's weights if it beats every stored complete trial (before it is told).
 
         Returns:
             Whether the weights were saved (ties go to the lower trial number, as in selection).
@@ -54,10 +54,14 @@ class TrialWeights:
         ranks = [(float(t.value), -t.number) for t in complete if t.value is not None]
         if ranks and max(ranks) > (value, -number):
             return False
-        self.save(number, state)
-        for trial in complete:
-            self.path(trial.number).unlink(missing_ok=True)
+        self.save(number, state)  # the losers' files go only once this trial is stored (drop_losers)
         return True
+
+    def drop_losers(self, study: optuna.Study) -> None:
+        """After a tell: delete the files of complete trials that are no longer the best (ties: lower number)."""
+        complete = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if t.value is not None]
+        if complete:
+            self.keep_best(study, max(complete, key=lambda t: (float(t.value), -t.number)).number)  # type: ignore[arg-type]
 
     def keep_best(self, study: optuna.Study, best_number: int) -> None:
         """Delete files of complete trials other than the current best (they can no longer win)."""

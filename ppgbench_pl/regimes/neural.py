@@ -26,6 +26,7 @@ from optuna.trial import FrozenTrial
 from ppgbench_pl.errors import ConfigError, DataError
 from ppgbench_pl.hpo.optuna_search import (
     PersistentStudy,
+    SearchFailed,
     SearchSettings,
     best_trial,
     close_storage,
@@ -319,7 +320,8 @@ class NeuralRegime(Regime):
             return s.scorer(out, params.get(AGGREGATION_PARAM))
 
         space = build_space(s.factory.space, self.search_space, s.aggregations)
-        return StudyPlan(s.key, study, space, make_slot, score, self.max_epochs, keep_if_best)
+        return StudyPlan(s.key, study, space, make_slot, score, self.max_epochs, keep_if_best,
+                         lambda: store.drop_losers(study.study))
 
     def fit_stack(self, ctx: JobContext, search: StackSearch | None, slots: list[Slot] | None = None) -> None:
         """One ``Trainer.fit`` of a stack until every study's budget is spent (or every fixed slot ended)."""
@@ -332,6 +334,10 @@ class NeuralRegime(Regime):
         try:
             with frozen_parts_expected(), interrupts_pass_through():
                 trainer.fit(module)
+            unfinished = len(module.active()) if search is None else search.unfinished()
+            if unfinished:  # e.g. a user callback set trainer.should_stop, or a Timer ran out
+                raise SearchFailed(f"{ctx.job_id}: Trainer.fit stopped with {unfinished} trial(s) unfinished (a "
+                                   "callback set trainer.should_stop?); the search's budget was not spent")
         except BaseException:
             if search is not None:
                 search.abandon()

@@ -100,7 +100,8 @@ def test_settings_are_the_protocol_ones():
 @pytest.mark.parametrize("bad, message", [
     ({"n_trials": 0}, "n_trials=0"), ({"max_epochs": 0}, "max_epochs=0"), ({"parallel_trials": 0}, "parallel_trials=0"),
     ({"min_resource": 0}, "min_resource=0"), ({"reduction_factor": -1}, "reduction_factor=-1"),
-    ({"n_startup_trials": -1}, "n_startup_trials=-1"),
+    ({"n_startup_trials": -1}, "n_startup_trials=-1"), ({"reduction_factor": 1}, "reduction_factor=1; Hyperband"),
+    ({"min_resource": 30}, "min_resource=30 exceeds max_epochs=25"),
 ])
 def test_bad_settings_are_one_config_error(bad, message):
     with pytest.raises(ConfigError, match=message):
@@ -362,7 +363,23 @@ def test_trial_weights_keep_only_the_best(tmp_path):
         trial = study.ask()
         store.offer(study, trial.number, value, {"w": torch.full((2,), value)})
         study.tell(trial, value)
+        store.drop_losers(study)
     assert sorted(p.name for p in (tmp_path / "w").glob("*.pt")) == ["trial2.pt"]
     assert torch.equal(store.load(2)["w"], torch.full((2,), 0.8))
     store.keep_best(study, 2)
     assert store.load(2) is not None
+
+
+def test_the_stored_winner_keeps_its_weights_until_a_better_trial_is_told(tmp_path):
+    """A kill between saving a new best and telling it must leave the told winner's file on disk."""
+    study = optuna.create_study(direction="maximize")
+    store = TrialWeights(tmp_path / "w")
+    first = study.ask()
+    store.offer(study, first.number, 0.5, {"w": torch.zeros(2)})
+    study.tell(first, 0.5)
+    second = study.ask()
+    assert store.offer(study, second.number, 0.9, {"w": torch.ones(2)})
+    assert store.load(0) is not None and store.load(1) is not None  # trial 1 is not told yet
+    study.tell(second, 0.9)
+    store.drop_losers(study)
+    assert store.load(0) is None and store.load(1) is not None

@@ -102,6 +102,23 @@ def test_every_trial_trains_inside_trainer_fit(setup, tmp_path):
     assert all(o.details["callbacks"] == ["CountEpochs"] for o in outcomes)
 
 
+def test_a_callback_that_stops_the_fit_early_fails_the_job_instead_of_truncating_the_search(setup, tmp_path):
+    from lightning.pytorch.callbacks import Callback
+
+    from ppgbench_pl.hpo.optuna_search import SearchFailed
+
+    class StopAfterOneEpoch(Callback):
+        def on_train_epoch_end(self, trainer, pl_module):
+            trainer.should_stop = True
+
+    ctx = _ctx(setup, "synthetic-hr", tmp_path / "job")
+    ctx.callbacks = [StopAfterOneEpoch()]
+    with pytest.raises(SearchFailed, match=r"stopped with 3 trial\(s\) unfinished"):
+        MLPRegime(**TINY).run(ctx)
+    storage = open_storage(storage_url(None, ctx.work_dir, ctx.job_id, 0))
+    assert n_finished(optuna.load_study(study_name=f"{ctx.job_id}-repeat0", storage=storage)) == 0
+
+
 def test_interrupted_search_resumes(setup, tmp_path, monkeypatch):
     from ppgbench_pl.hpo.stack_search import StackSearch
 
