@@ -39,7 +39,6 @@ from ppgbench_pl.encoders.cnn import SmallCNNEncoder
 from ppgbench_pl.hpo.spaces import FINETUNE_SPACE
 from ppgbench_pl.regimes.base import JobContext
 
-ROOT = Path(__file__).resolve().parents[1]
 #: The first landing: finetune trials trained one ``Trainer.fit`` each (``regimes/finetune.py: FinetuneEngine``).
 BASELINE_REF = "223bccd"
 
@@ -117,11 +116,9 @@ def reference_worker(spec: dict) -> dict:
 
 def run_reference(args: argparse.Namespace, params: list[dict], tmp: Path) -> tuple[float, float, list, list]:
     """One reference run in a fresh process: (CPU s, wall s, validation outputs, validation positions)."""
-    blob = subprocess.run(["git", "-C", str(ROOT), "archive", args.baseline_ref, "ppgbench_pl"],
-                          check=True, capture_output=True).stdout
-    old = tmp / "baseline"
-    old.mkdir(exist_ok=True)
-    subprocess.run(["tar", "-x", "-C", str(old)], input=blob, check=True)
+    from bench_mlp import extract_revision  # tools/ is on sys.path when a tool runs as a script
+
+    old = extract_revision(args.baseline_ref, tmp / "baseline")
     spec = {"data": data_settings(args, tmp / "data-old"), "embed_dim": args.embed_dim, "task": args.task,
             "work": str(tmp / "job-old"), "epochs": args.epochs, "params": params, "threads": args.threads,
             "out": str(tmp / "reference.npz")}

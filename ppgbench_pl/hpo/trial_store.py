@@ -59,9 +59,10 @@ class TrialWeights:
 
     def drop_losers(self, study: optuna.Study) -> None:
         """After a tell: delete the files of complete trials that are no longer the best (ties: lower number)."""
-        complete = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if t.value is not None]
-        if complete:
-            self.keep_best(study, max(complete, key=lambda t: (float(t.value), -t.number)).number)  # type: ignore[arg-type]
+        from ppgbench_pl.hpo.optuna_search import best_trial  # the selection rule the winner is read with
+
+        if study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+            self.keep_best(study, best_trial(study).number)
 
     def keep_best(self, study: optuna.Study, best_number: int) -> None:
         """Delete files of complete trials other than the current best (they can no longer win)."""
