@@ -144,3 +144,37 @@ def test_a_signal_between_a_records_rename_and_its_count_is_still_counted(tmp_pa
     assert "interrupted after 1 of 3 jobs" in err, err
     assert len(record_files(run_dir)) == 1 and status(run_dir)["completed"] == 1
     assert not list((run_dir / "jobs").glob("*.working"))
+
+
+WATCH_IMPORTS = """
+import signal, sys
+import importlib.abc
+UNDER_HANDLER = []
+class Watch(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name in ("pandas", "scipy.stats") and callable(signal.getsignal(signal.SIGTERM)):
+            UNDER_HANDLER.append(name)
+        return None
+sys.meta_path.insert(0, Watch())
+import ppgbench_pl.benchmark.coordinator as coordinator
+coordinator.BenchmarkRun.__init__.__defaults__ = (None, 0.0)  # rewrite the summary after every job
+import atexit
+atexit.register(lambda: print("under-handler:", sorted(set(UNDER_HANDLER)), file=sys.stderr))
+"""
+
+
+def test_the_summary_libraries_are_imported_before_signals_raise(tmp_path, engine_root, pinned_source):
+    """CI stop 25: a SIGTERM inside pandas' first import (lazily, mid-run) half-initialised it, and the
+    summary written after the signal failed to import it: exit 1 and a traceback instead of 143. The
+    libraries the outputs need are imported before the handler that raises is installed (a summary
+    rewritten after every job here, as one is every 5 s mid-run)."""
+    run_dir = tmp_path / "run"
+    pool = {"class_path": "ppgbench_pl.benchmark.executors.ProcessExecutor", "init_args": {"workers": 2}}
+    config = suite_config(engine_root, run_dir, regimes=[LINEAR], tasks=["synthetic-hr"], folds=[0, 1],
+                          data={"synthetic_windows": 4}, executor=pool)
+    path = write_config(tmp_path / "config.yaml", config)
+    assert run(["--config", str(path), "--output_dir", str(tmp_path / "warm")], "fit") == 0  # data built here
+    done = subprocess.run([sys.executable, "-c", WATCH_IMPORTS + LAUNCH.replace("; ", "\n"), "fit",
+                           "--config", str(path)], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "under-handler: []" in done.stderr, done.stderr[-2000:]

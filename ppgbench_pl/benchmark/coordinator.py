@@ -22,14 +22,11 @@ finished record and exit 130 / 143.
 
 from __future__ import annotations
 
-import signal
 import sys
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from ppgbench_pl.atomic_io import write_json_atomic
@@ -57,6 +54,13 @@ from ppgbench_pl.benchmark.preflight import (
     redact,
 )
 from ppgbench_pl.benchmark.progress import Progress
+from ppgbench_pl.benchmark.run_signals import (
+    SIGNALLED,
+    Interrupted,
+    import_output_libraries,
+    signals_deferred,
+    signals_interrupt,
+)
 from ppgbench_pl.benchmark.spec import RunSettings
 from ppgbench_pl.benchmark.suite import BenchmarkSuite, forget_suites, suite_for
 from ppgbench_pl.benchmark.tracking import CellTracker, close_wandb, wandb_enabled
@@ -75,25 +79,6 @@ from ppgbench_pl.results.summary import SummaryBook
 __all__ = ["BenchmarkRun", "Interrupted", "RunReport", "check_output_dir", "check_strategy", "print_report",
            "redact"]
 
-#: Exit status of a run stopped by a signal (128 + signal number, as shells report it).
-SIGNAL_EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
-#: Signals received in this run: a job's cleanup code (a zip file closing) can mask the handler's exception.
-SIGNALLED: list[int] = []
-
-
-class Interrupted(BaseException):
-    """The run was stopped by SIGINT or SIGTERM (a ``BaseException``, so no job swallows it)."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-    @property
-    def exit_code(self) -> int:
-        """130 for SIGINT, 143 for SIGTERM."""
-        return SIGNAL_EXIT.get(signal.Signals(self.signum), 128 + self.signum)
-
-
 @dataclass
 class RunReport:
     """What one command did (this command's plan) and where the folder stands."""
@@ -107,47 +92,6 @@ class RunReport:
     summary_path: Path | None = None
     cache: dict[str, int] = field(default_factory=dict)
     interrupted: int | None = None
-
-
-@contextmanager
-def signals_interrupt() -> Iterator[None]:
-    """SIGINT and SIGTERM raise :class:`Interrupted` in the main thread for the duration of the block."""
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        SIGNALLED.append(signum)
-        raise Interrupted(signum)
-
-    SIGNALLED.clear()
-    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
-
-
-@contextmanager
-def signals_deferred() -> Iterator[None]:
-    """Ignore SIGINT and SIGTERM while the final summary and status are written.
-
-    A second Ctrl-C must not leave them half-written or end in a traceback.
-    """
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
 
 
 class BenchmarkRun:
@@ -218,6 +162,7 @@ class BenchmarkRun:
         report.skipped -= report.not_evaluable
         start = suite.cache.stats()  # the suite (and its counters) may be reused by a later run in this process
         tracker = self._tracker(plan, pending, meta)
+        import_output_libraries()
         with signals_interrupt():
             try:
                 self._prepare(suite, pending)
