@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from ppgbench_pl.benchmark.coordinator import RunReport
+    from ppgbench_pl.results.fold_entry import FoldEntry
 
 
 #: Columns every ``summary.csv`` row has (a table without them is not a ppgbench summary).
@@ -79,8 +80,9 @@ class Results:
     def records(self) -> list[dict[str, Any]]:
         """Every readable job record of the folder (``results.json`` contents), in job-id order.
 
-        A file that cannot be read, or is not this job's ppgbench record, is skipped with a warning naming
-        it (and listed by :attr:`problems`).
+        A file that cannot be read, is not this job's ppgbench record, or is an ``ok`` record the summary
+        cannot use (a field missing, no finite metric), is skipped with a warning naming it (and listed by
+        :attr:`problems`).
         """
         records, problems = self._scan()
         for problem in problems:
@@ -99,35 +101,57 @@ class Results:
         return problems
 
     def _scan(self) -> tuple[list[dict[str, Any]], list[str]]:
+        records, _, problems = self._read()
+        return records, problems
+
+    def _read(self) -> tuple[list[dict[str, Any]], list[FoldEntry | str], list[str]]:
+        """(usable records, what :func:`entry_or_id` makes of each, one line per skipped file).
+
+        An ``ok`` record the summary refuses (a field missing, no finite metric) is skipped like a foreign
+        one, so the jobs, the recomputed summary and :attr:`problems` agree on what the folder holds.
+        """
+        from ppgbench_pl.results.fold_entry import MalformedRecord, entry_or_id
         from ppgbench_pl.results.records import RESULTS_FILE, scan_records
 
         scan = scan_records(self.run_dir)
-        records, problems = [], list(scan.problems)
+        records, entries, problems = [], [], list(scan.problems)
         for record, folder in zip(scan.records, scan.folders, strict=True):
             why = foreign_record(record, folder)
             if why is None:
-                records.append(record)
-            else:
-                problems.append(f"{folder / RESULTS_FILE}: {why}")
-        return records, problems
+                try:
+                    entries.append(entry_or_id(record))
+                    records.append(record)
+                    continue
+                except MalformedRecord as exc:
+                    why = str(exc)
+            problems.append(f"{folder / RESULTS_FILE}: {why}")
+        return records, entries, problems
 
     @property
     def summary(self) -> pd.DataFrame:
         """``summary.csv``: mean and 95 % CI per (model, task, regime), the constant baseline included.
 
         A ``summary.csv`` that is not a ppgbench summary is named in a warning and the summary is recomputed
-        from the job records; skipped records are warned about as by :meth:`records`.
+        from the job records (their :class:`FoldEntry`, as the run's own summary); skipped records are
+        warned about as by :meth:`records`.
         """
-        from ppgbench_pl.results.summary import SUMMARY_FILE, summarise
+        from ppgbench_pl.results.fold_entry import FoldEntry
+        from ppgbench_pl.results.summary import SUMMARY_FILE, SummaryBook
 
-        records = self.records()
+        _, entries, problems = self._read()
+        for problem in problems:
+            warnings.warn(f"skipped {problem}", stacklevel=2)
         path = self.run_dir / SUMMARY_FILE
         if path.exists():
             table, why = read_summary(path)
             if table is not None:
                 return table
             warnings.warn(f"{path}: {why}; the summary is recomputed from the job records", stacklevel=2)
-        return summarise([r for r in records if r.get("status") == "ok"])
+        book = SummaryBook()
+        for entry in entries:
+            if isinstance(entry, FoldEntry):
+                book.add_entry(entry)
+        return book.summary()
 
     @property
     def jobs(self) -> pd.DataFrame:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ppgbench_pl.errors import DataError
-from ppgbench_pl.results.fold_entry import code_label
+from ppgbench_pl.results.fold_entry import code_label, fold_entry
 from ppgbench_pl.results.records import model_id, scan_records
 
 FORMAT = "ppgbench.results"
@@ -71,7 +71,10 @@ def protocol_settings(identity: dict[str, Any], records: Iterable[dict[str, Any]
 
 
 def _read_run(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Path]]:
-    """``run.json``, the ``ok`` records of a run folder and each one's job folder (one-line errors)."""
+    """``run.json``, the ``ok`` records of a run folder and each one's job folder (one-line errors).
+
+    A record that cannot be read, or that the summary refuses (:func:`_usable`), refuses the export.
+    """
     if not run_dir.is_dir():
         raise DataError(f"{run_dir}: no such run folder")
     meta_path = run_dir / "run.json"
@@ -83,11 +86,21 @@ def _read_run(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]], dict
         raise DataError(f"{meta_path}: not valid JSON") from None
     if not isinstance(meta, dict):
         raise DataError(f"{meta_path}: not a run description (a JSON object was expected)")
-    scan = scan_records(run_dir)
+    scan = scan_records(run_dir, transform=_usable)
+    if scan.problems:  # a file others read must not silently leave out a fold
+        more = f" (and {len(scan.problems) - 1} more damaged records)" if len(scan.problems) > 1 else ""
+        raise DataError(f"{scan.problems[0]}{more}; export would leave its fold out: resume the run (it "
+                        "reruns such jobs), then export")
     done = [(r, f) for r, f in zip(scan.records, scan.folders, strict=True) if r.get("status") == "ok"]
     if not done:
         raise DataError(f"{run_dir}: no completed job records to export")
     return meta, [r for r, _ in done], {str(r.get("job_id")): f for r, f in done}
+
+
+def _usable(record: dict[str, Any]) -> dict[str, Any]:
+    """The record, checked as the summary reads it (a ``MalformedRecord`` becomes a problem of its file)."""
+    fold_entry(record)
+    return record
 
 
 def _choose_model(run_dir: Path, records: list[dict[str, Any]], model: str | None) -> str:
@@ -174,7 +187,8 @@ def build_export(run_dir: str | Path, model: str | None = None) -> dict[str, Any
     """The exported document of one model of a run folder (see module docstring).
 
     Raises:
-        DataError: The folder is not a finished run, or the model is missing or ambiguous (one line).
+        DataError: The folder is not a finished run, holds a damaged record, or the model is missing or
+            ambiguous (one line).
 
     """
     run_dir = Path(run_dir)

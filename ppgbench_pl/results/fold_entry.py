@@ -72,7 +72,7 @@ class FoldEntry:
     seed: int
     fold: int
     metric: str
-    value: float | None  # mean over the repeats of the reported metric; None when no repeat has it
+    value: float | None  # mean over the repeats that have a finite reported metric (fold_entry needs one)
     baseline: float | None
     fs: float | None
     backend: str
@@ -112,7 +112,9 @@ def fold_entry(record: Mapping[str, Any]) -> FoldEntry | None:
     """Return the summary's slim view of a record; None for a record that is not ``ok``.
 
     Raises:
-        MalformedRecord: An ``ok`` record lacks a field the summary needs (the message names it).
+        MalformedRecord: An ``ok`` record lacks a field the summary needs (the message names it), or no
+            repeat holds a finite value of its reported metric (other metrics may be NaN, e.g. an undefined
+            AUROC; only the reported one makes the summary's number).
 
     """
     if not isinstance(record, dict | Mapping):
@@ -127,6 +129,8 @@ def fold_entry(record: Mapping[str, Any]) -> FoldEntry | None:
         raise MalformedRecord("field 'results' is not a list of repeats")
     metric = str(record["metric"])
     values = [v for r in results if (v := _number((r.get("metrics") or {}).get(metric))) is not None]
+    if not values:  # an ok record without a number: the summary would drop the fold, so it must rerun
+        raise MalformedRecord(f"no repeat has a finite value of its metric '{metric}'")
     baseline = record.get("baseline") or {}
     try:
         seed, fold = int(record["seed"]), int(record["fold"])

@@ -6,9 +6,9 @@ Several commands (of any plans) may write into one run folder at once. Each of t
 :class:`FolderSync` re-reads only the records whose ``results.json`` changed since it last looked (size
 and mtime), so a rewrite costs a directory listing plus the changed records.
 
-A record is *complete* only when every prediction file it names is present and readable
-(:func:`record_files_problem`); an ``ok`` record that is not complete does not count as done, so its job
-runs again (with a note naming the file).
+A record is *complete* only when the summary can use it (:func:`fold_entry`) and every prediction file it
+names is present and readable (:func:`record_files_problem`); an ``ok`` record that is not complete does
+not count as done, so its job runs again (with a note naming the file).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ppgbench_pl.results.fold_entry import FoldEntry, MalformedRecord, entry_or_id
+from ppgbench_pl.results.fold_entry import FoldEntry, MalformedRecord, entry_or_id, fold_entry
 from ppgbench_pl.results.records import RESULTS_FILE, read_record_file
 from ppgbench_pl.results.summary import SummaryBook
 
@@ -169,13 +169,19 @@ def folder_status(sync: FolderSync, planned: set[str], failed_here: set[str]) ->
 
 
 def read_record_complete(run_dir: str | Path, jid: str) -> dict[str, Any] | None:
-    """A job's ``ok`` record when its folder is complete (every prediction file readable), else None."""
+    """A job's ``ok`` record when the summary can use it and its folder is complete, else None.
+
+    A record :func:`fold_entry` refuses (a missing field, no finite metric) is not complete, as an
+    unreadable one is not: its job runs again (:meth:`FolderSync.sync` names the file), instead of being
+    skipped as done and refused by the summary on every resume.
+    """
     folder = Path(run_dir) / "jobs" / jid
     try:
         record = read_record_file(folder / RESULTS_FILE)
-    except ValueError:
+        entry = fold_entry(record)
+    except ValueError:  # MalformedRecord included
         return None
-    if record.get("status") != "ok" or record_files_problem(folder, record) is not None:
+    if entry is None or record_files_problem(folder, record) is not None:
         return None
     return record
 
