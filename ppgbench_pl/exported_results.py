@@ -47,10 +47,22 @@ class ExportedResults(Results):
 
     @property
     def summary(self) -> pd.DataFrame:
-        """The summary recomputed from the file's records (as ``summary.csv`` of the run would be)."""
+        """The summary recomputed from the file's records (as ``summary.csv`` of the run would be).
+
+        Raises:
+            DataError: A record the summary cannot use (a hand-edited or older file; one line naming it).
+
+        """
+        from ppgbench_pl.results.fold_entry import MalformedRecord, fold_entry
         from ppgbench_pl.results.summary import summarise
 
-        return summarise([r for r in self.records() if r.get("status") == "ok"])
+        ok = [r for r in self.records() if r.get("status") == "ok"]
+        for record in ok:
+            try:
+                fold_entry(record)
+            except MalformedRecord as exc:
+                raise DataError(f"{self.run_dir}: record {record.get('job_id', '?')}: {exc}") from None
+        return summarise(ok)
 
     @property
     def model_card(self) -> dict[str, Any]:

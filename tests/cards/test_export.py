@@ -265,3 +265,17 @@ def test_the_quickstart_reports_references_parse_and_hold_what_it_used(tmp_path)
     assert refs.datasets == ["synthetic"] and set(refs.models) == {"small_cnn", "prv_published"}
     # no card paper for the synthetic set, the small CNN or ppgbench's PRV: the benchmark alone
     assert set(pybtex_entries((tmp_path / "references.bib").read_text())) == {"ppgbench"} == set(refs.keys)
+
+
+def test_a_record_the_summary_cannot_use_is_one_line_naming_the_file(runs, tmp_path):
+    """A hand-edited (or older) file whose ok record lacks a field: the recomputed summary names the file
+    and the record, never a bare MalformedRecord."""
+    _, files = runs
+    document = json.loads(files[0].read_text())
+    record = next(r for r in document["records"] if r.get("status") == "ok")
+    del record["seed"]
+    damaged = tmp_path / "damaged.ppgbench.json"
+    damaged.write_text(json.dumps(document))
+    res = pb.load_run(damaged)
+    with pytest.raises(DataError, match=rf"^\S*damaged.ppgbench.json: record {record['job_id']}: .*'seed'"):
+        res.summary  # noqa: B018
