@@ -10,8 +10,9 @@ standardisation: the head's LayerNorm is the only input normalisation.
 
 Heads (``reseed_head``): published, a trial's head is drawn from a running RNG rather than reseeded. Here
 that RNG is the study's own head stream (seeded with r, drawn in trial order and used for nothing else),
-so the head a trial gets never depends on its stack mates; ``reseed_head: true`` seeds each head with
-r + trial number instead.
+so the head a trial gets never depends on its stack mates. Trial n's head is always the stream's (n+1)-th
+draw: a retrain of a lost winner, a refit's new factory and a resumed search replay the draws before it.
+``reseed_head: true`` seeds each head with r + trial number instead.
 
 Parameter-free encoders (PRV; PROTOCOL.md 10 item 4): the published code rejects them, yet the paper
 reports PRV in every cell. Here their finetune cell is a *head-only* finetune: with nothing in the
@@ -25,10 +26,11 @@ the finetune space's head parameters (``hidden_dim``, ``head_dropout``, ``head_l
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 import numpy as np
+import optuna
 import torch
 from torch import Tensor, nn
 
@@ -37,10 +39,11 @@ from ppgbench_pl.errors import ConfigError
 from ppgbench_pl.heads.mlp import MLPHead
 from ppgbench_pl.hpo.optuna_search import SearchSettings
 from ppgbench_pl.hpo.spaces import FINETUNE_SPACE
+from ppgbench_pl.hpo.stack_search import StudyPlan
 from ppgbench_pl.hpo.trial_stack import Slot, SlotData, predict_outputs
 from ppgbench_pl.regimes.base import JobContext
 from ppgbench_pl.regimes.mlp import HeadFactory
-from ppgbench_pl.regimes.neural import ClassWeighting, NeuralRegime, Split, Targets
+from ppgbench_pl.regimes.neural import ClassWeighting, NeuralRegime, RepeatSearch, Split, Targets, TrialFactory
 from ppgbench_pl.tasks.encoder_task import EncoderTask
 
 #: The head parameters of the finetune space, for parameter-free encoders.
@@ -53,6 +56,25 @@ HEAD_ONLY_SPACE = {k: v for k, v in FINETUNE_SPACE.items() if k in (*HEAD_ONLY_P
 def is_parameter_free(encoder: PPGEncoder) -> bool:
     """True for encoders with nothing to finetune (declared ``trainable = False``, or no parameters)."""
     return not getattr(encoder, "trainable", True) or not any(p.numel() for p in encoder.parameters())
+
+
+def no_params(number: int) -> Mapping[str, Any] | None:
+    """No trial's parameters are known (a factory not attached to a study)."""
+    return None
+
+
+def study_params(study: optuna.Study) -> Callable[[int], Mapping[str, Any] | None]:
+    """A study's trial parameters by trial number (None for a trial it lacks or a resume's placeholder)."""
+    def params_of(number: int) -> Mapping[str, Any] | None:
+        found = [t.params for t in study.get_trials(deepcopy=False) if t.number == number]
+        return found[0] if found and found[0] else None
+    return params_of
+
+
+def attach_study(factory: TrialFactory, s: RepeatSearch) -> None:
+    """Let a finetune factory replay its head stream with the trials of the search's study."""
+    if isinstance(factory, FinetuneFactory) and s.study is not None:
+        factory.trial_params = study_params(s.study.study)
 
 
 class HeadedEncoder(nn.Module):
@@ -90,9 +112,9 @@ class FinetuneFactory:
         self.pristine = copy.deepcopy(ctx.encoder).cpu()
         self.rows, self.labels, self.windows = ctx.view.rows, ctx.view.y, ctx.raw_windows()
         self.embed_dim = self._probe_embed_dim()
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            self.head_stream = torch.random.get_rng_state()
+        #: Parameters of a trial of the search by number (None if unknown); :class:`FinetuneRegime` sets the study's.
+        self.trial_params: Callable[[int], Mapping[str, Any] | None] = no_params
+        self.restart_stream(seed)
         self.details: dict[str, Any] = {"mode": "end_to_end", "embed_dim": self.embed_dim, "precision": precision,
                                         "engine": "trial_stack", "reseed_head": reseed_head}
         self._data: dict[bool, SlotData] = {}
@@ -100,9 +122,8 @@ class FinetuneFactory:
     def for_search(self, seed: int) -> FinetuneFactory:
         """The factory of another search seed: the encoder and prepared rows shared, a head stream of its own."""
         fork = copy.copy(self)  # shallow: the pristine encoder and the rows cache (self._data) are shared
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            fork.head_stream = torch.random.get_rng_state()
+        fork.restart_stream(seed)
+        fork.trial_params = no_params  # its own study's, once opened
         fork.details = dict(self.details)
         return fork
 
@@ -133,23 +154,52 @@ class FinetuneFactory:
                 self.inputs(val) if val is not None else None, self.targets.loss, self.targets.class_weight)
         return self._data[validate]
 
-    def head(self, params: Mapping[str, Any], seed: int | None) -> MLPHead:
-        """A new head: from the trial's seed (``reseed_head``, or ``seed`` given), else the study's head stream."""
+    def restart_stream(self, seed: int) -> None:
+        """The head stream of seed r at its start, nothing drawn: its (n+1)-th head is trial n's."""
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            self.stream_start = self.head_stream = torch.random.get_rng_state()
+        self.stream_seed, self.drawn, self.widths = seed, 0, dict[int, int]()
+
+    def head(self, params: Mapping[str, Any], seed: int | None, number: int = 0) -> MLPHead:
+        """A new head: from ``seed`` (``reseed_head``, or a throwaway) if given, else trial ``number``'s stream draw.
+
+        Trial n's head is the stream's (n+1)-th draw whichever factory asks and in whatever order: a retrain
+        after the search, a refit's new factory or a resumed search's replay the draws before it (decision #22).
+        """
         with torch.random.fork_rng(devices=[]):
             if seed is not None:
                 torch.manual_seed(seed)
             else:
-                torch.random.set_rng_state(self.head_stream)
+                self._seek(number, int(params["hidden_dim"]))
             head = MLPHead(self.embed_dim, self.targets.n_outputs, int(params["hidden_dim"]),
                            float(params["head_dropout"]))
             if seed is None:
-                self.head_stream = torch.random.get_rng_state()
+                self.head_stream, self.drawn = torch.random.get_rng_state(), number + 1
+                self.widths[number] = int(params["hidden_dim"])
         return head
+
+    def _seek(self, number: int, width: int) -> None:
+        """Put the (forked) global RNG at draw ``number`` of the head stream, replaying the draws before it.
+
+        A draw's size depends on its head's ``hidden_dim``, so a replayed draw takes its trial's width from this
+        factory's own draws or the study; a trial whose parameters are lost (a resume's placeholders) gets the
+        asked trial's ``width``, exact whenever ``hidden_dim`` is fixed, as in the published space.
+        """
+        if number < 0:
+            raise ValueError(f"trial number {number} < 0: a slot's seed must be the stream's seed r + trial number")
+        start = self.drawn if number >= self.drawn else 0
+        torch.random.set_rng_state(self.head_stream if start else self.stream_start)
+        for k in range(start, number):
+            known = self.trial_params(k)
+            replayed = self.widths.get(k) or (int(known["hidden_dim"]) if known else width)
+            MLPHead(self.embed_dim, self.targets.n_outputs, replayed)
 
     def slot(self, name: str, params: Mapping[str, Any], seed: int, epochs: int, validate: bool) -> Slot:
         """A copy of the encoder and a new head, with a head group and an encoder group."""
         encoder = copy.deepcopy(self.pristine).requires_grad_(True)
-        net = HeadedEncoder(encoder, self.head(params, seed if self.reseed_head else None))
+        # the slot's seed is r + trial number (PROTOCOL.md 4.3; r_k for search seed k), and r this factory's seed
+        net = HeadedEncoder(encoder, self.head(params, seed if self.reseed_head else None, seed - self.stream_seed))
         lr, decay = float(params["head_lr"]), float(params["head_weight_decay"])
         groups = [{"params": list(net.head.parameters()), "lr": lr, "weight_decay": decay},
                   {"params": list(net.encoder.parameters()), "lr": lr * float(params["encoder_lr_ratio"]),
@@ -211,6 +261,18 @@ class FinetuneRegime(NeuralRegime):
     def backend(self) -> str:
         """The trial engine."""
         return "lightning-trial-stack"
+
+    def open_plan(self, s: RepeatSearch) -> StudyPlan:
+        """The search's plan; its factory replays the head stream with the study's trials (a resumed search)."""
+        plan = super().open_plan(s)
+        attach_study(s.factory, s)
+        return plan
+
+    def train_fixed(self, s: RepeatSearch, factory: TrialFactory, params: Mapping[str, Any], seed: int,
+                    epochs: int) -> dict[str, Any]:
+        """A refit or a lost winner's retrain, from the winner's own head (replayed with the study's trials)."""
+        attach_study(factory, s)
+        return super().train_fixed(s, factory, params, seed, epochs)
 
     def precision(self, ctx: JobContext) -> str:
         """``trainer.precision`` when given, else fp16 (or bf16) mixed precision on CUDA, float32 elsewhere."""

@@ -81,13 +81,11 @@ def test_finetune_head_is_not_reseeded_per_trial_unless_asked():
         factory = FinetuneFactory.__new__(FinetuneFactory)
         factory.embed_dim, factory.reseed_head = 8, reseed
         factory.targets = Targets("regression", None, "mse", 1)
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(7)
-            factory.head_stream = torch.random.get_rng_state()
+        factory.restart_stream(7)
         draws = []
-        for state in (0, 1):
+        for state in (0, 1):  # trials 0 and 1
             torch.manual_seed(state)  # what ran before in the job must not matter either way
-            draws.append(factory.head(params, 42 + 3 if reseed else None).state_dict()["net.1.weight"])
+            draws.append(factory.head(params, 42 + 3 if reseed else None, state).state_dict()["net.1.weight"])
         heads[reseed] = draws
     assert not torch.equal(*heads[False])  # published: a running stream, the next head is another draw
     assert torch.equal(*heads[True])  # reseeded: the trial's seed alone decides
