@@ -3,7 +3,8 @@
 Per task x regime cell present in both runs: the paired difference a - b on the matched (seed, fold)
 units, the seed interval and the subject-level interval (corrected t, as in the report's effects), the
 raw p-value and the Benjamini-Hochberg one over the compared cells (the family: every cell this command
-compares), the MDD, and win / tie / loss (a win is a significantly better a after the correction). A cell
+compares), the MDD, and win / tie / loss (a win is a significantly better a after the correction), or
+undetermined when the cell has no p-value (a single unit, say: untested, so not a tie). A cell
 whose seeds or folds differ between the runs is refused (a difference there would mix splits); the
 refused cells are named in one line. Below the cells, per regime, Stouffer's meta-analysis across the
 datasets of the compared cells (MOABB style, :mod:`ppgbench_pl.report.meta`). ``--subject-interval
@@ -13,6 +14,7 @@ Torch-free, like the report.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -112,16 +114,27 @@ def compare_runs(run_a: str | Path, run_b: str | Path, models: tuple[str | None,
             "the runs share no task x regime cell"
         raise ReportError(f"nothing to compare between {run_a} ({ma}) and {run_b} ({mb}): {why}")
     table = _adjusted(pd.DataFrame(rows), sources, interval, alpha)
-    sig = table["p_bh"] < alpha
-    table["outcome"] = ["win" if s and g > 0 else ("loss" if s and g < 0 else "tie")
-                        for s, g in zip(sig, table["gain"], strict=True)]
+    table["outcome"] = [outcome(p, g, alpha) for p, g in zip(table["p_bh"], table["gain"], strict=True)]
     table = table[COMPARE_COLUMNS + [c for c in BOOT_COLUMNS if c in table.columns]]
     counts = table["outcome"].value_counts()
     test = "corrected t" if interval != "bootstrap" else "subject cluster bootstrap where built, else corrected t"
+    untested = f", {counts['undetermined']} undetermined (no p-value)" if counts.get("undetermined", 0) else ""
     summary = (f"{run_a}:{ma} vs {run_b}:{mb} over {len(table)} cells: {counts.get('win', 0)} wins, "
-               f"{counts.get('tie', 0)} ties, {counts.get('loss', 0)} losses ({test}, Benjamini-Hochberg "
-               f"over the cells, alpha {alpha:g}); median MDD {table['mdd'].median():.3g}")
+               f"{counts.get('tie', 0)} ties, {counts.get('loss', 0)} losses{untested} ({test}, "
+               f"Benjamini-Hochberg over the cells, alpha {alpha:g}); median MDD {table['mdd'].median():.3g}")
     return Comparison(table, refused, summary, meta_table(table, alpha))
+
+
+def outcome(p_adjusted: float, gain: float, alpha: float = ALPHA) -> str:
+    """``win`` / ``loss`` (significant, by the sign of the gain), ``tie``, or ``undetermined`` without a p.
+
+    A cell with no p-value (one unit, say) was not tested, so calling it a tie would claim more than it shows.
+    """
+    if not math.isfinite(p_adjusted):
+        return "undetermined"
+    if p_adjusted < alpha and gain > 0:
+        return "win"
+    return "loss" if p_adjusted < alpha and gain < 0 else "tie"
 
 
 def refused_line(comparison: Comparison) -> str | None:

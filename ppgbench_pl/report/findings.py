@@ -6,11 +6,12 @@ A cell is one (task, regime). Both findings use the same switchable :class:`~ppg
   of its task view, from the same regime's jobs). ``undetermined`` when nobody beats it but some
   verdict could not be made (one seed).
 * **Controls hold**: no PPG-specific model (any model that is not ``prv_published``, ``prv_neurokit2``,
-  ``moment_small`` or a constant baseline) meaningfully beats every PRV and MOMENT control present in
-  the cell.
+  ``moment_small``, a legacy control name such as ``prv`` or a constant baseline) meaningfully beats every
+  PRV and MOMENT control present in the cell.
   A control that was not run in a cell is not required there (the cell lists which controls were
   present); a cell with no PRV or MOMENT control, or no PPG-specific model, is not assessable and is
-  left out of the count.
+  left out of the count. Older runs name the NeuroKit2 PRV control ``prv``: it counts as that control, and
+  the headline does not call ``prv_neurokit2`` "not run" where ``prv`` ran.
 """
 
 from __future__ import annotations
@@ -19,12 +20,13 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ppgbench_pl.report.load import CONTROL_MODELS, is_control
+from ppgbench_pl.report.load import CONTROL_MODELS, LEGACY_CONTROLS, RENAMED_CONTROLS, is_control
 from ppgbench_pl.report.rules import Rule
 from ppgbench_pl.report.scores import Scores
 from ppgbench_pl.results.fold_entry import BASELINE_MODEL, is_baseline
 
-FEATURE_CONTROLS = tuple(c for c in CONTROL_MODELS if not is_baseline(c))
+#: The PRV and MOMENT controls, under their current and their legacy names.
+FEATURE_CONTROLS = tuple(c for c in (*CONTROL_MODELS, *LEGACY_CONTROLS) if not is_baseline(c))
 CHANCE_COLUMNS = ["regime", "task", "metric", "baseline", "baseline_mean", "baseline_ci95", "best_model",
                   "best_mean", "beat_baseline", "status"]
 CONTROL_COLUMNS = ["regime", "task", "ppg_models", "controls", "winners", "status"]
@@ -114,7 +116,8 @@ class Headline:
     def lines(self) -> list[str]:
         """Give the findings as sentences (used in the HTML page and printed by the command)."""
         seen = ", ".join(self.controls_seen) or "none"
-        absent = [c for c in FEATURE_CONTROLS if c not in self.controls_seen]
+        ran = {RENAMED_CONTROLS.get(c, c) for c in self.controls_seen}
+        absent = [c for c in FEATURE_CONTROLS if c not in LEGACY_CONTROLS and c not in ran]
         missing = f"; not run: {', '.join(absent)}, so not required" if absent else ""
         out = [
             f"{len(self.near_chance)} of {self.n_cells} task x regime cells are near chance: no model "

@@ -21,6 +21,8 @@ from ppgbench_pl.results.records import RESULTS_FILE, RecordScan, job_id, scan_r
 CONTROL_MODELS = ("prv_neurokit2", "prv_published", "moment_small", "constant")
 #: Control names of older run folders (the NeuroKit2 PRV was called ``prv`` before it was renamed).
 LEGACY_CONTROLS = ("prv",)
+#: The current name of each legacy control (a run that has the old name has run the control).
+RENAMED_CONTROLS = {"prv": "prv_neurokit2"}
 REGIME_ORDER = ("linear", "rf", "mlp", "finetune")
 
 

@@ -12,6 +12,11 @@ The tasks of one dataset share their subjects, so their z are not independent: a
 of its cells' z. Under the null the mean of correlated standard normals has variance <= 1, so treating
 z_d as standard normal is conservative (exact when the dataset has one cell, as in MOABB). The combined
 effect is MOABB's too: the sqrt(n)-weighted mean of the datasets' d_z (each the mean over its cells).
+
+Records without ``train_groups`` / ``test_groups`` give no subject count. When a dataset of a comparison
+lacks one, the datasets of that comparison are weighted equally (plain Stouffer, unweighted mean d_z):
+mixing sqrt(n) weights with a guessed one would be arbitrary, and dropping the dataset would hide it.
+``weights`` says which was used and ``datasets`` shows an unknown count as ``?``.
 """
 
 from __future__ import annotations
@@ -25,8 +30,8 @@ import pandas as pd
 from ppgbench_pl.results.fold_entry import task_facts
 from ppgbench_pl.results.inference import ALPHA, one_sided_p, stouffer, z_score
 
-META_COLUMNS = ["regime", "model_a", "model_b", "n_datasets", "n_cells", "datasets", "z", "p_one_sided", "d_z",
-                "verdict"]
+META_COLUMNS = ["regime", "model_a", "model_b", "n_datasets", "n_cells", "datasets", "weights", "z", "p_one_sided",
+                "d_z", "verdict"]
 
 
 def dataset_of(task: str) -> str:
@@ -42,7 +47,9 @@ def _combine(part: pd.DataFrame, alpha: float) -> dict[str, Any]:
     frame = part.assign(z=z_cell, dataset=[dataset_of(t) for t in part["task"]])
     per = frame.groupby("dataset", sort=True).agg(z=("z", "mean"), d_z=("d_z", "mean"),
                                                  n=("n_subjects", "max"), cells=("z", "size"))
-    weights = np.sqrt(per["n"].to_numpy(dtype=float))
+    counts = per["n"].to_numpy(dtype=float)
+    known = bool(np.all(np.isfinite(counts) & (counts > 0)))
+    weights = np.sqrt(counts) if known else np.ones(len(counts))  # equal weights when a count is missing
     z, p = stouffer(ndtr(-per["z"].to_numpy(dtype=float)), weights)
     ok = np.isfinite(per["d_z"].to_numpy(dtype=float)) & np.isfinite(weights)
     d_z = float(np.sum(weights[ok] * per["d_z"].to_numpy()[ok]) / np.sum(weights[ok])) if ok.any() else math.nan
@@ -51,15 +58,21 @@ def _combine(part: pd.DataFrame, alpha: float) -> dict[str, Any]:
     else:
         verdict = "a_better" if p < alpha / 2 else ("b_better" if p > 1 - alpha / 2 else "no_detectable_difference")
     return {"n_datasets": len(per), "n_cells": int(per["cells"].sum()),
-            "datasets": ";".join(f"{d} ({int(n)})" for d, n in zip(per.index, per["n"], strict=True)),
-            "z": z, "p_one_sided": p, "d_z": d_z, "verdict": verdict}
+            "datasets": ";".join(f"{d} ({_count_text(n)})" for d, n in zip(per.index, counts, strict=True)),
+            "weights": "sqrt_subjects" if known else "equal", "z": z, "p_one_sided": p, "d_z": d_z, "verdict": verdict}
+
+
+def _count_text(n: float) -> str:
+    """A dataset's subject count for the ``datasets`` column; ``?`` when the records do not give it."""
+    return str(int(n)) if math.isfinite(n) and n > 0 else "?"
 
 
 def meta_table(table: pd.DataFrame, alpha: float = ALPHA) -> pd.DataFrame:
     """Per (regime, model_a, model_b): Stouffer's Z over the datasets of the cells in ``table``.
 
     ``table`` needs ``regime``, ``task``, ``model_a``, ``model_b``, ``p`` (two-sided), ``gain``, ``d_z`` and
-    ``n_subjects``. ``verdict``: ``a_better`` / ``b_better`` when the one-sided p is below alpha/2 or above
+    ``n_subjects`` (NaN when unknown: the comparison then weights its datasets equally, ``weights``
+    ``equal``). ``verdict``: ``a_better`` / ``b_better`` when the one-sided p is below alpha/2 or above
     1 - alpha/2 (a two-sided test at alpha), else ``no_detectable_difference``.
     """
     rows = []
@@ -73,6 +86,7 @@ def meta_line(meta: pd.DataFrame) -> str | None:
     """One line per regime of the meta-analysis (None when there is none)."""
     if meta.empty:
         return None
+    weighting = {"sqrt_subjects": "weights sqrt(subjects)", "equal": "equal weights: subject counts unknown"}
     parts = [f"{r.regime}: Z {r.z:.3g}, one-sided p {r.p_one_sided:.3g} over {r.n_datasets} dataset(s) "
-             f"({r.verdict})" for r in meta.itertuples()]
-    return "Stouffer across datasets (weights sqrt(subjects)): " + "; ".join(parts)
+             f"({weighting[r.weights]}; {r.verdict})" for r in meta.itertuples()]
+    return "Stouffer across datasets: " + "; ".join(parts)

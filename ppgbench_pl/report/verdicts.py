@@ -10,7 +10,8 @@ two findings are decided from the corrected-t effects of :mod:`ppgbench_pl.repor
   regime cell, 68 in the full benchmark) gives ``q``; the cell is ``above_chance`` when q < alpha,
   ``below_baseline`` when no model beats the constant and every model is significantly worse than it
   (Holm within the cell), else ``near_chance`` (with the MDD of its best model beside it) or
-  ``undetermined`` (no test possible).
+  ``undetermined`` (no test possible, or a model with a positive gain has no p-value: it cannot be ruled
+  out, so the cell is not called near chance; p = 1 stands in only when no model has a positive gain).
 * **Controls beaten** when a PPG-specific model beats every PRV/MOMENT control present. Per model the
   p-value is the largest of its raw p-values against the controls, all gains positive (an
   intersection-union test: it needs no correction across the controls); Holm over the PPG models of the
@@ -36,8 +37,10 @@ CONTROL_COLUMNS = ["regime", "task", "published_status", "p_cell", "q_bh", "pair
 def _chance_row(cell: pd.DataFrame, alpha: float) -> dict[str, Any]:
     base = cell[cell["family"] == "baseline"]
     positive = base[base["gain"] > 0]
-    p_cell = float(finite(positive["p_holm"]).min()) if len(finite(positive["p_holm"])) else math.nan
-    if math.isnan(p_cell) and len(finite(base["p_holm"])):
+    tested = finite(positive["p_holm"])
+    untested = len(tested) < len(positive)  # a model with a better mean but no p-value
+    p_cell = float(tested.min()) if len(tested) else math.nan
+    if not len(positive) and len(finite(base["p_holm"])):
         p_cell = 1.0  # tested, and no model has a better mean
     best = base.loc[base["gain"].idxmax()] if len(base) else None
     below = base[base["verdict"] == "below_baseline"]["model_a"].tolist()
@@ -46,7 +49,8 @@ def _chance_row(cell: pd.DataFrame, alpha: float) -> dict[str, Any]:
             "subjects_to_detect_gain": subjects,
             "gain": math.nan if best is None else float(best["gain"]),
             "mdd": math.nan if best is None else float(best["mdd"]), "p_cell": p_cell,
-            "below_baseline": ";".join(below), "all_below": bool(len(base)) and len(below) == len(base)}
+            "below_baseline": ";".join(below), "all_below": bool(len(base)) and len(below) == len(base),
+            "untested": untested}
 
 
 def planned(best: Any) -> tuple[float, float]:
@@ -86,7 +90,8 @@ def paired_chance(effects: pd.DataFrame, published: pd.DataFrame, alpha: float =
         elif row.all_below:
             status.append("below_baseline")
         else:
-            status.append("undetermined" if math.isnan(row.p_cell) else "near_chance")
+            # near chance only if every model with a better mean was tested: else it might beat the constant
+            status.append("undetermined" if math.isnan(row.p_cell) or row.untested else "near_chance")
         winners.append(";".join(wins) if not math.isnan(row.q_bh) and row.q_bh < alpha else "")
     frame["paired_status"], frame["beat_baseline"] = status, winners
     return frame[CHANCE_COLUMNS]
