@@ -45,3 +45,24 @@ class OneThread:
 
     def __exit__(self, *exc: object) -> None:
         torch.set_num_threads(self.before)
+
+
+class Killed(BaseException):
+    """What the coordinator's signal handler raises (a BaseException: Lightning re-raises it)."""
+
+
+def kill_on_ask(monkeypatch, nth: int) -> list:
+    """Make the search's ``nth`` ask raise :class:`Killed` (a kill between batches); returns the asks seen."""
+    from ppgbench_pl.hpo.stack_search import StackSearch
+
+    original, calls = StackSearch._ask, []
+
+    def dies(self, plan):
+        calls.append(plan.key)
+        if len(calls) == nth:
+            raise Killed
+        return original(self, plan)
+
+    monkeypatch.setattr(StackSearch, "_ask", dies)
+    return calls
+

@@ -19,7 +19,7 @@ from ppgbench_pl.hpo.trial_store import TrialWeights
 from ppgbench_pl.regimes import neural
 from ppgbench_pl.regimes.finetune import HEAD_ONLY_SPACE, FinetuneFactory, FinetuneRegime, is_parameter_free
 from ppgbench_pl.regimes.neural import Split, make_targets
-from tests.regimes.neural_helpers import OneThread, context, datamodule
+from tests.regimes.neural_helpers import Killed, OneThread, context, datamodule, kill_on_ask
 
 CONFIG = Path(__file__).resolve().parents[2] / "configs" / "regime_finetune.yaml"
 TINY = {"search": SearchSettings(n_trials=2, n_startup_trials=2, max_epochs=2, parallel_trials=2),
@@ -219,19 +219,9 @@ def test_resumed_search_gives_each_trial_its_own_head(dm, tmp_path, monkeypatch)
     whole = context(dm, SmallCNNEncoder(embed_dim=8), "synthetic-hr", tmp_path / "whole")
     regime.run(whole)
     killed = context(dm, SmallCNNEncoder(embed_dim=8), "synthetic-hr", tmp_path / "killed")
-    original, calls = StackSearch._ask, []
-
-    class Stop(BaseException):  # a kill between the first batch and the second
-        pass
-
-    def dies_on_second_ask(self, plan):
-        calls.append(plan.key)
-        if len(calls) == 2:
-            raise Stop
-        return original(self, plan)
-
-    monkeypatch.setattr(StackSearch, "_ask", dies_on_second_ask)
-    with pytest.raises(Stop):
+    original = StackSearch._ask
+    kill_on_ask(monkeypatch, 2)  # a kill between the first batch and the second
+    with pytest.raises(Killed):
         regime.run(killed)
     monkeypatch.setattr(StackSearch, "_ask", original)
     regime.run(killed)  # a new factory: its stream replays trials 0 and 1 before drawing trial 2's head

@@ -14,7 +14,7 @@ from ppgbench_pl.hpo.optuna_search import SearchSettings, n_finished, open_stora
 from ppgbench_pl.hpo.spaces import MLP_SPACE
 from ppgbench_pl.metrics.aggregation import candidates, first_per_group
 from ppgbench_pl.regimes.mlp import MLPRegime
-from tests.regimes.neural_helpers import OneThread, context, datamodule, embeddings
+from tests.regimes.neural_helpers import Killed, OneThread, context, datamodule, embeddings, kill_on_ask
 
 CONFIG = Path(__file__).resolve().parents[2] / "configs" / "regime_mlp.yaml"
 TINY_SEARCH = SearchSettings(n_trials=3, n_startup_trials=2, max_epochs=3)
@@ -124,19 +124,9 @@ def test_interrupted_search_resumes(setup, tmp_path, monkeypatch):
 
     ctx = _ctx(setup, "synthetic-activity", tmp_path / "job")
     regime = MLPRegime(SearchSettings(n_trials=4, n_startup_trials=2, max_epochs=2))
-    original, calls = StackSearch._ask, []
-
-    class Stop(BaseException):  # what the coordinator's signal handler raises (Lightning re-raises it)
-        pass
-
-    def dies_on_third_ask(self, plan):
-        calls.append(plan.key)
-        if len(calls) == 3:
-            raise Stop
-        return original(self, plan)
-
-    monkeypatch.setattr(StackSearch, "_ask", dies_on_third_ask)
-    with pytest.raises(Stop):
+    original = StackSearch._ask
+    kill_on_ask(monkeypatch, 3)
+    with pytest.raises(Killed):
         regime.run(ctx)
     storage = open_storage(storage_url(None, ctx.work_dir, ctx.job_id, 0))
     study = optuna.load_study(study_name=f"{ctx.job_id}-repeat0", storage=storage)
