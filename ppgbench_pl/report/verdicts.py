@@ -10,8 +10,9 @@ two findings are decided from the corrected-t effects of :mod:`ppgbench_pl.repor
   regime cell, 68 in the full benchmark) gives ``q``; the cell is ``above_chance`` when q < alpha,
   ``below_baseline`` when no model beats the constant and every model is significantly worse than it
   (Holm within the cell), else ``near_chance`` (with the MDD of its best model beside it) or
-  ``undetermined`` (no test possible, or a model with a positive gain has no p-value: it cannot be ruled
-  out, so the cell is not called near chance; p = 1 stands in only when no model has a positive gain).
+  ``undetermined`` (no test possible, or a model with a positive or unknown gain has no p-value: it cannot
+  be ruled out, so the cell is not called near chance; p = 1 stands in only when every model has a gain
+  and none is positive).
 * **Controls beaten** when a PPG-specific model beats every PRV/MOMENT control present. Per model the
   p-value is the largest of its raw p-values against the controls, all gains positive (an
   intersection-union test: it needs no correction across the controls); Holm over the PPG models of the
@@ -37,10 +38,11 @@ CONTROL_COLUMNS = ["regime", "task", "published_status", "p_cell", "q_bh", "pair
 def _chance_row(cell: pd.DataFrame, alpha: float) -> dict[str, Any]:
     base = cell[cell["family"] == "baseline"]
     positive = base[base["gain"] > 0]
+    maybe_better = base[~(base["gain"] <= 0)]  # a better mean, or no mean difference at all (NaN gain)
     tested = finite(positive["p_holm"])
-    untested = len(tested) < len(positive)  # a model with a better mean but no p-value
+    untested = len(finite(maybe_better["p_holm"])) < len(maybe_better)  # one of them has no p-value
     p_cell = float(tested.min()) if len(tested) else math.nan
-    if not len(positive) and len(finite(base["p_holm"])):
+    if not len(maybe_better) and len(finite(base["p_holm"])):
         p_cell = 1.0  # tested, and no model has a better mean
     best = base.loc[base["gain"].idxmax()] if len(base) else None
     below = base[base["verdict"] == "below_baseline"]["model_a"].tolist()

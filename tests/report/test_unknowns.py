@@ -98,6 +98,7 @@ PUBLISHED = pd.DataFrame({"regime": ["linear"], "task": ["dalia-hr"], "metric": 
     ([("P", 0.5, math.nan), ("Q", 0.2, 0.6)], "undetermined"),  # one better model untested, one not significant
     ([("P", 0.5, 0.4), ("Q", -0.2, 0.3)], "near_chance"),  # every better model tested, none significant
     ([("P", -0.5, 0.4), ("Q", -0.2, math.nan)], "near_chance"),  # no better mean: p = 1
+    ([("P", math.nan, math.nan), ("Q", -0.2, 0.3)], "undetermined"),  # P has no gain at all: may be better
 ])
 def test_near_chance_needs_every_better_model_tested(rows, status):
     (row,) = paired_chance(_effects(rows), PUBLISHED).itertuples()
