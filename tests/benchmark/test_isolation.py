@@ -39,12 +39,16 @@ def test_failing_jobs_are_recorded_and_the_plan_goes_on(tmp_path, bench_root, ca
 
 
 def test_a_job_completed_elsewhere_is_not_run_again(tmp_path):
-    write_job(tmp_path, "j1", {"job_id": "j1", "status": "ok", "results": []})
+    from tests.report.fabricate import record as fabricated
+
+    done = fabricated("m", "synthetic-hr", "linear", 42, 0, 3.0, 5.0)  # a record the summary can use
+    del done["results"][0]["predictions"]  # (names no prediction file)
+    write_job(tmp_path, done["job_id"], done)
 
     def never() -> None:
         raise AssertionError("the context of a completed job must not be built")
 
-    record, ran = execute_job(tmp_path, "j1", never, LinearRegime())  # type: ignore[arg-type]
+    record, ran = execute_job(tmp_path, done["job_id"], never, LinearRegime())  # type: ignore[arg-type]
     assert not ran and record["status"] == "ok"
 
 
