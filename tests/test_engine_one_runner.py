@@ -91,9 +91,9 @@ def test_suite_trainer_kwargs_are_the_honoured_settings(tmp_path, engine_root):
     from ppgbench_pl.benchmark.suite import BenchmarkSuite
 
     settings = trainer_settings({"accelerator": "cpu", "devices": "2", "strategy": "ddp_spawn",
-                                 "precision": 16, "deterministic": True, "max_epochs": None, "logger": False,
+                                 "precision": "bf16", "deterministic": True, "max_epochs": None, "logger": False,
                                  "callbacks": [LINEAR]})
-    assert settings == {"accelerator": "cpu", "devices": 2, "strategy": "ddp_spawn", "precision": "16-mixed",
+    assert settings == {"accelerator": "cpu", "devices": 2, "strategy": "ddp_spawn", "precision": "bf16-mixed",
                         "deterministic": True}
     suite = BenchmarkSuite({"encoders": [CNN], "regimes": [LINEAR], "datasets": ["synthetic"],
                             "tasks": ["synthetic-hr"], "seeds": [42], "folds": [0], "trainer": settings,
@@ -125,3 +125,29 @@ def test_a_spawning_strategy_is_refused_up_front_by_the_trial_stack(tmp_path, en
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "trainer.strategy ddp_spawn" in err[0] and "one stack" in err[0]
     assert not (tmp_path / "run").exists()
+
+
+def test_fp16_mixed_on_an_explicit_cpu_is_refused_up_front(tmp_path, engine_root, capsys):
+    """Lightning would run ``16-mixed`` on a CPU as ``bf16-mixed`` while the record said ``16-mixed``."""
+    config = suite_config(engine_root, tmp_path / "run", regimes=[TINY_FINETUNE], tasks=["synthetic-hr"],
+                          folds=[0], data={"synthetic_windows": 4})
+    path = write_config(tmp_path / "config.yaml", config)
+    assert run(["--config", str(path), "--trainer.precision", "16-mixed", "--trainer.accelerator", "cpu"],
+               "fit") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["ppgbench: error: trainer.precision 16-mixed: Lightning would run bf16-mixed on cpu; fp16 "
+                   "mixed precision needs CUDA: ask for bf16-mixed or 32-true"], err
+    assert not record_files(tmp_path / "run")
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="auto resolves to CUDA here")
+def test_a_precision_lightning_replaces_fails_the_job_in_one_line(tmp_path, engine_root, capsys):
+    """``accelerator: auto`` is resolved where the jobs run, so each trainer checks what Lightning will run."""
+    config = suite_config(engine_root, tmp_path / "run", regimes=[TINY_FINETUNE], tasks=["synthetic-hr"],
+                          folds=[0], data={"synthetic_windows": 4})
+    path = write_config(tmp_path / "config.yaml", config)
+    assert run(["--config", str(path), "--trainer.precision", "16", "--trainer.accelerator", "auto"], "fit") == 1
+    failed = [line for line in capsys.readouterr().err.splitlines() if line.startswith("failed: ")]
+    assert len(failed) == 1 and "ConfigError: trainer.precision 16-mixed: Lightning would run bf16-mixed on cpu; " \
+        "fp16 mixed precision needs CUDA" in failed[0], failed
+    assert not record_files(tmp_path / "run")  # no ok record

@@ -45,6 +45,7 @@ from ppgbench_pl.benchmark.job import discard_unfinished, read_record
 from ppgbench_pl.benchmark.plan import Job
 from ppgbench_pl.benchmark.preflight import (
     check_output_dir,
+    check_precision,
     check_strategy,
     degenerate_jobs,
     describe_degenerate,
@@ -140,6 +141,7 @@ class BenchmarkRun:
         executor.check()  # an unreachable scheduler or a refused partition: one line, nothing computed
         suite = self.suite()
         check_strategy(suite, executor)
+        check_precision(suite)
         check_output_dir(self.run_dir)
         plan = self._check_data(suite, suite.plan())
         try:

@@ -44,6 +44,7 @@ def dry_run_text(run: Any) -> str:
     from ppgbench_pl.benchmark.plan import describe_plan
     from ppgbench_pl.benchmark.preflight import (
         check_output_dir,
+        check_precision,
         check_strategy,
         degenerate_jobs,
         describe_degenerate,
@@ -54,6 +55,7 @@ def dry_run_text(run: Any) -> str:
 
     suite = run.suite()
     check_strategy(suite, instantiate(Executor, run.settings.executor))
+    check_precision(suite)
     check_output_dir(run.run_dir)
     plan = suite.plan(dry=True)
     data_problem = None

@@ -20,6 +20,7 @@ import torch
 from ppgbench_pl.benchmark.cache import EmbeddingCache
 from ppgbench_pl.datamodules.ppg import PPGDataModule
 from ppgbench_pl.encoders.base import PPGEncoder
+from ppgbench_pl.lightning_trainer import build_trainer
 from ppgbench_pl.tasks.encoder_task import EncoderTask
 
 
@@ -65,9 +66,9 @@ def extract_embeddings(encoder: PPGEncoder, datamodule: PPGDataModule, fs: float
     The throughput (windows per second) is reported on stderr, so the cost of each encoder is visible.
     """
     loader = datamodule.windows_loader(fs)
-    trainer = L.Trainer(logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                        enable_model_summary=False, callbacks=[FiniteEmbeddings(encoder.name, datamodule, fs)],
-                        **extraction_trainer_kwargs(trainer_kwargs))
+    trainer = build_trainer(logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                            enable_model_summary=False, callbacks=[FiniteEmbeddings(encoder.name, datamodule, fs)],
+                            **extraction_trainer_kwargs(trainer_kwargs))
     start = time.perf_counter()
     batches = trainer.predict(EncoderTask(encoder, mode="frozen"), dataloaders=loader)
     values = torch.cat(batches).numpy() if batches else np.zeros((0, encoder.embed_dim), dtype=np.float32)  # type: ignore[arg-type]

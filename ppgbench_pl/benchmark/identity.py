@@ -100,7 +100,8 @@ def run_identity(encoders: Sequence[PPGEncoder], datamodules: Iterable[PPGDataMo
     A budget other than ``published`` is part of it (``published`` is left out, so folders made before
     budgets existed resume), so smoke results and published ones never share a folder.
     """
-    from ppgbench_pl.benchmark.spec import IDENTITY_TRAINER, normalise_precision
+    from ppgbench_pl.benchmark.spec import IDENTITY_TRAINER
+    from ppgbench_pl.lightning_trainer import normalise_precision
 
     trainer_kwargs = dict(trainer_kwargs or {})
     rates = sorted({float(e.sampling_rate) for e in encoders})

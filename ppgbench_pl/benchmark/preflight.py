@@ -16,6 +16,7 @@ from ppgbench_pl.benchmark.executors import Executor
 from ppgbench_pl.benchmark.plan import Job
 from ppgbench_pl.benchmark.suite import BenchmarkSuite
 from ppgbench_pl.errors import ConfigError, NotEvaluable
+from ppgbench_pl.lightning_trainer import normalise_precision, precision_refusal
 
 #: Strategies whose launcher re-executes the command once per rank (they need a per-rank launcher).
 SCRIPT_LAUNCHED = re.compile(r"^(ddp|fsdp|deepspeed)(?!.*(spawn|fork|notebook))")
@@ -30,6 +31,18 @@ def check_strategy(suite: BenchmarkSuite, executor: Executor) -> None:
     if SCRIPT_LAUNCHED.match(strategy) and many and not executor.launches_ranks:
         raise ConfigError(f"trainer.strategy '{strategy}' on several devices needs one process per rank: use "
                           "'ddp_spawn', or the submitit executor with parameters.tasks_per_node = devices")
+
+
+def check_precision(suite: BenchmarkSuite) -> None:
+    """Refuse up front a precision Lightning would replace on an explicit CPU (``16-mixed`` runs as bf16 there).
+
+    With ``accelerator: auto`` the device is known only where the jobs run, so there each trainer checks it
+    (:func:`~ppgbench_pl.lightning_trainer.build_trainer`).
+    """
+    precision = suite.trainer_kwargs.get("precision")
+    if str(suite.trainer_kwargs.get("accelerator", "auto")) == "cpu" and precision is not None \
+            and normalise_precision(precision) == "16-mixed":
+        raise ConfigError(precision_refusal(precision, "bf16-mixed", "cpu"))
 
 
 def redact(config: dict[str, Any]) -> dict[str, Any]:

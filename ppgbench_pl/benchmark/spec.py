@@ -25,6 +25,7 @@ from typing import Any
 
 from ppgbench_pl.errors import ConfigError
 from ppgbench_pl.input_checks import check_storage, int_list
+from ppgbench_pl.lightning_trainer import normalise_precision
 
 #: Trainer settings applied to every inner trainer and the embedding pass.
 HONOURED_TRAINER = ("accelerator", "strategy", "devices", "num_nodes", "precision", "deterministic",
@@ -120,12 +121,6 @@ def trainer_settings(trainer: dict[str, Any]) -> dict[str, Any]:
     if settings.get("precision") is not None:
         settings["precision"] = normalise_precision(settings["precision"])
     return settings
-
-
-def normalise_precision(value: Any) -> str:
-    """Lightning's precision spellings to one canonical string (``32`` and ``32-true`` are one setting)."""
-    text = str(value)
-    return {"32": "32-true", "16": "16-mixed", "bf16": "bf16-mixed", "64": "64-true"}.get(text, text)
 
 
 def callback_entries(callbacks: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

@@ -28,6 +28,7 @@ from ppgbench_pl.data.splits import GroupHoldoutSplit, InnerGroupSplit, OuterSpl
 from ppgbench_pl.data.task_data import DatasetWindows, TaskView
 from ppgbench_pl.datamodules.ppg import ArrayDataset, PPGDataModule
 from ppgbench_pl.encoders.base import PPGEncoder
+from ppgbench_pl.lightning_trainer import build_trainer
 from ppgbench_pl.metrics.evaluate import evaluate
 from ppgbench_pl.metrics.scores import Predictions
 from ppgbench_pl.results.records import job_id as job_id_of
@@ -134,7 +135,7 @@ class JobContext:
             "logger": False, "enable_checkpointing": False, "enable_progress_bar": False,
             "enable_model_summary": False, "num_sanity_val_steps": 0, **self.trainer_kwargs, **overrides,
         }
-        return L.Trainer(callbacks=callbacks, **kwargs)
+        return build_trainer(callbacks=callbacks, **kwargs)
 
 
 @contextmanager
