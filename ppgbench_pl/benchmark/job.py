@@ -90,7 +90,7 @@ def run_jobs(ctxs: list[JobContext], regime: Regime) -> list[tuple[dict[str, Any
                 _fail(records[i], exc)
         results = regime.run_group([ctxs[i] for i in live]) if live else []
         for i, result in zip(live, results, strict=True):
-            records[i]["backend"] = regime.backend()  # a regime may learn its backend only once it ran
+            records[i]["backend"] = regime.backend_for(ctxs[i].task.kind)  # a regime may learn it only once it ran
             try:
                 if isinstance(result, Exception):
                     raise result
@@ -126,7 +126,8 @@ def _record_head(ctx: JobContext, regime: Regime) -> dict[str, Any]:
     return {
         "job_id": ctx.job_id, "model": ctx.model_name, "task": ctx.task.name, "regime": regime.name,
         "seed": ctx.seed, "fold": ctx.fold, "metric": ctx.task.metric, "kind": ctx.task.kind,
-        "level": ctx.task.level, "fs": ctx.fs, "backend": regime.backend(), "code_version": code_version(),
+        "level": ctx.task.level, "fs": ctx.fs, "backend": regime.backend_for(ctx.task.kind),
+        "code_version": code_version(),
         "callbacks": [f"{type(c).__module__}.{type(c).__qualname__}" for c in ctx.callbacks]
         if regime.trains_trials else [],
         **overlap_fields(ctx.encoder, ctx.task.name),  # was it pretrained on this dataset? (cards/overlap.py)

@@ -232,6 +232,10 @@ class Regime(Callback):
         """Compute backend recorded with results (e.g. ``sklearn`` or ``cuml``)."""
         return None
 
+    def backend_for(self, kind: str) -> str | None:
+        """The backend a task of this kind really runs on (what its record says; default :meth:`backend`)."""
+        return self.backend()
+
     def check_trainer(self, trainer_kwargs: dict[str, Any]) -> None:
         """Refuse, before any job runs, device settings this regime cannot honour (default: all are fine).
 

@@ -76,6 +76,10 @@ class RandomForestRegime(ProbeRegime):
         """The resolved backend (``sklearn`` or ``cuml``), stored in every job record."""
         return self._backend
 
+    def backend_for(self, kind: str) -> str:
+        """``sklearn`` for multi-output regression whatever was resolved (cuML forests take one target)."""
+        return forest_backend_for(kind, self._backend)
+
     def settings(self) -> dict[str, Any]:
         """Grid, requested and resolved backend; ``n_jobs`` (a speed setting) is left out."""
         out = {k: v for k, v in super().settings().items() if k != "n_jobs"}

@@ -118,3 +118,20 @@ def test_settings_identity_and_config_errors(monkeypatch):
     assert RandomForestRegime().backend() == "cuml" and RandomForestRegime(backend="cuml").backend() == "cuml"
     with pytest.raises(ConfigError, match="max_depth"):
         RandomForestRegime(backend="sklearn", max_depth=[])
+
+
+def test_a_cuml_run_labels_the_multi_output_task_sklearn(monkeypatch):
+    """cuML forests take one target, so ECSMP's six-output task is fitted by scikit-learn: its record (and so
+    summary.csv and W&B) says sklearn, not the resolved cuml."""
+    from types import SimpleNamespace
+
+    from ppgbench_pl.benchmark.job import _record_head
+    from ppgbench_pl.encoders.cnn import SmallCNNEncoder
+
+    monkeypatch.setattr(backends, "cuml_usable", lambda: True)
+    regime = RandomForestRegime(backend="cuml")
+    assert regime.backend_for("regression_cls") == "sklearn" and regime.backend_for("regression") == "cuml"
+    task = SimpleNamespace(name="ecsmp-emotion", metric="mae", kind="regression_cls", level="subject")
+    ctx = SimpleNamespace(job_id="j", model_name="m", task=task, seed=42, fold=0, fs=64.0, callbacks=[],
+                          encoder=SmallCNNEncoder(embed_dim=8))
+    assert _record_head(ctx, regime)["backend"] == "sklearn"  # type: ignore[arg-type]
