@@ -151,3 +151,16 @@ def test_a_precision_lightning_replaces_fails_the_job_in_one_line(tmp_path, engi
     assert len(failed) == 1 and "ConfigError: trainer.precision 16-mixed: Lightning would run bf16-mixed on cpu; " \
         "fp16 mixed precision needs CUDA" in failed[0], failed
     assert not record_files(tmp_path / "run")  # no ok record
+
+
+def test_determinism_settings_reach_the_embedding_pass(tmp_path, engine_root, trainer_calls):
+    """``deterministic`` and ``benchmark`` are in the run identity, so the embeddings are computed under them."""
+    from ppgbench_pl.benchmark.embeddings import FiniteEmbeddings
+
+    config = suite_config(engine_root, tmp_path / "run", regimes=[LINEAR], tasks=["synthetic-hr"], folds=[0],
+                          data={"synthetic_windows": 4})
+    path = write_config(tmp_path / "config.yaml", config)
+    assert run(["--config", str(path), "--trainer.deterministic", "true", "--trainer.benchmark", "false",
+                "--cache_dir", str(tmp_path / "cache")], "fit") == 0
+    passes = [c for c in trainer_calls if any(isinstance(cb, FiniteEmbeddings) for cb in c.get("callbacks") or [])]
+    assert passes and all(c["deterministic"] is True and c["benchmark"] is False for c in passes), passes

@@ -25,12 +25,14 @@ from ppgbench_pl.tasks.encoder_task import EncoderTask
 
 
 def extraction_trainer_kwargs(trainer_kwargs: dict[str, Any]) -> dict[str, Any]:
-    """Device settings for the extraction pass: the run's accelerator and precision on one device.
+    """Device settings for the extraction pass: the run's accelerator, precision and determinism, one device.
 
     A multi-device strategy (DDP) would split the windows across ranks and return only a part to
-    each, so extraction always runs on the first device of the list.
+    each, so extraction always runs on the first device of the list. ``deterministic`` and ``benchmark``
+    are in the run identity, so the embeddings are computed under them too.
     """
-    out = {k: trainer_kwargs[k] for k in ("accelerator", "precision") if trainer_kwargs.get(k) is not None}
+    out = {k: trainer_kwargs[k] for k in ("accelerator", "precision", "deterministic", "benchmark")
+           if trainer_kwargs.get(k) is not None}
     devices = trainer_kwargs.get("devices")
     out["devices"] = [devices[0]] if isinstance(devices, (list, tuple)) and devices else 1
     return out
