@@ -23,12 +23,17 @@ SCRIPT_LAUNCHED = re.compile(r"^(ddp|fsdp|deepspeed)(?!.*(spawn|fork|notebook))"
 
 
 def check_strategy(suite: BenchmarkSuite, executor: Executor) -> None:
-    """Refuse a per-rank DDP strategy under an executor that cannot launch ranks (it would re-run the command)."""
+    """Refuse a per-rank DDP strategy under an executor that cannot launch ranks (it would re-run the command).
+
+    ``strategy: auto`` on several explicit devices is DDP with Lightning's script launcher too: the second
+    rank re-ran ``ppgbench fit`` and waited forever on the first rank's job lock.
+    """
     strategy = str(suite.trainer_kwargs.get("strategy", "auto"))
     devices = suite.trainer_kwargs.get("devices", 1)
-    many = (isinstance(devices, int) and devices > 1) or (isinstance(devices, list) and len(devices) > 1) \
-        or devices in ("auto", -1, "-1")
-    if SCRIPT_LAUNCHED.match(strategy) and many and not executor.launches_ranks:
+    several = (isinstance(devices, int) and devices > 1) or (isinstance(devices, list) and len(devices) > 1)
+    many = several or devices in ("auto", -1, "-1")
+    if (SCRIPT_LAUNCHED.match(strategy) and many or strategy == "auto" and several) \
+            and not executor.launches_ranks:
         raise ConfigError(f"trainer.strategy '{strategy}' on several devices needs one process per rank: use "
                           "'ddp_spawn', or the submitit executor with parameters.tasks_per_node = devices")
 

@@ -186,6 +186,9 @@ def build_suite_spec(config: dict[str, Any]) -> dict[str, Any]:
     Raises:
         ConfigError: A refused setting, an empty list, or duplicate names.
     """
+    if config.get("seed_everything") not in (None, 42):  # LightningCLI's global seed: every job reseeds itself
+        raise ConfigError(f"seed_everything={config['seed_everything']!r} has no effect: every job is seeded "
+                          "from its outer seed, as published; choose those with data.init_args.seeds")
     matrix = config.get("matrix") or {}
     encoders = [e for e in [model_encoder(config.get("model"))] if e is not None]
     encoders += [dict(e) for e in (matrix.get("encoders") or [])]

@@ -30,6 +30,15 @@ REPO = Path(__file__).resolve().parents[2]
 # -- 5. one line, always: the bad value and the accepted ones ---------------------------------------------
 #: (extra arguments, stderr regex); each runs into a fresh output folder that must stay absent.
 ONE_LINE: dict[str, tuple[list[str], str]] = {
+    "seed_everything_ignored": (["--seed_everything", "7"],
+                                r"^ppgbench: error: seed_everything=7 has no effect: every job is seeded from its "
+                                r"outer seed, as published; choose those with data\.init_args\.seeds$"),
+    "auto_strategy_two_devices": (["--trainer.devices", "2"],
+                                  r"^ppgbench: error: trainer\.strategy 'auto' on several devices needs one process "
+                                  r"per rank: use 'ddp_spawn', or the submitit executor .*$"),
+    "fp16_on_cpu": (["--trainer.precision", "16-mixed", "--trainer.accelerator", "cpu"],
+                    r"^ppgbench: error: trainer\.precision 16-mixed: Lightning would run bf16-mixed on cpu; fp16 "
+                    r"mixed precision needs CUDA: ask for bf16-mixed or 32-true$"),
     "precision_bogus": (["--trainer.precision", "bogus"],
                         r"^ppgbench: error: trainer\.precision: 'bogus' is not an accepted value \(choices: 64, 32, "
                         r"16, transformer-engine, .*bf16-mixed, 32-true, 64-true, bf16\)$"),

@@ -46,6 +46,9 @@ def test_per_rank_ddp_needs_an_executor_that_launches_ranks():
             check_strategy(suite(strategy="ddp", devices=2), executor)  # type: ignore[arg-type]
         check_strategy(suite(strategy="ddp_spawn", devices=2), executor)  # type: ignore[arg-type]
         check_strategy(suite(strategy="ddp", devices=1), executor)  # type: ignore[arg-type]
+        with pytest.raises(ConfigError, match="'auto' on several devices"):  # Lightning's DDP: it deadlocked
+            check_strategy(suite(strategy="auto", devices=2), executor)  # type: ignore[arg-type]
+        check_strategy(suite(strategy="auto", devices="auto"), executor)  # type: ignore[arg-type]
     check_strategy(suite(strategy="ddp", devices=[0, 1]), SubmititExecutor())  # type: ignore[arg-type]
 
 
