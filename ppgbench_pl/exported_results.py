@@ -53,16 +53,17 @@ class ExportedResults(Results):
             DataError: A record the summary cannot use (a hand-edited or older file; one line naming it).
 
         """
-        from ppgbench_pl.results.fold_entry import MalformedRecord, fold_entry
-        from ppgbench_pl.results.summary import summarise
+        from ppgbench_pl.results.fold_entry import MalformedRecord
+        from ppgbench_pl.results.summary import SummaryBook
 
-        ok = [r for r in self.records() if r.get("status") == "ok"]
-        for record in ok:
-            try:
-                fold_entry(record)
-            except MalformedRecord as exc:
-                raise DataError(f"{self.run_dir}: record {record.get('job_id', '?')}: {exc}") from None
-        return summarise(ok)
+        book = SummaryBook()
+        for record in self.records():
+            if record.get("status") == "ok":
+                try:
+                    book.add(record)
+                except MalformedRecord as exc:
+                    raise DataError(f"{self.run_dir}: record {record.get('job_id', '?')}: {exc}") from None
+        return book.summary()
 
     @property
     def model_card(self) -> dict[str, Any]:

@@ -19,10 +19,11 @@ from ppgbench_pl.results.fold_entry import code_label, fold_entry, is_baseline
 from ppgbench_pl.results.records import RESULTS_FILE, RecordScan, job_id, scan_records
 
 CONTROL_MODELS = ("prv_neurokit2", "prv_published", "moment_small", "constant")
-#: Control names of older run folders (the NeuroKit2 PRV was called ``prv`` before it was renamed).
-LEGACY_CONTROLS = ("prv",)
-#: The current name of each legacy control (a run that has the old name has run the control).
+#: The current name of each control name of older run folders (the NeuroKit2 PRV was called ``prv``): a run
+#: that has the old name has run the control.
 RENAMED_CONTROLS = {"prv": "prv_neurokit2"}
+#: Control names of older run folders.
+LEGACY_CONTROLS = tuple(RENAMED_CONTROLS)
 REGIME_ORDER = ("linear", "rf", "mlp", "finetune")
 
 
