@@ -111,11 +111,6 @@ def apply_budget(spec: dict[str, Any], budget: Budget) -> dict[str, Any]:
     return out
 
 
-def budget_label(name: str | None) -> str:
-    """How a table or W&B run marks a budget: '' for the published protocol, else ``[smoke]``."""
-    return "" if not name or name == PUBLISHED else f"[{name}]"
-
-
 def describe_budget(spec: dict[str, Any]) -> str:
     """One line for the dry run: which budget, and what it caps."""
     name = spec.get("budget") or PUBLISHED

@@ -103,10 +103,3 @@ def describe_plan(jobs: Sequence[Job], done: Collection[str] = ()) -> str:
     searches = describe_search_seeds(list({j.regime.name: j.regime for j in jobs}.values()),
                                      {r: sum(counts[(m, r)] for m in models) for r in regimes})
     return "\n".join(lines + ([searches] if searches else []))
-
-
-def progress_interval() -> float:
-    """Seconds between progress-bar refreshes: live on a terminal, sparse in a log file (CI, SLURM)."""
-    import sys
-
-    return 0.1 if sys.stderr.isatty() else 15.0

@@ -84,12 +84,8 @@ def holdout_groups(train_groups: Sequence[Any], seed: int, repeat: int = 0,
     return unique[n_val:], unique[:n_val]
 
 
-def _indices(groups: np.ndarray, chosen: Sequence[Any]) -> np.ndarray:
-    return np.flatnonzero(np.isin(groups, np.asarray(list(chosen), dtype=groups.dtype)))
-
-
 def _rows_by_group(groups: np.ndarray) -> dict[str, np.ndarray]:
-    """Each group's row positions, ascending (``_indices`` of every group at once, in one sort)."""
+    """Each group's row positions, ascending (every group at once, in one sort)."""
     order = np.argsort(groups, kind="stable").astype(np.int64)
     names, starts = np.unique(groups[order], return_index=True)
     return dict(zip(names.tolist(), np.split(order, starts[1:]), strict=True))

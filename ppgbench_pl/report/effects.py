@@ -39,13 +39,6 @@ EFFECT_COLUMNS = [
     "p", "p_holm", "mdd", "verdict",
 ]
 MIN_SEEDS = 3
-VERDICT_TEXT = {
-    "better": "a significantly better than b (corrected t, Holm within the family)",
-    "worse": "a significantly worse than b",
-    "below_baseline": "significantly worse than the constant baseline (training failed or task mis-specified)",
-    "no_detectable_difference": "no significant difference; a true difference below the MDD could go unseen",
-    "undetermined": "fewer than two matched units: no test",
-}
 
 
 def units(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
@@ -151,13 +144,6 @@ def effects_table(records: Iterable[dict[str, Any]], alpha: float = ALPHA) -> pd
         for task in order_tasks(set(part["task"])):
             rows += _cell_rows(part[part["task"] == task], regime, task, alpha)
     return pd.DataFrame(rows, columns=EFFECT_COLUMNS)
-
-
-def seeds_per_regime(effects: pd.DataFrame) -> dict[str, int]:
-    """The most seeds any comparison of a regime has (the CD diagram needs :data:`MIN_SEEDS`)."""
-    if effects.empty:
-        return {}
-    return {str(k): int(v) for k, v in effects.groupby("regime")["n_seeds"].max().items()}
 
 
 def finite(values: Any) -> np.ndarray:

@@ -97,7 +97,6 @@ def backend_text(cells: pd.DataFrame, regime: str) -> str:
     if len(users) <= 1:
         return next(iter(users), "not recorded")
     return ", ".join(f"{b} ({', '.join(models)})" for b, models in sorted(users.items()))
-METRIC_LABELS = {"mae": "MAE ↓", "balanced_accuracy": "BA ↑", "argmax_balanced_accuracy": "argmax BA ↑"}
 
 
 def decimals(metric: str) -> int:
