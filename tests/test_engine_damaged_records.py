@@ -149,3 +149,31 @@ def test_load_run_recomputes_the_summary_without_a_damaged_record_and_names_it(t
     row = summary[summary["model"] != "constant"].iloc[0]
     assert (row["task"], int(row["n_folds"])) == ("synthetic-hr", 1)  # fold 1's record, fold 0's skipped
     assert list(jobs["fold"]) == [1]
+
+
+def test_a_damaged_record_whose_rerun_fails_is_named_and_the_run_ends_in_one_line(tmp_path, capsys, done_run):
+    """The rerun of a damaged record gives up on its lock: the run reports that job failed and names the damaged
+    file, with exit 1; before, counting the old record raised a bare ``MalformedRecord`` out of the run."""
+    import subprocess
+    import sys
+
+    from ppgbench_pl.benchmark.job import job_lock_path
+
+    out, path = damaged_copy(done_run, tmp_path, _drop_seed)
+    lock = job_lock_path(out, path.parent.name)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from ppgbench_pl.locks import file_lock\n"
+                               "with file_lock(sys.argv[1]):\n print('held', flush=True); time.sleep(30)", str(lock)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        code, _, err = run_cli(["benchmark", "--config", str(done_run[0]), "--output_dir", str(out),
+                                "--lock_timeout", "1"], capsys)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert code == 1, err
+    assert "Traceback" not in err and "MalformedRecord" not in err
+    assert f"failed: {path.parent.name}: --lock_timeout 1" in err
+    assert f"warning: {path}: missing field 'seed'; left out of the summary" in err
+    assert status(out)["complete"] is False

@@ -69,12 +69,14 @@ from ppgbench_pl.benchmark.worker import JobOutcome, JobSpec, run_job_spec
 from ppgbench_pl.errors import ConfigError
 from ppgbench_pl.locks import file_lock
 from ppgbench_pl.regimes.base import Regime
+from ppgbench_pl.results.fold_entry import MalformedRecord
 from ppgbench_pl.results.folder_sync import (
     FolderSync,
     folder_status,
     merged_extras,
     summary_lock_path,
 )
+from ppgbench_pl.results.records import RESULTS_FILE, job_dir
 from ppgbench_pl.results.summary import SummaryBook
 
 __all__ = ["BenchmarkRun", "Interrupted", "RunReport", "check_output_dir", "check_strategy", "print_report",
@@ -271,10 +273,21 @@ class BenchmarkRun:
         ids = [j.job_id for j in pending if j.job_id not in counted]
         for jid in ids:
             record = read_record(self.run_dir, jid)
-            if record is not None and record.get("status") == "ok":
-                self.book.add(record)
+            if record is not None and record.get("status") == "ok" and self._add_record(record):
                 report.completed += 1
         discard_unfinished(self.run_dir, ids)
+
+    def _add_record(self, record: dict[str, Any]) -> bool:
+        """Count a record from disk; a damaged ``ok`` one (left by a failed or lost rerun) is named and left out."""
+        try:
+            self.book.add(record)
+        except MalformedRecord as exc:
+            jid = str(record.get("job_id") or "")
+            self.book.discard(jid)
+            print(f"warning: {job_dir(self.run_dir, jid) / RESULTS_FILE}: {exc}; left out of the summary, "
+                  "it runs again next time", file=sys.stderr, flush=True)
+            return False
+        return True
 
     def _account(self, outcome: JobOutcome, report: RunReport) -> None:
         for k, v in outcome.cache.items():
@@ -292,7 +305,7 @@ class BenchmarkRun:
         if outcome.status == "lost":
             print(f"lost: {outcome.job_id} ({outcome.error}); it runs again next time", file=sys.stderr, flush=True)
         if record_failed := read_record(self.run_dir, outcome.job_id):
-            self.book.add(record_failed)
+            self._add_record(record_failed)
         report.failed.append(f"{outcome.job_id}: {outcome.error}" + (" (lost: runs again next time)"
                                                                       if outcome.status == "lost" else ""))
         report.failed_ids.add(outcome.job_id)
