@@ -123,13 +123,15 @@ def ignore_framework_notices() -> None:
 
 def _record_head(ctx: JobContext, regime: Regime) -> dict[str, Any]:
     """What a record says before the job runs."""
+    callbacks = [f"{type(c).__module__}.{type(c).__qualname__}" for c in ctx.callbacks] if regime.trains_trials else []
     return {
         "job_id": ctx.job_id, "model": ctx.model_name, "task": ctx.task.name, "regime": regime.name,
         "seed": ctx.seed, "fold": ctx.fold, "metric": ctx.task.metric, "kind": ctx.task.kind,
         "level": ctx.task.level, "fs": ctx.fs, "backend": regime.backend_for(ctx.task.kind),
         "code_version": code_version(),
-        "callbacks": [f"{type(c).__module__}.{type(c).__qualname__}" for c in ctx.callbacks]
-        if regime.trains_trials else [],
+        "callbacks": callbacks,
+        # what differs from the published protocol: every table and W&B run shows it (Regime.deviations)
+        "deviations": [*regime.deviations(), *(f"callback={c}" for c in callbacks)],
         **overlap_fields(ctx.encoder, ctx.task.name),  # was it pretrained on this dataset? (cards/overlap.py)
     }
 

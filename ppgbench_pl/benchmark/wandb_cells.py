@@ -7,9 +7,12 @@
   hyperparameters) plus the jobs and Optuna tables; :func:`quiet_summary` keeps all of it out of the
   summary (``define_metric(..., summary="none")``).
 * **config**: flat scalars for the comparison and parallel-coordinates views (model, task, regime, dataset,
-  metric, unit, higher_is_better, budget, ci_unit) beside the structured ``benchmark`` config.
+  metric, unit, higher_is_better, budget, ci_unit, and the labels of the records: the backend that ran,
+  the code version, the pretraining overlap, the settings that differ from the published protocol)
+  beside the structured ``benchmark`` config.
 * **group** ``<task>/<regime>`` (the runs one table compares), **job_type** the regime, **tags** task,
-  regime, dataset, budget and ``baseline`` for the constant baseline's runs (one per baseline row).
+  regime, dataset, budget, ``backend:<b>``, ``pretraining_overlap:<direct|source>`` and ``deviations:<...>``
+  where there are some, and ``baseline`` for the constant baseline's runs (one per baseline row).
 """
 
 from __future__ import annotations
@@ -20,7 +23,10 @@ from typing import Any
 #: The summary of a cell's W&B run: its aggregates, as summary.csv has them.
 AGGREGATES = ("mean", "ci95", "ci_low", "ci_high", "n_seeds", "n_folds", "mdd", "baseline_mean")
 #: Flat config keys every cell run carries (for W&B's filters and parallel coordinates).
-DESCRIPTORS = ("dataset", "metric", "unit", "higher_is_better", "budget", "ci_unit")
+DESCRIPTORS = ("dataset", "metric", "unit", "higher_is_better", "budget", "ci_unit", "backend", "code_version",
+               "pretraining_overlap", "deviations")
+#: Descriptors that are also tags, as ``key:value``, when they say something (W&B filters on tags fastest).
+TAGGED = {"backend": (), "pretraining_overlap": ("none", "unknown"), "deviations": ("",)}
 #: History keys (per job) kept out of the run summary.
 PER_JOB = ("seed", "fold", "ok", "seconds", "test/*", "baseline/*", "params/*", "jobs", "optuna_trials")
 
@@ -48,7 +54,7 @@ def aggregates(row: dict[str, Any] | None) -> dict[str, Any]:
 def descriptors(row: dict[str, Any] | None, records: list[dict[str, Any]]) -> dict[str, Any]:
     """The flat config of a cell run (from its summary row, else its first record)."""
     first = records[0] if records else {}
-    out: dict[str, Any] = {"metric": first.get("metric"), "budget": first.get("budget") or "published"}
+    out: dict[str, Any] = {"metric": first.get("metric"), **record_labels(first)}
     for key in DESCRIPTORS:
         value = (row or {}).get(key)
         if value is not None and not (isinstance(value, float) and math.isnan(value)):
@@ -56,9 +62,19 @@ def descriptors(row: dict[str, Any] | None, records: list[dict[str, Any]]) -> di
     return out
 
 
+def record_labels(record: dict[str, Any]) -> dict[str, Any]:
+    """A record's labels as flat config: budget, the backend that ran, code version, overlap, deviations."""
+    from ppgbench_pl.results.fold_entry import code_label, record_deviations
+
+    return {"budget": record.get("budget") or "published", "backend": record.get("backend"),
+            "code_version": code_label(record.get("code_version")),
+            "pretraining_overlap": record.get("pretraining_overlap"), "deviations": record_deviations(record)}
+
+
 def run_labels(task: str, regime: str, config: dict[str, Any], baseline: bool = False) -> tuple[str, str, list[str]]:
     """(group, job_type, tags) of a cell run."""
     tags = [task, regime, *(str(config[k]) for k in ("dataset", "budget") if config.get(k))]
+    tags += [f"{k}:{config[k]}"[:64] for k, plain in TAGGED.items() if config.get(k) and config[k] not in plain]
     return f"{task}/{regime}", regime, [*dict.fromkeys(tags), *(["baseline"] if baseline else [])]
 
 

@@ -201,6 +201,20 @@ def score_outcome(ctx: JobContext, positions: np.ndarray, pred: Predictions, par
     return RepeatOutcome(metrics=metrics, params=chosen, predictions=arrays, details=details or {})
 
 
+_ABSENT = object()
+
+
+def _flat(settings: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"search": {"n_trials": 12}}`` -> ``{"search.n_trials": 12}``."""
+    out: dict[str, Any] = {}
+    for key, value in settings.items():
+        if isinstance(value, dict):
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
 class Regime(Callback):
     """Base of every regime (linear, rf, mlp, finetune, and user-defined ones).
 
@@ -215,6 +229,8 @@ class Regime(Callback):
     #: Whether the regime trains trials in Lightning trainers (the user's callbacks attach to those).
     trains_trials: ClassVar[bool] = False
     tiers: ClassVar[tuple[str, ...]] = ("primary", "secondary")
+    #: Settings :meth:`deviations` does not list: speed settings, or labels of their own (the backend).
+    not_protocol: ClassVar[tuple[str, ...]] = ()
 
     def applies_to(self, task: TaskSpec, encoder: PPGEncoder) -> bool:
         """Whether this regime evaluates ``encoder`` on ``task`` at all."""
@@ -227,6 +243,20 @@ class Regime(Callback):
         callback once it has run, which must not change the identity).
         """
         return {k: v for k, v in vars(self).items() if not k.startswith("_") and not callable(v)}
+
+    def deviations(self) -> list[str]:
+        """``key=value`` for each result setting that differs from the class defaults (the published protocol).
+
+        Every record carries the list and every table and W&B run shows it, so a switched-on deviation
+        (``refit=True``, a smaller search) is never read as the published protocol. A regime that cannot be
+        built without arguments has no defaults to compare with: nothing is listed.
+        """
+        try:
+            published = _flat(type(self)().settings())
+        except Exception:  # noqa: BLE001 - a user regime with required arguments
+            return []
+        return [f"{k}={list(v) if isinstance(v, tuple) else v}" for k, v in _flat(self.settings()).items()
+                if k.split(".")[0] not in self.not_protocol and published.get(k, _ABSENT) != v]
 
     def backend(self) -> str | None:
         """Compute backend recorded with results (e.g. ``sklearn`` or ``cuml``)."""

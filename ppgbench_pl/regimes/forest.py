@@ -47,6 +47,9 @@ class RandomForestRegime(ProbeRegime):
         ConfigError: ``backend`` is unknown, ``cuml`` cannot run here, or a grid list is empty.
     """
 
+    #: The backend has its own label (every record's and row's ``backend``).
+    not_protocol = ("requested_backend", "resolved_backend")
+
     name = "rf"
 
     def __init__(self, backend: str = "auto", n_jobs: int = -1, n_estimators: Sequence[int] = N_ESTIMATORS,

@@ -63,6 +63,7 @@ class LabelEfficiencyRegime(LinearRegime):
     """
 
     name = "linear_frac"
+    not_protocol = ("fraction",)  # in the regime's name (linear_frac10)
 
     def __init__(self, fraction: float = 1.0, min_groups: int | None = None,
                  binary_metric: str = "auroc") -> None:

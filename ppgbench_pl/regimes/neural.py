@@ -144,6 +144,7 @@ class NeuralRegime(Regime):
 
     uses_embeddings = True
     trains_trials = True
+    not_protocol = ("eval_batch_size", "search_seeds")  # evaluation chunks; searches beside the reported one
     tiers = ("primary",)
     default_binary_metric: ClassVar[str] = "auroc"
     #: Published epoch budget and trials trained together of this regime.

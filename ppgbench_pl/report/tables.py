@@ -31,7 +31,7 @@ MISSING = "–"
 ROW_MARKERS = {"near_chance": "†", "undetermined": "?"}
 CELL_COLUMNS = ["regime", "task", "metric", "model", "mean", "ci95", "n_seeds", "n_folds", "bold",
                 "beats_baseline", "row_status", "baseline", "view", "grid", "flags", "code_versions",
-                "backends", "unit", "budget", "pretraining_overlap"]
+                "backends", "unit", "budget", "pretraining_overlap", "deviations"]
 FLAG_TEXT = {"s": "seeds/folds differ from the rest of the row (or between seeds)",
              "v": "made by more than one code version", "b": "made by more than one backend"}
 
@@ -116,8 +116,9 @@ def main_cells(scores: Scores, rule: Rule, chance: pd.DataFrame) -> pd.DataFrame
     summary = scores.summary
     budgets = dict(zip(zip(summary["task"], summary["regime"], summary["model"], strict=True),
                        summary.get("budget", pd.Series(["published"] * len(summary))), strict=True))
-    overlaps = dict(zip(zip(summary["task"], summary["regime"], summary["model"], strict=True),
-                        summary.get("pretraining_overlap", pd.Series(["none"] * len(summary))), strict=True))
+    keys = list(zip(summary["task"], summary["regime"], summary["model"], strict=True))
+    overlaps = dict(zip(keys, summary.get("pretraining_overlap", pd.Series(["none"] * len(summary))), strict=True))
+    deviations = dict(zip(keys, summary.get("deviations", pd.Series([""] * len(summary))).fillna(""), strict=True))
     rows = []
     for regime in scores.regimes:
         for task in scores.tasks(regime):
@@ -133,7 +134,8 @@ def main_cells(scores: Scores, rule: Rule, chance: pd.DataFrame) -> pd.DataFrame
                              "row_status": status.get((regime, task), ""), "baseline": base or "",
                              **facts[s.model], "unit": unit_of(task),
                              "budget": budgets.get((task, regime, s.model)) or "published",
-                             "pretraining_overlap": overlaps.get((task, regime, s.model)) or "none"})
+                             "pretraining_overlap": overlaps.get((task, regime, s.model)) or "none",
+                             "deviations": deviations.get((task, regime, s.model)) or ""})
     return pd.DataFrame(rows, columns=CELL_COLUMNS)
 
 
@@ -233,7 +235,7 @@ def caption(regime: str, rule: Rule, ci_unit: str, cells: pd.DataFrame | None = 
             f"? not decidable; {MISSING} not run.")
     if cells is None or cells[cells["regime"] == regime].empty:
         return text
-    text = budget_note(cells[cells["regime"] == regime]) + text
+    text = budget_note(cells[cells["regime"] == regime]) + deviation_note(cells[cells["regime"] == regime]) + text
     usual = usual_grid(cells, regime)
     seeds, folds = usual.split("×")
     text += (f" Each cell: {seeds} seed{'s' * (seeds != '1')} × {folds} fold{'s' * (folds != '1')} unless "
@@ -255,6 +257,15 @@ def budget_note(cells: pd.DataFrame) -> str:
         return ""
     return (f"{' + '.join(n.upper() for n in names)} BUDGET: not the published protocol (fewer seeds, folds, "
             "subjects, windows or trials); do not compare with published numbers. ")
+
+
+def deviation_note(cells: pd.DataFrame) -> str:
+    """``NOT THE PUBLISHED PROTOCOL: refit=True ...`` before a caption whose cells ran with a switched setting."""
+    found = {d for joined in cells.get("deviations", pd.Series(dtype=str)).dropna()
+             for d in str(joined).replace(";", ",").split(",") if d}
+    if not found:
+        return ""
+    return f"NOT THE PUBLISHED PROTOCOL: {', '.join(sorted(found))} (main_cells.csv column deviations). "
 
 
 def write_main_tables(cells: pd.DataFrame, scores: Scores, rule: Rule, out_dir: Path) -> list[Path]:

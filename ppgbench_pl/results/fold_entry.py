@@ -82,6 +82,8 @@ class FoldEntry:
     n_test: int | None = None  # subjects in the outer test split
     #: ``direct``/``source``/``unknown``/``none``: was the model pretrained on this dataset (cards/overlap.py)
     overlap: str = "none"
+    #: Settings that differ from the published protocol, ``,``-joined ('' for none; Regime.deviations)
+    deviations: str = ""
 
     @property
     def group(self) -> tuple[str, str, str]:
@@ -148,8 +150,16 @@ def fold_entry(record: Mapping[str, Any]) -> FoldEntry | None:
         fs=_number(record.get("fs")), backend=str(record.get("backend") or ""),
         code_version=code_label(record.get("code_version")), budget=str(record.get("budget") or "published"),
         n_train=_count(record.get("train_groups")), n_test=_count(record.get("test_groups")),
-        overlap=record_overlap(record),
+        overlap=record_overlap(record), deviations=record_deviations(record),
     )
+
+
+def record_deviations(record: Mapping[str, Any]) -> str:
+    """The record's ``deviations`` (records made before the field: its user callbacks), ``,``-joined."""
+    listed = record.get("deviations")
+    if not isinstance(listed, list):
+        listed = [f"callback={c}" for c in record.get("callbacks") or []]
+    return ",".join(str(d) for d in listed)
 
 
 def entry_or_id(record: Mapping[str, Any]) -> FoldEntry | str:

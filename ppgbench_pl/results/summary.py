@@ -58,6 +58,8 @@ SUMMARY_COLUMNS += READING_COLUMNS
 SUMMARY_COLUMNS += ["mdd"]
 #: Was the model pretrained on the row's dataset (``direct``/``source``/``unknown``/``none``, cards/overlap.py).
 SUMMARY_COLUMNS += ["pretraining_overlap"]
+#: Settings that differ from the published protocol (``refit=True``, ``callback=<class>``; '' for none).
+SUMMARY_COLUMNS += ["deviations"]
 FOLD_COLUMNS = ["model", "task", "regime", "seed", "fold", "metric", "value", "view", "backend",
                 "code_version"]
 #: Two baseline values of one fold agree when they are this close (they come from the same code and data).
@@ -93,6 +95,7 @@ def _summary_row(model: str, group: tuple[str, str, str], cells: dict[tuple[int,
         "code_version": _joined(e.code_version for e in sources),
         **_reading(task, sources),
         "pretraining_overlap": "none" if is_baseline(model) else worst_overlap(e.overlap for e in sources),
+        "deviations": _joined(e.deviations for e in sources),
     }
 
 

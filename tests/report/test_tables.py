@@ -114,3 +114,27 @@ def test_a_scikit_learn_forest_is_labelled_not_the_published_cuml(tmp_path):
     paths = write_main_tables(table, scores, Rule("ci"), tmp_path / "tables")
     rf_md = next(p for p in paths if p.name == "main_rf.md").read_text()
     assert RF_SKLEARN in rf_md
+
+
+def test_a_setting_off_the_published_protocol_is_named_in_the_cells_and_the_caption(tmp_path):
+    """Records with ``deviations`` (refit, a user callback): main_cells.csv has the column and the regime's
+    caption starts with NOT THE PUBLISHED PROTOCOL, naming them; published cells say nothing."""
+    import json
+
+    run = tmp_path / "run"
+    write_cell(run, "A", "synthetic-hr", "mlp", spread(3.0, 0.2), BASE_MAE)
+    write_cell(run, "B", "synthetic-hr", "mlp", spread(3.2, 0.2), BASE_MAE)
+    write_cell(run, "A", "synthetic-hr", "linear", spread(3.1, 0.2), BASE_MAE)
+    for path in run.glob("jobs/*/results.json"):
+        rec = json.loads(path.read_text())
+        if rec["model"] == "A" and rec["regime"] == "mlp":
+            path.write_text(json.dumps({**rec, "deviations": ["refit=True", "callback=my.Callback"]}))
+    scores = Scores(load_runs([run]).records)
+    table = main_cells(scores, Rule("ci"), chance_cells(scores, Rule("ci")))
+    by = table.set_index(["regime", "model"])["deviations"]
+    assert by[("mlp", "A")] == "refit=True,callback=my.Callback" and by[("mlp", "B")] == ""
+    assert by[("linear", "A")] == ""
+    paths = write_main_tables(table, scores, Rule("ci"), tmp_path / "tables")
+    mlp_md = next(p for p in paths if p.name == "main_mlp.md").read_text()
+    assert mlp_md.startswith("NOT THE PUBLISHED PROTOCOL: callback=my.Callback, refit=True")
+    assert "NOT THE PUBLISHED PROTOCOL" not in next(p for p in paths if p.name == "main_linear.md").read_text()
