@@ -189,3 +189,95 @@ def test_summaries_hold_only_aggregates_equal_to_summary_csv(tmp_path, engine_ro
                     for k, r in folds.items()}
         for h in steps:
             assert h["test/mae"] == pytest.approx(expected[(h["seed"], h["fold"])], rel=1e-9)
+
+
+FOREST_DEEP5 = {"class_path": "ppgbench_pl.regimes.RandomForestRegime",
+                "init_args": {"backend": "sklearn", "max_depth": [5], "n_jobs": 1}}
+
+
+def test_the_records_labels_reach_summary_csv_and_every_wandb_run(tmp_path, engine_root, monkeypatch):
+    """A setting off the published protocol (max_depth [5]) is in every record, its summary.csv row and the
+    cell's W&B run (flat config and a tag), beside the backend that ran, the code version and the overlap
+    flag; the per-job runs carry the same labels. Before, W&B had none of them outside the nested config."""
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    run_dir = tmp_path / "run"
+    config = suite_config(engine_root, run_dir, regimes=[FOREST_DEEP5], tasks=["synthetic-hr"], folds=[0, 1],
+                          data={"synthetic_windows": 4}, wandb="per-job")
+    assert run(["--config", str(write_config(tmp_path / "config.yaml", config))], "fit") == 0
+    recs = [json.loads(p.read_text()) for p in run_dir.glob("jobs/*/results.json")]
+    assert len(recs) == 2 and all(r["deviations"] == ["max_depth=[5]"] and r["backend"] == "sklearn" for r in recs)
+    row = pd.read_csv(run_dir / "summary.csv", keep_default_na=False).set_index("model").loc["small_cnn"]
+    assert row["deviations"] == "max_depth=[5]"
+    runs = [read_offline_run(f) for f in offline_runs(run_dir)]
+    mine = [r for r in runs if r["config"].get("model") == "small_cnn"]
+    assert len(mine) == 3  # the cell's run and one per job
+    for logged in mine:
+        cfg = logged["config"]
+        assert cfg["backend"] == "sklearn" and cfg["deviations"] == "max_depth=[5]", cfg
+        assert cfg["code_version"] == row["code_version"] and cfg["pretraining_overlap"] == row["pretraining_overlap"]
+        assert {"backend:sklearn", "deviations:max_depth=[5]"} <= set(logged["tags"]), logged["tags"]
+
+
+def test_a_damaged_record_leaves_its_cell_out_of_wandb_not_the_other_cells(tmp_path, engine_root, monkeypatch):
+    """An ``ok`` record the summary refuses (left by a rerun that failed) is left out of W&B with a warning;
+    the other cells are still logged. Before, it raised inside the tracker and turned W&B off for the run."""
+    import warnings as warnings_module
+
+    from ppgbench_pl.benchmark.tracking import CellTracker
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    run_dir = tmp_path / "run"
+    config = suite_config(engine_root, run_dir, regimes=[LINEAR], tasks=["synthetic-hr", "synthetic-age"],
+                          folds=[0], data={"synthetic_windows": 4}, wandb="off")
+    assert run(["--config", str(write_config(tmp_path / "config.yaml", config))], "fit") == 0
+    recs = {p: json.loads(p.read_text()) for p in run_dir.glob("jobs/*/results.json")}
+    hr = next(p for p, r in recs.items() if r["task"] == "synthetic-hr")
+    damaged = {**recs[hr]}
+    del damaged["fold"]
+    hr.write_text(json.dumps(damaged))
+    cells = {(r["model"], r["task"], r["regime"]): [r["job_id"]] for r in recs.values()}
+    rows = pd.read_csv(run_dir / "summary.csv").to_dict("records")
+
+    def summary_of(cell):
+        return next((r for r in rows if (r["model"], r["task"], r["regime"]) == cell), None)
+
+    tracker = CellTracker(run_dir, "ppgbench-tests", "uid", {}, cells, [], summary_of=summary_of)
+    with warnings_module.catch_warnings(record=True) as caught:
+        warnings_module.simplefilter("always")
+        tracker.start()
+    said = [str(w.message) for w in caught]
+    assert tracker.enabled and any("damaged record(s) of small_cnn/synthetic-hr/linear left out" in s for s in said)
+    names = {read_offline_run(f)["name"] for f in offline_runs(run_dir)}
+    assert "small_cnn/synthetic-age/linear" in names and "small_cnn/synthetic-hr/linear" not in names
+
+
+def test_an_unreachable_wandb_is_waited_for_once_per_run_not_once_per_job(tmp_path, engine_root, monkeypatch,
+                                                                          capfd):
+    """Online with a key but no server (a closed port on 127.0.0.1): the first W&B failure turns W&B off for
+    the rest of the run, per-job runs in the workers included, so later jobs do not wait out the timeout."""
+    monkeypatch.setenv("WANDB_MODE", "online")
+    monkeypatch.setenv("WANDB_API_KEY", "x" * 40)
+    monkeypatch.setenv("WANDB_BASE_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("WANDB_INIT_TIMEOUT", "3")
+    run_dir = tmp_path / "run"
+    config = suite_config(engine_root, run_dir, regimes=[LINEAR], tasks=["synthetic-hr"], folds=[0, 1, 2],
+                          data={"synthetic_windows": 4}, wandb="per-job")
+    with pytest.warns(UserWarning) as caught:
+        assert run(["--config", str(write_config(tmp_path / "config.yaml", config))], "fit") == 0
+    failures = [str(w.message) for w in caught if "W&B logging" in str(w.message)]
+    assert len(failures) == 1 and "is off for the rest of this run" in failures[0], failures
+    assert (run_dir / "summary.csv").exists()
+
+
+def test_offline_because_nobody_is_logged_in_is_said_in_one_line(tmp_path, engine_root, monkeypatch, capsys):
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setenv("NETRC", str(tmp_path / "no-netrc"))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    run_dir = tmp_path / "run"
+    config = suite_config(engine_root, run_dir, regimes=[LINEAR], tasks=["synthetic-hr"], folds=[0],
+                          data={"synthetic_windows": 4}, wandb="group")
+    assert run(["--config", str(write_config(tmp_path / "config.yaml", config))], "fit") == 0
+    err = capsys.readouterr().err
+    assert f"W&B: offline (not logged in): runs are written under {run_dir / 'wandb'}" in err
+    assert offline_runs(run_dir)

@@ -64,7 +64,7 @@ from ppgbench_pl.benchmark.run_signals import (
 )
 from ppgbench_pl.benchmark.spec import RunSettings
 from ppgbench_pl.benchmark.suite import BenchmarkSuite, forget_suites, suite_for
-from ppgbench_pl.benchmark.tracking import CellTracker, close_wandb, wandb_enabled
+from ppgbench_pl.benchmark.tracking import CellTracker, close_wandb, offline_notice, wandb_enabled
 from ppgbench_pl.benchmark.worker import JobOutcome, JobSpec, run_job_spec
 from ppgbench_pl.errors import ConfigError
 from ppgbench_pl.locks import file_lock
@@ -223,6 +223,8 @@ class BenchmarkRun:
     def _tracker(self, plan: Sequence[Job], pending: Sequence[Job], meta: dict[str, Any]) -> CellTracker | None:
         if not wandb_enabled(self.settings.wandb):
             return None
+        if notice := offline_notice(self.run_dir):
+            print(notice, file=sys.stderr, flush=True)
         cells: dict[tuple[str, str, str], list[str]] = {}
         for job in plan:
             cells.setdefault(job.cell, []).append(job.job_id)

@@ -15,7 +15,10 @@ from the records on disk, cheaply, in the same way:
 * ``per-job``: additionally one W&B run per job, from the worker that ran it.
 * ``off``: nothing. ``WANDB_MODE=disabled`` also means nothing is written (W&B is not even imported).
 
-Files go under ``<run_dir>/wandb/``. Any W&B error is warned about once and turns W&B off for the run.
+Files go under ``<run_dir>/wandb/``. A W&B error is warned about once and turns W&B off for the rest of the
+invocation, per-job runs in other workers included (a marker file, so none of them waits out W&B's timeout
+again). A cell whose records cannot be described (a damaged record) is skipped with a warning; the others
+are still logged.
 """
 
 from __future__ import annotations
@@ -31,7 +34,15 @@ from typing import Any
 
 from ppgbench_pl.atomic_io import write_json_atomic
 from ppgbench_pl.benchmark.job import read_record
-from ppgbench_pl.benchmark.wandb_cells import aggregates, baseline_history, descriptors, quiet_summary, run_labels
+from ppgbench_pl.benchmark.wandb_cells import (
+    aggregates,
+    baseline_history,
+    descriptors,
+    quiet_summary,
+    record_labels,
+    run_labels,
+)
+from ppgbench_pl.results.fold_entry import MalformedRecord, fold_entry
 
 WANDB_CHOICES = ("group", "per-job", "off")
 
@@ -51,6 +62,14 @@ def wandb_logged_in() -> bool:
 def wandb_mode() -> str:
     """``WANDB_MODE`` when set, else ``online`` when logged in, else ``offline``."""
     return os.environ.get("WANDB_MODE") or ("online" if wandb_logged_in() else "offline")
+
+
+def offline_notice(run_dir: Path) -> str | None:
+    """The line saying W&B went offline because nobody is logged in (None when the user chose the mode)."""
+    if os.environ.get("WANDB_MODE") or wandb_logged_in():
+        return None
+    return (f"W&B: offline (not logged in): runs are written under {Path(run_dir) / 'wandb'}; "
+            f"`wandb sync {Path(run_dir) / 'wandb'}/offline-run-*` uploads them")
 
 
 def wandb_enabled(setting: str) -> bool:
@@ -107,10 +126,33 @@ def _start_run(run_dir: Path, project: str, run_id: str, name: str, group: str, 
                       reinit="create_new")
 
 
+#: Written when W&B failed in this invocation: later cells and per-job runs skip W&B instead of waiting again.
+OFF_MARKER = ".ppgbench-off"
+
+
+def wandb_gave_up(run_dir: Path) -> bool:
+    """Whether W&B already failed in this invocation (any worker)."""
+    return (Path(run_dir) / "wandb" / OFF_MARKER).exists()
+
+
+def give_up(run_dir: Path, why: str) -> None:
+    """Turn W&B off for the rest of this invocation, for every worker."""
+    write_json_atomic(Path(run_dir) / "wandb" / OFF_MARKER, {"why": why})
+
+
+def _sound(record: dict[str, Any]) -> bool:
+    """A record W&B can mirror: not ``ok``, or ``ok`` and accepted by the summary."""
+    try:
+        fold_entry(record)
+    except MalformedRecord:
+        return False
+    return True
+
+
 def _value(record: dict[str, Any]) -> float | None:
-    values = [r["metrics"].get(record["metric"]) for r in record.get("results", [])]
-    values = [v for v in values if v is not None]
-    return float(sum(values) / len(values)) if values else None
+    found = [(r.get("metrics") or {}).get(record["metric"]) for r in record.get("results", [])]
+    values = [float(v) for v in found if v is not None]
+    return sum(values) / len(values) if values else None
 
 
 def _log_records(run: Any, records: Sequence[dict[str, Any]]) -> None:
@@ -158,18 +200,19 @@ class CellTracker:
         cells: Cell -> its job ids in the plan.
         pending: Job ids that this invocation will run.
         summary_of: The cell's summary row over the whole run folder (what ``summary.csv`` says), used as
-            the W&B run summary; by default the cell's records of this plan are summarised.
+            the W&B run summary (None: the cell has no row yet).
     """
 
     def __init__(self, run_dir: Path, project: str, run_uid: str, config: dict[str, Any],
                  cells: dict[tuple[str, str, str], list[str]], pending: Iterable[str],
-                 summary_of: Callable[[tuple[str, str, str]], dict[str, Any] | None] | None = None) -> None:
+                 summary_of: Callable[[tuple[str, str, str]], dict[str, Any] | None]) -> None:
         self.run_dir, self.project, self.run_uid, self.config = Path(run_dir), project, run_uid, config
         self.summary_of = summary_of
         self.cells = cells
         owner = {jid: cell for cell, ids in cells.items() for jid in ids}
         self.remaining = Counter(owner[jid] for jid in pending if jid in owner)
         self.owner, self.logged, self.enabled = owner, 0, True
+        (self.run_dir / "wandb" / OFF_MARKER).unlink(missing_ok=True)  # a new invocation tries W&B again
 
     def marker(self, cell: tuple[str, str, str]) -> Path:
         """The file saying which records of a cell W&B already has."""
@@ -190,22 +233,15 @@ class CellTracker:
         if self.remaining[cell] == 0:
             self._log(cell)
 
-    def _row(self, cell: tuple[str, str, str], records: list[dict[str, Any]]) -> dict[str, Any] | None:
-        """The cell's summary row (over the folder when the coordinator gives it, else of these records)."""
-        row = self.summary_of(cell) if self.summary_of is not None else None
-        if row is None:
-            from ppgbench_pl.results.summary import summarise
-
-            table = summarise(records)
-            mine = table[table["model"] == cell[0]]
-            row = mine.iloc[0].to_dict() if len(mine) else None
-        return row
-
     def _log(self, cell: tuple[str, str, str]) -> None:
         if not self.enabled:
             return
-        records = [r for jid in self.cells[cell] if (r := read_record(self.run_dir, jid)) is not None]
-        if not records:
+        found = [r for jid in self.cells[cell] if (r := read_record(self.run_dir, jid)) is not None]
+        records = [r for r in found if _sound(r)]
+        if len(records) < len(found):
+            warnings.warn(f"W&B: {len(found) - len(records)} damaged record(s) of {'/'.join(cell)} left out (the "
+                          "summary leaves them out too)", stacklevel=2)
+        if not records or wandb_gave_up(self.run_dir):
             return
         state = sorted(f"{r['job_id']}:{r.get('status')}" for r in records)
         marker = self.marker(cell)
@@ -213,7 +249,7 @@ class CellTracker:
             return
         model, task, regime = cell
         try:
-            row = self._row(cell, records)
+            row = self.summary_of(cell)
             config = {"benchmark": self.config, "model": model, "task": task, "regime": regime,
                       **descriptors(row, records)}
             group, job_type, tags = run_labels(task, regime, config)
@@ -228,6 +264,7 @@ class CellTracker:
         except Exception as exc:  # noqa: BLE001 - W&B mirrors the run folder and is never required
             warnings.warn(f"W&B logging failed and is off for the rest of this run: {exc}", stacklevel=2)
             self.enabled = False
+            give_up(self.run_dir, str(exc))
             return
         write_json_atomic(marker, {"cell": list(cell), "records": state})
         self.logged += 1
@@ -235,7 +272,7 @@ class CellTracker:
     def _log_baseline(self, name: str, task: str, regime: str, records: list[dict[str, Any]],
                       config: dict[str, Any]) -> None:
         """The constant baseline's run of a (task, regime) view: its summary row, its value per fold."""
-        if not name or ";" in name or self.summary_of is None:
+        if not name or ";" in name:
             return
         row = self.summary_of((name, task, regime))
         if row is None:
@@ -259,18 +296,20 @@ class CellTracker:
 
 def log_job_run(spec: Any, record: dict[str, Any], config: dict[str, Any]) -> None:
     """``--wandb per-job``: one W&B run for one finished job (called in the worker that ran it)."""
-    if wandb_mode() == "disabled":
+    if wandb_mode() == "disabled" or wandb_gave_up(Path(spec.run_dir)):
         return
     model, task, regime = record.get("model", "?"), record.get("task", "?"), record.get("regime", "?")
     try:
+        flat = {"benchmark": config, "job_id": spec.job_id, "model": model, "task": task, "regime": regime,
+                "seed": record.get("seed"), "fold": record.get("fold"), **record_labels(record)}
+        _, _, tags = run_labels(task, regime, flat)
         run = _start_run(Path(spec.run_dir), spec.wandb_project, _short_id(spec.run_uid, spec.job_id), spec.job_id,
-                         f"{model}/{task}/{regime}", regime, {"benchmark": config, "job_id": spec.job_id,
-                                                              "model": model, "task": task, "regime": regime,
-                                                              "seed": record.get("seed"), "fold": record.get("fold")},
-                         [task, regime, "job"])
+                         f"{model}/{task}/{regime}", regime, flat, [*tags, "job"])
         _log_records(run, [record])
         run.summary.update({"status": record.get("status"), "value": _value(record) if record.get("status") == "ok"
                             else None})
         run.finish()
     except Exception as exc:  # noqa: BLE001 - never fail a job because of W&B
-        warnings.warn(f"W&B logging of job {spec.job_id} failed: {exc}", stacklevel=2)
+        warnings.warn(f"W&B logging of job {spec.job_id} failed and is off for the rest of this run: {exc}",
+                      stacklevel=2)
+        give_up(Path(spec.run_dir), str(exc))
