@@ -35,6 +35,10 @@ REFUSED_TRAINER = {
     "not_a_callback": (["--trainer.callbacks", "[{class_path: ppgbench_pl.regimes.LinearRegime}, "
                         "{class_path: collections.OrderedDict}]"], "trainer.callbacks"),
     "ckpt_path": (["--ckpt_path", "/nonexistent.ckpt"], "--ckpt_path"),
+    # multi-process flags no ppgbench training honours: num_nodes hung for good, the others did nothing
+    "num_nodes": (["--trainer.num_nodes", "2"], "trainer.num_nodes=2: a run trains on one node"),
+    "sync_batchnorm": (["--trainer.sync_batchnorm", "true"], "trainer.sync_batchnorm=True: has no effect"),
+    "logger_true": (["--trainer.logger", "true"], "trainer.logger"),
     "model_setting": (["--model.init_args.head_lr", "0.1"], "model.init_args.head_lr"),
 }
 
@@ -114,3 +118,27 @@ def test_an_output_dir_that_is_a_file_is_refused(tmp_path, capsys, done_run):
     refused(capsys, ["--config", str(done_run[0]), "--output_dir", str(target)], "not a folder")
     assert target.read_text() == "not a folder"
     refused(capsys, ["--config", str(done_run[0]), "--output_dir", str(target / "run")], str(target))
+
+
+def test_a_device_list_written_as_a_string_is_read_as_lightning_reads_it():
+    """``devices: "0,1"`` is two GPUs to Lightning; it passed both device checks as a string before."""
+    from ppgbench_pl.benchmark.spec import trainer_settings
+    from ppgbench_pl.errors import ConfigError
+    from ppgbench_pl.regimes.mlp import MLPRegime
+
+    settings = trainer_settings({"accelerator": "gpu", "devices": "0,1"})
+    assert settings["devices"] == [0, 1]
+    with pytest.raises(ConfigError, match="devices"):
+        MLPRegime().check_trainer(settings)
+
+
+@pytest.mark.parametrize("setting", [{"amp": False}, {"amp_dtype": "bfloat16"}])
+def test_finetune_amp_settings_beside_trainer_precision_are_refused(setting):
+    """``trainer.precision`` sets the stack's precision, so ``amp``/``amp_dtype`` beside it did nothing."""
+    from ppgbench_pl.errors import ConfigError
+    from ppgbench_pl.regimes.finetune import FinetuneRegime
+
+    with pytest.raises(ConfigError, match=r"^finetune amp.*has no effect beside trainer.precision='32-true'"):
+        FinetuneRegime(**setting).check_trainer({"precision": "32-true"})
+    FinetuneRegime(**setting).check_trainer({})  # alone, it is the regime's own precision choice
+    FinetuneRegime().check_trainer({"precision": "32-true"})

@@ -110,7 +110,7 @@ def trainer_settings(trainer: dict[str, Any]) -> dict[str, Any]:
         elif not _is_default(value, defaults.get(key)):
             raise ConfigError(f"trainer.{key}={value!r}: not used by a protocol run; remove it")
     logger = trainer.get("logger")
-    if logger not in (None, False, [], True):
+    if logger not in (None, False, []):
         raise ConfigError("trainer.logger: ppgbench tracks every run itself (W&B per model x task x regime under "
                           "<output_dir>/wandb, records under <output_dir>/jobs); remove it and use --wandb "
                           "group|per-job|off and --wandb_project")
@@ -118,9 +118,23 @@ def trainer_settings(trainer: dict[str, Any]) -> dict[str, Any]:
     for key in ("devices", "num_nodes"):
         if isinstance(settings.get(key), str) and settings[key].lstrip("-").isdigit():
             settings[key] = int(settings[key])
+    if isinstance(settings.get("devices"), str) and "," in settings["devices"]:  # "0,1": Lightning's GPU list
+        settings["devices"] = [int(d) for d in settings["devices"].split(",") if d.strip()]
+    _refuse_single_device_flags(settings)
     if settings.get("precision") is not None:
         settings["precision"] = normalise_precision(settings["precision"])
     return settings
+
+
+def _refuse_single_device_flags(settings: dict[str, Any]) -> None:
+    """Refuse the multi-process flags that no ppgbench training honours (each would hang or do nothing)."""
+    if settings.get("num_nodes", 1) != 1:
+        raise ConfigError(f"trainer.num_nodes={settings['num_nodes']!r}: a run trains on one node (Lightning would "
+                          "wait forever for the other nodes' processes); spread jobs over machines with "
+                          "--executor slurm or dask instead")
+    if settings.get("sync_batchnorm"):
+        raise ConfigError("trainer.sync_batchnorm=True: has no effect (every trial stack trains on one device, "
+                          "each trial with its own BatchNorm statistics); remove it")
 
 
 def callback_entries(callbacks: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

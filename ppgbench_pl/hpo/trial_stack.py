@@ -180,8 +180,6 @@ class TrialStack(L.LightningModule):
         self.val_outputs: dict[str, list[Tensor]] = {}
         #: The search that drives this fit (``stack_search.StackSearch``), or None for fixed-length slots.
         self.search: Any = None
-        #: Names of the slots that train in the current epoch (what a user callback may read per trial).
-        self.epoch_slots: list[str] = []
         for slot in slots:
             self._register(slot)
 
@@ -259,13 +257,29 @@ class TrialStack(L.LightningModule):
         for slot in self.slots.values():
             slot.data.to(self.device, dtype)
 
-    def on_train_epoch_start(self) -> None:
-        """Apply each slot's BatchNorm mode (Lightning restores module modes, never calls ``train()``)."""
-        self.epoch_slots = [s.name for s in self.slots.values() if s.training]
+    @property
+    def epoch_slots(self) -> list[str]:
+        """Names of the slots that train now (what a user callback reads per trial, from any hook)."""
+        return [s.name for s in self.slots.values() if s.training]
+
+    def apply_modes(self) -> None:
+        """Each slot's train/eval and BatchNorm mode (Lightning restores module modes, never calls ``train()``).
+
+        Applied when training starts and after each epoch's search step (``on_train_epoch_end``, which runs
+        after the callbacks' hooks), so a user callback's own mode changes in ``on_train_epoch_start`` hold.
+        """
         for slot in self.slots.values():
             slot.net.train(slot.training)
             if slot.freeze_stats:
                 set_batchnorm_eval(slot.net)
+
+    def on_train_start(self) -> None:
+        """Apply the first epoch's modes."""
+        self.apply_modes()
+
+    def on_train_epoch_end(self) -> None:
+        """Apply the next epoch's modes (slots the search added or ended included)."""
+        self.apply_modes()
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor | None:
         """Each slot's loss on its own batch; the sum is what Lightning backpropagates.

@@ -274,6 +274,15 @@ class FinetuneRegime(NeuralRegime):
         attach_study(factory, s)
         return super().train_fixed(s, factory, params, seed, epochs)
 
+    def check_trainer(self, trainer_kwargs: dict[str, Any]) -> None:
+        """Also refuse ``amp``/``amp_dtype`` beside ``trainer.precision``, which wins (they would do nothing)."""
+        super().check_trainer(trainer_kwargs)
+        changed = [f"{k}={getattr(self, k)!r}" for k, v in (("amp", True), ("amp_dtype", "float16"))
+                   if getattr(self, k) != v]
+        if trainer_kwargs.get("precision") is not None and changed:
+            raise ConfigError(f"finetune {', '.join(changed)}: has no effect beside trainer.precision="
+                              f"{trainer_kwargs['precision']!r}, which sets the precision; keep one of the two")
+
     def precision(self, ctx: JobContext) -> str:
         """``trainer.precision`` when given, else fp16 (or bf16) mixed precision on CUDA, float32 elsewhere."""
         explicit = ctx.trainer_kwargs.get("precision")

@@ -81,6 +81,10 @@ class EpochLog(Callback):
 
     def __init__(self) -> None:
         self.epochs: list[list[str]] = []
+        self.starts: list[list[str]] = []
+
+    def on_train_epoch_start(self, trainer, pl_module) -> None:
+        self.starts.append(list(pl_module.epoch_slots))
 
     def on_train_epoch_end(self, trainer, pl_module) -> None:
         self.epochs.append(list(pl_module.epoch_slots))
@@ -175,6 +179,7 @@ def test_user_callback_sees_every_epoch_of_every_trial(mlp_runs):
     expected = {f"{key}/{t.number}": len(t.intermediate_values) for key, trials in stacked.items() for t in trials}
     assert len(expected) == len(FOLDS) * REPEATS * SEARCH.n_trials
     assert dict(counts) == expected  # once per epoch trained, for every study's every trial, and nothing else
+    assert log.starts == log.epochs  # already right in on_train_epoch_start (was the previous epoch's list)
     assert all(len(names) == len(set(names)) for names in log.epochs)
     seen = {name: [i for i, names in enumerate(log.epochs) if name in names] for name in expected}
     assert all(epochs == list(range(epochs[0], epochs[0] + len(epochs))) for epochs in seen.values())
@@ -395,6 +400,31 @@ def test_fixed_slots_train_as_their_own_plain_loop(setup, tmp_path):
         untrained = snapshot(_bn_net(seed))
         assert not torch.allclose(got["4.weight"], untrained["4.weight"])
         assert torch.equal(got["1.running_mean"], untrained["1.running_mean"]) == freeze
+
+
+class EvalAtEpochStart(Callback):
+    """A user callback that puts every trial's network in eval mode when its epoch starts (a dropout freeze)."""
+
+    def __init__(self) -> None:
+        self.seen: list[bool] = []
+
+    def on_train_epoch_start(self, trainer, pl_module) -> None:
+        for name in pl_module.epoch_slots:
+            pl_module.slots[name].net.eval()
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        if batch_idx == 0:
+            self.seen.extend(pl_module.slots[name].net.training for name in batch)
+
+
+def test_a_callbacks_mode_change_at_epoch_start_holds_for_the_epoch(setup, tmp_path):
+    """Before, the stack reset every slot's mode after the callbacks' ``on_train_epoch_start``, undoing them."""
+    data, _ = _toy_data(5)
+    net = _bn_net(21)
+    slot = Slot("a", net, data, 16, 21, [{"params": list(net.parameters()), "lr": 1e-2}], 2)
+    probe = EvalAtEpochStart()
+    MLPRegime(SEARCH).fit_stack(_ctx(setup, 0, tmp_path / "ctx", [probe]), None, [slot])
+    assert probe.seen == [False, False]  # each epoch's first batch ran in the callback's eval mode
 
 
 class Interrupt(Callback):
