@@ -133,3 +133,30 @@ def test_the_summary_covers_the_folder_not_the_last_command(tmp_path, capsys, en
     before = tree(out)
     assert run(["--config", str(path), "--data.init_args.folds", "[0, 1, 2]", "--dry_run"]) == 0
     assert tree(out) == before
+
+
+def test_a_user_callbacks_code_is_part_of_the_run_identity(tmp_path, monkeypatch):
+    """Editing a callback's source gives another identity (a resume of the old folder is refused), as for
+    a custom encoder; Lightning's own callbacks are covered by the package versions."""
+    import linecache
+    import sys
+
+    from ppgbench_pl.benchmark.identity import callback_code
+
+    def write(body: str) -> None:
+        (tmp_path / "user_cb.py").write_text("from lightning.pytorch.callbacks import Callback\n\n\n"
+                                             "class Freeze(Callback):\n    def on_train_start(self, t, m):\n"
+                                             f"        {body}\n")
+        sys.modules.pop("user_cb", None)
+        linecache.clearcache()
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    write("return None")
+    before = callback_code("user_cb.Freeze")
+    write("return None")
+    assert callback_code("user_cb.Freeze") == before  # the same code: the same identity
+    write("return 1")
+    after = callback_code("user_cb.Freeze")
+    sys.modules.pop("user_cb", None)
+    assert set(before) == {"code_sha256"} and before != after
+    assert callback_code("lightning.pytorch.callbacks.Timer") == {}

@@ -125,10 +125,23 @@ def run_identity(encoders: Sequence[PPGEncoder], datamodules: Iterable[PPGDataMo
     }
     if budget and budget != "published":
         identity["budget"] = budget
-    if callbacks:  # the user's callbacks change how trials train: their class paths and arguments, in order
-        identity["callbacks"] = _normalise([{"class_path": c.get("class_path"), "init_args": c.get("init_args") or {}}
-                                            for c in callbacks])
+    if callbacks:  # the user's callbacks change how trials train: class paths, arguments and code, in order
+        identity["callbacks"] = _normalise([{"class_path": c.get("class_path"), "init_args": c.get("init_args") or {},
+                                             **callback_code(str(c.get("class_path")))} for c in callbacks])
     return identity
+
+
+def callback_code(class_path: str) -> dict[str, str]:
+    """``{"code_sha256": ...}`` of a user callback's source, so editing it is a new run (resume refuses it).
+
+    Lightning's and ppgbench's own callbacks are covered by the package versions and the source digest.
+    """
+    from ppgbench_pl.benchmark.entries import import_class
+    from ppgbench_pl.encoders.custom_settings import code_digest
+
+    if class_path.split(".")[0] in ("lightning", "pytorch_lightning", "ppgbench_pl"):
+        return {}
+    return {"code_sha256": code_digest(import_class(class_path))}
 
 
 def _normalise(value: Any) -> Any:
