@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ppgbench_pl.cards.overlap import RANDOM_INIT_SUFFIX
 from ppgbench_pl.errors import PPGBenchError
 from ppgbench_pl.results.fold_entry import code_label, fold_entry, is_baseline
 from ppgbench_pl.results.records import RESULTS_FILE, RecordScan, job_id, scan_records
@@ -146,13 +147,19 @@ def order_models(names: set[str] | Sequence[str]) -> list[str]:
     """Non-control models by name, then the PRV and MOMENT controls, then the baselines."""
     names = set(names)
     controls = [c for c in (*CONTROL_MODELS, *LEGACY_CONTROLS) if c in names and not is_baseline(c)]
+    untrained = sorted(n for n in names if is_control(n) and n not in controls and not is_baseline(n))
     baselines = sorted((n for n in names if is_baseline(n)), key=_baseline_key)
-    return sorted(n for n in names if not is_control(n)) + controls + baselines
+    return sorted(n for n in names if not is_control(n)) + controls + untrained + baselines
 
 
 def is_control(name: str) -> bool:
-    """Tell a PRV or MOMENT control or a constant baseline (anything not PPG-specific) from a model."""
-    return name in CONTROL_MODELS or name in LEGACY_CONTROLS or is_baseline(name)
+    """Tell a PRV or MOMENT control or a constant baseline (anything not PPG-specific) from a model.
+
+    An untrained control (``moment_small (random init)``) is not PPG-specific either, but it is not the
+    control: the findings count only the controls themselves (``FEATURE_CONTROLS``) as present.
+    """
+    base = name.removesuffix(RANDOM_INIT_SUFFIX)
+    return base in CONTROL_MODELS or base in LEGACY_CONTROLS or is_baseline(name)
 
 
 def order_regimes(names: set[str] | Sequence[str]) -> list[str]:

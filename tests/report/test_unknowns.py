@@ -116,3 +116,21 @@ def test_compare_calls_an_untested_cell_undetermined_not_a_tie(tmp_path):
     outcome = result.table.set_index("task")["outcome"].to_dict()
     assert outcome == {"synthetic-hr": "undetermined", "synthetic-activity": "win"}
     assert "1 wins, 0 ties, 0 losses, 1 undetermined" in result.summary
+
+
+def test_an_untrained_moment_is_neither_a_ppg_model_nor_the_moment_control(tmp_path):
+    """``moment_small (random init)`` was tested as a PPG-specific model (it could "beat the controls");
+    it is not PPG-specific, and it is not the pretrained MOMENT control either."""
+    from ppgbench_pl.report.load import is_control, order_models
+
+    run = tmp_path / "run"
+    base = spread(10.0, 0.5)
+    write_cell(run, "P", "synthetic-hr", "linear", spread(4.0, 0.2), base)
+    write_cell(run, "prv_neurokit2", "synthetic-hr", "linear", spread(6.0, 0.2), base)
+    write_cell(run, "moment_small (random init)", "synthetic-hr", "linear", spread(3.0, 0.2), base)
+    scores = Scores(load_runs([run]).records)
+    (row,) = control_cells(scores, Rule("ci")).to_dict("records")
+    assert row["ppg_models"] == "P" and row["controls"] == "prv_neurokit2" and row["winners"] == "P"
+    assert is_control("moment_small (random init)") and not is_control("P (random init)")
+    assert order_models({"P", "prv_neurokit2", "moment_small (random init)", "constant"}) == [
+        "P", "prv_neurokit2", "moment_small (random init)", "constant"]
