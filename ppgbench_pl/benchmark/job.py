@@ -27,6 +27,7 @@ import torch
 
 from ppgbench_pl.benchmark.identity import code_version
 from ppgbench_pl.cards.overlap import record_fields as overlap_fields
+from ppgbench_pl.encoders.prv import FeatureEncoder
 from ppgbench_pl.errors import PPGBenchError
 from ppgbench_pl.locks import LockBusy, LockTimeout, file_lock
 from ppgbench_pl.metrics.evaluate import evaluate
@@ -142,6 +143,10 @@ def _prelude(ctx: JobContext, record: dict[str, Any]) -> None:
     train, test = ctx.outer()
     record["train_groups"] = list(dict.fromkeys(view.groups[train].tolist()))
     record["test_groups"] = list(dict.fromkeys(view.groups[test].tolist()))
+    if isinstance(ctx.encoder, FeatureEncoder) and ctx.embeddings is not None:
+        # PRV windows without beats are zero-filled as published (PROTOCOL.md 5.2): say how many this fold has
+        used = ctx.features(np.concatenate([train, test]))
+        record["windows_without_features"] = {"n": int((~used.any(axis=1)).sum()), "of": len(used)}
     try:
         record["baseline"] = baseline_metrics(ctx)
     except PPGBenchError as exc:  # e.g. a test fold of one class: say which job
