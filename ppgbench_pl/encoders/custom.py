@@ -28,7 +28,13 @@ from torch import Tensor, nn
 from ppgbench_pl.cards.overlap import parse_declaration
 from ppgbench_pl.cards.types import PretrainingSource
 from ppgbench_pl.encoders.base import RANDOM_INIT_SUFFIX, PPGEncoder, checkpoint_setting
-from ppgbench_pl.encoders.custom_settings import check_choice, check_sampling_rate, code_digest, resolve_callable
+from ppgbench_pl.encoders.custom_settings import (
+    check_choice,
+    check_own_name,
+    check_sampling_rate,
+    code_digest,
+    resolve_callable,
+)
 from ppgbench_pl.encoders.preprocessing import zscore_window
 from ppgbench_pl.errors import CheckpointError, ConfigError
 from ppgbench_pl.naming import class_name_of, snake_case
@@ -108,6 +114,7 @@ class CustomEncoder(PPGEncoder):
             raise ConfigError(f"min_samples must be at least 1, got {min_samples}")
         if not name:
             raise ConfigError("name must not be empty")
+        check_own_name(name)
         if embed_dim is not None and embed_dim < 1:
             raise ConfigError(f"embed_dim must be positive, got {embed_dim}")
         self.random_init = type(self).random_weights({"name": name, "checkpoint": checkpoint,

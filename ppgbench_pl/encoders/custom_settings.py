@@ -62,6 +62,26 @@ def code_digest(*objects: object) -> str:
     return digest.hexdigest()
 
 
+def check_own_name(name: str) -> None:
+    """Refuse a name that ppgbench already gives a meaning (a catalog encoder, ``prv``, the baseline).
+
+    The model would take that entry's card, overlap flags and control role.
+
+    Raises:
+        ConfigError: The name is taken (the message says by what).
+    """
+    from ppgbench_pl.encoders.catalog import CATALOG
+
+    if name == "prv" or (name in CATALOG and name != "custom"):
+        owner = f"ppgbench's own '{name}' encoder"
+    elif name == "constant" or name.startswith(("constant @", "constant/")):
+        owner = "the constant baseline"
+    else:
+        return
+    raise ConfigError(f"name {name!r} is taken by {owner} (its card, overlap flags and role would become your "
+                      "model's); give your model its own name")
+
+
 def check_sampling_rate(value: object) -> float:
     """Validate a native rate in Hz: finite and within [MIN_SAMPLING_RATE, MAX_SAMPLING_RATE].
 
