@@ -30,6 +30,12 @@ REFUSED_TRAINER = {
                                     "init_args: {save_dir: x}}"], "trainer.logger"),
     "callback": (["--trainer.callbacks", "[{class_path: lightning.pytorch.callbacks.LearningRateMonitor}]"],
                  "no regime configured"),
+    "logging_callback": (["--trainer.callbacks", "[{class_path: ppgbench_pl.regimes.MLPRegime}, "
+                          "{class_path: lightning.pytorch.callbacks.LearningRateMonitor}]"],
+                         "LearningRateMonitor needs a logger or checkpoints"),
+    "checkpoint_callback": (["--trainer.callbacks", "[{class_path: ppgbench_pl.regimes.MLPRegime}, "
+                             "{class_path: lightning.pytorch.callbacks.ModelCheckpoint}]"],
+                            "ModelCheckpoint needs a logger or checkpoints"),
     "callback_without_trials": (["--trainer.callbacks", "[{class_path: ppgbench_pl.regimes.LinearRegime}, "
                                  "{class_path: lightning.pytorch.callbacks.Timer}]"], "would never run"),
     "not_a_callback": (["--trainer.callbacks", "[{class_path: ppgbench_pl.regimes.LinearRegime}, "

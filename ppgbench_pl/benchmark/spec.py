@@ -165,11 +165,25 @@ def callback_entries(callbacks: Any) -> tuple[list[dict[str, Any]], list[dict[st
     if not regimes:
         raise ConfigError("no regime configured: list one under trainer.callbacks "
                           "(e.g. class_path: ppgbench_pl.regimes.LinearRegime)")
+    _refuse_logging_callbacks(others)
     if others and not any(getattr(import_class(r["class_path"]), "trains_trials", False) for r in regimes):
         names = ", ".join(str(o["class_path"]) for o in others)
         raise ConfigError(f"trainer.callbacks: {names} would never run: callbacks attach to the trials of the mlp "
                           "and finetune regimes, and this config has neither")
     return regimes, others
+
+
+def _refuse_logging_callbacks(entries: list[dict[str, Any]]) -> None:
+    """Refuse, up front, callbacks that need a logger or checkpoints, which no trial stack has (each job failed)."""
+    from lightning.pytorch.callbacks import DeviceStatsMonitor, LearningRateMonitor, ModelCheckpoint
+
+    from ppgbench_pl.benchmark.entries import import_class
+
+    for entry in entries:
+        if issubclass(import_class(entry["class_path"]), (ModelCheckpoint, LearningRateMonitor, DeviceStatsMonitor)):
+            raise ConfigError(f"trainer.callbacks: {entry['class_path']} needs a logger or checkpoints, which the "
+                              "trial stacks do not have (ppgbench keeps each trial's best weights itself and tracks "
+                              "runs in W&B); remove it")
 
 
 def model_encoder(model: dict[str, Any] | None) -> dict[str, Any] | None:
