@@ -281,3 +281,24 @@ def test_offline_because_nobody_is_logged_in_is_said_in_one_line(tmp_path, engin
     err = capsys.readouterr().err
     assert f"W&B: offline (not logged in): runs are written under {run_dir / 'wandb'}" in err
     assert offline_runs(run_dir)
+
+
+def test_a_cell_run_is_updated_when_its_row_changes_with_the_same_records(tmp_path, engine_root, monkeypatch):
+    """Another plan's records in the folder change a cell's summary row while this plan's records stay the
+    same: the W&B run is logged again with the new row (the marker holds the row, not only the records)."""
+    from ppgbench_pl.benchmark.tracking import CellTracker
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    run_dir = tmp_path / "run"
+    config = suite_config(engine_root, run_dir, regimes=[LINEAR], tasks=["synthetic-hr"], folds=[0],
+                          data={"synthetic_windows": 4}, wandb="off")
+    assert run(["--config", str(write_config(tmp_path / "config.yaml", config))], "fit") == 0
+    recs = [json.loads(p.read_text()) for p in run_dir.glob("jobs/*/results.json")]
+    cell = ("small_cnn", "synthetic-hr", "linear")
+    cells = {cell: [r["job_id"] for r in recs if r["model"] == "small_cnn"]}
+    row = pd.read_csv(run_dir / "summary.csv").set_index("model").loc["small_cnn"].to_dict()
+    answers = [{**row, "model": "small_cnn"}, {**row, "model": "small_cnn", "n_folds": 2, "mean": row["mean"] + 1}]
+    for answer, logged in ((answers[0], 1), (answers[0], 0), (answers[1], 1)):
+        tracker = CellTracker(run_dir, "ppgbench-tests", "uid", {}, cells, [], summary_of=lambda c, a=answer: a)
+        tracker.start()
+        assert tracker.logged == logged

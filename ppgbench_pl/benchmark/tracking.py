@@ -244,12 +244,13 @@ class CellTracker:
         if not records or wandb_gave_up(self.run_dir):
             return
         state = sorted(f"{r['job_id']}:{r.get('status')}" for r in records)
+        row = self.summary_of(cell)  # over the folder: another plan's records may have changed it
+        mark = {"records": state, "row": None if row is None else [int(row["n_folds"]), float(row["mean"])]}
         marker = self.marker(cell)
-        if marker.exists() and json.loads(marker.read_text()).get("records") == state:
+        if marker.exists() and {k: json.loads(marker.read_text()).get(k) for k in mark} == mark:
             return
         model, task, regime = cell
         try:
-            row = self.summary_of(cell)
             config = {"benchmark": self.config, "model": model, "task": task, "regime": regime,
                       **descriptors(row, records)}
             group, job_type, tags = run_labels(task, regime, config)
@@ -266,7 +267,7 @@ class CellTracker:
             self.enabled = False
             give_up(self.run_dir, str(exc))
             return
-        write_json_atomic(marker, {"cell": list(cell), "records": state})
+        write_json_atomic(marker, {"cell": list(cell), **mark})
         self.logged += 1
 
     def _log_baseline(self, name: str, task: str, regime: str, records: list[dict[str, Any]],
