@@ -15,7 +15,7 @@ from tests.benchmark.helpers import CNN, HALF, LINEAR, VOLATILE, record_files, r
 
 CONTROL = {"class_path": "ppgbench_pl.encoders.prv.PublishedPRVEncoder", "init_args": {"n_jobs": 1}}
 TINY_FINETUNE = {"class_path": "ppgbench_pl.regimes.finetune.FinetuneRegime",
-                 "init_args": {"amp": False, "subject_repeats": 1,
+                 "init_args": {"subject_repeats": 1,
                                "search": {"n_trials": 1, "n_startup_trials": 1, "max_epochs": 1},
                                "search_space": {"batch_size": [16]}}}
 
