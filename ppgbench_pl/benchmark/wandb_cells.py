@@ -20,6 +20,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ppgbench_pl.results.fold_entry import code_label, record_deviations
+
 #: The summary of a cell's W&B run: its aggregates, as summary.csv has them.
 AGGREGATES = ("mean", "ci95", "ci_low", "ci_high", "n_seeds", "n_folds", "mdd", "baseline_mean")
 #: Flat config keys every cell run carries (for W&B's filters and parallel coordinates).
@@ -64,8 +66,6 @@ def descriptors(row: dict[str, Any] | None, records: list[dict[str, Any]]) -> di
 
 def record_labels(record: dict[str, Any]) -> dict[str, Any]:
     """A record's labels as flat config: budget, the backend that ran, code version, overlap, deviations."""
-    from ppgbench_pl.results.fold_entry import code_label, record_deviations
-
     return {"budget": record.get("budget") or "published", "backend": record.get("backend"),
             "code_version": code_label(record.get("code_version")),
             "pretraining_overlap": record.get("pretraining_overlap"), "deviations": record_deviations(record)}

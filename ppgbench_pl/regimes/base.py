@@ -215,6 +215,19 @@ def _flat(settings: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+_PUBLISHED: dict[type, dict[str, Any] | None] = {}
+
+
+def _published_settings(cls: type[Regime]) -> dict[str, Any] | None:
+    """A regime class's settings at its defaults, flattened (built once per class, not once per job)."""
+    if cls not in _PUBLISHED:
+        try:
+            _PUBLISHED[cls] = _flat(cls().settings())
+        except Exception:  # noqa: BLE001 - a user regime with required arguments
+            _PUBLISHED[cls] = None
+    return _PUBLISHED[cls]
+
+
 class Regime(Callback):
     """Base of every regime (linear, rf, mlp, finetune, and user-defined ones).
 
@@ -251,9 +264,8 @@ class Regime(Callback):
         (``refit=True``, a smaller search) is never read as the published protocol. A regime that cannot be
         built without arguments has no defaults to compare with: nothing is listed.
         """
-        try:
-            published = _flat(type(self)().settings())
-        except Exception:  # noqa: BLE001 - a user regime with required arguments
+        published = _published_settings(type(self))
+        if published is None:
             return []
         return [f"{k}={list(v) if isinstance(v, tuple) else v}" for k, v in _flat(self.settings()).items()
                 if k.split(".")[0] not in self.not_protocol and published.get(k, _ABSENT) != v]
