@@ -262,7 +262,7 @@ def budget_note(cells: pd.DataFrame) -> str:
 def deviation_note(cells: pd.DataFrame) -> str:
     """``NOT THE PUBLISHED PROTOCOL: refit=True ...`` before a caption whose cells ran with a switched setting."""
     found = {d for joined in cells.get("deviations", pd.Series(dtype=str)).dropna()
-             for d in str(joined).replace(";", ",").split(",") if d}
+             for d in str(joined).split(";") if d}
     if not found:
         return ""
     return f"NOT THE PUBLISHED PROTOCOL: {', '.join(sorted(found))} (main_cells.csv column deviations). "

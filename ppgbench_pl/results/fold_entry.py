@@ -82,7 +82,7 @@ class FoldEntry:
     n_test: int | None = None  # subjects in the outer test split
     #: ``direct``/``source``/``unknown``/``none``: was the model pretrained on this dataset (cards/overlap.py)
     overlap: str = "none"
-    #: Settings that differ from the published protocol, ``,``-joined ('' for none; Regime.deviations)
+    #: Settings that differ from the published protocol, ``;``-joined ('' for none; Regime.deviations)
     deviations: str = ""
 
     @property
@@ -155,11 +155,11 @@ def fold_entry(record: Mapping[str, Any]) -> FoldEntry | None:
 
 
 def record_deviations(record: Mapping[str, Any]) -> str:
-    """The record's ``deviations`` (records made before the field: its user callbacks), ``,``-joined."""
+    """The record's ``deviations`` (records made before the field: its user callbacks), ``;``-joined."""
     listed = record.get("deviations")
     if not isinstance(listed, list):
         listed = [f"callback={c}" for c in record.get("callbacks") or []]
-    return ",".join(str(d) for d in listed)
+    return ";".join(str(d) for d in listed)  # not ",": a value may be a list (max_depth=[5, 10])
 
 
 def entry_or_id(record: Mapping[str, Any]) -> FoldEntry | str:

@@ -128,13 +128,15 @@ def test_a_setting_off_the_published_protocol_is_named_in_the_cells_and_the_capt
     for path in run.glob("jobs/*/results.json"):
         rec = json.loads(path.read_text())
         if rec["model"] == "A" and rec["regime"] == "mlp":
-            path.write_text(json.dumps({**rec, "deviations": ["refit=True", "callback=my.Callback"]}))
+            path.write_text(json.dumps({**rec, "deviations": ["refit=True", "max_depth=[5, 10]",
+                                                              "callback=my.Callback"]}))
     scores = Scores(load_runs([run]).records)
     table = main_cells(scores, Rule("ci"), chance_cells(scores, Rule("ci")))
     by = table.set_index(["regime", "model"])["deviations"]
-    assert by[("mlp", "A")] == "refit=True,callback=my.Callback" and by[("mlp", "B")] == ""
+    assert by[("mlp", "A")] == "refit=True;max_depth=[5, 10];callback=my.Callback" and by[("mlp", "B")] == ""
     assert by[("linear", "A")] == ""
     paths = write_main_tables(table, scores, Rule("ci"), tmp_path / "tables")
     mlp_md = next(p for p in paths if p.name == "main_mlp.md").read_text()
-    assert mlp_md.startswith("NOT THE PUBLISHED PROTOCOL: callback=my.Callback, refit=True")
+    # a list value stays whole (it was cut at its comma)
+    assert mlp_md.startswith("NOT THE PUBLISHED PROTOCOL: callback=my.Callback, max_depth=[5, 10], refit=True")
     assert "NOT THE PUBLISHED PROTOCOL" not in next(p for p in paths if p.name == "main_linear.md").read_text()
