@@ -70,6 +70,8 @@ def _cell(board: Board, regime: str, column: Column, model: str) -> str:
     if overlap in LEGEND:
         via = ", ".join(board.via.get((model, column.task), []))
         about.append(f"pretraining overlap: {overlap}{' via ' + via if via else ''} ({LEGEND[overlap]})")
+    if row.deviations:
+        about.append(f"not the published protocol: {str(row.deviations).replace(';', '; ')}")
     cls = f' class="{overlap}"' if overlap in LEGEND else ""
     return (f'<td {keys} data-value="{row.mean!r}" data-overlap="{_esc(overlap)}"{cls} '
             f'title="{_esc("; ".join(about))}">{text}</td>')

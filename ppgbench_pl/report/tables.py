@@ -10,7 +10,9 @@ What each cell is made of: the caption gives the table's usual seeds x folds; a 
 seeds or folds than that shows ``[S×F]`` with its own counts. Flags, after the counts: ``s`` the cell's
 (seed, fold) pairs differ from those of the other models in its row, or not every seed has the same
 folds; ``v`` its jobs were made by more than one code version; ``b`` by more than one backend (for
-example cuML and scikit-learn random forests). The caption names the backend(s) that made the table.
+example cuML and scikit-learn random forests); ``d`` it ran with a setting off the published protocol
+(its ``deviations``: ``refit=True``, a user callback), which the caption names. The caption names the
+backend(s) that made the table.
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ CELL_COLUMNS = ["regime", "task", "metric", "model", "mean", "ci95", "n_seeds", 
                 "beats_baseline", "row_status", "baseline", "view", "grid", "flags", "code_versions",
                 "backends", "unit", "budget", "pretraining_overlap", "deviations"]
 FLAG_TEXT = {"s": "seeds/folds differ from the rest of the row (or between seeds)",
-             "v": "made by more than one code version", "b": "made by more than one backend"}
+             "v": "made by more than one code version", "b": "made by more than one backend",
+             "d": "not the published protocol (main_cells.csv column deviations)"}
 
 
 def _grid(pairs: set[tuple[int, int]]) -> tuple[str, bool]:
@@ -125,6 +128,10 @@ def main_cells(scores: Scores, rule: Rule, chance: pd.DataFrame) -> pd.DataFrame
             bold = bold_models(scores, task, regime)
             facts = cell_facts(scores, task, regime)
             for s in scores.cell(task, regime):
+                # the cell itself says it is off the protocol (the caption alone cannot say which cells are);
+                # a constant baseline is made from the labels alone, which no listed setting or callback changes
+                off = "" if is_baseline(s.model) else deviations.get((task, regime, s.model)) or ""
+                cell = {**facts[s.model], "flags": facts[s.model]["flags"] + ("d" if off else "")}
                 base = None if is_baseline(s.model) else scores.baseline_of(task, regime, s.model)
                 beats = None if is_baseline(s.model) else rule.beats(scores, task, regime, s.model,
                                                                      BASELINE_MODEL)
@@ -132,10 +139,10 @@ def main_cells(scores: Scores, rule: Rule, chance: pd.DataFrame) -> pd.DataFrame
                              "mean": s.mean, "ci95": s.ci95, "n_seeds": s.n_seeds, "n_folds": s.n_folds,
                              "bold": s.model in bold, "beats_baseline": beats,
                              "row_status": status.get((regime, task), ""), "baseline": base or "",
-                             **facts[s.model], "unit": unit_of(task),
+                             **cell, "unit": unit_of(task),
                              "budget": budgets.get((task, regime, s.model)) or "published",
                              "pretraining_overlap": overlaps.get((task, regime, s.model)) or "none",
-                             "deviations": deviations.get((task, regime, s.model)) or ""})
+                             "deviations": off})
     return pd.DataFrame(rows, columns=CELL_COLUMNS)
 
 

@@ -179,3 +179,27 @@ def test_the_command_imports_no_heavy_package(submissions, tmp_path):
     args = ["leaderboard", *map(str, files), "--output", str(tmp_path / "site")]
     assert heavy_after(CLI.format(args=args)) == []
     assert (tmp_path / "site" / "index.html").is_file()
+
+
+def test_a_cell_off_the_published_protocol_is_flagged_and_says_why(submissions, tmp_path):
+    """A cell made with a switched setting (here a user callback and refit) carries the ``d`` flag and its
+    deviations in its hover text; the other cells of the table carry neither."""
+    import shutil
+
+    root, folders, files = submissions
+    folder = tmp_path / "run"
+    shutil.copytree(folders[0], folder)
+    changed = None
+    for path in sorted(folder.glob("jobs/*/results.json")):
+        rec = json.loads(path.read_text())
+        if rec["regime"] == "linear" and rec["task"] == "bidmc-resp":
+            path.write_text(json.dumps({**rec, "deviations": ["refit=True", "callback=my.Callback"]}))
+            changed = (rec["regime"], rec["model"], rec["task"])
+    assert changed is not None
+    parsed = _parsed(build_leaderboard([folder, files[1]], tmp_path / "site"))
+    cell = parsed.cells[changed]
+    assert re.search(r"\[[^\]]*d\]$", cell["text"])
+    assert "not the published protocol: refit=True; callback=my.Callback" in cell["title"]
+    others = [c for k, c in parsed.cells.items() if k != changed]
+    assert others and not any("not the published protocol" in c.get("title", "") for c in others)
+    assert not any(re.search(r"\[[^\]]*d\]$", c["text"]) for c in others)

@@ -140,3 +140,12 @@ def test_a_setting_off_the_published_protocol_is_named_in_the_cells_and_the_capt
     # a list value stays whole (it was cut at its comma)
     assert mlp_md.startswith("NOT THE PUBLISHED PROTOCOL: callback=my.Callback, max_depth=[5, 10], refit=True")
     assert "NOT THE PUBLISHED PROTOCOL" not in next(p for p in paths if p.name == "main_linear.md").read_text()
+    # the caption cannot say which cells: the off-protocol cell itself carries the flag, its neighbours do not
+    flags = table.set_index(["regime", "model"])["flags"]
+    assert flags[("mlp", "A")] == "d" and flags[("mlp", "B")] == "" and flags[("linear", "A")] == ""
+    row = next(line for line in mlp_md.splitlines() if line.startswith("| synthetic-hr"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    header = [c.strip() for c in mlp_md.splitlines()[2].strip("|").split("|")]
+    by_model = dict(zip(header, cells, strict=True))
+    assert by_model["A"].endswith("d]") and "[" not in by_model["B"]
+    assert "d not the published protocol" in mlp_md
