@@ -19,6 +19,7 @@ with joblib. The embedding cache stores their output once per dataset and rate.
 
 from __future__ import annotations
 
+import functools
 import warnings
 from typing import ClassVar
 
@@ -29,6 +30,7 @@ from scipy.signal import find_peaks, welch
 from torch import Tensor
 
 from ppgbench_pl.encoders.base import PPGEncoder
+from ppgbench_pl.errors import PPGBenchError
 
 NEUROKIT_FEATURES = (
     "n_beats", "hr_bpm", "mean_nn", "median_nn", "sdnn", "rmssd", "sdsd", "cvnn", "pnn50", "pnn20", "min_nn", "max_nn",
@@ -80,6 +82,40 @@ def _n_workers(n_jobs: int) -> int:
     return (os.cpu_count() or 1) if n_jobs < 0 else max(1, n_jobs)
 
 
+#: The check's clean pulse: 72 bpm for 10 s at 100 Hz, so NN intervals of 833 ms.
+CHECK_BPM, CHECK_SECONDS = 72.0, 10.0
+
+
+@functools.cache
+def check_neurokit(fs: int = 100) -> None:
+    """Refuse a NeuroKit2 that cannot measure a clean synthetic pulse, in one line, before any window.
+
+    Each window's NeuroKit2 errors are caught (degenerate windows raise assorted errors, and their features
+    are 0 as for a window without beats), so a NeuroKit2 that fails on every window (an API change, a broken
+    install) would otherwise give an all-zero control that still gets scored. Checked once per process.
+    """
+    import neurokit2 as nk  # deferred: importing neurokit2 costs seconds
+
+    t = np.arange(int(CHECK_SECONDS * fs)) / fs
+    pulse = sum(np.exp(-0.5 * ((t - b) / 0.05) ** 2) for b in np.arange(0.3, CHECK_SECONDS, 60.0 / CHECK_BPM))
+    expected_nn = 60000.0 / CHECK_BPM
+    version = getattr(nk, "__version__", "?")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            peaks = np.asarray(nk.ppg_findpeaks(nk.ppg_clean(pulse, sampling_rate=fs), sampling_rate=fs)["PPG_Peaks"])
+            mean_nn = float(nk.hrv_time(peaks.astype(int), sampling_rate=fs).iloc[0]["HRV_MeanNN"])
+    except Exception as exc:  # noqa: BLE001 - whatever NeuroKit2 raises, the control cannot run
+        raise PPGBenchError(f"prv_neurokit2: NeuroKit2 {version} fails on a clean {CHECK_BPM:.0f}-bpm synthetic "
+                            f"pulse ({type(exc).__name__}: {exc}); every window would get zero features. "
+                            "Install a working neurokit2 or use the prv_published control") from exc
+    if not abs(mean_nn - expected_nn) <= 0.05 * expected_nn:
+        raise PPGBenchError(f"prv_neurokit2: NeuroKit2 {version} measures a clean {CHECK_BPM:.0f}-bpm synthetic "
+                            f"pulse as mean NN {mean_nn:.0f} ms (expected {expected_nn:.0f} ms, {len(peaks)} "
+                            "peaks found); its features would be wrong. Install a working neurokit2 or use the "
+                            "prv_published control")
+
+
 class PRVEncoder(FeatureEncoder):
     """NeuroKit2 pulse-rate-variability features (12 time-domain values per window)."""
 
@@ -87,6 +123,11 @@ class PRVEncoder(FeatureEncoder):
     sampling_rate = 100.0
     embed_dim = len(NEUROKIT_FEATURES)
     feature_names = NEUROKIT_FEATURES
+
+    def forward_features(self, x: Tensor) -> Tensor:
+        """Check NeuroKit2 once per process (:func:`check_neurokit`), then every window's features."""
+        check_neurokit(int(self.sampling_rate))
+        return super().forward_features(x)
 
     def window_features(self, window: np.ndarray) -> np.ndarray:
         """Clean, find pulse peaks (Elgendi) and compute NeuroKit2's time-domain HRV indices."""

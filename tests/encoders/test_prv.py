@@ -1,3 +1,5 @@
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -53,3 +55,45 @@ def test_prv_controls_cannot_be_finetuned():
 
     with pytest.raises(ValueError, match="no trainable parameters"):
         EncoderTask(PRVEncoder(), mode="finetune")
+
+
+@pytest.fixture
+def fresh_check():
+    from ppgbench_pl.encoders.prv import check_neurokit
+
+    check_neurokit.cache_clear()
+    yield
+    check_neurokit.cache_clear()
+
+
+@pytest.mark.parametrize("broken, message", [
+    ("ppg_findpeaks", "fails on a clean 72-bpm synthetic pulse (KeyError"),
+    ("hrv_time", "fails on a clean 72-bpm synthetic pulse (KeyError"),
+    ("wrong_peaks", "measures a clean 72-bpm synthetic pulse as mean NN"),
+])
+def test_a_neurokit2_that_fails_everywhere_is_refused_in_one_line_not_zero_filled(fresh_check, monkeypatch,
+                                                                                  broken, message):
+    """Each window's NeuroKit2 errors become zero features (degenerate windows), so a NeuroKit2 that breaks
+    on every window gave an all-zero control that was scored as if it had measured something."""
+    import neurokit2 as nk
+
+    from ppgbench_pl.errors import PPGBenchError
+
+    if broken == "wrong_peaks":
+        monkeypatch.setattr(nk, "ppg_findpeaks", lambda signal, sampling_rate: {"PPG_Peaks": [0, 50, 100, 150]})
+    else:
+        def fail(*args, **kwargs):
+            raise KeyError("PPG_Peaks")
+        monkeypatch.setattr(nk, broken, fail)
+    x = torch.tensor(np.stack([pulse_train(70)]), dtype=torch.float32)
+    with pytest.raises(PPGBenchError, match=re.escape(message)) as info:
+        PRVEncoder(n_jobs=1)(x)
+    assert "\n" not in str(info.value) and "prv_published" in str(info.value)
+
+
+def test_a_working_neurokit2_passes_the_check_and_degenerate_windows_still_give_zeros(fresh_check):
+    from ppgbench_pl.encoders.prv import check_neurokit
+
+    check_neurokit()  # the installed NeuroKit2 measures the clean pulse
+    f = PRVEncoder(n_jobs=1)(torch.tensor(np.stack([pulse_train(70), np.zeros(1000)]), dtype=torch.float32)).numpy()
+    assert f[0, NEUROKIT_FEATURES.index("hr_bpm")] == pytest.approx(70, rel=0.02) and (f[1] == 0).all()
