@@ -183,6 +183,19 @@ class TrialStack(L.LightningModule):
         for slot in slots:
             self._register(slot)
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        """A string or None over an existing plain attribute is set directly.
+
+        Lightning records the hook it runs in an attribute of the module around every hook call, about 50
+        times a training step; ``nn.Module.__setattr__`` checks each value against parameters, buffers and
+        submodules, which a string or None over a plain instance attribute never is (those live in their
+        own tables, not in the instance dict). Everything else goes through ``nn.Module``.
+        """
+        if (value is None or isinstance(value, str)) and name in self.__dict__:
+            self.__dict__[name] = value
+        else:
+            super().__setattr__(name, value)
+
     # -- slot table ------------------------------------------------------------------------------
     def _register(self, slot: Slot) -> None:
         if slot.name in self.slots:
