@@ -19,8 +19,16 @@ CUML_N_BINS = 128
 
 
 def cuml_usable() -> bool:
-    """Whether cuML can actually fit here: CuPy is importable and sees at least one CUDA device."""
+    """Whether cuML can actually fit here: cuML is installed, and CuPy sees at least one CUDA device.
+
+    CuPy alone is not enough: a GPU machine with CuPy but without cuML would resolve ``auto`` to cuML and
+    then fail every forest job on ``import cuml`` instead of running scikit-learn (decision #25).
+    """
+    import importlib.util
+
     try:
+        if importlib.util.find_spec("cuml") is None:
+            return False
         import cupy
 
         return int(cupy.cuda.runtime.getDeviceCount()) > 0

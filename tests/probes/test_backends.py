@@ -25,7 +25,16 @@ def _fake_cupy(count=None, error=None):
     return module
 
 
+def _fake_cuml():
+    import importlib.machinery
+
+    module = types.ModuleType("cuml")
+    module.__spec__ = importlib.machinery.ModuleSpec("cuml", None)
+    return module
+
+
 def test_cuml_usable_follows_cupy_device_count(monkeypatch):
+    monkeypatch.setitem(sys.modules, "cuml", _fake_cuml())
     monkeypatch.setitem(sys.modules, "cupy", _fake_cupy(count=2))
     assert cuml_usable() is True
     monkeypatch.setitem(sys.modules, "cupy", _fake_cupy(count=0))
@@ -34,6 +43,17 @@ def test_cuml_usable_follows_cupy_device_count(monkeypatch):
     assert cuml_usable() is False
     monkeypatch.setitem(sys.modules, "cupy", None)  # import fails
     assert cuml_usable() is False
+
+
+def test_a_gpu_with_cupy_but_without_cuml_is_not_usable(monkeypatch):
+    """CuPy seeing a device was enough: ``auto`` resolved to cuML and every forest job then failed on
+    ``import cuml`` instead of running scikit-learn; ``cuml`` was not refused up front."""
+    monkeypatch.setitem(sys.modules, "cupy", _fake_cupy(count=2))
+    monkeypatch.setitem(sys.modules, "cuml", None)  # not installed
+    assert cuml_usable() is False
+    assert resolve_backend("auto") == "sklearn"
+    with pytest.raises(ConfigError, match="cuml"):
+        resolve_backend("cuml")
 
 
 def test_auto_resolves_to_sklearn_without_gpu(monkeypatch):
