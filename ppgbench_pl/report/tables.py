@@ -81,20 +81,27 @@ def usual_grid(cells: pd.DataFrame, regime: str) -> str:
 
 #: The published random forest is cuML's (PROTOCOL.md 4.2, decision #25): a scikit-learn forest is labelled.
 RF_SKLEARN = "sklearn (not the published cuML)"
+#: ... except for the multi-output task, which the published protocol fits with scikit-learn as well.
+RF_MULTI_OUTPUT = "sklearn (multi-output, as published)"
 
 
 def backend_text(cells: pd.DataFrame, regime: str) -> str:
     """``sklearn`` or ``cuml (P), sklearn (prv)``: which backend made the table's numbers.
 
     In a random-forest table scikit-learn reads ``sklearn (not the published cuML)``: its exact splits give
-    other numbers than the published cuML forests.
+    other numbers than the published cuML forests. A multi-output task (ECSMP emotion) is the exception:
+    the published protocol fits it with scikit-learn too (cuML forests take one target), so it reads
+    ``sklearn (multi-output, as published)``.
     """
+    from ppgbench_pl.data.registry import TASKS
+
     part = cells[(cells["regime"] == regime) & ~cells["model"].map(is_baseline)]
     users: dict[str, list[str]] = {}
-    for model, backends in zip(part["model"], part["backends"], strict=True):
+    for model, task, backends in zip(part["model"], part["task"], part["backends"], strict=True):
+        spec = TASKS.get(task)
         for b in str(backends).split(";"):
             if b == "sklearn" and regime.split("_")[0] == "rf":
-                b = RF_SKLEARN
+                b = RF_MULTI_OUTPUT if spec is not None and spec.kind == "regression_cls" else RF_SKLEARN
             if b and model not in users.setdefault(b, []):
                 users[b].append(model)
     if len(users) <= 1:

@@ -116,6 +116,20 @@ def test_a_scikit_learn_forest_is_labelled_not_the_published_cuml(tmp_path):
     assert RF_SKLEARN in rf_md
 
 
+def test_a_multi_output_forest_is_not_labelled_off_the_published_cuml(tmp_path):
+    """ECSMP emotion (six outputs) runs scikit-learn under every backend, as published: a cuML run's table
+    called it ``sklearn (not the published cuML)``."""
+    from ppgbench_pl.report.tables import RF_MULTI_OUTPUT, RF_SKLEARN, backend_text
+
+    run = tmp_path / "run"
+    write_cell(run, "P", "synthetic-hr", "rf", spread(3.0, 0.2), BASE_MAE, backend="cuml")
+    write_cell(run, "P", "ecsmp-emotion-reg-cls", "rf", spread(1.0, 0.1), BASE_MAE, backend="sklearn")
+    scores = Scores(load_runs([run]).records)
+    table = main_cells(scores, Rule("ci"), chance_cells(scores, Rule("ci")))
+    text = backend_text(table, "rf")
+    assert text == f"cuml (P), {RF_MULTI_OUTPUT} (P)" and RF_SKLEARN not in text
+
+
 def test_a_setting_off_the_published_protocol_is_named_in_the_cells_and_the_caption(tmp_path):
     """Records with ``deviations`` (refit, a user callback): main_cells.csv has the column and the regime's
     caption starts with NOT THE PUBLISHED PROTOCOL, naming them; published cells say nothing."""
