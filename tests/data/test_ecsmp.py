@@ -116,15 +116,22 @@ def test_stats(fixture: tuple[Path, dict[str, Any]], built: dict[int, Path], fs:
     assert stats["n_windows_video"] == 11
 
 
-def test_skipped_subjects_are_logged(
+def _dropped(tree: Path) -> dict[str, dict[str, int]]:
+    return dict(json.loads((tree / "preprocessing.json").read_text())["dropped_windows"])
+
+
+def test_skipped_subjects_are_logged_and_counted_in_the_marker(
     fixture: tuple[Path, dict[str, Any]], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     dataset = EcsmpDataset(fixture[0])
     with caplog.at_level(logging.WARNING):
-        dataset.build(tmp_path, 64)
+        tree = dataset.build(tmp_path, 64)
     assert set(dataset.skipped) == {"003", "005"}
     assert "differs from CESAF" in dataset.skipped["003"] and "SDS" in dataset.skipped["005"]
     assert "ECSMP subject 003 skipped" in caplog.text and "ECSMP subject 005 skipped" in caplog.text
+    dropped = _dropped(tree)
+    for sid in ("003", "005"):
+        assert dropped[sid] == {f"skipped: {dataset.skipped[sid]}": 1}
 
 
 def test_rerun_is_noop_and_changed_raw_file_is_refused(
@@ -188,6 +195,7 @@ def test_subject_checks_skip_not_fail(raw: tuple[Path, dict[str, Any]], change: 
     dataset = EcsmpDataset(root)
     out = dataset.build(root.parent / "out", 64)
     assert reason in dataset.skipped["001"] and ProcessedDataset(out).groups == ["002"]
+    assert _dropped(out)["001"] == {f"skipped: {dataset.skipped['001']}": 1}
 
 
 def test_code_20_wins_over_code_12_and_fallback_end(raw: tuple[Path, dict[str, Any]]) -> None:

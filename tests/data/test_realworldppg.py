@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -122,3 +123,27 @@ def test_non_integer_id_is_refused(tmp_path: Path) -> None:
     make(tmp_path / "raw")
     _edit(tmp_path / "raw" / "train8.xlsx", lambda s: s.cell(row=305, column=2, value=12.5))
     assert "column B" in _refused(tmp_path, "train8.xlsx")
+
+
+def _dropped(tree: Path) -> dict[str, Any]:
+    return dict(json.loads((tree / "preprocessing.json").read_text())["dropped_windows"])
+
+
+def test_skipped_columns_are_counted_per_workbook_and_reason(built: Any) -> None:
+    _, out = built
+    # train8: column C misses a sample and D its ID, E holds text; test8's empty column C is no record
+    assert _dropped(out[50].directory) == {"train8.xlsx": {"missing_cell": 2, "non_finite": 1}}
+
+
+def test_records_below_min_records_are_counted(tmp_path: Path) -> None:
+    make(tmp_path / "raw")
+    _edit(tmp_path / "raw" / "test8.xlsx", lambda s: setattr(s.cell(row=200, column=1), "value", None))
+    tree = RealWorldPPGDataset(tmp_path / "raw", min_records_per_participant=2).build(tmp_path / "out", 50)
+    # test-0001 is skipped (an empty sample cell), which leaves participant 11 with train-0001 only
+    assert _dropped(tree) == {
+        "train8.xlsx": {"missing_cell": 2, "non_finite": 1},
+        "test8.xlsx": {"missing_cell": 1},
+        "test-0007": {"below_min_records_per_participant": 1},
+        "train-0001": {"below_min_records_per_participant": 1},
+    }
+    assert ProcessedDataset(tree).groups == ["test-0008", "train-0002"]

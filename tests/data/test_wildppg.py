@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -123,3 +125,21 @@ def test_participant_without_a_finite_window_is_refused(tmp_path: Path) -> None:
 def test_ecg_rate_too_low_is_refused(tmp_path: Path) -> None:
     make(tmp_path / "raw", names=("an0",), duration_s=24.0, ecg_fs=32.0)
     assert "sternum.ecg" in _refused(tmp_path, "WildPPG_Part_an0.mat")
+
+
+def test_unlabelled_windows_are_counted_in_the_marker(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    expected = make(tmp_path / "raw", names=("an0", "bn1", "cn2"), duration_s=40.0)
+
+    def one_nan(d: dict[str, Any]) -> None:
+        d["sternum"]["ecg"]["v"][len(d["sternum"]["ecg"]["v"]) // 2] = np.nan
+
+    _rewrite(tmp_path / "raw" / "WildPPG_Part_an0.mat", one_nan)
+    with caplog.at_level(logging.WARNING, logger="ppgbench_pl.data.datasets.wildppg"):
+        tree = WildPPGDataset(tmp_path / "raw").build(tmp_path / "out", 50)
+    dropped = json.loads((tree / "preprocessing.json").read_text())["dropped_windows"]
+    # one NaN ECG sample: every window of an0 keeps its PPG but has no HR label, as published
+    assert np.isnan(ProcessedDataset(tree).target("an0", "hr")).all()
+    assert dropped["an0"] == {"no_hr_label": expected["an0"]["n_windows"]}
+    assert dropped["bn1"] == {"non_finite": 1}
+    assert "WildPPG_Part_an0.mat: 1 of" in caplog.text and "non-finite" in caplog.text
+    assert "WildPPG_Part_bn1.mat" not in caplog.text

@@ -219,7 +219,8 @@ def ecg_window_hr(
         stride_s: Window stride in seconds (default: ``window_s``).
 
     Returns:
-        float64 HR per window (NaN where fewer than 2 kept intervals fall inside).
+        float64 HR per window (NaN where fewer than 2 kept intervals fall inside; NaN everywhere when
+        ``ecg`` holds a non-finite sample, since the zero-phase filters spread it over the whole ECG).
     """
     intervals, midpoints = quality_intervals(detect_rpeaks(ecg, fs), fs)
     stride = (window_s if stride_s is None else stride_s) * fs

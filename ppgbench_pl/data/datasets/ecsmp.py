@@ -3,7 +3,8 @@
 PROTOCOL.md 1.5: the video intervals come from the EEG event markers and are taken as seconds from the
 BVP start; a window gets the felt scores of the one video it lies inside. All non-flat windows are
 kept because the subject-level SDS task uses them all. Subjects whose events or questionnaires do not
-check out are skipped with a logged message rather than stopping the build.
+check out are skipped with a logged message rather than stopping the build, and each is counted in
+the marker's ``dropped_windows`` as ``{"skipped: <reason>": 1}`` under its id.
 """
 
 from __future__ import annotations
@@ -147,7 +148,7 @@ class EcsmpDataset(RawDataset):
         return [(sid, bvp[sid], eeg[sid]) for sid in common]
 
     def iter_groups(self, fs: float) -> Iterator[GroupData]:
-        """One group per subject that passes the published checks; the others are logged and skipped."""
+        """One group per subject that passes the published checks; the others are logged, skipped and counted."""
         self.skipped = {}
         subjects = self.subjects()
         if not subjects:
@@ -159,6 +160,7 @@ class EcsmpDataset(RawDataset):
                 yield self.process_subject(sid, bvp_path, eeg_path, cesaf.get(sid), sds.get(sid), fs)
             except SkipSubject as reason:
                 self.skipped[sid] = str(reason)
+                self.note_left_out(sid, {f"skipped: {reason}": 1})
                 logger.warning("ECSMP subject %s skipped: %s", sid, reason)
 
     def process_subject(

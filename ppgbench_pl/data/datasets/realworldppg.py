@@ -3,11 +3,14 @@
 PROTOCOL.md 1.9: ``train8.xlsx`` and ``test8.xlsx`` (sheet ``Sheet1``) hold one record per column, at
 absolute Excel rows: 1-300 the 50 Hz samples, 303 the serial number, 305 the participant ID. Both
 files are pooled and every record is its own group ``<split>-<serial:04d>`` with one window, so
-cross-validation splits records, not participants (PROTOCOL.md section 10, item 8).
+cross-validation splits records, not participants (PROTOCOL.md section 10, item 8). Skipped columns
+are counted per workbook and reason in the marker's ``dropped_windows``, and records of participants
+below ``min_records_per_participant`` per record.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from collections import Counter
 from collections.abc import Iterator
@@ -24,6 +27,8 @@ from ppgbench_pl.data.datasets.base import RawDataset, file_error
 from ppgbench_pl.data.processed import GroupData, as_class_target
 from ppgbench_pl.data.signal import resample
 from ppgbench_pl.errors import ConfigError, DataError
+
+logger = logging.getLogger(__name__)
 
 SPLITS: tuple[tuple[str, str], ...] = (("train", "train8.xlsx"), ("test", "test8.xlsx"))
 SHEET = "Sheet1"
@@ -84,20 +89,32 @@ def read_columns(path: Path) -> list[tuple[str, list[Any]]]:
     return [(get_column_letter(c + 1), [grid[r][c] for r in range(ID_ROW)]) for c in range(width)]
 
 
-def read_records(path: Path, split: str) -> list[Record]:
-    """The usable records of one workbook: ID and every sample present, every value finite.
+def read_records(path: Path, split: str) -> tuple[list[Record], dict[str, list[str]]]:
+    """The usable records of one workbook (ID and every sample present, every value finite), and the skipped columns.
+
+    As published, a column is skipped when its serial, ID or a sample is missing (``missing_cell``) or
+    a value is not a finite number (``non_finite``; text reads as NaN). A column with no value in rows
+    1-305 holds no record and is not counted.
+
+    Returns:
+        ``(records, skipped)`` with ``skipped`` mapping each reason to its column letters.
 
     Raises:
         DataError: A workbook problem, a non-integer serial or ID, or a serial used twice.
     """
     records: list[Record] = []
+    skipped: dict[str, list[str]] = {}
     for letter, cells in read_columns(path):
         samples, serial, ident = cells[:SAMPLE_ROWS], cells[SERIAL_ROW - 1], cells[ID_ROW - 1]
+        if all(v is None for v in cells):
+            continue
         if ident is None or serial is None or any(v is None for v in samples):
+            skipped.setdefault("missing_cell", []).append(letter)
             continue
         values = np.array([_number(v) for v in samples], dtype=np.float64)
         serial_f, ident_f = _number(serial), _number(ident)
         if not (np.isfinite(values).all() and math.isfinite(serial_f) and math.isfinite(ident_f)):
+            skipped.setdefault("non_finite", []).append(letter)
             continue
         if not (serial_f.is_integer() and ident_f.is_integer()):
             raise DataError(f"{path}: column {letter}: serial {serial!r} or ID {ident!r} is not an integer")
@@ -106,7 +123,7 @@ def read_records(path: Path, split: str) -> list[Record]:
     repeated = [r for r in records if seen[r.serial] > 1]
     if repeated:
         raise DataError(f"{path}: serial {repeated[0].serial} is used by more than one column")
-    return records
+    return records, skipped
 
 
 class RealWorldPPGDataset(RawDataset):
@@ -138,12 +155,25 @@ class RealWorldPPGDataset(RawDataset):
         }
 
     def iter_groups(self, fs: float) -> Iterator[GroupData]:
-        """One single-window group per usable record: train8 columns first, then test8."""
-        records = [r for split, name in SPLITS for r in read_records(self.raw_root / name, split)]
+        """One single-window group per usable record: train8 columns first, then test8.
+
+        Skipped columns are counted in the marker under the workbook's name, per reason; a record left
+        out by ``min_records_per_participant`` under its group name (``below_min_records_per_participant``).
+        """
+        records: list[Record] = []
+        for split, name in SPLITS:
+            found, skipped = read_records(self.raw_root / name, split)
+            records += found
+            if skipped:
+                columns = "; ".join(f"{reason}: {', '.join(letters)}" for reason, letters in skipped.items())
+                logger.warning("%s: columns skipped (%s)", self.raw_root / name, columns)
+                self.note_left_out(name, {reason: len(letters) for reason, letters in skipped.items()})
         counts = Counter(r.participant for r in records)
         for record in records:
             if counts[record.participant] >= self.min_records_per_participant:
                 yield self.process_record(record, fs)
+            else:
+                self.note_left_out(record.name, {"below_min_records_per_participant": 1})
 
     def process_record(self, record: Record, fs: float) -> GroupData:
         """Resample one record and label it with its participant ID."""

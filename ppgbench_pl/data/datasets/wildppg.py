@@ -2,7 +2,9 @@
 
 PROTOCOL.md 1.10: one ``WildPPG_Part_<name>.mat`` per participant; the green PPG is resampled as a
 whole and cut into 8 s / 8 s windows, windows with a non-finite sample are dropped, and each kept
-window's HR comes from the authors' ECG R-peak pipeline (:mod:`ecg_hr`) at the ECG's own rate.
+window's HR comes from the authors' ECG R-peak pipeline (:mod:`ecg_hr`) at the ECG's own rate. Kept
+windows without an HR label (including all of a participant with a non-finite ECG sample) are counted
+as ``no_hr_label`` in the marker's ``dropped_windows``.
 """
 
 from __future__ import annotations
@@ -123,6 +125,8 @@ class WildPPGDataset(RawDataset):
     def process_participant(self, path: Path, fs: float) -> GroupData:
         """Window the green PPG, drop non-finite windows and label the rest with ECG HR.
 
+        Kept windows without an HR label (NaN ``hr``) are counted as ``no_hr_label`` in the marker.
+
         Raises:
             DataError: Unreadable file, non-integer PPG rate, unusable ECG rate, or no usable window.
         """
@@ -138,6 +142,13 @@ class WildPPGDataset(RawDataset):
         keep = np.flatnonzero(np.isfinite(windows).all(axis=1))
         if len(keep) == 0:
             raise DataError(f"{path}: no full {self.info.window_s:g} s window with finite PPG")
+        n_bad_ecg = int((~np.isfinite(ecg)).sum())
+        if n_bad_ecg:
+            # PROTOCOL.md 1.10 has no rule for non-finite ECG: the published zero-phase filters run on
+            # the whole ECG, so one such sample leaves every window without an HR label. Kept as
+            # published (no interpolation); the windows are counted as no_hr_label in the marker.
+            logger.warning("%s: %d of %d sternum.ecg samples are non-finite; its windows get no HR label",
+                           path, n_bad_ecg, len(ecg))
         try:
             hr = ecg_hr.ecg_window_hr(ecg, ecg_fs, self.info.window_s, len(starts), self.info.stride_s)
         except ValueError as exc:
@@ -162,5 +173,6 @@ class WildPPGDataset(RawDataset):
             targets={"hr": as_regression_target(hr[keep])},
             stats=stats,
             metadata=metadata,
-            dropped={"non_finite": len(windows) - len(keep)},
+            # no_hr_label: windows kept with NaN hr (PROTOCOL.md 1.10 step 5), so left out of wildppg-hr
+            dropped={"non_finite": len(windows) - len(keep), "no_hr_label": n_unlabelled},
         )
