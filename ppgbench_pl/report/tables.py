@@ -94,14 +94,17 @@ def backend_text(cells: pd.DataFrame, regime: str) -> str:
     ``sklearn (multi-output, as published)``.
     """
     from ppgbench_pl.data.registry import TASKS
+    from ppgbench_pl.probes.backends import forest_backend_for
 
     part = cells[(cells["regime"] == regime) & ~cells["model"].map(is_baseline)]
     users: dict[str, list[str]] = {}
     for model, task, backends in zip(part["model"], part["task"], part["backends"], strict=True):
         spec = TASKS.get(task)
+        # the published run's backend for this task: what cuML resolves to for its kind
+        published = forest_backend_for(spec.kind, "cuml") if spec is not None else "cuml"
         for b in str(backends).split(";"):
             if b == "sklearn" and regime.split("_")[0] == "rf":
-                b = RF_MULTI_OUTPUT if spec is not None and spec.kind == "regression_cls" else RF_SKLEARN
+                b = RF_MULTI_OUTPUT if published == "sklearn" else RF_SKLEARN
             if b and model not in users.setdefault(b, []):
                 users[b].append(model)
     if len(users) <= 1:
