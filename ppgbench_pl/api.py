@@ -218,13 +218,18 @@ def _split_overrides(overrides: Mapping[str, Any]) -> tuple[dict[str, Any], dict
 
 
 def _trainer_block(trainer: dict[str, Any], callbacks: list[dict[str, Any]]) -> dict[str, Any]:
-    """Return the ``trainer`` block as the CLI resolves it: Lightning's defaults, then the given settings."""
+    """Return the ``trainer`` block as the shipped configs resolve it.
+
+    Lightning's defaults, one device (``devices="auto"`` would be refused by the MLP and finetune stacks),
+    then the given settings.
+    """
     import lightning as L
 
     from ppgbench_pl.benchmark.spec import HONOURED_TRAINER
 
     params = inspect.signature(L.Trainer.__init__).parameters
     block = {k: params[k].default for k in HONOURED_TRAINER if k in params and params[k].default is not None}
+    block["devices"] = 1  # as configs/base.yaml: the stacked regimes train on one device unless asked otherwise
     return {**block, **trainer, "callbacks": callbacks}
 
 

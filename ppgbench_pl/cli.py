@@ -151,6 +151,35 @@ def check_config_files(argv: list[str]) -> None:
             fail(f"--config {value}: no such file")
 
 
+def user_modules_importable() -> None:
+    """A user's ``class_path`` (model, callback) in the working folder imports, as under ``python -m``."""
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+
+
+def check_top_level_flags(command: str, argv: list[str]) -> None:
+    """Refuse a mistyped top-level flag (``--outptu_dir``) in one line, before Lightning is imported.
+
+    The flags are those of the cached ``--help`` text (:func:`cached_help`); with no cache yet, LightningCLI
+    refuses it later with the same did-you-mean. Nested flags (``--data.init_args.x``) depend on the classes
+    chosen, so only LightningCLI can judge them.
+    """
+    from pathlib import Path
+
+    from ppgbench_pl.commands.messages import flags_in_help
+
+    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ppgbench"
+    try:
+        known = flags_in_help((root / f"help-{command}-{_help_cache_key(command)}.txt").read_text())
+    except OSError:
+        return
+    for arg in argv[1:]:
+        flag = arg.split("=", 1)[0]
+        nested = any(k.startswith(f"{flag}.") for k in known)  # --matrix for --matrix.datasets and friends
+        if flag.startswith("--") and "." not in flag and len(known) > 10 and flag not in known and not nested:
+            fail(f"unrecognized arguments: {flag}{did_you_mean(flag, known)} (see ppgbench {command} --help)")
+
+
 def main(args: list[str] | None = None) -> None:
     """Entry point of the ``ppgbench`` script; user errors become one line and exit status 2."""
     argv = list(sys.argv[1:] if args is None else args)
@@ -173,8 +202,8 @@ def main(args: list[str] | None = None) -> None:
             from ppgbench_pl.benchmark.console import quiet_lightning
 
             check_config_files(argv)
-            if "" not in sys.path and os.getcwd() not in sys.path:
-                sys.path.insert(0, os.getcwd())  # a user's class_path (model, callback) in this folder, as python -m
+            check_top_level_flags(command, argv)
+            user_modules_importable()
             quiet_lightning()
             warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter.*")
             from ppgbench_pl.commands.config_bases import expand_bases
@@ -185,6 +214,8 @@ def main(args: list[str] | None = None) -> None:
             return
         from ppgbench_pl.commands import dispatch
 
+        if command == "calibrate":  # it reads fit configs: their class paths resolve as fit resolves them
+            user_modules_importable()
         dispatch(argv)
     except SystemExit:
         raise

@@ -219,3 +219,17 @@ def test_predictions_round_trip(tmp_path):
     assert preds["y_true"].tolist() == [0, 1, 2]
     with pytest.raises(DataError, match="no predictions for repeat 1"):
         Results(tmp_path).predictions("abc__t__linear__seed1__fold0", repeat=1)
+
+
+def test_the_api_default_devices_are_ones_the_stacked_regimes_accept(tmp_path, capsys):
+    """The README's call without ``devices``: its MLP stack was refused (``trainer.devices 'auto'``)."""
+    from ppgbench_pl.api import build_config
+
+    config = build_config("small_cnn", dataset="synthetic", regimes=("linear", "mlp"), seeds=[42], folds=[0])
+    assert config["trainer"]["devices"] == 1
+    assert pb.evaluate("small_cnn", dataset="synthetic", regimes=("linear", "mlp"), seeds=[42], folds=[0, 1],
+                       output_dir=tmp_path / "demo", root=str(tmp_path / "data"), dry_run=True) is None
+    assert "mlp" in capsys.readouterr().out
+    with pytest.raises(ConfigError, match="devices"):  # asking for more is still refused in one line
+        pb.evaluate("small_cnn", dataset="synthetic", regimes=("mlp",), seeds=[42], folds=[0], devices="auto",
+                    output_dir=tmp_path / "auto", root=str(tmp_path / "data"), dry_run=True)

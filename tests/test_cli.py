@@ -191,3 +191,27 @@ def test_the_help_cache_is_built_once_and_keyed_on_what_the_help_depends_on(tmp_
     monkeypatch.setenv("COLUMNS", "55")  # another terminal width: another text
     assert cli.cached_help("fit") == "usage: ppgbench fit (built 2)\n"
     assert len(list((tmp_path / "ppgbench").glob("help-fit-*.txt"))) == 2
+
+
+def test_a_mistyped_top_level_flag_gets_a_did_you_mean_before_lightning(tmp_path, capsys):
+    """``--outptu_dir`` is refused with the close flag; with the help cached, before Lightning is built."""
+    from unittest import mock
+
+    from ppgbench_pl.cli import cached_help, main
+
+    cached_help("fit")
+
+    with mock.patch("ppgbench_pl.cli.build_cli", side_effect=AssertionError("built the LightningCLI")):
+        with pytest.raises(SystemExit) as info:
+            main(["fit", "--config", str(ROOT / "configs/quickstart.yaml"), "--outptu_dir", str(tmp_path)])
+    assert info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "--outptu_dir" in err and "did you mean '--output_dir'" in err
+
+
+def test_a_mistyped_flag_is_refused_with_a_did_you_mean_by_the_parser_too(capsys):
+    from ppgbench_pl.commands.messages import unknown_flags
+
+    assert unknown_flags("unrecognized arguments: --outptu_dir x", ["--output_dir", "--wandb"]).endswith(
+        "--outptu_dir: did you mean '--output_dir'?")
+    assert unknown_flags("unrecognized arguments: --zzz", ["--output_dir"]) == "unrecognized arguments: --zzz"

@@ -117,6 +117,25 @@ def _parameters(class_path: str) -> list[str]:
         return []
 
 
+_FLAG = re.compile(r"(?<![\w-])(--[A-Za-z][\w.-]*)")
+
+
+def unknown_flags(message: str, known: Any) -> str:
+    """``unrecognized arguments: --outptu_dir x`` with a did-you-mean per unknown flag (from ``known`` flags)."""
+    if not message.startswith("unrecognized arguments:"):
+        return message
+    hints = [f"{flag}{did_you_mean(flag, known)}" for flag in _FLAG.findall(message)]
+    suggested = [h for h in hints if "did you mean" in h]
+    if not suggested:
+        return message
+    return f"{message}; " + "; ".join(suggested).replace("; did you mean", ": did you mean")
+
+
+def flags_in_help(text: str) -> set[str]:
+    """The option flags a ``--help`` text lists."""
+    return set(_FLAG.findall(text))
+
+
 def fail(message: str, code: int = 2) -> NoReturn:
     """Print ``ppgbench: error: <message>`` and exit."""
     print(f"ppgbench: error: {message}", file=sys.stderr)

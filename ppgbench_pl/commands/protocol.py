@@ -19,7 +19,7 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from ppgbench_pl.benchmark.budget import Budget
 from ppgbench_pl.benchmark.executors import Executor, LocalExecutor
-from ppgbench_pl.commands.messages import fail, one_line
+from ppgbench_pl.commands.messages import fail, one_line, unknown_flags
 from ppgbench_pl.datamodules.ppg import PPGDataModule
 from ppgbench_pl.encoders.base import PPGEncoder
 from ppgbench_pl.errors import ConfigError
@@ -41,7 +41,7 @@ class OneLineErrorParser(LightningArgumentParser):
     def error(self, message: str, ex: Exception | None = None) -> NoReturn:  # noqa: D102
         if not self.exit_on_error:  # jsonargparse parses speculatively and expects the exception
             super().error(message, ex)
-        fail(one_line(message))
+        fail(unknown_flags(one_line(message), self._option_string_actions))
 
     def format_help(self, formatter: Any = None) -> str:  # noqa: D102 - ours first, refused flags in one line
         from ppgbench_pl.commands.protocol_help import protocol_help
