@@ -83,3 +83,38 @@ def test_partial_finetune_hook_fires_in_every_trial(tmp_path):
     expected = {f"{ctx.job_id}/repeat0/{t['number']}": len(t["intermediate_values"])
                 for t in outcome.details["optuna"]["trials"]}
     assert len(expected) == 4 and callback.epochs_applied == expected
+
+
+def test_train_on_ppgbench_folds_runs_and_its_splits_are_the_benchmarks(tmp_path, monkeypatch):
+    """examples/train_on_ppgbench_folds.py: a plain Trainer.fit on PPGDataModule.job(...), scored with ppgbench's
+    metrics; the job's outer split equals the one the benchmark's record of that job was made on."""
+    import json
+
+    import numpy as np
+
+    from ppgbench_pl.cli import main
+    from ppgbench_pl.datamodules import PPGDataModule
+
+    env = {**os.environ, "WANDB_MODE": "disabled"}
+    out = subprocess.run([sys.executable, str(ROOT / "examples/train_on_ppgbench_folds.py"), "--root",
+                          str(tmp_path / "data"), "--max_epochs", "2"], capture_output=True, text=True, env=env,
+                         cwd=tmp_path, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "synthetic-hr seed 42 fold 0: MAE" in out.stdout
+
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    data = ["--data.init_args.root", str(tmp_path / "data"), "--data.init_args.seeds", "[43]",
+            "--data.init_args.folds", "[2]", "--data.init_args.tasks", "[synthetic-hr]"]
+    main(["fit", "--config", str(ROOT / "configs/quickstart.yaml"), "--output_dir", str(tmp_path / "run"), *data,
+          "--controls", "[]", "--progress", "false", "--wandb", "off"])
+    record = next(r for r in (json.loads(p.read_text()) for p in (tmp_path / "run/jobs").glob("*/results.json"))
+                  if r["model"] == "small_cnn")
+    job = PPGDataModule(dataset="synthetic", root=str(tmp_path / "data")).job("synthetic-hr", 43, 2, fs=record["fs"])
+    job.setup("fit")
+    groups = job.view.groups
+    assert list(dict.fromkeys(groups[job.split.test].tolist())) == record["test_groups"]
+    assert list(dict.fromkeys(groups[job.split.train].tolist())) == record["train_groups"]
+    fit, val = job.holdout()
+    assert not set(groups[fit]) & set(groups[val]) and set(groups[fit]) | set(groups[val]) == set(record["train_groups"])
+    served = np.concatenate([b["index"].numpy() for b in job.test_dataloader()])
+    assert np.array_equal(served, job.split.test)  # the test loader serves the outer test rows, in view order

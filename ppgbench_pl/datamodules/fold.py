@@ -13,7 +13,7 @@ import lightning as L
 import numpy as np
 from torch.utils.data import DataLoader
 
-from ppgbench_pl.data.splits import InnerGroupSplit
+from ppgbench_pl.datamodules.job import inner_fold_positions
 from ppgbench_pl.datamodules.ppg import ArrayDataset
 
 
@@ -42,8 +42,8 @@ class FoldDataModule(L.LightningDataModule):
     def setup(self, stage: str) -> None:
         """Build the inner group folds of the outer-training rows (once)."""
         if not self.inner_folds:
-            splitter = InnerGroupSplit(self.seed, self.n_inner_folds)
-            self.inner_folds = list(splitter.split(None, groups=self.groups_train))
+            every = np.arange(len(self.groups_train))
+            self.inner_folds = inner_fold_positions(self.seed, self.n_inner_folds, self.groups_train, every)
 
     def train_dataloader(self) -> DataLoader:
         """All outer-training rows as one batch: ``z``, ``y`` and ``index`` (row numbers)."""

@@ -2,9 +2,10 @@
 
 One datamodule serves a whole evaluation: it reads (or, for the synthetic dataset, generates) the
 processed tree at each encoder's rate, builds task views and computes outer folds with the splitter
-classes of :mod:`ppgbench_pl.data.splits`. It holds no per-job state: the engine builds one
-:class:`~ppgbench_pl.regimes.base.JobContext` per job from it (view and split computed once), and the only
-loader it serves itself is the embedding pass over every window at a rate.
+classes of :mod:`ppgbench_pl.data.splits`. It holds no per-job state: :meth:`PPGDataModule.job` hands out
+the datamodule of one job (:class:`~ppgbench_pl.datamodules.job.JobDataModule`: outer split, holdout and
+inner folds, with Lightning's loaders), from which the engine builds each job's
+:class:`~ppgbench_pl.regimes.base.JobContext`; the only loader it serves itself is the embedding pass.
 """
 
 from __future__ import annotations
@@ -13,8 +14,7 @@ from pathlib import Path
 
 import lightning as L
 import numpy as np
-import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader
 
 from ppgbench_pl.data.processed import ProcessedDataset, dataset_dir
 from ppgbench_pl.data.registry import TaskSpec, get_dataset, get_task, tasks_of
@@ -22,25 +22,11 @@ from ppgbench_pl.data.splits import OuterGroupSplit, OuterSplit
 from ppgbench_pl.data.subset import SubsetStore, check_caps
 from ppgbench_pl.data.synthetic import SyntheticPPGDataset
 from ppgbench_pl.data.task_data import DatasetWindows, TaskView, load_task, load_windows
+from ppgbench_pl.datamodules.job import ArrayDataset, JobDataModule
 from ppgbench_pl.errors import ConfigError, DataError, NotEvaluable
 
 DEFAULT_SEEDS = [42, 43, 44, 45, 46]
-
-
-class ArrayDataset(Dataset):
-    """Rows of several equally long arrays, returned as a dict per index."""
-
-    def __init__(self, **arrays: np.ndarray) -> None:
-        lengths = {len(v) for v in arrays.values()}
-        assert len(lengths) == 1, "arrays must have equal length"
-        self.arrays = {k: torch.as_tensor(v) for k, v in arrays.items()}
-        self.length = lengths.pop()
-
-    def __len__(self) -> int:
-        return self.length
-
-    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
-        return {k: v[index] for k, v in self.arrays.items()}
+__all__ = ["DEFAULT_SEEDS", "ArrayDataset", "PPGDataModule"]  # ArrayDataset lives with the job loaders
 
 
 class PPGDataModule(L.LightningDataModule):
@@ -181,6 +167,15 @@ class PPGDataModule(L.LightningDataModule):
                                     "has no labelled window")
                 return OuterSplit(train, test)
         raise ConfigError(f"fold {fold} out of range for n_folds={self.n_folds}")
+
+    def job(self, task: str | TaskSpec, seed: int, fold: int, fs: float | None = None, repeat: int = 0,
+            embeddings: np.ndarray | None = None) -> JobDataModule:
+        """The datamodule of one (task, seed, outer fold) job: ``trainer.fit(model, datamodule=dm.job(...))``.
+
+        Its splits are the benchmark's for that job (every regime reads its rows from one), see
+        :class:`~ppgbench_pl.datamodules.job.JobDataModule`.
+        """
+        return JobDataModule(self, task, seed, fold, fs=fs, repeat=repeat, embeddings=embeddings)
 
     def windows_loader(self, fs: float) -> DataLoader:
         """Every window of the dataset at ``fs``: the embedding-extraction pass."""

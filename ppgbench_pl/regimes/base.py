@@ -24,8 +24,9 @@ from lightning.pytorch.callbacks import Callback
 from torch.utils.data import DataLoader
 
 from ppgbench_pl.data.registry import TaskSpec
-from ppgbench_pl.data.splits import GroupHoldoutSplit, InnerGroupSplit, OuterSplit
+from ppgbench_pl.data.splits import OuterSplit
 from ppgbench_pl.data.task_data import DatasetWindows, TaskView
+from ppgbench_pl.datamodules.job import holdout_positions, inner_fold_positions
 from ppgbench_pl.datamodules.ppg import ArrayDataset, PPGDataModule
 from ppgbench_pl.encoders.base import PPGEncoder
 from ppgbench_pl.lightning_trainer import build_trainer
@@ -71,10 +72,10 @@ class JobContext:
               trainer_kwargs: dict[str, Any] | None = None, callbacks: list[Callback] | None = None) -> JobContext:
         """The context of one job from its datamodule: view and outer split computed here, once."""
         fs = float(encoder.sampling_rate)
-        view = datamodule.task_view(fs, task)
+        job = datamodule.job(task, seed, fold, fs=fs)  # the job's rows: the one place folds are made
         name = model_name or encoder.name
-        return cls(job_id or job_id_of(name, task.name, "regime", seed, fold), name, encoder, task, seed, fold, view,
-                   datamodule.outer_split(view, seed, fold), Path(work_dir), embeddings,
+        return cls(job_id or job_id_of(name, task.name, "regime", seed, fold), name, encoder, task, seed, fold,
+                   job.view, job.split, Path(work_dir), embeddings,
                    datamodule.windows(fs) if raw_windows else None, dict(trainer_kwargs or {}),
                    list(callbacks or []), datamodule.n_inner_folds, datamodule.batch_size)
 
@@ -102,15 +103,12 @@ class JobContext:
 
     def holdout(self, repeat: int, train: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(fit positions, validation positions): the 20 % group holdout of the neural regimes."""
-        train = self.split.train if train is None else train
-        fit, val = next(GroupHoldoutSplit(self.seed, repeat).split(None, groups=self.view.groups[train]))
-        return train[fit], train[val]
+        return holdout_positions(self.seed, repeat, self.view.groups, self.split.train if train is None else train)
 
     def inner_folds(self, train: np.ndarray | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
         """(inner-train, inner-validation) positions into :attr:`view` for the grid searches."""
         train = self.split.train if train is None else train
-        splitter = InnerGroupSplit(self.seed, self.n_inner_folds)
-        return [(train[a], train[b]) for a, b in splitter.split(None, groups=self.view.groups[train])]
+        return inner_fold_positions(self.seed, self.n_inner_folds, self.view.groups, train)
 
     def arrays(self, positions: np.ndarray, use_embeddings: bool) -> dict[str, np.ndarray]:
         """Loader columns of some positions: ``y``, ``index`` and ``z`` (embeddings) or ``x``/stats."""
