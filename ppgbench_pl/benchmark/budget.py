@@ -111,6 +111,24 @@ def apply_budget(spec: dict[str, Any], budget: Budget) -> dict[str, Any]:
     return out
 
 
+#: Regime settings that belong to the search budget (a deviation in one makes the budget ``custom``).
+BUDGET_SETTINGS = ("search.", "subject_repeats")
+CUSTOM = "custom"
+
+
+def budget_label(name: str | None, deviations: list[str]) -> str:
+    """The budget a job ran under, as its record, summary row and W&B tags say it.
+
+    ``published`` only when every setting of the published budget holds: a regime whose search or holdout
+    repeats were changed in its own settings (``("mlp", {"search": {"n_trials": 4}})``) ran a ``custom``
+    budget, whatever the budget block is called; a named budget (``smoke``) keeps its name.
+    """
+    name = name or PUBLISHED
+    if name == PUBLISHED and any(d.startswith(BUDGET_SETTINGS) for d in deviations):
+        return CUSTOM
+    return name
+
+
 def describe_budget(spec: dict[str, Any]) -> str:
     """One line for the dry run: which budget, and what it caps."""
     name = spec.get("budget") or PUBLISHED

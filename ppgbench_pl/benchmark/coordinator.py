@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ppgbench_pl.atomic_io import write_json_atomic
+from ppgbench_pl.benchmark.budget import budget_label
 from ppgbench_pl.benchmark.entries import instantiate
 from ppgbench_pl.benchmark.executors import Executor
 from ppgbench_pl.benchmark.groups import job_groups, member_outcomes
@@ -205,7 +206,8 @@ class BenchmarkRun:
         jobs = {j.job_id: j for j in plan}
         for jid, reason in found.items():
             job = jobs[jid]
-            record_not_evaluable(self.run_dir, job, float(suite.encoders[job.model].sampling_rate), reason)
+            record_not_evaluable(self.run_dir, job, float(suite.encoders[job.model].sampling_rate), reason,
+                                 budget_label(suite.config.get("budget"), job.regime.deviations()))
         self.status_extra["not_evaluable_jobs"] = dict(sorted(found.items()))
         return set(found)
 

@@ -161,8 +161,11 @@ def describe_degenerate(found: dict[str, str]) -> str:
             f"training part): {shown}")
 
 
-def record_not_evaluable(run_dir: Path, job: Job, fs: float, reason: str) -> bool:
-    """Write the record of a job whose fold is not evaluable (unless a complete record is there); True if written."""
+def record_not_evaluable(run_dir: Path, job: Job, fs: float, reason: str, budget: str = "published") -> bool:
+    """Write the record of a job whose fold is not evaluable (unless a complete record is there); True if written.
+
+    It carries the run's budget like every record (a smoke cell's W&B run is tagged smoke, not published).
+    """
     from ppgbench_pl.benchmark.identity import code_version
     from ppgbench_pl.benchmark.job import job_lock_path
     from ppgbench_pl.locks import file_lock
@@ -180,5 +183,5 @@ def record_not_evaluable(run_dir: Path, job: Job, fs: float, reason: str) -> boo
             "job_id": job.job_id, "model": job.model_name, "task": task.name, "regime": job.regime.name,
             "seed": job.seed, "fold": job.fold, "metric": task.metric, "kind": task.kind, "level": task.level,
             "fs": fs, "status": "not_evaluable", "error": f"not evaluable: {reason}",
-            "code_version": code_version()})
+            "code_version": code_version(), "budget": budget})
     return True

@@ -111,6 +111,7 @@ def init_worker(threads: int | None, gpu_queue: Any = None, gpu: int | None = No
 
 def run_job_spec(spec: JobSpec) -> JobOutcome:
     """Run one job (or a group of jobs) where this function is called (any executor) and report how it went."""
+    from ppgbench_pl.benchmark.budget import budget_label
     from ppgbench_pl.benchmark.job import execute_group, execute_job, is_done
     from ppgbench_pl.benchmark.suite import suite_for
 
@@ -131,7 +132,8 @@ def run_job_spec(spec: JobSpec) -> JobOutcome:
         rank = global_rank()
         extras: dict[str, dict[str, Any]] = {
             jid: {"model": job.model_name, "task": job.task.name, "worker": worker,
-                  "budget": suite.config.get("budget") or "published"} for jid, job in jobs.items()}
+                  "budget": budget_label(suite.config.get("budget"), job.regime.deviations())}
+            for jid, job in jobs.items()}
 
         def make_context(jid: str) -> Any:
             seen = suite.cache.stats()
