@@ -176,7 +176,7 @@ def _regime_class(name: str) -> str:
 
 def executor_entry(executor: str | Mapping[str, Any] | None) -> dict[str, Any]:
     """Return the executor entry of ``None``/``local``, ``process``, ``submitit``, ``dask`` or an entry."""
-    from ppgbench_pl.cli import EXECUTOR_ALIASES
+    from ppgbench_pl.commands import EXECUTOR_ALIASES
 
     if executor is None:
         return {"class_path": LOCAL_EXECUTOR}

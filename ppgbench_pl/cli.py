@@ -7,7 +7,7 @@
 (:mod:`ppgbench_pl.commands.protocol`). The utility commands (``list``, ``download``, ``preprocess``,
 ``report``, ``init``) live in :mod:`ppgbench_pl.commands`; this module imports none of them (nor torch or
 Lightning) until a command is chosen, so ``ppgbench list`` starts fast; its one-line errors are
-:mod:`ppgbench_pl.commands.messages`, shared with the LightningCLI.
+:mod:`ppgbench_pl.messages`, shared with the LightningCLI.
 """
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ import sys
 import warnings
 from typing import Any
 
-from ppgbench_pl.commands.messages import did_you_mean, fail, one_line
+from ppgbench_pl.commands import EXECUTOR_ALIASES
 from ppgbench_pl.errors import PPGBenchError
+from ppgbench_pl.messages import did_you_mean, fail, one_line
 
 #: Every command, with its one-line description (the top-level help).
 COMMANDS = {
@@ -37,12 +38,6 @@ COMMANDS = {
     "leaderboard": "exported results side by side: a sortable, filterable offline HTML page with model cards",
 }
 PROTOCOL_COMMANDS = ("fit", "benchmark")
-EXECUTOR_ALIASES = {
-    "local": "ppgbench_pl.benchmark.executors.LocalExecutor",
-    "process": "ppgbench_pl.benchmark.executors.ProcessExecutor",
-    "submitit": "ppgbench_pl.benchmark.executors.SubmititExecutor",
-    "dask": "ppgbench_pl.benchmark.executors.DaskExecutor",
-}
 
 
 def top_help() -> str:
@@ -166,7 +161,7 @@ def check_top_level_flags(command: str, argv: list[str]) -> None:
     """
     from pathlib import Path
 
-    from ppgbench_pl.commands.messages import flags_in_help
+    from ppgbench_pl.messages import flags_in_help
 
     root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ppgbench"
     try:

@@ -64,3 +64,12 @@ def class_name_of(module: object) -> str:
     if isinstance(module, str):
         return module.rpartition(".")[2]
     return type(module).__name__
+
+
+#: The constant baseline's model name in records and summaries.
+BASELINE_MODEL = "constant"
+
+
+def is_baseline(name: str) -> bool:
+    """Whether a summary model name is a constant-baseline row (``constant``, ``constant @64Hz``, ...)."""
+    return name == BASELINE_MODEL or name.startswith((f"{BASELINE_MODEL} @", f"{BASELINE_MODEL}/"))

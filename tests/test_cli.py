@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ppgbench_pl.commands.messages import one_line
+from ppgbench_pl.messages import one_line
 from tests.cli_helpers import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -210,7 +210,7 @@ def test_a_mistyped_top_level_flag_gets_a_did_you_mean_before_lightning(tmp_path
 
 
 def test_a_mistyped_flag_is_refused_with_a_did_you_mean_by_the_parser_too(capsys):
-    from ppgbench_pl.commands.messages import unknown_flags
+    from ppgbench_pl.messages import unknown_flags
 
     assert unknown_flags("unrecognized arguments: --outptu_dir x", ["--output_dir", "--wandb"]).endswith(
         "--outptu_dir: did you mean '--output_dir'?")

@@ -52,7 +52,7 @@ def instantiate(base: type, entry: dict[str, Any]) -> Any:
 
 def entry_error(base: type, entry: dict[str, Any], message: str) -> str:
     """``regime linear (class path): 'nonsense' is not one of its settings (accepted: ...)``."""
-    from ppgbench_pl.commands.messages import did_you_mean, one_line
+    from ppgbench_pl.messages import did_you_mean, one_line
 
     kind = "regime" if base is Regime else "encoder" if base is PPGEncoder else base.__name__
     path = str(entry.get("class_path")) if isinstance(entry, dict) else repr(entry)

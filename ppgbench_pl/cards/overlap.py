@@ -20,11 +20,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ppgbench_pl.cards.types import OVERLAPS, STATUSES, UNKNOWN, PretrainingSource
-from ppgbench_pl.cards.vocabulary import check_name, components
-from ppgbench_pl.errors import ConfigError
+from ppgbench_pl.cards.declaration import Declaration, declaration_json
+from ppgbench_pl.cards.types import OVERLAPS, UNKNOWN, PretrainingSource
+from ppgbench_pl.cards.vocabulary import components
 
-Declaration = tuple[PretrainingSource, ...] | str
 RANDOM_INIT_SUFFIX = " (random init)"
 
 
@@ -35,44 +34,6 @@ class Overlap:
     value: str
     via: tuple[str, ...] = ()
     status: str = "confirmed"
-
-
-def parse_declaration(value: Any, where: str) -> Declaration:
-    """A user's ``pretraining_data`` as sources: ``unknown``/None, a name, or a list of names or mappings.
-
-    A list item is a name (``mesa``), ``{name: mesa, status: unconfirmed}``, or ``mesa (unconfirmed)``;
-    ``[]`` declares a model that was not pretrained.
-
-    Raises:
-        ConfigError: A name is not in the vocabulary, or an item or status is malformed (one line).
-
-    """
-    if value is None or value == UNKNOWN:
-        return UNKNOWN
-    items = [value] if isinstance(value, str | Mapping) else value
-    if not isinstance(items, Sequence):
-        raise ConfigError(f"{where}: pretraining_data must be 'unknown' or a list of source names, "
-                          f"got {type(value).__name__}")
-    out = []
-    for item in items:
-        if isinstance(item, Mapping):
-            name, status = item.get("name"), item.get("status", "confirmed")
-        elif isinstance(item, str) and item.endswith(")") and " (" in item:
-            name, _, status = item[:-1].partition(" (")
-        else:
-            name, status = item, "confirmed"
-        if not isinstance(name, str) or status not in STATUSES:
-            raise ConfigError(f"{where}: pretraining_data item {item!r} must be a source name, optionally "
-                              "with status confirmed or unconfirmed")
-        out.append(PretrainingSource(check_name(name.strip().lower(), where), status))
-    return tuple(out)
-
-
-def declaration_json(data: Declaration) -> Any:
-    """``"unknown"`` or ``[{"name": ..., "status": ...}, ...]``, as records and exports hold it."""
-    if isinstance(data, str):
-        return data
-    return [{"name": s.name, "status": s.status} for s in data]
 
 
 def dataset_components(dataset: str) -> frozenset[str] | None:

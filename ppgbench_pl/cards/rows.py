@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from ppgbench_pl.cards.bibtex import render
-from ppgbench_pl.cards.overlap import declaration_json
+from ppgbench_pl.cards.declaration import declaration_json
 from ppgbench_pl.cards.types import Citation, ModelCard
 
 

@@ -67,11 +67,14 @@ _COLLECTIONS = (
 COLLECTIONS: dict[str, Collection] = {c.name: c for c in _COLLECTIONS}
 
 
-def benchmark_datasets() -> tuple[str, ...]:
-    """The nine benchmark datasets' registry keys (the downloadable ones; the synthetic set is not a source)."""
-    from ppgbench_pl.data.registry import REAL_DATASETS
+#: The nine benchmark datasets' registry keys (the downloadable ones; the synthetic set is not a source). Plain
+#: names, so this vocabulary stays below the data layer; a test holds them equal to the registry's.
+BENCHMARK_DATASETS = ("dalia", "dreamt", "wesad", "ecsmp", "ppgbp", "bidmc", "butppg", "realworldppg", "wildppg")
 
-    return REAL_DATASETS
+
+def benchmark_datasets() -> tuple[str, ...]:
+    """The nine benchmark datasets' registry keys."""
+    return BENCHMARK_DATASETS
 
 
 def names() -> tuple[str, ...]:

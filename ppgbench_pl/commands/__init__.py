@@ -12,6 +12,13 @@ import argparse
 import importlib
 from typing import NoReturn
 
+#: Short names of the four executors (``--executor process``; the API's ``executor="process"``).
+EXECUTOR_ALIASES = {
+    "local": "ppgbench_pl.benchmark.executors.LocalExecutor",
+    "process": "ppgbench_pl.benchmark.executors.ProcessExecutor",
+    "submitit": "ppgbench_pl.benchmark.executors.SubmititExecutor",
+    "dask": "ppgbench_pl.benchmark.executors.DaskExecutor",
+}
 #: (module, function that registers the module's subparser(s)).
 _REGISTRARS = (
     ("listing", "add_list_parser"),

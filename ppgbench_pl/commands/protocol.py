@@ -19,10 +19,10 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from ppgbench_pl.benchmark.budget import Budget
 from ppgbench_pl.benchmark.executors import Executor, LocalExecutor
-from ppgbench_pl.commands.messages import fail, one_line, unknown_flags
 from ppgbench_pl.datamodules.ppg import PPGDataModule
 from ppgbench_pl.encoders.base import PPGEncoder
 from ppgbench_pl.errors import ConfigError
+from ppgbench_pl.messages import fail, one_line, unknown_flags
 from ppgbench_pl.tasks.encoder_task import EncoderTask
 
 #: Options that say what to do with a config, not what the run is (left out of run.json).

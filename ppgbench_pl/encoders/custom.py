@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from ppgbench_pl.cards.overlap import parse_declaration
+from ppgbench_pl.cards.declaration import parse_declaration
 from ppgbench_pl.cards.types import PretrainingSource
 from ppgbench_pl.encoders.base import RANDOM_INIT_SUFFIX, PPGEncoder, checkpoint_setting
 from ppgbench_pl.encoders.custom_settings import (

@@ -71,7 +71,7 @@ def check_own_name(name: str) -> None:
         ConfigError: The name is taken (the message says by what).
     """
     from ppgbench_pl.encoders.catalog import CATALOG
-    from ppgbench_pl.results.fold_entry import is_baseline
+    from ppgbench_pl.naming import is_baseline
 
     if name == "prv" or (name in CATALOG and name != "custom"):
         owner = f"ppgbench's own '{name}' encoder"

@@ -17,18 +17,14 @@ from typing import Any
 import numpy as np
 
 from ppgbench_pl.cards.overlap import record_overlap
+from ppgbench_pl.naming import BASELINE_MODEL, is_baseline
 
-BASELINE_MODEL = "constant"
+__all__ = ["BASELINE_MODEL", "is_baseline"]  # the baseline's name lives in ppgbench_pl.naming (layer 0)
 REQUIRED_FIELDS = ("model", "task", "regime", "seed", "fold", "metric")
 
 
 class MalformedRecord(ValueError):
     """A job record lacks a field the summary needs, or holds one of the wrong type."""
-
-
-def is_baseline(name: str) -> bool:
-    """Whether a summary model name is a constant-baseline row (``constant``, ``constant @64Hz``, ...)."""
-    return name == BASELINE_MODEL or name.startswith((f"{BASELINE_MODEL} @", f"{BASELINE_MODEL}/"))
 
 
 @lru_cache(maxsize=256)

@@ -12,10 +12,10 @@ from types import SimpleNamespace
 import pytest
 
 from ppgbench_pl.cards import bibtex
+from ppgbench_pl.cards.declaration import parse_declaration
 from ppgbench_pl.cards.overlap import (
     card_declaration,
     overlap,
-    parse_declaration,
     record_fields,
     record_overlap,
 )

@@ -18,7 +18,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ppgbench_pl.cards.overlap import card_declaration, dataset_of, declaration_json, overlap, parse_declaration
+from ppgbench_pl.cards.declaration import declaration_json, parse_declaration
+from ppgbench_pl.cards.overlap import card_declaration, dataset_of, overlap
 from ppgbench_pl.results.export import export_run
 from ppgbench_pl.results.records import write_job
 from tests.report.fabricate import record, spread, write_run_json
