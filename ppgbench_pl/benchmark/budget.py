@@ -37,6 +37,9 @@ class Budget:
         n_startup_trials: At most this many random start-up trials before TPE.
         max_epochs: At most this many epochs per trial (the Hyperband max resource).
         subject_repeats: Holdout repeats on subject-level tasks (published 3).
+        standardize_targets: Train the searched regimes' regression heads on z-scored targets. A search of
+            a few short trials cannot find the learning rate that raw targets (bpm, years) need, where the
+            published 48-trial search does; the smoke budget sets it, so its errors resemble the full run's.
     """
 
     name: str = PUBLISHED
@@ -44,6 +47,7 @@ class Budget:
     n_startup_trials: int | None = None
     max_epochs: int | None = None
     subject_repeats: int | None = None
+    standardize_targets: bool | None = None
 
 
 def budget_of(config: dict[str, Any]) -> Budget:
@@ -56,9 +60,11 @@ def budget_of(config: dict[str, Any]) -> Budget:
     unknown = sorted(set(raw) - set(Budget.__dataclass_fields__))
     if unknown:
         raise ConfigError(f"budget.{unknown[0]}: not a budget setting (name, {', '.join(SEARCH_CAPS)}, "
-                          "subject_repeats)")
+                          "subject_repeats, standardize_targets)")
     budget = Budget(**raw)
     budget.name = str(budget.name or PUBLISHED)
+    if budget.standardize_targets is not None and not isinstance(budget.standardize_targets, bool):
+        raise ConfigError(f"budget.standardize_targets={budget.standardize_targets!r}: must be true or false")
     for key in (*SEARCH_CAPS, "subject_repeats"):
         value, least = getattr(budget, key), 0 if key == "n_startup_trials" else 1
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < least):
@@ -92,6 +98,8 @@ def apply_budget(spec: dict[str, Any], budget: Budget) -> dict[str, Any]:
     capped = [f"data.init_args.{k}={spec['data'][k]}" for k in DATA_CAPS if spec["data"].get(k) is not None]
     capped += [f"budget.{k}={getattr(budget, k)}" for k in (*SEARCH_CAPS, "subject_repeats")
                if getattr(budget, k) is not None]
+    if budget.standardize_targets is not None:
+        capped.append(f"budget.standardize_targets={budget.standardize_targets}")
     if budget.name == PUBLISHED and capped:
         raise ConfigError(f"{capped[0]}: the published budget runs the whole protocol; stack "
                           "configs/budget/smoke.yaml (or set budget.name to another label) to run a capped budget")
@@ -106,6 +114,8 @@ def apply_budget(spec: dict[str, Any], budget: Budget) -> dict[str, Any]:
                 args["search"] = _capped_search(args.get("search"), budget)
             if "subject_repeats" in params and budget.subject_repeats is not None:
                 args["subject_repeats"] = budget.subject_repeats
+            if "standardize_targets" in params and budget.standardize_targets is not None:
+                args["standardize_targets"] = budget.standardize_targets
         regimes.append(entry)
     out["regimes"], out["budget"] = regimes, budget.name
     return out

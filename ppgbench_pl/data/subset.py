@@ -4,8 +4,13 @@ A budget (``configs/budget/smoke.yaml``) caps the data of any dataset, real or s
 datamodule options ``max_subjects`` and ``max_windows_per_subject``. The part is a pure function of the
 tree and the two numbers, so every process, worker and rerun reads the same windows:
 
-* subjects: the ``max_subjects`` groups whose names have the smallest SHA-256 (an order that does not
-  follow recording order, site or ID numbering), then listed in the tree's sorted order;
+* subjects: stratified on the labels of the run's tasks, so the part looks like the whole (a smoke run's
+  constant baseline and class balance are then close to the full run's): each subject is described by its
+  label profile (per regression target its mean label, per class its share of the subject's windows) and
+  subjects are added one at a time, each the one that keeps the part's profile mean and spread closest to
+  the whole tree's (:func:`stratified_subjects`); ties, and a run without tasks, go by the SHA-256 of the
+  names (an order that does not follow recording order, site or ID numbering). The kept subjects are listed
+  in the tree's sorted order;
 * windows: ``max_windows_per_subject`` evenly spaced windows over each subject's recording (first and
   last included), so labels that change along a recording (activity, sleep stage) stay represented.
 
@@ -15,12 +20,17 @@ Targets are read in full, checked against the subject's full window count, then 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 from ppgbench_pl.data.processed import ProcessedDataset
 from ppgbench_pl.errors import ConfigError, DataError
+
+#: A task's labels as the subset stratifies on them: (target file, ``regression`` or a classification kind,
+#: number of classes; 0 for regression).
+Stratum = tuple[str, str, int]
 
 
 def check_caps(max_subjects: int | None, max_windows_per_subject: int | None, n_folds: int) -> None:
@@ -32,13 +42,50 @@ def check_caps(max_subjects: int | None, max_windows_per_subject: int | None, n_
         raise ConfigError(f"data.init_args.max_windows_per_subject={max_windows_per_subject}: must be at least 1")
 
 
-def chosen_subjects(groups: list[str], max_subjects: int | None) -> list[str]:
-    """The kept groups (all when uncapped), in the order given."""
+def _discrepancy(profiles: np.ndarray, chosen: list[int], scale: np.ndarray) -> float:
+    """How far the chosen rows' label distributions are from the whole's.
+
+    Per feature, the mean distance between the part's sorted values and the whole's quantiles at the same
+    levels (a 1-Wasserstein distance), summed over features in units of the whole's spread.
+    """
+    total = 0.0
+    for f in range(profiles.shape[1]):
+        whole, part = profiles[:, f], profiles[chosen, f]
+        whole, part = np.sort(whole[np.isfinite(whole)]), np.sort(part[np.isfinite(part)])
+        if len(whole) and len(part):
+            levels = (np.arange(len(part)) + 0.5) / len(part)
+            total += float(np.mean(np.abs(part - np.quantile(whole, levels)))) / scale[f]
+    return total
+
+
+def stratified_subjects(groups: list[str], max_subjects: int | None, profiles: np.ndarray | None) -> list[str]:
+    """The kept groups, in the order given: the ``max_subjects`` whose label profiles best represent all of them.
+
+    Args:
+        groups: Every group of the tree, in its order.
+        max_subjects: How many to keep (None, or at least as many as there are groups: all).
+        profiles: One row of label features per group (NaN where a group has no label); None: by name only.
+    """
     if max_subjects is None or len(groups) <= max_subjects:
         return list(groups)
-    ranked = sorted(groups, key=lambda g: (hashlib.sha256(g.encode()).hexdigest(), g))
-    keep = set(ranked[:max_subjects])
-    return [g for g in groups if g in keep]
+    ranked = sorted(range(len(groups)), key=lambda i: (hashlib.sha256(groups[i].encode()).hexdigest(), groups[i]))
+    if profiles is None or profiles.size == 0 or np.all(np.isnan(profiles)):
+        keep = set(ranked[:max_subjects])
+    else:
+        with np.errstate(all="ignore"):
+            spread = np.nan_to_num(np.nanstd(profiles, axis=0))
+        scale = np.where(spread > 0, spread, 1.0)
+        chosen: list[int] = []
+        for _ in range(max_subjects):
+            left = [i for i in ranked if i not in chosen]
+            chosen.append(min(left, key=lambda i: _discrepancy(profiles, [*chosen, i], scale)))
+        keep = set(chosen)
+    return [g for i, g in enumerate(groups) if i in keep]
+
+
+def chosen_subjects(groups: list[str], max_subjects: int | None) -> list[str]:
+    """The kept groups by name alone (no labels to stratify on), in the order given."""
+    return stratified_subjects(groups, max_subjects, None)
 
 
 def chosen_windows(n: int, max_windows: int | None) -> np.ndarray:
@@ -60,15 +107,43 @@ class SubsetStore(ProcessedDataset):
     """
 
     def __init__(self, directory: str | Path, max_subjects: int | None = None,
-                 max_windows_per_subject: int | None = None) -> None:
+                 max_windows_per_subject: int | None = None, strata: Sequence[Stratum] = ()) -> None:
         super().__init__(directory)
         self.max_subjects, self.max_windows = max_subjects, max_windows_per_subject
+        self.strata = tuple(strata)
         self._counts: dict[str, int] = {}
+        self._groups: list[str] | None = None
 
     @property
     def groups(self) -> list[str]:
-        """The kept groups, sorted as the full tree's."""
-        return chosen_subjects(super().groups, self.max_subjects)
+        """The kept groups (stratified on the strata's labels), sorted as the full tree's."""
+        if self._groups is None:
+            every = super().groups
+            needed = self.max_subjects is not None and len(every) > self.max_subjects and self.strata
+            self._groups = stratified_subjects(every, self.max_subjects, self._profiles(every) if needed else None)
+        return self._groups
+
+    def _profiles(self, groups: list[str]) -> np.ndarray:
+        """Per group, its label profile over the strata: mean of each regression target, share of each class."""
+        rows: list[list[float]] = []
+        for group in groups:
+            full = self._full_count(group)
+            kept = chosen_windows(full, self.max_windows)
+            row: list[float] = []
+            for target, kind, n_classes in self.strata:
+                try:
+                    values = np.asarray(super().target(group, target, n_windows=full), dtype=np.float64)[kept]
+                except DataError:
+                    values = np.full(len(kept), np.nan)
+                if kind == "regression":
+                    values = values.reshape(len(values), -1)
+                    with np.errstate(all="ignore"):
+                        row += list(np.nanmean(np.where(np.isfinite(values), values, np.nan), axis=0))
+                else:
+                    valid = values[values >= 0]
+                    row += [float(np.mean(valid == c)) if len(valid) else np.nan for c in range(n_classes)]
+            rows.append(row)
+        return np.asarray(rows, dtype=np.float64)
 
     def _full_count(self, group: str) -> int:
         if group not in self._counts:

@@ -129,7 +129,10 @@ class PPGDataModule(L.LightningDataModule):
             )
         if self.max_subjects is None and self.max_windows_per_subject is None:
             return ProcessedDataset(directory)
-        return SubsetStore(directory, self.max_subjects, self.max_windows_per_subject)
+        regression = ("regression", "regression_cls")  # the subset is stratified on the run's tasks' labels
+        strata = [(t.target, "regression" if t.kind in regression else t.kind, 0 if t.kind in regression else
+                   len(t.classes)) for t in self.task_specs if t.kind in regression or t.classes]
+        return SubsetStore(directory, self.max_subjects, self.max_windows_per_subject, strata=strata)
 
     def windows(self, fs: float) -> DatasetWindows:
         """All windows of the dataset at ``fs`` (read once)."""
