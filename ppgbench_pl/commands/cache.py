@@ -12,7 +12,9 @@ from ppgbench_pl.benchmark.cache_store import cache_root, clear, entries, size_c
 def add_cache_parser(sub: argparse._SubParsersAction) -> None:
     """Register ``cache``."""
     parser = sub.add_parser("cache", help="List or clear the shared embedding cache.")
-    parser.add_argument("action", choices=("list", "clear"), help="list the entries, or remove every entry")
+    parser.add_argument("action", choices=("list", "clear"),
+                        help="list the entries, or remove every ppgbench entry (only in a folder carrying ppgbench's "
+                        "cache marker; other files are never touched)")
     parser.add_argument("--cache_dir", default=None,
                         help="The cache folder (default $PPGBENCH_CACHE_DIR, else ~/.cache/ppgbench/embeddings).")
     parser.add_argument("--json", action="store_true", help="list as JSON (one object per entry)")
