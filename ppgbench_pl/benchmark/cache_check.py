@@ -8,8 +8,10 @@ is named in one line and recomputed. The draw is seeded from the operating syste
 forger cannot know which windows will be checked); ``EmbeddingCache(check_seed=...)`` fixes it.
 
 The tolerance allows for what legitimately differs between the full pass and a few-window pass of the
-same encoder on the same device and precision (batch-size dependent kernels, non-deterministic GPU
-reductions): 1e-3 at 32/64-bit precision, 5e-2 at 16-bit (bf16 keeps 8 bits of mantissa).
+same encoder and precision (batch-size dependent kernels, non-deterministic GPU reductions, and an entry
+computed on another device: cuDNN convolutions run in TF32 by default, about 1e-3 relative): 1e-2 at
+32/64-bit precision, 5e-2 at 16-bit (bf16 keeps 8 bits of mantissa). A forgery that changes results moves
+rows by far more (a constant row, another window's row); one below the tolerance changes no result.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import numpy as np
 #: Windows embedded again per entry and process.
 WINDOWS = 8
 #: Largest relative L2 distance between a stored row and a fresh embedding, by numeric precision.
-TOLERANCE_32 = 1e-3
+TOLERANCE_32 = 1e-2
 TOLERANCE_16 = 5e-2
 _PROCESS_SEED = secrets.randbits(63)
 
