@@ -4,11 +4,14 @@ The key is a content hash of the encoder identity (class, weights digest, settin
 identity (its preprocessing marker, or the file listing when a tree has none), a digest of the windows
 themselves (so a repaired tree is never served stale embeddings), the rate and the numeric precision, so all
 tasks, seeds, folds and frozen regimes of a run (and of later runs) share one pass. Each entry's size and
-SHA-256 are stored beside it and checked before first use in a process; a damaged entry is recomputed with a
-message naming it. Entries are written to a temporary file and moved into place with ``os.replace``, so a
-reader never sees a torn file; a lock file per key makes concurrent processes compute each entry once (the
-second waits, then reads). Entries are read memory-mapped, so parallel workers share one copy in the page
-cache. One cache serves every run folder (its root, size cap and LRU eviction: :mod:`.cache_store`).
+SHA-256 are stored beside it and checked before first use in a process, and a few of its windows are embedded
+again and compared (:mod:`.cache_check`: a forger can rewrite the digest too); a damaged or forged entry is
+recomputed with a message naming it. Only entries whose description names them as ppgbench's, in a folder
+carrying ppgbench's marker, are trusted or ever deleted (:mod:`.cache_owner`). Entries are written to a
+temporary file and moved into place with ``os.replace``, so a reader never sees a torn file; a lock file per
+key makes concurrent processes compute each entry once (the second waits, then reads). Entries are read
+memory-mapped, so parallel workers share one copy in the page cache. One cache serves every run folder (its
+root, size cap and LRU eviction: :mod:`.cache_store`).
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from typing import Any
 import numpy as np
 
 from ppgbench_pl.atomic_io import save_npy_atomic, write_json_atomic
+from ppgbench_pl.benchmark.cache_check import SpotCheck, check_rows
+from ppgbench_pl.benchmark.cache_owner import ENTRY_KIND, claim, is_own_entry
 from ppgbench_pl.benchmark.cache_store import entry_lock, evict, touch
 from ppgbench_pl.data.processed import MARKER
 from ppgbench_pl.encoders.base import PPGEncoder
@@ -70,6 +75,19 @@ def encoder_identity(encoder: PPGEncoder) -> dict[str, str]:
     }
 
 
+#: Entry files this process has verified, by (path, inode, size, modification time): a file rewritten since
+#: is a new file and is verified again; every cache object of the process shares the set.
+_VERIFIED: set[tuple[str, int, int, int]] = set()
+
+
+def _identity(path: Path) -> tuple[str, int, int, int] | None:
+    try:
+        found = path.stat()
+    except OSError:
+        return None
+    return str(path), found.st_ino, found.st_size, found.st_mtime_ns
+
+
 class EmbeddingCache:
     """Embeddings on disk under ``root``, keyed by content, computed once across processes.
 
@@ -77,13 +95,16 @@ class EmbeddingCache:
         root: Folder of the ``<key>.npy`` entries (with ``<key>.json`` descriptions beside them).
         size_cap: Bytes the whole cache may hold; least recently used entries are evicted after a write
             (None: no cap).
+        check_seed: Fixes which windows the spot check embeds again (None: random per process).
     """
 
-    def __init__(self, root: str | Path, size_cap: float | None = None) -> None:
-        self.root, self.size_cap = Path(root), size_cap
+    def __init__(self, root: str | Path, size_cap: float | None = None, check_seed: int | None = None) -> None:
+        self.root, self.size_cap, self.check_seed = Path(root), size_cap, check_seed
         self.hits = 0
         self.misses = 0
-        self._verified: set[str] = set()
+        self._claimed = False
+        self._touched: set[str] = set()
+        self._suspect: dict[tuple[str, int, int, int], str] = {}
 
     def key(self, encoder: PPGEncoder, data_dir: str | Path, fs: float, precision: str | int | None = None,
             content: str | None = None) -> str:
@@ -102,7 +123,7 @@ class EmbeddingCache:
 
     def get_or_compute(self, key: str, compute: Callable[[], np.ndarray],
                        describe: dict[str, Any] | None = None, expected_bytes: int | None = None,
-                       max_bytes: float | None = None) -> np.ndarray:
+                       max_bytes: float | None = None, check: SpotCheck | None = None) -> np.ndarray:
         """The entry (read-only, memory-mapped), computed and stored first if no process has done so.
 
         Args:
@@ -111,17 +132,22 @@ class EmbeddingCache:
             describe: What the entry is (encoder, dataset, rate), written beside it for people.
             expected_bytes: Estimated size of the entry, checked against free disk and ``max_bytes``.
             max_bytes: Largest entry this run may write.
+            check: How to embed a few windows again, for the spot check of a stored entry (None: no check).
 
         Raises:
-            ConfigError: The entry would not fit on the disk or exceeds ``max_bytes``.
+            ConfigError: The entry would not fit on the disk or exceeds ``max_bytes``, or the folder holds
+                files ppgbench did not write.
         """
         path = self.path(key)
-        found = self._read(key, locked=False)
+        if not self._claimed:
+            claim(self.root)
+            self._claimed = True
+        found = self._read(key, locked=False, check=check, describe=describe)
         if found is not None:
             self.hits += 1
             return found
         with file_lock(entry_lock(self.root, key)):
-            found = self._read(key, locked=True)
+            found = self._read(key, locked=True, check=check, describe=describe)
             if found is not None:  # another process computed it while this one waited
                 self.hits += 1
                 return found
@@ -131,33 +157,46 @@ class EmbeddingCache:
             values = np.asarray(compute(), dtype=np.float32)
             digest = self._store(path, values)
             write_json_atomic(self.root / f"{key}.json", {
-                **(describe or {}), "shape": list(values.shape), "bytes": path.stat().st_size,
-                "sha256": digest, "seconds": round(time.perf_counter() - start, 3),
+                **(describe or {}), "ppgbench": ENTRY_KIND, "key": key, "shape": list(values.shape),
+                "bytes": path.stat().st_size, "sha256": digest, "seconds": round(time.perf_counter() - start, 3),
             })
-            self._verified.add(key)
+            identity = _identity(path)
+            if identity is not None:
+                _VERIFIED.add(identity)
+            self._touched.add(key)
         if self.size_cap is not None:
             evict(self.root, self.size_cap, keep={key})
         return np.load(path, mmap_mode="r")
 
-    def _read(self, key: str, locked: bool = False) -> np.ndarray | None:
+    def _read(self, key: str, locked: bool = False, check: SpotCheck | None = None,
+              describe: dict[str, Any] | None = None) -> np.ndarray | None:
         """The entry when it exists and is intact (verified once per process), else None.
 
         Only a caller holding the entry's lock removes a damaged entry: without the lock, "damaged" may be a
         writer between moving the array into place and writing its description.
         """
         path = self.path(key)
-        if not path.exists():
+        identity = _identity(path)
+        if identity is None:
             return None
-        if key not in self._verified:
-            problem = self._problem(key)
+        if identity not in _VERIFIED:
+            problem = self._suspect.get(identity) or self._problem(key)
+            if problem is None and check is not None:
+                problem = check_rows(key, np.load(path, mmap_mode="r"), check, self.check_seed)
+                if problem is not None:
+                    self._suspect[identity] = problem  # the locked read need not embed the windows again
             if problem is not None and not locked:
                 return None
             if problem is not None:
-                print(f"embedding cache: {path} is damaged ({problem}); recomputing it", file=sys.stderr)
+                what = ", ".join(f"{k} {v}" for k, v in (describe or {}).items())
+                print(f"embedding cache: {path}{f' ({what})' if what else ''} is damaged ({problem}); recomputing it",
+                      file=sys.stderr)
                 path.unlink(missing_ok=True)
                 return None
-            self._verified.add(key)
-            touch(self.root, key)  # once per process: the LRU order
+            _VERIFIED.add(identity)
+        if key not in self._touched:
+            touch(self.root, key)  # once per cache object: the LRU order
+            self._touched.add(key)
         return np.load(path, mmap_mode="r")
 
     def _problem(self, key: str) -> str | None:
@@ -166,6 +205,8 @@ class EmbeddingCache:
             meta = json.loads(meta_path.read_text())
         except (OSError, json.JSONDecodeError):
             return f"its description {meta_path.name} is missing or unreadable"
+        if not is_own_entry(meta, key):
+            return f"its description {meta_path.name} does not name it as a ppgbench entry of this cache"
         try:
             size = path.stat().st_size
         except FileNotFoundError:

@@ -7,7 +7,8 @@ its size and SHA-256), keyed by content (:mod:`ppgbench_pl.benchmark.cache`). Th
 is kept by evicting the least recently used entries after each write; an entry being written or read
 under its lock by another process is never evicted. Each run folder records the entries it used in its
 ``embeddings/`` folder: ``<key>.json`` (the entry's description and where it lives) and ``<key>.npy``, a
-symbolic link to the shared entry. ``ppgbench cache list|clear`` shows and empties the cache.
+symbolic link to the shared entry. ``ppgbench cache list|clear`` shows and empties the cache. Only a folder
+carrying ppgbench's marker, and only its own entries, are ever evicted or cleared (:mod:`.cache_owner`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ppgbench_pl.atomic_io import write_json_atomic
+from ppgbench_pl.benchmark.cache_owner import check_folder, is_own_entry, require_marker
 from ppgbench_pl.errors import ConfigError
 from ppgbench_pl.locks import LockBusy, file_lock
 
@@ -27,13 +29,20 @@ DEFAULT_SIZE_GB = 100.0
 
 
 def cache_root(explicit: str | Path | None = None) -> Path:
-    """The cache folder (absolute): ``explicit``, the environment variable, or the user cache directory."""
+    """The cache folder (absolute): ``explicit``, the environment variable, or the user cache directory.
+
+    Raises:
+        ConfigError: It is a file, or a folder of files ppgbench did not write (nothing is written first).
+    """
     if explicit:
-        return Path(explicit).expanduser().resolve()
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV]).expanduser().resolve()
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return (base / "ppgbench" / "embeddings").resolve()
+        root, setting = Path(explicit).expanduser().resolve(), "--cache_dir"
+    elif os.environ.get(CACHE_ENV):
+        root, setting = Path(os.environ[CACHE_ENV]).expanduser().resolve(), f"${CACHE_ENV}"
+    else:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+        root, setting = (base / "ppgbench" / "embeddings").resolve(), "the default embedding cache"
+    check_folder(root, setting)
+    return root
 
 
 def size_cap_bytes(explicit_gb: float | None = None) -> float:
@@ -55,7 +64,11 @@ def entry_lock(root: Path, key: str) -> Path:
 
 
 def entries(root: str | Path) -> list[dict[str, Any]]:
-    """Every complete entry: key, its description, bytes and last use (seconds since the epoch), oldest first."""
+    """Every entry whose description names it as this cache's: key, description, bytes and last use, oldest first.
+
+    Any other file (one without a description, or whose description is not a ppgbench entry's) is no entry:
+    it is never listed, evicted or cleared.
+    """
     root = Path(root)
     out = []
     for array in root.glob("*.npy") if root.is_dir() else []:
@@ -65,9 +78,9 @@ def entries(root: str | Path) -> list[dict[str, Any]]:
             used = meta_path.stat().st_mtime
             size = array.stat().st_size
         except (OSError, ValueError):
-            meta, used, size = {}, array.stat().st_mtime if array.exists() else 0.0, 0
-        out.append({**(meta if isinstance(meta, dict) else {}), "key": array.stem, "bytes": size,
-                    "last_used": used})
+            continue
+        if is_own_entry(meta, array.stem):
+            out.append({**meta, "key": array.stem, "bytes": size, "last_used": used})
     return sorted(out, key=lambda e: (e["last_used"], e["key"]))
 
 
@@ -93,6 +106,7 @@ def remove(root: Path, key: str) -> bool:
 def evict(root: str | Path, cap_bytes: float, keep: set[str] | frozenset[str] = frozenset()) -> list[str]:
     """Remove least recently used entries until the cache holds at most ``cap_bytes``; returns their keys."""
     root = Path(root)
+    require_marker(root)
     removed: list[str] = []
     with file_lock(root / ".locks" / "evict.lock"):
         found = entries(root)
@@ -109,8 +123,13 @@ def evict(root: str | Path, cap_bytes: float, keep: set[str] | frozenset[str] = 
 
 
 def clear(root: str | Path) -> tuple[int, int]:
-    """Remove every entry not in use; returns (removed, kept because in use)."""
+    """Remove every entry not in use; returns (removed, kept because in use).
+
+    Raises:
+        ConfigError: ``root`` is not a marked cache folder (nothing is removed).
+    """
     root = Path(root)
+    require_marker(root)
     keys = [e["key"] for e in entries(root)]
     removed = sum(remove(root, k) for k in keys)
     return removed, len(keys) - removed

@@ -51,6 +51,7 @@ from ppgbench_pl.benchmark.preflight import (
     degenerate_jobs,
     describe_degenerate,
     describe_skipped,
+    end_of_command,
     evaluable_plan,
     record_not_evaluable,
     redact,
@@ -182,10 +183,7 @@ class BenchmarkRun:
                     report.summary_path = self._write_outputs(report)
                     if tracker is not None:
                         close_wandb()
-        if report.interrupted is not None:
-            print(f"interrupted after {report.completed + report.skipped} of {report.planned} jobs; "
-                  "run the same command to resume", file=sys.stderr)
-        return report
+        return end_of_command(report)
 
     def _check_data(self, suite: BenchmarkSuite, plan: Sequence[Job]) -> list[Job]:
         """The plan, its data loaded (bad data fails before anything is written), tasks that cannot run skipped."""

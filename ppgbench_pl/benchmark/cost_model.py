@@ -33,8 +33,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ppgbench_pl.errors import ConfigError
-
 #: Where calibrations live: ``$PPGBENCH_CALIBRATION_DIR``, else ``$XDG_CACHE_HOME/ppgbench/calibration``.
 CALIBRATION_ENV = "PPGBENCH_CALIBRATION_DIR"
 #: The regime kinds of the cost model (``rf_tree`` is the forest's per-tree term, fitted with ``rf``).
@@ -135,23 +133,17 @@ def load_model(machine: str | None = None) -> CostModel:
     """Return this machine's calibration, or the uncalibrated defaults (``calibrated`` False) when there is none.
 
     Raises:
-        ConfigError: The calibration file exists but cannot be read (named, with how to redo it).
+        ConfigError: The calibration file exists but cannot be read, or a field of it is not a valid
+            measurement (:mod:`.calibration_check`: the file and the field named, with how to redo it).
     """
     machine = machine or machine_description()
     path = calibration_path(machine)
     if not path.exists():
         return CostModel(machine)
-    try:
-        raw = json.loads(path.read_text())
-        if raw.get("format") != FORMAT:
-            return CostModel(machine)
-        raw.pop("format")
-        model = CostModel(**raw)
-        model.coefficients = {k: (float(v[0]), float(v[1])) for k, v in model.coefficients.items()}
-    except (OSError, ValueError, TypeError, KeyError, IndexError) as exc:
-        raise ConfigError(f"{path}: not a readable calibration ({type(exc).__name__}); run "
-                          "`ppgbench calibrate --force` to measure again") from None
-    return model
+    from ppgbench_pl.benchmark.calibration_check import parse_calibration
+
+    fields = parse_calibration(path, (*KINDS, "rf_tree"), FORMAT)
+    return CostModel(machine) if fields is None else CostModel(**fields)
 
 
 def save_model(model: CostModel) -> Path:

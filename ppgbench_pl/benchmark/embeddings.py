@@ -16,8 +16,10 @@ from typing import Any
 import lightning as L
 import numpy as np
 import torch
+from torch.utils.data import DataLoader, Subset
 
 from ppgbench_pl.benchmark.cache import EmbeddingCache
+from ppgbench_pl.benchmark.cache_check import SpotCheck, tolerance_for
 from ppgbench_pl.datamodules.ppg import PPGDataModule
 from ppgbench_pl.encoders.base import PPGEncoder
 from ppgbench_pl.lightning_trainer import build_trainer
@@ -62,12 +64,16 @@ class FiniteEmbeddings(L.Callback):
 
 
 def extract_embeddings(encoder: PPGEncoder, datamodule: PPGDataModule, fs: float,
-                       trainer_kwargs: dict[str, Any]) -> np.ndarray:
+                       trainer_kwargs: dict[str, Any], rows: np.ndarray | None = None) -> np.ndarray:
     """One frozen forward pass over every window of the dataset at ``fs`` (Lightning ``predict``).
 
     The throughput (windows per second) is reported on stderr, so the cost of each encoder is visible.
+    ``rows`` embeds only those windows, quietly, through the same pass (the cache's spot check).
     """
     loader = datamodule.windows_loader(fs)
+    if rows is not None:
+        loader = DataLoader(Subset(loader.dataset, [int(r) for r in rows]), batch_size=loader.batch_size,
+                            shuffle=False)
     trainer = build_trainer(logger=False, enable_checkpointing=False, enable_progress_bar=False,
                             enable_model_summary=False, callbacks=[FiniteEmbeddings(encoder.name, datamodule, fs)],
                             **extraction_trainer_kwargs(trainer_kwargs))
@@ -75,6 +81,8 @@ def extract_embeddings(encoder: PPGEncoder, datamodule: PPGDataModule, fs: float
     batches = trainer.predict(EncoderTask(encoder, mode="frozen"), dataloaders=loader)
     values = torch.cat(batches).numpy() if batches else np.zeros((0, encoder.embed_dim), dtype=np.float32)  # type: ignore[arg-type]
     seconds = time.perf_counter() - start
+    if rows is not None:
+        return values
     print(f"embeddings: {encoder.name} on {datamodule.dataset} at {fs:g} Hz: {len(values):,} windows in "
           f"{seconds:.1f} s ({len(values) / max(seconds, 1e-9):,.0f} windows/s)", file=sys.stderr)
     return values
@@ -130,9 +138,11 @@ class EmbeddingSource:
         describe = {"encoder": encoder.name, "dataset": datamodule.dataset, "fs": fs}
         expected = self.expected_bytes(encoder, datamodule)
         key = self.key(encoder, datamodule)
+        check = SpotCheck(lambda rows: extract_embeddings(encoder, datamodule, fs, self.trainer_kwargs, rows),
+                          tolerance_for(self.trainer_kwargs.get("precision")))
         values = self.cache.get_or_compute(
             key, lambda: extract_embeddings(encoder, datamodule, fs, self.trainer_kwargs), describe,
-            expected_bytes=expected, max_bytes=self.max_bytes)
+            expected_bytes=expected, max_bytes=self.max_bytes, check=check)
         if self.run_dir is not None and key not in self._recorded:
             from ppgbench_pl.benchmark.cache_store import record_use
 

@@ -273,7 +273,7 @@ def _duration(seconds: float) -> str:
         return f"{seconds / 60:.1f} min"
     if seconds < 48 * 3600:
         return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 86400:.1f} days"
+    return f"{seconds / 86400:.1f} days" if seconds < 1e9 else f"{seconds / 86400:.3g} days"
 
 
 def wall_seconds(est: Estimate) -> float:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from typing import Any
 from ppgbench_pl.benchmark.executors import Executor
 from ppgbench_pl.benchmark.plan import Job
 from ppgbench_pl.benchmark.suite import BenchmarkSuite
-from ppgbench_pl.errors import ConfigError, NotEvaluable
+from ppgbench_pl.errors import ConfigError, DataError, NotEvaluable
 from ppgbench_pl.lightning_trainer import normalise_precision, precision_refusal
 
 #: Strategies whose launcher re-executes the command once per rank (they need a per-rank launcher).
@@ -159,6 +160,23 @@ def describe_degenerate(found: dict[str, str]) -> str:
     shown = "; ".join(reasons[:6]) + (f"; ... and {len(reasons) - 6} more" if len(reasons) > 6 else "")
     return (f"not evaluable, recorded without training ({len(found)} jobs, one class in a fold's test or "
             f"training part): {shown}")
+
+
+def end_of_command(report: Any) -> Any:
+    """The command's report, once its records and ``status.json`` are written; says how an interrupted one resumes.
+
+    Raises:
+        DataError: Every job of the command's plan was recorded as not evaluable: it evaluated nothing, so
+            it does not end as a success (``status.json`` says ``complete: false`` when no job of the folder
+            is ok).
+    """
+    if report.interrupted is not None:
+        print(f"interrupted after {report.completed + report.skipped} of {report.planned} jobs; "
+              "run the same command to resume", file=sys.stderr)
+    elif report.planned and report.not_evaluable == report.planned:
+        raise DataError(f"nothing was evaluated: all {report.planned} jobs of this command are not evaluable (listed "
+                        "above; status.json lists them under not_evaluable_jobs)")
+    return report
 
 
 def record_not_evaluable(run_dir: Path, job: Job, fs: float, reason: str, budget: str = "published") -> bool:

@@ -12,7 +12,9 @@ from ppgbench_pl.benchmark.cache_store import cache_root, clear, entries, size_c
 def add_cache_parser(sub: argparse._SubParsersAction) -> None:
     """Register ``cache``."""
     parser = sub.add_parser("cache", help="List or clear the shared embedding cache.")
-    parser.add_argument("action", choices=("list", "clear"), help="list the entries, or remove every entry")
+    parser.add_argument("action", choices=("list", "clear"),
+                        help="list the entries, or remove every ppgbench entry (only in a folder carrying ppgbench's "
+                        "cache marker; other files are never touched)")
     parser.add_argument("--cache_dir", default=None,
                         help="The cache folder (default $PPGBENCH_CACHE_DIR, else ~/.cache/ppgbench/embeddings).")
     parser.add_argument("--json", action="store_true", help="list as JSON (one object per entry)")
@@ -20,9 +22,20 @@ def add_cache_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run_cache(ns: argparse.Namespace) -> None:
-    """Print the entries (most recently used first) or remove them."""
+    """Print the entries (most recently used first) or remove them.
+
+    A folder that is a file or holds files ppgbench did not write is refused (:func:`cache_root`); one of
+    old-format entries only is adopted first; ``clear`` removes nothing from a folder without the marker.
+    """
+    from ppgbench_pl.benchmark.cache_owner import claim, is_marked
+
     root = cache_root(ns.cache_dir)
+    if root.is_dir() and not is_marked(root) and any(root.glob("*.npy")):
+        claim(root)  # every file in it is an old-format entry (cache_root refused anything else)
     if ns.action == "clear":
+        if not root.exists():
+            print(f"no embedding cache at {root}; nothing to remove")
+            return
         removed, busy = clear(root)
         print(f"removed {removed} entries from {root}" + (f"; {busy} in use by another process were kept"
                                                             if busy else ""))

@@ -158,14 +158,16 @@ def folder_status(sync: FolderSync, planned: set[str], failed_here: set[str]) ->
 
     ``failed_here`` are jobs this command saw fail or lose without a record (a lost worker); a job with
     an ``ok`` record is never counted as failed. A job recorded as not evaluable is settled: it counts
-    towards ``complete`` but not as ``completed``.
+    towards ``complete`` but not as ``completed``; a folder whose every job is not evaluable (nothing was
+    evaluated) is not complete.
     """
     book = sync.book
     ok = book.ok_ids & planned
     settled = sync.not_evaluable & planned
     failed = ((book.failed_ids | failed_here) & planned) - ok - settled
     return {"completed": len(ok), "failed": len(failed), "not_evaluable": len(settled), "planned": len(planned),
-            "complete": len(ok) + len(settled) == len(planned), "records_in_folder": len(book)}
+            "complete": len(ok) + len(settled) == len(planned) and (bool(ok) or not planned),
+            "records_in_folder": len(book)}
 
 
 def read_record_complete(run_dir: str | Path, jid: str) -> dict[str, Any] | None:

@@ -528,8 +528,8 @@ TREE: dict[str, tuple[Callable[[Path], object], list[str], int, str]] = {
     "truncated_ppg": (lambda root: (_group(root) / "ppg.npy").write_bytes(b"\x93NUMPY"), [], 2, r"ppg\.npy"),
     "corrupt_stats": (lambda root: (_group(root) / "stats.json").write_text("{"), [], 2, r"stats\.json"),
     # all-one-class labels: known from the data, so the job is recorded as not evaluable without training
-    # (issue 18), never scored 1.0
-    "one_class_labels": (_one_class, ["--data.init_args.tasks", "[synthetic-activity]"], 0,
+    # (issue 18), never scored 1.0; the command evaluated nothing, so it fails (issue 30)
+    "one_class_labels": (_one_class, ["--data.init_args.tasks", "[synthetic-activity]"], 2,
                          r"^not evaluable, recorded without training \(1 jobs, .*\): synthetic-activity seed 42 "
                          r"fold 0: every test label is class 0$"),
 }

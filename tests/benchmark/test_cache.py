@@ -81,10 +81,12 @@ def test_a_reader_never_removes_an_entry_its_writer_is_still_describing(tmp_path
     """The array is in place but its description is not yet written: the writer holds the lock, so another
     process must wait for it rather than call the entry damaged and delete it (a CI race, stop 23)."""
     from ppgbench_pl.atomic_io import save_npy_atomic
+    from ppgbench_pl.benchmark.cache_owner import claim
     from ppgbench_pl.benchmark.cache_store import entry_lock
     from ppgbench_pl.locks import file_lock
 
     writer, reader = EmbeddingCache(tmp_path), EmbeddingCache(tmp_path)
+    claim(tmp_path)  # the writer's first use marked the folder
     values = np.arange(6, dtype=np.float32).reshape(2, 3)
     got: list[np.ndarray] = []
 
@@ -98,7 +100,7 @@ def test_a_reader_never_removes_an_entry_its_writer_is_still_describing(tmp_path
         time.sleep(0.3)
         assert writer.path("k").exists(), "the reader deleted an entry that was being written"
         digest = writer._store(writer.path("k"), values)
-        (tmp_path / "k.json").write_text(json.dumps({"shape": [2, 3], "bytes": writer.path("k").stat().st_size,
-                                                     "sha256": digest}))
+        (tmp_path / "k.json").write_text(json.dumps({"ppgbench": "embedding cache entry", "key": "k", "shape": [2, 3],
+                                                     "bytes": writer.path("k").stat().st_size, "sha256": digest}))
     thread.join(10)
     np.testing.assert_array_equal(got[0], values)  # the writer's entry, not a recomputation
