@@ -94,7 +94,7 @@ class Attention(nn.Module):
 
 
 class Mlp(nn.Module):
-    """fc1 -> exact GELU -> dropout -> fc2 -> dropout."""
+    """fc1 -> exact GELU -> fc2 -> dropout: one dropout per block, after ``fc2``, as the authors' ``Mlp``."""
 
     def __init__(self, dim: int, hidden: int, drop: float) -> None:
         super().__init__()
@@ -104,7 +104,7 @@ class Mlp(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         """[B, N, D] -> [B, N, D]."""
-        return self.drop(self.fc2(self.drop(F.gelu(self.fc1(x)))))
+        return self.drop(self.fc2(F.gelu(self.fc1(x))))
 
 
 class Block(nn.Module):
