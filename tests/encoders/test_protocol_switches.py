@@ -157,3 +157,16 @@ def test_a_switched_on_encoder_is_a_deviation_in_its_records_and_summary(tmp_pat
                        summary.set_index("model").loc["anyppg (random init)", "deviations"])
     assert rows["default"] == ([[]], "")
     assert rows["native"] == ([["anyppg.native_filter_padding=True"]], "anyppg.native_filter_padding=True")
+
+
+def test_moment_pad_to_context_is_a_deviation_without_changing_the_default_digest() -> None:
+    from ppgbench_pl.encoders.moment import MomentSmallEncoder
+
+    model = MomentSmallEncoder(random_init=True)
+    default_identity = encoder_identity(model)
+    assert model.deviations() == []
+    model.pad_to_context = True
+    assert model.deviations() == ["moment_small.pad_to_context=True"]
+    assert encoder_identity(model)["settings"] != default_identity["settings"]
+    model.pad_to_context = False
+    assert "pad_to_context" in vars(model) and encoder_identity(model) == default_identity
