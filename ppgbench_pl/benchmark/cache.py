@@ -65,8 +65,9 @@ SPEED_SETTINGS = frozenset({"n_jobs", "training"})
 
 def encoder_identity(encoder: PPGEncoder) -> dict[str, str]:
     """What determines an encoder's embeddings: class, weights and settings."""
+    published = type(encoder).protocol_switches  # a switch at its published value keeps the old digest
     settings = {k: repr(v) for k, v in sorted(vars(encoder).items())
-                if not k.startswith("_") and k not in SPEED_SETTINGS}
+                if not k.startswith("_") and k not in SPEED_SETTINGS and not (k in published and v == published[k])}
     return {
         "name": encoder.name,
         "class": f"{type(encoder).__module__}.{type(encoder).__qualname__}",

@@ -131,8 +131,9 @@ def _record_head(ctx: JobContext, regime: Regime) -> dict[str, Any]:
         "level": ctx.task.level, "fs": ctx.fs, "backend": regime.backend_for(ctx.task.kind),
         "code_version": code_version(),
         "callbacks": callbacks,
-        # what differs from the published protocol: every table and W&B run shows it (Regime.deviations)
-        "deviations": [*regime.deviations(), *(f"callback={c}" for c in callbacks)],
+        # what differs from the published protocol: every table and W&B run shows it (Regime.deviations,
+        # the encoder's switches off the published protocol: PPGEncoder.deviations)
+        "deviations": [*regime.deviations(), *ctx.encoder.deviations(), *(f"callback={c}" for c in callbacks)],
         **overlap_fields(ctx.encoder, ctx.task.name),  # was it pretrained on this dataset? (cards/overlap.py)
     }
 

@@ -12,7 +12,7 @@ from typing import ClassVar
 import torch
 from torch import Tensor, nn
 
-from ppgbench_pl.encoders.base import PPGEncoder, seeded_init
+from ppgbench_pl.encoders.base import PPGEncoder, seeded_init, switch_flag
 from ppgbench_pl.encoders.layers import SameConv1d, SamePadMaxPool1d, pad_channels
 from ppgbench_pl.encoders.preprocessing import butter_bandpass_sos, zscore_window
 
@@ -115,6 +115,7 @@ class AnyPPGEncoder(PPGEncoder):
     min_samples: ClassVar[int] = 1
     weights_source: ClassVar[str | None] = (
         "load_anyppg/anyppg_ckpt.pth from the authors' GitHub repository (https://github.com/PKUDigitalHealth/AnyPPG)")
+    protocol_switches: ClassVar[dict[str, object]] = {"native_filter_padding": False}
 
     def __init__(
         self,
@@ -126,9 +127,15 @@ class AnyPPGEncoder(PPGEncoder):
         stride: int = 2,
         groups_width: int = 16,
         random_init: bool = False,
+        native_filter_padding: bool = False,
     ) -> None:
-        """Build the published configuration; load ``checkpoint`` strictly (or ``random_init: true``)."""
+        """Build the published configuration; load ``checkpoint`` strictly (or ``random_init: true``).
+
+        ``native_filter_padding: true`` pads the band-pass as the authors' MNE filter does (its ringing
+        length, 427 samples at 125 Hz) instead of SciPy's default (the published protocol): a deviation.
+        """
         super().__init__()
+        self.native_filter_padding = switch_flag(self.name, "native_filter_padding", native_filter_padding)
         if len(filter_list) != len(blocks_per_stage):
             raise ValueError("filter_list and blocks_per_stage must have the same length")
         with seeded_init(self.settle_weights(checkpoint, random_init)):
@@ -148,7 +155,8 @@ class AnyPPGEncoder(PPGEncoder):
     def preprocess(self, x: Tensor, ppg_mean: Tensor | None = None, ppg_std: Tensor | None = None) -> Tensor:
         """Butterworth(3) 0.5-8 Hz zero-phase band-pass, then per-window z-score: [B, T] -> [B, 1, T]."""
         super().preprocess(x)  # length check only
-        out = zscore_window(butter_bandpass_sos(x, self.sampling_rate, BAND_HZ, order=3), eps=1e-6)
+        filtered = butter_bandpass_sos(x, self.sampling_rate, BAND_HZ, order=3, ringing_pad=self.native_filter_padding)
+        out = zscore_window(filtered, eps=1e-6)
         return out.unsqueeze(1) if out.ndim == 2 else out
 
     def forward_features(self, x: Tensor) -> Tensor:

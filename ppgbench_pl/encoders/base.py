@@ -46,6 +46,10 @@ class PPGEncoder(nn.Module):
     #: Where the authors publish the weights (file, place, URL), for the refusal without a checkpoint.
     #: ``None`` for encoders that are not a published model (controls, the test CNN): no refusal.
     weights_source: ClassVar[str | None] = None
+    #: Settings that can follow the authors' code instead of the published protocol, with their published
+    #: values. One set otherwise is a deviation (:meth:`deviations`: every record, table and W&B run names
+    #: it); at its published value it stays out of the settings digest, so published runs keep their identity.
+    protocol_switches: ClassVar[dict[str, object]] = {}
 
     def __init__(self) -> None:
         super().__init__()
@@ -109,6 +113,11 @@ class PPGEncoder(nn.Module):
             self.name = type(self).name + RANDOM_INIT_SUFFIX  # type: ignore[misc]  # per-instance name
         return self.random_init
 
+    def deviations(self) -> list[str]:
+        """``<encoder>.<setting>=<value>`` for each of :attr:`protocol_switches` set off its published value."""
+        return [f"{type(self).name}.{key}={getattr(self, key)}" for key, published in self.protocol_switches.items()
+                if getattr(self, key) != published]
+
     def preprocess(self, x: Tensor, ppg_mean: Tensor | None = None, ppg_std: Tensor | None = None) -> Tensor:
         """Turn raw windows ``[B, T]`` into the network input (default: ``[B, 1, T]``)."""
         if x.shape[-1] < self.min_samples:
@@ -166,6 +175,18 @@ class PPGEncoder(nn.Module):
             digest.update(key.encode())
             digest.update(value.detach().cpu().contiguous().numpy().tobytes())
         return digest.hexdigest()
+
+
+def switch_flag(name: str, setting: str, value: object) -> bool:
+    """A true/false protocol switch as given, refusing anything else (``"false"`` would read as on).
+
+    Raises:
+        ConfigError: ``value`` is not a bool.
+
+    """
+    if not isinstance(value, bool):
+        raise ConfigError(f"{name}: {setting} must be true or false, got {value!r}")
+    return value
 
 
 def checkpoint_setting(name: str, value: object) -> object:

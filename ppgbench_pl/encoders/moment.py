@@ -210,6 +210,14 @@ class MomentSmallEncoder(PPGEncoder):
         if checkpoint is not None:
             self.load_pretrained(checkpoint)
 
+    def deviations(self) -> list[str]:
+        """``moment_small.pad_to_context=True`` when switched on (the published input is the raw window, decision #12).
+
+        Not a ``protocol_switches`` entry: that would drop the default from the settings digest, which has
+        held ``pad_to_context`` since it existed, and change every published MOMENT run's identity.
+        """
+        return [*super().deviations(), *([f"{type(self).name}.pad_to_context=True"] if self.pad_to_context else [])]
+
     # -- forward -------------------------------------------------------------------------------
     def context(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """Apply the window policy to ``[B, C, T]``: returns the signal and its ``[B, T']`` input mask."""

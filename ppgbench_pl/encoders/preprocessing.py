@@ -9,9 +9,14 @@ reflection) and refuse windows that are not longer than that. PPG-BP windows are
 samples, and other callers may pass shorter ones, so when a window is too short the pad length is
 reduced to ``T - 1`` instead of failing. For windows longer than SciPy's default pad length (27 for
 the order-4 band-passes here) the result is identical to SciPy's defaults.
+
+A caller may ask for another pad length: AnyPPG's authors filter with MNE's IIR filter, which pads by the
+filter's ringing length (:func:`ringing_samples`), far more than SciPy's default.
 """
 
 from __future__ import annotations
+
+from functools import lru_cache
 
 import numpy as np
 import torch
@@ -30,6 +35,10 @@ SMOOTH_SECONDS = 0.05
 SMOOTH_MIN_FS = 75.0
 #: Added to standard deviations so flat windows do not divide by zero.
 STD_EPS = 1e-6
+#: Ringing estimate as MNE's IIR filter makes it: the impulse response decays below this share of its peak.
+RINGING_THRESHOLD = 1e-3
+#: Longest impulse response followed (MNE gives up at the same length).
+RINGING_MAX_SAMPLES = 100_000
 
 
 def _as_numpy(x: ArrayLike | float) -> tuple[NDArray[np.float64], torch.device]:
@@ -56,13 +65,42 @@ def _check_band(band: tuple[float, float], fs: float) -> None:
         raise ValueError(f"band-pass {low}-{high} Hz needs 0 < low < high < fs/2 = {fs / 2.0} Hz")
 
 
-def sos_filtfilt(x: ArrayLike, sos: NDArray[np.float64]) -> Tensor:
-    """Zero-phase SOS filtering along time with the short-window pad rule of this module."""
+def sos_filtfilt(x: ArrayLike, sos: NDArray[np.float64], padlen: int | None = None) -> Tensor:
+    """Zero-phase SOS filtering along time with the short-window pad rule of this module.
+
+    ``padlen``: samples of odd reflection at each end (default SciPy's ``3 * ntaps``), cut to ``T - 1``.
+    """
     arr, device = _as_numpy(x)
-    n_sections = sos.shape[0]
-    ntaps = 2 * n_sections + 1 - min(int((sos[:, 2] == 0).sum()), int((sos[:, 5] == 0).sum()))
-    out = signal.sosfiltfilt(sos, arr, axis=-1, padlen=_padlen(arr.shape[-1], 3 * ntaps))
+    if padlen is None:
+        n_sections = sos.shape[0]
+        ntaps = 2 * n_sections + 1 - min(int((sos[:, 2] == 0).sum()), int((sos[:, 5] == 0).sum()))
+        padlen = 3 * ntaps
+    out = signal.sosfiltfilt(sos, arr, axis=-1, padlen=_padlen(arr.shape[-1], padlen))
     return _as_tensor(out, device)
+
+
+def ringing_samples(sos: NDArray[np.float64]) -> int:
+    """Index of the last impulse-response sample above 0.1 % of the response's peak magnitude.
+
+    This is the pad length MNE's IIR ``filter_data`` uses for a zero-phase filter (its documented ringing
+    estimate), so filtering with it reproduces the authors' MNE filter with SciPy.
+
+    Raises:
+        ValueError: The response has not decayed within ``RINGING_MAX_SAMPLES`` samples.
+    """
+    impulse = np.zeros(RINGING_MAX_SAMPLES)
+    impulse[0] = 1.0
+    response = np.abs(signal.sosfilt(sos, impulse))
+    last = int(np.flatnonzero(response > RINGING_THRESHOLD * response.max())[-1])
+    if last >= RINGING_MAX_SAMPLES - 1:
+        raise ValueError(f"filter rings longer than {RINGING_MAX_SAMPLES} samples; no pad length estimated")
+    return last
+
+
+@lru_cache(maxsize=32)
+def butter_ringing_samples(fs: float, band: tuple[float, float], order: int) -> int:
+    """:func:`ringing_samples` of a Butterworth band-pass (computed once per design)."""
+    return ringing_samples(signal.butter(order, band, btype="bandpass", output="sos", fs=fs))
 
 
 def ba_filtfilt(x: ArrayLike, b: NDArray[np.float64], a: NDArray[np.float64]) -> Tensor:
@@ -93,11 +131,17 @@ def cheby2_bandpass_ba(
     return ba_filtfilt(x, b, a)
 
 
-def butter_bandpass_sos(x: ArrayLike, fs: float, band: tuple[float, float], order: int) -> Tensor:
-    """Butterworth band-pass of the given order and band, zero-phase SOS (AnyPPG, SigmaPPG)."""
+def butter_bandpass_sos(
+    x: ArrayLike, fs: float, band: tuple[float, float], order: int, ringing_pad: bool = False,
+) -> Tensor:
+    """Butterworth band-pass of the given order and band, zero-phase SOS (AnyPPG, SigmaPPG).
+
+    ``ringing_pad``: pad by the filter's ringing length (:func:`ringing_samples`), as MNE's IIR filter does,
+    instead of SciPy's default.
+    """
     _check_band(band, fs)
     sos = signal.butter(order, band, btype="bandpass", output="sos", fs=fs)
-    return sos_filtfilt(x, sos)
+    return sos_filtfilt(x, sos, butter_ringing_samples(fs, band, order) if ringing_pad else None)
 
 
 def moving_average_smooth(x: ArrayLike, fs: float) -> Tensor:
@@ -133,11 +177,12 @@ def zscore_group(
     return _as_tensor((arr - mean) / (std + eps), device)
 
 
-def minmax_window(x: ArrayLike) -> Tensor:
-    """Per-window min-max scaling to [-1, 1]; a flat window (max equals min) becomes all zeros."""
+def minmax_window(x: ArrayLike, unit: bool = False) -> Tensor:
+    """Per-window min-max scaling to [-1, 1] (``unit``: to [0, 1]); a flat window becomes all zeros."""
     arr, device = _as_numpy(x)
     low = arr.min(axis=-1, keepdims=True)
     span = arr.max(axis=-1, keepdims=True) - low
     flat = span == 0
-    scaled = 2.0 * (arr - low) / np.where(flat, 1.0, span) - 1.0
+    den = np.where(flat, 1.0, span)
+    scaled = (arr - low) / den if unit else 2.0 * (arr - low) / den - 1.0
     return _as_tensor(np.where(flat, 0.0, scaled), device)

@@ -14,14 +14,16 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ppgbench_pl.encoders.base import PPGEncoder, seeded_init, strip_prefix
+from ppgbench_pl.encoders.base import PPGEncoder, seeded_init, strip_prefix, switch_flag
 from ppgbench_pl.encoders.preprocessing import butter_bandpass_sos, minmax_window
-from ppgbench_pl.errors import CheckpointError
+from ppgbench_pl.errors import CheckpointError, ConfigError
 
 PATCH_SIZE = 100
 MAX_PATCHES = 120
 STUDENT_PREFIX = "student."
 BAND_HZ = (0.5, 8.0)
+#: Min-max targets: [-1, 1] as published, or [0, 1] as the authors' pretraining scaled.
+SCALES = ("symmetric", "unit")
 
 
 def drop_path(x: Tensor, prob: float, training: bool) -> Tensor:
@@ -94,7 +96,7 @@ class Attention(nn.Module):
 
 
 class Mlp(nn.Module):
-    """fc1 -> exact GELU -> dropout -> fc2 -> dropout."""
+    """fc1 -> exact GELU -> fc2 -> dropout: one dropout per block, after ``fc2``, as the authors' ``Mlp``."""
 
     def __init__(self, dim: int, hidden: int, drop: float) -> None:
         super().__init__()
@@ -104,7 +106,7 @@ class Mlp(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         """[B, N, D] -> [B, N, D]."""
-        return self.drop(self.fc2(self.drop(F.gelu(self.fc1(x)))))
+        return self.drop(self.fc2(F.gelu(self.fc1(x))))
 
 
 class Block(nn.Module):
@@ -139,6 +141,7 @@ class SigmaPPGEncoder(PPGEncoder):
     min_samples: ClassVar[int] = PATCH_SIZE
     weights_source: ClassVar[str | None] = (
         "sigma.pth from Hugging Face zonhengu/sigmappg (https://huggingface.co/zonhengu/sigmappg)")
+    protocol_switches: ClassVar[dict[str, object]] = {"scale": "symmetric", "filter_before_crop": False}
 
     def __init__(
         self,
@@ -153,9 +156,21 @@ class SigmaPPGEncoder(PPGEncoder):
         drop_path_rate: float = 0.1,
         init_values: float = 0.1,
         random_init: bool = False,
+        scale: str = "symmetric",
+        filter_before_crop: bool = False,
     ) -> None:
-        """Build the published student; load ``checkpoint`` strictly (or ``random_init: true``)."""
+        """Build the published student; load ``checkpoint`` strictly (or ``random_init: true``).
+
+        The authors' input (deviations from the published protocol, named in every record): ``scale: unit``
+        min-max scales to [0, 1] instead of [-1, 1]; ``filter_before_crop: true`` filters and scales the whole
+        window and crops it to whole patches afterwards (the published protocol crops first, which changes
+        windows that are not a multiple of 100 samples, e.g. PPG-BP's 105).
+        """
         super().__init__()
+        if scale not in SCALES:
+            raise ConfigError(f"{self.name}: scale must be one of {', '.join(SCALES)}, got {scale!r}")
+        self.scale = scale
+        self.filter_before_crop = switch_flag(self.name, "filter_before_crop", filter_before_crop)
         with seeded_init(self.settle_weights(checkpoint, random_init)):
             self._build(depth, num_heads, mlp_ratio, out_chans, vocab_size, drop_rate, attn_drop_rate,
                         drop_path_rate, init_values)
@@ -197,19 +212,25 @@ class SigmaPPGEncoder(PPGEncoder):
 
     # -- input ----------------------------------------------------------------------------------
     def preprocess(self, x: Tensor, ppg_mean: Tensor | None = None, ppg_std: Tensor | None = None) -> Tensor:
-        """Crop the tail to whole patches, Butterworth(2) 0.5-8 Hz zero-phase, min-max to [-1, 1]."""
+        """Crop the tail to whole patches, Butterworth(2) 0.5-8 Hz zero-phase, min-max to [-1, 1].
+
+        Switched to the authors' order (``filter_before_crop``), the whole window is filtered and scaled and
+        the tail cropped last; ``scale: unit`` scales to [0, 1].
+        """
         n = x.shape[-1]
         if n < PATCH_SIZE:
             raise ValueError(f"{self.name} needs windows of at least {PATCH_SIZE} samples (one patch), "
                              f"got {n}")
         if n // PATCH_SIZE > MAX_PATCHES:
             raise ValueError(f"{self.name} accepts at most {MAX_PATCHES * PATCH_SIZE} samples, got {n}")
-        cropped = x[..., : n - n % PATCH_SIZE]
-        out = minmax_window(butter_bandpass_sos(cropped, self.sampling_rate, BAND_HZ, order=2))
+        keep = n - n % PATCH_SIZE
+        window = x if self.filter_before_crop else x[..., :keep]
+        out = minmax_window(butter_bandpass_sos(window, self.sampling_rate, BAND_HZ, order=2),
+                            unit=self.scale == "unit")
         # A constant window filters to ~1e-14 round-off that min-max would blow up to [-1, 1]; decide
         # flatness on the raw window so such windows give zeros, as intended.
-        flat = (cropped.amax(dim=-1) == cropped.amin(dim=-1)).to(out.device)
-        out = torch.where(flat.unsqueeze(-1), torch.zeros_like(out), out)
+        flat = (window.amax(dim=-1) == window.amin(dim=-1)).to(out.device)
+        out = torch.where(flat.unsqueeze(-1), torch.zeros_like(out), out)[..., :keep]
         return out.unsqueeze(1) if out.ndim == 2 else out
 
     def forward_features(self, x: Tensor) -> Tensor:

@@ -118,18 +118,32 @@ def _auroc_ovr(y_true: np.ndarray, pred: Predictions) -> float:
 
 
 def regression_cls_metrics(y_true: np.ndarray, y_pred: np.ndarray) -> dict[str, Any]:
-    """Multi-output regression metrics plus the argmax classification the ECSMP emotion task reports."""
+    """Multi-output regression metrics plus the argmax classification the ECSMP emotion task reports.
+
+    PROTOCOL.md 7.1's full list: per-target MAE, MSE and R2, and how often the true and the predicted score
+    vectors tie at their maximum (rate and count; argmax takes the first index of a tie).
+    """
     skm = _sklearn_metrics()
     out = regression_metrics(y_true, y_pred)
+    true_cls, pred_cls = np.argmax(y_true, axis=1), np.argmax(y_pred, axis=1)
+    _require_two_classes(true_cls, "argmax balanced accuracy")  # so R2 has at least two examples below
     out["mae_per_target"] = np.mean(np.abs(y_true - y_pred), axis=0).tolist()
     out["mse_per_target"] = np.mean((y_true - y_pred) ** 2, axis=0).tolist()
-    true_cls, pred_cls = np.argmax(y_true, axis=1), np.argmax(y_pred, axis=1)
-    _require_two_classes(true_cls, "argmax balanced accuracy")
+    out["r2_per_target"] = skm.r2_score(y_true, y_pred, multioutput="raw_values").tolist()
     out["argmax_accuracy"] = float(skm.accuracy_score(true_cls, pred_cls))
     out["argmax_balanced_accuracy"] = float(skm.balanced_accuracy_score(true_cls, pred_cls))
     out["argmax_f1_macro"] = float(skm.f1_score(true_cls, pred_cls, average="macro", zero_division=0))
-    out["argmax_true_tie_rate"] = float(np.mean((y_true == y_true.max(axis=1, keepdims=True)).sum(axis=1) > 1))
+    for side, scores in (("true", y_true), ("pred", y_pred)):
+        tied = _tied_at_max(scores)
+        out[f"argmax_{side}_tie_rate"] = float(np.mean(tied))
+        out[f"argmax_{side}_tie_count"] = int(tied.sum())
     return out
+
+
+def _tied_at_max(scores: np.ndarray) -> np.ndarray:
+    """Rows whose maximum occurs more than once (argmax then picks the first of them)."""
+    scores = np.asarray(scores)
+    return np.asarray((scores == scores.max(axis=1, keepdims=True)).sum(axis=1) > 1)
 
 
 def _require_two_classes(y_true: np.ndarray, metric: str) -> None:

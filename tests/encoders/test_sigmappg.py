@@ -146,6 +146,52 @@ def test_dropout_only_in_train_mode(small: SigmaPPGEncoder) -> None:
     assert not torch.equal(a, b)
 
 
+def count_dropout_calls(model: SigmaPPGEncoder, x: torch.Tensor) -> int:
+    """Seeded train-mode forward of ``model``, counting the forward calls of its ``nn.Dropout`` modules."""
+    calls = [0]
+
+    def hook(*_: object) -> None:
+        calls[0] += 1
+
+    handles = [m.register_forward_hook(hook) for m in model.modules() if isinstance(m, torch.nn.Dropout)]
+    model.train()
+    try:
+        torch.manual_seed(3)
+        with torch.no_grad():
+            model(x)
+    finally:
+        model.eval()
+        for handle in handles:
+            handle.remove()
+    return calls[0]
+
+
+def test_dropout_once_per_mlp_as_the_authors(encoder: SigmaPPGEncoder, small: SigmaPPGEncoder) -> None:
+    """The authors' block drops out after attention, after its projection and once after ``fc2``, plus the
+    dropout on the token sum: 1 + 3 x 18 = 55 calls per forward (a second MLP dropout after GELU made 73)."""
+    x = torch.randn(2, 500)
+    assert count_dropout_calls(encoder, x) == 1 + 3 * 18
+    assert count_dropout_calls(small, x) == 1 + 3 * 2
+
+
+def test_mlp_drops_out_after_fc2_only(small: SigmaPPGEncoder) -> None:
+    """Train-mode MLP output equals dropout(fc2(gelu(fc1(x)))) drawn from the same seed."""
+    mlp = small.blocks[0].mlp
+    x = torch.randn(2, 6, 360)
+    mlp.train()
+    try:
+        torch.manual_seed(5)
+        with torch.no_grad():
+            got = mlp(x)
+    finally:
+        mlp.eval()
+    torch.manual_seed(5)
+    with torch.no_grad():
+        hidden = torch.nn.functional.gelu(mlp.fc1(x))
+        want = torch.nn.functional.dropout(mlp.fc2(hidden), mlp.drop.p, training=True)
+    assert torch.equal(got, want)
+
+
 def test_checkpoint_round_trip(encoder: SigmaPPGEncoder, tmp_path: Path) -> None:
     path = tmp_path / "sigma.pth"
     torch.save(sigma_checkpoint(encoder), path)
