@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ppgbench_pl.report.filenames import safe_stem
 from ppgbench_pl.report.labels import metric_label, unit_of
 from ppgbench_pl.report.overlap_marks import legend, mark
 from ppgbench_pl.report.rules import Rule, bold_models
@@ -297,7 +298,7 @@ def write_main_tables(cells: pd.DataFrame, scores: Scores, rule: Rule, out_dir: 
         md = wide_table(*args, bold=lambda t: f"**{t}**", marker=lambda m: f" {m}")
         for suffix, content in ((".csv", None), (".md", f"{text}\n\n{to_markdown(md)}"),
                                 (".tex", to_latex(md, text))):
-            path = out_dir / f"main_{regime}{suffix}"
+            path = out_dir / f"main_{safe_stem(regime)}{suffix}"
             if content is None:
                 csv.to_csv(path, index=False)
             else:
