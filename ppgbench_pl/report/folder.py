@@ -47,6 +47,8 @@ def _target(output_dir: str | Path) -> Path:
         ReportError: The path is a file, the current folder (or holds it), or a folder of other files.
     """
     out = Path(output_dir).absolute()
+    if out.is_symlink():
+        out = out.resolve()  # replace the folder it points to; the link stays
     if out.exists() and not out.is_dir():
         raise ReportError(f"{output_dir}: the report folder is a file; choose another --output")
     here = Path.cwd().resolve()

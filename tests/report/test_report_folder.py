@@ -111,3 +111,11 @@ def test_a_report_made_before_the_marker_is_replaced(tmp_path):
         (target / name).write_text("old")
     build_report([_run(tmp_path / "run", "P")], target)
     assert (target / "index.html").read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+
+
+def test_a_link_to_a_report_folder_stays_a_link(old_report):
+    report, _, new = old_report
+    link = report.parent / "latest"
+    link.symlink_to(report.name)
+    build_report([new], link)
+    assert link.is_symlink() and "NEWNET" in (report / "index.html").read_text(encoding="utf-8")
