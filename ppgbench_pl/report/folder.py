@@ -65,7 +65,7 @@ def _exchange(a: Path, b: Path) -> bool:
     """Swap two existing paths in one step (Linux renameat2); False where the system cannot."""
     try:
         renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
-    except (OSError, AttributeError):
+    except (OSError, AttributeError, TypeError):  # no C library by that name, or no renameat2 in it
         return False
     if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
         return True
