@@ -55,7 +55,11 @@ def _target(output_dir: str | Path) -> Path:
     if out.resolve() == here or out.resolve() in here.parents:
         raise ReportError(f"{output_dir}: the report folder would replace the current folder; choose a new "
                           "folder for --output")
-    if out.is_dir() and not is_report(out):
+    try:
+        replaceable = not out.is_dir() or is_report(out)
+    except OSError as exc:
+        raise ReportError(f"{output_dir}: cannot read the report folder ({exc.strerror or exc})") from None
+    if not replaceable:
         raise ReportError(f"{output_dir}: holds files that are not a ppgbench report (a report replaces its "
                           "folder whole); choose a new or empty folder for --output")
     return out
