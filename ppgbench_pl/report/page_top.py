@@ -31,13 +31,15 @@ def off_protocol(cells: pd.DataFrame) -> tuple[str, str]:
     ``SMOKE`` when any score was made with the smoke budget, else ``NOT THE PUBLISHED PROTOCOL`` when any
     was made with another budget or a switched setting (its ``deviations``).
     """
-    scores = cells[~cells["model"].map(is_baseline)] if not cells.empty else cells
-    budgets = {str(b) for b in scores.get("budget", pd.Series(dtype=str)).dropna()}
-    off = scores[(scores["budget"].astype(str) != "published") | (scores["deviations"].astype(str) != "")] \
-        if not scores.empty else scores
+    if cells.empty:
+        return TITLE, ""
+    scores = cells[~cells["model"].map(is_baseline)]
+    budgets = scores["budget"].fillna("published").astype(str).str.split(";")  # a cell may join several
+    off = scores[budgets.map(lambda names: set(names) != {"published"}) | (scores["deviations"].astype(str) != "")]
     if off.empty:
         return TITLE, ""
-    kind = "SMOKE (not the published protocol)" if "smoke" in budgets else "NOT THE PUBLISHED PROTOCOL"
+    smoke = any("smoke" in names for names in budgets[off.index])
+    kind = "SMOKE (not the published protocol)" if smoke else "NOT THE PUBLISHED PROTOCOL"
     share = "all scores" if len(off) == len(scores) else f"{len(off)} of {len(scores)} scores"
     return f"{TITLE}: {kind}", f"{budget_note(off)}{deviation_note(off)}({share} of this report)"
 

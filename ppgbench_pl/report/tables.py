@@ -270,7 +270,8 @@ def caption(regime: str, rule: Rule, ci_unit: str, cells: pd.DataFrame | None = 
 
 def budget_note(cells: pd.DataFrame) -> str:
     """``SMOKE BUDGET ...`` before a caption whose cells were not made by the published protocol."""
-    names = sorted({str(b) for b in cells.get("budget", pd.Series(dtype=str)).dropna()} - {"published", ""})
+    names = sorted({n for b in cells.get("budget", pd.Series(dtype=str)).dropna() for n in str(b).split(";")}
+                   - {"published", ""})  # a cell made under several budgets joins them with ';'
     if not names:
         return ""
     return (f"{' + '.join(n.upper() for n in names)} BUDGET: not the published protocol (fewer seeds, folds, "

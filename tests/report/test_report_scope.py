@@ -124,3 +124,14 @@ def test_a_switched_setting_says_not_the_published_protocol(tmp_path):
     blocks = _outline(page)
     assert blocks[1] == ("h1", "ppgbench report: NOT THE PUBLISHED PROTOCOL")
     assert re.match(r"NOT THE PUBLISHED PROTOCOL: refit=True .*\(1 of 2 scores of this report\)", blocks[2][1])
+
+
+def test_a_cell_mixing_budgets_is_smoke(tmp_path):
+    run = tmp_path / "run"
+    for seed, value, base in zip((1, 2, 3), spread(9.0, 0.5, 3), spread(10.0, 0.1, 3), strict=True):
+        rec = record("P", "synthetic-hr", "linear", seed, 0, float(value), float(base))
+        rec["budget"] = "smoke" if seed == 3 else "published"  # a smoke job resumed into a published folder
+        write_job(run, rec["job_id"], rec)
+    blocks = _outline(build_report([run], tmp_path / "report").read_text(encoding="utf-8"))
+    assert blocks[1] == ("h1", "ppgbench report: SMOKE (not the published protocol)")
+    assert blocks[2][1].startswith("SMOKE BUDGET: not the published protocol")
