@@ -88,7 +88,8 @@ def test_a_new_users_path_as_the_readme_writes_it(dalia_tree, tmp_path, capsys, 
     code, out, err = run(report[1:], capsys)
     assert code == 0, err
     assert out.rstrip().splitlines()[-1] == "report: report/my_model-smoke/index.html"  # the README's words
-    assert (tmp_path / "report" / "my_model-smoke" / "index.html").is_file()
+    page = (tmp_path / "report" / "my_model-smoke" / "index.html").read_text(encoding="utf-8")
+    assert "<h1>ppgbench report: SMOKE (not the published protocol)</h1>" in page  # issue 32.6: at the top
     table = next((tmp_path / "report").rglob("main_linear.md")).read_text()
     assert "SMOKE BUDGET" in table and "MAE (bpm) ↓" in table
 

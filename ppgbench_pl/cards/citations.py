@@ -7,7 +7,7 @@ exactly what its runs used: the benchmark, the datasets of the tasks run, the mo
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from ppgbench_pl.cards.bibtex import BENCHMARK
 from ppgbench_pl.cards.overlap import RANDOM_INIT_SUFFIX
@@ -65,15 +65,3 @@ def check_names(datasets: Sequence[str], models: Sequence[str]) -> None:
             hint = f"; did you mean {', '.join(close)}?" if close else f"; known: {', '.join(MODEL_CARDS)}"
             raise ConfigError(f"unknown encoder '{model}'{hint}")
 
-
-def methods_paragraph(datasets: Sequence[str], models: Sequence[str]) -> str:
-    """A LaTeX-ready sentence citing the benchmark, the datasets and the models (each with a cite command)."""
-    def named(items: Sequence[str], cite: Callable[[str], Citation | None]) -> str:
-        parts = []
-        for item in items:
-            citation = cite(item)
-            parts.append(f"{item}~\\cite{{{citation.key}}}" if citation is not None else item)
-        return ", ".join(parts) or "none"
-
-    return (f"Models were evaluated with ppgbench~\\cite{{{BENCHMARK.key}}} ({BENCHMARK.field('version')}) "
-            f"on {named(datasets, dataset_citation)}. Models: {named(models, model_citation)}.")

@@ -25,7 +25,8 @@ def add_report_parser(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("runs", nargs="+", type=Path,
                         help="Run folders (jobs/<id>/results.json inside) or files from ppgbench export.")
     parser.add_argument("--output", "-o", type=Path, default=Path("report"),
-                        help="Report folder (default: report).")
+                        help="Report folder (default: report): built beside it and swapped in whole once "
+                             "complete; a folder of files that are not a report is refused.")
     parser.add_argument("--baseline-rule", choices=("ci", "paired", "mean"), default="ci",
                         help="When a model meaningfully beats the constant baseline or a control: 'ci' "
                              "better mean and non-overlapping 95%% CIs (default), 'paired' better mean and "

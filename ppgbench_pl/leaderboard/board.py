@@ -54,6 +54,8 @@ class Board:
         runs: The combined records (conflicts, problems, parameters).
         rule: The "meaningfully better" rule.
         documents: Each exported input's document (run folders have none).
+        labels: Each input (resolved path) -> how the page names it: file name and content digest, never a
+            local path (:func:`ppgbench_pl.results.provenance.input_label`).
 
     """
 
@@ -68,6 +70,7 @@ class Board:
     rule: Rule
     documents: dict[Path, dict[str, Any]] = field(default_factory=dict)
     usual_grids: dict[str, str] = field(default_factory=dict)
+    labels: dict[Path, str] = field(default_factory=dict)
     _index: dict[tuple[str, str, str], Any] = field(init=False, repr=False, default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -77,6 +80,18 @@ class Board:
     def cell(self, regime: str, task: str, model: str) -> Any:
         """The ``main_cells`` row of one score, or None when that cell was not run."""
         return self._index.get((regime, task, model))
+
+    def label(self, path: Path) -> str:
+        """How the page names an input: its file name and content digest."""
+        from ppgbench_pl.results.provenance import input_label
+
+        return self.labels.get(path.resolve()) or input_label(path)
+
+    def shareable(self, text: str) -> str:
+        """``text`` (a loader's line naming an input) with each input's path replaced by its label."""
+        from ppgbench_pl.results.provenance import scrub
+
+        return scrub(text, self.inputs, [self.label(p) for p in self.inputs])
 
     def models_of(self, regime: str) -> list[str]:
         """The models with at least one score in a regime, in board order."""
@@ -141,8 +156,10 @@ def collect(inputs: Sequence[str | Path]) -> Board:
 
     """
     from ppgbench_pl.results.export import read_export
+    from ppgbench_pl.results.provenance import input_label
 
     runs = load_runs(inputs)
+    labels = {Path(p).resolve(): input_label(p) for p in inputs}
     scores = Scores(runs.records, "seed")
     rule = Rule(RULE)
     chance = findings.chance_cells(scores, rule)
@@ -153,4 +170,4 @@ def collect(inputs: Sequence[str | Path]) -> Board:
                  columns={r: _columns(scores, cells, r) for r in regimes}, models=scores.models, cells=cells,
                  via=via, sources=sources, runs=runs, rule=rule,
                  documents={Path(p): read_export(p) for p in inputs if Path(p).is_file()},
-                 usual_grids={r: tables.usual_grid(cells, r) for r in regimes})
+                 usual_grids={r: tables.usual_grid(cells, r) for r in regimes}, labels=labels)

@@ -80,12 +80,12 @@ def cards(board: Board) -> list[Card]:
         kind = role(model)
         if kind == "baseline":
             continue
-        origin = ", ".join(str(p) for p in board.sources.get(model, []))
+        origin = ", ".join(board.label(p) for p in board.sources.get(model, []))
         if model in exported:
             path, document = exported[model]
             card = dict(document.get("model_card") or {})
             versions = document.get("versions") or {}
-            origin = (f"{path} (exported {document.get('created', 'at an unrecorded time')} by ppgbench "
+            origin = (f"{board.label(path)} (exported {document.get('created', 'at an unrecorded time')} by ppgbench "
                       f"{versions.get('ppgbench') or 'unknown'}, format {document['format_version']})")
         else:
             card = model_card(model, [r for r in board.runs.records if r.get("model") == model])

@@ -131,7 +131,7 @@ def _meta(board: Board) -> list[str]:
     import ppgbench_pl
 
     models = [m for m in board.models if role(m) == "model"]
-    inputs = ", ".join(str(p) for p in board.inputs)
+    inputs = ", ".join(board.label(p) for p in board.inputs)
     parts = [f'<p class="meta">From {len(board.inputs)} input(s): {_esc(inputs)}. {len(models)} model(s), '
              f"{len(board.regimes)} regime(s). Each cell: mean ± Student-t 95% CI over seed means (protocol "
              f"section 9), in the unit of its column; hover a cell for its counts. Click a column header to "
@@ -143,7 +143,7 @@ def _meta(board: Board) -> list[str]:
     for label, lines in (("jobs had conflicting records across inputs (first input kept)", board.runs.conflicts),
                          ("job records could not be read and count as not run", board.runs.problems)):
         if lines:
-            items = "".join(f"<li>{_esc(line)}</li>" for line in lines)
+            items = "".join(f"<li>{_esc(board.shareable(line))}</li>" for line in lines)
             parts.append(f"<details><summary>{len(lines)} {_esc(label)}</summary><ul>{items}</ul></details>")
     return parts
 

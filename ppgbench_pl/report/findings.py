@@ -16,7 +16,7 @@ A cell is one (task, regime). Both findings use the same switchable :class:`~ppg
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pandas as pd
 
@@ -112,22 +112,48 @@ class Headline:
     not_assessable: list[tuple[str, str]]
     rule_text: str
     controls_seen: list[str]
+    no_baseline: list[tuple[str, str]] = field(default_factory=list)
+    undetermined_controls: list[tuple[str, str]] = field(default_factory=list)
 
-    def lines(self) -> list[str]:
-        """Give the findings as sentences (used in the HTML page and printed by the command)."""
+    def chance_line(self) -> str:
+        """How many judged cells are near chance; ``undetermined`` when none could be judged."""
+        judged = self.n_cells - len(self.undetermined_chance) - len(self.no_baseline)
+        if judged <= 0:
+            why = ("a CI or paired test needs at least two seeds" if self.undetermined_chance
+                   else "no cell has a constant baseline")
+            return (f"Near chance: undetermined in all {self.n_cells} task x regime cells ({why}); no cell is "
+                    "judged near or above chance.")
+        scope = "judged " if judged < self.n_cells else ""
+        return (f"{len(self.near_chance)} of {judged} {scope}task x regime cells are near chance: no model "
+                "meaningfully beats the constant baseline.")
+
+    def controls_line(self) -> str:
+        """How many decided cells the controls hold in; ``undetermined`` when none could be decided."""
         seen = ", ".join(self.controls_seen) or "none"
         ran = {RENAMED_CONTROLS.get(c, c) for c in self.controls_seen}
         absent = [c for c in FEATURE_CONTROLS if c not in LEGACY_CONTROLS and c not in ran]
         missing = f"; not run: {', '.join(absent)}, so not required" if absent else ""
-        out = [
-            f"{len(self.near_chance)} of {self.n_cells} task x regime cells are near chance: no model "
-            f"meaningfully beats the constant baseline.",
-            f"In {len(self.controls_hold)} of {self.n_assessable} assessable cells, no PPG-specific model "
-            f"meaningfully beats both the PRV and the MOMENT control (controls run: {seen}{missing}).",
-        ]
-        if self.undetermined_chance:
+        if self.n_assessable == 0:
+            return (f"Controls: no cell has both a PRV/MOMENT control and a PPG-specific model, so none is "
+                    f"assessed (controls run: {seen}{missing}).")
+        decided = self.n_assessable - len(self.undetermined_controls)
+        if decided == 0:
+            return (f"Controls: undetermined in all {self.n_assessable} assessable cells (a CI or paired test "
+                    f"needs at least two seeds; controls run: {seen}{missing}).")
+        scope = "decided " if decided < self.n_assessable else ""
+        return (f"In {len(self.controls_hold)} of {decided} {scope}assessable cells, no PPG-specific model "
+                f"meaningfully beats both the PRV and the MOMENT control (controls run: {seen}{missing}).")
+
+    def lines(self) -> list[str]:
+        """Give the findings as sentences (used in the HTML page and printed by the command)."""
+        out = [self.chance_line(), self.controls_line()]
+        judged = self.n_cells - len(self.undetermined_chance) - len(self.no_baseline)
+        if self.undetermined_chance and judged > 0:
             out.append(f"{len(self.undetermined_chance)} cells could not be judged against chance "
                        "(a CI or paired test needs at least two seeds).")
+        if self.undetermined_controls and len(self.undetermined_controls) < self.n_assessable:
+            out.append(f"{len(self.undetermined_controls)} assessable cells could not be decided against the "
+                       "controls (a CI or paired test needs at least two seeds).")
         if self.not_assessable:
             out.append(f"{len(self.not_assessable)} cells lack a PRV/MOMENT control or a PPG-specific model "
                        "and are left out of the control count.")
@@ -151,4 +177,6 @@ def headline(chance: pd.DataFrame, controls: pd.DataFrame, rule: Rule) -> Headli
         not_assessable=cells(controls, ("no_controls", "no_ppg_model")),
         rule_text=rule.text,
         controls_seen=[c for c in FEATURE_CONTROLS if c in seen],
+        no_baseline=cells(chance, "no_baseline"),
+        undetermined_controls=cells(controls, "undetermined"),
     )

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ppgbench_pl.report.filenames import safe_stem
 from ppgbench_pl.report.labels import metric_label, unit_of
 from ppgbench_pl.report.overlap_marks import legend, mark
 from ppgbench_pl.report.rules import Rule, bold_models
@@ -269,7 +270,8 @@ def caption(regime: str, rule: Rule, ci_unit: str, cells: pd.DataFrame | None = 
 
 def budget_note(cells: pd.DataFrame) -> str:
     """``SMOKE BUDGET ...`` before a caption whose cells were not made by the published protocol."""
-    names = sorted({str(b) for b in cells.get("budget", pd.Series(dtype=str)).dropna()} - {"published", ""})
+    names = sorted({n for b in cells.get("budget", pd.Series(dtype=str)).dropna() for n in str(b).split(";")}
+                   - {"published", ""})  # a cell made under several budgets joins them with ';'
     if not names:
         return ""
     return (f"{' + '.join(n.upper() for n in names)} BUDGET: not the published protocol (fewer seeds, folds, "
@@ -297,7 +299,7 @@ def write_main_tables(cells: pd.DataFrame, scores: Scores, rule: Rule, out_dir: 
         md = wide_table(*args, bold=lambda t: f"**{t}**", marker=lambda m: f" {m}")
         for suffix, content in ((".csv", None), (".md", f"{text}\n\n{to_markdown(md)}"),
                                 (".tex", to_latex(md, text))):
-            path = out_dir / f"main_{regime}{suffix}"
+            path = out_dir / f"main_{safe_stem(regime)}{suffix}"
             if content is None:
                 csv.to_csv(path, index=False)
             else:

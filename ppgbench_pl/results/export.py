@@ -160,13 +160,14 @@ def _predictions(records: list[dict[str, Any]], folders: dict[str, Path]) -> tup
             if not name:
                 continue  # a record that stored no arrays
             path = folders[jid] / str(name)
+            where = f"{folders[jid].parent.name}/{folders[jid].name}/{name}"  # inside the run: no local path
             try:
                 with np.load(path, allow_pickle=False) as arrays:
                     out.setdefault(jid, {})[str(name)] = pack_all({k: arrays[k] for k in arrays.files})
             except FileNotFoundError:
-                left_out.append(f"{path}: missing")
+                left_out.append(f"{where}: missing")
             except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
-                left_out.append(f"{path}: unreadable ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})")
+                left_out.append(f"{where}: unreadable ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})")
     return out, left_out
 
 
@@ -191,6 +192,8 @@ def build_export(run_dir: str | Path, model: str | None = None) -> dict[str, Any
             ambiguous (one line).
 
     """
+    from ppgbench_pl.results.provenance import input_label
+
     run_dir = Path(run_dir)
     meta, records, folders = _read_run(run_dir)
     chosen = _choose_model(run_dir, records, model)
@@ -199,10 +202,11 @@ def build_export(run_dir: str | Path, model: str | None = None) -> dict[str, Any
     identity = meta.get("identity") or {}
     ids = {model_id(m) for m in keep}
     predictions, left_out = _predictions(mine, folders)
+    source = input_label(run_dir, shown=64)  # the folder's name and digest: no local path in a shared file
     return {
         "format": FORMAT, "format_version": FORMAT_VERSION, "model": chosen,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "run": {"run_uid": meta.get("run_uid"), "source": str(run_dir), "seeds": meta.get("seeds"),
+        "run": {"run_uid": meta.get("run_uid"), "source": source, "seeds": meta.get("seeds"),
                 "folds": meta.get("folds"), "device": meta.get("device"),
                 "identity_sha256": hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest(),
                 "planned_jobs": [j for j in meta.get("planned_jobs") or [] if str(j).split("__")[0] in ids],
@@ -233,7 +237,7 @@ def export_run(run_dir: str | Path, output: str | Path | None = None, model: str
 
     document = build_export(run_dir, model)
     for line in document["predictions_left_out"]:
-        (warn or _warn)(f"{line}; not carried (the report leaves the job out of Table 4)")
+        (warn or _warn)(f"{Path(run_dir) / line}; not carried (the report leaves the job out of Table 4)")
     path = Path(output) if output is not None else Path(f"{document['model']}{SUFFIX}")
     if path.is_dir():
         raise DataError(f"{path}: is a folder; give the file to write (e.g. {document['model']}{SUFFIX})")

@@ -212,7 +212,7 @@ def test_a_prediction_file_missing_from_the_run_is_named_and_left_out_of_table_4
     assert lines == [f"{gone}: missing; not carried (the report leaves the job out of Table 4)"]
     document = json.loads(exported.read_text())
     assert validate(document, "ppgbench-results.schema.json") == []
-    assert document["predictions_left_out"] == [f"{gone}: missing"]
+    assert document["predictions_left_out"] == [f"jobs/{gone.parent.name}/{gone.name}: missing"]  # no local path
     from_dir = build_report([run], tmp_path / "rep_dir").read_text()
     from_file = build_report([exported], tmp_path / "rep_file").read_text()
     assert f"{gone}: predictions file missing (left out of Table 4)" in from_dir

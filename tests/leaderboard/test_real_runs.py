@@ -22,6 +22,8 @@ def test_the_leaderboard_of_two_real_exported_runs(runs, tmp_path):  # noqa: F81
     for model in ("small_cnn", "mynet", "constant"):
         assert f'<tr data-model="{model}"' in text
     assert 'data-model="small_cnn"><h3>' in text and "<dt>pretraining data</dt><dd>mesa</dd>" in text
+    for shared in (text, *(f.read_text(encoding="utf-8") for f in files)):  # issue 32.8: nothing local
+        assert str(root) not in shared and str(tmp_path) not in shared
     if shutil.which("chromium") is None:
         pytest.skip("chromium is not installed")
     done = _chromium(page.as_uri(), tmp_path)

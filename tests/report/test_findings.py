@@ -44,7 +44,24 @@ def test_near_chance_under_each_rule(chance_scores, rule, expected):
     near = sorted(t for t, s in expected.items() if s == "near_chance")
     assert sorted(t for t, _ in head.near_chance) == near
     assert head.n_cells == 4
-    assert head.lines()[0].startswith(f"{len(near)} of 4 task x regime cells are near chance")
+    judged = sum(s != "undetermined" for s in expected.values())  # an undetermined cell is not counted
+    scope = "judged " if judged < 4 else ""
+    assert head.lines()[0].startswith(f"{len(near)} of {judged} {scope}task x regime cells are near chance")
+
+
+def test_findings_with_nothing_determined_say_undetermined(tmp_path):
+    """Issue 32.6: three one-seed cells are undetermined, not "0 of 3 cells are near chance"."""
+    for task, model, base in (("synthetic-hr", 9.0, 10.0), ("synthetic-age", 9.0, 10.0),
+                              ("synthetic-activity", 0.7, 0.5)):  # each better than its baseline, one seed
+        write_cell(tmp_path, "P", task, "linear", [model], [base], seeds=[1])
+        write_cell(tmp_path, "prv_neurokit2", task, "linear", [(model + base) / 2], [base], seeds=[1])
+    scores = Scores(load_runs([tmp_path]).records)
+    head = headline(chance_cells(scores, Rule("ci")), control_cells(scores, Rule("ci")), Rule("ci"))
+    chance, controls = head.lines()[:2]
+    assert chance.startswith("Near chance: undetermined in all 3 task x regime cells")
+    assert "0 of" not in chance and "no model meaningfully beats" not in chance
+    assert controls.startswith("Controls: undetermined in all 3 assessable cells")
+    assert "In 0 of" not in controls
 
 
 def test_near_chance_row_names_the_winners(chance_scores):

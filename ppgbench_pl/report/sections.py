@@ -1,0 +1,178 @@
+"""The body of the report page: the main tables, the comparisons between models, the paper's analyses.
+
+Each section writes its CSVs and figures into the report folder (every file name built from a regime name
+goes through :func:`~ppgbench_pl.report.filenames.safe_stem`) and draws itself on the page.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from ppgbench_pl.report import (
+    analyses,
+    compare,
+    effects_page,
+    figures,
+    overlap_marks,
+    overlap_page,
+    references,
+    rescoring,
+    search_noise,
+    tables,
+)
+from ppgbench_pl.report.filenames import safe_stem
+from ppgbench_pl.report.html import Page, table
+from ppgbench_pl.report.load import RunSet
+from ppgbench_pl.report.rules import Rule
+from ppgbench_pl.report.scores import Scores
+
+
+@dataclass
+class ReportOptions:
+    """Choices that change what the report says.
+
+    Args:
+        rule: "Meaningfully better" rule: ``ci`` (default), ``paired`` or ``mean``.
+        alpha: Significance level of the ``paired`` rule and of the Nemenyi CD.
+        ci_unit: ``seed`` (published) or ``fold``, as in summary.csv.
+        pairs: Model pairs for paired comparisons (default: each tested model vs each control).
+        parameters: Optional parameter-count file (CSV or JSON) for Table 7.
+
+    """
+
+    rule: str = "ci"
+    alpha: float = 0.05
+    ci_unit: str = "seed"
+    pairs: Sequence[tuple[str, str]] | None = None
+    parameters: Path | None = None
+    written: list[Path] = field(default_factory=list)
+    paired_findings: effects_page.PairedFindings | None = None  # issue 19: paired tests beside the published rule
+    overlap_findings: overlap_page.OverlapFindings | None = None  # issue 21: counts and findings without overlap
+    citations: references.References | None = None  # issue 21: references.bib and the methods sentence
+    flags: dict[tuple[str, str], str] = field(default_factory=dict)  # issue 21: (task, model) -> overlap
+    search_noise: search_noise.SearchNoise | None = None  # issue 19: what other search seeds add
+
+
+def write_csv(frame: pd.DataFrame, path: Path, opts: ReportOptions) -> None:
+    """Write one table of the report and list it among the files."""
+    frame.to_csv(path, index=False)
+    opts.written.append(path)
+
+
+def main_tables(page: Page, scores: Scores, rule: Rule, cells: pd.DataFrame, out: Path,
+                opts: ReportOptions) -> None:
+    """The main tables (one per regime), written to ``tables/`` and drawn on the page."""
+    opts.written += tables.write_main_tables(cells, scores, rule, out / "tables")
+    page.heading("Main tables", anchor="tables")
+    for regime in scores.regimes:
+        wide = tables.wide_table(cells, regime, scores.models, scores.tasks(regime),
+                                 bold=lambda t: f"<strong>{t}</strong>", marker=lambda m: f" {m}")
+        page.heading(regime, level=3)
+        page.raw(table(wide, tables.caption(regime, rule, opts.ci_unit, cells), raw=scores.models,
+                       row_class=lambda row: "near_chance" if str(row["task"]).endswith("†") else ""))
+
+
+def paper_analyses(page: Page, runs: RunSet, out: Path, opts: ReportOptions) -> None:
+    """Tables 3, 4, 6 and 7 of the paper (Table 4 reads the predictions and notes missing files)."""
+    page.heading("Subject-level aggregation selected (Table 3)", anchor="aggregation")
+    choices = analyses.aggregation_choices(runs.records)
+    freq = analyses.aggregation_frequency(choices)
+    write_csv(freq, out / "tables" / "aggregation_frequency.csv", opts)
+    page.raw(table(freq, "Selections (job x repeat) per strategy on subject-level tasks with a choice."))
+
+    page.heading("Subject-level vs window-level scoring of the same predictions (Table 4)",
+                 anchor="rescoring")
+    jobs = rescoring.rescore_jobs(runs)
+    write_csv(jobs, out / "tables" / "rescoring_jobs.csv", opts)
+    resc = rescoring.rescoring_table(jobs)
+    write_csv(resc, out / "tables" / "rescoring.csv", opts)
+    page.raw(table(*overlap_marks.marked(resc, overlap_marks.cell_flags(runs.records), "Subject level uses the "
+                                         "aggregation each job selected; n_mismatched counts rescored values "
+                                         "that differ from the recorded metric (should be 0).")))
+
+    page.heading("Edge pressure of the searches (Table 6)", anchor="edges")
+    edges = analyses.edge_choices(runs.records)
+    write_csv(edges, out / "tables" / "edge_choices.csv", opts)
+    pressure = analyses.edge_pressure(edges)
+    write_csv(pressure, out / "tables" / "edge_pressure.csv", opts)
+    page.raw(table(pressure, "Fraction of selections at the lowest / highest value seen in the job's own "
+                             "search (grid points or Optuna trials; selected epoch vs epochs recorded)."))
+
+    page.heading("Parameters (Table 7)", anchor="parameters")
+    counts = dict(runs.parameters)
+    if opts.parameters is not None:
+        counts.update(analyses.read_parameter_file(opts.parameters))
+    params = analyses.parameter_table(counts, runs.models)
+    write_csv(params, out / "tables" / "parameters.csv", opts)
+    if params.empty:
+        page.paragraph("No parameter counts in these runs. Pass --parameters FILE (CSV: "
+                       "model,total[,trainable], or JSON) to add them.", "note")
+    else:
+        page.raw(table(params))
+
+
+def comparisons(page: Page, scores: Scores, out: Path, opts: ReportOptions) -> None:
+    """Figure 1, the critical-difference ranking and the paired comparisons."""
+    page.heading("Regime comparison (Figure 1)", anchor="regimes")
+    fig_dir = out / "figures"
+    if scores.tasks():
+        png, svg = figures.save(figures.regime_comparison(scores), fig_dir, "regime_comparison")
+        opts.written += [png, svg]
+        page.figure(png, svg, "Each model's mean ± 95% CI per task under every regime present.")
+
+    page.heading("Ranking across tasks (critical difference)", anchor="ranking")
+    few = effects_page.few_seed_regimes(scores)  # no CD diagram without seeds to rank on
+    rankings = [r for regime in scores.regimes
+                if regime not in few and (r := compare.rank_models(scores, regime, opts.alpha))]
+    if few:
+        page.paragraph(effects_page.cd_note(few), "note")
+    write_csv(compare.ranking_table(rankings), out / "tables" / "ranking.csv", opts)
+    for r in rankings:
+        png, svg = figures.save(figures.cd_diagram(r), fig_dir, f"cd_{safe_stem(r.regime)}")
+        opts.written += [png, svg]
+        dropped = f" Left out for missing tasks: {', '.join(r.dropped_models)}." if r.dropped_models else ""
+        page.figure(png, svg, f"{r.regime}: average ranks (1 = best) over {r.n_tasks} tasks; models "
+                              f"joined by a bar are not different by the Nemenyi test (alpha {opts.alpha:g})."
+                              f"{dropped}")
+    if not rankings:
+        page.paragraph("A ranking needs at least two models on at least two tasks in one regime.", "note")
+
+    page.heading("Paired comparisons", anchor="paired")
+    paired = compare.paired_comparisons(scores, opts.pairs)
+    write_csv(paired, out / "tables" / "paired.csv", opts)
+    note = paired_note(paired, opts.ci_unit)
+    if note:
+        page.paragraph(note, "note")
+    if not paired.empty:
+        sig = paired[paired["t_pvalue"] < opts.alpha]
+        tally = paired.groupby(["regime", "model_a", "model_b"], sort=False).size().rename("cells").to_frame()
+        for side in ("a", "b"):
+            wins = sig[sig["better"] == sig[f"model_{side}"]].groupby(["regime", "model_a", "model_b"]).size()
+            tally[f"{side}_better_p<{opts.alpha:g}"] = wins.reindex(tally.index).fillna(0).astype(int)
+        page.raw(table(tally.reset_index(), "Cells where one side is better with a paired t-test p below "
+                                            "alpha."))
+    page.details(f"All {len(paired)} paired comparisons", table(*overlap_marks.marked(paired, opts.flags)))
+
+
+def paired_note(paired: pd.DataFrame, unit: str) -> str:
+    """What the paired comparisons are; the Wilcoxon floor only where a test was made and the floor bites.
+
+    The smallest two-sided exact Wilcoxon p over n pairs is 2 / 2^n (0.0625 with 5 seeds); with one unit
+    per comparison there is no test at all, and the note says so instead.
+    """
+    if paired.empty:
+        return ""
+    tested = paired.loc[pd.to_numeric(paired["t_pvalue"], errors="coerce").notna(), "n_pairs"]
+    if tested.empty:
+        return (f"Differences model_a - model_b over the same {unit}s and folds. One {unit} per comparison: "
+                "no confidence interval, t-test or Wilcoxon test can be made, so no side is called better.")
+    text = (f"Differences model_a - model_b over the same {unit}s and folds: mean with Student-t 95% CI, "
+            "paired t-test and Wilcoxon signed-rank (two-sided).")
+    n = int(tested.max())
+    if n <= 6:
+        text += f" With {n} {unit}s Wilcoxon cannot go below p = {2.0 ** (1 - n):.4g}."
+    return text

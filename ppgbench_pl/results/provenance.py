@@ -1,0 +1,59 @@
+"""How a page or file meant to be shared names its inputs: file name and content digest, never a local path.
+
+An absolute path says who ran it and where (``/home/alice/secret-project/...``), and means nothing to a
+reader elsewhere; a name with a content digest says which input it was and lets anyone check a copy. A
+file's digest is the SHA-256 of its bytes; a run folder's is the SHA-256 over its ``run.json`` and every
+``jobs/*/results.json``, each as its relative path and the SHA-256 of its bytes, in path order
+(prediction arrays and locks are left out: the records are what the numbers come from).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+#: Hex digits of the digest shown beside a name (the full digest is in ``content_digest``).
+SHOWN = 16
+
+
+def _file_digest(path: Path) -> str:
+    with path.open("rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+def content_digest(path: str | Path) -> str:
+    """The SHA-256 (hex) of a file's bytes, or of a run folder's ``run.json`` and job records.
+
+    Raises:
+        OSError: A file cannot be read.
+    """
+    path = Path(path)
+    if path.is_file():
+        return _file_digest(path)
+    digest = hashlib.sha256()
+    members = [path / "run.json", *sorted((path / "jobs").glob("*/results.json"))]
+    for member in (m for m in members if m.is_file()):
+        digest.update(member.relative_to(path).as_posix().encode("utf-8") + b"\0")
+        digest.update(_file_digest(member).encode() + b"\0")
+    return digest.hexdigest()
+
+
+def input_label(path: str | Path, digest: str | None = None, shown: int = SHOWN) -> str:
+    """``name (sha256:0123456789abcdef)``: an input as a shared page or file names it (``shown`` hex digits)."""
+    path = Path(path)
+    name = path.absolute().name or str(path)
+    return f"{name} (sha256:{(digest or content_digest(path))[:shown]})"
+
+
+def scrub(text: str, paths: Iterable[Path], labels: Iterable[str]) -> str:
+    """``text`` with every spelling of each path (as given, absolute, resolved) replaced by its label.
+
+    A file inside an input keeps its path from the input's name on (``run_a/jobs/.../results.json``).
+    """
+    for path, label in zip(paths, labels, strict=True):
+        spellings = {str(path), str(path.absolute()), str(path.resolve())} - {"", "."}
+        for spelling in sorted(spellings, key=len, reverse=True):
+            text = text.replace(spelling + os.sep, path.absolute().name + "/").replace(spelling, label)
+    return text
