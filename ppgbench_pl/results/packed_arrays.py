@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 NUMERIC = re.compile(r"^[<|][biuf][1248]$")
-TEXT = re.compile(r"^<U[0-9]+$")
+TEXT = re.compile(r"^<U[0-9]{1,6}$")
 #: The most bytes one unpacked array may take (about 16 million windows of float64 class scores x 4); the
 #: reader of a whole file also bounds the sum by the file's size (:mod:`ppgbench_pl.results.untrusted`).
 MAX_ARRAY_BYTES = 1 << 29
@@ -81,7 +81,7 @@ def declared(packed: Any) -> tuple[np.dtype, tuple[int, ...]]:
     if not isinstance(packed, Mapping) or not isinstance(packed.get("dtype"), str):
         raise ValueError("a packed array must be an object with 'dtype', 'shape' and its data")
     text, shape = packed["dtype"], _shape(packed)
-    if not (NUMERIC.match(text) or TEXT.match(text)) or len(text) > 12:
+    if not (NUMERIC.match(text) or TEXT.match(text)):
         raise ValueError(f"dtype {text!r} is not one an exported file holds (<i8, <f8, |b1, <U3, ...)")
     dtype = np.dtype(text)
     if math.prod(shape) * dtype.itemsize > MAX_ARRAY_BYTES:
@@ -121,9 +121,10 @@ def check_siblings(shapes: Mapping[str, tuple[int, ...]]) -> None:
     if any(n is None for n in rows.values()):
         raise ValueError(f"array '{next(k for k, n in rows.items() if n is None)}' has no rows (a 0-d array)")
     if len(set(rows.values())) > 1:
-        a, b = sorted(rows)[0], next(k for k in sorted(rows) if rows[k] != rows[sorted(rows)[0]])
-        n, m = rows[a], rows[b]
-        raise ValueError(f"array '{b}' has {m} rows but '{a}' has {n} (one row per test window)")
+        first = "y_true" if "y_true" in rows else sorted(rows)[0]
+        other = next(k for k in sorted(rows) if rows[k] != rows[first])
+        raise ValueError(f"array '{other}' has {rows[other]} rows but '{first}' has {rows[first]} (one row per "
+                         "test window)")
     if "classes" in shapes and "y_prob" in shapes:
         classes, prob = shapes["classes"], shapes["y_prob"]
         if len(classes) != 1 or len(prob) != 2 or prob[1] != classes[0]:

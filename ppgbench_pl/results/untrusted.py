@@ -89,6 +89,6 @@ def _version(path: Path, document: Any) -> int:
                         "make one with ppgbench export RUN)")
     version = document.get("format_version")
     if isinstance(version, bool) or version not in READABLE_VERSIONS:
-        raise DataError(f"{path}: field format_version: {str(version)[:20]} is not one this ppgbench reads (1 to "
+        raise DataError(f"{path}: format_version {str(version)[:20]} is not one this ppgbench reads (1 to "
                         f"{FORMAT_VERSION}); upgrade ppgbench")
     return int(version)
