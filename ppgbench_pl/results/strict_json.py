@@ -99,7 +99,7 @@ def loads_bounded(data: bytes, max_depth: int = MAX_DEPTH) -> Any:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
-        raise ValueError("is not UTF-8 text") from None
+        raise ValueError("is not valid JSON (not UTF-8 text)") from None
     depth = nesting_depth(data)
     if depth > max_depth:
         raise ValueError(f"nests {depth} levels deep, more than the {max_depth} a results file may")
