@@ -41,13 +41,13 @@ def read_bytes_bounded(path: Path, max_bytes: int) -> bytes:
         raise ValueError(f"is {size / 2**20:.1f} MiB, more than the {max_bytes / 2**20:.0f} MiB a results file "
                          "may be")
     with path.open("rb") as handle:
-        data = handle.read(max_bytes + 1)  # the file may have grown since stat
-    if len(data) > max_bytes:
-        raise ValueError(f"is more than the {max_bytes / 2**20:.0f} MiB a results file may be")
+        data = handle.read(size + 1)  # a buffer of the size stat saw (the file may have grown since)
+    if len(data) > size:
+        raise ValueError("grew while it was read; read it again once it is written")
     return data
 
 
-def nesting_depth(data: bytes, chunk: int = 1 << 22) -> int:
+def nesting_depth(data: bytes, chunk: int = 1 << 16) -> int:
     """The deepest bracket nesting of JSON text, strings left out (no parsing, no recursion; memory per chunk)."""
     import numpy as np
 
@@ -55,9 +55,8 @@ def nesting_depth(data: bytes, chunk: int = 1 << 22) -> int:
     deepest = depth = 0
     for start in range(0, len(brackets), chunk):
         part = brackets[start:start + chunk]
-        step = ((part == ord("[")) | (part == ord("{"))).astype(np.int32)
-        step -= (part == ord("]")) | (part == ord("}"))
-        running = np.cumsum(step) + depth
+        step = ((part == ord("[")) | (part == ord("{"))).view(np.int8) - ((part == ord("]")) | (part == ord("}")))
+        running = np.cumsum(step, dtype=np.int32) + depth
         deepest, depth = max(deepest, int(running.max())), int(running[-1])
     return deepest
 
@@ -96,13 +95,13 @@ def loads_bounded(data: bytes, max_depth: int = MAX_DEPTH) -> Any:
             overlong number (one line saying which).
 
     """
+    depth = nesting_depth(data)
+    if depth > max_depth:
+        raise ValueError(f"nests {depth} levels deep, more than the {max_depth} a results file may")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise ValueError("is not valid JSON (not UTF-8 text)") from None
-    depth = nesting_depth(data)
-    if depth > max_depth:
-        raise ValueError(f"nests {depth} levels deep, more than the {max_depth} a results file may")
     try:
         return json.loads(text, object_pairs_hook=_object, parse_float=_float, parse_int=_int,
                           parse_constant=_constant)

@@ -23,8 +23,8 @@ from ppgbench_pl.cli import main
 from ppgbench_pl.errors import DataError, PPGBenchError
 from ppgbench_pl.report import build_report
 from ppgbench_pl.results.export import FORMAT_VERSION, export_run
-from tests.cards.bib_parse import pybtex_entries
 from ppgbench_pl.results.schemas import errors as validate
+from tests.cards.bib_parse import pybtex_entries
 
 TINY = {"synthetic_subjects": 8, "synthetic_windows": 4, "accelerator": "cpu", "devices": 1, "progress": False}
 CELL = {"dataset": "synthetic", "tasks": ["synthetic-hr", "synthetic-stiffness"], "seeds": [42, 43],

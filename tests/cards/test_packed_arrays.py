@@ -11,8 +11,8 @@ import zlib
 import numpy as np
 import pytest
 
-from ppgbench_pl.results.packed_arrays import pack, pack_all, unpack, unpack_all
 from ppgbench_pl.results import schemas
+from ppgbench_pl.results.packed_arrays import pack, pack_all, unpack, unpack_all
 
 RNG = np.random.default_rng(0)
 ARRAYS = {
