@@ -167,9 +167,12 @@ def prediction_problems(document: dict[str, Any], file_bytes: int) -> Iterator[s
                                 for x in r.get(k) or []} for r in document["records"]}
     total, cap = 0, DECLARED_FLOOR + DECLARED_PER_FILE_BYTE * file_bytes
     for jid, files in (document.get("predictions") or {}).items():
+        if jid not in named:
+            yield f"predictions.{jid}: no record of the file has this job id"
+            continue
         for name, arrays in files.items():
             at = f"predictions.{jid}.{name}"
-            if jid not in named or name not in named[jid] or not PREDICTION_FILE.match(name):
+            if name not in named[jid] or not PREDICTION_FILE.match(name):
                 yield f"{at}: no record of the file names this prediction file"
                 continue
             shapes = {}
