@@ -1,7 +1,8 @@
 """One model's results as a single versioned file others can read: ``ppgbench export RUN --output X.ppgbench.json``.
 
 A run folder lives on one machine; this file travels. It holds everything a reader needs to put the numbers
-beside their own without rerunning them (schema: ``docs/schema/ppgbench-results.schema.json``):
+beside their own without rerunning them (schema: ``ppgbench_pl/schema/ppgbench-results.schema.json``,
+documented in ``docs/schema/README.md``):
 
 * ``cells``: every summary row of the model and of the controls and baselines it was compared with (mean,
   CI, n, the per-seed and per-fold values, and whatever else the summary holds, such as the MDD);

@@ -2,7 +2,8 @@
 
 An exported file (:mod:`ppgbench_pl.results.export`, format version 2) carries every prediction file of
 its jobs, array for array, so the report's rescoring table (Table 4) and ``Results.predictions`` work from
-the file as from the run folder. One array is packed as (schema: ``docs/schema/ppgbench-results.schema.json``,
+the file as from the run folder. One array is packed as (schema:
+``ppgbench_pl/schema/ppgbench-results.schema.json``, documented in ``docs/schema/README.md``,
 ``$defs/array``):
 
 * numbers and booleans: ``{"dtype": "<f8", "shape": [120, 3], "zlib_base64": "..."}``: the array's bytes
@@ -11,7 +12,9 @@ the file as from the run folder. One array is packed as (schema: ``docs/schema/p
   the values in C order, run-length encoded (a subject's windows are consecutive, so this is short).
 
 Nothing else is packed (no object or bytes arrays: the benchmark writes none). :func:`unpack` checks every
-field and says what is wrong in one line (``ValueError``), so a damaged file never yields wrong arrays.
+field and says what is wrong in one line (``ValueError``), so a damaged file never yields wrong arrays;
+the declared size is checked before anything is decoded (:func:`declared`, :func:`check_siblings`), zlib
+data inflate in chunks up to one byte past it, and text runs are expanded by NumPy to the declared length.
 """
 
 from __future__ import annotations
