@@ -201,7 +201,7 @@ def skipped_tasks(run_dirs: Sequence[Path]) -> dict[str, str]:
         try:
             listed = json.loads((Path(run_dir) / "status.json").read_text()).get("skipped_tasks") or {}
             found.update({str(task): str(why) for task, why in dict(listed).items()})
-        except (OSError, ValueError, AttributeError, TypeError):
+        except (OSError, ValueError, AttributeError, TypeError, RecursionError):
             continue  # an export file, or a folder without a readable status.json
     return found
 

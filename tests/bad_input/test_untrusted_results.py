@@ -110,3 +110,22 @@ def test_predictions_of_a_run_folder_refuse_subjects_that_do_not_match_the_label
     with pytest.raises(DataError, match=r"array 'subjects' has 5000 rows but 'y_true' has 8 \(one row per test "
                                         r"window\)$"):
         pb.load_run(tmp_path / "run").predictions(job.name)
+
+
+def test_a_run_folder_with_deeply_nested_files_is_read_without_a_traceback(tmp_path, capsys):
+    """200,000 nested brackets as a job's ``results.json`` and as ``status.json``: the record is skipped with a
+    line naming it, the report is built from the others, ``load_run`` warns; no ``RecursionError``."""
+    from ppgbench_pl.cli import main
+    from tests.leaderboard.submissions import write_submission
+
+    run = tmp_path / "run"
+    write_submission(run, "papagei_s")
+    nested = "[" * 200_000 + "]" * 200_000
+    damaged = sorted(run.glob("jobs/*/results.json"))[0]
+    damaged.write_text(nested)
+    (run / "status.json").write_text(nested)
+    with pytest.warns(UserWarning, match=rf"skipped {re.escape(str(damaged))}: nests too deeply to be a job record"):
+        assert len(pb.load_run(run).records()) == 8
+    main(["report", str(run), "--output", str(tmp_path / "report")])
+    assert f"{damaged}: nests too deeply to be a job record" in capsys.readouterr().err
+    assert (tmp_path / "report" / "index.html").is_file()
