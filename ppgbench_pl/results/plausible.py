@@ -3,10 +3,10 @@
 The schema says what each field is; these say whether the file could have come from a run: every metric
 value in its metric's range (MAE, MSE, RMSE >= 0; accuracies, F1, AUROC, AUPRC in [0, 1]; R2 <= 1; all
 within +-1e100, so no sum overflows), counts that agree with the values they count, seeds and folds
-within the protocol, a protocol block with the keys a run writes, every record's dataset named by the
-protocol and the data digests, job ids that are the ids of their fields, and packed arrays whose declared
-shapes agree and whose declared size is bounded by the file's own size (checked before any is decoded).
-"""
+within the protocol, repeats numbered in order, a protocol block with the keys a run writes, every
+record's dataset named by the protocol and the data digests, job ids that are the ids of their fields,
+and packed arrays whose declared shapes agree and whose declared size is bounded by the file's own size
+(checked before any is decoded)."""
 
 from __future__ import annotations
 
@@ -92,6 +92,11 @@ def record_problems(records: list[dict[str, Any]], model: str, controls: tuple[s
         for key in ("results", "search_seed_results"):
             for j, result in enumerate(rec.get(key) or []):
                 yield from _metrics(f"{at}.{key}[{j}].metrics", result.get("metrics"))
+                if key == "results" and result.get("repeat", j) != j:
+                    yield f"{at}.results[{j}].repeat: {result['repeat']} (the repeats are numbered 0, 1, ... in order)"
+        empty = rec.get("windows_without_features") or {"n": 0, "of": 0}
+        if not 0 <= empty.get("n", 0) <= empty.get("of", 0):
+            yield f"{at}.windows_without_features: {empty.get('n')} of {empty.get('of')} windows"
         try:
             fold_entry(rec)
         except MalformedRecord as exc:

@@ -102,6 +102,9 @@ def test_the_bounded_parser(text, message):
     (lambda d: d["predictions"][_ok(d)["job_id"]]["predictions_repeat0.npz"]["subjects"].update(runs=[["S01", 8]],
                                                                                               dtype="<U2"),
      r"\.subjects: 'runs' hold text longer than its dtype <U2"),
+    (lambda d: _ok(d)["results"][0].update(repeat=4), r"\.results\[0\]\.repeat: 4 \(the repeats are numbered"),
+    (lambda d: _ok(d).update(windows_without_features={"n": 9, "of": 8}),
+     r"field records\[\d+\]\.windows_without_features: 9 of 8 windows$"),
     (_set("format_version", 3), r"format_version 3 is not one this ppgbench reads \(1 to 2\); upgrade ppgbench$"),
     (_set("created", "yesterday"), r"field \$\.created: 'yesterday' does not match"),
 ])
