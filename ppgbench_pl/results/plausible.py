@@ -6,7 +6,8 @@ within +-1e100, so no sum overflows), counts that agree with the values they cou
 within the protocol, repeats numbered in order, a protocol block with the keys a run writes, every
 record's dataset named by the protocol and the data digests, job ids that are the ids of their fields,
 and packed arrays whose declared shapes agree and whose declared size is bounded by the file's own size
-(checked before any is decoded)."""
+(checked before any is decoded).
+"""
 
 from __future__ import annotations
 
