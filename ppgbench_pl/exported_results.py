@@ -2,7 +2,8 @@
 
 The summary, the jobs and the report come from the file's records; :meth:`ExportedResults.predictions`
 unpacks the arrays the file carries (format version 2; a version 1 file carries none and says so in one
-line).
+line). The file is validated whole when opened (:mod:`ppgbench_pl.results.untrusted`); an array is decoded
+only when asked for, within the size its file declared and checked.
 """
 
 from __future__ import annotations
@@ -79,7 +80,8 @@ class ExportedResults(Results):
 
         Raises:
             DataError: No such job or row, the file carries no predictions (format version 1) or none for
-                that repeat, or they are damaged (one line naming the file and the job).
+                that repeat, or they are damaged or disagree in length (``subjects`` beside labels; one line
+                naming the file and the job).
 
         """
         from ppgbench_pl.results.packed_arrays import unpack_all

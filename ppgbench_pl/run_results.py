@@ -197,13 +197,14 @@ class Results:
 
         Raises:
             DataError: No such job or row, it saved no predictions for that repeat, or the file is damaged
-                (each one line naming the job, and the row an index stood for).
+                or its arrays disagree in length (each one line naming the job, and the row an index stood for).
 
         """
         import zipfile
 
         import numpy as np
 
+        from ppgbench_pl.results.packed_arrays import check_siblings
         from ppgbench_pl.results.records import job_dir
 
         jid, which = self._job_of(job_id)
@@ -212,10 +213,15 @@ class Results:
             raise DataError(f"{path}: {which} saved no predictions for repeat {repeat}")
         try:
             with np.load(path, allow_pickle=False) as npz:
-                return {k: npz[k] for k in npz.files}
+                arrays = {k: npz[k] for k in npz.files}
         except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
             raise DataError(f"{path}: {which}: the predictions file is damaged or truncated "
                             f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from None
+        try:
+            check_siblings({k: v.shape for k, v in arrays.items()})  # one row per window in every array
+        except ValueError as exc:
+            raise DataError(f"{path}: {which}: {exc}") from None
+        return arrays
 
     def _job_of(self, job: str | int) -> tuple[str, str]:
         """(job id, how to name it) for a job id, a unique suffix or a row index of :attr:`jobs`."""

@@ -155,7 +155,6 @@ def collect(inputs: Sequence[str | Path]) -> Board:
             completed job, or its protocol settings differ from another input's (one line naming it).
 
     """
-    from ppgbench_pl.results.export import read_export
     from ppgbench_pl.results.provenance import input_label
 
     runs = load_runs(inputs)
@@ -169,5 +168,5 @@ def collect(inputs: Sequence[str | Path]) -> Board:
     return Board(inputs=[Path(p) for p in inputs], regimes=regimes,
                  columns={r: _columns(scores, cells, r) for r in regimes}, models=scores.models, cells=cells,
                  via=via, sources=sources, runs=runs, rule=rule,
-                 documents={Path(p): read_export(p) for p in inputs if Path(p).is_file()},
+                 documents=runs.documents,  # each exported file as read (and validated) once by load_runs
                  usual_grids={r: tables.usual_grid(cells, r) for r in regimes}, labels=labels)

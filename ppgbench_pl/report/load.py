@@ -15,9 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from ppgbench_pl.cards.overlap import RANDOM_INIT_SUFFIX
-from ppgbench_pl.errors import PPGBenchError
-from ppgbench_pl.results.fold_entry import code_label, fold_entry, is_baseline
-from ppgbench_pl.results.records import RESULTS_FILE, RecordScan, job_id, scan_records
+from ppgbench_pl.report.inputs import ReportError, read_input
+from ppgbench_pl.report.inputs import parameters as read_parameters
+from ppgbench_pl.results.fold_entry import code_label, is_baseline
+from ppgbench_pl.results.records import RESULTS_FILE, RecordScan, job_id
+
+__all__ = ["CONTROL_MODELS", "LEGACY_CONTROLS", "REGIME_ORDER", "RENAMED_CONTROLS", "ReportError", "RunSet",
+           "check_protocols", "is_control", "load_runs", "order_models", "order_regimes", "order_tasks", "record_id",
+           "skipped_tasks"]
 
 CONTROL_MODELS = ("prv_neurokit2", "prv_published", "moment_small", "constant")
 #: The current name of each control name of older run folders (the NeuroKit2 PRV was called ``prv``): a run
@@ -26,10 +31,6 @@ RENAMED_CONTROLS = {"prv": "prv_neurokit2"}
 #: Control names of older run folders.
 LEGACY_CONTROLS = tuple(RENAMED_CONTROLS)
 REGIME_ORDER = ("linear", "rf", "mlp", "finetune")
-
-
-class ReportError(PPGBenchError):
-    """The report cannot be built from the given folders (missing, empty, or not run folders)."""
 
 
 @dataclass
@@ -50,6 +51,7 @@ class RunSet:
             Table 4, the rescoring).
         packed: Job id -> prediction file name -> packed arrays, for jobs read from an exported file
             (format version 2 carries them; :meth:`prediction_arrays` unpacks them).
+        documents: Exported file -> its document, validated when read (``results/untrusted.py``).
 
     """
 
@@ -64,6 +66,7 @@ class RunSet:
     run_code_versions: list[str] = field(default_factory=list)
     prediction_problems: list[str] = field(default_factory=list)
     packed: dict[str, dict[str, Any]] = field(default_factory=dict)
+    documents: dict[Path, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def code_versions(self) -> dict[str, int]:
@@ -191,50 +194,6 @@ def _outcome(record: dict[str, Any]) -> Any:
     )
 
 
-def _run_meta(run_dir: Path) -> dict[str, Any]:
-    """Read the folder's ``run.json`` (empty when a run wrote none, e.g. records copied by hand)."""
-    path = run_dir / "run.json"
-    if not path.exists():
-        return {}
-    try:
-        meta = json.loads(path.read_bytes())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "not UTF-8 text"
-        raise ReportError(f"{path}: not valid JSON ({reason})") from None
-    except OSError as exc:
-        raise ReportError(f"{path}: cannot be read ({exc.strerror or exc})") from None
-    if not isinstance(meta, dict):
-        raise ReportError(f"{path}: not a run description (a JSON object was expected)")
-    return meta
-
-
-def _parameters(meta: dict[str, Any], source: Path) -> dict[str, dict[str, int]]:
-    """``run.json`` ``parameters``: {model: {"total": n, "trainable": n}} or {model: n}, if present."""
-    out: dict[str, dict[str, int]] = {}
-    raw = meta.get("parameters") or {}
-    try:
-        for model, value in raw.items():
-            if isinstance(value, int):
-                out[model] = {"total": value}
-            else:
-                out[model] = {k: int(v) for k, v in value.items()}
-    except (AttributeError, TypeError, ValueError):
-        raise ReportError(f"{source}: 'parameters' must map model names to counts") from None
-    return out
-
-
-def _check_record(record: dict[str, Any]) -> dict[str, Any]:
-    """Check a record the report uses; ``ValueError`` names what is missing (reported, then skipped)."""
-    if record.get("status") != "ok":
-        if not record.get("job_id") and record.get("model") is None:
-            raise ValueError("is not a job record (no job_id or model)")
-        return record
-    fold_entry(record)  # the summary's own checks: required fields, results a list of repeats
-    if record.get("kind") is None:
-        raise ValueError("missing field 'kind'")
-    return record
-
-
 def skipped_tasks(run_dirs: Sequence[Path]) -> dict[str, str]:
     """Task -> why a run skipped it (``status.json`` ``skipped_tasks``: it could not be evaluated)."""
     found: dict[str, str] = {}
@@ -242,44 +201,9 @@ def skipped_tasks(run_dirs: Sequence[Path]) -> dict[str, str]:
         try:
             listed = json.loads((Path(run_dir) / "status.json").read_text()).get("skipped_tasks") or {}
             found.update({str(task): str(why) for task, why in dict(listed).items()})
-        except (OSError, ValueError, AttributeError, TypeError):
+        except (OSError, ValueError, AttributeError, TypeError, RecursionError):
             continue  # an export file, or a folder without a readable status.json
     return found
-
-
-def _check_folder(run_dir: Path) -> None:
-    """Raise a one-line error unless ``run_dir`` looks like a run folder."""
-    if not run_dir.exists():
-        raise ReportError(f"{run_dir}: no such run folder")
-    if not run_dir.is_dir():
-        raise ReportError(f"{run_dir}: not a run folder (it is a file; give the folder holding run.json "
-                          "and jobs/)")
-    if not (run_dir / "jobs").is_dir() and not (run_dir / "run.json").is_file():
-        raise ReportError(f"{run_dir}: not a ppgbench run folder (no run.json and no jobs/ inside)")
-
-
-def _read_input(path: Path) -> tuple[dict[str, Any], RecordScan, dict[str, str]]:
-    """(run.json-like meta, the records, the protocol settings) of a run folder or an exported file."""
-    from ppgbench_pl.results.export import protocol_settings, read_export
-
-    if not (path.is_file() and path.suffix == ".json"):  # an exported file is JSON; anything else a folder
-        _check_folder(path)
-        meta = _run_meta(path)
-        scan = scan_records(path, transform=_check_record)
-        return meta, scan, protocol_settings(meta.get("identity") or {}, scan.records)
-    document = read_export(path)
-    run: dict[str, Any] = document["run"] if isinstance(document.get("run"), dict) else {}
-    meta = {"planned_jobs": run.get("planned_jobs") or [], "parameters": run.get("parameters") or {},
-            "code_versions": (document.get("versions") or {}).get("code_versions") or [],
-            "predictions": document.get("predictions")}  # None in format version 1
-    scan = RecordScan()
-    for i, record in enumerate(document["records"]):
-        try:
-            scan.records.append(_check_record(record))
-            scan.folders.append(path)
-        except ValueError as exc:
-            scan.problems.append(f"{path}: record {i}: {exc}")
-    return meta, scan, {str(k): str(v) for k, v in document["protocol"].items()}
 
 
 def check_protocols(inputs: Sequence[tuple[Path, dict[str, str]]]) -> None:
@@ -347,10 +271,11 @@ def load_runs(run_dirs: Sequence[str | Path]) -> RunSet:
     parameters: dict[str, dict[str, int]] = {}
     run_codes: set[str] = set()
     carried: dict[Path, dict[str, Any]] = {}  # exported file (format version 2) -> its predictions
+    documents: dict[Path, dict[str, Any]] = {}
     dirs = [Path(d) for d in run_dirs]
     protocols: list[tuple[Path, dict[str, str]]] = []
     for run_dir in dirs:
-        meta, scan, protocol = _read_input(run_dir)
+        meta, scan, protocol = read_input(run_dir)
         protocols.append((run_dir, protocol))
         problems += scan.problems
         if not scan.records:
@@ -359,10 +284,11 @@ def load_runs(run_dirs: Sequence[str | Path]) -> RunSet:
                               "is this a ppgbench run folder, and has a job finished?")
         planned |= {str(j) for j in meta.get("planned_jobs") or []}
         run_codes |= {code_label(c) for c in meta.get("code_versions") or [] if code_label(c)}
-        for model, counts in _parameters(meta, run_dir / "run.json").items():
+        for model, counts in read_parameters(meta, run_dir / "run.json").items():
             parameters.setdefault(model, counts)
-        if run_dir.is_file() and meta.get("predictions") is not None:
-            carried[run_dir] = meta["predictions"]
+        if run_dir.is_file():
+            documents[run_dir] = meta["document"]
+            carried.update({run_dir: meta["predictions"]} if meta["predictions"] is not None else {})
         _merge(scan, run_dir, (ok, failed, sources), conflicts)
     if not ok:
         raise ReportError(f"no completed jobs in {', '.join(map(str, dirs))} ({len(failed)} failed)")
@@ -371,7 +297,7 @@ def load_runs(run_dirs: Sequence[str | Path]) -> RunSet:
         records=[ok[k] for k in sorted(ok)],
         failed=[failed[k] for k in sorted(failed) if k not in ok],
         sources=sources, run_dirs=dirs, conflicts=conflicts, planned=planned, parameters=parameters,
-        problems=problems, run_code_versions=sorted(run_codes),
+        problems=problems, run_code_versions=sorted(run_codes), documents=documents,
         packed={j: carried[f].get(j) or {} for j, f in sources.items() if f in carried}, prediction_problems=[
             f"{d}: an exported results file of format version 1 carries no predictions; its jobs are left "
             "out of Table 4 (export the run again for a file that carries them)"

@@ -1,7 +1,8 @@
 """One model's results as a single versioned file others can read: ``ppgbench export RUN --output X.ppgbench.json``.
 
 A run folder lives on one machine; this file travels. It holds everything a reader needs to put the numbers
-beside their own without rerunning them (schema: ``docs/schema/ppgbench-results.schema.json``):
+beside their own without rerunning them (schema: ``ppgbench_pl/schema/ppgbench-results.schema.json``,
+documented in ``docs/schema/README.md``):
 
 * ``cells``: every summary row of the model and of the controls and baselines it was compared with (mean,
   CI, n, the per-seed and per-fold values, and whatever else the summary holds, such as the MDD);
@@ -31,24 +32,14 @@ from typing import Any
 
 from ppgbench_pl.errors import DataError
 from ppgbench_pl.results.fold_entry import code_label, fold_entry
+from ppgbench_pl.results.plausible import TRAINER_SETTINGS, control_names
 from ppgbench_pl.results.records import model_id, scan_records
+from ppgbench_pl.results.untrusted import FORMAT, FORMAT_VERSION, READABLE_VERSIONS, read_results_file
 
-FORMAT = "ppgbench.results"
-FORMAT_VERSION = 2
-#: Versions this ppgbench reads (1: no ``predictions``).
-READABLE_VERSIONS = (1, 2)
+__all__ = ["FORMAT", "FORMAT_VERSION", "READABLE_VERSIONS", "SUFFIX", "build_export", "control_names",
+           "export_run", "protocol_settings", "read_export"]
+
 SUFFIX = ".ppgbench.json"
-#: Trainer settings that change a number (the device kind is kept in ``run`` but not compared: a result
-#: made on a GPU may stand beside one made on a CPU).
-TRAINER_SETTINGS = ("precision", "deterministic", "benchmark", "sync_batchnorm")
-LEGACY_CONTROLS = ("prv",)
-
-
-def control_names() -> tuple[str, ...]:
-    """The controls a model is compared with (catalog role ``control``, plus older runs' names)."""
-    from ppgbench_pl.encoders.catalog import CATALOG
-
-    return (*(n for n, e in CATALOG.items() if e.role == "control"), *LEGACY_CONTROLS)
 
 
 def _text(value: Any) -> str:
@@ -241,8 +232,21 @@ def export_run(run_dir: str | Path, output: str | Path | None = None, model: str
     path = Path(output) if output is not None else Path(f"{document['model']}{SUFFIX}")
     if path.is_dir():
         raise DataError(f"{path}: is a folder; give the file to write (e.g. {document['model']}{SUFFIX})")
-    write_text_atomic(path, json.dumps(json_safe(document), indent=1, sort_keys=False, allow_nan=False) + "\n")
+    text = json.dumps(json_safe(document), indent=1, sort_keys=False, allow_nan=False) + "\n"
+    _check_written(run_dir, json.loads(text), len(text.encode()))
+    write_text_atomic(path, text)
     return path
+
+
+def _check_written(run_dir: str | Path, document: dict[str, Any], size: int) -> None:
+    """Refuse to write a file the readers would refuse (its schema, then :mod:`.plausible`); one line."""
+    from ppgbench_pl.results import schemas
+    from ppgbench_pl.results.untrusted import check_document
+
+    problem = schemas.first_error(document, schemas.EXPORT) or check_document(document, size)
+    if problem is not None:
+        raise DataError(f"{run_dir}: the export would not be a valid results file (field {problem}); "
+                        "nothing written")
 
 
 def _warn(line: str) -> None:
@@ -251,42 +255,11 @@ def _warn(line: str) -> None:
     warnings.warn(line, stacklevel=3)
 
 
-REQUIRED = ("format", "format_version", "model", "protocol", "cells", "records")
-
-
 def read_export(path: str | Path) -> dict[str, Any]:
-    """Read an exported file back; every problem is one line naming the file.
+    """Read an exported file back, validated first (:func:`~ppgbench_pl.results.untrusted.read_results_file`).
 
     Raises:
-        DataError: Not readable JSON, not a ppgbench results file, a newer format version, or a field the
-            readers need is missing or of the wrong type.
+        DataError: The file is refused (one line naming it and the field).
 
     """
-    path = Path(path)
-    try:
-        document = json.loads(path.read_bytes())
-    except OSError as exc:
-        raise DataError(f"{path}: cannot be read ({exc.strerror or exc})") from None
-    except UnicodeDecodeError:
-        raise DataError(f"{path}: not UTF-8 text") from None
-    except json.JSONDecodeError as exc:
-        raise DataError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
-    if not isinstance(document, dict) or document.get("format") != FORMAT:
-        raise DataError(f"{path}: not a ppgbench results file (expected \"format\": \"{FORMAT}\"; "
-                        "make one with ppgbench export RUN)")
-    missing = [k for k in REQUIRED if k not in document]
-    if missing:
-        raise DataError(f"{path}: missing field '{missing[0]}'")
-    version = document["format_version"]
-    if isinstance(version, bool) or version not in READABLE_VERSIONS:
-        raise DataError(f"{path}: format_version {version!r} is not one this ppgbench reads (1 to "
-                        f"{FORMAT_VERSION}); upgrade ppgbench")
-    if version >= 2 and not isinstance(document.get("predictions"), dict):
-        raise DataError(f"{path}: format_version {version} needs field 'predictions' (a JSON object of job "
-                        "ids)")
-    for key, kind in (("protocol", dict), ("cells", list), ("records", list)):
-        if not isinstance(document[key], kind):
-            raise DataError(f"{path}: field '{key}' must be a JSON {'object' if kind is dict else 'array'}")
-    if not all(isinstance(r, dict) for r in document["records"]):
-        raise DataError(f"{path}: field 'records' must hold job records (JSON objects)")
-    return document
+    return read_results_file(path)

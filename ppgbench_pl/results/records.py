@@ -120,6 +120,8 @@ def read_record_file(path: Path) -> dict[str, Any]:
         raise ValueError("is not UTF-8 text") from None
     except json.JSONDecodeError as exc:
         raise ValueError(f"is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+    except RecursionError:  # thousands of nested brackets: a hostile file, not a record
+        raise ValueError("nests too deeply to be a job record") from None
     if not isinstance(record, dict):
         raise ValueError("is not a job record (a JSON object was expected)")
     return record

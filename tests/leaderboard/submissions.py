@@ -15,6 +15,7 @@ be nobody's pretraining data, so its cells are never flagged.)
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,18 @@ def _overlap_fields(model: str, task: str) -> dict[str, Any]:
             "pretraining_overlap_status": flag.status}
 
 
+def identity(model: str) -> dict[str, Any]:
+    """The ``run.json`` identity a real run writes (its protocol block and digests): settings of every dataset
+    and regime the model ran, the numeric trainer settings, made-up data and weight digests."""
+    datasets = sorted({dataset_of(task) for _, task in SCORES[model]})
+    return {"trainer": {"precision": "32-true", "deterministic": None, "benchmark": None, "sync_batchnorm": False,
+                        "device": "cpu"},
+            "datasets": {d: {"n_folds": 5, "n_inner_folds": 4, "batch_size": 256, "data": {"64": f"{d}-digest"}}
+                         for d in datasets},
+            "encoders": {model: {"weights": f"{model}-weights"}},
+            "regimes": {r: {"binary_metric": "'auroc'"} for r in sorted({r for r, _ in SCORES[model]})}}
+
+
 def write_submission(run_dir: Path, model: str) -> None:
     """One model's run folder: its jobs (one fold per seed) with the constant baseline in each record."""
     planned = []
@@ -60,6 +73,8 @@ def write_submission(run_dir: Path, model: str) -> None:
             write_job(run_dir, rec["job_id"], rec)
             planned.append(rec["job_id"])
     write_run_json(run_dir, planned, {m: c for m, c in PARAMETERS.items() if m == model})
+    meta = json.loads((run_dir / "run.json").read_text())
+    (run_dir / "run.json").write_text(json.dumps({**meta, "identity": identity(model)}))
 
 
 def make_submissions(root: Path) -> tuple[list[Path], list[Path]]:
