@@ -60,8 +60,8 @@ def model_names(names: Sequence[str]) -> list[str]:
         return list(PUBLISHED)
     for name in names:
         if name not in PUBLISHED:
-            close = difflib.get_close_matches(name, list(PUBLISHED), n=1)
-            hint = f"did you mean {close[0]}?" if close else f"known: {', '.join(PUBLISHED)} or 'all'"
+            close = difflib.get_close_matches(name, list(PUBLISHED), n=3)
+            hint = f"did you mean {', '.join(close)}?" if close else f"known: {', '.join(PUBLISHED)} or 'all'"
             raise ConfigError(f"--weights {name}: no published weights by that name; {hint}")
     return list(dict.fromkeys(names))
 
