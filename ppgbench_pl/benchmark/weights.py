@@ -158,9 +158,10 @@ def fetch_weights(name: str, root: Path, client: Client, revision: str | None = 
         write_json_atomic(folder / DESCRIPTION, record)
         fetched, files = hosts.fetch(plan, folder, client)
         checkpoint = _unpack(folder, pub)
-        loaded = [checkpoint] if checkpoint.is_file() else [folder / rel for rel in files]
-        record.update(complete=True, files=files, checkpoint=pub.checkpoint,
-                      loaded_sha256={str(p.relative_to(folder)): file_hashes(p, ("sha256",))["sha256"] for p in loaded},
+        loaded = [checkpoint.relative_to(folder).as_posix()] if checkpoint.is_file() else list(files)
+        digests = {rel: files[rel]["sha256"] if rel in files else file_hashes(folder / rel, ("sha256",))["sha256"]
+                   for rel in loaded}
+        record.update(complete=True, files=files, checkpoint=pub.checkpoint, loaded_sha256=digests,
                       fetched_utc=datetime.now(UTC).isoformat(timespec="seconds"))
         write_json_atomic(folder / DESCRIPTION, record)
     note = ("; unpinned by ppgbench: this commit is recorded" if pub.revision is None and revision is None else
@@ -219,10 +220,11 @@ def fill_checkpoints(config: Mapping[str, Any], weights_dir: str | None, *, fetc
     """Point every published model given neither ``checkpoint`` nor ``random_init`` at its cached weights.
 
     Weights already under the root are used (verified, no network); missing ones are fetched only with
-    ``fetch`` (``--fetch_weights``) and never in a dry run.
+    ``fetch`` (``--fetch_weights``) and never in a dry run. Without them the entry is left as it was, so the
+    encoder's own refusal (no checkpoint, where to get it) stays the default.
 
     Raises:
-        ConfigError: Missing weights and no leave to fetch them (the line says how to get them).
+        ConfigError: ``fetch`` in a dry run with weights missing.
         DownloadError: The fetch failed.
 
     """
@@ -234,16 +236,14 @@ def fill_checkpoints(config: Mapping[str, Any], weights_dir: str | None, *, fetc
         if name is None or args.get("checkpoint") is not None or args.get("random_init"):
             continue
         path = local_checkpoint(name, root)
-        if path is None and fetch and not dry_run:
+        if path is None and fetch and dry_run:
+            raise ConfigError(f"{name}: its published weights are not in {root} and a dry run fetches nothing; "
+                              f"run `ppgbench download --weights {name}` first")
+        if path is None and fetch:
             path, status = fetch_weights(name, root, client or Client(progress=sys.stderr.isatty()))
             print(f"{name}: {status}", file=sys.stderr)
-        if path is None:
-            how = "a dry run fetches nothing, run" if fetch else "pass --fetch_weights or run"
-            raise ConfigError(
-                f"{name}: no checkpoint given and its published weights are not in {root}; {how} `ppgbench "
-                f"download --weights {name}`, set checkpoint: <path>, or set random_init: true to evaluate it "
-                f"untrained (reported as '{name} (random init)')")
-        entry["init_args"] = {**args, "checkpoint": str(path)}
+        if path is not None:  # otherwise the encoder refuses to build without weights, as it always did
+            entry["init_args"] = {**args, "checkpoint": str(path)}
 
 
 def entries(root: Path) -> list[dict[str, Any]]:

@@ -190,16 +190,17 @@ def test_no_network_fails_in_one_line_per_model_and_writes_nothing(monkeypatch: 
     assert sorted(p.name for p in weights.iterdir()) == [".locks", MARKER]  # no model folder, nothing half-written
 
 
-def test_fit_without_weights_says_how_to_get_them_and_a_dry_run_fetches_nothing(
+def test_fit_without_weights_refuses_as_before_and_a_dry_run_fetches_nothing(
         hub: WeightsHub, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     hub.zenodo("13983110", {"papagei_p.pt": BODY})
     weights, out = tmp_path / "w", tmp_path / "run"
     code, _, err = run_cli(fit("papagei_p", out, tmp_path / "data", weights), capsys)
-    assert code == 2 and err.count("\n") == 1
-    assert err.startswith(f"ppgbench: error: papagei_p: no checkpoint given and its published weights are not in "
-                          f"{weights}; pass --fetch_weights or run `ppgbench download --weights papagei_p`")
+    assert code == 2 and err.count("\n") == 1  # fetching stays opt-in: the refusal of a run without weights
+    assert err.startswith("ppgbench: error: papagei_p: no checkpoint given, so its weights would be random")
     code, _, err = run_cli(fit("papagei_p", out, tmp_path / "data", weights, "--fetch_weights", "--dry_run"), capsys)
-    assert code == 2 and "a dry run fetches nothing" in err
+    assert code == 2 and err.count("\n") == 1
+    assert ("papagei_p: its published weights are not in " f"{weights} and a dry run fetches nothing; run `ppgbench "
+            "download --weights papagei_p` first") in err
     assert hub.seen == [] and not out.exists() and not weights.exists()
 
 
@@ -211,7 +212,7 @@ def test_a_tampered_cached_file_is_not_used_and_is_fetched_again(hub: WeightsHub
     cached = weights / "papagei_p" / "13983110" / "papagei_p.pt"
     cached.write_bytes(BODY[:-1] + b"X")
     code, _, err = run_cli(fit("papagei_p", tmp_path / "run", tmp_path / "data", weights), capsys)
-    assert code == 2 and "not in" in err  # refused, never loaded
+    assert code == 2 and "papagei_p: no checkpoint given" in err  # the tampered file is never loaded
     code, out, _ = run_cli(download(weights, "papagei_p"), capsys)
     assert code == 0 and "1 file(s) fetched" in out and cached.read_bytes() == BODY
 

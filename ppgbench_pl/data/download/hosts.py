@@ -177,21 +177,23 @@ def fetch(plan: Plan, folder: Path, client: Client) -> tuple[int, dict[str, dict
     """
     log = ChecksumLog(folder)
     fetched = 0
+    described = {}
     try:
         for item in plan.items:
             if plan.host == "huggingface":
                 fetched += _hub_download(plan, item, folder, client)
             else:
                 fetched += client.fetch(item, folder, log)
+            size = (folder / item.dest).stat().st_size
+            recorded = log.get(item.dest) or {}
+            kind = ("sha256" if item.sha256 else "md5" if item.md5 else
+                    "git blob id" if item.dest in plan.blob_ids else None)
+            if recorded.get("size") != size:  # a hub file, or one verified before the log existed
+                recorded = {"size": size, "sha256": file_hashes(folder / item.dest, ("sha256",))["sha256"]}
+                log.record(item.dest, size=size, sha256=recorded["sha256"], publisher=kind)
+            described[item.dest] = {"size": size, "sha256": recorded["sha256"], "publisher_checksum": kind}
     finally:
         log.save()
-    described = {}
-    for item in plan.items:
-        digests = file_hashes(folder / item.dest, ("sha256",))
-        kind = ("sha256" if item.sha256 else "md5" if item.md5 else
-                "git blob id" if item.dest in plan.blob_ids else None)
-        described[item.dest] = {"size": (folder / item.dest).stat().st_size, "sha256": digests["sha256"],
-                                "publisher_checksum": kind}
     return fetched, described
 
 
