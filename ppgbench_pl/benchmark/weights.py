@@ -153,8 +153,9 @@ def fetch_weights(name: str, root: Path, client: Client, revision: str | None = 
                 f"was downloaded (to use it: --weights_revision {name}={plan.revision})")
         folder = root / name / plan.revision
         folder.mkdir(parents=True, exist_ok=True)
-        record: dict[str, Any] = {"model": name, "host": pub.host, "repo": pub.repo, "revision": plan.revision,
-                  "pinned_revision": pub.revision, "source": CATALOG[name].weights_url, "complete": False}
+        record: dict[str, Any] = {
+            "model": name, "host": pub.host, "repo": pub.repo, "revision": plan.revision,
+            "pinned_revision": pub.revision, "source": CATALOG[name].weights_url, "complete": False}
         write_json_atomic(folder / DESCRIPTION, record)
         fetched, files = hosts.fetch(plan, folder, client)
         checkpoint = _unpack(folder, pub)

@@ -248,3 +248,17 @@ def test_unknown_model_and_missing_names_are_refused(capsys: pytest.CaptureFixtu
     assert code == 2 and "name dataset keys, or models after --weights" in err
     code, _, err = run_cli(download(tmp_path, "papagei_p", extra=("--weights_revision", "papagei_p")), capsys)
     assert code == 2 and "write MODEL=REVISION" in err
+
+
+def test_a_plain_git_file_is_fetched_without_a_publisher_checksum(hub: WeightsHub, tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """Not every repository keeps its checkpoint in Git LFS: then the raw file is the checkpoint."""
+    pub = PUBLISHED["anyppg"]
+    hub.files[f"/gh-raw/{pub.repo}/{pub.revision}/{pub.checkpoint}"] = BODY
+    weights = tmp_path / "w"
+    code, out, err = run_cli(download(weights, "anyppg"), capsys)
+    assert code == 0, err
+    [entry] = entries(weights)
+    assert entry["files"][pub.checkpoint] == {"size": len(BODY), "sha256": sha256(BODY), "publisher_checksum": None}
+    assert entry["loaded_sha256"] == {pub.checkpoint: sha256(BODY)}
+    assert not any(s.path.startswith("/gh-media") for s in hub.seen)
