@@ -18,15 +18,23 @@ def add_cache_parser(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--cache_dir", default=None,
                         help="The cache folder (default $PPGBENCH_CACHE_DIR, else ~/.cache/ppgbench/embeddings).")
     parser.add_argument("--json", action="store_true", help="list as JSON (one object per entry)")
+    parser.add_argument("--weights", action="store_true", help="the published models' weights cache instead")
+    parser.add_argument("--weights_dir", default=None, help="The weights cache (default $PPGBENCH_WEIGHTS_DIR, "
+                        "else ~/.cache/ppgbench/weights).")
     parser.set_defaults(func=run_cache)
 
 
 def run_cache(ns: argparse.Namespace) -> None:
-    """Print the entries (most recently used first) or remove them.
+    """Print the entries (most recently used first) or remove them (``--weights``: the published weights' cache).
 
     A folder that is a file or holds files ppgbench did not write is refused (:func:`cache_root`); one of
     old-format entries only is adopted first; ``clear`` removes nothing from a folder without the marker.
     """
+    if ns.weights or ns.weights_dir:
+        from ppgbench_pl.benchmark.weights import cache_command
+
+        print(cache_command(ns.action, ns.weights_dir, as_json=ns.json))
+        return
     from ppgbench_pl.benchmark.cache_owner import claim, is_marked
 
     root = cache_root(ns.cache_dir)

@@ -1,4 +1,4 @@
-"""``ppgbench download`` and ``ppgbench preprocess``: raw files in, processed trees out."""
+"""``ppgbench download`` and ``ppgbench preprocess``: raw files in, processed trees out; published weights."""
 
 from __future__ import annotations
 
@@ -26,8 +26,16 @@ def _keys(names: list[str]) -> list[str]:
 
 def add_data_parsers(sub: argparse._SubParsersAction) -> None:
     """Register ``download`` and ``preprocess``."""
-    dl = sub.add_parser("download", help="Fetch raw datasets from their publishers (resumable, verified).")
-    dl.add_argument("datasets", nargs="+", help=f"dataset keys or 'all' ({', '.join(REAL_DATASETS)})")
+    dl = sub.add_parser("download", help="Fetch raw datasets, or published model weights (--weights), from "
+                        "their publishers (resumable, verified).")
+    dl.add_argument("datasets", nargs="*", help=f"dataset keys or 'all' ({', '.join(REAL_DATASETS)})")
+    dl.add_argument("--weights", nargs="+", default=[], metavar="MODEL",
+                    help="published models whose weights to fetch into the weights cache, or 'all' "
+                    "(papagei_p papagei_s pulseppg anyppg sigmappg moment_small)")
+    dl.add_argument("--weights_dir", "--weights-dir", default=None,
+                    help="the weights cache (default $PPGBENCH_WEIGHTS_DIR, else ~/.cache/ppgbench/weights)")
+    dl.add_argument("--weights_revision", "--weights-revision", action="append", default=[], metavar="MODEL=REV",
+                    help="accept this version instead of the one ppgbench pins (a Zenodo record id or a commit)")
     dl.add_argument("--raw-root", type=Path, default=Path("data/raw"))
     dl.add_argument("--physionet-user", default=None, help="PhysioNet account for DREAMT (password from "
                     "PHYSIONET_PASSWORD or a prompt; never stored)")
@@ -61,8 +69,19 @@ def run_download(ns: argparse.Namespace) -> None:
         raise ConfigError(f"--stall-timeout must be a positive number of seconds, got {ns.stall_timeout}")
     if retries < 0:
         raise ConfigError(f"--retries must be 0 or more, got {ns.retries}")
-    status = download(_keys(ns.datasets), ns.raw_root, physionet_user=ns.physionet_user,
-                      progress=not ns.no_progress, force=ns.force, stall_s=stall, retries=retries)
+    if not ns.datasets and not ns.weights:
+        raise ConfigError("download: name dataset keys, or models after --weights (see ppgbench download --help)")
+    status: dict[str, str] = {}
+    if ns.weights:
+        from ppgbench_pl.benchmark.weights import download_weights, model_names, revisions, weights_root
+        from ppgbench_pl.data.download.http import Client
+
+        names, wanted = model_names(ns.weights), revisions(ns.weights_revision)
+        client = Client(progress=not ns.no_progress, force=ns.force, stall_s=stall, retries=retries)
+        status.update(download_weights(names, weights_root(ns.weights_dir), client, wanted))
+    if ns.datasets:
+        status.update(download(_keys(ns.datasets), ns.raw_root, physionet_user=ns.physionet_user,
+                               progress=not ns.no_progress, force=ns.force, stall_s=stall, retries=retries))
     for key, line in status.items():  # failures on stderr, where scripts and users look for errors
         print(f"{key}: {line}", file=sys.stderr if line.startswith(FAILED) else sys.stdout)
     if any(line.startswith(FAILED) for line in status.values()):

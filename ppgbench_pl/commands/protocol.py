@@ -26,7 +26,8 @@ from ppgbench_pl.messages import fail, one_line, unknown_flags
 from ppgbench_pl.tasks.encoder_task import EncoderTask
 
 #: Options that say what to do with a config, not what the run is (left out of run.json).
-ACTIONS = ("dry_run", "only_encoders", "only_regimes", "print_config", "config", "lock_timeout")
+ACTIONS = ("dry_run", "only_encoders", "only_regimes", "print_config", "config", "lock_timeout", "fetch_weights",
+           "weights_dir")
 
 
 class ProtocolTrainer(L.Trainer):
@@ -105,6 +106,11 @@ class PPGBenchCLI(LightningCLI):
                             help="Give up after this many seconds waiting for a lock another process holds (a "
                                  "job, a cache entry); default: wait. Also $PPGBENCH_LOCK_TIMEOUT.")
         parser.add_argument("--dry_run", "--dry-run", action="store_true", help="Print the plan, then exit.")
+        parser.add_argument("--fetch_weights", action="store_true",
+                            help="Fetch a published model's missing weights (no checkpoint given) into the weights "
+                                 "cache, as `ppgbench download --weights` does; without it they must be there.")
+        parser.add_argument("--weights_dir", type=str | None, default=None,
+                            help="The weights cache (default $PPGBENCH_WEIGHTS_DIR, else ~/.cache/ppgbench/weights).")
 
     def _parse_ckpt_path(self) -> None:
         """``--ckpt_path`` would resume a single Trainer.fit; a protocol run has none, so it is refused."""
@@ -131,6 +137,10 @@ class PPGBenchCLI(LightningCLI):
         actions = {k: config.pop(k, None) for k in ACTIONS}
         config.pop("ckpt_path", None)
         config.pop("weights_only", None)
+        from ppgbench_pl.benchmark.weights import fill_checkpoints
+
+        fill_checkpoints(config, actions["weights_dir"], fetch=bool(actions["fetch_weights"]),
+                         dry_run=bool(actions["dry_run"]))
         spec = pick(build_suite_spec(config), actions["only_encoders"], actions["only_regimes"])
         wandb = config["wandb"]
         if isinstance(wandb, bool):

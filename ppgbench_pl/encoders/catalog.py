@@ -14,6 +14,36 @@ from dataclasses import dataclass, field
 #: Window lengths the benchmark cuts (seconds): 8 s for DaLiA and WildPPG, 10 s for every other dataset.
 WINDOW_SECONDS = (8.0, 10.0)
 ROLES = ("model", "control", "test")
+HOSTS = ("zenodo", "huggingface", "github")
+
+
+@dataclass(frozen=True)
+class PublishedWeights:
+    """Where the authors publish a model's weights and the version ppgbench expects (``download --weights``).
+
+    Attributes:
+        host: ``zenodo`` (a record of Zenodo's records API), ``huggingface`` (a model repository) or
+            ``github`` (a file of a repository, plain or Git LFS).
+        repo: The Zenodo record id, or the repository (``owner/name``).
+        revision: The version expected: the Zenodo record id of that version, or the repository commit.
+            None where no commit was known when this table was written: then the commit fetched is recorded
+            with the weights (the download says it is unpinned).
+        files: What to fetch: Zenodo file keys or repository paths.
+        checkpoint: What ``checkpoint:`` points at inside the fetched folder: a file, an archive member, or
+            ``.`` for the folder itself.
+
+    """
+
+    host: str
+    repo: str
+    revision: str | None
+    files: tuple[str, ...]
+    checkpoint: str
+
+    def __post_init__(self) -> None:
+        """Refuse an unknown host (the fetcher has one step per host)."""
+        if self.host not in HOSTS:
+            raise ValueError(f"{self.repo}: host must be one of {', '.join(HOSTS)}, got {self.host!r}")
 
 
 @dataclass(frozen=True)
@@ -35,6 +65,7 @@ class EncoderEntry:
         role: ``model`` (evaluated), ``control`` (a reference point the findings compare against) or
             ``test`` (a stand-in that exercises the code paths, not a published model).
         description: One line on the architecture.
+        published: How ``ppgbench download --weights`` fetches the weights (None: nothing to fetch).
 
     """
 
@@ -50,6 +81,7 @@ class EncoderEntry:
     checkpoint_required: bool
     role: str
     description: str
+    published: PublishedWeights | None = None
     #: True for the controls (PRV variants, MOMENT); derived from ``role``.
     control: bool = field(init=False)
 
@@ -58,6 +90,11 @@ class EncoderEntry:
         if self.role not in ROLES:
             raise ValueError(f"{self.name}: role must be one of {', '.join(ROLES)}, got {self.role!r}")
         object.__setattr__(self, "control", self.role == "control")
+
+
+def _zenodo(record: str, key: str, member: str | None = None) -> PublishedWeights:
+    """A file of one Zenodo record version (``member``: the checkpoint inside that file, an archive)."""
+    return PublishedWeights("zenodo", record, record, (key,), member or key)
 
 
 def _windows(fs: float, multiple: int = 1) -> tuple[int, ...]:
@@ -70,24 +107,29 @@ _ENTRIES = (
         4_993_024,
         "papagei_p.pt (a bare state dict) from the PaPaGei authors' Zenodo record 13983110",
         "https://zenodo.org/records/13983110", True, "model",
-        "PaPaGei-P (Nokia Bell Labs): pre-activation ResNet1D, 18 blocks, time mean then dense"),
+        "PaPaGei-P (Nokia Bell Labs): pre-activation ResNet1D, 18 blocks, time mean then dense",
+        _zenodo("13983110", "papagei_p.pt")),
     EncoderEntry(
         "papagei_s", "ppgbench_pl.encoders.papagei.PaPaGeiSEncoder", 125.0, _windows(125.0), 2, 512,
         5_785_612,
         "papagei_s.pt (a bare state dict) from the PaPaGei authors' Zenodo record 13983110",
         "https://zenodo.org/records/13983110", True, "model",
-        "PaPaGei-S: the PaPaGei-P backbone plus mixture-of-experts heads (unused for the embedding)"),
+        "PaPaGei-S: the PaPaGei-P backbone plus mixture-of-experts heads (unused for the embedding)",
+        _zenodo("13983110", "papagei_s.pt")),
     EncoderEntry(
         "pulseppg", "ppgbench_pl.encoders.pulseppg.PulsePPGEncoder", 50.0, _windows(50.0), 2, 512, 28_497_920,
         "checkpoint_best.pkl (weights under 'net') inside the Pulse-PPG authors' Zenodo archive",
         "https://doi.org/10.5281/zenodo.17270930", True, "model",
-        "Pulse-PPG: wide ResNet1D (12 blocks, kernel 11) with global max pooling; subject-level z-score"),
+        "Pulse-PPG: wide ResNet1D (12 blocks, kernel 11) with global max pooling; subject-level z-score",
+        _zenodo("17345536", "pulseppg_model_weights.zip", "pulseppg/experiments/out/pulseppg/checkpoint_best.pkl")),
     EncoderEntry(
         "anyppg", "ppgbench_pl.encoders.anyppg.AnyPPGEncoder", 125.0, _windows(125.0), 1, 512, 4_044_272,
         "load_anyppg/anyppg_ckpt.pth (a bare state dict) in the AnyPPG authors' GitHub repository; no "
         "licence, so download it yourself",
         "https://github.com/PKUDigitalHealth/AnyPPG", True, "model",
-        "AnyPPG: squeeze-excitation Net1D (six stages, x128 downsampling), time mean"),
+        "AnyPPG: squeeze-excitation Net1D (six stages, x128 downsampling), time mean",
+        PublishedWeights("github", "PKUDigitalHealth/AnyPPG", "661b877aa96eac3bba320a462cb2a3bfea991103",
+                         ("load_anyppg/anyppg_ckpt.pth",), "load_anyppg/anyppg_ckpt.pth")),
     EncoderEntry(
         "sigmappg", "ppgbench_pl.encoders.sigmappg.SigmaPPGEncoder", 50.0, _windows(50.0, 100), 100, 360,
         29_700_928,
@@ -95,14 +137,17 @@ _ENTRIES = (
         "so download it yourself",
         "https://huggingface.co/zonhengu/sigmappg", True, "model",
         "SIGMA-PPG pretraining student: ViT over 100-sample patches (18 layers, 360-d), mean of the patch "
-        "tokens"),
+        "tokens",
+        PublishedWeights("huggingface", "zonhengu/sigmappg", None, ("sigma.pth",), "sigma.pth")),
     EncoderEntry(
         "moment_small", "ppgbench_pl.encoders.moment.MomentSmallEncoder", 64.0, _windows(64.0), 8, 512,
         35_337_408,
         "a local copy of AutonLab's Hugging Face folder MOMENT-1-small (config.json, model.safetensors)",
         "https://huggingface.co/AutonLab/MOMENT-1-small", True, "control",
         "MOMENT-1-small: the generic time-series control, a T5 encoder over 8-sample patches "
-        "(PROTOCOL.md 5.3)"),
+        "(PROTOCOL.md 5.3)",
+        PublishedWeights("huggingface", "AutonLab/MOMENT-1-small", "411e288267f82cce86296dbe4d6c8bc533cc162f",
+                         ("config.json", "model.safetensors"), ".")),
     EncoderEntry(
         "prv_published", "ppgbench_pl.encoders.prv.PublishedPRVEncoder", 100.0, _windows(100.0), 1, 8, 0,
         "none (hand-crafted features)", None, False, "control",

@@ -1,0 +1,300 @@
+"""The published models' weights by name: fetched, verified, pinned and cached for every run (issue 34).
+
+``ppgbench download --weights papagei_s`` (and ``fit --fetch_weights`` for a model given no
+``checkpoint``) fetches what the encoder catalog's ``published`` entry names, at the version it pins, into
+``<root>/<model>/<revision>/``; the root is ``--weights_dir``, ``$PPGBENCH_WEIGHTS_DIR``,
+``$XDG_CACHE_HOME/ppgbench/weights`` or ``~/.cache/ppgbench/weights``. The host's answer is checked
+before anything is written: a version other than the pinned one is refused unless the user names it
+(``--weights_revision model=REV``). Each entry is described by ``ppgbench-weights.json`` (what was
+fetched, from where, the publisher's checksums, the SHA-256 of what is loaded), written last, so a
+complete description means verified files; a later run re-checks the SHA-256 and downloads nothing.
+``ppgbench cache list|clear --weights`` shows and removes entries; only folders ppgbench described are
+ever deleted, and only inside a root that carries ppgbench's marker file.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import re
+import shutil
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ppgbench_pl.atomic_io import write_json_atomic, write_text_atomic
+from ppgbench_pl.data.download import hosts
+from ppgbench_pl.data.download.archives import extract, marker_path
+from ppgbench_pl.data.download.files import file_hashes
+from ppgbench_pl.data.download.http import Client
+from ppgbench_pl.encoders.catalog import CATALOG, PublishedWeights
+from ppgbench_pl.errors import ConfigError, DownloadError, PPGBenchError
+from ppgbench_pl.locks import LockBusy, file_lock
+
+ROOT_ENV = "PPGBENCH_WEIGHTS_DIR"
+#: A file in the root saying the folder is ppgbench's weights cache (``cache clear`` needs it).
+MARKER = "PPGBENCH_WEIGHTS_CACHE"
+#: The description of one entry, written when its files are verified.
+DESCRIPTION = "ppgbench-weights.json"
+ARCHIVES = (".zip", ".tar", ".tar.gz", ".tgz")
+#: The models with published weights, in catalog order.
+PUBLISHED: dict[str, PublishedWeights] = {n: e.published for n, e in CATALOG.items() if e.published is not None}
+
+
+def weights_root(explicit: str | Path | None = None) -> Path:
+    """The weights folder (absolute): ``explicit``, ``$PPGBENCH_WEIGHTS_DIR``, or the user cache directory."""
+    if explicit:
+        return Path(explicit).expanduser().resolve()
+    if os.environ.get(ROOT_ENV):
+        return Path(os.environ[ROOT_ENV]).expanduser().resolve()
+    return (Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ppgbench" / "weights").resolve()
+
+
+def model_names(names: Sequence[str]) -> list[str]:
+    """The models named (``all``: every published one); an unknown name is refused with a suggestion."""
+    if list(names) == ["all"]:
+        return list(PUBLISHED)
+    for name in names:
+        if name not in PUBLISHED:
+            close = difflib.get_close_matches(name, list(PUBLISHED), n=3)
+            hint = f"did you mean {', '.join(close)}?" if close else f"known: {', '.join(PUBLISHED)} or 'all'"
+            raise ConfigError(f"--weights {name}: no published weights by that name; {hint}")
+    return list(dict.fromkeys(names))
+
+
+def revisions(pairs: Sequence[str] | None) -> dict[str, str]:
+    """``--weights_revision model=REV`` values as a mapping."""
+    out: dict[str, str] = {}
+    for pair in pairs or []:
+        name, sep, rev = pair.partition("=")
+        if not sep or not rev.strip():
+            raise ConfigError(f"--weights_revision {pair!r}: write MODEL=REVISION (e.g. sigmappg=<commit>)")
+        out[model_names([name.strip()])[0]] = rev.strip()
+    return out
+
+
+def _where(pub: PublishedWeights) -> str:
+    return {"zenodo": f"Zenodo record {pub.repo}", "github": f"GitHub {pub.repo}",
+            "huggingface": f"Hugging Face {pub.repo}"}[pub.host]
+
+
+def _describe(folder: Path) -> dict[str, Any] | None:
+    try:
+        found = json.loads((folder / DESCRIPTION).read_text())
+    except (OSError, ValueError):
+        return None
+    return found if isinstance(found, dict) else None
+
+
+def _verified(folder: Path) -> Path | None:
+    """The checkpoint of a complete entry whose loaded files still have their recorded SHA-256, else None."""
+    found = _describe(folder)
+    if not found or not found.get("complete"):
+        return None
+    for rel, digest in (found.get("loaded_sha256") or {}).items():
+        path = folder / rel
+        if not path.is_file() or file_hashes(path, ("sha256",))["sha256"] != digest:
+            return None
+    return (folder / str(found["checkpoint"])).resolve()
+
+
+def local_checkpoint(name: str, root: Path, revision: str | None = None) -> Path | None:
+    """The verified local checkpoint of ``name`` at ``revision``, without any network access (None: none).
+
+    ``revision`` defaults to the pinned one; for an unpinned model, to the most recently fetched.
+    """
+    revision = revision or PUBLISHED[name].revision
+    model_dir = root / name
+    if revision is not None:
+        return _verified(model_dir / revision) if (model_dir / revision).is_dir() else None
+    folders = sorted(d for d in model_dir.iterdir() if d.is_dir()) if model_dir.is_dir() else []
+    complete = [(str(found.get("fetched_utc")), d) for d in folders
+                if (found := _describe(d) or {}).get("complete")]
+    for _, folder in sorted(complete, reverse=True):
+        if (path := _verified(folder)) is not None:
+            return path
+    return None
+
+
+@contextmanager
+def _model_lock(root: Path, name: str) -> Iterator[None]:
+    """Mark the root as ppgbench's and hold the model's lock (a second fetch waits, then finds it done)."""
+    root.mkdir(parents=True, exist_ok=True)
+    if not (root / MARKER).exists():
+        write_text_atomic(root / MARKER, "ppgbench weights cache: `ppgbench cache clear --weights` deletes only "
+                                         f"the folders described by a {DESCRIPTION}\n")
+    with file_lock(root / ".locks" / f"{name}.lock"):
+        yield
+
+
+def fetch_weights(name: str, root: Path, client: Client, revision: str | None = None) -> tuple[Path, str]:
+    """Make the verified weights of ``name`` available under ``root``; return the checkpoint and a status.
+
+    Raises:
+        DownloadError: The host answers with a version other than the one expected, cannot be reached, or
+            a file fails its check (one line; no entry is described as complete).
+
+    """
+    pub = PUBLISHED[name]
+    wanted = revision or pub.revision
+    with _model_lock(root, name):
+        found = None if client.force else local_checkpoint(name, root, wanted)
+        if found is not None:
+            return found, f"ok: already present, verified ({found})"
+        plan = hosts.resolve(client, pub.host, pub.repo, wanted, pub.files)
+        if not _accepts(pub, wanted, plan.revision, named=revision is not None):
+            named = "you named" if revision else "ppgbench pins"
+            raise DownloadError(
+                f"{name}: {_where(pub)} answers with revision {plan.revision}, but {named} {wanted}; nothing "
+                f"was downloaded (to use it: --weights_revision {name}={plan.revision})")
+        folder = root / name / plan.revision
+        folder.mkdir(parents=True, exist_ok=True)
+        record: dict[str, Any] = {
+            "model": name, "host": pub.host, "repo": pub.repo, "revision": plan.revision,
+            "pinned_revision": pub.revision, "source": CATALOG[name].weights_url, "complete": False}
+        write_json_atomic(folder / DESCRIPTION, record)
+        fetched, files = hosts.fetch(plan, folder, client)
+        checkpoint = _unpack(folder, pub)
+        loaded = [checkpoint.relative_to(folder).as_posix()] if checkpoint.is_file() else list(files)
+        digests = {rel: files[rel]["sha256"] if rel in files else file_hashes(folder / rel, ("sha256",))["sha256"]
+                   for rel in loaded}
+        record.update(complete=True, files=files, checkpoint=pub.checkpoint, loaded_sha256=digests,
+                      fetched_utc=datetime.now(UTC).isoformat(timespec="seconds"))
+        write_json_atomic(folder / DESCRIPTION, record)
+    note = ("; unpinned by ppgbench: this commit is recorded" if pub.revision is None and revision is None else
+            "" if wanted == pub.revision else f"; not the pinned revision {pub.revision}")
+    return checkpoint.resolve(), f"ok: {fetched} file(s) fetched, revision {plan.revision}{note} ({checkpoint})"
+
+
+def _accepts(pub: PublishedWeights, wanted: str | None, answered: str, named: bool) -> bool:
+    """Whether the host's answer is the version expected (a branch or tag the user named resolves to a commit)."""
+    if wanted is None or answered == wanted:
+        return True
+    return named and pub.host != "zenodo" and re.fullmatch(r"[0-9a-f]{40}", wanted) is None
+
+
+def _unpack(folder: Path, pub: PublishedWeights) -> Path:
+    """Extract fetched archives with the safe unpacker (then drop them) and return the checkpoint path."""
+    for name in pub.files:
+        archive = folder / name
+        if name.lower().endswith(ARCHIVES) and archive.is_file():
+            extract(archive, folder)
+            archive.unlink()  # the description, written next, vouches for what came out of it
+            marker_path(archive).unlink(missing_ok=True)
+    checkpoint = folder / pub.checkpoint
+    if not checkpoint.exists():
+        raise DownloadError(f"{folder}: the published files hold no {pub.checkpoint}; run with --force to fetch "
+                            "them afresh, or report the moved file")
+    return checkpoint
+
+
+def download_weights(names: Sequence[str], root: Path, client: Client,
+                     wanted: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Fetch each model's weights; return ``{name: "ok: ..." | "failed: <reason>"}``.
+
+    One model's failure never stops the others; the caller decides the exit status.
+    """
+    statuses: dict[str, str] = {}
+    for name in model_names(names):
+        try:
+            statuses[name] = fetch_weights(name, root, client, (wanted or {}).get(name))[1]
+        except PPGBenchError as exc:
+            statuses[name] = f"failed: {exc}"
+    return statuses
+
+
+def _encoder_entries(config: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+    """Every encoder entry of a protocol config: the model under test, the controls, the matrix's encoders."""
+    model = (config.get("model") or {}).get("init_args") or {}
+    matrix = config.get("matrix") or {}
+    for entry in [model.get("encoder"), *(config.get("controls") or []), *(matrix.get("encoders") or [])]:
+        if isinstance(entry, dict):
+            yield entry
+
+
+def fill_checkpoints(config: Mapping[str, Any], weights_dir: str | None, *, fetch: bool, dry_run: bool,
+                     client: Client | None = None) -> None:
+    """Point every published model given neither ``checkpoint`` nor ``random_init`` at its cached weights.
+
+    Weights already under the root are used (verified, no network); missing ones are fetched only with
+    ``fetch`` (``--fetch_weights``) and never in a dry run. Without them the entry is left as it was, so the
+    encoder's own refusal (no checkpoint, where to get it) stays the default.
+
+    Raises:
+        ConfigError: ``fetch`` in a dry run with weights missing.
+        DownloadError: The fetch failed.
+
+    """
+    by_class = {CATALOG[n].class_path: n for n in PUBLISHED}
+    root = weights_root(weights_dir)
+    for entry in _encoder_entries(config):
+        name = by_class.get(str(entry.get("class_path")))
+        args = entry.get("init_args") or {}
+        if name is None or args.get("checkpoint") is not None or args.get("random_init"):
+            continue
+        path = local_checkpoint(name, root)
+        if path is None and fetch and dry_run:
+            raise ConfigError(f"{name}: its published weights are not in {root} and a dry run fetches nothing; "
+                              f"run `ppgbench download --weights {name}` first")
+        if path is None and fetch:
+            path, status = fetch_weights(name, root, client or Client(progress=sys.stderr.isatty()))
+            print(f"{name}: {status}", file=sys.stderr)
+        if path is not None:  # otherwise the encoder refuses to build without weights, as it always did
+            entry["init_args"] = {**args, "checkpoint": str(path)}
+
+
+def entries(root: Path) -> list[dict[str, Any]]:
+    """Every entry ppgbench described under ``root``: its description plus folder and bytes on disk."""
+    out = []
+    for desc in sorted(root.glob(f"*/*/{DESCRIPTION}")) if root.is_dir() else []:
+        folder = desc.parent
+        size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file() and not p.is_symlink())
+        out.append({**(_describe(folder) or {}), "folder": str(folder), "bytes": size})
+    return out
+
+
+def clear(root: Path) -> tuple[int, int]:
+    """Remove every described entry not being fetched; return (removed, kept because in use).
+
+    Raises:
+        ConfigError: ``root`` lacks ppgbench's marker file, so nothing in it is deleted.
+
+    """
+    if not root.is_dir():
+        return 0, 0
+    if not (root / MARKER).is_file():
+        raise ConfigError(f"{root}: not a ppgbench weights folder (no {MARKER} file); nothing was removed")
+    removed = busy = 0
+    for entry in entries(root):
+        folder = Path(entry["folder"])
+        try:
+            with file_lock(root / ".locks" / f"{folder.parent.name}.lock", blocking=False):
+                if folder.is_dir() and not folder.is_symlink():
+                    shutil.rmtree(folder)
+                    removed += 1
+                if folder.parent.is_dir() and not any(folder.parent.iterdir()):
+                    folder.parent.rmdir()
+        except LockBusy:
+            busy += 1
+    return removed, busy
+
+
+def cache_command(action: str, weights_dir: str | None, *, as_json: bool = False) -> str:
+    """What ``ppgbench cache list|clear --weights`` prints (clearing removes only described entries)."""
+    root = weights_root(weights_dir)
+    if action == "clear":
+        removed, busy = clear(root)
+        return f"removed {removed} weights entries from {root}" + (f"; {busy} being fetched were kept" if busy else "")
+    found = entries(root)
+    if as_json:
+        return json.dumps(found, indent=1)
+    lines = [f"{root}: {len(found)} entries, {sum(e['bytes'] for e in found) / 1e6:.1f} MB"]
+    for e in found:
+        state = "verified" if e.get("complete") else "incomplete (run the download again)"
+        lines.append(f"  {e.get('model', '?')}  revision {e.get('revision', '?')}  {e['bytes'] / 1e6:.1f} MB  "
+                     f"{state}  {e['folder']}")
+    return "\n".join(lines)
