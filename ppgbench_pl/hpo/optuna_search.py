@@ -4,10 +4,10 @@ One study per (job, repeat). The default storage is an SQLite file in the job's 
 created with ``load_if_exists=True`` so an interrupted search resumes from the stored trials. The search
 itself runs on an in-memory twin (:class:`PersistentStudy`): finished trials are copied to the durable
 study one write each, so per-epoch reports and pruning never touch the storage. Samplers and pruners are
-not persisted; a resumed sampler restarts from its seed, so a resumed search samples differently from an
-uninterrupted one (protocol decision #41). Only *finished* trials count toward the budget (complete,
-pruned, or failed by the trial itself, e.g. divergence). Any SQLAlchemy URL can be given instead, and
-``journal:<path>`` selects Optuna's JournalStorage.
+not persisted: a resume replays the sampler's asks (:mod:`ppgbench_pl.hpo.replay`), so a resumed search
+draws the trials of an uninterrupted one (protocol decision #41). Only *finished* trials count toward the
+budget (complete, pruned, or failed by the trial itself, e.g. divergence). Any SQLAlchemy URL can be given
+instead, and ``journal:<path>`` selects Optuna's JournalStorage.
 
 Trials are trained by :mod:`ppgbench_pl.hpo.stack_search`, which asks ``parallel_trials`` trials of a
 study at once (constant-liar TPE treats the pending ones as running) and tells each outcome.
