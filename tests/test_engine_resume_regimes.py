@@ -136,13 +136,13 @@ def test_a_stacked_finetune_search_killed_at_every_point_in_turn_resumes_to_the_
     _check(*_finetune(data, tmp_path, refit=True), FINETUNE_POINTS, 2, monkeypatch)
 
 
+ALONE = [(regime, point, refit) for regime, points in (("mlp", MLP_POINTS), ("finetune", FINETUNE_POINTS))
+         for point in points for refit in (False, True) if refit or point != "during the refit"]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("refit", [False, True])
-@pytest.mark.parametrize("regime", ["mlp", "finetune"])
-@pytest.mark.parametrize("point", FINETUNE_POINTS)
+@pytest.mark.parametrize(("regime", "point", "refit"), ALONE)
 def test_each_kill_point_alone(data, tmp_path, monkeypatch, regime, point, refit):
     """Each point alone, with and without the refit (the published path tests the best epoch's stored weights)."""
-    if (regime == "mlp" and point == "mid-batch") or (point == "during the refit" and not refit):
-        pytest.skip("no such point in this search")
     make = _mlp if regime == "mlp" else _finetune
     _check(*make(data, tmp_path, refit), [point], 1 if regime == "mlp" else 2, monkeypatch)
