@@ -2,6 +2,7 @@
 
 * :mod:`~ppgbench_pl.hpo.optuna_search`: budgets, studies searched in memory and kept on durable storage.
 * :mod:`~ppgbench_pl.hpo.spaces`: the protocol search spaces.
+* :mod:`~ppgbench_pl.hpo.replay`: a resumed study replays its sampler's asks (the uninterrupted search's draws).
 * :mod:`~ppgbench_pl.hpo.trial_stack`: the LightningModule that trains many trials in one ``Trainer.fit``.
 * :mod:`~ppgbench_pl.hpo.stack_search`: which trials fill the stack; report, prune, refill after each epoch.
 * :mod:`~ppgbench_pl.hpo.shuffle`, :mod:`~ppgbench_pl.hpo.trial_store`: per-trial batches, best weights.

@@ -4,10 +4,10 @@ One study per (job, repeat). The default storage is an SQLite file in the job's 
 created with ``load_if_exists=True`` so an interrupted search resumes from the stored trials. The search
 itself runs on an in-memory twin (:class:`PersistentStudy`): finished trials are copied to the durable
 study one write each, so per-epoch reports and pruning never touch the storage. Samplers and pruners are
-not persisted; a resumed sampler restarts from its seed, so a resumed search samples differently from an
-uninterrupted one (protocol decision #41). Only *finished* trials count toward the budget (complete,
-pruned, or failed by the trial itself, e.g. divergence). Any SQLAlchemy URL can be given instead, and
-``journal:<path>`` selects Optuna's JournalStorage.
+not persisted: a resume replays the sampler's asks (:mod:`ppgbench_pl.hpo.replay`), so a resumed search
+draws the trials of an uninterrupted one (protocol decision #41). Only *finished* trials count toward the
+budget (complete, pruned, or failed by the trial itself, e.g. divergence). Any SQLAlchemy URL can be given
+instead, and ``journal:<path>`` selects Optuna's JournalStorage.
 
 Trials are trained by :mod:`ppgbench_pl.hpo.stack_search`, which asks ``parallel_trials`` trials of a
 study at once (constant-liar TPE treats the pending ones as running) and tells each outcome.
@@ -29,6 +29,7 @@ from optuna.trial import FrozenTrial, Trial, TrialState
 from sqlalchemy import event
 
 from ppgbench_pl.errors import ConfigError
+from ppgbench_pl.hpo.replay import OFF_PATH_ATTR, resume
 from ppgbench_pl.hpo.spaces import distributions
 
 #: User attribute holding the reason a trial failed by itself (counts toward the budget).
@@ -218,18 +219,22 @@ class PersistentStudy:
     round trip; each finished trial (complete, pruned or failed by itself) is copied whole to the durable
     study with ``Study.add_trial``, one write per trial. A running trial never reaches the durable storage,
     so a killed process leaves nothing half-done there: on resume the finished trials are restored in
-    their original numbers (trials lost to the interruption become failed placeholders that do not count
-    toward the budget), which keeps Hyperband's brackets (derived from the trial number) and rungs.
+    their original numbers, which keeps Hyperband's brackets (derived from the trial number) and rungs, and
+    the sampler's asks are replayed (:func:`~ppgbench_pl.hpo.replay.resume`): the trials of a batch cut short
+    are asked again with their parameters, and every later draw is the uninterrupted search's.
 
     Args:
         storage: Durable storage of the study.
         name: Study name (``<job id>-repeat<r>``).
         settings: Budget, sampler and pruner settings.
-        seed: The sampler's seed (r); a resumed search restarts its sampler from it.
+        seed: The sampler's seed (r).
+        space: Categorical values per parameter, in the order trials are asked with (to replay the asks);
+            ``None`` takes the distributions of the first stored trial.
 
     """
 
-    def __init__(self, storage: BaseStorage, name: str, settings: SearchSettings, seed: int) -> None:
+    def __init__(self, storage: BaseStorage, name: str, settings: SearchSettings, seed: int,
+                 space: Mapping[str, Sequence[Any]] | None = None) -> None:
         optuna.logging.set_verbosity(optuna.logging.WARNING)  # inner searches run by the hundred
         self.settings = settings
         self.durable = optuna.create_study(storage=storage, study_name=name, direction="maximize",
@@ -237,15 +242,22 @@ class PersistentStudy:
         self.study = optuna.create_study(storage=optuna.storages.InMemoryStorage(), study_name=name,
                                          direction="maximize", sampler=settings.sampler(seed),
                                          pruner=settings.pruner())
-        self._restore()
+        #: Why the stored history could not be replayed (the search then can draw other trials), or None.
+        self.off_path: str | None = None
+        self._pending: list[Trial] = []
+        self._restore(name, seed, space)
 
-    def _restore(self) -> None:
+    def _restore(self, name: str, seed: int, space: Mapping[str, Sequence[Any]] | None) -> None:
         finished = {}
         for trial in self.durable.get_trials(deepcopy=False):
             if counts_toward_budget(trial):
                 finished[int(trial.user_attrs.get(NUMBER_ATTR, trial.number))] = trial
-        for number in range(max(finished, default=-1) + 1):
-            self.study.add_trial(finished.get(number) or optuna.trial.create_trial(state=TrialState.FAIL))
+        if not finished:
+            return
+        dists = distributions(space) if space is not None else dict(finished[min(finished)].distributions)
+        fresh = self.settings.sampler(seed)
+        self._pending, self.off_path = resume(self.study, finished, fresh, self.settings.n_trials,
+                                              self.settings.batch, dists)
 
     @property
     def n_finished(self) -> int:
@@ -258,7 +270,13 @@ class PersistentStudy:
         return max(self.settings.n_trials - self.n_finished, 0)
 
     def ask(self, space: Mapping[str, Sequence[Any]]) -> list[Trial]:
-        """The next batch: up to ``parallel_trials`` trials asked together (constant liar sees them running)."""
+        """The next batch: up to ``parallel_trials`` trials asked together (constant liar sees them running).
+
+        After a resume, the first batch is the unfinished rest of the batch the kill cut short, if any.
+        """
+        if self._pending:
+            pending, self._pending = self._pending, []
+            return pending
         dists = distributions(space)
         return [self.study.ask(fixed_distributions=dict(dists))
                 for _ in range(min(self.settings.batch, self.remaining))]
@@ -266,6 +284,8 @@ class PersistentStudy:
     def finish(self, trial: Trial, outcome: TrialOutcome) -> None:
         """Tell the in-memory study the outcome, then store the finished trial durably (one write)."""
         trial.set_user_attr(NUMBER_ATTR, trial.number)
+        if self.off_path is not None:
+            trial.set_user_attr(OFF_PATH_ATTR, self.off_path)
         tell(self.study, trial, outcome)
         frozen = self.study.get_trials(deepcopy=True)[trial.number]
         self.durable.add_trial(frozen)

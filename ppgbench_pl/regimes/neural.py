@@ -305,7 +305,8 @@ class NeuralRegime(Regime):
         s.url = storage_url(self.search.storage, s.ctx.work_dir, s.ctx.job_id, s.repeat, s.search_seed)
         s.storage = open_storage(s.url)
         name = f"{s.ctx.job_id}-repeat{s.repeat}" + (f"-search{s.search_seed}" if s.search_seed else "")
-        s.study = PersistentStudy(s.storage, name, self.search, seed=s.seed)
+        space = build_space(s.factory.space, self.search_space, s.aggregations)
+        s.study = PersistentStudy(s.storage, name, self.search, seed=s.seed, space=space)
         s.weights = store = TrialWeights(s.ctx.work_dir / s.folder)
         study = s.study
 
@@ -320,7 +321,6 @@ class NeuralRegime(Regime):
         def score(out: np.ndarray, params: Mapping[str, Any]) -> float:
             return s.scorer(out, params.get(AGGREGATION_PARAM))
 
-        space = build_space(s.factory.space, self.search_space, s.aggregations)
         return StudyPlan(s.key, study, space, make_slot, score, self.max_epochs, keep_if_best,
                          lambda: store.drop_losers(study.study))
 

@@ -187,7 +187,7 @@ def test_a_finished_trial_reaches_the_rdb_in_one_write(durable, monkeypatch):
 
 
 # -- resume -----------------------------------------------------------------------------------------
-def test_resume_restores_finished_trials_at_their_numbers_with_uncounted_placeholders(durable):
+def test_resume_restores_finished_trials_at_their_numbers_and_asks_the_cut_short_ones_again(durable):
     settings = _settings(n_trials=5, n_startup_trials=2, parallel_trials=3, max_epochs=9)
     study = durable.open(settings)
     trials = study.ask(SPACE)
@@ -207,22 +207,24 @@ def test_resume_restores_finished_trials_at_their_numbers_with_uncounted_placeho
         assert (new.state, new.value, new.params, new.intermediate_values, new.user_attrs) == (
             old.state, old.value, old.params, old.intermediate_values, old.user_attrs)
         assert new.distributions == old.distributions
-    placeholder = restored[1]
-    assert placeholder.state == TrialState.FAIL and FAILURE_ATTR not in placeholder.user_attrs
-    assert not counts_toward_budget(placeholder) and placeholder.params == {}
+    cut = restored[1]  # asked again with the parameters it was trained with, running, not counted
+    assert cut.state == TrialState.RUNNING and cut.params == original[1].params and not counts_toward_budget(cut)
     assert resumed.n_finished == 2 and resumed.remaining == 3
 
-    (nxt, *rest) = resumed.ask(SPACE)
-    assert nxt.number == 3 and [t.number for t in rest] == [4, 5][: len(rest)]
+    (again,) = resumed.ask(SPACE)  # the rest of the cut batch comes first
+    assert again.number == 1 and again.params == original[1].params
+    resumed.finish(again, _train(resumed, again, values[1]))
+    nxt, *rest = resumed.ask(SPACE)
+    assert nxt.number == 3 and [t.number for t in rest] == [4]
     resumed.finish(nxt, _train(resumed, nxt, [0.2]))
     resumed.abandon(rest)
-    assert sorted(t.user_attrs[NUMBER_ATTR] for t in durable.stored()) == [0, 2, 3]
+    assert sorted(t.user_attrs[NUMBER_ATTR] for t in durable.stored()) == [0, 1, 2, 3]
     durable.close()
 
-    again = durable.open(settings)  # a second resume: placeholders again only where nothing finished
-    states = [t.state for t in again.study.get_trials(deepcopy=False)]
-    assert states[:4] == [original[0].state, TrialState.FAIL, original[2].state, TrialState.COMPLETE]
-    assert again.n_finished == 3 and again.remaining == 2 and again.ask(SPACE)[0].number == len(states)
+    again_resumed = durable.open(settings)  # a second resume: trial 4 is asked again, as it was
+    assert [t.number for t in again_resumed.ask(SPACE)] == [4]
+    assert again_resumed.study.get_trials(deepcopy=False)[4].params == rest[0].params
+    assert again_resumed.n_finished == 4 and again_resumed.remaining == 1
 
 
 def test_hyperband_rungs_and_brackets_survive_the_resume(durable):
@@ -301,9 +303,10 @@ def test_a_trial_failed_by_itself_counts_and_is_restored(durable):
     durable.close()
     resumed = durable.open(settings)
     restored = resumed.study.get_trials(deepcopy=False)
-    assert [t.state for t in restored] == [TrialState.FAIL, TrialState.FAIL]
-    assert FAILURE_ATTR not in restored[0].user_attrs and restored[1].user_attrs[FAILURE_ATTR].startswith("diverged")
+    assert [t.state for t in restored] == [TrialState.RUNNING, TrialState.FAIL]
+    assert restored[0].params == a.params and restored[1].user_attrs[FAILURE_ATTR].startswith("diverged")
     assert restored[1].params == b.params and resumed.n_finished == 1 and resumed.remaining == 2
+    assert [t.number for t in resumed.ask(SPACE)] == [0]  # the trial cut short, asked again
 
 
 def test_journal_storage_resumes(tmp_path):
@@ -312,7 +315,8 @@ def test_journal_storage_resumes(tmp_path):
     study = PersistentStudy(open_storage(url), "j", settings, seed=1)
     for trial in study.ask(SPACE):
         study.finish(trial, _train(study, trial, [0.1 * trial.number]))
-    again = PersistentStudy(open_storage(url), "j", _settings(n_trials=3, n_startup_trials=1), seed=1)
+    again = PersistentStudy(open_storage(url), "j", _settings(n_trials=3, n_startup_trials=1, parallel_trials=2),
+                            seed=1)
     assert again.n_finished == 2 and again.remaining == 1
     assert [t.params for t in again.study.get_trials()] == [t.params for t in study.study.get_trials()]
     assert (tmp_path / "journal" / "j-0.log").exists()
