@@ -13,7 +13,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from ppgbench_pl.metrics.scores import Predictions
-from ppgbench_pl.probes.linear import LOGISTIC_CS, RIDGE_ALPHAS, RidgeCV, RidgeGrid, SingleClassError
+from ppgbench_pl.probes.linear import LOGISTIC_CS, RIDGE_ALPHAS, SingleClassError
+from ppgbench_pl.probes.ridge import RidgeCV, RidgeGrid
 
 
 class ProbeFamily(Protocol):

@@ -12,11 +12,10 @@ from ppgbench_pl.probes.families import LogisticFamily, RidgeFamily
 from ppgbench_pl.probes.linear import (
     LOGISTIC_CS,
     RIDGE_ALPHAS,
-    RidgeCV,
-    RidgeGrid,
     SingleClassError,
     check_finite,
 )
+from ppgbench_pl.probes.ridge import RidgeCV, RidgeGrid
 from ppgbench_pl.probes.search import GroupGridSearch
 
 
@@ -155,7 +154,7 @@ def test_the_ridge_path_solves_every_alpha_exactly(case):
     """The CPU's tridiagonal path and the eigendecomposition give the direct solutions, to roundoff."""
     import torch
 
-    from ppgbench_pl.probes.linear import _tridiagonal_path, ridge_path
+    from ppgbench_pl.probes.ridge import _tridiagonal_path, ridge_path
 
     rng = np.random.default_rng(3)
     d = 1 if case == "one_feature" else 40
