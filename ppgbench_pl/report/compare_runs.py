@@ -20,15 +20,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from ppgbench_pl.report.effects import effect, units
+from ppgbench_pl.report.effects import calibration, effect, units
 from ppgbench_pl.report.load import ReportError, RunSet, is_control, load_runs, order_regimes, order_tasks
 from ppgbench_pl.report.meta import meta_line, meta_table
 from ppgbench_pl.report.subject_interval import BOOT_COLUMNS, CellStats, bootstrap_pair, check_interval, with_bootstrap
-from ppgbench_pl.results.inference import ALPHA, benjamini_hochberg
+from ppgbench_pl.results.inference import ALPHA, adjusted_mdd_at, benjamini_hochberg, family_level
 
 COMPARE_COLUMNS = ["regime", "task", "metric", "model_a", "model_b", "n_seeds", "n_units", "n_subjects", "mean_a",
                    "mean_b", "diff", "gain", "d_z", "seed_ci_low", "seed_ci_high", "nb_ci_low", "nb_ci_high", "p",
-                   "p_bh", "mdd", "outcome"]
+                   "p_bh", "mdd", "mdd_adj", "outcome", "calibration"]
 
 
 @dataclass
@@ -113,16 +113,24 @@ def compare_runs(run_a: str | Path, run_b: str | Path, models: tuple[str | None,
         why = f"seeds or folds differ in every shared cell: {', '.join(refused)}" if refused else \
             "the runs share no task x regime cell"
         raise ReportError(f"nothing to compare between {run_a} ({ma}) and {run_b} ({mb}): {why}")
-    table = _adjusted(pd.DataFrame(rows), sources, interval, alpha)
+    frame = pd.DataFrame(rows)
+    frame["calibration"] = calibration("corrected_t")
+    table = _adjusted(frame, sources, interval, alpha)
     table["outcome"] = [outcome(p, g, alpha) for p, g in zip(table["p_bh"], table["gain"], strict=True)]
+    level = family_level(alpha, int(table["p"].notna().sum()))  # the MDD of the test that decides (BH)
+    table["mdd_adj"] = [adjusted_mdd_at(m, int(n), level, alpha) for m, n in zip(table["mdd"], table["n_units"],
+                                                                                  strict=True)]
     table = table[COMPARE_COLUMNS + [c for c in BOOT_COLUMNS if c in table.columns]]
     counts = table["outcome"].value_counts()
     test = "corrected t" if interval != "bootstrap" else "subject cluster bootstrap where built, else corrected t"
     untested = f", {counts['undetermined']} undetermined (no p-value)" if counts.get("undetermined", 0) else ""
     summary = (f"{run_a}:{ma} vs {run_b}:{mb} over {len(table)} cells: {counts.get('win', 0)} wins, "
                f"{counts.get('tie', 0)} ties, {counts.get('loss', 0)} losses{untested} ({test}, "
-               f"Benjamini-Hochberg over the cells, alpha {alpha:g}); median MDD {table['mdd'].median():.3g}")
-    return Comparison(table, refused, summary, meta_table(table, alpha))
+               f"Benjamini-Hochberg over the cells, alpha {alpha:g}); median MDD {table['mdd'].median():.3g}, "
+               f"{table['mdd_adj'].median():.3g} after the correction")
+    meta = meta_table(table, alpha)
+    meta = meta[meta["n_datasets"] >= 2] if len(meta) else meta  # a meta-analysis needs two datasets
+    return Comparison(table, refused, summary, meta.reset_index(drop=True))
 
 
 def outcome(p_adjusted: float, gain: float, alpha: float = ALPHA) -> str:
@@ -146,7 +154,7 @@ def refused_line(comparison: Comparison) -> str | None:
 
 
 def write_comparison(comparison: Comparison, output: Path) -> Path:
-    """Write ``compare.csv`` (and ``compare.md``, the summary line and the table) atomically."""
+    """Write ``compare.csv``, ``compare.md`` (summary line and table) and ``compare.tex`` (paper table) atomically."""
     from ppgbench_pl.atomic_io import write_text_atomic
     from ppgbench_pl.report.tables import to_markdown
 
@@ -164,6 +172,9 @@ def write_comparison(comparison: Comparison, output: Path) -> Path:
         write_text_atomic(output / "compare_meta.csv", comparison.meta.to_csv(index=False))
         text += ["", f"## {line}", "", to_markdown(comparison.meta.round(4))]
     write_text_atomic(output / "compare.md", "\n".join(text) + "\n")
+    from ppgbench_pl.report.compare_paper import write_latex
+
+    write_latex(comparison.table, comparison.summary, output / "compare.tex")
     return path
 
 

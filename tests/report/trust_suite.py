@@ -1,0 +1,108 @@
+"""The simulation suite behind the trust table and docs/statistics.md (issue 31).
+
+Each scenario (noise mix x metric x subjects) simulates null cells and cells whose true difference is the
+mean MDD the report prints on the null cells, and measures the rejection rate of every interval ppgbench
+offers and of the published CI-overlap rule. ``tools/statistics_tables.py`` runs the full suite and writes
+``ppgbench_pl/report/trust_suite.json``; the tests run a small, deterministic part of it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ppgbench_pl.report.bootstrap import cluster_bootstrap
+from ppgbench_pl.report.trust import spread_ratio
+from ppgbench_pl.results.inference import adjusted_mdd_at, benjamini_hochberg, mdd
+from tests.report.noise_mixes import Cell, simulate
+from tests.report.simulate import corrected_t_rejects, published_rejects, seed_t_rejects
+
+ALPHA = 0.05
+
+
+def _ratio(cell: Cell) -> float:
+    sizes = cell.member.sum(axis=3)
+    n = cell.member.shape[3]
+    return float(np.mean(sizes / (n - sizes)))
+
+
+def printed_mdd(cell: Cell) -> float:
+    """The mean MDD the report prints for these cells (corrected t, uncorrected level)."""
+    d, ratio = cell.diff, _ratio(cell)
+    return float(np.mean([mdd(s, d.shape[1], ratio) for s in d.std(axis=1, ddof=1)]))
+
+
+def _boot_rejects(cell: Cell, reps: int, draws: int) -> np.ndarray:
+    n = cell.member.shape[3]
+    names = np.array([f"s{i:03d}" for i in range(n)])
+    out = []
+    for r in range(min(reps, len(cell.a))):
+        a = {s: (names, cell.stats_a[r, s]) for s in range(cell.a.shape[1])}
+        b = {s: (names, cell.stats_b[r, s]) for s in range(cell.a.shape[1])}
+        out.append(cluster_bootstrap(a, b, cell.kind, draws, r)["p"] < ALPHA)
+    return np.array(out)
+
+
+def scenario(seed: int, mix: str, kind: str, n: int, reps: int, boot_reps: int = 0,
+             boot_draws: int = 300) -> dict[str, Any]:
+    """Rejection rates under the null and at the printed MDD of every interval, for one scenario."""
+    rng = np.random.default_rng(seed)
+    null = simulate(rng, reps, mix, n, kind)
+    at = printed_mdd(null)
+    eff = simulate(rng, reps, mix, n, kind, delta=at)
+    ratio = _ratio(null)
+    out: dict[str, Any] = {"mix": mix, "kind": kind, "n": n, "reps": reps, "mdd": at,
+                           "spread_ratio": float(np.median([spread_ratio(row, np.repeat(np.arange(5), 5)) for row in null.diff]))}
+    for name, rule in (("corrected_t", lambda c: corrected_t_rejects(c.diff, ratio)),
+                       ("seed_interval", lambda c: seed_t_rejects(c.a, c.b)),
+                       ("published_rule", lambda c: published_rejects(c.a, c.b))):
+        out[name] = {"fpr": float(rule(null).mean()), "power": float(rule(eff).mean())}
+    if boot_reps:
+        out["bootstrap"] = {"fpr": float(_boot_rejects(null, boot_reps, boot_draws).mean()),
+                            "power": float(_boot_rejects(eff, boot_reps, boot_draws).mean()), "reps": boot_reps}
+    return out
+
+
+def study(seed: int, mix: str, kind: str, n: int, studies: int, cells: int = 68, effects: int = 10
+          ) -> dict[str, Any]:
+    """A benchmark of ``cells`` cells, ``effects`` of them with a true gain, Benjamini-Hochberg over the cells.
+
+    Returns the power per effect cell at the uncorrected MDD and at the MDD after the correction (the
+    ``mdd_adj`` ppgbench prints), and the family-wise error under the complete null.
+    """
+    rng = np.random.default_rng(seed)
+    probe = simulate(rng, 400, mix, n, kind)
+    ratio, at = _ratio(probe), printed_mdd(probe)
+    units = probe.diff.shape[1]
+    at_adj = adjusted_mdd_at(at, units, ALPHA / cells)
+    out: dict[str, Any] = {"mix": mix, "kind": kind, "n": n, "cells": cells, "effects": effects,
+                           "studies": studies, "mdd": at, "mdd_adj": at_adj}
+    for label, delta in (("null", 0.0), ("at_mdd", at), ("at_mdd_adj", at_adj)):
+        null = simulate(rng, studies * (cells - effects), mix, n, kind).diff
+        eff = simulate(rng, studies * effects, mix, n, kind, delta=delta).diff if delta else \
+            simulate(rng, studies * effects, mix, n, kind).diff
+        d = np.concatenate([eff.reshape(studies, effects, -1), null.reshape(studies, cells - effects, -1)], 1)
+        se = np.sqrt(1 / units + ratio) * d.std(axis=2, ddof=1)
+        from scipy import stats
+
+        p = 2 * stats.t.sf(np.abs(d.mean(axis=2) / se), units - 1)
+        q = np.stack([benjamini_hochberg(row) for row in p])
+        reject = (q < ALPHA) & (np.sign(d.mean(axis=2)) > 0 if delta else True)
+        if delta:
+            out[f"power_{label}"] = float(reject[:, :effects].mean())
+        else:
+            out["fwer_null"] = float(reject.any(axis=1).mean())
+    return out
+
+
+def binomial_band(rate: float, reps: int, low: float = 0.02, high: float = 0.07, z: float = 3.3) -> bool:
+    """Whether an observed rate over ``reps`` replicates is consistent with a true rate in [low, high].
+
+    z = 3.3 (two-sided 0.001 per check) keeps a suite of about 50 checks from failing by chance.
+    """
+    def bound(p: float) -> float:
+        return z * math.sqrt(p * (1 - p) / reps)
+
+    return low - bound(low) <= rate <= high + bound(high)
