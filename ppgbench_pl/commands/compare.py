@@ -23,9 +23,11 @@ def add_compare_parser(sub: argparse._SubParsersAction) -> None:
                         help="Model of RUN_A, then of RUN_B (once: the same name in both; default: each run's "
                              "only PPG-specific model).")
     parser.add_argument("--alpha", type=float, default=0.05, help="Level of the tests (default 0.05).")
-    parser.add_argument("--subject-interval", choices=("corrected-t", "bootstrap"), default="corrected-t",
-                        help="Subject-level interval and p: the Nadeau-Bengio corrected t (default) or the subject "
-                             "cluster bootstrap of the pooled predictions (docs/statistics.md).")
+    parser.add_argument("--subject-interval", choices=("two-level", "corrected-t", "bootstrap"),
+                        default="two-level",
+                        help="Subject-level interval and p: two-level (default: subject and seed variance apart), "
+                             "the Nadeau-Bengio corrected t, or the subject cluster bootstrap (labelled: not "
+                             "calibrated; docs/statistics.md).")
     parser.add_argument("--output", "-o", type=Path, default=None,
                         help="Folder for compare.csv, compare.md and compare.tex (default: print only).")
     parser.set_defaults(func=run_compare)

@@ -36,7 +36,8 @@ def paper_table(table: pd.DataFrame) -> pd.DataFrame:
     """One row per cell: regime, task, metric (unit), direction, means, difference with its CI, word, p, MDDs."""
     rows = []
     for r in table.to_dict("records"):
-        half = (float(r["nb_ci_high"]) - float(r["nb_ci_low"])) / 2
+        low, high = ("tl_ci_low", "tl_ci_high") if r.get("interval") == "two-level" else ("nb_ci_low", "nb_ci_high")
+        half = (float(r[high]) - float(r[low])) / 2
         places = decimals_of(half)
         higher = task_facts(str(r["task"]))[2]
         if higher is None:
@@ -46,8 +47,8 @@ def paper_table(table: pd.DataFrame) -> pd.DataFrame:
             "regime": r["regime"], "task": r["task"], "metric": str(r["metric"]) + (f" ({unit})" if unit else ""),
             "direction": "higher is better" if higher else "lower is better",
             "mean A": _round(float(r["mean_a"]), places), "mean B": _round(float(r["mean_b"]), places),
-            "A - B [95% CI]": f"{_round(float(r['diff']), places)} [{_round(float(r['nb_ci_low']), places)}, "
-                              f"{_round(float(r['nb_ci_high']), places)}]",
+            "A - B [95% CI]": f"{_round(float(r['diff']), places)} [{_round(float(r[low]), places)}, "
+                              f"{_round(float(r[high]), places)}]",
             "verdict": WORDS.get(str(r["outcome"]), str(r["outcome"])),
             "p (BH)": _round(float(r["p_bh"]), 3), "MDD": _round(float(r["mdd"]), places),
             "MDD after BH": _round(float(r["mdd_adj"]), places),

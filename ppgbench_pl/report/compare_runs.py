@@ -18,6 +18,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from ppgbench_pl.report.effects import calibration, effect, units
@@ -70,9 +71,19 @@ def _cell(a: pd.DataFrame, b: pd.DataFrame, alpha: float) -> dict[str, object]:
 
 def _adjusted(table: pd.DataFrame, sources: tuple[RunSet, RunSet], interval: str, alpha: float) -> pd.DataFrame:
     """``p_bh`` over the cells, from the corrected t or (``bootstrap``) the subject cluster bootstrap."""
+    cells = CellStats(sources)
+    if interval == "two-level":
+        from ppgbench_pl.report.two_level_rows import subject_diff, with_two_level
+
+        def sides(row: pd.Series) -> tuple[np.ndarray | None, str]:
+            return subject_diff(cells, (0, str(row["model_a"])), (1, str(row["model_b"])), str(row["task"]),
+                                str(row["regime"]), str(row["metric"]))
+
+        out = with_two_level(table, sides, [], benjamini_hochberg, alpha)
+        out["p_bh"] = out.pop("p_adj")
+        return out
     if interval != "bootstrap":
         return table.assign(p_bh=benjamini_hochberg(table["p"]))
-    cells = CellStats(sources)
 
     def pair(row: pd.Series) -> tuple[dict[str, float], str]:
         return bootstrap_pair(cells, (0, str(row["model_a"])), (1, str(row["model_b"])), str(row["task"]),
@@ -84,11 +95,12 @@ def _adjusted(table: pd.DataFrame, sources: tuple[RunSet, RunSet], interval: str
 
 
 def compare_runs(run_a: str | Path, run_b: str | Path, models: tuple[str | None, str | None] = (None, None),
-                 alpha: float = ALPHA, interval: str = "corrected-t") -> Comparison:
+                 alpha: float = ALPHA, interval: str = "two-level") -> Comparison:
     """Compare model ``models[0]`` of ``run_a`` with ``models[1]`` of ``run_b`` per cell (module docstring).
 
-    ``interval``: ``corrected-t`` (default) or ``bootstrap`` (the subject cluster bootstrap of the pooled
-    predictions gives p, where it can be built: :mod:`ppgbench_pl.report.subject_interval`).
+    ``interval``: ``two-level`` (default: :mod:`ppgbench_pl.report.two_level_rows`), ``corrected-t`` or
+    ``bootstrap`` (the subject cluster bootstrap of the pooled predictions gives p, where it can be built:
+    :mod:`ppgbench_pl.report.subject_interval`; not calibrated, and labelled so).
 
     Raises:
         ReportError: A folder is not a run, a model is missing or ambiguous, or no cell can be compared.
@@ -117,12 +129,17 @@ def compare_runs(run_a: str | Path, run_b: str | Path, models: tuple[str | None,
     frame["calibration"] = calibration("corrected_t")
     table = _adjusted(frame, sources, interval, alpha)
     table["outcome"] = [outcome(p, g, alpha) for p, g in zip(table["p_bh"], table["gain"], strict=True)]
-    level = family_level(alpha, int(table["p"].notna().sum()))  # the MDD of the test that decides (BH)
-    table["mdd_adj"] = [adjusted_mdd_at(m, int(n), level, alpha) for m, n in zip(table["mdd"], table["n_units"],
-                                                                                  strict=True)]
-    table = table[COMPARE_COLUMNS + [c for c in BOOT_COLUMNS if c in table.columns]]
+    if interval != "two-level":  # the two-level rows got theirs from their own df
+        level = family_level(alpha, int(table["p"].notna().sum()))  # the MDD of the test that decides (BH)
+        table["mdd_adj"] = [adjusted_mdd_at(m, int(n), level, alpha) for m, n in zip(table["mdd"], table["n_units"],
+                                                                                      strict=True)]
+    from ppgbench_pl.report.two_level_rows import TL_COLUMNS
+
+    extra = [c for c in TL_COLUMNS + BOOT_COLUMNS if c in table.columns and c not in COMPARE_COLUMNS]
+    table = table[COMPARE_COLUMNS + list(dict.fromkeys(extra))]
     counts = table["outcome"].value_counts()
-    test = "corrected t" if interval != "bootstrap" else "subject cluster bootstrap where built, else corrected t"
+    test = {"two-level": "two-level interval where built, else corrected t", "corrected-t": "corrected t",
+            "bootstrap": "subject cluster bootstrap where built, else corrected t"}[interval]
     untested = f", {counts['undetermined']} undetermined (no p-value)" if counts.get("undetermined", 0) else ""
     summary = (f"{run_a}:{ma} vs {run_b}:{mb} over {len(table)} cells: {counts.get('win', 0)} wins, "
                f"{counts.get('tie', 0)} ties, {counts.get('loss', 0)} losses{untested} ({test}, "
@@ -180,7 +197,7 @@ def write_comparison(comparison: Comparison, output: Path) -> Path:
 
 def compare(run_a: str | Path, run_b: str | Path, model_a: str | None = None, model_b: str | None = None,
             alpha: float = ALPHA, output_dir: str | Path | None = None,
-            subject_interval: str = "corrected-t") -> Comparison:
+            subject_interval: str = "two-level") -> Comparison:
     """``pb.compare``: :func:`compare_runs` (``model_b`` defaults to ``model_a``), written if ``output_dir``.
 
     ``.table`` is the per-cell frame, ``.refused`` the cells with mismatched seeds or folds, ``.summary``

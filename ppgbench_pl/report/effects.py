@@ -31,13 +31,14 @@ from ppgbench_pl.report.load import CONTROL_MODELS, is_control, order_models, or
 from ppgbench_pl.report.trust import interval_label, spread_ratio
 from ppgbench_pl.results.fold_entry import FoldEntry, fold_entry, is_baseline, student_t_ci
 from ppgbench_pl.results.inference import ALPHA, adjusted_mdd_at, corrected_t, family_level, holm, mdd, split_ratio
+from ppgbench_pl.results.two_level import seed_term
 
 FAMILIES = ("baseline", "controls", "models")
 FEATURE_CONTROLS = tuple(c for c in CONTROL_MODELS if not is_baseline(c))
 EFFECT_COLUMNS = [
     "regime", "task", "metric", "family", "model_a", "model_b", "n_seeds", "n_units", "n_subjects", "mean_a",
     "mean_b", "diff", "gain", "d_z", "sd_diff", "seed_ci_low", "seed_ci_high", "nb_ci_low", "nb_ci_high", "ratio",
-    "p", "p_holm", "mdd", "mdd_adj", "verdict", "spread_ratio", "calibration",
+    "p", "p_holm", "mdd", "mdd_adj", "verdict", "spread_ratio", "var_seed", "calibration",
 ]
 MIN_SEEDS = 3
 
@@ -103,7 +104,8 @@ def effect(joined: pd.DataFrame, higher: bool, alpha: float = ALPHA) -> dict[str
             "mean_b": float(joined["b"].mean()), "diff": test.mean, "gain": sign * test.mean,
             "d_z": sign * test.d_z, "seed_ci_low": mean - half, "seed_ci_high": mean + half,
             "nb_ci_low": test.ci_low, "nb_ci_high": test.ci_high, "ratio": ratio, "p": test.p,
-            "mdd": mdd(test.sd, test.n, ratio, alpha), "spread_ratio": spread_ratio(joined["diff"], joined["seed"])}
+            "mdd": mdd(test.sd, test.n, ratio, alpha), "spread_ratio": spread_ratio(joined["diff"], joined["seed"]),
+            "var_seed": seed_term(seed_means)}
 
 
 def verdict(row: dict[str, Any], alpha: float = ALPHA) -> str:

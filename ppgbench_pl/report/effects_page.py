@@ -44,15 +44,20 @@ class PairedFindings:
 
 
 def compute(records: list[dict[str, Any]], chance: pd.DataFrame, controls: pd.DataFrame, out: Path,
-            alpha: float, interval: str = "corrected-t", runs: RunSet | None = None) -> PairedFindings:
+            alpha: float, interval: str = "two-level", runs: RunSet | None = None) -> PairedFindings:
     """Compute the paired effects and verdicts and write their CSVs under ``out/tables``.
 
-    ``interval``: the subject-level interval of the new verdicts, ``corrected-t`` (default) or ``bootstrap``
+    ``interval``: the subject-level interval of the new verdicts, ``two-level`` (default), ``corrected-t`` or
+    ``bootstrap``
     (:mod:`ppgbench_pl.report.subject_interval`; needs ``runs`` for the prediction files).
     """
     from ppgbench_pl.atomic_io import write_text_atomic
 
     table = effects.effects_table(records, alpha)
+    if interval == "two-level" and runs is not None:
+        from ppgbench_pl.report.two_level_rows import two_level_effects
+
+        table = two_level_effects(table, runs, alpha)
     if interval == "bootstrap" and runs is not None:
         from ppgbench_pl.report.subject_interval import bootstrap_effects
 

@@ -27,7 +27,7 @@ from ppgbench_pl.report.effects import calibration
 from ppgbench_pl.report.load import ReportError, RunSet
 from ppgbench_pl.results.inference import ALPHA, holm
 
-INTERVALS = ("corrected-t", "bootstrap")
+INTERVALS = ("two-level", "corrected-t", "bootstrap")
 #: Bootstrap draws and the seed of their generator (the same numbers on every machine).
 N_BOOT, BOOT_SEED = 2000, 0
 POOLED = {("regression", "mae"), ("classification", "balanced_accuracy")}
@@ -39,7 +39,7 @@ Stats = dict[int, tuple[np.ndarray, np.ndarray]]
 def check_interval(interval: str) -> str:
     """The interval's name, or one line naming the choices."""
     if interval not in INTERVALS:
-        raise ReportError(f"--subject-interval {interval}: choose corrected-t (default) or bootstrap")
+        raise ReportError(f"--subject-interval {interval}: choose two-level (default), corrected-t or bootstrap")
     return interval
 
 

@@ -25,14 +25,18 @@ if TYPE_CHECKING:
     from ppgbench_pl.report.html import Page
 
 FPR_BAND, POWER_BAND = (0.02, 0.07), (0.7, 0.9)
-METHODS = {"corrected_t": "corrected t", "bootstrap": "subject cluster bootstrap",
+METHODS = {"two_level": "two-level interval", "corrected_t": "corrected t", "bootstrap": "subject cluster bootstrap",
            "seed_interval": "seed interval", "published_rule": "published CI-overlap rule"}
 #: Trust table rows: (verdict, the test it rests on in the suite, how the verdict uses it).
 VERDICTS = [
-    ("win / tie / loss (compare, effects)", "corrected_t", "corrected t per cell; BH (compare) or Holm (effects)"),
-    ("near chance / above chance", "corrected_t", "best model vs constant: Holm in the cell, BH over cells"),
-    ("no PPG model beats both controls", "corrected_t",
-     "intersection-union of corrected t vs each control: false positives at most the corrected t's"),
+    ("win / tie / loss (compare, effects)", "two_level", "two-level test per cell; BH (compare) or Holm (effects)"),
+    ("near chance / above chance (classification)", "two_level",
+     "best model vs constant: Holm in the cell, BH over cells"),
+    ("near chance / above chance (MAE: the constant stores no predictions)", "corrected_t",
+     "corrected t vs constant: Holm in the cell, BH over cells"),
+    ("no PPG model beats both controls", "two_level",
+     "intersection-union of the tests vs each control: false positives at most the single test's"),
+    ("--subject-interval corrected-t (and rows without predictions)", "corrected_t", "Nadeau-Bengio corrected t"),
     ("--subject-interval bootstrap", "bootstrap", "replaces the corrected t's p where it can be built"),
     ("seed interval (seed_ci_*)", "seed_interval", "printed beside; decides nothing"),
     ("published CI-overlap rule", "published_rule", "the published tables' bold and 'meaningfully better'"),
@@ -105,6 +109,8 @@ def trust_table(effects: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     rows = []
     for verdict, method, how in VERDICTS:
         cases = [r for r in suite()["scenarios"] if method in r]
+        if not cases:
+            continue
         fpr = [r[method]["fpr"] for r in cases]
         power = [r[method]["power"] for r in cases]
         row = {"verdict": verdict, "test": how, "fpr_range": f"{min(fpr):.3f}-{max(fpr):.3f}",

@@ -36,10 +36,16 @@ def test_suite_reproduces_the_shipped_figures_and_the_corrected_t_is_never_liber
         got = scenario(100 + i, mix, kind, n, REPS)
         shipped = _shipped(mix, kind, n)
         assert got["mdd"] == pytest.approx(shipped["mdd"], rel=0.1)
-        for method in ("corrected_t", "seed_interval", "published_rule"):
-            for what in ("fpr", "power"):
-                assert _agrees(got[method][what], shipped[method][what], REPS, trust.suite()["reps"]), (mix, method)
-        # valid in every mix: never above the band (a binomial bound sound for REPS replicates)
+        for method in ("two_level", "corrected_t", "seed_interval", "published_rule"):
+            assert _agrees(got[method]["fpr"], shipped[method]["fpr"], REPS, trust.suite()["reps"]), (mix, method)
+            # power is taken at the mean printed MDD, itself an estimate (heavy-tailed with a 4-df seed
+            # term), so it moves more than a binomial count: agreement within 0.12
+            assert abs(got[method]["power"] - shipped[method]["power"]) <= 0.12, (mix, method)
+        # the default is in the band in every mix its label does not name (bounds sound for REPS replicates)
+        if mix != "training-set-dependent fold effect":
+            assert binomial_band(got["two_level"]["fpr"], REPS), mix
+            assert binomial_band(got["two_level"]["power"], REPS, 0.7, 0.9), mix
+        # the corrected t is valid in every mix: never above the band
         assert binomial_band(got["corrected_t"]["fpr"], REPS, low=0.0)
 
 
@@ -54,11 +60,12 @@ def test_the_null_of_the_simulator_is_exact_and_a_gain_shows():
 
 
 def test_every_offered_interval_outside_the_band_is_labelled_with_the_mix():
-    boot, seed, nb = (trust.interval_label(m) for m in ("bootstrap", "seed_interval", "corrected_t"))
+    boot, seed, nb, tl = (trust.interval_label(m) for m in ("bootstrap", "seed_interval", "corrected_t", "two_level"))
+    assert "liberal" in tl and "training-set-dependent" in tl and "conservative" not in tl
     assert "liberal" in boot and any(mix in boot for mix in MIXES)
     assert "liberal" in seed and "subject x model" in seed
     assert "conservative" in nb and any(mix in nb for mix in MIXES)
-    for method in ("bootstrap", "seed_interval", "corrected_t"):
+    for method in ("bootstrap", "seed_interval", "corrected_t", "two_level"):
         rates = [r[method]["fpr"] for r in trust.suite()["scenarios"] if method in r]
         outside = min(rates) < trust.FPR_BAND[0] or max(rates) > trust.FPR_BAND[1]
         assert outside == ("in band" not in trust.interval_label(method))
@@ -75,6 +82,7 @@ def test_summary_effects_and_compare_carry_the_corrected_mdd_and_labels(tmp_path
     import ppgbench_pl as pb
     from ppgbench_pl.report.effects import effects_table
     from ppgbench_pl.report.load import load_runs
+    from ppgbench_pl.report.two_level_rows import two_level_effects
     from ppgbench_pl.results.summary import summarise
     from tests.report.fabricate_grid import write_grid_run
 
@@ -87,8 +95,19 @@ def test_summary_effects_and_compare_carry_the_corrected_mdd_and_labels(tmp_path
     table = effects_table(records)
     assert (table["mdd_adj"] >= table["mdd"] - 1e-12).all() and table["calibration"].str.contains("corrected t").all()
     assert table["spread_ratio"].notna().all()
+    runs = load_runs([tmp_path / "a"])
+    tl = two_level_effects(table, runs).set_index(["task", "model_a", "model_b"])
+    assert tl.loc[("synthetic-activity", "P", "constant"), "interval"] == "two-level"
+    assert tl.loc[("synthetic-hr", "P", "prv_published"), "interval"] == "two-level"
+    assert tl.loc[("synthetic-hr", "P", "constant"), "interval"].startswith("corrected-t (no predictions")
+    two = tl[tl["interval"] == "two-level"]
+    assert (two["tl_ci_low"] < two["diff"]).all() and (two["diff"] < two["tl_ci_high"]).all()
+    assert (two["mdd_adj"] >= two["mdd"] - 1e-12).all() and two["calibration"].str.startswith("two-level").all()
+    base = two[two["family"] == "baseline"]  # two comparisons in the family: alpha / 2
+    assert len(base) and (base["mdd_adj"] > base["mdd"]).all()
     result = pb.compare(tmp_path / "a", tmp_path / "b", "P", output_dir=tmp_path / "out")
     assert (result.table["mdd_adj"] > result.table["mdd"]).all() and "after the correction" in result.summary
+    assert set(result.table["interval"]) == {"two-level"} and "two-level" in result.summary
     assert result.meta.empty  # one dataset: no meta-analysis
     tex = (tmp_path / "out" / "compare.tex").read_text()
     assert "\\begin{tabular}" in tex and "A better" in tex and "lower is better" in tex
@@ -115,6 +134,21 @@ def test_report_has_the_trust_table_with_the_closest_mix_marked(tmp_path):
     assert "How far the verdicts can be trusted" in page and "closest mix to this run:" in page
     frame = pd.read_csv(tmp_path / "report" / "tables" / "trust.csv")
     assert "published CI-overlap rule" in set(frame["verdict"]) and frame["fpr_closest_mix"].notna().all()
+
+
+def test_two_level_test_is_the_suite_s_vectorised_one():
+    from ppgbench_pl.results.two_level import subject_scores, two_level_test
+    from tests.report.trust_suite import two_level_rejects
+
+    for kind in ("regression", "classification"):
+        cell = simulate(np.random.default_rng(9), 30, "with per-seed fit noise", 15, kind)
+        reject, mdds = two_level_rejects(cell)
+        for r in range(30):
+            sub = np.stack([subject_scores(cell.stats_a[r, s], kind) - subject_scores(cell.stats_b[r, s], kind)
+                            for s in range(5)])
+            seed_means = (cell.a[r] - cell.b[r]).mean(axis=1)
+            test = two_level_test(float(cell.diff[r].mean()), float(seed_means.var(ddof=1) / 5), sub)
+            assert (test.p < ALPHA) == reject[r] and test.mdd() == pytest.approx(mdds[r])
 
 
 def test_spread_ratio_tells_subject_noise_from_training_noise():

@@ -72,7 +72,7 @@ def test_the_command_line_switch_and_its_refusal(runs, tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:
         main(["report", str(runs / "a"), "-o", str(tmp_path / "x"), "--subject-interval", "jackknife"])
     assert exc.value.code == 2 and "jackknife" in capsys.readouterr().err
-    with pytest.raises(ReportError, match="--subject-interval jackknife: choose corrected-t"):
+    with pytest.raises(ReportError, match="--subject-interval jackknife: choose two-level \\(default\\), corrected-t"):
         build_report([runs / "a"], tmp_path / "y", subject_interval="jackknife")
 
 

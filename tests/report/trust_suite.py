@@ -16,6 +16,7 @@ import numpy as np
 from ppgbench_pl.report.bootstrap import cluster_bootstrap
 from ppgbench_pl.report.trust import spread_ratio
 from ppgbench_pl.results.inference import adjusted_mdd_at, benjamini_hochberg, mdd
+from ppgbench_pl.results.two_level import satterthwaite, subject_term
 from tests.report.noise_mixes import Cell, simulate
 from tests.report.simulate import corrected_t_rejects, published_rejects, seed_t_rejects
 
@@ -32,6 +33,29 @@ def printed_mdd(cell: Cell) -> float:
     """The mean MDD the report prints for these cells (corrected t, uncorrected level)."""
     d, ratio = cell.diff, _ratio(cell)
     return float(np.mean([mdd(s, d.shape[1], ratio) for s in d.std(axis=1, ddof=1)]))
+
+
+def two_level_rejects(cell: Cell, alpha: float = ALPHA) -> tuple[np.ndarray, np.ndarray]:
+    """Rejections and printed MDDs of the two-level test (results/two_level.py, vectorised) on the cells."""
+    from scipy import stats
+
+    sub = subject_scores_batch(cell.stats_a, cell.kind) - subject_scores_batch(cell.stats_b, cell.kind)
+    seeds, n = sub.shape[1], sub.shape[2]
+    subject = subject_term(sub)
+    seed = (cell.a - cell.b).mean(axis=2).var(axis=1, ddof=1) / seeds
+    df = satterthwaite(subject, seed, n, seeds)
+    se = np.sqrt(subject + seed)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p = 2 * stats.t.sf(np.abs(cell.diff.mean(axis=1) / se), df)
+    return p < alpha, (stats.t.ppf(1 - alpha / 2, df) + stats.t.ppf(0.8, df)) * se
+
+
+def subject_scores_batch(stats_: np.ndarray, kind: str) -> np.ndarray:
+    """:func:`~ppgbench_pl.results.two_level.subject_scores` over [R, S, N, k] statistics (vectorised)."""
+    if kind == "regression":
+        return stats_[..., 0] / stats_[..., 1].mean(axis=-1, keepdims=True)
+    half = stats_.shape[-1] // 2
+    return np.nanmean(stats_[..., :half] / stats_[..., half:].mean(axis=-2, keepdims=True), axis=-1)
 
 
 def _boot_rejects(cell: Cell, reps: int, draws: int) -> np.ndarray:
@@ -52,13 +76,16 @@ def scenario(seed: int, mix: str, kind: str, n: int, reps: int, boot_reps: int =
     null = simulate(rng, reps, mix, n, kind)
     at = printed_mdd(null)
     eff = simulate(rng, reps, mix, n, kind, delta=at)
+    at_tl = float(two_level_rejects(null)[1].mean())
+    eff_tl = simulate(rng, reps, mix, n, kind, delta=at_tl)
     ratio = _ratio(null)
-    out: dict[str, Any] = {"mix": mix, "kind": kind, "n": n, "reps": reps, "mdd": at,
+    out: dict[str, Any] = {"mix": mix, "kind": kind, "n": n, "reps": reps, "mdd": at, "mdd_two_level": at_tl,
                            "spread_ratio": float(np.median([spread_ratio(row, np.repeat(np.arange(5), 5)) for row in null.diff]))}
-    for name, rule in (("corrected_t", lambda c: corrected_t_rejects(c.diff, ratio)),
+    for name, rule in (("two_level", lambda c: two_level_rejects(c)[0]),
+                       ("corrected_t", lambda c: corrected_t_rejects(c.diff, ratio)),
                        ("seed_interval", lambda c: seed_t_rejects(c.a, c.b)),
                        ("published_rule", lambda c: published_rejects(c.a, c.b))):
-        out[name] = {"fpr": float(rule(null).mean()), "power": float(rule(eff).mean())}
+        out[name] = {"fpr": float(rule(null).mean()), "power": float(rule(eff_tl if name == "two_level" else eff).mean())}
     if boot_reps:
         out["bootstrap"] = {"fpr": float(_boot_rejects(null, boot_reps, boot_draws).mean()),
                             "power": float(_boot_rejects(eff, boot_reps, boot_draws).mean()), "reps": boot_reps}
