@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 SHOWN = ["regime", "task", "family", "model_a", "model_b", "n_seeds", "n_units", "diff", "d_z",
          "seed_ci_low", "seed_ci_high", "nb_ci_low", "nb_ci_high", "p", "p_holm", "mdd", "mdd_adj", "verdict",
          "calibration"]
+TWO_LEVEL = ["interval", "tl_ci_low", "tl_ci_high"]
 
 
 @dataclass
@@ -123,9 +124,11 @@ def draw(page: Page, paired: PairedFindings, flags: Mapping[tuple[str, str], str
     page.heading("Paired effects (seed interval and subject-level interval)", anchor="effects")
     page.paragraph("diff = a - b over matched seed x fold units; d_z = gain / sd of the differences "
                    "(positive: a better). seed_ci: Student-t over the seed means of the differences "
-                   "(split-to-split noise only, the published unit). nb_ci and p: Nadeau-Bengio corrected "
-                   "resampled t over the seed x fold differences (subject-level: it keeps the uncertainty "
-                   "of having sampled these subjects). p_holm: Holm within the family of the cell. mdd: the "
+                   "(split-to-split noise only, the published unit). p, mdd and tl_ci: the two-level test "
+                   "(subject term from the per-subject predictions plus seed term; subject-level: it keeps "
+                   "the uncertainty of having sampled these subjects) where interval = two-level, else the "
+                   "Nadeau-Bengio corrected t over the seed x fold differences (nb_ci, always shown). "
+                   "p_holm: Holm within the family of the cell. mdd: the "
                    "smallest difference detected with 80 % power at alpha 0.05; mdd_adj: the same at the "
                    "level Holm's first step demands (alpha / comparisons in the family). calibration: where "
                    "the intervals of the row leave the simulation suite's band. docs/statistics.md has "
@@ -133,8 +136,8 @@ def draw(page: Page, paired: PairedFindings, flags: Mapping[tuple[str, str], str
     if paired.effects.empty:
         page.paragraph("No comparison has matched units.", "note")
         return
-    boot = [c for c in ("interval", "boot_ci_low", "boot_ci_high", "p_nb") if c in paired.effects.columns]
-    if boot:
+    boot = [c for c in (*TWO_LEVEL, "boot_ci_low", "boot_ci_high", "p_nb") if c in paired.effects.columns]
+    if "boot_ci_low" in boot:
         page.paragraph("Subject-level interval: the subject cluster bootstrap (--subject-interval bootstrap): p "
                        "and p_holm are the bootstrap's where interval = bootstrap, boot_ci its percentile "
                        "interval, p_nb the corrected t's; rows the bootstrap cannot build keep the corrected t "

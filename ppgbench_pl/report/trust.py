@@ -30,13 +30,11 @@ METHODS = {"two_level": "two-level interval", "corrected_t": "corrected t", "boo
 #: Trust table rows: (verdict, the test it rests on in the suite, how the verdict uses it).
 VERDICTS = [
     ("win / tie / loss (compare, effects)", "two_level", "two-level test per cell; BH (compare) or Holm (effects)"),
-    ("near chance / above chance (classification)", "two_level",
-     "best model vs constant: Holm in the cell, BH over cells"),
-    ("near chance / above chance (MAE: the constant stores no predictions)", "corrected_t",
-     "corrected t vs constant: Holm in the cell, BH over cells"),
+    ("near chance / above chance", "two_level", "best model vs constant: Holm in the cell, BH over cells"),
     ("no PPG model beats both controls", "two_level",
      "intersection-union of the tests vs each control: false positives at most the single test's"),
-    ("--subject-interval corrected-t (and rows without predictions)", "corrected_t", "Nadeau-Bengio corrected t"),
+    ("--subject-interval corrected-t (and rows without prediction files)", "corrected_t",
+     "Nadeau-Bengio corrected t"),
     ("--subject-interval bootstrap", "bootstrap", "replaces the corrected t's p where it can be built"),
     ("seed interval (seed_ci_*)", "seed_interval", "printed beside; decides nothing"),
     ("published CI-overlap rule", "published_rule", "the published tables' bold and 'meaningfully better'"),

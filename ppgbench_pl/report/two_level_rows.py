@@ -3,7 +3,8 @@
 The seed term comes from the fold values every row holds (``var_seed``); the subject term needs the
 per-subject differences of the seeds' pooled out-of-fold predictions, read once per model and cell by
 :class:`~ppgbench_pl.report.subject_interval.CellStats`. Where they cannot be built (no prediction
-files, MAE against the constant baseline, which stores no predictions, or a metric that does not pool),
+files, folds without ``train_groups`` when the constant baseline's MAE has to be rebuilt from the pooled
+labels, or a metric that does not pool),
 the row keeps the corrected t and ``interval`` says why; its ``calibration`` label is the corrected t's.
 """
 
@@ -30,8 +31,6 @@ def subject_diff(cells: CellStats, a: tuple[int, str], b: tuple[int, str] | None
     kind = cells.kind(a[0], a[1], task, regime)
     if (kind, metric) not in POOLED:
         return None, f"corrected-t (per-subject scores cannot pool {metric})"
-    if b is None and kind == "regression":
-        return None, "corrected-t (no predictions of the constant baseline under MAE)"
     left = cells.stats(a[0], a[1], task, regime)
     right = cells.stats(a[0], a[1], task, regime, baseline=True) if b is None else cells.stats(b[0], b[1], task,
                                                                                                regime)

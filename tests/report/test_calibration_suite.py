@@ -99,7 +99,7 @@ def test_summary_effects_and_compare_carry_the_corrected_mdd_and_labels(tmp_path
     tl = two_level_effects(table, runs).set_index(["task", "model_a", "model_b"])
     assert tl.loc[("synthetic-activity", "P", "constant"), "interval"] == "two-level"
     assert tl.loc[("synthetic-hr", "P", "prv_published"), "interval"] == "two-level"
-    assert tl.loc[("synthetic-hr", "P", "constant"), "interval"].startswith("corrected-t (no predictions")
+    assert tl.loc[("synthetic-hr", "P", "constant"), "interval"] == "two-level"  # the constant's MAE rebuilt
     two = tl[tl["interval"] == "two-level"]
     assert (two["tl_ci_low"] < two["diff"]).all() and (two["diff"] < two["tl_ci_high"]).all()
     assert (two["mdd_adj"] >= two["mdd"] - 1e-12).all() and two["calibration"].str.startswith("two-level").all()
@@ -111,6 +111,25 @@ def test_summary_effects_and_compare_carry_the_corrected_mdd_and_labels(tmp_path
     assert result.meta.empty  # one dataset: no meta-analysis
     tex = (tmp_path / "out" / "compare.tex").read_text()
     assert "\\begin{tabular}" in tex and "A better" in tex and "lower is better" in tex
+
+
+def test_the_constant_baseline_mae_is_rebuilt_from_the_pooled_labels(tmp_path):
+    from ppgbench_pl.report.bootstrap_runs import seed_stats
+    from ppgbench_pl.report.load import load_runs
+    from tests.report.fabricate_grid import write_grid_run
+
+    write_grid_run(tmp_path, {"P": 0.5}, tasks=(("synthetic-hr", "regression"),), rng_seed=4)
+    runs = load_runs([tmp_path])
+    recs = [r for r in runs.records if r["model"] == "P"]
+    const = seed_stats(runs, recs, "regression", baseline=True)
+    assert sorted(const) == sorted({r["seed"] for r in recs})
+    for rec in recs:
+        names, stats = const[rec["seed"]]
+        rows = np.isin(names, np.asarray(rec["test_groups"]).astype(str))
+        assert stats[rows, 0].sum() / stats[rows, 1].sum() == pytest.approx(rec["baseline"]["mae"])
+    for rec in recs:
+        rec.pop("train_groups")
+    assert seed_stats(runs, recs, "regression", baseline=True) == {}  # no training subjects: not rebuilt
 
 
 def test_paper_table_words_units_and_precision():
@@ -149,6 +168,22 @@ def test_two_level_test_is_the_suite_s_vectorised_one():
             seed_means = (cell.a[r] - cell.b[r]).mean(axis=1)
             test = two_level_test(float(cell.diff[r].mean()), float(seed_means.var(ddof=1) / 5), sub)
             assert (test.p < ALPHA) == reject[r] and test.mdd() == pytest.approx(mdds[r])
+
+
+def test_two_level_planners_at_the_corrected_level():
+    from ppgbench_pl.results.two_level import satterthwaite, seeds_for, subjects_for, two_level_mdd
+
+    subject, seed = 0.01, 0.04  # var terms with 5 seeds, 30 subjects
+    gain = 0.5
+    s = seeds_for(subject, seed, 5, 30, gain, ALPHA)
+    assert s is not None and s > 2
+    at = two_level_mdd(subject, seed * 5 / s, float(satterthwaite(subject, seed * 5 / s, 30, s)), ALPHA)
+    before = seed * 5 / (s - 1)
+    assert at <= gain < two_level_mdd(subject, before, float(satterthwaite(subject, before, 30, s - 1)), ALPHA)
+    assert seeds_for(subject, seed, 5, 30, gain, ALPHA / 68) > s  # a stricter level needs more seeds
+    assert seeds_for(0.2, seed, 5, 30, gain) is None  # the subject term is a floor more seeds cannot pass
+    n = subjects_for(0.2, 0.001, 5, 30, gain)
+    assert n is not None and n > 30 and subjects_for(0.2, 0.2, 5, 30, gain) is None  # the seed term stays
 
 
 def test_spread_ratio_tells_subject_noise_from_training_noise():
