@@ -8,14 +8,15 @@ For every task x regime cell and every comparison the report answers, the differ
 * family ``controls``: each PPG-specific model against each PRV and MOMENT control present;
 * family ``models``: each pair of PPG-specific models.
 
-Two intervals sit beside each difference: the published-style one (Student-t over the S seed means of the
-differences, df S - 1: split-to-split noise only) and the subject-level one, the Nadeau-Bengio corrected
-resampled t over the seed x fold differences (:func:`ppgbench_pl.results.inference.corrected_t`; the
-test-to-train ratio from each job's subject counts). The corrected t is the default for the new verdicts
-because it needs only the fold values every record holds (no predictions, no baseline predictions, no
-resampling cost) and it is conservative where the folds overlap (docs/statistics.md compares it with the
-subject cluster bootstrap of :mod:`ppgbench_pl.report.bootstrap`). ``p_holm`` is Holm's adjustment over
-the comparisons of one family in one cell.
+Intervals beside each difference: the published-style one (Student-t over the S seed means of the
+differences, df S - 1: split-to-split noise only; labelled, it decides nothing) and the corrected resampled
+t of Nadeau and Bengio over the seed x fold differences (:func:`ppgbench_pl.results.inference.corrected_t`;
+the test-to-train ratio from each job's subject counts), which needs only the fold values. The report
+replaces the corrected t's p and MDD by the two-level test's wherever the per-subject predictions allow
+(:mod:`ppgbench_pl.report.two_level_rows`: calibrated where the corrected t is conservative; this module
+gives it the seed term, ``var_seed``). ``p_holm`` is Holm's adjustment over the comparisons of one family
+in one cell, ``mdd_adj`` the MDD at Holm's first-step level, ``calibration`` where the simulation suite
+found the row's tests out of band (:mod:`ppgbench_pl.report.trust`).
 """
 
 from __future__ import annotations

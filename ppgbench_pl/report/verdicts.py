@@ -1,7 +1,8 @@
 """The headline findings under paired tests with multiplicity control, beside the published counts.
 
 The published counts (CI-overlap rule, :mod:`ppgbench_pl.report.findings`) stay as they are. Here the same
-two findings are decided from the corrected-t effects of :mod:`ppgbench_pl.report.effects`:
+two findings are decided from the paired effects of :mod:`ppgbench_pl.report.effects` (the two-level test
+where the report could build it, :mod:`ppgbench_pl.report.two_level_rows`, else the corrected t):
 
 * **Above chance** in a cell when some model beats its constant baseline. The cell's p-value is the
   smallest Holm-adjusted p (family ``baseline`` of the cell: every model against its constant) among the
