@@ -40,6 +40,7 @@ class Comparison:
     refused: list[str] = field(default_factory=list)
     summary: str = ""
     meta: pd.DataFrame = field(default_factory=pd.DataFrame)
+    caption: str = ""  # the summary with the runs named by folder name, not path (compare.tex goes into papers)
 
 
 def _pick(frame: pd.DataFrame, run: Path, wanted: str | None) -> str:
@@ -147,7 +148,8 @@ def compare_runs(run_a: str | Path, run_b: str | Path, models: tuple[str | None,
                f"{table['mdd_adj'].median():.3g} after the correction")
     meta = meta_table(table, alpha)
     meta = meta[meta["n_datasets"] >= 2] if len(meta) else meta  # a meta-analysis needs two datasets
-    return Comparison(table, refused, summary, meta.reset_index(drop=True))
+    caption = summary.replace(f"{run_a}:{ma} vs {run_b}:{mb}", f"{Path(run_a).name}:{ma} vs {Path(run_b).name}:{mb}", 1)
+    return Comparison(table, refused, summary, meta.reset_index(drop=True), caption)
 
 
 def outcome(p_adjusted: float, gain: float, alpha: float = ALPHA) -> str:
@@ -191,7 +193,7 @@ def write_comparison(comparison: Comparison, output: Path) -> Path:
     write_text_atomic(output / "compare.md", "\n".join(text) + "\n")
     from ppgbench_pl.report.compare_paper import write_latex
 
-    write_latex(comparison.table, comparison.summary, output / "compare.tex")
+    write_latex(comparison.table, comparison.caption or comparison.summary, output / "compare.tex")
     return path
 
 

@@ -111,6 +111,8 @@ def test_summary_effects_and_compare_carry_the_corrected_mdd_and_labels(tmp_path
     assert result.meta.empty  # one dataset: no meta-analysis
     tex = (tmp_path / "out" / "compare.tex").read_text()
     assert "\\begin{tabular}" in tex and "A better" in tex and "lower is better" in tex
+    assert str(tmp_path) not in tex and "a:P vs b:P" in tex  # runs named by folder, no local path
+    assert "balanced\\_accuracy" in tex and "balanced_accuracy" not in tex  # user strings escaped
 
 
 def test_the_constant_baseline_mae_is_rebuilt_from_the_pooled_labels(tmp_path):
