@@ -5,7 +5,7 @@ Runs the simulation suite (tests/report/trust_suite.py: six noise mixes x MAE / 
 ``ppgbench_pl/report/trust_suite.json`` (the report's trust table and the calibration labels read it) and
 prints the markdown tables. Run from the project folder:
 ``PYTHONPATH=. python tools/statistics_tables.py [--reps 2000] [--boot-reps 200] [--studies 200]``
-(the defaults take about 5 CPU minutes; ``--no-write`` only prints).
+(the defaults take about 1-2 CPU minutes; ``--no-write`` only prints).
 """
 
 from __future__ import annotations

@@ -32,7 +32,8 @@ VERDICTS = [
     ("win / tie / loss (compare, effects)", "two_level", "two-level test per cell; BH (compare) or Holm (effects)"),
     ("near chance / above chance", "two_level", "best model vs constant: Holm in the cell, BH over cells"),
     ("no PPG model beats both controls", "two_level",
-     "intersection-union of the tests vs each control: false positives at most the single test's"),
+     "intersection-union of the tests vs each control: false positives at most the single test's; the "
+     "power shown is one comparison's (beating two controls needs both)"),
     ("--subject-interval corrected-t (and rows without prediction files)", "corrected_t",
      "Nadeau-Bengio corrected t"),
     ("--subject-interval bootstrap", "bootstrap", "replaces the corrected t's p where it can be built"),
