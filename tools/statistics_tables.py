@@ -49,7 +49,7 @@ def print_tables(data: dict[str, object]) -> None:
               + " | ".join(cells) + " |")
     if data["studies"]:
         print()
-        print("| mix (MAE, 30 subjects; 68 cells, 10 with a gain; corrected t, BH) | MDD | MDD after correction | "
+        print("| mix (MAE, 30 subjects; 68 cells, 10 with a gain; two-level, BH) | MDD | MDD after correction | "
               "power per gain cell at MDD | at MDD after correction | FWER, complete null |")
         print("| --- | --- | --- | --- | --- | --- |")
         for s in data["studies"]:  # type: ignore[attr-defined]

@@ -12,13 +12,14 @@ and the two terms are estimated apart, each from the level that shows it:
   variance; the subjects' part is the same in every seed, so it drops out there);
 * subject term: sw2 / N, with sw2 the covariance across seeds of the per-subject differences of the
   seeds' pooled out-of-fold predictions (averaged over the seed pairs; training noise of different seeds is
-  independent, so only the subject's own effect is shared). N is the subject count weighted as the
-  pooled metric weights subjects.
+  independent, so only the subject's own effect is shared). N is the number of subjects; the per-subject
+  scores are scaled so that their plain mean is the pooled metric (:func:`subject_scores`).
 
-Degrees of freedom by Satterthwaite: (A + B)^2 / (A^2 / (N - 1) + B^2 / (S - 1)). The simulation suite
-(docs/statistics.md) measures false-positive rates of 0.04-0.06 and power 0.7-0.84 at the printed MDD
-in every mix but one: a fold effect that depends on the training subjects shifts every fold alike, so no
-interval built from one set of subjects sees it (Bengio and Grandvalet 2004); the rows say so.
+Degrees of freedom by Satterthwaite: (A + B)^2 / (A^2 / df_A + B^2 / (S - 1)), df_A from the spread of
+the subjects' cross-seed products (:func:`subject_term`). The simulation suite (docs/statistics.md)
+measures false-positive rates inside [0.02, 0.07] and power 0.8 +- 0.1 at the printed MDD in every mix
+but one: a fold effect that depends on the training subjects shifts every fold alike, so no interval
+built from one set of subjects sees it (Bengio and Grandvalet 2004); the rows say so.
 """
 
 from __future__ import annotations
@@ -54,29 +55,37 @@ def subject_scores(stats: np.ndarray, kind: str) -> np.ndarray:
     return np.nanmean(per_class, axis=1)
 
 
-def subject_term(subject_diff: np.ndarray) -> np.ndarray:
-    """sw2 / N per row of ``subject_diff`` [R, S, N] (per-subject differences, the same N subjects per seed).
+def subject_term(subject_diff: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """sw2 / N per row of ``subject_diff`` [R, S, N] and its degrees of freedom (NaN with one seed).
 
     sw2 is the covariance across seeds of the seed-centred per-subject differences, averaged over the seed
-    pairs and clipped at 0; NaN with one seed.
+    pairs and clipped at 0: the mean over subjects of c(i), each subject's mean cross-seed product. Its
+    degrees of freedom, 2 term^2 / var(term), take var(term) from the spread of the c(i) (var / N), not
+    from a chi-square with N - 1 df: when sw2 is near 0 the products are mostly noise and the term is far
+    less certain than N - 1 df would say (that would make the test liberal at small levels).
     """
     sub = np.asarray(subject_diff, dtype=float)
     if sub.ndim == 2:
         sub = sub[None]
     seeds, n = sub.shape[1], sub.shape[2]
-    if seeds < 2:
-        return np.full(len(sub), np.nan)
+    if seeds < 2 or n < 2:
+        nan = np.full(len(sub), np.nan)
+        return nan, nan
     centred = sub - sub.mean(axis=2, keepdims=True)
-    cov = np.einsum("rsn,rtn->rst", centred, centred) / max(n - 1, 1)
     upper = np.triu_indices(seeds, 1)
-    return np.maximum(cov[:, upper[0], upper[1]].mean(axis=1), 0.0) / n
+    per_subject = (centred[:, upper[0], :] * centred[:, upper[1], :]).mean(axis=1) * n / (n - 1)  # [R, N]
+    term = np.maximum(per_subject.mean(axis=1), 0.0) / n
+    spread = per_subject.var(axis=1, ddof=1) / n / n ** 2
+    with np.errstate(invalid="ignore", divide="ignore"):
+        df = np.where(spread > 0, 2 * term ** 2 / spread, n - 1)
+    return term, np.clip(df, 1.0, n - 1)
 
 
-def satterthwaite(subject: Any, seed: Any, n: int, seeds: int) -> np.ndarray:
-    """Degrees of freedom of subject + seed, with N - 1 and S - 1 of their own (at least 1)."""
+def satterthwaite(subject: Any, seed: Any, df_subject: Any, seeds: int) -> np.ndarray:
+    """Degrees of freedom of subject + seed, with ``df_subject`` and S - 1 of their own (at least 1)."""
     a, b = np.asarray(subject, dtype=float), np.asarray(seed, dtype=float)
     with np.errstate(invalid="ignore", divide="ignore"):
-        df = (a + b) ** 2 / (a ** 2 / max(n - 1, 1) + b ** 2 / max(seeds - 1, 1))
+        df = (a + b) ** 2 / (a ** 2 / np.asarray(df_subject, dtype=float) + b ** 2 / max(seeds - 1, 1))
     return np.clip(np.nan_to_num(df, nan=max(seeds - 1, 1)), 1.0, None)
 
 
@@ -121,8 +130,9 @@ def two_level_test(mean: float, var_seed: float, subject_diff: Any, alpha: float
     nan = math.nan
     if sub.ndim != 2 or sub.shape[0] < 2 or sub.shape[1] < 2 or not math.isfinite(var_seed):
         return TwoLevelTest(mean, nan, nan, nan, nan, nan, nan, nan)
-    subject = float(subject_term(sub)[0])
-    df = float(satterthwaite(subject, var_seed, sub.shape[1], sub.shape[0]))
+    terms, dfs = subject_term(sub)
+    subject, df_subject = float(terms[0]), float(dfs[0])
+    df = float(satterthwaite(subject, var_seed, df_subject, sub.shape[0]))
     se = math.sqrt(subject + var_seed)
     if se == 0:
         return TwoLevelTest(mean, se, df, 1.0 if mean == 0 else 0.0, mean, mean, subject, var_seed)
@@ -141,7 +151,7 @@ def seeds_for(var_subject: float, var_seed: float, seeds: int, n: int, gain: flo
         return None
     for s in range(2, max_seeds + 1):
         seed = var_seed * seeds / s
-        df = float(satterthwaite(var_subject, seed, n, s))
+        df = float(satterthwaite(var_subject, seed, max(n - 1, 1), s))
         if two_level_mdd(var_subject, seed, df, level, power) <= gain:
             return s
     return None
@@ -155,7 +165,7 @@ def subjects_for(var_subject: float, var_seed: float, seeds: int, n: int, gain: 
     """
     if not (gain > 0 and math.isfinite(var_subject) and math.isfinite(var_seed) and n > 0):
         return None
-    df = float(satterthwaite(var_subject, var_seed, n, seeds))
+    df = float(satterthwaite(var_subject, var_seed, max(n - 1, 1), seeds))
     room = (gain / (_t_ppf(1 - level / 2, df) + _t_ppf(power, df))) ** 2 - var_seed
     if room <= 0:
         return None

@@ -179,9 +179,9 @@ def test_two_level_planners_at_the_corrected_level():
     gain = 0.5
     s = seeds_for(subject, seed, 5, 30, gain, ALPHA)
     assert s is not None and s > 2
-    at = two_level_mdd(subject, seed * 5 / s, float(satterthwaite(subject, seed * 5 / s, 30, s)), ALPHA)
+    at = two_level_mdd(subject, seed * 5 / s, float(satterthwaite(subject, seed * 5 / s, 29, s)), ALPHA)
     before = seed * 5 / (s - 1)
-    assert at <= gain < two_level_mdd(subject, before, float(satterthwaite(subject, before, 30, s - 1)), ALPHA)
+    assert at <= gain < two_level_mdd(subject, before, float(satterthwaite(subject, before, 29, s - 1)), ALPHA)
     assert seeds_for(subject, seed, 5, 30, gain, ALPHA / 68) > s  # a stricter level needs more seeds
     assert seeds_for(0.2, seed, 5, 30, gain) is None  # the subject term is a floor more seeds cannot pass
     n = subjects_for(0.2, 0.001, 5, 30, gain)
