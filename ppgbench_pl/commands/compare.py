@@ -15,18 +15,21 @@ def add_compare_parser(sub: argparse._SubParsersAction) -> None:
         "compare", help="Paired comparison of one model of RUN_A with one of RUN_B, cell by cell.",
         description="Per task x regime: paired difference on matched seeds x folds, seed and subject-level "
                     "(corrected t) intervals, raw and Benjamini-Hochberg p, MDD, win/tie/loss. Cells whose "
-                    "seeds or folds differ are refused.")
+                    "seeds or folds differ are refused. The printed table (and compare.tex) gives the metric, unit, "
+                    "direction, both means and the verdict in words, rounded to the interval's precision.")
     parser.add_argument("run_a", type=Path, help="First run folder.")
     parser.add_argument("run_b", type=Path, help="Second run folder.")
     parser.add_argument("--model", action="append", default=None, metavar="NAME",
                         help="Model of RUN_A, then of RUN_B (once: the same name in both; default: each run's "
                              "only PPG-specific model).")
     parser.add_argument("--alpha", type=float, default=0.05, help="Level of the tests (default 0.05).")
-    parser.add_argument("--subject-interval", choices=("corrected-t", "bootstrap"), default="corrected-t",
-                        help="Subject-level interval and p: the Nadeau-Bengio corrected t (default) or the subject "
-                             "cluster bootstrap of the pooled predictions (docs/statistics.md).")
+    parser.add_argument("--subject-interval", choices=("two-level", "corrected-t", "bootstrap"),
+                        default="two-level",
+                        help="Subject-level interval and p: two-level (default: subject and seed variance apart), "
+                             "the Nadeau-Bengio corrected t, or the subject cluster bootstrap (labelled: not "
+                             "calibrated; docs/statistics.md).")
     parser.add_argument("--output", "-o", type=Path, default=None,
-                        help="Folder for compare.csv and compare.md (default: print only).")
+                        help="Folder for compare.csv, compare.md and compare.tex (default: print only).")
     parser.set_defaults(func=run_compare)
 
 
@@ -42,10 +45,9 @@ def run_compare(ns: argparse.Namespace) -> None:
         raise ConfigError(f"--model is given at most twice (one per run), got {len(names)}")
     models = (names[0], names[-1]) if names else (None, None)
     result = compare_runs(ns.run_a, ns.run_b, models, ns.alpha, ns.subject_interval)
-    shown = result.table[["regime", "task", "diff", "seed_ci_low", "seed_ci_high", "nb_ci_low", "nb_ci_high",
-                          "p", "p_bh", "mdd", "outcome",
-                          *[c for c in ("interval", "boot_ci_low", "boot_ci_high") if c in result.table.columns]]]
-    print(shown.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    from ppgbench_pl.report.compare_paper import paper_table
+
+    print(paper_table(result.table).to_string(index=False))
     line = refused_line(result)
     if line:
         print(f"ppgbench: warning: {line}", file=sys.stderr)

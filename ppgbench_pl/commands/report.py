@@ -38,10 +38,11 @@ def add_report_parser(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--compare", type=_pair, action="append", metavar="A:B",
                         help="Model pair for paired comparisons (repeatable; default: each model vs each "
                              "control).")
-    parser.add_argument("--subject-interval", choices=("corrected-t", "bootstrap"), default="corrected-t",
-                        help="Subject-level interval and p of the paired effects and their verdicts: the "
-                             "Nadeau-Bengio corrected t over the seed x fold values (default) or the subject "
-                             "cluster bootstrap of the pooled predictions (docs/statistics.md).")
+    parser.add_argument("--subject-interval", choices=("two-level", "corrected-t", "bootstrap"),
+                        default="two-level",
+                        help="Subject-level interval and p of the paired effects and their verdicts: two-level "
+                             "(default: subject and seed variance apart), the Nadeau-Bengio corrected t, or the "
+                             "subject cluster bootstrap (labelled: not calibrated; docs/statistics.md).")
     parser.add_argument("--parameters", type=Path, default=None,
                         help="Parameter counts for Table 7: CSV (model,total[,trainable]) or JSON.")
     parser.set_defaults(func=run_report)

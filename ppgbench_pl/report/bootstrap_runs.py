@@ -39,6 +39,31 @@ def _job_arrays(runs: RunSet, rec: dict[str, Any]) -> tuple[np.ndarray, np.ndarr
     return y, pred, subjects
 
 
+def _constant_mae_stats(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]], trained: list[Any]
+                        ) -> tuple[np.ndarray, np.ndarray] | None:
+    """Per-subject MAE statistics of the constant baseline of a seed, rebuilt from its pooled labels.
+
+    The constant predicts the mean training label of its fold (per subject on subject-level tasks, where the
+    arrays are already one per subject). Every subject is in one test fold of the seed, so the seed's
+    pooled labels hold every training label; a fold's training subjects come from its ``train_groups``.
+    None when a fold lacks them or the target has several outputs.
+    """
+    y_all, subj_all = (np.concatenate([p[i] for p in parts]) for i in (0, 2))
+    if np.ndim(y_all) != 1:
+        return None
+    ys, preds, subjects = [], [], []
+    for (y, _, subj), train in zip(parts, trained, strict=True):
+        if not isinstance(train, list) or not train:
+            return None
+        mask = np.isin(subj_all, np.asarray(train).astype(str))
+        if not mask.any():
+            return None
+        ys.append(y)
+        preds.append(np.full(len(y), float(np.mean(y_all[mask].astype(float)))))
+        subjects.append(subj)
+    return subject_stats("regression", np.concatenate(ys), np.concatenate(preds), np.concatenate(subjects))
+
+
 def seed_stats(runs: RunSet, records: Iterable[dict[str, Any]], kind: str, classes: list[Any] | None = None,
                baseline: bool = False) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     """Seed -> per-subject statistics of the seed's pooled out-of-fold predictions.
@@ -47,6 +72,7 @@ def seed_stats(runs: RunSet, records: Iterable[dict[str, Any]], kind: str, class
     ``classes`` (classification): the classes of the balanced accuracy; None takes those of the labels.
     """
     pooled: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
+    trained: dict[int, list[Any]] = {}
     broken: set[int] = set()
     for rec in records:
         arrays = _job_arrays(runs, rec)
@@ -54,6 +80,11 @@ def seed_stats(runs: RunSet, records: Iterable[dict[str, Any]], kind: str, class
             broken.add(int(rec["seed"]))
         else:
             pooled.setdefault(int(rec["seed"]), []).append(arrays)
+            trained.setdefault(int(rec["seed"]), []).append(rec.get("train_groups"))
+    if baseline and kind == "regression":
+        rebuilt = {seed: _constant_mae_stats(parts, trained[seed]) for seed, parts in pooled.items()
+                   if seed not in broken}
+        return {seed: built for seed, built in rebuilt.items() if built is not None}
     if classes is None and kind != "regression" and pooled:
         classes = sorted(set(np.concatenate([p[0] for parts in pooled.values() for p in parts]).tolist()))
     out = {}

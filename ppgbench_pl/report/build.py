@@ -150,7 +150,7 @@ def _write_page(out: Path, runs: RunSet, scores: Scores, rule: Rule, head: findi
 def build_report(run_dirs: Sequence[str | Path], output_dir: str | Path, rule: str = "ci",
                  alpha: float = 0.05, ci_unit: str = "seed", pairs: Sequence[tuple[str, str]] | None = None,
                  parameters: str | Path | None = None, warn: Callable[[str], None] | None = None,
-                 subject_interval: str = "corrected-t") -> Path:
+                 subject_interval: str = "two-level") -> Path:
     """Write the report of one or more run folders and return the path of its ``index.html``.
 
     Args:
@@ -164,7 +164,7 @@ def build_report(run_dirs: Sequence[str | Path], output_dir: str | Path, rule: s
         parameters: Optional parameter-count file for Table 7.
         warn: Called with one line per file that was skipped (unreadable record, missing or corrupt
             predictions); the same lines are listed on the page.
-        subject_interval: ``corrected-t`` (default) or ``bootstrap``: the subject-level interval and p of
+        subject_interval: ``two-level`` (default), ``corrected-t`` or ``bootstrap``: the subject-level interval and p of
             the paired effects and verdicts (:mod:`ppgbench_pl.report.subject_interval`).
 
     Returns:

@@ -18,17 +18,18 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
-from ppgbench_pl.report.effects import effect, units
+from ppgbench_pl.report.effects import calibration, effect, units
 from ppgbench_pl.report.load import ReportError, RunSet, is_control, load_runs, order_regimes, order_tasks
 from ppgbench_pl.report.meta import meta_line, meta_table
 from ppgbench_pl.report.subject_interval import BOOT_COLUMNS, CellStats, bootstrap_pair, check_interval, with_bootstrap
-from ppgbench_pl.results.inference import ALPHA, benjamini_hochberg
+from ppgbench_pl.results.inference import ALPHA, adjusted_mdd_at, benjamini_hochberg, family_level
 
 COMPARE_COLUMNS = ["regime", "task", "metric", "model_a", "model_b", "n_seeds", "n_units", "n_subjects", "mean_a",
                    "mean_b", "diff", "gain", "d_z", "seed_ci_low", "seed_ci_high", "nb_ci_low", "nb_ci_high", "p",
-                   "p_bh", "mdd", "outcome"]
+                   "p_bh", "mdd", "mdd_adj", "outcome", "calibration"]
 
 
 @dataclass
@@ -39,6 +40,7 @@ class Comparison:
     refused: list[str] = field(default_factory=list)
     summary: str = ""
     meta: pd.DataFrame = field(default_factory=pd.DataFrame)
+    caption: str = ""  # the summary with the runs named by folder name, not path (compare.tex goes into papers)
 
 
 def _pick(frame: pd.DataFrame, run: Path, wanted: str | None) -> str:
@@ -70,9 +72,19 @@ def _cell(a: pd.DataFrame, b: pd.DataFrame, alpha: float) -> dict[str, object]:
 
 def _adjusted(table: pd.DataFrame, sources: tuple[RunSet, RunSet], interval: str, alpha: float) -> pd.DataFrame:
     """``p_bh`` over the cells, from the corrected t or (``bootstrap``) the subject cluster bootstrap."""
+    cells = CellStats(sources)
+    if interval == "two-level":
+        from ppgbench_pl.report.two_level_rows import subject_diff, with_two_level
+
+        def sides(row: pd.Series) -> tuple[np.ndarray | None, str]:
+            return subject_diff(cells, (0, str(row["model_a"])), (1, str(row["model_b"])), str(row["task"]),
+                                str(row["regime"]), str(row["metric"]))
+
+        out = with_two_level(table, sides, [], benjamini_hochberg, alpha)
+        out["p_bh"] = out.pop("p_adj")
+        return out
     if interval != "bootstrap":
         return table.assign(p_bh=benjamini_hochberg(table["p"]))
-    cells = CellStats(sources)
 
     def pair(row: pd.Series) -> tuple[dict[str, float], str]:
         return bootstrap_pair(cells, (0, str(row["model_a"])), (1, str(row["model_b"])), str(row["task"]),
@@ -84,11 +96,12 @@ def _adjusted(table: pd.DataFrame, sources: tuple[RunSet, RunSet], interval: str
 
 
 def compare_runs(run_a: str | Path, run_b: str | Path, models: tuple[str | None, str | None] = (None, None),
-                 alpha: float = ALPHA, interval: str = "corrected-t") -> Comparison:
+                 alpha: float = ALPHA, interval: str = "two-level") -> Comparison:
     """Compare model ``models[0]`` of ``run_a`` with ``models[1]`` of ``run_b`` per cell (module docstring).
 
-    ``interval``: ``corrected-t`` (default) or ``bootstrap`` (the subject cluster bootstrap of the pooled
-    predictions gives p, where it can be built: :mod:`ppgbench_pl.report.subject_interval`).
+    ``interval``: ``two-level`` (default: :mod:`ppgbench_pl.report.two_level_rows`), ``corrected-t`` or
+    ``bootstrap`` (the subject cluster bootstrap of the pooled predictions gives p, where it can be built:
+    :mod:`ppgbench_pl.report.subject_interval`; not calibrated, and labelled so).
 
     Raises:
         ReportError: A folder is not a run, a model is missing or ambiguous, or no cell can be compared.
@@ -113,16 +126,30 @@ def compare_runs(run_a: str | Path, run_b: str | Path, models: tuple[str | None,
         why = f"seeds or folds differ in every shared cell: {', '.join(refused)}" if refused else \
             "the runs share no task x regime cell"
         raise ReportError(f"nothing to compare between {run_a} ({ma}) and {run_b} ({mb}): {why}")
-    table = _adjusted(pd.DataFrame(rows), sources, interval, alpha)
+    frame = pd.DataFrame(rows)
+    frame["calibration"] = calibration("corrected_t")
+    table = _adjusted(frame, sources, interval, alpha)
     table["outcome"] = [outcome(p, g, alpha) for p, g in zip(table["p_bh"], table["gain"], strict=True)]
-    table = table[COMPARE_COLUMNS + [c for c in BOOT_COLUMNS if c in table.columns]]
+    if interval != "two-level":  # the two-level rows got theirs from their own df
+        level = family_level(alpha, int(table["p"].notna().sum()))  # the MDD of the test that decides (BH)
+        table["mdd_adj"] = [adjusted_mdd_at(m, int(n), level, alpha) for m, n in zip(table["mdd"], table["n_units"],
+                                                                                      strict=True)]
+    from ppgbench_pl.report.two_level_rows import TL_COLUMNS
+
+    extra = [c for c in TL_COLUMNS + BOOT_COLUMNS if c in table.columns and c not in COMPARE_COLUMNS]
+    table = table[COMPARE_COLUMNS + list(dict.fromkeys(extra))]
     counts = table["outcome"].value_counts()
-    test = "corrected t" if interval != "bootstrap" else "subject cluster bootstrap where built, else corrected t"
+    test = {"two-level": "two-level interval where built, else corrected t", "corrected-t": "corrected t",
+            "bootstrap": "subject cluster bootstrap where built, else corrected t"}[interval]
     untested = f", {counts['undetermined']} undetermined (no p-value)" if counts.get("undetermined", 0) else ""
     summary = (f"{run_a}:{ma} vs {run_b}:{mb} over {len(table)} cells: {counts.get('win', 0)} wins, "
                f"{counts.get('tie', 0)} ties, {counts.get('loss', 0)} losses{untested} ({test}, "
-               f"Benjamini-Hochberg over the cells, alpha {alpha:g}); median MDD {table['mdd'].median():.3g}")
-    return Comparison(table, refused, summary, meta_table(table, alpha))
+               f"Benjamini-Hochberg over the cells, alpha {alpha:g}); median MDD {table['mdd'].median():.3g}, "
+               f"{table['mdd_adj'].median():.3g} after the correction")
+    meta = meta_table(table, alpha)
+    meta = meta[meta["n_datasets"] >= 2] if len(meta) else meta  # a meta-analysis needs two datasets
+    caption = summary.replace(f"{run_a}:{ma} vs {run_b}:{mb}", f"{Path(run_a).name}:{ma} vs {Path(run_b).name}:{mb}", 1)
+    return Comparison(table, refused, summary, meta.reset_index(drop=True), caption)
 
 
 def outcome(p_adjusted: float, gain: float, alpha: float = ALPHA) -> str:
@@ -146,7 +173,7 @@ def refused_line(comparison: Comparison) -> str | None:
 
 
 def write_comparison(comparison: Comparison, output: Path) -> Path:
-    """Write ``compare.csv`` (and ``compare.md``, the summary line and the table) atomically."""
+    """Write ``compare.csv``, ``compare.md`` (summary line and table) and ``compare.tex`` (paper table) atomically."""
     from ppgbench_pl.atomic_io import write_text_atomic
     from ppgbench_pl.report.tables import to_markdown
 
@@ -164,12 +191,15 @@ def write_comparison(comparison: Comparison, output: Path) -> Path:
         write_text_atomic(output / "compare_meta.csv", comparison.meta.to_csv(index=False))
         text += ["", f"## {line}", "", to_markdown(comparison.meta.round(4))]
     write_text_atomic(output / "compare.md", "\n".join(text) + "\n")
+    from ppgbench_pl.report.compare_paper import write_latex
+
+    write_latex(comparison.table, comparison.caption or comparison.summary, output / "compare.tex")
     return path
 
 
 def compare(run_a: str | Path, run_b: str | Path, model_a: str | None = None, model_b: str | None = None,
             alpha: float = ALPHA, output_dir: str | Path | None = None,
-            subject_interval: str = "corrected-t") -> Comparison:
+            subject_interval: str = "two-level") -> Comparison:
     """``pb.compare``: :func:`compare_runs` (``model_b`` defaults to ``model_a``), written if ``output_dir``.
 
     ``.table`` is the per-cell frame, ``.refused`` the cells with mismatched seeds or folds, ``.summary``

@@ -8,14 +8,15 @@ For every task x regime cell and every comparison the report answers, the differ
 * family ``controls``: each PPG-specific model against each PRV and MOMENT control present;
 * family ``models``: each pair of PPG-specific models.
 
-Two intervals sit beside each difference: the published-style one (Student-t over the S seed means of the
-differences, df S - 1: split-to-split noise only) and the subject-level one, the Nadeau-Bengio corrected
-resampled t over the seed x fold differences (:func:`ppgbench_pl.results.inference.corrected_t`; the
-test-to-train ratio from each job's subject counts). The corrected t is the default for the new verdicts
-because it needs only the fold values every record holds (no predictions, no baseline predictions, no
-resampling cost) and it is conservative where the folds overlap (docs/statistics.md compares it with the
-subject cluster bootstrap of :mod:`ppgbench_pl.report.bootstrap`). ``p_holm`` is Holm's adjustment over
-the comparisons of one family in one cell.
+Intervals beside each difference: the published-style one (Student-t over the S seed means of the
+differences, df S - 1: split-to-split noise only; labelled, it decides nothing) and the corrected resampled
+t of Nadeau and Bengio over the seed x fold differences (:func:`ppgbench_pl.results.inference.corrected_t`;
+the test-to-train ratio from each job's subject counts), which needs only the fold values. The report
+replaces the corrected t's p and MDD by the two-level test's wherever the per-subject predictions allow
+(:mod:`ppgbench_pl.report.two_level_rows`: calibrated where the corrected t is conservative; this module
+gives it the seed term, ``var_seed``). ``p_holm`` is Holm's adjustment over the comparisons of one family
+in one cell, ``mdd_adj`` the MDD at Holm's first-step level, ``calibration`` where the simulation suite
+found the row's tests out of band (:mod:`ppgbench_pl.report.trust`).
 """
 
 from __future__ import annotations
@@ -28,15 +29,17 @@ import numpy as np
 import pandas as pd
 
 from ppgbench_pl.report.load import CONTROL_MODELS, is_control, order_models, order_regimes, order_tasks
+from ppgbench_pl.report.trust import interval_label, spread_ratio
 from ppgbench_pl.results.fold_entry import FoldEntry, fold_entry, is_baseline, student_t_ci
-from ppgbench_pl.results.inference import ALPHA, corrected_t, holm, mdd, split_ratio
+from ppgbench_pl.results.inference import ALPHA, adjusted_mdd_at, corrected_t, family_level, holm, mdd, split_ratio
+from ppgbench_pl.results.two_level import seed_term
 
 FAMILIES = ("baseline", "controls", "models")
 FEATURE_CONTROLS = tuple(c for c in CONTROL_MODELS if not is_baseline(c))
 EFFECT_COLUMNS = [
     "regime", "task", "metric", "family", "model_a", "model_b", "n_seeds", "n_units", "n_subjects", "mean_a",
     "mean_b", "diff", "gain", "d_z", "sd_diff", "seed_ci_low", "seed_ci_high", "nb_ci_low", "nb_ci_high", "ratio",
-    "p", "p_holm", "mdd", "verdict",
+    "p", "p_holm", "mdd", "mdd_adj", "verdict", "spread_ratio", "var_seed", "calibration",
 ]
 MIN_SEEDS = 3
 
@@ -102,7 +105,8 @@ def effect(joined: pd.DataFrame, higher: bool, alpha: float = ALPHA) -> dict[str
             "mean_b": float(joined["b"].mean()), "diff": test.mean, "gain": sign * test.mean,
             "d_z": sign * test.d_z, "seed_ci_low": mean - half, "seed_ci_high": mean + half,
             "nb_ci_low": test.ci_low, "nb_ci_high": test.ci_high, "ratio": ratio, "p": test.p,
-            "mdd": mdd(test.sd, test.n, ratio, alpha)}
+            "mdd": mdd(test.sd, test.n, ratio, alpha), "spread_ratio": spread_ratio(joined["diff"], joined["seed"]),
+            "var_seed": seed_term(seed_means)}
 
 
 def verdict(row: dict[str, Any], alpha: float = ALPHA) -> str:
@@ -128,10 +132,13 @@ def _cell_rows(cell: pd.DataFrame, regime: str, task: str, alpha: float) -> list
                      "model_a": a, "model_b": b, **effect(joined, higher, alpha)})
     for family in FAMILIES:
         members = [r for r in rows if r["family"] == family]
+        level = family_level(alpha, sum(math.isfinite(r["p"]) for r in members))
         for r, adjusted in zip(members, holm([r["p"] for r in members]), strict=True):
             r["p_holm"] = float(adjusted)
+            r["mdd_adj"] = adjusted_mdd_at(r["mdd"], r["n_units"], level, alpha)
     for r in rows:
         r["verdict"] = verdict(r, alpha)
+        r["calibration"] = calibration("corrected_t")
     return rows
 
 
@@ -144,6 +151,11 @@ def effects_table(records: Iterable[dict[str, Any]], alpha: float = ALPHA) -> pd
         for task in order_tasks(set(part["task"])):
             rows += _cell_rows(part[part["task"] == task], regime, task, alpha)
     return pd.DataFrame(rows, columns=EFFECT_COLUMNS)
+
+
+def calibration(method: str) -> str:
+    """The row's calibration label: where the interval it uses, and the seed interval, leave the band."""
+    return f"{interval_label(method)} | {interval_label('seed_interval')}"
 
 
 def finite(values: Any) -> np.ndarray:

@@ -28,7 +28,9 @@ if TYPE_CHECKING:
     from ppgbench_pl.report.scores import Scores
 
 SHOWN = ["regime", "task", "family", "model_a", "model_b", "n_seeds", "n_units", "diff", "d_z",
-         "seed_ci_low", "seed_ci_high", "nb_ci_low", "nb_ci_high", "p", "p_holm", "mdd", "verdict"]
+         "seed_ci_low", "seed_ci_high", "nb_ci_low", "nb_ci_high", "p", "p_holm", "mdd", "mdd_adj", "verdict",
+         "calibration"]
+TWO_LEVEL = ["interval", "tl_ci_low", "tl_ci_high"]
 
 
 @dataclass
@@ -43,15 +45,20 @@ class PairedFindings:
 
 
 def compute(records: list[dict[str, Any]], chance: pd.DataFrame, controls: pd.DataFrame, out: Path,
-            alpha: float, interval: str = "corrected-t", runs: RunSet | None = None) -> PairedFindings:
+            alpha: float, interval: str = "two-level", runs: RunSet | None = None) -> PairedFindings:
     """Compute the paired effects and verdicts and write their CSVs under ``out/tables``.
 
-    ``interval``: the subject-level interval of the new verdicts, ``corrected-t`` (default) or ``bootstrap``
+    ``interval``: the subject-level interval of the new verdicts, ``two-level`` (default), ``corrected-t`` or
+    ``bootstrap``
     (:mod:`ppgbench_pl.report.subject_interval`; needs ``runs`` for the prediction files).
     """
     from ppgbench_pl.atomic_io import write_text_atomic
 
     table = effects.effects_table(records, alpha)
+    if interval == "two-level" and runs is not None:
+        from ppgbench_pl.report.two_level_rows import two_level_effects
+
+        table = two_level_effects(table, runs, alpha)
     if interval == "bootstrap" and runs is not None:
         from ppgbench_pl.report.subject_interval import bootstrap_effects
 
@@ -59,8 +66,10 @@ def compute(records: list[dict[str, Any]], chance: pd.DataFrame, controls: pd.Da
     pchance = verdicts.paired_chance(table, chance, alpha)
     pcontrols = verdicts.paired_controls(table, controls, alpha)
     result = PairedFindings(table, pchance, pcontrols, verdicts.count_lines(pchance, pcontrols, alpha))
+    from ppgbench_pl.report.trust import trust_table
+
     for name, frame in (("effects", table), ("chance_cells_paired", pchance),
-                        ("control_cells_paired", pcontrols)):
+                        ("control_cells_paired", pcontrols), ("trust", trust_table(table)[0])):
         path = out / "tables" / f"{name}.csv"
         write_text_atomic(path, frame.to_csv(index=False))
         result.written.append(path)
@@ -109,19 +118,26 @@ def draw(page: Page, paired: PairedFindings, flags: Mapping[tuple[str, str], str
                  table(paired.controls, "p_cell: Holm over the PPG models of their largest p against the "
                                         "controls; q_bh: Benjamini-Hochberg over the assessable cells.",
                        text_columns=("winners",)))
+    from ppgbench_pl.report import trust
+
+    trust.draw(page, paired.effects)
     page.heading("Paired effects (seed interval and subject-level interval)", anchor="effects")
     page.paragraph("diff = a - b over matched seed x fold units; d_z = gain / sd of the differences "
                    "(positive: a better). seed_ci: Student-t over the seed means of the differences "
-                   "(split-to-split noise only, the published unit). nb_ci and p: Nadeau-Bengio corrected "
-                   "resampled t over the seed x fold differences (subject-level: it keeps the uncertainty "
-                   "of having sampled these subjects). p_holm: Holm within the family of the cell. mdd: the "
-                   "smallest difference detected with 80 % power at alpha 0.05. docs/statistics.md has "
+                   "(split-to-split noise only, the published unit). p, mdd and tl_ci: the two-level test "
+                   "(subject term from the per-subject predictions plus seed term; subject-level: it keeps "
+                   "the uncertainty of having sampled these subjects) where interval = two-level, else the "
+                   "Nadeau-Bengio corrected t over the seed x fold differences (nb_ci, always shown). "
+                   "p_holm: Holm within the family of the cell. mdd: the "
+                   "smallest difference detected with 80 % power at alpha 0.05; mdd_adj: the same at the "
+                   "level Holm's first step demands (alpha / comparisons in the family). calibration: where "
+                   "the intervals of the row leave the simulation suite's band. docs/statistics.md has "
                    "the formulas.", "note")
     if paired.effects.empty:
         page.paragraph("No comparison has matched units.", "note")
         return
-    boot = [c for c in ("interval", "boot_ci_low", "boot_ci_high", "p_nb") if c in paired.effects.columns]
-    if boot:
+    boot = [c for c in (*TWO_LEVEL, "boot_ci_low", "boot_ci_high", "p_nb") if c in paired.effects.columns]
+    if "boot_ci_low" in boot:
         page.paragraph("Subject-level interval: the subject cluster bootstrap (--subject-interval bootstrap): p "
                        "and p_holm are the bootstrap's where interval = bootstrap, boot_ci its percentile "
                        "interval, p_nb the corrected t's; rows the bootstrap cannot build keep the corrected t "

@@ -23,10 +23,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ppgbench_pl.report.effects import calibration
 from ppgbench_pl.report.load import ReportError, RunSet
 from ppgbench_pl.results.inference import ALPHA, holm
 
-INTERVALS = ("corrected-t", "bootstrap")
+INTERVALS = ("two-level", "corrected-t", "bootstrap")
 #: Bootstrap draws and the seed of their generator (the same numbers on every machine).
 N_BOOT, BOOT_SEED = 2000, 0
 POOLED = {("regression", "mae"), ("classification", "balanced_accuracy")}
@@ -38,7 +39,7 @@ Stats = dict[int, tuple[np.ndarray, np.ndarray]]
 def check_interval(interval: str) -> str:
     """The interval's name, or one line naming the choices."""
     if interval not in INTERVALS:
-        raise ReportError(f"--subject-interval {interval}: choose corrected-t (default) or bootstrap")
+        raise ReportError(f"--subject-interval {interval}: choose two-level (default), corrected-t or bootstrap")
     return interval
 
 
@@ -110,6 +111,9 @@ def with_bootstrap(table: pd.DataFrame, pair: Callable[[pd.Series], tuple[dict[s
     boot = pd.DataFrame(extra, index=out.index, columns=BOOT_COLUMNS)
     out = pd.concat([out, boot], axis=1)
     out["p"] = np.where(out["interval"] == "bootstrap", out["p_boot"], out["p_nb"])
+    if "calibration" in out:
+        out["calibration"] = [calibration("bootstrap" if used == "bootstrap" else "corrected_t")
+                              for used in out["interval"]]
     out["p_adj"] = math.nan
     parts = [idx for _, idx in out.groupby(group, sort=False).groups.items()] if group else [out.index]
     for idx in parts:

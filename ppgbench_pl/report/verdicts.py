@@ -1,7 +1,8 @@
 """The headline findings under paired tests with multiplicity control, beside the published counts.
 
 The published counts (CI-overlap rule, :mod:`ppgbench_pl.report.findings`) stay as they are. Here the same
-two findings are decided from the corrected-t effects of :mod:`ppgbench_pl.report.effects`:
+two findings are decided from the paired effects of :mod:`ppgbench_pl.report.effects` (the two-level test
+where the report could build it, :mod:`ppgbench_pl.report.two_level_rows`, else the corrected t):
 
 * **Above chance** in a cell when some model beats its constant baseline. The cell's p-value is the
   smallest Holm-adjusted p (family ``baseline`` of the cell: every model against its constant) among the
@@ -27,15 +28,24 @@ from typing import Any
 import pandas as pd
 
 from ppgbench_pl.report.effects import finite
-from ppgbench_pl.results.inference import ALPHA, benjamini_hochberg, holm, seeds_needed, subjects_needed
+from ppgbench_pl.results.inference import (
+    ALPHA,
+    adjusted_mdd_at,
+    benjamini_hochberg,
+    family_level,
+    holm,
+    seeds_needed,
+    subjects_needed,
+)
+from ppgbench_pl.results.two_level import seeds_for, subjects_for, two_level_mdd
 
-CHANCE_COLUMNS = ["regime", "task", "metric", "published_status", "best_model", "gain", "mdd", "p_cell",
+CHANCE_COLUMNS = ["regime", "task", "metric", "published_status", "best_model", "gain", "mdd", "mdd_adj", "p_cell",
                   "q_bh", "paired_status", "beat_baseline", "below_baseline", "seeds_to_detect_gain",
                   "subjects_to_detect_gain"]
 CONTROL_COLUMNS = ["regime", "task", "published_status", "p_cell", "q_bh", "paired_status", "winners"]
 
 
-def _chance_row(cell: pd.DataFrame, alpha: float) -> dict[str, Any]:
+def _chance_row(cell: pd.DataFrame, alpha: float, n_cells: int = 1) -> dict[str, Any]:
     base = cell[cell["family"] == "baseline"]
     positive = base[base["gain"] > 0]
     maybe_better = base[~(base["gain"] <= 0)]  # a better mean, or no mean difference at all (NaN gain)
@@ -46,29 +56,46 @@ def _chance_row(cell: pd.DataFrame, alpha: float) -> dict[str, Any]:
         p_cell = 1.0  # tested, and no model has a better mean
     best = base.loc[base["gain"].idxmax()] if len(base) else None
     below = base[base["verdict"] == "below_baseline"]["model_a"].tolist()
-    seeds, subjects = planned(best)
+    level = family_level(alpha, max(len(base), 1) * max(n_cells, 1))  # Holm in the cell, then BH's first step
+    seeds, subjects = planned(best, level)
     return {"best_model": "" if best is None else best["model_a"], "seeds_to_detect_gain": seeds,
-            "subjects_to_detect_gain": subjects,
+            "subjects_to_detect_gain": subjects, "mdd_adj": math.nan if best is None else mdd_at(best, level),
             "gain": math.nan if best is None else float(best["gain"]),
             "mdd": math.nan if best is None else float(best["mdd"]), "p_cell": p_cell,
             "below_baseline": ";".join(below), "all_below": bool(len(base)) and len(below) == len(base),
             "untested": untested}
 
 
-def planned(best: Any) -> tuple[float, float]:
+def mdd_at(row: Any, level: float) -> float:
+    """A comparison's MDD at the per-test ``level`` of a multiplicity correction, by the test that gave its p."""
+    if row.get("interval") == "two-level":
+        return two_level_mdd(float(row["var_subject"]), float(row["var_seed"]), float(row["tl_df"]), level)
+    return adjusted_mdd_at(float(row["mdd"]), int(row["n_units"]), level)
+
+
+def planned(best: Any, level: float = ALPHA) -> tuple[float, float]:
     """The planners for the best model of a cell: seeds, or subjects, that would detect its observed gain.
 
-    With 80 % power at alpha 0.05 (:func:`~ppgbench_pl.results.inference.seeds_needed` with the cell's folds
-    per seed, :func:`~ppgbench_pl.results.inference.subjects_needed`); NaN when the gain is not positive,
-    when no number of seeds can (the subject floor) or nothing is known.
+    With 80 % power at the corrected ``level`` the verdict is taken at (issue 31): the two-level planners
+    (:func:`~ppgbench_pl.results.two_level.seeds_for`, ``subjects_for``) where the row used that test, else
+    the corrected t's (:func:`~ppgbench_pl.results.inference.seeds_needed` with the cell's folds per seed,
+    ``subjects_needed``); NaN when the gain is not positive, when no number of seeds can (the subject
+    floor) or nothing is known.
     """
     if best is None or not best["gain"] > 0 or not math.isfinite(float(best["sd_diff"])):
         return math.nan, math.nan
-    folds = max(int(round(best["n_units"] / max(best["n_seeds"], 1))), 1)
-    seeds = seeds_needed(float(best["sd_diff"]), float(best["gain"]), folds, float(best["ratio"]))
     n = best["n_subjects"]
+    known = pd.notna(n) and n > 0
+    if best.get("interval") == "two-level":
+        args = (float(best["var_subject"]), float(best["var_seed"]), int(best["n_seeds"]))
+        size = int(n) if known else 2
+        seeds = seeds_for(*args, size, float(best["gain"]), level)
+        subjects = subjects_for(*args, size, float(best["gain"]), level) if known else None
+        return (math.nan if seeds is None else float(seeds)), (math.nan if subjects is None else float(subjects))
+    folds = max(int(round(best["n_units"] / max(best["n_seeds"], 1))), 1)
+    seeds = seeds_needed(float(best["sd_diff"]), float(best["gain"]), folds, float(best["ratio"]), alpha=level)
     subjects = subjects_needed(float(best["sd_diff"]), float(best["gain"]), int(n), int(best["n_seeds"]), folds,
-                               float(best["ratio"])) if pd.notna(n) and n > 0 else None
+                               float(best["ratio"]), alpha=level) if known else None
     return (math.nan if seeds is None else float(seeds)), (math.nan if subjects is None else float(subjects))
 
 
@@ -78,7 +105,7 @@ def paired_chance(effects: pd.DataFrame, published: pd.DataFrame, alpha: float =
     for cell in published.itertuples():
         part = effects[(effects["regime"] == cell.regime) & (effects["task"] == cell.task)]
         rows.append({"regime": cell.regime, "task": cell.task, "metric": cell.metric,
-                     "published_status": cell.status, **_chance_row(part, alpha)})
+                     "published_status": cell.status, **_chance_row(part, alpha, len(published))})
     frame = pd.DataFrame(rows)
     if frame.empty:
         return pd.DataFrame(columns=CHANCE_COLUMNS)
@@ -161,11 +188,13 @@ def count_lines(chance: pd.DataFrame, controls: pd.DataFrame, alpha: float = ALP
                      f"of a cell, Benjamini-Hochberg over the {m} cells).")
     mdds = chance[chance["paired_status"] == "near_chance"]
     if len(mdds):
-        parts = [f"{r.task} ({r.regime}) {r.mdd:.3g}" + _plan_text(r) for r in mdds.itertuples()
+        parts = [f"{r.task} ({r.regime}) {r.mdd:.3g}, {r.mdd_adj:.3g} after correction" + _plan_text(r)
+                 for r in mdds.itertuples()
                  if not math.isnan(r.mdd)]
         lines.append("Near-chance cells could still hide a gain below their minimum detectable difference "
                      "(80 % power, alpha 0.05; best model vs constant; in brackets the seeds or subjects that "
-                     "would detect the best model's observed gain): " + "; ".join(parts) + ".")
+                     "would detect the best model's observed gain at the level the finding is decided, after "
+                     "Holm and Benjamini-Hochberg): " + "; ".join(parts) + ".")
     if below:
         cells = chance[chance["paired_status"] == "below_baseline"]
         lines.append("Below baseline (every model significantly worse than the constant: training failed or "

@@ -108,6 +108,37 @@ def mdd(sd: float, n: int, ratio: float = DEFAULT_RATIO, alpha: float = ALPHA, p
     return (_t_ppf(1 - alpha / 2, n - 1) + _t_ppf(power, n - 1)) * sd * math.sqrt(1.0 / n + ratio)
 
 
+def adjusted_mdd_at(value: float, n: int, level: float, alpha: float = ALPHA, power: float = POWER) -> float:
+    """An MDD at level ``alpha`` rescaled to the stricter ``level`` of a multiplicity correction (same df J - 1).
+
+    The MDD is (t_{1-a/2} + t_power) * se, so only the first quantile changes. ``level`` is the per-test level
+    a comparison must reach when it has to survive the correction on its own (:func:`family_level`).
+    """
+    if n < 2 or not math.isfinite(value):
+        return math.nan
+    base = _t_ppf(1 - alpha / 2, n - 1) + _t_ppf(power, n - 1)
+    return value * (_t_ppf(1 - level / 2, n - 1) + _t_ppf(power, n - 1)) / base
+
+
+def family_level(alpha: float, tests: int) -> float:
+    """The per-test level of the first step of Holm and of Benjamini-Hochberg over ``tests`` tests: alpha / m.
+
+    It is the level a comparison must reach when no other one in its family is detected (Holm's first step;
+    Benjamini-Hochberg's threshold with one rejection), so the MDD at this level is that of the test that
+    decides (issue 31); with more detections Benjamini-Hochberg's threshold rises, so it errs on the safe side.
+    """
+    return alpha / max(int(tests), 1)
+
+
+def with_adjusted_mdd(frame: Any, alpha: float = ALPHA) -> Any:
+    """summary.csv with ``mdd_adj``: each row's MDD at :func:`family_level` over the rows that have an MDD."""
+    tests = int(np.isfinite(frame["mdd"].to_numpy(dtype=float)).sum())
+    level = family_level(alpha, tests)
+    frame["mdd_adj"] = [adjusted_mdd_at(float(m), int(j), level, alpha)
+                        for m, j in zip(frame["mdd"], frame["n_folds"], strict=True)]
+    return frame
+
+
 def mdd_floor(sd: float, ratio: float = DEFAULT_RATIO, alpha: float = ALPHA, power: float = POWER) -> float:
     """The MDD with infinitely many seeds: ``(z_{1-alpha/2} + z_power) * sd * sqrt(ratio)``.
 

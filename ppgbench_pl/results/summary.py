@@ -39,7 +39,7 @@ from ppgbench_pl.results.fold_entry import (
     task_facts,
     view_label,
 )
-from ppgbench_pl.results.inference import entries_mdd
+from ppgbench_pl.results.inference import entries_mdd, with_adjusted_mdd
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -54,8 +54,8 @@ SUMMARY_COLUMNS = [
 #: baseline row it is compared with (NaN for baseline rows and several baselines), the run's budget.
 READING_COLUMNS = ["dataset", "unit", "higher_is_better", "baseline_mean", "budget"]
 SUMMARY_COLUMNS += READING_COLUMNS
-#: Minimum detectable difference against the row's baseline at 80 % power, alpha 0.05 (results/inference.py).
-SUMMARY_COLUMNS += ["mdd"]
+#: MDD against the row's baseline at 80 % power, alpha 0.05, and at alpha / m over the m rows (inference.py).
+SUMMARY_COLUMNS += ["mdd", "mdd_adj"]
 #: Was the model pretrained on the row's dataset (``direct``/``source``/``unknown``/``none``, cards/overlap.py).
 SUMMARY_COLUMNS += ["pretraining_overlap"]
 #: Settings that differ from the published protocol (``refit=True``, ``callback=<class>``; '' for none).
@@ -330,7 +330,7 @@ class SummaryBook:
         unit = check_ci_unit(ci_unit or self.ci_unit)
         self._refresh(unit)
         rows = sorted((r for summary, _ in self._rows.values() for r in summary), key=_sort_key)
-        return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+        return with_adjusted_mdd(pd.DataFrame(rows, columns=SUMMARY_COLUMNS))
 
     def fold_table(self) -> pd.DataFrame:
         """One row per (model or baseline, task, regime, seed, fold) with that fold's value."""

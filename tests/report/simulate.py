@@ -51,7 +51,8 @@ def corrected_t_rejects(diff: np.ndarray, ratio: float = 0.25, alpha: float = 0.
     """Vectorised corrected t over the last axis (the same formula as results/inference.corrected_t)."""
     n = diff.shape[-1]
     se = np.sqrt(1 / n + ratio) * diff.std(axis=-1, ddof=1)
-    t = diff.mean(axis=-1) / se
+    with np.errstate(divide="ignore", invalid="ignore"):  # sd 0 (identical seed means): t infinite, p 0
+        t = diff.mean(axis=-1) / se
     return 2 * stats.t.sf(np.abs(t), n - 1) < alpha
 
 

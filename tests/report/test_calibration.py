@@ -1,9 +1,9 @@
 """Calibration with known truth: false-positive rate and power at the MDD of the new verdicts (issue 19).
 
 Fold scores are simulated (tests/report/simulate.py), never trained: thousands of runs in well under a
-second. The corrected t (the default of the new verdicts) must keep its false-positive rate at or below
-alpha + 0.02 and reach 0.8 +- 0.1 power at the MDD the report prints; the published rule's rates are
-computed beside it (docs/statistics.md has the full tables, printed by tools/statistics_tables.py).
+second. The corrected t (the fallback of the two-level default, and ``--subject-interval corrected-t``)
+must keep its false-positive rate at or below alpha + 0.02 and reach 0.8 +- 0.1 power at the MDD it prints
+where subject sampling dominates; the noise-mix suite of every interval is tests/report/test_calibration_suite.py.
 """
 
 from __future__ import annotations

@@ -64,7 +64,7 @@ def test_every_image_and_link_exists_and_is_valid(report):
     assert len(svgs) == 3 and all(_valid_image(root / h) for h in svgs)
     for href in parser.links:
         assert (root / href).is_file(), href
-    assert parser.tables == 13  # findings 2 + 2 paired + 1 overlap, main 2, paired 2, effects 1, Tables 3, 4, 6
+    assert parser.tables == 14  # findings 2 + 2 paired + 1 overlap + 1 trust, main 2, paired 2, effects 1, Tables 3, 4, 6
     assert parser.strong > 0
 
 

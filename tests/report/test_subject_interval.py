@@ -72,7 +72,7 @@ def test_the_command_line_switch_and_its_refusal(runs, tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:
         main(["report", str(runs / "a"), "-o", str(tmp_path / "x"), "--subject-interval", "jackknife"])
     assert exc.value.code == 2 and "jackknife" in capsys.readouterr().err
-    with pytest.raises(ReportError, match="--subject-interval jackknife: choose corrected-t"):
+    with pytest.raises(ReportError, match="--subject-interval jackknife: choose two-level \\(default\\), corrected-t"):
         build_report([runs / "a"], tmp_path / "y", subject_interval="jackknife")
 
 
@@ -84,7 +84,7 @@ def test_compare_with_the_bootstrap(runs, tmp_path, capsys):
     assert "subject cluster bootstrap" in result.summary
     main(["compare", str(runs / "a"), str(runs / "b"), "--model", "P", "--subject-interval", "bootstrap"])
     out = capsys.readouterr().out.strip().splitlines()
-    assert out[-2].startswith("Stouffer across datasets") and "subject cluster bootstrap" in out[-1]
+    assert "subject cluster bootstrap" in out[-1] and not any(o.startswith("Stouffer") for o in out)  # 1 dataset
 
 
 def test_stouffer_known_values():
@@ -112,9 +112,14 @@ def test_meta_table_combines_datasets_by_hand():
     assert row.verdict == ("a_better" if ndtr(-expected) < 0.025 else "no_detectable_difference")
 
 
-def test_compare_output_has_the_meta_analysis(runs, tmp_path):
-    result = compare(runs / "a", runs / "b", "P", "P", output_dir=tmp_path)
+def test_compare_output_has_the_meta_analysis_only_over_two_datasets(runs, tmp_path):
+    single = compare(runs / "a", runs / "b", "P", "P", output_dir=tmp_path / "one")
+    assert single.meta.empty and not (tmp_path / "one" / "compare_meta.csv").exists()  # issue 32: >= 2 datasets
+    tasks = (("synthetic-hr", "regression"), ("dalia-hr", "regression"))
+    for name, seed in (("x", 1), ("y", 2)):
+        write_grid_run(tmp_path / name, {"P": 0.5 if name == "x" else 1.2}, tasks=tasks, rng_seed=seed)
+    result = compare(tmp_path / "x", tmp_path / "y", "P", "P", output_dir=tmp_path / "two")
     (row,) = result.meta.itertuples()
     z = -ndtri(one_sided_p(result.table["p"], result.table["gain"]))
-    assert row.n_datasets == 1 and row.z == pytest.approx(float(np.mean(z)))  # one dataset: its cells' mean z
-    assert (tmp_path / "compare_meta.csv").is_file() and "Stouffer" in (tmp_path / "compare.md").read_text()
+    assert row.n_datasets == 2 and row.z == pytest.approx(float(np.sum(z) / np.sqrt(2)))  # equal sqrt(30) weights
+    assert (tmp_path / "two" / "compare_meta.csv").is_file() and "Stouffer" in (tmp_path / "two" / "compare.md").read_text()

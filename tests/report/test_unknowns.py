@@ -52,8 +52,9 @@ def _drop_subject_counts(run):
 
 
 def test_compare_runs_without_subject_counts(tmp_path):
+    tasks = (("synthetic-hr", "regression"), ("dalia-hr", "regression"))  # two datasets: a meta-analysis
     for name, skill in (("a", 0.6), ("b", 0.9)):
-        write_grid_run(tmp_path / name, {"P": skill, "prv_published": 1.0}, folds=3)
+        write_grid_run(tmp_path / name, {"P": skill, "prv_published": 1.0}, tasks=tasks, folds=3)
         _drop_subject_counts(tmp_path / name)
     result = pb.compare(tmp_path / "a", tmp_path / "b", "P", output_dir=tmp_path / "out")
     assert result.table["n_subjects"].isna().all()
