@@ -85,9 +85,11 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     folder = tmp_path_factory.mktemp("bad_input")
     root, out = folder / "data", folder / "run"
     path = write_config(folder / "config.yaml", config(root, out))
-    from tests.benchmark.helpers import run
+    with pytest.MonkeyPatch.context() as patch:  # its own cache: a module fixture runs before the per-test one
+        patch.setenv("PPGBENCH_CACHE_DIR", str(folder / "cache"))
+        from tests.benchmark.helpers import run
 
-    assert run(["--config", str(path)], "fit") == 0
+        assert run(["--config", str(path)], "fit") == 0
     return {"folder": folder, "root": root, "run": out, "config": path}
 
 

@@ -22,9 +22,21 @@ import pytest
 from ppgbench_pl.benchmark.cache import EmbeddingCache
 from ppgbench_pl.benchmark.cache_owner import MARKER
 from ppgbench_pl.benchmark.cache_store import entries, evict
-from tests.bad_input.test_corpus import _one_class, base, check, copy_root, copy_run, fit  # noqa: F401 - fixture
-from tests.benchmark.helpers import VOLATILE, record_files, records, status, tree
+from tests.bad_input.test_corpus import _one_class, check, config, copy_root, copy_run, fit
+from tests.benchmark.helpers import VOLATILE, record_files, records, run, status, tree, write_config
 from tests.cli_helpers import run_cli
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """This module's own one-job run: tests/bad_input/test_corpus.py damages its shared cache on purpose."""
+    folder = tmp_path_factory.mktemp("bad_input30")
+    root, out = folder / "data", folder / "run"
+    path = write_config(folder / "config.yaml", config(root, out))
+    with pytest.MonkeyPatch.context() as patch:  # its own cache: a module fixture runs before the per-test one
+        patch.setenv("PPGBENCH_CACHE_DIR", str(folder / "cache"))
+        assert run(["--config", str(path)], "fit") == 0
+    return {"folder": folder, "root": root, "run": out, "config": path}
 
 
 def _subject(root: Path) -> Path:
@@ -53,7 +65,7 @@ def _results(run_dir: Path) -> dict[str, object]:
 
 # -- the cache deletes only its own entries -------------------------------------------------------------------
 @pytest.mark.parametrize("how", ["flag", "env"])
-def test_cache_clear_on_a_subject_folder_deletes_nothing(base, tmp_path, capsys, monkeypatch, how):  # noqa: F811
+def test_cache_clear_on_a_subject_folder_deletes_nothing(base, tmp_path, capsys, monkeypatch, how):
     subject = _subject(copy_root(base, tmp_path))
     before = tree(subject)
     assert {"ppg.npy", "hr.npy"} <= set(before)
@@ -95,7 +107,7 @@ def test_clear_and_eviction_refuse_a_folder_without_the_marker(tmp_path, capsys)
 
 
 @pytest.mark.parametrize("how", ["flag", "env", "under_a_file"])
-def test_a_cache_location_that_is_a_file_is_refused_before_anything_is_written(base, tmp_path, capsys,  # noqa: F811
+def test_a_cache_location_that_is_a_file_is_refused_before_anything_is_written(base, tmp_path, capsys,
                                                                                monkeypatch, how):
     taken = tmp_path / "taken"
     taken.write_text("not a folder")
@@ -120,7 +132,7 @@ def _unmark(cache: Path) -> None:
         meta_path.write_text(json.dumps(meta))
 
 
-def test_an_old_cache_of_recognisable_entries_is_adopted_and_used(base, tmp_path, capsys, monkeypatch):  # noqa: F811
+def test_an_old_cache_of_recognisable_entries_is_adopted_and_used(base, tmp_path, capsys, monkeypatch):
     cache, entry = _shared_cache(base["run"], tmp_path)
     _unmark(cache)
     monkeypatch.setenv("PPGBENCH_CACHE_DIR", str(cache))
@@ -131,7 +143,7 @@ def test_an_old_cache_of_recognisable_entries_is_adopted_and_used(base, tmp_path
     assert (cache / MARKER).exists() and [e["key"] for e in entries(cache)] == [entry.stem], err
 
 
-def test_an_old_cache_holding_another_file_is_refused_untouched(base, tmp_path, capsys, monkeypatch):  # noqa: F811
+def test_an_old_cache_holding_another_file_is_refused_untouched(base, tmp_path, capsys, monkeypatch):
     cache, _ = _shared_cache(base["run"], tmp_path)
     _unmark(cache)
     (cache / "notes.txt").write_text("mine")
@@ -153,7 +165,7 @@ def _forge(entry: Path, values: np.ndarray) -> None:
 
 
 @pytest.mark.parametrize("forgery", ["constant", "shuffled_rows"])
-def test_a_forged_entry_is_detected_named_recomputed_and_changes_no_result(base, tmp_path, capsys,  # noqa: F811
+def test_a_forged_entry_is_detected_named_recomputed_and_changes_no_result(base, tmp_path, capsys,
                                                                            monkeypatch, forgery):
     cache, entry = _shared_cache(base["run"], tmp_path)
     good = np.load(entry)
@@ -186,7 +198,7 @@ def test_spot_check_tolerates_numerical_noise_and_not_a_changed_row():
 
 
 # -- a run that evaluated nothing ---------------------------------------------------------------------------------
-def test_a_run_whose_named_task_is_not_evaluable_anywhere_fails_and_is_not_complete(base, tmp_path, capsys):  # noqa: F811
+def test_a_run_whose_named_task_is_not_evaluable_anywhere_fails_and_is_not_complete(base, tmp_path, capsys):
     root = copy_root(base, tmp_path)
     _one_class(root)
     out = tmp_path / "run"
