@@ -28,6 +28,7 @@ from torch import Tensor, nn
 from ppgbench_pl.cards.declaration import parse_declaration
 from ppgbench_pl.cards.types import PretrainingSource
 from ppgbench_pl.encoders.base import RANDOM_INIT_SUFFIX, PPGEncoder, checkpoint_setting
+from ppgbench_pl.encoders.custom_output import one_line, reduce_output, shape_hint
 from ppgbench_pl.encoders.custom_settings import (
     check_choice,
     check_own_name,
@@ -205,7 +206,7 @@ class CustomEncoder(PPGEncoder):
         try:
             return reduce_output(self.module(x), self.pooling, x.shape[0])
         except ValueError as exc:
-            hint = f" ({_shape_hint(self.input_shape)})"
+            hint = f" ({shape_hint(self.input_shape)})"
             raise ValueError(f"{self.name}: {exc}{hint}") from None
 
     def forward_features(self, x: Tensor) -> Tensor:
@@ -241,7 +242,7 @@ class CustomEncoder(PPGEncoder):
                     prepared = self.preprocess(dummy.to(device))
                 except (TypeError, ValueError, RuntimeError) as exc:
                     raise ConfigError(f"{self.name}: preprocessing a dummy [2, {length}] batch failed: "
-                                      f"{_one_line(exc)}") from None
+                                      f"{one_line(exc)}") from None
                 flat = prepared.squeeze(1) if prepared.ndim == 3 and prepared.shape[1] == 1 else prepared
                 result = self._dry_forward(flat, self.input_shape, self.pooling)
                 if isinstance(result, Tensor):
@@ -257,7 +258,7 @@ class CustomEncoder(PPGEncoder):
         try:
             out = self.module(x)
         except Exception as exc:  # noqa: BLE001 - any failure of the user's module is reported in one line
-            detail = _one_line(exc) if str(exc).strip() else ""
+            detail = one_line(exc) if str(exc).strip() else ""
             return f"{given} the module raised {type(exc).__name__}" + (f": {detail}" if detail else "")
         try:
             emb = reduce_output(out, pooling, x.shape[0])
@@ -327,38 +328,3 @@ class CustomEncoder(PPGEncoder):
         except CheckpointError as exc:
             message = str(exc)
             raise CheckpointError(message if str(path) in message else f"{path}: {message}") from None
-
-
-def reduce_output(out: Any, pooling: str, batch: int) -> Tensor:
-    """Reduce a module's output to ``[batch, D]``: element 0 of a tuple/list, then ``pooling`` (last axis).
-
-    Raises:
-        ValueError: The output is no tensor, or cannot become ``[batch, D]`` under ``pooling``.
-
-    """
-    if isinstance(out, (tuple, list)):
-        if not out:
-            raise ValueError(f"the module returned an empty {type(out).__name__}")
-        out = out[0]
-    if not isinstance(out, Tensor):
-        raise ValueError(f"the module returned {type(out).__name__}, expected a tensor or a tuple")
-    if pooling != "none":
-        if out.ndim != 3:
-            raise ValueError(f"pooling: {pooling} expects a [B, C, T] output, the module returned "
-                             f"{list(out.shape)}")
-        out = out.mean(dim=-1) if pooling == "mean" else out.amax(dim=-1)
-    if out.ndim != 2 or out.shape[0] != batch:
-        raise ValueError(f"expected embeddings [B, D] for a batch of {batch}, the module returned "
-                         f"{list(out.shape)}")
-    return out
-
-
-def _shape_hint(input_shape: str) -> str:
-    other = "BT" if input_shape == "BCT" else "BCT"
-    return f"input_shape: {input_shape}; a module that wants {'[B, T]' if other == 'BT' else '[B, 1, T]'} " \
-           f"needs input_shape: {other}, a [B, C, T] output needs pooling: mean or max"
-
-
-def _one_line(exc: BaseException, limit: int = 200) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return text if len(text) <= limit else text[: limit - 3] + "..."

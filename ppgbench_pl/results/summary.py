@@ -28,8 +28,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ppgbench_pl.results.baseline_rows import baseline_parts, rate_key
 from ppgbench_pl.results.fold_entry import (
-    BASELINE_MODEL,
     FoldEntry,
     entry_or_id,
     fold_entry,
@@ -63,7 +63,6 @@ SUMMARY_COLUMNS += ["deviations"]
 FOLD_COLUMNS = ["model", "task", "regime", "seed", "fold", "metric", "value", "view", "backend",
                 "code_version"]
 #: Two baseline values of one fold agree when they are this close (they come from the same code and data).
-BASELINE_RTOL, BASELINE_ATOL = 1e-9, 1e-12
 
 def worst_overlap(values: Iterable[str]) -> str:
     """The most serious ``pretraining_overlap`` among a row's jobs (they agree unless the card changed)."""
@@ -114,58 +113,6 @@ def _fold_rows(model: str, group: tuple[str, str, str], chosen: dict[tuple[int, 
              "code_version": chosen[(seed, fold)].code_version} for seed, fold in sorted(values)]
 
 
-def _rate_key(fs: float | None) -> tuple[bool, float]:
-    return (fs is None, fs or 0.0)
-
-
-def _agree(units: Iterable[dict[tuple[int, int], FoldEntry]]) -> bool:
-    """Whether every unit's baseline agrees with every other's on the folds they share."""
-    seen: dict[tuple[int, int], float] = {}
-    for unit in units:
-        for key, entry in unit.items():
-            value = entry.baseline
-            assert value is not None
-            close = key in seen and math.isclose(seen[key], value, rel_tol=BASELINE_RTOL,
-                                                 abs_tol=BASELINE_ATOL)
-            if key in seen and not close:
-                return False
-            seen.setdefault(key, value)
-    return True
-
-
-def _connected(views: dict[float | None, dict[str, dict[tuple[int, int], FoldEntry]]]) -> bool:
-    """Whether the rates are linked by shared folds (so their agreement was actually seen, not assumed)."""
-    folds = {fs: {k for unit in per_model.values() for k in unit} for fs, per_model in views.items()}
-    rates = sorted(folds, key=_rate_key)
-    reached, todo = {rates[0]}, [rates[0]]
-    while todo:
-        here = todo.pop()
-        for other in rates:
-            if other not in reached and folds[here] & folds[other]:
-                reached.add(other)
-                todo.append(other)
-    return len(reached) == len(rates)
-
-
-def _baseline_parts(views: dict[float | None, dict[str, dict[tuple[int, int], FoldEntry]]]
-                    ) -> list[tuple[str, str, list[tuple[float | None, str]]]]:
-    """(name, view label, [(rate, model), ...]) of each baseline row of a group (module docstring)."""
-    rates = sorted(views, key=_rate_key)
-    members = [(fs, m) for fs in rates for m in sorted(views[fs])]
-    if len(rates) > 1 and _agree(views[fs][m] for fs, m in members) and _connected(views):
-        # every rate gives the same baseline on every fold seen at two rates: one view in fact
-        return [(BASELINE_MODEL, ";".join(view_label(fs) for fs in rates), members)]
-    parts = []
-    for fs in rates:
-        suffix = f" @{view_label(fs)}" if len(rates) > 1 else ""
-        models = sorted(views[fs])
-        if _agree(views[fs][m] for m in models):
-            parts.append((f"{BASELINE_MODEL}{suffix}", view_label(fs), [(fs, m) for m in models]))
-        else:
-            parts += [(f"{BASELINE_MODEL}{suffix}/{m}", view_label(fs), [(fs, m)]) for m in models]
-    return parts
-
-
 def summarise_group(entries: Iterable[FoldEntry], ci_unit: str = "seed"
                     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Summary rows and fold rows of one (task, regime, metric) group: every model, then its baselines.
@@ -186,7 +133,7 @@ def summarise_group(entries: Iterable[FoldEntry], ci_unit: str = "seed"
         if e.baseline is not None:
             views.setdefault(e.fs, {}).setdefault(e.model, {}).setdefault((e.seed, e.fold), e)
     baseline_of: dict[tuple[str, float | None], str] = {}
-    for name, view, members in _baseline_parts(views):
+    for name, view, members in baseline_parts(views):
         chosen: dict[tuple[int, int], FoldEntry] = {}
         for fs, m in members:  # sorted: the first member's entry stands for a fold they all agree on
             for key, entry in views[fs][m].items():
@@ -201,7 +148,7 @@ def summarise_group(entries: Iterable[FoldEntry], ci_unit: str = "seed"
         if e.value is not None:
             by_model.setdefault(e.model, {}).setdefault((e.seed, e.fold), e)
     for model, cells in by_model.items():
-        rates = sorted(model_views[model], key=_rate_key)
+        rates = sorted(model_views[model], key=rate_key)
         view = ";".join(view_label(f) for f in rates)
         baseline = _joined(baseline_of.get((model, f), "") for f in rates)
         values = {k: float(e.value) for k, e in cells.items() if e.value is not None}
