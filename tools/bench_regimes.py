@@ -14,8 +14,8 @@ CPU is user + system of the child (``getrusage``), the figure to quote on a shar
 printed too. Every job record of every variant is compared with the first ``base`` run's, apart from the
 timing fields (:data:`TIMING`): ``records identical`` must say PASS.
 
-The default is a reduced configuration that keeps one call short (linear 1 seed x 5 folds, MLP 6 trials
-with 2 start-up and at most 10 epochs, RF 2 folds); ``--full`` runs the issue's shapes (linear 5 seeds x 5
+The default is a reduced configuration that keeps one call short (linear 1 seed x 5 folds, MLP 4 trials
+with 2 start-up and at most 4 epochs, RF 1 fold); ``--full`` runs the issue's shapes (linear 5 seeds x 5
 folds = 25 jobs, MLP 12 trials with 4 start-up, RF as published over 5 folds) and judges the targets of
 issue 33 against ``base``: MLP >= x2 less CPU and >= x1.2 less wall, RF no more CPU or wall, linear >= x1.5
 less CPU. Those targets are for a quiet machine; the load average is printed with each table.
@@ -75,10 +75,10 @@ REGIMES = {  # regime -> (reduced, full): (seeds, folds, callback entry in YAML 
     "linear": (([42], [0, 1, 2, 3, 4], "{class_path: ppgbench_pl.regimes.LinearRegime}"),
                ([42, 43, 44, 45, 46], [0, 1, 2, 3, 4], "{class_path: ppgbench_pl.regimes.LinearRegime}")),
     "mlp": (([42], [0, 1, 2, 3, 4], "{class_path: ppgbench_pl.regimes.mlp.MLPRegime, init_args: {search: "
-             "{n_trials: 6, n_startup_trials: 2, max_epochs: 10}}}"),
+             "{n_trials: 4, n_startup_trials: 2, max_epochs: 4}}}"),
             ([42], [0, 1, 2, 3, 4], "{class_path: ppgbench_pl.regimes.mlp.MLPRegime, init_args: {search: "
              "{n_trials: 12, n_startup_trials: 4}}}")),
-    "rf": (([42], [0, 1], "{class_path: ppgbench_pl.regimes.forest.RandomForestRegime, init_args: "
+    "rf": (([42], [0], "{class_path: ppgbench_pl.regimes.forest.RandomForestRegime, init_args: "
             "{backend: sklearn}}"),
            ([42], [0, 1, 2, 3, 4], "{class_path: ppgbench_pl.regimes.forest.RandomForestRegime, init_args: "
             "{backend: sklearn}}")),

@@ -138,6 +138,7 @@ data:
                synthetic_subjects: 10, synthetic_windows: 4}}
 trainer:
   accelerator: cpu
+  devices: 1
   callbacks: [{regime}]
 """
 FIT_REGIMES = {
