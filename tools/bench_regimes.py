@@ -2,8 +2,8 @@
 
 Each regime runs the same `ppgbench fit` (the small CNN's 64-d embeddings of 3,000 synthetic windows,
 150 subjects x 20, task synthetic-hr, 5 outer folds) in child processes of the two versions, alternating
-(A B A B ...), after one untimed warm-up per version that generates the data and fills its embedding cache,
-so the figures are the regime's own cost plus start-up. Variants:
+(A B A B ...), after one untimed warm-up per version (a one-job linear fit) that generates the data and
+fills its embedding cache, so the figures are the regime's own cost plus start-up. Variants:
 
 * ``base``: 6a2dca4 as a user gets it (no environment variable set);
 * ``base1``: 6a2dca4 with ``OMP_NUM_THREADS=MKL_NUM_THREADS=OPENBLAS_NUM_THREADS=1`` (information);
@@ -142,20 +142,22 @@ class Bench:
             self.env.pop(name, None)
         self.sources = {"base": base, "base1": base, "now": ROOT, "now1": ROOT}
 
-    def config(self, regime: str) -> Path:
+    def config(self, regime: str, warm: bool = False) -> Path:
         seeds, folds, entry = REGIMES[regime][self.full]
-        path = self.work / f"{regime}.yaml"
+        if warm:  # the data and the embedding cache are the regime's: one linear job makes them
+            seeds, folds, entry = [42], [0], REGIMES["linear"][0][2]
+        path = self.work / f"{regime}{'-warm' if warm else ''}.yaml"
         path.write_text(CONFIG.format(root=self.work / "data", seeds=seeds, folds=folds, regime=entry))
         return path
 
-    def run(self, variant: str, regime: str) -> tuple[float, float, Path]:
+    def run(self, variant: str, regime: str, warm: bool = False) -> tuple[float, float, Path]:
         """One timed run of a variant: (CPU s, wall s, its run folder)."""
         version = "base" if variant.startswith("base") else "now"
         env = {**self.env, "PPGBENCH_CACHE_DIR": str(self.work / f"cache-{version}"),
                **(ONE_THREAD if variant == "base1" else {})}
         extra = ["--threads", "1"] if variant == "now1" else []
         out = self.work / f"{regime}-{variant}-{time.monotonic_ns()}"
-        cpu, wall = run_fit(self.sources[variant], self.config(regime), out, env, extra)
+        cpu, wall = run_fit(self.sources[variant], self.config(regime, warm), out, env, extra)
         return cpu, wall, out
 
 
@@ -203,7 +205,7 @@ def main() -> None:
         bench = Bench(work, base, ns.full)
         for regime in ns.regimes:
             for variant in dict.fromkeys("base" if v.startswith("base") else "now" for v in ns.variants):
-                bench.run(variant, regime)  # warm-up: data, embedding cache, OS file cache
+                bench.run(variant, regime, warm=True)  # data, embedding cache, OS file cache
             cpu: dict[str, list[float]] = {v: [] for v in ns.variants}
             wall: dict[str, list[float]] = {v: [] for v in ns.variants}
             outs: dict[str, Path] = {}
