@@ -23,8 +23,9 @@ def _folder(base: Path, mae: float, seconds: float) -> Path:
     for fold in (0, 1):
         job = base / "jobs" / f"m__t__linear__seed42__fold{fold}"
         job.mkdir(parents=True)
-        record = {"job_id": job.name, "results": [{"mae": mae + fold}], "seconds": seconds, "cpu_seconds": seconds,
-                  "worker": f"host:{seconds}", "code_version": {"source_sha256": str(seconds)}}
+        record = {"job_id": job.name, "results": [{"mae": mae + fold, "trials": [{"seconds": seconds}]}],
+                  "seconds": seconds, "cpu_seconds": seconds, "worker": f"host:{seconds}",
+                  "code_version": {"source_sha256": str(seconds)}}
         (job / "results.json").write_text(json.dumps(record))
     return base
 
@@ -32,9 +33,11 @@ def _folder(base: Path, mae: float, seconds: float) -> Path:
 def test_records_differ_only_in_what_they_computed(monkeypatch, tmp_path):
     tool = _tool(monkeypatch)
     base = tool.records(_folder(tmp_path / "a", 2.5, 1.0))
-    assert tool.record_differences(base, tool.records(_folder(tmp_path / "b", 2.5, 7.0))) == []  # timing only
-    changed = tool.record_differences(base, tool.records(_folder(tmp_path / "c", 2.6, 1.0)))
-    assert changed == ["m__t__linear__seed42__fold0: results", "m__t__linear__seed42__fold1: results"]
+    assert tool.record_differences(base, tool.records(_folder(tmp_path / "b", 2.5, 7.0))) == ([], 0.0)  # timing
+    problems, largest = tool.record_differences(base, tool.records(_folder(tmp_path / "c", 2.5 + 1e-8, 1.0)))
+    assert problems == [] and 0 < largest < 1e-8  # float32 roundoff of another thread count
+    problems, _ = tool.record_differences(base, tool.records(_folder(tmp_path / "d", 2.6, 1.0)))
+    assert problems == ["m__t__linear__seed42__fold0: results", "m__t__linear__seed42__fold1: results"]
 
 
 def test_the_full_run_judges_the_issue_targets(monkeypatch, capsys):
@@ -46,4 +49,4 @@ def test_the_full_run_judges_the_issue_targets(monkeypatch, capsys):
     assert "cpu: x2.22 >= x2: PASS" in out and "wall: x1.12 >= x1.2: FAIL" in out
     assert tool.report("mlp", ["base", "now"], cpu, {"base": [56.0], "now": [46.0]}, {}, full=True, pairs=1)
     assert not tool.report("linear", ["base", "now"], {"base": [7.5], "now": [6.0]}, wall, {}, full=True, pairs=1)
-    assert not tool.report("rf", ["base", "now"], cpu, wall, {"now": ["job ids differ"]}, full=False, pairs=1)
+    assert not tool.report("rf", ["base", "now"], cpu, wall, {"now": (["job ids differ"], 0.0)}, full=False, pairs=1)
