@@ -189,10 +189,11 @@ def fit_imports(bench: Bench, repeat: int) -> str:
         if proc.returncode != 0:
             raise SystemExit(f"fit ({regime}) failed: {proc.stderr[-1000:]}")
         summary = importtime_summary(proc.stderr)
-        lines.append(f"\n{regime}: process {statistics.median(cpus):.2f} s CPU, imports {summary['import_s']:.2f} s "
-                     f"(costliest: {', '.join(f'{k} {v:.2f}' for k, v in summary['top'])})")
+        lines.append(f"\n{regime}: process {statistics.median(cpus):.2f} s CPU; imports {summary['import_s']:.2f} s "
+                     f"under -X importtime (wall, inflated by it; costliest: "
+                     f"{', '.join(f'{k} {v:.2f}' for k, v in summary['top'])})")
         for name, (seconds, chain) in import_chains(proc.stderr).items():
-            via = " <- ".join(chain[:3] + (["...", chain[-1]] if len(chain) > 4 else chain[3:]))
+            via = " <- ".join(chain if len(chain) <= 5 else [*chain[:2], "...", *chain[-3:]])
             lines.append(f"  {name:<16} {seconds:5.2f} s  <- {via or '(top level)'}")
     return "\n".join(lines)
 
