@@ -122,7 +122,9 @@ class BenchmarkRun:
         same line.
         """
         from ppgbench_pl.benchmark.dry_run import dry_run_text
+        from ppgbench_pl.benchmark.thread_policy import thread_override
 
+        thread_override(self.threads)  # a bad --threads or PPGBENCH_THREADS: refused as the run refuses it
         return dry_run_text(self)
 
     def run(self) -> RunReport:

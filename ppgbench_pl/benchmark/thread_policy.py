@@ -9,10 +9,11 @@ groups side by side (``--executor process``, one worker per core by default). An
 (the embedding pass, finetuning) are large convolutions and matrix products that threads do speed up:
 they keep the executor's share of the cores (the process default for ``--executor local``).
 
-The policy changes no number: a kernel of this size runs on one thread whatever the pool, and the
-records of a one-thread and a default run are identical (``tests/benchmark/test_thread_policy.py``), so it
-is recorded beside the run identity (``run.json: threads``), never in it. ``--threads N`` or
-``PPGBENCH_THREADS=N`` gives every workload N threads instead (the flag wins over the variable).
+The policy changes no result: the linear and RF records of a one-thread and a two-thread run are
+identical, and the MLP heads' numbers differ only in their last float32 bits (torch splits a sum above its
+grain size between threads), with the same trials and winners (``tests/benchmark/test_thread_policy.py``,
+``tools/bench_regimes.py``). So it is recorded beside the run identity (``run.json: threads``), never in
+it. ``--threads N`` or ``PPGBENCH_THREADS=N`` gives every workload N threads instead (the flag wins).
 """
 
 from __future__ import annotations

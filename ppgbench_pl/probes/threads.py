@@ -1,4 +1,4 @@
-"""How many BLAS threads the non-neural probes get: one by default.
+"""How many BLAS threads the non-neural probes get (one by default), and the per-job thread scope.
 
 A probe's grid search is a long sequence of small dense products (scikit-learn's lbfgs on a few thousand
 rows of a 64- to 1,024-d embedding). On a 2-vCPU machine OpenBLAS's second thread mostly spins: a

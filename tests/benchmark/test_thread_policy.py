@@ -145,3 +145,15 @@ def test_the_policy_runs_is_recorded_and_changes_no_record(tmp_path, bench_root,
     config = tmp_path / "default.yaml"
     assert run(["--config", str(config), "--threads", "1"], "fit") == 0
     assert json.loads((default / "run.json").read_text())["threads"]["source"] == "--threads"
+
+
+def test_a_bad_override_is_refused_in_one_line_before_anything_is_written(tmp_path, bench_root, monkeypatch, capsys):
+    config = write_config(tmp_path / "c.yaml", suite_config(bench_root, tmp_path / "run", tasks=["synthetic-hr"]))
+    monkeypatch.delenv(ENV, raising=False)
+    for args in (["--threads", "0"], ["--threads", "0", "--dry-run"]):
+        assert run(["--config", str(config), *args], "fit") == 2
+        assert "--threads must be at least 1, got 0" in capsys.readouterr().err
+    monkeypatch.setenv(ENV, "many")
+    assert run(["--config", str(config)], "fit") == 2
+    assert f"{ENV}='many'" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
