@@ -158,7 +158,8 @@ class BenchmarkRun:
         start = suite.cache.stats()  # the suite (and its counters) may be reused by a later run in this process
         tracker = self._tracker(plan, pending, meta)
         import_output_libraries()
-        print(policy.line(), file=sys.stderr, flush=True)
+        if self.settings.progress:  # with the progress lines (--progress false: run.json still says it)
+            print(policy.line(), file=sys.stderr, flush=True)
         with signals_interrupt():
             try:
                 self._prepare(suite, pending)

@@ -109,6 +109,7 @@ def _run(tmp_path, bench_root, name, args, env=None, monkeypatch=None):
                           folds=[0], data={"synthetic_windows": 40}, cache_dir=str(tmp_path / f"cache-{name}"))  # each policy computes its own embeddings
     for key in SEEN:
         SEEN[key].clear()
+    args = ["--progress", "true", *args]  # the policy's line comes with the progress lines
     assert run(["--config", str(write_config(tmp_path / f"{name}.yaml", config)), *args], "fit") == 0
     return out, {k: list(v) for k, v in SEEN.items()}
 
