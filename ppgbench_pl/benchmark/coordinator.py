@@ -96,7 +96,7 @@ class BenchmarkRun:
     """
 
     def __init__(self, spec: dict[str, Any], settings: RunSettings, config: dict[str, Any] | None = None,
-                 summary_every_s: float = 5.0, threads: int | None = None) -> None:
+                 summary_every_s: float = 5.0, *, threads: int | None = None) -> None:
         self.spec, self.settings, self.threads = spec, settings, threads
         self.config = redact(dict(config or {}))
         self.run_dir = Path(settings.output_dir)
