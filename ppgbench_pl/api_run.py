@@ -46,7 +46,7 @@ def run_config(config: dict[str, Any]) -> Results | None:
         raise ConfigError(f"max_cache_gb must be positive, got {settings.max_cache_gb}")
     quiet_lightning()
     if dry_run:
-        print(BenchmarkRun(spec, settings, config).dry_run())
+        print(BenchmarkRun(spec, settings, config, threads=threads).dry_run())
         return None
     with waiting_at_most(lock_timeout):
         report = BenchmarkRun(spec, settings, config, threads=threads).run()

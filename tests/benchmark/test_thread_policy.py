@@ -158,3 +158,12 @@ def test_a_bad_override_is_refused_in_one_line_before_anything_is_written(tmp_pa
     assert run(["--config", str(config)], "fit") == 2
     assert f"{ENV}='many'" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
+
+
+def test_evaluate_takes_threads_as_the_command_line_does(tmp_path, bench_root, monkeypatch):
+    from ppgbench_pl.api import evaluate
+
+    monkeypatch.delenv(ENV, raising=False)
+    with pytest.raises(ConfigError, match="--threads must be at least 1, got 0"):
+        evaluate("small_cnn", dataset="synthetic", threads=0, dry_run=True, output_dir=str(tmp_path / "run"),
+                 root=str(bench_root), synthetic_subjects=10, synthetic_windows=4)
