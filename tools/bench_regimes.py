@@ -223,7 +223,7 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=1, help="timed rounds (each runs every variant once)")
     parser.add_argument("--full", action="store_true", help="the issue's shapes and targets")
     parser.add_argument("--baseline-ref", default=BASELINE)
-    parser.add_argument("--baseline-dir", type=Path, default=Path(tempfile.gettempdir()) / f"ppgbench-{BASELINE}")
+    parser.add_argument("--baseline-dir", type=Path, default=Path(tempfile.gettempdir()) / f"bench-regimes-{BASELINE}")
     ns = parser.parse_args()
     base = baseline_source(ns.baseline_ref, ns.baseline_dir)
     work = Path(tempfile.mkdtemp(prefix="bench-regimes-"))
