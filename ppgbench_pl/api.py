@@ -156,8 +156,9 @@ def evaluate(encoder: EncoderLike, *, dataset: str, tasks: Sequence[str] | None 
             without its checkpoint, ``{"checkpoint": "weights.pt"}``, or CustomEncoder settings for a module.
         **overrides: Run options (``wandb`` = ``group`` as on the command line, or ``off``/``per-job``;
             ``wandb_project``, ``ci_unit``, ``progress``, ``allow_code_change``, ``max_cache_gb``, ``cache_dir``,
-            ``cache_size_gb``, ``optuna_storage``, ``lock_timeout``: seconds to wait for a job another process
-            holds before failing it, default wait; ``dry_run=True``: print the plan and its cost estimate as
+            ``cache_size_gb``, ``optuna_storage``, ``threads`` (as ``--threads``), ``lock_timeout``: seconds
+            to wait for a job another process holds before failing it, default wait; ``dry_run=True``: print
+            the plan and its cost estimate as
             ``--dry-run`` does, refuse what the run would refuse, and return None),
             data-module settings (``root``, ``batch_size``, ``n_inner_folds``, ``synthetic_subjects``, ...)
             and device settings of the trainer (``accelerator``, ``devices``, ``precision``, ...), as in a

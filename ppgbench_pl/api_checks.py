@@ -21,14 +21,14 @@ from ppgbench_pl.errors import ConfigError
 RUN_OPTIONS: dict[str, Any] = {
     "wandb": "group", "wandb_project": "ppgbench", "ci_unit": "seed", "progress": True,
     "allow_code_change": False, "max_cache_gb": 50.0, "optuna_storage": None, "cache_dir": None, "cache_size_gb": None,
-    "lock_timeout": None, "dry_run": False,
+    "lock_timeout": None, "dry_run": False, "threads": None,
 }
 #: The run options of ``evaluate`` and what each takes (``optuna_storage`` is checked by its own rule).
 RUN_TYPES: dict[str, Any] = {
     "wandb": Literal["group", "per-job", "off", True, False], "wandb_project": str,
     "ci_unit": Literal["seed", "fold"], "progress": bool, "allow_code_change": bool, "max_cache_gb": float,
     "cache_dir": str | Path | None, "cache_size_gb": float | None, "lock_timeout": float | None,
-    "dry_run": bool,
+    "dry_run": bool, "threads": int | None,
 }
 
 

@@ -29,6 +29,7 @@ def run_config(config: dict[str, Any]) -> Results | None:
 
     lock_timeout = config.pop("lock_timeout", None)  # how to wait, not what is computed: not in run.json
     dry_run = bool(config.pop("dry_run", False))  # what to do with the config, not part of it
+    threads = config.pop("threads", None)  # how many threads, not what is computed: recorded apart
     spec = build_suite_spec(config)
     built = [e for e in (*spec["encoders"], *spec["regimes"]) if "instance" in e]
     if built and config["executor"]["class_path"] != LOCAL_EXECUTOR:
@@ -45,10 +46,10 @@ def run_config(config: dict[str, Any]) -> Results | None:
         raise ConfigError(f"max_cache_gb must be positive, got {settings.max_cache_gb}")
     quiet_lightning()
     if dry_run:
-        print(BenchmarkRun(spec, settings, config).dry_run())
+        print(BenchmarkRun(spec, settings, config, threads=threads).dry_run())
         return None
     with waiting_at_most(lock_timeout):
-        report = BenchmarkRun(spec, settings, config).run()
+        report = BenchmarkRun(spec, settings, config, threads=threads).run()
     if report.interrupted is not None:
         raise KeyboardInterrupt(f"interrupted after {report.completed + report.skipped} of {report.planned} "
                                 "jobs; call evaluate again to resume")

@@ -93,3 +93,49 @@ def test_bench_startup_covers_every_command_point_4_names(monkeypatch):
         assert kinds[name] == "light"
     for name in ("dry run", "config error", "trainer refusal"):
         assert kinds[name] == "lightning"
+
+
+def _tool(monkeypatch, name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / f"tools/{name}.py")
+    assert spec is not None and spec.loader is not None
+    tool = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, name, tool)
+    spec.loader.exec_module(tool)
+    return tool
+
+
+def test_bench_startup_names_who_imported_each_heavy_package(monkeypatch):
+    """``--fit`` reads ``-X importtime``: a module's importer is the next line below it that is less indented."""
+    tool = _tool(monkeypatch, "bench_startup")
+    stderr = "\n".join([
+        "import time: self [us] | cumulative | imported package",
+        "import time:       900 |     500000 |           transformers",
+        "import time:        10 |     510000 |         torchmetrics.functional.text.bert",
+        "import time:        10 |     800000 |       torchmetrics.functional",
+        "import time:        10 |     900000 |     torchmetrics",
+        "import time:        10 |    1000000 |   lightning.fabric",
+        "import time:        10 |    1100000 | lightning",
+        "import time:        20 |         20 | json",
+    ])
+    chains = tool.import_chains(stderr, ("transformers", "matplotlib"))
+    assert chains == {"transformers": (0.5, ["torchmetrics.functional.text.bert", "torchmetrics.functional",
+                                             "torchmetrics", "lightning.fabric", "lightning"])}
+
+
+def test_a_linear_fit_imports_no_search_tracking_or_forest_package(tmp_path):
+    """The linear probe needs Lightning and scikit-learn's linear models: Optuna, W&B and the forests stay out."""
+    config = tmp_path / "linear.yaml"
+    config.write_text(
+        "model: {class_path: ppgbench_pl.tasks.EncoderTask, init_args: {encoder: "
+        "{class_path: ppgbench_pl.encoders.cnn.SmallCNNEncoder}}}\ncontrols: []\n"
+        "data: {class_path: ppgbench_pl.datamodules.PPGDataModule, init_args: {dataset: synthetic, "
+        f"root: {tmp_path / 'data'}, tasks: [synthetic-hr], seeds: [42], folds: [0], synthetic_subjects: 10, "
+        "synthetic_windows: 4}}\ntrainer: {accelerator: cpu, callbacks: [{class_path: ppgbench_pl.regimes.LinearRegime}]}\n")
+    args = ["fit", "--config", str(config), "--output_dir", str(tmp_path / "run"), "--wandb", "off",
+            "--cache_dir", str(tmp_path / "cache")]
+    names = ("torch", "lightning", "sklearn.linear_model", "optuna", "wandb", "sklearn.ensemble")
+    code = PROBE.format(body=CLI.format(args=args), heavy=names)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert (tmp_path / "run" / "summary.csv").exists()  # the fit ran
+    assert json.loads(out.stdout.splitlines()[-1]) == ["lightning", "sklearn.linear_model", "torch"]

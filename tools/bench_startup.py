@@ -19,6 +19,12 @@ and the dry run at a run folder that does not exist: nothing outside a temporary
     python tools/bench_startup.py                 # every command, median of 3
     python tools/bench_startup.py --repeat 5 --json
     python tools/bench_startup.py --quick         # the light commands only (no Lightning baseline)
+    python tools/bench_startup.py --fit           # what `fit` imports per regime, and who pulls each heavy package
+
+``--fit`` (issue 33, point 2) runs one small `fit` per regime (linear, rf, mlp: the small CNN on 40 synthetic
+windows, one fold) under ``python -X importtime`` and prints the import seconds, the costliest packages and,
+for each heavy package loaded, the chain of modules that imported it, so that a package no regime uses
+(torchmetrics' text and audio metrics pulling transformers and matplotlib) shows where it comes from.
 
 Exit status 0 when every command meets its limit, 1 otherwise.
 """
@@ -119,6 +125,77 @@ def importtime_summary(stderr: str) -> dict[str, object]:
     top = sorted(per_package.items(), key=lambda kv: -kv[1])[:5]
     return {"import_s": total / 1e6, "top": [(k, v / 1e6) for k, v in top],
             "heavy": [h for h in HEAVY if h in loaded]}
+
+
+FIT_CONFIG = """
+model:
+  class_path: ppgbench_pl.tasks.EncoderTask
+  init_args: {{encoder: {{class_path: ppgbench_pl.encoders.cnn.SmallCNNEncoder}}}}
+controls: []
+data:
+  class_path: ppgbench_pl.datamodules.PPGDataModule
+  init_args: {{dataset: synthetic, root: {root}, tasks: [synthetic-hr], seeds: [42], folds: [0],
+               synthetic_subjects: 10, synthetic_windows: 4}}
+trainer:
+  accelerator: cpu
+  devices: 1
+  callbacks: [{regime}]
+"""
+FIT_REGIMES = {
+    "linear": "{class_path: ppgbench_pl.regimes.LinearRegime}",
+    "rf": "{class_path: ppgbench_pl.regimes.forest.RandomForestRegime, init_args: {backend: sklearn}}",
+    "mlp": "{class_path: ppgbench_pl.regimes.mlp.MLPRegime, init_args: {search: {n_trials: 2, max_epochs: 2}}}",
+}
+#: Packages worth naming when a `fit` loads them, with what (if anything) a regime uses them for.
+FIT_HEAVY = ("transformers", "matplotlib", "sympy", "scipy.signal", "PIL", "torch._dynamo", "optuna", "pandas",
+             "sklearn.ensemble", "wandb", "torchvision", "tensorboard")
+
+
+def import_chains(stderr: str, names: tuple[str, ...] = FIT_HEAVY) -> dict[str, tuple[float, list[str]]]:
+    """For each of ``names`` imported: (its cumulative import seconds, the chain of importers up to the top).
+
+    ``-X importtime`` prints a module after the modules it imported, indented one level deeper, so a
+    module's importer is the next line below it with less indentation.
+    """
+    rows = [(int(m[2]), len(m[3]), m[4]) for m in map(LINE.match, stderr.splitlines()) if m]
+    found = {}
+    for i, (cumulative, indent, name) in enumerate(rows):
+        if name not in names or name in found:
+            continue
+        chain, level = [], indent
+        for _, upper_indent, upper in rows[i + 1:]:
+            if upper_indent < level:
+                chain.append(upper)
+                level = upper_indent
+            if level <= 1:
+                break
+        found[name] = (cumulative / 1e6, chain)
+    return found
+
+
+def fit_imports(bench: Bench, repeat: int) -> str:
+    """What a small `fit` of each regime imports: import seconds, process CPU, heavy packages and who pulls them."""
+    lines = ["what `fit` imports, per regime (one -X importtime run each; CPU: median of the plain runs)"]
+    for regime, entry in FIT_REGIMES.items():
+        config = bench.scratch / f"fit-{regime}.yaml"
+        config.write_text(FIT_CONFIG.format(root=bench.scratch / "data", regime=entry))
+        args = ("fit", "--config", str(config), "--wandb", "off", "--progress", "false")
+        code = CLI.format(args=[*args, "--output_dir", str(bench.scratch / f"warm-{regime}")])
+        run(code, bench.env)  # data and embedding cache made once, outside the figures
+        cpus = [run(CLI.format(args=[*args, "--output_dir", str(bench.scratch / f"{regime}-{i}")]), bench.env)[0]
+                for i in range(repeat)]
+        proc = run(CLI.format(args=[*args, "--output_dir", str(bench.scratch / f"{regime}-imports")]), bench.env,
+                   importtime=True)[2]
+        if proc.returncode != 0:
+            raise SystemExit(f"fit ({regime}) failed: {proc.stderr[-1000:]}")
+        summary = importtime_summary(proc.stderr)
+        lines.append(f"\n{regime}: process {statistics.median(cpus):.2f} s CPU; imports {summary['import_s']:.2f} s "
+                     f"under -X importtime (wall, inflated by it; costliest: "
+                     f"{', '.join(f'{k} {v:.2f}' for k, v in summary['top'])})")
+        for name, (seconds, chain) in import_chains(proc.stderr).items():
+            via = " <- ".join(chain if len(chain) <= 5 else [*chain[:2], "...", *chain[-3:]])
+            lines.append(f"  {name:<16} {seconds:5.2f} s  <- {via or '(top level)'}")
+    return "\n".join(lines)
 
 
 def answer_problem(command: Command, proc: subprocess.CompletedProcess) -> str:
@@ -224,7 +301,12 @@ def main() -> None:
     parser.add_argument("--commands", nargs="*", choices=list(COMMANDS), default=None)
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout instead of the table")
     parser.add_argument("--quick", action="store_true", help="the light commands only, no Lightning baseline")
+    parser.add_argument("--fit", action="store_true", help="only: what `fit` imports per regime (no limits judged)")
     args = parser.parse_args()
+    if args.fit:
+        with tempfile.TemporaryDirectory(prefix="bench_startup-") as tmp:
+            print(fit_imports(Bench(Path(tmp)), args.repeat))
+        return
     names = args.commands or [n for n, c in COMMANDS.items() if not (args.quick and c.kind == "lightning")]
     with tempfile.TemporaryDirectory(prefix="bench_startup-") as tmp:
         bench = Bench(Path(tmp))

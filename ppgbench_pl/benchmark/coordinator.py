@@ -25,7 +25,6 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +56,7 @@ from ppgbench_pl.benchmark.preflight import (
     redact,
 )
 from ppgbench_pl.benchmark.progress import Progress
+from ppgbench_pl.benchmark.run_report import RunReport, print_report
 from ppgbench_pl.benchmark.run_signals import (
     SIGNALLED,
     Interrupted,
@@ -66,10 +66,12 @@ from ppgbench_pl.benchmark.run_signals import (
 )
 from ppgbench_pl.benchmark.spec import RunSettings
 from ppgbench_pl.benchmark.suite import BenchmarkSuite, forget_suites, suite_for
+from ppgbench_pl.benchmark.thread_policy import choose_policy
 from ppgbench_pl.benchmark.tracking import CellTracker, close_wandb, offline_notice, wandb_enabled
 from ppgbench_pl.benchmark.worker import JobOutcome, JobSpec, run_job_spec
 from ppgbench_pl.errors import ConfigError
 from ppgbench_pl.locks import file_lock
+from ppgbench_pl.probes.threads import intra_op_threads
 from ppgbench_pl.regimes.base import Regime
 from ppgbench_pl.results.fold_entry import MalformedRecord
 from ppgbench_pl.results.folder_sync import (
@@ -84,21 +86,6 @@ from ppgbench_pl.results.summary import SummaryBook
 __all__ = ["BenchmarkRun", "Interrupted", "RunReport", "check_output_dir", "check_strategy", "print_report",
            "redact"]
 
-@dataclass
-class RunReport:
-    """What one command did (this command's plan) and where the folder stands."""
-
-    planned: int
-    completed: int
-    skipped: int
-    failed: list[str] = field(default_factory=list)
-    failed_ids: set[str] = field(default_factory=set)
-    not_evaluable: int = 0
-    summary_path: Path | None = None
-    cache: dict[str, int] = field(default_factory=dict)
-    interrupted: int | None = None
-
-
 class BenchmarkRun:
     """One invocation of ``ppgbench fit`` or ``ppgbench benchmark`` on a suite spec.
 
@@ -107,11 +94,12 @@ class BenchmarkRun:
         settings: Run folder, executor, W&B and reporting settings.
         config: The resolved config as given (recorded in ``run.json`` and W&B).
         summary_every_s: Least seconds between summary and status rewrites while jobs finish.
+        threads: ``--threads`` (``None``: ``$PPGBENCH_THREADS``, else the thread policy's defaults).
     """
 
     def __init__(self, spec: dict[str, Any], settings: RunSettings, config: dict[str, Any] | None = None,
-                 summary_every_s: float = 5.0) -> None:
-        self.spec, self.settings = spec, settings
+                 summary_every_s: float = 5.0, *, threads: int | None = None) -> None:
+        self.spec, self.settings, self.threads = spec, settings, threads
         self.config = redact(dict(config or {}))
         self.run_dir = Path(settings.output_dir)
         self.summary_every_s = summary_every_s
@@ -136,13 +124,16 @@ class BenchmarkRun:
         same line.
         """
         from ppgbench_pl.benchmark.dry_run import dry_run_text
+        from ppgbench_pl.benchmark.thread_policy import thread_override
 
+        thread_override(self.threads)  # a bad --threads or PPGBENCH_THREADS: refused as the run refuses it
         return dry_run_text(self)
 
     def run(self) -> RunReport:
         """Run every pending job of the plan; return what happened."""
         executor: Executor = instantiate(Executor, self.settings.executor)
         executor.check()  # an unreachable scheduler or a refused partition: one line, nothing computed
+        self.policy = policy = choose_policy(executor, self.threads)  # a bad override: one line, nothing written
         suite = self.suite()
         check_strategy(suite, executor)
         check_precision(suite)
@@ -158,7 +149,7 @@ class BenchmarkRun:
                 "config": self.config, "versions": package_versions(),
                 "device": device_string(suite.trainer_kwargs), "seeds": suite.seeds, "folds": suite.folds,
                 "parameters": parameter_counts(suite.encoders), "planned_jobs": [j.job_id for j in plan],
-            }, allow_code_change=self.settings.allow_code_change)
+                "threads": policy.record()}, allow_code_change=self.settings.allow_code_change)
         self.union_planned = list(meta["planned_jobs"])
         self._load_folder()
         done = self.book.ok_ids | self._settle_degenerate(suite, plan)
@@ -169,6 +160,8 @@ class BenchmarkRun:
         start = suite.cache.stats()  # the suite (and its counters) may be reused by a later run in this process
         tracker = self._tracker(plan, pending, meta)
         import_output_libraries()
+        if self.settings.progress:  # with the progress lines (--progress false: run.json still says it)
+            print(policy.line(), file=sys.stderr, flush=True)
         with signals_interrupt():
             try:
                 self._prepare(suite, pending)
@@ -217,8 +210,9 @@ class BenchmarkRun:
     def _prepare(self, suite: BenchmarkSuite, pending: Sequence[Job]) -> None:
         """Fill the embedding cache for the pending jobs (one pass per encoder, dataset and rate)."""
         needed = list(dict.fromkeys((j.model, j.task.dataset) for j in pending if suite.uses_cache(j)))
-        for model, dataset in needed:
-            suite.source.get(suite.encoders[model], suite.datamodules[dataset])
+        with intra_op_threads(self.policy.embedding_pass):  # the encoders' forward passes: every core (policy)
+            for model, dataset in needed:
+                suite.source.get(suite.encoders[model], suite.datamodules[dataset])
 
     def _tracker(self, plan: Sequence[Job], pending: Sequence[Job], meta: dict[str, Any]) -> CellTracker | None:
         if not wandb_enabled(self.settings.wandb):
@@ -243,7 +237,8 @@ class BenchmarkRun:
     def _execute(self, executor: Executor, plan: Sequence[Job], pending: Sequence[Job], report: RunReport,
                  tracker: CellTracker | None, meta: dict[str, Any]) -> None:
         per_job = "per-job" if self.settings.wandb == "per-job" and wandb_enabled("per-job") else "off"
-        specs = [JobSpec(str(self.run_dir), self.spec, group[0], executor.threads_per_job(), per_job,
+        uses = {j.job_id: j.regime.uses_embeddings for j in pending}  # probe work or encoder work (thread policy)
+        specs = [JobSpec(str(self.run_dir), self.spec, group[0], self.policy.for_job(uses[group[0]]), per_job,
                          self.settings.wandb_project, meta["run_uid"], self.config,
                          tuple(group) if len(group) > 1 else ()) for group in job_groups(pending)]
         progress = Progress(len(plan), report.skipped + report.not_evaluable, enabled=self.settings.progress)
@@ -333,24 +328,3 @@ class BenchmarkRun:
                 "cache": report.cache, **merged_extras(self.run_dir, self.status_extra, *self.looked_at),
             })
         return summary
-
-
-def print_report(report: RunReport, output_dir: Path) -> None:
-    """A short account of the run on stdout, failures on stderr."""
-    import pandas as pd
-
-    if report.summary_path is not None and report.summary_path.exists():
-        table = pd.read_csv(report.summary_path)
-        table = table.fillna({c: "" for c in ("unit", "budget") if c in table.columns})
-        if len(table):
-            cols = [c for c in ("model", "task", "regime", "metric", "unit", "mean", "ci_low", "ci_high", "n_seeds",
-                                "n_folds", "budget") if c in table.columns]
-            print(table[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-    evaluable = f", {report.not_evaluable} not evaluable" if report.not_evaluable else ""
-    print(f"{report.completed} jobs run, {report.skipped} already done{evaluable}, {len(report.failed)} failed "
-          f"of {report.planned}; results in {output_dir}")
-    for line in report.failed[:20]:
-        print(f"failed: {line}", file=sys.stderr)
-    if len(report.failed) > 20:
-        print(f"... and {len(report.failed) - 20} more failures (see {output_dir}/jobs/*/results.json)",
-              file=sys.stderr)

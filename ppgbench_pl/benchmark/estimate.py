@@ -172,6 +172,10 @@ def executor_slots(entry: dict[str, Any]) -> tuple[str, int]:
     params = {k: p.default for k, p in inspect.signature(cls.__init__).parameters.items()}
     args = {**params, **(entry.get("init_args") or {})}
     name = cls.__name__.removesuffix("Executor").lower() or cls.__name__
+    if "workers" in args and args["workers"] is None:  # the process pool's default: one per core (per GPU)
+        from ppgbench_pl.benchmark.thread_policy import usable_cores
+
+        return name, len(args.get("gpus") or ()) or usable_cores()
     for key in ("workers", "parallelism"):
         if isinstance(args.get(key), int):
             return name, max(int(args[key]), 1)

@@ -8,8 +8,9 @@ job that can no longer finish. Failures *inside* a job are already records. Noth
 job is, so resume and failure isolation are the same whatever runs the jobs:
 
 * :class:`LocalExecutor`: in the calling process, one after another (the default; debuggable).
-* :class:`ProcessExecutor`: a local pool of ``spawn`` processes, torch threads split between them,
-  optionally one GPU per worker; a dead worker loses only its job (``benchmark/pool.py``).
+* :class:`ProcessExecutor`: a local pool of ``spawn`` processes, one per core by default (one per GPU when
+  GPUs are given), the cores split between them for encoder work; a dead worker loses only its job
+  (``benchmark/pool.py``).
 * :class:`SubmititExecutor`: SLURM job arrays (``map_array``, ``slurm_array_parallelism``) through
   submitit; ``cluster: local``/``debug`` run the same path on one machine; tasks watched through
   squeue/sacct (``benchmark/slurm_watch.py``, ``benchmark/task_wait.py``).
@@ -25,6 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from ppgbench_pl.benchmark.thread_policy import usable_cores
 from ppgbench_pl.benchmark.worker import JobLost, JobOutcome, JobSpec
 from ppgbench_pl.errors import ConfigError
 
@@ -43,6 +45,10 @@ class Executor(ABC):
         """Torch/BLAS threads each job should use (``None``: leave the process default)."""
         return None
 
+    def processes_here(self) -> int | None:
+        """Job processes run side by side on this machine (``None``: elsewhere, a cluster's)."""
+        return None
+
     def check(self) -> None:
         """Refuse settings that cannot work (an unreachable scheduler, a partition SLURM refuses) in one line.
 
@@ -59,7 +65,15 @@ class Executor(ABC):
 
 
 class LocalExecutor(Executor):
-    """Every job in the calling process, one after another."""
+    """Every job in the calling process, one after another.
+
+    Kept sequential by default: a ``spawn`` worker first imports Lightning (about 5 s of CPU), more than a
+    whole linear cell costs, so filling the cores is ``--executor process``'s job (one worker per core).
+    """
+
+    def processes_here(self) -> int:
+        """One: this process."""
+        return 1
 
     def run(self, fn: JobFunction, specs: Sequence[JobSpec], run_dir: Path) -> Generator[Finished, None, None]:
         """Call ``fn`` on each spec in plan order."""
@@ -93,20 +107,29 @@ class ProcessExecutor(Executor):
     and runs again next time, a new worker takes its place and the other jobs go on.
 
     Args:
-        workers: Worker processes.
-        threads_per_worker: Torch/BLAS threads per worker (default: CPU cores // workers, at least 1).
+        workers: Worker processes (default: one per usable core, or one per GPU when ``gpus`` are given;
+            each worker holds its own copy of the suite's data).
+        threads_per_worker: Torch/BLAS threads per worker for encoder work (default: cores // workers, at
+            least 1); probe jobs run at one thread (``benchmark/thread_policy.py``).
         gpus: GPU ids handed out one per worker (round robin); each worker then sees only its GPU, so
             set ``trainer.devices: 1``.
     """
 
-    def __init__(self, workers: int = 2, threads_per_worker: int | None = None, gpus: list[int] | None = None) -> None:
+    def __init__(self, workers: int | None = None, threads_per_worker: int | None = None,
+                 gpus: list[int] | None = None) -> None:
+        if workers is None:
+            workers = len(gpus) if gpus else usable_cores()
         if workers < 1:
             raise ConfigError(f"executor.workers must be at least 1, got {workers}")
         self.workers, self.threads_per_worker, self.gpus = workers, threads_per_worker, gpus
 
     def threads_per_job(self) -> int:
         """Cores split evenly between workers."""
-        return self.threads_per_worker or max(1, (os.cpu_count() or 1) // self.workers)
+        return self.threads_per_worker or max(1, usable_cores() // self.workers)
+
+    def processes_here(self) -> int:
+        """The workers."""
+        return self.workers
 
     def run(self, fn: JobFunction, specs: Sequence[JobSpec], run_dir: Path) -> Generator[Finished, None, None]:
         """One job per worker at a time; yield as workers finish. A dead worker loses only the job it held."""
@@ -236,6 +259,10 @@ class DaskExecutor(Executor):
         if self.address is not None:
             return None
         return max(1, (os.cpu_count() or 1) // (self.workers * self.threads_per_worker))
+
+    def processes_here(self) -> int | None:
+        """The local cluster's workers (``None`` for a remote scheduler)."""
+        return None if self.address is not None else self.workers
 
     def check(self) -> None:
         """The scheduler at ``address`` accepts a connection within ``connect_timeout_s``."""

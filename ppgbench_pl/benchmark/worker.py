@@ -28,7 +28,8 @@ class JobSpec:
         run_dir: Run folder (shared with the coordinator: same machine or a shared file system).
         config: The suite config (see :data:`~ppgbench_pl.benchmark.suite.SUITE_KEYS`).
         job_id: Which job of the suite's plan to run.
-        threads: Torch/BLAS threads for this worker process (``None``: leave as is).
+        threads: Torch/BLAS threads while this spec's jobs run, restored after (``None``: leave as is); the
+            thread policy's choice for its regime (``benchmark/thread_policy.py``).
         wandb: ``per-job`` to log this job as its own W&B run from the worker.
         wandb_project: W&B project.
         run_uid: The run folder's id (W&B run ids are derived from it).
@@ -80,7 +81,7 @@ def global_rank() -> int:
 
 
 def limit_threads(threads: int | None) -> None:
-    """Give torch and the BLAS pools ``threads`` threads, once per process (parallel workers share cores)."""
+    """Give torch and the BLAS pools ``threads`` threads for the rest of this worker process (its default)."""
     global _threads_set
     if threads is None or threads == _threads_set:
         return
@@ -110,7 +111,17 @@ def init_worker(threads: int | None, gpu_queue: Any = None, gpu: int | None = No
 
 
 def run_job_spec(spec: JobSpec) -> JobOutcome:
-    """Run one job (or a group of jobs) where this function is called (any executor) and report how it went."""
+    """Run one job (or a group of jobs) where this function is called (any executor) and report how it went.
+
+    The jobs run at ``spec.threads`` torch and BLAS threads; the process's own counts are restored after.
+    """
+    from ppgbench_pl.probes.threads import intra_op_threads
+
+    with intra_op_threads(spec.threads):
+        return _run_spec(spec)
+
+
+def _run_spec(spec: JobSpec) -> JobOutcome:
     from ppgbench_pl.benchmark.budget import budget_label
     from ppgbench_pl.benchmark.job import execute_group, execute_job, is_done
     from ppgbench_pl.benchmark.suite import suite_for
@@ -124,7 +135,6 @@ def run_job_spec(spec: JobSpec) -> JobOutcome:
 
             quiet_lightning()
             _quiet = True
-        limit_threads(spec.threads)
         suite = suite_for(spec.config, spec.run_dir)
         jids = list(spec.group) or [spec.job_id]
         jobs = {jid: suite.job(jid) for jid in jids}

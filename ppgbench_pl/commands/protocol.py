@@ -27,7 +27,7 @@ from ppgbench_pl.tasks.encoder_task import EncoderTask
 
 #: Options that say what to do with a config, not what the run is (left out of run.json).
 ACTIONS = ("dry_run", "only_encoders", "only_regimes", "print_config", "config", "lock_timeout", "fetch_weights",
-           "weights_dir")
+           "weights_dir", "threads")
 
 
 class ProtocolTrainer(L.Trainer):
@@ -105,6 +105,9 @@ class PPGBenchCLI(LightningCLI):
         parser.add_argument("--lock_timeout", type=float | None, default=None,
                             help="Give up after this many seconds waiting for a lock another process holds (a "
                                  "job, a cache entry); default: wait. Also $PPGBENCH_LOCK_TIMEOUT.")
+        parser.add_argument("--threads", type=int | None, default=None,
+                            help="Torch/BLAS threads per process for every workload (default: 1 for probe jobs, "
+                                 "every core for encoder passes; also $PPGBENCH_THREADS; recorded in run.json).")
         parser.add_argument("--dry_run", "--dry-run", action="store_true", help="Print the plan, then exit.")
         parser.add_argument("--fetch_weights", action="store_true",
                             help="Fetch a published model's missing weights (no checkpoint given) into the weights "
@@ -150,7 +153,7 @@ class PPGBenchCLI(LightningCLI):
                                float(config["max_cache_gb"]), bool(actions["dry_run"]))
         if settings.max_cache_gb <= 0:
             raise ConfigError(f"--max_cache_gb must be positive, got {settings.max_cache_gb}")
-        run = BenchmarkRun(spec, settings, config)
+        run = BenchmarkRun(spec, settings, config, threads=actions["threads"])
         if settings.dry_run:
             print(run.dry_run())
             return

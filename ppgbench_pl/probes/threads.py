@@ -1,4 +1,4 @@
-"""How many BLAS threads the non-neural probes get: one by default.
+"""How many BLAS threads the non-neural probes get (one by default), and the per-job thread scope.
 
 A probe's grid search is a long sequence of small dense products (scikit-learn's lbfgs on a few thousand
 rows of a 64- to 1,024-d embedding). On a 2-vCPU machine OpenBLAS's second thread mostly spins: a
@@ -48,3 +48,24 @@ def current_blas_threads() -> list[int]:
     from threadpoolctl import threadpool_info
 
     return [int(entry["num_threads"]) for entry in threadpool_info() if entry.get("user_api") == "blas"]
+
+
+@contextmanager
+def intra_op_threads(n: int | None) -> Iterator[None]:
+    """Run the block with ``n`` torch intra-op threads and ``n`` BLAS/OpenMP threads, then restore both.
+
+    The thread policy's per-job scope (``benchmark/thread_policy.py``): a probe job runs at one thread and
+    the embedding pass or a finetuning job in the same process keeps its own count. ``None`` leaves both.
+    """
+    if n is None:
+        yield
+        return
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(int(n))
+    try:
+        with _blas_controller().limit(limits=int(n)):
+            yield
+    finally:
+        torch.set_num_threads(before)

@@ -137,7 +137,10 @@ def test_the_dry_run_prints_regimes_totals_and_says_when_it_is_uncalibrated(engi
     code, out, err = run_cli(["fit", "--config", str(path), "--dry-run", "--executor", "process"], capsys)
     assert code == 0, err
     assert "UNCALIBRATED" not in out and "estimate for this machine" in out and "calibrated 2026-12-01" in out
-    assert "wall time with the process executor (2 job(s) at once" in out
+    from ppgbench_pl.benchmark.thread_policy import usable_cores
+
+    # the pool's default size: one worker per core
+    assert f"wall time with the process executor ({usable_cores()} job(s) at once" in out
 
 
 def test_without_the_tree_the_dry_run_assumes_published_sizes_under_the_budget_caps(tmp_path, capsys):

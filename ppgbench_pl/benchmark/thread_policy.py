@@ -1,0 +1,108 @@
+"""How many intra-op threads each workload gets: chosen once per command, printed, recorded in ``run.json``.
+
+Two workloads differ. A job on embeddings (the linear and RF probes' BLAS, the MLP heads of a trial stack,
+label efficiency) is a long sequence of small kernels (16-128 rows by 64-1,024 columns): a second torch or
+BLAS thread mostly spins on them. The MLP probe of 12 trials on 3,000 x 64 embeddings cost 102 s CPU and
+56 s wall with torch's default two threads on a 2-core machine and 46 s / 46 s with one (issue 33,
+docs/performance.md). Such jobs run at **one thread per process**; the cores are filled by running job
+groups side by side (``--executor process``, one worker per core by default). An encoder's forward passes
+(the embedding pass, finetuning) are large convolutions and matrix products that threads do speed up:
+they keep the executor's share of the cores (the process default for ``--executor local``).
+
+The policy changes no result: the linear and RF records of a one-thread and a two-thread run are
+identical, and the MLP heads' numbers differ only in their last float32 bits (torch splits a sum above its
+grain size between threads), with the same trials and winners (``tests/benchmark/test_thread_policy.py``,
+``tools/bench_regimes.py``). So it is recorded beside the run identity (``run.json: threads``), never in
+it. ``--threads N`` or ``PPGBENCH_THREADS=N`` gives every workload N threads instead (the flag wins).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ppgbench_pl.errors import ConfigError
+
+ENV = "PPGBENCH_THREADS"
+
+
+def usable_cores() -> int:
+    """CPU cores this process may run on (its affinity mask, which ``taskset`` and SLURM narrow)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0)) or 1
+    return os.cpu_count() or 1
+
+
+def thread_override(given: int | None) -> tuple[int | None, str]:
+    """(threads, where they came from): ``--threads``, else ``$PPGBENCH_THREADS``, else (None, 'default')."""
+    if given is not None:
+        if int(given) < 1:
+            raise ConfigError(f"--threads must be at least 1, got {given}")
+        return int(given), "--threads"
+    said = os.environ.get(ENV, "").strip()
+    if not said:
+        return None, "default"
+    if not said.isdigit() or int(said) < 1:
+        raise ConfigError(f"{ENV}={said!r}: not a whole number of threads of at least 1")
+    return int(said), ENV
+
+
+@dataclass(frozen=True)
+class ThreadPolicy:
+    """Threads per process for each workload.
+
+    Attributes:
+        probe: Jobs on embeddings or features (``None``: the process default).
+        encoder: Jobs that train the encoder (finetuning) (``None``: the worker process's default).
+        embedding_pass: The embedding pass, which runs in this process before any job starts.
+        source: ``default``, ``--threads`` or ``PPGBENCH_THREADS``.
+        cores: Cores usable by this process.
+        processes: Job processes the executor runs side by side on this machine (``None``: a cluster's).
+    """
+
+    probe: int | None
+    encoder: int | None
+    embedding_pass: int
+    source: str
+    cores: int
+    processes: int | None
+
+    def for_job(self, uses_embeddings: bool) -> int | None:
+        """Threads of one job: a regime that reads embeddings is probe work, one that trains the encoder is not."""
+        return self.probe if uses_embeddings else self.encoder
+
+    def record(self) -> dict[str, Any]:
+        """What ``run.json`` says under ``threads`` (the latest command's policy)."""
+        return asdict(self)
+
+    def line(self) -> str:
+        """The one line printed at start."""
+        encoder = "the worker's default" if self.encoder is None else str(self.encoder)
+        where = "" if self.processes is None else f"; {self.processes} job process(es) side by side on " \
+                                                  f"{self.cores} core(s)"
+        if self.source != "default":
+            return f"threads: {self.probe} per process for every workload ({self.source}){where}"
+        return (f"threads: probe jobs {self.probe} per process (small kernels), embedding pass "
+                f"{self.embedding_pass}, finetuning {encoder}{where}; --threads N or {ENV}=N overrides")
+
+
+def choose_policy(executor: Any, given: int | None = None) -> ThreadPolicy:
+    """The policy of one command: the override if any, else one thread for probes and the executor's share for encoders.
+
+    Args:
+        executor: The run's executor (its ``threads_per_job()``: cores split between its local processes,
+            ``cpus_per_task`` on SLURM, ``None`` to leave the process default; its ``processes_here()``).
+        given: ``--threads`` (``None``: not given).
+    """
+    import torch
+
+    override, source = thread_override(given)
+    processes = executor.processes_here() if hasattr(executor, "processes_here") else None
+    if override is not None:
+        return ThreadPolicy(override, override, override, source, usable_cores(), processes)
+    here = torch.get_num_threads()  # torch's own default (the cores, or what OMP_NUM_THREADS says)
+    encoder = executor.threads_per_job()
+    if encoder is None and processes == 1:  # the jobs run in this process
+        encoder = here
+    return ThreadPolicy(1, encoder, here, source, usable_cores(), processes)
