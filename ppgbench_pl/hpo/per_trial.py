@@ -18,6 +18,7 @@ same decisions (``tests/hpo/test_per_trial.py``).
 
 from __future__ import annotations
 
+import copy
 import math
 import warnings
 from collections.abc import Callable, Sequence
@@ -43,6 +44,15 @@ def stack_aware(callbacks: Sequence[Any]) -> bool:
 def per_trial_note(callbacks: Sequence[Any]) -> dict[str, str]:
     """What a record says about how its trials were fitted (nothing when they stacked, as before)."""
     return {} if stack_aware(callbacks) else {"trial_fits": "one Trainer.fit per trial (callbacks not stack-aware)"}
+
+
+def fresh_copies(callbacks: Sequence[Any]) -> list[Any]:
+    """Each callback as configured, copied for one trial's fit.
+
+    Lightning's callbacks keep per-fit state (``StochasticWeightAveraging`` its scheduler and average,
+    ``EarlyStopping`` its best score and patience): each trial gets its own, as if it were the only fit.
+    """
+    return [copy.deepcopy(c) for c in callbacks]
 
 
 def announce(callbacks: Sequence[Any]) -> None:

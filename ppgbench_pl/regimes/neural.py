@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 
 import lightning as L
 import numpy as np
+from lightning.pytorch.callbacks import Callback
 from optuna.trial import FrozenTrial
 
 from ppgbench_pl.errors import ConfigError, DataError
@@ -32,7 +33,7 @@ from ppgbench_pl.hpo.optuna_search import (
     storage_url,
     study_record,
 )
-from ppgbench_pl.hpo.per_trial import announce, fit_each_trial, per_trial_note, stack_aware
+from ppgbench_pl.hpo.per_trial import announce, fit_each_trial, fresh_copies, per_trial_note, stack_aware
 from ppgbench_pl.hpo.spaces import AGGREGATION_PARAM, build_space
 from ppgbench_pl.hpo.stack_search import StackSearch, StudyPlan, fixed_epochs, snapshot
 from ppgbench_pl.hpo.trial_stack import Slot, TrialStack
@@ -169,10 +170,6 @@ class NeuralRegime(Regime):
         """What trains this regime's trials on one split."""
         raise NotImplementedError
 
-    def make_trainer(self, ctx: JobContext, **overrides: Any) -> L.Trainer:
-        """A stack trainer: the run's device settings, the user's callbacks, then this regime (last)."""
-        return ctx.make_trainer([*ctx.callbacks, self], precision=self.precision(ctx), **overrides)
-
     # -- Lightning hooks -------------------------------------------------------------------------
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         """The search step after every epoch: score, report, prune, refill (or end fixed-length slots)."""
@@ -270,10 +267,17 @@ class NeuralRegime(Regime):
         return StudyPlan(s.key, study, space, make_slot, score, self.max_epochs, keep_if_best,
                          lambda: store.drop_losers(study.study))
 
-    def fit_module(self, ctx: JobContext, module: TrialStack, max_epochs: int = -1) -> None:
-        """``Trainer.fit`` of a stack, or of one trial (``max_epochs``: its budget) with the user's callbacks."""
+    def fit_module(self, ctx: JobContext, module: TrialStack, max_epochs: int = -1,
+                   callbacks: list[Callback] | None = None) -> None:
+        """``Trainer.fit`` of a stack, or of one trial (``max_epochs``: its budget; ``callbacks``: its own copies).
+
+        The trainer has the run's device settings, the user's callbacks, then this regime (last).
+        """
+        callbacks = ctx.callbacks if callbacks is None else callbacks
+        trainer = ctx.make_trainer([*callbacks, self], precision=self.precision(ctx), max_epochs=max_epochs,
+                                   limit_val_batches=1.0)
         with frozen_parts_expected(), interrupts_pass_through():
-            self.make_trainer(ctx, max_epochs=max_epochs, limit_val_batches=1.0).fit(module)
+            trainer.fit(module)
 
     def fit_stack(self, ctx: JobContext, search: StackSearch | None, slots: list[Slot] | None = None) -> None:
         """One ``Trainer.fit`` of a stack until every study's budget is spent (or every fixed slot ended).
@@ -283,7 +287,8 @@ class NeuralRegime(Regime):
         if not stack_aware(ctx.callbacks):
             announce(ctx.callbacks)
             return fit_each_trial(search, slots or [], self.eval_batch_size,
-                                  lambda module: self.fit_module(ctx, module, module.slot.max_epochs))
+                                  lambda module: self.fit_module(ctx, module, module.slot.max_epochs,
+                                                                 fresh_copies(ctx.callbacks)))
         first = search.first_slots() if search is not None else list(slots or [])
         if not first:
             return

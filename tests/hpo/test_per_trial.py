@@ -47,13 +47,23 @@ def data(tmp_path_factory):
 
 
 class NoOp(Callback):
-    """A callback written for plain Lightning (no stack marker): it records the modules it was fitted with."""
+    """A callback written for plain Lightning (no stack marker): it records the modules it was fitted with.
+
+    Each trial's fit gets its own copy of the callback, so the record is a list the copies share.
+    """
 
     def __init__(self) -> None:
         self.modules: list[str] = []
 
+    def __deepcopy__(self, memo):
+        copied = NoOp()
+        copied.modules = self.modules  # shared on purpose: the test reads every trial's fit from the original
+        copied.copies = getattr(self, "copies", 0) + 1
+        return copied
+
     def on_fit_start(self, trainer, pl_module) -> None:
         assert isinstance(pl_module, TrialModule) and trainer.max_epochs == pl_module.slot.max_epochs
+        assert getattr(self, "copies", 0) == 1 and self in trainer.callbacks  # a fresh copy per fit
         self.modules.append(pl_module.slot.name)
 
 
