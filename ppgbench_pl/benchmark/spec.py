@@ -174,16 +174,32 @@ def callback_entries(callbacks: Any) -> tuple[list[dict[str, Any]], list[dict[st
 
 
 def _refuse_logging_callbacks(entries: list[dict[str, Any]]) -> None:
-    """Refuse, up front, callbacks that need a logger or checkpoints, which no trial stack has (each job failed)."""
-    from lightning.pytorch.callbacks import DeviceStatsMonitor, LearningRateMonitor, ModelCheckpoint
+    """Refuse, up front, the callbacks that cannot work in a trial's fit (each job would fail), with the reason.
+
+    Everything else runs in every trial: per trial in a fit of its own unless it is stack-aware.
+    """
+    from lightning.pytorch.callbacks import (
+        BatchSizeFinder,
+        DeviceStatsMonitor,
+        LearningRateFinder,
+        LearningRateMonitor,
+        ModelCheckpoint,
+        ProgressBar,
+    )
 
     from ppgbench_pl.benchmark.entries import import_class
 
+    why = [((ModelCheckpoint, LearningRateMonitor, DeviceStatsMonitor), "needs a logger or checkpoints, which the "
+            "trials' trainers do not have (ppgbench keeps each trial's best weights itself and tracks runs in W&B)"),
+           ((BatchSizeFinder, LearningRateFinder), "tunes the batch size or learning rate, which are the search's "
+            "parameters (set their values in the regime's search_space)"),
+           ((ProgressBar,), "the trials' trainers run without a progress bar (ppgbench shows the run's progress "
+            "itself: --progress)")]
     for entry in entries:
-        if issubclass(import_class(entry["class_path"]), (ModelCheckpoint, LearningRateMonitor, DeviceStatsMonitor)):
-            raise ConfigError(f"trainer.callbacks: {entry['class_path']} needs a logger or checkpoints, which the "
-                              "trial stacks do not have (ppgbench keeps each trial's best weights itself and tracks "
-                              "runs in W&B); remove it")
+        cls = import_class(entry["class_path"])
+        for classes, reason in why:
+            if issubclass(cls, classes):
+                raise ConfigError(f"trainer.callbacks: {entry['class_path']} {reason}; remove it")
 
 
 def model_encoder(model: dict[str, Any] | None) -> dict[str, Any] | None:
