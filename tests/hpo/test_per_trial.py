@@ -28,7 +28,7 @@ from tests.hpo.test_trial_stack import (
     _ctx,
     _search,
 )
-from tests.regimes.neural_helpers import OneThread, datamodule, embeddings
+from tests.regimes.neural_helpers import Killed, OneThread, datamodule, embeddings, kill_on_ask
 
 
 @pytest.fixture(autouse=True)
@@ -119,3 +119,43 @@ def test_a_job_fitted_one_trial_at_a_time_has_the_stacks_winner_metrics_and_pred
             np.testing.assert_allclose(value, alone.predictions[key], rtol=1e-6)
         else:
             assert np.array_equal(value, alone.predictions[key])
+
+
+class KillInFit(Callback):
+    """Raises :class:`Killed` in the first epoch of the ``nth`` trial fit of the process (a kill inside a batch)."""
+
+    fits: list[int] = []
+
+    def __init__(self, nth: int) -> None:
+        self.nth = nth
+
+    def on_train_epoch_end(self, trainer, pl_module) -> None:
+        if trainer.current_epoch == 0:
+            self.fits.append(1)
+            if len(self.fits) == self.nth:
+                raise Killed
+
+
+@pytest.mark.parametrize("where", ["between batches", "inside a trial's fit"])
+def test_a_per_trial_search_killed_and_resumed_is_the_uninterrupted_one(data, tmp_path, monkeypatch, where):
+    """The resumed study replays its sampler (hpo/replay.py): the TPE-sampled second batch is the same."""
+    from ppgbench_pl.hpo.stack_search import StackSearch
+
+    search = SearchSettings(n_trials=4, n_startup_trials=2, max_epochs=2, parallel_trials=2)
+    regime = MLPRegime(search, subject_repeats=1, search_space={"dropout": [0.3], "hidden_dim": [32]})
+    (whole,) = regime.run(_ctx(data, 0, tmp_path / "whole", [NoOp()]))
+    KillInFit.fits = []
+    killer = KillInFit(nth=4 if where != "between batches" else 99)  # trial 3: the 2nd of the 2nd batch
+    original = StackSearch.ask
+    if where == "between batches":
+        kill_on_ask(monkeypatch, 2)
+    with pytest.raises(Killed):
+        regime.run(_ctx(data, 0, tmp_path / "cut", [NoOp(), killer]))
+    monkeypatch.setattr(StackSearch, "ask", original)
+    (resumed,) = regime.run(_ctx(data, 0, tmp_path / "cut", [NoOp()]))
+
+    def trials(outcome):
+        return [{k: v for k, v in t.items() if k != "seconds"} for t in outcome.details["optuna"]["trials"]]
+
+    assert len(trials(whole)) == 4 and trials(resumed) == trials(whole)
+    assert resumed.metrics == whole.metrics and resumed.details["winner"] == whole.details["winner"]
