@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import copy
 import math
-import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -55,12 +54,11 @@ def fresh_copies(callbacks: Sequence[Any]) -> list[Any]:
     return [copy.deepcopy(c) for c in callbacks]
 
 
-def announce(callbacks: Sequence[Any]) -> None:
-    """The run's one line on the slower path (Python shows a warning once per message)."""
+def per_trial_line(callbacks: Sequence[Any]) -> str:
+    """The run's one line on the slower path (the runner prints it once, before any job)."""
     names = ", ".join(type(c).__name__ for c in callbacks if getattr(c, STACK_AWARE, False) is not True)
-    warnings.warn(f"trainer.callbacks {names}: not stack-aware ({STACK_AWARE} = True), so each trial of the mlp "
-                  "and finetune regimes trains in its own Trainer.fit (one fit per trial, slower than the stack)",
-                  stacklevel=2)
+    return (f"trainer.callbacks {names}: not stack-aware ({STACK_AWARE} = True), so each trial of the mlp and "
+            "finetune regimes trains in its own Trainer.fit (one fit per trial, slower than the trial stack)")
 
 
 class TrialModule(TrialStack):

@@ -33,7 +33,7 @@ from ppgbench_pl.hpo.optuna_search import (
     storage_url,
     study_record,
 )
-from ppgbench_pl.hpo.per_trial import announce, fit_each_trial, fresh_copies, per_trial_note, stack_aware
+from ppgbench_pl.hpo.per_trial import fit_each_trial, fresh_copies, per_trial_note, stack_aware
 from ppgbench_pl.hpo.spaces import AGGREGATION_PARAM, build_space
 from ppgbench_pl.hpo.stack_search import StackSearch, StudyPlan, fixed_epochs, snapshot
 from ppgbench_pl.hpo.trial_stack import Slot, TrialStack
@@ -285,7 +285,6 @@ class NeuralRegime(Regime):
         Unless every user callback is stack-aware, each trial is fitted alone (:mod:`~ppgbench_pl.hpo.per_trial`).
         """
         if not stack_aware(ctx.callbacks):
-            announce(ctx.callbacks)
             return fit_each_trial(search, slots or [], self.eval_batch_size,
                                   lambda module: self.fit_module(ctx, module, module.slot.max_epochs,
                                                                  fresh_copies(ctx.callbacks)))

@@ -79,8 +79,7 @@ def test_mlp_trials_fitted_one_by_one_are_the_stacked_trials(data, tmp_path):
     regime = MLPRegime(SEARCH, subject_repeats=REPEATS, search_space=MLP_SPACE, standardize_targets=True)
     stacked = _search(regime, tmp_path / "stacked", data, stacked=True)
     noop = NoOp()
-    with pytest.warns(UserWarning, match="NoOp: not stack-aware"):
-        alone = _search(regime, tmp_path / "alone", data, stacked=True, callbacks=[noop])
+    alone = _search(regime, tmp_path / "alone", data, stacked=True, callbacks=[noop])
     assert sorted(noop.modules) == sorted(f"{k}/{t.number}" for k, ts in stacked.items() for t in ts)
     _assert_search_is_informative(stacked, SEARCH.n_trials)
     _assert_same_search(stacked, alone)

@@ -68,8 +68,7 @@ class RecordedBackbone(BackboneFinetuning):
 def test_backbone_finetuning_freezes_each_trials_encoder_until_its_epoch(data, tmp_path):
     regime = FinetuneRegime(SEARCH, subject_repeats=1, search_space={"batch_size": [16]})
     RecordedBackbone.seen = []
-    with pytest.warns(UserWarning, match="RecordedBackbone: not stack-aware"):
-        details, curves = _run(regime, data, tmp_path / "bf", [RecordedBackbone(unfreeze_backbone_at_epoch=1)])
+    details, curves = _run(regime, data, tmp_path / "bf", [RecordedBackbone(unfreeze_backbone_at_epoch=1)])
     _, plain = _run(regime, data, tmp_path / "plain", [])
     assert details["callbacks"] == ["RecordedBackbone"] and "trial_fits" in details
     expected = [(name, epoch, epoch >= 1, 2 + (epoch >= 1)) for name, curve in curves.items()
@@ -149,7 +148,7 @@ def test_mlp_trial_module_has_an_identity_backbone_and_the_head(data, tmp_path):
 
 
 @pytest.mark.parametrize("regime, yaml", [("finetune", "backbone_finetuning.yaml"), ("mlp", "swa_mlp.yaml")])
-def test_a_stock_callback_from_the_command_line_is_named_in_the_records_and_the_identity(tmp_path, monkeypatch,
+def test_a_stock_callback_from_the_command_line_is_named_in_the_records_and_the_identity(tmp_path, monkeypatch, capsys,
                                                                                          regime, yaml):
     from ppgbench_pl.cli import main
 
@@ -159,6 +158,8 @@ def test_a_stock_callback_from_the_command_line_is_named_in_the_records_and_the_
               "--controls", "[]", "--trainer.accelerator", "cpu", "--progress", "false"]
     main(["fit", "--config", str(ROOT / f"configs/regime_{regime}.yaml"), "--config", str(ROOT / "examples" / yaml),
           "--config", str(ROOT / "configs/budget/smoke.yaml"), "--output_dir", str(tmp_path / "run"), *common])
+    lines = [line for line in capsys.readouterr().err.splitlines() if "not stack-aware" in line]
+    assert len(lines) == 1 and "each trial of the mlp and finetune regimes trains in its own Trainer.fit" in lines[0]
     record = next(r for r in (json.loads(p.read_text()) for p in (tmp_path / "run/jobs").glob("*/results.json"))
                   if r["model"] == "small_cnn")
     name = {"finetune": "BackboneFinetuning", "mlp": "StochasticWeightAveraging"}[regime]
