@@ -65,10 +65,10 @@ __all__ = ["ClassWeighting", "NeuralRegime", "RepeatSearch", "SelectionScorer", 
 class NeuralRegime(Regime):
     """Base of the Optuna-searched regimes; subclasses provide :meth:`make_factory` and their defaults.
 
-    Lightning hooks (of the stack trainer this regime runs, :mod:`ppgbench_pl.hpo.trial_stack`):
-    ``on_train_epoch_end`` scores every trial's validation epoch, reports to Optuna, prunes, and refills the
-    stack from each study (:class:`~ppgbench_pl.hpo.stack_search.StackSearch`); a fixed-length fit (refit)
-    ends its slots at their budget there.
+    Lightning hooks (of the stack trainer this regime runs, :mod:`ppgbench_pl.hpo.trial_stack`, or of each
+    trial's own trainer, :mod:`ppgbench_pl.hpo.per_trial`): ``on_train_epoch_end`` scores every trial's
+    validation epoch, reports to Optuna, prunes, and refills the stack from each study
+    (:class:`~ppgbench_pl.hpo.stack_search.StackSearch`); a fixed-length fit (refit) ends its slots there.
 
     Args:
         search: The Optuna budget (:class:`~ppgbench_pl.hpo.SearchSettings`); unset ``max_epochs`` and
