@@ -36,6 +36,15 @@ REFUSED_TRAINER = {
     "checkpoint_callback": (["--trainer.callbacks", "[{class_path: ppgbench_pl.regimes.MLPRegime}, "
                              "{class_path: lightning.pytorch.callbacks.ModelCheckpoint}]"],
                             "ModelCheckpoint needs a logger or checkpoints"),
+    "tuner_callback": (["--trainer.callbacks", "[{class_path: ppgbench_pl.regimes.MLPRegime}, "
+                        "{class_path: lightning.pytorch.callbacks.LearningRateFinder}]"],
+                       "LearningRateFinder tunes the batch size or learning rate, which are the search's parameters"),
+    "progress_bar_callback": (["--trainer.callbacks", "[{class_path: ppgbench_pl.regimes.MLPRegime}, "
+                               "{class_path: lightning.pytorch.callbacks.TQDMProgressBar}]"],
+                              "TQDMProgressBar the trials' trainers run without a progress bar"),
+    "early_stopping_refit": (["--trainer.callbacks", "[{class_path: ppgbench_pl.regimes.MLPRegime, init_args: "
+                              "{refit: true}}, {class_path: lightning.pytorch.callbacks.EarlyStopping, init_args: "
+                              "{monitor: val_score, mode: max}}]"], "EarlyStopping beside refit: true"),
     "callback_without_trials": (["--trainer.callbacks", "[{class_path: ppgbench_pl.regimes.LinearRegime}, "
                                  "{class_path: lightning.pytorch.callbacks.Timer}]"], "would never run"),
     "not_a_callback": (["--trainer.callbacks", "[{class_path: ppgbench_pl.regimes.LinearRegime}, "

@@ -67,22 +67,31 @@ def test_partial_finetune_callback_runs_in_every_trial_and_changes_the_result(tm
     assert not torch.equal(state["encoder.features.6.weight"], pristine["features.6.weight"])
 
 
-def test_partial_finetune_hook_fires_in_every_trial(tmp_path):
-    from examples.partial_finetune import PartialFinetune
+def test_partial_finetune_freezes_the_early_layers_of_every_trial(tmp_path):
+    """The example knows nothing of the trial stack: each trial's fit freezes its own backbone's early layers."""
+    from examples.partial_finetune import PartialFinetune, parameter_layers
     from ppgbench_pl.encoders.cnn import SmallCNNEncoder
     from ppgbench_pl.hpo.optuna_search import SearchSettings
     from ppgbench_pl.regimes.finetune import FinetuneRegime
     from tests.regimes.neural_helpers import OneThread, context, datamodule
 
-    callback = PartialFinetune(trainable_layers=1)
+    seen: list[tuple[str, int, list[bool]]] = []
+
+    class Recorded(PartialFinetune):
+        def on_train_epoch_end(self, trainer, pl_module):
+            trainable = [any(p.requires_grad for p in m.parameters(recurse=False))
+                         for m in parameter_layers(pl_module.backbone)]
+            seen.append((pl_module.slot.name, trainer.current_epoch, trainable))
+
     with OneThread():
         ctx = context(datamodule(tmp_path / "data"), SmallCNNEncoder(embed_dim=8), "synthetic-hr", tmp_path / "job")
-        ctx.callbacks = [callback]
+        ctx.callbacks = [Recorded(trainable_layers=1)]
         (outcome,) = FinetuneRegime(SearchSettings(n_trials=4, n_startup_trials=4, max_epochs=2, parallel_trials=2),
-                                    search_space={"batch_size": [16, 32]}).run(ctx)
-    expected = {f"{ctx.job_id}/repeat0/{t['number']}": len(t["intermediate_values"])
-                for t in outcome.details["optuna"]["trials"]}
-    assert len(expected) == 4 and callback.epochs_applied == expected
+                                    search_space={"batch_size": [16, 32]}, subject_repeats=1).run(ctx)
+    expected = {(f"{ctx.job_id}/repeat0/{t['number']}", epoch) for t in outcome.details["optuna"]["trials"]
+                for epoch in range(len(t["intermediate_values"]))}
+    assert len({name for name, _ in expected}) == 4 and {(name, epoch) for name, epoch, _ in seen} == expected
+    assert all(trainable[-1] and not any(trainable[:-1]) for _, _, trainable in seen)  # only the last layer learns
 
 
 def test_train_on_ppgbench_folds_runs_and_its_splits_are_the_benchmarks(tmp_path, monkeypatch):

@@ -183,8 +183,9 @@ class BenchmarkRun:
         kept, skipped = evaluable_plan(suite, plan)
         self.looked_at = ({j.task.name for j in plan}, {j.job_id for j in plan})  # for status.json's lists
         if skipped:
-            print(describe_skipped(skipped), file=sys.stderr)
             self.status_extra["skipped_tasks"] = skipped
+        for line in filter(None, (skipped and describe_skipped(skipped), suite.fit_notice())):  # one line each
+            print(line, file=sys.stderr)
         for model, dataset in dict.fromkeys((j.model, j.task.dataset) for j in kept if suite.uses_cache(j)):
             suite.source.check_space(suite.encoders[model], suite.datamodules[dataset])
         return kept

@@ -140,13 +140,13 @@ def _refuse_single_device_flags(settings: dict[str, Any]) -> None:
 def callback_entries(callbacks: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(regimes, other Lightning callbacks) listed under ``trainer.callbacks``.
 
-    Regimes say how each head is chosen and trained; any other callback is attached to every trial's
-    trainer (the neural regimes' stacks) and is part of the run identity.
+    Regimes say how each head is chosen and trained; any other callback runs in every trial of the neural
+    regimes (each trial in a fit of its own unless the callback is stack-aware) and is part of the run identity.
 
     Raises:
         ConfigError: No regime, or an entry that is not a Lightning callback.
     """
-    from lightning.pytorch.callbacks import Callback
+    from lightning.pytorch.callbacks import Callback, EarlyStopping
 
     from ppgbench_pl.benchmark.entries import import_class
     from ppgbench_pl.regimes.base import Regime
@@ -166,6 +166,11 @@ def callback_entries(callbacks: Any) -> tuple[list[dict[str, Any]], list[dict[st
         raise ConfigError("no regime configured: list one under trainer.callbacks "
                           "(e.g. class_path: ppgbench_pl.regimes.LinearRegime)")
     _refuse_logging_callbacks(others)
+    stoppers = [str(o["class_path"]) for o in others if issubclass(import_class(o["class_path"]), EarlyStopping)]
+    if stoppers and any((r.get("init_args") or {}).get("refit") for r in regimes):
+        raise ConfigError(f"trainer.callbacks: {stoppers[0]} beside refit: true: the refit trains the winner for its "
+                          "best epoch count on all outer-training groups, with no validation score to watch; "
+                          "drop one of the two")
     if others and not any(getattr(import_class(r["class_path"]), "trains_trials", False) for r in regimes):
         names = ", ".join(str(o["class_path"]) for o in others)
         raise ConfigError(f"trainer.callbacks: {names} would never run: callbacks attach to the trials of the mlp "
@@ -174,16 +179,32 @@ def callback_entries(callbacks: Any) -> tuple[list[dict[str, Any]], list[dict[st
 
 
 def _refuse_logging_callbacks(entries: list[dict[str, Any]]) -> None:
-    """Refuse, up front, callbacks that need a logger or checkpoints, which no trial stack has (each job failed)."""
-    from lightning.pytorch.callbacks import DeviceStatsMonitor, LearningRateMonitor, ModelCheckpoint
+    """Refuse, up front, the callbacks that cannot work in a trial's fit (each job would fail), with the reason.
+
+    Everything else runs in every trial: per trial in a fit of its own unless it is stack-aware.
+    """
+    from lightning.pytorch.callbacks import (
+        BatchSizeFinder,
+        DeviceStatsMonitor,
+        LearningRateFinder,
+        LearningRateMonitor,
+        ModelCheckpoint,
+        ProgressBar,
+    )
 
     from ppgbench_pl.benchmark.entries import import_class
 
+    why = [((ModelCheckpoint, LearningRateMonitor, DeviceStatsMonitor), "needs a logger or checkpoints, which the "
+            "trials' trainers do not have (ppgbench keeps each trial's best weights itself and tracks runs in W&B)"),
+           ((BatchSizeFinder, LearningRateFinder), "tunes the batch size or learning rate, which are the search's "
+            "parameters (set their values in the regime's search_space)"),
+           ((ProgressBar,), "the trials' trainers run without a progress bar (ppgbench shows the run's progress "
+            "itself: --progress)")]
     for entry in entries:
-        if issubclass(import_class(entry["class_path"]), (ModelCheckpoint, LearningRateMonitor, DeviceStatsMonitor)):
-            raise ConfigError(f"trainer.callbacks: {entry['class_path']} needs a logger or checkpoints, which the "
-                              "trial stacks do not have (ppgbench keeps each trial's best weights itself and tracks "
-                              "runs in W&B); remove it")
+        cls = import_class(entry["class_path"])
+        for classes, reason in why:
+            if issubclass(cls, classes):
+                raise ConfigError(f"trainer.callbacks: {entry['class_path']} {reason}; remove it")
 
 
 def model_encoder(model: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -31,6 +31,7 @@ from ppgbench_pl.data.registry import REAL_DATASETS, get_dataset, get_task
 from ppgbench_pl.datamodules.ppg import DEFAULT_SEEDS, PPGDataModule
 from ppgbench_pl.encoders.base import PPGEncoder
 from ppgbench_pl.errors import ConfigError
+from ppgbench_pl.hpo.per_trial import per_trial_line, stack_aware
 from ppgbench_pl.input_checks import check_accelerator
 from ppgbench_pl.limits import MAX_SAMPLING_RATE, MIN_SAMPLING_RATE
 from ppgbench_pl.regimes.base import JobContext, Regime
@@ -118,6 +119,12 @@ class BenchmarkSuite:
     def callbacks(self) -> list[Callback]:
         """The user's Lightning callbacks, attached to every trial trainer (built once per suite)."""
         return [instantiate(Callback, entry) for entry in self.config.get("callbacks") or []]
+
+    def fit_notice(self) -> str | None:
+        """The run's one line when user callbacks make each trial of a searched regime train in a fit of its own."""
+        if self.callbacks and not stack_aware(self.callbacks) and any(r.trains_trials for r in self.regimes):
+            return per_trial_line(self.callbacks)
+        return None
 
     @cached_property
     def encoder_infos(self) -> list[EncoderInfo]:

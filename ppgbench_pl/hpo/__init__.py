@@ -5,6 +5,8 @@
 * :mod:`~ppgbench_pl.hpo.replay`: a resumed study replays its sampler's asks (the uninterrupted search's draws).
 * :mod:`~ppgbench_pl.hpo.trial_stack`: the LightningModule that trains many trials in one ``Trainer.fit``.
 * :mod:`~ppgbench_pl.hpo.stack_search`: which trials fill the stack; report, prune, refill after each epoch.
+* :mod:`~ppgbench_pl.hpo.per_trial`: each trial a LightningModule (``backbone``, ``head``) in a fit of its own,
+  for callbacks that are not stack-aware (Lightning's own).
 * :mod:`~ppgbench_pl.hpo.shuffle`, :mod:`~ppgbench_pl.hpo.trial_store`: per-trial batches, best weights.
 """
 

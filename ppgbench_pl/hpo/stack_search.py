@@ -92,7 +92,8 @@ class StackSearch:
         self.plans = list(plans)
         self.batches: dict[str, list[TrialRun]] = {}
 
-    def _ask(self, plan: StudyPlan) -> list[Slot]:
+    def ask(self, plan: StudyPlan) -> list[Slot]:
+        """Ask a study's next batch; its runs become the study's current batch."""
         trials = plan.study.ask(plan.space)
         runs = [TrialRun(t, plan.make_slot(plan.key, t.number, t.params)) for t in trials]
         for run in runs:
@@ -102,7 +103,7 @@ class StackSearch:
 
     def first_slots(self) -> list[Slot]:
         """The first batch of every study with trials left."""
-        return [slot for plan in self.plans if plan.study.remaining for slot in self._ask(plan)]
+        return [slot for plan in self.plans if plan.study.remaining for slot in self.ask(plan)]
 
     def unfinished(self) -> int:
         """Trials of every study's budget not finished yet (0 once the fit has run its course)."""
@@ -122,29 +123,32 @@ class StackSearch:
                 continue
             live = [run for run in runs if run.outcome is None]
             for run in live:
-                self._score(plan, run, module)
+                self.score(plan, run, module)
             live = [run for run in live if run.outcome is None]
             for run in live:  # the barrier: every trial of the batch reports this epoch ...
                 run.trial.report(run.best, run.slot.epoch)
             for run in live:  # ... before any asks the pruner, in trial-number order
-                self._decide(plan, run, module)
+                self.decide(plan, run, module)
             if all(run.outcome is not None for run in runs):
-                for run in runs:
-                    assert run.outcome is not None
-                    if run.outcome.state == "complete" and plan.on_complete is not None:
-                        assert run.outcome.value is not None and run.outcome.weights is not None
-                        plan.on_complete(run.trial.number, run.outcome.value, run.outcome.weights)
-                    plan.study.finish(run.trial, run.outcome)
-                if plan.on_told is not None:
-                    plan.on_told()
-                del self.batches[plan.key]
+                self.tell(plan)
                 if plan.study.remaining:
-                    for slot in self._ask(plan):
+                    for slot in self.ask(plan):
                         module.add_slot(slot)
         if not self.batches:
             trainer.should_stop = True
 
-    def _score(self, plan: StudyPlan, run: TrialRun, module: TrialStack) -> None:
+    def tell(self, plan: StudyPlan) -> None:
+        """Tell and store a study's ended batch (complete trials' weights offered first), in trial order."""
+        for run in self.batches.pop(plan.key):
+            assert run.outcome is not None
+            if run.outcome.state == "complete" and plan.on_complete is not None:
+                assert run.outcome.value is not None and run.outcome.weights is not None
+                plan.on_complete(run.trial.number, run.outcome.value, run.outcome.weights)
+            plan.study.finish(run.trial, run.outcome)
+        if plan.on_told is not None:
+            plan.on_told()
+
+    def score(self, plan: StudyPlan, run: TrialRun, module: TrialStack) -> None:
         """Score a training slot's validation epoch; a new best keeps its weights."""
         slot = run.slot
         if slot.state == "training":
@@ -164,7 +168,7 @@ class StackSearch:
                 f"diverged: non-finite training loss or validation score at epoch {slot.epoch + 1}"))
             module.end_slot(slot)
 
-    def _decide(self, plan: StudyPlan, run: TrialRun, module: TrialStack) -> None:
+    def decide(self, plan: StudyPlan, run: TrialRun, module: TrialStack) -> None:
         """Ask the pruner about a reported trial; end it when pruned or at its epoch budget."""
         slot = run.slot
         trained = len(run.history)

@@ -14,13 +14,12 @@ side. What a trial is, is the regime's business (:class:`TrialFactory`): a head 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar
 
 import lightning as L
 import numpy as np
+from lightning.pytorch.callbacks import Callback
 from optuna.trial import FrozenTrial
 
 from ppgbench_pl.errors import ConfigError, DataError
@@ -34,6 +33,7 @@ from ppgbench_pl.hpo.optuna_search import (
     storage_url,
     study_record,
 )
+from ppgbench_pl.hpo.per_trial import fit_each_trial, fresh_copies, per_trial_note, stack_aware
 from ppgbench_pl.hpo.spaces import AGGREGATION_PARAM, build_space
 from ppgbench_pl.hpo.stack_search import StackSearch, StudyPlan, fixed_epochs, snapshot
 from ppgbench_pl.hpo.trial_stack import Slot, TrialStack
@@ -47,6 +47,7 @@ from ppgbench_pl.regimes.base import (
     interrupts_pass_through,
     score_outcome,
 )
+from ppgbench_pl.regimes.repeat_search import RepeatSearch, TrialFactory, redact
 from ppgbench_pl.regimes.search_seeds import PUBLISHED_SEARCH_SEEDS, check_search_seeds, search_rng_seed, seed_search
 from ppgbench_pl.regimes.selection import (
     ClassWeighting,
@@ -61,67 +62,13 @@ __all__ = ["ClassWeighting", "NeuralRegime", "RepeatSearch", "SelectionScorer", 
            "make_targets"]
 
 
-class TrialFactory(Protocol):
-    """What a neural regime builds per repeat: its trials' slots and the winner's predictions."""
-
-    #: The protocol search space (before user overrides and the aggregation parameter).
-    space: dict[str, list[Any]]
-    #: What the regime records with each repeat (mode, device, ...).
-    details: dict[str, Any]
-
-    def slot(self, name: str, params: Mapping[str, Any], seed: int, epochs: int, validate: bool) -> Slot:
-        """A trial's slot: its network, rows (fit part; validation rows if ``validate``), groups, batches."""
-        ...
-
-    def predict(self, params: Mapping[str, Any], weights: dict[str, Any], positions: np.ndarray) -> np.ndarray:
-        """Raw head outputs of a trained network for some view positions."""
-        ...
-
-
-def redact(url: str) -> str:
-    """A storage URL without credentials (it goes into job records)."""
-    return re.sub(r"//[^/@]*@", "//***@", url)
-
-
-@dataclass
-class RepeatSearch:
-    """One search of one job: its repeat's split, targets, selection score, factory and study.
-
-    ``seed`` is the search's random streams' seed (r for search seed 0, :func:`search_rng_seed` otherwise).
-    """
-
-    ctx: JobContext
-    repeat: int
-    seed: int
-    split: Split
-    targets: Targets
-    scorer: SelectionScorer
-    aggregations: tuple[str, ...]
-    factory: TrialFactory
-    url: str = ""
-    storage: Any = None
-    study: PersistentStudy | None = None
-    weights: TrialWeights | None = None
-    search_seed: int = 0
-
-    @property
-    def key(self) -> str:
-        """The study's key in a stack."""
-        return f"{self.ctx.job_id}/repeat{self.repeat}" + (f"/search{self.search_seed}" if self.search_seed else "")
-
-    @property
-    def folder(self) -> str:
-        """The search's folder in the job's work folder (study storage and weights)."""
-        return f"repeat{self.repeat}" + (f"_search{self.search_seed}" if self.search_seed else "")
-
-
 class NeuralRegime(Regime):
     """Base of the Optuna-searched regimes; subclasses provide :meth:`make_factory` and their defaults.
 
-    Lightning hooks (of the stack trainer this regime runs, :mod:`ppgbench_pl.hpo.trial_stack`):
-    ``on_train_epoch_end`` scores every trial's validation epoch, reports to Optuna, prunes, and refills the
-    stack from each study (:class:`~ppgbench_pl.hpo.stack_search.StackSearch`); a fixed-length fit (refit)
-    ends its slots at their budget there.
+    Lightning hooks (of the stack trainer this regime runs, :mod:`ppgbench_pl.hpo.trial_stack`, or of each
+    trial's own trainer, :mod:`ppgbench_pl.hpo.per_trial`): ``on_train_epoch_end`` scores every trial's
+    validation epoch, reports to Optuna, prunes, and refills the stack from each study
+    (:class:`~ppgbench_pl.hpo.stack_search.StackSearch`); a fixed-length fit (refit) ends its slots there.
 
     Args:
         search: The Optuna budget (:class:`~ppgbench_pl.hpo.SearchSettings`); unset ``max_epochs`` and
@@ -223,17 +170,13 @@ class NeuralRegime(Regime):
         """What trains this regime's trials on one split."""
         raise NotImplementedError
 
-    def make_trainer(self, ctx: JobContext, **overrides: Any) -> L.Trainer:
-        """A stack trainer: the run's device settings, the user's callbacks, then this regime (last)."""
-        return ctx.make_trainer([*ctx.callbacks, self], precision=self.precision(ctx), **overrides)
-
     # -- Lightning hooks -------------------------------------------------------------------------
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         """The search step after every epoch: score, report, prune, refill (or end fixed-length slots)."""
         if not isinstance(pl_module, TrialStack):
             return
-        search = getattr(pl_module, "search", None)
-        if isinstance(search, StackSearch):
+        search = getattr(pl_module, "search", None)  # a StackSearch, or per_trial.TrialEpochs of one trial
+        if search is not None:
             search.end_epoch(trainer, pl_module)
         else:
             fixed_epochs(trainer, pl_module)
@@ -324,17 +267,34 @@ class NeuralRegime(Regime):
         return StudyPlan(s.key, study, space, make_slot, score, self.max_epochs, keep_if_best,
                          lambda: store.drop_losers(study.study))
 
+    def fit_module(self, ctx: JobContext, module: TrialStack, max_epochs: int = -1,
+                   callbacks: list[Callback] | None = None) -> None:
+        """``Trainer.fit`` of a stack, or of one trial (``max_epochs``: its budget; ``callbacks``: its own copies).
+
+        The trainer has the run's device settings, the user's callbacks, then this regime (last).
+        """
+        callbacks = ctx.callbacks if callbacks is None else callbacks
+        trainer = ctx.make_trainer([*callbacks, self], precision=self.precision(ctx), max_epochs=max_epochs,
+                                   limit_val_batches=1.0)
+        with frozen_parts_expected(), interrupts_pass_through():
+            trainer.fit(module)
+
     def fit_stack(self, ctx: JobContext, search: StackSearch | None, slots: list[Slot] | None = None) -> None:
-        """One ``Trainer.fit`` of a stack until every study's budget is spent (or every fixed slot ended)."""
+        """One ``Trainer.fit`` of a stack until every study's budget is spent (or every fixed slot ended).
+
+        Unless every user callback is stack-aware, each trial is fitted alone (:mod:`~ppgbench_pl.hpo.per_trial`).
+        """
+        if not stack_aware(ctx.callbacks):
+            return fit_each_trial(search, slots or [], self.eval_batch_size,
+                                  lambda module: self.fit_module(ctx, module, module.slot.max_epochs,
+                                                                 fresh_copies(ctx.callbacks)))
         first = search.first_slots() if search is not None else list(slots or [])
         if not first:
             return
         module = TrialStack(first, eval_batch_size=self.eval_batch_size)
         module.search = search
-        trainer = self.make_trainer(ctx, max_epochs=-1, limit_val_batches=1.0)
         try:
-            with frozen_parts_expected(), interrupts_pass_through():
-                trainer.fit(module)
+            self.fit_module(ctx, module)
             unfinished = len(module.active()) if search is None else search.unfinished()
             if unfinished:  # e.g. a user callback set trainer.should_stop, or a Timer ran out
                 raise SearchFailed(f"{ctx.job_id}: Trainer.fit stopped with {unfinished} trial(s) unfinished (a "
@@ -390,7 +350,7 @@ class NeuralRegime(Regime):
             "selection_metric": s.scorer.metric_name, "loss": targets.loss,
             "class_weight": targets.class_weight, "class_weighting": self.class_weighting,
             "refit": self.refit, "engine": factory.details,
-            "callbacks": [type(c).__name__ for c in ctx.callbacks],
+            "callbacks": [type(c).__name__ for c in ctx.callbacks], **per_trial_note(ctx.callbacks),
             "winner": {"trial": best.number, "value": best.value, "best_epoch": epochs, "weights": source},
             "optuna": {**record, "storage": redact(s.url), "budget": self.search.n_trials,
                        "parallel_trials": self.search.batch, "max_epochs": self.search.epochs},

@@ -79,6 +79,8 @@ def _ctx(setup, fold: int, root: Path, callbacks: list[Callback] | None = None) 
 class EpochLog(Callback):
     """A user callback: the slots that trained in each epoch, read from the stack the trainer fits."""
 
+    ppgbench_stack_aware = True  # it walks the stack's slots
+
     def __init__(self) -> None:
         self.epochs: list[list[str]] = []
         self.starts: list[list[str]] = []
@@ -405,6 +407,8 @@ def test_fixed_slots_train_as_their_own_plain_loop(setup, tmp_path):
 class EvalAtEpochStart(Callback):
     """A user callback that puts every trial's network in eval mode when its epoch starts (a dropout freeze)."""
 
+    ppgbench_stack_aware = True  # it walks the stack's slots
+
     def __init__(self) -> None:
         self.seen: list[bool] = []
 
@@ -429,6 +433,8 @@ def test_a_callbacks_mode_change_at_epoch_start_holds_for_the_epoch(setup, tmp_p
 
 class Interrupt(Callback):
     """A user callback that raises at the end of one epoch (before the search's step: it comes first)."""
+
+    ppgbench_stack_aware = True  # it walks the stack's slots
 
     def __init__(self, epoch: int) -> None:
         self.epoch = epoch

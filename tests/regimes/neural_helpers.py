@@ -55,7 +55,7 @@ def kill_on_ask(monkeypatch, nth: int) -> list:
     """Make the search's ``nth`` ask raise :class:`Killed` (a kill between batches); returns the asks seen."""
     from ppgbench_pl.hpo.stack_search import StackSearch
 
-    original, calls = StackSearch._ask, []
+    original, calls = StackSearch.ask, []
 
     def dies(self, plan):
         calls.append(plan.key)
@@ -63,6 +63,6 @@ def kill_on_ask(monkeypatch, nth: int) -> list:
             raise Killed
         return original(self, plan)
 
-    monkeypatch.setattr(StackSearch, "_ask", dies)
+    monkeypatch.setattr(StackSearch, "ask", dies)
     return calls
 

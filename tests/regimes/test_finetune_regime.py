@@ -219,11 +219,11 @@ def test_resumed_search_gives_each_trial_its_own_head(dm, tmp_path, monkeypatch)
     whole = context(dm, SmallCNNEncoder(embed_dim=8), "synthetic-hr", tmp_path / "whole")
     regime.run(whole)
     killed = context(dm, SmallCNNEncoder(embed_dim=8), "synthetic-hr", tmp_path / "killed")
-    original = StackSearch._ask
+    original = StackSearch.ask
     kill_on_ask(monkeypatch, 2)  # a kill between the first batch and the second
     with pytest.raises(Killed):
         regime.run(killed)
-    monkeypatch.setattr(StackSearch, "_ask", original)
+    monkeypatch.setattr(StackSearch, "ask", original)
     regime.run(killed)  # a new factory: its stream replays trials 0 and 1 before drawing trial 2's head
     for n in range(4):
         (a,), (b,) = heads[f"{whole.job_id}/repeat0/{n}"], heads[f"{killed.job_id}/repeat0/{n}"]

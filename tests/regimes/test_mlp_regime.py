@@ -81,6 +81,8 @@ def test_every_trial_trains_inside_trainer_fit(setup, tmp_path):
     from lightning.pytorch.callbacks import Callback
 
     class CountEpochs(Callback):
+        ppgbench_stack_aware = True  # it walks the stack's slots
+
         def __init__(self):
             self.per_trial, self.fits = {}, 0
 
@@ -108,6 +110,8 @@ def test_a_callback_that_stops_the_fit_early_fails_the_job_instead_of_truncating
     from ppgbench_pl.hpo.optuna_search import SearchFailed
 
     class StopAfterOneEpoch(Callback):
+        ppgbench_stack_aware = True  # in the stack, stopping the fit stops every trial
+
         def on_train_epoch_end(self, trainer, pl_module):
             trainer.should_stop = True
 
@@ -124,7 +128,7 @@ def test_interrupted_search_resumes(setup, tmp_path, monkeypatch):
 
     ctx = _ctx(setup, "synthetic-activity", tmp_path / "job")
     regime = MLPRegime(SearchSettings(n_trials=4, n_startup_trials=2, max_epochs=2))
-    original = StackSearch._ask
+    original = StackSearch.ask
     kill_on_ask(monkeypatch, 3)
     with pytest.raises(Killed):
         regime.run(ctx)
@@ -132,7 +136,7 @@ def test_interrupted_search_resumes(setup, tmp_path, monkeypatch):
     study = optuna.load_study(study_name=f"{ctx.job_id}-repeat0", storage=storage)
     stored = {t.user_attrs["number"]: (t.params, t.value) for t in study.trials}
     assert n_finished(study) == 2 and len(study.trials) == 2  # running trials never reach the storage
-    monkeypatch.setattr(StackSearch, "_ask", original)
+    monkeypatch.setattr(StackSearch, "ask", original)
     (outcome,) = regime.run(ctx)
     trials = outcome.details["optuna"]["trials"]
     assert sum(t["state"] in ("COMPLETE", "PRUNED") for t in trials) == 4 and len(trials) == 4
