@@ -131,11 +131,15 @@ def family_level(alpha: float, tests: int) -> float:
 
 
 def with_adjusted_mdd(frame: Any, alpha: float = ALPHA) -> Any:
-    """summary.csv with ``mdd_adj``: each row's MDD at :func:`family_level` over the rows that have an MDD."""
-    tests = int(np.isfinite(frame["mdd"].to_numpy(dtype=float)).sum())
-    level = family_level(alpha, tests)
-    frame["mdd_adj"] = [adjusted_mdd_at(float(m), int(j), level, alpha)
-                        for m, j in zip(frame["mdd"], frame["n_folds"], strict=True)]
+    """summary.csv with ``mdd_adj``: each row's MDD at :func:`family_level` over its regime's rows with an MDD.
+
+    The family is one regime's table (the cells a paper's table compares), so the rows of one regime do not
+    change when another regime's results join the folder.
+    """
+    has_mdd = np.isfinite(frame["mdd"].to_numpy(dtype=float))
+    tests = {regime: int(has_mdd[(frame["regime"] == regime).to_numpy()].sum()) for regime in set(frame["regime"])}
+    frame["mdd_adj"] = [adjusted_mdd_at(float(m), int(j), family_level(alpha, tests[r]), alpha)
+                        for m, j, r in zip(frame["mdd"], frame["n_folds"], frame["regime"], strict=True)]
     return frame
 
 

@@ -81,15 +81,14 @@ def test_a_regimes_outcome_carries_them() -> None:
 def test_a_regression_cls_baseline_fits_the_record_schema() -> None:
     """The constant baseline of the task (a record's ``baseline``) holds per-target lists; the record schema
     allows them (it allowed numbers and strings only, so ECSMP emotion records did not validate)."""
-    import json
-    from pathlib import Path
 
     import jsonschema
 
     from ppgbench_pl.atomic_io import json_safe
     from ppgbench_pl.probes.constant import constant_predictions
+    from ppgbench_pl.results.schemas import load
 
-    schema = json.loads((Path(__file__).parents[2] / "docs/schema/results.schema.json").read_text())
+    schema = load("results.schema.json")
     groups = np.array(["a", "b", "c", "d", "e"])
     baseline = fold_metrics("regression_cls", Y, constant_predictions("regression_cls", "window", Y, groups, len(Y)))
     assert isinstance(baseline["r2_per_target"], list)
