@@ -47,7 +47,7 @@ from ppgbench_pl.regimes.base import (
     interrupts_pass_through,
     score_outcome,
 )
-from ppgbench_pl.regimes.repeat_search import RepeatSearch, TrialFactory, redact
+from ppgbench_pl.regimes.repeat_search import RepeatSearch, TrialFactory, one_device, redact
 from ppgbench_pl.regimes.search_seeds import PUBLISHED_SEARCH_SEEDS, check_search_seeds, search_rng_seed, seed_search
 from ppgbench_pl.regimes.selection import (
     ClassWeighting,
@@ -145,22 +145,8 @@ class NeuralRegime(Regime):
         return self.search.epochs
 
     def check_trainer(self, trainer_kwargs: dict[str, Any]) -> None:
-        """A stack trains on one device in this process: several devices or a process-launching strategy are refused.
-
-        The search state (Optuna studies, best weights) lives in the fitting process and the width comes from
-        the studies, so data parallelism across devices has nothing to add and a spawned process would take
-        the search with it.
-        """
-        strategy = str(trainer_kwargs.get("strategy") or "auto")
-        if strategy not in ("auto", "single_device"):
-            raise ConfigError(f"trainer.strategy {strategy}: the {self.name} regime trains its trials as one stack "
-                              "on one device in this process; leave trainer.strategy out (auto)")
-        devices = trainer_kwargs.get("devices", 1)
-        if devices in ("auto", -1, "-1") or (isinstance(devices, int) and devices > 1) or (
-                isinstance(devices, list) and len(devices) > 1):
-            raise ConfigError(f"trainer.devices {devices!r}: the {self.name} regime trains its trials as one "
-                              "stack on one device; set trainer.devices: 1 (use an executor with one GPU per "
-                              "worker to use several)")
+        """A stack trains on one device in this process (:func:`~ppgbench_pl.regimes.repeat_search.one_device`)."""
+        one_device(self.name, trainer_kwargs)
 
     def precision(self, ctx: JobContext) -> str:
         """The stack trainer's precision (``trainer.precision`` when given)."""

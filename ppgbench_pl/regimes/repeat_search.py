@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from ppgbench_pl.errors import ConfigError
 from ppgbench_pl.hpo.optuna_search import PersistentStudy
 from ppgbench_pl.hpo.trial_stack import Slot
 from ppgbench_pl.hpo.trial_store import TrialWeights
@@ -72,3 +73,25 @@ class RepeatSearch:
     def folder(self) -> str:
         """The search's folder in the job's work folder (study storage and weights)."""
         return f"repeat{self.repeat}" + (f"_search{self.search_seed}" if self.search_seed else "")
+
+
+def one_device(regime: str, trainer_kwargs: dict[str, Any]) -> None:
+    """A stack trains on one device in this process: several devices or a process-launching strategy are refused.
+
+    The search state (Optuna studies, best weights) lives in the fitting process and the width comes from
+    the studies, so data parallelism across devices has nothing to add and a spawned process would take
+    the search with it.
+
+    Raises:
+        ConfigError: ``trainer.strategy`` or ``trainer.devices`` asks for more than one device or process.
+    """
+    strategy = str(trainer_kwargs.get("strategy") or "auto")
+    if strategy not in ("auto", "single_device"):
+        raise ConfigError(f"trainer.strategy {strategy}: the {regime} regime trains its trials as one stack "
+                          "on one device in this process; leave trainer.strategy out (auto)")
+    devices = trainer_kwargs.get("devices", 1)
+    if devices in ("auto", -1, "-1") or (isinstance(devices, int) and devices > 1) or (
+            isinstance(devices, list) and len(devices) > 1):
+        raise ConfigError(f"trainer.devices {devices!r}: the {regime} regime trains its trials as one "
+                          "stack on one device; set trainer.devices: 1 (use an executor with one GPU per "
+                          "worker to use several)")
