@@ -82,7 +82,12 @@ def check(result: tuple[int, str, str], code: int, pattern: str) -> str:
 @pytest.fixture(scope="module")
 def base(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """A processed root, a finished one-job run folder and its config, shared by the module."""
-    folder = tmp_path_factory.mktemp("bad_input")
+    return make_base(tmp_path_factory, "bad_input")
+
+
+def make_base(tmp_path_factory: pytest.TempPathFactory, name: str) -> dict[str, Path]:
+    """A processed root, a one-job run folder with a cache of its own, and its config (a module fixture's)."""
+    folder = tmp_path_factory.mktemp(name)
     root, out = folder / "data", folder / "run"
     path = write_config(folder / "config.yaml", config(root, out))
     with pytest.MonkeyPatch.context() as patch:  # its own cache: a module fixture runs before the per-test one

@@ -22,21 +22,15 @@ import pytest
 from ppgbench_pl.benchmark.cache import EmbeddingCache
 from ppgbench_pl.benchmark.cache_owner import MARKER
 from ppgbench_pl.benchmark.cache_store import entries, evict
-from tests.bad_input.test_corpus import _one_class, check, config, copy_root, copy_run, fit
-from tests.benchmark.helpers import VOLATILE, record_files, records, run, status, tree, write_config
+from tests.bad_input.test_corpus import _one_class, check, copy_root, copy_run, fit, make_base
+from tests.benchmark.helpers import VOLATILE, record_files, records, status, tree
 from tests.cli_helpers import run_cli
 
 
 @pytest.fixture(scope="module")
 def base(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """This module's own one-job run: tests/bad_input/test_corpus.py damages its shared cache on purpose."""
-    folder = tmp_path_factory.mktemp("bad_input30")
-    root, out = folder / "data", folder / "run"
-    path = write_config(folder / "config.yaml", config(root, out))
-    with pytest.MonkeyPatch.context() as patch:  # its own cache: a module fixture runs before the per-test one
-        patch.setenv("PPGBENCH_CACHE_DIR", str(folder / "cache"))
-        assert run(["--config", str(path)], "fit") == 0
-    return {"folder": folder, "root": root, "run": out, "config": path}
+    return make_base(tmp_path_factory, "bad_input30")
 
 
 def _subject(root: Path) -> Path:
