@@ -66,7 +66,7 @@ DEFAULTS: dict[str, tuple[float, float]] = {
     "logistic": (0.15, 9e-8),
     "rf": (0.04, 4e-8),
     "rf_tree": (0.0, 1e-3),
-    "mlp": (0.2, 2.1e-5),
+    "mlp": (0.3, 2.1e-5),
     "finetune": (0.1, 0.04),
 }
 #: Encoder throughput (windows/s: inference, training) assumed when an encoder was not measured.

@@ -22,7 +22,6 @@ from typing import Any, TextIO
 
 from ppgbench_pl.hpo.search_events import EpochEvent, listen, unlisten
 
-
 #: Seconds between two lines of the line log (a log file's progress) when not 5 % more of the plan is done.
 LINE_EVERY_S = 60.0
 
@@ -150,7 +149,9 @@ class Progress:
         if not self.enabled:
             return
         if self.bar is not None:
-            self.bar.set_description_str(self.line().split(",")[1].strip() if self.cost else "jobs", refresh=True)
+            trials = self.cost.trials if self.cost is not None else 0
+            self.bar.set_description_str(f"jobs (trials {self.trials}/{trials}, trial-epochs {self.trial_epochs})"
+                                         if trials else "jobs", refresh=True)
             return
         now = time.monotonic()
         if force or now - self.last_time >= self.every_s:

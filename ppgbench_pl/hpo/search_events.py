@@ -2,11 +2,11 @@
 
 A stacked search runs for minutes to hours inside one job, so a display that counts only jobs stands
 still while trials train. :meth:`~ppgbench_pl.hpo.stack_search.StackSearch.end_epoch` calls
-:func:`epoch_ended` once per stack epoch; a listener (the run's progress line,
-:mod:`ppgbench_pl.benchmark.progress`) registered with :func:`listen` (or :func:`listening`) hears how many trial-epochs that
-epoch trained and how many trials each search has finished. Nothing is kept when nobody listens, and a
-listener's error never reaches the search (a display must not fail a job). Searches in another process
-(the process pool, a cluster) are not heard here: their progress stays per job.
+:func:`epoch_ended` once per stack epoch; a listener registered with :func:`listen` (the run's progress
+line, :mod:`ppgbench_pl.benchmark.progress`) hears how many trial-epochs that epoch trained and how many
+trials each search has finished. Nothing is read when nobody listens, and a listener's error never
+reaches the search (a display must not fail a job). Searches in another process (the process pool, a
+cluster) are not heard here: their progress stays per job.
 """
 
 from __future__ import annotations
