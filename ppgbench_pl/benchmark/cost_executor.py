@@ -40,8 +40,10 @@ def job_threads(entry: dict[str, Any]) -> int:
     if name == "local":
         env = os.environ.get("OMP_NUM_THREADS", "")
         return max(int(env), 1) if env.isdigit() else cores
+    if isinstance(args.get("threads_per_worker"), int):
+        return max(int(args["threads_per_worker"]), 1)
     if name == "process":
-        return int(args.get("threads_per_worker") or max(1, cores // max(int(args.get("workers") or 1), 1)))
+        return max(1, cores // max(int(args.get("workers") or 1), 1))
     params = args.get("parameters") or {}
     cpus = params.get("cpus_per_task") or params.get("slurm_cpus_per_task") if isinstance(params, dict) else None
     return int(cpus) if isinstance(cpus, int) else 1

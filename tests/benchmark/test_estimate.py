@@ -164,3 +164,15 @@ def test_the_api_dry_run_prints_the_estimate_and_writes_nothing(engine_root, tmp
     printed = capsys.readouterr().out
     assert result is None and "1 jobs planned" in printed and "UNCALIBRATED" in printed and "total" in printed
     assert tree(out) == {}
+
+
+def test_searched_jobs_at_several_threads_cost_the_thread_factor_more(engine_root, tmp_path, monkeypatch):
+    model = CostModel("test", calibrated=True, coefficients={**DEFAULTS, "mlp": (0.5, 1e-6)}, thread_factor=10.0)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    one, est = _estimate(engine_root, tmp_path, 10, model)
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    two, est2 = _estimate(engine_root, tmp_path, 10, model)
+    assert est.threads == 1 and est2.threads == 2 and two["linear"] == one["linear"]
+    jobs = 2  # the per-job cost stays, the work is 10x
+    assert two["mlp"] - jobs * 0.5 == pytest.approx(10 * (one["mlp"] - jobs * 0.5))
+    assert any("2 torch thread(s) each: 10x" in a and "OMP_NUM_THREADS=1" in a for a in est2.assumptions)

@@ -72,3 +72,35 @@ def test_jobs_are_grouped_into_stacks_as_the_runner_groups_them():
             job("l1", "hr", 1, "lin")]
     assert stack_groups(jobs) == {"a0": 3, "a1": 3, "a2": 3, "b0": 1, "l0": 1, "l1": 1}
     assert stack_groups([job(f"x{i}", "hr", 2) for i in range(5)]) == {"x0": 2, "x1": 2, "x2": 2, "x3": 2, "x4": 1}
+
+
+def test_jobs_threads_follow_the_executor_and_omp_num_threads(monkeypatch):
+    import os
+
+    from ppgbench_pl.benchmark.cost_executor import job_threads
+
+    local = {"class_path": "ppgbench_pl.benchmark.executors.LocalExecutor"}
+    process = {"class_path": "ppgbench_pl.benchmark.executors.ProcessExecutor", "init_args": {"workers": 2}}
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert job_threads(local) == 1
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    assert job_threads(local) == (os.cpu_count() or 1)
+    assert job_threads(process) == max(1, (os.cpu_count() or 1) // 2)
+    assert job_threads({**process, "init_args": {"workers": 2, "threads_per_worker": 3}}) == 3
+
+
+def test_the_embedding_size_is_read_from_the_config_or_class_before_it_is_assumed():
+    from ppgbench_pl.benchmark.cost_model import CostModel
+    from ppgbench_pl.benchmark.estimate import declared_dim, embed_dim
+
+    model = CostModel("test")
+    assert declared_dim({"class_path": "ppgbench_pl.encoders.cnn.SmallCNNEncoder"}) == (
+        64, "embed_dim default of SmallCNNEncoder")
+    custom = {"class_path": "ppgbench_pl.encoders.custom.CustomEncoder",
+              "init_args": {"module": {"class_path": "torch.nn.Linear", "init_args": {"in_features": 640,
+                                                                                   "out_features": 32}}}}
+    assert embed_dim(custom, model) == (32, "config")
+    custom["init_args"]["module"]["init_args"] = {}
+    assert embed_dim(custom, model) == (512, "assumed")  # nothing states it: said as assumed
+    custom["init_args"]["embed_dim"] = 96
+    assert embed_dim(custom, model) == (96, "config")
