@@ -26,7 +26,14 @@ from ppgbench_pl.benchmark.cost_model import (
     stack_units,
 )
 from ppgbench_pl.benchmark.cost_sizes import TaskSize, task_size
-from ppgbench_pl.benchmark.search_cost import SearchWork, hyperband_epochs, regime_search_work
+from ppgbench_pl.benchmark.search_cost import (
+    FEW_VALIDATION_SUBJECTS,
+    SearchWork,
+    few_validation_subjects,
+    hyperband_epochs,
+    regime_search_work,
+    stack_groups,
+)
 from ppgbench_pl.regimes.search_seeds import searches_per_job
 
 #: Seconds assumed per job of a regime the cost model does not know (a user's own callback).
@@ -173,21 +180,6 @@ def declared_dim(entry: Any) -> tuple[int, str] | None:
     return None
 
 
-def stack_groups(pending: Sequence[Any]) -> dict[str, int]:
-    """Job id -> jobs in its stack group, grouped as the runner groups them (``benchmark.groups.job_groups``)."""
-    groups: list[list[str]] = []
-    open_groups: dict[tuple[str, str, str], list[str]] = {}
-    for job in pending:
-        size = int(getattr(job.regime, "stack_jobs", 1) or 1)
-        key = (job.model_name, job.task.name, job.regime.name)
-        group = open_groups.get(key)
-        if size <= 1 or group is None or len(group) >= size:
-            group = open_groups[key] = []
-            groups.append(group)
-        group.append(job.job_id)
-    return {jid: len(group) for group in groups for jid in group}
-
-
 def estimate_plan(suite: Any, pending: Sequence[Any], executor: dict[str, Any], model: CostModel,
                   read_tree: bool = True) -> Estimate:
     """The estimate of running ``pending`` (jobs of ``suite``'s dry plan) with ``executor`` on this machine."""
@@ -208,7 +200,9 @@ def estimate_plan(suite: Any, pending: Sequence[Any], executor: dict[str, Any], 
         size, (d, _) = sizes[key], embed_dim(entries[job.model], model)
         infer, train, _ = model.throughput(encoder_key(entries[job.model]))
         kind = regime_kind(job.regime, job.task, info.trainable)
-        work = regime_search_work(job.regime, job.task, groups[job.job_id]) if kind in ("mlp", "finetune") else None
+        tied = few_validation_subjects(job.task, size.groups, dm.n_folds)
+        work = regime_search_work(job.regime, job.task, groups[job.job_id], tied) if kind in ("mlp", "finetune") \
+            else None
         units = job_units(kind, job.regime, size, d, (dm.n_folds, dm.n_inner_folds), (infer, train), work)
         seconds = model.job_seconds(kind, units) if kind != "other" else OTHER_JOB_S
         if kind == "rf":  # each tree's own fixed cost, beside the work that grows with rows and depth
@@ -236,6 +230,13 @@ def estimate_plan(suite: Any, pending: Sequence[Any], executor: dict[str, Any], 
                    "under load") + "; torch's threads spin-wait around the stack's tiny steps); OMP_NUM_THREADS=1 "
                 "or --executor process (one thread per worker on a small machine) avoids it"
                 if est.threads > 1 else ""))
+    few = sorted({j.task.name for j in pending if hasattr(j.regime, "search") and few_validation_subjects(
+        j.task, sizes[(j.task.dataset, float(infos[j.model].sampling_rate), j.task.name)].groups, suite.datamodules[
+            j.task.dataset].n_folds)})
+    if few:
+        est.assumptions.append(f"{', '.join(few)}: fewer than {FEW_VALIDATION_SUBJECTS} validation subjects, so the "
+                               "subject-level scores tie at the top and Hyperband prunes few trials (87 % assumed to "
+                               "train every epoch, as measured on synthetic stiffness)")
     if any(j.kind == "rf" and j.gpu for j in est.jobs):
         est.assumptions.append("rf on cuML: scikit-learn's coefficients on the GPU column, an upper bound")
     return est

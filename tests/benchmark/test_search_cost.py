@@ -6,13 +6,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from ppgbench_pl.benchmark.estimate import stack_groups
 from ppgbench_pl.benchmark.search_cost import (
     epochs_distribution,
     hyperband_epochs,
     longest_of,
     regime_search_work,
     search_work,
+    stack_groups,
 )
 
 
@@ -104,3 +104,15 @@ def test_the_embedding_size_is_read_from_the_config_or_class_before_it_is_assume
     assert embed_dim(custom, model) == (512, "assumed")  # nothing states it: said as assumed
     custom["init_args"]["embed_dim"] = 96
     assert embed_dim(custom, model) == (96, "config")
+
+
+def test_few_validation_subjects_make_scores_tie_and_trials_train_longer():
+    from ppgbench_pl.benchmark.search_cost import TIED_COMPLETE, few_validation_subjects
+
+    subject, window = SimpleNamespace(level="subject"), SimpleNamespace(level="window")
+    assert few_validation_subjects(subject, 30, 5)  # 30 x 4/5 x 20 % = 4.8 validation subjects
+    assert not few_validation_subjects(subject, 219, 5) and not few_validation_subjects(window, 30, 5)
+    tied = search_work(48, 25, 1, 3, parallel_trials=1, studies_per_job=3, jobs=1, tied=True)
+    assert tied.trial_epochs == pytest.approx(144 * (25 * TIED_COMPLETE + 2 * (1 - TIED_COMPLETE)))
+    # measured on synthetic stiffness: 3,183 and 3,157 trial-epochs per job of 144 trials
+    assert 3157 / 1.5 < tied.trial_epochs < 3183 * 1.5
