@@ -50,7 +50,7 @@ FORMAT = 2
 #: more than one thread on the CPU (the local executor's default: every core).
 DEFAULT_THREAD_FACTOR = 14.0
 #: A trial-epoch's fixed cost (the slot's step and scoring overhead) in each searched kind's units: measured
-#: at 1 thread on the synthetic dataset, about 6 ms a trial-epoch beside 0.021 ms per row (mlp, 64-d).
+#: at 1 thread on the synthetic dataset, about 7 ms a trial-epoch beside 0.025 ms per row (mlp, 64-d).
 TRIAL_EPOCH_UNITS: dict[str, float] = {"mlp": 300.0, "finetune": 0.0}
 #: A stack epoch's fixed cost in each searched kind's units (rows x width for ``mlp``, encoder seconds for
 #: ``finetune``), so one slope prices both parts; the ratio of the two costs measured on the synthetic
@@ -66,8 +66,8 @@ DEFAULTS: dict[str, tuple[float, float]] = {
     "logistic": (0.15, 9e-8),
     "rf": (0.04, 4e-8),
     "rf_tree": (0.0, 1e-3),
-    "mlp": (0.3, 2.1e-5),
-    "finetune": (0.1, 0.04),
+    "mlp": (0.25, 2.5e-5),
+    "finetune": (0.1, 0.03),
 }
 #: Encoder throughput (windows/s: inference, training) assumed when an encoder was not measured.
 DEFAULT_THROUGHPUT = (400.0, 100.0)
