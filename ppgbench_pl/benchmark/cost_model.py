@@ -58,11 +58,12 @@ TRIAL_EPOCH_UNITS: dict[str, float] = {"mlp": 300.0, "finetune": 0.0}
 STACK_EPOCH_UNITS: dict[str, float] = {"mlp": 0.0, "finetune": 0.0}
 
 #: (intercept s, slope s per unit) per kind, uncalibrated: one ``ppgbench calibrate`` of the project's 2-core
-#: CI machine (AMD EPYC, 1 thread, 2026-12-02; docs/performance.md), rounded; ``mlp`` and ``finetune`` measured
-#: again there on 2026-12-06 at 1 thread (the published MLP search and the smoke budget on the synthetic dataset,
-#: machine load 5-8 from other processes: CPU seconds, not wall). Labelled "uncalibrated" wherever used.
+#: CI machine (AMD EPYC, 1 thread, 2026-12-02; docs/performance.md), rounded; ``mlp`` and ``finetune`` (and the
+#: ridge per-job cost) measured again there on 2026-12-06 at 1 thread (the published MLP search, the smoke budget
+#: and the quickstart on the synthetic dataset, machine load 2-8 from other processes: CPU seconds, not wall).
+#: Labelled "uncalibrated" wherever used.
 DEFAULTS: dict[str, tuple[float, float]] = {
-    "ridge": (0.04, 2.6e-11),
+    "ridge": (0.08, 2.6e-11),
     "logistic": (0.15, 9e-8),
     "rf": (0.04, 4e-8),
     "rf_tree": (0.0, 1e-3),
