@@ -57,15 +57,3 @@ def on_gpu(trainer_kwargs: dict[str, Any]) -> bool:
     import torch
 
     return accelerator in ("gpu", "cuda", "auto") and torch.cuda.is_available()
-
-
-def oversubscribed() -> tuple[float, bool]:
-    """(1-minute load now, whether it exceeds the cores by more than one): when torch's threads spin-wait costly.
-
-    Measured on the 2-core machine: two threads cost 1.3-1.5x the CPU of one at load 3, 10-33x at load 5-8.
-    """
-    try:
-        load = os.getloadavg()[0]
-    except OSError:  # not every platform has it: assume the machine to itself
-        return 0.0, False
-    return load, load > (os.cpu_count() or 1) + 1

@@ -47,8 +47,7 @@ FORMAT = 2
 #: 2-core machine shared by other processes, load 5-8: 13x for the published MLP search, 14x for a 4-trial one;
 #: 33x at load 8). Torch's thread pool spin-waits around the stack's tiny per-step kernels, so a second
 #: thread costs more CPU than it saves; ``ppgbench calibrate`` measures it. Used when a run's jobs get
-#: more than one thread on the CPU (the local executor's default: every core) and the machine's load exceeds
-#: its cores by more than one (at load 3 on 2 cores two threads cost only 1.3-1.5x; ``cost_executor.oversubscribed``).
+#: more than one thread on the CPU (the local executor's default: every core).
 DEFAULT_THREAD_FACTOR = 14.0
 #: A trial-epoch's fixed cost (the slot's step and scoring overhead) in each searched kind's units: measured
 #: at 1 thread on the synthetic dataset, about 7 ms a trial-epoch beside 0.025 ms per row (mlp, 64-d).

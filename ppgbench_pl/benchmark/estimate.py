@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ppgbench_pl.benchmark.cost_executor import executor_slots, job_threads, on_gpu, oversubscribed
+from ppgbench_pl.benchmark.cost_executor import executor_slots, job_threads, on_gpu
 from ppgbench_pl.benchmark.cost_model import (
     DEFAULT_EMBED_DIM,
     CostModel,
@@ -188,7 +188,6 @@ def estimate_plan(suite: Any, pending: Sequence[Any], executor: dict[str, Any], 
     est.startup_s = model.startup_s
     est.processes = 1 + (0 if est.executor == "local" else min(est.slots, len(pending)))
     gpu, est.threads = on_gpu(suite.trainer_kwargs), job_threads(executor)
-    load, busy = oversubscribed()
     entries, infos = suite.config["encoders"], suite.encoder_infos
     sizes: dict[tuple[str, float, str], TaskSize] = {}
     passes: dict[tuple[int, str], int] = {}
@@ -209,7 +208,7 @@ def estimate_plan(suite: Any, pending: Sequence[Any], executor: dict[str, Any], 
         if kind == "rf":  # each tree's own fixed cost, beside the work that grows with rows and depth
             seconds += model.job_seconds("rf_tree", trees_fitted(job.regime, dm.n_inner_folds))
         on_device = gpu and (kind in ("mlp", "finetune") or (kind == "rf" and job.regime.backend() == "cuml"))
-        if work is not None and not on_device and est.threads > 1 and busy:  # threads spin-wait (cost_model)
+        if work is not None and not on_device and est.threads > 1:  # threads spin-wait in the steps (cost_model)
             fixed = model.job_seconds(kind, 0.0)
             seconds = fixed + (seconds - fixed) * model.thread_factor
         est.jobs.append(JobCost(job.regime.name, kind, seconds, on_device, *(
@@ -226,13 +225,11 @@ def estimate_plan(suite: Any, pending: Sequence[Any], executor: dict[str, Any], 
     if any(j.trials and not j.gpu for j in est.jobs):
         est.assumptions.append(
             f"searched jobs at {est.threads} torch thread(s) each" + (
-                f", load now {load:.1f} on {os.cpu_count() or 1} cores: " + (
-                    f"{model.thread_factor:.0f}x the CPU time of one thread (" + (
-                        "measured by ppgbench calibrate" if model.calibrated else "measured 10-33x on the 2-core "
-                        "CI machine at load 5-8") + "; torch's threads spin-wait around the stack's tiny steps)"
-                    if busy else "as one thread (measured 1.3-1.5x at load 3; 10-33x once the machine is "
-                    "oversubscribed)") + "; OMP_NUM_THREADS=1 or --executor process (one thread per worker on a "
-                "small machine) avoids the risk" if est.threads > 1 else ""))
+                f": {model.thread_factor:.0f}x the CPU time of one thread ("
+                + ("measured by ppgbench calibrate" if model.calibrated else "measured on the 2-core CI machine "
+                   "under load") + "; torch's threads spin-wait around the stack's tiny steps); OMP_NUM_THREADS=1 "
+                "or --executor process (one thread per worker on a small machine) avoids it"
+                if est.threads > 1 else ""))
     few = sorted({j.task.name for j in pending if hasattr(j.regime, "search") and few_validation_subjects(
         j.task, sizes[(j.task.dataset, float(infos[j.model].sampling_rate), j.task.name)].groups, suite.datamodules[
             j.task.dataset].n_folds)})

@@ -167,11 +167,7 @@ def test_the_api_dry_run_prints_the_estimate_and_writes_nothing(engine_root, tmp
 
 
 def test_searched_jobs_at_several_threads_cost_the_thread_factor_more(engine_root, tmp_path, monkeypatch):
-    import os
-
     model = CostModel("test", calibrated=True, coefficients={**DEFAULTS, "mlp": (0.5, 1e-6)}, thread_factor=10.0)
-    cores = os.cpu_count() or 1
-    monkeypatch.setattr(os, "getloadavg", lambda: (cores + 3.0, 0.0, 0.0))  # oversubscribed: threads spin-wait
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     one, est = _estimate(engine_root, tmp_path, 10, model)
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
@@ -179,7 +175,4 @@ def test_searched_jobs_at_several_threads_cost_the_thread_factor_more(engine_roo
     assert est.threads == 1 and est2.threads == 2 and two["linear"] == one["linear"]
     jobs = 2  # the per-job cost stays, the work is 10x
     assert two["mlp"] - jobs * 0.5 == pytest.approx(10 * (one["mlp"] - jobs * 0.5))
-    assert any("2 torch thread(s) each" in a and "10x" in a and "OMP_NUM_THREADS=1" in a for a in est2.assumptions)
-    monkeypatch.setattr(os, "getloadavg", lambda: (0.5, 0.0, 0.0))  # a quiet machine: a second thread is cheap
-    quiet, est3 = _estimate(engine_root, tmp_path, 10, model)
-    assert quiet["mlp"] == pytest.approx(one["mlp"]) and any("as one thread" in a for a in est3.assumptions)
+    assert any("2 torch thread(s) each: 10x" in a and "OMP_NUM_THREADS=1" in a for a in est2.assumptions)
