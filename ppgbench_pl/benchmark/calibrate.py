@@ -12,6 +12,7 @@ the budget. Encoder throughput (inference and training windows per second) is me
 
 from __future__ import annotations
 
+import os
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
@@ -22,7 +23,14 @@ from typing import Any
 
 import numpy as np
 
-from ppgbench_pl.benchmark.cost_model import KINDS, CostModel, encoder_key, fit_line, machine_description
+from ppgbench_pl.benchmark.cost_model import (
+    KINDS,
+    CostModel,
+    encoder_key,
+    fit_line,
+    machine_description,
+    stack_units,
+)
 from ppgbench_pl.benchmark.estimate import forest_units, mlp_width, on_gpu, trees_fitted
 
 CNN_ENTRY = {"class_path": "ppgbench_pl.encoders.cnn.SmallCNNEncoder"}
@@ -46,11 +54,12 @@ class Setting:
     batches: int = 3
     kinds: tuple[str, ...] = KINDS
     startup: bool = True  # time a fresh process importing the engine (seconds; the tests skip it)
+    thread_factor: bool = True  # time the small MLP job again at every core's thread (the tests skip it)
 
 
 #: A few seconds: what the tests run (two kinds, tiny sizes).
 TINY = Setting(sizes=((6, 8), (8, 16)), dims=(16, 48), mlp=((1, 1), (2, 3)), finetune=((1, 1), (1, 2)),
-               rf_trees=(5,), batches=1, kinds=("ridge", "mlp"), startup=False)
+               rf_trees=(5,), batches=1, kinds=("ridge", "mlp"), startup=False, thread_factor=False)
 
 
 @contextmanager
@@ -97,11 +106,22 @@ def regimes(setting: Setting, size: int) -> dict[str, tuple[str, dict[str, Any]]
 
 def trial_epochs(record: dict[str, Any]) -> int:
     """Epochs trained by every trial of a neural job's searches, counted from its record."""
-    total = 0
+    return sum(sum(_study_epochs(result)) for result in record.get("results") or [])
+
+
+def _study_epochs(result: dict[str, Any]) -> list[int]:
+    """Epochs of each trial of one repeat's study, in trial order."""
+    trials = sorted(((result.get("optuna") or {}).get("trials") or []), key=lambda t: t.get("number", 0))
+    return [len(t.get("intermediate_values") or {}) for t in trials]
+
+
+def stack_epochs(record: dict[str, Any], batch: int) -> int:
+    """Epochs of a job's stacked fit: its longest study, each batch of ``batch`` trials lasting its longest."""
+    longest = 0
     for result in record.get("results") or []:
-        for trial in ((result.get("optuna") or {}).get("trials") or []):
-            total += len(trial.get("intermediate_values") or {})
-    return total
+        epochs = _study_epochs(result)
+        longest = max(longest, sum(max(epochs[i:i + batch]) for i in range(0, len(epochs), batch)))
+    return longest
 
 
 def measure_encoder(encoder: Any, window_s: float, batches: int, device: str, batch_size: int = 64) -> dict[str, Any]:
@@ -151,10 +171,10 @@ def _units(kind: str, record: dict[str, Any], n: int, d: int, classes: int, regi
         return 4 * n * d * classes
     if kind == "rf":
         return 4 * forest_units(regime, n, d)
-    epochs = trial_epochs(record)
+    epochs, stack = trial_epochs(record), stack_epochs(record, int(regime.search.batch))
     if kind == "mlp":
-        return epochs * n * mlp_width(d)
-    return epochs * (0.8 * n / cnn["training_per_s"] + 0.2 * n / cnn["inference_per_s"])
+        return stack_units(kind, epochs, stack, n * mlp_width(d))
+    return stack_units(kind, epochs, stack, 0.8 * n / cnn["training_per_s"] + 0.2 * n / cnn["inference_per_s"])
 
 
 def gram_slope(n: int = 4000, d: int = 256, repeats: int = 3) -> float:
@@ -228,6 +248,38 @@ def measure_regimes(setting: Setting, work: Path, trainer_kwargs: dict[str, Any]
     return fitted
 
 
+def measure_thread_factor(work: Path, trainer_kwargs: dict[str, Any], threads: int) -> float:
+    """CPU seconds of a small MLP search at ``threads`` torch threads over those at one (the same job twice)."""
+    import torch
+
+    from ppgbench_pl.benchmark.entries import instantiate
+    from ppgbench_pl.benchmark.job import run_job
+    from ppgbench_pl.data.registry import get_task
+    from ppgbench_pl.datamodules.ppg import PPGDataModule
+    from ppgbench_pl.encoders.cnn import SmallCNNEncoder
+    from ppgbench_pl.regimes.base import JobContext, Regime
+
+    encoder, task = SmallCNNEncoder(), get_task("synthetic-hr")
+    dm = PPGDataModule("synthetic", root=str(work / "data"), seeds=[42], folds=[0], synthetic_subjects=20,
+                       synthetic_windows=20)
+    view, fs = dm.task_view(float(encoder.sampling_rate), task), float(encoder.sampling_rate)
+    x = features(view.y, view.rows, len(dm.windows(fs).x), DIM)
+    seconds = []
+    for n in (1, threads):
+        regime = instantiate(Regime, {"class_path": "ppgbench_pl.regimes.mlp.MLPRegime", "init_args": {
+            "search": {"n_trials": 3, "n_startup_trials": 1, "max_epochs": 3}}})
+        ctx = JobContext.build(dm, encoder, task, 42, 0, work / f"threads-{n}", embeddings=x, raw_windows=False,
+                               trainer_kwargs=trainer_kwargs)
+        before = torch.get_num_threads()
+        torch.set_num_threads(n)
+        try:
+            record, _ = run_job(ctx, regime)
+        finally:
+            torch.set_num_threads(before)
+        seconds.append(float(record.get("cpu_seconds") or 0.0))
+    return round(max(seconds[1] / seconds[0], 1.0), 2) if seconds[0] > 0 else 1.0
+
+
 def split_forest(points: list[tuple[float, float]], trees: int, overhead: float) -> dict[str, tuple[float, float]]:
     """The forest's line split into a per-job cost, a cost per tree grown and one per unit of work.
 
@@ -269,6 +321,10 @@ def calibrate(encoders: Sequence[dict[str, Any]] = (), trainer_kwargs: dict[str,
                       encoders=measured)
     if setting.startup:
         model.startup_s = startup_seconds()
+    cores = os.cpu_count() or 1
+    if setting.thread_factor and device == "cpu" and cores > 1:
+        with tempfile.TemporaryDirectory(prefix="ppgbench-calibrate-") as tmp:
+            model.thread_factor = measure_thread_factor(Path(tmp), trainer_kwargs, cores)
     model.seconds = round(time.perf_counter() - start, 1)
     return model
 

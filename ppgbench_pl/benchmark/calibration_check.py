@@ -22,7 +22,7 @@ MAX_SECONDS = 1e6
 #: Smallest throughput (windows per second) a file may hold: any estimate from it stays finite.
 MIN_THROUGHPUT = 1e-3
 _TOP = {"machine": str, "calibrated": bool, "created": str, "threads": int, "device": str, "coefficients": dict,
-        "encoders": dict, "seconds": float, "startup_s": float}
+        "encoders": dict, "seconds": float, "startup_s": float, "thread_factor": float}
 _ENCODER = {"name": str, "inference_per_s": float, "training_per_s": float, "embed_dim": int, "device": str,
             "training": str}
 

@@ -55,7 +55,7 @@ from ppgbench_pl.benchmark.preflight import (
     record_not_evaluable,
     redact,
 )
-from ppgbench_pl.benchmark.progress import Progress
+from ppgbench_pl.benchmark.progress import run_progress
 from ppgbench_pl.benchmark.run_report import RunReport, print_report
 from ppgbench_pl.benchmark.run_signals import (
     SIGNALLED,
@@ -242,7 +242,7 @@ class BenchmarkRun:
         specs = [JobSpec(str(self.run_dir), self.spec, group[0], self.policy.for_job(uses[group[0]]), per_job,
                          self.settings.wandb_project, meta["run_uid"], self.config,
                          tuple(group) if len(group) > 1 else ()) for group in job_groups(pending)]
-        progress = Progress(len(plan), report.skipped + report.not_evaluable, enabled=self.settings.progress)
+        progress = run_progress(self.suite(), plan, pending, report.skipped + report.not_evaluable, self.settings)
         last = time.monotonic()
         stream = executor.run(run_job_spec, specs, self.run_dir)
         try:
@@ -251,7 +251,7 @@ class BenchmarkRun:
                     self._account(outcome, report)
                     if tracker is not None:
                         tracker.finished(outcome.job_id)
-                    progress.update(outcome.job_id.split("__", 1)[-1])
+                    progress.update(outcome.job_id.split("__", 1)[-1], outcome.job_id)
                 if SIGNALLED:  # the signal's exception was swallowed inside the job: stop now
                     raise Interrupted(SIGNALLED[-1])
                 if time.monotonic() - last >= self.summary_every_s:

@@ -10,10 +10,13 @@ ridge      k x n x d^2: the inner group folds (k, plus the refit) over n outer-t
 logistic   k x n x d x c: the same with c classes (lbfgs, one fit per C)
 rf         k x sum over the grid of trees x n x min(depth, log2 n) x sqrt(d); plus ``rf_tree``: seconds per
            tree grown (its fixed cost), times the trees of the grid in the k + 1 fits
-mlp        trial-epochs x n x (1 + d / 64) / 2: every trial's epochs (Hyperband) over the outer-training
-           rows, the first layer's share growing with the embedding size
-finetune   trial-epochs x (fit rows / training windows per s + validation rows / inference windows per s):
-           seconds of the encoder itself, from its measured throughput; the slope is a stack factor
+mlp        the job's share of its stack group (:mod:`~ppgbench_pl.benchmark.search_cost`): trial-epochs x n x
+           (1 + d / 64) / 2 (every trial's epochs over the outer-training rows, the first layer's share
+           growing with the embedding size), plus stack epochs x ``STACK_EPOCH_UNITS["mlp"]`` (what the stack
+           pays per epoch however many trials it holds: loop, validation, the search step)
+finetune   the same with trial-epochs x (fit rows / training windows per s + validation rows / inference
+           windows per s), seconds of the encoder itself from its measured throughput, and
+           ``STACK_EPOCH_UNITS["finetune"]`` per stack epoch; the slope is a stack factor
 ========== ==========================================================================================
 
 ``ppgbench calibrate`` measures the coefficients on this machine (:mod:`ppgbench_pl.benchmark.calibrate`)
@@ -37,18 +40,35 @@ from typing import Any
 CALIBRATION_ENV = "PPGBENCH_CALIBRATION_DIR"
 #: The regime kinds of the cost model (``rf_tree`` is the forest's per-tree term, fitted with ``rf``).
 KINDS = ("ridge", "logistic", "rf", "mlp", "finetune")
-#: File format version (a calibration of another format is measured again).
-FORMAT = 1
+#: File format version (a calibration of another format is measured again). 2: the searched regimes' units
+#: count stack epochs and a group's trial-epochs (a format-1 slope is per trial-epoch of one job alone).
+FORMAT = 2
+#: CPU seconds of a searched job at more than one torch thread over those at one (measured on the project's
+#: 2-core machine shared by other processes, load 5-8: 13x for the published MLP search, 14x for a 4-trial one;
+#: 33x at load 8). Torch's thread pool spin-waits around the stack's tiny per-step kernels, so a second
+#: thread costs more CPU than it saves; ``ppgbench calibrate`` measures it. Used when a run's jobs get
+#: more than one thread on the CPU (the local executor's default: every core).
+DEFAULT_THREAD_FACTOR = 14.0
+#: A trial-epoch's fixed cost (the slot's step and scoring overhead) in each searched kind's units: measured
+#: at 1 thread on the synthetic dataset, about 7 ms a trial-epoch beside 0.025 ms per row (mlp, 64-d).
+TRIAL_EPOCH_UNITS: dict[str, float] = {"mlp": 300.0, "finetune": 0.0}
+#: A stack epoch's fixed cost in each searched kind's units (rows x width for ``mlp``, encoder seconds for
+#: ``finetune``), so one slope prices both parts; the ratio of the two costs measured on the synthetic
+#: dataset (docs/performance.md, "Cost model"), kept when a calibration refits the slope.
+STACK_EPOCH_UNITS: dict[str, float] = {"mlp": 0.0, "finetune": 0.0}
 
 #: (intercept s, slope s per unit) per kind, uncalibrated: one ``ppgbench calibrate`` of the project's 2-core
-#: CI machine (AMD EPYC, 1 thread, 2026-12-02; docs/performance.md), rounded. Labelled "uncalibrated" wherever used.
+#: CI machine (AMD EPYC, 1 thread, 2026-12-02; docs/performance.md), rounded; ``mlp`` and ``finetune`` (and the
+#: ridge per-job cost) measured again there on 2026-12-06 at 1 thread (the published MLP search, the smoke budget
+#: and the quickstart on the synthetic dataset, machine load 2-8 from other processes: CPU seconds, not wall).
+#: Labelled "uncalibrated" wherever used.
 DEFAULTS: dict[str, tuple[float, float]] = {
-    "ridge": (0.04, 2.6e-11),
+    "ridge": (0.08, 2.6e-11),
     "logistic": (0.15, 9e-8),
     "rf": (0.04, 4e-8),
     "rf_tree": (0.0, 1e-3),
-    "mlp": (0.4, 3.4e-5),
-    "finetune": (0.2, 0.6),
+    "mlp": (0.25, 2.5e-5),
+    "finetune": (0.1, 0.03),
 }
 #: Encoder throughput (windows/s: inference, training) assumed when an encoder was not measured.
 DEFAULT_THROUGHPUT = (400.0, 100.0)
@@ -73,6 +93,8 @@ class CostModel:
         seconds: How long the calibration took (wall).
         startup_s: CPU seconds a process spends importing the engine (Lightning, torch, ppgbench) before its
             first job: the command itself and every worker process pay it.
+        thread_factor: CPU seconds of a searched job at several torch threads over those at one
+            (:data:`DEFAULT_THREAD_FACTOR`).
     """
 
     machine: str
@@ -84,6 +106,7 @@ class CostModel:
     encoders: dict[str, dict[str, Any]] = field(default_factory=dict)
     seconds: float = 0.0
     startup_s: float = DEFAULT_STARTUP_S
+    thread_factor: float = DEFAULT_THREAD_FACTOR
 
     def job_seconds(self, kind: str, units: float) -> float:
         """Seconds of one job of ``kind`` doing ``units`` of work (see the module docstring)."""
@@ -100,6 +123,11 @@ class CostModel:
     def to_json(self) -> dict[str, Any]:
         """What :func:`save_model` writes."""
         return {"format": FORMAT, **asdict(self)}
+
+
+def stack_units(kind: str, trial_epochs: float, stack_epochs: float, per_trial_epoch: float) -> float:
+    """A searched job group's units: its trial-epochs' work and its stack epochs' fixed cost."""
+    return trial_epochs * (per_trial_epoch + TRIAL_EPOCH_UNITS[kind]) + stack_epochs * STACK_EPOCH_UNITS[kind]
 
 
 def machine_description() -> str:

@@ -17,38 +17,28 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ppgbench_pl.benchmark.cost_model import DEFAULT_EMBED_DIM, CostModel, calibration_path, encoder_key
+from ppgbench_pl.benchmark.cost_executor import executor_slots, job_threads, on_gpu
+from ppgbench_pl.benchmark.cost_model import (
+    DEFAULT_EMBED_DIM,
+    CostModel,
+    calibration_path,
+    encoder_key,
+    stack_units,
+)
 from ppgbench_pl.benchmark.cost_sizes import TaskSize, task_size
+from ppgbench_pl.benchmark.search_cost import (
+    FEW_VALIDATION_SUBJECTS,
+    SearchWork,
+    few_validation_subjects,
+    hyperband_epochs,
+    regime_search_work,
+    stack_groups,
+)
+from ppgbench_pl.benchmark.thread_policy import thread_override
 from ppgbench_pl.regimes.search_seeds import searches_per_job
 
 #: Seconds assumed per job of a regime the cost model does not know (a user's own callback).
 OTHER_JOB_S = 1.0
-
-
-def hyperband_epochs(max_epochs: int, min_resource: int = 1, reduction_factor: int = 3) -> float:
-    """Mean epochs a trial trains under Optuna's Hyperband pruner in its steady state.
-
-    Brackets as Optuna builds them (``floor(log_eta(max/min)) + 1``, trials allotted in proportion to each
-    bracket's budget); in bracket b a trial reaches rung ``min x eta^(b+k)`` and is kept with probability
-    1/eta there, else it stops at that rung; survivors of every rung train all ``max_epochs``.
-    """
-    eta, n_max = max(int(reduction_factor), 2), max(int(max_epochs), 1)
-    low = max(int(min_resource), 1)
-    if n_max <= low:
-        return float(n_max)
-    brackets = math.floor(math.log(n_max / low, eta)) + 1
-    total, weight_sum = 0.0, 0.0
-    for b in range(brackets):
-        s = brackets - 1 - b
-        weight = math.ceil(brackets * eta ** s / (s + 1))
-        expected, alive, k = 0.0, 1.0, 0
-        while (rung := low * eta ** (b + k)) < n_max:
-            expected += alive * (1 - 1 / eta) * rung
-            alive /= eta
-            k += 1
-        expected += alive * n_max
-        total, weight_sum = total + weight * expected, weight_sum + weight
-    return total / weight_sum
 
 
 @dataclass
@@ -59,6 +49,8 @@ class JobCost:
     kind: str
     seconds: float
     gpu: bool
+    trials: int = 0  # trials its searches finish (a searched regime), in plan order with the jobs
+    trial_epochs: float = 0.0  # epochs they train, as estimated
 
 
 @dataclass
@@ -73,6 +65,7 @@ class Estimate:
     embedding_gpu: bool = False
     slots: int = 1
     executor: str = "local"
+    threads: int = 1  # torch threads of each job
     assumptions: list[str] = field(default_factory=list)
 
 
@@ -122,16 +115,13 @@ def trees_fitted(regime: Any, inner: int) -> int:
     return (inner + 1) * sum(regime.n_estimators) * others
 
 
-def trial_epochs(regime: Any, task: Any) -> float:
-    """Trials x mean epochs of one job's searches: holdout repeats x search repeats x n_trials x epochs."""
-    search = regime.search
-    repeats = (regime.subject_repeats if task.level == "subject" else 1) * searches_per_job(regime)
-    return repeats * search.n_trials * hyperband_epochs(search.epochs, search.min_resource, search.reduction_factor)
+def job_units(kind: str, regime: Any, size: TaskSize, d: int, folds: tuple[int, int],
+              throughput: tuple[float, float], work: SearchWork | None = None) -> float:
+    """The work of one job in the cost model's units (module docstring of ``cost_model``).
 
-
-def job_units(kind: str, regime: Any, task: Any, size: TaskSize, d: int, folds: tuple[int, int],
-              throughput: tuple[float, float]) -> float:
-    """The work of one job in the cost model's units (module docstring of ``cost_model``)."""
+    A searched job's share of its group's stack (``work``): the group's trial-epochs over the job's rows,
+    and its stack epochs, each priced in the same units (:data:`~.cost_model.STACK_EPOCH_UNITS`).
+    """
     n_folds, inner = folds
     n = size.rows * (n_folds - 1) / n_folds * float(getattr(regime, "fraction", 1.0))
     if kind == "ridge":
@@ -140,16 +130,21 @@ def job_units(kind: str, regime: Any, task: Any, size: TaskSize, d: int, folds: 
         return inner * n * d * max(size.classes, 2)
     if kind == "rf":
         return inner * forest_units(regime, n, d)
+    if work is None:
+        return 0.0
     if kind == "mlp":
-        return trial_epochs(regime, task) * n * mlp_width(d)
+        return stack_units(kind, work.trial_epochs, work.stack_epochs, n * mlp_width(d)) / work.jobs
     if kind == "finetune":
         infer, train = throughput
-        return trial_epochs(regime, task) * (0.8 * n / train + 0.2 * n / infer)
+        return stack_units(kind, work.trial_epochs, work.stack_epochs, 0.8 * n / train + 0.2 * n / infer) / work.jobs
     return 0.0
 
 
 def embed_dim(entry: dict[str, Any], model: CostModel) -> tuple[int, str]:
-    """(embedding size, where it comes from): measured, the encoder catalog, or assumed."""
+    """(embedding size, where it comes from): measured, the encoder catalog, the config, the class, or assumed.
+
+    The class's own default (``embed_dim``/``embedding_dim`` in its signature) is read without building it.
+    """
     measured = model.encoders.get(encoder_key(entry))
     if measured and measured.get("embed_dim"):
         return int(measured["embed_dim"]), "measured"
@@ -158,38 +153,32 @@ def embed_dim(entry: dict[str, Any], model: CostModel) -> tuple[int, str]:
     for known in CATALOG.values():
         if known.class_path == entry.get("class_path") and known.embedding_dim:
             return int(known.embedding_dim), "catalog"
+    found = declared_dim(entry) or declared_dim((entry.get("init_args") or {}).get("module"))
+    return found if found else (DEFAULT_EMBED_DIM, "assumed")
+
+
+#: Argument names that state an encoder's (or a wrapped module's) output size.
+DIM_NAMES = ("embed_dim", "embedding_dim", "out_dim", "output_dim", "out_features")
+
+
+def declared_dim(entry: Any) -> tuple[int, str] | None:
+    """The size a ``class_path``/``init_args`` entry states: in its config, else as its class's default."""
+    if not isinstance(entry, dict) or not entry.get("class_path"):
+        return None
     args = entry.get("init_args") or {}
-    if isinstance(args.get("embed_dim"), int):
-        return int(args["embed_dim"]), "config"
-    return DEFAULT_EMBED_DIM, "assumed"
+    for name in DIM_NAMES:
+        if isinstance(args.get(name), int):
+            return int(args[name]), "config"
+    try:
+        from ppgbench_pl.benchmark.entries import import_class
 
-
-def executor_slots(entry: dict[str, Any]) -> tuple[str, int]:
-    """(executor name, jobs it runs at once) from its entry, without building it."""
-    from ppgbench_pl.benchmark.entries import import_class
-
-    cls = import_class(entry["class_path"])
-    params = {k: p.default for k, p in inspect.signature(cls.__init__).parameters.items()}
-    args = {**params, **(entry.get("init_args") or {})}
-    name = cls.__name__.removesuffix("Executor").lower() or cls.__name__
-    if "workers" in args and args["workers"] is None:  # the process pool's default: one per core (per GPU)
-        from ppgbench_pl.benchmark.thread_policy import usable_cores
-
-        return name, len(args.get("gpus") or ()) or usable_cores()
-    for key in ("workers", "parallelism"):
-        if isinstance(args.get(key), int):
-            return name, max(int(args[key]), 1)
-    return name, 1
-
-
-def on_gpu(trainer_kwargs: dict[str, Any]) -> bool:
-    """Whether the neural regimes and the embedding pass would run on a CUDA GPU."""
-    accelerator = str(trainer_kwargs.get("accelerator") or "auto")
-    if accelerator == "cpu":
-        return False
-    import torch
-
-    return accelerator in ("gpu", "cuda", "auto") and torch.cuda.is_available()
+        params = inspect.signature(import_class(str(entry["class_path"])).__init__).parameters
+    except Exception:  # noqa: BLE001 - a class the dry run cannot import: the size is assumed, and says so
+        return None
+    for name in DIM_NAMES:
+        if name in params and isinstance(params[name].default, int):
+            return int(params[name].default), f"{name} default of {entry['class_path'].rsplit('.', 1)[-1]}"
+    return None
 
 
 def estimate_plan(suite: Any, pending: Sequence[Any], executor: dict[str, Any], model: CostModel,
@@ -199,10 +188,12 @@ def estimate_plan(suite: Any, pending: Sequence[Any], executor: dict[str, Any], 
     est.executor, est.slots = executor_slots(executor)
     est.startup_s = model.startup_s
     est.processes = 1 + (0 if est.executor == "local" else min(est.slots, len(pending)))
-    gpu = on_gpu(suite.trainer_kwargs)
+    gpu, (override, _) = on_gpu(suite.trainer_kwargs), thread_override(None)  # the thread policy: probe jobs at 1
+    probe_threads, encoder_threads = override or 1, override or job_threads(executor)
     entries, infos = suite.config["encoders"], suite.encoder_infos
     sizes: dict[tuple[str, float, str], TaskSize] = {}
     passes: dict[tuple[int, str], int] = {}
+    groups = stack_groups(pending)
     for job in pending:
         info, dm = infos[job.model], suite.datamodules[job.task.dataset]
         key = (job.task.dataset, float(info.sampling_rate), job.task.name)
@@ -211,12 +202,21 @@ def estimate_plan(suite: Any, pending: Sequence[Any], executor: dict[str, Any], 
         size, (d, _) = sizes[key], embed_dim(entries[job.model], model)
         infer, train, _ = model.throughput(encoder_key(entries[job.model]))
         kind = regime_kind(job.regime, job.task, info.trainable)
-        units = job_units(kind, job.regime, job.task, size, d, (dm.n_folds, dm.n_inner_folds), (infer, train))
+        tied = few_validation_subjects(job.task, size.groups, dm.n_folds)
+        work = regime_search_work(job.regime, job.task, groups[job.job_id], tied) if kind in ("mlp", "finetune") \
+            else None
+        units = job_units(kind, job.regime, size, d, (dm.n_folds, dm.n_inner_folds), (infer, train), work)
         seconds = model.job_seconds(kind, units) if kind != "other" else OTHER_JOB_S
         if kind == "rf":  # each tree's own fixed cost, beside the work that grows with rows and depth
             seconds += model.job_seconds("rf_tree", trees_fitted(job.regime, dm.n_inner_folds))
         on_device = gpu and (kind in ("mlp", "finetune") or (kind == "rf" and job.regime.backend() == "cuml"))
-        est.jobs.append(JobCost(job.regime.name, kind, seconds, on_device))
+        threads = probe_threads if job.regime.uses_embeddings else encoder_threads
+        est.threads = max(est.threads, threads) if work is not None else est.threads
+        if work is not None and not on_device and threads > 1:  # threads spin-wait in the steps (cost_model)
+            fixed = model.job_seconds(kind, 0.0)
+            seconds = fixed + (seconds - fixed) * model.thread_factor
+        est.jobs.append(JobCost(job.regime.name, kind, seconds, on_device, *(
+            (work.trials // work.jobs, work.trial_epochs / work.jobs) if work is not None else (0, 0.0))))
         if job.regime.uses_embeddings or not info.trainable:  # as the suite's uses_cache
             passes[(job.model, job.task.dataset)] = size.windows
     for (m, _), windows in passes.items():
@@ -226,6 +226,15 @@ def estimate_plan(suite: Any, pending: Sequence[Any], executor: dict[str, Any], 
     unknown = sorted({j.regime for j in est.jobs if j.kind == "other"})
     if unknown:
         est.assumptions.append(f"{', '.join(unknown)}: not in the cost model, {OTHER_JOB_S:g} s per job assumed")
+    if any(j.trials and not j.gpu for j in est.jobs):
+        est.assumptions.append(thread_assumption(est.threads, model))
+    few = sorted({j.task.name for j in pending if hasattr(j.regime, "search") and few_validation_subjects(
+        j.task, sizes[(j.task.dataset, float(infos[j.model].sampling_rate), j.task.name)].groups, suite.datamodules[
+            j.task.dataset].n_folds)})
+    if few:
+        est.assumptions.append(f"{', '.join(few)}: fewer than {FEW_VALIDATION_SUBJECTS} validation subjects, so the "
+                               "subject-level scores tie at the top and Hyperband prunes few trials (87 % assumed to "
+                               "train every epoch, as measured on synthetic stiffness)")
     if any(j.kind == "rf" and j.gpu for j in est.jobs):
         est.assumptions.append("rf on cuML: scikit-learn's coefficients on the GPU column, an upper bound")
     return est
@@ -246,7 +255,8 @@ def assumptions(suite: Any, pending: Sequence[Any], model: CostModel, sizes: dic
     for entry, info in zip(suite.config["encoders"], suite.encoder_infos, strict=True):
         d, where = embed_dim(entry, model)
         infer, train, measured = model.throughput(encoder_key(entry))
-        dims.append(f"{info.name} {d} ({where})")
+        dims.append(f"{info.name} {d} ({where})" if where != "assumed" else f"{info.name} {d} (assumed: not in "
+                    "the catalog, config or class signature; ppgbench calibrate --config <this config> measures it)")
         speed = f"{infer:.0f}/{train:.0f}" if info.trainable else f"{infer:.0f}/-"
         speeds.append(f"{info.name} {speed} windows/s" + ("" if measured else " (assumed: not measured; "
                                                           "ppgbench calibrate --config <this config>)"))
@@ -254,14 +264,16 @@ def assumptions(suite: Any, pending: Sequence[Any], model: CostModel, sizes: dic
     searched = {j.regime.name: j.regime for j in pending if hasattr(j.regime, "search")}
     for name, regime in searched.items():
         s = regime.search
-        out.append(f"{name}: {s.n_trials} trials x {searches_per_job(regime)} search repeat(s) per holdout, a trial "
-                   f"trains {hyperband_epochs(s.epochs, s.min_resource, s.reduction_factor):.1f} of {s.epochs} "
-                   "epochs on average (steady-state Hyperband)")
+        mean = hyperband_epochs(s.epochs, s.min_resource, s.reduction_factor, s.n_trials)
+        out.append(f"{name}: {s.n_trials} trials x {searches_per_job(regime)} search repeat(s) per holdout "
+                   f"({regime.subject_repeats} holdouts on subject-level tasks), {s.batch} at a time; a trial trains "
+                   f"{mean:.1f} of {s.epochs} epochs on average (Hyperband); the studies of "
+                   f"{getattr(regime, 'stack_jobs', 1)} job(s) of a cell train in one stack")
     where = f"this machine, {model.threads} thread(s), {model.device}" if model.calibrated else \
         "uncalibrated defaults: the project's 2-core CI machine, 1 thread"
-    out.append(f"CPU seconds per job as measured ({where}), one job after another within each worker (the "
-               "stacking of jobs is not counted); the embedding pass runs once per encoder and dataset before the "
-               "jobs (assumed not yet in the shared cache)")
+    out.append(f"CPU seconds per job as measured ({where}), one job (or stack group) after another within each "
+               "worker, a stack's cost shared by its jobs; the embedding pass runs once per encoder and dataset "
+               "before the jobs (assumed not yet in the shared cache)")
     if gpu and model.device != "cuda":
         out.append("GPU figures: the calibration was measured on the CPU, so they are an upper bound "
                    "(ppgbench calibrate --config <this config> measures it on the trainer's GPU)")
@@ -321,3 +333,13 @@ def describe_estimate(est: Estimate, model: CostModel) -> str:
                  + (f", {cores} cores here" if local else "") + f"): about {_duration(wall_seconds(est))}")
     lines += [f"assumes {a}" for a in est.assumptions]
     return "\n".join(lines)
+
+
+def thread_assumption(threads: int, model: CostModel) -> str:
+    """The ``assumes`` line of the searched jobs' torch threads (their CPU grows with them)."""
+    if threads <= 1:
+        return f"searched jobs at {threads} torch thread(s) each"
+    source = "measured by ppgbench calibrate" if model.calibrated else "measured on the 2-core CI machine under load"
+    return (f"searched jobs at {threads} torch thread(s) each: {model.thread_factor:.0f}x the CPU time of one "
+            f"thread ({source}; torch's threads spin-wait around the stack's tiny steps); the default thread "
+            "policy (one thread per probe job; PPGBENCH_THREADS or --threads override it) avoids it")

@@ -3,19 +3,52 @@
 On a terminal the bar (tqdm) refreshes as jobs finish and shows the ETA across the whole plan. In a log
 file (CI, SLURM) a bar would write one refresh per job, so a line is printed only when another 5 % of
 the plan is done or a minute has passed since the last line.
+
+A stacked search trains for a long time inside one job, so jobs alone would stand still: with the plan's
+cost estimate (:class:`PlanCost`, from :mod:`ppgbench_pl.benchmark.estimate`) the display also counts the
+trials and trial-epochs done (heard from :mod:`ppgbench_pl.hpo.search_events`, in this process: the
+local executor; a process pool or cluster reports per job), measures progress in estimated seconds rather
+than jobs, and takes its ETA from the estimate until this command's first job has finished, then from
+the pace so far (elapsed time over estimated seconds done).
 """
 
 from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any, TextIO
+
+from ppgbench_pl.hpo.search_events import EpochEvent, listen, unlisten
+
+#: Seconds between two lines of the line log (a log file's progress) when not 5 % more of the plan is done.
+LINE_EVERY_S = 60.0
 
 
 def _clock(seconds: float) -> str:
     seconds = int(max(seconds, 0))
     hours, rest = divmod(seconds, 3600)
     return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
+
+
+@dataclass
+class PlanCost:
+    """The estimate of the pending jobs, as the progress display reads it.
+
+    Attributes:
+        job_seconds: Job id -> estimated seconds of that job.
+        wall_seconds: Estimated wall time of them all (the dry run's figure).
+        trials: Trials their searches finish.
+        trial_epochs: Epochs those trials train, as estimated (Hyperband).
+        searched: Ids of the jobs that search (their seconds are spent over those trial-epochs).
+    """
+
+    job_seconds: dict[str, float] = field(default_factory=dict)
+    searched: set[str] = field(default_factory=set)
+    wall_seconds: float = 0.0
+    trials: int = 0
+    trial_epochs: float = 0.0
 
 
 class Progress:
@@ -28,53 +61,139 @@ class Progress:
         stream: Where to write.
         every_fraction: Line-log step as a fraction of the plan.
         every_s: Line-log step in seconds.
+        cost: The pending jobs' estimate (trials, epochs and the ETA from it), or None (jobs only).
     """
 
     def __init__(self, total: int, initial: int = 0, enabled: bool = True, stream: TextIO | None = None,
-                 every_fraction: float = 0.05, every_s: float = 60.0) -> None:
+                 every_fraction: float = 0.05, every_s: float = 60.0, cost: PlanCost | None = None) -> None:
         self.total, self.done, self.initial = total, initial, initial
         self.stream = stream or sys.stderr
         self.enabled = enabled and total > 0
         self.every_fraction, self.every_s = every_fraction, every_s
         self.start = self.last_time = time.monotonic()
         self.last_done = initial
+        self.cost = cost
+        self.seconds_done = [0.0, 0.0]  # estimated seconds of the jobs finished by this command: others, searched
+        self.trials_seen: dict[int, int] = {}  # search -> trials it had finished at its latest epoch
+        self.trial_epochs = 0
         self.bar: Any = None
         if self.enabled and self.stream.isatty():
             from tqdm.auto import tqdm
 
             self.bar = tqdm(total=total, initial=initial, desc="jobs", unit="job", file=self.stream,
                             dynamic_ncols=True, mininterval=0.2)
+        if self.enabled and cost is not None and cost.trials:
+            listen(self.on_epoch)
+
+    @property
+    def trials(self) -> int:
+        """Trials finished by this command's searches so far."""
+        return sum(self.trials_seen.values())
+
+    def fraction(self) -> float:
+        """Share of the pending work done, in estimated seconds: jobs done, and the searches' trial-epochs."""
+        assert self.cost is not None
+        total = sum(self.cost.job_seconds.values())
+        if total <= 0:
+            return 0.0
+        others, searched = self.seconds_done
+        if self.cost.trial_epochs:  # epochs heard from searches still running count before their jobs end
+            share = sum(self.cost.job_seconds.get(j, 0.0) for j in self.cost.searched)
+            searched = max(searched, share * min(self.trial_epochs / self.cost.trial_epochs, 1.0))
+        return min((others + searched) / total, 1.0)
 
     def eta(self) -> float | None:
-        """Seconds left at the pace of this command's jobs so far (None before the first)."""
-        ran = self.done - self.initial
+        """Seconds left: from the estimate until a job of this command finished, then at this command's pace."""
+        elapsed, ran = time.monotonic() - self.start, self.done - self.initial
+        if self.cost is not None and self.cost.job_seconds:
+            done = self.fraction()
+            if ran <= 0:
+                return max(self.cost.wall_seconds * (1 - done), 0.0)
+            return elapsed / done * (1 - done) if done > 0 else None
         if ran <= 0:
             return None
-        return (time.monotonic() - self.start) / ran * (self.total - self.done)
+        return elapsed / ran * (self.total - self.done)
 
     def line(self) -> str:
         """The log line for the current state."""
         eta = self.eta()
         pct = 100.0 * self.done / max(self.total, 1)
-        return (f"jobs {self.done}/{self.total} ({pct:.0f}%), {_clock(time.monotonic() - self.start)} elapsed"
-                + (f", ETA {_clock(eta)}" if eta is not None else ""))
+        searched = ""
+        if self.cost is not None and self.cost.trials:
+            searched = (f", trials {self.trials}/{self.cost.trials}, trial-epochs {self.trial_epochs}"
+                        f"/~{self.cost.trial_epochs:.0f}")
+        return (f"jobs {self.done}/{self.total} ({pct:.0f}%){searched}, {_clock(time.monotonic() - self.start)} "
+                "elapsed" + (f", ETA {_clock(eta)}" + (" (estimate)" if self.done == self.initial else "")
+                             if eta is not None else ""))
 
-    def update(self, label: str = "") -> None:
-        """One more job finished."""
+    def on_epoch(self, event: EpochEvent) -> None:
+        """A stack epoch of a search in this process: count its trial-epochs and trials; maybe show a line."""
+        self.trial_epochs += event.trial_epochs
+        self.trials_seen[event.search] = event.trials_done
+        self.show(force=False)
+
+    def update(self, label: str = "", job_id: str | None = None) -> None:
+        """One more job finished (``job_id``: whose estimated seconds are now done)."""
         self.done += 1
-        if not self.enabled:
-            return
-        if self.bar is not None:
+        if self.cost is not None and job_id is not None:
+            self.seconds_done[job_id in self.cost.searched] += self.cost.job_seconds.get(job_id, 0.0)
+        if self.enabled and self.bar is not None:
             self.bar.set_postfix_str(label, refresh=False)
             self.bar.update(1)
             return
+        self.show(force=self.done - self.last_done >= max(1, int(self.total * self.every_fraction))
+                  or self.done == self.total)
+
+    def show(self, force: bool) -> None:
+        """Print the line when ``force`` or another ``every_s`` has passed (the bar: refresh its text)."""
+        if not self.enabled:
+            return
+        if self.bar is not None:
+            trials = self.cost.trials if self.cost is not None else 0
+            self.bar.set_description_str(f"jobs (trials {self.trials}/{trials}, trial-epochs {self.trial_epochs})"
+                                         if trials else "jobs", refresh=True)
+            return
         now = time.monotonic()
-        step = max(1, int(self.total * self.every_fraction))
-        if self.done - self.last_done >= step or now - self.last_time >= self.every_s or self.done == self.total:
+        if force or now - self.last_time >= self.every_s:
             print(self.line(), file=self.stream, flush=True)
             self.last_done, self.last_time = self.done, now
 
     def close(self) -> None:
-        """Close the bar (the line log needs nothing)."""
+        """Close the bar and stop listening to searches."""
+        unlisten(self.on_epoch)
         if self.bar is not None:
             self.bar.close()
+
+
+def plan_cost(estimate: Any, job_ids: list[str]) -> PlanCost:
+    """The :class:`PlanCost` of an :class:`~ppgbench_pl.benchmark.estimate.Estimate` of the jobs ``job_ids``."""
+    from ppgbench_pl.benchmark.estimate import wall_seconds
+
+    cost = PlanCost(wall_seconds=wall_seconds(estimate))
+    for job_id, job in zip(job_ids, estimate.jobs, strict=True):
+        cost.job_seconds[job_id] = job.seconds
+        if job.trials:
+            cost.searched.add(job_id)
+            cost.trials += job.trials
+            cost.trial_epochs += job.trial_epochs
+    return cost
+
+
+def run_progress(suite: Any, plan: Sequence[Any], pending: Sequence[Any], initial: int, settings: Any) -> Progress:
+    """The coordinator's progress display, with the pending jobs' estimate when it can be made.
+
+    The estimate reads what the run has loaded already (sizes, this machine's calibration); when it
+    cannot be made (a calibration file that does not read, say) the display counts jobs only.
+    """
+    cost, enabled = None, bool(settings.progress)
+    if enabled and pending:
+        from ppgbench_pl.benchmark.cost_model import load_model
+        from ppgbench_pl.benchmark.estimate import estimate_plan
+        from ppgbench_pl.errors import PPGBenchError
+
+        try:
+            cost = plan_cost(estimate_plan(suite, pending, settings.executor, load_model()),
+                             [j.job_id for j in pending])
+        except PPGBenchError:
+            cost = None
+    return Progress(len(plan), initial, enabled=enabled, every_s=LINE_EVERY_S, cost=cost)

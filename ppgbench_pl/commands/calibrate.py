@@ -55,7 +55,8 @@ def config_spec(files: list[str]) -> dict[str, Any]:
 def describe(model: Any, path: Any) -> str:
     """The calibration in a few lines."""
     lines = [f"calibration of {model.machine} ({model.created}, {model.seconds:g} s, {model.threads} thread(s), "
-             f"{model.device}): {path}", f"  start-up  {model.startup_s:.2f} s CPU per process (importing the engine)"]
+             f"{model.device}): {path}", f"  start-up  {model.startup_s:.2f} s CPU per process (importing the engine)",
+             f"  threads   {model.thread_factor:.1f}x the CPU of a searched job at every core's thread over one"]
     for kind, (intercept, slope) in model.coefficients.items():
         lines.append(f"  {kind:<9} {intercept:.3f} s per job + {slope:.3g} s per unit")
     for found in model.encoders.values():

@@ -27,6 +27,7 @@ import optuna
 import torch
 
 from ppgbench_pl.hpo.optuna_search import PersistentStudy, TrialOutcome
+from ppgbench_pl.hpo.search_events import epoch_ended
 from ppgbench_pl.hpo.trial_stack import Slot, TrialStack
 
 #: Builds a trial's slot: ``(study key, trial number, params) -> Slot``.
@@ -117,6 +118,7 @@ class StackSearch:
 
     def end_epoch(self, trainer: L.Trainer, module: TrialStack) -> None:
         """Score, report and prune every batch's trials; tell ended batches and add the next ones."""
+        epoch_ended(self)  # the run's progress line, when one listens in this process
         for plan in self.plans:
             runs = self.batches.get(plan.key)
             if not runs:

@@ -10,6 +10,7 @@ import pytest
 from ppgbench_pl.benchmark.calibrate import TINY, calibrate
 from ppgbench_pl.benchmark.cost_model import (
     DEFAULTS,
+    TRIAL_EPOCH_UNITS,
     CostModel,
     calibration_path,
     fit_line,
@@ -76,8 +77,6 @@ def test_hyperband_epochs_are_between_one_and_the_budget_and_grow_with_it():
     means = [hyperband_epochs(e) for e in (3, 9, 25, 81)]
     assert all(1 < m < e for m, e in zip(means, (3, 9, 25, 81), strict=True))
     assert means == sorted(means)
-    # brackets 0 and 1 of max 4 (eta 3): 1.78 and 3.33 epochs, weighted 3:2 as Optuna allots trials
-    assert hyperband_epochs(4) == pytest.approx((3 * (2 / 3 + 2 / 9 * 3 + 4 / 9) + 2 * (2 + 4 / 3)) / 5)
 
 
 def test_search_repeats_reads_the_regime_and_defaults_to_one():
@@ -101,7 +100,8 @@ def _estimate(engine_root: Path, tmp_path: Path, subjects: int, model: CostModel
     return {name: sum(j.seconds for j in est.jobs if j.regime == name) for name in ("linear", "mlp")}, est
 
 
-def test_the_estimate_scales_with_the_data_and_the_search_repeats(engine_root, tmp_path):
+def test_the_estimate_scales_with_the_data_and_the_search_repeats(engine_root, tmp_path, monkeypatch):
+    monkeypatch.setitem(TRIAL_EPOCH_UNITS, "mlp", 0.0)  # only the work that grows with the rows
     model = CostModel("test", calibrated=True, coefficients={**DEFAULTS, "ridge": (0.0, 1e-9), "mlp": (0.0, 1e-6)})
     small, est = _estimate(engine_root, tmp_path, 10, model)
     large, _ = _estimate(engine_root, tmp_path, 40, model)
@@ -167,3 +167,16 @@ def test_the_api_dry_run_prints_the_estimate_and_writes_nothing(engine_root, tmp
     printed = capsys.readouterr().out
     assert result is None and "1 jobs planned" in printed and "UNCALIBRATED" in printed and "total" in printed
     assert tree(out) == {}
+
+
+def test_searched_jobs_at_several_threads_cost_the_thread_factor_more(engine_root, tmp_path, monkeypatch):
+    model = CostModel("test", calibrated=True, coefficients={**DEFAULTS, "mlp": (0.5, 1e-6)}, thread_factor=10.0)
+    monkeypatch.delenv("PPGBENCH_THREADS", raising=False)  # the policy: an MLP probe job runs at one thread
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    one, est = _estimate(engine_root, tmp_path, 10, model)
+    monkeypatch.setenv("PPGBENCH_THREADS", "2")  # overridden: two threads for every job
+    two, est2 = _estimate(engine_root, tmp_path, 10, model)
+    assert est.threads == 1 and est2.threads == 2 and two["linear"] == one["linear"]
+    jobs = 2  # the per-job cost stays, the work is 10x
+    assert two["mlp"] - jobs * 0.5 == pytest.approx(10 * (one["mlp"] - jobs * 0.5))
+    assert any("2 torch thread(s) each: 10x" in a and "PPGBENCH_THREADS" in a for a in est2.assumptions)

@@ -1,0 +1,74 @@
+"""Trial and epoch progress of stacked searches, for a progress display in the same process.
+
+A stacked search runs for minutes to hours inside one job, so a display that counts only jobs stands
+still while trials train. :meth:`~ppgbench_pl.hpo.stack_search.StackSearch.end_epoch` calls
+:func:`epoch_ended` once per stack epoch; a listener registered with :func:`listen` (the run's progress
+line, :mod:`ppgbench_pl.benchmark.progress`) hears how many trial-epochs that epoch trained and how many
+trials each search has finished. Nothing is read when nobody listens, and a listener's error never
+reaches the search (a display must not fail a job). Searches in another process (the process pool, a
+cluster) are not heard here: their progress stays per job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class EpochEvent:
+    """One stack epoch of one search.
+
+    Attributes:
+        search: ``id()`` of the :class:`~ppgbench_pl.hpo.stack_search.StackSearch` (one per stacked fit).
+        trial_epochs: Trials that trained in this epoch (each trained one epoch).
+        trials_done: Trials the search's studies had finished before this epoch's decisions.
+        trials_total: Trials the search's studies finish in all (their budgets).
+    """
+
+    search: int
+    trial_epochs: int
+    trials_done: int
+    trials_total: int
+
+
+Listener = Callable[[EpochEvent], None]
+_LISTENERS: list[Listener] = []
+
+
+def listen(listener: Listener) -> None:
+    """Call ``listener`` with every :class:`EpochEvent` of this process from now on."""
+    _LISTENERS.append(listener)
+
+
+def unlisten(listener: Listener) -> None:
+    """Stop calling ``listener`` (nothing when it is not listening)."""
+    if listener in _LISTENERS:
+        _LISTENERS.remove(listener)
+
+
+@contextmanager
+def listening(listener: Listener) -> Iterator[None]:
+    """Call ``listener`` with every :class:`EpochEvent` of this process while the block runs."""
+    listen(listener)
+    try:
+        yield
+    finally:
+        unlisten(listener)
+
+
+def epoch_ended(search: Any) -> None:
+    """Tell the listeners about the epoch ``search`` (a StackSearch, before its decisions) just trained."""
+    if not _LISTENERS:
+        return
+    trained = sum(run.outcome is None for runs in search.batches.values() for run in runs)
+    done = sum(plan.study.n_finished for plan in search.plans)
+    total = sum(plan.study.settings.n_trials for plan in search.plans)
+    event = EpochEvent(id(search), int(trained), int(done), int(total))
+    for listener in list(_LISTENERS):
+        try:
+            listener(event)
+        except Exception:  # noqa: BLE001, S110 - a display's failure must not fail the search
+            pass
