@@ -18,9 +18,11 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from ppgbench_pl.hpo.search_events import EpochEvent, listen, unlisten
+if TYPE_CHECKING:
+    from ppgbench_pl.hpo.search_events import EpochEvent
+
 
 #: Seconds between two lines of the line log (a log file's progress) when not 5 % more of the plan is done.
 LINE_EVERY_S = 60.0
@@ -82,7 +84,10 @@ class Progress:
 
             self.bar = tqdm(total=total, initial=initial, desc="jobs", unit="job", file=self.stream,
                             dynamic_ncols=True, mininterval=0.2)
-        if self.enabled and cost is not None and cost.trials:
+        self.listening = bool(self.enabled and cost is not None and cost.trials)
+        if self.listening:  # a searched regime runs here: Optuna is loaded anyway (a linear fit never imports it)
+            from ppgbench_pl.hpo.search_events import listen
+
             listen(self.on_epoch)
 
     @property
@@ -160,7 +165,10 @@ class Progress:
 
     def close(self) -> None:
         """Close the bar and stop listening to searches."""
-        unlisten(self.on_epoch)
+        if self.listening:
+            from ppgbench_pl.hpo.search_events import unlisten
+
+            unlisten(self.on_epoch)
         if self.bar is not None:
             self.bar.close()
 

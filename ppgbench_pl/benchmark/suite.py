@@ -31,7 +31,6 @@ from ppgbench_pl.data.registry import REAL_DATASETS, get_dataset, get_task
 from ppgbench_pl.datamodules.ppg import DEFAULT_SEEDS, PPGDataModule
 from ppgbench_pl.encoders.base import PPGEncoder
 from ppgbench_pl.errors import ConfigError
-from ppgbench_pl.hpo.per_trial import per_trial_line, stack_aware
 from ppgbench_pl.input_checks import check_accelerator
 from ppgbench_pl.limits import MAX_SAMPLING_RATE, MIN_SAMPLING_RATE
 from ppgbench_pl.regimes.base import JobContext, Regime
@@ -122,8 +121,11 @@ class BenchmarkSuite:
 
     def fit_notice(self) -> str | None:
         """The run's one line when user callbacks make each trial of a searched regime train in a fit of its own."""
-        if self.callbacks and not stack_aware(self.callbacks) and any(r.trains_trials for r in self.regimes):
-            return per_trial_line(self.callbacks)
+        if self.callbacks and any(r.trains_trials for r in self.regimes):
+            from ppgbench_pl.hpo.per_trial import per_trial_line, stack_aware  # Optuna: only for searched regimes
+
+            if not stack_aware(self.callbacks):
+                return per_trial_line(self.callbacks)
         return None
 
     @cached_property
