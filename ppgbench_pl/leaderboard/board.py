@@ -16,12 +16,12 @@ from typing import Any
 
 import pandas as pd
 
+from ppgbench_pl.naming import is_baseline
 from ppgbench_pl.report import findings, tables
 from ppgbench_pl.report.labels import metric_label
 from ppgbench_pl.report.load import RunSet, is_control, load_runs, record_id
 from ppgbench_pl.report.rules import Rule
 from ppgbench_pl.report.scores import Scores
-from ppgbench_pl.results.fold_entry import is_baseline
 
 RULE = "ci"
 

@@ -18,9 +18,9 @@ from typing import Any
 from ppgbench_pl.leaderboard.assets import CSS, SCRIPT
 from ppgbench_pl.leaderboard.board import Board, Column, role
 from ppgbench_pl.leaderboard.cards import Card, cards
+from ppgbench_pl.naming import is_baseline
 from ppgbench_pl.report import tables
 from ppgbench_pl.report.overlap_marks import LEGEND, mark
-from ppgbench_pl.results.fold_entry import is_baseline
 
 TITLE = "ppgbench leaderboard"
 

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ppgbench_pl.naming import BASELINE_MODEL, is_baseline
 from ppgbench_pl.report import (
     effects_page,
     findings,
@@ -42,7 +43,6 @@ from ppgbench_pl.report.rules import Rule
 from ppgbench_pl.report.scores import Scores
 from ppgbench_pl.report.sections import ReportOptions, write_csv
 from ppgbench_pl.report.subject_interval import check_interval
-from ppgbench_pl.results.fold_entry import BASELINE_MODEL, is_baseline
 
 #: Regimes that search hyperparameters with Optuna and can repeat the search (``search_seeds``).
 SEARCHED_REGIMES = ("mlp", "finetune")

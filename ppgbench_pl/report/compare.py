@@ -20,9 +20,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from ppgbench_pl.naming import BASELINE_MODEL, is_baseline
 from ppgbench_pl.report.load import is_control
 from ppgbench_pl.report.scores import Scores
-from ppgbench_pl.results.fold_entry import BASELINE_MODEL, is_baseline, student_t_ci
+from ppgbench_pl.results.fold_entry import student_t_ci
 
 PAIRED_COLUMNS = [
     "regime", "task", "metric", "model_a", "model_b", "n_pairs", "unit", "mean_a", "mean_b", "mean_diff",

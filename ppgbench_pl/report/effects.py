@@ -28,9 +28,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ppgbench_pl.naming import is_baseline
 from ppgbench_pl.report.load import CONTROL_MODELS, is_control, order_models, order_regimes, order_tasks
 from ppgbench_pl.report.trust import interval_label, spread_ratio
-from ppgbench_pl.results.fold_entry import FoldEntry, fold_entry, is_baseline, student_t_ci
+from ppgbench_pl.results.fold_entry import FoldEntry, fold_entry, student_t_ci
 from ppgbench_pl.results.inference import ALPHA, adjusted_mdd_at, corrected_t, family_level, holm, mdd, split_ratio
 from ppgbench_pl.results.two_level import seed_term
 

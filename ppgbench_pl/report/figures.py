@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ppgbench_pl.naming import is_baseline
 from ppgbench_pl.report.compare import Ranking
 from ppgbench_pl.report.labels import metric_label
 from ppgbench_pl.report.scores import Scores
-from ppgbench_pl.results.fold_entry import is_baseline
 
 if TYPE_CHECKING:  # matplotlib is imported only when a figure is drawn (the report command starts fast)
     from matplotlib.figure import Figure

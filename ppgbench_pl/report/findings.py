@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from ppgbench_pl.naming import BASELINE_MODEL, is_baseline
 from ppgbench_pl.report.load import CONTROL_MODELS, LEGACY_CONTROLS, RENAMED_CONTROLS, is_control
 from ppgbench_pl.report.rules import Rule
 from ppgbench_pl.report.scores import Scores
-from ppgbench_pl.results.fold_entry import BASELINE_MODEL, is_baseline
 
 #: The PRV and MOMENT controls, under their current and their legacy names.
 FEATURE_CONTROLS = tuple(c for c in (*CONTROL_MODELS, *LEGACY_CONTROLS) if not is_baseline(c))

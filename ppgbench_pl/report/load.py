@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from ppgbench_pl.cards.overlap import RANDOM_INIT_SUFFIX
+from ppgbench_pl.naming import is_baseline
 from ppgbench_pl.report.inputs import ReportError, read_input
 from ppgbench_pl.report.inputs import parameters as read_parameters
-from ppgbench_pl.results.fold_entry import code_label, is_baseline
+from ppgbench_pl.results.fold_entry import code_label
 from ppgbench_pl.results.records import RESULTS_FILE, RecordScan, job_id
 
 __all__ = ["CONTROL_MODELS", "LEGACY_CONTROLS", "REGIME_ORDER", "RENAMED_CONTROLS", "ReportError", "RunSet",

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from ppgbench_pl.cards.overlap import record_overlap
+from ppgbench_pl.naming import is_baseline
 from ppgbench_pl.report import findings
 from ppgbench_pl.report.overlap_marks import FLAGGED, MARKS
 from ppgbench_pl.report.scores import Scores
-from ppgbench_pl.results.fold_entry import is_baseline
 
 if TYPE_CHECKING:
     from ppgbench_pl.report.html import Page

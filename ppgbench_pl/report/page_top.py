@@ -13,11 +13,11 @@ from typing import Any
 
 import pandas as pd
 
+from ppgbench_pl.naming import is_baseline
 from ppgbench_pl.report.html import Page, table
 from ppgbench_pl.report.load import ReportError, RunSet, skipped_tasks
 from ppgbench_pl.report.scores import Scores
 from ppgbench_pl.report.tables import budget_note, deviation_note
-from ppgbench_pl.results.fold_entry import is_baseline
 
 TITLE = "ppgbench report"
 PROTOCOL_DOC = "protocol.md"

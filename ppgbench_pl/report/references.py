@@ -20,9 +20,9 @@ from ppgbench_pl.cards.bibtex import BENCHMARK, render_all
 from ppgbench_pl.cards.citations import dataset_citation, model_citation, references
 from ppgbench_pl.cards.overlap import dataset_of
 from ppgbench_pl.cards.types import Citation
+from ppgbench_pl.naming import is_baseline
 from ppgbench_pl.report.load import order_models, order_tasks
 from ppgbench_pl.report.tables import latex_escape
-from ppgbench_pl.results.fold_entry import is_baseline
 
 if TYPE_CHECKING:
     from ppgbench_pl.report.html import Page

@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ppgbench_pl.naming import BASELINE_MODEL, is_baseline
 from ppgbench_pl.report.load import order_models, order_regimes, order_tasks
-from ppgbench_pl.results.fold_entry import BASELINE_MODEL, is_baseline
 from ppgbench_pl.results.summary import SummaryBook
 
 

@@ -23,12 +23,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from ppgbench_pl.naming import BASELINE_MODEL, is_baseline
 from ppgbench_pl.report.filenames import safe_stem
 from ppgbench_pl.report.labels import metric_label, unit_of
 from ppgbench_pl.report.overlap_marks import legend, mark
 from ppgbench_pl.report.rules import Rule, bold_models
 from ppgbench_pl.report.scores import Scores
-from ppgbench_pl.results.fold_entry import BASELINE_MODEL, is_baseline
 
 MISSING = "–"
 ROW_MARKERS = {"near_chance": "†", "undetermined": "?"}

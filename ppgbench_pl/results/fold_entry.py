@@ -17,9 +17,7 @@ from typing import Any
 import numpy as np
 
 from ppgbench_pl.cards.overlap import record_overlap
-from ppgbench_pl.naming import BASELINE_MODEL, is_baseline
 
-__all__ = ["BASELINE_MODEL", "is_baseline"]  # the baseline's name lives in ppgbench_pl.naming (layer 0)
 REQUIRED_FIELDS = ("model", "task", "regime", "seed", "fold", "metric")
 
 

@@ -28,12 +28,12 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ppgbench_pl.naming import is_baseline
 from ppgbench_pl.results.baseline_rows import baseline_parts, rate_key
 from ppgbench_pl.results.fold_entry import (
     FoldEntry,
     entry_or_id,
     fold_entry,
-    is_baseline,
     short_mean,
     student_t_ci,
     task_facts,
