@@ -21,13 +21,13 @@ from ppgbench_pl.hpo.optuna_search import SearchSettings
 from ppgbench_pl.regimes import neural
 from ppgbench_pl.regimes.finetune import FinetuneRegime
 from ppgbench_pl.regimes.mlp import MLPRegime
-from tests.regimes.neural_helpers import Killed, OneThread, context, datamodule, embeddings
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    with OneThread():
-        yield
+from tests.regimes.neural_helpers import (
+    Killed,
+    context,
+    datamodule,
+    embeddings,
+    one_thread,  # noqa: F401 - the autouse fixture
+)
 
 
 @pytest.fixture(scope="module")

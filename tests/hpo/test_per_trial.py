@@ -28,13 +28,14 @@ from tests.hpo.test_trial_stack import (
     _ctx,
     _search,
 )
-from tests.regimes.neural_helpers import Killed, OneThread, datamodule, embeddings, kill_on_ask
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    with OneThread():
-        yield
+from tests.regimes.neural_helpers import (
+    Killed,
+    OneThread,
+    datamodule,
+    embeddings,
+    kill_on_ask,
+    one_thread,  # noqa: F401 - the autouse fixture
+)
 
 
 @pytest.fixture(scope="module")

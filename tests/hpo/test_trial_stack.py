@@ -42,7 +42,13 @@ from ppgbench_pl.regimes.base import JobContext
 from ppgbench_pl.regimes.finetune import FinetuneFactory, FinetuneRegime
 from ppgbench_pl.regimes.mlp import MLPRegime
 from ppgbench_pl.regimes.neural import NeuralRegime
-from tests.regimes.neural_helpers import CPU, OneThread, datamodule, embeddings
+from tests.regimes.neural_helpers import (
+    CPU,
+    OneThread,
+    datamodule,
+    embeddings,
+    one_thread,  # noqa: F401 - the autouse fixture
+)
 
 TASK = "synthetic-age"  # subject-level regression: continuous scores, 2 holdout repeats per fold
 FOLDS = (0, 1)
@@ -52,12 +58,6 @@ FT_SEARCH = SearchSettings(n_trials=4, n_startup_trials=2, max_epochs=3, paralle
 MLP_SPACE = {"batch_size": [16, 64], "dropout": [0.3], "hidden_dim": [32]}
 FT_SPACE = {"batch_size": [16, 64], "head_dropout": [0.0], "hidden_dim": [16]}
 WIDTH = len(FOLDS) * REPEATS * 2  # studies x trials asked together
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    with OneThread():
-        yield
 
 
 @pytest.fixture(scope="module")

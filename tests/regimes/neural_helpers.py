@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 
 from ppgbench_pl.benchmark.embeddings import extract_embeddings
@@ -45,6 +47,13 @@ class OneThread:
 
     def __exit__(self, *exc: object) -> None:
         torch.set_num_threads(self.before)
+
+
+@pytest.fixture(autouse=True)
+def one_thread() -> Iterator[None]:
+    """Every test of a module that imports this fixture runs torch on one thread."""
+    with OneThread():
+        yield
 
 
 class Killed(BaseException):

@@ -19,18 +19,18 @@ from ppgbench_pl.hpo.trial_store import TrialWeights
 from ppgbench_pl.regimes import neural
 from ppgbench_pl.regimes.finetune import HEAD_ONLY_SPACE, FinetuneFactory, FinetuneRegime, is_parameter_free
 from ppgbench_pl.regimes.neural import Split, make_targets
-from tests.regimes.neural_helpers import Killed, OneThread, context, datamodule, kill_on_ask
+from tests.regimes.neural_helpers import (
+    Killed,
+    context,
+    datamodule,
+    kill_on_ask,
+    one_thread,  # noqa: F401 - the autouse fixture
+)
 
 CONFIG = Path(__file__).resolve().parents[2] / "configs" / "regime_finetune.yaml"
 TINY = {"search": SearchSettings(n_trials=2, n_startup_trials=2, max_epochs=2, parallel_trials=2),
         "search_space": {"batch_size": [16], "head_lr": [1e-3]}}
 TASKS = {"synthetic-hr": ("mse", 1), "synthetic-activity": ("ce", 1), "synthetic-stiffness": ("bce", 3)}
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    with OneThread():
-        yield
 
 
 @pytest.fixture(scope="module")

@@ -14,18 +14,19 @@ from ppgbench_pl.hpo.optuna_search import SearchSettings, n_finished, open_stora
 from ppgbench_pl.hpo.spaces import MLP_SPACE
 from ppgbench_pl.metrics.aggregation import candidates, first_per_group
 from ppgbench_pl.regimes.mlp import MLPRegime
-from tests.regimes.neural_helpers import Killed, OneThread, context, datamodule, embeddings, kill_on_ask
+from tests.regimes.neural_helpers import (
+    Killed,
+    context,
+    datamodule,
+    embeddings,
+    kill_on_ask,
+    one_thread,  # noqa: F401 - the autouse fixture
+)
 
 CONFIG = Path(__file__).resolve().parents[2] / "configs" / "regime_mlp.yaml"
 TINY_SEARCH = SearchSettings(n_trials=3, n_startup_trials=2, max_epochs=3)
 TINY = {"search": TINY_SEARCH}
 TASKS = {"synthetic-hr": ("mse", 1), "synthetic-activity": ("ce", 1), "synthetic-stiffness": ("bce", 3)}
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    with OneThread():
-        yield
 
 
 @pytest.fixture(scope="module")

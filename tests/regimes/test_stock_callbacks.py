@@ -19,16 +19,16 @@ from ppgbench_pl.encoders.cnn import SmallCNNEncoder
 from ppgbench_pl.hpo.optuna_search import SearchSettings
 from ppgbench_pl.regimes.finetune import FinetuneRegime
 from ppgbench_pl.regimes.mlp import MLPRegime
-from tests.regimes.neural_helpers import OneThread, context, datamodule, embeddings
+from tests.regimes.neural_helpers import (
+    OneThread,
+    context,
+    datamodule,
+    embeddings,
+    one_thread,  # noqa: F401 - the autouse fixture
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 SEARCH = SearchSettings(n_trials=3, n_startup_trials=3, max_epochs=2, parallel_trials=3)
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    with OneThread():
-        yield
 
 
 @pytest.fixture(scope="module")

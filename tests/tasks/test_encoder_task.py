@@ -9,15 +9,11 @@ from ppgbench_pl.encoders.cnn import SmallCNNEncoder
 from ppgbench_pl.heads.mlp import MLPHead
 from ppgbench_pl.regimes.base import frozen_parts_expected
 from ppgbench_pl.tasks.encoder_task import EncoderTask, TrainingDiverged
-from tests.regimes.neural_helpers import OneThread
+from tests.regimes.neural_helpers import (
+    one_thread,  # noqa: F401 - the autouse fixture
+)
 
 T = 128
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    with OneThread():
-        yield
 
 
 def _batch(n: int = 8, seed: int = 0) -> dict[str, torch.Tensor]:
