@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from ppgbench_pl.data.processed import ProcessedDataset
-from ppgbench_pl.data.subset import SubsetStore, chosen_subjects, chosen_windows
+from ppgbench_pl.data.subset import SubsetStore, chosen_windows, stratified_subjects
 from ppgbench_pl.datamodules.ppg import PPGDataModule
 from ppgbench_pl.errors import ConfigError
 from tests.cli_helpers import run_cli as run
@@ -116,7 +116,7 @@ def test_caps_pick_the_same_subjects_and_spread_windows(dalia_tree):
     assert rows[0] == 0 and rows[-1] == n - 1 and len(rows) == 4
     np.testing.assert_array_equal(part.ppg(group), full.ppg(group)[rows])
     np.testing.assert_array_equal(part.target(group, "hr", n_windows=4), full.target(group, "hr")[rows])
-    assert chosen_subjects(["a", "b"], 5) == ["a", "b"] and list(chosen_windows(3, 10)) == [0, 1, 2]
+    assert stratified_subjects(["a", "b"], 5, None) == ["a", "b"] and list(chosen_windows(3, 10)) == [0, 1, 2]
 
 
 def test_caps_reach_the_datamodule_and_are_refused_when_too_small(dalia_tree):

@@ -83,11 +83,6 @@ def stratified_subjects(groups: list[str], max_subjects: int | None, profiles: n
     return [g for i, g in enumerate(groups) if i in keep]
 
 
-def chosen_subjects(groups: list[str], max_subjects: int | None) -> list[str]:
-    """The kept groups by name alone (no labels to stratify on), in the order given."""
-    return stratified_subjects(groups, max_subjects, None)
-
-
 def chosen_windows(n: int, max_windows: int | None) -> np.ndarray:
     """Indices of the kept windows of a subject with ``n`` windows (evenly spaced, ends included)."""
     if max_windows is None or n <= max_windows:

@@ -104,12 +104,6 @@ def declared(packed: Any) -> tuple[np.dtype, tuple[int, ...]]:
     return dtype, shape
 
 
-def declared_bytes(packed: Any) -> int:
-    """The bytes the array will take once unpacked, from its declared dtype and shape (:func:`declared`)."""
-    dtype, shape = declared(packed)
-    return math.prod(shape) * dtype.itemsize
-
-
 def check_siblings(shapes: Mapping[str, tuple[int, ...]]) -> None:
     """The arrays of one prediction file agree: one row per window, ``y_prob`` one column per class.
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ppgbench_pl.data.subset import chosen_subjects, stratified_subjects
+from ppgbench_pl.data.subset import stratified_subjects
 
 
 def test_stratified_choice_keeps_the_spread_and_the_classes() -> None:
@@ -18,7 +18,7 @@ def test_stratified_choice_keeps_the_spread_and_the_classes() -> None:
     assert abs(age[rows].mean() - age.mean()) < 3 and abs(age[rows].std() - age.std()) < 4
     assert sex[rows].sum() == 5  # both classes, balanced as in the whole
     assert stratified_subjects(groups, 10, profiles) == kept  # a pure function: every worker reads the same part
-    by_name = chosen_subjects(groups, 10)
+    by_name = stratified_subjects(groups, 10, None)
     assert by_name != kept and len(by_name) == 10
 
 
@@ -28,4 +28,4 @@ def test_missing_labels_and_no_cap() -> None:
     assert stratified_subjects(groups, 5, np.zeros((3, 1))) == groups
     profiles = np.array([[np.nan], [1.0], [3.0]])
     assert len(stratified_subjects(groups, 2, profiles)) == 2
-    assert stratified_subjects(groups, 2, np.full((3, 1), np.nan)) == chosen_subjects(groups, 2)
+    assert stratified_subjects(groups, 2, np.full((3, 1), np.nan)) == stratified_subjects(groups, 2, None)
