@@ -94,6 +94,14 @@ def _help_cache_key(command: str) -> str:
     return digest.hexdigest()[:24]
 
 
+def help_cache_path(command: str) -> Any:
+    """Where the cached ``--help`` text of ``fit``/``benchmark`` lives (``$XDG_CACHE_HOME/ppgbench``)."""
+    from pathlib import Path
+
+    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ppgbench"
+    return root / f"help-{command}-{_help_cache_key(command)}.txt"
+
+
 def cached_help(command: str) -> str:
     """The help of ``fit``/``benchmark``, built once by LightningCLI and kept until the code changes.
 
@@ -102,11 +110,8 @@ def cached_help(command: str) -> str:
     """
     import contextlib
     import io
-    import os
-    from pathlib import Path
 
-    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ppgbench"
-    path = root / f"help-{command}-{_help_cache_key(command)}.txt"
+    path = help_cache_path(command)
     try:
         return path.read_text()
     except OSError:
@@ -119,7 +124,7 @@ def cached_help(command: str) -> str:
     try:
         from ppgbench_pl.atomic_io import write_text_atomic
 
-        root.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
         write_text_atomic(path, text)
     except OSError:
         pass  # an unwritable cache only costs the next call its speed
@@ -159,13 +164,10 @@ def check_top_level_flags(command: str, argv: list[str]) -> None:
     refuses it later with the same did-you-mean. Nested flags (``--data.init_args.x``) depend on the classes
     chosen, so only LightningCLI can judge them.
     """
-    from pathlib import Path
-
     from ppgbench_pl.messages import flags_in_help
 
-    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ppgbench"
     try:
-        known = flags_in_help((root / f"help-{command}-{_help_cache_key(command)}.txt").read_text())
+        known = flags_in_help(help_cache_path(command).read_text())
     except OSError:
         return
     for arg in argv[1:]:
