@@ -34,10 +34,10 @@ class ExportedResults(Results):
     """
 
     def __init__(self, path: str | Path) -> None:  # noqa: D107
-        from ppgbench_pl.results.export import read_export
+        from ppgbench_pl.results.untrusted import read_results_file
 
         super().__init__(path)
-        self.document: dict[str, Any] = read_export(path)
+        self.document: dict[str, Any] = read_results_file(path)
 
     def __repr__(self) -> str:  # noqa: D105
         return f"ExportedResults({str(self.run_dir)!r})"

@@ -42,7 +42,6 @@ class SpotCheck:
 
     embed: Callable[[np.ndarray], np.ndarray]
     tolerance: float = TOLERANCE_32
-    windows: int = WINDOWS
 
 
 def check_rows(key: str, values: np.ndarray, check: SpotCheck, seed: int | None = None) -> str | None:
@@ -59,7 +58,7 @@ def check_rows(key: str, values: np.ndarray, check: SpotCheck, seed: int | None 
         return None
     mix = int(hashlib.sha256(key.encode()).hexdigest()[:15], 16)
     rng = np.random.default_rng([_PROCESS_SEED if seed is None else seed, mix])
-    rows = np.sort(rng.choice(n, size=min(check.windows, n), replace=False))
+    rows = np.sort(rng.choice(n, size=min(WINDOWS, n), replace=False))
     stored = np.asarray(values[rows], dtype=np.float64)
     fresh = np.asarray(check.embed(rows), dtype=np.float64)
     if fresh.shape != stored.shape:

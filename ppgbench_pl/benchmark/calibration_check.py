@@ -31,11 +31,6 @@ class BadField(ValueError):
     """A calibration field that is missing or holds the wrong kind of value."""
 
 
-def _keep_constant(text: str) -> str:
-    """``NaN``/``Infinity`` stay text, so the field holding one is named as not a number."""
-    return text
-
-
 def _number(value: Any, field: str, low: float, high: float, integer: bool = False) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or (integer and not isinstance(value, int)):
         raise BadField(f"{field} is {json.dumps(value)[:40]}, not {'an integer' if integer else 'a number'}")
@@ -103,7 +98,7 @@ def parse_calibration(path: Path, kinds: tuple[str, ...], version: int) -> dict[
     """
     redo = "run `ppgbench calibrate --force` to measure again"
     try:
-        raw = json.loads(path.read_text(), parse_constant=_keep_constant)
+        raw = json.loads(path.read_text(), parse_constant=str)
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise ConfigError(f"{path}: not a readable calibration ({type(exc).__name__}); {redo}") from None
     if isinstance(raw, dict) and raw.get("format") != version:

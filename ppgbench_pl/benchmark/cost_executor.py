@@ -40,7 +40,9 @@ def job_threads(entry: dict[str, Any]) -> int:
     ``cpus_per_task`` (1 when not given).
     """
     name, args = _executor_args(entry)
-    cores = os.cpu_count() or 1
+    from ppgbench_pl.benchmark.thread_policy import usable_cores
+
+    cores = usable_cores()
     if name == "local":
         env = os.environ.get("OMP_NUM_THREADS", "")
         return max(int(env), 1) if env.isdigit() else cores

@@ -80,5 +80,5 @@ def dry_run_text(run: Any) -> str:
     pending = [j for j in plan if j.job_id not in done and j.job_id not in found]
     model = load_model()
     lines.append(describe_estimate(estimate_plan(suite, pending, run.settings.executor, model,
-                                                 read_tree=data_problem is None), model))
+                                                 read_tree=data_problem is None, threads=run.threads), model))
     return "\n".join(lines)

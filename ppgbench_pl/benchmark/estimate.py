@@ -182,13 +182,13 @@ def declared_dim(entry: Any) -> tuple[int, str] | None:
 
 
 def estimate_plan(suite: Any, pending: Sequence[Any], executor: dict[str, Any], model: CostModel,
-                  read_tree: bool = True) -> Estimate:
+                  read_tree: bool = True, threads: int | None = None) -> Estimate:
     """The estimate of running ``pending`` (jobs of ``suite``'s dry plan) with ``executor`` on this machine."""
     est = Estimate()
     est.executor, est.slots = executor_slots(executor)
     est.startup_s = model.startup_s
     est.processes = 1 + (0 if est.executor == "local" else min(est.slots, len(pending)))
-    gpu, (override, _) = on_gpu(suite.trainer_kwargs), thread_override(None)  # the thread policy: probe jobs at 1
+    gpu, (override, _) = on_gpu(suite.trainer_kwargs), thread_override(threads)  # the thread policy: probe jobs at 1
     probe_threads, encoder_threads = override or 1, override or job_threads(executor)
     entries, infos = suite.config["encoders"], suite.encoder_infos
     sizes: dict[tuple[str, float, str], TaskSize] = {}

@@ -141,15 +141,7 @@ def regime_search_work(regime: object, task: object, jobs: int, tied: bool = Fal
 
 
 def stack_groups(pending: Sequence[Any]) -> dict[str, int]:
-    """Job id -> jobs in its stack group, grouped as the runner groups them (``benchmark.groups.job_groups``)."""
-    groups: list[list[str]] = []
-    open_groups: dict[tuple[str, str, str], list[str]] = {}
-    for job in pending:
-        size = int(getattr(job.regime, "stack_jobs", 1) or 1)
-        key = (job.model_name, job.task.name, job.regime.name)
-        group = open_groups.get(key)
-        if size <= 1 or group is None or len(group) >= size:
-            group = open_groups[key] = []
-            groups.append(group)
-        group.append(job.job_id)
-    return {jid: len(group) for group in groups for jid in group}
+    """Job id -> jobs in its stack group, grouped by the runner's own :func:`.groups.job_groups`."""
+    from ppgbench_pl.benchmark.groups import job_groups
+
+    return {jid: len(group) for group in job_groups(pending) for jid in group}

@@ -77,7 +77,8 @@ def stratified_subjects(groups: list[str], max_subjects: int | None, profiles: n
         scale = np.where(spread > 0, spread, 1.0)
         chosen: list[int] = []
         for _ in range(max_subjects):
-            left = [i for i in ranked if i not in chosen]
+            taken = set(chosen)
+            left = [i for i in ranked if i not in taken]
             chosen.append(min(left, key=lambda i: _discrepancy(profiles, [*chosen, i], scale)))
         keep = set(chosen)
     return [g for i, g in enumerate(groups) if i in keep]

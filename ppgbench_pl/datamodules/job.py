@@ -117,11 +117,6 @@ class JobDataModule(L.LightningDataModule):
         train = self.split.train if train is None else train
         return holdout_positions(self.seed, self.repeat if repeat is None else repeat, self.view.groups, train)
 
-    def inner_folds(self, train: np.ndarray | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
-        """(inner-train, inner-validation) positions of the grid searches, subject-disjoint within ``train``."""
-        train = self.split.train if train is None else train
-        return inner_fold_positions(self.seed, self.source.n_inner_folds, self.view.groups, train)
-
     # -- the rows ----------------------------------------------------------------------------------------
     def arrays(self, positions: np.ndarray) -> dict[str, np.ndarray]:
         """Loader columns of some positions of the view: ``y``, ``index`` and ``z`` or ``x`` with its stats."""

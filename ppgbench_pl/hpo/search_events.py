@@ -11,8 +11,7 @@ cluster) are not heard here: their progress stays per job.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,16 +46,6 @@ def unlisten(listener: Listener) -> None:
     """Stop calling ``listener`` (nothing when it is not listening)."""
     if listener in _LISTENERS:
         _LISTENERS.remove(listener)
-
-
-@contextmanager
-def listening(listener: Listener) -> Iterator[None]:
-    """Call ``listener`` with every :class:`EpochEvent` of this process while the block runs."""
-    listen(listener)
-    try:
-        yield
-    finally:
-        unlisten(listener)
 
 
 def epoch_ended(search: Any) -> None:

@@ -78,14 +78,15 @@ def _check_folder(run_dir: Path) -> None:
 
 def read_input(path: Path) -> tuple[dict[str, Any], RecordScan, dict[str, str]]:
     """(run.json-like meta, the records, the protocol settings) of a run folder or an exported file."""
-    from ppgbench_pl.results.export import protocol_settings, read_export
+    from ppgbench_pl.results.export import protocol_settings
+    from ppgbench_pl.results.untrusted import read_results_file
 
     if not (path.is_file() and path.suffix == ".json"):  # an exported file is JSON; anything else a folder
         _check_folder(path)
         meta = run_meta(path)
         scan = scan_records(path, transform=check_record)
         return meta, scan, protocol_settings(meta.get("identity") or {}, scan.records)
-    document = read_export(path)  # validated whole (schema, ranges, protocol) before anything is used
+    document = read_results_file(path)  # validated whole (schema, ranges, protocol) before anything is used
     run, versions = document["run"], document["versions"]
     meta = {"planned_jobs": run["planned_jobs"], "parameters": run["parameters"], "document": document,
             "code_versions": versions["code_versions"], "predictions": document.get("predictions")}

@@ -34,10 +34,10 @@ from ppgbench_pl.errors import DataError
 from ppgbench_pl.results.fold_entry import code_label, fold_entry
 from ppgbench_pl.results.plausible import TRAINER_SETTINGS, control_names
 from ppgbench_pl.results.records import model_id, scan_records
-from ppgbench_pl.results.untrusted import FORMAT, FORMAT_VERSION, READABLE_VERSIONS, read_results_file
+from ppgbench_pl.results.untrusted import FORMAT, FORMAT_VERSION
 
-__all__ = ["FORMAT", "FORMAT_VERSION", "READABLE_VERSIONS", "SUFFIX", "build_export", "control_names",
-           "export_run", "protocol_settings", "read_export"]
+__all__ = ["FORMAT", "FORMAT_VERSION", "SUFFIX", "build_export", "control_names",
+           "export_run", "protocol_settings"]
 
 SUFFIX = ".ppgbench.json"
 
@@ -253,13 +253,3 @@ def _warn(line: str) -> None:
     import warnings
 
     warnings.warn(line, stacklevel=3)
-
-
-def read_export(path: str | Path) -> dict[str, Any]:
-    """Read an exported file back, validated first (:func:`~ppgbench_pl.results.untrusted.read_results_file`).
-
-    Raises:
-        DataError: The file is refused (one line naming it and the field).
-
-    """
-    return read_results_file(path)

@@ -31,7 +31,8 @@ ALPHA, POWER = 0.05, 0.8
 DEFAULT_RATIO = 0.25
 
 
-def _t_ppf(q: float, dof: float) -> float:
+def t_ppf(q: float, dof: float) -> float:
+    """Student-t quantile (scipy.special, imported only when a test is computed)."""
     from scipy.special import stdtrit
 
     return float(stdtrit(dof, q))
@@ -87,7 +88,7 @@ def corrected_t(diff: Any, ratio: float = DEFAULT_RATIO, alpha: float = ALPHA) -
         return PairedTest(n, mean, nan, nan, nan, nan, nan, nan, ratio, nan)
     sd = float(d.std(ddof=1))
     se = math.sqrt(1.0 / n + ratio) * sd
-    half = _t_ppf(1 - alpha / 2, n - 1) * se
+    half = t_ppf(1 - alpha / 2, n - 1) * se
     if se == 0:
         t, p = (0.0, 1.0) if mean == 0 else (math.copysign(math.inf, mean), 0.0)
         return PairedTest(n, mean, sd, se, t, p, mean, mean, ratio, nan if mean == 0 else t)
@@ -105,7 +106,7 @@ def mdd(sd: float, n: int, ratio: float = DEFAULT_RATIO, alpha: float = ALPHA, p
     """
     if n < 2 or not math.isfinite(sd):
         return math.nan
-    return (_t_ppf(1 - alpha / 2, n - 1) + _t_ppf(power, n - 1)) * sd * math.sqrt(1.0 / n + ratio)
+    return (t_ppf(1 - alpha / 2, n - 1) + t_ppf(power, n - 1)) * sd * math.sqrt(1.0 / n + ratio)
 
 
 def adjusted_mdd_at(value: float, n: int, level: float, alpha: float = ALPHA, power: float = POWER) -> float:
@@ -116,8 +117,8 @@ def adjusted_mdd_at(value: float, n: int, level: float, alpha: float = ALPHA, po
     """
     if n < 2 or not math.isfinite(value):
         return math.nan
-    base = _t_ppf(1 - alpha / 2, n - 1) + _t_ppf(power, n - 1)
-    return value * (_t_ppf(1 - level / 2, n - 1) + _t_ppf(power, n - 1)) / base
+    base = t_ppf(1 - alpha / 2, n - 1) + t_ppf(power, n - 1)
+    return value * (t_ppf(1 - level / 2, n - 1) + t_ppf(power, n - 1)) / base
 
 
 def family_level(alpha: float, tests: int) -> float:

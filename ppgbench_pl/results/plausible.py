@@ -21,13 +21,12 @@ UNIT = (0.0, 1.0)
 METRIC_RANGES = {
     "mae": (0.0, math.inf), "mse": (0.0, math.inf), "rmse": (0.0, math.inf), "r2": (-math.inf, 1.0),
     **dict.fromkeys(("accuracy", "balanced_accuracy", "f1_macro", "auroc", "auprc", "auroc_ovr",
-                     "argmax_accuracy", "argmax_balanced_accuracy", "argmax_f1_macro", "argmax_true_tie_rate"),
+                     "argmax_accuracy", "argmax_balanced_accuracy", "argmax_f1_macro", "argmax_true_tie_rate",
+                     "argmax_pred_tie_rate"),
                     UNIT),
 }
 #: No metric value of any task comes near it; the mean of a million such values stays finite.
 MAX_MAGNITUDE = 1e100
-#: Keys every run writes into the protocol block (plus ``datasets.<key>.n_folds`` and ``.n_inner_folds`` per
-#: dataset of its records, and settings of each protocol regime it ran).
 #: Trainer settings that change a number (the device kind is kept in ``run`` but not compared: a result
 #: made on a GPU may stand beside one made on a CPU).
 TRAINER_SETTINGS = ("precision", "deterministic", "benchmark", "sync_batchnorm")

@@ -30,13 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from ppgbench_pl.results.inference import ALPHA, POWER
-
-
-def _t_ppf(q: float, dof: float) -> float:
-    from scipy.special import stdtrit
-
-    return float(stdtrit(dof, q))
+from ppgbench_pl.results.inference import ALPHA, POWER, t_ppf
 
 
 def subject_scores(stats: np.ndarray, kind: str) -> np.ndarray:
@@ -119,7 +113,7 @@ def two_level_mdd(var_subject: float, var_seed: float, df: float, alpha: float =
     se = math.sqrt(var_subject + var_seed) if math.isfinite(var_subject + var_seed) else math.nan
     if not (math.isfinite(se) and math.isfinite(df)):
         return math.nan
-    return (_t_ppf(1 - alpha / 2, df) + _t_ppf(power, df)) * se
+    return (t_ppf(1 - alpha / 2, df) + t_ppf(power, df)) * se
 
 
 def two_level_test(mean: float, var_seed: float, subject_diff: Any, alpha: float = ALPHA) -> TwoLevelTest:
@@ -136,7 +130,7 @@ def two_level_test(mean: float, var_seed: float, subject_diff: Any, alpha: float
     se = math.sqrt(subject + var_seed)
     if se == 0:
         return TwoLevelTest(mean, se, df, 1.0 if mean == 0 else 0.0, mean, mean, subject, var_seed)
-    half = _t_ppf(1 - alpha / 2, df) * se
+    half = t_ppf(1 - alpha / 2, df) * se
     p = 2 * float(stdtr(df, -abs(mean / se)))
     return TwoLevelTest(mean, se, df, p, mean - half, mean + half, subject, var_seed)
 
@@ -166,7 +160,7 @@ def subjects_for(var_subject: float, var_seed: float, seeds: int, n: int, gain: 
     if not (gain > 0 and math.isfinite(var_subject) and math.isfinite(var_seed) and n > 0):
         return None
     df = float(satterthwaite(var_subject, var_seed, max(n - 1, 1), seeds))
-    room = (gain / (_t_ppf(1 - level / 2, df) + _t_ppf(power, df))) ** 2 - var_seed
+    room = (gain / (t_ppf(1 - level / 2, df) + t_ppf(power, df))) ** 2 - var_seed
     if room <= 0:
         return None
     needed = max(math.ceil(var_subject * n / room), 2)
