@@ -14,13 +14,14 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+from ppgbench_pl.data.download.files import file_hashes
+
 #: Hex digits of the digest shown beside a name (the full digest is in ``content_digest``).
 SHOWN = 16
 
 
 def _file_digest(path: Path) -> str:
-    with path.open("rb") as handle:
-        return hashlib.file_digest(handle, "sha256").hexdigest()
+    return file_hashes(path, ("sha256",))["sha256"]
 
 
 def content_digest(path: str | Path) -> str:
