@@ -118,7 +118,7 @@ def test_opens_in_headless_chromium_with_no_missing_images(report, tmp_path):
     body = re.search(r"<body([^>]*)>", dom).group(1)
     assert f'data-images="{probed}"' in body and probed == 9  # 3 PNGs shown + 6 SVG links probed
     assert 'data-broken=""' in body
-    assert dom.count("<table") == 13 and "Main tables" in dom and "synthetic-stiffness †" in dom
+    assert dom.count("<table") == parser.tables == 14 and "Main tables" in dom and "synthetic-stiffness †" in dom
     shot = tmp_path / "page.png"
     _chromium(["--window-size=1280,2400", f"--screenshot={shot}", report.as_uri()], tmp_path)
     assert shot.read_bytes().startswith(PNG_MAGIC)
