@@ -12,10 +12,10 @@
 
 :func:`evaluate` writes the config a ``ppgbench fit`` command would read (the same ``model``/``controls``/
 ``data``/``trainer`` blocks, regimes as ``trainer.callbacks``) and runs it through the same engine
-(:func:`~ppgbench_pl.benchmark.spec.build_suite_spec` and
-:class:`~ppgbench_pl.benchmark.coordinator.BenchmarkRun`), so the records, the resume and the folder layout
-are those of the CLI. Objects that a config cannot name (an ``nn.Module`` you built, a ``PPGEncoder`` or
-``Regime`` instance) are handed to the suite in this process, so they run only with the local executor.
+(the CLI's LightningCLI parser builds the objects, :class:`~ppgbench_pl.benchmark.coordinator.BenchmarkRun` runs
+them), so the records, the resume and the folder layout are those of the CLI. Objects that a config cannot name
+(an ``nn.Module`` you built, a ``PPGEncoder`` or ``Regime`` instance) go into the config as they are, so they run
+only with the local executor.
 
 Nothing here imports torch until a function needs it: ``import ppgbench_pl`` stays cheap.
 """
@@ -83,7 +83,7 @@ def _trainer_block(trainer: dict[str, Any], callbacks: list[dict[str, Any]]) -> 
     """
     import lightning as L
 
-    from ppgbench_pl.benchmark.spec import HONOURED_TRAINER
+    from ppgbench_pl.benchmark.trainer_block import HONOURED_TRAINER
 
     params = inspect.signature(L.Trainer.__init__).parameters
     block = {k: params[k].default for k in HONOURED_TRAINER if k in params and params[k].default is not None}
@@ -172,19 +172,12 @@ def evaluate(encoder: EncoderLike, *, dataset: str, tasks: Sequence[str] | None 
         KeyboardInterrupt: The run was interrupted (finished jobs are kept; call again to resume).
 
     """
-    from ppgbench_pl.benchmark.entries import PREBUILT
+    config = build_config(encoder, dataset=dataset, tasks=tasks, regimes=regimes, controls=controls,
+                          seeds=seeds, folds=folds, output_dir=output_dir, executor=executor,
+                          sampling_rate=sampling_rate, name=name, encoder_args=encoder_args, **overrides)
+    from ppgbench_pl.api_run import run_config
 
-    before = set(PREBUILT)
-    try:
-        config = build_config(encoder, dataset=dataset, tasks=tasks, regimes=regimes, controls=controls,
-                              seeds=seeds, folds=folds, output_dir=output_dir, executor=executor,
-                              sampling_rate=sampling_rate, name=name, encoder_args=encoder_args, **overrides)
-        from ppgbench_pl.api_run import run_config
-
-        return run_config(config)
-    finally:
-        for key in set(PREBUILT) - before:
-            PREBUILT.pop(key, None)
+    return run_config(config)
 
 
 # -- what can be run -----------------------------------------------------------------------------------------

@@ -1,15 +1,14 @@
 """Python objects given to :func:`ppgbench_pl.evaluate` as the config entries a ``ppgbench fit`` config holds.
 
 An encoder or regime may be a registered name, a class path, an entry dict or a built object; an object that a
-config cannot name (an ``nn.Module`` you built, a ``PPGEncoder`` or ``Regime`` instance) is handed to the suite
-of this process, so it runs only with the local executor.
+config cannot name (an ``nn.Module`` you built, a ``PPGEncoder`` or ``Regime`` instance) goes into the config as it
+is (the parser takes built objects), so it runs only with the local executor.
 """
 
 from __future__ import annotations
 
 import difflib
 import inspect
-import uuid
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,25 +20,13 @@ EncoderLike = Any  # a registered name, a class_path (str or entry dict), a PPGE
 RegimeLike = Any  # a regime name, (name, init_args), a class_path entry dict, or a Regime instance
 
 
-def _register(obj: Any) -> dict[str, Any]:
-    """Return a spec entry standing for ``obj``, which the suite of this process takes as built.
-
-    :func:`evaluate` removes the entry when its run ends (the suite it built keeps what it needs).
-    """
-    from ppgbench_pl.benchmark.entries import PREBUILT
-
-    key = f"{type(obj).__name__}-{uuid.uuid4().hex[:12]}"
-    PREBUILT[key] = obj
-    return {"class_path": f"{type(obj).__module__}.{type(obj).__qualname__}", "instance": key}
-
-
 def _class_path(cls: type) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
 def encoder_entry(encoder: EncoderLike, *, sampling_rate: float | None = None, name: str | None = None,
-                  encoder_args: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Return the ``class_path``/``init_args`` entry (or a pre-built entry) of an encoder in any form.
+                  encoder_args: Mapping[str, Any] | None = None) -> Any:
+    """Return the ``class_path``/``init_args`` entry of an encoder in any form (a built object as it is).
 
     Args:
         encoder: A registered name (``ppgbench list encoders``), a dotted class path, an entry dict, a
@@ -81,7 +68,7 @@ def encoder_entry(encoder: EncoderLike, *, sampling_rate: float | None = None, n
         if args or sampling_rate is not None:
             raise ConfigError(f"encoder {encoder.name!r} is already built: set name, sampling_rate and other "
                               "settings when you construct it (or pass its class or name instead)")
-        return _register(encoder)
+        return encoder
     if isinstance(encoder, nn.Module):
         from ppgbench_pl.encoders.custom import CustomEncoder
 
@@ -92,7 +79,7 @@ def encoder_entry(encoder: EncoderLike, *, sampling_rate: float | None = None, n
         if not ({"checkpoint", "random_init"} & set(args)) and \
                 "weights_in_module" in inspect.signature(CustomEncoder.__init__).parameters:
             args["weights_in_module"] = True  # the weights are the ones the module holds in memory now
-        return _register(CustomEncoder(encoder, sampling_rate=sampling_rate, **args))
+        return CustomEncoder(encoder, sampling_rate=sampling_rate, **args)
     raise ConfigError(f"cannot evaluate a {type(encoder).__name__}: give a registered encoder name, a class "
                       "path, a PPGEncoder or an nn.Module with sampling_rate")
 
@@ -103,7 +90,7 @@ def _encoder_class(name: str) -> str:
     return _class_path(ENCODERS[name])  # ConfigError with the known names when unknown
 
 
-def regime_entry(regime: RegimeLike) -> dict[str, Any]:
+def regime_entry(regime: RegimeLike) -> Any:
     """Return the ``trainer.callbacks`` entry of one regime.
 
     A regime is a name (``linear``, ``rf``, ``mlp``, ``finetune``), ``(name, init_args)``, a ``class_path``
@@ -125,7 +112,7 @@ def regime_entry(regime: RegimeLike) -> dict[str, Any]:
     from ppgbench_pl.regimes.base import Regime
 
     if isinstance(regime, Regime):
-        return _register(regime)
+        return regime
     raise ConfigError(f"cannot run a {type(regime).__name__} as a regime: give a name "
                       "(linear, rf, mlp, finetune), (name, init_args), a class_path entry or a Regime")
 

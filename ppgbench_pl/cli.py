@@ -4,7 +4,7 @@
 (everything chosen by ``class_path``, configs stack, ``--print_config``) and executed by
 :class:`ppgbench_pl.benchmark.coordinator.BenchmarkRun`; ``benchmark`` is the name for a config with a
 ``matrix`` (several encoders or datasets), ``fit`` for one model, and either takes either config
-(:mod:`ppgbench_pl.commands.protocol`). The utility commands (``list``, ``download``, ``preprocess``,
+(:mod:`ppgbench_pl.benchmark.protocol_cli`). The utility commands (``list``, ``download``, ``preprocess``,
 ``report``, ``init``) live in :mod:`ppgbench_pl.commands`; this module imports none of them (nor torch or
 Lightning) until a command is chosen, so ``ppgbench list`` starts fast; its one-line errors are
 :mod:`ppgbench_pl.messages`, shared with the LightningCLI.
@@ -18,7 +18,7 @@ import warnings
 from typing import Any
 
 from ppgbench_pl.commands import EXECUTOR_ALIASES
-from ppgbench_pl.errors import PPGBenchError
+from ppgbench_pl.errors import user_error
 from ppgbench_pl.messages import did_you_mean, fail, one_line
 
 #: Every command, with its one-line description (the top-level help).
@@ -67,8 +67,8 @@ def expand_aliases(argv: list[str]) -> list[str]:
 
 
 def build_cli(args: Any = None, run: bool = True) -> Any:
-    """The LightningCLI of ``fit``/``benchmark`` (see :mod:`ppgbench_pl.commands.protocol`)."""
-    from ppgbench_pl.commands.protocol import build_cli as build
+    """The LightningCLI of ``fit``/``benchmark`` (see :mod:`ppgbench_pl.benchmark.protocol_cli`)."""
+    from ppgbench_pl.benchmark.protocol_cli import build_cli as build
 
     return build(args, run)
 
@@ -230,15 +230,3 @@ def main(args: list[str] | None = None) -> None:
             print(f"ppgbench: interrupted ({exc})", file=sys.stderr)
             raise SystemExit(code) from None
         raise
-
-
-def user_error(exc: BaseException) -> BaseException | None:
-    """The :class:`PPGBenchError` behind ``exc`` (jsonargparse wraps errors raised while instantiating)."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        if isinstance(current, PPGBenchError):
-            return current
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    return None

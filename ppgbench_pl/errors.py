@@ -26,3 +26,15 @@ class CheckpointError(PPGBenchError):
 
 class DownloadError(PPGBenchError):
     """A raw-data download or extraction failed; the message names the file and what to do."""
+
+
+def user_error(exc: BaseException) -> BaseException | None:
+    """The :class:`PPGBenchError` behind ``exc`` (jsonargparse wraps errors raised while instantiating)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, PPGBenchError):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None

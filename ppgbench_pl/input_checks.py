@@ -1,7 +1,7 @@
 """Checks of user inputs that can be made before anything is computed, each refusing in one line.
 
 Seeds and folds (a list of non-negative integers, never a string), Optuna storage URLs and the
-accelerator. Used by the suite spec (CLI, ``benchmark``) and by the Python API alike, so each input is
+accelerator. Used by the protocol setup (CLI, ``benchmark``, the Python API), so each input is
 refused with the same line wherever it comes from. Nothing here imports torch at module level.
 """
 

@@ -1,7 +1,7 @@
 """One-line user errors of the ``ppgbench`` command: ``fail``, jsonargparse errors on one line, did-you-mean.
 
 Shared by the light front door (:mod:`ppgbench_pl.cli`) and the LightningCLI of ``fit``/``benchmark``
-(:mod:`ppgbench_pl.commands.protocol`); it imports nothing heavy, so ``ppgbench list`` stays fast.
+(:mod:`ppgbench_pl.benchmark.protocol_cli`); it imports nothing heavy, so ``ppgbench list`` stays fast.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ for a user's class (an ``nn.Module`` given to the API, a ``CustomEncoder`` witho
 from __future__ import annotations
 
 import re
+from typing import Any
 
 #: Acronyms a run of capitals is split into (longest first wins); anything else stays one word.
 ACRONYMS = frozenset({
@@ -73,3 +74,11 @@ BASELINE_MODEL = "constant"
 def is_baseline(name: str) -> bool:
     """Whether a summary model name is a constant-baseline row (``constant``, ``constant @64Hz``, ...)."""
     return name == BASELINE_MODEL or name.startswith((f"{BASELINE_MODEL} @", f"{BASELINE_MODEL}/"))
+
+
+def import_class(path: str) -> Any:
+    """The class (or function) a fully qualified ``class_path`` names."""
+    import importlib
+
+    module, _, attr = str(path).rpartition(".")
+    return getattr(importlib.import_module(module), attr)

@@ -93,9 +93,6 @@ def test_a_plain_module_is_wrapped_run_and_read_back_with_load_run(tmp_path):
     assert index.name == "index.html" and index.exists()
     meta = json.loads((run / "run.json").read_text())
     assert meta["identity"]["encoders"]["tiny"]["class"] == "ppgbench_pl.encoders.custom.CustomEncoder"
-    from ppgbench_pl.benchmark.entries import PREBUILT
-
-    assert not PREBUILT  # the built objects are let go when the run ends
 
 
 def test_a_regime_instance_runs_as_its_entry_would(tmp_path):
@@ -122,7 +119,7 @@ def test_built_objects_need_the_local_executor_and_modules_need_a_rate(tmp_path)
     ({"regimes": ("linear", "mpl")}, "unknown regime 'mpl'; did you mean 'mlp'"),
     ({"bach_size": 8}, "unknown option 'bach_size'; did you mean 'batch_size'"),
     ({"max_epochs": 3}, "trainer.max_epochs=3: max_epochs is set by each regime's search budget"),
-    ({"tasks": ["dalia-hr"]}, "dalia-hr belong to datasets not selected"),
+    ({"tasks": ["dalia-hr"]}, "task 'dalia-hr' belongs to dataset 'dalia'"),
 ])
 def test_bad_arguments_are_one_line_config_errors(tmp_path, kwargs, message):
     with pytest.raises(ConfigError) as info:

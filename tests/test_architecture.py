@@ -21,7 +21,7 @@ EXCLUDED: tuple[str, ...] = ()
 
 
 def module_name(path: Path) -> str:
-    """``ppgbench_pl/benchmark/spec.py`` -> ``ppgbench_pl.benchmark.spec`` (a package is its ``__init__``)."""
+    """``ppgbench_pl/benchmark/setup.py`` -> ``ppgbench_pl.benchmark.setup`` (a package is its ``__init__``)."""
     parts = list(path.relative_to(ROOT).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 

@@ -130,19 +130,19 @@ def test_caps_reach_the_datamodule_and_are_refused_when_too_small(dalia_tree):
 
 
 def test_budget_caps_searched_regimes_and_published_refuses_caps():
-    from ppgbench_pl.benchmark.budget import Budget, apply_budget, budget_of
+    from types import SimpleNamespace
 
-    spec = {"regimes": [{"class_path": "ppgbench_pl.regimes.mlp.MLPRegime",
-                         "init_args": {"search": {"n_trials": 48, "max_epochs": 25}}},
-                        {"class_path": "ppgbench_pl.regimes.LinearRegime"}], "data": {}}
-    out = apply_budget(spec, Budget("smoke", n_trials=4, n_startup_trials=2, max_epochs=3, subject_repeats=1))
-    assert out["budget"] == "smoke"
-    assert out["regimes"][0]["init_args"] == {"search": {"n_trials": 4, "max_epochs": 3, "n_startup_trials": 2},
-                                              "subject_repeats": 1}
-    assert out["regimes"][1].get("init_args", {}) == {}
+    from ppgbench_pl.benchmark.budget import Budget, apply_budget
+    from ppgbench_pl.regimes import LinearRegime
+    from ppgbench_pl.regimes.mlp import MLPRegime
+
+    mlp, linear = MLPRegime(), LinearRegime()
+    apply_budget([mlp, linear], Budget("smoke", n_trials=4, n_startup_trials=2, max_epochs=3, subject_repeats=1), [])
+    assert (mlp.search.n_trials, mlp.search.n_startup_trials, mlp.search.max_epochs, mlp.subject_repeats) == (4, 2, 3, 1)
+    assert mlp.settings() == MLPRegime(search={"n_trials": 4, "n_startup_trials": 2, "max_epochs": 3},
+                                       subject_repeats=1).settings()  # as if the regime had been given them
+    assert linear.settings() == LinearRegime().settings()
     with pytest.raises(ConfigError, match="max_subjects=10: the published budget"):
-        apply_budget({**spec, "data": {"max_subjects": 10}}, Budget())
+        apply_budget([], Budget(), [SimpleNamespace(max_subjects=10, max_windows_per_subject=None)])
     with pytest.raises(ConfigError, match="budget.n_trials=0"):
-        budget_of({"budget": {"name": "smoke", "n_trials": 0}})
-    with pytest.raises(ConfigError, match="budget.trials"):
-        budget_of({"budget": {"trials": 3}})
+        Budget("smoke", n_trials=0)

@@ -83,7 +83,7 @@ def test_wandb_offline_logs_go_under_the_default_output_dir(tmp_path, capsys, mo
 @pytest.mark.parametrize(("override", "message"), [
     (["--data.init_args.tasks", "[synthetic-foo]"], "unknown task 'synthetic-foo'"),
     (["--data.init_args.dataset", "nope"], "unknown dataset 'nope'"),
-    (["--data.init_args.tasks", "[dalia-hr]"], "tasks dalia-hr belong to datasets not selected (synthetic)"),
+    (["--data.init_args.tasks", "[dalia-hr]"], "task 'dalia-hr' belongs to dataset 'dalia', not 'synthetic'"),
     (["--model.init_args.encoder", "ppgbench_pl.encoders.cnn.NoSuchEncoder"], "NoSuchEncoder"),
     (["--trainer.callbacks", "[{class_path: ppgbench_pl.regimes.NoSuchRegime}]"], "NoSuchRegime"),
     (["--trainer.callbacks", "[]"], "no regime configured"),

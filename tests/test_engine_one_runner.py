@@ -11,7 +11,7 @@ from typing import Any
 import lightning as L
 import pytest
 
-from tests.benchmark.helpers import CNN, HALF, LINEAR, VOLATILE, record_files, run, suite_config, write_config
+from tests.benchmark.helpers import CNN, HALF, LINEAR, VOLATILE, record_files, run, suite_config, suite_of, write_config
 
 CONTROL = {"class_path": "ppgbench_pl.encoders.prv.PublishedPRVEncoder", "init_args": {"n_jobs": 1}}
 TINY_FINETUNE = {"class_path": "ppgbench_pl.regimes.finetune.FinetuneRegime",
@@ -87,19 +87,19 @@ def test_trainer_settings_reach_every_inner_trainer(tmp_path, engine_root, train
 
 
 def test_suite_trainer_kwargs_are_the_honoured_settings(tmp_path, engine_root):
-    from ppgbench_pl.benchmark.spec import trainer_settings
-    from ppgbench_pl.benchmark.suite import BenchmarkSuite
+    from ppgbench_pl.benchmark.trainer_block import trainer_settings
 
     settings = trainer_settings({"accelerator": "cpu", "devices": "2", "strategy": "ddp_spawn",
                                  "precision": "bf16", "deterministic": True, "max_epochs": None, "logger": False,
                                  "callbacks": [LINEAR]})
     assert settings == {"accelerator": "cpu", "devices": 2, "strategy": "ddp_spawn", "precision": "bf16-mixed",
                         "deterministic": True}
-    suite = BenchmarkSuite({"encoders": [CNN], "regimes": [LINEAR], "datasets": ["synthetic"],
-                            "tasks": ["synthetic-hr"], "seeds": [42], "folds": [0], "trainer": settings,
-                            "data": {"root": str(engine_root), "synthetic_subjects": 10,
-                                     "synthetic_windows": 4}},
-                           tmp_path)
+    config = suite_config(engine_root, tmp_path / "run", regimes=[LINEAR], tasks=["synthetic-hr"], folds=[0],
+                          data={"synthetic_windows": 4})
+    config["trainer"] = {"accelerator": "cpu", "devices": "2", "strategy": "ddp_spawn", "precision": "bf16",
+                         "deterministic": True, "callbacks": [LINEAR]}
+    suite = suite_of(config)
+    assert suite.trainer_kwargs == {**settings, "num_nodes": 1, "sync_batchnorm": False}  # the parser's defaults
     ctx = suite.context(suite.plan()[0])
     assert ctx.trainer_kwargs == settings
 

@@ -137,7 +137,7 @@ def test_an_output_dir_that_is_a_file_is_refused(tmp_path, capsys, done_run):
 
 def test_a_device_list_written_as_a_string_is_read_as_lightning_reads_it():
     """``devices: "0,1"`` is two GPUs to Lightning; it passed both device checks as a string before."""
-    from ppgbench_pl.benchmark.spec import trainer_settings
+    from ppgbench_pl.benchmark.trainer_block import trainer_settings
     from ppgbench_pl.errors import ConfigError
     from ppgbench_pl.regimes.mlp import MLPRegime
 

@@ -64,20 +64,20 @@ def estimate(configs: list[str], extra: list[str], out: Path) -> Any:
     from ppgbench_pl.benchmark.cost_model import load_model
     from ppgbench_pl.benchmark.estimate import describe_estimate, estimate_plan
     from ppgbench_pl.benchmark.preflight import evaluable_plan
-    from ppgbench_pl.benchmark.suite import BenchmarkSuite
-    from ppgbench_pl.commands.calibrate import config_spec
+    from ppgbench_pl.benchmark.protocol_cli import parse_setup
+    from ppgbench_pl.commands.config_bases import expand_bases
 
     overrides = out.parent / f"{out.name}-overrides.yaml"
     overrides.write_text(json.dumps(overrides_of(extra, out)))
-    spec = config_spec([*configs, str(overrides)])
-    suite = BenchmarkSuite(spec, out)
+    setup = parse_setup(expand_bases([arg for f in [*configs, str(overrides)] for arg in ("--config", f)]))
+    suite = setup.suite
     plan, _ = evaluable_plan(suite, suite.plan(dry=True), dry=True)
     from ppgbench_pl.benchmark.preflight import degenerate_jobs
 
     found = degenerate_jobs(suite, plan, dry=True)
     pending = [j for j in plan if j.job_id not in found]
     model = load_model()
-    executor = spec.get("executor") or {"class_path": "ppgbench_pl.benchmark.executors.LocalExecutor"}
+    executor = setup.settings.executor
     est = estimate_plan(suite, pending, executor, model)
     print(describe_estimate(est, model))
     return est

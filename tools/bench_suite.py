@@ -73,21 +73,25 @@ class CountingPRV(PRVEncoder):
 
 
 def config(args: argparse.Namespace, counts: Path) -> dict[str, Any]:
-    """The suite spec both modes run (what ``ppgbench fit``/``benchmark`` build from a config)."""
+    """The ``fit`` config both modes run (parsed and built by the CLI's parser)."""
     return {
-        "encoders": [
-            {"class_path": "bench_suite.CountingCNN", "init_args": {"count_file": str(counts / CountingCNN.name)}},
-            {"class_path": "bench_suite.CountingPRV", "init_args": {"count_file": str(counts / CountingPRV.name)}},
-        ],
-        "regimes": [REGIMES[r] for r in args.regimes],
-        "datasets": ["synthetic"],
-        "seeds": args.seeds,
-        "folds": list(range(args.folds)),
-        "data": {"root": str(args.data), "synthetic_subjects": args.subjects, "synthetic_windows": args.windows},
-        "tasks": None,
-        "trainer": {"accelerator": "cpu", "devices": 1},
-        "optuna_storage": None,
+        "model": {"class_path": "ppgbench_pl.tasks.EncoderTask", "init_args": {"encoder": {
+            "class_path": "bench_suite.CountingCNN", "init_args": {"count_file": str(counts / CountingCNN.name)}}}},
+        "controls": [
+            {"class_path": "bench_suite.CountingPRV", "init_args": {"count_file": str(counts / CountingPRV.name)}}],
+        "data": {"class_path": "ppgbench_pl.datamodules.PPGDataModule", "init_args": {
+            "dataset": "synthetic", "seeds": args.seeds, "folds": list(range(args.folds)), "root": str(args.data),
+            "synthetic_subjects": args.subjects, "synthetic_windows": args.windows}},
+        "trainer": {"accelerator": "cpu", "devices": 1, "callbacks": [REGIMES[r] for r in args.regimes]},
+        "wandb": "off", "progress": False,
     }
+
+
+def suite_of(cfg: dict[str, Any], out: Path) -> Any:
+    """The suite of ``cfg`` with its run folder at ``out``."""
+    from ppgbench_pl.benchmark.protocol_cli import parse_setup
+
+    return parse_setup({**cfg, "output_dir": str(out)}).suite
 
 
 def passes(counts: Path, n_windows: dict[str, int]) -> dict[str, float]:
@@ -108,12 +112,11 @@ def run_published(cfg: dict[str, Any], out: Path) -> dict[str, float]:
 
     from ppgbench_pl.benchmark.embeddings import extraction_trainer_kwargs
     from ppgbench_pl.benchmark.job import run_job
-    from ppgbench_pl.benchmark.suite import BenchmarkSuite
     from ppgbench_pl.datamodules.ppg import ArrayDataset
     from ppgbench_pl.regimes.base import JobContext
     from ppgbench_pl.tasks.encoder_task import EncoderTask
 
-    suite = BenchmarkSuite(cfg, out)
+    suite = suite_of(cfg, out)
     values: dict[str, float] = {}
     current: tuple[Any, ...] = ()
     embeddings = np.zeros((0, 0), dtype=np.float32)
@@ -144,12 +147,12 @@ def run_published(cfg: dict[str, Any], out: Path) -> dict[str, float]:
 def run_benchmark(cfg: dict[str, Any], out: Path, workers: int) -> dict[str, float]:
     """The one engine (what ``ppgbench fit``/``benchmark`` run), local or with a process pool."""
     from ppgbench_pl.benchmark.coordinator import BenchmarkRun
-    from ppgbench_pl.benchmark.spec import RunSettings
+    from ppgbench_pl.benchmark.protocol_cli import parse_setup
 
     module = "ppgbench_pl.benchmark.executors"
     executor = {"class_path": f"{module}.ProcessExecutor", "init_args": {"workers": workers}} if workers > 1 \
         else {"class_path": f"{module}.LocalExecutor"}
-    report = BenchmarkRun(cfg, RunSettings(str(out), executor, wandb="off", progress=False)).run()
+    report = BenchmarkRun(parse_setup({**cfg, "output_dir": str(out), "executor": executor})).run()
     if report.failed:
         print(f"  {len(report.failed)} jobs failed, e.g. {report.failed[0]}", file=sys.stderr)
     values = {}
@@ -180,9 +183,7 @@ def main() -> None:
     base = args.keep or Path(tempfile.mkdtemp(prefix="bench_suite_"))
     args.data = base / "data"
 
-    from ppgbench_pl.benchmark.suite import BenchmarkSuite
-
-    probe = BenchmarkSuite(config(args, base), base / "probe")
+    probe = suite_of(config(args, base), base / "probe")
     dm = probe.datamodules["synthetic"]  # builds the data at each rate once, outside the timings
     n_windows = {info.name: len(dm.windows(info.sampling_rate).x) for info in probe.encoder_infos}
     n_jobs = len(probe.plan(dry=True))

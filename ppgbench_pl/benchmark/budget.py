@@ -2,9 +2,8 @@
 
 ``ppgbench fit --config my_model.yaml --config configs/budget/smoke.yaml`` runs the same engine on a
 small budget: the budget file's ``data.init_args`` narrows seeds, folds, subjects and windows per subject
-(real :class:`~ppgbench_pl.datamodules.PPGDataModule` options, any dataset), and its ``budget`` block
-caps what a stacked file cannot reach inside the regime list: the searched regimes' trials, epochs and
-holdout repeats. ``configs/budget/published.yaml`` restores the published protocol.
+(real :class:`~ppgbench_pl.datamodules.PPGDataModule` options), and its ``budget`` block caps what a stacked
+file cannot reach inside the regime list: the searched regimes' trials, epochs and holdout repeats.
 
 The budget's name is part of the run identity (``run.json``; absent for ``published``, so folders made
 before budgets existed resume) and of every record, summary row, report table and W&B run, so a smoke
@@ -14,11 +13,12 @@ number can never land in, or be read as, a published-protocol folder. Capping th
 
 from __future__ import annotations
 
-import copy
-from dataclasses import asdict, dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ppgbench_pl.errors import ConfigError
+from ppgbench_pl.hpo.optuna_search import SearchSettings
 
 PUBLISHED = "published"
 #: Caps of the ``budget`` block and the search setting each one bounds.
@@ -29,7 +29,7 @@ DATA_CAPS = ("max_subjects", "max_windows_per_subject")
 
 @dataclass
 class Budget:
-    """The ``budget`` block of a fit/benchmark config.
+    """The ``budget`` block of a fit/benchmark config (validated here, once).
 
     Args:
         name: ``published`` (the protocol), ``smoke`` or any other label; recorded everywhere.
@@ -49,76 +49,60 @@ class Budget:
     subject_repeats: int | None = None
     standardize_targets: bool | None = None
 
+    def __post_init__(self) -> None:
+        self.name = str(self.name or PUBLISHED)
+        if self.standardize_targets is not None and not isinstance(self.standardize_targets, bool):
+            raise ConfigError(f"budget.standardize_targets={self.standardize_targets!r}: must be true or false")
+        for key in (*SEARCH_CAPS, "subject_repeats"):
+            value, least = getattr(self, key), 0 if key == "n_startup_trials" else 1
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < least):
+                raise ConfigError(f"budget.{key}={value!r}: must be a whole number >= {least}")
 
-def budget_of(config: dict[str, Any]) -> Budget:
-    """The config's budget (``published`` when it has none), validated."""
-    raw = config.get("budget") or {}
-    if isinstance(raw, Budget):
-        raw = asdict(raw)
-    if not isinstance(raw, dict):
-        raise ConfigError(f"budget: expected a mapping (name, n_trials, ...), got {raw!r}")
-    unknown = sorted(set(raw) - set(Budget.__dataclass_fields__))
-    if unknown:
-        raise ConfigError(f"budget.{unknown[0]}: not a budget setting (name, {', '.join(SEARCH_CAPS)}, "
-                          "subject_repeats, standardize_targets)")
-    budget = Budget(**raw)
-    budget.name = str(budget.name or PUBLISHED)
-    if budget.standardize_targets is not None and not isinstance(budget.standardize_targets, bool):
-        raise ConfigError(f"budget.standardize_targets={budget.standardize_targets!r}: must be true or false")
-    for key in (*SEARCH_CAPS, "subject_repeats"):
-        value, least = getattr(budget, key), 0 if key == "n_startup_trials" else 1
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < least):
-            raise ConfigError(f"budget.{key}={value!r}: must be a whole number >= {least}")
-    return budget
+    def caps(self) -> list[str]:
+        """``budget.key=value`` of every cap this budget sets."""
+        out = [f"budget.{k}={getattr(self, k)}" for k in (*SEARCH_CAPS, "subject_repeats")
+               if getattr(self, k) is not None]
+        if self.standardize_targets is not None:
+            out.append(f"budget.standardize_targets={self.standardize_targets}")
+        return out
 
 
-def _capped_search(search: Any, budget: Budget) -> dict[str, Any]:
-    search = dict(search.get("init_args", search)) if isinstance(search, dict) else {}
-    for key in SEARCH_CAPS:
-        cap = getattr(budget, key)
-        if cap is not None:
-            current = search.get(key)
-            search[key] = cap if current is None else min(int(current), cap)
-    if search.get("n_startup_trials") is not None and search.get("n_trials") is not None:
-        search["n_startup_trials"] = min(search["n_startup_trials"], search["n_trials"])
-    return search
+def capped_search(search: SearchSettings, budget: Budget) -> SearchSettings:
+    """A resolved search with the budget's caps (each an upper bound), validated as the regime validates it."""
+    caps = {k: min(getattr(search, k), getattr(budget, k)) for k in SEARCH_CAPS if getattr(budget, k) is not None}
+    capped = replace(search, **caps)
+    capped = replace(capped, n_startup_trials=min(capped.n_startup_trials, capped.n_trials))
+    return capped.resolved(search.epochs, search.batch)
 
 
-def apply_budget(spec: dict[str, Any], budget: Budget) -> dict[str, Any]:
-    """The spec with the budget's caps applied to its regimes and its name recorded (``spec["budget"]``).
+def apply_budget(regimes: Sequence[Any], budget: Budget, datamodules: Sequence[Any]) -> None:
+    """Cap the built regimes' searches and holdout repeats by the budget (they are built once, then capped here).
 
     Raises:
-        ConfigError: The data is capped (``max_subjects``, ``max_windows_per_subject``) under the
-            ``published`` name, or the budget caps the search under that name.
+        ConfigError: The data is capped (``max_subjects``, ``max_windows_per_subject``) or the search capped
+            under the ``published`` name.
     """
-    import inspect
-
-    from ppgbench_pl.benchmark.entries import import_class
-
-    capped = [f"data.init_args.{k}={spec['data'][k]}" for k in DATA_CAPS if spec["data"].get(k) is not None]
-    capped += [f"budget.{k}={getattr(budget, k)}" for k in (*SEARCH_CAPS, "subject_repeats")
-               if getattr(budget, k) is not None]
-    if budget.standardize_targets is not None:
-        capped.append(f"budget.standardize_targets={budget.standardize_targets}")
+    capped = list(dict.fromkeys(f"data.init_args.{k}={getattr(dm, k)}" for dm in datamodules for k in DATA_CAPS
+                                if getattr(dm, k, None) is not None))
+    capped += budget.caps()
     if budget.name == PUBLISHED and capped:
         raise ConfigError(f"{capped[0]}: the published budget runs the whole protocol; stack "
                           "configs/budget/smoke.yaml (or set budget.name to another label) to run a capped budget")
-    out = dict(spec)
-    regimes = []
-    for entry in spec["regimes"]:
-        entry = copy.deepcopy(entry)
-        if "instance" not in entry:
-            params = inspect.signature(import_class(entry["class_path"])).parameters
-            args = entry.setdefault("init_args", {})
-            if "search" in params and any(getattr(budget, k) is not None for k in SEARCH_CAPS):
-                args["search"] = _capped_search(args.get("search"), budget)
-            if "subject_repeats" in params and budget.subject_repeats is not None:
-                args["subject_repeats"] = budget.subject_repeats
-            if "standardize_targets" in params and budget.standardize_targets is not None:
-                args["standardize_targets"] = budget.standardize_targets
-        regimes.append(entry)
-    out["regimes"], out["budget"] = regimes, budget.name
-    return out
+    for regime in regimes:
+        search = getattr(regime, "search", None)
+        if isinstance(search, SearchSettings) and any(getattr(budget, k) is not None for k in SEARCH_CAPS):
+            regime.search = capped_search(search, budget)
+        for key in ("subject_repeats", "standardize_targets"):
+            if getattr(budget, key) is not None and hasattr(regime, key):
+                setattr(regime, key, getattr(budget, key))
+
+
+def apply_storage(regimes: Sequence[Any], storage: str | None) -> None:
+    """``--optuna_storage``: every searched regime without a storage of its own stores its studies there."""
+    for regime in regimes:
+        search = getattr(regime, "search", None)
+        if storage is not None and isinstance(search, SearchSettings) and search.storage is None:
+            regime.search = replace(search, storage=storage)
 
 
 #: Regime settings that belong to the search budget (a deviation in one makes the budget ``custom``).
@@ -139,15 +123,16 @@ def budget_label(name: str | None, deviations: list[str]) -> str:
     return name
 
 
-def describe_budget(spec: dict[str, Any]) -> str:
+def describe_budget(suite: Any) -> str:
     """One line for the dry run: which budget, and what it caps."""
-    name = spec.get("budget") or PUBLISHED
-    caps = [f"{k} {spec['data'][k]}" for k in DATA_CAPS if (spec.get("data") or {}).get(k) is not None]
-    for entry in spec.get("regimes") or []:
-        search = (entry.get("init_args") or {}).get("search")
-        if isinstance(search, dict) and search.get("n_trials") is not None:
-            caps.append(f"{entry['class_path'].rsplit('.', 1)[-1]} {search['n_trials']} trials x "
-                        f"{search.get('max_epochs') or 'default'} epochs")
+    name = suite.budget.name
+    caps = list(dict.fromkeys(f"{k} {getattr(dm, k)}" for dm in suite.datamodules.values() for k in DATA_CAPS
+                              if getattr(dm, k, None) is not None))
+    for regime in suite.regimes:
+        search = getattr(regime, "search", None)
+        capped = suite.budget.n_trials is not None or any(d.startswith("search.n_trials") for d in regime.deviations())
+        if isinstance(search, SearchSettings) and capped:
+            caps.append(f"{type(regime).__name__} {search.n_trials} trials x {search.max_epochs} epochs")
     if name == PUBLISHED:
         return "budget: published (the whole protocol)" + (f"; {', '.join(caps)}" if caps else "")
     return f"budget: {name} ({', '.join(caps) or 'no caps'}); NOT the published protocol: results are marked {name}"

@@ -210,8 +210,8 @@ def startup_seconds() -> float:
 def measure_regimes(setting: Setting, work: Path, trainer_kwargs: dict[str, Any],
                     cnn: dict[str, Any]) -> dict[str, tuple[float, float]]:
     """Run each kind's job at each size; fit (intercept, slope) per kind on the records' CPU seconds."""
-    from ppgbench_pl.benchmark.entries import instantiate
     from ppgbench_pl.benchmark.job import run_job
+    from ppgbench_pl.benchmark.suite import build_entry
     from ppgbench_pl.data.registry import get_task
     from ppgbench_pl.datamodules.ppg import PPGDataModule
     from ppgbench_pl.encoders.cnn import SmallCNNEncoder
@@ -226,7 +226,7 @@ def measure_regimes(setting: Setting, work: Path, trainer_kwargs: dict[str, Any]
         dm = PPGDataModule("synthetic", root=str(work / "data"), seeds=[42], folds=[0], synthetic_subjects=subjects,
                            synthetic_windows=windows)
         for kind, (task_name, entry) in regimes(setting, size).items():
-            task, regime = get_task(task_name), instantiate(Regime, entry)
+            task, regime = get_task(task_name), build_entry(Regime, entry)
             d = setting.dims[size] if kind in ("ridge", "logistic", "rf") else DIM
             view = dm.task_view(fs, task)
             x = features(view.y, view.rows, len(dm.windows(fs).x), d)
@@ -252,8 +252,8 @@ def measure_thread_factor(work: Path, trainer_kwargs: dict[str, Any], threads: i
     """CPU seconds of a small MLP search at ``threads`` torch threads over those at one (the same job twice)."""
     import torch
 
-    from ppgbench_pl.benchmark.entries import instantiate
     from ppgbench_pl.benchmark.job import run_job
+    from ppgbench_pl.benchmark.suite import build_entry
     from ppgbench_pl.data.registry import get_task
     from ppgbench_pl.datamodules.ppg import PPGDataModule
     from ppgbench_pl.encoders.cnn import SmallCNNEncoder
@@ -266,7 +266,7 @@ def measure_thread_factor(work: Path, trainer_kwargs: dict[str, Any], threads: i
     x = features(view.y, view.rows, len(dm.windows(fs).x), DIM)
     seconds = []
     for n in (1, threads):
-        regime = instantiate(Regime, {"class_path": "ppgbench_pl.regimes.mlp.MLPRegime", "init_args": {
+        regime = build_entry(Regime, {"class_path": "ppgbench_pl.regimes.mlp.MLPRegime", "init_args": {
             "search": {"n_trials": 3, "n_startup_trials": 1, "max_epochs": 3}}})
         ctx = JobContext.build(dm, encoder, task, 42, 0, work / f"threads-{n}", embeddings=x, raw_windows=False,
                                trainer_kwargs=trainer_kwargs)
@@ -302,7 +302,7 @@ def calibrate(encoders: Sequence[dict[str, Any]] = (), trainer_kwargs: dict[str,
         window_s: Window length of the encoders' throughput batches.
     """
     from ppgbench_pl.benchmark.console import quiet_lightning
-    from ppgbench_pl.benchmark.entries import instantiate
+    from ppgbench_pl.benchmark.suite import build_entry
     from ppgbench_pl.encoders.base import PPGEncoder
     from ppgbench_pl.encoders.cnn import SmallCNNEncoder
 
@@ -314,7 +314,7 @@ def calibrate(encoders: Sequence[dict[str, Any]] = (), trainer_kwargs: dict[str,
         cnn = measure_encoder(SmallCNNEncoder(), window_s, max(setting.batches, 2), device)
         measured = {encoder_key(CNN_ENTRY): cnn}
         for entry in encoders:
-            measured[encoder_key(entry)] = measure_encoder(instantiate(PPGEncoder, entry), window_s,
+            measured[encoder_key(entry)] = measure_encoder(build_entry(PPGEncoder, entry), window_s,
                                                            setting.batches, device)
         coefficients = measure_regimes(setting, Path(tmp), trainer_kwargs, cnn)
     model = CostModel(machine_description(), calibrated=True, threads=1, device=device, coefficients=coefficients,
@@ -332,12 +332,12 @@ def calibrate(encoders: Sequence[dict[str, Any]] = (), trainer_kwargs: dict[str,
 def measure_listed(model: CostModel, encoders: Sequence[dict[str, Any]], trainer_kwargs: dict[str, Any],
                    window_s: float = 10.0, batches: int = 3) -> CostModel:
     """``model`` with the throughput of some encoder entries measured (or measured again) and added."""
-    from ppgbench_pl.benchmark.entries import instantiate
+    from ppgbench_pl.benchmark.suite import build_entry
     from ppgbench_pl.encoders.base import PPGEncoder
 
     device = "cuda" if on_gpu({"accelerator": "cpu", **dict(trainer_kwargs or {})}) else "cpu"
     with one_thread():
         for entry in encoders:
-            model.encoders[encoder_key(entry)] = measure_encoder(instantiate(PPGEncoder, entry), window_s, batches,
+            model.encoders[encoder_key(entry)] = measure_encoder(build_entry(PPGEncoder, entry), window_s, batches,
                                                                  device)
     return model

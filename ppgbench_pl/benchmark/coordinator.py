@@ -2,7 +2,7 @@
 
 Order of work:
 
-1. Build the suite from the suite spec and its plan; every setting is validated and the data of every
+1. Take the suite LightningCLI built and its plan; every setting is validated and the data of every
    pending (dataset, rate) is loaded before anything is written, so a config error never leaves a
    folder behind it.
 2. Check or extend ``run.json`` (a folder never mixes results of another config, data or code version;
@@ -30,7 +30,6 @@ from typing import Any
 
 from ppgbench_pl.atomic_io import write_json_atomic
 from ppgbench_pl.benchmark.budget import budget_label
-from ppgbench_pl.benchmark.entries import instantiate
 from ppgbench_pl.benchmark.executors import Executor
 from ppgbench_pl.benchmark.groups import job_groups, member_outcomes
 from ppgbench_pl.benchmark.identity import (
@@ -64,15 +63,14 @@ from ppgbench_pl.benchmark.run_signals import (
     signals_deferred,
     signals_interrupt,
 )
-from ppgbench_pl.benchmark.spec import RunSettings
-from ppgbench_pl.benchmark.suite import BenchmarkSuite, forget_suites, suite_for
+from ppgbench_pl.benchmark.setup import ProtocolSetup
+from ppgbench_pl.benchmark.suite import BenchmarkSuite, forget_suites, keep_suite
 from ppgbench_pl.benchmark.thread_policy import choose_policy
 from ppgbench_pl.benchmark.tracking import CellTracker, close_wandb, offline_notice, wandb_enabled
 from ppgbench_pl.benchmark.worker import JobOutcome, JobSpec, run_job_spec
 from ppgbench_pl.errors import ConfigError
 from ppgbench_pl.locks import file_lock
 from ppgbench_pl.probes.threads import intra_op_threads
-from ppgbench_pl.regimes.base import Regime
 from ppgbench_pl.results.fold_entry import MalformedRecord
 from ppgbench_pl.results.folder_sync import (
     FolderSync,
@@ -87,32 +85,32 @@ __all__ = ["BenchmarkRun", "Interrupted", "RunReport", "check_output_dir", "chec
            "redact"]
 
 class BenchmarkRun:
-    """One invocation of ``ppgbench fit`` or ``ppgbench benchmark`` on a suite spec.
+    """One invocation of ``ppgbench fit`` or ``ppgbench benchmark`` on what LightningCLI built.
 
     Args:
-        spec: The suite spec (see :func:`ppgbench_pl.benchmark.spec.build_suite_spec`).
-        settings: Run folder, executor, W&B and reporting settings.
-        config: The resolved config as given (recorded in ``run.json`` and W&B).
+        setup: The suite, the executor, the run settings and the resolved config
+            (:func:`ppgbench_pl.benchmark.setup.build_setup`).
         summary_every_s: Least seconds between summary and status rewrites while jobs finish.
-        threads: ``--threads`` (``None``: ``$PPGBENCH_THREADS``, else the thread policy's defaults).
     """
 
-    def __init__(self, spec: dict[str, Any], settings: RunSettings, config: dict[str, Any] | None = None,
-                 summary_every_s: float = 5.0, *, threads: int | None = None) -> None:
-        self.spec, self.settings, self.threads = spec, settings, threads
-        self.config = redact(dict(config or {}))
-        self.run_dir = Path(settings.output_dir)
+    def __init__(self, setup: ProtocolSetup, summary_every_s: float = 5.0) -> None:
+        self.setup, self.settings, self.threads = setup, setup.settings, setup.actions.get("threads")
+        self.config = redact(dict(setup.config))
+        #: What a worker parses to rebuild the suite (a key of this process's own suite when it holds objects).
+        self.resolved = setup.resolved or f"in-process:{id(setup.suite)}"
+        self.run_dir = Path(self.settings.output_dir)
         self.summary_every_s = summary_every_s
-        self.book = SummaryBook(settings.ci_unit, every_s=summary_every_s)
+        self.book = SummaryBook(self.settings.ci_unit, every_s=summary_every_s)
         self.folder = FolderSync(self.book, self.run_dir)
         self.union_planned: list[str] = []
         self.status_extra: dict[str, Any] = {}  # what else status.json lists (tasks skipped, folds not evaluable)
         forget_suites()  # a new command reads its data afresh; its jobs in this process share one suite
+        keep_suite(self.resolved, setup.suite)
 
     # -- the stages -----------------------------------------------------------------------------------
     def suite(self) -> BenchmarkSuite:
-        """The suite of the spec (built once per process)."""
-        suite = suite_for(self.spec, self.run_dir)
+        """The suite LightningCLI built (the local executor's jobs run on it too)."""
+        suite = self.setup.suite
         suite.source.max_bytes = self.settings.max_cache_gb * 1e9
         return suite
 
@@ -131,7 +129,7 @@ class BenchmarkRun:
 
     def run(self) -> RunReport:
         """Run every pending job of the plan; return what happened."""
-        executor: Executor = instantiate(Executor, self.settings.executor)
+        executor: Executor = self.setup.executor
         executor.check()  # an unreachable scheduler or a refused partition: one line, nothing computed
         self.policy = policy = choose_policy(executor, self.threads)  # a bad override: one line, nothing written
         suite = self.suite()
@@ -143,9 +141,8 @@ class BenchmarkRun:
             self.run_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:  # the folder can still go away or turn read-only after check_output_dir
             raise ConfigError(f"--output_dir {self.run_dir}: cannot be made ({exc.strerror})") from None
-        fresh = [instantiate(Regime, entry) for entry in suite.config["regimes"]]  # never state from earlier runs
         meta = check_or_write_identity(
-            self.run_dir, suite_identity(suite, fresh), {
+            self.run_dir, suite_identity(suite), {
                 "config": self.config, "versions": package_versions(),
                 "device": device_string(suite.trainer_kwargs), "seeds": suite.seeds, "folds": suite.folds,
                 "parameters": parameter_counts(suite.encoders), "planned_jobs": [j.job_id for j in plan],
@@ -199,7 +196,7 @@ class BenchmarkRun:
         for jid, reason in found.items():
             job = jobs[jid]
             record_not_evaluable(self.run_dir, job, float(suite.encoders[job.model].sampling_rate), reason,
-                                 budget_label(suite.config.get("budget"), job.regime.deviations()))
+                                 budget_label(suite.budget.name, job.regime.deviations()))
         self.status_extra["not_evaluable_jobs"] = dict(sorted(found.items()))
         return set(found)
 
@@ -239,9 +236,9 @@ class BenchmarkRun:
                  tracker: CellTracker | None, meta: dict[str, Any]) -> None:
         per_job = "per-job" if self.settings.wandb == "per-job" and wandb_enabled("per-job") else "off"
         uses = {j.job_id: j.regime.uses_embeddings for j in pending}  # probe work or encoder work (thread policy)
-        specs = [JobSpec(str(self.run_dir), self.spec, group[0], self.policy.for_job(uses[group[0]]), per_job,
+        specs = [JobSpec(str(self.run_dir), self.resolved, group[0], self.policy.for_job(uses[group[0]]), per_job,
                          self.settings.wandb_project, meta["run_uid"], self.config,
-                         tuple(group) if len(group) > 1 else ()) for group in job_groups(pending)]
+                         tuple(group) if len(group) > 1 else (), self.setup.parse) for group in job_groups(pending)]
         progress = run_progress(self.suite(), plan, pending, report.skipped + report.not_evaluable, self.settings)
         last = time.monotonic()
         stream = executor.run(run_job_spec, specs, self.run_dir)

@@ -13,7 +13,7 @@ from typing import Any
 
 def _executor_args(entry: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """(executor name, its init args with the class's defaults) from its entry, without building it."""
-    from ppgbench_pl.benchmark.entries import import_class
+    from ppgbench_pl.naming import import_class
 
     cls = import_class(entry["class_path"])
     params = {k: p.default for k, p in inspect.signature(cls.__init__).parameters.items()}

@@ -23,14 +23,11 @@ from ppgbench_pl.errors import PPGBenchError
 
 def check_folder(run: Any, suite: Any) -> None:
     """The real run's identity check of ``run``'s folder, writing nothing; a note when it cannot be made."""
-    from ppgbench_pl.benchmark.entries import instantiate
     from ppgbench_pl.benchmark.identity import check_identity, package_versions, suite_identity
-    from ppgbench_pl.regimes.base import Regime
 
     if not (run.run_dir / "run.json").exists():
         return
-    fresh = [instantiate(Regime, entry) for entry in suite.config["regimes"]]
-    check_identity(run.run_dir, suite_identity(suite, fresh), {"versions": package_versions()},
+    check_identity(run.run_dir, suite_identity(suite), {"versions": package_versions()},
                    allow_code_change=run.settings.allow_code_change)
 
 
@@ -38,9 +35,7 @@ def dry_run_text(run: Any) -> str:
     """What ``BenchmarkRun.dry_run`` prints (see the module docstring); a refusal raises its ConfigError."""
     from ppgbench_pl.benchmark.budget import describe_budget
     from ppgbench_pl.benchmark.cost_model import load_model
-    from ppgbench_pl.benchmark.entries import instantiate
     from ppgbench_pl.benchmark.estimate import describe_estimate, estimate_plan
-    from ppgbench_pl.benchmark.executors import Executor
     from ppgbench_pl.benchmark.plan import describe_plan
     from ppgbench_pl.benchmark.preflight import (
         check_output_dir,
@@ -54,7 +49,7 @@ def dry_run_text(run: Any) -> str:
     from ppgbench_pl.results.folder_sync import read_record_complete
 
     suite = run.suite()
-    check_strategy(suite, instantiate(Executor, run.settings.executor))
+    check_strategy(suite, run.setup.executor)
     check_precision(suite)
     check_output_dir(run.run_dir)
     plan = suite.plan(dry=True)
@@ -69,7 +64,7 @@ def dry_run_text(run: Any) -> str:
     if data_problem is None:
         check_folder(run, suite)
     done = {j.job_id for j in plan if read_record_complete(run.run_dir, j.job_id) is not None}
-    lines = [describe_plan(plan, done), describe_budget(run.spec)]
+    lines = [describe_plan(plan, done), describe_budget(suite)]
     if found:
         lines.append(describe_degenerate(found))
     if skipped:

@@ -170,7 +170,7 @@ def declared_dim(entry: Any) -> tuple[int, str] | None:
         if isinstance(args.get(name), int):
             return int(args[name]), "config"
     try:
-        from ppgbench_pl.benchmark.entries import import_class
+        from ppgbench_pl.naming import import_class
 
         params = inspect.signature(import_class(str(entry["class_path"])).__init__).parameters
     except Exception:  # noqa: BLE001 - a class the dry run cannot import: the size is assumed, and says so
@@ -190,7 +190,7 @@ def estimate_plan(suite: Any, pending: Sequence[Any], executor: dict[str, Any], 
     est.processes = 1 + (0 if est.executor == "local" else min(est.slots, len(pending)))
     gpu, (override, _) = on_gpu(suite.trainer_kwargs), thread_override(threads)  # the thread policy: probe jobs at 1
     probe_threads, encoder_threads = override or 1, override or job_threads(executor)
-    entries, infos = suite.config["encoders"], suite.encoder_infos
+    entries, infos = suite.encoder_configs, suite.encoder_infos
     sizes: dict[tuple[str, float, str], TaskSize] = {}
     passes: dict[tuple[int, str], int] = {}
     groups = stack_groups(pending)
@@ -252,7 +252,7 @@ def assumptions(suite: Any, pending: Sequence[Any], model: CostModel, sizes: dic
     rows = {f"{k[2]} {s.rows}" for k, s in sizes.items()}
     out.append(f"sizes: {'; '.join(sources)} (labelled windows: {', '.join(sorted(rows))})")
     dims, speeds = [], []
-    for entry, info in zip(suite.config["encoders"], suite.encoder_infos, strict=True):
+    for entry, info in zip(suite.encoder_configs, suite.encoder_infos, strict=True):
         d, where = embed_dim(entry, model)
         infer, train, measured = model.throughput(encoder_key(entry))
         dims.append(f"{info.name} {d} ({where})" if where != "assumed" else f"{info.name} {d} (assumed: not in "

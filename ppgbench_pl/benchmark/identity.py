@@ -100,7 +100,7 @@ def run_identity(encoders: Sequence[PPGEncoder], datamodules: Iterable[PPGDataMo
     A budget other than ``published`` is part of it (``published`` is left out, so folders made before
     budgets existed resume), so smoke results and published ones never share a folder.
     """
-    from ppgbench_pl.benchmark.spec import IDENTITY_TRAINER
+    from ppgbench_pl.benchmark.trainer_block import IDENTITY_TRAINER
     from ppgbench_pl.lightning_trainer import normalise_precision
 
     trainer_kwargs = dict(trainer_kwargs or {})
@@ -136,8 +136,8 @@ def callback_code(class_path: str) -> dict[str, str]:
 
     Lightning's and ppgbench's own callbacks are covered by the package versions and the source digest.
     """
-    from ppgbench_pl.benchmark.entries import import_class
     from ppgbench_pl.encoders.custom_settings import code_digest
+    from ppgbench_pl.naming import import_class
 
     if class_path.split(".")[0] in ("lightning", "pytorch_lightning", "ppgbench_pl"):
         return {}
@@ -266,10 +266,10 @@ def resolve_identity(path: Path, meta: dict[str, Any], identity: dict[str, Any],
     return merged, versions
 
 
-def suite_identity(suite: Any, regimes: Sequence[Regime]) -> dict[str, Any]:
-    """The run identity of a benchmark suite (its encoders built, its data read) with freshly built regimes."""
-    return run_identity(suite.encoders, suite.datamodules.values(), regimes, suite.trainer_kwargs,
-                        suite.config.get("callbacks"), suite.config.get("budget"))
+def suite_identity(suite: Any) -> dict[str, Any]:
+    """The run identity of a benchmark suite (its encoders built, its data read)."""
+    return run_identity(suite.encoders, suite.datamodules.values(), suite.regimes, suite.trainer_kwargs,
+                        suite.callback_entries, suite.budget.name)
 
 
 def _refuse_budget_change(path: Path, old: dict[str, Any], new: dict[str, Any]) -> None:

@@ -1,38 +1,35 @@
-"""A benchmark suite built from a suite spec: encoders, regimes, one datamodule per dataset.
+"""A benchmark suite: encoders, regimes and one datamodule per dataset, as LightningCLI built them, and its plan.
 
-The spec (JSON-able, ``class_path``/``init_args`` entries; see :mod:`ppgbench_pl.benchmark.spec`) is what
-``fit`` and ``benchmark`` resolve from YAML through the one LightningCLI parser and what every worker
-receives with a job id, so a worker in another process or on another node rebuilds exactly the
-coordinator's suite and finds its job by id. A suite is built once per (process, thread) and reused by
-every job that reaches it there.
+The suite is assembled once per process from the objects of one parsed config
+(:func:`~ppgbench_pl.benchmark.setup.build_suite`); a worker in another process parses the same resolved config
+with the same parser (:func:`suite_for`) and finds its job by id. The encoders are parsed with the rest but built
+on first use, so a dry run plans without reading weights.
 """
 
 from __future__ import annotations
 
 import copy
-import hashlib
-import inspect
-import json
 import math
 import threading
+from collections.abc import Callable, Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from jsonargparse import ArgumentError, ArgumentParser
 from lightning.pytorch.callbacks import Callback
 
+from ppgbench_pl.benchmark.budget import Budget
 from ppgbench_pl.benchmark.cache import EmbeddingCache
 from ppgbench_pl.benchmark.cache_store import cache_root, size_cap_bytes
 from ppgbench_pl.benchmark.embeddings import EmbeddingSource, needs_embeddings
-from ppgbench_pl.benchmark.entries import encoder_info, import_class, instantiate
 from ppgbench_pl.benchmark.plan import EncoderInfo, Job, build_plan
-from ppgbench_pl.benchmark.spec import SUITE_KEYS
-from ppgbench_pl.data.registry import REAL_DATASETS, get_dataset, get_task
-from ppgbench_pl.datamodules.ppg import DEFAULT_SEEDS, PPGDataModule
+from ppgbench_pl.datamodules.ppg import PPGDataModule
 from ppgbench_pl.encoders.base import PPGEncoder
 from ppgbench_pl.errors import ConfigError
 from ppgbench_pl.input_checks import check_accelerator
 from ppgbench_pl.limits import MAX_SAMPLING_RATE, MIN_SAMPLING_RATE
+from ppgbench_pl.naming import import_class
 from ppgbench_pl.regimes.base import JobContext, Regime
 
 
@@ -44,80 +41,68 @@ def check_rate(name: str, fs: float) -> None:
                           "pulse wave is not resolved; no PPG dataset or model here runs above 2 kHz)")
 
 
-def config_digest(config: dict[str, Any]) -> str:
-    """Digest of a suite config (the key of the per-process suite cache)."""
-    return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
+def encoder_info(entry: Any) -> EncoderInfo:
+    """Name, rate and trainability of a parsed encoder entry, read from its class and init_args (not built)."""
+    if isinstance(entry, PPGEncoder):
+        return EncoderInfo(str(entry.name), float(entry.sampling_rate), bool(getattr(entry, "trainable", True)))
+    cls = import_class(entry["class_path"])
+    args = entry.get("init_args") or {}
+    name = cls.config_name(args) if hasattr(cls, "config_name") else str(args.get("name", cls.name))
+    return EncoderInfo(str(name), float(args.get("sampling_rate", cls.sampling_rate)),
+                       bool(getattr(cls, "trainable", True)))
 
 
-def datasets_and_tasks(datasets: list[str] | None, tasks: list[str] | None) -> dict[str, list[str] | None]:
-    """Dataset -> selected task names (``None``: all of its tasks), validated against the registry.
+def build_entry(base: type, entry: Any) -> Any:
+    """Build a parsed ``class_path``/``init_args`` entry as LightningCLI would (jsonargparse, nested classes too)."""
+    if isinstance(entry, base):
+        return entry
+    parser = ArgumentParser(exit_on_error=False)
+    parser.add_argument("--obj", type=base)
+    try:
+        return parser.instantiate(parser.parse_object({"obj": copy.deepcopy(entry)})).obj
+    except ArgumentError as exc:  # one line naming the entry and the bad setting, not argparse's nesting
+        from ppgbench_pl.messages import one_line
 
-    Raises:
-        ConfigError: An unknown name, or a task whose dataset is not among the selected datasets.
-    """
-    specs = [get_task(t) for t in tasks] if tasks else []
-    if datasets is None:
-        datasets = list(dict.fromkeys(s.dataset for s in specs)) if specs else list(REAL_DATASETS)
-    for d in datasets:
-        get_dataset(d)
-    outside = sorted({s.name for s in specs if s.dataset not in datasets})
-    if outside:
-        raise ConfigError(f"tasks {', '.join(outside)} belong to datasets not selected ({', '.join(datasets)})")
-    out: dict[str, list[str] | None] = {}
-    for d in dict.fromkeys(datasets):
-        names = [s.name for s in specs if s.dataset == d]
-        if specs and not names:
-            raise ConfigError(f"dataset '{d}' has none of the selected tasks; drop it or add one of its tasks")
-        out[d] = names or None
-    return out
+        path = entry.get("class_path") if isinstance(entry, dict) else entry
+        raise ConfigError(f"{base.__name__.lower()} {path}: {one_line(str(exc)).removeprefix('obj: ')}") from None
 
 
 class BenchmarkSuite:
-    """Encoders, regimes and datamodules of one suite spec, and its plan.
+    """Encoders, regimes and datamodules of one protocol config, and its plan.
 
     Args:
-        config: Suite spec (the :data:`~ppgbench_pl.benchmark.spec.SUITE_KEYS` of a resolved config).
+        encoders: Parsed encoder entries (``class_path``/``init_args``), built on first use, or built encoders.
+        regimes: The built regimes (already capped by the budget).
+        datamodules: One datamodule per dataset.
+        callbacks: The user's Lightning callbacks (every trial's trainer gets them).
+        trainer: The honoured device settings of the ``trainer`` block.
+        budget: The budget the regimes were capped by.
+        callback_entries: The callbacks' parsed entries (their class paths and arguments are in the run identity).
+        selection: Dataset -> task names the config selected (None: all of them).
+        cache_dir: The shared embedding cache (default ``$PPGBENCH_CACHE_DIR``).
+        cache_size_gb: Its size cap.
         run_dir: Run folder (its ``embeddings/`` records the shared cache's entries it used).
     """
 
-    def __init__(self, config: dict[str, Any], run_dir: str | Path) -> None:
-        self.run_dir = Path(run_dir)
-        self.config: dict[str, Any] = {k: copy.deepcopy(config.get(k)) for k in SUITE_KEYS}
-        storage = self.config.get("optuna_storage")
-        for entry in self.config["regimes"] if storage is not None else []:
-            args = entry.setdefault("init_args", {})
-            if "search" in inspect.signature(import_class(entry["class_path"])).parameters:
-                search = args.get("search") or {}
-                search = dict(search.get("init_args", search)) if isinstance(search, dict) else {}
-                if search.get("storage") is None:
-                    args["search"] = {**search, "storage": storage}
-        data = dict(self.config.get("data") or {})
-        self.selection = datasets_and_tasks(self.config.get("datasets"), self.config.get("tasks"))
-        seeds = self.config.get("seeds")
-        self.datamodules = {
-            d: PPGDataModule(dataset=d, tasks=names, seeds=list(DEFAULT_SEEDS) if seeds is None else seeds,
-                             folds=self.config.get("folds"), **data)
-            for d, names in self.selection.items()
-        }
-        self.trainer_kwargs = dict(self.config.get("trainer") or {})
+    def __init__(self, encoders: Sequence[Any], regimes: Sequence[Regime], datamodules: dict[str, PPGDataModule], *,
+                 callbacks: Sequence[Callback] = (), trainer: dict[str, Any] | None = None,
+                 budget: Budget | None = None, callback_entries: Sequence[dict[str, Any]] = (),
+                 selection: dict[str, list[str] | None] | None = None, cache_dir: str | None = None,
+                 cache_size_gb: float | None = None, run_dir: str | Path | None = None) -> None:
+        self.encoder_entries, self.regimes, self.datamodules = list(encoders), list(regimes), dict(datamodules)
+        self.callbacks, self.callback_entries = list(callbacks), list(callback_entries)
+        self.budget = budget or Budget()
+        self.selection = selection or {d: None for d in datamodules}
+        self.run_dir = Path(run_dir or ".")
+        self.trainer_kwargs = dict(trainer or {})
         check_accelerator(self.trainer_kwargs.get("accelerator"))
-        self.cache = EmbeddingCache(cache_root(config.get("cache_dir")), size_cap_bytes(config.get("cache_size_gb")))
+        self.cache = EmbeddingCache(cache_root(cache_dir), size_cap_bytes(cache_size_gb))
         self.source = EmbeddingSource(self.cache, self.trainer_kwargs)
         self.source.run_dir = self.run_dir
         for info in self.encoder_infos:
             check_rate(info.name, info.sampling_rate)
         for regime in self.regimes:
             regime.check_trainer(self.trainer_kwargs)
-
-    @cached_property
-    def regimes(self) -> list[Regime]:
-        """The regime callbacks (cheap to build)."""
-        return [instantiate(Regime, entry) for entry in self.config["regimes"]]
-
-    @cached_property
-    def callbacks(self) -> list[Callback]:
-        """The user's Lightning callbacks, attached to every trial trainer (built once per suite)."""
-        return [instantiate(Callback, entry) for entry in self.config.get("callbacks") or []]
 
     def fit_notice(self) -> str | None:
         """The run's one line when user callbacks make each trial of a searched regime train in a fit of its own."""
@@ -128,15 +113,21 @@ class BenchmarkSuite:
                 return per_trial_line(self.callbacks)
         return None
 
+    @property
+    def encoder_configs(self) -> list[dict[str, Any]]:
+        """Each encoder's parsed entry (a built object: its class path only), as the cost model keys them."""
+        return [{"class_path": f"{type(e).__module__}.{type(e).__qualname__}"} if isinstance(e, PPGEncoder) else e
+                for e in self.encoder_entries]
+
     @cached_property
     def encoder_infos(self) -> list[EncoderInfo]:
         """Encoder names and rates without building the models (dry runs)."""
-        return [encoder_info(entry) for entry in self.config["encoders"]]
+        return [encoder_info(entry) for entry in self.encoder_entries]
 
     @cached_property
     def encoders(self) -> list[PPGEncoder]:
         """The encoders, built (weights loaded) on first use."""
-        built = [instantiate(PPGEncoder, entry) for entry in self.config["encoders"]]
+        built = [build_entry(PPGEncoder, entry) for entry in self.encoder_entries]
         for info, encoder in zip(self.encoder_infos, built, strict=True):
             if info.name != encoder.name:
                 raise ConfigError(f"encoder {encoder.name!r} reports a different name than its config ({info.name!r})")
@@ -198,6 +189,11 @@ class BenchmarkSuite:
 _local = threading.local()
 
 
+def keep_suite(key: str, suite: BenchmarkSuite) -> None:
+    """Make ``suite`` the one :func:`suite_for` returns for ``key`` in this thread (the coordinator's own)."""
+    _local.suites = {key: suite}
+
+
 def forget_suites() -> None:
     """Drop this thread's suites, so a new run reads its data afresh.
 
@@ -207,17 +203,20 @@ def forget_suites() -> None:
     _local.suites = {}
 
 
-def suite_for(config: dict[str, Any], run_dir: str | Path) -> BenchmarkSuite:
-    """The suite of ``config`` in this process and thread, built on first use.
+def suite_for(resolved: str, run_dir: str | Path, parse: Callable[[str], BenchmarkSuite] | None) -> BenchmarkSuite:
+    """The suite of a resolved config in this process and thread: the coordinator's, or parsed here once.
 
-    Datamodules cache the windows they read, so threads never share one.
+    ``parse`` is the CLI's own (:func:`~ppgbench_pl.benchmark.protocol_cli.suite_of_resolved`), handed down with
+    the job, so a worker rebuilds with the parser that built the coordinator's suite. Datamodules cache the
+    windows they read, so threads never share one.
     """
-    cache: dict[tuple[str, str], BenchmarkSuite] = getattr(_local, "suites", None) or {}
-    _local.suites = cache
-    key = (config_digest({k: config.get(k) for k in (*SUITE_KEYS, "cache_dir", "cache_size_gb")}),
-           str(Path(run_dir).resolve()))
-    if key not in cache:
-        cache.clear()  # one suite per thread at a time: a new config replaces the old one
-        cache[key] = BenchmarkSuite(config, run_dir)
-    return cache[key]
-
+    cache: dict[str, BenchmarkSuite] = getattr(_local, "suites", None) or {}
+    if resolved not in cache:
+        if parse is None or not resolved.lstrip().startswith("{"):
+            raise ConfigError("objects handed to ppgbench_pl.evaluate live in the process that built them: run them "
+                              "with the local executor")
+        suite = parse(resolved)
+        suite.run_dir = suite.source.run_dir = Path(run_dir)
+        cache = {resolved: suite}  # one suite per thread at a time: a new config replaces the old one
+        _local.suites = cache
+    return cache[resolved]

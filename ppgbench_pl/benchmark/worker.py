@@ -26,7 +26,7 @@ class JobSpec:
 
     Attributes:
         run_dir: Run folder (shared with the coordinator: same machine or a shared file system).
-        config: The suite config (see :data:`~ppgbench_pl.benchmark.suite.SUITE_KEYS`).
+        config: The resolved config, parsed here with the CLI's parser (:func:`~ppgbench_pl.benchmark.suite.suite_for`).
         job_id: Which job of the suite's plan to run.
         threads: Torch/BLAS threads while this spec's jobs run, restored after (``None``: leave as is); the
             thread policy's choice for its regime (``benchmark/thread_policy.py``).
@@ -39,7 +39,7 @@ class JobSpec:
     """
 
     run_dir: str
-    config: dict[str, Any]
+    config: str
     job_id: str
     threads: int | None = None
     wandb: str = "off"
@@ -47,6 +47,8 @@ class JobSpec:
     run_uid: str = ""
     run_config: dict[str, Any] = field(default_factory=dict)
     group: tuple[str, ...] = ()
+    #: Parses :attr:`config` into the suite where the coordinator's is not at hand (the CLI's parser).
+    parse: Any = None
 
 
 @dataclass
@@ -135,14 +137,14 @@ def _run_spec(spec: JobSpec) -> JobOutcome:
 
             quiet_lightning()
             _quiet = True
-        suite = suite_for(spec.config, spec.run_dir)
+        suite = suite_for(spec.config, spec.run_dir, spec.parse)
         jids = list(spec.group) or [spec.job_id]
         jobs = {jid: suite.job(jid) for jid in jids}
         before = suite.cache.stats()
         rank = global_rank()
         extras: dict[str, dict[str, Any]] = {
             jid: {"model": job.model_name, "task": job.task.name, "worker": worker,
-                  "budget": budget_label(suite.config.get("budget"), job.regime.deviations())}
+                  "budget": budget_label(suite.budget.name, job.regime.deviations())}
             for jid, job in jobs.items()}
 
         def make_context(jid: str) -> Any:
@@ -163,7 +165,7 @@ def _run_spec(spec: JobSpec) -> JobOutcome:
                                        extra=extras[jids[0]])]
         after = suite.cache.stats()
         cache = {k: after[k] - before[k] for k in after}
-        return _outcome(spec, suite.config, list(zip(jids, ran_records, strict=True)), worker, cache,
+        return _outcome(spec, list(zip(jids, ran_records, strict=True)), worker, cache,
                         time.perf_counter() - start, log_wandb=rank == 0)
     except KeyboardInterrupt:
         raise
@@ -175,7 +177,7 @@ def _run_spec(spec: JobSpec) -> JobOutcome:
         return failed[0] if len(failed) == 1 else JobOutcome(spec.job_id, "group", None, 0.0, worker, {}, failed)
 
 
-def _outcome(spec: JobSpec, config: dict[str, Any], finished: list[tuple[str, tuple[dict[str, Any], bool]]],
+def _outcome(spec: JobSpec, finished: list[tuple[str, tuple[dict[str, Any], bool]]],
              worker: str, cache: dict[str, int], seconds: float, log_wandb: bool) -> JobOutcome:
     """The spec's outcome: its one job's, or a group outcome holding one per member (each logged to W&B)."""
     share = round(seconds / len(finished), 3)
@@ -184,7 +186,7 @@ def _outcome(spec: JobSpec, config: dict[str, Any], finished: list[tuple[str, tu
         if ran and log_wandb and spec.wandb == "per-job":
             from ppgbench_pl.benchmark.tracking import log_job_run
 
-            log_job_run(replace(spec, job_id=jid, group=()), record, spec.run_config or config)
+            log_job_run(replace(spec, job_id=jid, group=()), record, spec.run_config)
         status = record.get("status", "failed") if ran else "done"
         outcomes.append(JobOutcome(jid, status, record.get("error") if ran else None, share, worker))
     if len(outcomes) == 1:

@@ -30,26 +30,20 @@ def add_calibrate_parser(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run_calibrate)
 
 
-def config_spec(files: list[str]) -> dict[str, Any]:
-    """The suite spec of stacked fit configs, parsed as ``ppgbench fit`` parses them (nothing run)."""
+def config_suite(files: list[str]) -> Any:
+    """The suite of stacked fit configs, parsed and built as ``ppgbench fit`` does (nothing run, no encoder built)."""
     import warnings
 
     from ppgbench_pl.benchmark.console import quiet_lightning
-    from ppgbench_pl.benchmark.spec import build_suite_spec
+    from ppgbench_pl.benchmark.protocol_cli import parse_setup
     from ppgbench_pl.commands.config_bases import expand_bases
-    from ppgbench_pl.commands.protocol import ACTIONS, build_cli
 
-    argv = [arg for f in files for arg in ("--config", f)]
     for name in files:
         if not Path(name).is_file():
             raise ConfigError(f"--config {name}: no such file")
     quiet_lightning()
     warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter.*")
-    cli = build_cli(expand_bases(argv), run=False)
-    config = json.loads(cli.parser.dump(cli.config, format="json", skip_none=False, skip_validation=True))
-    for key in (*ACTIONS, "ckpt_path", "weights_only"):
-        config.pop(key, None)
-    return build_suite_spec(config)
+    return parse_setup(expand_bases([arg for f in files for arg in ("--config", f)])).suite
 
 
 def describe(model: Any, path: Any) -> str:
@@ -80,17 +74,14 @@ def run_calibrate(ns: argparse.Namespace) -> None:
               describe(stored, path) + ("" if ns.show else "\n(already calibrated; --force measures again)"))
         return
     from ppgbench_pl.benchmark.calibrate import calibrate
-    from ppgbench_pl.benchmark.suite import datasets_and_tasks
 
     encoders: list[dict[str, Any]] = []
     trainer: dict[str, Any] = {}
     window_s = 10.0
     if ns.config:
-        spec = config_spec(ns.config)
-        encoders, trainer = [e for e in spec["encoders"] if "instance" not in e], dict(spec["trainer"])
-        from ppgbench_pl.data.registry import get_dataset
-
-        window_s = get_dataset(next(iter(datasets_and_tasks(spec["datasets"], spec["tasks"])))).window_s
+        suite = config_suite(ns.config)
+        encoders, trainer = list(suite.encoder_configs), dict(suite.trainer_kwargs)
+        window_s = next(iter(suite.datamodules.values())).info.window_s
     print("calibrating: a short measured run of each regime and encoder (under a minute) ...", file=sys.stderr)
     if stored.calibrated and not ns.force:  # only the config's encoders are new
         from ppgbench_pl.benchmark.calibrate import measure_listed

@@ -79,8 +79,11 @@ class PPGDataModule(L.LightningDataModule):
         self.seeds = list(seeds) if seeds is not None else list(DEFAULT_SEEDS)
         self.n_folds, self.n_inner_folds = n_folds, n_inner_folds
         self.folds = list(folds) if folds is not None else list(range(n_folds))
-        if not self.seeds or not self.folds:
-            raise ConfigError("at least one seed and one fold are needed")
+        for key, values in (("seeds", self.seeds), ("folds", self.folds)):
+            if not values:
+                raise ConfigError(f"data.init_args.{key} is empty; give at least one (or leave it out for the default)")
+            if len(set(values)) != len(values):
+                raise ConfigError(f"data.init_args.{key} has duplicates: {values}")
         if n_folds < 2:
             raise ConfigError(f"n_folds must be at least 2 (subject-disjoint outer folds), got {n_folds}")
         if n_inner_folds < 2:

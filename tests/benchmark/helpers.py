@@ -188,3 +188,10 @@ def finished_tiny_run(base: Path, engine_root: Path) -> tuple[Path, Path]:
     path = write_config(base / "config.yaml", config)
     assert run(["--config", str(path)]) == 0
     return path, out
+
+
+def suite_of(config: dict[str, Any]) -> Any:
+    """The suite LightningCLI builds from a ``fit`` config dict (as ``ppgbench fit`` and ``pb.evaluate`` do)."""
+    from ppgbench_pl.benchmark.protocol_cli import parse_setup
+
+    return parse_setup(config).suite

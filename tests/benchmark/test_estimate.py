@@ -19,9 +19,8 @@ from ppgbench_pl.benchmark.cost_model import (
     save_model,
 )
 from ppgbench_pl.benchmark.estimate import estimate_plan, hyperband_epochs
-from ppgbench_pl.benchmark.suite import BenchmarkSuite
 from ppgbench_pl.regimes.search_seeds import searches_per_job
-from tests.benchmark.helpers import LINEAR, suite_config, tree, write_config
+from tests.benchmark.helpers import LINEAR, suite_config, suite_of, tree, write_config
 from tests.cli_helpers import run_cli
 
 MLP = {"class_path": "ppgbench_pl.regimes.mlp.MLPRegime",
@@ -87,11 +86,9 @@ def test_search_repeats_reads_the_regime_and_defaults_to_one():
 def _estimate(engine_root: Path, tmp_path: Path, subjects: int, model: CostModel, seeds: object = None):
     config = suite_config(engine_root, tmp_path / f"run{subjects}", regimes=[LINEAR, MLP], tasks=["synthetic-hr"],
                           data={"synthetic_subjects": subjects, "synthetic_windows": 10})
-    spec = {"encoders": [config["model"]["init_args"]["encoder"]], "regimes": config["trainer"]["callbacks"],
-            "datasets": ["synthetic"], "tasks": ["synthetic-hr"], "seeds": [42], "folds": [0, 1],
-            "data": {k: v for k, v in config["data"]["init_args"].items()
-                     if k not in ("dataset", "tasks", "seeds", "folds")}, "trainer": {"accelerator": "cpu"}}
-    suite = BenchmarkSuite(spec, tmp_path / "run")
+    config["data"]["init_args"].update(seeds=[42], folds=[0, 1])
+    config["trainer"] = {"accelerator": "cpu", "callbacks": config["trainer"]["callbacks"]}
+    suite = suite_of(config)
     plan = suite.plan(dry=True)
     for job in plan:
         if seeds is not None and job.regime.name == "mlp":

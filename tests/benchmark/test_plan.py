@@ -73,13 +73,12 @@ def test_synthetic_config_plans_all_four_regimes(capsys):
 
 def test_optuna_storage_reaches_regimes_that_take_one(tmp_path):
     from ppgbench_pl.benchmark.coordinator import redact
-    from ppgbench_pl.benchmark.suite import BenchmarkSuite
+    from tests.benchmark.helpers import suite_config, suite_of
 
     url = "postgresql://me:secret@db.example/optuna"
-    config = {"encoders": [{"class_path": "ppgbench_pl.encoders.cnn.SmallCNNEncoder"}],
-              "regimes": [{"class_path": "ppgbench_pl.regimes.LinearRegime"},
-                          {"class_path": "ppgbench_pl.regimes.mlp.MLPRegime"}],
-              "datasets": ["synthetic"], "optuna_storage": url}
-    linear, mlp = BenchmarkSuite(config, tmp_path).regimes
+    config = suite_config(tmp_path / "data", tmp_path / "run", regimes=[
+        {"class_path": "ppgbench_pl.regimes.LinearRegime"}, {"class_path": "ppgbench_pl.regimes.mlp.MLPRegime"}],
+        optuna_storage=url)
+    linear, mlp = suite_of(config).regimes
     assert mlp.search.storage == url and not hasattr(linear, "search")
     assert "secret" not in redact(config)["optuna_storage"] and "me:***@db.example" in redact(config)["optuna_storage"]

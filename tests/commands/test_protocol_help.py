@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ppgbench_pl.benchmark.spec import HONOURED_TRAINER, REFUSED_TRAINER
+from ppgbench_pl.benchmark.trainer_block import HONOURED_TRAINER, REFUSED_TRAINER
 from tests.cli_helpers import run_cli
 
 QUICKSTART = str(Path(__file__).resolve().parents[2] / "configs" / "quickstart.yaml")

@@ -4,7 +4,7 @@ LightningCLI lists every ``Trainer`` argument, most of which a protocol run refu
 set epochs and batches, the regimes build their own inner trainers, ppgbench tracks runs itself). The
 help shows the run's options, the budget, the model and the data first, then the honoured ``trainer``
 device settings, and names the refused flags together in one entry (each is still refused with its reason
-when given, :mod:`ppgbench_pl.benchmark.spec`). Only the text changes: the parser and what it accepts do not.
+when given, :mod:`ppgbench_pl.benchmark.trainer_block`). Only the text changes: the parser and what it accepts do not.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from ppgbench_pl.benchmark.spec import REFUSED_TRAINER
+from ppgbench_pl.benchmark.trainer_block import REFUSED_TRAINER
 
 #: LightningCLI flags a protocol run refuses besides :data:`REFUSED_TRAINER` (``--trainer.logger`` takes only
 #: true/false: ppgbench tracks runs itself).

@@ -3,31 +3,29 @@
 The config is LightningCLI's: ``model`` (an :class:`~ppgbench_pl.tasks.EncoderTask` whose ``encoder`` is
 the model under test), ``controls``, ``data`` (a :class:`~ppgbench_pl.datamodules.PPGDataModule`),
 ``trainer`` (device settings; regimes as ``trainer.callbacks``), plus an optional ``matrix`` (more
-encoders, datasets, tasks) and how to run (``output_dir``, ``executor``, ``wandb``, ...). Classes are
-parsed and validated by LightningCLI but not instantiated here: the config becomes a suite spec
-(:mod:`ppgbench_pl.benchmark.spec`) that the engine and every worker build the suite from.
+encoders, datasets, tasks) and how to run (``output_dir``, ``executor``, ``wandb``, ...). LightningCLI's
+``instantiate_classes`` builds the objects once (:mod:`ppgbench_pl.benchmark.setup`), the engine runs them, and a
+worker in another process rebuilds them by parsing the resolved config with this same parser (:func:`parse_setup`).
 """
 
 from __future__ import annotations
 
-import json
+import enum
 from pathlib import Path
 from typing import Any, Literal, NoReturn
 
 import lightning as L
+from jsonargparse import Namespace
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from ppgbench_pl.benchmark.budget import Budget
 from ppgbench_pl.benchmark.executors import Executor, LocalExecutor
+from ppgbench_pl.benchmark.setup import ProtocolSetup, build_setup
 from ppgbench_pl.datamodules.ppg import PPGDataModule
 from ppgbench_pl.encoders.base import PPGEncoder
-from ppgbench_pl.errors import ConfigError
+from ppgbench_pl.errors import ConfigError, user_error
 from ppgbench_pl.messages import fail, one_line, unknown_flags
 from ppgbench_pl.tasks.encoder_task import EncoderTask
-
-#: Options that say what to do with a config, not what the run is (left out of run.json).
-ACTIONS = ("dry_run", "only_encoders", "only_regimes", "print_config", "config", "lock_timeout", "fetch_weights",
-           "weights_dir", "threads")
 
 
 class ProtocolTrainer(L.Trainer):
@@ -45,7 +43,7 @@ class OneLineErrorParser(LightningArgumentParser):
         fail(unknown_flags(one_line(message), self._option_string_actions))
 
     def format_help(self, formatter: Any = None) -> str:  # noqa: D102 - ours first, refused flags in one line
-        from ppgbench_pl.commands.protocol_help import protocol_help
+        from ppgbench_pl.benchmark.protocol_help import protocol_help
 
         return protocol_help(self, lambda: super(OneLineErrorParser, self).format_help(formatter))
 
@@ -126,44 +124,77 @@ class PPGBenchCLI(LightningCLI):
                               "loaded with an allow-list (see the encoder's checkpoint option)")
 
     def instantiate_classes(self) -> None:
-        """Nothing is built here: the engine builds the suite from the spec (once per process or worker)."""
+        """Build the run's objects once: encoders (on first use), datamodules, regimes, callbacks, budget, executor."""
+        sub = self.config.get("subcommand")
+        parser, cfg = (self._parser(sub), self.config[sub]) if sub else (self.parser, self.config)
+        self.setup: ProtocolSetup = build_setup(parser, cfg, lambda c: _instantiate(parser, c),
+                                                suite_of_resolved)
 
     def _run_subcommand(self, subcommand: str) -> None:
-        """Turn the parsed config into a suite spec and run it (or print its plan)."""
+        """Run the setup (or print its plan)."""
         from ppgbench_pl.benchmark.console import quiet_lightning
         from ppgbench_pl.benchmark.coordinator import BenchmarkRun, print_report
-        from ppgbench_pl.benchmark.spec import RunSettings, build_suite_spec, pick
 
-        parser = self._parser(subcommand)
-        config = json.loads(parser.dump(self.config[subcommand], format="json", skip_none=False,
-                                        skip_validation=True))
-        actions = {k: config.pop(k, None) for k in ACTIONS}
-        config.pop("ckpt_path", None)
-        config.pop("weights_only", None)
-        from ppgbench_pl.benchmark.weights import fill_checkpoints
-
-        fill_checkpoints(config, actions["weights_dir"], fetch=bool(actions["fetch_weights"]),
-                         dry_run=bool(actions["dry_run"]))
-        spec = pick(build_suite_spec(config), actions["only_encoders"], actions["only_regimes"])
-        wandb = config["wandb"]
-        if isinstance(wandb, bool):
-            wandb = "group" if wandb else "off"
-        settings = RunSettings(config["output_dir"], config["executor"], wandb, config["wandb_project"],
-                               config["ci_unit"], bool(config["progress"]), bool(config["allow_code_change"]),
-                               float(config["max_cache_gb"]), bool(actions["dry_run"]))
-        if settings.max_cache_gb <= 0:
-            raise ConfigError(f"--max_cache_gb must be positive, got {settings.max_cache_gb}")
-        run = BenchmarkRun(spec, settings, config, threads=actions["threads"])
-        if settings.dry_run:
+        run = BenchmarkRun(self.setup)
+        if self.setup.settings.dry_run:
             print(run.dry_run())
             return
         quiet_lightning()
         from ppgbench_pl.locks import waiting_at_most
 
-        with waiting_at_most(actions["lock_timeout"]):
+        with waiting_at_most(self.setup.actions["lock_timeout"]):
             report = run.run()
-        print_report(report, Path(settings.output_dir))
+        print_report(report, Path(self.setup.settings.output_dir))
         self.exit_code = report.interrupted or (1 if report.failed else 0)
+
+
+def _instantiate(parser: Any, cfg: Any) -> Any:
+    """Build the config's classes once, as LightningCLI does, except the encoders (built on first use).
+
+    Enum values become their names first (the dump writes names, and jsonargparse reads them back; its
+    instantiation cannot represent an enum argument such as ``Timer``'s ``interval``).
+    """
+    _enum_names(cfg)
+    cfg = cfg.clone()
+    for key in ("model", "controls", "matrix.encoders"):
+        if cfg.get(key) is not None:
+            cfg[key] = None
+    return parser.instantiate_classes(cfg)
+
+
+def _enum_names(value: Any) -> Any:
+    if isinstance(value, enum.Enum):
+        return value.name
+    if isinstance(value, list):
+        return [_enum_names(v) for v in value]
+    if isinstance(value, Namespace):
+        for key, item in list(value.items(branches=True)):
+            value[key] = _enum_names(item)
+    return value
+
+
+def parse_setup(args: Any) -> ProtocolSetup:
+    """The setup of a protocol config parsed and built as ``ppgbench fit`` does (``args``: arguments or a dict).
+
+    Raises:
+        PPGBenchError: The one-line refusal behind jsonargparse's wrapping, as the CLI reports it.
+    """
+    try:
+        return build_cli(args, run=False).setup
+    except Exception as exc:
+        cause = user_error(exc)
+        if cause is None:
+            raise
+        raise cause from None
+
+
+def suite_of_resolved(resolved: str) -> Any:
+    """A worker's suite: the resolved config of the coordinator, parsed and built by this same parser."""
+    try:
+        return parse_setup(["--config", resolved]).suite
+    except SystemExit as exc:  # the parser's one-line refusal exits; a worker reports it as the job's error instead
+        raise ConfigError(f"the run's resolved config does not parse in this worker (exit status {exc.code}); "
+                          "its one-line reason is on this worker's stderr") from None
 
 
 def build_cli(args: Any = None, run: bool = True) -> PPGBenchCLI:

@@ -1,0 +1,246 @@
+"""From what LightningCLI parsed and built to the one object a protocol run needs: :class:`ProtocolSetup`.
+
+LightningCLI parses and validates the whole config and builds the datamodule, the regimes and other callbacks
+(``trainer.callbacks``), the budget and the executor; the encoders are parsed and validated with them and built
+on first use (a dry run reads no weights). Here those objects are checked together (names, datasets, refused
+settings), the budget caps the built regimes, and the suite is assembled. A worker in another process parses the
+resolved config (:attr:`ProtocolSetup.resolved`) with the same parser and gets the same setup.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from jsonargparse import Namespace
+
+from ppgbench_pl.benchmark.budget import Budget, apply_budget, apply_storage
+from ppgbench_pl.benchmark.executors import Executor
+from ppgbench_pl.benchmark.suite import BenchmarkSuite, encoder_info
+from ppgbench_pl.benchmark.trainer_block import model_encoder, split_callbacks, trainer_settings
+from ppgbench_pl.data.registry import REAL_DATASETS, get_dataset, get_task
+from ppgbench_pl.datamodules.ppg import PPGDataModule
+from ppgbench_pl.errors import ConfigError
+from ppgbench_pl.input_checks import check_storage
+
+#: Options that say what to do with a config, not what the run is (left out of run.json).
+ACTIONS = ("dry_run", "only_encoders", "only_regimes", "print_config", "config", "lock_timeout", "fetch_weights",
+           "weights_dir", "threads")
+#: Actions a worker needs to rebuild the same suite (which encoders and regimes the run picked).
+PICKS = ("only_encoders", "only_regimes")
+
+
+@dataclass
+class RunSettings:
+    """How and where one command runs (not sent to workers)."""
+
+    output_dir: str
+    executor: dict[str, Any]
+    wandb: str = "group"
+    wandb_project: str = "ppgbench"
+    ci_unit: str = "seed"
+    progress: bool = True
+    allow_code_change: bool = False
+    max_cache_gb: float = 50.0
+    dry_run: bool = False
+
+
+@dataclass
+class ProtocolSetup:
+    """Everything one ``fit``/``benchmark`` command runs: the suite, how to run it, and the config it came from.
+
+    Attributes:
+        suite: Encoders, regimes, callbacks and datamodules (built once in this process).
+        settings: Run folder, W&B, reporting.
+        executor: The executor LightningCLI built.
+        config: The resolved config (JSON-able; recorded in ``run.json`` and W&B).
+        resolved: The config a worker parses to rebuild the suite (None: it holds objects built in this process,
+            which run only with the local executor).
+        actions: ``threads``, ``lock_timeout``, ``dry_run``.
+        parse: How a worker turns :attr:`resolved` into the same suite (the CLI's parser).
+    """
+
+    suite: BenchmarkSuite
+    settings: RunSettings
+    executor: Executor
+    config: dict[str, Any]
+    resolved: str | None
+    actions: dict[str, Any] = field(default_factory=dict)
+    parse: Callable[[str], BenchmarkSuite] | None = None
+
+
+def datasets_and_tasks(datasets: list[str] | None, tasks: list[str] | None) -> dict[str, list[str] | None]:
+    """Dataset -> selected task names (``None``: all of its tasks), validated against the registry.
+
+    Raises:
+        ConfigError: An unknown name, or a task whose dataset is not among the selected datasets.
+    """
+    specs = [get_task(t) for t in tasks] if tasks else []
+    if datasets is None:
+        datasets = list(dict.fromkeys(s.dataset for s in specs)) if specs else list(REAL_DATASETS)
+    for d in datasets:
+        get_dataset(d)
+    outside = sorted({s.name for s in specs if s.dataset not in datasets})
+    if outside:
+        raise ConfigError(f"tasks {', '.join(outside)} belong to datasets not selected ({', '.join(datasets)})")
+    out: dict[str, list[str] | None] = {}
+    for d in dict.fromkeys(datasets):
+        names = [s.name for s in specs if s.dataset == d]
+        if specs and not names:
+            raise ConfigError(f"dataset '{d}' has none of the selected tasks; drop it or add one of its tasks")
+        out[d] = names or None
+    return out
+
+
+def encoder_entries(cfg: Namespace) -> list[Any]:
+    """The parsed encoder entries in run order: the model under test, the matrix's encoders, the controls."""
+    from ppgbench_pl.tasks.encoder_task import EncoderTask
+
+    model = cfg.get("model")
+    first = model_encoder(model.as_dict() if isinstance(model, Namespace) else model, EncoderTask)
+    if first is not None:
+        first = cfg["model.init_args.encoder"]
+    entries = [e for e in [first] if e is not None] + list(cfg.get("matrix.encoders") or []) \
+        + list(cfg.get("controls") or [])
+    if not entries:
+        raise ConfigError("no encoder to evaluate: set model.init_args.encoder (or matrix.encoders)")
+    return entries
+
+
+def fill_weights(entries: Sequence[Any], cfg: Namespace) -> None:
+    """Published models given no checkpoint point at the weights cache (``--fetch_weights`` fetches them)."""
+    from ppgbench_pl.benchmark.weights import fill_checkpoints
+
+    plain = [(e, {"class_path": e.class_path, "init_args": (e.get("init_args") or Namespace()).as_dict()})
+             for e in entries if isinstance(e, Namespace)]
+    fill_checkpoints({"controls": [d for _, d in plain]}, cfg.get("weights_dir"), fetch=bool(cfg.get("fetch_weights")),
+                     dry_run=bool(cfg.get("dry_run")))
+    for namespace, entry in plain:
+        if entry["init_args"].get("checkpoint") is not None and namespace.get("init_args.checkpoint") is None:
+            namespace["init_args.checkpoint"] = entry["init_args"]["checkpoint"]
+
+
+def _datamodules(cfg: Namespace, data: PPGDataModule) -> tuple[dict[str, PPGDataModule], dict[str, list[str] | None]]:
+    """One datamodule per selected dataset: the built one, and siblings with its settings for the matrix's others."""
+    datasets = cfg.get("matrix.datasets")
+    dataset, data_tasks = cfg.get("data.init_args.dataset"), cfg.get("data.init_args.tasks")
+    if datasets is not None:
+        if not datasets:
+            raise ConfigError("matrix.datasets is empty; list at least one dataset or leave it out")
+        if dataset not in (None, "synthetic", *datasets):
+            raise ConfigError(f"data.init_args.dataset={dataset!r} is not in matrix.datasets {datasets}; "
+                              "drop one of the two")
+    tasks = cfg.get("matrix.tasks") if cfg.get("matrix.tasks") is not None else data_tasks
+    if tasks is not None and len(tasks) == 0:
+        raise ConfigError("the task list is empty; give at least one task (or leave it out for all)")
+    selection = datasets_and_tasks(list(datasets) if datasets is not None else [dataset or "synthetic"], tasks)
+    args = (cfg.get("data.init_args") or Namespace()).as_dict()
+    built = (data.dataset, list(data_tasks) if data_tasks else None)
+    return {name: data if (name, names) == built else type(data)(**{**args, "dataset": name, "tasks": names})
+            for name, names in selection.items()}, selection
+
+
+def pick(items: list[Any], names: list[str], wanted: list[str] | None, kind: str) -> list[int]:
+    """Positions of ``items`` kept by ``--only_<kind>`` (all when not given)."""
+    if wanted is None:
+        return list(range(len(items)))
+    if not wanted:
+        raise ConfigError(f"--only_{kind} is empty; name at least one of the config's {kind}")
+    unknown = sorted(set(wanted) - set(names))
+    if unknown:
+        raise ConfigError(f"unknown {kind[:-1]} {', '.join(unknown)}; the config has {', '.join(names)}")
+    return [i for i, n in enumerate(names) if n in wanted]
+
+
+def check_unique(kind: str, names: Sequence[str]) -> None:
+    """Encoder and regime names must be unique (their job ids would collide), named in one line."""
+    twice = sorted(n for n, c in Counter(names).items() if c > 1)
+    if twice:
+        raise ConfigError(f"{kind} names must be unique, got {', '.join(twice)} more than once "
+                          "(give one of them another name: init_args.name)")
+
+
+def build_suite(cfg: Namespace, init: Namespace) -> BenchmarkSuite:
+    """The suite of a parsed (``cfg``) and instantiated (``init``) protocol config; the budget caps its regimes."""
+    if cfg.get("seed_everything") not in (None, 42):  # LightningCLI's global seed: every job reseeds itself
+        raise ConfigError(f"seed_everything={cfg.get('seed_everything')!r} has no effect: every job is seeded "
+                          "from its outer seed, as published; choose those with data.init_args.seeds")
+    entries = encoder_entries(cfg)
+    regimes, callbacks = split_callbacks(list(init.get("trainer.callbacks") or []))
+    trainer_block = {k: v for k, v in (cfg.get("trainer") or Namespace()).as_dict().items() if k != "callbacks"}
+    trainer = trainer_settings(trainer_block)
+    check_storage(cfg.get("optuna_storage"))
+    datamodules, selection = _datamodules(cfg, init.data)
+    encoder_names = [encoder_info(e).name for e in entries]
+    check_unique("encoder", encoder_names)
+    check_unique("regime", [r.name for r in regimes])
+    entries = [entries[i] for i in pick(entries, encoder_names, cfg.get("only_encoders"), "encoders")]
+    regimes = [regimes[i] for i in pick(regimes, [r.name for r in regimes], cfg.get("only_regimes"), "regimes")]
+    budget = init.get("budget") or Budget()
+    apply_budget(regimes, budget, list(datamodules.values()))
+    apply_storage(regimes, cfg.get("optuna_storage"))
+    built = list(init.get("trainer.callbacks") or [])
+    others = [_plain(entry) for entry, obj in zip(cfg.get("trainer.callbacks") or [], built, strict=True)
+              if obj in callbacks]
+    return BenchmarkSuite([_plain(e) for e in entries], regimes, datamodules, callbacks=callbacks, trainer=trainer,
+                          budget=budget, callback_entries=others,
+                          selection=selection, cache_dir=cfg.get("cache_dir"), cache_size_gb=cfg.get("cache_size_gb"),
+                          run_dir=cfg.get("output_dir"))
+
+
+def _plain(entry: Any) -> Any:
+    """A parsed ``class_path``/``init_args`` entry as a dict (a built object stays as it is)."""
+    return entry.as_dict() if isinstance(entry, Namespace) else entry
+
+
+def run_settings(cfg: Namespace, executor_entry: dict[str, Any]) -> RunSettings:
+    """How the command runs (folder, W&B, reporting), from the parsed run options."""
+    wandb = cfg.get("wandb")
+    if isinstance(wandb, bool):
+        wandb = "group" if wandb else "off"
+    settings = RunSettings(str(cfg.get("output_dir")), executor_entry, str(wandb), str(cfg.get("wandb_project")),
+                           str(cfg.get("ci_unit")), bool(cfg.get("progress")), bool(cfg.get("allow_code_change")),
+                           float(cfg.get("max_cache_gb")), bool(cfg.get("dry_run")))
+    if settings.max_cache_gb <= 0:
+        raise ConfigError(f"--max_cache_gb must be positive, got {settings.max_cache_gb}")
+    return settings
+
+
+def build_setup(parser: Any, cfg: Namespace, instantiate: Any,
+                parse: Callable[[str], BenchmarkSuite] | None = None) -> ProtocolSetup:
+    """Check and build one protocol command from its parsed config (``instantiate`` builds the classes)."""
+    fill_weights(encoder_entries(cfg), cfg)
+    init = instantiate(cfg)
+    built = [e for e in [*encoder_entries(cfg), *(cfg.get("trainer.callbacks") or [])] if not isinstance(e, Namespace)]
+    resolved: str | None = None
+    if built:  # objects built in this process (the Python API): no text can carry them to another process
+        config = _described(cfg)
+    else:
+        config = json.loads(parser.dump(cfg, format="json", skip_none=False, skip_validation=True))
+        resolved = json.dumps({k: v for k, v in config.items() if k not in ACTIONS or k in PICKS}, sort_keys=True)
+    actions = {k: config.pop(k, cfg.get(k)) for k in ACTIONS}
+    for key in ("ckpt_path", "weights_only"):
+        config.pop(key, None)
+    suite = build_suite(cfg, init)
+    executor_entry = config.get("executor") or {}
+    return ProtocolSetup(suite, run_settings(cfg, executor_entry), init.executor, config, resolved, actions, parse)
+
+
+def _described(cfg: Namespace) -> dict[str, Any]:
+    """The config as JSON where some entries are built objects (named by their class)."""
+    def plain(value: Any) -> Any:
+        if isinstance(value, Namespace):
+            return {k: plain(v) for k, v in value.items(branches=True)}
+        if isinstance(value, dict):
+            return {k: plain(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [plain(v) for v in value]
+        if value is None or isinstance(value, str | int | float | bool):
+            return value
+        path = f"{type(value).__module__}.{type(value).__qualname__}"
+        return {"class_path": path, "instance": "built in this process"}
+
+    return plain(cfg)
