@@ -22,6 +22,9 @@ if TYPE_CHECKING:
 
 #: Columns every ``summary.csv`` row has (a table without them is not a ppgbench summary).
 SUMMARY_KEYS = ("model", "task", "regime", "metric", "mean")
+#: Columns of :attr:`Results.jobs` (then one ``param.<name>`` column per selected hyperparameter).
+JOB_COLUMNS = ("job_id", "model", "task", "regime", "seed", "fold", "status", "metric", "value", "baseline",
+               "metrics", "params", "n_repeats", "backend", "seconds", "error")
 
 
 def foreign_record(record: dict[str, Any], folder: Path) -> str | None:
@@ -151,21 +154,12 @@ class Results:
             values = [float(v) for v in values if isinstance(v, int | float)]
             first = results[0] if results else {}
             params = dict(first.get("params") or {})
-            row = {
-                "job_id": record.get("job_id"), "model": record.get("model"), "task": record.get("task"),
-                "regime": record.get("regime"), "seed": record.get("seed"), "fold": record.get("fold"),
-                "status": record.get("status"), "metric": metric,
-                "value": sum(values) / len(values) if values else None,
-                "baseline": (record.get("baseline") or {}).get(metric),
-                "metrics": dict(first.get("metrics") or {}), "params": params, "n_repeats": len(results),
-                "backend": record.get("backend"), "seconds": record.get("seconds"),
-                "error": record.get("error"),
-            }
-            row.update({f"param.{k}": v for k, v in params.items()})
-            rows.append(row)
-        columns = ["job_id", "model", "task", "regime", "seed", "fold", "status", "metric", "value",
-                   "baseline", "metrics", "params", "n_repeats", "backend", "seconds", "error"]
-        return pd.DataFrame(rows, columns=list(dict.fromkeys([*columns, *(k for r in rows for k in r)])))
+            row = {k: record.get(k) for k in JOB_COLUMNS}
+            row.update({"value": sum(values) / len(values) if values else None,
+                        "baseline": (record.get("baseline") or {}).get(metric),
+                        "metrics": dict(first.get("metrics") or {}), "params": params, "n_repeats": len(results)})
+            rows.append(row | {f"param.{k}": v for k, v in params.items()})
+        return pd.DataFrame(rows, columns=list(dict.fromkeys([*JOB_COLUMNS, *(k for r in rows for k in r)])))
 
     def predictions(self, job_id: str | int, repeat: int = 0) -> dict[str, np.ndarray]:
         """Return the arrays a job saved for one repeat (``y_true``, ``y_pred``, scores, groups, ...).

@@ -68,23 +68,14 @@ class FolderSync:
         self.not_evaluable: set[str] = set()  # jobs recorded as not evaluable (settled, not failed)
 
     def sync(self, deep: bool = False) -> list[str]:
-        """Re-read the records that changed since the last call (``deep``: check prediction files' content).
-
-        Returns:
-            One line per record that cannot be used (unreadable, malformed, or missing a file).
-        """
+        """Re-read the records changed since the last call (``deep``: check prediction files); one line per unusable."""
         try:
             names = job_folders(self.run_dir)
         except NotADirectoryError:
             return [f"{self.run_dir / 'jobs'}: is not a folder"]
-        problems: list[str] = []
         for gone in set(self._seen) - set(names):
             self._forget(gone)
-        for name in names:
-            problem = self._update(name, deep)
-            if problem:
-                problems.append(problem)
-        return problems
+        return [problem for problem in (self._update(name, deep) for name in names) if problem]
 
     def _forget(self, name: str) -> None:
         self._seen.pop(name, None)

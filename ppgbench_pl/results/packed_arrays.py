@@ -83,12 +83,7 @@ def declared(packed: Any) -> tuple[np.dtype, tuple[int, ...]]:
 
 
 def check_siblings(shapes: Mapping[str, tuple[int, ...]]) -> None:
-    """The arrays of one prediction file agree: one row per window, ``y_prob`` one column per class.
-
-    Raises:
-        ValueError: Two arrays disagree (one line naming both).
-
-    """
+    """The arrays of one prediction file agree: one row per window, ``y_prob`` one column per class (``ValueError``)."""
     rows = {name: shape[0] if shape else None for name, shape in shapes.items() if name != "classes"}
     if any(n is None for n in rows.values()):
         raise ValueError(f"array '{next(k for k, n in rows.items() if n is None)}' has no rows (a 0-d array)")

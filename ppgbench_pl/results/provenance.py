@@ -22,11 +22,7 @@ def _file_digest(path: Path) -> str:
 
 
 def content_digest(path: str | Path) -> str:
-    """The SHA-256 (hex) of a file's bytes, or of a run folder's ``run.json`` and job records.
-
-    Raises:
-        OSError: A file cannot be read.
-    """
+    """The SHA-256 (hex) of a file's bytes, or of a run folder's ``run.json`` and job records (module docstring)."""
     path = Path(path)
     if path.is_file():
         return _file_digest(path)

@@ -179,12 +179,7 @@ class SummaryBook:
         return set(self._failed)
 
     def add(self, record: Mapping[str, Any]) -> None:
-        """Take one job record (any status); a record that is not ``ok`` removes the job's earlier entry.
-
-        Raises:
-            MalformedRecord: An ``ok`` record lacks what the summary needs.
-
-        """
+        """Take one job record; one that is not ``ok`` removes the job's entry (``MalformedRecord``: unusable)."""
         entry = fold_entry(record)
         if entry is None:
             jid = record.get("job_id") if isinstance(record, Mapping) else None
