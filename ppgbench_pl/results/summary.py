@@ -35,17 +35,12 @@ CI_UNITS = ("seed", "fold")
 SUMMARY_COLUMNS = [
     "model", "task", "regime", "metric", "mean", "ci95", "ci_low", "ci_high", "n_seeds", "n_folds", "ci_unit",
     "view", "baseline", "backend", "code_version",
+    # how a row reads itself: dataset, unit and direction of the metric, its baseline row's mean, the budget
+    "dataset", "unit", "higher_is_better", "baseline_mean", "budget",
+    "mdd", "mdd_adj",  # MDD against the row's baseline at power 0.8, alpha 0.05 and alpha / m (inference.py)
+    "pretraining_overlap",  # direct/source/unknown/none (cards/overlap.py)
+    "deviations",  # settings that differ from the published protocol ('' for none)
 ]
-#: What a row needs to read itself: the task's dataset, the metric's unit and direction, the mean of the
-#: baseline row it is compared with (NaN for baseline rows and several baselines), the run's budget.
-READING_COLUMNS = ["dataset", "unit", "higher_is_better", "baseline_mean", "budget"]
-SUMMARY_COLUMNS += READING_COLUMNS
-#: MDD against the row's baseline at 80 % power, alpha 0.05, and at alpha / m over the m rows (inference.py).
-SUMMARY_COLUMNS += ["mdd", "mdd_adj"]
-#: Was the model pretrained on the row's dataset (``direct``/``source``/``unknown``/``none``, cards/overlap.py).
-SUMMARY_COLUMNS += ["pretraining_overlap"]
-#: Settings that differ from the published protocol (``refit=True``, ``callback=<class>``; '' for none).
-SUMMARY_COLUMNS += ["deviations"]
 FOLD_COLUMNS = ["model", "task", "regime", "seed", "fold", "metric", "value", "view", "backend",
                 "code_version"]
 
