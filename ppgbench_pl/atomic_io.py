@@ -61,12 +61,7 @@ def dir_mode() -> int:
 
 @contextmanager
 def atomic_open(path: str | Path, mode: str = "wb", size: int | None = None) -> Iterator[IO[Any]]:
-    """Write ``path`` all-or-nothing: a unique temporary file beside it, fsync, chmod per umask, replace.
-
-    Every atomic write of the project goes through here, so concurrent writers never share a temporary
-    name, readers never see half a file, and the result is readable as the umask allows (``mkstemp``
-    alone makes 0600 files).
-    """
+    """Write ``path`` all-or-nothing (module docstring); ``DiskFull`` names the file when space runs out."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)

@@ -1,9 +1,7 @@
 """``pb.load_run("my_model.ppgbench.json")``: an exported file read like a run folder.
 
-The summary, the jobs and the report come from the file's records; :meth:`ExportedResults.predictions`
-unpacks the arrays the file carries (format version 2; a version 1 file carries none and says so in one
-line). The file is validated whole when opened (:mod:`ppgbench_pl.results.untrusted`); an array is decoded
-only when asked for, within the size its file declared and checked.
+The file is validated whole when opened (:mod:`ppgbench_pl.results.untrusted`); an array is decoded only
+when asked for.
 """
 
 from __future__ import annotations
@@ -23,15 +21,7 @@ if TYPE_CHECKING:
 
 
 class ExportedResults(Results):
-    """A :class:`~ppgbench_pl.run_results.Results` over one file from ``ppgbench export``.
-
-    Args:
-        path: The exported file (read and checked once, here).
-
-    Raises:
-        DataError: The file is not a readable ppgbench results file (one line naming it).
-
-    """
+    """A :class:`~ppgbench_pl.run_results.Results` of one file from ``ppgbench export`` (``DataError``: unreadable)."""
 
     def __init__(self, path: str | Path) -> None:  # noqa: D107
         from ppgbench_pl.results.untrusted import read_results_file
@@ -48,12 +38,7 @@ class ExportedResults(Results):
 
     @property
     def summary(self) -> pd.DataFrame:
-        """The summary recomputed from the file's records (as ``summary.csv`` of the run would be).
-
-        Raises:
-            DataError: A record the summary cannot use (a hand-edited or older file; one line naming it).
-
-        """
+        """The summary recomputed from the file's records (``DataError`` naming a record it cannot use)."""
         from ppgbench_pl.results.fold_entry import MalformedRecord
         from ppgbench_pl.results.summary import SummaryBook
 
@@ -72,18 +57,7 @@ class ExportedResults(Results):
         return dict(self.document.get("model_card") or {})
 
     def predictions(self, job_id: str | int, repeat: int = 0) -> dict[str, np.ndarray]:
-        """The arrays a job saved for one repeat, as the run folder's ``predictions_repeat<r>.npz`` held them.
-
-        Args:
-            job_id: A job id of :attr:`jobs`, a unique suffix of one, or a row index of :attr:`jobs`.
-            repeat: Which repeat.
-
-        Raises:
-            DataError: No such job or row, the file carries no predictions (format version 1) or none for
-                that repeat, or they are damaged or disagree in length (``subjects`` beside labels; one line
-                naming the file and the job).
-
-        """
+        """The arrays a job saved for one repeat, as :meth:`Results.predictions` (format version 2 files only)."""
         from ppgbench_pl.results.packed_arrays import unpack_all
 
         jid, which = self._job_of(job_id)
@@ -109,10 +83,5 @@ class ExportedResults(Results):
 
 
 def load_run(path: str | Path) -> Results:
-    """Open a run folder, or a file from ``ppgbench export`` (``pb.load_run``).
-
-    Raises:
-        DataError: No such folder or file, not a run folder, or not a readable exported file (one line).
-
-    """
+    """Open a run folder, or a file from ``ppgbench export`` (``pb.load_run``; ``DataError``: one line)."""
     return ExportedResults(path) if Path(path).is_file() else load_run_folder(path)

@@ -1,9 +1,4 @@
-"""Checks of user inputs that can be made before anything is computed, each refusing in one line.
-
-Seeds and folds (a list of non-negative integers, never a string), Optuna storage URLs and the
-accelerator. Used by the protocol setup (CLI, ``benchmark``, the Python API), so each input is
-refused with the same line wherever it comes from. Nothing here imports torch at module level.
-"""
+"""Checks of user inputs made before anything is computed, each refusing in one line (CLI and API alike)."""
 
 from __future__ import annotations
 
@@ -18,11 +13,7 @@ STORAGE_FIELDS = ("job_id", "repeat", "work_dir")
 
 
 def int_list(name: str, value: Any, minimum: int = 0) -> list[int]:
-    """``value`` as a list of integers >= ``minimum``, or a one-line refusal naming ``name``.
-
-    A string (``"42"``, which would iterate as 4 and 2), a bool, a float with a fraction or a single
-    number is refused, not converted.
-    """
+    """``value`` as a list of integers >= ``minimum``; a string, bool, fraction or single number is refused."""
     example = f"{name}=[42, 43]" if "seed" in name else f"{name}=[0, 1]"
     if isinstance(value, str | bytes) or not isinstance(value, Iterable):
         raise ConfigError(f"{name}={value!r}: must be a list of integers (e.g. {example}), "
@@ -40,10 +31,7 @@ def int_list(name: str, value: Any, minimum: int = 0) -> list[int]:
 
 
 def check_storage(url: Any) -> None:
-    """An ``optuna_storage`` URL that Optuna can open: ``journal:<path>`` or an SQLAlchemy URL.
-
-    Checked without connecting: the placeholders, the URL's syntax and that its dialect is installed.
-    """
+    """An ``optuna_storage`` URL Optuna can open (``journal:<path>`` or SQLAlchemy), checked without connecting."""
     if url is None:
         return
     if not isinstance(url, str) or not url.strip():

@@ -1,16 +1,9 @@
-"""Advisory file locks, so concurrent processes never compute or write one thing twice.
+"""Advisory file locks (``flock``), so concurrent processes never compute or write one thing twice.
 
-The one lock of the package: benchmark jobs, embedding-cache entries and ``run.json`` (benchmark/), the
-processed store's build folders and the downloader's raw folders (data/) all take it. Each holder takes an
-exclusive ``flock`` on a small lock file; the kernel drops the lock when its holder dies, so a dead
-holder's lock is taken over at once and never goes stale. The holder writes its PID, host, command and
-start time into the file (and clears it on release), so a process that waits for, or is refused, a lock
-held by a stuck process says who holds it and for how long (a holder that wrote nothing, such as the
-``flock`` tool, is found in ``/proc/locks``). While waiting, a holder on this host that has used no CPU
-since the last notice, or is stopped, is reported as no longer making progress. A wait ends after
-``$PPGBENCH_LOCK_TIMEOUT`` seconds when set (``--lock_timeout``; default: wait) with :class:`LockTimeout`.
-On platforms without ``fcntl`` the lock is a no-op (:data:`LOCKS_WORK` is False) and only atomic renames
-protect the files.
+The kernel drops a dead holder's lock, so locks never go stale. The holder writes its PID, host, command
+and start time into the file, so a waiting or refused process says who holds it, for how long, and whether
+it still makes progress. ``$PPGBENCH_LOCK_TIMEOUT`` (``--lock_timeout``) bounds a wait. Without ``fcntl``
+(Windows) a lock is a no-op (:data:`LOCKS_WORK` is False).
 """
 
 from __future__ import annotations
@@ -84,7 +77,7 @@ def _proc_command(pid: int) -> str | None:
 
 
 def lock_holder(path: str | Path) -> str:
-    """Who holds a lock: ``pid 123 on host (command), for 42 s`` as its holder wrote it, else from ``/proc``."""
+    """Who holds a lock: ``pid 123 on host (command), for 42 s``, else from ``/proc``."""
     try:
         info = json.loads(Path(path).read_text() or "{}")
         age = time.time() - float(info["since"])
@@ -129,7 +122,7 @@ class _Watch:
         self.since = time.monotonic()
 
     def stuck(self) -> str:
-        """``; the holder has used no CPU in the last 60 s ...`` when it made no progress since the last call."""
+        """A ``; the holder ...`` note when it made no progress since the last call, else ''."""
         pid = _holder_pid(self.path)
         now = cpu_state(pid) if pid is not None else None
         before, self.seen = (self.seen if pid == self.pid else None), now
@@ -198,14 +191,7 @@ def _acquire(fd: int, path: Path, blocking: bool, notice_every_s: float) -> None
 
 @contextmanager
 def file_lock(path: str | Path, blocking: bool = True, notice_every_s: float = NOTICE_EVERY_S) -> Iterator[None]:
-    """Hold an exclusive lock on ``path`` (created if missing) for the ``with`` block.
-
-    Separate ``open`` calls get separate locks, so two threads of one process exclude each other too.
-
-    Args:
-        path: Lock file; its folder is created when missing.
-        blocking: Wait for the lock (default), or raise :class:`LockBusy` at once when it is held.
-        notice_every_s: While waiting, say every so many seconds who holds the lock.
+    """Hold an exclusive lock on ``path`` (created if missing) for the ``with`` block; threads exclude too.
 
     Raises:
         LockBusy: ``blocking`` is False and another holder has the lock.

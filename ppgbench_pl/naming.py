@@ -1,10 +1,7 @@
 """The name a model gets from its class when nobody gave it one: snake case of the class name.
 
-``TinyPPGCNN`` -> ``tiny_ppg_cnn``, ``MyNet`` -> ``my_net``, ``ResNet1D`` -> ``res_net1d``. A run of capitals
-is one word unless it is made of known acronyms of the field (``PPGCNN`` is ``PPG`` + ``CNN``), so the
-acronyms of a PPG model's class name come out as words. Published models keep their own names; this is
-for a user's class (an ``nn.Module`` given to the API, a ``CustomEncoder`` without ``name``, a
-``PPGEncoder`` subclass that sets none). Imports nothing heavy.
+``TinyPPGCNN`` -> ``tiny_ppg_cnn``, ``ResNet1D`` -> ``res_net1d``: a run of capitals is one word unless it
+is made of known acronyms of the field.
 """
 
 from __future__ import annotations
@@ -37,10 +34,7 @@ def _acronyms(run: str) -> list[str] | None:
 
 
 def snake_case(class_name: str) -> str:
-    """The snake-case model name of a class name (``TinyPPGCNN`` -> ``tiny_ppg_cnn``); ``model`` if empty.
-
-    Digits stay with the word before them, and so does one capital right after digits (``1D``, ``2D``).
-    """
+    """The snake-case model name of a class name (``TinyPPGCNN`` -> ``tiny_ppg_cnn``); ``model`` if empty."""
     words: list[str] = []
     after_digits = False
     for word in _WORD.findall(class_name):

@@ -1,7 +1,6 @@
 """A run folder read back: :class:`Results` (summary, jobs, predictions, report) and :func:`load_run`.
 
-:func:`ppgbench_pl.api.evaluate` returns a :class:`Results`; :func:`load_run` opens any run folder, from the
-CLI or the API, partial or complete. Nothing here imports torch; pandas and NumPy load on first use.
+Nothing here imports torch; pandas and NumPy load on first use.
 """
 
 from __future__ import annotations
@@ -23,6 +22,9 @@ if TYPE_CHECKING:
 
 #: Columns every ``summary.csv`` row has (a table without them is not a ppgbench summary).
 SUMMARY_KEYS = ("model", "task", "regime", "metric", "mean")
+#: Columns of :attr:`Results.jobs` (then one ``param.<name>`` column per selected hyperparameter).
+JOB_COLUMNS = ("job_id", "model", "task", "regime", "seed", "fold", "status", "metric", "value", "baseline",
+               "metrics", "params", "n_repeats", "backend", "seconds", "error")
 
 
 def foreign_record(record: dict[str, Any], folder: Path) -> str | None:
@@ -78,12 +80,7 @@ class Results:
         return list(self.run.failed) if self.run is not None else []
 
     def records(self) -> list[dict[str, Any]]:
-        """Every readable job record of the folder (``results.json`` contents), in job-id order.
-
-        A file that cannot be read, is not this job's ppgbench record, or is an ``ok`` record the summary
-        cannot use (a field missing, no finite metric), is skipped with a warning naming it (and listed by
-        :attr:`problems`).
-        """
+        """Every usable job record of the folder in job-id order; others are skipped with a warning naming them."""
         records, problems = self._scan()
         for problem in problems:
             warnings.warn(f"skipped {problem}", stacklevel=2)
@@ -105,11 +102,7 @@ class Results:
         return records, problems
 
     def _read(self) -> tuple[list[dict[str, Any]], list[FoldEntry | str], list[str]]:
-        """(usable records, what :func:`entry_or_id` makes of each, one line per skipped file).
-
-        An ``ok`` record the summary refuses (a field missing, no finite metric) is skipped like a foreign
-        one, so the jobs, the recomputed summary and :attr:`problems` agree on what the folder holds.
-        """
+        """(usable records, what :func:`entry_or_id` makes of each, one line per skipped file)."""
         from ppgbench_pl.results.fold_entry import MalformedRecord, entry_or_id
         from ppgbench_pl.results.records import RESULTS_FILE, scan_records
 
@@ -129,12 +122,7 @@ class Results:
 
     @property
     def summary(self) -> pd.DataFrame:
-        """``summary.csv``: mean and 95 % CI per (model, task, regime), the constant baseline included.
-
-        A ``summary.csv`` that is not a ppgbench summary is named in a warning and the summary is recomputed
-        from the job records (their :class:`FoldEntry`, as the run's own summary); skipped records are
-        warned about as by :meth:`records`.
-        """
+        """``summary.csv`` (mean and 95 % CI per model, task, regime), recomputed from the records if it is damaged."""
         from ppgbench_pl.results.fold_entry import FoldEntry
         from ppgbench_pl.results.summary import SUMMARY_FILE, SummaryBook
 
@@ -155,12 +143,7 @@ class Results:
 
     @property
     def jobs(self) -> pd.DataFrame:
-        """One row per job, with the metric's value and the selected hyperparameters.
-
-        Columns: ids, model, task, regime, seed, fold, status, metric, value (mean over repeats), baseline,
-        every metric and the selected hyperparameters of the first repeat (``metrics``, ``params`` and one
-        ``param.<name>`` column each), the number of repeats, backend, seconds and a failed job's error.
-        """
+        """One row per job: its value (mean over repeats), baseline, the first repeat's metrics and params."""
         import pandas as pd
 
         rows = []
@@ -171,33 +154,22 @@ class Results:
             values = [float(v) for v in values if isinstance(v, int | float)]
             first = results[0] if results else {}
             params = dict(first.get("params") or {})
-            row = {
-                "job_id": record.get("job_id"), "model": record.get("model"), "task": record.get("task"),
-                "regime": record.get("regime"), "seed": record.get("seed"), "fold": record.get("fold"),
-                "status": record.get("status"), "metric": metric,
-                "value": sum(values) / len(values) if values else None,
-                "baseline": (record.get("baseline") or {}).get(metric),
-                "metrics": dict(first.get("metrics") or {}), "params": params, "n_repeats": len(results),
-                "backend": record.get("backend"), "seconds": record.get("seconds"),
-                "error": record.get("error"),
-            }
-            row.update({f"param.{k}": v for k, v in params.items()})
-            rows.append(row)
-        columns = ["job_id", "model", "task", "regime", "seed", "fold", "status", "metric", "value",
-                   "baseline", "metrics", "params", "n_repeats", "backend", "seconds", "error"]
-        return pd.DataFrame(rows, columns=list(dict.fromkeys([*columns, *(k for r in rows for k in r)])))
+            row = {k: record.get(k) for k in JOB_COLUMNS}
+            row.update({"value": sum(values) / len(values) if values else None,
+                        "baseline": (record.get("baseline") or {}).get(metric),
+                        "metrics": dict(first.get("metrics") or {}), "params": params, "n_repeats": len(results)})
+            rows.append(row | {f"param.{k}": v for k, v in params.items()})
+        return pd.DataFrame(rows, columns=list(dict.fromkeys([*JOB_COLUMNS, *(k for r in rows for k in r)])))
 
     def predictions(self, job_id: str | int, repeat: int = 0) -> dict[str, np.ndarray]:
         """Return the arrays a job saved for one repeat (``y_true``, ``y_pred``, scores, groups, ...).
 
         Args:
-            job_id: A job id of :attr:`jobs` (a unique suffix such as ``synthetic-hr__linear__seed42__fold0``
-                is enough when one model's job has it), or a row index of :attr:`jobs` (``0``, ``-1``).
+            job_id: A job id of :attr:`jobs`, a unique suffix of one, or a row index of :attr:`jobs`.
             repeat: Which repeat (subject-level tasks may have several).
 
         Raises:
-            DataError: No such job or row, it saved no predictions for that repeat, or the file is damaged
-                or its arrays disagree in length (each one line naming the job, and the row an index stood for).
+            DataError: No such job, row or repeat, or the file is damaged (one line naming the job).
 
         """
         import zipfile
@@ -239,10 +211,10 @@ class Results:
         return jid, f"Results.jobs row {int(job)} (job {jid})"
 
     def _job_ids(self) -> list[str]:
-        """Ids :meth:`_resolve` chooses from: the job folders (unfinished ``.working`` ones aside)."""
-        jobs = self.run_dir / "jobs"
-        return [p.name for p in jobs.iterdir() if p.is_dir() and not p.name.endswith(".working")] \
-            if jobs.is_dir() else []
+        """Ids :meth:`_resolve` chooses from: the job folders."""
+        from ppgbench_pl.results.records import job_folders
+
+        return job_folders(self.run_dir) if (self.run_dir / "jobs").is_dir() else []
 
     def _resolve(self, job_id: str) -> str:
         ids = self._job_ids()
@@ -257,14 +229,7 @@ class Results:
                         f"({', '.join(matches[:3])}, ...); give the full job id")
 
     def report(self, output_dir: str | Path, **options: Any) -> Path:
-        """Build the report of this run folder (as ``ppgbench report``) and return its ``index.html``.
-
-        Args:
-            output_dir: Report folder.
-            **options: :func:`ppgbench_pl.report.build_report` options (``rule``, ``alpha``, ``ci_unit``,
-                ``pairs``, ``parameters``, ``warn``).
-
-        """
+        """Build the report of this run (``ppgbench report``; ``build_report`` options); its ``index.html``."""
         from ppgbench_pl.report import build_report
 
         return build_report([self.run_dir], output_dir, **options)

@@ -17,11 +17,7 @@ def candidates(kind: str) -> tuple[str, ...]:
 
 
 def _topk_mean(scores: np.ndarray) -> np.ndarray:
-    """Per column: mean of the k largest or of the k smallest scores, whichever is more extreme.
-
-    k = max(1, ceil(0.1 n)); *high* is used when (1 - high) <= low, so ties go to *high*. Scores are
-    probabilities in [0, 1].
-    """
+    """Per column: mean of the k = max(1, ceil(0.1 n)) largest or smallest scores, the more extreme (ties: largest)."""
     k = max(1, math.ceil(TOPK_FRACTION * len(scores)))
     ordered = np.sort(scores, axis=0)
     low, high = ordered[:k].mean(axis=0), ordered[-k:].mean(axis=0)

@@ -1,10 +1,8 @@
 """Per-fold metrics (PROTOCOL.md 7.1) and the selection metrics used inside searches (section 2).
 
-A secondary metric that cannot be computed (multiclass AUROC when a test class is unknown to the model) is
-``None`` with a ``<metric>_error`` message. Test labels of a single class make the fold not evaluable at
-all (balanced accuracy would read 1.0, AUROC is undefined): :class:`NotEvaluableError`, so the job fails
-with that reason instead of storing a number. Selection scores inside a search stay NaN on such folds
-(PROTOCOL.md 3.2 leaves them out of the mean).
+A secondary metric that cannot be computed is ``None`` with a ``<metric>_error`` message; test labels of a
+single class make the fold not evaluable (:class:`NotEvaluableError`). Selection scores stay NaN on such
+folds (PROTOCOL.md 3.2 leaves them out of the mean).
 """
 
 from __future__ import annotations
@@ -20,7 +18,7 @@ from ppgbench_pl.errors import DataError
 
 
 def _sklearn_metrics() -> ModuleType:
-    """``sklearn.metrics``, imported when a fold is scored: parsing a config (a regime's class) stays free of it."""
+    """``sklearn.metrics``, imported only when a fold is scored."""
     from sklearn import metrics
 
     return metrics
@@ -42,12 +40,7 @@ class Predictions:
 
     @property
     def labels(self) -> np.ndarray:
-        """Predicted class labels (classification only), as published.
-
-        Windows, binary: the positive class when p >= 0.5 (PROTOCOL.md 4.3). Subjects: the argmax of the
-        aggregated score vector (PROTOCOL.md 6), so an exact tie of a binary pair goes to the first
-        (negative) class. Multiclass: argmax (first maximum).
-        """
+        """Predicted class labels: binary windows p >= 0.5 (PROTOCOL.md 4.3), else argmax (first maximum; 6)."""
         assert self.classes is not None
         if self.values.ndim == 2 and self.values.shape[1] == 2 and not self.subject_level:
             return self.classes[(self.values[:, 1] >= self.values[:, 0]).astype(np.int64)]
@@ -118,11 +111,7 @@ def _auroc_ovr(y_true: np.ndarray, pred: Predictions) -> float:
 
 
 def regression_cls_metrics(y_true: np.ndarray, y_pred: np.ndarray) -> dict[str, Any]:
-    """Multi-output regression metrics plus the argmax classification the ECSMP emotion task reports.
-
-    PROTOCOL.md 7.1's full list: per-target MAE, MSE and R2, and how often the true and the predicted score
-    vectors tie at their maximum (rate and count; argmax takes the first index of a tie).
-    """
+    """Multi-output regression metrics, per target, plus the argmax classification and its ties (ECSMP, 7.1)."""
     skm = _sklearn_metrics()
     out = regression_metrics(y_true, y_pred)
     true_cls, pred_cls = np.argmax(y_true, axis=1), np.argmax(y_pred, axis=1)
@@ -184,11 +173,7 @@ def fold_metrics(kind: str, y_true: np.ndarray, pred: Predictions) -> dict[str, 
 
 
 def selection_score(kind: str, y_true: np.ndarray, pred: Predictions, binary_metric: str = "auroc") -> float:
-    """The score a search maximises: -MAE, AUROC for binary (``binary_metric``), else balanced accuracy.
-
-    Returns NaN when the score is undefined on this split (e.g. AUROC with one class), so callers can
-    leave that fold out of a mean as the protocol does.
-    """
+    """The score a search maximises: -MAE, binary AUROC, else balanced accuracy; NaN if undefined."""
     if kind in ("regression", "regression_cls"):
         return -float(np.mean(np.abs(np.asarray(y_true, float) - np.asarray(pred.values, float))))
     assert pred.classes is not None

@@ -1,9 +1,7 @@
 """Where random forests run: scikit-learn on the CPU or RAPIDS cuML on a GPU (PROTOCOL.md 4.2).
 
-Both libraries share the hyperparameter names the protocol's grid uses, so a grid point is passed to
-either factory unchanged. cuML is optional (the ``gpu`` extra) and is imported only inside the
-factories: ``import cuml`` succeeds on machines without a usable GPU and fails only at the first fit,
-so usability is judged by asking CUDA for a device instead.
+Both take the protocol grid's hyperparameter names unchanged. cuML (the ``gpu`` extra) is imported only in
+the factories, and judged usable by asking CUDA for a device (``import cuml`` succeeds without one).
 """
 
 from __future__ import annotations
@@ -19,11 +17,7 @@ CUML_N_BINS = 128
 
 
 def cuml_usable() -> bool:
-    """Whether cuML can actually fit here: cuML is installed, and CuPy sees at least one CUDA device.
-
-    CuPy alone is not enough: a GPU machine with CuPy but without cuML would resolve ``auto`` to cuML and
-    then fail every forest job on ``import cuml`` instead of running scikit-learn (decision #25).
-    """
+    """Whether cuML can actually fit here: cuML is installed and CuPy sees a CUDA device (decision #25)."""
     import importlib.util
 
     try:
@@ -37,11 +31,7 @@ def cuml_usable() -> bool:
 
 
 def resolve_backend(backend: str) -> str:
-    """The concrete backend for a requested one: ``auto`` picks cuML when usable, else scikit-learn.
-
-    Raises:
-        ConfigError: For an unknown name, or when ``cuml`` is requested but cannot run here.
-    """
+    """The concrete backend for a requested one (``auto``: cuML when usable); ``ConfigError`` if it cannot run."""
     if backend not in BACKENDS:
         raise ConfigError(f"unknown forest backend '{backend}'; choose one of {', '.join(BACKENDS)}")
     if backend == "auto":
@@ -53,29 +43,12 @@ def resolve_backend(backend: str) -> str:
 
 
 def forest_backend_for(kind: str, backend: str) -> str:
-    """The backend a task kind really uses: multi-output regression always runs in scikit-learn.
-
-    cuML forests take a single target, so the published protocol fits the six-output ECSMP emotion
-    task with scikit-learn; every other kind uses ``backend`` as resolved.
-    """
+    """The backend a task kind really uses: multi-output regression always runs in scikit-learn (cuML: one target)."""
     return "sklearn" if kind == "regression_cls" else backend
 
 
 def make_forest(kind: str, params: dict[str, Any], seed: int, backend: str, n_jobs: int = -1) -> Any:
-    """An unfitted random forest for one grid point.
-
-    Args:
-        kind: ``regression``, ``regression_cls`` (multi-output) or ``classification``.
-        params: Shared hyperparameters (n_estimators, max_depth, min_samples_split, min_samples_leaf,
-            max_features).
-        seed: ``random_state`` (the outer seed).
-        backend: A resolved backend, ``sklearn`` or ``cuml``.
-        n_jobs: scikit-learn worker count (results agree up to floating-point summation order). The
-            multi-output fallback of a cuML run uses one worker, as published.
-
-    Returns:
-        A scikit-learn ``RandomForestRegressor``/``RandomForestClassifier`` or its cuML counterpart.
-    """
+    """An unfitted random forest for one grid point (a cuML run's multi-output fallback uses one worker)."""
     used = forest_backend_for(kind, backend)
     if used == "cuml":
         return _cuml_forest(kind, params, seed)

@@ -10,11 +10,9 @@ from ppgbench_pl.metrics.scores import Predictions
 
 def constant_predictions(kind: str, level: str, y_train: np.ndarray, groups_train: np.ndarray,
                          n_test: int, classes: np.ndarray | None = None) -> Predictions:
-    """Training mean (regression) or majority class with one-hot probabilities (classification).
+    """Training mean (regression) or majority class, one-hot (ties: smallest label, as ``DummyClassifier``).
 
-    On subject-level tasks the training labels are first reduced to one per subject, so the mean or
-    majority is over subjects. Ties in the majority go to the smallest label, as scikit-learn's
-    ``DummyClassifier(strategy="most_frequent")`` does.
+    On subject-level tasks the mean or majority is over subjects.
     """
     labels = first_per_group(groups_train, y_train) if level == "subject" else np.asarray(y_train)
     if kind != "classification":

@@ -1,8 +1,7 @@
 """Probe families: a hyperparameter grid plus how to fit and predict every point of it.
 
-A family's ``fit_grid`` returns one prediction per grid point for held-out rows and ``fit_one`` refits a
-single point on the whole training part. A family that shares work across the whole inner CV (ridge: one
-Gram matrix) also offers ``cv_fit``, which the search prefers.
+A family that shares work across the whole inner CV (ridge: one Gram matrix) also offers ``cv_fit``,
+which the search prefers to ``fit_grid``.
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ import numpy as np
 
 from ppgbench_pl.metrics.scores import Predictions
 from ppgbench_pl.probes.linear import LOGISTIC_CS, RIDGE_ALPHAS, SingleClassError
-from ppgbench_pl.probes.ridge import RidgeCV, RidgeGrid
+from ppgbench_pl.probes.ridge import RidgeCV
 
 
 class ProbeFamily(Protocol):
@@ -70,8 +69,8 @@ class RidgeFamily:
         return preds, lambda g: cv.refit(self.alphas[g])
 
     def fit_grid(self, x, y, x_eval, classes, seed):  # noqa: ANN001, ANN201, D102
-        kind = "regression" if np.ndim(y) == 1 else "regression_cls"
-        return [Predictions(kind, p) for p in RidgeGrid(self.alphas).fit(x, y).predict_all(x_eval)]
+        cv = RidgeCV(self.alphas, self.device).fit(x, y, [])
+        return [self.predict(cv.refit(a), x_eval, classes) for a in self.alphas]
 
     def fit_one(self, x, y, params, classes, seed):  # noqa: ANN001, ANN201, D102
         return RidgeCV((params["alpha"],), self.device).fit(x, y, []).refit(params["alpha"])
@@ -84,13 +83,8 @@ class RidgeFamily:
 class LogisticFamily:
     """The published logistic probe: ``StandardScaler -> LogisticRegression(L2, lbfgs, max_iter 1000)``.
 
-    scikit-learn's lbfgs stops at its default tolerance (1e-4), before the optimum; which C wins can depend
-    on where it stopped, so the probe is scikit-learn's own pipeline, one fit per C and inner fold.
-
-    Args:
-        cs: The C grid.
-        single_class: ``error`` (published: scikit-learn raises) or ``constant``.
-
+    scikit-learn's own pipeline, one fit per C and inner fold (lbfgs stops before the optimum, so which C
+    wins depends on it). ``single_class``: ``error`` (published) or ``constant``.
     """
 
     name = "logistic"

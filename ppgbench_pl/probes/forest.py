@@ -1,7 +1,6 @@
 """The random-forest probe family with the protocol's grid (PROTOCOL.md 4.2).
 
-Raw embeddings go in unscaled (trees don't need it) and classes are unweighted, as published. The grid
-is configurable so tests and CI can use a few small trees; the defaults are the published values.
+Raw embeddings go in unscaled and classes are unweighted, as published; the grid is configurable.
 """
 
 from __future__ import annotations
@@ -28,11 +27,7 @@ GRID_KEYS = ("n_estimators", "max_depth", "min_samples_split", "min_samples_leaf
 
 @dataclass
 class FittedForest:
-    """A fitted forest and the labels its probability columns stand for (classification only).
-
-    ``model`` is None when the training part held a single class: that class is then predicted with
-    certainty, which is also what a scikit-learn forest does, and cuML cannot fit one class.
-    """
+    """A fitted forest and its probability columns' labels; ``model`` None: one class, predicted with certainty."""
 
     model: Any
     classes: np.ndarray | None
@@ -40,18 +35,7 @@ class FittedForest:
 
 
 class ForestFamily:
-    """Random forest regression or classification over the protocol's grid, on scikit-learn or cuML.
-
-    Args:
-        n_estimators: Tree counts to search.
-        max_depth: Maximum depths to search.
-        min_samples_split: Minimum samples to split a node.
-        min_samples_leaf: Minimum samples per leaf.
-        max_features: Features considered per split.
-        backend: A resolved backend (``sklearn`` or ``cuml``, see
-            :func:`~ppgbench_pl.probes.backends.resolve_backend`).
-        n_jobs: scikit-learn workers (results agree up to floating-point summation order).
-    """
+    """Random forest regression or classification over the protocol's grid, on a resolved backend."""
 
     name = "random_forest"
 

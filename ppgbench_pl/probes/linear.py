@@ -1,19 +1,8 @@
 """Linear probes with the protocol's grids (PROTOCOL.md 4.1) at the arithmetic limit, in float64.
 
-This module holds the grids and the per-part statistics (ridge itself: :mod:`.ridge`); the logistic probe is
-scikit-learn's own
-``Pipeline(StandardScaler(), LogisticRegression(C, lbfgs))`` (:class:`~ppgbench_pl.probes.families.LogisticFamily`).
-
-Ridge here is ``Pipeline(StandardScaler(), Ridge(alpha))`` in disguise (the references in the tests and
-``tools/bench_linear.py``), but the whole inner-CV grid of one outer fold is solved at once: one d x d Gram
-matrix per outer fold, accumulated per inner validation chunk; each inner training part's Gram, sums and
-standardisation follow by subtraction, and one reduction per inner fold gives every alpha: a tridiagonal
-one on the CPU (LAPACK ``dsytrd``, a third of an eigendecomposition's cost, then an O(d) solve per alpha),
-an eigendecomposition elsewhere.
-
-Standardisation is StandardScaler's (population std; constant columns keep scale 1), fitted on each
-training part, derived from sums of the outer-training rows after centring them once on their mean
-(which leaves the fitted models unchanged and keeps the sums well conditioned).
+The grids, and the per-part statistics of :mod:`.ridge`: StandardScaler's (population std; constant columns
+keep scale 1), fitted on each inner training part, derived by subtraction from sums of the outer-training
+rows centred once on their mean. The logistic probe is scikit-learn's pipeline (:mod:`.families`).
 """
 
 from __future__ import annotations
@@ -37,12 +26,7 @@ class SingleClassError(DataError):
 
 
 def check_finite(x: np.ndarray, what: str = "embeddings") -> None:
-    """Refuse NaN/inf inputs in one line instead of a solver failing later ("SVD did not converge").
-
-    Raises:
-        DataError: ``x`` has a non-finite value.
-
-    """
+    """Refuse NaN/inf inputs in one line (``DataError``) instead of a solver failing later."""
     finite = np.isfinite(x)
     if finite.all():
         return
@@ -58,11 +42,7 @@ def device_of(device: str | torch.device | None) -> torch.device:
 
 @contextmanager
 def torch_threads(n: int | None) -> Iterator[None]:
-    """Run with ``n`` torch CPU threads (None: leave as is), restoring the previous count.
-
-    The solvers are sequences of small operations; on a 2-vCPU machine shared with other work, torch's
-    intra-op thread pool made one iteration 10-50x slower than a single thread, so one is the default.
-    """
+    """Run with ``n`` torch CPU threads (None: leave as is), restoring the previous count (small ops: 1 is fastest)."""
     old = torch.get_num_threads()
     if n is None or n == old:
         yield
@@ -76,11 +56,7 @@ def torch_threads(n: int | None) -> Iterator[None]:
 
 @dataclass
 class Parts:
-    """Sufficient statistics of every training part of one outer fold (inner-train parts, then all rows).
-
-    Attributes are torch float64 tensors, one row per part: ``n`` [P], ``mean`` [P, d] (in the centred
-    coordinates), ``scale`` [P, d] (StandardScaler's, constant columns 1), ``offset`` [d] (the centring).
-    """
+    """Per training part (inner-train parts, then all rows): size, mean (centred coordinates), scale; the centring."""
 
     n: torch.Tensor
     mean: torch.Tensor
@@ -100,11 +76,7 @@ def is_partition(folds: Sequence[tuple[np.ndarray, np.ndarray]], n: int) -> bool
 
 def _scaler(n: torch.Tensor, s1: torch.Tensor, s2: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor,
             offset: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """StandardScaler's mean and scale of a part from its sums (centred coordinates).
-
-    A column is constant when its min equals its max on the part, or when its variance is below
-    scikit-learn's error bound of the two-pass variance (``_is_constant_feature``, on the raw mean).
-    """
+    """StandardScaler's mean and scale of a part from its sums (constant columns as ``_is_constant_feature``)."""
     n = n[:, None]
     mean = s1 / n
     var = torch.clamp(s2 / n - mean * mean, min=0.0)
@@ -127,13 +99,8 @@ def part_statistics(x0: torch.Tensor, folds: Sequence[tuple[np.ndarray, np.ndarr
                     ) -> tuple[Parts, torch.Tensor | None, list[torch.Tensor]]:
     """Sizes, means and scales of every inner-training part and of all rows; optionally their Grams.
 
-    With partitioning folds (what the inner group split yields), the statistics of each inner-training
-    part are the totals minus its validation chunk's; otherwise they are computed from its rows.
-
-    Returns:
-        (parts, Gram of all rows or None, per validation chunk its Gram: empty unless ``gram`` and the
-        folds partition the rows).
-
+    With partitioning folds a part's statistics are the totals minus its validation chunk's. Returns
+    (parts, Gram of all rows or None, per-chunk Grams: empty unless ``gram`` and the folds partition).
     """
     n_rows = x0.shape[0]
     dev = x0.device

@@ -1,8 +1,7 @@
 """Ridge over the whole inner-CV grid of one outer fold at once (the statistics of :mod:`.linear`).
 
 ``Pipeline(StandardScaler(), Ridge(alpha))`` in disguise: one d x d Gram matrix per outer fold, each inner
-training part's statistics by subtraction, one reduction per inner fold for every alpha (a tridiagonal one on
-the CPU, an eigendecomposition elsewhere). See :mod:`.linear` for the standardisation.
+training part's statistics by subtraction, one reduction per inner fold for every alpha.
 """
 
 from __future__ import annotations
@@ -46,10 +45,8 @@ def _targets(y: np.ndarray) -> tuple[np.ndarray, bool]:
 def _tridiagonal_path(a: np.ndarray, b: np.ndarray, alphas: np.ndarray) -> np.ndarray | None:
     """Solutions of ``(a + alpha I) x = b`` for every alpha through one tridiagonal reduction (LAPACK).
 
-    ``a = Q T Q^T`` (``dsytrd``, Householder) costs about a third of a full eigendecomposition; each
-    alpha is then one O(d) tridiagonal solve (``dptsv``) between two applications of ``Q`` (``dormqr``).
-    Orthogonal transforms only, so as accurate as the eigendecomposition. ``None`` when a shifted
-    system is not positive definite (the caller then takes the eigendecomposition).
+    ``dsytrd`` costs a third of an eigendecomposition, then one O(d) ``dptsv`` solve per alpha; ``None``
+    when a shifted system is not positive definite (the caller then takes the eigendecomposition).
     """
     from scipy.linalg import lapack
 
@@ -86,11 +83,7 @@ def _tridiagonal_path(a: np.ndarray, b: np.ndarray, alphas: np.ndarray) -> np.nd
 
 
 def ridge_path(a: torch.Tensor, b: torch.Tensor, alphas: torch.Tensor) -> torch.Tensor:
-    """``(a + alpha I)^-1 b`` for every alpha: ``[n_alpha, d, t]``.
-
-    On the CPU one tridiagonal reduction serves every alpha (:func:`_tridiagonal_path`); elsewhere, or
-    when that cannot be used, ``coef(alpha) = Q diag(1 / (lam + alpha)) Q^T b`` from one eigendecomposition.
-    """
+    """``(a + alpha I)^-1 b`` for every alpha, ``[n_alpha, d, t]``: tridiagonal on the CPU, else eigh."""
     if a.device.type == "cpu":
         out = _tridiagonal_path(a.numpy(), b.numpy(), alphas.numpy())
         if out is not None:
@@ -101,13 +94,7 @@ def ridge_path(a: torch.Tensor, b: torch.Tensor, alphas: torch.Tensor) -> torch.
 
 
 class RidgeCV:
-    """Every alpha on every inner fold of one outer-training part, plus refits, from one Gram matrix.
-
-    Args:
-        alphas: The alpha grid.
-        device: torch device of the arithmetic (``cpu`` by default).
-
-    """
+    """Every alpha on every inner fold of one outer-training part, plus refits, from one Gram matrix."""
 
     def __init__(self, alphas: Sequence[float] = RIDGE_ALPHAS, device: str | torch.device | None = None,
                  num_threads: int | None = 1) -> None:
@@ -182,45 +169,3 @@ class RidgeCV:
         parts = self._parts
         return RidgeModel((parts.mean[p] + parts.offset).cpu().numpy(), parts.scale[p].cpu().numpy(),
                           coef.cpu().numpy(), (ybar + self._y_offset).cpu().numpy(), self._squeeze)
-
-
-class RidgeGrid:
-    """Standardise-then-ridge for many alphas on one training set: a scikit-learn style estimator.
-
-    After ``fit`` the estimator predicts with every alpha (``predict_all``) or with ``alpha``
-    (``predict``). One eigendecomposition of the standardised Gram serves every alpha.
-
-    Args:
-        alphas: The alpha grid.
-        alpha: Alpha used by ``predict``; defaults to the first of the grid.
-
-    """
-
-    def __init__(self, alphas: Sequence[float] = RIDGE_ALPHAS, alpha: float | None = None) -> None:
-        self.alphas = alphas
-        self.alpha = alpha
-
-    def fit(self, x: np.ndarray, y: np.ndarray) -> RidgeGrid:
-        """Keep the eigendecomposition of the standardised training matrix."""
-        self._cv = RidgeCV(self.alphas).fit(x, y, [])
-        g, xy, sy = self._cv._total
-        a, b, ybar = self._cv._system(g, xy, sy, 0)
-        lam, q = torch.linalg.eigh(a)
-        alphas = torch.tensor(tuple(self.alphas), dtype=torch.float64)
-        self.coefs_ = (q[None] @ ((q.T @ b)[None] / (lam[None, :, None] + alphas[:, None, None]))).numpy()
-        parts = self._cv._parts
-        self._mean = (parts.mean[0] + parts.offset).numpy()
-        self._scale = parts.scale[0].numpy()
-        self._intercept = (ybar + self._cv._y_offset).numpy()
-        return self
-
-    def predict_all(self, x: np.ndarray) -> np.ndarray:
-        """Predictions for every alpha: ``[n_alpha, n]`` or ``[n_alpha, n, n_targets]``."""
-        xs = (np.asarray(x, dtype=np.float64) - self._mean) / self._scale
-        out = np.einsum("nf,aft->ant", xs, self.coefs_) + self._intercept
-        return out[..., 0] if self._cv._squeeze else out
-
-    def predict(self, x: np.ndarray) -> np.ndarray:
-        """Predictions with the selected ``alpha``."""
-        alpha = self.alphas[0] if self.alpha is None else self.alpha
-        return self.predict_all(x)[list(self.alphas).index(alpha)]

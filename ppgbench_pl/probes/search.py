@@ -1,9 +1,7 @@
 """Exhaustive grid selection with inner group CV, subject aggregation included (PROTOCOL.md 3.2, 6).
 
-:class:`GroupGridSearch` is a scikit-learn style estimator: ``fit(X, y, groups)`` scores every
-(grid point x aggregation) pair on each inner group fold, keeps the best mean (first in grid order on
-ties; folds with an undefined score are left out of the mean), refits the winner on the whole
-training part, and ``predict`` returns window-level predictions.
+The best mean score wins (first in grid order on ties; folds with an undefined score left out of the
+mean), then the winner is refitted on the whole training part.
 """
 
 from __future__ import annotations
@@ -30,15 +28,7 @@ def subject_predictions(pred: Predictions, groups: np.ndarray, method: str) -> P
 class GroupGridSearch:
     """Select a probe's hyperparameters (and aggregation) by inner group CV, then refit.
 
-    Args:
-        family: The probe family and its grid.
-        kind: Task kind (``regression``, ``classification``, ``regression_cls``).
-        level: ``window`` or ``subject``.
-        seed: Outer seed: seeds the inner folds and the models.
-        n_inner_folds: Inner folds (4 in the protocol).
-        binary_metric: Selection metric for binary tasks (``auroc`` as published).
-        what: How error messages name the rows (e.g. ``embeddings of papagei_p``).
-
+    ``seed`` seeds the inner folds and the models; ``what`` names the rows in errors.
     """
 
     def __init__(self, family: ProbeFamily, kind: str, level: str, seed: int, n_inner_folds: int = 4,
@@ -59,16 +49,8 @@ class GroupGridSearch:
             folds: list[tuple[np.ndarray, np.ndarray]] | None = None) -> GroupGridSearch:
         """Inner-CV selection over grid x aggregation, then refit the winner on all of ``X``.
 
-        Args:
-            X: Training rows (float64 is used as given; others are converted once).
-            y: Targets.
-            groups: Group per row.
-            folds: (inner-train, inner-validation) row indices into ``X``; by default the protocol's
-                :class:`~ppgbench_pl.data.splits.InnerGroupSplit` of ``groups``.
-
-        Raises:
-            DataError: ``X`` has NaN/inf, or (classification) the training labels hold one class.
-
+        ``folds`` default to the protocol's :class:`~ppgbench_pl.data.splits.InnerGroupSplit` of ``groups``.
+        Raises ``DataError`` for NaN/inf rows or (classification) one training class.
         """
         X = np.asarray(X, dtype=np.float64)  # noqa: N806
         check_finite(X, self.what)

@@ -1,10 +1,7 @@
 """How many BLAS threads the non-neural probes get (one by default), and the per-job thread scope.
 
-A probe's grid search is a long sequence of small dense products (scikit-learn's lbfgs on a few thousand
-rows of a 64- to 1,024-d embedding). On a 2-vCPU machine OpenBLAS's second thread mostly spins: a
-linear-regime run of 3,000 windows x 64-d cost 36-51 CPU seconds with the default two threads and 13-14
-with one, with identical selections and metrics (tools/bench_engine.py, docs/performance.md). The limit
-is scoped to the probe fit, so torch (encoders, embedding passes) keeps its own thread count.
+On a 2-vCPU machine a second OpenBLAS thread mostly spins: one thread made a linear run 3x cheaper with
+identical results (docs/performance.md). The limit is scoped to the probe fit.
 """
 
 from __future__ import annotations
@@ -19,11 +16,7 @@ _modules_seen = -1
 
 
 def _blas_controller() -> Any:
-    """A threadpoolctl controller of the libraries loaded now.
-
-    Building one scans the process's shared libraries (2-10 ms), so it is rebuilt only after an import
-    (the only way a new BLAS can appear); using a built one costs about 20 microseconds.
-    """
+    """A threadpoolctl controller of the libraries loaded now (rebuilt only after an import: building costs ms)."""
     global _controller, _modules_seen
     if _controller is None or len(sys.modules) != _modules_seen:
         from threadpoolctl import ThreadpoolController
@@ -52,11 +45,7 @@ def current_blas_threads() -> list[int]:
 
 @contextmanager
 def intra_op_threads(n: int | None) -> Iterator[None]:
-    """Run the block with ``n`` torch intra-op threads and ``n`` BLAS/OpenMP threads, then restore both.
-
-    The thread policy's per-job scope (``benchmark/thread_policy.py``): a probe job runs at one thread and
-    the embedding pass or a finetuning job in the same process keeps its own count. ``None`` leaves both.
-    """
+    """Run the block with ``n`` torch intra-op and BLAS/OpenMP threads, then restore both (``None``: leave)."""
     if n is None:
         yield
         return

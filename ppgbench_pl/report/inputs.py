@@ -21,8 +21,7 @@ class ReportError(PPGBenchError):
 
 def run_meta(run_dir: Path) -> dict[str, Any]:
     """Read the folder's ``run.json`` (empty when a run wrote none, e.g. records copied by hand)."""
-    from ppgbench_pl.results.strict_json import loads_bounded, read_bytes_bounded
-    from ppgbench_pl.results.untrusted import max_file_bytes
+    from ppgbench_pl.results.untrusted import loads_bounded, max_file_bytes, read_bytes_bounded
 
     path = run_dir / "run.json"
     if not path.exists():

@@ -1,8 +1,8 @@
 """Which constant-baseline rows a summary group has: one per rate, or one for all rates when they agree.
 
-The constant baseline is computed per job from the training labels; jobs at different rates (an encoder at
-64 Hz beside the PRV control at 100 Hz) see other windows, so their baselines may differ. Rates whose
-baselines agree on every fold seen at two rates, and are linked by shared folds, share one row.
+Jobs at different rates see other windows, so their baselines may differ. Rates whose baselines agree on
+every fold seen at two rates, and are linked by shared folds, share one row (``constant``); otherwise
+``constant @64Hz``, with ``/<model>`` appended when a rate's models disagree.
 """
 
 from __future__ import annotations

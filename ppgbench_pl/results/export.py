@@ -1,24 +1,9 @@
 """One model's results as a single versioned file others can read: ``ppgbench export RUN --output X.ppgbench.json``.
 
-A run folder lives on one machine; this file travels. It holds everything a reader needs to put the numbers
-beside their own without rerunning them (schema: ``ppgbench_pl/schema/ppgbench-results.schema.json``,
-documented in ``docs/schema/README.md``):
-
-* ``cells``: every summary row of the model and of the controls and baselines it was compared with (mean,
-  CI, n, the per-seed and per-fold values, and whatever else the summary holds, such as the MDD);
-* ``records``: the job records themselves (so ``ppgbench report`` and ``pb.load_run`` rebuild every table
-  from the file);
-* ``predictions`` (format version 2): every prediction file of those records, job id -> file name ->
-  array name -> the array packed exactly (:mod:`ppgbench_pl.results.packed_arrays`), so the rescoring
-  table (Table 4) and ``Results.predictions`` work from the file too; ``predictions_left_out`` names the
-  files a record names that were missing or unreadable (each also printed at export). Version 1 files
-  (no predictions) are still read; their jobs are left out of Table 4, with one line saying so;
-* ``protocol``: the settings that must agree for two results to share a table (fold settings, regime
-  settings, numeric trainer settings, budget), flattened to ``datasets.bidmc.n_folds``-style keys;
-* ``run``, ``versions``, ``digests``: the run's identity, code and package versions, data and weight digests;
-* ``model_card``: the model's card (pretraining data, paper, licences).
-
-Plain JSON, written atomically; nothing here imports torch.
+It holds the summary ``cells`` (with per-seed and per-fold values), the job ``records``, their packed
+``predictions`` (format version 2; ``predictions_left_out`` names missing files), the ``protocol`` settings
+two results must share, the run's identity, versions and digests, and the ``model_card``. Schema:
+``ppgbench_pl/schema/ppgbench-results.schema.json`` (docs/schema/README.md). Plain JSON, written atomically.
 """
 
 from __future__ import annotations
@@ -62,10 +47,7 @@ def protocol_settings(identity: dict[str, Any], records: Iterable[dict[str, Any]
 
 
 def _read_run(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Path]]:
-    """``run.json``, the ``ok`` records of a run folder and each one's job folder (one-line errors).
-
-    A record that cannot be read, or that the summary refuses (:func:`_usable`), refuses the export.
-    """
+    """``run.json``, the ``ok`` records of a run folder and each one's job folder (one-line errors)."""
     if not run_dir.is_dir():
         raise DataError(f"{run_dir}: no such run folder")
     meta_path = run_dir / "run.json"
@@ -130,11 +112,7 @@ def _cells(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _predictions(records: list[dict[str, Any]], folders: dict[str, Path]) -> tuple[dict[str, Any], list[str]]:
-    """Job id -> prediction file name -> packed arrays for every file the records name, and the files left out.
-
-    A file that is missing or unreadable is left out and named (``<path>: <why>``), as the report of the
-    run folder leaves it out of Table 4 and names it; the report of the exported file then does the same.
-    """
+    """Job id -> prediction file name -> packed arrays, and ``<path>: <why>`` of each file left out."""
     import zipfile
     import zlib
 
@@ -176,13 +154,7 @@ def model_card(model: str, records: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def build_export(run_dir: str | Path, model: str | None = None) -> dict[str, Any]:
-    """The exported document of one model of a run folder (see module docstring).
-
-    Raises:
-        DataError: The folder is not a finished run, holds a damaged record, or the model is missing or
-            ambiguous (one line).
-
-    """
+    """The exported document of one model of a run folder (``DataError``: one line)."""
     from ppgbench_pl.results.provenance import input_label
 
     run_dir = Path(run_dir)
@@ -222,7 +194,7 @@ def export_run(run_dir: str | Path, output: str | Path | None = None, model: str
                warn: Callable[[str], None] | None = None) -> Path:
     """Write :func:`build_export` to ``output`` (default ``<model>.ppgbench.json``) atomically; its path.
 
-    ``warn`` gets one line per prediction file left out (missing or unreadable in the run folder).
+    ``warn`` gets one line per prediction file left out.
     """
     from ppgbench_pl.atomic_io import json_safe, write_text_atomic
 

@@ -1,9 +1,6 @@
-"""One job record slimmed to what a summary needs: :class:`FoldEntry`, and the shared vocabulary.
+"""One job record slimmed to what a summary needs (:class:`FoldEntry`), and the names the summaries share.
 
-:func:`fold_entry` turns a ``results.json`` record into a :class:`FoldEntry` (model, task, regime, seed,
-fold, metric value over the repeats, its baseline, rate, backend, code version). The summary
-(:mod:`ppgbench_pl.results.summary`) and the report read records through it, and share the names kept
-here: the baseline model, the CI units, the Student-t interval and the labels of views and code versions.
+The summary (:mod:`ppgbench_pl.results.summary`) and the report read records through :func:`fold_entry`.
 """
 
 from __future__ import annotations
@@ -17,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ppgbench_pl.cards.overlap import record_overlap
+from ppgbench_pl.results.inference import t_ppf
 
 REQUIRED_FIELDS = ("model", "task", "regime", "seed", "fold", "metric")
 
@@ -25,20 +23,12 @@ class MalformedRecord(ValueError):
     """A job record lacks a field the summary needs, or holds one of the wrong type."""
 
 
-@lru_cache(maxsize=256)
-def _t975(dof: int) -> float:
-    """Student-t 0.975 quantile (scipy.special, imported only when a CI is computed)."""
-    from scipy.special import stdtrit
-
-    return float(stdtrit(dof, 0.975))
-
-
 def student_t_ci(values: Any) -> float:
     """Half-width t_{0.975, n-1} * sd(ddof=1) / sqrt(n); NaN with fewer than two values."""
     arr = np.asarray(values, dtype=float)
     if len(arr) < 2:
         return float("nan")
-    return float(_t975(len(arr) - 1) * arr.std(ddof=1) / math.sqrt(len(arr)))
+    return float(t_ppf(0.975, len(arr) - 1) * arr.std(ddof=1) / math.sqrt(len(arr)))
 
 
 def code_label(code_version: Any) -> str:
@@ -108,9 +98,8 @@ def fold_entry(record: Mapping[str, Any]) -> FoldEntry | None:
     """Return the summary's slim view of a record; None for a record that is not ``ok``.
 
     Raises:
-        MalformedRecord: An ``ok`` record lacks a field the summary needs (the message names it), or no
-            repeat holds a finite value of its reported metric (other metrics may be NaN, e.g. an undefined
-            AUROC; only the reported one makes the summary's number).
+        MalformedRecord: An ``ok`` record lacks a field the summary needs, or no repeat holds a finite
+            value of its reported metric (the message names it).
 
     """
     if not isinstance(record, dict | Mapping):
@@ -164,10 +153,7 @@ def entry_or_id(record: Mapping[str, Any]) -> FoldEntry | str:
 
 @lru_cache(maxsize=1024)
 def task_facts(task: str) -> tuple[str, str, bool | None]:
-    """(dataset, unit of the reported metric, higher is better) of a task name; ('', '', None) if unknown.
-
-    Regression tasks report MAE in the target's unit (bpm, years, mmHg); classification metrics have none.
-    """
+    """(dataset, unit of the reported metric, higher is better) of a task name; ('', '', None) if unknown."""
     from ppgbench_pl.data.registry import get_task
     from ppgbench_pl.errors import ConfigError
 

@@ -1,14 +1,9 @@
 """Keep a :class:`~ppgbench_pl.results.summary.SummaryBook` equal to the records on disk of one run folder.
 
-Several commands (of any plans) may write into one run folder at once. Each of them rewrites
-``summary.csv`` and ``status.json`` from what is *on disk* at that moment, under the folder's summary lock
-(:func:`summary_lock_path`), so the last writer's files cover every record, never only its own plan's.
-:class:`FolderSync` re-reads only the records whose ``results.json`` changed since it last looked (size
-and mtime), so a rewrite costs a directory listing plus the changed records.
-
-A record is *complete* only when the summary can use it (:func:`fold_entry`) and every prediction file it
-names is present and readable (:func:`record_files_problem`); an ``ok`` record that is not complete does
-not count as done, so its job runs again (with a note naming the file).
+Several commands may write into one run folder at once; each rewrites ``summary.csv`` and ``status.json``
+from what is on disk, under the folder's summary lock, so the last writer's files cover every record.
+An ``ok`` record counts as done only when the summary can use it and every prediction file it names is
+readable; otherwise its job runs again.
 """
 
 from __future__ import annotations
@@ -21,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ppgbench_pl.results.fold_entry import FoldEntry, MalformedRecord, entry_or_id, fold_entry
-from ppgbench_pl.results.records import RESULTS_FILE, read_record_file
+from ppgbench_pl.results.records import RESULTS_FILE, job_folders, read_record_file
 from ppgbench_pl.results.summary import SummaryBook
 
 #: The lock every summary/status rewrite of a run folder takes (one writer at a time, any command).
@@ -45,13 +40,7 @@ def prediction_files(record: Mapping[str, Any]) -> list[str]:
 
 
 def record_files_problem(folder: Path, record: Mapping[str, Any], deep: bool = True) -> str | None:
-    """Why an ``ok`` record's job folder is not complete (``<file>: <what>``), or None when it is.
-
-    Args:
-        folder: The job folder (``jobs/<id>/``).
-        record: Its ``results.json``.
-        deep: Also check every member's CRC (a truncated or damaged file); else only that each file is there.
-    """
+    """Why an ``ok`` record's job folder is not complete (``<file>: <what>``), or None; ``deep`` checks CRCs."""
     for name in prediction_files(record):
         path = folder / name
         if os.sep in name or name.startswith(".."):
@@ -70,12 +59,7 @@ def record_files_problem(folder: Path, record: Mapping[str, Any], deep: bool = T
 
 
 class FolderSync:
-    """What a :class:`SummaryBook` holds of a run folder, brought up to date with the folder on demand.
-
-    Args:
-        book: The book to keep equal to the folder's records.
-        run_dir: The run folder.
-    """
+    """What a :class:`SummaryBook` holds of a run folder, re-reading only records whose size or mtime changed."""
 
     def __init__(self, book: SummaryBook, run_dir: str | Path) -> None:  # noqa: D107
         self.book, self.run_dir = book, Path(run_dir)
@@ -84,29 +68,14 @@ class FolderSync:
         self.not_evaluable: set[str] = set()  # jobs recorded as not evaluable (settled, not failed)
 
     def sync(self, deep: bool = False) -> list[str]:
-        """Re-read every record that changed on disk since the last call; drop the ones that went away.
-
-        Args:
-            deep: Check every prediction file's content, not only that it is there (at resume).
-
-        Returns:
-            One line per record that cannot be used (unreadable, malformed, or missing a file).
-        """
-        jobs = self.run_dir / "jobs"
+        """Re-read the records changed since the last call (``deep``: check prediction files); one line per unusable."""
         try:
-            names = {e.name for e in os.scandir(jobs) if e.is_dir() and not e.name.endswith(".working")}
-        except FileNotFoundError:
-            names = set()
+            names = job_folders(self.run_dir)
         except NotADirectoryError:
-            return [f"{jobs}: is not a folder"]
-        problems: list[str] = []
-        for gone in set(self._seen) - names:
+            return [f"{self.run_dir / 'jobs'}: is not a folder"]
+        for gone in set(self._seen) - set(names):
             self._forget(gone)
-        for name in sorted(names):
-            problem = self._update(name, deep)
-            if problem:
-                problems.append(problem)
-        return problems
+        return [problem for problem in (self._update(name, deep) for name in names) if problem]
 
     def _forget(self, name: str) -> None:
         self._seen.pop(name, None)
@@ -156,10 +125,8 @@ class FolderSync:
 def folder_status(sync: FolderSync, planned: set[str], failed_here: set[str]) -> dict[str, Any]:
     """The folder-wide part of ``status.json``: ok and failed jobs against every plan that wrote into it.
 
-    ``failed_here`` are jobs this command saw fail or lose without a record (a lost worker); a job with
-    an ``ok`` record is never counted as failed. A job recorded as not evaluable is settled: it counts
-    towards ``complete`` but not as ``completed``; a folder whose every job is not evaluable (nothing was
-    evaluated) is not complete.
+    A not-evaluable job is settled (counts towards ``complete``, not ``completed``); a folder where nothing
+    was evaluated is not complete; a job with an ``ok`` record is never failed.
     """
     book = sync.book
     ok = book.ok_ids & planned
@@ -171,12 +138,7 @@ def folder_status(sync: FolderSync, planned: set[str], failed_here: set[str]) ->
 
 
 def read_record_complete(run_dir: str | Path, jid: str) -> dict[str, Any] | None:
-    """A job's ``ok`` record when the summary can use it and its folder is complete, else None.
-
-    A record :func:`fold_entry` refuses (a missing field, no finite metric) is not complete, as an
-    unreadable one is not: its job runs again (:meth:`FolderSync.sync` names the file), instead of being
-    skipped as done and refused by the summary on every resume.
-    """
+    """A job's ``ok`` record when the summary can use it and its folder is complete, else None (it reruns)."""
     folder = Path(run_dir) / "jobs" / jid
     try:
         record = read_record_file(folder / RESULTS_FILE)
@@ -189,11 +151,9 @@ def read_record_complete(run_dir: str | Path, jid: str) -> dict[str, Any] | None
 
 
 def merged_extras(run_dir: str | Path, extra: dict[str, Any], tasks: set[str], jobs: set[str]) -> dict[str, Any]:
-    """``status.json``'s lists of skipped tasks and not-evaluable jobs, for the folder and not one command.
+    """``status.json``'s skipped tasks and not-evaluable jobs, for the folder and not one command.
 
-    Entries an earlier command wrote survive unless this command looked at the same task (``tasks``) or job
-    (``jobs``) again, in which case this command's verdict replaces them (a repaired download is no longer
-    listed as skipped).
+    An earlier command's entry survives unless this command looked at the same task or job again.
     """
     try:
         previous = json.loads((Path(run_dir) / "status.json").read_text())

@@ -1,21 +1,8 @@
 """Paired inference over the seed x fold values of a cell: corrected t, MDD, planners, multiplicity.
 
-Why these and not a plain t-test: every seed re-partitions the same subjects, so the 25 fold values of a
-cell are not independent (their training sets overlap by about 3/4 and every seed sees every subject).
-A plain paired t over the 25 values is far too liberal, and the published seed-mean CI measures only
-split-to-split noise. Nadeau and Bengio (2003, "Inference for the generalization error") correct the
-variance of the mean of J resampled differences for that overlap:
-
-    var(mean d) = (1/J + n_test / n_train) * s^2,   t = mean d / sqrt(var),   df = J - 1,
-
-with s the sd of the J differences and n_test / n_train the test-to-train ratio of the splits (subjects:
-here from each job's ``train_groups`` / ``test_groups``). The correction keeps a floor that more seeds
-cannot remove (``n_test/n_train * s^2``): that floor is the uncertainty of having sampled these subjects,
-which is what "model A is better than model B" claims. docs/statistics.md has the formulas, the
-calibration tables and the anchors.
-
-Everything here is NumPy plus ``scipy.special`` (t quantiles and CDF), so summary.csv can carry the MDD
-without importing ``scipy.stats``.
+Every seed re-partitions the same subjects, so fold values are not independent and a plain paired t is far
+too liberal; the Nadeau-Bengio (2003) corrected resampled t, ``var(mean d) = (1/J + n_test/n_train) s^2``
+with df J - 1, accounts for that (docs/statistics.md). NumPy and ``scipy.special`` only.
 """
 
 from __future__ import annotations
@@ -38,26 +25,11 @@ def t_ppf(q: float, dof: float) -> float:
     return float(stdtrit(dof, q))
 
 
-def _t_cdf(x: float, dof: float) -> float:
-    from scipy.special import stdtr
-
-    return float(stdtr(dof, x))
-
-
 @dataclass(frozen=True)
 class PairedTest:
-    """The corrected resampled t over J paired differences (NaN where undefined).
+    """The corrected resampled t over J paired (seed, fold) differences a - b (NaN where undefined).
 
-    Attributes:
-        n: Number of matched (seed, fold) units J.
-        mean: Mean difference a - b (metric units).
-        sd: sd (ddof 1) of the differences.
-        se: Corrected standard error ``sqrt((1/J + ratio) s^2)``.
-        t, p: Statistic and two-sided p-value (df J - 1).
-        ci_low, ci_high: 95 % (1 - alpha) interval of the mean difference.
-        ratio: The test-to-train ratio used.
-        d_z: Standardised effect, mean / sd of the differences (paired Cohen's d_z).
-
+    ``se`` is ``sqrt((1/J + ratio) s^2)``, ``p`` two-sided (df J - 1), ``d_z`` = mean / sd (paired Cohen's d_z).
     """
 
     n: int
@@ -73,11 +45,9 @@ class PairedTest:
 
 
 def corrected_t(diff: Any, ratio: float = DEFAULT_RATIO, alpha: float = ALPHA) -> PairedTest:
-    """Nadeau-Bengio corrected resampled t-test of the mean of ``diff`` against 0 (module docstring).
+    """Nadeau-Bengio corrected resampled t-test of the mean of ``diff`` against 0 (``ratio`` 0: plain t)."""
+    from scipy.special import stdtr
 
-    ``ratio`` = 0 gives the ordinary one-sample t over the values (right for independent units such as
-    seed means of disjoint subject sets; wrong for CV folds).
-    """
     d = np.asarray(diff, dtype=float)
     n = len(d)
     nan = math.nan
@@ -93,16 +63,14 @@ def corrected_t(diff: Any, ratio: float = DEFAULT_RATIO, alpha: float = ALPHA) -
         t, p = (0.0, 1.0) if mean == 0 else (math.copysign(math.inf, mean), 0.0)
         return PairedTest(n, mean, sd, se, t, p, mean, mean, ratio, nan if mean == 0 else t)
     t = mean / se
-    p = 2 * _t_cdf(-abs(t), n - 1)
+    p = 2 * float(stdtr(n - 1, -abs(t)))
     return PairedTest(n, mean, sd, se, t, p, mean - half, mean + half, ratio, mean / sd)
 
 
 def mdd(sd: float, n: int, ratio: float = DEFAULT_RATIO, alpha: float = ALPHA, power: float = POWER) -> float:
     """Smallest true mean difference the corrected t detects with ``power`` at ``alpha`` (two-sided).
 
-    ``(t_{1-alpha/2, J-1} + t_{power, J-1}) * sd * sqrt(1/J + ratio)``: the usual normal-shift
-    approximation with t quantiles (the simulations in docs/statistics.md check its power). NaN with
-    fewer than two units or an unknown sd.
+    ``(t_{1-alpha/2, J-1} + t_{power, J-1}) * sd * sqrt(1/J + ratio)``; NaN with fewer than two units.
     """
     if n < 2 or not math.isfinite(sd):
         return math.nan
@@ -110,11 +78,7 @@ def mdd(sd: float, n: int, ratio: float = DEFAULT_RATIO, alpha: float = ALPHA, p
 
 
 def adjusted_mdd_at(value: float, n: int, level: float, alpha: float = ALPHA, power: float = POWER) -> float:
-    """An MDD at level ``alpha`` rescaled to the stricter ``level`` of a multiplicity correction (same df J - 1).
-
-    The MDD is (t_{1-a/2} + t_power) * se, so only the first quantile changes. ``level`` is the per-test level
-    a comparison must reach when it has to survive the correction on its own (:func:`family_level`).
-    """
+    """An MDD at level ``alpha`` rescaled to the stricter per-test ``level`` (:func:`family_level`; same df)."""
     if n < 2 or not math.isfinite(value):
         return math.nan
     base = t_ppf(1 - alpha / 2, n - 1) + t_ppf(power, n - 1)
@@ -122,21 +86,12 @@ def adjusted_mdd_at(value: float, n: int, level: float, alpha: float = ALPHA, po
 
 
 def family_level(alpha: float, tests: int) -> float:
-    """The per-test level of the first step of Holm and of Benjamini-Hochberg over ``tests`` tests: alpha / m.
-
-    It is the level a comparison must reach when no other one in its family is detected (Holm's first step;
-    Benjamini-Hochberg's threshold with one rejection), so the MDD at this level is that of the test that
-    decides (issue 31); with more detections Benjamini-Hochberg's threshold rises, so it errs on the safe side.
-    """
+    """The level alpha / m of Holm's first step and of Benjamini-Hochberg with one rejection (issue 31)."""
     return alpha / max(int(tests), 1)
 
 
 def with_adjusted_mdd(frame: Any, alpha: float = ALPHA) -> Any:
-    """summary.csv with ``mdd_adj``: each row's MDD at :func:`family_level` over its regime's rows with an MDD.
-
-    The family is one regime's table (the cells a paper's table compares), so the rows of one regime do not
-    change when another regime's results join the folder.
-    """
+    """summary.csv with ``mdd_adj``: each row's MDD at :func:`family_level` over its regime's rows with an MDD."""
     has_mdd = np.isfinite(frame["mdd"].to_numpy(dtype=float))
     tests = {regime: int(has_mdd[(frame["regime"] == regime).to_numpy()].sum()) for regime in set(frame["regime"])}
     frame["mdd_adj"] = [adjusted_mdd_at(float(m), int(j), family_level(alpha, tests[r]), alpha)
@@ -145,10 +100,7 @@ def with_adjusted_mdd(frame: Any, alpha: float = ALPHA) -> Any:
 
 
 def mdd_floor(sd: float, ratio: float = DEFAULT_RATIO, alpha: float = ALPHA, power: float = POWER) -> float:
-    """The MDD with infinitely many seeds: ``(z_{1-alpha/2} + z_power) * sd * sqrt(ratio)``.
-
-    No number of seeds goes below it; only more subjects (a smaller fold spread) do.
-    """
+    """The MDD with infinitely many seeds, ``(z_{1-alpha/2} + z_power) * sd * sqrt(ratio)``: only subjects lower it."""
     from scipy.special import ndtri
 
     return float((ndtri(1 - alpha / 2) + ndtri(power)) * sd * math.sqrt(ratio))
@@ -156,12 +108,7 @@ def mdd_floor(sd: float, ratio: float = DEFAULT_RATIO, alpha: float = ALPHA, pow
 
 def seeds_needed(sd: float, delta: float, folds: int = 5, ratio: float = DEFAULT_RATIO,
                  alpha: float = ALPHA, power: float = POWER, max_seeds: int = 1000) -> int | None:
-    """How many seeds (each with ``folds`` folds) make the MDD at most ``delta``; None if none can.
-
-    ``sd`` is the observed spread of the paired fold differences (it does not depend on the number of
-    seeds). None when ``delta`` is at or below :func:`mdd_floor` (more subjects are needed, see
-    :func:`subjects_needed`) or above ``max_seeds``.
-    """
+    """How many seeds (each with ``folds`` folds) make the MDD at most ``delta``; None at or below the floor."""
     if not (delta > 0 and math.isfinite(sd)) or delta <= mdd_floor(sd, ratio, alpha, power):
         return None
     for seeds in range(1, max_seeds + 1):
@@ -175,8 +122,7 @@ def subjects_needed(sd: float, delta: float, n_subjects: int, seeds: int = 5, fo
                     max_subjects: int = 100_000) -> int | None:
     """How many subjects (same seeds and folds) make the MDD at most ``delta``; None if none within reach.
 
-    Assumes the fold spread is subject-sampling noise, so it shrinks as ``sd * sqrt(n_subjects / N)``
-    (an upper bound on what more subjects buy when part of the spread is training noise).
+    Assumes the fold spread shrinks as ``sd * sqrt(n_subjects / N)`` (an upper bound on what subjects buy).
     """
     if not (delta > 0 and math.isfinite(sd) and n_subjects > 0):
         return None
@@ -222,12 +168,7 @@ def split_ratio(n_train: Any, n_test: Any, n_folds: int) -> float:
 
 
 def entries_mdd(entries: Any, alpha: float = ALPHA, power: float = POWER) -> float:
-    """The MDD against the constant baseline of one model's fold entries (summary.csv ``mdd``).
-
-    Each entry (a :class:`~ppgbench_pl.results.fold_entry.FoldEntry`) carries its fold's value and the
-    constant baseline of the same fold, so the paired difference needs no join; the ratio comes from the
-    entries' subject counts.
-    """
+    """The MDD against the constant baseline of one model's fold entries (summary.csv ``mdd``)."""
     kept = [e for e in entries if e.value is not None and e.baseline is not None]
     if len(kept) < 2:
         return math.nan
@@ -244,11 +185,9 @@ def one_sided_p(p_two_sided: Any, gain: Any) -> np.ndarray:
 
 
 def stouffer(p_one_sided: Any, weights: Any = None) -> tuple[float, float]:
-    """Weighted Stouffer combination of independent one-sided p-values: (Z, its one-sided p).
+    """Weighted Stouffer combination of one-sided p-values (as MOABB's ``combine_pvalues``): (Z, its p).
 
-    Z = sum(w_i z_i) / sqrt(sum w_i^2) with z_i = Phi^-1(1 - p_i); MOABB weights a dataset by the square
-    root of its subjects (``moabb/analysis/meta_analysis.py: combine_pvalues``). p-values are clipped to
-    :func:`z_score` keeps |z| <= 8.22 so a p of exactly 0 or 1 gives a finite z. NaN entries are left out.
+    NaN entries are left out; :func:`z_score` clips the tails so a p of 0 or 1 gives a finite z.
     """
     from scipy.special import ndtr
 

@@ -1,20 +1,10 @@
 """Prediction arrays inside an exported results file: each ``.npz`` array as a small, exact JSON object.
 
-An exported file (:mod:`ppgbench_pl.results.export`, format version 2) carries every prediction file of
-its jobs, array for array, so the report's rescoring table (Table 4) and ``Results.predictions`` work from
-the file as from the run folder. One array is packed as (schema:
-``ppgbench_pl/schema/ppgbench-results.schema.json``, documented in ``docs/schema/README.md``,
-``$defs/array``):
-
-* numbers and booleans: ``{"dtype": "<f8", "shape": [120, 3], "zlib_base64": "..."}``: the array's bytes
-  in C order, little-endian, zlib-compressed, then base64 (exact: the values read back are bit-identical);
-* text (subject names, string labels): ``{"dtype": "<U3", "shape": [120], "runs": [["s01", 12], ...]}``:
-  the values in C order, run-length encoded (a subject's windows are consecutive, so this is short).
-
-Nothing else is packed (no object or bytes arrays: the benchmark writes none). :func:`unpack` checks every
-field and says what is wrong in one line (``ValueError``), so a damaged file never yields wrong arrays;
-the declared size is checked before anything is decoded (:func:`declared`, :func:`check_siblings`), zlib
-data inflate in chunks up to one byte past it, and text runs are expanded by NumPy to the declared length.
+Numbers and booleans: ``{"dtype": "<f8", "shape": [120, 3], "zlib_base64": "..."}`` (C-order little-endian
+bytes, zlib, base64: bit-identical when read back); text: ``{"dtype": "<U3", "shape": [120], "runs":
+[["s01", 12], ...]}`` (run-length encoded). Schema ``$defs/array``; docs/schema/README.md. Reading checks
+the declared size before decoding anything and inflates at most one byte past it, so a damaged or hostile
+file never yields wrong arrays nor exhausts memory.
 """
 
 from __future__ import annotations
@@ -31,18 +21,12 @@ import numpy as np
 
 NUMERIC = re.compile(r"^[<|][biuf][1248]$")
 TEXT = re.compile(r"^<U[0-9]{1,6}$")
-#: The most bytes one unpacked array may take (about 16 million windows of float64 class scores x 4); the
-#: reader of a whole file also bounds the sum by the file's size (:mod:`ppgbench_pl.results.untrusted`).
+#: The most bytes one unpacked array may take (the reader of a whole file also bounds the sum by its size).
 MAX_ARRAY_BYTES = 1 << 29
 
 
 def pack(array: np.ndarray) -> dict[str, Any]:
-    """One array as its JSON object (module docstring).
-
-    Raises:
-        ValueError: An array that is neither numbers, booleans nor text.
-
-    """
+    """One array as its JSON object (module docstring); ``ValueError`` unless numbers, booleans or text."""
     array = np.asarray(array)
     if array.dtype.kind in "biuf":
         little = array.astype(array.dtype.newbyteorder("<"), copy=False)
@@ -74,13 +58,7 @@ def _shape(packed: Mapping[str, Any]) -> tuple[int, ...]:
 
 
 def declared(packed: Any) -> tuple[np.dtype, tuple[int, ...]]:
-    """The dtype and shape an object declares, checked without decoding its data (text runs are summed).
-
-    Raises:
-        ValueError: Malformed fields, a dtype an exported file never holds, text longer than its dtype, or
-            runs that do not count the values of the shape (one line saying which).
-
-    """
+    """The dtype and shape an object declares, checked without decoding its data (``ValueError``: one line)."""
     if not isinstance(packed, Mapping) or not isinstance(packed.get("dtype"), str):
         raise ValueError("a packed array must be an object with 'dtype', 'shape' and its data")
     text, shape = packed["dtype"], _shape(packed)
@@ -105,15 +83,7 @@ def declared(packed: Any) -> tuple[np.dtype, tuple[int, ...]]:
 
 
 def check_siblings(shapes: Mapping[str, tuple[int, ...]]) -> None:
-    """The arrays of one prediction file agree: one row per window, ``y_prob`` one column per class.
-
-    ``classes`` lists the classes; every other array (``y_true``, ``subjects``, ``y_pred``, ``y_prob``) has
-    the test windows as rows, so 50 million ``subjects`` beside 8 labels is refused.
-
-    Raises:
-        ValueError: Two arrays disagree (one line naming both).
-
-    """
+    """The arrays of one prediction file agree: one row per window, ``y_prob`` one column per class (``ValueError``)."""
     rows = {name: shape[0] if shape else None for name, shape in shapes.items() if name != "classes"}
     if any(n is None for n in rows.values()):
         raise ValueError(f"array '{next(k for k, n in rows.items() if n is None)}' has no rows (a 0-d array)")
@@ -130,7 +100,7 @@ def check_siblings(shapes: Mapping[str, tuple[int, ...]]) -> None:
 
 
 def _inflate(data: bytes, size: int) -> bytearray:
-    """Inflate zlib data that must come to to exactly ``size`` bytes, streamed: never more than ``size + 1`` held."""
+    """Inflate zlib data that must come to exactly ``size`` bytes, never holding more than ``size + 1``."""
     stream, out = zlib.decompressobj(), bytearray()
     while True:
         chunk = stream.decompress(data, min(1 << 20, size + 1 - len(out)))
@@ -148,12 +118,7 @@ def _inflate(data: bytes, size: int) -> bytearray:
 
 
 def unpack(packed: Any) -> np.ndarray:
-    """The array a :func:`pack` object holds (its declared size checked before anything is decoded).
-
-    Raises:
-        ValueError: The object is malformed or its data do not fill its shape (one line saying which).
-
-    """
+    """The array a :func:`pack` object holds; ``ValueError`` (one line) when malformed or not filling its shape."""
     dtype, shape = declared(packed)
     size = math.prod(shape)
     if dtype.kind == "U":
@@ -169,10 +134,7 @@ def unpack(packed: Any) -> np.ndarray:
 
 
 def unpack_all(packed: Any) -> dict[str, np.ndarray]:
-    """Every array of one packed prediction file (``ValueError`` naming the array that is malformed).
-
-    The declared shapes are checked against each other (:func:`check_siblings`) before any is decoded.
-    """
+    """Every array of one packed prediction file, shapes checked together before any is decoded."""
     if not isinstance(packed, Mapping):
         raise ValueError("a packed prediction file must be an object of arrays")
     shapes = {}

@@ -1,12 +1,8 @@
-"""What an exported results file may claim: checks beyond its JSON Schema, each a one-line reason or None.
+"""What an exported results file may claim beyond its JSON Schema: each check a one-line reason or None.
 
-The schema says what each field is; these say whether the file could have come from a run: every metric
-value in its metric's range (MAE, MSE, RMSE >= 0; accuracies, F1, AUROC, AUPRC in [0, 1]; R2 <= 1; all
-within +-1e100, so no sum overflows), counts that agree with the values they count, seeds and folds
-within the protocol, repeats numbered in order, a protocol block with the keys a run writes, every
-record's dataset named by the protocol and the data digests, job ids that are the ids of their fields,
-and packed arrays whose declared shapes agree and whose declared size is bounded by the file's own size
-(checked before any is decoded).
+Metric values in their ranges, counts that agree with what they count, seeds, folds and datasets within the
+protocol block, job ids that are the ids of their fields, and packed arrays whose declared shapes agree and
+whose declared size is bounded by the file's own size (checked before any is decoded).
 """
 
 from __future__ import annotations
@@ -27,14 +23,12 @@ METRIC_RANGES = {
 }
 #: No metric value of any task comes near it; the mean of a million such values stays finite.
 MAX_MAGNITUDE = 1e100
-#: Trainer settings that change a number (the device kind is kept in ``run`` but not compared: a result
-#: made on a GPU may stand beside one made on a CPU).
+#: Trainer settings that change a number (the device kind is not compared).
 TRAINER_SETTINGS = ("precision", "deterministic", "benchmark", "sync_batchnorm")
 TRAINER_KEYS = tuple(f"trainer.{k}" for k in TRAINER_SETTINGS)
 DATASET_KEYS = ("n_folds", "n_inner_folds")
 PROTOCOL_REGIMES = ("linear", "rf", "mlp", "finetune")
-#: Unpacked arrays may take at most this many bytes, plus this many per byte of the file (an export's
-#: arrays unpack to about 2 to 4 times the bytes they take in it; text runs of subject names to more).
+#: Unpacked arrays may take at most this many bytes, plus this many per byte of the file.
 DECLARED_FLOOR = 64 << 20
 DECLARED_PER_FILE_BYTE = 32
 PREDICTION_FILE = re.compile(r"^predictions_repeat[0-9]{1,4}(_search[0-9]{1,4})?\.npz$")

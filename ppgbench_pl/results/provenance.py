@@ -1,10 +1,7 @@
 """How a page or file meant to be shared names its inputs: file name and content digest, never a local path.
 
-An absolute path says who ran it and where (``/home/alice/secret-project/...``), and means nothing to a
-reader elsewhere; a name with a content digest says which input it was and lets anyone check a copy. A
-file's digest is the SHA-256 of its bytes; a run folder's is the SHA-256 over its ``run.json`` and every
-``jobs/*/results.json``, each as its relative path and the SHA-256 of its bytes, in path order
-(prediction arrays and locks are left out: the records are what the numbers come from).
+A run folder's digest is the SHA-256 over its ``run.json`` and every ``jobs/*/results.json``, each as its
+relative path and the SHA-256 of its bytes, in path order (the records are what the numbers come from).
 """
 
 from __future__ import annotations
@@ -25,11 +22,7 @@ def _file_digest(path: Path) -> str:
 
 
 def content_digest(path: str | Path) -> str:
-    """The SHA-256 (hex) of a file's bytes, or of a run folder's ``run.json`` and job records.
-
-    Raises:
-        OSError: A file cannot be read.
-    """
+    """The SHA-256 (hex) of a file's bytes, or of a run folder's ``run.json`` and job records (module docstring)."""
     path = Path(path)
     if path.is_file():
         return _file_digest(path)

@@ -1,8 +1,7 @@
 """Job records on disk: the only thing that says a job is done (protocol.md section 11).
 
-A job is one (model, task, regime, seed, outer fold). Its folder is built as ``jobs/<id>.working/``
-(wiped if a previous attempt left it behind) and renamed to ``jobs/<id>/`` once complete, so a record
-that exists is whole, and an interrupted run resumes by skipping the ids that exist.
+A job's folder is built as ``jobs/<id>.working/`` and renamed to ``jobs/<id>/`` once complete, so a record
+that exists is whole and a resumed run skips the ids that exist.
 """
 
 from __future__ import annotations
@@ -60,6 +59,15 @@ def write_job(run_dir: Path, jid: str, record: Mapping[str, Any],
     return final
 
 
+def job_folders(run_dir: str | Path) -> list[str]:
+    """Sorted names of a run's job folders, unfinished ``*.working`` ones aside (``NotADirectoryError`` passes)."""
+    try:
+        entries = os.scandir(Path(run_dir) / "jobs")
+        return sorted(e.name for e in entries if e.is_dir() and not e.name.endswith(".working"))
+    except FileNotFoundError:
+        return []
+
+
 def working_dirs(run_dir: Path) -> dict[str, Path]:
     """The unfinished ``<id>.working`` folders of a run, by job id."""
     jobs = Path(run_dir) / "jobs"
@@ -69,13 +77,7 @@ def working_dirs(run_dir: Path) -> dict[str, Path]:
 
 
 def iter_records(run_dir: Path) -> Iterator[dict[str, Any]]:
-    """Yield every complete job record of a run folder (working folders are ignored).
-
-    Raises:
-        DataError: A ``results.json`` cannot be read (one line naming it); :func:`scan_records` reports
-            such files and goes on instead.
-
-    """
+    """Yield every complete job record of a run folder (``DataError`` naming an unreadable one)."""
     jobs = Path(run_dir) / "jobs"
     if not jobs.is_dir():
         return
@@ -92,13 +94,9 @@ def iter_records(run_dir: Path) -> Iterator[dict[str, Any]]:
 
 @dataclass
 class RecordScan:
-    """Every readable record of a run folder, the folder each came from, and what could not be read.
+    """Readable records of a run folder (or what ``transform`` made of them), their folders, the problems.
 
-    Attributes:
-        records: One item per readable record (the record, or what ``transform`` made of it), in job-id order.
-        folders: The job folder of each item of ``records``.
-        problems: One line per unreadable or malformed ``results.json``: ``<path>: <what is wrong>``.
-
+    ``problems``: one ``<path>: <what is wrong>`` line per unreadable or malformed ``results.json``.
     """
 
     records: list[Any] = field(default_factory=list)
@@ -130,23 +128,13 @@ def read_record_file(path: Path) -> dict[str, Any]:
 def scan_records(run_dir: str | Path, transform: Callable[[dict[str, Any]], Any] | None = None) -> RecordScan:
     """Read every complete record of a run folder once, without stopping at a bad one.
 
-    Args:
-        run_dir: The run folder (``jobs/<id>/results.json`` inside; ``*.working`` folders are skipped).
-        transform: Applied to each record as it is read (e.g. :func:`~ppgbench_pl.results.fold_entry.fold_entry`
-            keeps only what the summary needs, so large records are not all held in memory); a
-            ``ValueError`` it raises is reported as a problem of that file.
-
-    Returns:
-        The records, their folders and one line per file that could not be used.
-
+    ``transform`` is applied to each record as it is read (so large records are not all held in memory);
+    a ``ValueError`` it raises is reported as a problem of that file.
     """
     scan = RecordScan()
     jobs = Path(run_dir) / "jobs"
     try:
-        names = sorted(entry.name for entry in os.scandir(jobs)
-                       if entry.is_dir() and not entry.name.endswith(".working"))
-    except FileNotFoundError:
-        return scan
+        names = job_folders(run_dir)
     except NotADirectoryError:
         scan.problems.append(f"{jobs}: is not a folder")
         return scan

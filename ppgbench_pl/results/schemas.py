@@ -1,8 +1,6 @@
 """The JSON Schemas of ppgbench's result files (``ppgbench_pl/schema/``), checked with :mod:`jsonschema`.
 
-The schemas refer to each other by relative ``$ref`` (``results.schema.json#/$defs/overlap``), resolved
-against their ``$id``: every schema is put in one :class:`referencing.Registry` under its ``$id``, so no
-reference is ever fetched from the network (``docs/schema/README.md`` shows the same three lines).
+Relative ``$ref`` between the schemas resolve through one offline :class:`referencing.Registry` keyed by ``$id``.
 """
 
 from __future__ import annotations

@@ -1,23 +1,9 @@
 """From job records to summary.csv: mean and Student-t 95% CI per model x task x regime (protocol.md 9).
 
-Fold value = mean over that fold's repeats; seed value = mean of its folds; ``mean`` = mean of the seed
-values. The CI unit is a deliberate choice (protocol.md 9; decisions #1): ``"seed"`` (default,
-published) uses the S seed means with S-1 degrees of freedom; ``"fold"`` uses all seed x fold values.
-
-**The constant baseline, per task view.** Every job scores the constant baseline of its own fold. The
-task data a job sees depends on the encoder's sampling rate (the flat-line rule runs after resampling,
-so the kept windows can differ by rate), so the baseline is summarised once per *view*: per (task,
-regime, rate), from every model at that rate. If models at the same rate disagree on a fold's baseline
-value, each of them gets its own baseline. Rates whose baselines agree on every fold seen at more than
-one of them (linked by shared folds) are one view in fact and share one baseline. Names: ``constant``
-when a (task, regime) has one view, ``constant @64Hz`` when it has several, with ``/<model>`` appended
-when a rate's models disagree (``constant @64Hz/papagei_p``, or ``constant/papagei_p`` for one rate).
-Each model row names the baseline row it is compared with (column ``baseline``); baseline rows name
-their view (``view``). The result never depends on the order of the records.
-
-:class:`SummaryBook` keeps only what the summary needs of each record and recomputes only the (task,
-regime) groups that changed, so a run can rewrite ``summary.csv`` as jobs finish at a cost that grows
-with the number of changed groups, not with the number of records read so far.
+Fold value = mean over its repeats; seed value = mean of its folds; ``mean`` = mean of the seed values; the
+CI unit is ``seed`` (published) or ``fold``. The constant baseline is summarised per task view (rate; see
+:mod:`.baseline_rows`), and each model row names the baseline row it is compared with. The result never
+depends on the order of the records; :class:`SummaryBook` recomputes only the groups that changed.
 """
 
 from __future__ import annotations
@@ -49,20 +35,15 @@ CI_UNITS = ("seed", "fold")
 SUMMARY_COLUMNS = [
     "model", "task", "regime", "metric", "mean", "ci95", "ci_low", "ci_high", "n_seeds", "n_folds", "ci_unit",
     "view", "baseline", "backend", "code_version",
+    # how a row reads itself: dataset, unit and direction of the metric, its baseline row's mean, the budget
+    "dataset", "unit", "higher_is_better", "baseline_mean", "budget",
+    "mdd", "mdd_adj",  # MDD against the row's baseline at power 0.8, alpha 0.05 and alpha / m (inference.py)
+    "pretraining_overlap",  # direct/source/unknown/none (cards/overlap.py)
+    "deviations",  # settings that differ from the published protocol ('' for none)
 ]
-#: What a row needs to read itself: the task's dataset, the metric's unit and direction, the mean of the
-#: baseline row it is compared with (NaN for baseline rows and several baselines), the run's budget.
-READING_COLUMNS = ["dataset", "unit", "higher_is_better", "baseline_mean", "budget"]
-SUMMARY_COLUMNS += READING_COLUMNS
-#: MDD against the row's baseline at 80 % power, alpha 0.05, and at alpha / m over the m rows (inference.py).
-SUMMARY_COLUMNS += ["mdd", "mdd_adj"]
-#: Was the model pretrained on the row's dataset (``direct``/``source``/``unknown``/``none``, cards/overlap.py).
-SUMMARY_COLUMNS += ["pretraining_overlap"]
-#: Settings that differ from the published protocol (``refit=True``, ``callback=<class>``; '' for none).
-SUMMARY_COLUMNS += ["deviations"]
 FOLD_COLUMNS = ["model", "task", "regime", "seed", "fold", "metric", "value", "view", "backend",
                 "code_version"]
-#: Two baseline values of one fold agree when they are this close (they come from the same code and data).
+
 
 def worst_overlap(values: Iterable[str]) -> str:
     """The most serious ``pretraining_overlap`` among a row's jobs (they agree unless the card changed)."""
@@ -86,23 +67,18 @@ def _summary_row(model: str, group: tuple[str, str, str], cells: dict[tuple[int,
     units = seed_means if ci_unit == "seed" else [cells[k] for k in sorted(cells)]
     mean, half = short_mean(seed_means), student_t_ci(units)
     task, regime, metric = group
+    dataset, unit, higher = task_facts(task)
     return {
         "model": model, "task": task, "regime": regime, "metric": metric, "mean": mean, "ci95": half,
         "ci_low": mean - half, "ci_high": mean + half, "n_seeds": len(seed_means), "n_folds": len(cells),
         "ci_unit": ci_unit, "view": view, "baseline": baseline,
         "backend": _joined(e.backend for e in sources),
         "code_version": _joined(e.code_version for e in sources),
-        **_reading(task, sources),
+        "dataset": dataset, "unit": unit, "higher_is_better": higher, "baseline_mean": math.nan,
+        "budget": _joined(e.budget for e in sources) or "published",
         "pretraining_overlap": "none" if is_baseline(model) else worst_overlap(e.overlap for e in sources),
         "deviations": _joined(e.deviations for e in sources),
     }
-
-
-def _reading(task: str, sources: list[FoldEntry]) -> dict[str, Any]:
-    """The :data:`READING_COLUMNS` of a row (``baseline_mean`` is filled by :func:`summarise_group`)."""
-    dataset, unit, higher = task_facts(task)
-    return {"dataset": dataset, "unit": unit, "higher_is_better": higher, "baseline_mean": math.nan,
-            "budget": _joined(e.budget for e in sources) or "published"}
 
 
 def _fold_rows(model: str, group: tuple[str, str, str], chosen: dict[tuple[int, int], FoldEntry],
@@ -115,10 +91,7 @@ def _fold_rows(model: str, group: tuple[str, str, str], chosen: dict[tuple[int, 
 
 def summarise_group(entries: Iterable[FoldEntry], ci_unit: str = "seed"
                     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Summary rows and fold rows of one (task, regime, metric) group: every model, then its baselines.
-
-    Deterministic in the entries' content: the order they come in never matters.
-    """
+    """Summary rows and fold rows of one (task, regime, metric) group (the entries' order never matters)."""
     entries = sorted(entries, key=lambda e: (e.model, e.seed, e.fold, e.job_id))
     if not entries:
         return [], []
@@ -170,10 +143,6 @@ class SummaryBook:
         ci_unit: ``seed`` (published) or ``fold``.
         every_s: Least seconds between two writes of ``summary.csv`` by :meth:`write` (``force`` writes now).
 
-    Use: ``book = SummaryBook(ci_unit)``; ``problems = book.scan(run_dir)`` once (every record already in
-    the folder, whichever command wrote it); ``book.add(record)`` per finished job;
-    ``book.write(run_dir)`` after each (throttled) and ``book.write(run_dir, force=True)`` at the end.
-
     """
 
     def __init__(self, ci_unit: str = "seed", every_s: float = 5.0) -> None:
@@ -205,12 +174,7 @@ class SummaryBook:
         return set(self._failed)
 
     def add(self, record: Mapping[str, Any]) -> None:
-        """Take one job record (any status); a record that is not ``ok`` removes the job's earlier entry.
-
-        Raises:
-            MalformedRecord: An ``ok`` record lacks what the summary needs.
-
-        """
+        """Take one job record; one that is not ``ok`` removes the job's entry (``MalformedRecord``: unusable)."""
         entry = fold_entry(record)
         if entry is None:
             jid = record.get("job_id") if isinstance(record, Mapping) else None
@@ -289,11 +253,7 @@ class SummaryBook:
         return pd.DataFrame(rows, columns=FOLD_COLUMNS)
 
     def write(self, run_dir: str | Path, ci_unit: str | None = None, *, force: bool = False) -> Path | None:
-        """Write ``summary.csv`` atomically; return its path, or None when throttled.
-
-        Without ``force`` it writes at most every ``every_s`` seconds and only when something changed;
-        call it with ``force=True`` once at the end.
-        """
+        """Write ``summary.csv`` atomically (throttled unless ``force``); its path, or None when throttled."""
         path = Path(run_dir) / SUMMARY_FILE
         now = time.monotonic()
         if not force and (now - self._last_write < self.every_s
@@ -323,19 +283,6 @@ def check_ci_unit(ci_unit: str) -> str:
     return ci_unit
 
 
-def fold_rows(records: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
-    """One row per (model or baseline, task, regime, seed, fold) with the reported metric's fold value."""
-    return SummaryBook.from_records(records).fold_table()
-
-
 def summarise(records: Iterable[Mapping[str, Any]], ci_unit: str = "seed") -> pd.DataFrame:
     """Summarise a set of records (see module docstring)."""
-    check_ci_unit(ci_unit)
     return SummaryBook.from_records(records, ci_unit).summary()
-
-
-def write_summary(run_dir: str | Path, records: Iterable[Mapping[str, Any]], ci_unit: str = "seed") -> Path:
-    """Write ``summary.csv`` of these records atomically and return its path (one-shot; a run uses a book)."""
-    path = SummaryBook.from_records(records, ci_unit).write(run_dir, force=True)
-    assert path is not None
-    return path

@@ -1,25 +1,8 @@
 """The two-level interval, the default subject-level interval of the paired verdicts (issue 31).
 
-Why: a fold difference mixes a subject x model effect w(i), which every seed sees again (the seeds
-re-deal the same subjects), with per-seed and per-fold training noise, which the seeds average. The mean
-over the S x K units is therefore
-
-    mean d = mu + mean_i w(i) + mean_s (seed noise),   var = sw2 / N + var(seed noise) / S,
-
-and the two terms are estimated apart, each from the level that shows it:
-
-* seed term: the variance over seeds of the seed means of d, over S (the published seed interval's
-  variance; the subjects' part is the same in every seed, so it drops out there);
-* subject term: sw2 / N, with sw2 the covariance across seeds of the per-subject differences of the
-  seeds' pooled out-of-fold predictions (averaged over the seed pairs; training noise of different seeds is
-  independent, so only the subject's own effect is shared). N is the number of subjects; the per-subject
-  scores are scaled so that their plain mean is the pooled metric (:func:`subject_scores`).
-
-Degrees of freedom by Satterthwaite: (A + B)^2 / (A^2 / df_A + B^2 / (S - 1)), df_A from the spread of
-the subjects' cross-seed products (:func:`subject_term`). The simulation suite (docs/statistics.md)
-measures false-positive rates inside [0.02, 0.07] and power 0.8 +- 0.1 at the printed MDD in every mix
-but one: a fold effect that depends on the training subjects shifts every fold alike, so no interval
-built from one set of subjects sees it (Bengio and Grandvalet 2004); the rows say so.
+A fold difference mixes a subject x model effect, which every seed sees again, with training noise, which
+the seeds average, so ``var(mean d) = sw2 / N + var(seed means) / S`` is estimated from the two levels apart,
+with Satterthwaite degrees of freedom. docs/statistics.md has the derivation and the simulation results.
 """
 
 from __future__ import annotations
@@ -34,12 +17,7 @@ from ppgbench_pl.results.inference import ALPHA, POWER, t_ppf
 
 
 def subject_scores(stats: np.ndarray, kind: str) -> np.ndarray:
-    """Per-subject scores whose mean is the pooled metric (MAE or balanced accuracy) of the subjects.
-
-    Regression: sum |error| / mean windows per subject. Classification: mean over classes of a subject's
-    correct windows of the class over the mean windows of that class per subject (pooled recall is the
-    mean of these terms, so balanced accuracy is their mean over subjects).
-    """
+    """Per-subject scores whose plain mean is the pooled metric (MAE or balanced accuracy) of the subjects."""
     stats = np.asarray(stats, dtype=float)
     if kind == "regression":
         return stats[:, 0] / stats[:, 1].mean()
@@ -52,11 +30,8 @@ def subject_scores(stats: np.ndarray, kind: str) -> np.ndarray:
 def subject_term(subject_diff: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """sw2 / N per row of ``subject_diff`` [R, S, N] and its degrees of freedom (NaN with one seed).
 
-    sw2 is the covariance across seeds of the seed-centred per-subject differences, averaged over the seed
-    pairs and clipped at 0: the mean over subjects of c(i), each subject's mean cross-seed product. Its
-    degrees of freedom, 2 term^2 / var(term), take var(term) from the spread of the c(i) (var / N), not
-    from a chi-square with N - 1 df: when sw2 is near 0 the products are mostly noise and the term is far
-    less certain than N - 1 df would say (that would make the test liberal at small levels).
+    sw2: the mean cross-seed covariance of the per-subject differences, clipped at 0. Its df come from the
+    spread of the subjects' products, not N - 1 (which would make the test liberal when sw2 is near 0).
     """
     sub = np.asarray(subject_diff, dtype=float)
     if sub.ndim == 2:
@@ -137,10 +112,7 @@ def two_level_test(mean: float, var_seed: float, subject_diff: Any, alpha: float
 
 def seeds_for(var_subject: float, var_seed: float, seeds: int, n: int, gain: float, level: float = ALPHA,
               power: float = POWER, max_seeds: int = 1000) -> int | None:
-    """Seeds (re-dealing the same N subjects) whose two-level MDD at ``level`` reaches ``gain``; None if none.
-
-    The seed term shrinks as 1/S; the subject term does not (it is the floor only more subjects lower).
-    """
+    """Seeds (re-dealing the same N subjects) whose two-level MDD at ``level`` reaches ``gain``; None if none."""
     if not (gain > 0 and math.isfinite(var_subject) and math.isfinite(var_seed)):
         return None
     for s in range(2, max_seeds + 1):
@@ -153,10 +125,7 @@ def seeds_for(var_subject: float, var_seed: float, seeds: int, n: int, gain: flo
 
 def subjects_for(var_subject: float, var_seed: float, seeds: int, n: int, gain: float, level: float = ALPHA,
                  power: float = POWER, max_subjects: int = 100_000) -> int | None:
-    """Subjects (same seeds) whose two-level MDD at ``level`` reaches ``gain``; None if the seed term forbids it.
-
-    The subject term shrinks as N / N'; the seed term is assumed not to (training noise).
-    """
+    """Subjects (same seeds) whose two-level MDD at ``level`` reaches ``gain``; None if the seed term forbids it."""
     if not (gain > 0 and math.isfinite(var_subject) and math.isfinite(var_seed) and n > 0):
         return None
     df = float(satterthwaite(var_subject, var_seed, max(n - 1, 1), seeds))

@@ -1,23 +1,16 @@
-"""The one reader of results files others send: ``ppgbench report``, ``leaderboard``, ``pb.load_run``.
+"""The one reader of results files others send (``ppgbench report``, ``leaderboard``, ``pb.load_run``).
 
-An exported file (``*.ppgbench.json``) is validated before anything is read from it, in this order, each
-problem one line naming the file and the field (:class:`~ppgbench_pl.errors.DataError`):
-
-1. its size, before reading (:data:`MAX_FILE_BYTES`, or ``PPGBENCH_MAX_RESULTS_MB`` for a larger file
-   you trust), and its nesting depth, before parsing (:mod:`~ppgbench_pl.results.strict_json`);
-2. JSON without duplicate keys, non-finite numbers or overlong integers;
-3. ``format`` and ``format_version`` (a newer version: upgrade ppgbench);
-4. the JSON Schema of its version (``ppgbench_pl/schema/``, with :mod:`jsonschema`);
-5. what a run can have written (:mod:`~ppgbench_pl.results.plausible`): metric ranges, counts, the
-   protocol block, datasets against protocol and digests, the declared sizes of its packed arrays.
-
-The arrays themselves are decoded later, one prediction file at a time, bounded by the sizes checked here
-(:func:`~ppgbench_pl.results.packed_arrays.unpack_all`).
+Checks, in order, each refusal one line naming the file and the field: size before reading, nesting depth
+before parsing, JSON without duplicate keys, non-finite numbers or overlong integers, ``format`` and
+``format_version``, the JSON Schema of that version, then :mod:`~ppgbench_pl.results.plausible`.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +20,18 @@ FORMAT = "ppgbench.results"
 FORMAT_VERSION = 2
 #: Versions this ppgbench reads (1: no ``predictions``).
 READABLE_VERSIONS = (1, 2)
-#: Largest file read (the quickstart's export is about 1.5 MB; a whole benchmark with its predictions
-#: stays well below). ``PPGBENCH_MAX_RESULTS_MB`` raises it for a file you trust.
+#: Largest file read; ``PPGBENCH_MAX_RESULTS_MB`` raises it for a file you trust.
 MAX_FILE_BYTES = 256 << 20
+#: Deepest nesting accepted (an export is about 9 levels deep), far below the recursion limit.
+MAX_DEPTH = 32
+#: Longest integer literal (a seed or a count has at most 20 digits).
+MAX_INT_DIGITS = 20
+#: A JSON string (escapes included): removed before brackets are counted.
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+
+
+class _Refused(ValueError):
+    """A value the bounded parser refuses (raised from its hooks)."""
 
 
 def max_file_bytes() -> int:
@@ -46,16 +48,87 @@ def max_file_bytes() -> int:
     return int(value * 2**20)
 
 
+def read_bytes_bounded(path: Path, max_bytes: int) -> bytes:
+    """The file's bytes; ``ValueError`` before reading when it is larger than ``max_bytes`` (``OSError`` passes)."""
+    size = path.stat().st_size
+    if size > max_bytes:
+        raise ValueError(f"is {size / 2**20:.1f} MiB, more than the {max_bytes / 2**20:.0f} MiB a results file "
+                         "may be")
+    with path.open("rb") as handle:
+        data = handle.read(size + 1)  # a buffer of the size stat saw (the file may have grown since)
+    if len(data) > size:
+        raise ValueError("grew while it was read; read it again once it is written")
+    return data
+
+
+def nesting_depth(data: bytes, chunk: int = 1 << 16) -> int:
+    """The deepest bracket nesting of JSON text, strings left out (no parsing, no recursion; memory per chunk)."""
+    import numpy as np
+
+    brackets = np.frombuffer(_STRING.sub(b'""', data), dtype=np.uint8)
+    deepest = depth = 0
+    for start in range(0, len(brackets), chunk):
+        part = brackets[start:start + chunk]
+        step = ((part == ord("[")) | (part == ord("{"))).view(np.int8) - ((part == ord("]")) | (part == ord("}")))
+        running = np.cumsum(step, dtype=np.int32) + depth
+        deepest, depth = max(deepest, int(running.max())), int(running[-1])
+    return deepest
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _Refused(f"duplicate key {key[:80]!r} in one JSON object (which value is meant?)")
+        out[key] = value
+    return out
+
+
+def _float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _Refused(f"number {text[:40]} is not finite")
+    return value
+
+
+def _int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise _Refused(f"integer of {len(text)} digits (at most {MAX_INT_DIGITS})")
+    return int(text)
+
+
+def _constant(text: str) -> Any:
+    raise _Refused(f"{text} is not JSON (a non-finite number)")
+
+
+def loads_bounded(data: bytes, max_depth: int = MAX_DEPTH) -> Any:
+    """Parse JSON text within bounds; ``ValueError`` (one line) for bad UTF-8, depth, syntax, keys or numbers."""
+    depth = nesting_depth(data)
+    if depth > max_depth:
+        raise ValueError(f"nests {depth} levels deep, more than the {max_depth} a results file may")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError("is not valid JSON (not UTF-8 text)") from None
+    try:
+        return json.loads(text, object_pairs_hook=_object, parse_float=_float, parse_int=_int,
+                          parse_constant=_constant)
+    except _Refused as exc:
+        raise ValueError(str(exc)) from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+    except RecursionError:  # not reached: the depth was bounded above
+        raise ValueError("nests too deeply to parse") from None
+
+
 def read_results_file(path: str | Path) -> dict[str, Any]:
     """An exported results file, validated (module docstring) before anything is read from it.
 
     Raises:
-        DataError: The file cannot be read or is refused by one of the checks (one line naming the file
-            and the field).
+        DataError: The file cannot be read or is refused by one of the checks (one line naming it).
 
     """
     from ppgbench_pl.results import schemas
-    from ppgbench_pl.results.strict_json import loads_bounded, read_bytes_bounded
 
     path = Path(path)
     try:

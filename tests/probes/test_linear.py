@@ -15,7 +15,7 @@ from ppgbench_pl.probes.linear import (
     SingleClassError,
     check_finite,
 )
-from ppgbench_pl.probes.ridge import RidgeCV, RidgeGrid
+from ppgbench_pl.probes.ridge import RidgeCV
 from ppgbench_pl.probes.search import GroupGridSearch
 
 
@@ -33,16 +33,16 @@ def test_ridge_grid_matches_sklearn_for_every_alpha(shape):
     x, x_test = rng.normal(size=shape), rng.normal(size=(7, shape[1]))
     x[:, 0] = 3.0  # a constant column (zero std) is handled like StandardScaler does
     y = rng.normal(size=shape[0])
-    grid = RidgeGrid().fit(x, y).predict_all(x_test)
+    grid = RidgeFamily().fit_grid(x, y, x_test, None, 0)
     for i, alpha in enumerate(RIDGE_ALPHAS):
         ref = make_pipeline(StandardScaler(), Ridge(alpha=alpha)).fit(x, y).predict(x_test)
-        np.testing.assert_allclose(grid[i], ref, rtol=1e-7, atol=1e-8)
+        np.testing.assert_allclose(grid[i].values, ref, rtol=1e-7, atol=1e-8)
 
 
 def test_ridge_grid_multi_output():
     rng = np.random.default_rng(2)
     x, y = rng.normal(size=(50, 8)), rng.normal(size=(50, 6))
-    pred = RidgeGrid(alpha=10.0).fit(x, y).predict(x[:5])
+    pred = RidgeCV((10.0,)).fit(x, y, []).refit(10.0).predict(x[:5])
     ref = make_pipeline(StandardScaler(), Ridge(alpha=10.0)).fit(x, y).predict(x[:5])
     np.testing.assert_allclose(pred, ref, rtol=1e-7)
 

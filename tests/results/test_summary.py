@@ -13,7 +13,7 @@ from ppgbench_pl.errors import PPGBenchError
 from ppgbench_pl.results import summary as summary_module
 from ppgbench_pl.results.fold_entry import fold_entry
 from ppgbench_pl.results.records import RESULTS_FILE, iter_records, job_dir, job_id, model_id, scan_records, write_job
-from ppgbench_pl.results.summary import SummaryBook, fold_rows, summarise, write_summary
+from ppgbench_pl.results.summary import SummaryBook, summarise
 
 
 def record(model, seed, fold, values, base=None, status="ok", task="t-hr", regime="linear"):
@@ -66,7 +66,7 @@ def test_job_records_are_atomic_and_resumable(tmp_path):
     assert (job_dir(tmp_path, jid) / RESULTS_FILE).exists() and not stale.exists()
     assert np.load(tmp_path / "jobs" / jid / "predictions_repeat0.npz")["y_true"].tolist() == [0, 1, 2]
     assert [r["model"] for r in iter_records(tmp_path)] == ["a"]
-    path = write_summary(tmp_path, iter_records(tmp_path))
+    path = SummaryBook.from_records(iter_records(tmp_path)).write(tmp_path, force=True)
     assert list(pd.read_csv(path).columns[:5]) == ["model", "task", "regime", "metric", "mean"]
 
 
@@ -95,7 +95,7 @@ def test_baseline_is_per_rate_and_never_depends_on_record_order():
     assert rows.loc["b", "baseline"] == "constant @125Hz" and rows.loc["b", "view"] == "125Hz"
     assert rows.loc["constant @64Hz", "baseline"] == "" or pd.isna(rows.loc["constant @64Hz", "baseline"])
     assert "constant" not in rows.index
-    folds = fold_rows(recs)
+    folds = SummaryBook.from_records(recs).fold_table()
     assert set(folds.loc[folds["model"] == "constant @125Hz", "value"]) == {1.25, 2.25, 3.25}
 
 

@@ -1,4 +1,4 @@
-"""The reader of untrusted results files, check by check (``results/untrusted.py``, ``strict_json.py``,
+"""The reader of untrusted results files, check by check (``results/untrusted.py``,
 ``plausible.py``), and ``ppgbench export`` refusing to write what the reader would refuse.
 
 Each case changes one thing of a small valid export (:func:`tests.bad_input.hostile_exports.valid_export`) and
@@ -20,8 +20,7 @@ import pytest
 from ppgbench_pl.errors import DataError
 from ppgbench_pl.results.export import export_run
 from ppgbench_pl.results.records import write_job
-from ppgbench_pl.results.strict_json import loads_bounded
-from ppgbench_pl.results.untrusted import read_results_file
+from ppgbench_pl.results.untrusted import loads_bounded, read_results_file
 from tests.bad_input.hostile_exports import valid_export
 
 
