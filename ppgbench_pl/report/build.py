@@ -42,7 +42,7 @@ from ppgbench_pl.report.load import ReportError, RunSet, load_runs
 from ppgbench_pl.report.rules import Rule
 from ppgbench_pl.report.scores import Scores
 from ppgbench_pl.report.sections import ReportOptions, write_csv
-from ppgbench_pl.report.subject_interval import check_interval
+from ppgbench_pl.report.two_level_rows import check_interval
 
 #: Regimes that search hyperparameters with Optuna and can repeat the search (``search_seeds``).
 SEARCHED_REGIMES = ("mlp", "finetune")
@@ -86,14 +86,14 @@ def _details(page: Page, head: findings.Headline, chance: pd.DataFrame, controls
                        text_columns=("ppg_models", "controls", "winners")))
     if opts.overlap_findings is not None:
         overlap_page.draw(page, opts.overlap_findings)
-        overlap_page.append_findings(out / "findings.md", opts.overlap_findings)
+        findings.append_section(out / "findings.md", "Pretraining overlap", opts.overlap_findings.lines)
     if opts.paired_findings is not None:
         effects_page.draw(page, opts.paired_findings, opts.flags)
-        effects_page.append_findings(out / "findings.md", opts.paired_findings)
+        findings.append_section(out / "findings.md", effects_page.TITLE, opts.paired_findings.lines)
     noise = opts.search_noise
     if noise is not None and (not noise.noise.empty or set(SEARCHED_REGIMES) & set(scores.regimes)):
         search_noise.draw(page, noise)
-        search_noise.append_findings(out / "findings.md", noise)
+        findings.append_section(out / "findings.md", "Search noise", noise.lines)
 
 
 def _drawn(page: Page, draw: Callable[[], None]) -> list[str]:

@@ -1,14 +1,6 @@
-"""The report's paired-effects section and the findings under paired tests (issue 19).
+"""The report's paired-effects section (issue 19), added beside the published part, which it leaves as it was.
 
-Kept out of build.py so the published part of the report (tables, bolding, CI-overlap findings) is built
-exactly as before; this module only adds files and a section:
-
-* ``tables/effects.csv``: every comparison of every cell (:mod:`ppgbench_pl.report.effects`): raw and
-  standardised effect, the seed interval, the subject-level interval (corrected t), p and Holm p, MDD and
-  verdict;
-* ``tables/chance_cells_paired.csv``, ``tables/control_cells_paired.csv``: the published status of each
-  cell beside its status under paired tests with Holm and Benjamini-Hochberg, and the MDD;
-* lines appended to ``findings.md`` (printed by ``ppgbench report``) giving both counts.
+Writes ``effects.csv``, the cell tables under paired tests and the trust table, and draws them with their findings.
 """
 
 from __future__ import annotations
@@ -31,6 +23,7 @@ SHOWN = ["regime", "task", "family", "model_a", "model_b", "n_seeds", "n_units",
          "seed_ci_low", "seed_ci_high", "nb_ci_low", "nb_ci_high", "p", "p_holm", "mdd", "mdd_adj", "verdict",
          "calibration"]
 TWO_LEVEL = ["interval", "tl_ci_low", "tl_ci_high"]
+TITLE = "Under paired tests with multiplicity control"
 
 
 @dataclass
@@ -46,33 +39,21 @@ class PairedFindings:
 
 def compute(records: list[dict[str, Any]], chance: pd.DataFrame, controls: pd.DataFrame, out: Path,
             alpha: float, interval: str = "two-level", runs: RunSet | None = None) -> PairedFindings:
-    """Compute the paired effects and verdicts and write their CSVs under ``out/tables``.
-
-    ``interval``: the subject-level interval of the new verdicts, ``two-level`` (default), ``corrected-t`` or
-    ``bootstrap``
-    (:mod:`ppgbench_pl.report.subject_interval`; needs ``runs`` for the prediction files).
-    """
-    from ppgbench_pl.atomic_io import write_text_atomic
+    """The paired effects (with ``interval``, read from ``runs``' predictions) and verdicts, written as CSVs."""
+    from ppgbench_pl.report.folder import write_tables
+    from ppgbench_pl.report.trust import trust_table
+    from ppgbench_pl.report.two_level_rows import bootstrap_effects, two_level_effects
 
     table = effects.effects_table(records, alpha)
     if interval == "two-level" and runs is not None:
-        from ppgbench_pl.report.two_level_rows import two_level_effects
-
         table = two_level_effects(table, runs, alpha)
     if interval == "bootstrap" and runs is not None:
-        from ppgbench_pl.report.subject_interval import bootstrap_effects
-
         table = bootstrap_effects(table, runs, alpha)
     pchance = verdicts.paired_chance(table, chance, alpha)
     pcontrols = verdicts.paired_controls(table, controls, alpha)
     result = PairedFindings(table, pchance, pcontrols, verdicts.count_lines(pchance, pcontrols, alpha))
-    from ppgbench_pl.report.trust import trust_table
-
-    for name, frame in (("effects", table), ("chance_cells_paired", pchance),
-                        ("control_cells_paired", pcontrols), ("trust", trust_table(table)[0])):
-        path = out / "tables" / f"{name}.csv"
-        write_text_atomic(path, frame.to_csv(index=False))
-        result.written.append(path)
+    result.written = write_tables(out, {"effects": table, "chance_cells_paired": pchance,
+                                        "control_cells_paired": pcontrols, "trust": trust_table(table)[0]})
     return result
 
 
@@ -89,21 +70,9 @@ def cd_note(regimes: list[str]) -> str:
             "uncertainty; see the paired effects instead.")
 
 
-def append_findings(findings_md: Path, paired: PairedFindings) -> None:
-    """Add the paired-test counts to ``findings.md`` as bullet lines, after the published ones."""
-    from ppgbench_pl.atomic_io import write_text_atomic
-
-    text = findings_md.read_text(encoding="utf-8").rstrip("\n")
-    block = ["", "## Under paired tests with multiplicity control", "",
-             *[f"- {line}" for line in paired.lines], ""]
-    write_text_atomic(findings_md, text + "\n" + "\n".join(block))
-
-
 def draw(page: Page, paired: PairedFindings, flags: Mapping[tuple[str, str], str] | None = None) -> None:
-    """The findings under both rules (bullets) and the effects section of the page.
-
-    ``flags`` ((task, model) -> pretraining overlap) marks the model names of flagged cells (overlap_marks).
-    """
+    """The findings under paired tests, the trust table and the effects; ``flags`` marks overlapping cells."""
+    from ppgbench_pl.report import trust
     from ppgbench_pl.report.html import table
     from ppgbench_pl.report.overlap_marks import marked
 
@@ -118,8 +87,6 @@ def draw(page: Page, paired: PairedFindings, flags: Mapping[tuple[str, str], str
                  table(paired.controls, "p_cell: Holm over the PPG models of their largest p against the "
                                         "controls; q_bh: Benjamini-Hochberg over the assessable cells.",
                        text_columns=("winners",)))
-    from ppgbench_pl.report import trust
-
     trust.draw(page, paired.effects)
     page.heading("Paired effects (seed interval and subject-level interval)", anchor="effects")
     page.paragraph("diff = a - b over matched seed x fold units; d_z = gain / sd of the differences "

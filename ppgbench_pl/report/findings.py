@@ -17,6 +17,7 @@ A cell is one (task, regime). Both findings use the same switchable :class:`~ppg
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pandas as pd
 
@@ -180,3 +181,13 @@ def headline(chance: pd.DataFrame, controls: pd.DataFrame, rule: Rule) -> Headli
         no_baseline=cells(chance, "no_baseline"),
         undetermined_controls=cells(controls, "undetermined"),
     )
+
+
+def append_section(findings_md: Path, title: str, lines: list[str]) -> None:
+    """Add ``## title`` and ``lines`` as bullets to ``findings.md`` (nothing when there are no lines)."""
+    from ppgbench_pl.atomic_io import write_text_atomic
+
+    if not lines:
+        return
+    text = findings_md.read_text(encoding="utf-8").rstrip("\n")
+    write_text_atomic(findings_md, text + f"\n\n## {title}\n\n" + "\n".join(f"- {x}" for x in lines) + "\n")

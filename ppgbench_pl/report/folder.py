@@ -20,8 +20,12 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ppgbench_pl.report.load import ReportError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: A file every report folder carries: what makes a folder one ppgbench may replace whole.
 MARKER = ".ppgbench-report"
@@ -145,3 +149,13 @@ def staged(output_dir: str | Path) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         raise
+
+
+def write_tables(out: Path, frames: dict[str, pd.DataFrame]) -> list[Path]:
+    """Write each frame as ``out/tables/<name>.csv`` (atomically); return the paths."""
+    from ppgbench_pl.atomic_io import write_text_atomic
+
+    paths = [out / "tables" / f"{name}.csv" for name in frames]
+    for path, frame in zip(paths, frames.values(), strict=True):
+        write_text_atomic(path, frame.to_csv(index=False))
+    return paths

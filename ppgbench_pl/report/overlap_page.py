@@ -1,10 +1,7 @@
 """The findings beside the pretraining-overlap flags: how many scores are flagged, and the findings without them.
 
-A score whose model was pretrained on the test dataset (``direct``) or on its source (``source``) may be
-inflated, so a reader needs both: the headline counts as published, and the same counts recomputed from
-the records that are not flagged. ``unknown`` scores are counted but kept (leaving them out would drop
-every user model that declares nothing). Writes ``tables/overlap_cells.csv`` (every flagged or unknown
-score) and adds its lines to ``findings.md``, which ``ppgbench report`` prints.
+Flagged (``direct``, ``source``) scores may be inflated; ``unknown`` ones are counted but kept. Writes
+``tables/overlap_cells.csv`` and the lines for ``findings.md``.
 """
 
 from __future__ import annotations
@@ -65,7 +62,7 @@ def _lines(counts: dict[str, int], n_scores: int, clean: findings.Headline | Non
 
 def compute(scores: Scores, records: list[dict[str, Any]], rule: Rule, out: Path) -> OverlapFindings:
     """Count the flags, recompute the headline from the unflagged records, write ``overlap_cells.csv``."""
-    from ppgbench_pl.atomic_io import write_text_atomic
+    from ppgbench_pl.report.folder import write_tables
 
     cells = _scores_by_flag(scores)
     counts = {str(k): int(v) for k, v in cells["pretraining_overlap"].value_counts().items()}
@@ -78,20 +75,8 @@ def compute(scores: Scores, records: list[dict[str, Any]], rule: Rule, out: Path
             clean = findings.headline(findings.chance_cells(clean_scores, rule),
                                       findings.control_cells(clean_scores, rule), rule)
     n_kept = n_scores - sum(counts.get(v, 0) for v in FLAGGED)
-    result = OverlapFindings(counts, n_scores, cells, clean, _lines(counts, n_scores, clean, n_kept))
-    path = out / "tables" / "overlap_cells.csv"
-    write_text_atomic(path, cells.to_csv(index=False))
-    result.written.append(path)
-    return result
-
-
-def append_findings(findings_md: Path, result: OverlapFindings) -> None:
-    """Add the overlap counts (and the findings without flagged scores) to ``findings.md`` as bullets."""
-    from ppgbench_pl.atomic_io import write_text_atomic
-
-    text = findings_md.read_text(encoding="utf-8").rstrip("\n")
-    block = ["", "## Pretraining overlap", "", *[f"- {line}" for line in result.lines], ""]
-    write_text_atomic(findings_md, text + "\n" + "\n".join(block))
+    return OverlapFindings(counts, n_scores, cells, clean, _lines(counts, n_scores, clean, n_kept),
+                           write_tables(out, {"overlap_cells": cells}))
 
 
 def draw(page: Page, result: OverlapFindings) -> None:
