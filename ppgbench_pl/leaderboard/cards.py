@@ -1,9 +1,6 @@
 """Each model's card on the leaderboard: what it was pretrained on, its paper, licences, size and origin.
 
-A model that was exported carries its card in the file (``model_card``), and that card is shown as sent:
-the reader of a submission sees what its author declared. A model of a run folder, or a control that came
-with an exported file, gets the card :func:`ppgbench_pl.results.export.model_card` gives (the catalog's,
-else what its records declare). The constant baselines have no card.
+An exported model's card is shown as sent; others get :func:`ppgbench_pl.results.export.model_card`'s.
 """
 
 from __future__ import annotations

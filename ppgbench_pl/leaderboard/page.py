@@ -1,10 +1,6 @@
-"""The leaderboard page: one table per regime (models as rows, tasks as columns), filters, model cards.
+"""The leaderboard page: one sortable, filterable table per regime (models as rows, tasks as columns), model cards.
 
-Every cell is written as the report writes it (``mean ± CI`` with the metric's digits, bold for the best
-mean and every model whose CI overlaps it, ``‡``/``§`` for a pretraining overlap, ``[S×F]`` for a cell
-made of other seeds or folds than its table's), the unit and direction are in the column header, and a
-task with no model meaningfully better than its constant baseline carries the report's ``†``. The numbers
-the script sorts by are in ``data-value``; the page is one file with its style and script inline.
+Cells are written as the report writes them; sort keys are in ``data-value``; style and script are inline.
 """
 
 from __future__ import annotations

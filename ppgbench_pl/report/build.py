@@ -1,20 +1,7 @@
-"""Build the whole report from run folders: tables, findings, analyses, comparisons, figures, index.html.
+"""Build the whole report from run folders: tables, findings, analyses, comparisons, figures, ``index.html``.
 
-Output layout (``<output>/``)::
-
-    index.html                        everything below, readable offline
-    findings.md                       the headline findings and the cells behind them
-    tables/main_<regime>.csv|md|tex   the main tables; main_cells.csv holds their numbers and flags
-    tables/chance_cells.csv, control_cells.csv, aggregation_frequency.csv, rescoring.csv,
-    tables/edge_pressure.csv, parameters.csv, paired.csv, ranking.csv (+ per-job detail CSVs)
-    figures/regime_comparison.png|svg, figures/cd_<regime>.png|svg
-    protocol.md                       the protocol the numbers follow (a copy of ppgbench_pl/docs/protocol.md)
-    references.bib, methods.tex       what to cite, and the sentence citing it (names LaTeX-escaped)
-
-The folder is all of one report: it is built beside ``<output>`` and swapped into place when complete
-(:mod:`ppgbench_pl.report.folder`), so a reader never sees half of a new report over an old one. The page
-reads top down: a title and first paragraph saying whether the run is the published protocol, what the
-report is made of, the headline findings, the main tables, then the findings in detail and the analyses.
+The layout of the folder is in docs/report.md; it is built beside ``<output>`` and swapped in whole
+(:mod:`.folder`). The page reads top down: what the run is, the headline findings, the main tables, details.
 """
 
 from __future__ import annotations
@@ -53,7 +40,7 @@ def _cells_list(cells: list[tuple[str, str]]) -> str:
 
 
 def _summary(page: Page, head: findings.Headline, out: Path, runs: RunSet) -> None:
-    """The headline findings (the page's summary, shown before the main tables) and ``findings.md``."""
+    """The headline findings (shown before the main tables) and ``findings.md``."""
     lines = head.lines()
     versions = page_top.code_version_line(runs)
     if versions:
@@ -107,11 +94,7 @@ def _drawn(page: Page, draw: Callable[[], None]) -> list[str]:
 
 
 def _check_pairs(scores: Scores, pairs: Sequence[tuple[str, str]] | None) -> None:
-    """Refuse ``--compare`` pairs naming a model these runs lack, rather than report an empty comparison.
-
-    Raises:
-        ReportError: A pair names a model that is neither in the runs nor the constant baseline present.
-    """
+    """Refuse ``--compare`` pairs naming a model these runs lack, rather than report an empty comparison."""
     known = set(scores.models) | ({BASELINE_MODEL} if any(is_baseline(m) for m in scores.models) else set())
     unknown = sorted({m for pair in pairs or () for m in pair} - known)
     if unknown:
@@ -123,8 +106,7 @@ def _write_page(out: Path, runs: RunSet, scores: Scores, rule: Rule, head: findi
                 chance: pd.DataFrame, controls: pd.DataFrame, opts: ReportOptions) -> Path:
     """Draw every section and write ``index.html``; return its path.
 
-    The tables, comparisons and analyses are drawn before the header and findings but shown after them:
-    the analyses read the predictions and note the missing or corrupt files the findings then report.
+    The analyses are drawn first but shown last: they note the missing prediction files the header reports.
     """
     cells = tables.main_cells(scores, rule, chance)
     title, warning = page_top.off_protocol(cells)
@@ -154,21 +136,15 @@ def build_report(run_dirs: Sequence[str | Path], output_dir: str | Path, rule: s
     """Write the report of one or more run folders and return the path of its ``index.html``.
 
     Args:
-        run_dirs: Run folders, partial or complete; several combine (first wins on conflicts).
-        output_dir: Report folder: created, or replaced whole when it holds an older report (a folder of
-            other files is refused).
+        run_dirs: Run folders or exported files; several combine (first wins on conflicts).
+        output_dir: Report folder: created, or replaced whole when it holds an older report.
         rule: "Meaningfully better" rule for chance and controls (``ci``, ``paired``, ``mean``).
         alpha: Level of the paired rule and of the Nemenyi critical difference.
         ci_unit: ``seed`` (published) or ``fold``.
         pairs: Model pairs to compare (default: each tested model vs each control).
         parameters: Optional parameter-count file for Table 7.
-        warn: Called with one line per file that was skipped (unreadable record, missing or corrupt
-            predictions); the same lines are listed on the page.
-        subject_interval: ``two-level`` (default), ``corrected-t`` or ``bootstrap``: the subject-level interval and p of
-            the paired effects and verdicts (:mod:`ppgbench_pl.report.subject_interval`).
-
-    Returns:
-        The path of ``index.html``.
+        warn: Called with one line per file that was skipped (also listed on the page).
+        subject_interval: ``two-level`` (default), ``corrected-t`` or ``bootstrap``: the paired effects' interval.
 
     Raises:
         ReportError: No usable records, an unknown rule or CI unit, a bad parameter file, or a report

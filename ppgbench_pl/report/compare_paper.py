@@ -1,10 +1,7 @@
-"""``ppgbench compare``'s table for a paper: what was measured, in which unit and direction, and a word per cell.
+"""``ppgbench compare``'s table for a paper: metric, unit, direction, both means and the verdict in words (issue 32).
 
-Why: ``diff`` is a - b in the metric's own sign, so +0.16 MAE is worse and +0.029 accuracy better; a reader
-of a paper needs the metric, its unit and direction, both means and the verdict in words (issue 32). Every
-number of a row is rounded to the precision of its subject-level interval (two significant digits of the
-half-width), so no digit is printed that the interval does not support. The same frame is printed by the
-command and written as ``compare.tex`` (booktabs; user strings escaped by :func:`report.tables.to_latex`).
+Every number of a row is rounded to two significant digits of its interval's half-width; written as
+``compare.tex`` by :func:`.tables.to_latex`.
 """
 
 from __future__ import annotations

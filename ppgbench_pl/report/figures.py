@@ -1,7 +1,6 @@
-"""Figures, each written as PNG (for the page) and SVG (for papers): the regime comparison and CD plots.
+"""Figures as PNG (for the page) and SVG (for papers): the regime comparison and the CD diagrams.
 
-Figures are built on :class:`matplotlib.figure.Figure` directly, never through ``pyplot``, so no GUI
-backend or global state is involved (``MPLBACKEND=Agg`` or not) and figures are freed when dropped.
+Built on :class:`matplotlib.figure.Figure`, never ``pyplot``: no GUI backend or global state.
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
 """A report folder is all of one report or untouched: built beside its target, then swapped into place.
 
-``ppgbench report`` writes every file into a hidden staging folder next to ``--output``
-(``.<name>.building-<random>``) and, once the last file is written, exchanges it with the target in one
-rename (Linux ``renameat2(RENAME_EXCHANGE)``; elsewhere two renames, between which the target is briefly
-absent, never mixed). A reader, or the same command run again, sees the old report or the new one. A build
-killed half-way leaves the old report as it was and a staging folder that the next build removes (its lock
-is free once its holder is dead).
-
-A target that holds files no report writes is refused: the swap would remove them.
+Built in ``.<name>.building-<random>`` and exchanged with the target in one rename (Linux renameat2; elsewhere
+two renames); a killed build's staging folder is removed by the next. A folder of other files is refused.
 """
 
 from __future__ import annotations
@@ -45,11 +39,7 @@ def is_report(folder: Path) -> bool:
 
 
 def _target(output_dir: str | Path) -> Path:
-    """The absolute target, refused up front when the swap could not or must not replace it.
-
-    Raises:
-        ReportError: The path is a file, the current folder (or holds it), or a folder of other files.
-    """
+    """The absolute target, refused up front if it is a file, the current folder (or above it), or not a report."""
     out = Path(output_dir).absolute()
     if out.is_symlink():
         out = out.resolve()  # replace the folder it points to; the link stays
@@ -124,11 +114,8 @@ def remove_stale(target: Path) -> list[Path]:
 def staged(output_dir: str | Path) -> Iterator[Path]:
     """Yield a fresh folder to build the report in; on success it replaces ``output_dir`` whole.
 
-    On any exception (or a kill) the target is left as it was and the staging folder is removed (or, after
-    a kill, by the next build).
-
-    Raises:
-        ReportError: The target is a file, the current folder, a folder of other files, or cannot be made.
+    On any exception (or a kill) the target is left as it was; the staging folder is removed (after a kill,
+    by the next build).
     """
     from ppgbench_pl.atomic_io import dir_mode
     from ppgbench_pl.locks import file_lock

@@ -1,7 +1,6 @@
 """A self-contained HTML page: inline CSS, no scripts, no web fonts, figures as relative image files.
 
-The page opens from disk with no network (file://), and every image it shows lives next to it, so the
-report folder can be zipped, mailed or attached to a paper's supplement as it is.
+The page opens offline from disk, so the report folder can be zipped or attached to a paper as it is.
 """
 
 from __future__ import annotations
@@ -68,13 +67,7 @@ def table(frame: pd.DataFrame, caption: str = "", raw: Sequence[str] = (),
 
 
 class Page:
-    """An HTML document built section by section.
-
-    Args:
-        title: The page title and heading.
-        root: The folder the page is written to; image paths are made relative to it.
-
-    """
+    """An HTML document built section by section; image and link paths are relative to ``root``."""
 
     def __init__(self, title: str, root: Path) -> None:
         """Start the page with its heading."""

@@ -1,9 +1,4 @@
-"""How a metric is named in a table header or an axis label: name, unit, direction (``MAE (bpm) ↓``).
-
-The unit comes from the task's declaration (``ppgbench list tasks``: bpm, years, mmHg, ...); metrics
-without a unit (balanced accuracies) show none. Unknown tasks (records of a task no longer declared)
-fall back to the metric's name.
-"""
+"""How a metric is named in a table header or an axis label: name, unit (from the task), direction."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""The marks the tables put after a score whose model may have seen the test data (cards/overlap.py).
-
-A symbol per ``pretraining_overlap`` value, and the legend a caption gives for the ones its table shows.
-Kept apart from :mod:`.overlap_page` (which recomputes the findings) so the table code imports only this.
-"""
+"""The marks the tables put after a score whose model may have seen the test data (cards/overlap.py)."""
 
 from __future__ import annotations
 
@@ -12,8 +8,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import pandas as pd
 
-#: The marks of the cells; ``none`` has none, and ``unknown`` is said once per table (caption), not per cell,
-#: since a model that declares nothing would otherwise mark every cell it has.
+#: The marks of the cells; ``unknown`` is said once per table (caption), not per cell.
 MARKS = {"direct": "‡", "source": "§"}
 LEGEND = {
     "direct": "pretrained on this dataset",
@@ -56,9 +51,7 @@ def marked(frame: pd.DataFrame, flags: Mapping[tuple[str, str], str],
            caption: str = "") -> tuple[pd.DataFrame, str]:
     """A table's page copy whose model names carry their cell's mark, and the caption with the legend.
 
-    For the tables beside the main ones (near chance, rescoring, paired comparisons, effects): each
-    ``model``/``best_model``/``model_a``/``model_b``/``better`` of a row is marked by its (task, model) flag. The CSV
-    files keep the plain names; ``tables/overlap_cells.csv`` and ``main_cells.csv`` hold the flags.
+    The CSV files keep the plain names; ``overlap_cells.csv`` and ``main_cells.csv`` hold the flags.
     """
     columns = [c for c in MODEL_COLUMNS if c in frame.columns]
     if frame.empty or "task" not in frame.columns or not columns:

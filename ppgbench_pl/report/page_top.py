@@ -1,8 +1,6 @@
 """The top of the report page: a title and first paragraph that say what kind of run this is, then the facts.
 
-A smoke run, or one off the published protocol, says so in the page title and in its first paragraph
-(not only in a table caption further down), so nobody reads its numbers as published ones. Jobs recorded
-as not evaluable (one class in a fold's test set, ...) are counted as such, never as failed.
+A smoke or off-protocol run says so in the title and first paragraph, so nobody reads its numbers as published.
 """
 
 from __future__ import annotations
@@ -26,11 +24,7 @@ NOT_EVALUABLE = "not_evaluable"
 
 
 def off_protocol(cells: pd.DataFrame) -> tuple[str, str]:
-    """(title, warning) of a report: the warning is '' and the title plain when every score is published.
-
-    ``SMOKE`` when any score was made with the smoke budget, else ``NOT THE PUBLISHED PROTOCOL`` when any
-    was made with another budget or a switched setting (its ``deviations``).
-    """
+    """(title, warning) of a report: ``SMOKE`` or ``NOT THE PUBLISHED PROTOCOL`` when any score is off it."""
     if cells.empty:
         return TITLE, ""
     scores = cells[~cells["model"].map(is_baseline)]

@@ -1,7 +1,6 @@
 """The body of the report page: the main tables, the comparisons between models, the paper's analyses.
 
-Each section writes its CSVs and figures into the report folder (every file name built from a regime name
-goes through :func:`~ppgbench_pl.report.filenames.safe_stem`) and draws itself on the page.
+Each section writes its CSVs and figures (file names from regime names through :func:`.filenames.safe_stem`).
 """
 
 from __future__ import annotations
@@ -33,16 +32,7 @@ from ppgbench_pl.report.scores import Scores
 
 @dataclass
 class ReportOptions:
-    """Choices that change what the report says.
-
-    Args:
-        rule: "Meaningfully better" rule: ``ci`` (default), ``paired`` or ``mean``.
-        alpha: Significance level of the ``paired`` rule and of the Nemenyi CD.
-        ci_unit: ``seed`` (published) or ``fold``, as in summary.csv.
-        pairs: Model pairs for paired comparisons (default: each tested model vs each control).
-        parameters: Optional parameter-count file (CSV or JSON) for Table 7.
-
-    """
+    """Choices that change what the report says (:func:`~ppgbench_pl.report.build.build_report`), and its parts."""
 
     rule: str = "ci"
     alpha: float = 0.05
@@ -159,11 +149,7 @@ def comparisons(page: Page, scores: Scores, out: Path, opts: ReportOptions) -> N
 
 
 def paired_note(paired: pd.DataFrame, unit: str) -> str:
-    """What the paired comparisons are; the Wilcoxon floor only where a test was made and the floor bites.
-
-    The smallest two-sided exact Wilcoxon p over n pairs is 2 / 2^n (0.0625 with 5 seeds); with one unit
-    per comparison there is no test at all, and the note says so instead.
-    """
+    """What the paired comparisons are; the Wilcoxon floor (2 / 2^n) only where a test was made and it bites."""
     if paired.empty:
         return ""
     tested = paired.loc[pd.to_numeric(paired["t_pvalue"], errors="coerce").notna(), "n_pairs"]

@@ -1,18 +1,7 @@
-"""The main tables: per regime, tasks as rows and models as columns, mean ± Student-t 95% CI per cell.
+"""The main tables: per regime, tasks x models, mean ± Student-t 95% CI per cell (protocol.md section 10).
 
-The best mean of a row and every model whose CI overlaps it are bold (protocol.md section 10). A task
-whose row has no model meaningfully better than its constant baseline
-(:mod:`ppgbench_pl.report.rules`) carries a dagger; ``?`` marks a row that could not be judged (one
-seed). A cell that was not run, or not finished, is shown as an en dash. Written as CSV (wide text,
-``*`` after a bold cell, plus a long CSV of the numbers and flags), Markdown and LaTeX (booktabs).
-
-What each cell is made of: the caption gives the table's usual seeds x folds; a cell made of other
-seeds or folds than that shows ``[S×F]`` with its own counts. Flags, after the counts: ``s`` the cell's
-(seed, fold) pairs differ from those of the other models in its row, or not every seed has the same
-folds; ``v`` its jobs were made by more than one code version; ``b`` by more than one backend (for
-example cuML and scikit-learn random forests); ``d`` it ran with a setting off the published protocol
-(its ``deviations``: ``refit=True``, a user callback), which the caption names. The caption names the
-backend(s) that made the table.
+Bold, the ``†``/``?`` row markers, ``[S×F]`` and the ``s v b d`` flags are explained in docs/report.md and in
+each caption. Written as CSV (``*`` after a bold cell; ``main_cells.csv`` the numbers), Markdown and LaTeX.
 """
 
 from __future__ import annotations
@@ -55,7 +44,7 @@ def _distinct(values: pd.Series) -> list[str]:
 
 
 def cell_facts(scores: Scores, task: str, regime: str) -> dict[str, dict[str, str]]:
-    """Per model of a cell: its grid (``S×F``), flags, code versions and backends (see module docstring)."""
+    """Per model of a cell: its grid (``S×F``), flags, code versions and backends."""
     runs = {s.model: scores.runs(task, regime, s.model) for s in scores.cell(task, regime)}
     pairs = {m: set(zip(part["seed"], part["fold"], strict=True)) for m, part in runs.items()}
     row = set().union(*(p for m, p in pairs.items() if not is_baseline(m))) if pairs else set()
@@ -89,10 +78,8 @@ RF_MULTI_OUTPUT = "sklearn (multi-output, as published)"
 def backend_text(cells: pd.DataFrame, regime: str) -> str:
     """``sklearn`` or ``cuml (P), sklearn (prv)``: which backend made the table's numbers.
 
-    In a random-forest table scikit-learn reads ``sklearn (not the published cuML)``: its exact splits give
-    other numbers than the published cuML forests. A multi-output task (ECSMP emotion) is the exception:
-    the published protocol fits it with scikit-learn too (cuML forests take one target), so it reads
-    ``sklearn (multi-output, as published)``.
+    A random-forest table labels scikit-learn as not the published cuML, except on a multi-output task,
+    which the published protocol fits with scikit-learn too.
     """
     from ppgbench_pl.data.registry import TASKS
     from ppgbench_pl.probes.backends import forest_backend_for
@@ -159,20 +146,7 @@ def main_cells(scores: Scores, rule: Rule, chance: pd.DataFrame) -> pd.DataFrame
 
 def wide_table(cells: pd.DataFrame, regime: str, models: list[str], tasks: list[str],
                bold: Callable[[str], str], marker: Callable[[str], str]) -> pd.DataFrame:
-    """Tasks x models text table for one regime.
-
-    Args:
-        cells: :func:`main_cells` output.
-        regime: The regime shown.
-        models: Column order.
-        tasks: Row order.
-        bold: Wraps a bold cell's text in the output format's markup.
-        marker: Turns a row marker (``†`` or ``?``) into the output format's markup.
-
-    Returns:
-        A frame with columns ``task``, ``metric`` and one per model (missing cells are an en dash).
-
-    """
+    """Tasks x models text table of one regime; ``bold`` and ``marker`` give the output format's markup."""
     part = cells[cells["regime"] == regime]
     usual = usual_grid(cells, regime)
     rows = []

@@ -1,23 +1,8 @@
 """The headline findings under paired tests with multiplicity control, beside the published counts.
 
-The published counts (CI-overlap rule, :mod:`ppgbench_pl.report.findings`) stay as they are. Here the same
-two findings are decided from the paired effects of :mod:`ppgbench_pl.report.effects` (the two-level test
-where the report could build it, :mod:`ppgbench_pl.report.two_level_rows`, else the corrected t):
-
-* **Above chance** in a cell when some model beats its constant baseline. The cell's p-value is the
-  smallest Holm-adjusted p (family ``baseline`` of the cell: every model against its constant) among the
-  models with a positive gain, which tests "no model beats the baseline" at the family-wise level within
-  the cell. Benjamini-Hochberg over all cells of the report (the family of the finding: every task x
-  regime cell, 68 in the full benchmark) gives ``q``; the cell is ``above_chance`` when q < alpha,
-  ``below_baseline`` when no model beats the constant and every model is significantly worse than it
-  (Holm within the cell), else ``near_chance`` (with the MDD of its best model beside it) or
-  ``undetermined`` (no test possible, or a model with a positive or unknown gain has no p-value: it cannot
-  be ruled out, so the cell is not called near chance; p = 1 stands in only when every model has a gain
-  and none is positive).
-* **Controls beaten** when a PPG-specific model beats every PRV/MOMENT control present. Per model the
-  p-value is the largest of its raw p-values against the controls, all gains positive (an
-  intersection-union test: it needs no correction across the controls); Holm over the PPG models of the
-  cell, the smallest adjusted p is the cell's, and Benjamini-Hochberg over the assessable cells gives q.
+Near chance: the cell's p is the smallest Holm-adjusted p of its models with a positive gain against their
+constant, Benjamini-Hochberg over the cells. Controls: per model the largest p against the controls
+(intersection-union), Holm over the cell's models, BH over the cells (docs/statistics.md, "Multiplicity").
 """
 
 from __future__ import annotations
@@ -74,13 +59,9 @@ def mdd_at(row: Any, level: float) -> float:
 
 
 def planned(best: Any, level: float = ALPHA) -> tuple[float, float]:
-    """The planners for the best model of a cell: seeds, or subjects, that would detect its observed gain.
+    """Seeds, or subjects, that would detect the best model's observed gain with 80 % power at ``level``.
 
-    With 80 % power at the corrected ``level`` the verdict is taken at (issue 31): the two-level planners
-    (:func:`~ppgbench_pl.results.two_level.seeds_for`, ``subjects_for``) where the row used that test, else
-    the corrected t's (:func:`~ppgbench_pl.results.inference.seeds_needed` with the cell's folds per seed,
-    ``subjects_needed``); NaN when the gain is not positive, when no number of seeds can (the subject
-    floor) or nothing is known.
+    By the test the row used (two-level or corrected t); NaN when the gain is not positive or none can.
     """
     if best is None or not best["gain"] > 0 or not math.isfinite(float(best["sd_diff"])):
         return math.nan, math.nan
