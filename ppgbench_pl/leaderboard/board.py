@@ -15,7 +15,6 @@ import pandas as pd
 
 from ppgbench_pl.naming import is_baseline
 from ppgbench_pl.report import findings, tables
-from ppgbench_pl.report.labels import metric_label
 from ppgbench_pl.report.load import RunSet, is_control, load_runs, record_id
 from ppgbench_pl.report.rules import Rule
 from ppgbench_pl.report.scores import Scores
@@ -104,7 +103,7 @@ def _columns(scores: Scores, cells: pd.DataFrame, regime: str) -> list[Column]:
             continue
         dataset, tier = _task_facts(task)
         metric = str(rows.iloc[0]["metric"])
-        out.append(Column(task, dataset, tier, metric, metric_label(metric, task),
+        out.append(Column(task, dataset, tier, metric, tables.metric_label(metric, task),
                           bool(scores.higher_is_better.get(task, metric != "mae")),
                           str(rows.iloc[0]["row_status"])))
     return out

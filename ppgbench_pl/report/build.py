@@ -13,15 +13,14 @@ import pandas as pd
 
 from ppgbench_pl.naming import BASELINE_MODEL, is_baseline
 from ppgbench_pl.report import (
-    effects_page,
     findings,
     overlap_marks,
-    overlap_page,
     page_top,
     references,
     search_noise,
     sections,
     tables,
+    verdicts,
 )
 from ppgbench_pl.report.folder import staged
 from ppgbench_pl.report.html import Page, table
@@ -72,11 +71,11 @@ def _details(page: Page, head: findings.Headline, chance: pd.DataFrame, controls
                  table(controls, "Controls present per cell and the PPG-specific models beating all of them.",
                        text_columns=("ppg_models", "controls", "winners")))
     if opts.overlap_findings is not None:
-        overlap_page.draw(page, opts.overlap_findings)
+        overlap_marks.draw(page, opts.overlap_findings)
         findings.append_section(out / "findings.md", "Pretraining overlap", opts.overlap_findings.lines)
     if opts.paired_findings is not None:
-        effects_page.draw(page, opts.paired_findings, opts.flags)
-        findings.append_section(out / "findings.md", effects_page.TITLE, opts.paired_findings.lines)
+        verdicts.draw(page, opts.paired_findings, opts.flags)
+        findings.append_section(out / "findings.md", verdicts.TITLE, opts.paired_findings.lines)
     noise = opts.search_noise
     if noise is not None and (not noise.noise.empty or set(SEARCHED_REGIMES) & set(scores.regimes)):
         search_noise.draw(page, noise)
@@ -165,11 +164,11 @@ def build_report(run_dirs: Sequence[str | Path], output_dir: str | Path, rule: s
         write_csv(chance, out / "tables" / "chance_cells.csv", opts)
         write_csv(controls, out / "tables" / "control_cells.csv", opts)
         head = findings.headline(chance, controls, the_rule)
-        opts.paired_findings = effects_page.compute(runs.records, chance, controls, out, alpha, subject_interval,
+        opts.paired_findings = verdicts.compute(runs.records, chance, controls, out, alpha, subject_interval,
                                                     runs)
         opts.search_noise = search_noise.compute(runs.records, out, alpha, ci_unit)
         opts.written += opts.paired_findings.written + opts.search_noise.written
-        opts.overlap_findings = overlap_page.compute(scores, runs.records, the_rule, out)
+        opts.overlap_findings = overlap_marks.compute(scores, runs.records, the_rule, out)
         opts.citations = references.write(out, runs.records)
         opts.written += opts.overlap_findings.written + opts.citations.written
         _write_page(out, runs, scores, the_rule, head, chance, controls, opts)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ppgbench_pl.report.labels import unit_of
+from ppgbench_pl.report.tables import to_latex, unit_of
 from ppgbench_pl.results.fold_entry import task_facts
 
 WORDS = {"win": "A better", "loss": "A worse", "tie": "no detectable difference",
@@ -57,7 +57,6 @@ def paper_table(table: pd.DataFrame) -> pd.DataFrame:
 def write_latex(table: pd.DataFrame, caption: str, path: Path) -> Path:
     """``compare.tex``: the paper table as a booktabs table float, written atomically."""
     from ppgbench_pl.atomic_io import write_text_atomic
-    from ppgbench_pl.report.tables import to_latex
 
     write_text_atomic(path, to_latex(paper_table(table), caption))
     return path

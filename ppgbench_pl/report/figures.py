@@ -13,8 +13,8 @@ import numpy as np
 
 from ppgbench_pl.naming import is_baseline
 from ppgbench_pl.report.compare import Ranking
-from ppgbench_pl.report.labels import metric_label
 from ppgbench_pl.report.scores import Scores
+from ppgbench_pl.report.tables import metric_label
 
 if TYPE_CHECKING:  # matplotlib is imported only when a figure is drawn (the report command starts fast)
     from matplotlib.figure import Figure

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ppgbench_pl.report.tables import MISSING
-
+#: What a table shows for a cell that was not run or a value that is unknown.
+MISSING = "–"
 CSS = """
 body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, Helvetica, Arial, sans-serif;
        margin: 2rem auto; max-width: 78rem; padding: 0 1.5rem; color: #1b1b1b; line-height: 1.45; }

@@ -18,10 +18,6 @@ from ppgbench_pl.naming import is_baseline
 from ppgbench_pl.results.fold_entry import code_label, fold_entry
 from ppgbench_pl.results.records import RESULTS_FILE, RecordScan, job_id, scan_records
 
-__all__ = ["CONTROL_MODELS", "LEGACY_CONTROLS", "REGIME_ORDER", "RENAMED_CONTROLS", "ReportError", "RunSet",
-           "check_protocols", "is_control", "load_runs", "order_models", "order_regimes", "order_tasks", "record_id",
-           "skipped_tasks"]
-
 CONTROL_MODELS = ("prv_neurokit2", "prv_published", "moment_small", "constant")
 #: The current name of each control name of older run folders (the NeuroKit2 PRV was called ``prv``).
 RENAMED_CONTROLS = {"prv": "prv_neurokit2"}
@@ -71,8 +67,7 @@ class RunSet:
     @property
     def models(self) -> list[str]:
         """Models with completed records, PPG-specific models first, then the controls in fixed order."""
-        names = {r["model"] for r in self.records}
-        return order_models(names)
+        return order_models({r["model"] for r in self.records})
 
     def job_folder(self, record: dict[str, Any]) -> Path:
         """Return the folder holding a record's prediction files (the file, for a job read from an export)."""
@@ -308,43 +303,37 @@ def load_runs(run_dirs: Sequence[str | Path]) -> RunSet:
     """
     if not run_dirs:
         raise ReportError("no run folder given")
+    dirs = [Path(d) for d in run_dirs]
+    runs = RunSet([], [], {}, dirs)
     ok: dict[str, dict[str, Any]] = {}
     failed: dict[str, dict[str, Any]] = {}
-    sources: dict[str, Path] = {}
-    conflicts: list[str] = []
-    problems: list[str] = []
-    planned: set[str] = set()
-    parameters: dict[str, dict[str, int]] = {}
     run_codes: set[str] = set()
     carried: dict[Path, dict[str, Any]] = {}  # exported file (format version 2) -> its predictions
-    documents: dict[Path, dict[str, Any]] = {}
-    dirs = [Path(d) for d in run_dirs]
     protocols: list[tuple[Path, dict[str, str]]] = []
     for run_dir in dirs:
         meta, scan, protocol = read_input(run_dir)
         protocols.append((run_dir, protocol))
-        problems += scan.problems
+        runs.problems += scan.problems
         if not scan.records:
             detail = f" ({len(scan.problems)} unreadable: {scan.problems[0]})" if scan.problems else ""
             raise ReportError(f"{run_dir}: no job records (expected jobs/<id>/{RESULTS_FILE}){detail}; "
                               "is this a ppgbench run folder, and has a job finished?")
-        planned |= {str(j) for j in meta.get("planned_jobs") or []}
+        runs.planned |= {str(j) for j in meta.get("planned_jobs") or []}
         run_codes |= {code_label(c) for c in meta.get("code_versions") or [] if code_label(c)}
         for model, counts in read_parameters(meta, run_dir / "run.json").items():
-            parameters.setdefault(model, counts)
+            runs.parameters.setdefault(model, counts)
         if run_dir.is_file():
-            documents[run_dir] = meta["document"]
+            runs.documents[run_dir] = meta["document"]
             carried.update({run_dir: meta["predictions"]} if meta["predictions"] is not None else {})
-        _merge(scan, run_dir, (ok, failed, sources), conflicts)
+        _merge(scan, run_dir, (ok, failed, runs.sources), runs.conflicts)
     if not ok:
         raise ReportError(f"no completed jobs in {', '.join(map(str, dirs))} ({len(failed)} failed)")
     check_protocols(protocols)
-    return RunSet(
-        records=[ok[k] for k in sorted(ok)],
-        failed=[failed[k] for k in sorted(failed) if k not in ok],
-        sources=sources, run_dirs=dirs, conflicts=conflicts, planned=planned, parameters=parameters,
-        problems=problems, run_code_versions=sorted(run_codes), documents=documents,
-        packed={j: carried[f].get(j) or {} for j, f in sources.items() if f in carried}, prediction_problems=[
-            f"{d}: an exported results file of format version 1 carries no predictions; its jobs are left "
-            "out of Table 4 (export the run again for a file that carries them)"
-            for d in dirs if d.is_file() and d not in carried])
+    runs.records = [ok[k] for k in sorted(ok)]
+    runs.failed = [failed[k] for k in sorted(failed) if k not in ok]
+    runs.run_code_versions = sorted(run_codes)
+    runs.packed = {j: carried[f].get(j) or {} for j, f in runs.sources.items() if f in carried}
+    runs.prediction_problems = [
+        f"{d}: an exported results file of format version 1 carries no predictions; its jobs are left out of Table 4 "
+        "(export the run again for a file that carries them)" for d in dirs if d.is_file() and d not in carried]
+    return runs

@@ -12,16 +12,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ppgbench_pl.results.fold_entry import task_facts
+from ppgbench_pl.cards.overlap import dataset_of
 from ppgbench_pl.results.inference import ALPHA, one_sided_p, stouffer, z_score
 
 META_COLUMNS = ["regime", "model_a", "model_b", "n_datasets", "n_cells", "datasets", "weights", "z", "p_one_sided",
                 "d_z", "verdict"]
-
-
-def dataset_of(task: str) -> str:
-    """The dataset of a task (its registry entry, else the name's first part)."""
-    return task_facts(task)[0] or task.split("-", 1)[0]
 
 
 def _combine(part: pd.DataFrame, alpha: float) -> dict[str, Any]:

@@ -95,15 +95,13 @@ def header(page: Page, runs: RunSet, scores: Scores, warning: str, ci_unit: str)
     versions = code_version_line(runs)
     if versions:
         page.paragraph(versions, "warning")
-    if runs.skipped:
-        page.details(f"{len(runs.skipped)} files were skipped (unreadable or missing)",
-                     "<ul>" + "".join(f"<li>{html.escape(p)}</li>" for p in runs.skipped) + "</ul>")
-    if tasks := skipped_tasks(runs.run_dirs):
-        page.details(f"{len(tasks)} tasks were skipped: they cannot be evaluated from the data there was",
-                     "<ul>" + "".join(f"<li>{html.escape(f'{t}: {why}')}</li>" for t, why in tasks.items()) + "</ul>")
-    if runs.conflicts:
-        page.details(f"{len(runs.conflicts)} jobs had conflicting records across folders (first folder kept)",
-                     "<ul>" + "".join(f"<li>{html.escape(c)}</li>" for c in runs.conflicts) + "</ul>")
+    tasks = [f"{t}: {why}" for t, why in skipped_tasks(runs.run_dirs).items()]
+    for items, what in ((runs.skipped, "files were skipped (unreadable or missing)"),
+                        (tasks, "tasks were skipped: they cannot be evaluated from the data there was"),
+                        (runs.conflicts, "jobs had conflicting records across folders (first folder kept)")):
+        if items:
+            page.details(f"{len(items)} {what}", "<ul>" + "".join(f"<li>{html.escape(i)}</li>" for i in items)
+                         + "</ul>")
 
 
 def job_lists(page: Page, runs: RunSet) -> None:

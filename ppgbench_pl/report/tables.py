@@ -14,12 +14,13 @@ import pandas as pd
 
 from ppgbench_pl.naming import BASELINE_MODEL, is_baseline
 from ppgbench_pl.report.filenames import safe_stem
-from ppgbench_pl.report.labels import metric_label, unit_of
+from ppgbench_pl.report.html import MISSING
 from ppgbench_pl.report.overlap_marks import legend, mark
 from ppgbench_pl.report.rules import Rule, bold_models
 from ppgbench_pl.report.scores import Scores
+from ppgbench_pl.results.fold_entry import task_facts
 
-MISSING = "–"
+METRIC_NAMES = {"mae": "MAE", "balanced_accuracy": "BA", "argmax_balanced_accuracy": "argmax BA"}
 ROW_MARKERS = {"near_chance": "†", "undetermined": "?"}
 CELL_COLUMNS = ["regime", "task", "metric", "model", "mean", "ci95", "n_seeds", "n_folds", "bold",
                 "beats_baseline", "row_status", "baseline", "view", "grid", "flags", "code_versions",
@@ -98,6 +99,20 @@ def backend_text(cells: pd.DataFrame, regime: str) -> str:
     if len(users) <= 1:
         return next(iter(users), "not recorded")
     return ", ".join(f"{b} ({', '.join(models)})" for b, models in sorted(users.items()))
+
+
+def metric_label(metric: str, task: str | None = None, arrow: bool = True) -> str:
+    """``MAE (bpm) ↓`` for a task with a unit (from its declaration), ``BA ↑`` without one."""
+    _, unit, higher = task_facts(task) if task else ("", "", None)
+    if higher is None:
+        higher = metric != "mae"
+    text = METRIC_NAMES.get(metric, metric) + (f" ({unit})" if unit else "")
+    return f"{text} {'↑' if higher else '↓'}" if arrow else text
+
+
+def unit_of(task: str) -> str:
+    """The unit of a task's reported metric ('' for classification and unknown tasks)."""
+    return task_facts(task)[1]
 
 
 def decimals(metric: str) -> int:
