@@ -57,10 +57,7 @@ def default_pairs(models: Sequence[str]) -> list[tuple[str, str]]:
 
 
 def paired_comparisons(scores: Scores, pairs: Sequence[tuple[str, str]] | None = None) -> pd.DataFrame:
-    """One row per (regime, task, pair) with matched units; ``pairs`` default to :func:`default_pairs`.
-
-    ``better``: the model with the better mean (``tie``; ``undetermined`` without a p-value).
-    """
+    """One row per (regime, task, pair) with matched units; ``better`` is ``undetermined`` without a p-value."""
     pairs = list(pairs) if pairs is not None else default_pairs(scores.models)
     rows = []
     for regime in scores.regimes:

@@ -172,10 +172,7 @@ def skipped_tasks(run_dirs: Sequence[Path]) -> dict[str, str]:
 
 
 def check_protocols(inputs: Sequence[tuple[Path, dict[str, str]]]) -> None:
-    """Refuse an exported file whose protocol settings differ from another input's (one line naming it).
-
-    Only settings both inputs have are compared, and only where an exported file is involved.
-    """
+    """Refuse an exported file whose protocol settings (those both inputs have) differ from another input's."""
     seen: dict[str, tuple[str, Path]] = {}
     for path, protocol in inputs:
         for key, value in sorted(protocol.items()):

@@ -48,10 +48,7 @@ def _count_text(n: float) -> str:
 
 
 def meta_table(table: pd.DataFrame, alpha: float = ALPHA) -> pd.DataFrame:
-    """Per (regime, model_a, model_b): Stouffer's Z over the datasets of the cells in ``table``.
-
-    ``verdict``: ``a_better`` / ``b_better`` when the one-sided p is below alpha/2 or above 1 - alpha/2.
-    """
+    """Per (regime, model_a, model_b): Stouffer's Z over the datasets of the cells, tested two-sided at alpha."""
     rows = []
     if not table.empty:
         for (regime, a, b), part in table.groupby(["regime", "model_a", "model_b"], sort=False):

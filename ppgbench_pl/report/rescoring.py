@@ -41,10 +41,7 @@ def _load(runs: RunSet, rec: dict[str, Any], name: str, kind: str) -> tuple[Any,
 
 
 def rescore_jobs(runs: RunSet) -> pd.DataFrame:
-    """One row per (subject-level job, repeat) with subject-level, window-level and recorded values.
-
-    A prediction file that is missing or cannot be read is skipped and noted (:meth:`RunSet.warn`).
-    """
+    """One row per (subject-level job, repeat): subject-level, window-level and recorded values (bad files noted)."""
     from ppgbench_pl.metrics.evaluate import evaluate
 
     rows = []
