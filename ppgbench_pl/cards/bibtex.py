@@ -1,10 +1,4 @@
-"""BibTeX: write the entries of the cards, and read a ``.bib`` file back to check what it holds.
-
-The writer is what ``ppgbench cite`` prints and what ``references.bib`` of a report holds. The reader is a
-small parser for the subset the writer uses and most ``.bib`` files share (``@type{key, field = {...}}`` or
-``"..."`` values, nested braces, ``#``-free); it exists so the tests (and a user's script) can check that a
-references file parses and holds exactly the expected keys without a BibTeX package.
-"""
+"""BibTeX: write the entries of the cards, and read a ``.bib`` file back (the subset the writer uses) to check it."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""What to cite for a set of datasets and models: the benchmark, each dataset's paper, each model's paper.
-
-``ppgbench cite`` and the report's ``references.bib`` both come from :func:`references`, so a report cites
-exactly what its runs used: the benchmark, the datasets of the tasks run, the models that have a paper
-(controls made by ppgbench, test stand-ins and a user's own model have none).
-"""
+"""What to cite for a set of datasets and models: the benchmark, each dataset's paper, each model's paper."""
 
 from __future__ import annotations
 
@@ -46,12 +41,7 @@ def references(datasets: Iterable[str], models: Iterable[str]) -> list[Citation]
 
 
 def check_names(datasets: Sequence[str], models: Sequence[str]) -> None:
-    """Refuse a dataset or model name ``ppgbench cite`` does not know (one line, with suggestions).
-
-    Raises:
-        ConfigError: An unknown dataset or encoder name.
-
-    """
+    """Refuse a dataset or model name ``ppgbench cite`` does not know (one line, with suggestions)."""
     import difflib
 
     from ppgbench_pl.data.registry import get_dataset

@@ -1,8 +1,4 @@
-"""A model's ``pretraining_data`` declaration: parsed and checked against the source vocabulary.
-
-Plain data at the bottom of the layers (an encoder checks its user's declaration when it is built, and the
-overlap rule of :mod:`.overlap` reads it): nothing here reads the dataset registry or the encoder catalog.
-"""
+"""A model's ``pretraining_data`` declaration, parsed and checked against the source vocabulary (plain data)."""
 
 from __future__ import annotations
 
@@ -17,10 +13,9 @@ Declaration = tuple[PretrainingSource, ...] | str
 
 
 def parse_declaration(value: Any, where: str) -> Declaration:
-    """A user's ``pretraining_data`` as sources: ``unknown``/None, a name, or a list of names or mappings.
+    """A user's ``pretraining_data`` as sources: ``unknown``/None, a name, or a list (``[]``: not pretrained).
 
-    A list item is a name (``mesa``), ``{name: mesa, status: unconfirmed}``, or ``mesa (unconfirmed)``;
-    ``[]`` declares a model that was not pretrained.
+    A list item is a name (``mesa``), ``{name: mesa, status: unconfirmed}``, or ``mesa (unconfirmed)``.
 
     Raises:
         ConfigError: A name is not in the vocabulary, or an item or status is malformed (one line).

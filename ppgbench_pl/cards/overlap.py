@@ -1,17 +1,7 @@
 """``pretraining_overlap``: whether a model was pretrained on the dataset it is tested on, or on its source.
 
-A number is compromised when the encoder saw the test recordings before the benchmark did. The flag of a
-(model, dataset) pair, from the model's ``pretraining_data`` and the dataset card's ``derived_from``:
-
-* ``direct``: the model was pretrained on this dataset;
-* ``source``: on a collection the dataset shares recordings with (its own source, or a collection built
-  from it: BIDMC comes from MIMIC-II, which MIMIC-III and PulseDB contain), so the same patients may occur;
-* ``unknown``: the model declares nothing, or its list is known to be partial and names no overlap;
-* ``none``: a complete list with no overlap, or a model that was not pretrained at all (the controls, a
-  random init).
-
-The flag keeps the weakest status of the facts it rests on (``pretraining_overlap_status``), so an
-overlap found through an unconfirmed source says so. Plain data: no numpy, no torch.
+``direct`` (this dataset), ``source`` (a collection sharing its recordings), ``unknown`` (nothing or a partial
+list declared), ``none``; the flag keeps the weakest status of the facts it rests on (docs/cards.md).
 """
 
 from __future__ import annotations

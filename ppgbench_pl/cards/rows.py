@@ -1,7 +1,4 @@
-"""The cards as plain rows: what ``ppgbench list``, ``pb.list_encoders()`` and the exported files show.
-
-Kept apart from the listing command so the report and the export read the same fields the listing prints.
-"""
+"""The cards as plain rows: what ``ppgbench list``, ``pb.list_encoders()`` and the exported files show."""
 
 from __future__ import annotations
 

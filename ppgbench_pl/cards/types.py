@@ -1,8 +1,6 @@
 """The record types of the cards: a citation, a pretraining source with its status, model and dataset cards.
 
-Every fact a card states carries a status, ``confirmed`` or ``unconfirmed``, copied from where it was
-found (``docs/cards.md`` names the sources): a card never states more certainty than its source, so an
-overlap flag built on an unconfirmed fact says so.
+Every fact carries the status of its source (``docs/cards.md``), so a card never states more certainty than it.
 """
 
 from __future__ import annotations
@@ -22,10 +20,7 @@ UNKNOWN = "unknown"
 class Citation:
     """One BibTeX entry: its key, entry type and fields in the order they are written.
 
-    Authors not found are written ``and others`` (valid BibTeX), never guessed. ``unconfirmed`` names the
-    fields whose value no source confirmed (``docs/cards.md`` lists the sources of the others); the entry
-    carries them in an ``unconfirmed`` field (BibTeX styles ignore it, a reader of the file sees it), and
-    ``ppgbench list`` shows them beside the key.
+    ``unconfirmed`` names the fields no source confirmed; the entry carries them in an ``unconfirmed`` field.
     """
 
     key: str
@@ -71,28 +66,9 @@ class PretrainingSource:
 
 @dataclass(frozen=True)
 class ModelCard:
-    """What a user needs to know before reading an encoder's numbers.
+    """What a user needs to know before reading an encoder's numbers ('' licences: none stated)."""
 
-    Attributes:
-        name: The catalog name (the model name in records and tables).
-        display_name: The name the authors use.
-        paper: The paper to cite, or None (controls made by ppgbench, test stand-ins).
-        weights_source: Where the weights are published, in words (from the catalog).
-        weights_url: Their address, or None.
-        weights_license: The weights' licence as found ('' where none is stated).
-        weights_license_status: Whether that licence was confirmed on the publisher's page.
-        code_license: The licence of the authors' code repository ('' where none is stated).
-        parameters: Parameter count (None: the user's module).
-        native_fs: Rate (Hz) the model runs at (None: the user's setting).
-        pretraining_data: The source databases it was pretrained on (``()``: not pretrained), or
-            ``"unknown"`` when nothing is declared.
-        pretraining_complete: False when the list is known to be partial; a dataset it does not name is
-            then ``unknown``, not ``none``.
-        notes: What the flags rest on, in words (where a status comes from, known name clashes).
-
-    """
-
-    name: str
+    name: str  # the catalog name, as in records and tables
     display_name: str
     paper: Citation | None
     weights_source: str
@@ -100,10 +76,10 @@ class ModelCard:
     weights_license: str
     weights_license_status: Status
     code_license: str
-    parameters: int | None
+    parameters: int | None  # None: the user's module
     native_fs: float | None
-    pretraining_data: tuple[PretrainingSource, ...] | str
-    pretraining_complete: bool = True
+    pretraining_data: tuple[PretrainingSource, ...] | str  # (): not pretrained; "unknown": nothing declared
+    pretraining_complete: bool = True  # False: a partial list, so a dataset it does not name is unknown
     notes: str = ""
 
     def pretraining_text(self) -> str:
@@ -118,24 +94,12 @@ class ModelCard:
 
 @dataclass(frozen=True)
 class DatasetCard:
-    """Where a benchmark dataset comes from, who publishes it, and on what terms.
-
-    Attributes:
-        paper: The dataset's paper (or data descriptor) to cite.
-        publisher: Who hosts the release (PhysioNet, UCI, figshare, ...).
-        license: The licence as found ('' where none was found).
-        license_status: Whether the licence was confirmed on the publisher's own page.
-        access: How one gets it, in words (open, a data use agreement, ...).
-        derived_from: Source databases (names of :mod:`.vocabulary`) its recordings were taken from;
-            ``()`` for original recordings.
-        notes: Anything a user should know about these facts.
-
-    """
+    """Where a benchmark dataset comes from, who publishes it, and on what terms ('' licence: none found)."""
 
     paper: Citation
     publisher: str
     license: str
     license_status: Status
     access: str
-    derived_from: tuple[str, ...] = ()
+    derived_from: tuple[str, ...] = ()  # source databases (:mod:`.vocabulary`) its recordings come from
     notes: str = ""

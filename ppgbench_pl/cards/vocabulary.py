@@ -1,12 +1,7 @@
 """One vocabulary for pretraining data and provenance: the nine benchmark datasets plus the source collections.
 
-A model card's ``pretraining_data`` and a dataset card's ``derived_from`` name databases from this one
-list, so the overlap rule (:mod:`.overlap`) can compare them by name: the benchmark datasets by their
-registry key (``bidmc``, ``dalia``, ...) and the collections below. ``parts`` says what a collection is
-built from: MIMIC-III's waveform database holds the MIMIC-II records, PulseDB takes its segments from the
-MIMIC-III matched subset and VitalDB. That is how BIDMC (taken from MIMIC-II) shares a source with a model
-pretrained on PulseDB. Sources: ``docs/cards.md``; a description says only what the gathered facts say
-(what CFS, HSP or MESA stand for is not recorded there, so it is not written here).
+``parts`` says what a collection is built from, so BIDMC (from MIMIC-II) shares a source with a model
+pretrained on PulseDB (from MIMIC-III). Sources: ``docs/cards.md``.
 """
 
 from __future__ import annotations
@@ -18,15 +13,7 @@ from ppgbench_pl.errors import ConfigError
 
 @dataclass(frozen=True)
 class Collection:
-    """A source database that is not one of the benchmark datasets.
-
-    Attributes:
-        name: The vocabulary name (lower case, hyphens).
-        display_name: How the gathered facts write it.
-        parts: Names of the collections it contains or is drawn from.
-        description: One line on what it is.
-
-    """
+    """A source database that is not a benchmark dataset; ``parts``: the collections it contains or draws from."""
 
     name: str
     display_name: str
@@ -83,12 +70,7 @@ def names() -> tuple[str, ...]:
 
 
 def check_name(name: str, where: str) -> str:
-    """Return ``name`` if it is in the vocabulary; otherwise a one-line error with the closest names.
-
-    Raises:
-        ConfigError: ``name`` is not a known source database.
-
-    """
+    """Return ``name`` if it is in the vocabulary; otherwise a one-line error (ConfigError) with the closest."""
     known = names()
     if name in known:
         return name

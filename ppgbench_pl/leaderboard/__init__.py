@@ -1,9 +1,7 @@
 """``ppgbench leaderboard FILE... --output site/``: many submissions side by side on one offline page.
 
-:func:`build_leaderboard` reads exported files (``ppgbench export``) and run folders with the report's
-loader, computes every number with the report's code (:mod:`.board`), draws one sortable, filterable table
-per regime and each model's card (:mod:`.page`), and writes ``index.html`` atomically: on bad input
-nothing is written. Nothing here imports torch.
+Every number is the report's (:mod:`.board`); the page (:mod:`.page`) is written atomically, after every
+input was read and checked. Nothing here imports torch.
 """
 
 from __future__ import annotations
@@ -22,9 +20,7 @@ def build_leaderboard(inputs: Sequence[str | Path], output_dir: str | Path) -> P
     """Write the leaderboard of ``inputs`` to ``output_dir/index.html`` and return its path.
 
     Raises:
-        ReportError: A bad input (one line naming it: missing, unreadable, not a results file or run folder,
-            no completed job, protocol settings that differ from another input's), or an output that is a
-            file or cannot be created. Nothing is written then.
+        ReportError: A bad input or output (one line naming it); nothing is written then.
 
     """
     from ppgbench_pl.atomic_io import write_text_atomic

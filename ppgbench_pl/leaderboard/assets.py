@@ -1,10 +1,4 @@
-"""The leaderboard's inline style and script: the page loads nothing, so it opens offline from disk.
-
-The script sorts a table by the column whose header is clicked (best first on the first click, then the
-other way; a cell that was not run always sorts last) and applies the three filters: the regime shows
-one regime's table; the tier and the dataset hide the other task columns, and a row left without a score
-is hidden with them. No library, no network, no storage; plain DOM calls any current browser has.
-"""
+"""The leaderboard's inline style and script (sort by a column, filter by regime, tier and dataset): no network."""
 
 from __future__ import annotations
 

@@ -1,10 +1,7 @@
 """What the leaderboard shows, computed with the report's own code from exported files and run folders.
 
-The inputs are read by the report's loader (:func:`ppgbench_pl.report.load.load_runs`: files from
-``ppgbench export`` and run folders alike, protocol settings compared, one-line errors naming the input),
-and every number is the report's: the cell means and Student-t CIs of :class:`~ppgbench_pl.report.scores.Scores`,
-the bolding, the near-chance verdict of :func:`~ppgbench_pl.report.findings.chance_cells` under the
-published ``ci`` rule, and the ``pretraining_overlap`` flag of each cell. Nothing here imports torch.
+Cell means and CIs (:class:`~ppgbench_pl.report.scores.Scores`), bolding, the near-chance verdict under the
+published ``ci`` rule and the overlap flags are the report's. Nothing here imports torch.
 """
 
 from __future__ import annotations
@@ -18,7 +15,6 @@ import pandas as pd
 
 from ppgbench_pl.naming import is_baseline
 from ppgbench_pl.report import findings, tables
-from ppgbench_pl.report.labels import metric_label
 from ppgbench_pl.report.load import RunSet, is_control, load_runs, record_id
 from ppgbench_pl.report.rules import Rule
 from ppgbench_pl.report.scores import Scores
@@ -41,36 +37,20 @@ class Column:
 
 @dataclass
 class Board:
-    """Everything the page draws.
-
-    Attributes:
-        inputs: The files and folders read, in the order given.
-        regimes: Regimes with a score, in protocol order.
-        columns: Regime -> its task columns, in registry order.
-        models: Every model with a score (models, then controls, then baselines).
-        cells: The report's ``main_cells`` rows (one per regime x task x model).
-        via: (model, task) -> the pretraining sources an overlap flag rests on.
-        sources: Model -> the inputs its scores come from.
-        runs: The combined records (conflicts, problems, parameters).
-        rule: The "meaningfully better" rule.
-        documents: Each exported input's document (run folders have none).
-        labels: Each input (resolved path) -> how the page names it: file name and content digest, never a
-            local path (:func:`ppgbench_pl.results.provenance.input_label`).
-
-    """
+    """Everything the page draws."""
 
     inputs: list[Path]
     regimes: list[str]
-    columns: dict[str, list[Column]]
+    columns: dict[str, list[Column]]  # regime -> its task columns, in registry order
     models: list[str]
-    cells: pd.DataFrame
-    via: dict[tuple[str, str], list[str]]
-    sources: dict[str, list[Path]]
+    cells: pd.DataFrame  # the report's main_cells rows
+    via: dict[tuple[str, str], list[str]]  # (model, task) -> the pretraining sources an overlap flag rests on
+    sources: dict[str, list[Path]]  # model -> the inputs its scores come from
     runs: RunSet
     rule: Rule
     documents: dict[Path, dict[str, Any]] = field(default_factory=dict)
     usual_grids: dict[str, str] = field(default_factory=dict)
-    labels: dict[Path, str] = field(default_factory=dict)
+    labels: dict[Path, str] = field(default_factory=dict)  # input -> file name and digest, never a local path
     _index: dict[tuple[str, str, str], Any] = field(init=False, repr=False, default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -123,7 +103,7 @@ def _columns(scores: Scores, cells: pd.DataFrame, regime: str) -> list[Column]:
             continue
         dataset, tier = _task_facts(task)
         metric = str(rows.iloc[0]["metric"])
-        out.append(Column(task, dataset, tier, metric, metric_label(metric, task),
+        out.append(Column(task, dataset, tier, metric, tables.metric_label(metric, task),
                           bool(scores.higher_is_better.get(task, metric != "mae")),
                           str(rows.iloc[0]["row_status"])))
     return out
@@ -148,13 +128,7 @@ def _provenance(runs: RunSet) -> tuple[dict[tuple[str, str], list[str]], dict[st
 
 
 def collect(inputs: Sequence[str | Path]) -> Board:
-    """Read the inputs and compute the board (see the module docstring).
-
-    Raises:
-        ReportError: An input is missing, unreadable, not a ppgbench results file or run folder, holds no
-            completed job, or its protocol settings differ from another input's (one line naming it).
-
-    """
+    """Read the inputs (:func:`~ppgbench_pl.report.load.load_runs`) and compute the board."""
     from ppgbench_pl.results.provenance import input_label
 
     runs = load_runs(inputs)

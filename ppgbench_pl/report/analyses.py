@@ -1,15 +1,7 @@
 """What the searches chose: aggregation frequency (Table 3), edge pressure (Table 6); model size (Table 7).
 
-* **Aggregation**: how often each subject-level strategy was selected, counted per selection (job x
-  repeat) on subject-level tasks that had a choice (classification: mean / median / top-k;
-  regression-based classification: mean / median). Regression has only ``mean`` and is left out.
-* **Edge pressure**: for every numeric search axis, the fraction of selections whose chosen value is the
-  lowest or the highest value seen for that axis in the job's own search history (the grid points in
-  ``cv_scores``, or the Optuna trials' parameters). The selected epoch is judged against the epochs
-  recorded as the trials' intermediate values. An axis with one value seen, booleans and the aggregation
-  index are skipped. Much mass at an edge says the grid stops too early.
-* **Parameters**: counts a run recorded in ``run.json`` (``parameters``), or from a file passed with
-  ``--parameters`` (the report never imports torch to count them itself).
+Edge pressure: per numeric search axis, the share of selections at the lowest or highest value the job's own
+search saw (grid points or Optuna trials; the selected epoch against the epochs recorded). docs/report.md.
 """
 
 from __future__ import annotations
@@ -139,12 +131,7 @@ def edge_pressure(choices: pd.DataFrame) -> pd.DataFrame:
 
 
 def read_parameter_file(path: Path) -> dict[str, dict[str, int]]:
-    """Parameter counts from JSON ({model: n | {"total": n, "trainable": n}}) or CSV (model,total,trainable).
-
-    Raises:
-        ReportError: The file is missing or has neither shape.
-
-    """
+    """Parameter counts from JSON ({model: n | {"total": n, "trainable": n}}) or CSV (model,total,trainable)."""
     if not path.exists():
         raise ReportError(f"{path}: no such parameter-count file")
     try:

@@ -1,18 +1,7 @@
 """Subject cluster bootstrap of a paired difference, from the pooled out-of-fold predictions (issue 19).
 
-The alternative to the corrected t of :mod:`ppgbench_pl.report.effects`. Every seed's outer folds
-partition the same subjects, so a seed's pooled out-of-fold predictions score every subject once. One
-bootstrap draw resamples **subjects** (never windows: windows of a subject are not independent) with
-replacement, and the same draw is used in every seed (the seeds share their subjects, so resampling them
-independently per seed would shrink the subject uncertainty by 1/S). The metric is computed per seed
-(stratified by seed) on the drawn subjects, pooled over their windows, and averaged over seeds; the
-difference a - b of that average is the bootstrap statistic. The interval is the percentile interval; the
-p-value is the share of centred draws at least as far from 0 as the observed difference, (1 + k)/(B + 1).
-
-Per subject only sufficient statistics are kept (sum of absolute errors and window count for MAE; per
-class the windows and the correct ones for balanced accuracy), so a draw is one matrix product.
-The constant baseline stores no predictions: for balanced accuracy its value is 1/C on any draw that holds
-its class, so it is built exactly; for MAE it is unknown and the comparison is left out (NaN).
+A draw resamples subjects (the same draw in every seed, which share them); the metric is computed per seed from
+per-subject sufficient statistics and averaged. Percentile interval; p = (1 + k)/(B + 1) (docs/statistics.md).
 """
 
 from __future__ import annotations
@@ -28,10 +17,9 @@ SeedStats = Mapping[int, tuple[np.ndarray, np.ndarray]]  # seed -> (subject name
 
 def subject_stats(kind: str, y_true: np.ndarray, y_pred: np.ndarray, subjects: np.ndarray,
                   classes: Sequence[Any] = ()) -> tuple[np.ndarray, np.ndarray]:
-    """Per-subject sufficient statistics of pooled window predictions, subjects sorted by name.
+    """Per-subject sufficient statistics, subjects sorted by name.
 
-    Regression: columns (sum |error|, windows). Classification: per class of ``classes`` the correct
-    windows, then per class the windows of that class.
+    Regression: (sum |error|, windows); else per class the correct windows, then the windows of that class.
     """
     names, index = np.unique(np.asarray(subjects).astype(str), return_inverse=True)
     if kind == "regression":
@@ -65,10 +53,7 @@ def constant_stats(stats: np.ndarray) -> np.ndarray:
 
 def cluster_bootstrap(a: SeedStats, b: SeedStats, kind: str, n_boot: int = 2000, seed: int = 0,
                       alpha: float = 0.05) -> dict[str, float]:
-    """Paired subject cluster bootstrap of mean over seeds of metric(a) - metric(b) (module docstring).
-
-    Only seeds present in both and subjects present in every one of them are used.
-    """
+    """Paired subject cluster bootstrap of the mean over shared seeds of metric(a) - metric(b)."""
     seeds = sorted(set(a) & set(b))
     nan = {"diff": math.nan, "ci_low": math.nan, "ci_high": math.nan, "p": math.nan, "n_subjects": 0}
     if not seeds:

@@ -1,9 +1,6 @@
-"""Read the pooled out-of-fold predictions of a cell for :mod:`ppgbench_pl.report.bootstrap`.
+"""Read the pooled out-of-fold predictions of a cell for :mod:`.bootstrap` (which runs on simulated arrays too).
 
-Kept apart from the statistics so the bootstrap itself runs on simulated arrays in the calibration tests.
-Repeat 0 of each job is used (the neural regimes' repeats share the split; the corrected t uses their
-mean, the bootstrap the first); subject-level tasks are aggregated with the aggregation each job chose,
-so a subject is one prediction there, as in the recorded metric.
+Repeat 0 of each job is used; subject-level tasks are aggregated as each job chose, as in the recorded metric.
 """
 
 from __future__ import annotations
@@ -41,12 +38,9 @@ def _job_arrays(runs: RunSet, rec: dict[str, Any]) -> tuple[np.ndarray, np.ndarr
 
 def _constant_mae_stats(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]], trained: list[Any]
                         ) -> tuple[np.ndarray, np.ndarray] | None:
-    """Per-subject MAE statistics of the constant baseline of a seed, rebuilt from its pooled labels.
+    """Per-subject MAE statistics of a seed's constant baseline, its fold means rebuilt from the pooled labels.
 
-    The constant predicts the mean training label of its fold (per subject on subject-level tasks, where the
-    arrays are already one per subject). Every subject is in one test fold of the seed, so the seed's
-    pooled labels hold every training label; a fold's training subjects come from its ``train_groups``.
-    None when a fold lacks them or the target has several outputs.
+    None when a fold lacks ``train_groups`` or the target has several outputs.
     """
     y_all, subj_all = (np.concatenate([p[i] for p in parts]) for i in (0, 2))
     if np.ndim(y_all) != 1:
@@ -66,10 +60,9 @@ def _constant_mae_stats(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]], 
 
 def seed_stats(runs: RunSet, records: Iterable[dict[str, Any]], kind: str, classes: list[Any] | None = None,
                baseline: bool = False) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-    """Seed -> per-subject statistics of the seed's pooled out-of-fold predictions.
+    """Seed -> per-subject statistics of the seed's pooled out-of-fold predictions (the constant's: ``baseline``).
 
-    A seed with a missing or unreadable file is left out; ``baseline`` gives the constant predictor's.
-    ``classes`` (classification): the classes of the balanced accuracy; None takes those of the labels.
+    A seed with a missing or unreadable file is left out; ``classes`` default to those of the labels.
     """
     pooled: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
     trained: dict[int, list[Any]] = {}

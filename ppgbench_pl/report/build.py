@@ -1,20 +1,7 @@
-"""Build the whole report from run folders: tables, findings, analyses, comparisons, figures, index.html.
+"""Build the whole report from run folders: tables, findings, analyses, comparisons, figures, ``index.html``.
 
-Output layout (``<output>/``)::
-
-    index.html                        everything below, readable offline
-    findings.md                       the headline findings and the cells behind them
-    tables/main_<regime>.csv|md|tex   the main tables; main_cells.csv holds their numbers and flags
-    tables/chance_cells.csv, control_cells.csv, aggregation_frequency.csv, rescoring.csv,
-    tables/edge_pressure.csv, parameters.csv, paired.csv, ranking.csv (+ per-job detail CSVs)
-    figures/regime_comparison.png|svg, figures/cd_<regime>.png|svg
-    protocol.md                       the protocol the numbers follow (a copy of ppgbench_pl/docs/protocol.md)
-    references.bib, methods.tex       what to cite, and the sentence citing it (names LaTeX-escaped)
-
-The folder is all of one report: it is built beside ``<output>`` and swapped into place when complete
-(:mod:`ppgbench_pl.report.folder`), so a reader never sees half of a new report over an old one. The page
-reads top down: a title and first paragraph saying whether the run is the published protocol, what the
-report is made of, the headline findings, the main tables, then the findings in detail and the analyses.
+The layout of the folder is in docs/report.md; it is built beside ``<output>`` and swapped in whole
+(:mod:`.folder`). The page reads top down: what the run is, the headline findings, the main tables, details.
 """
 
 from __future__ import annotations
@@ -26,15 +13,14 @@ import pandas as pd
 
 from ppgbench_pl.naming import BASELINE_MODEL, is_baseline
 from ppgbench_pl.report import (
-    effects_page,
     findings,
     overlap_marks,
-    overlap_page,
     page_top,
     references,
     search_noise,
     sections,
     tables,
+    verdicts,
 )
 from ppgbench_pl.report.folder import staged
 from ppgbench_pl.report.html import Page, table
@@ -42,7 +28,7 @@ from ppgbench_pl.report.load import ReportError, RunSet, load_runs
 from ppgbench_pl.report.rules import Rule
 from ppgbench_pl.report.scores import Scores
 from ppgbench_pl.report.sections import ReportOptions, write_csv
-from ppgbench_pl.report.subject_interval import check_interval
+from ppgbench_pl.report.two_level_rows import check_interval
 
 #: Regimes that search hyperparameters with Optuna and can repeat the search (``search_seeds``).
 SEARCHED_REGIMES = ("mlp", "finetune")
@@ -53,7 +39,7 @@ def _cells_list(cells: list[tuple[str, str]]) -> str:
 
 
 def _summary(page: Page, head: findings.Headline, out: Path, runs: RunSet) -> None:
-    """The headline findings (the page's summary, shown before the main tables) and ``findings.md``."""
+    """The headline findings (shown before the main tables) and ``findings.md``."""
     lines = head.lines()
     versions = page_top.code_version_line(runs)
     if versions:
@@ -85,15 +71,15 @@ def _details(page: Page, head: findings.Headline, chance: pd.DataFrame, controls
                  table(controls, "Controls present per cell and the PPG-specific models beating all of them.",
                        text_columns=("ppg_models", "controls", "winners")))
     if opts.overlap_findings is not None:
-        overlap_page.draw(page, opts.overlap_findings)
-        overlap_page.append_findings(out / "findings.md", opts.overlap_findings)
+        overlap_marks.draw(page, opts.overlap_findings)
+        findings.append_section(out / "findings.md", "Pretraining overlap", opts.overlap_findings.lines)
     if opts.paired_findings is not None:
-        effects_page.draw(page, opts.paired_findings, opts.flags)
-        effects_page.append_findings(out / "findings.md", opts.paired_findings)
+        verdicts.draw(page, opts.paired_findings, opts.flags)
+        findings.append_section(out / "findings.md", verdicts.TITLE, opts.paired_findings.lines)
     noise = opts.search_noise
     if noise is not None and (not noise.noise.empty or set(SEARCHED_REGIMES) & set(scores.regimes)):
         search_noise.draw(page, noise)
-        search_noise.append_findings(out / "findings.md", noise)
+        findings.append_section(out / "findings.md", "Search noise", noise.lines)
 
 
 def _drawn(page: Page, draw: Callable[[], None]) -> list[str]:
@@ -107,11 +93,7 @@ def _drawn(page: Page, draw: Callable[[], None]) -> list[str]:
 
 
 def _check_pairs(scores: Scores, pairs: Sequence[tuple[str, str]] | None) -> None:
-    """Refuse ``--compare`` pairs naming a model these runs lack, rather than report an empty comparison.
-
-    Raises:
-        ReportError: A pair names a model that is neither in the runs nor the constant baseline present.
-    """
+    """Refuse ``--compare`` pairs naming a model these runs lack, rather than report an empty comparison."""
     known = set(scores.models) | ({BASELINE_MODEL} if any(is_baseline(m) for m in scores.models) else set())
     unknown = sorted({m for pair in pairs or () for m in pair} - known)
     if unknown:
@@ -123,8 +105,7 @@ def _write_page(out: Path, runs: RunSet, scores: Scores, rule: Rule, head: findi
                 chance: pd.DataFrame, controls: pd.DataFrame, opts: ReportOptions) -> Path:
     """Draw every section and write ``index.html``; return its path.
 
-    The tables, comparisons and analyses are drawn before the header and findings but shown after them:
-    the analyses read the predictions and note the missing or corrupt files the findings then report.
+    The analyses are drawn first but shown last: they note the missing prediction files the header reports.
     """
     cells = tables.main_cells(scores, rule, chance)
     title, warning = page_top.off_protocol(cells)
@@ -154,21 +135,15 @@ def build_report(run_dirs: Sequence[str | Path], output_dir: str | Path, rule: s
     """Write the report of one or more run folders and return the path of its ``index.html``.
 
     Args:
-        run_dirs: Run folders, partial or complete; several combine (first wins on conflicts).
-        output_dir: Report folder: created, or replaced whole when it holds an older report (a folder of
-            other files is refused).
+        run_dirs: Run folders or exported files; several combine (first wins on conflicts).
+        output_dir: Report folder: created, or replaced whole when it holds an older report.
         rule: "Meaningfully better" rule for chance and controls (``ci``, ``paired``, ``mean``).
         alpha: Level of the paired rule and of the Nemenyi critical difference.
         ci_unit: ``seed`` (published) or ``fold``.
         pairs: Model pairs to compare (default: each tested model vs each control).
         parameters: Optional parameter-count file for Table 7.
-        warn: Called with one line per file that was skipped (unreadable record, missing or corrupt
-            predictions); the same lines are listed on the page.
-        subject_interval: ``two-level`` (default), ``corrected-t`` or ``bootstrap``: the subject-level interval and p of
-            the paired effects and verdicts (:mod:`ppgbench_pl.report.subject_interval`).
-
-    Returns:
-        The path of ``index.html``.
+        warn: Called with one line per file that was skipped (also listed on the page).
+        subject_interval: ``two-level`` (default), ``corrected-t`` or ``bootstrap``: the paired effects' interval.
 
     Raises:
         ReportError: No usable records, an unknown rule or CI unit, a bad parameter file, or a report
@@ -189,11 +164,11 @@ def build_report(run_dirs: Sequence[str | Path], output_dir: str | Path, rule: s
         write_csv(chance, out / "tables" / "chance_cells.csv", opts)
         write_csv(controls, out / "tables" / "control_cells.csv", opts)
         head = findings.headline(chance, controls, the_rule)
-        opts.paired_findings = effects_page.compute(runs.records, chance, controls, out, alpha, subject_interval,
+        opts.paired_findings = verdicts.compute(runs.records, chance, controls, out, alpha, subject_interval,
                                                     runs)
         opts.search_noise = search_noise.compute(runs.records, out, alpha, ci_unit)
         opts.written += opts.paired_findings.written + opts.search_noise.written
-        opts.overlap_findings = overlap_page.compute(scores, runs.records, the_rule, out)
+        opts.overlap_findings = overlap_marks.compute(scores, runs.records, the_rule, out)
         opts.citations = references.write(out, runs.records)
         opts.written += opts.overlap_findings.written + opts.citations.written
         _write_page(out, runs, scores, the_rule, head, chance, controls, opts)

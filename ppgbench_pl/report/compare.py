@@ -1,13 +1,7 @@
 """Paired model comparisons on the same seeds and folds, and a critical-difference ranking across tasks.
 
-Paired: for two models in one cell, the differences (a - b) over the matched units (seed means by
-default, the summary's CI unit) give a mean difference with a Student-t 95% CI, a paired t-test and a
-Wilcoxon signed-rank test (two-sided). With 5 seeds the smallest two-sided Wilcoxon p-value is 0.0625,
-so it can never reach 0.05 there; it is shown for robustness, not as a verdict.
-
-Ranking (Demšar 2006): within each regime, models are ranked per task (1 = best, ties averaged), the
-average ranks are compared with a Friedman test, and the Nemenyi critical difference
-``CD = q_0.05(k) * sqrt(k (k + 1) / (6 N))`` says which average ranks differ.
+Paired: mean difference with a t CI, paired t-test and Wilcoxon (shown, never a verdict: with 5 seeds its p
+cannot go below 0.0625). Ranking (Demšar 2006): Friedman over per-task ranks and the Nemenyi CD.
 """
 
 from __future__ import annotations
@@ -52,10 +46,7 @@ def paired_test(a: np.ndarray, b: np.ndarray) -> dict[str, float]:
 
 
 def default_pairs(models: Sequence[str]) -> list[tuple[str, str]]:
-    """Each non-control model against each control present; the controls pairwise if that is all there is.
-
-    The constant baseline appears once, as ``constant``: each model is paired with its own task view's.
-    """
+    """Each non-control model against each control present (the constant once); else the controls pairwise."""
     tested = [m for m in models if not is_control(m)]
     controls = [m for m in models if is_control(m) and not is_baseline(m)]
     if any(is_baseline(m) for m in models):
@@ -66,18 +57,7 @@ def default_pairs(models: Sequence[str]) -> list[tuple[str, str]]:
 
 
 def paired_comparisons(scores: Scores, pairs: Sequence[tuple[str, str]] | None = None) -> pd.DataFrame:
-    """One row per (regime, task, pair) where both models have matched units.
-
-    Args:
-        scores: The runs' scores.
-        pairs: (model_a, model_b) pairs; :func:`default_pairs` when None.
-
-    Returns:
-        A frame with :data:`PAIRED_COLUMNS`; ``better`` names the model with the better mean difference
-        in the metric's direction (``tie`` when equal, ``undetermined`` when there is no p-value: a mean
-        alone names no winner).
-
-    """
+    """One row per (regime, task, pair) with matched units; ``better`` is ``undetermined`` without a p-value."""
     pairs = list(pairs) if pairs is not None else default_pairs(scores.models)
     rows = []
     for regime in scores.regimes:
@@ -136,10 +116,7 @@ def _complete_block(means: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
 
 
 def rank_models(scores: Scores, regime: str, alpha: float = 0.05) -> Ranking | None:
-    """Average ranks, Friedman test and CD in one regime; None with fewer than 2 models or 2 tasks.
-
-    With several constant baselines in the regime (one per task view) they are left out of the ranking.
-    """
+    """Average ranks, Friedman test and CD in one regime (several constants left out); None below 2 x 2."""
     from scipy import stats
 
     frame = scores.summary[scores.summary["regime"] == regime]

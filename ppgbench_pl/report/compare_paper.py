@@ -1,10 +1,7 @@
-"""``ppgbench compare``'s table for a paper: what was measured, in which unit and direction, and a word per cell.
+"""``ppgbench compare``'s table for a paper: metric, unit, direction, both means and the verdict in words (issue 32).
 
-Why: ``diff`` is a - b in the metric's own sign, so +0.16 MAE is worse and +0.029 accuracy better; a reader
-of a paper needs the metric, its unit and direction, both means and the verdict in words (issue 32). Every
-number of a row is rounded to the precision of its subject-level interval (two significant digits of the
-half-width), so no digit is printed that the interval does not support. The same frame is printed by the
-command and written as ``compare.tex`` (booktabs; user strings escaped by :func:`report.tables.to_latex`).
+Every number of a row is rounded to two significant digits of its interval's half-width; written as
+``compare.tex`` by :func:`.tables.to_latex`.
 """
 
 from __future__ import annotations
@@ -14,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ppgbench_pl.report.labels import unit_of
+from ppgbench_pl.report.tables import to_latex, unit_of
 from ppgbench_pl.results.fold_entry import task_facts
 
 WORDS = {"win": "A better", "loss": "A worse", "tie": "no detectable difference",
@@ -60,7 +57,6 @@ def paper_table(table: pd.DataFrame) -> pd.DataFrame:
 def write_latex(table: pd.DataFrame, caption: str, path: Path) -> Path:
     """``compare.tex``: the paper table as a booktabs table float, written atomically."""
     from ppgbench_pl.atomic_io import write_text_atomic
-    from ppgbench_pl.report.tables import to_latex
 
     write_text_atomic(path, to_latex(paper_table(table), caption))
     return path

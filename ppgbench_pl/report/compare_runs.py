@@ -1,15 +1,8 @@
 """``ppgbench compare RUN_A RUN_B``: one model of run A against one of run B, cell by cell (issue 19).
 
-Per task x regime cell present in both runs: the paired difference a - b on the matched (seed, fold)
-units, the seed interval and the subject-level interval (corrected t, as in the report's effects), the
-raw p-value and the Benjamini-Hochberg one over the compared cells (the family: every cell this command
-compares), the MDD, and win / tie / loss (a win is a significantly better a after the correction), or
-undetermined when the cell has no p-value (a single unit, say: untested, so not a tie). A cell
-whose seeds or folds differ between the runs is refused (a difference there would mix splits); the
-refused cells are named in one line. Below the cells, per regime, Stouffer's meta-analysis across the
-datasets of the compared cells (MOABB style, :mod:`ppgbench_pl.report.meta`). ``--subject-interval
-bootstrap`` takes p from the subject cluster bootstrap instead of the corrected t where it can be built.
-Torch-free, like the report.
+Per shared cell: the paired difference on matched (seed, fold) units with its intervals, Benjamini-Hochberg
+over the cells and win / tie / loss; cells whose seeds or folds differ are refused; per regime, Stouffer
+across datasets (:mod:`.meta`). docs/statistics.md has the rules.
 """
 
 from __future__ import annotations
@@ -18,13 +11,12 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
+from ppgbench_pl.report import two_level_rows as tl
 from ppgbench_pl.report.effects import calibration, effect, units
 from ppgbench_pl.report.load import ReportError, RunSet, is_control, load_runs, order_regimes, order_tasks
 from ppgbench_pl.report.meta import meta_line, meta_table
-from ppgbench_pl.report.subject_interval import BOOT_COLUMNS, CellStats, bootstrap_pair, check_interval, with_bootstrap
 from ppgbench_pl.results.inference import ALPHA, adjusted_mdd_at, benjamini_hochberg, family_level
 
 COMPARE_COLUMNS = ["regime", "task", "metric", "model_a", "model_b", "n_seeds", "n_units", "n_subjects", "mean_a",
@@ -71,26 +63,19 @@ def _cell(a: pd.DataFrame, b: pd.DataFrame, alpha: float) -> dict[str, object]:
 
 
 def _adjusted(table: pd.DataFrame, sources: tuple[RunSet, RunSet], interval: str, alpha: float) -> pd.DataFrame:
-    """``p_bh`` over the cells, from the corrected t or (``bootstrap``) the subject cluster bootstrap."""
-    cells = CellStats(sources)
+    """``p_bh`` over the cells, from the subject-level interval chosen."""
+    cells = tl.CellStats(sources)
+
+    def sides(row: pd.Series) -> tuple[tl.Side, tl.Side, str, str, str]:
+        a, b = (0, str(row["model_a"])), (1, str(row["model_b"]))
+        return a, b, str(row["task"]), str(row["regime"]), str(row["metric"])
+
     if interval == "two-level":
-        from ppgbench_pl.report.two_level_rows import subject_diff, with_two_level
-
-        def sides(row: pd.Series) -> tuple[np.ndarray | None, str]:
-            return subject_diff(cells, (0, str(row["model_a"])), (1, str(row["model_b"])), str(row["task"]),
-                                str(row["regime"]), str(row["metric"]))
-
-        out = with_two_level(table, sides, [], benjamini_hochberg, alpha)
-        out["p_bh"] = out.pop("p_adj")
-        return out
-    if interval != "bootstrap":
+        out = tl.with_two_level(table, lambda row: tl.subject_diff(cells, *sides(row)), [], benjamini_hochberg, alpha)
+    elif interval == "bootstrap":
+        out = tl.with_bootstrap(table, lambda row: tl.bootstrap_pair(cells, *sides(row), alpha), [], benjamini_hochberg)
+    else:
         return table.assign(p_bh=benjamini_hochberg(table["p"]))
-
-    def pair(row: pd.Series) -> tuple[dict[str, float], str]:
-        return bootstrap_pair(cells, (0, str(row["model_a"])), (1, str(row["model_b"])), str(row["task"]),
-                              str(row["regime"]), str(row["metric"]), alpha)
-
-    out = with_bootstrap(table, pair, [], benjamini_hochberg)
     out["p_bh"] = out.pop("p_adj")
     return out
 
@@ -99,15 +84,13 @@ def compare_runs(run_a: str | Path, run_b: str | Path, models: tuple[str | None,
                  alpha: float = ALPHA, interval: str = "two-level") -> Comparison:
     """Compare model ``models[0]`` of ``run_a`` with ``models[1]`` of ``run_b`` per cell (module docstring).
 
-    ``interval``: ``two-level`` (default: :mod:`ppgbench_pl.report.two_level_rows`), ``corrected-t`` or
-    ``bootstrap`` (the subject cluster bootstrap of the pooled predictions gives p, where it can be built:
-    :mod:`ppgbench_pl.report.subject_interval`; not calibrated, and labelled so).
+    ``interval``: the subject-level interval, ``two-level`` (default), ``corrected-t`` or ``bootstrap``.
 
     Raises:
         ReportError: A folder is not a run, a model is missing or ambiguous, or no cell can be compared.
 
     """
-    check_interval(interval)
+    tl.check_interval(interval)
     sources = (load_runs([run_a]), load_runs([run_b]))
     ua, ub = units(sources[0].records), units(sources[1].records)
     ma, mb = _pick(ua, Path(run_a), models[0]), _pick(ub, Path(run_b), models[1])
@@ -134,9 +117,7 @@ def compare_runs(run_a: str | Path, run_b: str | Path, models: tuple[str | None,
         level = family_level(alpha, int(table["p"].notna().sum()))  # the MDD of the test that decides (BH)
         table["mdd_adj"] = [adjusted_mdd_at(m, int(n), level, alpha) for m, n in zip(table["mdd"], table["n_units"],
                                                                                       strict=True)]
-    from ppgbench_pl.report.two_level_rows import TL_COLUMNS
-
-    extra = [c for c in TL_COLUMNS + BOOT_COLUMNS if c in table.columns and c not in COMPARE_COLUMNS]
+    extra = [c for c in tl.TL_COLUMNS + tl.BOOT_COLUMNS if c in table.columns and c not in COMPARE_COLUMNS]
     table = table[COMPARE_COLUMNS + list(dict.fromkeys(extra))]
     counts = table["outcome"].value_counts()
     test = {"two-level": "two-level interval where built, else corrected t", "corrected-t": "corrected t",
@@ -153,10 +134,7 @@ def compare_runs(run_a: str | Path, run_b: str | Path, models: tuple[str | None,
 
 
 def outcome(p_adjusted: float, gain: float, alpha: float = ALPHA) -> str:
-    """``win`` / ``loss`` (significant, by the sign of the gain), ``tie``, or ``undetermined`` without a p.
-
-    A cell with no p-value (one unit, say) was not tested, so calling it a tie would claim more than it shows.
-    """
+    """``win`` / ``loss`` (significant, by the sign of the gain), ``tie``, or ``undetermined`` without a p."""
     if not math.isfinite(p_adjusted):
         return "undetermined"
     if p_adjusted < alpha and gain > 0:
@@ -200,13 +178,7 @@ def write_comparison(comparison: Comparison, output: Path) -> Path:
 def compare(run_a: str | Path, run_b: str | Path, model_a: str | None = None, model_b: str | None = None,
             alpha: float = ALPHA, output_dir: str | Path | None = None,
             subject_interval: str = "two-level") -> Comparison:
-    """``pb.compare``: :func:`compare_runs` (``model_b`` defaults to ``model_a``), written if ``output_dir``.
-
-    ``.table`` is the per-cell frame, ``.refused`` the cells with mismatched seeds or folds, ``.summary``
-    the one-line summary, ``.meta`` the Stouffer meta-analysis across datasets per regime
-    (:mod:`ppgbench_pl.report.meta`). ``subject_interval="bootstrap"`` takes p from the subject cluster
-    bootstrap where it can be built.
-    """
+    """``pb.compare``: :func:`compare_runs` (``model_b`` defaults to ``model_a``), written if ``output_dir``."""
     result = compare_runs(run_a, run_b, (model_a, model_b if model_b is not None else model_a), alpha,
                           subject_interval)
     if output_dir is not None:

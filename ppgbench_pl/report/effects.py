@@ -1,22 +1,8 @@
-"""Paired effects per cell, with a seed interval and a subject-level interval, MDD and Holm (issue 19).
+"""Paired effects per cell: difference, seed interval, corrected t, MDD and Holm (issue 19; docs/statistics.md).
 
-For every task x regime cell and every comparison the report answers, the difference a - b on matched
-(seed, fold) units:
-
-* family ``baseline``: each model (controls included) against the constant baseline of its own fold
-  (the value stored in the same record, so the pairing is exact);
-* family ``controls``: each PPG-specific model against each PRV and MOMENT control present;
-* family ``models``: each pair of PPG-specific models.
-
-Intervals beside each difference: the published-style one (Student-t over the S seed means of the
-differences, df S - 1: split-to-split noise only; labelled, it decides nothing) and the corrected resampled
-t of Nadeau and Bengio over the seed x fold differences (:func:`ppgbench_pl.results.inference.corrected_t`;
-the test-to-train ratio from each job's subject counts), which needs only the fold values. The report
-replaces the corrected t's p and MDD by the two-level test's wherever the per-subject predictions allow
-(:mod:`ppgbench_pl.report.two_level_rows`: calibrated where the corrected t is conservative; this module
-gives it the seed term, ``var_seed``). ``p_holm`` is Holm's adjustment over the comparisons of one family
-in one cell, ``mdd_adj`` the MDD at Holm's first-step level, ``calibration`` where the simulation suite
-found the row's tests out of band (:mod:`ppgbench_pl.report.trust`).
+Families per cell: ``baseline`` (each model vs the constant of its own fold), ``controls`` (each PPG model vs
+each PRV/MOMENT control), ``models`` (PPG model pairs). The two-level or bootstrap interval replaces the
+corrected t's p where predictions allow (:mod:`.two_level_rows`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
-"""Figures, each written as PNG (for the page) and SVG (for papers): the regime comparison and CD plots.
+"""Figures as PNG (for the page) and SVG (for papers): the regime comparison and the CD diagrams.
 
-Figures are built on :class:`matplotlib.figure.Figure` directly, never through ``pyplot``, so no GUI
-backend or global state is involved (``MPLBACKEND=Agg`` or not) and figures are freed when dropped.
+Built on :class:`matplotlib.figure.Figure`, never ``pyplot``: no GUI backend or global state.
 """
 
 from __future__ import annotations
@@ -14,8 +13,8 @@ import numpy as np
 
 from ppgbench_pl.naming import is_baseline
 from ppgbench_pl.report.compare import Ranking
-from ppgbench_pl.report.labels import metric_label
 from ppgbench_pl.report.scores import Scores
+from ppgbench_pl.report.tables import metric_label
 
 if TYPE_CHECKING:  # matplotlib is imported only when a figure is drawn (the report command starts fast)
     from matplotlib.figure import Figure

@@ -1,9 +1,6 @@
 """File names built from strings of an input (regime names, ...): never a path, never a hidden file.
 
-A run folder or an exported file may come from anyone, so a regime called ``../../x`` must not write
-outside ``tables/`` or ``figures/``. A plain name (letters, digits, ``_ . -``, not starting with a dot)
-is kept as it is, so the published names give the files they always gave (``main_linear.csv``); any other
-name keeps its safe characters and gains a digest of the whole name, so two names never share a file.
+A plain name is kept (``main_linear.csv``); any other keeps its safe characters plus a digest of the whole name.
 """
 
 from __future__ import annotations

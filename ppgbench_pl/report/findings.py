@@ -1,22 +1,13 @@
-"""Headline findings computed from the runs: cells near chance, and cells where the controls hold.
+"""Headline findings: cells near chance, and cells where the controls hold (docs/report.md, "The rules").
 
-A cell is one (task, regime). Both findings use the same switchable :class:`~ppgbench_pl.report.rules.Rule`.
-
-* **Near chance**: no model (controls included) meaningfully beats its own constant baseline (the one
-  of its task view, from the same regime's jobs). ``undetermined`` when nobody beats it but some
-  verdict could not be made (one seed).
-* **Controls hold**: no PPG-specific model (any model that is not ``prv_published``, ``prv_neurokit2``,
-  ``moment_small``, a legacy control name such as ``prv`` or a constant baseline) meaningfully beats every
-  PRV and MOMENT control present in the cell.
-  A control that was not run in a cell is not required there (the cell lists which controls were
-  present); a cell with no PRV or MOMENT control, or no PPG-specific model, is not assessable and is
-  left out of the count. Older runs name the NeuroKit2 PRV control ``prv``: it counts as that control, and
-  the headline does not call ``prv_neurokit2`` "not run" where ``prv`` ran.
+Both use the one :class:`~ppgbench_pl.report.rules.Rule`. A control not run in a cell is not required there;
+a cell without a PRV/MOMENT control or without a PPG-specific model is left out of the control count.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pandas as pd
 
@@ -42,8 +33,7 @@ def _verdict(verdicts: list[bool | None]) -> str:
 def chance_cells(scores: Scores, rule: Rule) -> pd.DataFrame:
     """One row per cell: the baseline(s), the best model, who beats its baseline, and the cell's status.
 
-    Status is ``above_chance``, ``near_chance``, ``undetermined`` or ``no_baseline``. With several task
-    views in a cell, ``baseline`` lists their rows and the mean/CI columns are empty (see summary.csv).
+    With several task views in a cell, ``baseline`` lists their rows and the mean/CI columns are empty.
     """
     rows = []
     for regime in scores.regimes:
@@ -70,10 +60,7 @@ def chance_cells(scores: Scores, rule: Rule) -> pd.DataFrame:
 
 
 def control_cells(scores: Scores, rule: Rule) -> pd.DataFrame:
-    """One row per cell: PPG-specific models, controls present, which models beat them all, and status.
-
-    Status is ``beaten``, ``not_beaten``, ``undetermined``, ``no_controls`` or ``no_ppg_model``.
-    """
+    """One row per cell: PPG-specific models, controls present, which models beat them all, and status."""
     rows = []
     for regime in scores.regimes:
         for task in scores.tasks(regime):
@@ -180,3 +167,13 @@ def headline(chance: pd.DataFrame, controls: pd.DataFrame, rule: Rule) -> Headli
         no_baseline=cells(chance, "no_baseline"),
         undetermined_controls=cells(controls, "undetermined"),
     )
+
+
+def append_section(findings_md: Path, title: str, lines: list[str]) -> None:
+    """Add ``## title`` and ``lines`` as bullets to ``findings.md`` (nothing when there are no lines)."""
+    from ppgbench_pl.atomic_io import write_text_atomic
+
+    if not lines:
+        return
+    text = findings_md.read_text(encoding="utf-8").rstrip("\n")
+    write_text_atomic(findings_md, text + f"\n\n## {title}\n\n" + "\n".join(f"- {x}" for x in lines) + "\n")

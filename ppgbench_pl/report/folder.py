@@ -1,13 +1,7 @@
 """A report folder is all of one report or untouched: built beside its target, then swapped into place.
 
-``ppgbench report`` writes every file into a hidden staging folder next to ``--output``
-(``.<name>.building-<random>``) and, once the last file is written, exchanges it with the target in one
-rename (Linux ``renameat2(RENAME_EXCHANGE)``; elsewhere two renames, between which the target is briefly
-absent, never mixed). A reader, or the same command run again, sees the old report or the new one. A build
-killed half-way leaves the old report as it was and a staging folder that the next build removes (its lock
-is free once its holder is dead).
-
-A target that holds files no report writes is refused: the swap would remove them.
+Built in ``.<name>.building-<random>`` and exchanged with the target in one rename (Linux renameat2; elsewhere
+two renames); a killed build's staging folder is removed by the next. A folder of other files is refused.
 """
 
 from __future__ import annotations
@@ -20,8 +14,12 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ppgbench_pl.report.load import ReportError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: A file every report folder carries: what makes a folder one ppgbench may replace whole.
 MARKER = ".ppgbench-report"
@@ -41,11 +39,7 @@ def is_report(folder: Path) -> bool:
 
 
 def _target(output_dir: str | Path) -> Path:
-    """The absolute target, refused up front when the swap could not or must not replace it.
-
-    Raises:
-        ReportError: The path is a file, the current folder (or holds it), or a folder of other files.
-    """
+    """The absolute target, refused up front if it is a file, the current folder (or above it), or not a report."""
     out = Path(output_dir).absolute()
     if out.is_symlink():
         out = out.resolve()  # replace the folder it points to; the link stays
@@ -120,11 +114,8 @@ def remove_stale(target: Path) -> list[Path]:
 def staged(output_dir: str | Path) -> Iterator[Path]:
     """Yield a fresh folder to build the report in; on success it replaces ``output_dir`` whole.
 
-    On any exception (or a kill) the target is left as it was and the staging folder is removed (or, after
-    a kill, by the next build).
-
-    Raises:
-        ReportError: The target is a file, the current folder, a folder of other files, or cannot be made.
+    On any exception (or a kill) the target is left as it was; the staging folder is removed (after a kill,
+    by the next build).
     """
     from ppgbench_pl.atomic_io import dir_mode
     from ppgbench_pl.locks import file_lock
@@ -145,3 +136,13 @@ def staged(output_dir: str | Path) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         raise
+
+
+def write_tables(out: Path, frames: dict[str, pd.DataFrame]) -> list[Path]:
+    """Write each frame as ``out/tables/<name>.csv`` (atomically); return the paths."""
+    from ppgbench_pl.atomic_io import write_text_atomic
+
+    paths = [out / "tables" / f"{name}.csv" for name in frames]
+    for path, frame in zip(paths, frames.values(), strict=True):
+        write_text_atomic(path, frame.to_csv(index=False))
+    return paths

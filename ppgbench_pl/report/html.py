@@ -1,7 +1,6 @@
 """A self-contained HTML page: inline CSS, no scripts, no web fonts, figures as relative image files.
 
-The page opens from disk with no network (file://), and every image it shows lives next to it, so the
-report folder can be zipped, mailed or attached to a paper's supplement as it is.
+The page opens offline from disk, so the report folder can be zipped or attached to a paper as it is.
 """
 
 from __future__ import annotations
@@ -13,8 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ppgbench_pl.report.tables import MISSING
-
+#: What a table shows for a cell that was not run or a value that is unknown.
+MISSING = "–"
 CSS = """
 body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, Helvetica, Arial, sans-serif;
        margin: 2rem auto; max-width: 78rem; padding: 0 1.5rem; color: #1b1b1b; line-height: 1.45; }
@@ -68,13 +67,7 @@ def table(frame: pd.DataFrame, caption: str = "", raw: Sequence[str] = (),
 
 
 class Page:
-    """An HTML document built section by section.
-
-    Args:
-        title: The page title and heading.
-        root: The folder the page is written to; image paths are made relative to it.
-
-    """
+    """An HTML document built section by section; image and link paths are relative to ``root``."""
 
     def __init__(self, title: str, root: Path) -> None:
         """Start the page with its heading."""

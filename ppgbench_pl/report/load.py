@@ -1,9 +1,7 @@
-"""Read one or more run folders into one set of job records, the report's only input.
+"""Read run folders and exported files into one set of job records, the report's only input.
 
-Several folders (say one per model, or a rerun next to the original) combine: a job id that appears more
-than once is kept once. A completed record wins over a failed one; two completed records of the same job
-that disagree in their metrics are a conflict, and the first folder given wins (the conflict is listed
-in the report so it is never silent).
+A job id seen twice is kept once: a completed record wins over a failed one, and of two completed records
+that disagree the first input's wins (the conflict is listed in the report).
 """
 
 from __future__ import annotations
@@ -15,59 +13,38 @@ from pathlib import Path
 from typing import Any
 
 from ppgbench_pl.cards.overlap import RANDOM_INIT_SUFFIX
+from ppgbench_pl.errors import PPGBenchError
 from ppgbench_pl.naming import is_baseline
-from ppgbench_pl.report.inputs import ReportError, read_input
-from ppgbench_pl.report.inputs import parameters as read_parameters
-from ppgbench_pl.results.fold_entry import code_label
-from ppgbench_pl.results.records import RESULTS_FILE, RecordScan, job_id
-
-__all__ = ["CONTROL_MODELS", "LEGACY_CONTROLS", "REGIME_ORDER", "RENAMED_CONTROLS", "ReportError", "RunSet",
-           "check_protocols", "is_control", "load_runs", "order_models", "order_regimes", "order_tasks", "record_id",
-           "skipped_tasks"]
+from ppgbench_pl.results.fold_entry import code_label, fold_entry
+from ppgbench_pl.results.records import RESULTS_FILE, RecordScan, job_id, scan_records
 
 CONTROL_MODELS = ("prv_neurokit2", "prv_published", "moment_small", "constant")
-#: The current name of each control name of older run folders (the NeuroKit2 PRV was called ``prv``): a run
-#: that has the old name has run the control.
+#: The current name of each control name of older run folders (the NeuroKit2 PRV was called ``prv``).
 RENAMED_CONTROLS = {"prv": "prv_neurokit2"}
-#: Control names of older run folders.
 LEGACY_CONTROLS = tuple(RENAMED_CONTROLS)
 REGIME_ORDER = ("linear", "rf", "mlp", "finetune")
 
 
+class ReportError(PPGBenchError):
+    """The report cannot be built from the given folders (missing, empty, or not run folders)."""
+
+
 @dataclass
 class RunSet:
-    """Every job record the report uses, combined from one or more run folders.
+    """Every job record the report uses, combined from one or more run folders or exported files."""
 
-    Attributes:
-        records: Completed (``status == "ok"``) records, one per job id, in a stable order.
-        failed: Failed records whose job has no completed record in any folder.
-        sources: Job id -> the folder holding its prediction files.
-        run_dirs: The folders read, in the order given.
-        conflicts: One line per job id whose completed records disagree (first folder kept).
-        planned: Union of the planned job ids found in the folders' ``run.json`` (empty if none).
-        parameters: Model -> parameter counts, from ``run.json`` ``parameters`` where a run wrote them.
-        problems: One line per ``results.json`` that was skipped as unreadable (its job counts as not run).
-        run_code_versions: Code versions the folders' ``run.json`` say wrote them (``code_versions``).
-        prediction_problems: One line per prediction file that is missing or unreadable (left out of
-            Table 4, the rescoring).
-        packed: Job id -> prediction file name -> packed arrays, for jobs read from an exported file
-            (format version 2 carries them; :meth:`prediction_arrays` unpacks them).
-        documents: Exported file -> its document, validated when read (``results/untrusted.py``).
-
-    """
-
-    records: list[dict[str, Any]]
-    failed: list[dict[str, Any]]
-    sources: dict[str, Path]
+    records: list[dict[str, Any]]  # completed, one per job id, in a stable order
+    failed: list[dict[str, Any]]  # failed records whose job has no completed record anywhere
+    sources: dict[str, Path]  # job id -> its job folder, or the exported file it came from
     run_dirs: list[Path]
     conflicts: list[str] = field(default_factory=list)
-    planned: set[str] = field(default_factory=set)
+    planned: set[str] = field(default_factory=set)  # union of the inputs' planned job ids
     parameters: dict[str, dict[str, int]] = field(default_factory=dict)
-    problems: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # one line per unreadable results.json
     run_code_versions: list[str] = field(default_factory=list)
-    prediction_problems: list[str] = field(default_factory=list)
-    packed: dict[str, dict[str, Any]] = field(default_factory=dict)
-    documents: dict[Path, dict[str, Any]] = field(default_factory=dict)
+    prediction_problems: list[str] = field(default_factory=list)  # missing or unreadable prediction files
+    packed: dict[str, dict[str, Any]] = field(default_factory=dict)  # job id -> file name -> packed arrays
+    documents: dict[Path, dict[str, Any]] = field(default_factory=dict)  # exported file -> its document
 
     @property
     def code_versions(self) -> dict[str, int]:
@@ -90,8 +67,7 @@ class RunSet:
     @property
     def models(self) -> list[str]:
         """Models with completed records, PPG-specific models first, then the controls in fixed order."""
-        names = {r["model"] for r in self.records}
-        return order_models(names)
+        return order_models({r["model"] for r in self.records})
 
     def job_folder(self, record: dict[str, Any]) -> Path:
         """Return the folder holding a record's prediction files (the file, for a job read from an export)."""
@@ -157,11 +133,7 @@ def order_models(names: set[str] | Sequence[str]) -> list[str]:
 
 
 def is_control(name: str) -> bool:
-    """Tell a PRV or MOMENT control or a constant baseline (anything not PPG-specific) from a model.
-
-    An untrained control (``moment_small (random init)``) is not PPG-specific either, but it is not the
-    control: the findings count only the controls themselves (``FEATURE_CONTROLS``) as present.
-    """
+    """Whether a model is a PRV or MOMENT control (random init included) or a constant baseline."""
     base = name.removesuffix(RANDOM_INIT_SUFFIX)
     return base in CONTROL_MODELS or base in LEGACY_CONTROLS or is_baseline(name)
 
@@ -187,14 +159,6 @@ def record_id(record: dict[str, Any]) -> str:
     return job_id(record["model"], record["task"], record["regime"], int(record["seed"]), int(record["fold"]))
 
 
-def _outcome(record: dict[str, Any]) -> Any:
-    """Return what must agree for two records of one job to count as the same result."""
-    return (
-        [r.get("metrics") for r in record.get("results", [])],
-        record.get("baseline"),
-    )
-
-
 def skipped_tasks(run_dirs: Sequence[Path]) -> dict[str, str]:
     """Task -> why a run skipped it (``status.json`` ``skipped_tasks``: it could not be evaluated)."""
     found: dict[str, str] = {}
@@ -208,15 +172,7 @@ def skipped_tasks(run_dirs: Sequence[Path]) -> dict[str, str]:
 
 
 def check_protocols(inputs: Sequence[tuple[Path, dict[str, str]]]) -> None:
-    """Refuse an exported file whose protocol settings differ from another input's (one line naming it).
-
-    Only settings both inputs have are compared (two files may cover different datasets or regimes), and
-    only where an exported file is involved: run folders combine as they always have.
-
-    Raises:
-        ReportError: A shared setting has two values.
-
-    """
+    """Refuse an exported file whose protocol settings (those both inputs have) differ from another input's."""
     seen: dict[str, tuple[str, Path]] = {}
     for path, protocol in inputs:
         for key, value in sorted(protocol.items()):
@@ -227,6 +183,91 @@ def check_protocols(inputs: Sequence[tuple[Path, dict[str, str]]]) -> None:
             if value != first and (path.is_file() or where.is_file()):
                 raise ReportError(f"{path}: protocol setting {key} is {value}, but {where} has {first}; "
                                   "results made under different settings cannot share a table")
+
+
+def run_meta(run_dir: Path) -> dict[str, Any]:
+    """The folder's ``run.json``, read within the bounds of a sent file (empty when a run wrote none)."""
+    from ppgbench_pl.results.untrusted import loads_bounded, max_file_bytes, read_bytes_bounded
+
+    path = run_dir / "run.json"
+    if not path.exists():
+        return {}
+    try:
+        meta = loads_bounded(read_bytes_bounded(path, max_file_bytes()))
+    except ValueError as exc:
+        raise ReportError(f"{path}: {exc}") from None
+    except OSError as exc:
+        raise ReportError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    if not isinstance(meta, dict):
+        raise ReportError(f"{path}: not a run description (a JSON object was expected)")
+    return meta
+
+
+def read_parameters(meta: dict[str, Any], source: Path) -> dict[str, dict[str, int]]:
+    """``run.json`` ``parameters``: {model: {"total": n, "trainable": n}} or {model: n}, if present."""
+    out: dict[str, dict[str, int]] = {}
+    raw = meta.get("parameters") or {}
+    try:
+        for model, value in raw.items():
+            if isinstance(value, int):
+                out[model] = {"total": value}
+            else:
+                out[model] = {k: int(v) for k, v in value.items()}
+    except (AttributeError, TypeError, ValueError):
+        raise ReportError(f"{source}: 'parameters' must map model names to counts") from None
+    return out
+
+
+def check_record(record: dict[str, Any]) -> dict[str, Any]:
+    """Check a record the report uses; ``ValueError`` names what is missing (reported, then skipped)."""
+    if record.get("status") != "ok":
+        if not record.get("job_id") and record.get("model") is None:
+            raise ValueError("is not a job record (no job_id or model)")
+        return record
+    fold_entry(record)  # the summary's own checks: required fields, results a list of repeats
+    if record.get("kind") is None:
+        raise ValueError("missing field 'kind'")
+    return record
+
+
+def _check_folder(run_dir: Path) -> None:
+    """Raise a one-line error unless ``run_dir`` looks like a run folder."""
+    if not run_dir.exists():
+        raise ReportError(f"{run_dir}: no such run folder")
+    if not run_dir.is_dir():
+        raise ReportError(f"{run_dir}: not a run folder (it is a file; give the folder holding run.json "
+                          "and jobs/)")
+    if not (run_dir / "jobs").is_dir() and not (run_dir / "run.json").is_file():
+        raise ReportError(f"{run_dir}: not a ppgbench run folder (no run.json and no jobs/ inside)")
+
+
+def read_input(path: Path) -> tuple[dict[str, Any], RecordScan, dict[str, str]]:
+    """(run.json-like meta, the records, the protocol settings) of a run folder or an exported file."""
+    from ppgbench_pl.results.export import protocol_settings
+    from ppgbench_pl.results.untrusted import read_results_file
+
+    if not (path.is_file() and path.suffix == ".json"):  # an exported file is JSON; anything else a folder
+        _check_folder(path)
+        meta = run_meta(path)
+        scan = scan_records(path, transform=check_record)
+        return meta, scan, protocol_settings(meta.get("identity") or {}, scan.records)
+    document = read_results_file(path)  # validated whole (schema, ranges, protocol) before anything is used
+    run, versions = document["run"], document["versions"]
+    meta = {"planned_jobs": run["planned_jobs"], "parameters": run["parameters"], "document": document,
+            "code_versions": versions["code_versions"], "predictions": document.get("predictions")}
+    scan = RecordScan()
+    for i, record in enumerate(document["records"]):
+        try:
+            scan.records.append(check_record(record))
+            scan.folders.append(path)
+        except ValueError as exc:
+            scan.problems.append(f"{path}: record {i}: {exc}")
+    return meta, scan, {str(k): str(v) for k, v in document["protocol"].items()}
+
+
+def _outcome(record: dict[str, Any]) -> Any:
+    """What must agree for two records of one job to count as the same result."""
+    return [r.get("metrics") for r in record.get("results", [])], record.get("baseline")
 
 
 def _merge(scan: RecordScan, run_dir: Path, into: tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]],
@@ -247,59 +288,48 @@ def _merge(scan: RecordScan, run_dir: Path, into: tuple[dict[str, dict[str, Any]
 
 
 def load_runs(run_dirs: Sequence[str | Path]) -> RunSet:
-    """Combine run folders; raises :class:`ReportError` when a folder is missing or nothing was completed.
+    """Combine run folders (``jobs/<id>/results.json``) and ``ppgbench export`` files, in order of precedence.
 
-    A ``results.json`` that cannot be read (corrupt, empty, not a record) does not stop the report: it is
-    listed in ``problems`` (shown on the page and printed as a warning) and that job counts as not run.
-
-    Args:
-        run_dirs: Run folders (``jobs/<id>/results.json``) or ``ppgbench export`` files, in order of
-            precedence (an export whose protocol differs from another input's is refused: check_protocols).
+    An unreadable ``results.json`` is listed in ``problems`` and its job counts as not run.
 
     Raises:
-        ReportError: A folder does not exist, is not a run folder, holds no job records, has an unreadable
-            ``run.json``, or no job completed anywhere.
+        ReportError: An input is missing, not a run folder or results file, holds no job records, has an
+            unreadable ``run.json``, or a protocol that differs from another input's; or no job completed.
 
     """
     if not run_dirs:
         raise ReportError("no run folder given")
+    dirs = [Path(d) for d in run_dirs]
+    runs = RunSet([], [], {}, dirs)
     ok: dict[str, dict[str, Any]] = {}
     failed: dict[str, dict[str, Any]] = {}
-    sources: dict[str, Path] = {}
-    conflicts: list[str] = []
-    problems: list[str] = []
-    planned: set[str] = set()
-    parameters: dict[str, dict[str, int]] = {}
     run_codes: set[str] = set()
     carried: dict[Path, dict[str, Any]] = {}  # exported file (format version 2) -> its predictions
-    documents: dict[Path, dict[str, Any]] = {}
-    dirs = [Path(d) for d in run_dirs]
     protocols: list[tuple[Path, dict[str, str]]] = []
     for run_dir in dirs:
         meta, scan, protocol = read_input(run_dir)
         protocols.append((run_dir, protocol))
-        problems += scan.problems
+        runs.problems += scan.problems
         if not scan.records:
             detail = f" ({len(scan.problems)} unreadable: {scan.problems[0]})" if scan.problems else ""
             raise ReportError(f"{run_dir}: no job records (expected jobs/<id>/{RESULTS_FILE}){detail}; "
                               "is this a ppgbench run folder, and has a job finished?")
-        planned |= {str(j) for j in meta.get("planned_jobs") or []}
+        runs.planned |= {str(j) for j in meta.get("planned_jobs") or []}
         run_codes |= {code_label(c) for c in meta.get("code_versions") or [] if code_label(c)}
         for model, counts in read_parameters(meta, run_dir / "run.json").items():
-            parameters.setdefault(model, counts)
+            runs.parameters.setdefault(model, counts)
         if run_dir.is_file():
-            documents[run_dir] = meta["document"]
+            runs.documents[run_dir] = meta["document"]
             carried.update({run_dir: meta["predictions"]} if meta["predictions"] is not None else {})
-        _merge(scan, run_dir, (ok, failed, sources), conflicts)
+        _merge(scan, run_dir, (ok, failed, runs.sources), runs.conflicts)
     if not ok:
         raise ReportError(f"no completed jobs in {', '.join(map(str, dirs))} ({len(failed)} failed)")
     check_protocols(protocols)
-    return RunSet(
-        records=[ok[k] for k in sorted(ok)],
-        failed=[failed[k] for k in sorted(failed) if k not in ok],
-        sources=sources, run_dirs=dirs, conflicts=conflicts, planned=planned, parameters=parameters,
-        problems=problems, run_code_versions=sorted(run_codes), documents=documents,
-        packed={j: carried[f].get(j) or {} for j, f in sources.items() if f in carried}, prediction_problems=[
-            f"{d}: an exported results file of format version 1 carries no predictions; its jobs are left "
-            "out of Table 4 (export the run again for a file that carries them)"
-            for d in dirs if d.is_file() and d not in carried])
+    runs.records = [ok[k] for k in sorted(ok)]
+    runs.failed = [failed[k] for k in sorted(failed) if k not in ok]
+    runs.run_code_versions = sorted(run_codes)
+    runs.packed = {j: carried[f].get(j) or {} for j, f in runs.sources.items() if f in carried}
+    runs.prediction_problems = [
+        f"{d}: an exported results file of format version 1 carries no predictions; its jobs are left out of Table 4 "
+        "(export the run again for a file that carries them)" for d in dirs if d.is_file() and d not in carried]
+    return runs

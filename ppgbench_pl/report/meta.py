@@ -1,22 +1,7 @@
 """Stouffer meta-analysis across datasets of per-cell paired comparisons (MOABB style, issue 19).
 
-A per-cell test says "a is better than b on this task". A claim across datasets ("a is better than b on
-PPG, in this regime") combines them as MOABB does (``moabb/analysis/meta_analysis.py``): each cell's
-two-sided p becomes the one-sided p of "a better" (p/2 when the gain is positive, 1 - p/2 otherwise),
-z = Phi^-1(1 - p_one), and the datasets are combined by Stouffer's weighted Z with weights
-sqrt(n_subjects of the dataset):
-
-    Z = sum_d w_d z_d / sqrt(sum_d w_d^2),   p_meta = 1 - Phi(Z)   (one-sided: a better).
-
-The tasks of one dataset share their subjects, so their z are not independent: a dataset's z_d is the mean
-of its cells' z. Under the null the mean of correlated standard normals has variance <= 1, so treating
-z_d as standard normal is conservative (exact when the dataset has one cell, as in MOABB). The combined
-effect is MOABB's too: the sqrt(n)-weighted mean of the datasets' d_z (each the mean over its cells).
-
-Records without ``train_groups`` / ``test_groups`` give no subject count. When a dataset of a comparison
-lacks one, the datasets of that comparison are weighted equally (plain Stouffer, unweighted mean d_z):
-mixing sqrt(n) weights with a guessed one would be arbitrary, and dropping the dataset would hide it.
-``weights`` says which was used and ``datasets`` shows an unknown count as ``?``.
+Each cell's two-sided p becomes a one-sided z; a dataset's z is the mean over its cells (they share subjects),
+weighted sqrt(subjects), or equally when a count is unknown (docs/statistics.md, "Meta-analysis").
 """
 
 from __future__ import annotations
@@ -27,16 +12,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ppgbench_pl.results.fold_entry import task_facts
+from ppgbench_pl.cards.overlap import dataset_of
 from ppgbench_pl.results.inference import ALPHA, one_sided_p, stouffer, z_score
 
 META_COLUMNS = ["regime", "model_a", "model_b", "n_datasets", "n_cells", "datasets", "weights", "z", "p_one_sided",
                 "d_z", "verdict"]
-
-
-def dataset_of(task: str) -> str:
-    """The dataset of a task (its registry entry, else the name's first part)."""
-    return task_facts(task)[0] or task.split("-", 1)[0]
 
 
 def _combine(part: pd.DataFrame, alpha: float) -> dict[str, Any]:
@@ -68,13 +48,7 @@ def _count_text(n: float) -> str:
 
 
 def meta_table(table: pd.DataFrame, alpha: float = ALPHA) -> pd.DataFrame:
-    """Per (regime, model_a, model_b): Stouffer's Z over the datasets of the cells in ``table``.
-
-    ``table`` needs ``regime``, ``task``, ``model_a``, ``model_b``, ``p`` (two-sided), ``gain``, ``d_z`` and
-    ``n_subjects`` (NaN when unknown: the comparison then weights its datasets equally, ``weights``
-    ``equal``). ``verdict``: ``a_better`` / ``b_better`` when the one-sided p is below alpha/2 or above
-    1 - alpha/2 (a two-sided test at alpha), else ``no_detectable_difference``.
-    """
+    """Per (regime, model_a, model_b): Stouffer's Z over the datasets of the cells, tested two-sided at alpha."""
     rows = []
     if not table.empty:
         for (regime, a, b), part in table.groupby(["regime", "model_a", "model_b"], sort=False):

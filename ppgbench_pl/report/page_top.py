@@ -1,8 +1,6 @@
 """The top of the report page: a title and first paragraph that say what kind of run this is, then the facts.
 
-A smoke run, or one off the published protocol, says so in the page title and in its first paragraph
-(not only in a table caption further down), so nobody reads its numbers as published ones. Jobs recorded
-as not evaluable (one class in a fold's test set, ...) are counted as such, never as failed.
+A smoke or off-protocol run says so in the title and first paragraph, so nobody reads its numbers as published.
 """
 
 from __future__ import annotations
@@ -26,11 +24,7 @@ NOT_EVALUABLE = "not_evaluable"
 
 
 def off_protocol(cells: pd.DataFrame) -> tuple[str, str]:
-    """(title, warning) of a report: the warning is '' and the title plain when every score is published.
-
-    ``SMOKE`` when any score was made with the smoke budget, else ``NOT THE PUBLISHED PROTOCOL`` when any
-    was made with another budget or a switched setting (its ``deviations``).
-    """
+    """(title, warning) of a report: ``SMOKE`` or ``NOT THE PUBLISHED PROTOCOL`` when any score is off it."""
     if cells.empty:
         return TITLE, ""
     scores = cells[~cells["model"].map(is_baseline)]
@@ -101,15 +95,13 @@ def header(page: Page, runs: RunSet, scores: Scores, warning: str, ci_unit: str)
     versions = code_version_line(runs)
     if versions:
         page.paragraph(versions, "warning")
-    if runs.skipped:
-        page.details(f"{len(runs.skipped)} files were skipped (unreadable or missing)",
-                     "<ul>" + "".join(f"<li>{html.escape(p)}</li>" for p in runs.skipped) + "</ul>")
-    if tasks := skipped_tasks(runs.run_dirs):
-        page.details(f"{len(tasks)} tasks were skipped: they cannot be evaluated from the data there was",
-                     "<ul>" + "".join(f"<li>{html.escape(f'{t}: {why}')}</li>" for t, why in tasks.items()) + "</ul>")
-    if runs.conflicts:
-        page.details(f"{len(runs.conflicts)} jobs had conflicting records across folders (first folder kept)",
-                     "<ul>" + "".join(f"<li>{html.escape(c)}</li>" for c in runs.conflicts) + "</ul>")
+    tasks = [f"{t}: {why}" for t, why in skipped_tasks(runs.run_dirs).items()]
+    for items, what in ((runs.skipped, "files were skipped (unreadable or missing)"),
+                        (tasks, "tasks were skipped: they cannot be evaluated from the data there was"),
+                        (runs.conflicts, "jobs had conflicting records across folders (first folder kept)")):
+        if items:
+            page.details(f"{len(items)} {what}", "<ul>" + "".join(f"<li>{html.escape(i)}</li>" for i in items)
+                         + "</ul>")
 
 
 def job_lists(page: Page, runs: RunSet) -> None:

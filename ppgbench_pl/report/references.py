@@ -1,12 +1,6 @@
-r"""``references.bib`` and the methods sentence of a report: exactly the benchmark, datasets and models it used.
+"""``references.bib`` and the methods sentence of a report: exactly the benchmark, datasets and models it used.
 
-The datasets are those of the tasks in the records, the models those with a record (baselines are not
-models); both in the report's order. The same entries come out of ``ppgbench cite --datasets ...
---models ...`` (:mod:`ppgbench_pl.cards.citations`).
-
-Model and dataset names come from the records, which anyone can write, and ``methods.tex`` is meant to be
-pasted into a paper: every name is LaTeX-escaped there (a name holding ``\input{...}`` is printed, never
-run). The page shows the same sentence as plain text, citations as ``[key]``.
+Names come from records anyone can write, so ``methods.tex`` (meant for a paper) LaTeX-escapes every one.
 """
 
 from __future__ import annotations
@@ -53,11 +47,7 @@ def used(records: Iterable[dict[str, Any]]) -> tuple[list[str], list[str]]:
 
 def methods_sentence(datasets: Sequence[str], models: Sequence[str], name: Callable[[str], str],
                      cite: Callable[[str], str]) -> str:
-    """The sentence citing the benchmark, the datasets and the models.
-
-    ``name`` renders each name (and the version), ``cite`` each citation key (catalog keys, never a string
-    of an input).
-    """
+    """The sentence citing the benchmark, the datasets and the models (``name`` and ``cite`` render them)."""
     def named(items: Sequence[str], lookup: Callable[[str], Citation | None]) -> str:
         parts = [name(item) + (cite(c.key) if (c := lookup(item)) is not None else "") for item in items]
         return ", ".join(parts) or "none"

@@ -1,12 +1,6 @@
-"""Table 4: the same predictions scored at subject level and at window level.
+"""Table 4: the same stored predictions scored at subject level (as recorded: mismatches counted) and per window.
 
-For every completed job on a subject-level task, the stored window predictions
-(``predictions_repeat<r>.npz`` of the job folder, or the same arrays carried by an exported file) are
-scored twice with the benchmark's own scoring code: once aggregated per
-subject with the aggregation the job selected (this reproduces the recorded metric, and a mismatch is
-counted), and once per window, as if the task were window-level. The difference shows how much the
-subject-level protocol changes the picture. Values are summarised like summary.csv (repeats -> fold,
-folds -> seed, mean over seeds).
+Values are summarised like summary.csv (repeats -> fold, folds -> seed, mean over seeds).
 """
 
 from __future__ import annotations
@@ -47,10 +41,7 @@ def _load(runs: RunSet, rec: dict[str, Any], name: str, kind: str) -> tuple[Any,
 
 
 def rescore_jobs(runs: RunSet) -> pd.DataFrame:
-    """One row per (subject-level job, repeat) with subject-level, window-level and recorded values.
-
-    A prediction file that is missing or cannot be read is skipped and noted in ``runs.problems``.
-    """
+    """One row per (subject-level job, repeat): subject-level, window-level and recorded values (bad files noted)."""
     from ppgbench_pl.metrics.evaluate import evaluate
 
     rows = []

@@ -1,18 +1,7 @@
-"""The report's stated rules: CI overlap (bolding) and "meaningfully better" (chance, controls).
+"""The report's stated rules: CI overlap (bolding, fixed by the paper) and "meaningfully better" (switchable).
 
-The published protocol leaves the second rule to us (protocol.md section 10; decisions #2). One
-rule is used everywhere a model is said to beat another (the constant baseline, a PRV or MOMENT
-control), and it is switchable:
-
-* ``ci`` (default): a better mean **and** CIs that do not overlap, ``|m1 - m2| > c1 + c2``. The baseline's
-  CI is the one from the same regime's jobs (same seeds and folds). A CI that is unknown (one seed)
-  leaves the verdict undetermined rather than guessing.
-* ``paired``: a better mean and a two-sided paired t-test p < alpha over the matched units (seed means by
-  default); undetermined with fewer than two matched units.
-* ``mean``: a better mean alone (the most lenient; useful to see what the CI rule costs).
-
-Bolding is fixed by the paper: the best mean, and every model whose CI overlaps the best's
-(``|m1 - m2| <= c1 + c2``, an unknown CI counted as zero).
+``ci`` (default): a better mean and CIs that do not overlap; ``paired``: a better mean and a paired t-test
+p < alpha; ``mean``: a better mean alone. An unknown CI or too few units leave a verdict undetermined.
 """
 
 from __future__ import annotations
@@ -45,13 +34,7 @@ def better_mean(a: Score, b: Score, higher_is_better: bool) -> bool:
 
 @dataclass(frozen=True)
 class Rule:
-    """When one model meaningfully beats another in a cell.
-
-    Args:
-        name: One of :data:`RULES`.
-        alpha: Significance level of the ``paired`` rule.
-
-    """
+    """When one model meaningfully beats another in a cell (``name`` one of :data:`RULES`)."""
 
     name: str = "ci"
     alpha: float = 0.05
@@ -67,10 +50,7 @@ class Rule:
         return RULE_TEXT[self.name].format(alpha=self.alpha)
 
     def beats(self, scores: Scores, task: str, regime: str, model: str, other: str) -> bool | None:
-        """Return whether ``model`` meaningfully beats ``other`` in the cell (None: undecidable).
-
-        ``other`` = ``constant`` means the model's own baseline (the one of its task view).
-        """
+        """Whether ``model`` meaningfully beats ``other`` (``constant``: its own baseline); None: undecidable."""
         resolved = scores.resolve(task, regime, model, other)
         if resolved is None:
             return None

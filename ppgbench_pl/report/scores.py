@@ -1,9 +1,7 @@
 """The report's view of the scores: per-fold values and the summary (mean, Student-t CI) per cell.
 
-Everything numeric in the report comes from here, computed with the same code as ``summary.csv``
-(:class:`ppgbench_pl.results.summary.SummaryBook`), so a table cell and the summary never disagree. A
-cell is one (task, regime); a score is one model's mean and CI half-width in a cell. Each model is
-compared with the constant baseline of its own task view (:meth:`Scores.baseline_of`).
+Every number comes from :class:`ppgbench_pl.results.summary.SummaryBook`, the code of ``summary.csv``, so a
+table and the summary never disagree.
 """
 
 from __future__ import annotations
@@ -38,13 +36,7 @@ class Score:
 
 
 class Scores:
-    """Fold values and summary rows of a set of records, indexed for the report.
-
-    Args:
-        records: Completed job records.
-        ci_unit: ``seed`` (published: CI over seed means) or ``fold`` (over seed x fold values).
-
-    """
+    """Fold values and summary rows of completed records, indexed for the report (CI over ``ci_unit``)."""
 
     def __init__(self, records: Iterable[dict[str, Any]], ci_unit: str = "seed") -> None:
         """Summarise the ``ok`` records once, with the same code as summary.csv."""
@@ -81,10 +73,7 @@ class Scores:
         return order_tasks(set(frame["task"]))
 
     def baseline_of(self, task: str, regime: str, model: str) -> str | None:
-        """Name the baseline row a model is compared with in a cell (its own task view); None if none.
-
-        ``constant`` (the placeholder name) given as ``model`` resolves to the cell's only baseline.
-        """
+        """The baseline row a model is compared with in a cell (its task view's; ``constant``: the only one)."""
         if is_baseline(model):
             names = self.baselines(task, regime)
             return model if model in names else (names[0] if len(names) == 1 else None)
@@ -123,10 +112,7 @@ class Scores:
 
     def paired_values(self, task: str, regime: str, model_a: str, model_b: str,
                       unit: str | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Values of two models on the same (seed, fold) pairs, averaged per seed when ``unit`` is ``seed``.
-
-        Pairs are matched on both seed and fold, so a partial run compares like with like.
-        """
+        """Values of two models on the same (seed, fold) pairs, averaged per seed when ``unit`` is ``seed``."""
         unit = unit or self.ci_unit
         part = self._folds_by_cell.get((task, regime), self.folds.iloc[:0])
         a = part[part["model"] == model_a].set_index(["seed", "fold"])["value"]

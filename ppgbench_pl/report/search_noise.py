@@ -1,20 +1,8 @@
 """The report's search-noise section (issue 19 item 4): what other search seeds add, and which verdicts flip.
 
-A run whose neural regimes were given ``search_seeds: [0, 1, 2]`` (``ppgbench_pl/regimes/search_seeds.py``)
-holds, per job, the published search (search seed 0, ``results``) and the same search repeated with other
-random streams on the same split (``search_seed_results``). The published tables use search seed 0 only;
-this section says how much the others move the numbers and whether any verdict depends on the search seed:
-
-* ``tables/search_noise.csv``, per (model, task, regime) with search seeds: ``sd_search`` (the sd of a fold
-  value over search seeds, pooled over the seed x fold units: the search noise of one fold value),
-  ``sd_folds`` (the sd of the published fold values, for scale), ``search_share`` (the within-unit share
-  of the variance of all unit x search-seed values, population variances: 0 to 1), ``sd_cell_mean`` (the
-  sd over search seeds of the cell mean that the main table reports), ``seed_ci95`` (the published seed
-  CI half-width there) and their ratio;
-* ``tables/search_flips.csv``: every verdict that differs when another search seed stands in for search
-  seed 0 in every job that has it (the other records unchanged): the published near-chance and
-  controls-hold statuses (CI-overlap rule), the paired statuses (corrected t, Holm, Benjamini-Hochberg)
-  and every paired comparison's verdict.
+``search_noise.csv``: per model cell with ``search_seeds``, the spread of a fold value and of the cell mean
+over search seeds beside the published seed CI; ``search_flips.csv``: every verdict (published or paired)
+that changes when another search seed stands in for seed 0 in every job that has it (docs/statistics.md).
 """
 
 from __future__ import annotations
@@ -96,7 +84,7 @@ def _noise_row(cell: pd.DataFrame) -> dict[str, Any]:
 
 
 def noise_table(units: pd.DataFrame) -> pd.DataFrame:
-    """Per (model, task, regime) with search seeds: the variance the search seeds add (module docstring)."""
+    """Per (model, task, regime) with search seeds: the variance the search seeds add."""
     from ppgbench_pl.report.load import order_models, order_regimes, order_tasks
 
     rows = []
@@ -182,7 +170,7 @@ def summary_lines(result: SearchNoise) -> list[str]:
 
 def compute(records: list[dict[str, Any]], out: Path, alpha: float, ci_unit: str = "seed") -> SearchNoise:
     """The section's tables (written under ``out/tables`` when the runs have search seeds)."""
-    from ppgbench_pl.atomic_io import write_text_atomic
+    from ppgbench_pl.report.folder import write_tables
 
     units = seed_units(records)
     seeds = sorted(int(k) for k in set(units["search_seed"]))
@@ -191,22 +179,8 @@ def compute(records: list[dict[str, Any]], out: Path, alpha: float, ci_unit: str
     flips, checked = flip_table(records, seeds, alpha, ci_unit)
     result = SearchNoise(noise_table(units), flips, seeds, checked)
     result.lines = summary_lines(result)
-    for name, frame in (("search_noise", result.noise), ("search_flips", result.flips)):
-        path = out / "tables" / f"{name}.csv"
-        write_text_atomic(path, frame.to_csv(index=False))
-        result.written.append(path)
+    result.written = write_tables(out, {"search_noise": result.noise, "search_flips": result.flips})
     return result
-
-
-def append_findings(findings_md: Path, result: SearchNoise) -> None:
-    """Add the search-noise lines to ``findings.md`` (nothing when the runs have one search per job)."""
-    from ppgbench_pl.atomic_io import write_text_atomic
-
-    if not result.lines:
-        return
-    text = findings_md.read_text(encoding="utf-8").rstrip("\n")
-    write_text_atomic(findings_md, text + "\n\n## Search noise\n\n" + "\n".join(f"- {x}" for x in result.lines)
-                      + "\n")
 
 
 def draw(page: Page, result: SearchNoise) -> None:

@@ -1,7 +1,6 @@
 """The body of the report page: the main tables, the comparisons between models, the paper's analyses.
 
-Each section writes its CSVs and figures into the report folder (every file name built from a regime name
-goes through :func:`~ppgbench_pl.report.filenames.safe_stem`) and draws itself on the page.
+Each section writes its CSVs and figures (file names from regime names through :func:`.filenames.safe_stem`).
 """
 
 from __future__ import annotations
@@ -15,15 +14,15 @@ import pandas as pd
 from ppgbench_pl.report import (
     analyses,
     compare,
-    effects_page,
     figures,
     overlap_marks,
-    overlap_page,
     references,
     rescoring,
     search_noise,
     tables,
+    verdicts,
 )
+from ppgbench_pl.report.effects import MIN_SEEDS
 from ppgbench_pl.report.filenames import safe_stem
 from ppgbench_pl.report.html import Page, table
 from ppgbench_pl.report.load import RunSet
@@ -33,16 +32,7 @@ from ppgbench_pl.report.scores import Scores
 
 @dataclass
 class ReportOptions:
-    """Choices that change what the report says.
-
-    Args:
-        rule: "Meaningfully better" rule: ``ci`` (default), ``paired`` or ``mean``.
-        alpha: Significance level of the ``paired`` rule and of the Nemenyi CD.
-        ci_unit: ``seed`` (published) or ``fold``, as in summary.csv.
-        pairs: Model pairs for paired comparisons (default: each tested model vs each control).
-        parameters: Optional parameter-count file (CSV or JSON) for Table 7.
-
-    """
+    """Choices that change what the report says (:func:`~ppgbench_pl.report.build.build_report`), and its parts."""
 
     rule: str = "ci"
     alpha: float = 0.05
@@ -50,8 +40,8 @@ class ReportOptions:
     pairs: Sequence[tuple[str, str]] | None = None
     parameters: Path | None = None
     written: list[Path] = field(default_factory=list)
-    paired_findings: effects_page.PairedFindings | None = None  # issue 19: paired tests beside the published rule
-    overlap_findings: overlap_page.OverlapFindings | None = None  # issue 21: counts and findings without overlap
+    paired_findings: verdicts.PairedFindings | None = None  # issue 19: paired tests beside the published rule
+    overlap_findings: overlap_marks.OverlapFindings | None = None  # issue 21: counts and findings without overlap
     citations: references.References | None = None  # issue 21: references.bib and the methods sentence
     flags: dict[tuple[str, str], str] = field(default_factory=dict)  # issue 21: (task, model) -> overlap
     search_noise: search_noise.SearchNoise | None = None  # issue 19: what other search seeds add
@@ -125,11 +115,11 @@ def comparisons(page: Page, scores: Scores, out: Path, opts: ReportOptions) -> N
         page.figure(png, svg, "Each model's mean ± 95% CI per task under every regime present.")
 
     page.heading("Ranking across tasks (critical difference)", anchor="ranking")
-    few = effects_page.few_seed_regimes(scores)  # no CD diagram without seeds to rank on
+    few = few_seed_regimes(scores)  # no CD diagram without seeds to rank on
     rankings = [r for regime in scores.regimes
                 if regime not in few and (r := compare.rank_models(scores, regime, opts.alpha))]
     if few:
-        page.paragraph(effects_page.cd_note(few), "note")
+        page.paragraph(cd_note(few), "note")
     write_csv(compare.ranking_table(rankings), out / "tables" / "ranking.csv", opts)
     for r in rankings:
         png, svg = figures.save(figures.cd_diagram(r), fig_dir, f"cd_{safe_stem(r.regime)}")
@@ -159,11 +149,7 @@ def comparisons(page: Page, scores: Scores, out: Path, opts: ReportOptions) -> N
 
 
 def paired_note(paired: pd.DataFrame, unit: str) -> str:
-    """What the paired comparisons are; the Wilcoxon floor only where a test was made and the floor bites.
-
-    The smallest two-sided exact Wilcoxon p over n pairs is 2 / 2^n (0.0625 with 5 seeds); with one unit
-    per comparison there is no test at all, and the note says so instead.
-    """
+    """What the paired comparisons are; the Wilcoxon floor (2 / 2^n) only where a test was made and it bites."""
     if paired.empty:
         return ""
     tested = paired.loc[pd.to_numeric(paired["t_pvalue"], errors="coerce").notna(), "n_pairs"]
@@ -176,3 +162,16 @@ def paired_note(paired: pd.DataFrame, unit: str) -> str:
     if n <= 6:
         text += f" With {n} {unit}s Wilcoxon cannot go below p = {2.0 ** (1 - n):.4g}."
     return text
+
+
+def few_seed_regimes(scores: Scores) -> list[str]:
+    """Regimes where no model has :data:`~ppgbench_pl.report.MIN_SEEDS` seeds (no CD diagram)."""
+    most = scores.summary.groupby("regime")["n_seeds"].max()
+    return [str(r) for r, n in most.items() if n < MIN_SEEDS]
+
+
+def cd_note(regimes: list[str]) -> str:
+    """Why a regime has no critical-difference diagram."""
+    return (f"No Friedman test or critical-difference diagram for {', '.join(regimes)}: fewer than "
+            f"{MIN_SEEDS} seeds, so the per-task means that would be ranked carry no usable "
+            "uncertainty; see the paired effects instead.")

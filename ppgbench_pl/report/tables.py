@@ -1,18 +1,7 @@
-"""The main tables: per regime, tasks as rows and models as columns, mean ± Student-t 95% CI per cell.
+"""The main tables: per regime, tasks x models, mean ± Student-t 95% CI per cell (protocol.md section 10).
 
-The best mean of a row and every model whose CI overlaps it are bold (protocol.md section 10). A task
-whose row has no model meaningfully better than its constant baseline
-(:mod:`ppgbench_pl.report.rules`) carries a dagger; ``?`` marks a row that could not be judged (one
-seed). A cell that was not run, or not finished, is shown as an en dash. Written as CSV (wide text,
-``*`` after a bold cell, plus a long CSV of the numbers and flags), Markdown and LaTeX (booktabs).
-
-What each cell is made of: the caption gives the table's usual seeds x folds; a cell made of other
-seeds or folds than that shows ``[S×F]`` with its own counts. Flags, after the counts: ``s`` the cell's
-(seed, fold) pairs differ from those of the other models in its row, or not every seed has the same
-folds; ``v`` its jobs were made by more than one code version; ``b`` by more than one backend (for
-example cuML and scikit-learn random forests); ``d`` it ran with a setting off the published protocol
-(its ``deviations``: ``refit=True``, a user callback), which the caption names. The caption names the
-backend(s) that made the table.
+Bold, the ``†``/``?`` row markers, ``[S×F]`` and the ``s v b d`` flags are explained in docs/report.md and in
+each caption. Written as CSV (``*`` after a bold cell; ``main_cells.csv`` the numbers), Markdown and LaTeX.
 """
 
 from __future__ import annotations
@@ -25,12 +14,13 @@ import pandas as pd
 
 from ppgbench_pl.naming import BASELINE_MODEL, is_baseline
 from ppgbench_pl.report.filenames import safe_stem
-from ppgbench_pl.report.labels import metric_label, unit_of
+from ppgbench_pl.report.html import MISSING
 from ppgbench_pl.report.overlap_marks import legend, mark
 from ppgbench_pl.report.rules import Rule, bold_models
 from ppgbench_pl.report.scores import Scores
+from ppgbench_pl.results.fold_entry import task_facts
 
-MISSING = "–"
+METRIC_NAMES = {"mae": "MAE", "balanced_accuracy": "BA", "argmax_balanced_accuracy": "argmax BA"}
 ROW_MARKERS = {"near_chance": "†", "undetermined": "?"}
 CELL_COLUMNS = ["regime", "task", "metric", "model", "mean", "ci95", "n_seeds", "n_folds", "bold",
                 "beats_baseline", "row_status", "baseline", "view", "grid", "flags", "code_versions",
@@ -55,7 +45,7 @@ def _distinct(values: pd.Series) -> list[str]:
 
 
 def cell_facts(scores: Scores, task: str, regime: str) -> dict[str, dict[str, str]]:
-    """Per model of a cell: its grid (``S×F``), flags, code versions and backends (see module docstring)."""
+    """Per model of a cell: its grid (``S×F``), flags, code versions and backends."""
     runs = {s.model: scores.runs(task, regime, s.model) for s in scores.cell(task, regime)}
     pairs = {m: set(zip(part["seed"], part["fold"], strict=True)) for m, part in runs.items()}
     row = set().union(*(p for m, p in pairs.items() if not is_baseline(m))) if pairs else set()
@@ -89,10 +79,8 @@ RF_MULTI_OUTPUT = "sklearn (multi-output, as published)"
 def backend_text(cells: pd.DataFrame, regime: str) -> str:
     """``sklearn`` or ``cuml (P), sklearn (prv)``: which backend made the table's numbers.
 
-    In a random-forest table scikit-learn reads ``sklearn (not the published cuML)``: its exact splits give
-    other numbers than the published cuML forests. A multi-output task (ECSMP emotion) is the exception:
-    the published protocol fits it with scikit-learn too (cuML forests take one target), so it reads
-    ``sklearn (multi-output, as published)``.
+    A random-forest table labels scikit-learn as not the published cuML, except on a multi-output task,
+    which the published protocol fits with scikit-learn too.
     """
     from ppgbench_pl.data.registry import TASKS
     from ppgbench_pl.probes.backends import forest_backend_for
@@ -111,6 +99,20 @@ def backend_text(cells: pd.DataFrame, regime: str) -> str:
     if len(users) <= 1:
         return next(iter(users), "not recorded")
     return ", ".join(f"{b} ({', '.join(models)})" for b, models in sorted(users.items()))
+
+
+def metric_label(metric: str, task: str | None = None, arrow: bool = True) -> str:
+    """``MAE (bpm) ↓`` for a task with a unit (from its declaration), ``BA ↑`` without one."""
+    _, unit, higher = task_facts(task) if task else ("", "", None)
+    if higher is None:
+        higher = metric != "mae"
+    text = METRIC_NAMES.get(metric, metric) + (f" ({unit})" if unit else "")
+    return f"{text} {'↑' if higher else '↓'}" if arrow else text
+
+
+def unit_of(task: str) -> str:
+    """The unit of a task's reported metric ('' for classification and unknown tasks)."""
+    return task_facts(task)[1]
 
 
 def decimals(metric: str) -> int:
@@ -159,20 +161,7 @@ def main_cells(scores: Scores, rule: Rule, chance: pd.DataFrame) -> pd.DataFrame
 
 def wide_table(cells: pd.DataFrame, regime: str, models: list[str], tasks: list[str],
                bold: Callable[[str], str], marker: Callable[[str], str]) -> pd.DataFrame:
-    """Tasks x models text table for one regime.
-
-    Args:
-        cells: :func:`main_cells` output.
-        regime: The regime shown.
-        models: Column order.
-        tasks: Row order.
-        bold: Wraps a bold cell's text in the output format's markup.
-        marker: Turns a row marker (``†`` or ``?``) into the output format's markup.
-
-    Returns:
-        A frame with columns ``task``, ``metric`` and one per model (missing cells are an en dash).
-
-    """
+    """Tasks x models text table of one regime; ``bold`` and ``marker`` give the output format's markup."""
     part = cells[cells["regime"] == regime]
     usual = usual_grid(cells, regime)
     rows = []

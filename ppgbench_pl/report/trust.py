@@ -1,13 +1,7 @@
 """How far each verdict can be trusted: the simulation suite's rates, and the mix closest to this run (issue 31).
 
-The figures come from ``trust_suite.json`` beside this module, written by ``tools/statistics_tables.py``
-(seeded simulations of a cell under six noise mixes, MAE and balanced accuracy, 15 / 30 / 53 subjects;
-``tests/report/trust_suite.py``). Each interval ppgbench offers gets a label naming the mix where it
-leaves the band (false-positive rate in [0.02, 0.07] at alpha 0.05, power 0.8 +- 0.1 at the MDD it
-prints); the label goes into every effects and compare row that uses it. The report's trust table gives,
-for each verdict and for the published CI-overlap rule, the rates over the suite and those of the mix
-closest to the run, found from the run's own paired differences: the median over its cells of
-:func:`spread_ratio` and the subject count.
+The rates come from ``trust_suite.json`` (written by ``tools/statistics_tables.py``; docs/statistics.md,
+"Calibration"); the closest mix is found from the run's median :func:`spread_ratio` and subject count.
 """
 
 from __future__ import annotations
@@ -52,8 +46,7 @@ def suite() -> dict[str, Any]:
 def spread_ratio(diff: Any, seeds: Any) -> float:
     """K x var(seed means) / mean within-seed variance of paired fold differences (NaN without 2 seeds).
 
-    About 1 when the folds' noise is independent training noise, near 0 when the subjects (shared by
-    every seed) dominate: it tells the noise mixes of the suite apart.
+    About 1 for independent training noise, near 0 when the subjects dominate: it tells the noise mixes apart.
     """
     frame = pd.DataFrame({"d": np.asarray(diff, float), "s": np.asarray(seeds)})
     groups = frame.groupby("s")["d"]

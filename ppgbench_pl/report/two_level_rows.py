@@ -1,39 +1,84 @@
-"""The two-level interval on the effects and compare rows (issue 31; the default subject-level interval).
+"""The subject-level interval of the effects and compare rows: two-level (default) or subject cluster bootstrap.
 
-The seed term comes from the fold values every row holds (``var_seed``); the subject term needs the
-per-subject differences of the seeds' pooled out-of-fold predictions, read once per model and cell by
-:class:`~ppgbench_pl.report.subject_interval.CellStats`. Where they cannot be built (no prediction
-files, folds without ``train_groups`` when the constant baseline's MAE has to be rebuilt from the pooled
-labels, or a metric that does not pool),
-the row keeps the corrected t and ``interval`` says why; its ``calibration`` label is the corrected t's.
+Both read the seeds' pooled out-of-fold predictions once per model and cell (:class:`CellStats`). Where they
+cannot be built (no prediction files, a metric that does not pool, the constant's MAE without
+``train_groups``) a row keeps the corrected t and ``interval`` says why (issues 19, 31).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from ppgbench_pl.report.effects import calibration
-from ppgbench_pl.report.subject_interval import POOLED, CellStats
+from ppgbench_pl.report.load import ReportError, RunSet
 from ppgbench_pl.results.inference import ALPHA, adjusted_mdd_at, family_level, holm
 from ppgbench_pl.results.two_level import subject_scores, two_level_mdd, two_level_test
 
+INTERVALS = ("two-level", "corrected-t", "bootstrap")
+#: Bootstrap draws and the seed of their generator (the same numbers on every machine).
+N_BOOT, BOOT_SEED = 2000, 0
+POOLED = {("regression", "mae"), ("classification", "balanced_accuracy")}
 TL_COLUMNS = ["interval", "tl_ci_low", "tl_ci_high", "tl_df", "var_subject", "p_nb", "mdd_nb"]
+BOOT_COLUMNS = ["interval", "boot_ci_low", "boot_ci_high", "p_boot", "p_nb", "boot_subjects"]
+#: The effects' adjustment family: the comparisons of one kind in one cell.
+FAMILY = ["regime", "task", "family"]
+
+Stats = dict[int, tuple[np.ndarray, np.ndarray]]
+Side = tuple[int, str]  # (run index, model)
 
 
-def subject_diff(cells: CellStats, a: tuple[int, str], b: tuple[int, str] | None, task: str, regime: str,
+def check_interval(interval: str) -> str:
+    """The interval's name, or one line naming the choices."""
+    if interval not in INTERVALS:
+        raise ReportError(f"--subject-interval {interval}: choose two-level (default), corrected-t or bootstrap")
+    return interval
+
+
+class CellStats:
+    """Per-subject statistics of each (run, model, task, regime), read once from the stored predictions."""
+
+    def __init__(self, sources: Iterable[RunSet]) -> None:
+        self.records: dict[tuple[int, str, str, str], list[dict[str, Any]]] = {}
+        self.runs = list(sources)
+        for i, runs in enumerate(self.runs):
+            for rec in runs.records:
+                self.records.setdefault((i, rec["model"], rec["task"], rec["regime"]), []).append(rec)
+        self.cache: dict[tuple[Any, ...], Stats] = {}
+
+    def kind(self, run: int, model: str, task: str, regime: str) -> str:
+        """The cell's task kind ('' when it has no record)."""
+        recs = self.records.get((run, model, task, regime)) or [{}]
+        return str(recs[0].get("kind") or "")
+
+    def stats(self, run: int, model: str, task: str, regime: str, baseline: bool = False) -> Stats:
+        """Seed -> (subjects, statistics) of a model's pooled predictions (the constant's with ``baseline``)."""
+        from ppgbench_pl.report.bootstrap_runs import seed_stats
+
+        key = (run, model, task, regime, baseline)
+        if key not in self.cache:
+            recs = self.records.get((run, model, task, regime), [])
+            self.cache[key] = seed_stats(self.runs[run], recs, self.kind(run, model, task, regime),
+                                         baseline=baseline) if recs else {}
+        return self.cache[key]
+
+    def sides(self, a: Side, b: Side | None, task: str, regime: str) -> tuple[Stats, Stats]:
+        """The statistics of ``a`` and of ``b`` (None: ``a``'s constant baseline)."""
+        right = self.stats(*a, task, regime, baseline=True) if b is None else self.stats(*b, task, regime)
+        return self.stats(*a, task, regime), right
+
+
+def subject_diff(cells: CellStats, a: Side, b: Side | None, task: str, regime: str,
                  metric: str) -> tuple[np.ndarray | None, str]:
     """[S, N] per-subject differences a - b (``b`` None: the constant baseline), or None and why not."""
-    kind = cells.kind(a[0], a[1], task, regime)
+    kind = cells.kind(*a, task, regime)
     if (kind, metric) not in POOLED:
         return None, f"corrected-t (per-subject scores cannot pool {metric})"
-    left = cells.stats(a[0], a[1], task, regime)
-    right = cells.stats(a[0], a[1], task, regime, baseline=True) if b is None else cells.stats(b[0], b[1], task,
-                                                                                               regime)
+    left, right = cells.sides(a, b, task, regime)
     seeds = sorted(set(left) & set(right))
     common = set.intersection(*[set(left[s][0]) & set(right[s][0]) for s in seeds]) if seeds else set()
     if len(seeds) < 2 or len(common) < 2:
@@ -47,6 +92,27 @@ def subject_diff(cells: CellStats, a: tuple[int, str], b: tuple[int, str] | None
             diff.append(subject_scores(stats, kind)[np.searchsorted(subj, names)])
         rows.append(diff[0] - diff[1])
     return np.vstack(rows), "two-level"
+
+
+def bootstrap_pair(cells: CellStats, a: Side, b: Side | None, task: str, regime: str, metric: str,
+                   alpha: float) -> tuple[dict[str, float], str]:
+    """The subject cluster bootstrap of ``a`` - ``b`` (``b`` None: the constant baseline) and the interval used."""
+    from ppgbench_pl.report.bootstrap import cluster_bootstrap
+
+    kind = cells.kind(*a, task, regime)
+    if (kind, metric) not in POOLED:
+        return {}, f"corrected-t (the bootstrap cannot pool {metric})"
+    if b is None and kind == "regression":
+        return {}, "corrected-t (no predictions of the constant baseline under MAE)"
+    result = cluster_bootstrap(*cells.sides(a, b, task, regime), kind, N_BOOT, BOOT_SEED, alpha)
+    if not math.isfinite(result["p"]):
+        return {}, "corrected-t (prediction files missing or no shared subjects)"
+    return result, "bootstrap"
+
+
+def _families(out: pd.DataFrame, group: list[str]) -> list[Any]:
+    """The row indices of each adjustment family (``group`` empty: the whole table)."""
+    return [idx for _, idx in out.groupby(group, sort=False).groups.items()] if group else [out.index]
 
 
 def with_two_level(table: pd.DataFrame, pair: Callable[[pd.Series], tuple[np.ndarray | None, str]],
@@ -69,8 +135,7 @@ def with_two_level(table: pd.DataFrame, pair: Callable[[pd.Series], tuple[np.nda
         out[col] = new[col]
     out["calibration"] = [calibration("two_level" if u == "two-level" else "corrected_t") for u in out["interval"]]
     out["p_adj"] = math.nan
-    parts = [idx for _, idx in out.groupby(group, sort=False).groups.items()] if group else [out.index]
-    for idx in parts:
+    for idx in _families(out, group):
         out.loc[idx, "p_adj"] = adjust(out.loc[idx, "p"].to_numpy(dtype=float))
         level = family_level(alpha, int(out.loc[idx, "p"].notna().sum()))
         out.loc[idx, "mdd_adj"] = [adjusted_mdd_at(m, int(j), level, alpha) if u != "two-level" else
@@ -81,20 +146,54 @@ def with_two_level(table: pd.DataFrame, pair: Callable[[pd.Series], tuple[np.nda
     return out
 
 
-def two_level_effects(table: pd.DataFrame, runs: Any, alpha: float = ALPHA) -> pd.DataFrame:
-    """The report's effects with the two-level interval where it can be built; ``p_holm`` and verdicts redone."""
+def with_bootstrap(table: pd.DataFrame, pair: Callable[[pd.Series], tuple[dict[str, float], str]],
+                   group: list[str], adjust: Callable[[Any], Any] = holm) -> pd.DataFrame:
+    """``table`` with the bootstrap columns, ``p`` from the bootstrap where built and ``p_adj`` recomputed."""
+    out = table.copy()
+    extra = []
+    for _, row in out.iterrows():
+        result, used = pair(row)
+        extra.append({"interval": used, "boot_ci_low": result.get("ci_low", math.nan),
+                      "boot_ci_high": result.get("ci_high", math.nan), "p_boot": result.get("p", math.nan),
+                      "p_nb": row["p"], "boot_subjects": result.get("n_subjects", math.nan)})
+    boot = pd.DataFrame(extra, index=out.index, columns=BOOT_COLUMNS)
+    out = pd.concat([out, boot], axis=1)
+    out["p"] = np.where(out["interval"] == "bootstrap", out["p_boot"], out["p_nb"])
+    if "calibration" in out:
+        out["calibration"] = [calibration("bootstrap" if used == "bootstrap" else "corrected_t")
+                              for used in out["interval"]]
+    out["p_adj"] = math.nan
+    for idx in _families(out, group):
+        out.loc[idx, "p_adj"] = adjust(out.loc[idx, "p"].to_numpy(dtype=float))
+    return out
+
+
+def _redone(table: pd.DataFrame, runs: RunSet, alpha: float, bootstrap: bool) -> pd.DataFrame:
+    """The report's effects with a subject-level interval where it can be built; ``p_holm`` and verdicts redone."""
     from ppgbench_pl.report.effects import verdict
 
     if table.empty:
-        return table.assign(**{c: pd.Series(dtype=object) for c in TL_COLUMNS})
+        return table.assign(**{c: pd.Series(dtype=object) for c in (BOOT_COLUMNS if bootstrap else TL_COLUMNS)})
     cells = CellStats([runs])
 
-    def pair(row: pd.Series) -> tuple[np.ndarray | None, str]:
-        b = None if row["model_b"] == "constant" else (0, str(row["model_b"]))
-        return subject_diff(cells, (0, str(row["model_a"])), b, str(row["task"]), str(row["regime"]),
-                            str(row["metric"]))
+    def sides(row: pd.Series) -> tuple[Side, Side | None, str, str, str]:
+        a, b = (0, str(row["model_a"])), None if row["model_b"] == "constant" else (0, str(row["model_b"]))
+        return a, b, str(row["task"]), str(row["regime"]), str(row["metric"])
 
-    out = with_two_level(table, pair, ["regime", "task", "family"], holm, alpha)
+    if bootstrap:
+        out = with_bootstrap(table, lambda row: bootstrap_pair(cells, *sides(row), alpha), FAMILY)
+    else:
+        out = with_two_level(table, lambda row: subject_diff(cells, *sides(row)), FAMILY, holm, alpha)
     out["p_holm"] = out.pop("p_adj")
     out["verdict"] = [verdict(r, alpha) for r in out.to_dict("records")]
     return out
+
+
+def two_level_effects(table: pd.DataFrame, runs: Any, alpha: float = ALPHA) -> pd.DataFrame:
+    """The report's effects with the two-level interval where it can be built."""
+    return _redone(table, runs, alpha, bootstrap=False)
+
+
+def bootstrap_effects(table: pd.DataFrame, runs: RunSet, alpha: float = ALPHA) -> pd.DataFrame:
+    """The report's effects with the subject cluster bootstrap's p where it can be built."""
+    return _redone(table, runs, alpha, bootstrap=True)

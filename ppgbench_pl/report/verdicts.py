@@ -1,33 +1,21 @@
-"""The headline findings under paired tests with multiplicity control, beside the published counts.
+"""The findings under paired tests with multiplicity control, beside the published counts, and their section.
 
-The published counts (CI-overlap rule, :mod:`ppgbench_pl.report.findings`) stay as they are. Here the same
-two findings are decided from the paired effects of :mod:`ppgbench_pl.report.effects` (the two-level test
-where the report could build it, :mod:`ppgbench_pl.report.two_level_rows`, else the corrected t):
-
-* **Above chance** in a cell when some model beats its constant baseline. The cell's p-value is the
-  smallest Holm-adjusted p (family ``baseline`` of the cell: every model against its constant) among the
-  models with a positive gain, which tests "no model beats the baseline" at the family-wise level within
-  the cell. Benjamini-Hochberg over all cells of the report (the family of the finding: every task x
-  regime cell, 68 in the full benchmark) gives ``q``; the cell is ``above_chance`` when q < alpha,
-  ``below_baseline`` when no model beats the constant and every model is significantly worse than it
-  (Holm within the cell), else ``near_chance`` (with the MDD of its best model beside it) or
-  ``undetermined`` (no test possible, or a model with a positive or unknown gain has no p-value: it cannot
-  be ruled out, so the cell is not called near chance; p = 1 stands in only when every model has a gain
-  and none is positive).
-* **Controls beaten** when a PPG-specific model beats every PRV/MOMENT control present. Per model the
-  p-value is the largest of its raw p-values against the controls, all gains positive (an
-  intersection-union test: it needs no correction across the controls); Holm over the PPG models of the
-  cell, the smallest adjusted p is the cell's, and Benjamini-Hochberg over the assessable cells gives q.
+Near chance: the cell's p is the smallest Holm-adjusted p of its models with a positive gain against their
+constant, Benjamini-Hochberg over the cells. Controls: per model the largest p against the controls
+(intersection-union), Holm over the cell's models, BH over the cells (docs/statistics.md, "Multiplicity").
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from ppgbench_pl.report.effects import finite
+from ppgbench_pl.report.effects import effects_table, finite
 from ppgbench_pl.results.inference import (
     ALPHA,
     adjusted_mdd_at,
@@ -39,10 +27,19 @@ from ppgbench_pl.results.inference import (
 )
 from ppgbench_pl.results.two_level import seeds_for, subjects_for, two_level_mdd
 
+if TYPE_CHECKING:
+    from ppgbench_pl.report.html import Page
+    from ppgbench_pl.report.load import RunSet
+
 CHANCE_COLUMNS = ["regime", "task", "metric", "published_status", "best_model", "gain", "mdd", "mdd_adj", "p_cell",
                   "q_bh", "paired_status", "beat_baseline", "below_baseline", "seeds_to_detect_gain",
                   "subjects_to_detect_gain"]
 CONTROL_COLUMNS = ["regime", "task", "published_status", "p_cell", "q_bh", "paired_status", "winners"]
+SHOWN = ["regime", "task", "family", "model_a", "model_b", "n_seeds", "n_units", "diff", "d_z",
+         "seed_ci_low", "seed_ci_high", "nb_ci_low", "nb_ci_high", "p", "p_holm", "mdd", "mdd_adj", "verdict",
+         "calibration"]
+TWO_LEVEL = ["interval", "tl_ci_low", "tl_ci_high"]
+TITLE = "Under paired tests with multiplicity control"
 
 
 def _chance_row(cell: pd.DataFrame, alpha: float, n_cells: int = 1) -> dict[str, Any]:
@@ -56,6 +53,7 @@ def _chance_row(cell: pd.DataFrame, alpha: float, n_cells: int = 1) -> dict[str,
         p_cell = 1.0  # tested, and no model has a better mean
     best = base.loc[base["gain"].idxmax()] if len(base) else None
     below = base[base["verdict"] == "below_baseline"]["model_a"].tolist()
+    wins = base[(base["gain"] > 0) & (base["p_holm"] < alpha)]["model_a"].tolist()
     level = family_level(alpha, max(len(base), 1) * max(n_cells, 1))  # Holm in the cell, then BH's first step
     seeds, subjects = planned(best, level)
     return {"best_model": "" if best is None else best["model_a"], "seeds_to_detect_gain": seeds,
@@ -63,7 +61,7 @@ def _chance_row(cell: pd.DataFrame, alpha: float, n_cells: int = 1) -> dict[str,
             "gain": math.nan if best is None else float(best["gain"]),
             "mdd": math.nan if best is None else float(best["mdd"]), "p_cell": p_cell,
             "below_baseline": ";".join(below), "all_below": bool(len(base)) and len(below) == len(base),
-            "untested": untested}
+            "wins": ";".join(wins), "untested": untested}
 
 
 def mdd_at(row: Any, level: float) -> float:
@@ -74,13 +72,9 @@ def mdd_at(row: Any, level: float) -> float:
 
 
 def planned(best: Any, level: float = ALPHA) -> tuple[float, float]:
-    """The planners for the best model of a cell: seeds, or subjects, that would detect its observed gain.
+    """Seeds, or subjects, that would detect the best model's observed gain with 80 % power at ``level``.
 
-    With 80 % power at the corrected ``level`` the verdict is taken at (issue 31): the two-level planners
-    (:func:`~ppgbench_pl.results.two_level.seeds_for`, ``subjects_for``) where the row used that test, else
-    the corrected t's (:func:`~ppgbench_pl.results.inference.seeds_needed` with the cell's folds per seed,
-    ``subjects_needed``); NaN when the gain is not positive, when no number of seeds can (the subject
-    floor) or nothing is known.
+    By the test the row used (two-level or corrected t); NaN when the gain is not positive or none can.
     """
     if best is None or not best["gain"] > 0 or not math.isfinite(float(best["sd_diff"])):
         return math.nan, math.nan
@@ -110,25 +104,18 @@ def paired_chance(effects: pd.DataFrame, published: pd.DataFrame, alpha: float =
     if frame.empty:
         return pd.DataFrame(columns=CHANCE_COLUMNS)
     frame["q_bh"] = benjamini_hochberg(frame["p_cell"])
-    status, winners = [], []
-    for row, part in zip(frame.itertuples(), _cells(effects, frame), strict=True):
-        base = part[part["family"] == "baseline"]
-        wins = base[(base["gain"] > 0) & (base["p_holm"] < alpha)]["model_a"].tolist()
-        if not math.isnan(row.q_bh) and row.q_bh < alpha:
+    status = []
+    for above, row in zip(frame["q_bh"] < alpha, frame.itertuples(), strict=True):
+        if above:
             status.append("above_chance")
         elif row.all_below:
             status.append("below_baseline")
         else:
             # near chance only if every model with a better mean was tested: else it might beat the constant
             status.append("undetermined" if math.isnan(row.p_cell) or row.untested else "near_chance")
-        winners.append(";".join(wins) if not math.isnan(row.q_bh) and row.q_bh < alpha else "")
-    frame["paired_status"], frame["beat_baseline"] = status, winners
+    frame["paired_status"] = status
+    frame["beat_baseline"] = [w if above else "" for w, above in zip(frame["wins"], frame["q_bh"] < alpha, strict=True)]
     return frame[CHANCE_COLUMNS]
-
-
-def _cells(effects: pd.DataFrame, frame: pd.DataFrame) -> list[pd.DataFrame]:
-    return [effects[(effects["regime"] == r) & (effects["task"] == t)]
-            for r, t in zip(frame["regime"], frame["task"], strict=True)]
 
 
 def _control_p(part: pd.DataFrame) -> tuple[float, list[str]]:
@@ -208,3 +195,77 @@ def _plan_text(row: Any) -> str:
     parts = [f"{int(v)} {what}" for v, what in ((row.seeds_to_detect_gain, "seeds"),
                                                 (row.subjects_to_detect_gain, "subjects")) if math.isfinite(v)]
     return f" ({' or '.join(parts)})" if parts else ""
+
+
+@dataclass
+class PairedFindings:
+    """The effects, the two paired cell tables, the count lines and the files written."""
+
+    effects: pd.DataFrame
+    chance: pd.DataFrame
+    controls: pd.DataFrame
+    lines: list[str]
+    written: list[Path] = field(default_factory=list)
+
+
+def compute(records: list[dict[str, Any]], chance: pd.DataFrame, controls: pd.DataFrame, out: Path,
+            alpha: float, interval: str = "two-level", runs: RunSet | None = None) -> PairedFindings:
+    """The paired effects (with ``interval``, read from ``runs``' predictions) and verdicts, written as CSVs."""
+    from ppgbench_pl.report.folder import write_tables
+    from ppgbench_pl.report.trust import trust_table
+    from ppgbench_pl.report.two_level_rows import bootstrap_effects, two_level_effects
+
+    table = effects_table(records, alpha)
+    if interval == "two-level" and runs is not None:
+        table = two_level_effects(table, runs, alpha)
+    if interval == "bootstrap" and runs is not None:
+        table = bootstrap_effects(table, runs, alpha)
+    pchance = paired_chance(table, chance, alpha)
+    pcontrols = paired_controls(table, controls, alpha)
+    result = PairedFindings(table, pchance, pcontrols, count_lines(pchance, pcontrols, alpha))
+    result.written = write_tables(out, {"effects": table, "chance_cells_paired": pchance,
+                                        "control_cells_paired": pcontrols, "trust": trust_table(table)[0]})
+    return result
+
+
+def draw(page: Page, paired: PairedFindings, flags: Mapping[tuple[str, str], str] | None = None) -> None:
+    """The findings under paired tests, the trust table and the effects; ``flags`` marks overlapping cells."""
+    from ppgbench_pl.report import trust
+    from ppgbench_pl.report.html import table
+    from ppgbench_pl.report.overlap_marks import marked
+
+    page.heading("Findings under paired tests", level=3, anchor="paired_findings")
+    page.bullets(paired.lines, "findings")
+    page.details("Per cell: published status beside the paired status, with the MDD",
+                 table(*marked(paired.chance, flags or {}, "p_cell: smallest Holm-adjusted p of the cell's models "
+                                                           "against their constant; q_bh: Benjamini-Hochberg over "
+                                                           "the cells."),
+                       text_columns=("beat_baseline", "below_baseline")))
+    page.details("Per cell: the controls under both rules",
+                 table(paired.controls, "p_cell: Holm over the PPG models of their largest p against the "
+                                        "controls; q_bh: Benjamini-Hochberg over the assessable cells.",
+                       text_columns=("winners",)))
+    trust.draw(page, paired.effects)
+    page.heading("Paired effects (seed interval and subject-level interval)", anchor="effects")
+    page.paragraph("diff = a - b over matched seed x fold units; d_z = gain / sd of the differences "
+                   "(positive: a better). seed_ci: Student-t over the seed means of the differences "
+                   "(split-to-split noise only, the published unit). p, mdd and tl_ci: the two-level test "
+                   "(subject term from the per-subject predictions plus seed term; subject-level: it keeps "
+                   "the uncertainty of having sampled these subjects) where interval = two-level, else the "
+                   "Nadeau-Bengio corrected t over the seed x fold differences (nb_ci, always shown). "
+                   "p_holm: Holm within the family of the cell. mdd: the "
+                   "smallest difference detected with 80 % power at alpha 0.05; mdd_adj: the same at the "
+                   "level Holm's first step demands (alpha / comparisons in the family). calibration: where "
+                   "the intervals of the row leave the simulation suite's band. docs/statistics.md has "
+                   "the formulas.", "note")
+    if paired.effects.empty:
+        page.paragraph("No comparison has matched units.", "note")
+        return
+    boot = [c for c in (*TWO_LEVEL, "boot_ci_low", "boot_ci_high", "p_nb") if c in paired.effects.columns]
+    if "boot_ci_low" in boot:
+        page.paragraph("Subject-level interval: the subject cluster bootstrap (--subject-interval bootstrap): p "
+                       "and p_holm are the bootstrap's where interval = bootstrap, boot_ci its percentile "
+                       "interval, p_nb the corrected t's; rows the bootstrap cannot build keep the corrected t "
+                       "and say why.", "note")
+    page.details(f"All {len(paired.effects)} comparisons", table(*marked(paired.effects[SHOWN + boot], flags or {}),
+                                                                 text_columns=tuple(boot[:1])))
