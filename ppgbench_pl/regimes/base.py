@@ -21,13 +21,12 @@ from typing import Any, ClassVar
 import lightning as L
 import numpy as np
 from lightning.pytorch.callbacks import Callback
-from torch.utils.data import DataLoader
 
 from ppgbench_pl.data.registry import TaskSpec
 from ppgbench_pl.data.splits import OuterSplit
 from ppgbench_pl.data.task_data import DatasetWindows, TaskView
-from ppgbench_pl.datamodules.job import holdout_positions, inner_fold_positions
-from ppgbench_pl.datamodules.ppg import ArrayDataset, PPGDataModule
+from ppgbench_pl.datamodules.job import JobDataModule, inner_fold_positions
+from ppgbench_pl.datamodules.ppg import PPGDataModule
 from ppgbench_pl.encoders.base import PPGEncoder
 from ppgbench_pl.lightning_trainer import build_trainer
 from ppgbench_pl.metrics.evaluate import evaluate
@@ -39,20 +38,15 @@ from ppgbench_pl.results.records import job_id as job_id_of
 class JobContext:
     """Everything one job (model, task, regime, seed, outer fold) needs, built once by the engine.
 
-    The task view, the outer split and (for frozen regimes) the cached embeddings are computed before the
-    regime runs and never change; regimes read them here instead of asking a shared datamodule.
+    Its rows (task view, outer split, holdouts, loaders) are those of the job's :class:`JobDataModule`, the one
+    place they are made; the cached embeddings or raw windows are loaded before the regime runs.
     """
 
     job_id: str
     model_name: str
     encoder: PPGEncoder
-    task: TaskSpec
-    seed: int
-    fold: int
-    #: The task's valid rows at the encoder's rate.
-    view: TaskView
-    #: The outer fold (train, test positions into ``view``).
-    split: OuterSplit
+    #: The job's datamodule: task, seed, outer fold, task view, outer split, holdouts and loaders.
+    data: JobDataModule
     #: Persistent per-job folder (Optuna storage lives here, so an interrupted search resumes).
     work_dir: Path
     #: Cached frozen embeddings of every window of the dataset (index with ``view.rows``), or None.
@@ -63,7 +57,6 @@ class JobContext:
     #: The user's Lightning callbacks (``trainer.callbacks`` that are not regimes): every trial trainer gets them.
     callbacks: list[Callback] = field(default_factory=list)
     n_inner_folds: int = 4
-    batch_size: int = 256
 
     @classmethod
     def build(cls, datamodule: PPGDataModule, encoder: PPGEncoder, task: TaskSpec, seed: int, fold: int,
@@ -72,17 +65,42 @@ class JobContext:
               trainer_kwargs: dict[str, Any] | None = None, callbacks: list[Callback] | None = None) -> JobContext:
         """The context of one job from its datamodule: view and outer split computed here, once."""
         fs = float(encoder.sampling_rate)
-        job = datamodule.job(task, seed, fold, fs=fs)  # the job's rows: the one place folds are made
+        job = datamodule.job(task, seed, fold, fs=fs)
+        job.setup()  # a task that cannot be evaluated fails here, before the regime runs
         name = model_name or encoder.name
-        return cls(job_id or job_id_of(name, task.name, "regime", seed, fold), name, encoder, task, seed, fold,
-                   job.view, job.split, Path(work_dir), embeddings,
-                   datamodule.windows(fs) if raw_windows else None, dict(trainer_kwargs or {}),
-                   list(callbacks or []), datamodule.n_inner_folds, datamodule.batch_size)
+        return cls(job_id or job_id_of(name, task.name, "regime", seed, fold), name, encoder, job, Path(work_dir),
+                   embeddings, datamodule.windows(fs) if raw_windows else None, dict(trainer_kwargs or {}),
+                   list(callbacks or []), datamodule.n_inner_folds)
+
+    @property
+    def task(self) -> TaskSpec:
+        """The job's task."""
+        return self.data.task
+
+    @property
+    def seed(self) -> int:
+        """The outer seed."""
+        return self.data.seed
+
+    @property
+    def fold(self) -> int:
+        """The outer fold."""
+        return self.data.fold
 
     @property
     def fs(self) -> float:
         """The encoder's rate, at which the data are served."""
-        return float(self.encoder.sampling_rate)
+        return self.data.fs
+
+    @property
+    def view(self) -> TaskView:
+        """The task's valid rows at the encoder's rate."""
+        return self.data.view
+
+    @property
+    def split(self) -> OuterSplit:
+        """The outer fold (train, test positions into :attr:`view`)."""
+        return self.data.split
 
     def outer(self) -> tuple[np.ndarray, np.ndarray]:
         """(outer-training positions, outer test positions) into :attr:`view`."""
@@ -103,29 +121,12 @@ class JobContext:
 
     def holdout(self, repeat: int, train: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(fit positions, validation positions): the 20 % group holdout of the neural regimes."""
-        return holdout_positions(self.seed, repeat, self.view.groups, self.split.train if train is None else train)
+        return self.data.holdout(repeat, train)
 
     def inner_folds(self, train: np.ndarray | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
         """(inner-train, inner-validation) positions into :attr:`view` for the grid searches."""
         train = self.split.train if train is None else train
         return inner_fold_positions(self.seed, self.n_inner_folds, self.view.groups, train)
-
-    def arrays(self, positions: np.ndarray, use_embeddings: bool) -> dict[str, np.ndarray]:
-        """Loader columns of some positions: ``y``, ``index`` and ``z`` (embeddings) or ``x``/stats."""
-        rows = self.view.rows[positions]
-        out: dict[str, np.ndarray] = {"y": self.view.y[positions], "index": positions}
-        if use_embeddings:
-            out["z"] = self.features(positions)
-        else:
-            win = self.raw_windows()
-            out.update(x=win.x[rows], ppg_mean=win.ppg_mean[rows], ppg_std=win.ppg_std[rows])
-        return out
-
-    def loader(self, positions: np.ndarray, use_embeddings: bool, shuffle: bool = False,
-               batch_size: int | None = None) -> DataLoader:
-        """A DataLoader over some positions of the view (in memory, no workers)."""
-        return DataLoader(ArrayDataset(**self.arrays(positions, use_embeddings)),
-                          batch_size=batch_size or self.batch_size, shuffle=shuffle)
 
     def make_trainer(self, callbacks: list[Callback], **overrides: Any) -> L.Trainer:
         """An inner trainer: the run's device settings, no logger or checkpoints unless overridden."""

@@ -320,7 +320,7 @@ class FinetuneRegime(NeuralRegime):
         if ctx.embeddings is not None:
             feats = ctx.features()
         else:
-            loader = ctx.loader(np.arange(len(ctx.view.rows)), use_embeddings=False)
+            loader = ctx.data.loader(np.arange(len(ctx.view.rows)))  # raw windows: no embeddings given
             batches: Any = ctx.make_trainer([self]).predict(EncoderTask(ctx.encoder, mode="frozen"), loader)
             feats = torch.cat(batches).numpy()
         self._features = (ctx.job_id, feats)
