@@ -1,9 +1,4 @@
-"""Per-trial shuffling: each epoch's order is a pure function of (trial seed, epoch).
-
-A trial's shuffling seed is ``r + trial number`` (PROTOCOL.md 4.3). Because the order depends on nothing
-else, a trial sees the same batches alone or stacked with others, and no matter how much randomness its
-stack mates consumed in between.
-"""
+"""Per-trial shuffling: an epoch's order depends on (trial seed, epoch) only, so stacking changes no batch."""
 
 from __future__ import annotations
 

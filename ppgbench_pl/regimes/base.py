@@ -1,10 +1,8 @@
-"""A regime is a Lightning callback that knows how to train and select a head on one outer fold.
+"""A regime is a Lightning callback that trains and selects a head on one outer fold.
 
-The runner hands every job to the regime as a :class:`JobContext`; the regime returns one
-:class:`RepeatOutcome` per repeat (1, or 3 for subject-level tasks in neural regimes). Adding a regime
-means subclassing :class:`Regime`, implementing :meth:`Regime.run`, and listing the class under
-``trainer.callbacks`` in a YAML file; as a callback it also receives the hooks of the inner trainers
-it builds (``callbacks=[self, ...]``), which is where per-epoch logging or pruning plugs in.
+The runner hands each job to :meth:`Regime.run` as a :class:`JobContext` and gets one :class:`RepeatOutcome`
+per repeat. A new regime subclasses :class:`Regime` and is listed under ``trainer.callbacks``; as a callback
+it also receives the hooks of the inner trainers it builds (``callbacks=[self, ...]``).
 """
 
 from __future__ import annotations
@@ -151,12 +149,9 @@ class _SigInt(BaseException):
 
 @contextmanager
 def interrupts_pass_through() -> Iterator[None]:
-    """Let Ctrl-C leave ``Trainer.fit`` as a KeyboardInterrupt, so the run stops and resumes as documented.
+    """Let Ctrl-C leave ``Trainer.fit`` as a KeyboardInterrupt (Lightning would exit the process with status 1).
 
-    Lightning catches KeyboardInterrupt, ignores SIGINT from then on and exits the process with status 1;
-    other exceptions it re-raises. While the default SIGINT handler is installed (the coordinator installs
-    its own, which raises another exception), this swaps in one that raises a private BaseException and
-    turns it back into a KeyboardInterrupt outside Lightning.
+    Under the default SIGINT handler only: a private BaseException passes Lightning and becomes the interrupt.
     """
     if threading.current_thread() is not threading.main_thread() or \
             signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
@@ -228,13 +223,7 @@ def _published_settings(cls: type[Regime]) -> dict[str, Any] | None:
 
 
 class Regime(Callback):
-    """Base of every regime (linear, rf, mlp, finetune, and user-defined ones).
-
-    Class attributes:
-        name: The regime name used in job ids and the summary.
-        uses_embeddings: True when the regime trains on cached frozen embeddings.
-        tiers: Task tiers the regime runs on (secondary tasks run under linear and RF only).
-    """
+    """Base of every regime: ``name`` (job ids, summary), whether it ``uses_embeddings``, the task ``tiers``."""
 
     name: ClassVar[str] = "regime"
     uses_embeddings: ClassVar[bool] = True
@@ -249,19 +238,13 @@ class Regime(Callback):
         return task.tier in self.tiers
 
     def settings(self) -> dict[str, Any]:
-        """Settings that change results: part of the run identity.
-
-        Private and callable attributes are left out (Lightning attaches ``log``/``log_dict`` to a
-        callback once it has run, which must not change the identity).
-        """
+        """Settings that change results (the run identity): public, non-callable attributes (Lightning adds ``log``)."""
         return {k: v for k, v in vars(self).items() if not k.startswith("_") and not callable(v)}
 
     def deviations(self) -> list[str]:
         """``key=value`` for each result setting that differs from the class defaults (the published protocol).
 
-        Every record carries the list and every table and W&B run shows it, so a switched-on deviation
-        (``refit=True``, a smaller search) is never read as the published protocol. A regime that cannot be
-        built without arguments has no defaults to compare with: nothing is listed.
+        Records and tables show them; a regime that cannot be built without arguments lists nothing.
         """
         published = _published_settings(type(self))
         if published is None:
@@ -289,11 +272,7 @@ class Regime(Callback):
         raise NotImplementedError
 
     def run_group(self, ctxs: list[JobContext]) -> list[list[RepeatOutcome] | Exception]:
-        """Several jobs of one (model, task): per job its outcomes or the exception that failed it.
-
-        Regimes that gain from training jobs together override this (the neural regimes stack their
-        searches); by default the jobs simply run one after another.
-        """
+        """Several jobs of one (model, task), one after another: per job its outcomes or the exception it raised."""
         out: list[list[RepeatOutcome] | Exception] = []
         for ctx in ctxs:
             try:

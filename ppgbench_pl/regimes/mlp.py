@@ -1,10 +1,7 @@
 """Frozen MLP probe regime: a one-hidden-layer head on cached embeddings, Optuna-searched (PROTOCOL.md 4.3).
 
-The encoder is never run here: heads train on the cached frozen embeddings of the job's windows,
-z-scored with the holdout-fit part's mean and std (a std of 0 becomes 1). Each trial is one slot of the
-regime's :class:`~ppgbench_pl.hpo.trial_stack.TrialStack` (an :class:`~ppgbench_pl.heads.MLPHead` seeded
-with r + trial number, AdamW at the trial's learning rate and weight decay, batches in the trial's own
-order), trained by ``Trainer.fit`` in float32 as published unless ``trainer.precision`` says otherwise.
+Heads train on the cached embeddings z-scored on the holdout-fit part (a std of 0 becomes 1); each trial is a
+slot (an :class:`~ppgbench_pl.heads.MLPHead` seeded with r + trial number), float32 unless the trainer says.
 """
 
 from __future__ import annotations
@@ -38,16 +35,8 @@ def standardize(x: np.ndarray, fit_rows: np.ndarray) -> tuple[np.ndarray, np.nda
 class HeadFactory:
     """Trials of an :class:`MLPHead` on fixed features of one split (the MLP probe, head-only finetuning).
 
-    Args:
-        features: One row per task-view position (cached embeddings, or a parameter-free encoder's).
-        labels: One label per task-view position.
-        split: Positions to fit, validate and test on.
-        targets: Loss targets and class weights.
-        param_names: Head setting -> parameter name in the search space.
-        space: The protocol search space of the trials.
-        make_trainer: Builds a trainer with the run's settings (for predictions).
-        eval_batch_size: Inference chunk size.
-
+    ``features`` and ``labels`` have one row per task-view position; ``param_names`` maps head settings to
+    search-space parameters.
     """
 
     def __init__(self, features: np.ndarray, labels: np.ndarray, split: Split, targets: Targets,
@@ -101,21 +90,8 @@ class HeadFactory:
 class MLPRegime(NeuralRegime):
     """The frozen MLP probe (PROTOCOL.md 4.3), searched by TPE + Hyperband on the 20 % holdout.
 
-    Args:
-        search: The Optuna budget (:class:`~ppgbench_pl.hpo.SearchSettings`; published 48 trials, 8
-            start-up, 25 epochs, Hyperband 1/3, 1 trial at a time).
-        refit: Retrain the winner on all outer-training groups (deviation; published False).
-        class_weighting: ``balanced`` (published) or ``none``.
-        binary_selection_metric: ``auroc`` (published for the MLP) or ``balanced_accuracy``.
-        subject_repeats: Repeats on subject-level tasks (3).
-        search_space: Replacement values for some parameters of
-            :data:`~ppgbench_pl.hpo.spaces.MLP_SPACE`.
-        eval_batch_size: Inference batch size (4096).
-        standardize_targets: Train regression heads on z-scored targets (not published; off by default).
-        stack_jobs: Jobs of a cell whose searches share one stack (default 5; a speed setting).
-        search_seeds: ``[0]`` (published: one search per repeat) or e.g. ``[0, 1, 2]``: each search repeated
-            with other random streams on the same split (search-noise sensitivity; search seed 0 is reported).
-
+    The arguments are :class:`~ppgbench_pl.regimes.neural.NeuralRegime`'s (published: 48 trials, 25 epochs,
+    1 at a time, ``auroc``; ``stack_jobs`` 5).
     """
 
     name = "mlp"

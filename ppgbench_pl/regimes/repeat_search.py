@@ -1,8 +1,4 @@
-"""One search of one job (:class:`RepeatSearch`) and what builds its trials (:class:`TrialFactory`).
-
-The per-repeat state the neural regimes (:mod:`ppgbench_pl.regimes.neural`) carry from the split to the scored
-winner: kept apart from the regime so the regime's module holds the search's steps only.
-"""
+"""One search of one job (:class:`RepeatSearch`) and what builds its trials (:class:`TrialFactory`)."""
 
 from __future__ import annotations
 
@@ -45,10 +41,7 @@ def redact(url: str) -> str:
 
 @dataclass
 class RepeatSearch:
-    """One search of one job: its repeat's split, targets, selection score, factory and study.
-
-    ``seed`` is the search's random streams' seed (r for search seed 0, :func:`search_rng_seed` otherwise).
-    """
+    """One search of one job: its repeat's split, targets, scorer, factory, study; ``seed``: its streams' seed."""
 
     ctx: JobContext
     repeat: int
@@ -76,11 +69,7 @@ class RepeatSearch:
 
 
 def one_device(regime: str, trainer_kwargs: dict[str, Any]) -> None:
-    """A stack trains on one device in this process: several devices or a process-launching strategy are refused.
-
-    The search state (Optuna studies, best weights) lives in the fitting process and the width comes from
-    the studies, so data parallelism across devices has nothing to add and a spawned process would take
-    the search with it.
+    """A stack trains on one device in this process (the search state lives there; the width is the studies').
 
     Raises:
         ConfigError: ``trainer.strategy`` or ``trainer.devices`` asks for more than one device or process.
