@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import optuna
@@ -27,14 +26,6 @@ class NotReplayable(Exception):
     """The stored trials are not the history of an uninterrupted search of these settings (the message says why)."""
 
 
-@dataclass
-class Replayed:
-    """The sampler after replaying the stored history, and the unfinished trials' parameters of a cut batch."""
-
-    sampler: BaseSampler
-    pending: dict[int, dict[str, Any]] = field(default_factory=dict)
-
-
 def batches(n_trials: int, batch: int) -> Iterator[range]:
     """Trial numbers of each batch an uninterrupted search asks (every finished trial counts)."""
     for start in range(0, n_trials, batch):
@@ -42,8 +33,10 @@ def batches(n_trials: int, batch: int) -> Iterator[range]:
 
 
 def replay(finished: Mapping[int, FrozenTrial], sampler: BaseSampler, name: str, n_trials: int, batch: int,
-           dists: Mapping[str, BaseDistribution]) -> Replayed:
+           dists: Mapping[str, BaseDistribution]) -> dict[int, dict[str, Any]]:
     """Advance a fresh ``sampler`` (in place) through the asks that led to the ``finished`` trials (by number).
+
+    Returns the parameters of the unfinished trials of a batch the kill cut short, by number.
 
     Raises:
         NotReplayable: A stored trial lies beyond an unfinished batch, or a replayed draw differs from it.
@@ -72,18 +65,17 @@ def replay(finished: Mapping[int, FrozenTrial], sampler: BaseSampler, name: str,
             if last > members[-1]:
                 raise NotReplayable(f"trial {last} is stored but the batch {members[0]}-{members[-1]} never "
                                     "finished")
-            return Replayed(sampler, pending)
-    return Replayed(sampler)
+            return pending
+    return {}
 
 
-def restore(study: optuna.Study, finished: Mapping[int, FrozenTrial], replayed: Replayed | None,
-            dists: Mapping[str, BaseDistribution]) -> list[optuna.Trial]:
+def restore(study: optuna.Study, finished: Mapping[int, FrozenTrial], pending: Mapping[int, dict[str, Any]],
+            replayed: BaseSampler | None, dists: Mapping[str, BaseDistribution]) -> list[optuna.Trial]:
     """Fill a new in-memory ``study`` with the stored trials at their numbers; returns the re-asked pending trials.
 
     Pending trials are enqueued and asked under a throwaway sampler (the replayed one draws nothing); a number
     with neither becomes a failed placeholder that does not count. The replayed sampler is installed last.
     """
-    pending = replayed.pending if replayed is not None else {}
     sampler = study.sampler
     study.sampler = optuna.samplers.RandomSampler(seed=0)
     asked = []
@@ -95,7 +87,7 @@ def restore(study: optuna.Study, finished: Mapping[int, FrozenTrial], replayed: 
             asked.append(study.ask(fixed_distributions=dict(dists)))
         else:
             study.add_trial(optuna.trial.create_trial(state=optuna.trial.TrialState.FAIL))
-    study.sampler = replayed.sampler if replayed is not None else sampler
+    study.sampler = replayed if replayed is not None else sampler
     return asked
 
 
@@ -109,10 +101,10 @@ def resume(study: optuna.Study, finished: Mapping[int, FrozenTrial], sampler: Ba
         :data:`OFF_PATH_ATTR`).
     """
     try:
-        replayed = replay(finished, sampler, study.study_name, n_trials, batch, dists)
+        pending = replay(finished, sampler, study.study_name, n_trials, batch, dists)
     except NotReplayable as exc:
         warnings.warn(f"study {study.study_name}: the stored trials cannot be replayed ({exc}); the resumed "
                       "search restarts its sampler from its seed and can draw other trials than an uninterrupted "
                       f"one (its trials say so in user attribute {OFF_PATH_ATTR!r})", stacklevel=3)
-        return restore(study, finished, None, dists), str(exc)
-    return restore(study, finished, replayed, dists), None
+        return restore(study, finished, {}, None, dists), str(exc)
+    return restore(study, finished, pending, sampler, dists), None

@@ -26,34 +26,14 @@ from ppgbench_pl.tasks.encoder_task import set_batchnorm_eval
 __all__ = ["PredictModule", "Slot", "SlotData", "TrialStack", "predict_outputs"]  # Slot lives in hpo/slots.py
 
 
-class StackBatches(IterableDataset):
-    """One epoch of the live slot table: per step, ``{slot name: row indices}`` for every slot with a batch left."""
+class EachEpoch(IterableDataset):
+    """Iterates ``make()`` afresh each epoch, so slots added or ended between epochs are seen."""
 
-    def __init__(self, module: TrialStack) -> None:
-        self.module = module
-
-    def __iter__(self) -> Iterator[dict[str, Tensor]]:
-        plans = {}
-        for slot in self.module.slots.values():
-            if slot.training:
-                order = torch.as_tensor(epoch_permutation(len(slot.data.y_fit), slot.seed, slot.epoch))
-                plans[slot.name] = list(order.split(slot.batch_size))
-        for step in range(max((len(p) for p in plans.values()), default=0)):
-            yield {name: batches[step] for name, batches in plans.items() if step < len(batches)}
-
-
-class ValidationChunks(IterableDataset):
-    """Validation rows of every training slot, in chunks of ``batch_size``: ``{slot name: (start, stop)}``."""
-
-    def __init__(self, module: TrialStack, batch_size: int) -> None:
-        self.module, self.batch_size = module, batch_size
+    def __init__(self, make: Callable[[], Iterator[dict[str, Tensor]]]) -> None:
+        self.make = make
 
     def __iter__(self) -> Iterator[dict[str, Tensor]]:
-        for slot in self.module.slots.values():
-            if slot.training and slot.data.x_val is not None:
-                n = len(slot.data.x_val)
-                for start in range(0, n, self.batch_size):
-                    yield {slot.name: torch.tensor([start, min(start + self.batch_size, n)])}
+        return self.make()
 
 
 class TrialStack(L.LightningModule):
@@ -142,11 +122,30 @@ class TrialStack(L.LightningModule):
 
     def train_dataloader(self) -> DataLoader:
         """Per-slot row indices of each step (in memory: no workers)."""
-        return DataLoader(StackBatches(self), batch_size=None)
+        return DataLoader(EachEpoch(self.train_steps), batch_size=None)
 
     def val_dataloader(self) -> DataLoader:
         """Per-slot validation chunks."""
-        return DataLoader(ValidationChunks(self, self.eval_batch_size), batch_size=None)
+        return DataLoader(EachEpoch(self.validation_chunks), batch_size=None)
+
+    def train_steps(self) -> Iterator[dict[str, Tensor]]:
+        """One epoch: per step, ``{slot name: row indices}`` for every training slot with a batch left."""
+        plans = {}
+        for slot in self.slots.values():
+            if slot.training:
+                order = torch.as_tensor(epoch_permutation(len(slot.data.y_fit), slot.seed, slot.epoch))
+                plans[slot.name] = list(order.split(slot.batch_size))
+        for step in range(max((len(p) for p in plans.values()), default=0)):
+            yield {name: batches[step] for name, batches in plans.items() if step < len(batches)}
+
+    def validation_chunks(self) -> Iterator[dict[str, Tensor]]:
+        """Validation rows of every training slot in chunks: ``{slot name: (start, stop)}``."""
+        size = self.eval_batch_size
+        for slot in self.slots.values():
+            if slot.training and slot.data.x_val is not None:
+                n = len(slot.data.x_val)
+                for start in range(0, n, size):
+                    yield {slot.name: torch.tensor([start, min(start + size, n)])}
 
     def transfer_batch_to_device(self, batch: Any, device: torch.device, dataloader_idx: int) -> Any:
         """A batch is a flat ``{slot name: index tensor}``: move it directly (the generic walk costs more)."""

@@ -14,7 +14,7 @@ the encoder's fixed features over the finetune space's head parameters (``engine
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Literal
 
 import numpy as np
@@ -46,23 +46,10 @@ def is_parameter_free(encoder: PPGEncoder) -> bool:
     return not getattr(encoder, "trainable", True) or not any(p.numel() for p in encoder.parameters())
 
 
-def no_params(number: int) -> Mapping[str, Any] | None:
-    """No trial's parameters are known (a factory not attached to a study)."""
-    return None
-
-
-def study_params(study: optuna.Study) -> Callable[[int], Mapping[str, Any] | None]:
-    """A study's trial parameters by trial number (None for a trial it lacks or a resume's placeholder)."""
-    def params_of(number: int) -> Mapping[str, Any] | None:
-        found = [t.params for t in study.get_trials(deepcopy=False) if t.number == number]
-        return found[0] if found and found[0] else None
-    return params_of
-
-
 def attach_study(factory: TrialFactory, s: RepeatSearch) -> None:
     """Let a finetune factory replay its head stream with the trials of the search's study."""
     if isinstance(factory, FinetuneFactory) and s.study is not None:
-        factory.trial_params = study_params(s.study.study)
+        factory.study = s.study.study
 
 
 class HeadedEncoder(nn.Module):
@@ -89,8 +76,8 @@ class FinetuneFactory:
         self.pristine = copy.deepcopy(ctx.encoder).cpu()
         self.rows, self.labels, self.windows = ctx.view.rows, ctx.view.y, ctx.raw_windows()
         self.embed_dim = self._probe_embed_dim()
-        #: Parameters of a trial of the search by number (None if unknown); :class:`FinetuneRegime` sets the study's.
-        self.trial_params: Callable[[int], Mapping[str, Any] | None] = no_params
+        #: The search's study, whose trials' widths replay the head stream (:class:`FinetuneRegime` sets it).
+        self.study: optuna.Study | None = None
         self.restart_stream(seed)
         self.details: dict[str, Any] = {"mode": "end_to_end", "embed_dim": self.embed_dim, "precision": precision,
                                         "engine": "trial_stack", "reseed_head": reseed_head}
@@ -100,7 +87,7 @@ class FinetuneFactory:
         """The factory of another search seed: the encoder and prepared rows shared, a head stream of its own."""
         fork = copy.copy(self)  # shallow: the pristine encoder and the rows cache (self._data) are shared
         fork.restart_stream(seed)
-        fork.trial_params = no_params  # its own study's, once opened
+        fork.study = None  # its own study, once opened
         fork.details = dict(self.details)
         return fork
 
@@ -130,6 +117,11 @@ class FinetuneFactory:
                 self.inputs(fit), torch.as_tensor(self.targets.encode(self.labels[fit])),
                 self.inputs(val) if val is not None else None, self.targets.loss, self.targets.class_weight)
         return self._data[validate]
+
+    def trial_params(self, number: int) -> Mapping[str, Any] | None:
+        """Trial ``number``'s parameters in the study (None if unknown, or a resume's placeholder)."""
+        found = [t.params for t in self.study.get_trials(deepcopy=False) if t.number == number] if self.study else []
+        return found[0] if found and found[0] else None
 
     def restart_stream(self, seed: int) -> None:
         """The head stream of seed r at its start, nothing drawn: its (n+1)-th head is trial n's."""
@@ -217,10 +209,6 @@ class FinetuneRegime(NeuralRegime):
             raise ConfigError(f"amp_dtype must be 'float16' or 'bfloat16', got {amp_dtype!r}")
         self.amp, self.amp_dtype, self.reseed_head = amp, amp_dtype, reseed_head
         self._features: tuple[str, np.ndarray] | None = None
-
-    def backend(self) -> str:
-        """The trial engine."""
-        return "lightning-trial-stack"
 
     def open_plan(self, s: RepeatSearch) -> StudyPlan:
         """The search's plan; its factory replays the head stream with the study's trials (a resumed search)."""

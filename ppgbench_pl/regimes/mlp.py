@@ -14,11 +14,10 @@ import torch
 from torch import nn
 
 from ppgbench_pl.heads.mlp import MLPHead
-from ppgbench_pl.hpo.optuna_search import SearchSettings
 from ppgbench_pl.hpo.spaces import MLP_SPACE
 from ppgbench_pl.hpo.trial_stack import Slot, SlotData, predict_outputs
 from ppgbench_pl.regimes.base import JobContext
-from ppgbench_pl.regimes.neural import ClassWeighting, NeuralRegime, Split, Targets
+from ppgbench_pl.regimes.neural import NeuralRegime, Split, Targets
 
 #: Head setting -> search-space parameter, for the MLP probe's own space.
 MLP_PARAMS = {"hidden_dim": "hidden_dim", "dropout": "dropout", "lr": "lr", "weight_decay": "weight_decay",
@@ -90,8 +89,8 @@ class HeadFactory:
 class MLPRegime(NeuralRegime):
     """The frozen MLP probe (PROTOCOL.md 4.3), searched by TPE + Hyperband on the 20 % holdout.
 
-    The arguments are :class:`~ppgbench_pl.regimes.neural.NeuralRegime`'s (published: 48 trials, 25 epochs,
-    1 at a time, ``auroc``; ``stack_jobs`` 5).
+    Its arguments and their defaults are :class:`~ppgbench_pl.regimes.neural.NeuralRegime`'s (published: 48
+    trials, 25 epochs, 1 at a time, ``auroc``; ``stack_jobs`` 5).
     """
 
     name = "mlp"
@@ -100,19 +99,6 @@ class MLPRegime(NeuralRegime):
     default_max_epochs = 25
     default_parallel_trials = 1
     default_stack_jobs = 5  # the folds of a seed: one trial at a time per study, so the width comes from jobs
-
-    def __init__(self, search: SearchSettings | None = None, refit: bool = False,
-                 class_weighting: ClassWeighting = "balanced", binary_selection_metric: str | None = None,
-                 subject_repeats: int = 3, search_space: dict[str, list[Any]] | None = None,
-                 eval_batch_size: int = 4096, standardize_targets: bool = False, stack_jobs: int | None = None,
-                 search_seeds: list[int] | None = None) -> None:
-        super().__init__(search, refit, class_weighting, binary_selection_metric, subject_repeats, search_space,
-                         eval_batch_size, standardize_targets=standardize_targets, stack_jobs=stack_jobs,
-                         search_seeds=search_seeds)
-
-    def backend(self) -> str:
-        """The trial engine."""
-        return "lightning-trial-stack"
 
     def make_factory(self, ctx: JobContext, split: Split, targets: Targets, seed: int) -> HeadFactory:
         """Heads on the job's cached embeddings, z-scored on the fit part."""

@@ -42,15 +42,18 @@ from ppgbench_pl.regimes.base import (
     interrupts_pass_through,
     score_outcome,
 )
-from ppgbench_pl.regimes.repeat_search import RepeatSearch, TrialFactory, one_device, redact
 from ppgbench_pl.regimes.search_seeds import PUBLISHED_SEARCH_SEEDS, check_search_seeds, search_rng_seed, seed_search
 from ppgbench_pl.regimes.selection import (
     ClassWeighting,
+    RepeatSearch,
     SelectionMetric,
     SelectionScorer,
     Split,
     Targets,
+    TrialFactory,
     make_targets,
+    one_device,
+    redact,
 )
 
 __all__ = ["ClassWeighting", "NeuralRegime", "RepeatSearch", "SelectionScorer", "Split", "Targets", "TrialFactory",
@@ -93,10 +96,10 @@ class NeuralRegime(Regime):
     #: Jobs of one (model, task) whose studies the runner trains in one stack (a speed setting).
     default_stack_jobs: ClassVar[int] = 1
 
-    def __init__(self, search: SearchSettings | None, refit: bool, class_weighting: ClassWeighting,
-                 binary_selection_metric: str | None, subject_repeats: int,
-                 search_space: dict[str, list[Any]] | None, eval_batch_size: int,
-                 standardize_targets: bool = False, stack_jobs: int | None = None,
+    def __init__(self, search: SearchSettings | None = None, refit: bool = False,
+                 class_weighting: ClassWeighting = "balanced", binary_selection_metric: str | None = None,
+                 subject_repeats: int = 3, search_space: dict[str, list[Any]] | None = None,
+                 eval_batch_size: int = 4096, standardize_targets: bool = False, stack_jobs: int | None = None,
                  search_seeds: list[int] | None = None) -> None:
         if class_weighting not in ("balanced", "none"):
             raise ConfigError(f"class_weighting must be 'balanced' or 'none', got {class_weighting!r}")
@@ -130,13 +133,17 @@ class NeuralRegime(Regime):
             out.pop("search_seeds", None)
         return out
 
+    def backend(self) -> str:
+        """The trial engine."""
+        return "lightning-trial-stack"
+
     @property
     def max_epochs(self) -> int:
         """The resolved epoch budget."""
         return self.search.epochs
 
     def check_trainer(self, trainer_kwargs: dict[str, Any]) -> None:
-        """A stack trains on one device in this process (:func:`~ppgbench_pl.regimes.repeat_search.one_device`)."""
+        """A stack trains on one device in this process (:func:`~ppgbench_pl.regimes.selection.one_device`)."""
         one_device(self.name, trainer_kwargs)
 
     def precision(self, ctx: JobContext) -> str:

@@ -1,9 +1,15 @@
-"""Loss targets, selection scores and splits of one holdout repeat of the neural regimes (PROTOCOL.md 4.3-4.5)."""
+"""One holdout repeat's search in the neural regimes: loss targets, selection scores, split, search state.
+
+How labels become loss targets, how validation outputs are scored (PROTOCOL.md 4.3-4.5), and what one search
+of a job carries from its split to the scored winner (:class:`RepeatSearch`, :class:`TrialFactory`).
+"""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal, Protocol
 
 import numpy as np
 import torch
@@ -14,11 +20,15 @@ from torchmetrics.functional.regression import mean_absolute_error
 from torchmetrics.utilities import dim_zero_cat
 
 from ppgbench_pl.data.registry import TaskSpec
-from ppgbench_pl.errors import DataError
+from ppgbench_pl.errors import ConfigError, DataError
 from ppgbench_pl.heads.metrics import BalancedAccuracy
+from ppgbench_pl.hpo.optuna_search import PersistentStudy
+from ppgbench_pl.hpo.trial_stack import Slot
+from ppgbench_pl.hpo.trial_store import TrialWeights
 from ppgbench_pl.metrics.aggregation import first_per_group
 from ppgbench_pl.metrics.scores import Predictions, auroc, selection_score
 from ppgbench_pl.probes.search import subject_predictions
+from ppgbench_pl.regimes.base import JobContext
 
 ClassWeighting = Literal["balanced", "none"]
 
@@ -185,3 +195,72 @@ class SelectionMetric(Metric):
         recall.update(torch.as_tensor(np.searchsorted(classes, pred.labels)),
                       torch.as_tensor(np.searchsorted(classes, y)))
         return recall.compute().double()
+
+
+class TrialFactory(Protocol):
+    """What a neural regime builds per repeat: its trials' slots and the winner's predictions."""
+
+    #: The protocol search space (before user overrides and the aggregation parameter).
+    space: dict[str, list[Any]]
+    #: What the regime records with each repeat (mode, device, ...).
+    details: dict[str, Any]
+
+    def slot(self, name: str, params: Mapping[str, Any], seed: int, epochs: int, validate: bool) -> Slot:
+        """A trial's slot: its network, rows (fit part; validation rows if ``validate``), groups, batches."""
+        ...
+
+    def predict(self, params: Mapping[str, Any], weights: dict[str, Any], positions: np.ndarray) -> np.ndarray:
+        """Raw head outputs of a trained network for some view positions."""
+        ...
+
+
+def redact(url: str) -> str:
+    """A storage URL without credentials (it goes into job records)."""
+    return re.sub(r"//[^/@]*@", "//***@", url)
+
+
+@dataclass
+class RepeatSearch:
+    """One search of one job: its repeat's split, targets, scorer, factory, study; ``seed``: its streams' seed."""
+
+    ctx: JobContext
+    repeat: int
+    seed: int
+    split: Split
+    targets: Targets
+    scorer: SelectionScorer
+    aggregations: tuple[str, ...]
+    factory: TrialFactory
+    url: str = ""
+    storage: Any = None
+    study: PersistentStudy | None = None
+    weights: TrialWeights | None = None
+    search_seed: int = 0
+
+    @property
+    def key(self) -> str:
+        """The study's key in a stack."""
+        return f"{self.ctx.job_id}/repeat{self.repeat}" + (f"/search{self.search_seed}" if self.search_seed else "")
+
+    @property
+    def folder(self) -> str:
+        """The search's folder in the job's work folder (study storage and weights)."""
+        return f"repeat{self.repeat}" + (f"_search{self.search_seed}" if self.search_seed else "")
+
+
+def one_device(regime: str, trainer_kwargs: dict[str, Any]) -> None:
+    """A stack trains on one device in this process (the search state lives there; the width is the studies').
+
+    Raises:
+        ConfigError: ``trainer.strategy`` or ``trainer.devices`` asks for more than one device or process.
+    """
+    strategy = str(trainer_kwargs.get("strategy") or "auto")
+    if strategy not in ("auto", "single_device"):
+        raise ConfigError(f"trainer.strategy {strategy}: the {regime} regime trains its trials as one stack "
+                          "on one device in this process; leave trainer.strategy out (auto)")
+    devices = trainer_kwargs.get("devices", 1)
+    if devices in ("auto", -1, "-1") or (isinstance(devices, int) and devices > 1) or (
+            isinstance(devices, list) and len(devices) > 1):
+        raise ConfigError(f"trainer.devices {devices!r}: the {regime} regime trains its trials as one "
+                          "stack on one device; set trainer.devices: 1 (use an executor with one GPU per "
+                          "worker to use several)")
