@@ -1,9 +1,6 @@
-"""Optuna TPE + Hyperband studies on persistent storage, driven by ask/tell (PROTOCOL.md 4.5).
+"""Optuna TPE + Hyperband studies on persistent storage (SQLite in the job folder by default), driven by ask/tell.
 
-One study per (job, repeat), on SQLite in the job's work folder by default (any SQLAlchemy URL, or
-``journal:<path>``), searched on an in-memory twin (:class:`PersistentStudy`) so that only finished trials are
-written. A resume replays the sampler's asks (:mod:`ppgbench_pl.hpo.replay`, protocol decision #41). Only
-finished trials count toward the budget (complete, pruned, or failed by the trial itself).
+Only finished trials count toward the budget (complete, pruned, or failed by the trial itself); PROTOCOL.md 4.5.
 """
 
 from __future__ import annotations

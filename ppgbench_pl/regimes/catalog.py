@@ -1,9 +1,6 @@
-"""The regimes ppgbench can run, as a static table: what each trains, on which tiers, with which budget.
+"""The regimes ppgbench can run, as a static table read without importing torch (``ppgbench list regimes``).
 
-``ppgbench list regimes`` and ``ppgbench_pl.list_regimes()`` read this table without importing torch,
-Lightning, scikit-learn or Optuna. The budgets are the regime classes' published defaults (PROTOCOL.md
-sections 4.1-4.5); ``tests/commands/test_listing.py`` checks every entry against the real class, so a
-changed default fails a test instead of silently disagreeing with this table.
+The budgets are the classes' published defaults; ``tests/commands/test_listing.py`` checks every entry.
 """
 
 from __future__ import annotations
