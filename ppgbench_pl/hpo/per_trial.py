@@ -9,7 +9,6 @@ both paths give the same decisions and numbers (``tests/hpo/test_per_trial.py``)
 
 from __future__ import annotations
 
-import copy
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -34,11 +33,6 @@ def stack_aware(callbacks: Sequence[Any]) -> bool:
 def per_trial_note(callbacks: Sequence[Any]) -> dict[str, str]:
     """What a record says about how its trials were fitted (nothing when they stacked, as before)."""
     return {} if stack_aware(callbacks) else {"trial_fits": "one Trainer.fit per trial (callbacks not stack-aware)"}
-
-
-def fresh_copies(callbacks: Sequence[Any]) -> list[Any]:
-    """Each callback as configured, copied for one trial's fit (callbacks keep per-fit state, e.g. patience)."""
-    return [copy.deepcopy(c) for c in callbacks]
 
 
 def per_trial_line(callbacks: Sequence[Any]) -> str:

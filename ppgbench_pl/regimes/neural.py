@@ -9,6 +9,7 @@ Hyperband (one persistent study), and scores the best complete trial's best-epoc
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -28,7 +29,7 @@ from ppgbench_pl.hpo.optuna_search import (
     storage_url,
     study_record,
 )
-from ppgbench_pl.hpo.per_trial import fit_each_trial, fresh_copies, per_trial_note, stack_aware
+from ppgbench_pl.hpo.per_trial import fit_each_trial, per_trial_note, stack_aware
 from ppgbench_pl.hpo.spaces import AGGREGATION_PARAM, build_space
 from ppgbench_pl.hpo.stack_search import StackSearch, StudyPlan, fixed_epochs, snapshot
 from ppgbench_pl.hpo.trial_stack import Slot, TrialStack
@@ -258,10 +259,10 @@ class NeuralRegime(Regime):
 
     def fit_stack(self, ctx: JobContext, search: StackSearch | None, slots: list[Slot] | None = None) -> None:
         """One ``Trainer.fit`` until every budget is spent (or fixed slot ended); per trial unless callbacks stack."""
-        if not stack_aware(ctx.callbacks):
+        if not stack_aware(ctx.callbacks):  # each trial gets fresh copies: callbacks keep per-fit state (patience)
             return fit_each_trial(search, slots or [], self.eval_batch_size,
                                   lambda module: self.fit_module(ctx, module, module.slot.max_epochs,
-                                                                 fresh_copies(ctx.callbacks)))
+                                                                 [copy.deepcopy(c) for c in ctx.callbacks]))
         first = search.first_slots() if search is not None else list(slots or [])
         if not first:
             return
