@@ -42,8 +42,8 @@ from ppgbench_pl.data.task_data import TaskView
 from ppgbench_pl.probes.families import LogisticFamily, RidgeFamily
 from ppgbench_pl.probes.linear import LOGISTIC_CS, RIDGE_ALPHAS
 from ppgbench_pl.probes.search import GroupGridSearch
-from ppgbench_pl.regimes.base import JobContext
 from ppgbench_pl.regimes.linear import LinearRegime, local_folds
+from tests.regimes.neural_helpers import view_context
 
 RIDGE_TARGET = 10.0
 OVERHEAD_TARGET_MS = 20.0  # issue 17: one Trainer.fit and one Trainer.test per linear job, < 20 ms beside the maths
@@ -138,13 +138,6 @@ def compare(
     return ok, ours, ref
 
 
-class _Encoder:
-    """The one encoder attribute a linear job reads."""
-
-    name = "bench"
-    sampling_rate = 64.0
-
-
 def per_job_overhead(repeats: int, n: int = 3000, dim: int = 64, n_groups: int = 40) -> bool:
     """Median of ``LinearRegime.run(ctx)`` minus the median of the same search on prepared arrays."""
     x, y, groups = make_data(n, dim, n_groups, seed=1)
@@ -153,18 +146,7 @@ def per_job_overhead(repeats: int, n: int = 3000, dim: int = 64, n_groups: int =
     is_test = np.isin(groups, test_groups)
     split = OuterSplit(np.flatnonzero(~is_test), np.flatnonzero(is_test))
     view = TaskView(task, np.arange(n), y.astype(np.float32), groups, sorted(set(groups.tolist())))
-    ctx = JobContext(
-        "bench__job",
-        "bench",
-        _Encoder(),
-        task,
-        42,
-        0,
-        view,
-        split,
-        work_dir=None,  # type: ignore[arg-type]
-        embeddings=x,
-    )
+    ctx = view_context("bench__job", view, split, x)
     regime = LinearRegime()
     train, test = ctx.outer()
     z_train, z_test = ctx.features(train), ctx.features(test)

@@ -1,16 +1,6 @@
-"""Optuna TPE + Hyperband studies on persistent storage, driven by ask/tell (PROTOCOL.md 4.5).
+"""Optuna TPE + Hyperband studies on persistent storage (SQLite in the job folder by default), driven by ask/tell.
 
-One study per (job, repeat). The default storage is an SQLite file in the job's persistent work folder,
-created with ``load_if_exists=True`` so an interrupted search resumes from the stored trials. The search
-itself runs on an in-memory twin (:class:`PersistentStudy`): finished trials are copied to the durable
-study one write each, so per-epoch reports and pruning never touch the storage. Samplers and pruners are
-not persisted: a resume replays the sampler's asks (:mod:`ppgbench_pl.hpo.replay`), so a resumed search
-draws the trials of an uninterrupted one (protocol decision #41). Only *finished* trials count toward the
-budget (complete, pruned, or failed by the trial itself, e.g. divergence). Any SQLAlchemy URL can be given
-instead, and ``journal:<path>`` selects Optuna's JournalStorage.
-
-Trials are trained by :mod:`ppgbench_pl.hpo.stack_search`, which asks ``parallel_trials`` trials of a
-study at once (constant-liar TPE treats the pending ones as running) and tells each outcome.
+Only finished trials count toward the budget (complete, pruned, or failed by the trial itself); PROTOCOL.md 4.5.
 """
 
 from __future__ import annotations
@@ -42,11 +32,9 @@ class SearchFailed(RuntimeError):
 
 @dataclass(frozen=True)
 class SearchSettings:
-    """The Optuna budget of a neural regime: one settings object shared by the MLP probe and finetuning.
+    """The Optuna budget of a neural regime (YAML: ``init_args: {search: {n_trials: 12}}``).
 
-    Given in YAML as one nested block, ``init_args: {search: {n_trials: 12, parallel_trials: 4}}``; what is
-    left out keeps its default. ``None`` for ``max_epochs`` or ``parallel_trials`` means the regime's
-    published value (25 / 1 for the MLP probe, 15 / 8 for finetuning), see :meth:`resolved`.
+    ``None`` for ``max_epochs`` or ``parallel_trials`` means the regime's published value (:meth:`resolved`).
 
     Args:
         n_trials: Finished trials per study (48 published).
@@ -56,10 +44,8 @@ class SearchSettings:
         reduction_factor: Hyperband reduction factor (3).
         parallel_trials: Trials asked from TPE together (constant liar) and trained together as one stacked
             model (1 MLP, 8 finetune published).
-        storage: Optuna storage: ``None`` (SQLite in the job folder), an SQLAlchemy URL or
-            ``journal:<path>``; may contain ``{job_id}``, ``{repeat}``, ``{search_seed}``, ``{work_dir}``. Not a
-            result setting (and it may hold credentials), so it stays out of the run identity.
-
+        storage: ``None`` (SQLite in the job folder), an SQLAlchemy URL or ``journal:<path>``, with
+            ``{job_id}``, ``{repeat}``, ``{search_seed}``, ``{work_dir}``; not in the run identity.
     """
 
     n_trials: int = 48
@@ -74,9 +60,7 @@ class SearchSettings:
         """These settings with a regime's defaults filled in, validated.
 
         Raises:
-            ConfigError: A count below 1 (or negative start-up trials), a reduction factor below 2, or a
-                minimum resource above the epoch budget.
-
+            ConfigError: A count below 1, a reduction factor below 2, or min_resource above max_epochs.
         """
         epochs = self.max_epochs if self.max_epochs is not None else max_epochs
         parallel = self.parallel_trials if self.parallel_trials is not None else parallel_trials
@@ -126,17 +110,7 @@ class SearchSettings:
 
 @dataclass
 class TrialOutcome:
-    """What an engine reports for one trial it trained.
-
-    Attributes:
-        state: ``complete``, ``pruned`` or ``failed``.
-        value: Best validation selection score over the epochs run (complete trials).
-        best_epoch: 1-based epoch that reached it (the number of epochs to train to reproduce it).
-        epochs_run: Epochs actually trained.
-        failure: Why a failed trial failed.
-        weights: State dict at the best epoch (complete trials), for the weight store.
-
-    """
+    """What an engine reports for one trial: state, best score and its 1-based epoch, failure, best weights."""
 
     state: Literal["complete", "pruned", "failed"]
     value: float | None = None
@@ -147,19 +121,7 @@ class TrialOutcome:
 
 
 def storage_url(template: str | None, work_dir: Path, job_id: str, repeat: int, search_seed: int = 0) -> str:
-    """The storage of one study: SQLite in ``work_dir/repeat<r>/`` by default, else the template filled in.
-
-    Args:
-        template: ``None``, an SQLAlchemy URL or ``journal:<path>``; may contain ``{job_id}``,
-            ``{repeat}``, ``{search_seed}`` and ``{work_dir}``.
-        work_dir: The job's persistent folder.
-        job_id: The job id.
-        repeat: Repeat index (0-2).
-        search_seed: The search seed (0, the published search, unless ``search_seeds`` lists more); another
-            search seed's default folder is ``repeat<r>_search<k>/`` (its study name differs too, so a shared
-            storage keeps them apart).
-
-    """
+    """The storage of one study: SQLite in ``work_dir/repeat<r>[_search<k>]/`` by default, else the template filled."""
     if template is None:
         folder = f"repeat{repeat}" + (f"_search{search_seed}" if search_seed else "")
         path = Path(work_dir) / folder / "optuna.db"
@@ -213,24 +175,11 @@ NUMBER_ATTR = "number"
 
 
 class PersistentStudy:
-    """A study searched in memory and kept on durable storage one finished trial at a time.
+    """A study searched in memory and copied to durable storage one finished trial at a time.
 
-    The sampler and pruner work on an in-memory study, so asking, reporting and pruning cost no storage
-    round trip; each finished trial (complete, pruned or failed by itself) is copied whole to the durable
-    study with ``Study.add_trial``, one write per trial. A running trial never reaches the durable storage,
-    so a killed process leaves nothing half-done there: on resume the finished trials are restored in
-    their original numbers, which keeps Hyperband's brackets (derived from the trial number) and rungs, and
-    the sampler's asks are replayed (:func:`~ppgbench_pl.hpo.replay.resume`): the trials of a batch cut short
-    are asked again with their parameters, and every later draw is the uninterrupted search's.
-
-    Args:
-        storage: Durable storage of the study.
-        name: Study name (``<job id>-repeat<r>``).
-        settings: Budget, sampler and pruner settings.
-        seed: The sampler's seed (r).
-        space: Categorical values per parameter, in the order trials are asked with (to replay the asks);
-            ``None`` takes the distributions of the first stored trial.
-
+    A running trial never reaches the storage, so a killed process leaves nothing half-done; a resume restores
+    the finished trials at their numbers (Hyperband's brackets) and replays the sampler's asks
+    (:func:`~ppgbench_pl.hpo.replay.resume`). ``space`` gives the ask order (None: the first stored trial's).
     """
 
     def __init__(self, storage: BaseStorage, name: str, settings: SearchSettings, seed: int,
@@ -270,10 +219,7 @@ class PersistentStudy:
         return max(self.settings.n_trials - self.n_finished, 0)
 
     def ask(self, space: Mapping[str, Sequence[Any]]) -> list[Trial]:
-        """The next batch: up to ``parallel_trials`` trials asked together (constant liar sees them running).
-
-        After a resume, the first batch is the unfinished rest of the batch the kill cut short, if any.
-        """
+        """Up to ``parallel_trials`` trials asked together (after a resume: first the rest of the cut batch)."""
         if self._pending:
             pending, self._pending = self._pending, []
             return pending
@@ -296,26 +242,18 @@ class PersistentStudy:
             self.study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
 
 
-def outcome_attrs(outcome: TrialOutcome) -> dict[str, Any]:
-    """The user attributes an outcome leaves on its trial."""
-    attrs: dict[str, Any] = {"epochs_run": outcome.epochs_run}
-    if outcome.best_epoch is not None:
-        attrs["best_epoch"] = outcome.best_epoch
-    if outcome.state == "failed":
-        attrs[FAILURE_ATTR] = outcome.failure or "failed"
-    return attrs
-
-
 def tell(study: optuna.Study, trial: Trial, outcome: TrialOutcome) -> None:
     """Record an outcome: user attributes first, then the final state."""
-    for key, value in outcome_attrs(outcome).items():
-        trial.set_user_attr(key, value)
+    trial.set_user_attr("epochs_run", outcome.epochs_run)
+    if outcome.best_epoch is not None:
+        trial.set_user_attr("best_epoch", outcome.best_epoch)
     if outcome.state == "complete":
         assert outcome.value is not None and math.isfinite(outcome.value)
         study.tell(trial, outcome.value)
     elif outcome.state == "pruned":
         study.tell(trial, state=TrialState.PRUNED)
     else:
+        trial.set_user_attr(FAILURE_ATTR, outcome.failure or "failed")
         study.tell(trial, state=TrialState.FAIL)
 
 
@@ -324,7 +262,6 @@ def best_trial(study: optuna.Study) -> FrozenTrial:
 
     Raises:
         SearchFailed: No trial completed; the message gives the failure reasons seen.
-
     """
     complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
     if not complete:

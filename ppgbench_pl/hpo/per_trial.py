@@ -1,24 +1,14 @@
 """Each trial in its own ``Trainer.fit``: the path that lets stock Lightning callbacks work per trial.
 
-A trial stack (:mod:`ppgbench_pl.hpo.trial_stack`) trains many trials in one fit, so a callback there sees
-the stack, not a trial: ``BackboneFinetuning``, ``StochasticWeightAveraging`` or ``EarlyStopping`` would act
-on the wrong object or stop every trial at once. Unless every user callback says it knows the stack
-(:data:`STACK_AWARE`), each trial is a :class:`TrialModule` of its own (its encoder as ``backbone``, its
-head as ``head``) trained in a trainer whose epochs are the trial's epochs, with the user's callbacks.
-
-The search is the same :class:`~ppgbench_pl.hpo.stack_search.StackSearch`: a study's batch is asked
-together, its trials train one after another in trial-number order (each scored, reported and pruned after
-every epoch by the same code as in the stack), and the batch is told once all have ended. Hyperband's
-decision for a trial at a rung reads the values other trials recorded at that rung when they asked the
-pruner; in the stack those are the earlier batches' and the lower-numbered trials' of its batch (the
-barrier), and here the same ones (a lower-numbered trial has finished, a higher-numbered one has not
-started). So with callbacks that change nothing, both paths give each trial the same arithmetic and the
-same decisions (``tests/hpo/test_per_trial.py``).
+In a trial stack a callback sees the stack, not a trial (``EarlyStopping`` would stop every trial at once).
+Unless every user callback is :data:`STACK_AWARE`, each trial is a :class:`TrialModule` (``backbone``,
+``head``) fitted alone, driven by the same :class:`~ppgbench_pl.hpo.stack_search.StackSearch` in trial-number
+order; Hyperband then reads the same earlier values as in the stack, so with callbacks that change nothing
+both paths give the same decisions and numbers (``tests/hpo/test_per_trial.py``).
 """
 
 from __future__ import annotations
 
-import copy
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -45,15 +35,6 @@ def per_trial_note(callbacks: Sequence[Any]) -> dict[str, str]:
     return {} if stack_aware(callbacks) else {"trial_fits": "one Trainer.fit per trial (callbacks not stack-aware)"}
 
 
-def fresh_copies(callbacks: Sequence[Any]) -> list[Any]:
-    """Each callback as configured, copied for one trial's fit.
-
-    Lightning's callbacks keep per-fit state (``StochasticWeightAveraging`` its scheduler and average,
-    ``EarlyStopping`` its best score and patience): each trial gets its own, as if it were the only fit.
-    """
-    return [copy.deepcopy(c) for c in callbacks]
-
-
 def per_trial_line(callbacks: Sequence[Any]) -> str:
     """The run's one line on the slower path (the runner prints it once, before any job)."""
     names = ", ".join(type(c).__name__ for c in callbacks if getattr(c, STACK_AWARE, False) is not True)
@@ -62,20 +43,11 @@ def per_trial_line(callbacks: Sequence[Any]) -> str:
 
 
 class TrialModule(TrialStack):
-    """One trial as its own LightningModule: ``backbone`` (the encoder) and ``head``, for stock callbacks.
+    """One trial as its own LightningModule: ``backbone`` (the encoder, or an identity) and ``head``.
 
-    The MLP probe (and head-only finetuning) trains a head on features computed once per job, so its
-    ``backbone`` is an ``nn.Identity`` without parameters: a backbone callback has nothing to act on there.
-    The steps are the trial stack's with one slot, so the arithmetic is the stack's. Two things differ,
-    both only for callbacks: the optimiser holds the parameters that require a gradient when it is built
-    (the Lightning idiom ``BaseFinetuning`` expects: a frozen backbone joins as a new group when unfrozen),
-    and each validation epoch logs ``val_score``, the trial's selection score (higher is better), which
-    ``EarlyStopping(monitor="val_score", mode="max")`` can watch.
-
-    Args:
-        slot: The trial.
-        eval_batch_size: Validation chunk size.
-        step: The search's epoch step (``end_epoch(trainer, module)``), or None for a fixed-length fit.
+    The steps are the stack's with one slot. For callbacks only: the optimiser holds the parameters that
+    require a gradient when built (as ``BaseFinetuning`` expects), and each validation epoch logs
+    ``val_score``, the selection score (higher is better). ``step``: the search's epoch step, or None.
     """
 
     def __init__(self, slot: Slot, eval_batch_size: int, step: Any = None) -> None:
@@ -113,10 +85,7 @@ class TrialModule(TrialStack):
 
 
 class TrialEpochs:
-    """The search step of one trial fitted alone: score, report, prune; stop its fit once it ended.
-
-    A copy of the module (``StochasticWeightAveraging`` keeps one) shares this step: it is the search's.
-    """
+    """The search step of one trial fitted alone: score, report, prune; stop its fit once it ended (copies share it)."""
 
     def __init__(self, search: StackSearch, plan: StudyPlan, run: TrialRun) -> None:
         self.search, self.plan, self.run = search, plan, run
@@ -136,10 +105,7 @@ class TrialEpochs:
 
 
 def stopped_early(run: TrialRun) -> TrialOutcome:
-    """The outcome of a trial whose fit a callback stopped before the search ended it (e.g. ``EarlyStopping``).
-
-    It is complete at its best epoch so far, as a trial that diverged after a finite epoch; failed if none.
-    """
+    """A trial a callback stopped early: complete at its best epoch so far (as after divergence), else failed."""
     if run.best_epoch and math.isfinite(run.best):
         return TrialOutcome("complete", value=run.best, best_epoch=run.best_epoch, epochs_run=len(run.history),
                             weights=run.weights)

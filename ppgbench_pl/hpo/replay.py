@@ -1,23 +1,16 @@
 """A resumed study continues on the path of the uninterrupted search: its sampler's asks are replayed.
 
-Optuna keeps no sampler on the storage, and TPE's draws come from random streams that every ask advances:
-a sampler restarted from its seed would replay its first draws (trial 0's parameters again as trial n) and
-give the trial that was running at a kill other parameters. The draws of an uninterrupted search are
-nevertheless a pure function of the seed and of the study's history at each ask, and a search asks in a
-fixed rhythm: batches of ``parallel_trials`` trials, numbered in order, each asked only once every trial
-before it has finished (:mod:`ppgbench_pl.hpo.stack_search`). So a resume rebuilds the sampler's state by
-asking the same batches again, each from a scratch in-memory study that holds exactly the finished trials
-the original ask saw; nothing is trained. Each replayed draw of a stored trial must equal the stored
-parameters (else the history is not replayable, e.g. written by an older ppgbench, see
-:class:`NotReplayable`); the replayed draws of a batch's trials that never finished are the parameters they
-were trained with before the kill, and they are trained again with them (protocol decision #41).
+Optuna stores no sampler, and a sampler restarted from its seed would draw its first trials again. But the
+draws are a pure function of the seed and of the history at each ask, and a search asks in fixed batches,
+so a resume asks the same batches again on scratch studies holding the trials each ask saw (nothing is
+trained). A replayed draw must equal the stored parameters (else :class:`NotReplayable`); the draws of a
+cut batch's unfinished trials are trained again (protocol decision #41).
 """
 
 from __future__ import annotations
 
 import warnings
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import optuna
@@ -33,20 +26,6 @@ class NotReplayable(Exception):
     """The stored trials are not the history of an uninterrupted search of these settings (the message says why)."""
 
 
-@dataclass
-class Replayed:
-    """The sampler after replaying the stored history, and the trials of the batch cut short by the kill.
-
-    Attributes:
-        sampler: The sampler in the state the uninterrupted search had after its last replayed ask.
-        pending: Parameters of the unfinished trials of a batch that was partly stored, by trial number.
-
-    """
-
-    sampler: BaseSampler
-    pending: dict[int, dict[str, Any]] = field(default_factory=dict)
-
-
 def batches(n_trials: int, batch: int) -> Iterator[range]:
     """Trial numbers of each batch an uninterrupted search asks (every finished trial counts)."""
     for start in range(0, n_trials, batch):
@@ -54,21 +33,13 @@ def batches(n_trials: int, batch: int) -> Iterator[range]:
 
 
 def replay(finished: Mapping[int, FrozenTrial], sampler: BaseSampler, name: str, n_trials: int, batch: int,
-           dists: Mapping[str, BaseDistribution]) -> Replayed:
-    """Advance a fresh ``sampler`` through the asks that led to the ``finished`` trials.
+           dists: Mapping[str, BaseDistribution]) -> dict[int, dict[str, Any]]:
+    """Advance a fresh ``sampler`` (in place) through the asks that led to the ``finished`` trials (by number).
 
-    Args:
-        finished: The stored trials that count toward the budget, by their number in the search.
-        sampler: A sampler just built from the study's seed (it is advanced in place).
-        name: The study name.
-        n_trials: The study's budget.
-        batch: Trials asked together.
-        dists: The distributions every trial is asked with, in ask order.
+    Returns the parameters of the unfinished trials of a batch the kill cut short, by number.
 
     Raises:
-        NotReplayable: A stored trial lies beyond a batch that was never finished, or a replayed draw differs
-            from a stored trial's parameters.
-
+        NotReplayable: A stored trial lies beyond an unfinished batch, or a replayed draw differs from it.
     """
     last = max(finished, default=-1)
     for members in batches(n_trials, batch):
@@ -94,20 +65,17 @@ def replay(finished: Mapping[int, FrozenTrial], sampler: BaseSampler, name: str,
             if last > members[-1]:
                 raise NotReplayable(f"trial {last} is stored but the batch {members[0]}-{members[-1]} never "
                                     "finished")
-            return Replayed(sampler, pending)
-    return Replayed(sampler)
+            return pending
+    return {}
 
 
-def restore(study: optuna.Study, finished: Mapping[int, FrozenTrial], replayed: Replayed | None,
-            dists: Mapping[str, BaseDistribution]) -> list[optuna.Trial]:
+def restore(study: optuna.Study, finished: Mapping[int, FrozenTrial], pending: Mapping[int, dict[str, Any]],
+            replayed: BaseSampler | None, dists: Mapping[str, BaseDistribution]) -> list[optuna.Trial]:
     """Fill a new in-memory ``study`` with the stored trials at their numbers; returns the re-asked pending trials.
 
-    The pending trials (``replayed.pending``) are asked again with their own parameters (enqueued, asked
-    under a throwaway sampler so the replayed one draws nothing), running, for the search to train first.
-    A number with neither (only when the history was not replayable) becomes a failed placeholder that does
-    not count toward the budget. The study's sampler is the replayed one afterwards, when there is one.
+    Pending trials are enqueued and asked under a throwaway sampler (the replayed one draws nothing); a number
+    with neither becomes a failed placeholder that does not count. The replayed sampler is installed last.
     """
-    pending = replayed.pending if replayed is not None else {}
     sampler = study.sampler
     study.sampler = optuna.samplers.RandomSampler(seed=0)
     asked = []
@@ -119,7 +87,7 @@ def restore(study: optuna.Study, finished: Mapping[int, FrozenTrial], replayed: 
             asked.append(study.ask(fixed_distributions=dict(dists)))
         else:
             study.add_trial(optuna.trial.create_trial(state=optuna.trial.TrialState.FAIL))
-    study.sampler = replayed.sampler if replayed is not None else sampler
+    study.sampler = replayed if replayed is not None else sampler
     return asked
 
 
@@ -127,26 +95,16 @@ def resume(study: optuna.Study, finished: Mapping[int, FrozenTrial], sampler: Ba
            batch: int, dists: Mapping[str, BaseDistribution]) -> tuple[list[optuna.Trial], str | None]:
     """Restore the stored trials into a new in-memory ``study`` on the uninterrupted search's path.
 
-    Args:
-        study: The new in-memory study (its sampler restarted from the seed).
-        finished: The stored trials that count toward the budget, by number.
-        sampler: Another sampler restarted from the seed, to replay.
-        n_trials: The budget.
-        batch: Trials asked together.
-        dists: The distributions of every trial, in ask order.
-
     Returns:
-        The re-asked unfinished trials of a batch the kill cut short, and why the history could not be
-        replayed (None when it was). A history that cannot be replayed (e.g. written by an older ppgbench)
-        resumes with the study's own sampler, restarted from its seed: it warns, and the search marks the
-        trials it finishes afterwards with :data:`OFF_PATH_ATTR`.
-
+        The re-asked unfinished trials of a cut batch, and why the history could not be replayed (None when
+        it was; then the study's own sampler goes on, with a warning, and later trials carry
+        :data:`OFF_PATH_ATTR`).
     """
     try:
-        replayed = replay(finished, sampler, study.study_name, n_trials, batch, dists)
+        pending = replay(finished, sampler, study.study_name, n_trials, batch, dists)
     except NotReplayable as exc:
         warnings.warn(f"study {study.study_name}: the stored trials cannot be replayed ({exc}); the resumed "
                       "search restarts its sampler from its seed and can draw other trials than an uninterrupted "
                       f"one (its trials say so in user attribute {OFF_PATH_ATTR!r})", stacklevel=3)
-        return restore(study, finished, None, dists), str(exc)
-    return restore(study, finished, replayed, dists), None
+        return restore(study, finished, {}, None, dists), str(exc)
+    return restore(study, finished, pending, sampler, dists), None

@@ -1,12 +1,8 @@
 """Trial and epoch progress of stacked searches, for a progress display in the same process.
 
-A stacked search runs for minutes to hours inside one job, so a display that counts only jobs stands
-still while trials train. :meth:`~ppgbench_pl.hpo.stack_search.StackSearch.end_epoch` calls
-:func:`epoch_ended` once per stack epoch; a listener registered with :func:`listen` (the run's progress
-line, :mod:`ppgbench_pl.benchmark.progress`) hears how many trial-epochs that epoch trained and how many
-trials each search has finished. Nothing is read when nobody listens, and a listener's error never
-reaches the search (a display must not fail a job). Searches in another process (the process pool, a
-cluster) are not heard here: their progress stays per job.
+:meth:`~ppgbench_pl.hpo.stack_search.StackSearch.end_epoch` calls :func:`epoch_ended` once per stack epoch; a
+listener registered with :func:`listen` (:mod:`ppgbench_pl.benchmark.progress`) hears trial-epochs and finished
+trials. Nothing is read when nobody listens, and a listener's error never reaches the search.
 """
 
 from __future__ import annotations
@@ -18,14 +14,7 @@ from typing import Any
 
 @dataclass(frozen=True)
 class EpochEvent:
-    """One stack epoch of one search.
-
-    Attributes:
-        search: ``id()`` of the :class:`~ppgbench_pl.hpo.stack_search.StackSearch` (one per stacked fit).
-        trial_epochs: Trials that trained in this epoch (each trained one epoch).
-        trials_done: Trials the search's studies had finished before this epoch's decisions.
-        trials_total: Trials the search's studies finish in all (their budgets).
-    """
+    """One stack epoch of one search (``id()`` of the StackSearch): trials trained, finished before it, in all."""
 
     search: int
     trial_epochs: int

@@ -1,8 +1,4 @@
-"""One trial of a stack: its rows, loss, network, optimiser settings, epoch order and RNG state.
-
-:class:`~ppgbench_pl.hpo.trial_stack.TrialStack` trains many slots side by side;
-:class:`~ppgbench_pl.hpo.per_trial.TrialModule` trains one in its own ``Trainer.fit``.
-"""
+"""One trial of a stack (:class:`Slot`) and its rows (:class:`SlotData`)."""
 
 from __future__ import annotations
 
@@ -20,10 +16,7 @@ SlotState = Literal["training", "diverged", "ended"]
 
 @dataclass
 class SlotData:
-    """The rows a slot trains and validates on, as float tensors (features or preprocessed windows).
-
-    Slots of one study share one ``SlotData`` object, so its tensors go to the device once.
-    """
+    """The rows a slot trains and validates on (shared by a study's slots, so they go to the device once)."""
 
     x_fit: Tensor
     y_fit: Tensor
@@ -61,21 +54,7 @@ class SlotData:
 
 @dataclass
 class Slot:
-    """One trial in the stack.
-
-    Attributes:
-        name: Unique within the stack (``<study key>/<trial number>``): the net's key in the module.
-        net: Maps the rows of ``data`` to head outputs.
-        data: Rows to train and validate on.
-        batch_size: Training batch size.
-        seed: The trial's seed (r + trial number): epoch order and dropout stream.
-        groups: AdamW parameter groups (``params``, ``lr``, ``weight_decay``).
-        max_epochs: Epochs this trial trains at most.
-        freeze_stats: Keep BatchNorm running statistics fixed (finetune ``batchnorm_mode``).
-        owner: What the search keeps about the trial (opaque here).
-        epoch: Epochs completed.
-        state: ``training``, ``diverged`` (stopped by a non-finite loss) or ``ended``.
-    """
+    """One trial in the stack: ``<study key>/<trial number>``, seeded with r + trial number (order, dropout)."""
 
     name: str
     net: nn.Module

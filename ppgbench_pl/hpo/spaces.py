@@ -1,9 +1,7 @@
 """The Optuna search spaces of the neural regimes (PROTOCOL.md 4.3, 4.4).
 
-Every parameter is categorical over the listed values, fixed ones included, as published: TPE then sees
-the same space shape, and the record shows the fixed values. For subject-level tasks the aggregation is
-one more categorical parameter, ``aggregation_idx``, an index into the task kind's candidates
-(PROTOCOL.md 6).
+Every parameter is categorical over the listed values, fixed ones included, as published; subject-level
+tasks add ``aggregation_idx``, an index into the task kind's aggregations (PROTOCOL.md 6).
 """
 
 from __future__ import annotations
@@ -41,16 +39,10 @@ AGGREGATION_PARAM = "aggregation_idx"
 
 def build_space(base: Mapping[str, Sequence[Any]], overrides: Mapping[str, Sequence[Any]] | None = None,
                 aggregations: Sequence[str] = ()) -> dict[str, list[Any]]:
-    """The protocol space with user overrides applied, plus ``aggregation_idx`` when there are candidates.
-
-    Args:
-        base: The protocol space (:data:`MLP_SPACE` or :data:`FINETUNE_SPACE`).
-        overrides: Replacement value lists for some parameters (e.g. a smaller space in tests).
-        aggregations: Subject-aggregation candidates (empty for window-level tasks).
+    """The protocol space with user overrides applied, plus ``aggregation_idx`` when there are aggregations.
 
     Raises:
         ConfigError: An override names an unknown parameter or gives no values.
-
     """
     space = {name: list(values) for name, values in base.items()}
     for name, values in (overrides or {}).items():

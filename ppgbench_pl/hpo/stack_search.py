@@ -1,17 +1,9 @@
 """Many independent Optuna studies searched in one ``Trainer.fit`` of a :class:`TrialStack`.
 
-Each study keeps the published search order: it asks ``parallel_trials`` trials together (1 for the MLP
-probe, 8 for finetuning), those trials train in lockstep, and the next batch is asked only when every
-trial of the batch has ended. The width of the stack comes from putting several studies side by side
-(the repeats of a job, and the seeds and folds of a cell): a study's decisions never read another
-study, so what a trial gets (its init, batches, dropout masks, Hyperband reports and pruning) does not
-depend on what it is stacked with. Within a study's batch, after each epoch every trial first reports its
-best-so-far value, then each asks the pruner in trial-number order (a barrier: the same decisions
-however the stack is grouped or scheduled, protocol decision #27).
-
-A trial ends complete (its budget of epochs, or, once diverged, its best earlier epoch), pruned, or failed
-(diverged before any finite epoch). When a study's batch has ended, its outcomes are told and stored, and
-its next batch joins the stack at the next epoch; the fit stops when no study has trials left.
+Each study asks ``parallel_trials`` trials together and the next batch only once all have ended; the width
+comes from several studies side by side (repeats, seeds, folds), and no study reads another's state. After
+each epoch every trial of a batch reports before any asks the pruner, in trial-number order (a barrier:
+the same decisions however the stack is grouped, protocol decision #27).
 """
 
 from __future__ import annotations
@@ -38,17 +30,9 @@ ScoreFn = Callable[[np.ndarray, Mapping[str, Any]], float]
 
 @dataclass
 class StudyPlan:
-    """One study to search inside a stack.
+    """One study to search inside a stack (``key``: ``<job id>/repeat<r>``).
 
-    Attributes:
-        key: Unique name in the group (``<job id>/repeat<r>``).
-        study: The study (in-memory search, durable finished trials).
-        space: Categorical values per parameter.
-        make_slot: Builds the slot of an asked trial.
-        score: Selection score of a trial's validation outputs.
-        max_epochs: Epoch budget (Hyperband's max resource).
-        on_complete: Called with (trial number, value, best-epoch weights) before a complete trial is told.
-        on_told: Called once a batch's trials are all told and stored (e.g. to drop the losers' weights).
+    ``on_complete`` gets (number, value, weights) before a complete trial is told; ``on_told`` runs after a batch.
     """
 
     key: str
@@ -80,11 +64,7 @@ def snapshot(net: torch.nn.Module) -> dict[str, torch.Tensor]:
 
 
 class StackSearch:
-    """The search state of one stacked fit: the current batch of each study, and what ended.
-
-    :meth:`first_slots` gives the slots the fit starts with; :meth:`end_epoch` runs after every training
-    epoch (the neural regimes call it from their ``on_train_epoch_end`` hook).
-    """
+    """The search state of one stacked fit: each study's current batch; :meth:`end_epoch` runs after every epoch."""
 
     def __init__(self, plans: Sequence[StudyPlan]) -> None:
         keys = [p.key for p in plans]

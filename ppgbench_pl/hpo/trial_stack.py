@@ -1,20 +1,10 @@
 """A stack of trials trained side by side in one LightningModule, fitted by ``Trainer.fit``.
 
-The neural regimes' only trial engine. A *slot* is one trial: its own network (a copy of the encoder, or
-an identity on cached embeddings, plus its :class:`~ppgbench_pl.heads.MLPHead`), its own rows, batch
-size, learning rates and weight decays (its own AdamW parameter groups), its own epoch order
-(:func:`~ppgbench_pl.hpo.shuffle.epoch_permutation` of its seed), its own dropout stream (the global RNG is
-swapped to the slot's state around its forward) and its own BatchNorm statistics. One training step
-runs every slot that still has a batch in its epoch, one after another, and returns the sum of their
-losses: slots share no parameter, so each parameter's gradient is exactly its own slot's, and AdamW is
-element-wise, so one optimiser with per-slot groups updates every slot as its own optimiser would.
-Lightning owns the loop, devices, precision and callbacks; the width only amortises its per-step cost.
-
-Why trials are stacked instead of trained one ``Trainer.fit`` each: a small head on cached embeddings
-spends most of its time in per-step and per-epoch framework overhead, which a stack pays once for all
-its slots (``docs/performance.md``). The slots come from independent studies (the repeats, seeds and
-folds of one cell) and from the trials a study asks together; :mod:`ppgbench_pl.hpo.stack_search` decides
-which trials fill the stack and when.
+A *slot* is one trial with its own network, rows, batch size, AdamW groups, epoch order, dropout stream and
+BatchNorm statistics. A training step runs every slot with a batch left and returns the sum of their losses:
+slots share no parameter and AdamW is element-wise, so each slot updates as if trained alone. Stacking pays
+Lightning's per-step overhead once for all slots (``docs/performance.md``); which trials fill the stack is
+:mod:`ppgbench_pl.hpo.stack_search`'s business.
 """
 
 from __future__ import annotations
@@ -35,52 +25,21 @@ from ppgbench_pl.tasks.encoder_task import set_batchnorm_eval
 
 __all__ = ["PredictModule", "Slot", "SlotData", "TrialStack", "predict_outputs"]  # Slot lives in hpo/slots.py
 
-class StackBatches(IterableDataset):
-    """One epoch of the stack: per step, ``{slot name: row indices}`` for every slot with a batch left.
 
-    It reads the module's live slot table each epoch, so slots added or ended between epochs are seen.
-    The epoch lasts as long as its longest slot; slots with larger batches sit out the later steps.
-    """
+class EachEpoch(IterableDataset):
+    """Iterates ``make()`` afresh each epoch, so slots added or ended between epochs are seen."""
 
-    def __init__(self, module: TrialStack) -> None:
-        self.module = module
+    def __init__(self, make: Callable[[], Iterator[dict[str, Tensor]]]) -> None:
+        self.make = make
 
     def __iter__(self) -> Iterator[dict[str, Tensor]]:
-        plans = {}
-        for slot in self.module.slots.values():
-            if slot.training:
-                order = torch.as_tensor(epoch_permutation(len(slot.data.y_fit), slot.seed, slot.epoch))
-                plans[slot.name] = list(order.split(slot.batch_size))
-        for step in range(max((len(p) for p in plans.values()), default=0)):
-            yield {name: batches[step] for name, batches in plans.items() if step < len(batches)}
-
-
-class ValidationChunks(IterableDataset):
-    """Validation rows of every training slot, in chunks of ``batch_size``: ``{slot name: (start, stop)}``."""
-
-    def __init__(self, module: TrialStack, batch_size: int) -> None:
-        self.module, self.batch_size = module, batch_size
-
-    def __iter__(self) -> Iterator[dict[str, Tensor]]:
-        for slot in self.module.slots.values():
-            if slot.training and slot.data.x_val is not None:
-                n = len(slot.data.x_val)
-                for start in range(0, n, self.batch_size):
-                    yield {slot.name: torch.tensor([start, min(start + self.batch_size, n)])}
+        return self.make()
 
 
 class TrialStack(L.LightningModule):
     """The stacked trials of one ``Trainer.fit``; slots may be added and ended between epochs.
 
-    Args:
-        slots: The first slots.
-        eval_batch_size: Validation and prediction chunk size.
-        on_epoch_end: Called by the search after each validation epoch (see ``stack_search``); ``None``
-            when a fixed-length fit has nothing to search.
-
-    Attributes:
-        slots: The live slot table by name (ended slots stay until the fit ends; read ``slot.state``).
-        val_outputs: Validation outputs of the current epoch per slot name (CPU float64 arrays).
+    ``slots`` is the live slot table by name (ended slots stay until the fit ends; read ``slot.state``).
     """
 
     def __init__(self, slots: list[Slot], eval_batch_size: int = 4096) -> None:
@@ -95,12 +54,10 @@ class TrialStack(L.LightningModule):
             self._register(slot)
 
     def __setattr__(self, name: str, value: Any) -> None:
-        """A string or None over an existing plain attribute is set directly.
+        """A string or None over an existing plain attribute is set directly (speed).
 
-        Lightning records the hook it runs in an attribute of the module around every hook call, about 50
-        times a training step; ``nn.Module.__setattr__`` checks each value against parameters, buffers and
-        submodules, which a string or None over a plain instance attribute never is (those live in their
-        own tables, not in the instance dict). Everything else goes through ``nn.Module``.
+        Lightning sets the running hook's name about 50 times a step, and ``nn.Module.__setattr__`` would check
+        each against parameters, buffers and submodules, which such a value never is.
         """
         if (value is None or isinstance(value, str)) and name in self.__dict__:
             self.__dict__[name] = value
@@ -165,11 +122,30 @@ class TrialStack(L.LightningModule):
 
     def train_dataloader(self) -> DataLoader:
         """Per-slot row indices of each step (in memory: no workers)."""
-        return DataLoader(StackBatches(self), batch_size=None)
+        return DataLoader(EachEpoch(self.train_steps), batch_size=None)
 
     def val_dataloader(self) -> DataLoader:
         """Per-slot validation chunks."""
-        return DataLoader(ValidationChunks(self, self.eval_batch_size), batch_size=None)
+        return DataLoader(EachEpoch(self.validation_chunks), batch_size=None)
+
+    def train_steps(self) -> Iterator[dict[str, Tensor]]:
+        """One epoch: per step, ``{slot name: row indices}`` for every training slot with a batch left."""
+        plans = {}
+        for slot in self.slots.values():
+            if slot.training:
+                order = torch.as_tensor(epoch_permutation(len(slot.data.y_fit), slot.seed, slot.epoch))
+                plans[slot.name] = list(order.split(slot.batch_size))
+        for step in range(max((len(p) for p in plans.values()), default=0)):
+            yield {name: batches[step] for name, batches in plans.items() if step < len(batches)}
+
+    def validation_chunks(self) -> Iterator[dict[str, Tensor]]:
+        """Validation rows of every training slot in chunks: ``{slot name: (start, stop)}``."""
+        size = self.eval_batch_size
+        for slot in self.slots.values():
+            if slot.training and slot.data.x_val is not None:
+                n = len(slot.data.x_val)
+                for start in range(0, n, size):
+                    yield {slot.name: torch.tensor([start, min(start + size, n)])}
 
     def transfer_batch_to_device(self, batch: Any, device: torch.device, dataloader_idx: int) -> Any:
         """A batch is a flat ``{slot name: index tensor}``: move it directly (the generic walk costs more)."""
@@ -189,8 +165,8 @@ class TrialStack(L.LightningModule):
     def apply_modes(self) -> None:
         """Each slot's train/eval and BatchNorm mode (Lightning restores module modes, never calls ``train()``).
 
-        Applied when training starts and after each epoch's search step (``on_train_epoch_end``, which runs
-        after the callbacks' hooks), so a user callback's own mode changes in ``on_train_epoch_start`` hold.
+        Applied at the start and after each epoch's search step, so a callback's changes in
+        ``on_train_epoch_start`` hold.
         """
         for slot in self.slots.values():
             slot.net.train(slot.training)
@@ -206,10 +182,7 @@ class TrialStack(L.LightningModule):
         self.apply_modes()
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor | None:
-        """Each slot's loss on its own batch; the sum is what Lightning backpropagates.
-
-        A slot whose loss is not finite stops training here (``diverged``) and adds nothing to the sum.
-        """
+        """Each slot's loss on its own batch, summed; a slot whose loss is not finite stops here (``diverged``)."""
         total: Tensor | None = None
         for name, index in batch.items():
             slot = self.slots[name]

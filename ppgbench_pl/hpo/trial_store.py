@@ -1,8 +1,7 @@
-"""Best-epoch weights of complete trials, on disk next to the study, so a resumed search keeps its winner.
+"""Best-epoch weights of complete trials, next to the study, so a resumed search keeps its winner.
 
-A complete trial's weights are written before Optuna is told the trial finished, so a stored complete
-trial always has its file unless it was deleted as a loser. After each tell, files of complete trials
-that can no longer win are removed, which keeps one file (or a few, under several workers) per study.
+Weights are written before the trial is told (a stored complete trial has its file unless it lost), and the
+files of trials that can no longer win are removed after each tell.
 """
 
 from __future__ import annotations
@@ -16,12 +15,7 @@ from optuna.trial import TrialState
 
 
 class TrialWeights:
-    """Weights files ``trial<number>.pt`` in one study's folder.
-
-    Args:
-        directory: The study's folder (created when missing).
-
-    """
+    """Weights files ``trial<number>.pt`` in one study's folder (created when missing)."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = Path(directory)
@@ -44,12 +38,7 @@ class TrialWeights:
         return torch.load(path, map_location="cpu", weights_only=True) if path.exists() else None
 
     def offer(self, study: optuna.Study, number: int, value: float, state: dict[str, Any]) -> bool:
-        """Save a just-finished trial's weights if it beats every stored complete trial (before it is told).
-
-        Returns:
-            Whether the weights were saved (ties go to the lower trial number, as in selection).
-
-        """
+        """Save a just-finished trial's weights if it beats every stored complete trial (ties: lower number)."""
         complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
         ranks = [(float(t.value), -t.number) for t in complete if t.value is not None]
         if ranks and max(ranks) > (value, -number):

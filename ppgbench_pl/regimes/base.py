@@ -1,10 +1,8 @@
-"""A regime is a Lightning callback that knows how to train and select a head on one outer fold.
+"""A regime is a Lightning callback that trains and selects a head on one outer fold.
 
-The runner hands every job to the regime as a :class:`JobContext`; the regime returns one
-:class:`RepeatOutcome` per repeat (1, or 3 for subject-level tasks in neural regimes). Adding a regime
-means subclassing :class:`Regime`, implementing :meth:`Regime.run`, and listing the class under
-``trainer.callbacks`` in a YAML file; as a callback it also receives the hooks of the inner trainers
-it builds (``callbacks=[self, ...]``), which is where per-epoch logging or pruning plugs in.
+The runner hands each job to :meth:`Regime.run` as a :class:`JobContext` and gets one :class:`RepeatOutcome`
+per repeat. A new regime subclasses :class:`Regime` and is listed under ``trainer.callbacks``; as a callback
+it also receives the hooks of the inner trainers it builds (``callbacks=[self, ...]``).
 """
 
 from __future__ import annotations
@@ -21,13 +19,12 @@ from typing import Any, ClassVar
 import lightning as L
 import numpy as np
 from lightning.pytorch.callbacks import Callback
-from torch.utils.data import DataLoader
 
 from ppgbench_pl.data.registry import TaskSpec
 from ppgbench_pl.data.splits import OuterSplit
 from ppgbench_pl.data.task_data import DatasetWindows, TaskView
-from ppgbench_pl.datamodules.job import holdout_positions, inner_fold_positions
-from ppgbench_pl.datamodules.ppg import ArrayDataset, PPGDataModule
+from ppgbench_pl.datamodules.job import JobDataModule, inner_fold_positions
+from ppgbench_pl.datamodules.ppg import PPGDataModule
 from ppgbench_pl.encoders.base import PPGEncoder
 from ppgbench_pl.lightning_trainer import build_trainer
 from ppgbench_pl.metrics.evaluate import evaluate
@@ -39,20 +36,15 @@ from ppgbench_pl.results.records import job_id as job_id_of
 class JobContext:
     """Everything one job (model, task, regime, seed, outer fold) needs, built once by the engine.
 
-    The task view, the outer split and (for frozen regimes) the cached embeddings are computed before the
-    regime runs and never change; regimes read them here instead of asking a shared datamodule.
+    Its rows (task view, outer split, holdouts, loaders) are those of the job's :class:`JobDataModule`, the one
+    place they are made; the cached embeddings or raw windows are loaded before the regime runs.
     """
 
     job_id: str
     model_name: str
     encoder: PPGEncoder
-    task: TaskSpec
-    seed: int
-    fold: int
-    #: The task's valid rows at the encoder's rate.
-    view: TaskView
-    #: The outer fold (train, test positions into ``view``).
-    split: OuterSplit
+    #: The job's datamodule: task, seed, outer fold, task view, outer split, holdouts and loaders.
+    data: JobDataModule
     #: Persistent per-job folder (Optuna storage lives here, so an interrupted search resumes).
     work_dir: Path
     #: Cached frozen embeddings of every window of the dataset (index with ``view.rows``), or None.
@@ -63,7 +55,6 @@ class JobContext:
     #: The user's Lightning callbacks (``trainer.callbacks`` that are not regimes): every trial trainer gets them.
     callbacks: list[Callback] = field(default_factory=list)
     n_inner_folds: int = 4
-    batch_size: int = 256
 
     @classmethod
     def build(cls, datamodule: PPGDataModule, encoder: PPGEncoder, task: TaskSpec, seed: int, fold: int,
@@ -72,17 +63,42 @@ class JobContext:
               trainer_kwargs: dict[str, Any] | None = None, callbacks: list[Callback] | None = None) -> JobContext:
         """The context of one job from its datamodule: view and outer split computed here, once."""
         fs = float(encoder.sampling_rate)
-        job = datamodule.job(task, seed, fold, fs=fs)  # the job's rows: the one place folds are made
+        job = datamodule.job(task, seed, fold, fs=fs)
+        job.setup()  # a task that cannot be evaluated fails here, before the regime runs
         name = model_name or encoder.name
-        return cls(job_id or job_id_of(name, task.name, "regime", seed, fold), name, encoder, task, seed, fold,
-                   job.view, job.split, Path(work_dir), embeddings,
-                   datamodule.windows(fs) if raw_windows else None, dict(trainer_kwargs or {}),
-                   list(callbacks or []), datamodule.n_inner_folds, datamodule.batch_size)
+        return cls(job_id or job_id_of(name, task.name, "regime", seed, fold), name, encoder, job, Path(work_dir),
+                   embeddings, datamodule.windows(fs) if raw_windows else None, dict(trainer_kwargs or {}),
+                   list(callbacks or []), datamodule.n_inner_folds)
+
+    @property
+    def task(self) -> TaskSpec:
+        """The job's task."""
+        return self.data.task
+
+    @property
+    def seed(self) -> int:
+        """The outer seed."""
+        return self.data.seed
+
+    @property
+    def fold(self) -> int:
+        """The outer fold."""
+        return self.data.fold
 
     @property
     def fs(self) -> float:
         """The encoder's rate, at which the data are served."""
-        return float(self.encoder.sampling_rate)
+        return self.data.fs
+
+    @property
+    def view(self) -> TaskView:
+        """The task's valid rows at the encoder's rate."""
+        return self.data.view
+
+    @property
+    def split(self) -> OuterSplit:
+        """The outer fold (train, test positions into :attr:`view`)."""
+        return self.data.split
 
     def outer(self) -> tuple[np.ndarray, np.ndarray]:
         """(outer-training positions, outer test positions) into :attr:`view`."""
@@ -103,29 +119,12 @@ class JobContext:
 
     def holdout(self, repeat: int, train: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(fit positions, validation positions): the 20 % group holdout of the neural regimes."""
-        return holdout_positions(self.seed, repeat, self.view.groups, self.split.train if train is None else train)
+        return self.data.holdout(repeat, train)
 
     def inner_folds(self, train: np.ndarray | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
         """(inner-train, inner-validation) positions into :attr:`view` for the grid searches."""
         train = self.split.train if train is None else train
         return inner_fold_positions(self.seed, self.n_inner_folds, self.view.groups, train)
-
-    def arrays(self, positions: np.ndarray, use_embeddings: bool) -> dict[str, np.ndarray]:
-        """Loader columns of some positions: ``y``, ``index`` and ``z`` (embeddings) or ``x``/stats."""
-        rows = self.view.rows[positions]
-        out: dict[str, np.ndarray] = {"y": self.view.y[positions], "index": positions}
-        if use_embeddings:
-            out["z"] = self.features(positions)
-        else:
-            win = self.raw_windows()
-            out.update(x=win.x[rows], ppg_mean=win.ppg_mean[rows], ppg_std=win.ppg_std[rows])
-        return out
-
-    def loader(self, positions: np.ndarray, use_embeddings: bool, shuffle: bool = False,
-               batch_size: int | None = None) -> DataLoader:
-        """A DataLoader over some positions of the view (in memory, no workers)."""
-        return DataLoader(ArrayDataset(**self.arrays(positions, use_embeddings)),
-                          batch_size=batch_size or self.batch_size, shuffle=shuffle)
 
     def make_trainer(self, callbacks: list[Callback], **overrides: Any) -> L.Trainer:
         """An inner trainer: the run's device settings, no logger or checkpoints unless overridden."""
@@ -150,12 +149,9 @@ class _SigInt(BaseException):
 
 @contextmanager
 def interrupts_pass_through() -> Iterator[None]:
-    """Let Ctrl-C leave ``Trainer.fit`` as a KeyboardInterrupt, so the run stops and resumes as documented.
+    """Let Ctrl-C leave ``Trainer.fit`` as a KeyboardInterrupt (Lightning would exit the process with status 1).
 
-    Lightning catches KeyboardInterrupt, ignores SIGINT from then on and exits the process with status 1;
-    other exceptions it re-raises. While the default SIGINT handler is installed (the coordinator installs
-    its own, which raises another exception), this swaps in one that raises a private BaseException and
-    turns it back into a KeyboardInterrupt outside Lightning.
+    Under the default SIGINT handler only: a private BaseException passes Lightning and becomes the interrupt.
     """
     if threading.current_thread() is not threading.main_thread() or \
             signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
@@ -227,13 +223,7 @@ def _published_settings(cls: type[Regime]) -> dict[str, Any] | None:
 
 
 class Regime(Callback):
-    """Base of every regime (linear, rf, mlp, finetune, and user-defined ones).
-
-    Class attributes:
-        name: The regime name used in job ids and the summary.
-        uses_embeddings: True when the regime trains on cached frozen embeddings.
-        tiers: Task tiers the regime runs on (secondary tasks run under linear and RF only).
-    """
+    """Base of every regime: ``name`` (job ids, summary), whether it ``uses_embeddings``, the task ``tiers``."""
 
     name: ClassVar[str] = "regime"
     uses_embeddings: ClassVar[bool] = True
@@ -248,19 +238,13 @@ class Regime(Callback):
         return task.tier in self.tiers
 
     def settings(self) -> dict[str, Any]:
-        """Settings that change results: part of the run identity.
-
-        Private and callable attributes are left out (Lightning attaches ``log``/``log_dict`` to a
-        callback once it has run, which must not change the identity).
-        """
+        """Settings that change results (the run identity): public, non-callable attributes (Lightning adds ``log``)."""
         return {k: v for k, v in vars(self).items() if not k.startswith("_") and not callable(v)}
 
     def deviations(self) -> list[str]:
         """``key=value`` for each result setting that differs from the class defaults (the published protocol).
 
-        Every record carries the list and every table and W&B run shows it, so a switched-on deviation
-        (``refit=True``, a smaller search) is never read as the published protocol. A regime that cannot be
-        built without arguments has no defaults to compare with: nothing is listed.
+        Records and tables show them; a regime that cannot be built without arguments lists nothing.
         """
         published = _published_settings(type(self))
         if published is None:
@@ -288,11 +272,7 @@ class Regime(Callback):
         raise NotImplementedError
 
     def run_group(self, ctxs: list[JobContext]) -> list[list[RepeatOutcome] | Exception]:
-        """Several jobs of one (model, task): per job its outcomes or the exception that failed it.
-
-        Regimes that gain from training jobs together override this (the neural regimes stack their
-        searches); by default the jobs simply run one after another.
-        """
+        """Several jobs of one (model, task), one after another: per job its outcomes or the exception it raised."""
         out: list[list[RepeatOutcome] | Exception] = []
         for ctx in ctxs:
             try:

@@ -1,13 +1,11 @@
-"""The regimes ppgbench can run, as a static table: what each trains, on which tiers, with which budget.
+"""The regimes ppgbench can run, as a static table read without importing torch (``ppgbench list regimes``).
 
-``ppgbench list regimes`` and ``ppgbench_pl.list_regimes()`` read this table without importing torch,
-Lightning, scikit-learn or Optuna. The budgets are the regime classes' published defaults (PROTOCOL.md
-sections 4.1-4.5); ``tests/commands/test_listing.py`` checks every entry against the real class, so a
-changed default fails a test instead of silently disagreeing with this table.
+The budgets are the classes' published defaults; ``tests/commands/test_listing.py`` checks every entry.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,7 +47,6 @@ class RegimeEntry:
         parts = [f"{k} {_values(v)}" for k, v in b.items() if k != "inner_folds"]
         return f"grid: {'; '.join(parts)} x {b.get('inner_folds', INNER_FOLDS)} inner folds"
 
-
     def budget_short(self) -> str:
         """The budget in a few words, e.g. ``48 trials, 25 epochs`` or ``7 alphas / 5 Cs x 4 inner folds``."""
         b = self.budget
@@ -58,10 +55,7 @@ class RegimeEntry:
         folds = b.get("inner_folds", INNER_FOLDS)
         if "ridge_alpha" in b:
             return f"{len(b['ridge_alpha'])} alphas / {len(b['logistic_C'])} Cs x {folds} inner folds"
-        size = 1
-        for k, v in b.items():
-            if k != "inner_folds" and isinstance(v, tuple | list):
-                size *= len(v)
+        size = math.prod(len(v) for k, v in b.items() if k != "inner_folds" and isinstance(v, tuple | list))
         return f"{size} grid points x {folds} inner folds"
 
 

@@ -1,32 +1,20 @@
 """End-to-end finetuning regime: encoder + MLP head trained jointly, Optuna-searched (PROTOCOL.md 4.4).
 
-Every trial is one slot of the regime's :class:`~ppgbench_pl.hpo.trial_stack.TrialStack`: a fresh copy of
-the pristine encoder (``copy.deepcopy``, all parameters trainable) and a new
-:class:`~ppgbench_pl.heads.MLPHead`, with an AdamW head group and an encoder group, BatchNorm mode ``train``
-or ``freeze_stats``, its own batches and dropout stream. Windows go through the encoder's own
-preprocessing once per job (a fixed per-window function). AMP (``16-mixed``, Lightning's precision plugin
-with its loss scaler) is used only when the trainer runs on a CUDA GPU. There is no feature
-standardisation: the head's LayerNorm is the only input normalisation.
+Each trial is a slot with a fresh copy of the encoder and a new head (AdamW head and encoder groups,
+BatchNorm ``train`` or ``freeze_stats``); windows are preprocessed once per job; AMP only on CUDA.
 
-Heads (``reseed_head``): published, a trial's head is drawn from a running RNG rather than reseeded. Here
-that RNG is the study's own head stream (seeded with r, drawn in trial order and used for nothing else),
-so the head a trial gets never depends on its stack mates. Trial n's head is always the stream's (n+1)-th
-draw: a retrain of a lost winner, a refit's new factory and a resumed search replay the draws before it.
-``reseed_head: true`` seeds each head with r + trial number instead.
+Heads: published, a trial's head comes from a running RNG; here the study's own head stream (seed r, trial
+n gets draw n+1, whatever its stack mates, retrains or resumes: decision #22). ``reseed_head`` seeds each
+head with r + trial number instead.
 
-Parameter-free encoders (PRV; PROTOCOL.md 10 item 4): the published code rejects them, yet the paper
-reports PRV in every cell. Here their finetune cell is a *head-only* finetune: with nothing in the
-encoder to train, end-to-end training reduces to training the head on the encoder's fixed features.
-The features are computed once per job, z-scored on the holdout-fit part, and the head is searched over
-the finetune space's head parameters (``hidden_dim``, ``head_dropout``, ``head_lr``, ``head_weight_decay``,
-``batch_size``) with the finetune budget and selection metric. The job record says so
-(``engine.mode = "head_only"``).
+Parameter-free encoders (PRV; PROTOCOL.md 10 item 4) get a *head-only* finetune: the head is searched on
+the encoder's fixed features over the finetune space's head parameters (``engine.mode = "head_only"``).
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Literal
 
 import numpy as np
@@ -58,23 +46,10 @@ def is_parameter_free(encoder: PPGEncoder) -> bool:
     return not getattr(encoder, "trainable", True) or not any(p.numel() for p in encoder.parameters())
 
 
-def no_params(number: int) -> Mapping[str, Any] | None:
-    """No trial's parameters are known (a factory not attached to a study)."""
-    return None
-
-
-def study_params(study: optuna.Study) -> Callable[[int], Mapping[str, Any] | None]:
-    """A study's trial parameters by trial number (None for a trial it lacks or a resume's placeholder)."""
-    def params_of(number: int) -> Mapping[str, Any] | None:
-        found = [t.params for t in study.get_trials(deepcopy=False) if t.number == number]
-        return found[0] if found and found[0] else None
-    return params_of
-
-
 def attach_study(factory: TrialFactory, s: RepeatSearch) -> None:
     """Let a finetune factory replay its head stream with the trials of the search's study."""
     if isinstance(factory, FinetuneFactory) and s.study is not None:
-        factory.trial_params = study_params(s.study.study)
+        factory.study = s.study.study
 
 
 class HeadedEncoder(nn.Module):
@@ -90,18 +65,7 @@ class HeadedEncoder(nn.Module):
 
 
 class FinetuneFactory:
-    """Trials of encoder + head on the preprocessed windows of one split.
-
-    Args:
-        ctx: The job (encoder, windows).
-        split: Positions to fit, validate and test on.
-        targets: Loss targets and class weights.
-        seed: The repeat's r: the head stream's seed.
-        reseed_head: Seed each head with the trial's seed instead of the head stream.
-        make_trainer: Builds a trainer with the run's settings (for predictions).
-        eval_batch_size: Inference chunk size.
-
-    """
+    """Trials of encoder + head on the preprocessed windows of one split (``seed``: r, the head stream's)."""
 
     space = FINETUNE_SPACE
 
@@ -112,8 +76,8 @@ class FinetuneFactory:
         self.pristine = copy.deepcopy(ctx.encoder).cpu()
         self.rows, self.labels, self.windows = ctx.view.rows, ctx.view.y, ctx.raw_windows()
         self.embed_dim = self._probe_embed_dim()
-        #: Parameters of a trial of the search by number (None if unknown); :class:`FinetuneRegime` sets the study's.
-        self.trial_params: Callable[[int], Mapping[str, Any] | None] = no_params
+        #: The search's study, whose trials' widths replay the head stream (:class:`FinetuneRegime` sets it).
+        self.study: optuna.Study | None = None
         self.restart_stream(seed)
         self.details: dict[str, Any] = {"mode": "end_to_end", "embed_dim": self.embed_dim, "precision": precision,
                                         "engine": "trial_stack", "reseed_head": reseed_head}
@@ -123,7 +87,7 @@ class FinetuneFactory:
         """The factory of another search seed: the encoder and prepared rows shared, a head stream of its own."""
         fork = copy.copy(self)  # shallow: the pristine encoder and the rows cache (self._data) are shared
         fork.restart_stream(seed)
-        fork.trial_params = no_params  # its own study's, once opened
+        fork.study = None  # its own study, once opened
         fork.details = dict(self.details)
         return fork
 
@@ -154,6 +118,11 @@ class FinetuneFactory:
                 self.inputs(val) if val is not None else None, self.targets.loss, self.targets.class_weight)
         return self._data[validate]
 
+    def trial_params(self, number: int) -> Mapping[str, Any] | None:
+        """Trial ``number``'s parameters in the study (None if unknown, or a resume's placeholder)."""
+        found = [t.params for t in self.study.get_trials(deepcopy=False) if t.number == number] if self.study else []
+        return found[0] if found and found[0] else None
+
     def restart_stream(self, seed: int) -> None:
         """The head stream of seed r at its start, nothing drawn: its (n+1)-th head is trial n's."""
         with torch.random.fork_rng(devices=[]):
@@ -162,11 +131,7 @@ class FinetuneFactory:
         self.stream_seed, self.drawn, self.widths = seed, 0, dict[int, int]()
 
     def head(self, params: Mapping[str, Any], seed: int | None, number: int = 0) -> MLPHead:
-        """A new head: from ``seed`` (``reseed_head``, or a throwaway) if given, else trial ``number``'s stream draw.
-
-        Trial n's head is the stream's (n+1)-th draw whichever factory asks and in whatever order: a retrain
-        after the search, a refit's new factory or a resumed search's replay the draws before it (decision #22).
-        """
+        """A new head: from ``seed`` if given, else trial ``number``'s draw of the head stream (decision #22)."""
         with torch.random.fork_rng(devices=[]):
             if seed is not None:
                 torch.manual_seed(seed)
@@ -182,9 +147,8 @@ class FinetuneFactory:
     def _seek(self, number: int, width: int) -> None:
         """Put the (forked) global RNG at draw ``number`` of the head stream, replaying the draws before it.
 
-        A draw's size depends on its head's ``hidden_dim``, so a replayed draw takes its trial's width from this
-        factory's own draws or the study; a trial whose parameters are lost (a resume's placeholders) gets the
-        asked trial's ``width``, exact whenever ``hidden_dim`` is fixed, as in the published space.
+        A draw's size depends on its trial's ``hidden_dim`` (known here or from the study; else ``width``, exact
+        when ``hidden_dim`` is fixed, as published).
         """
         if number < 0:
             raise ValueError(f"trial number {number} < 0: a slot's seed must be the stream's seed r + trial number")
@@ -217,25 +181,13 @@ class FinetuneFactory:
 class FinetuneRegime(NeuralRegime):
     """End-to-end finetuning (PROTOCOL.md 4.4), searched by TPE + Hyperband on the 20 % holdout.
 
+    The arguments are :class:`~ppgbench_pl.regimes.neural.NeuralRegime`'s (published: 48 trials, 15 epochs,
+    8 at once, ``balanced_accuracy``, ``stack_jobs`` 1), plus:
+
     Args:
-        search: The Optuna budget (:class:`~ppgbench_pl.hpo.SearchSettings`; published 48 trials, 8
-            start-up, 15 epochs, Hyperband 1/3, 8 trials at once).
         amp: Mixed precision when the trainer runs on CUDA (published: fp16 with a gradient scaler); never on CPU.
         amp_dtype: ``float16`` (published, ``16-mixed``) or ``bfloat16`` (``bf16-mixed``, no loss scaling).
-        reseed_head: Seed each trial's head with r + trial number. Published: False, heads come from a
-            running RNG (here the study's own head stream).
-        refit: Retrain the winner on all outer-training groups (deviation; published False).
-        class_weighting: ``balanced`` (published) or ``none``.
-        binary_selection_metric: ``balanced_accuracy`` (published for finetuning) or ``auroc``.
-        subject_repeats: Repeats on subject-level tasks (3).
-        search_space: Replacement values for some parameters of
-            :data:`~ppgbench_pl.hpo.spaces.FINETUNE_SPACE`.
-        eval_batch_size: Validation and test batch size (4096).
-        standardize_targets: Train regression heads on z-scored targets (not published; off by default).
-        stack_jobs: Jobs of a cell whose searches share one stack (default 1; a speed setting).
-        search_seeds: ``[0]`` (published: one search per repeat) or e.g. ``[0, 1, 2]``: each search repeated
-            with other random streams (TPE seed, inits, batch orders, head stream) on the same split.
-
+        reseed_head: Seed each trial's head with r + trial number (published: False, the study's head stream).
     """
 
     name = "finetune"
@@ -257,10 +209,6 @@ class FinetuneRegime(NeuralRegime):
             raise ConfigError(f"amp_dtype must be 'float16' or 'bfloat16', got {amp_dtype!r}")
         self.amp, self.amp_dtype, self.reseed_head = amp, amp_dtype, reseed_head
         self._features: tuple[str, np.ndarray] | None = None
-
-    def backend(self) -> str:
-        """The trial engine."""
-        return "lightning-trial-stack"
 
     def open_plan(self, s: RepeatSearch) -> StudyPlan:
         """The search's plan; its factory replays the head stream with the study's trials (a resumed search)."""
@@ -311,16 +259,13 @@ class FinetuneRegime(NeuralRegime):
         return factory
 
     def features(self, ctx: JobContext) -> np.ndarray:
-        """The parameter-free encoder's features of the task's rows, computed at most once per job.
-
-        The run's cached embeddings are used when the runner passes them (it does for such encoders).
-        """
+        """The parameter-free encoder's features of the task's rows (the cached ones if given), once per job."""
         if self._features is not None and self._features[0] == ctx.job_id:
             return self._features[1]
         if ctx.embeddings is not None:
             feats = ctx.features()
         else:
-            loader = ctx.loader(np.arange(len(ctx.view.rows)), use_embeddings=False)
+            loader = ctx.data.loader(np.arange(len(ctx.view.rows)))  # raw windows: no embeddings given
             batches: Any = ctx.make_trainer([self]).predict(EncoderTask(ctx.encoder, mode="frozen"), loader)
             feats = torch.cat(batches).numpy()
         self._features = (ctx.job_id, feats)

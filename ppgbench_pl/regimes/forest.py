@@ -1,9 +1,6 @@
-"""Random-forest probe regime on frozen embeddings (PROTOCOL.md 4.2).
+"""Random-forest probe regime on frozen embeddings (PROTOCOL.md 4.2): the linear regime's nested selection.
 
-The same nested selection as the linear regime (inner 4-fold group CV over grid x subject aggregation,
-refit on the whole outer-training part) with a random forest instead of ridge/logistic regression.
-The backend is resolved when the callback is built, so ``backend: cuml`` on a machine without a usable
-GPU stops the run before any job starts, and the resolved backend is recorded with every job.
+The backend is resolved when the callback is built, so an unusable ``cuml`` stops the run before any job.
 """
 
 from __future__ import annotations

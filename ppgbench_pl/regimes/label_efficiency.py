@@ -1,11 +1,7 @@
-"""Label efficiency: the linear probe trained on a fraction of the outer-training subjects.
+"""Label efficiency: the linear probe trained on a seeded fraction of the outer-training subjects.
 
-This is the worked example of extending the benchmark with a callback and a YAML file
-(``configs/regime_label_efficiency.yaml``): one regime instance per fraction, each with its own name
-(``linear_frac1``, ``linear_frac10``, ``linear_frac100``), so the summary has one row per fraction and
-the usual mean and CI over seeds. Everything else is the linear regime: the outer test fold, inner
-group CV and refit are unchanged; only the training subjects are subsampled. The constant baseline
-stored with each job still uses the whole outer-training part.
+The worked example of a regime added by a callback and a YAML file (``configs/regime_label_efficiency.yaml``):
+one instance per fraction, named ``linear_frac<percent>``; the test fold, inner CV and baseline are unchanged.
 """
 
 from __future__ import annotations
@@ -30,10 +26,7 @@ def regime_name(fraction: float) -> str:
 
 
 def sample_groups(groups: list[Any], fraction: float, min_groups: int, seed: int) -> list[Any]:
-    """A seeded subset of ``groups``: ceil(fraction x n) of them, at least ``min_groups``, at most all.
-
-    The RNG is seeded from the outer seed and the fraction, so a (seed, fraction) pair always draws the
-    same subjects. The chosen groups keep their order in ``groups``.
+    """A subset of ``groups`` in their order, seeded by (seed, fraction): ceil(fraction x n), >= ``min_groups``.
 
     Raises:
         ConfigError: Fewer than ``min_groups`` groups are available.

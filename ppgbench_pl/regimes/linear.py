@@ -1,10 +1,7 @@
 """Linear probe regime: ridge / L2 logistic regression on frozen embeddings (PROTOCOL.md 4.1).
 
-Hyperparameters (and the subject aggregation for subject-level tasks) are chosen by full inner 4-fold
-group CV on the outer-training part, the winner is refitted on the whole outer-training part and scored
-on the outer test fold. The fit runs through :class:`~ppgbench_pl.tasks.ProbeTask`, the no-optimiser
-LightningModule, inside one ``Trainer.fit`` (and ``Trainer.test``) per job on the job's
-:class:`~ppgbench_pl.datamodules.fold.FoldDataModule` (about 10 ms of Lightning per job).
+Inner 4-fold group CV over the grid (and the subject aggregation) on the outer-training part, refit on all of
+it, scored on the outer test fold; one ``Trainer.fit``/``test`` of :class:`~ppgbench_pl.tasks.ProbeTask` per job.
 """
 
 from __future__ import annotations
@@ -38,7 +35,6 @@ class ProbeRegime(Regime):
 
     Args:
         binary_metric: Selection metric for binary tasks (``auroc`` as published, or ``balanced_accuracy``).
-
     """
 
     uses_embeddings = True
@@ -53,12 +49,8 @@ class ProbeRegime(Regime):
     def fit_and_score(self, ctx: JobContext, train_positions: np.ndarray) -> RepeatOutcome:
         """Search on the given outer-training positions, refit, and score the outer test fold.
 
-        One ``Trainer.fit`` and one ``Trainer.test`` of :class:`ProbeTask` on the job's
-        :class:`~ppgbench_pl.datamodules.fold.FoldDataModule`: ``setup`` builds the inner folds,
-        ``training_step`` gathers the outer-training embeddings and ``on_train_epoch_end`` runs the grid
-        search and refit once; the test loop predicts the outer test fold. Probes are numpy fits, so the
-        trainers run at 32-true whatever ``trainer.precision`` says. User errors (non-finite embeddings, a
-        single class, a fold that cannot be scored) fail the job with one line naming task, seed and fold.
+        Probes are numpy fits, so the trainers run at 32-true; a user error fails the job in one line naming
+        task, seed and fold.
         """
         view = ctx.view
         _, test = ctx.outer()

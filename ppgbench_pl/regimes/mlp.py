@@ -1,10 +1,7 @@
 """Frozen MLP probe regime: a one-hidden-layer head on cached embeddings, Optuna-searched (PROTOCOL.md 4.3).
 
-The encoder is never run here: heads train on the cached frozen embeddings of the job's windows,
-z-scored with the holdout-fit part's mean and std (a std of 0 becomes 1). Each trial is one slot of the
-regime's :class:`~ppgbench_pl.hpo.trial_stack.TrialStack` (an :class:`~ppgbench_pl.heads.MLPHead` seeded
-with r + trial number, AdamW at the trial's learning rate and weight decay, batches in the trial's own
-order), trained by ``Trainer.fit`` in float32 as published unless ``trainer.precision`` says otherwise.
+Heads train on the cached embeddings z-scored on the holdout-fit part (a std of 0 becomes 1); each trial is a
+slot (an :class:`~ppgbench_pl.heads.MLPHead` seeded with r + trial number), float32 unless the trainer says.
 """
 
 from __future__ import annotations
@@ -17,11 +14,10 @@ import torch
 from torch import nn
 
 from ppgbench_pl.heads.mlp import MLPHead
-from ppgbench_pl.hpo.optuna_search import SearchSettings
 from ppgbench_pl.hpo.spaces import MLP_SPACE
 from ppgbench_pl.hpo.trial_stack import Slot, SlotData, predict_outputs
 from ppgbench_pl.regimes.base import JobContext
-from ppgbench_pl.regimes.neural import ClassWeighting, NeuralRegime, Split, Targets
+from ppgbench_pl.regimes.neural import NeuralRegime, Split, Targets
 
 #: Head setting -> search-space parameter, for the MLP probe's own space.
 MLP_PARAMS = {"hidden_dim": "hidden_dim", "dropout": "dropout", "lr": "lr", "weight_decay": "weight_decay",
@@ -38,16 +34,8 @@ def standardize(x: np.ndarray, fit_rows: np.ndarray) -> tuple[np.ndarray, np.nda
 class HeadFactory:
     """Trials of an :class:`MLPHead` on fixed features of one split (the MLP probe, head-only finetuning).
 
-    Args:
-        features: One row per task-view position (cached embeddings, or a parameter-free encoder's).
-        labels: One label per task-view position.
-        split: Positions to fit, validate and test on.
-        targets: Loss targets and class weights.
-        param_names: Head setting -> parameter name in the search space.
-        space: The protocol search space of the trials.
-        make_trainer: Builds a trainer with the run's settings (for predictions).
-        eval_batch_size: Inference chunk size.
-
+    ``features`` and ``labels`` have one row per task-view position; ``param_names`` maps head settings to
+    search-space parameters.
     """
 
     def __init__(self, features: np.ndarray, labels: np.ndarray, split: Split, targets: Targets,
@@ -101,21 +89,8 @@ class HeadFactory:
 class MLPRegime(NeuralRegime):
     """The frozen MLP probe (PROTOCOL.md 4.3), searched by TPE + Hyperband on the 20 % holdout.
 
-    Args:
-        search: The Optuna budget (:class:`~ppgbench_pl.hpo.SearchSettings`; published 48 trials, 8
-            start-up, 25 epochs, Hyperband 1/3, 1 trial at a time).
-        refit: Retrain the winner on all outer-training groups (deviation; published False).
-        class_weighting: ``balanced`` (published) or ``none``.
-        binary_selection_metric: ``auroc`` (published for the MLP) or ``balanced_accuracy``.
-        subject_repeats: Repeats on subject-level tasks (3).
-        search_space: Replacement values for some parameters of
-            :data:`~ppgbench_pl.hpo.spaces.MLP_SPACE`.
-        eval_batch_size: Inference batch size (4096).
-        standardize_targets: Train regression heads on z-scored targets (not published; off by default).
-        stack_jobs: Jobs of a cell whose searches share one stack (default 5; a speed setting).
-        search_seeds: ``[0]`` (published: one search per repeat) or e.g. ``[0, 1, 2]``: each search repeated
-            with other random streams on the same split (search-noise sensitivity; search seed 0 is reported).
-
+    Its arguments and their defaults are :class:`~ppgbench_pl.regimes.neural.NeuralRegime`'s (published: 48
+    trials, 25 epochs, 1 at a time, ``auroc``; ``stack_jobs`` 5).
     """
 
     name = "mlp"
@@ -124,19 +99,6 @@ class MLPRegime(NeuralRegime):
     default_max_epochs = 25
     default_parallel_trials = 1
     default_stack_jobs = 5  # the folds of a seed: one trial at a time per study, so the width comes from jobs
-
-    def __init__(self, search: SearchSettings | None = None, refit: bool = False,
-                 class_weighting: ClassWeighting = "balanced", binary_selection_metric: str | None = None,
-                 subject_repeats: int = 3, search_space: dict[str, list[Any]] | None = None,
-                 eval_batch_size: int = 4096, standardize_targets: bool = False, stack_jobs: int | None = None,
-                 search_seeds: list[int] | None = None) -> None:
-        super().__init__(search, refit, class_weighting, binary_selection_metric, subject_repeats, search_space,
-                         eval_batch_size, standardize_targets=standardize_targets, stack_jobs=stack_jobs,
-                         search_seeds=search_seeds)
-
-    def backend(self) -> str:
-        """The trial engine."""
-        return "lightning-trial-stack"
 
     def make_factory(self, ctx: JobContext, split: Split, targets: Targets, seed: int) -> HeadFactory:
         """Heads on the job's cached embeddings, z-scored on the fit part."""

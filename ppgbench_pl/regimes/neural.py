@@ -1,19 +1,15 @@
 """What the frozen MLP probe and finetuning share: holdout repeats, targets, selection, the Optuna search.
 
-Per outer fold (PROTOCOL.md 3.3): subject-level tasks run 3 repeats (r = seed, seed+1009, seed+2018),
-others 1. Each repeat splits the outer-training groups into a holdout-fit part and 20 % validation
-groups, builds loss targets and class weights from the fit part, searches with Optuna TPE + Hyperband
-(one persistent study per repeat), takes the best complete trial's best-epoch weights (never refit,
-unless ``refit=True``), and scores them on the outer test fold with the aggregation the trial selected.
-
-Every trial is trained inside ``Trainer.fit`` of one :class:`~ppgbench_pl.hpo.trial_stack.TrialStack`: the
-studies of all repeats of a job (or of a group of jobs, :meth:`NeuralRegime.run_group`) search side by
-side. What a trial is, is the regime's business (:class:`TrialFactory`): a head on cached embeddings
-(:mod:`ppgbench_pl.regimes.mlp`) or encoder + head (:mod:`ppgbench_pl.regimes.finetune`).
+Per outer fold (PROTOCOL.md 3.3), subject-level tasks run 3 repeats (r = seed + 1009 k), others 1. Each
+repeat splits the outer-training groups into a fit part and 20 % validation groups, searches with TPE +
+Hyperband (one persistent study), and scores the best complete trial's best-epoch weights (no refit unless
+``refit=True``) on the outer test fold. Every trial of a job (or job group) trains in one
+:class:`~ppgbench_pl.hpo.trial_stack.TrialStack`; what a trial is, is the regime's :class:`TrialFactory`.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -33,7 +29,7 @@ from ppgbench_pl.hpo.optuna_search import (
     storage_url,
     study_record,
 )
-from ppgbench_pl.hpo.per_trial import fit_each_trial, fresh_copies, per_trial_note, stack_aware
+from ppgbench_pl.hpo.per_trial import fit_each_trial, per_trial_note, stack_aware
 from ppgbench_pl.hpo.spaces import AGGREGATION_PARAM, build_space
 from ppgbench_pl.hpo.stack_search import StackSearch, StudyPlan, fixed_epochs, snapshot
 from ppgbench_pl.hpo.trial_stack import Slot, TrialStack
@@ -47,15 +43,18 @@ from ppgbench_pl.regimes.base import (
     interrupts_pass_through,
     score_outcome,
 )
-from ppgbench_pl.regimes.repeat_search import RepeatSearch, TrialFactory, one_device, redact
 from ppgbench_pl.regimes.search_seeds import PUBLISHED_SEARCH_SEEDS, check_search_seeds, search_rng_seed, seed_search
 from ppgbench_pl.regimes.selection import (
     ClassWeighting,
+    RepeatSearch,
     SelectionMetric,
     SelectionScorer,
     Split,
     Targets,
+    TrialFactory,
     make_targets,
+    one_device,
+    redact,
 )
 
 __all__ = ["ClassWeighting", "NeuralRegime", "RepeatSearch", "SelectionScorer", "Split", "Targets", "TrialFactory",
@@ -65,10 +64,8 @@ __all__ = ["ClassWeighting", "NeuralRegime", "RepeatSearch", "SelectionScorer", 
 class NeuralRegime(Regime):
     """Base of the Optuna-searched regimes; subclasses provide :meth:`make_factory` and their defaults.
 
-    Lightning hooks (of the stack trainer this regime runs, :mod:`ppgbench_pl.hpo.trial_stack`, or of each
-    trial's own trainer, :mod:`ppgbench_pl.hpo.per_trial`): ``on_train_epoch_end`` scores every trial's
-    validation epoch, reports to Optuna, prunes, and refills the stack from each study
-    (:class:`~ppgbench_pl.hpo.stack_search.StackSearch`); a fixed-length fit (refit) ends its slots there.
+    As a callback of the trainers it builds, ``on_train_epoch_end`` runs the search step (score, report,
+    prune, refill) or ends a fixed-length fit's slots.
 
     Args:
         search: The Optuna budget (:class:`~ppgbench_pl.hpo.SearchSettings`); unset ``max_epochs`` and
@@ -100,10 +97,10 @@ class NeuralRegime(Regime):
     #: Jobs of one (model, task) whose studies the runner trains in one stack (a speed setting).
     default_stack_jobs: ClassVar[int] = 1
 
-    def __init__(self, search: SearchSettings | None, refit: bool, class_weighting: ClassWeighting,
-                 binary_selection_metric: str | None, subject_repeats: int,
-                 search_space: dict[str, list[Any]] | None, eval_batch_size: int,
-                 standardize_targets: bool = False, stack_jobs: int | None = None,
+    def __init__(self, search: SearchSettings | None = None, refit: bool = False,
+                 class_weighting: ClassWeighting = "balanced", binary_selection_metric: str | None = None,
+                 subject_repeats: int = 3, search_space: dict[str, list[Any]] | None = None,
+                 eval_batch_size: int = 4096, standardize_targets: bool = False, stack_jobs: int | None = None,
                  search_seeds: list[int] | None = None) -> None:
         if class_weighting not in ("balanced", "none"):
             raise ConfigError(f"class_weighting must be 'balanced' or 'none', got {class_weighting!r}")
@@ -126,11 +123,9 @@ class NeuralRegime(Regime):
         self.search_seeds = check_search_seeds(search_seeds)
 
     def settings(self) -> dict[str, Any]:
-        """Result-relevant settings: the search budget without its storage location, and not ``stack_jobs``.
+        """Result-relevant settings: the search budget without its storage, no ``stack_jobs`` (a speed setting).
 
-        How many jobs share a stack changes no number (each trial's arithmetic is its own), so it is a speed
-        setting, like executor threads. ``search_seeds`` is left out at its published value ``[0]`` (so
-        folders made before it existed resume) and kept otherwise.
+        ``search_seeds`` is left out at its published ``[0]`` (so folders made before it existed resume).
         """
         out = super().settings()
         out["search"] = self.search.identity()
@@ -139,13 +134,17 @@ class NeuralRegime(Regime):
             out.pop("search_seeds", None)
         return out
 
+    def backend(self) -> str:
+        """The trial engine."""
+        return "lightning-trial-stack"
+
     @property
     def max_epochs(self) -> int:
         """The resolved epoch budget."""
         return self.search.epochs
 
     def check_trainer(self, trainer_kwargs: dict[str, Any]) -> None:
-        """A stack trains on one device in this process (:func:`~ppgbench_pl.regimes.repeat_search.one_device`)."""
+        """A stack trains on one device in this process (:func:`~ppgbench_pl.regimes.selection.one_device`)."""
         one_device(self.name, trainer_kwargs)
 
     def precision(self, ctx: JobContext) -> str:
@@ -176,10 +175,9 @@ class NeuralRegime(Regime):
         return result
 
     def run_group(self, ctxs: Sequence[JobContext]) -> list[list[RepeatOutcome] | Exception]:
-        """The repeats of several jobs of one (model, task) searched side by side in one stack.
+        """The repeats of several jobs of one (model, task) searched in one stack; per job its outcomes or error.
 
-        Returns, per job, its repeats' outcomes or the exception that failed it: a job whose split or
-        search fails alone fails alone (an error inside the shared fit fails every job of the group).
+        A job whose split or search fails alone fails alone (an error in the shared fit fails every job).
         """
         failed: dict[str, Exception] = {}
         searches: list[RepeatSearch] = []
@@ -209,10 +207,7 @@ class NeuralRegime(Regime):
         return [failed.get(ctx.job_id) or out[ctx.job_id] for ctx in ctxs]
 
     def repeat_search(self, ctx: JobContext, repeat: int, search_seed: int = 0) -> RepeatSearch:
-        """Holdout, targets, selection score and trial factory of one repeat's search (nothing trained yet).
-
-        The holdout depends on the repeat only; the search's random streams on the repeat and the search seed.
-        """
+        """Holdout (the repeat's), targets, selection score and trial factory of one search (nothing trained yet)."""
         view = ctx.view
         outer, test = ctx.outer()
         fit, val = ctx.holdout(repeat)
@@ -255,10 +250,7 @@ class NeuralRegime(Regime):
 
     def fit_module(self, ctx: JobContext, module: TrialStack, max_epochs: int = -1,
                    callbacks: list[Callback] | None = None) -> None:
-        """``Trainer.fit`` of a stack, or of one trial (``max_epochs``: its budget; ``callbacks``: its own copies).
-
-        The trainer has the run's device settings, the user's callbacks, then this regime (last).
-        """
+        """``Trainer.fit`` of a stack or one trial: the run's device settings, user callbacks, this regime last."""
         callbacks = ctx.callbacks if callbacks is None else callbacks
         trainer = ctx.make_trainer([*callbacks, self], precision=self.precision(ctx), max_epochs=max_epochs,
                                    limit_val_batches=1.0)
@@ -266,14 +258,11 @@ class NeuralRegime(Regime):
             trainer.fit(module)
 
     def fit_stack(self, ctx: JobContext, search: StackSearch | None, slots: list[Slot] | None = None) -> None:
-        """One ``Trainer.fit`` of a stack until every study's budget is spent (or every fixed slot ended).
-
-        Unless every user callback is stack-aware, each trial is fitted alone (:mod:`~ppgbench_pl.hpo.per_trial`).
-        """
-        if not stack_aware(ctx.callbacks):
+        """One ``Trainer.fit`` until every budget is spent (or fixed slot ended); per trial unless callbacks stack."""
+        if not stack_aware(ctx.callbacks):  # each trial gets fresh copies: callbacks keep per-fit state (patience)
             return fit_each_trial(search, slots or [], self.eval_batch_size,
                                   lambda module: self.fit_module(ctx, module, module.slot.max_epochs,
-                                                                 fresh_copies(ctx.callbacks)))
+                                                                 [copy.deepcopy(c) for c in ctx.callbacks]))
         first = search.first_slots() if search is not None else list(slots or [])
         if not first:
             return

@@ -1,22 +1,10 @@
 """Search seeds (issue 19 item 4): the same neural search repeated with other random streams.
 
-A *search seed* k repeats a repeat's whole Optuna search on the **same** holdout split, targets and
-selection score, with every random stream of the search moved: the TPE sampler's seed, each trial's
-initialisation and batch-order seed (r_k + trial number) and, in finetuning, the study's head stream.
-Search seed 0 is the published search (r_0 = r = seed + 1009 * repeat, PROTOCOL.md 3.3); search seed k
-uses r_k = r + :data:`SEARCH_SEED_STRIDE` * k. So the outer split (seed, fold) and the holdout (repeat)
-stay fixed and only the search's own noise changes; the spread over search seeds is the search noise
-that no seed interval contains (Bouthillier et al. 2021).
-
-The holdout repeats of PROTOCOL.md 3.3 are not search seeds: a repeat also draws a new holdout split
-(other validation subjects), so its spread mixes split noise with search noise.
-
-``search_seeds: [0, 1, 2]`` (an argument of the MLP probe and finetune regimes) runs, per job, one search
-per (repeat, search seed), all trained side by side in the job's trial stack. The job's ``results`` keep
-search seed 0 only (so every table, summary and verdict is the published single search); the others go
-to ``search_seed_results`` in the same record, each entry naming its ``repeat`` and ``search_seed``. The
-default (``[0]``) runs and records exactly what it did before, and is left out of the run identity; any
-other list is part of it (protocol decision #49).
+Search seed k repeats a repeat's whole search on the same split, targets and selection score with every
+random stream moved (TPE seed, inits, batch orders, head stream): r_k = r + :data:`SEARCH_SEED_STRIDE` * k,
+and k = 0 is the published search. The spread is the search noise no seed interval contains (Bouthillier et
+al. 2021). Results keep search seed 0; the others go to ``search_seed_results``. The default ``[0]`` stays
+out of the run identity (protocol decision #49).
 """
 
 from __future__ import annotations
@@ -37,8 +25,7 @@ def check_search_seeds(value: Any) -> list[int]:
     """The search seeds of a regime, sorted: distinct whole numbers >= 0 that include 0 (the published search).
 
     Raises:
-        ConfigError: Not a list of such numbers (one line naming the setting and the value).
-
+        ConfigError: Not a list of such numbers.
     """
     if value is None:
         return list(PUBLISHED_SEARCH_SEEDS)
@@ -63,11 +50,9 @@ def search_rng_seed(r: int, search_seed: int) -> int:
 
 
 def seed_search(first: Any, search_seed: int, make_factory: Callable[..., Any]) -> Any:
-    """Search seed ``search_seed`` of a repeat's first search (a ``RepeatSearch`` not opened yet).
+    """Search seed ``search_seed`` of a repeat's first search (not opened yet): the repeat's split, new streams.
 
-    The split, targets and selection score are the repeat's; the random streams are new. A factory with
-    ``for_search(seed)`` (the MLP probe's, finetuning's) shares its prepared rows with the first search; any
-    other is built again by ``make_factory(ctx, split, targets, seed)``.
+    A factory's ``for_search(seed)`` shares its prepared rows; a factory without one is built again.
     """
     r = search_rng_seed(first.seed, search_seed)
     fork = getattr(first.factory, "for_search", None)
@@ -81,13 +66,7 @@ def searches_per_job(regime: Any) -> int:
 
 
 def describe_search_seeds(regimes: Sequence[Any], jobs_per_regime: dict[str, int]) -> str | None:
-    """The dry run's line on search seeds (None when every regime runs the published single search).
-
-    Args:
-        regimes: The plan's regimes.
-        jobs_per_regime: Planned jobs per regime name.
-
-    """
+    """The dry run's line on search seeds (None when every regime runs the published single search)."""
     parts = []
     for regime in regimes:
         k = searches_per_job(regime)

@@ -1,14 +1,15 @@
-"""Loss targets, selection scores and splits of one holdout repeat of the neural regimes (PROTOCOL.md 4.3-4.5).
+"""One holdout repeat's search in the neural regimes: loss targets, selection scores, split, search state.
 
-How labels become loss targets (and class weights), how head outputs become predictions, and how a
-validation epoch is scored for the search: shared by the MLP probe and finetuning, independent of how
-trials are trained.
+How labels become loss targets, how validation outputs are scored (PROTOCOL.md 4.3-4.5), and what one search
+of a job carries from its split to the scored winner (:class:`RepeatSearch`, :class:`TrialFactory`).
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal, Protocol
 
 import numpy as np
 import torch
@@ -19,28 +20,25 @@ from torchmetrics.functional.regression import mean_absolute_error
 from torchmetrics.utilities import dim_zero_cat
 
 from ppgbench_pl.data.registry import TaskSpec
-from ppgbench_pl.errors import DataError
+from ppgbench_pl.errors import ConfigError, DataError
 from ppgbench_pl.heads.metrics import BalancedAccuracy
+from ppgbench_pl.hpo.optuna_search import PersistentStudy
+from ppgbench_pl.hpo.trial_stack import Slot
+from ppgbench_pl.hpo.trial_store import TrialWeights
 from ppgbench_pl.metrics.aggregation import first_per_group
 from ppgbench_pl.metrics.scores import Predictions, auroc, selection_score
 from ppgbench_pl.probes.search import subject_predictions
+from ppgbench_pl.regimes.base import JobContext
 
 ClassWeighting = Literal["balanced", "none"]
 
 
 @dataclass(frozen=True)
 class Targets:
-    """How labels become loss targets and head outputs become predictions.
+    """How labels become loss targets (``mse``, ``bce``: one logit, ``ce``: K logits) and outputs predictions.
 
-    Attributes:
-        kind: Task kind.
-        classes: Outer-training classes, sorted (classification), else ``None``.
-        loss: ``mse`` (regression), ``bce`` (binary: one logit), ``ce`` (multiclass: K logits).
-        n_outputs: Head outputs.
-        class_weight: ``[n_neg / n_pos]`` (bce) or ``n / (K n_k)`` per class (ce); ``None`` unweighted.
-        y_mean: Regression targets are trained as ``(y - y_mean) / y_scale`` (0 and 1: raw, as published).
-        y_scale: See ``y_mean``.
-
+    ``class_weight``: ``[n_neg / n_pos]`` (bce) or ``n / (K n_k)`` (ce); regression trains on
+    ``(y - y_mean) / y_scale`` (0 and 1 as published).
     """
 
     kind: str
@@ -73,13 +71,10 @@ class Targets:
 
 def make_targets(task: TaskSpec, y_outer: np.ndarray, y_fit: np.ndarray, groups_fit: np.ndarray,
                  class_weighting: ClassWeighting, where: str, standardize_targets: bool = False) -> Targets:
-    """Targets from the outer-training classes, class weights counted on the fit part.
+    """Targets from the outer-training classes (2: binary), class weights counted on the fit part.
 
-    Binary vs multiclass is inferred from the outer-training labels (exactly 2 classes: binary). Class
-    counts are per subject on subject-level tasks, else per window. With ``standardize_targets`` a
-    regression head learns z-scored targets (mean and std of the fit part; a std of 0 becomes 1), which
-    the published protocol does not do: raw targets in the tens (heart rate, blood pressure) take many
-    epochs to reach from a head that starts near 0.
+    Counts are per subject on subject-level tasks. ``standardize_targets`` (not published) z-scores regression
+    targets on the fit part: raw targets in the tens take a head starting near 0 many epochs to reach.
 
     Raises:
         DataError: Fewer than 2 outer-training classes, or a class missing from the fit part (an error in
@@ -121,11 +116,15 @@ class SelectionScorer:
 
     def __call__(self, outputs: np.ndarray, aggregation_idx: int | None = None) -> float:
         """Higher is better: -MAE, AUROC or balanced accuracy."""
+        return selection_score(self.targets.kind, *self.scored(outputs, aggregation_idx), self.binary_metric)
+
+    def scored(self, outputs: np.ndarray, aggregation_idx: int | None) -> tuple[np.ndarray, Predictions]:
+        """(labels, predictions) to score, per subject with the trial's aggregation on subject-level tasks."""
         pred, y = self.targets.predictions(outputs), self.y
         if self.aggregations:
             pred = subject_predictions(pred, self.groups, self.aggregations[aggregation_idx or 0])
             y = first_per_group(self.groups, self.y)
-        return selection_score(self.targets.kind, y, pred, self.binary_metric)
+        return y, pred
 
     @property
     def metric_name(self) -> str:
@@ -139,7 +138,6 @@ class SelectionScorer:
 
         Raises:
             DataError: The score of constant outputs is undefined on the validation part.
-
         """
         if not np.isfinite(self(np.zeros((len(self.y), self.targets.n_outputs)))):
             raise DataError(f"{where}: selection metric {self.metric_name} is undefined on the validation "
@@ -158,18 +156,8 @@ class Split:
 class SelectionMetric(Metric):
     """A trial's selection score over one validation epoch, as a torchmetrics metric (what the search reads).
 
-    ``update`` gathers the epoch's head outputs on the device (in torchmetrics state, so it syncs across
-    processes like any metric); ``compute`` turns them into predictions, aggregates them per subject with
-    the trial's aggregation (subject-level tasks), and scores them: -MAE with torchmetrics'
-    ``mean_absolute_error`` and balanced accuracy with the torchmetrics metric
-    :class:`~ppgbench_pl.heads.metrics.BalancedAccuracy` (mean recall over the classes present), in float64;
-    binary AUROC by the exact rank sum, because torchmetrics' AUROC accumulates in float32. The value
-    equals :class:`SelectionScorer`'s (tested), and is NaN when outputs are not finite or the score is
-    undefined.
-
-    Args:
-        scorer: The repeat's targets, validation labels, groups and aggregation candidates.
-        aggregation_idx: The trial's aggregation (index into ``scorer.aggregations``), or None.
+    Outputs gather on the device; ``compute`` equals :class:`SelectionScorer`'s value (tested) in float64: -MAE
+    and balanced accuracy by torchmetrics, binary AUROC by the exact rank sum; NaN when outputs are not finite.
     """
 
     full_state_update = False
@@ -192,10 +180,7 @@ class SelectionMetric(Metric):
         if not np.isfinite(out).all():
             return nan
         scorer = self.scorer
-        pred, y = scorer.targets.predictions(out), scorer.y
-        if scorer.aggregations:
-            pred = subject_predictions(pred, scorer.groups, scorer.aggregations[self.aggregation_idx or 0])
-            y = first_per_group(scorer.groups, scorer.y)
+        y, pred = scorer.scored(out, self.aggregation_idx)
         if scorer.targets.loss == "mse":
             values = torch.as_tensor(np.asarray(pred.values, dtype=np.float64))
             truth = torch.as_tensor(np.asarray(y, dtype=np.float64)).reshape(values.shape)
@@ -210,3 +195,72 @@ class SelectionMetric(Metric):
         recall.update(torch.as_tensor(np.searchsorted(classes, pred.labels)),
                       torch.as_tensor(np.searchsorted(classes, y)))
         return recall.compute().double()
+
+
+class TrialFactory(Protocol):
+    """What a neural regime builds per repeat: its trials' slots and the winner's predictions."""
+
+    #: The protocol search space (before user overrides and the aggregation parameter).
+    space: dict[str, list[Any]]
+    #: What the regime records with each repeat (mode, device, ...).
+    details: dict[str, Any]
+
+    def slot(self, name: str, params: Mapping[str, Any], seed: int, epochs: int, validate: bool) -> Slot:
+        """A trial's slot: its network, rows (fit part; validation rows if ``validate``), groups, batches."""
+        ...
+
+    def predict(self, params: Mapping[str, Any], weights: dict[str, Any], positions: np.ndarray) -> np.ndarray:
+        """Raw head outputs of a trained network for some view positions."""
+        ...
+
+
+def redact(url: str) -> str:
+    """A storage URL without credentials (it goes into job records)."""
+    return re.sub(r"//[^/@]*@", "//***@", url)
+
+
+@dataclass
+class RepeatSearch:
+    """One search of one job: its repeat's split, targets, scorer, factory, study; ``seed``: its streams' seed."""
+
+    ctx: JobContext
+    repeat: int
+    seed: int
+    split: Split
+    targets: Targets
+    scorer: SelectionScorer
+    aggregations: tuple[str, ...]
+    factory: TrialFactory
+    url: str = ""
+    storage: Any = None
+    study: PersistentStudy | None = None
+    weights: TrialWeights | None = None
+    search_seed: int = 0
+
+    @property
+    def key(self) -> str:
+        """The study's key in a stack."""
+        return f"{self.ctx.job_id}/repeat{self.repeat}" + (f"/search{self.search_seed}" if self.search_seed else "")
+
+    @property
+    def folder(self) -> str:
+        """The search's folder in the job's work folder (study storage and weights)."""
+        return f"repeat{self.repeat}" + (f"_search{self.search_seed}" if self.search_seed else "")
+
+
+def one_device(regime: str, trainer_kwargs: dict[str, Any]) -> None:
+    """A stack trains on one device in this process (the search state lives there; the width is the studies').
+
+    Raises:
+        ConfigError: ``trainer.strategy`` or ``trainer.devices`` asks for more than one device or process.
+    """
+    strategy = str(trainer_kwargs.get("strategy") or "auto")
+    if strategy not in ("auto", "single_device"):
+        raise ConfigError(f"trainer.strategy {strategy}: the {regime} regime trains its trials as one stack "
+                          "on one device in this process; leave trainer.strategy out (auto)")
+    devices = trainer_kwargs.get("devices", 1)
+    if devices in ("auto", -1, "-1") or (isinstance(devices, int) and devices > 1) or (
+            isinstance(devices, list) and len(devices) > 1):
+        raise ConfigError(f"trainer.devices {devices!r}: the {regime} regime trains its trials as one "
+                          "stack on one device; set trainer.devices: 1 (use an executor with one GPU per "
+                          "worker to use several)")

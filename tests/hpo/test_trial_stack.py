@@ -363,7 +363,7 @@ def _bn_net(seed: int) -> nn.Module:
 def _plain_loop(net: nn.Module, data: SlotData, batch_size: int, seed: int, lr: float, epochs: int,
                 freeze_stats: bool) -> nn.Module:
     """One trial trained by itself: its epoch orders, its dropout stream (seeded with its seed), AdamW."""
-    from ppgbench_pl.hpo.shuffle import epoch_batches
+    from ppgbench_pl.hpo.shuffle import epoch_permutation
     from ppgbench_pl.tasks.encoder_task import set_batchnorm_eval
 
     optimizer = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=1e-2, fused=True)  # as the stack
@@ -373,8 +373,9 @@ def _plain_loop(net: nn.Module, data: SlotData, batch_size: int, seed: int, lr: 
             net.train()
             if freeze_stats:
                 set_batchnorm_eval(net)
-            for index in epoch_batches(len(data.y_fit), batch_size, seed, epoch):
-                index = torch.as_tensor(index)
+            order = epoch_permutation(len(data.y_fit), seed, epoch)
+            for start in range(0, len(order), batch_size):  # the last batch may be short (drop_last=False)
+                index = torch.as_tensor(order[start : start + batch_size])
                 loss = torch.nn.functional.mse_loss(net(data.x_fit[index])[:, 0], data.y_fit[index])
                 optimizer.zero_grad()
                 loss.backward()

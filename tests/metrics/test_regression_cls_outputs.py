@@ -56,11 +56,8 @@ def test_a_regimes_outcome_carries_them() -> None:
     from ppgbench_pl.data.registry import get_task
     from ppgbench_pl.data.splits import OuterSplit
     from ppgbench_pl.data.task_data import TaskView
-    from ppgbench_pl.regimes.base import JobContext
     from ppgbench_pl.regimes.linear import LinearRegime
-
-    class Encoder:
-        name, sampling_rate = "m1", 64.0
+    from tests.regimes.neural_helpers import view_context
 
     rng = np.random.default_rng(0)
     task = get_task("ecsmp-emotion-reg-cls")
@@ -69,8 +66,7 @@ def test_a_regimes_outcome_carries_them() -> None:
     y = (x @ rng.normal(size=(5, 6)) + rng.normal(0, 0.5, (len(groups), 6))).round()  # rounded: ties occur
     test = np.isin(groups, ["S00", "S01"])
     view = TaskView(task, np.arange(len(groups)), y, groups, sorted(set(groups)))
-    ctx = JobContext("m1__emotion", "m1", Encoder(), task, 42, 0, view,  # type: ignore[arg-type]
-                     OuterSplit(np.flatnonzero(~test), np.flatnonzero(test)), work_dir=None, embeddings=x)
+    ctx = view_context("m1__emotion", view, OuterSplit(np.flatnonzero(~test), np.flatnonzero(test)), x)
     (outcome,) = LinearRegime().run(ctx)
     metrics, truth = outcome.metrics, y[test]
     assert set(ADDED) <= set(metrics) and len(metrics["r2_per_target"]) == 6

@@ -11,6 +11,9 @@ import torch
 
 from ppgbench_pl.benchmark.embeddings import extract_embeddings
 from ppgbench_pl.data.registry import get_task
+from ppgbench_pl.data.splits import OuterSplit
+from ppgbench_pl.data.task_data import TaskView
+from ppgbench_pl.datamodules.job import JobDataModule
 from ppgbench_pl.datamodules.ppg import PPGDataModule
 from ppgbench_pl.encoders.base import PPGEncoder
 from ppgbench_pl.regimes.base import JobContext
@@ -36,6 +39,32 @@ def context(dm: PPGDataModule, encoder: PPGEncoder, task: str, work_dir: Path,
     return JobContext.build(dm, encoder, get_task(task), 42, 0, work_dir,
                             job_id=f"{encoder.name}__{task}__{work_dir.name}", embeddings=embeddings,
                             trainer_kwargs=dict(CPU))
+
+
+class ViewSource:
+    """A stand-in PPGDataModule serving one hand-made task view and outer split (contexts built without files)."""
+
+    batch_size = 256
+
+    def __init__(self, view: TaskView, split: OuterSplit) -> None:
+        self.view, self.split, self.dataset = view, split, view.task.dataset
+
+    def task_view(self, fs: float, task: object) -> TaskView:
+        return self.view
+
+    def outer_split(self, view: TaskView, seed: int, fold: int) -> OuterSplit:
+        return self.split
+
+
+def view_context(job_id: str, view: TaskView, split: OuterSplit, embeddings: np.ndarray, seed: int = 42,
+                 fold: int = 0) -> JobContext:
+    """A context over a given view and outer split, with embeddings (the encoder "m1" at 64 Hz)."""
+
+    class Encoder:
+        name, sampling_rate = "m1", 64.0
+
+    data = JobDataModule(ViewSource(view, split), view.task, seed, fold, fs=64.0)  # type: ignore[arg-type]
+    return JobContext(job_id, "m1", Encoder(), data, work_dir=None, embeddings=embeddings)  # type: ignore[arg-type]
 
 
 class OneThread:

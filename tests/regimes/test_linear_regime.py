@@ -7,13 +7,8 @@ from ppgbench_pl.data.splits import OuterSplit
 from ppgbench_pl.data.task_data import TaskView
 from ppgbench_pl.errors import ConfigError, DataError
 from ppgbench_pl.probes.linear import SingleClassError
-from ppgbench_pl.regimes.base import JobContext
 from ppgbench_pl.regimes.linear import LinearRegime, local_folds
-
-
-class _Encoder:
-    name = "m1"
-    sampling_rate = 64.0
+from tests.regimes.neural_helpers import view_context
 
 
 def _context(task_name, y, embeddings, n_groups=10, per=12):
@@ -21,18 +16,7 @@ def _context(task_name, y, embeddings, n_groups=10, per=12):
     test = np.isin(groups, ["S00", "S01"])
     view = TaskView(get_task(task_name), np.arange(len(groups)), y, groups, sorted(set(groups)))
     split = OuterSplit(np.flatnonzero(~test), np.flatnonzero(test))
-    return JobContext(
-        f"m1__{task_name}",
-        "m1",
-        _Encoder(),
-        get_task(task_name),
-        42,
-        3,
-        view,
-        split,
-        work_dir=None,
-        embeddings=embeddings,
-    )
+    return view_context(f"m1__{task_name}", view, split, embeddings, fold=3)
 
 
 def _data(seed=0, n=120, d=6):
