@@ -1,9 +1,7 @@
 """Encoders: one plain ``nn.Module`` per model on the :class:`PPGEncoder` contract, and their registry.
 
-``ENCODERS[name]()`` builds a model with its published settings. The registry is derived from the
-torch-free table in :mod:`ppgbench_pl.encoders.catalog` (no registration by import side effect) and
-resolved on first use, so listing names imports neither torch nor ``transformers``. ``PPGEncoder`` is
-imported on first access for the same reason: ``import ppgbench_pl.encoders.catalog`` stays light.
+``ENCODERS[name]()`` builds a model with its published settings; the registry comes from the torch-free
+:mod:`ppgbench_pl.encoders.catalog` and imports a class (and ``PPGEncoder``, torch) only on first use.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """SigmaPPG: the student transformer of the SIGMA-PPG masked-modelling pretraining, at 50 Hz.
 
-Re-implemented from the published description (a LaBraM/BEiT-v2 style ViT over 100-sample patches) so
-that the ``student.`` part of the authors' ``sigma.pth`` loads strictly. Upstream quirks that change
-the numbers or the keys are reproduced on purpose and marked where they happen.
+A LaBraM/BEiT-v2 style ViT over 100-sample patches, written so the ``student.`` part of the authors'
+``sigma.pth`` loads strictly; upstream quirks that change numbers or keys are reproduced and marked.
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ppgbench_pl.encoders.base import PPGEncoder, seeded_init, strip_prefix, switch_flag
+from ppgbench_pl.encoders.base import PPGEncoder, switch_flag
 from ppgbench_pl.encoders.preprocessing import butter_bandpass_sos, minmax_window
 from ppgbench_pl.errors import CheckpointError, ConfigError
 
@@ -26,25 +25,20 @@ BAND_HZ = (0.5, 8.0)
 SCALES = ("symmetric", "unit")
 
 
-def drop_path(x: Tensor, prob: float, training: bool) -> Tensor:
-    """Stochastic depth: zero whole samples of a residual branch, rescaling the survivors."""
-    if prob == 0.0 or not training:
-        return x
-    keep = 1.0 - prob
-    mask = x.new_empty((x.shape[0],) + (1,) * (x.ndim - 1)).bernoulli_(keep)
-    return x * mask / keep
-
-
 class DropPath(nn.Module):
-    """Module wrapper around :func:`drop_path` so ``train()``/``eval()`` switch it."""
+    """Stochastic depth: zero whole samples of a residual branch, rescaling the survivors (identity in eval)."""
 
     def __init__(self, prob: float = 0.0) -> None:
         super().__init__()
         self.prob = prob
 
     def forward(self, x: Tensor) -> Tensor:
-        """Identity in eval mode."""
-        return drop_path(x, self.prob, self.training)
+        """``x`` with whole samples dropped while training."""
+        if self.prob == 0.0 or not self.training:
+            return x
+        keep = 1.0 - self.prob
+        mask = x.new_empty((x.shape[0],) + (1,) * (x.ndim - 1)).bernoulli_(keep)
+        return x * mask / keep
 
 
 class TemporalConv(nn.Module):
@@ -171,11 +165,9 @@ class SigmaPPGEncoder(PPGEncoder):
             raise ConfigError(f"{self.name}: scale must be one of {', '.join(SCALES)}, got {scale!r}")
         self.scale = scale
         self.filter_before_crop = switch_flag(self.name, "filter_before_crop", filter_before_crop)
-        with seeded_init(self.settle_weights(checkpoint, random_init)):
+        with self.weights(checkpoint, random_init):
             self._build(depth, num_heads, mlp_ratio, out_chans, vocab_size, drop_rate, attn_drop_rate,
                         drop_path_rate, init_values)
-        if checkpoint is not None:
-            self.load_pretrained(checkpoint)
 
     def _build(self, depth: int, num_heads: int, mlp_ratio: float, out_chans: int, vocab_size: int,
                drop_rate: float, attn_drop_rate: float, drop_path_rate: float, init_values: float) -> None:
@@ -234,11 +226,7 @@ class SigmaPPGEncoder(PPGEncoder):
         return out.unsqueeze(1) if out.ndim == 2 else out
 
     def forward_features(self, x: Tensor) -> Tensor:
-        """[B, 1, T] (T a multiple of 100) -> mean of the final-norm patch tokens, [B, 360]."""
-        return self.patch_tokens(x).mean(dim=1)
-
-    def patch_tokens(self, x: Tensor) -> Tensor:
-        """Final-LayerNorm outputs of the patch tokens (CLS dropped), [B, A, 360]."""
+        """[B, 1, T] (T a multiple of 100) -> mean of the final-norm patch tokens (CLS dropped), [B, 360]."""
         b, c, t = x.shape
         if t % PATCH_SIZE or not 0 < t // PATCH_SIZE <= MAX_PATCHES:
             raise ValueError(f"{self.name} input length must be a multiple of {PATCH_SIZE} up to "
@@ -253,14 +241,15 @@ class SigmaPPGEncoder(PPGEncoder):
         tokens = self.pos_drop(tokens)
         for block in self.blocks:
             tokens = block(tokens)
-        return self.norm(tokens)[:, 1:]
+        return self.norm(tokens)[:, 1:].mean(dim=1)
 
     # -- weights --------------------------------------------------------------------------------
     def extract_state_dict(self, checkpoint: object) -> Mapping[str, Tensor]:
         """``checkpoint["model"]``: keep ``student.*`` keys with the prefix stripped, drop wrapper heads."""
         if not isinstance(checkpoint, Mapping) or not isinstance(checkpoint.get("model"), Mapping):
             raise CheckpointError(f"{self.name}: expected a dict holding a 'model' state dict (sigma.pth)")
-        state = {k: v for k, v in checkpoint["model"].items() if k.startswith(STUDENT_PREFIX)}
+        n = len(STUDENT_PREFIX)
+        state = {k[n:]: v for k, v in checkpoint["model"].items() if k.startswith(STUDENT_PREFIX)}
         if not state:
             raise CheckpointError(f"{self.name}: checkpoint 'model' holds no '{STUDENT_PREFIX}' keys")
-        return strip_prefix(state, STUDENT_PREFIX)
+        return state

@@ -1,10 +1,7 @@
 """Training and validation metrics of a head's outputs, computed on the device with torchmetrics.
 
-They are for monitoring (logged as ``train/<name>`` and ``val/<name>`` every epoch, no transfer to the
-CPU); the final test metrics keep their scikit-learn definitions in :mod:`ppgbench_pl.metrics`, and
-these agree with them on the same predictions: balanced accuracy is scikit-learn's (mean recall over the
-classes present in the labels), binary predictions count p >= 0.5 (logit >= 0) as positive, AUROC is
-the exact (threshold-free) one, MAE the mean over all outputs.
+For monitoring only (``train/<name>``, ``val/<name>``); they agree with the scikit-learn test metrics of
+:mod:`ppgbench_pl.metrics` on the same predictions (binary: logit >= 0 is positive; exact AUROC).
 """
 
 from __future__ import annotations
