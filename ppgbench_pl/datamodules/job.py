@@ -74,7 +74,6 @@ class JobDataModule(L.LightningDataModule):
         self._view: TaskView | None = None
         self._split: OuterSplit | None = None
 
-    # -- the splits ---------------------------------------------------------------------------------------
     def setup(self, stage: str | None = None) -> None:
         """Build the task view and the outer split (once; every stage shares them)."""
         if self._view is None:
@@ -100,7 +99,6 @@ class JobDataModule(L.LightningDataModule):
         train = self.split.train if train is None else train
         return holdout_positions(self.seed, self.repeat if repeat is None else repeat, self.view.groups, train)
 
-    # -- the rows ----------------------------------------------------------------------------------------
     def arrays(self, positions: np.ndarray) -> dict[str, np.ndarray]:
         """Loader columns of some positions of the view: ``y``, ``index`` and ``z`` or ``x`` with its stats."""
         view = self.view

@@ -109,7 +109,6 @@ class PPGDataModule(L.LightningDataModule):
         """The settings of this datamodule beyond dataset, tasks, seeds and folds (for the run identity)."""
         return dict(self._settings)
 
-    # -- data at a rate --------------------------------------------------------------------------
     def store(self, fs: float) -> ProcessedDataset:
         """The processed tree at ``fs`` (its capped part under a budget); synthetic data is generated on first use."""
         if self.dataset == "synthetic":

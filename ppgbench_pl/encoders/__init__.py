@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ppgbench_pl.encoders.catalog import CATALOG, REGISTERED
 from ppgbench_pl.errors import ConfigError
+from ppgbench_pl.lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from ppgbench_pl.encoders.base import PPGEncoder
@@ -40,13 +41,7 @@ class _Registry(Mapping[str, "type[PPGEncoder]"]):
 ENCODERS: Mapping[str, type[PPGEncoder]] = _Registry()
 
 
-def __getattr__(name: str) -> Any:
-    """``PPGEncoder`` on first access (it imports torch)."""
-    if name == "PPGEncoder":
-        from ppgbench_pl.encoders.base import PPGEncoder
-
-        return PPGEncoder
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, {"PPGEncoder": "base"})  # it imports torch
 
 
 __all__ = ["ENCODERS", "FOUNDATION_MODELS", "PPGEncoder"]

@@ -104,8 +104,7 @@ class AnyPPGEncoder(PPGEncoder):
     ) -> None:
         """Build the published configuration; load ``checkpoint`` strictly (or ``random_init: true``).
 
-        ``native_filter_padding: true`` pads the band-pass as the authors' MNE filter does (its ringing
-        length, 427 samples at 125 Hz) instead of SciPy's default (the published protocol): a deviation.
+        ``native_filter_padding: true`` pads the band-pass as the authors' MNE filter does: a deviation (#53).
         """
         super().__init__()
         self.native_filter_padding = switch_flag(self.name, "native_filter_padding", native_filter_padding)
@@ -126,8 +125,7 @@ class AnyPPGEncoder(PPGEncoder):
         """Butterworth(3) 0.5-8 Hz zero-phase band-pass, then per-window z-score: [B, T] -> [B, 1, T]."""
         super().preprocess(x)  # length check only
         filtered = butter_bandpass_sos(x, self.sampling_rate, BAND_HZ, order=3, ringing_pad=self.native_filter_padding)
-        out = zscore_window(filtered, eps=1e-6)
-        return out.unsqueeze(1) if out.ndim == 2 else out
+        return super().preprocess(zscore_window(filtered, eps=1e-6))
 
     def forward_features(self, x: Tensor) -> Tensor:
         """Stem, stages, then the plain mean over time."""

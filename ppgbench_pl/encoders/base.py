@@ -48,16 +48,9 @@ class PPGEncoder(nn.Module):
         super().__init__()
         self.checkpoint_path: str | None = None
 
-    # -- published weights or a deliberate random init ------------------------------------------
     @classmethod
     def random_weights(cls, init_args: Mapping[str, Any]) -> bool:
-        """Whether ``init_args`` ask for deliberately random weights (a published model needs a checkpoint).
-
-        Raises:
-            ConfigError: No checkpoint and no ``random_init: true`` (the line says how to get the weights),
-                or both a checkpoint and ``random_init: true``.
-
-        """
+        """Whether ``init_args`` ask for deliberate random weights; refuses both or neither with a checkpoint."""
         if cls.weights_source is None:
             return False
         checkpoint = checkpoint_setting(cls.name, init_args.get("checkpoint"))
@@ -129,7 +122,6 @@ class PPGEncoder(nn.Module):
         """Native preprocessing followed by feature extraction: windows -> embeddings."""
         return self.forward_features(self.preprocess(x, ppg_mean, ppg_std))
 
-    # -- weights -------------------------------------------------------------------------------
     def extract_state_dict(self, checkpoint: object) -> Mapping[str, Tensor]:
         """Pull this model's state dict out of a loaded checkpoint object (prefixes, nesting)."""
         return state_mapping(self.name, checkpoint)

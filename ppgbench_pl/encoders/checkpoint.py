@@ -40,7 +40,6 @@ def _refuse(what: str) -> pickle.UnpicklingError:
     return pickle.UnpicklingError(f"refused {what}")
 
 
-# -- NumPy objects, rebuilt with public NumPy ---------------------------------------------------------
 def _numpy_scalar(dtype: Any, data: Any) -> Any:
     """A NumPy scalar from its dtype and raw bytes (``multiarray.scalar``)."""
     if not isinstance(dtype, np.dtype) or dtype.hasobject or not isinstance(data, bytes | bytearray):
@@ -77,7 +76,6 @@ def extra_safe_globals() -> dict[str, Any]:
     return out
 
 
-# -- tensors of a plain pickle, rebuilt with public torch ---------------------------------------------
 def _load_storage(data: bytes) -> torch.TypedStorage:
     """A plain-pickled storage: its bytes are a legacy ``torch.save`` file, read weights-only."""
     storage = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
@@ -167,10 +165,8 @@ def pickle_globals(stream: IO[bytes]) -> Iterator[str]:
             yield f"<copyreg extension code {arg}>"
         elif op in _STRING_OPS:
             recent.append(arg.decode("latin1") if isinstance(arg, bytes) else arg)
-        elif op == "MEMOIZE":
-            memo[len(memo)] = recent[-1] if recent else None
-        elif op in ("PUT", "BINPUT", "LONG_BINPUT"):
-            memo[int(str(arg))] = recent[-1] if recent else None
+        elif op in ("MEMOIZE", "PUT", "BINPUT", "LONG_BINPUT"):
+            memo[len(memo) if op == "MEMOIZE" else int(str(arg))] = recent[-1] if recent else None
         elif op in ("GET", "BINGET", "LONG_BINGET"):
             recent.append(memo.get(int(str(arg))))
         elif opcode.stack_after:
@@ -242,7 +238,6 @@ def read_checkpoint_file(path: str | Path) -> Any:
 
     Raises:
         CheckpointError: The file names a global outside the allow-list, or is refused for another reason.
-
     """
     path = Path(path)
     kind = file_format(path)

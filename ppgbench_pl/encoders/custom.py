@@ -143,13 +143,7 @@ class CustomEncoder(PPGEncoder):
 
     @classmethod
     def random_weights(cls, init_args: Mapping[str, Any]) -> bool:
-        """Whether the module is evaluated untrained on purpose; without any weights source, refuse.
-
-        Raises:
-            ConfigError: None of ``checkpoint``, ``random_init: true``, ``weights_in_module: true`` is set,
-                or more than one is.
-
-        """
+        """Whether the module is evaluated untrained on purpose (exactly one weights source must be set)."""
         name = cls.default_name(init_args)
         random_init = bool(init_args.get("random_init", False))
         in_module = bool(init_args.get("weights_in_module", False))
@@ -167,7 +161,6 @@ class CustomEncoder(PPGEncoder):
                 f"untrained (reported as '{name}{RANDOM_INIT_SUFFIX}')")
         return random_init
 
-    # -- input ---------------------------------------------------------------------------------
     def preprocess(self, x: Tensor, ppg_mean: Tensor | None = None, ppg_std: Tensor | None = None) -> Tensor:
         """User callable, then normalisation, then the channel axis the module wants."""
         self.check_raw(x)
@@ -185,7 +178,6 @@ class CustomEncoder(PPGEncoder):
             x = x.unsqueeze(1)
         return x
 
-    # -- features ------------------------------------------------------------------------------
     def forward_features(self, x: Tensor) -> Tensor:
         """Module output reduced to ``[B, embed_dim]`` (tuple element 0, ``pooling``); another size is an error."""
         try:
@@ -267,7 +259,6 @@ class CustomEncoder(PPGEncoder):
                 "pooling setting fixes it: check the module, sampling_rate "
                 f"({self.sampling_rate:g} Hz gives {flat.shape[-1]}-sample windows) and min_samples")
 
-    # -- weights -------------------------------------------------------------------------------
     def weights_module(self) -> nn.Module:
         """Checkpoints hold the user's module's weights, not the wrapper's."""
         return self.module

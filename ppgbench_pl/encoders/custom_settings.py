@@ -22,11 +22,7 @@ PreprocessFn = Callable[[Tensor, float], Any]
 
 
 def resolve_callable(path: str) -> PreprocessFn:
-    """Import ``"pkg.module:function"`` or ``"pkg.module.function"``.
-
-    Raises:
-        ConfigError: The module cannot be imported, lacks the attribute, or it is not callable.
-    """
+    """Import ``"pkg.module:function"`` or ``"pkg.module.function"`` (ConfigError when that fails)."""
     module_name, sep, attr = path.partition(":")
     if not sep:
         module_name, _, attr = path.rpartition(".")
@@ -60,11 +56,7 @@ def code_digest(*objects: object) -> str:
 
 
 def check_own_name(name: str) -> None:
-    """Refuse a name ppgbench already gives a meaning (its card, overlap flags and role would be the model's).
-
-    Raises:
-        ConfigError: The name is taken (the message says by what).
-    """
+    """Refuse (ConfigError) a name ppgbench already gives a meaning: its card, flags and role would be the model's."""
     from ppgbench_pl.encoders.catalog import CATALOG
     from ppgbench_pl.naming import is_baseline
 

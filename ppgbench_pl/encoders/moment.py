@@ -141,11 +141,7 @@ def _flag(name: str, want: Any, have: Any) -> str | None:
 
 
 def check_moment_config(config: Mapping[str, Any], source: str) -> None:
-    """Refuse a MOMENT config.json whose stated sizes differ from MOMENT-1-small's (keys it states only).
-
-    Raises:
-        CheckpointError: One line listing every differing setting.
-    """
+    """Refuse (CheckpointError, one line) a MOMENT config.json stating sizes other than MOMENT-1-small's."""
     if "patch_len" not in config and isinstance(config.get("config"), Mapping):
         config = config["config"]  # hub-mixin files may nest the constructor's config
     diffs = [_flag(k, want, config[k]) for k, want in MOMENT_SETTINGS.items() if config.get(k) is not None]
@@ -190,14 +186,13 @@ class MomentSmallEncoder(PPGEncoder):
             self.encoder.gradient_checkpointing = False
 
     def deviations(self) -> list[str]:
-        """``moment_small.pad_to_context=True`` when switched on (the published input is the raw window, decision #12).
+        """``moment_small.pad_to_context=True`` when switched on (decision #12).
 
-        Not a ``protocol_switches`` entry: that would drop the default from the settings digest, which has
-        held ``pad_to_context`` since it existed, and change every published MOMENT run's identity.
+        Not a ``protocol_switches`` entry: that would drop the default from the settings digest (which has always
+        held it) and change every published MOMENT run's identity.
         """
         return [*super().deviations(), *([f"{type(self).name}.pad_to_context=True"] if self.pad_to_context else [])]
 
-    # -- forward -------------------------------------------------------------------------------
     def context(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """Apply the window policy to ``[B, C, T]``: returns the signal and its ``[B, T']`` input mask."""
         length = x.shape[-1]
@@ -233,7 +228,6 @@ class MomentSmallEncoder(PPGEncoder):
         """``[B, C, T]`` at 64 Hz -> ``[B, 512]`` under the configured window policy."""
         return self.embed(*self.context(x))
 
-    # -- weights -------------------------------------------------------------------------------
     def weights_file(self, path: Path) -> Path:
         """The weights inside an HF-style folder, or the file itself."""
         if not path.is_dir():

@@ -155,10 +155,8 @@ class SigmaPPGEncoder(PPGEncoder):
     ) -> None:
         """Build the published student; load ``checkpoint`` strictly (or ``random_init: true``).
 
-        The authors' input (deviations from the published protocol, named in every record): ``scale: unit``
-        min-max scales to [0, 1] instead of [-1, 1]; ``filter_before_crop: true`` filters and scales the whole
-        window and crops it to whole patches afterwards (the published protocol crops first, which changes
-        windows that are not a multiple of 100 samples, e.g. PPG-BP's 105).
+        The authors' input, a deviation (decision #53): ``scale: unit`` min-max scales to [0, 1];
+        ``filter_before_crop: true`` filters and scales the whole window, then crops it to whole patches.
         """
         super().__init__()
         if scale not in SCALES:
@@ -202,17 +200,10 @@ class SigmaPPGEncoder(PPGEncoder):
                 if m.bias is not None:
                     nn.init.zeros_(m.bias)
 
-    # -- input ----------------------------------------------------------------------------------
     def preprocess(self, x: Tensor, ppg_mean: Tensor | None = None, ppg_std: Tensor | None = None) -> Tensor:
-        """Crop the tail to whole patches, Butterworth(2) 0.5-8 Hz zero-phase, min-max to [-1, 1].
-
-        Switched to the authors' order (``filter_before_crop``), the whole window is filtered and scaled and
-        the tail cropped last; ``scale: unit`` scales to [0, 1].
-        """
+        """Crop the tail to whole patches, Butterworth(2) 0.5-8 Hz zero-phase, min-max to [-1, 1] (or the switches)."""
+        super().preprocess(x)  # at least one patch (min_samples)
         n = x.shape[-1]
-        if n < PATCH_SIZE:
-            raise ValueError(f"{self.name} needs windows of at least {PATCH_SIZE} samples (one patch), "
-                             f"got {n}")
         if n // PATCH_SIZE > MAX_PATCHES:
             raise ValueError(f"{self.name} accepts at most {MAX_PATCHES * PATCH_SIZE} samples, got {n}")
         keep = n - n % PATCH_SIZE
@@ -222,8 +213,7 @@ class SigmaPPGEncoder(PPGEncoder):
         # A constant window filters to ~1e-14 round-off that min-max would blow up to [-1, 1]; decide
         # flatness on the raw window so such windows give zeros, as intended.
         flat = (window.amax(dim=-1) == window.amin(dim=-1)).to(out.device)
-        out = torch.where(flat.unsqueeze(-1), torch.zeros_like(out), out)[..., :keep]
-        return out.unsqueeze(1) if out.ndim == 2 else out
+        return super().preprocess(torch.where(flat.unsqueeze(-1), torch.zeros_like(out), out)[..., :keep])
 
     def forward_features(self, x: Tensor) -> Tensor:
         """[B, 1, T] (T a multiple of 100) -> mean of the final-norm patch tokens (CLS dropped), [B, 360]."""
@@ -243,7 +233,6 @@ class SigmaPPGEncoder(PPGEncoder):
             tokens = block(tokens)
         return self.norm(tokens)[:, 1:].mean(dim=1)
 
-    # -- weights --------------------------------------------------------------------------------
     def extract_state_dict(self, checkpoint: object) -> Mapping[str, Tensor]:
         """``checkpoint["model"]``: keep ``student.*`` keys with the prefix stripped, drop wrapper heads."""
         if not isinstance(checkpoint, Mapping) or not isinstance(checkpoint.get("model"), Mapping):

@@ -14,11 +14,7 @@ from torchmetrics.regression import MeanAbsoluteError
 
 
 class BalancedAccuracy(Metric):
-    """scikit-learn's balanced accuracy from a confusion matrix kept on the device.
-
-    Args:
-        num_classes: Number of classes (2 for binary).
-    """
+    """scikit-learn's balanced accuracy (mean recall over the classes in the targets), on the device."""
 
     full_state_update = False
     higher_is_better = True
@@ -45,10 +41,7 @@ class BalancedAccuracy(Metric):
 
 
 class HeadMetrics(MetricCollection):
-    """The metrics of a loss: MAE (``mse``), AUROC + balanced accuracy (``bce``), balanced accuracy (``ce``).
-
-    :meth:`update` takes raw head outputs and loss targets, as :class:`~ppgbench_pl.tasks.EncoderTask` has.
-    """
+    """The metrics of a loss: MAE (``mse``), AUROC + balanced accuracy (``bce``), balanced accuracy (``ce``)."""
 
     def __init__(self, loss: str, n_outputs: int) -> None:
         if loss == "mse":

@@ -48,24 +48,16 @@ class ProbeTask(L.LightningModule):
         self._test_rows: list[np.ndarray] = []
         self.predictions: Predictions | None = None
 
-    def _set_fitted(self) -> None:
-        fitted = self.fitted
-        assert isinstance(fitted, torch.Tensor)
-        fitted.fill_(True)
-
     def fit_arrays(self, z: np.ndarray, y: np.ndarray, groups: np.ndarray | None = None,
                    folds: list[tuple[np.ndarray, np.ndarray]] | None = None) -> ProbeTask:
-        """Fit the estimator on arrays as they are (``folds``: inner splits, row indices into ``z``).
-
-        ``groups`` defaults to ``self.groups`` when that holds one group per row of ``z``.
-        """
+        """Fit the estimator on arrays as they are (``folds``: inner splits, row indices; ``groups``: self's)."""
         groups = self.groups if groups is None else groups
         with blas_threads(self.blas_threads):
             if folds is None:
                 self.estimator.fit(z, y, groups)
             else:
                 self.estimator.fit(z, y, groups, folds=folds)
-        self._set_fitted()
+        self.fitted.fill_(True)  # type: ignore[operator]
         return self
 
     def predict_arrays(self, z: np.ndarray) -> Predictions:
