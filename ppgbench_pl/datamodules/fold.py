@@ -1,10 +1,7 @@
 """One outer fold of one job, served to a fit-once probe through Lightning's loaders.
 
-The fit-once probes (linear, RF, label efficiency) train inside ``Trainer.fit`` as anomalib fits its
-memory-bank models: :meth:`FoldDataModule.setup` builds the fold's inner group folds, the training
-loader serves the outer-training embeddings as one batch (the probe gathers them in ``training_step``
-and fits once when the epoch ends), and the test loader serves the outer test rows. One batch each: the
-embeddings are already in memory, and a probe's grid search needs all rows at once.
+The training loader serves the outer-training embeddings as one batch (the probe fits once when the epoch
+ends, with the inner folds built in :meth:`FoldDataModule.setup`); the test loader serves the outer test rows.
 """
 
 from __future__ import annotations
@@ -21,9 +18,7 @@ class FoldDataModule(L.LightningDataModule):
     """The outer-training and outer-test rows of one job, and the inner folds of its grid search.
 
     Args:
-        z_train: Outer-training embeddings.
-        y_train: Their labels.
-        groups_train: Their subjects (the inner folds are subject-disjoint).
+        z_train: Outer-training embeddings (``y_train`` their labels, ``groups_train`` their subjects).
         z_test: Outer-test embeddings.
         seed: The outer seed (seeds the inner folds, as in every regime).
         n_inner_folds: Inner folds of the grid search (4 published).

@@ -1,17 +1,9 @@
 """One job's folds as a LightningDataModule: what every regime reads its rows from, and what a user trains on.
 
-A job is (task, outer seed, outer fold) of a :class:`~ppgbench_pl.datamodules.PPGDataModule`. Its
-:meth:`JobDataModule.setup` builds the task view at the requested rate and the subject-disjoint outer split;
-the 20 % group holdout of the neural regimes (``repeat``) and the inner group folds of the grid searches are
-derived from that split here and nowhere else, so a model trained with a plain ``Trainer.fit(model,
-datamodule=dm.job(...))`` sees exactly the rows the benchmark's job sees:
-
-* ``train_dataloader``: the holdout's fitting part of the outer-training subjects (shuffled),
-* ``val_dataloader``: the holdout's validation subjects,
-* ``test_dataloader`` / ``predict_dataloader``: the outer test subjects, in view order.
-
-Each batch is a dict: ``x`` (raw windows ``[B, T]`` at the rate) with ``ppg_mean``/``ppg_std``, or ``z``
-(cached embeddings, when given), plus ``y`` and ``index`` (positions into the task view).
+A job is (task, outer seed, outer fold). The neural regimes' 20 % group holdout and the grid searches' inner
+folds are derived here and nowhere else, so ``Trainer.fit(model, datamodule=dm.job(...))`` sees the job's rows:
+the holdout's fit part (train, shuffled), its validation part (val) and the outer test subjects (test,
+predict). Batches are dicts: ``x`` with ``ppg_mean``/``ppg_std`` (or cached ``z``), plus ``y`` and ``index``.
 """
 
 from __future__ import annotations
@@ -21,7 +13,7 @@ from typing import TYPE_CHECKING
 import lightning as L
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, StackDataset
 
 from ppgbench_pl.data.registry import TaskSpec, get_task
 from ppgbench_pl.data.splits import GroupHoldoutSplit, InnerGroupSplit, OuterSplit
@@ -32,20 +24,11 @@ if TYPE_CHECKING:
     from ppgbench_pl.datamodules.ppg import PPGDataModule
 
 
-class ArrayDataset(Dataset):
+class ArrayDataset(StackDataset):
     """Rows of several equally long arrays, returned as a dict per index."""
 
     def __init__(self, **arrays: np.ndarray) -> None:
-        lengths = {len(v) for v in arrays.values()}
-        assert len(lengths) == 1, "arrays must have equal length"
-        self.arrays = {k: torch.as_tensor(v) for k, v in arrays.items()}
-        self.length = lengths.pop()
-
-    def __len__(self) -> int:
-        return self.length
-
-    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
-        return {k: v[index] for k, v in self.arrays.items()}
+        super().__init__(**{k: torch.as_tensor(v) for k, v in arrays.items()})  # type: ignore[arg-type]
 
 
 def holdout_positions(seed: int, repeat: int, groups: np.ndarray, train: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -91,7 +74,6 @@ class JobDataModule(L.LightningDataModule):
         self._view: TaskView | None = None
         self._split: OuterSplit | None = None
 
-    # -- the splits ---------------------------------------------------------------------------------------
     def setup(self, stage: str | None = None) -> None:
         """Build the task view and the outer split (once; every stage shares them)."""
         if self._view is None:
@@ -117,7 +99,6 @@ class JobDataModule(L.LightningDataModule):
         train = self.split.train if train is None else train
         return holdout_positions(self.seed, self.repeat if repeat is None else repeat, self.view.groups, train)
 
-    # -- the rows ----------------------------------------------------------------------------------------
     def arrays(self, positions: np.ndarray) -> dict[str, np.ndarray]:
         """Loader columns of some positions of the view: ``y``, ``index`` and ``z`` or ``x`` with its stats."""
         view = self.view
@@ -143,12 +124,10 @@ class JobDataModule(L.LightningDataModule):
         return self.loader(self.holdout()[1])
 
     def test_dataloader(self) -> DataLoader:
-        """The outer test subjects, in view order."""
+        """The outer test subjects, in view order (also the predict loader)."""
         return self.loader(self.split.test)
 
-    def predict_dataloader(self) -> DataLoader:
-        """The outer test subjects, in view order (as :meth:`test_dataloader`)."""
-        return self.loader(self.split.test)
+    predict_dataloader = test_dataloader
 
     def test_labels(self) -> tuple[np.ndarray, np.ndarray]:
         """(labels, subjects) of the outer test rows, to score predictions with :func:`ppgbench_pl.metrics.evaluate`."""

@@ -1,11 +1,8 @@
 """The LightningDataModule that owns a dataset's windows and its subject-disjoint folds.
 
-One datamodule serves a whole evaluation: it reads (or, for the synthetic dataset, generates) the
-processed tree at each encoder's rate, builds task views and computes outer folds with the splitter
-classes of :mod:`ppgbench_pl.data.splits`. It holds no per-job state: :meth:`PPGDataModule.job` hands out
-the datamodule of one job (:class:`~ppgbench_pl.datamodules.job.JobDataModule`: outer split, holdout and
-inner folds, with Lightning's loaders), from which the engine builds each job's
-:class:`~ppgbench_pl.regimes.base.JobContext`; the only loader it serves itself is the embedding pass.
+It reads (or, for the synthetic dataset, generates) the processed tree at each encoder's rate, builds task
+views and outer folds, and hands out one job's datamodule (:meth:`PPGDataModule.job`); the only loader it
+serves itself is the embedding pass.
 """
 
 from __future__ import annotations
@@ -115,7 +112,6 @@ class PPGDataModule(L.LightningDataModule):
         """The settings of this datamodule beyond dataset, tasks, seeds and folds (for the run identity)."""
         return dict(self._settings)
 
-    # -- data at a rate --------------------------------------------------------------------------
     def store(self, fs: float) -> ProcessedDataset:
         """The processed tree at ``fs`` (its capped part under a budget); synthetic data is generated on first use."""
         if self.dataset == "synthetic":
@@ -157,12 +153,6 @@ class PPGDataModule(L.LightningDataModule):
             self._views[key] = view
         return self._views[key]
 
-    def check(self, rates: list[float]) -> None:
-        """Load every task view at every rate up front, so bad data fails before any job runs."""
-        for fs in rates:
-            for task in self.task_specs:
-                self.task_view(fs, task)
-
     def outer_split(self, view: TaskView, seed: int, fold: int) -> OuterSplit:
         """The outer fold ``fold`` of ``seed`` (positions into the task view), by :class:`OuterGroupSplit`."""
         splitter = OuterGroupSplit(self.dataset, seed, self.n_folds, all_groups=view.all_groups)
@@ -176,11 +166,7 @@ class PPGDataModule(L.LightningDataModule):
 
     def job(self, task: str | TaskSpec, seed: int, fold: int, fs: float | None = None, repeat: int = 0,
             embeddings: np.ndarray | None = None) -> JobDataModule:
-        """The datamodule of one (task, seed, outer fold) job: ``trainer.fit(model, datamodule=dm.job(...))``.
-
-        Its splits are the benchmark's for that job (every regime reads its rows from one), see
-        :class:`~ppgbench_pl.datamodules.job.JobDataModule`.
-        """
+        """The datamodule of one job, with the benchmark's splits: ``trainer.fit(model, datamodule=dm.job(...))``."""
         return JobDataModule(self, task, seed, fold, fs=fs, repeat=repeat, embeddings=embeddings)
 
     def windows_loader(self, fs: float) -> DataLoader:

@@ -1,19 +1,18 @@
 """Encoders: one plain ``nn.Module`` per model on the :class:`PPGEncoder` contract, and their registry.
 
-``ENCODERS[name]()`` builds a model with its published settings. The registry is derived from the
-torch-free table in :mod:`ppgbench_pl.encoders.catalog` (no registration by import side effect) and
-resolved on first use, so listing names imports neither torch nor ``transformers``. ``PPGEncoder`` is
-imported on first access for the same reason: ``import ppgbench_pl.encoders.catalog`` stays light.
+``ENCODERS[name]()`` builds a model with its published settings; the registry comes from the torch-free
+:mod:`ppgbench_pl.encoders.catalog` and imports a class (and ``PPGEncoder``, torch) only on first use.
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ppgbench_pl.encoders.catalog import CATALOG, REGISTERED
 from ppgbench_pl.errors import ConfigError
+from ppgbench_pl.lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from ppgbench_pl.encoders.base import PPGEncoder
@@ -42,13 +41,7 @@ class _Registry(Mapping[str, "type[PPGEncoder]"]):
 ENCODERS: Mapping[str, type[PPGEncoder]] = _Registry()
 
 
-def __getattr__(name: str) -> Any:
-    """``PPGEncoder`` on first access (it imports torch)."""
-    if name == "PPGEncoder":
-        from ppgbench_pl.encoders.base import PPGEncoder
-
-        return PPGEncoder
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, {"PPGEncoder": "base"})  # it imports torch
 
 
 __all__ = ["ENCODERS", "FOUNDATION_MODELS", "PPGEncoder"]

@@ -12,7 +12,7 @@ from typing import ClassVar
 import torch
 from torch import Tensor, nn
 
-from ppgbench_pl.encoders.base import PPGEncoder, seeded_init, switch_flag
+from ppgbench_pl.encoders.base import PPGEncoder, switch_flag
 from ppgbench_pl.encoders.layers import SameConv1d, SamePadMaxPool1d, pad_channels
 from ppgbench_pl.encoders.preprocessing import butter_bandpass_sos, zscore_window
 
@@ -53,51 +53,24 @@ class SEBottleneckBlock(nn.Module):
         self.se_fc2 = nn.Linear(out_channels // 2, out_channels)
         self.act = nn.SiLU()  # Swish: x * sigmoid(x)
         self.drop = nn.Dropout(dropout)
-        # Parameter-free, so it only exists where it acts (matches the checkpoint either way).
-        self.max_pool = SamePadMaxPool1d(stride) if downsample else None
+        self.max_pool = SamePadMaxPool1d(stride) if downsample else None  # parameter-free: only where it acts
 
     def forward(self, x: Tensor) -> Tensor:
         """Bottleneck, channel gating, then residual add."""
-        out = x
-        if not self.is_first_block:
-            out = self.drop(self.act(self.bn1(out)))
-        out = self.conv1(out)
-        out = self.conv2(self.drop(self.act(self.bn2(out))))
+        out = x if self.is_first_block else self.drop(self.act(self.bn1(x)))
+        out = self.conv2(self.drop(self.act(self.bn2(self.conv1(out)))))
         out = self.conv3(self.drop(self.act(self.bn3(out))))
         gate = torch.sigmoid(self.se_fc2(self.act(self.se_fc1(out.mean(dim=-1)))))
-        out = out * gate.unsqueeze(-1)
         identity = x if self.max_pool is None else self.max_pool(x)
-        if self.out_channels != self.in_channels:
-            identity = pad_channels(identity, self.out_channels)
-        return out + identity
+        return out * gate.unsqueeze(-1) + pad_channels(identity, self.out_channels)
 
 
 class SEStage(nn.Module):
-    """A run of blocks of one width; only the first one downsamples and widens."""
+    """A run of blocks of one width (``block_list``); only the first one downsamples and widens."""
 
-    def __init__(
-        self,
-        in_channels: int,
-        out_channels: int,
-        n_blocks: int,
-        kernel_size: int,
-        stride: int,
-        groups: int,
-        is_first_stage: bool,
-    ) -> None:
+    def __init__(self, blocks: list[SEBottleneckBlock]) -> None:
         super().__init__()
-        self.block_list = nn.ModuleList(
-            SEBottleneckBlock(
-                in_channels if i == 0 else out_channels,
-                out_channels,
-                kernel_size,
-                stride,
-                groups,
-                downsample=i == 0,
-                is_first_block=is_first_stage and i == 0,
-            )
-            for i in range(n_blocks)
-        )
+        self.block_list = nn.ModuleList(blocks)
 
     def forward(self, x: Tensor) -> Tensor:
         """Apply the blocks in order."""
@@ -131,33 +104,28 @@ class AnyPPGEncoder(PPGEncoder):
     ) -> None:
         """Build the published configuration; load ``checkpoint`` strictly (or ``random_init: true``).
 
-        ``native_filter_padding: true`` pads the band-pass as the authors' MNE filter does (its ringing
-        length, 427 samples at 125 Hz) instead of SciPy's default (the published protocol): a deviation.
+        ``native_filter_padding: true`` pads the band-pass as the authors' MNE filter does: a deviation (#53).
         """
         super().__init__()
         self.native_filter_padding = switch_flag(self.name, "native_filter_padding", native_filter_padding)
         if len(filter_list) != len(blocks_per_stage):
             raise ValueError("filter_list and blocks_per_stage must have the same length")
-        with seeded_init(self.settle_weights(checkpoint, random_init)):
+        with self.weights(checkpoint, random_init):
             self.first_conv = SameConv1d(1, base_filters, kernel_size, stride=2)  # stem stride fixed upstream
             self.first_bn = nn.BatchNorm1d(base_filters)
             self.first_activation = nn.SiLU()
-            stages = []
-            in_ch = base_filters
-            for i, (width, n_blocks) in enumerate(zip(filter_list, blocks_per_stage, strict=True)):
-                groups = width // groups_width
-                stages.append(SEStage(in_ch, width, n_blocks, kernel_size, stride, groups, i == 0))
-                in_ch = width
-            self.stage_list = nn.ModuleList(stages)
-        if checkpoint is not None:
-            self.load_pretrained(checkpoint)
+            widths = [base_filters, *filter_list]
+            self.stage_list = nn.ModuleList(
+                SEStage([SEBottleneckBlock(widths[i] if j == 0 else width, width, kernel_size, stride,
+                                           width // groups_width, downsample=j == 0,
+                                           is_first_block=i == 0 and j == 0) for j in range(n_blocks)])
+                for i, (width, n_blocks) in enumerate(zip(filter_list, blocks_per_stage, strict=True)))
 
     def preprocess(self, x: Tensor, ppg_mean: Tensor | None = None, ppg_std: Tensor | None = None) -> Tensor:
         """Butterworth(3) 0.5-8 Hz zero-phase band-pass, then per-window z-score: [B, T] -> [B, 1, T]."""
         super().preprocess(x)  # length check only
         filtered = butter_bandpass_sos(x, self.sampling_rate, BAND_HZ, order=3, ringing_pad=self.native_filter_padding)
-        out = zscore_window(filtered, eps=1e-6)
-        return out.unsqueeze(1) if out.ndim == 2 else out
+        return super().preprocess(zscore_window(filtered, eps=1e-6))
 
     def forward_features(self, x: Tensor) -> Tensor:
         """Stem, stages, then the plain mean over time."""

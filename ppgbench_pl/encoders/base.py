@@ -1,9 +1,7 @@
 """The encoder contract every model honours, in plain PyTorch (no Lightning, no data layer).
 
-An encoder receives windows already resampled to its native ``sampling_rate`` as a float tensor
-``[batch, time]`` plus the per-group PPG statistics, applies its own native preprocessing (filtering,
-normalisation, crop/pad: done here and nowhere else), and returns one embedding per window,
-``[batch, embed_dim]``.
+An encoder takes windows ``[batch, time]`` at its ``sampling_rate`` (plus the group PPG statistics), applies
+its own native preprocessing and returns one embedding per window, ``[batch, embed_dim]``.
 """
 
 from __future__ import annotations
@@ -28,11 +26,7 @@ RANDOM_INIT_SEED = 0
 
 
 class PPGEncoder(nn.Module):
-    """Base class for every encoder: native rate, embedding size, preprocessing, features, weights.
-
-    Subclasses set ``name``, ``sampling_rate`` and ``embed_dim`` and implement ``forward_features``.
-    ``preprocess`` defaults to adding a channel axis; models with native filtering override it.
-    """
+    """Base class: subclasses set ``name``, ``sampling_rate``, ``embed_dim`` and implement ``forward_features``."""
 
     name: ClassVar[str] = "encoder"
     sampling_rate: ClassVar[float] = 64.0
@@ -43,31 +37,20 @@ class PPGEncoder(nn.Module):
     trainable: ClassVar[bool] = True
     #: True when ``preprocess`` needs the group statistics ``ppg_mean``/``ppg_std``.
     uses_group_stats: ClassVar[bool] = False
-    #: Where the authors publish the weights (file, place, URL), for the refusal without a checkpoint.
-    #: ``None`` for encoders that are not a published model (controls, the test CNN): no refusal.
+    #: Where the authors publish the weights, for the refusal without a checkpoint (None: not a published model).
     weights_source: ClassVar[str | None] = None
-    #: Settings that can follow the authors' code instead of the published protocol, with their published
-    #: values. One set otherwise is a deviation (:meth:`deviations`: every record, table and W&B run names
-    #: it); at its published value it stays out of the settings digest, so published runs keep their identity.
+    #: Settings that may follow the authors' code instead of the published protocol, with their published
+    #: values: one set otherwise is a deviation (:meth:`deviations`); at its published value it stays out of
+    #: the settings digest, so published runs keep their identity.
     protocol_switches: ClassVar[dict[str, object]] = {}
 
     def __init__(self) -> None:
         super().__init__()
         self.checkpoint_path: str | None = None
 
-    # -- published weights or a deliberate random init ------------------------------------------
     @classmethod
     def random_weights(cls, init_args: Mapping[str, Any]) -> bool:
-        """Whether an encoder built from ``init_args`` has deliberately random weights.
-
-        A published model needs its authors' ``checkpoint``; without one it would silently be evaluated
-        with random weights under its published name, so that is refused unless ``random_init: true``.
-
-        Raises:
-            ConfigError: No checkpoint and no ``random_init: true`` (the line says how to get the weights),
-                or both a checkpoint and ``random_init: true``.
-
-        """
+        """Whether ``init_args`` ask for deliberate random weights; refuses both or neither with a checkpoint."""
         if cls.weights_source is None:
             return False
         checkpoint = checkpoint_setting(cls.name, init_args.get("checkpoint"))
@@ -86,12 +69,7 @@ class PPGEncoder(nn.Module):
 
     @classmethod
     def config_name(cls, init_args: Mapping[str, Any] | None = None) -> str:
-        """Return the name an encoder built from ``init_args`` will have, without building it (dry runs).
-
-        Raises:
-            ConfigError: The entry would be refused at build time (see :meth:`random_weights`).
-
-        """
+        """The name an encoder built from ``init_args`` will have, without building it (raises as it would)."""
         args = dict(init_args or {})
         return cls.default_name(args) + (RANDOM_INIT_SUFFIX if cls.random_weights(args) else "")
 
@@ -106,12 +84,18 @@ class PPGEncoder(nn.Module):
         if not any("name" in vars(base) for base in cls.__mro__[:cls.__mro__.index(PPGEncoder)]):
             cls.name = snake_case(cls.__name__)  # type: ignore[misc]
 
-    def settle_weights(self, checkpoint: str | Path | None, random_init: bool) -> bool:
-        """Apply :meth:`random_weights` in a constructor: refuse, or mark the name; True for random init."""
+    @contextlib.contextmanager
+    def weights(self, checkpoint: str | Path | None, random_init: bool) -> Iterator[None]:
+        """Build the network inside: refused or seeded per :meth:`random_weights`; ``checkpoint`` loads after."""
         self.random_init = type(self).random_weights({"checkpoint": checkpoint, "random_init": random_init})
         if self.random_init:
             self.name = type(self).name + RANDOM_INIT_SUFFIX  # type: ignore[misc]  # per-instance name
-        return self.random_init
+        with torch.random.fork_rng(devices=[], enabled=self.random_init):
+            if self.random_init:
+                torch.manual_seed(RANDOM_INIT_SEED)
+            yield
+        if checkpoint is not None:
+            self.load_pretrained(checkpoint)
 
     def deviations(self) -> list[str]:
         """``<encoder>.<setting>=<value>`` for each of :attr:`protocol_switches` set off its published value."""
@@ -124,6 +108,12 @@ class PPGEncoder(nn.Module):
             raise ValueError(f"{self.name} needs windows of at least {self.min_samples} samples, got {x.shape[-1]}")
         return x.unsqueeze(1) if x.ndim == 2 else x
 
+    def check_raw(self, x: Tensor) -> None:
+        """Refuse anything but raw windows ``[B, T]`` long enough for the model."""
+        if x.ndim != 2:
+            raise ValueError(f"{self.name} expects raw windows [B, T], got shape {tuple(x.shape)}")
+        PPGEncoder.preprocess(self, x)
+
     def forward_features(self, x: Tensor) -> Tensor:
         """Embed preprocessed input into ``[B, embed_dim]``."""
         raise NotImplementedError
@@ -132,12 +122,9 @@ class PPGEncoder(nn.Module):
         """Native preprocessing followed by feature extraction: windows -> embeddings."""
         return self.forward_features(self.preprocess(x, ppg_mean, ppg_std))
 
-    # -- weights -------------------------------------------------------------------------------
     def extract_state_dict(self, checkpoint: object) -> Mapping[str, Tensor]:
         """Pull this model's state dict out of a loaded checkpoint object (prefixes, nesting)."""
-        if not isinstance(checkpoint, Mapping):
-            raise CheckpointError(f"{self.name}: checkpoint is a {type(checkpoint).__name__}, not a state dict")
-        return checkpoint
+        return state_mapping(self.name, checkpoint)
 
     def read_checkpoint(self, path: Path) -> object:
         """Read the checkpoint file, unpickling only allow-listed types (never code from the file)."""
@@ -163,11 +150,7 @@ class PPGEncoder(nn.Module):
         return self
 
     def checkpoint_digest(self) -> str:
-        """Content hash of the weights: part of the embedding-cache key.
-
-        The checkpoint file's SHA-256 when one was loaded, otherwise a hash of the current state dict
-        (so a seeded random init or a parameter-free control still has a stable identity).
-        """
+        """Content hash of the weights (embedding-cache key): the checkpoint file's SHA-256, else the state dict's."""
         if self.checkpoint_path is not None:
             return file_sha256(Path(self.checkpoint_path))
         digest = hashlib.sha256(type(self).__qualname__.encode())
@@ -178,44 +161,34 @@ class PPGEncoder(nn.Module):
 
 
 def switch_flag(name: str, setting: str, value: object) -> bool:
-    """A true/false protocol switch as given, refusing anything else (``"false"`` would read as on).
-
-    Raises:
-        ConfigError: ``value`` is not a bool.
-
-    """
+    """A true/false protocol switch as given, refusing anything else (``"false"`` would read as on)."""
     if not isinstance(value, bool):
         raise ConfigError(f"{name}: {setting} must be true or false, got {value!r}")
     return value
 
 
 def checkpoint_setting(name: str, value: object) -> object:
-    """``checkpoint`` as given, refusing text that means "no checkpoint" (``None`` from a command line).
-
-    Raises:
-        ConfigError: An empty string or ``None``/``null`` written as text.
-
-    """
+    """``checkpoint`` as given, refusing text that means "no checkpoint" (``None`` from a command line)."""
     if isinstance(value, str) and value.strip().lower() in ("", "none", "null"):
         raise ConfigError(f"{name}: checkpoint {value!r} is text, not a file; to give no checkpoint leave it "
                           "out (or write checkpoint: null in YAML)")
     return value
 
 
-@contextlib.contextmanager
-def seeded_init(active: bool, seed: int = RANDOM_INIT_SEED) -> Iterator[None]:
-    """Build under a fixed CPU seed when ``active`` (a deliberate random init); the global RNG is kept."""
-    if not active:
-        yield
-        return
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        yield
+def state_mapping(name: str, state: object, what: str = "checkpoint") -> Mapping[str, Tensor]:
+    """``state`` if it is a mapping, else a one-line refusal."""
+    if not isinstance(state, Mapping):
+        raise CheckpointError(f"{name}: {what} is a {type(state).__name__}, not a state dict")
+    return state
 
 
 def strip_prefix(state: Mapping[str, Tensor], prefix: str) -> dict[str, Tensor]:
     """Remove ``prefix`` from every key that has it (e.g. ``module.`` from DataParallel)."""
     return {(k[len(prefix):] if k.startswith(prefix) else k): v for k, v in state.items()}
+
+
+def _some(keys: list[str]) -> str:
+    return ", ".join(keys[:8]) + (f" (+{len(keys) - 8} more)" if len(keys) > 8 else "")
 
 
 def load_state_dict_strict(module: nn.Module, state: Mapping[str, Tensor], source: str) -> None:
@@ -224,32 +197,18 @@ def load_state_dict_strict(module: nn.Module, state: Mapping[str, Tensor], sourc
     loose = sorted(k for k, v in state.items() if k in own and not isinstance(v, Tensor))
     if loose:  # e.g. a 0-d tensor saved as a Python int: torch would raise deep inside load_state_dict
         kinds = sorted({type(state[k]).__name__ for k in loose})
-        raise CheckpointError(f"{source}: checkpoint entries [{', '.join(loose[:8])}"
-                              f"{f' (+{len(loose) - 8} more)' if len(loose) > 8 else ''}] are {'/'.join(kinds)} "
-                              "values, not tensors (0-d tensors saved as Python numbers?); save the weights with "
+        raise CheckpointError(f"{source}: checkpoint entries [{_some(loose)}] are {'/'.join(kinds)} values, not "
+                              "tensors (0-d tensors saved as Python numbers?); save the weights with "
                               "torch.save(model.state_dict())")
-    missing = sorted(set(own) - set(state))
-    unexpected = sorted(set(state) - set(own))
-    wrong_shape = sorted(k for k in set(own) & set(state) if tuple(own[k].shape) != tuple(state[k].shape))
-    if missing or unexpected or wrong_shape:
-        def _fmt(keys: list[str]) -> str:
-            return ", ".join(keys[:8]) + (f" (+{len(keys) - 8} more)" if len(keys) > 8 else "")
-
-        parts = []
-        if missing:
-            parts.append(f"missing keys [{_fmt(missing)}]")
-        if unexpected:
-            parts.append(f"unexpected keys [{_fmt(unexpected)}]")
-        if wrong_shape:
-            parts.append(f"wrong shapes [{_fmt(wrong_shape)}]")
+    problems = {"missing keys": sorted(set(own) - set(state)), "unexpected keys": sorted(set(state) - set(own)),
+                "wrong shapes": sorted(k for k in set(own) & set(state) if own[k].shape != state[k].shape)}
+    parts = [f"{label} [{_some(keys)}]" for label, keys in problems.items() if keys]
+    if parts:
         raise CheckpointError(f"{source}: checkpoint does not fit {type(module).__name__}: " + "; ".join(parts))
     module.load_state_dict(state, strict=True)
 
 
-def file_sha256(path: Path, chunk: int = 1 << 20) -> str:
+def file_sha256(path: Path) -> str:
     """SHA-256 of a file's bytes, streamed."""
-    digest = hashlib.sha256()
     with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(chunk), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, "sha256").hexdigest()

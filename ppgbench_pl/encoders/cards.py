@@ -1,12 +1,7 @@
 """A model card for every encoder of the catalog: paper, weights and licence, and what it was pretrained on.
 
-Plain data beside :mod:`ppgbench_pl.encoders.catalog` (whose rate, size and weights source each card
-repeats, so the two cannot drift), read by ``ppgbench list encoders``, ``ppgbench cite`` and the overlap
-flags. The facts and their statuses come from the sources listed in ``docs/cards.md``; an unconfirmed
-fact stays ``unconfirmed`` here, and a citation field no source confirmed is listed in the citation's
-``unconfirmed`` (written into its BibTeX). Authors beyond those found are ``and others``. A user's model
-(``custom``) declares its own pretraining data (``CustomEncoder(pretraining_data=...)``); without a
-declaration it is ``unknown``.
+Read by ``ppgbench list encoders``, ``ppgbench cite`` and the overlap flags; facts and statuses come from the
+sources in ``docs/cards.md`` (unconfirmed ones stay ``unconfirmed``, also in a citation's BibTeX).
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """Every encoder ppgbench knows, as a static table: rate, window, embedding size, parameters, weights.
 
-``ppgbench list encoders`` reads this table, so it imports nothing heavy: no torch, no encoder module
-(importing ``ppgbench_pl.encoders.catalog`` must keep ``ppgbench list`` under a second).
-``tests/encoders/test_catalog.py`` builds every entry's real class and checks each number here against
-it, so the table cannot drift from the code. The registry ``ppgbench_pl.encoders.ENCODERS`` is derived
-from this table too.
+Torch-free, so ``ppgbench list encoders`` stays fast; ``tests/encoders/test_catalog.py`` checks every number
+against the real class, and the registry ``ppgbench_pl.encoders.ENCODERS`` is derived from it.
 """
 
 from __future__ import annotations
@@ -22,15 +19,12 @@ class PublishedWeights:
     """Where the authors publish a model's weights and the version ppgbench expects (``download --weights``).
 
     Attributes:
-        host: ``zenodo`` (a record of Zenodo's records API), ``huggingface`` (a model repository) or
-            ``github`` (a file of a repository, plain or Git LFS).
+        host: ``zenodo`` (a record), ``huggingface`` (a model repository) or ``github`` (plain or Git LFS).
         repo: The Zenodo record id, or the repository (``owner/name``).
-        revision: The version expected: the Zenodo record id of that version, or the repository commit.
-            None where no commit was known when this table was written: then the commit fetched is recorded
-            with the weights (the download says it is unpinned).
+        revision: The Zenodo record id of the version, or the repository commit (None: unpinned, the commit
+            fetched is recorded).
         files: What to fetch: Zenodo file keys or repository paths.
-        checkpoint: What ``checkpoint:`` points at inside the fetched folder: a file, an archive member, or
-            ``.`` for the folder itself.
+        checkpoint: What ``checkpoint:`` points at in the fetched folder (a file, an archive member, or ``.``).
 
     """
 
@@ -52,19 +46,11 @@ class EncoderEntry:
 
     Attributes:
         name: Registry name, and the model name in records and tables (``custom``: the user's ``name``).
-        class_path: What a config's ``class_path`` names.
         native_fs: Rate (Hz) every dataset is resampled to for this model (None: the user's setting).
-        window_samples: Benchmark window lengths (8 s, 10 s) in samples at ``native_fs``, after the model's
-            own cropping (SigmaPPG crops to whole 100-sample patches).
-        min_samples: Shortest window the model accepts.
-        embedding_dim: Embedding size (None: measured from the user's module).
+        window_samples: The 8 s and 10 s windows in samples at ``native_fs``, after the model's own cropping.
         parameters: Parameter count, each shared tensor once (None: the user's module).
-        weights: Where the weights come from, in our words.
-        weights_url: Where they are published (None: nothing to download).
         checkpoint_required: True when building without ``checkpoint`` is refused (unless ``random_init``).
-        role: ``model`` (evaluated), ``control`` (a reference point the findings compare against) or
-            ``test`` (a stand-in that exercises the code paths, not a published model).
-        description: One line on the architecture.
+        role: ``model`` (evaluated), ``control`` (a reference point) or ``test`` (a stand-in for the code paths).
         published: How ``ppgbench download --weights`` fetches the weights (None: nothing to fetch).
 
     """

@@ -1,23 +1,11 @@
-"""Reading checkpoint files without ever running code from them.
+"""Reading checkpoint files without ever running code from them (a pickle can call any importable callable).
 
-A pickle can name any importable callable (``os.system``, ``builtins.exec``, ...) and have the unpickler
-call it, so a downloaded or shared checkpoint is untrusted input. Every encoder reads its weights through
-:func:`read_checkpoint_file`, which only uses public APIs:
-
-- ``torch.save`` files (zip and legacy formats) are read by ``torch.load(..., weights_only=True)``, with
-  :func:`extra_safe_globals` allow-listed through ``torch.serialization.safe_globals``. For zip files,
-  ``torch.serialization.get_unsafe_globals_in_checkpoint`` lists the globals first (a static scan:
-  nothing is imported or called) so the one-line refusal names the offender; a legacy file is refused by
-  the weights-only unpickler itself, whose message names the global.
-- a plain :func:`pickle.dump` file (torch has no public reader for it) is scanned with
-  :func:`pickle_globals`, then read by our own unpickler, which resolves only :func:`plain_pickle_globals`.
-  The torch and NumPy reconstructors such a pickle names are *names in the file*: they are mapped to
-  rebuilders written here on public APIs (``Tensor.set_``, ``torch.load(weights_only=True)``,
-  ``np.frombuffer``); the named private functions are never imported.
-
-The allow-list beyond torch's weights-only set is exactly what the authors' training checkpoints hold
-besides tensors: NumPy scalars and arrays (PulsePPG's ``test_loss``) and ``argparse.Namespace``
-(SigmaPPG's ``args``). There is no fallback to a full unpickle.
+``torch.save`` files are read by ``torch.load(weights_only=True)`` with :func:`extra_safe_globals` allowed; zip
+files are scanned first (``get_unsafe_globals_in_checkpoint``) so the refusal names the offender. A plain
+:func:`pickle.dump` file is scanned with :func:`pickle_globals`, then read by an unpickler that resolves only
+:func:`plain_pickle_globals`: the torch/NumPy reconstructors it names are mapped to rebuilders written here on
+public APIs, never imported. Beyond tensors the allow-list holds what the authors' checkpoints hold: NumPy
+scalars and arrays (PulsePPG's ``test_loss``) and ``argparse.Namespace`` (SigmaPPG's ``args``).
 """
 
 from __future__ import annotations
@@ -46,19 +34,14 @@ _LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
 _STRING_OPS = frozenset({"SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "UNICODE",
                          "SHORT_BINSTRING", "BINSTRING", "STRING"})
 _GLOBAL_NAME = re.compile(r"GLOBAL ([A-Za-z_][\w.]*)")
-#: Where NumPy 1 (``numpy.core``) and NumPy 2 (``numpy._core``) pickles say their reconstructors live.
-_NUMPY_PACKAGES = ("numpy.core", "numpy._core")
-#: Where a plain-pickled tensor says its rebuilders live (names read from the file, never imported).
-_TORCH_UTILS, _TORCH_STORAGE = "torch._utils", "torch.storage"
 
 
 def _refuse(what: str) -> pickle.UnpicklingError:
     return pickle.UnpicklingError(f"refused {what}")
 
 
-# -- NumPy objects, rebuilt with public NumPy ---------------------------------------------------------
 def _numpy_scalar(dtype: Any, data: Any) -> Any:
-    """A NumPy scalar from its dtype and raw bytes (what ``multiarray.scalar`` is pickled with)."""
+    """A NumPy scalar from its dtype and raw bytes (``multiarray.scalar``)."""
     if not isinstance(dtype, np.dtype) or dtype.hasobject or not isinstance(data, bytes | bytearray):
         raise _refuse(f"a NumPy scalar of {dtype!r}")
     return np.frombuffer(data, dtype=dtype)[0]
@@ -78,10 +61,12 @@ def _numpy_frombuffer(buffer: Any, dtype: Any, shape: Any, order: Any) -> np.nda
     return np.frombuffer(buffer, dtype=dtype).reshape(shape, order=order)
 
 
-def _numpy_globals() -> dict[str, Any]:
-    """NumPy scalars, dtypes and arrays, under both the NumPy 1 and NumPy 2 module names."""
-    out: dict[str, Any] = {"numpy.dtype": np.dtype, "numpy.ndarray": np.ndarray}
-    for package in _NUMPY_PACKAGES:
+@cache
+def extra_safe_globals() -> dict[str, Any]:
+    """What the authors' checkpoints hold beyond torch's weights-only set, by pickle name (NumPy 1 and 2)."""
+    out: dict[str, Any] = {"numpy.dtype": np.dtype, "numpy.ndarray": np.ndarray,
+                           "argparse.Namespace": argparse.Namespace}
+    for package in ("numpy.core", "numpy._core"):
         out[f"{package}.multiarray.scalar"] = _numpy_scalar
         out[f"{package}.multiarray._reconstruct"] = _numpy_reconstruct
         out[f"{package}.numeric._frombuffer"] = _numpy_frombuffer
@@ -91,13 +76,6 @@ def _numpy_globals() -> dict[str, Any]:
     return out
 
 
-@cache
-def extra_safe_globals() -> dict[str, Any]:
-    """Return what the authors' checkpoints hold beyond torch's weights-only set, by pickle name."""
-    return {**_numpy_globals(), "argparse.Namespace": argparse.Namespace}
-
-
-# -- tensors of a plain pickle, rebuilt with public torch ---------------------------------------------
 def _load_storage(data: bytes) -> torch.TypedStorage:
     """A plain-pickled storage: its bytes are a legacy ``torch.save`` file, read weights-only."""
     storage = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
@@ -138,10 +116,10 @@ def plain_pickle_globals() -> dict[str, Any]:
     """Every global a plain-pickle checkpoint may name, mapped to what the reader builds for it."""
     dtypes = {f"torch.{name}": value for name, value in vars(torch).items()
               if isinstance(value, torch.dtype) and not name.startswith("_")}
-    rebuilders: dict[str, Callable[..., Any]] = {
-        f"{_TORCH_UTILS}._rebuild_tensor_v2": _rebuild_tensor,
-        f"{_TORCH_UTILS}._rebuild_parameter": _rebuild_parameter,
-        f"{_TORCH_STORAGE}._load_from_bytes": _load_storage,
+    rebuilders: dict[str, Callable[..., Any]] = {  # names read from the file, never imported
+        "torch._utils._rebuild_tensor_v2": _rebuild_tensor,
+        "torch._utils._rebuild_parameter": _rebuild_parameter,
+        "torch.storage._load_from_bytes": _load_storage,
     }
     containers = {"collections.OrderedDict": collections.OrderedDict, "builtins.set": set,
                   "builtins.frozenset": frozenset, "builtins.bytearray": bytearray,
@@ -165,10 +143,10 @@ def _canonical(module: str, name: str) -> str:
 
 
 def pickle_globals(stream: IO[bytes]) -> Iterator[str]:
-    """Globals one pickle (from the stream's position up to its STOP) names, without unpickling it.
+    """Globals one pickle (from the stream's position to its STOP) names, without unpickling it.
 
-    ``STACK_GLOBAL`` takes its names from the stack; they are tracked through the memo. A name built at
-    load time, or an extension-registry code, is reported as such, which no allow-list contains.
+    ``STACK_GLOBAL`` names are tracked through the stack and memo; a name built at load time or an extension
+    code is reported as such (no allow-list contains it).
     """
     memo: dict[int, Any] = {}
     recent: list[Any] = []
@@ -187,10 +165,8 @@ def pickle_globals(stream: IO[bytes]) -> Iterator[str]:
             yield f"<copyreg extension code {arg}>"
         elif op in _STRING_OPS:
             recent.append(arg.decode("latin1") if isinstance(arg, bytes) else arg)
-        elif op == "MEMOIZE":
-            memo[len(memo)] = recent[-1] if recent else None
-        elif op in ("PUT", "BINPUT", "LONG_BINPUT"):
-            memo[int(str(arg))] = recent[-1] if recent else None
+        elif op in ("MEMOIZE", "PUT", "BINPUT", "LONG_BINPUT"):
+            memo[len(memo) if op == "MEMOIZE" else int(str(arg))] = recent[-1] if recent else None
         elif op in ("GET", "BINGET", "LONG_BINGET"):
             recent.append(memo.get(int(str(arg))))
         elif opcode.stack_after:
@@ -212,10 +188,7 @@ def file_format(path: Path) -> str:
 
 
 def _scan(path: Path, kind: str) -> Iterator[str]:
-    """Globals the file names that its reader would refuse (call inside :func:`_torch_safe_globals`).
-
-    A legacy file has no static scan here: its weights-only unpickler names what it refuses.
-    """
+    """Globals the file names that its reader would refuse (legacy files: the unpickler names them)."""
     if kind == "zip":
         try:
             names = torch.serialization.get_unsafe_globals_in_checkpoint(path)
@@ -260,22 +233,15 @@ def _torch_refusal(path: Path, exc: Exception) -> CheckpointError:
     return CheckpointError(f"{path}: refused to load: the weights-only unpickler rejected it ({detail})")
 
 
-def _torch_safe_globals() -> torch.serialization.safe_globals:
-    """Allow-list :func:`extra_safe_globals` (by pickle name) for the weights-only unpickler."""
-    return torch.serialization.safe_globals([(obj, name) for name, obj in extra_safe_globals().items()])
-
-
 def read_checkpoint_file(path: str | Path) -> Any:
     """Load a ``torch.save`` file or a plain pickle to the CPU, unpickling allow-listed globals only.
 
     Raises:
-        CheckpointError: The file names a global outside the allow-list (one line naming the file and
-            the global), or the restricted unpickler refuses it for another reason.
-
+        CheckpointError: The file names a global outside the allow-list, or is refused for another reason.
     """
     path = Path(path)
     kind = file_format(path)
-    with _torch_safe_globals():
+    with torch.serialization.safe_globals([(obj, name) for name, obj in extra_safe_globals().items()]):
         for name in _scan(path, kind):
             raise refusal(path, name)
         if kind != "pickle":

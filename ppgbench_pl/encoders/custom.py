@@ -1,8 +1,6 @@
 """Bring your own model: wrap any importable ``nn.Module`` as a :class:`PPGEncoder` from YAML alone.
 
-A user's network rarely follows our contract: it may want ``[B, 1, T]`` or ``[B, T]``, return a feature
-map or a tuple, expect its own filtering, or ship weights nested in a training checkpoint. Every such
-difference is a setting of :class:`CustomEncoder`, so no adapter class has to be written::
+Input layout, output pooling, own filtering and nested checkpoints are settings, so no adapter is written::
 
     encoder:
       class_path: ppgbench_pl.encoders.custom.CustomEncoder
@@ -28,13 +26,15 @@ from torch import Tensor, nn
 from ppgbench_pl.cards.declaration import parse_declaration
 from ppgbench_pl.cards.types import PretrainingSource
 from ppgbench_pl.encoders.base import RANDOM_INIT_SUFFIX, PPGEncoder, checkpoint_setting
-from ppgbench_pl.encoders.custom_output import one_line, reduce_output, shape_hint
 from ppgbench_pl.encoders.custom_settings import (
     check_choice,
     check_own_name,
     check_sampling_rate,
     code_digest,
+    one_line,
+    reduce_output,
     resolve_callable,
+    shape_hint,
 )
 from ppgbench_pl.encoders.preprocessing import zscore_window
 from ppgbench_pl.errors import CheckpointError, ConfigError
@@ -47,37 +47,24 @@ PROBE_SECONDS = 10.0
 class CustomEncoder(PPGEncoder):
     """Any ``nn.Module`` as an encoder: input layout, normalisation, pooling and weights set from YAML.
 
-    The wrapper's ``preprocess`` runs, in this order: the user's ``preprocess`` callable on ``[B, T]``,
-    then ``normalize``, then a channel axis when ``input_shape`` is ``BCT``. ``forward_features`` calls
-    the module, keeps element 0 of a tuple/list output and applies ``pooling`` to a ``[B, C, T]`` map.
-
     Args:
         module: The user's network, built by jsonargparse from ``class_path``/``init_args``.
         sampling_rate: Native rate in Hz; the benchmark resamples every dataset to it.
-        name: Model name in job ids, records and tables (must differ from the controls' names); default:
-            the snake case of the module's class name (``TinyPPGCNN`` -> ``tiny_ppg_cnn``).
+        name: Model name in records and tables; default: the snake case of the module's class name.
         embed_dim: Embedding size; when omitted it is measured with one forward of a 10 s dummy window.
         checkpoint: Weights to load strictly into ``module`` (only tensors and plain data are unpickled).
-            Without one, set ``random_init: true`` (the name gets `` (random init)``) or
-            ``weights_in_module: true``.
-        state_dict_key: Key under which the checkpoint nests the state dict (``state_dict``, ``model``,
-            ``net``, ...); ``None`` for a bare state dict.
-        key_prefix: Only keys starting with this prefix are taken, and it is stripped (``module.`` of
-            DataParallel, ``model.`` of a Lightning checkpoint, ...).
-        preprocess: Dotted path of a callable ``(x: Tensor[B, T], fs: float) -> Tensor`` (NumPy arrays
-            are accepted as output) applied before normalisation: filtering, cropping, ...
+        state_dict_key: Key under which the checkpoint nests the state dict (``state_dict``, ``model``, ...).
+        key_prefix: Only keys with this prefix are taken, and it is stripped (``module.``, ``model.``, ...).
+        preprocess: Dotted path of a callable ``(x: Tensor[B, T], fs: float) -> Tensor`` (or NumPy array)
+            applied before ``normalize``: filtering, cropping, ...
         input_shape: ``BCT`` gives the module ``[B, 1, T]``, ``BT`` gives ``[B, T]``.
         normalize: ``window_zscore`` z-scores each window (population std + 1e-6); ``none`` leaves it.
         pooling: ``mean``/``max`` over the last axis of a ``[B, C, T]`` output; ``none`` expects ``[B, D]``.
-        min_samples: Shortest window the module accepts (shorter ones are refused with a clear error).
-        random_init: No checkpoint on purpose: evaluate the module as its constructor initialised it; the
-            name becomes ``<name> (random init)`` in every record and table.
-        weights_in_module: No checkpoint because the module carries its weights itself (it loads them in
-            its constructor, or it has none); the name is unchanged.
-        pretraining_data: What the module was pretrained on, as names of the source-database vocabulary
-            (``[mesa, vitaldb]``, an item may say ``mesa (unconfirmed)``), ``[]`` for none, or ``unknown``
-            (the default, reported as such). It sets the records' ``pretraining_overlap`` flag and
-            changes no number, so it is not part of the run identity.
+        min_samples: Shortest window the module accepts.
+        random_init: No checkpoint on purpose: evaluated as initialised, named ``<name> (random init)``.
+        weights_in_module: No checkpoint because the module carries its weights itself (or has none).
+        pretraining_data: Source databases the module was pretrained on (``[mesa, vitaldb]``, an item may say
+            ``mesa (unconfirmed)``), ``[]`` for none, or ``unknown``; sets the overlap flags, not the identity.
 
     Raises:
         ConfigError: A setting is invalid or the preprocess callable cannot be imported.
@@ -156,13 +143,7 @@ class CustomEncoder(PPGEncoder):
 
     @classmethod
     def random_weights(cls, init_args: Mapping[str, Any]) -> bool:
-        """Whether the module is evaluated untrained on purpose; without any weights source, refuse.
-
-        Raises:
-            ConfigError: None of ``checkpoint``, ``random_init: true``, ``weights_in_module: true`` is set,
-                or more than one is.
-
-        """
+        """Whether the module is evaluated untrained on purpose (exactly one weights source must be set)."""
         name = cls.default_name(init_args)
         random_init = bool(init_args.get("random_init", False))
         in_module = bool(init_args.get("weights_in_module", False))
@@ -180,12 +161,9 @@ class CustomEncoder(PPGEncoder):
                 f"untrained (reported as '{name}{RANDOM_INIT_SUFFIX}')")
         return random_init
 
-    # -- input ---------------------------------------------------------------------------------
     def preprocess(self, x: Tensor, ppg_mean: Tensor | None = None, ppg_std: Tensor | None = None) -> Tensor:
         """User callable, then normalisation, then the channel axis the module wants."""
-        if x.ndim != 2:
-            raise ValueError(f"{self.name} expects raw windows [B, T], got shape {tuple(x.shape)}")
-        super().preprocess(x)
+        self.check_raw(x)
         if self._preprocess_fn is not None:
             out = self._preprocess_fn(x, self.sampling_rate)
             if isinstance(out, np.ndarray):
@@ -200,31 +178,22 @@ class CustomEncoder(PPGEncoder):
             x = x.unsqueeze(1)
         return x
 
-    # -- features ------------------------------------------------------------------------------
-    def pooled(self, x: Tensor) -> Tensor:
-        """Module output for preprocessed input, reduced to ``[B, D]`` (tuple element 0, pooling)."""
-        try:
-            return reduce_output(self.module(x), self.pooling, x.shape[0])
-        except ValueError as exc:
-            hint = f" ({shape_hint(self.input_shape)})"
-            raise ValueError(f"{self.name}: {exc}{hint}") from None
-
     def forward_features(self, x: Tensor) -> Tensor:
-        """Embeddings ``[B, embed_dim]``; a size that differs from ``embed_dim`` is an error."""
-        out = self.pooled(x)
+        """Module output reduced to ``[B, embed_dim]`` (tuple element 0, ``pooling``); another size is an error."""
+        try:
+            out = reduce_output(self.module(x), self.pooling, x.shape[0])
+        except ValueError as exc:
+            raise ValueError(f"{self.name}: {exc} ({shape_hint(self.input_shape)})") from None
         if out.shape[1] != self.embed_dim:
             raise ValueError(f"{self.name}: module gives {out.shape[1]}-d embeddings, "
                              f"but embed_dim is {self.embed_dim}")
         return out
 
     def infer_embed_dim(self) -> int:
-        """Embedding size from one no-grad dry forward of a 10 s pulse-like dummy batch, in eval mode.
+        """Embedding size from one no-grad, eval-mode forward of a 10 s sine batch (RNG and BatchNorm untouched).
 
-        This is the build-time check of ``input_shape`` and ``pooling``: when the module fails or its
-        output cannot become ``[B, D]`` under them, the other settings are tried on the same batch and the
-        error names the ones that work, instead of a traceback from deep inside the module at run time.
-        Eval mode keeps BatchNorm statistics untouched; a deterministic sine keeps the global RNG state
-        and any user preprocessing (which may divide by a range) well defined.
+        This checks ``input_shape`` and ``pooling`` at build time: on failure the error names the settings that
+        work (:meth:`_diagnose`).
 
         Raises:
             ConfigError: The settings do not fit the module (one line naming the fix when one exists).
@@ -290,7 +259,6 @@ class CustomEncoder(PPGEncoder):
                 "pooling setting fixes it: check the module, sampling_rate "
                 f"({self.sampling_rate:g} Hz gives {flat.shape[-1]}-sample windows) and min_samples")
 
-    # -- weights -------------------------------------------------------------------------------
     def weights_module(self) -> nn.Module:
         """Checkpoints hold the user's module's weights, not the wrapper's."""
         return self.module

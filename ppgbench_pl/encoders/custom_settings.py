@@ -1,7 +1,7 @@
-"""The settings of a user's model in :class:`~ppgbench_pl.encoders.custom.CustomEncoder`, checked and resolved.
+"""The settings of a user's model in :class:`~ppgbench_pl.encoders.custom.CustomEncoder`, and its output.
 
-The ``preprocess`` callable's import path, the native sampling rate, the literal choices (for direct Python
-callers; jsonargparse checks YAML), and the digest of the user's code that keys cached embeddings.
+The ``preprocess`` import path, the native rate, the literal choices (for direct Python callers; jsonargparse
+checks YAML), the digest of the user's code that keys cached embeddings, and the module output as ``[B, D]``.
 """
 
 from __future__ import annotations
@@ -22,11 +22,7 @@ PreprocessFn = Callable[[Tensor, float], Any]
 
 
 def resolve_callable(path: str) -> PreprocessFn:
-    """Import ``"pkg.module:function"`` or ``"pkg.module.function"``.
-
-    Raises:
-        ConfigError: The module cannot be imported, lacks the attribute, or it is not callable.
-    """
+    """Import ``"pkg.module:function"`` or ``"pkg.module.function"`` (ConfigError when that fails)."""
     module_name, sep, attr = path.partition(":")
     if not sep:
         module_name, _, attr = path.rpartition(".")
@@ -48,10 +44,7 @@ def resolve_callable(path: str) -> PreprocessFn:
 
 
 def code_digest(*objects: object) -> str:
-    """Hash of the source code of classes/functions, so editing a user's model invalidates cached embeddings.
-
-    Objects without retrievable source (built-ins, C extensions) contribute their qualified name only.
-    """
+    """Hash of the source of classes/functions (else their name), so editing a user's model invalidates the cache."""
     digest = hashlib.sha256()
     for obj in objects:
         digest.update(f"{getattr(obj, '__module__', '')}.{getattr(obj, '__qualname__', repr(obj))}".encode())
@@ -63,13 +56,7 @@ def code_digest(*objects: object) -> str:
 
 
 def check_own_name(name: str) -> None:
-    """Refuse a name that ppgbench already gives a meaning (a catalog encoder, ``prv``, the baseline).
-
-    The model would take that entry's card, overlap flags and control role.
-
-    Raises:
-        ConfigError: The name is taken (the message says by what).
-    """
+    """Refuse (ConfigError) a name ppgbench already gives a meaning: its card, flags and role would be the model's."""
     from ppgbench_pl.encoders.catalog import CATALOG
     from ppgbench_pl.naming import is_baseline
 
@@ -84,12 +71,7 @@ def check_own_name(name: str) -> None:
 
 
 def check_sampling_rate(value: object) -> float:
-    """Validate a native rate in Hz: finite and within [MIN_SAMPLING_RATE, MAX_SAMPLING_RATE].
-
-    Raises:
-        ConfigError: Not a number, not finite, or outside the range (the message says why).
-
-    """
+    """Validate a native rate in Hz: finite and within [MIN_SAMPLING_RATE, MAX_SAMPLING_RATE] (else ConfigError)."""
     try:
         fs = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
@@ -110,3 +92,35 @@ def check_choice(option: str, value: str, choices: tuple[str, ...]) -> None:
     """Literal types are checked by jsonargparse, but direct Python callers get the same message."""
     if value not in choices:
         raise ConfigError(f"{option} must be one of {', '.join(choices)}; got '{value}'")
+
+
+def reduce_output(out: Any, pooling: str, batch: int) -> Tensor:
+    """Reduce a module's output to ``[batch, D]``: element 0 of a tuple/list, then ``pooling`` (else ValueError)."""
+    if isinstance(out, (tuple, list)):
+        if not out:
+            raise ValueError(f"the module returned an empty {type(out).__name__}")
+        out = out[0]
+    if not isinstance(out, Tensor):
+        raise ValueError(f"the module returned {type(out).__name__}, expected a tensor or a tuple")
+    if pooling != "none":
+        if out.ndim != 3:
+            raise ValueError(f"pooling: {pooling} expects a [B, C, T] output, the module returned "
+                             f"{list(out.shape)}")
+        out = out.mean(dim=-1) if pooling == "mean" else out.amax(dim=-1)
+    if out.ndim != 2 or out.shape[0] != batch:
+        raise ValueError(f"expected embeddings [B, D] for a batch of {batch}, the module returned "
+                         f"{list(out.shape)}")
+    return out
+
+
+def shape_hint(input_shape: str) -> str:
+    """What to change when a module refuses the input shape it was given."""
+    other = "BT" if input_shape == "BCT" else "BCT"
+    return f"input_shape: {input_shape}; a module that wants {'[B, T]' if other == 'BT' else '[B, 1, T]'} " \
+           f"needs input_shape: {other}, a [B, C, T] output needs pooling: mean or max"
+
+
+def one_line(exc: BaseException, limit: int = 200) -> str:
+    """An exception from a user's module as one short line."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,10 +1,7 @@
 """MOMENT-1-small in embedding mode, rebuilt locally so the AutonLab checkpoint loads strictly.
 
-Written from the published description of MOMENT (RevIN, 8-sample patches, a T5 encoder stack with a
-flan-t5-small configuration); the T5 stack itself comes from ``transformers`` and is built from a local
-``T5Config``, never from a hub. The benchmark's published behaviour feeds the raw window (any length,
-no padding, everything observed); ``pad_to_context=True`` gives the corrected behaviour of official
-MOMENT usage, a 512-sample context left-padded with an input mask.
+RevIN, 8-sample patches and a ``transformers`` T5 stack built from a local flan-t5-small ``T5Config`` (never
+from a hub). Published behaviour feeds the raw window; ``pad_to_context=True`` is official MOMENT usage.
 """
 
 from __future__ import annotations
@@ -21,7 +18,7 @@ from torch import Tensor, nn
 from transformers import T5Config
 from transformers.models.t5.modeling_t5 import T5Stack
 
-from ppgbench_pl.encoders.base import PPGEncoder, file_sha256, seeded_init
+from ppgbench_pl.encoders.base import PPGEncoder, file_sha256
 from ppgbench_pl.encoders.checkpoint import read_checkpoint_file
 from ppgbench_pl.errors import CheckpointError
 
@@ -75,15 +72,9 @@ def t5_config() -> T5Config:
 
 
 def revin_normalise(x: Tensor, input_mask: Tensor, eps: float = REVIN_EPS) -> Tensor:
-    """Instance-normalise each sample and channel over its observed steps (RevIN, no affine).
+    """RevIN without affine: ``(x - mean) / (std + eps)`` per channel of ``[B, C, T]``, NaN/inf set to 0.
 
-    Args:
-        x: Signal ``[B, C, T]``.
-        input_mask: ``[B, T]``, 1 where observed. NaN samples also count as unobserved.
-        eps: Added to the population standard deviation.
-
-    Returns:
-        ``(x - mean) / (std + eps)`` with NaN/inf replaced by 0; the statistics are constants.
+    The statistics cover the steps observed in ``input_mask`` ``[B, T]`` (NaN counts as unobserved).
     """
     observed = input_mask.bool().unsqueeze(1) & ~torch.isnan(x)
     count = observed.sum(-1, keepdim=True).to(x.dtype)
@@ -150,24 +141,13 @@ def _flag(name: str, want: Any, have: Any) -> str | None:
 
 
 def check_moment_config(config: Mapping[str, Any], source: str) -> None:
-    """Refuse a MOMENT config.json whose stated sizes differ from MOMENT-1-small's.
-
-    The manifest's flan-t5-small configuration is an assumption (the real file was not available
-    offline); this check is where it gets tested. Keys the file does not state are not checked.
-
-    Raises:
-        CheckpointError: One line listing every differing setting.
-    """
+    """Refuse (CheckpointError, one line) a MOMENT config.json stating sizes other than MOMENT-1-small's."""
     if "patch_len" not in config and isinstance(config.get("config"), Mapping):
         config = config["config"]  # hub-mixin files may nest the constructor's config
-    diffs = [
-        _flag(k, want, config[k])
-        for k, want in MOMENT_SETTINGS.items()
-        if k in config and config[k] is not None
-    ]
+    diffs = [_flag(k, want, config[k]) for k, want in MOMENT_SETTINGS.items() if config.get(k) is not None]
     t5 = config.get("t5_config")
     if isinstance(t5, Mapping):
-        diffs += [_flag(k, want, t5[k]) for k, want in T5_SETTINGS.items() if k in t5 and t5[k] is not None]
+        diffs += [_flag(k, want, t5[k]) for k, want in T5_SETTINGS.items() if t5.get(k) is not None]
     elif config.get("transformer_backbone") is not None:
         diffs.append(_flag("transformer_backbone", BACKBONE, config["transformer_backbone"]))
     found = [d for d in diffs if d is not None]
@@ -179,12 +159,9 @@ class MomentSmallEncoder(PPGEncoder):
     """MOMENT-1-small embedding: RevIN, 8-sample patches, T5 encoder, mean over channels and patches.
 
     Args:
-        checkpoint: Local checkpoint (HF-style folder or a weights file) to load at once; required unless
-            ``random_init`` is true.
-        pad_to_context: False (default) reproduces the benchmark's published behaviour: the raw
-            window of any length, all steps observed. True is the corrected behaviour of official
-            MOMENT usage: windows shorter than 512 are left-padded with zeros marked unobserved,
-            longer ones keep their last 512 samples.
+        checkpoint: Local checkpoint (HF-style folder or a weights file); required unless ``random_init``.
+        pad_to_context: False (published): the raw window, all steps observed. True (official MOMENT usage):
+            shorter windows are left-padded to 512 with zeros marked unobserved, longer ones keep their last 512.
         random_init: Evaluate with seeded random weights; the name becomes ``moment_small (random init)``.
     """
 
@@ -201,24 +178,21 @@ class MomentSmallEncoder(PPGEncoder):
         """Build MOMENT-1-small; load ``checkpoint`` strictly (or ``random_init: true``)."""
         super().__init__()
         self.pad_to_context = pad_to_context
-        with seeded_init(self.settle_weights(checkpoint, random_init)):
+        with self.weights(checkpoint, random_init):
             self.patch_embedding = PatchEmbedding()
             self.encoder = T5Stack(t5_config())
             if getattr(self.encoder, "embed_tokens", None) is None:  # transformers 4.x leaves it to us
                 self.encoder.embed_tokens = nn.Embedding(T5_SETTINGS["vocab_size"], D_MODEL)
-        self.encoder.gradient_checkpointing = False
-        if checkpoint is not None:
-            self.load_pretrained(checkpoint)
+            self.encoder.gradient_checkpointing = False
 
     def deviations(self) -> list[str]:
-        """``moment_small.pad_to_context=True`` when switched on (the published input is the raw window, decision #12).
+        """``moment_small.pad_to_context=True`` when switched on (decision #12).
 
-        Not a ``protocol_switches`` entry: that would drop the default from the settings digest, which has
-        held ``pad_to_context`` since it existed, and change every published MOMENT run's identity.
+        Not a ``protocol_switches`` entry: that would drop the default from the settings digest (which has always
+        held it) and change every published MOMENT run's identity.
         """
         return [*super().deviations(), *([f"{type(self).name}.pad_to_context=True"] if self.pad_to_context else [])]
 
-    # -- forward -------------------------------------------------------------------------------
     def context(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """Apply the window policy to ``[B, C, T]``: returns the signal and its ``[B, T']`` input mask."""
         length = x.shape[-1]
@@ -231,11 +205,7 @@ class MomentSmallEncoder(PPGEncoder):
         return F.pad(x, (pad, 0)), mask
 
     def embed(self, x: Tensor, input_mask: Tensor) -> Tensor:
-        """Embed ``[B, C, T]`` with a ``[B, T]`` observation mask into ``[B, 512]``.
-
-        Raises:
-            ValueError: When no patch is fully observed in some window.
-        """
+        """Embed ``[B, C, T]`` with a ``[B, T]`` observation mask into ``[B, 512]`` (refuses unobserved windows)."""
         dtype = self.patch_embedding.value_embedding.weight.dtype
         x = x.to(dtype)
         batch, channels, _ = x.shape
@@ -258,7 +228,6 @@ class MomentSmallEncoder(PPGEncoder):
         """``[B, C, T]`` at 64 Hz -> ``[B, 512]`` under the configured window policy."""
         return self.embed(*self.context(x))
 
-    # -- weights -------------------------------------------------------------------------------
     def weights_file(self, path: Path) -> Path:
         """The weights inside an HF-style folder, or the file itself."""
         if not path.is_dir():

@@ -1,17 +1,9 @@
 """Native input preprocessing of the encoders: zero-phase filters and normalisations.
 
-Every function works along the last (time) axis of a ``[B, T]`` (or ``[T]``) NumPy array or torch
-tensor, computes in float64 with SciPy on the CPU, and returns a float32 torch tensor (on the input
-tensor's device, CPU for NumPy input). These mirror what each model saw during pretraining.
-
-Short windows: SciPy's forward-backward filters extend the signal by ``padlen`` samples (odd
-reflection) and refuse windows that are not longer than that. PPG-BP windows are only 105-263
-samples, and other callers may pass shorter ones, so when a window is too short the pad length is
-reduced to ``T - 1`` instead of failing. For windows longer than SciPy's default pad length (27 for
-the order-4 band-passes here) the result is identical to SciPy's defaults.
-
-A caller may ask for another pad length: AnyPPG's authors filter with MNE's IIR filter, which pads by the
-filter's ringing length (:func:`ringing_samples`), far more than SciPy's default.
+Every function works along the last (time) axis of a NumPy array or tensor, computes in float64 with SciPy on
+the CPU and returns a float32 tensor (on the input tensor's device). Windows too short for SciPy's default pad
+length (PPG-BP: 105-263 samples) are padded by ``T - 1`` instead of failing; longer ones match SciPy's
+defaults. AnyPPG's authors pad by the filter's ringing length, as MNE does (:func:`ringing_samples`).
 """
 
 from __future__ import annotations
@@ -66,10 +58,7 @@ def _check_band(band: tuple[float, float], fs: float) -> None:
 
 
 def sos_filtfilt(x: ArrayLike, sos: NDArray[np.float64], padlen: int | None = None) -> Tensor:
-    """Zero-phase SOS filtering along time with the short-window pad rule of this module.
-
-    ``padlen``: samples of odd reflection at each end (default SciPy's ``3 * ntaps``), cut to ``T - 1``.
-    """
+    """Zero-phase SOS filtering; ``padlen`` (default SciPy's ``3 * ntaps``) is cut to ``T - 1``."""
     arr, device = _as_numpy(x)
     if padlen is None:
         n_sections = sos.shape[0]
@@ -80,10 +69,7 @@ def sos_filtfilt(x: ArrayLike, sos: NDArray[np.float64], padlen: int | None = No
 
 
 def ringing_samples(sos: NDArray[np.float64]) -> int:
-    """Index of the last impulse-response sample above 0.1 % of the response's peak magnitude.
-
-    This is the pad length MNE's IIR ``filter_data`` uses for a zero-phase filter (its documented ringing
-    estimate), so filtering with it reproduces the authors' MNE filter with SciPy.
+    """Index of the last impulse-response sample above 0.1 % of its peak: MNE's IIR zero-phase pad length.
 
     Raises:
         ValueError: The response has not decayed within ``RINGING_MAX_SAMPLES`` samples.
@@ -134,21 +120,14 @@ def cheby2_bandpass_ba(
 def butter_bandpass_sos(
     x: ArrayLike, fs: float, band: tuple[float, float], order: int, ringing_pad: bool = False,
 ) -> Tensor:
-    """Butterworth band-pass of the given order and band, zero-phase SOS (AnyPPG, SigmaPPG).
-
-    ``ringing_pad``: pad by the filter's ringing length (:func:`ringing_samples`), as MNE's IIR filter does,
-    instead of SciPy's default.
-    """
+    """Butterworth band-pass, zero-phase SOS (AnyPPG, SigmaPPG); ``ringing_pad``: pad as MNE does."""
     _check_band(band, fs)
     sos = signal.butter(order, band, btype="bandpass", output="sos", fs=fs)
     return sos_filtfilt(x, sos, butter_ringing_samples(fs, band, order) if ringing_pad else None)
 
 
 def moving_average_smooth(x: ArrayLike, fs: float) -> Tensor:
-    """50 ms moving average (``round(0.05 * fs)`` taps), forward-backward; identity below 75 Hz.
-
-    PaPaGei inherits this from pyPPG, which only smooths signals sampled at 75 Hz or more.
-    """
+    """50 ms moving average (``round(0.05 * fs)`` taps), forward-backward; identity below 75 Hz (pyPPG's rule)."""
     taps = int(round(SMOOTH_SECONDS * fs))
     if fs < SMOOTH_MIN_FS or taps <= 1:
         arr, device = _as_numpy(x)
@@ -170,10 +149,9 @@ def zscore_group(
 ) -> Tensor:
     """Z-score with the subject-level statistics (one mean/std per window, or one for all)."""
     arr, device = _as_numpy(x)
-    mean, std = _as_numpy(ppg_mean)[0], _as_numpy(ppg_std)[0]
     # One statistic per window ([B] or [B, 1]) broadcasts over time; a scalar applies to all.
-    mean = mean.reshape(mean.shape + (1,) * (arr.ndim - mean.ndim)) if mean.ndim else mean
-    std = std.reshape(std.shape + (1,) * (arr.ndim - std.ndim)) if std.ndim else std
+    mean, std = (s.reshape(s.shape + (1,) * (arr.ndim - s.ndim)) if s.ndim else s
+                 for s in (_as_numpy(ppg_mean)[0], _as_numpy(ppg_std)[0]))
     return _as_tensor((arr - mean) / (std + eps), device)
 
 

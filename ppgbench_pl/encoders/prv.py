@@ -1,20 +1,10 @@
-"""Pulse-rate-variability controls: hand-crafted features instead of a learned embedding.
+"""Pulse-rate-variability controls: hand-crafted features instead of a learned embedding (decision #3).
 
-Two variants:
-
-* ``prv`` (:class:`PRVEncoder`): what the paper states, NeuroKit2. Each window is cleaned and its
-  pulse peaks found with NeuroKit2 (Elgendi), and NeuroKit2's time-domain HRV indices are computed from
-  them. Frequency-domain indices are left out on purpose: they need minutes of beats and are undefined on
-  the benchmark's 2-10 s windows. Features, in order: ``n_beats, hr_bpm, mean_nn, median_nn, sdnn,
-  rmssd, sdsd, cvnn, pnn50, pnn20, min_nn, max_nn`` (ms where a duration). A feature that cannot be
-  computed on a window (too few beats, e.g. SDNN with < 3 beats) is 0, and ``n_beats`` tells the probe
-  how much there was to go on, so no window is dropped and no NaN reaches a probe.
-* ``prv_published`` (:class:`PublishedPRVEncoder`): the published protocol's own SciPy variant exactly as
-  PROTOCOL.md section 5.2 describes it (8 features, LF/HF always 0 on windows this short), so numbers
-  can be set beside published ones.
-
-Both are parameter-free (``trainable = False``), run on the CPU, and spread windows over processes
-with joblib. The embedding cache stores their output once per dataset and rate.
+``prv_neurokit2`` (:class:`PRVEncoder`) is what the paper states: NeuroKit2 cleaning, Elgendi peaks and its
+time-domain HRV indices (frequency-domain ones are undefined on 2-10 s windows); a feature that cannot be
+computed is 0 and ``n_beats`` tells the probe how much there was. ``prv_published``
+(:class:`PublishedPRVEncoder`) is the published protocol's SciPy variant (PROTOCOL.md 5.2). Both are
+parameter-free and spread windows over processes with joblib.
 """
 
 from __future__ import annotations
@@ -25,7 +15,7 @@ from typing import ClassVar
 
 import numpy as np
 import torch
-from joblib import Parallel, delayed
+from joblib import Parallel, delayed, effective_n_jobs
 from scipy.signal import find_peaks, welch
 from torch import Tensor
 
@@ -64,7 +54,7 @@ class FeatureEncoder(PPGEncoder):
         """Features of every window, computed in parallel chunks on the CPU."""
         windows = x.detach().cpu().double().numpy().reshape(len(x), -1)
         n_jobs = 1 if len(windows) < 32 else self.n_jobs
-        chunks = np.array_split(windows, max(1, min(len(windows), 4 * _n_workers(n_jobs))))
+        chunks = np.array_split(windows, max(1, min(len(windows), 4 * effective_n_jobs(n_jobs))))
         rows = Parallel(n_jobs=n_jobs)(delayed(self._chunk)(c) for c in chunks if len(c))
         features = np.concatenate(rows) if rows else np.zeros((0, self.embed_dim))
         return torch.as_tensor(features, dtype=torch.float32, device=x.device)
@@ -75,24 +65,15 @@ class FeatureEncoder(PPGEncoder):
             return np.stack([self.window_features(w) for w in windows])
 
 
-def _n_workers(n_jobs: int) -> int:
-    """Worker count a joblib ``n_jobs`` means (-1: every core)."""
-    import os
-
-    return (os.cpu_count() or 1) if n_jobs < 0 else max(1, n_jobs)
-
-
 #: The check's clean pulse: 72 bpm for 10 s at 100 Hz, so NN intervals of 833 ms.
 CHECK_BPM, CHECK_SECONDS = 72.0, 10.0
 
 
 @functools.cache
 def check_neurokit(fs: int = 100) -> None:
-    """Refuse a NeuroKit2 that cannot measure a clean synthetic pulse, in one line, before any window.
+    """Refuse a NeuroKit2 that cannot measure a clean synthetic pulse, once per process, before any window.
 
-    Each window's NeuroKit2 errors are caught (degenerate windows raise assorted errors, and their features
-    are 0 as for a window without beats), so a NeuroKit2 that fails on every window (an API change, a broken
-    install) would otherwise give an all-zero control that still gets scored. Checked once per process.
+    Per-window errors become zero features, so a broken NeuroKit2 would otherwise give an all-zero control.
     """
     import neurokit2 as nk  # deferred: importing neurokit2 costs seconds
 

@@ -1,8 +1,7 @@
 """PulsePPG (Pulse-PPG): a wide pre-activation 1-D ResNet at 50 Hz with global max pooling.
 
-Re-implemented from the published architecture description so that the authors'
-``checkpoint_best.pkl`` (weights under ``net``) loads strictly. The embedding is the 512-d max over
-time of the last residual block's output; there is no final BN, activation or projection.
+Re-implemented from the published architecture so the authors' ``checkpoint_best.pkl`` (weights under
+``net``) loads strictly. The embedding is the 512-d max over time of the last residual block's output.
 """
 
 from __future__ import annotations
@@ -12,10 +11,10 @@ from pathlib import Path
 from typing import ClassVar
 
 import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
 
-from ppgbench_pl.encoders.base import PPGEncoder, seeded_init
-from ppgbench_pl.encoders.layers import SameConv1d, resnet1d_blocks, resnet1d_trunk
+from ppgbench_pl.encoders.base import PPGEncoder, state_mapping
+from ppgbench_pl.encoders.layers import add_resnet1d, resnet1d_trunk
 from ppgbench_pl.encoders.preprocessing import cheby2_bandpass_ba, zscore_group
 from ppgbench_pl.errors import CheckpointError
 
@@ -46,41 +45,28 @@ class PulsePPGEncoder(PPGEncoder):
     ) -> None:
         """Build the published configuration; load ``checkpoint`` strictly (or ``random_init: true``)."""
         super().__init__()
-        with seeded_init(self.settle_weights(checkpoint, random_init)):
-            self.first_block_conv = SameConv1d(1, base_filters, kernel_size, stride=1)
-            self.first_block_bn = nn.BatchNorm1d(base_filters)
-            self.basicblock_list = resnet1d_blocks(base_filters, kernel_size, n_block, stride=2,
-                                                   dropout=dropout)
-        if checkpoint is not None:
-            self.load_pretrained(checkpoint)
+        with self.weights(checkpoint, random_init):
+            add_resnet1d(self, base_filters, kernel_size, n_block, dropout)
 
     def preprocess(self, x: Tensor, ppg_mean: Tensor | None = None, ppg_std: Tensor | None = None) -> Tensor:
         """Per-subject z-score with the group statistics, then Chebyshev II (b, a) band-pass -> [B,1,T]."""
-        if x.ndim != 2:
-            raise ValueError(f"{self.name} expects raw windows [B, T], got shape {tuple(x.shape)}")
-        super().preprocess(x)
+        self.check_raw(x)
         if ppg_mean is None or ppg_std is None:
             raise ValueError(f"{self.name} normalises with the subject statistics: pass ppg_mean and ppg_std")
         normalised = zscore_group(x, ppg_mean, ppg_std)
         return cheby2_bandpass_ba(normalised, self.sampling_rate).to(x.device).unsqueeze(1)
 
     def forward_features(self, x: Tensor) -> Tensor:
-        """Parameter-free instance norm (per window and channel), ResNet trunk, global max pool.
+        """Parameter-free instance norm, ResNet trunk, global max pool.
 
-        Upstream declares ``InstanceNorm1d(512)`` without affine or running statistics and applies it to
-        the 1-channel input; that is exactly a per-window z-score over time with biased variance.
+        Upstream's ``InstanceNorm1d(512)`` (no affine, no running statistics) on the 1-channel input is exactly
+        a per-window z-score over time with biased variance.
         """
-        x = F.instance_norm(x, eps=INSTANCE_NORM_EPS)
-        out = resnet1d_trunk(x, self.first_block_conv, self.first_block_bn, self.basicblock_list)
-        return out.amax(dim=-1)
+        return resnet1d_trunk(self, F.instance_norm(x, eps=INSTANCE_NORM_EPS)).amax(dim=-1)
 
     def extract_state_dict(self, checkpoint: object) -> Mapping[str, Tensor]:
         """The weights under ``checkpoint["net"]`` (no prefix)."""
         if not isinstance(checkpoint, Mapping) or "net" not in checkpoint:
             found = sorted(map(str, checkpoint))[:8] if isinstance(checkpoint, Mapping) else type(checkpoint)
             raise CheckpointError(f"{self.name}: expected a dict with the weights under 'net', found {found}")
-        state = checkpoint["net"]
-        if not isinstance(state, Mapping):
-            kind = type(state).__name__
-            raise CheckpointError(f"{self.name}: checkpoint['net'] is a {kind}, not a state dict")
-        return state
+        return state_mapping(self.name, checkpoint["net"], "checkpoint['net']")

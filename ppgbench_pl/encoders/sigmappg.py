@@ -1,8 +1,7 @@
 """SigmaPPG: the student transformer of the SIGMA-PPG masked-modelling pretraining, at 50 Hz.
 
-Re-implemented from the published description (a LaBraM/BEiT-v2 style ViT over 100-sample patches) so
-that the ``student.`` part of the authors' ``sigma.pth`` loads strictly. Upstream quirks that change
-the numbers or the keys are reproduced on purpose and marked where they happen.
+A LaBraM/BEiT-v2 style ViT over 100-sample patches, written so the ``student.`` part of the authors'
+``sigma.pth`` loads strictly; upstream quirks that change numbers or keys are reproduced and marked.
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ppgbench_pl.encoders.base import PPGEncoder, seeded_init, strip_prefix, switch_flag
+from ppgbench_pl.encoders.base import PPGEncoder, switch_flag
 from ppgbench_pl.encoders.preprocessing import butter_bandpass_sos, minmax_window
 from ppgbench_pl.errors import CheckpointError, ConfigError
 
@@ -26,25 +25,20 @@ BAND_HZ = (0.5, 8.0)
 SCALES = ("symmetric", "unit")
 
 
-def drop_path(x: Tensor, prob: float, training: bool) -> Tensor:
-    """Stochastic depth: zero whole samples of a residual branch, rescaling the survivors."""
-    if prob == 0.0 or not training:
-        return x
-    keep = 1.0 - prob
-    mask = x.new_empty((x.shape[0],) + (1,) * (x.ndim - 1)).bernoulli_(keep)
-    return x * mask / keep
-
-
 class DropPath(nn.Module):
-    """Module wrapper around :func:`drop_path` so ``train()``/``eval()`` switch it."""
+    """Stochastic depth: zero whole samples of a residual branch, rescaling the survivors (identity in eval)."""
 
     def __init__(self, prob: float = 0.0) -> None:
         super().__init__()
         self.prob = prob
 
     def forward(self, x: Tensor) -> Tensor:
-        """Identity in eval mode."""
-        return drop_path(x, self.prob, self.training)
+        """``x`` with whole samples dropped while training."""
+        if self.prob == 0.0 or not self.training:
+            return x
+        keep = 1.0 - self.prob
+        mask = x.new_empty((x.shape[0],) + (1,) * (x.ndim - 1)).bernoulli_(keep)
+        return x * mask / keep
 
 
 class TemporalConv(nn.Module):
@@ -161,21 +155,17 @@ class SigmaPPGEncoder(PPGEncoder):
     ) -> None:
         """Build the published student; load ``checkpoint`` strictly (or ``random_init: true``).
 
-        The authors' input (deviations from the published protocol, named in every record): ``scale: unit``
-        min-max scales to [0, 1] instead of [-1, 1]; ``filter_before_crop: true`` filters and scales the whole
-        window and crops it to whole patches afterwards (the published protocol crops first, which changes
-        windows that are not a multiple of 100 samples, e.g. PPG-BP's 105).
+        The authors' input, a deviation (decision #53): ``scale: unit`` min-max scales to [0, 1];
+        ``filter_before_crop: true`` filters and scales the whole window, then crops it to whole patches.
         """
         super().__init__()
         if scale not in SCALES:
             raise ConfigError(f"{self.name}: scale must be one of {', '.join(SCALES)}, got {scale!r}")
         self.scale = scale
         self.filter_before_crop = switch_flag(self.name, "filter_before_crop", filter_before_crop)
-        with seeded_init(self.settle_weights(checkpoint, random_init)):
+        with self.weights(checkpoint, random_init):
             self._build(depth, num_heads, mlp_ratio, out_chans, vocab_size, drop_rate, attn_drop_rate,
                         drop_path_rate, init_values)
-        if checkpoint is not None:
-            self.load_pretrained(checkpoint)
 
     def _build(self, depth: int, num_heads: int, mlp_ratio: float, out_chans: int, vocab_size: int,
                drop_rate: float, attn_drop_rate: float, drop_path_rate: float, init_values: float) -> None:
@@ -210,17 +200,10 @@ class SigmaPPGEncoder(PPGEncoder):
                 if m.bias is not None:
                     nn.init.zeros_(m.bias)
 
-    # -- input ----------------------------------------------------------------------------------
     def preprocess(self, x: Tensor, ppg_mean: Tensor | None = None, ppg_std: Tensor | None = None) -> Tensor:
-        """Crop the tail to whole patches, Butterworth(2) 0.5-8 Hz zero-phase, min-max to [-1, 1].
-
-        Switched to the authors' order (``filter_before_crop``), the whole window is filtered and scaled and
-        the tail cropped last; ``scale: unit`` scales to [0, 1].
-        """
+        """Crop the tail to whole patches, Butterworth(2) 0.5-8 Hz zero-phase, min-max to [-1, 1] (or the switches)."""
+        super().preprocess(x)  # at least one patch (min_samples)
         n = x.shape[-1]
-        if n < PATCH_SIZE:
-            raise ValueError(f"{self.name} needs windows of at least {PATCH_SIZE} samples (one patch), "
-                             f"got {n}")
         if n // PATCH_SIZE > MAX_PATCHES:
             raise ValueError(f"{self.name} accepts at most {MAX_PATCHES * PATCH_SIZE} samples, got {n}")
         keep = n - n % PATCH_SIZE
@@ -230,15 +213,10 @@ class SigmaPPGEncoder(PPGEncoder):
         # A constant window filters to ~1e-14 round-off that min-max would blow up to [-1, 1]; decide
         # flatness on the raw window so such windows give zeros, as intended.
         flat = (window.amax(dim=-1) == window.amin(dim=-1)).to(out.device)
-        out = torch.where(flat.unsqueeze(-1), torch.zeros_like(out), out)[..., :keep]
-        return out.unsqueeze(1) if out.ndim == 2 else out
+        return super().preprocess(torch.where(flat.unsqueeze(-1), torch.zeros_like(out), out)[..., :keep])
 
     def forward_features(self, x: Tensor) -> Tensor:
-        """[B, 1, T] (T a multiple of 100) -> mean of the final-norm patch tokens, [B, 360]."""
-        return self.patch_tokens(x).mean(dim=1)
-
-    def patch_tokens(self, x: Tensor) -> Tensor:
-        """Final-LayerNorm outputs of the patch tokens (CLS dropped), [B, A, 360]."""
+        """[B, 1, T] (T a multiple of 100) -> mean of the final-norm patch tokens (CLS dropped), [B, 360]."""
         b, c, t = x.shape
         if t % PATCH_SIZE or not 0 < t // PATCH_SIZE <= MAX_PATCHES:
             raise ValueError(f"{self.name} input length must be a multiple of {PATCH_SIZE} up to "
@@ -253,14 +231,14 @@ class SigmaPPGEncoder(PPGEncoder):
         tokens = self.pos_drop(tokens)
         for block in self.blocks:
             tokens = block(tokens)
-        return self.norm(tokens)[:, 1:]
+        return self.norm(tokens)[:, 1:].mean(dim=1)
 
-    # -- weights --------------------------------------------------------------------------------
     def extract_state_dict(self, checkpoint: object) -> Mapping[str, Tensor]:
         """``checkpoint["model"]``: keep ``student.*`` keys with the prefix stripped, drop wrapper heads."""
         if not isinstance(checkpoint, Mapping) or not isinstance(checkpoint.get("model"), Mapping):
             raise CheckpointError(f"{self.name}: expected a dict holding a 'model' state dict (sigma.pth)")
-        state = {k: v for k, v in checkpoint["model"].items() if k.startswith(STUDENT_PREFIX)}
+        n = len(STUDENT_PREFIX)
+        state = {k[n:]: v for k, v in checkpoint["model"].items() if k.startswith(STUDENT_PREFIX)}
         if not state:
             raise CheckpointError(f"{self.name}: checkpoint 'model' holds no '{STUDENT_PREFIX}' keys")
-        return strip_prefix(state, STUDENT_PREFIX)
+        return state

@@ -1,10 +1,7 @@
 """Training and validation metrics of a head's outputs, computed on the device with torchmetrics.
 
-They are for monitoring (logged as ``train/<name>`` and ``val/<name>`` every epoch, no transfer to the
-CPU); the final test metrics keep their scikit-learn definitions in :mod:`ppgbench_pl.metrics`, and
-these agree with them on the same predictions: balanced accuracy is scikit-learn's (mean recall over the
-classes present in the labels), binary predictions count p >= 0.5 (logit >= 0) as positive, AUROC is
-the exact (threshold-free) one, MAE the mean over all outputs.
+For monitoring only (``train/<name>``, ``val/<name>``); they agree with the scikit-learn test metrics of
+:mod:`ppgbench_pl.metrics` on the same predictions (binary: logit >= 0 is positive; exact AUROC).
 """
 
 from __future__ import annotations
@@ -17,11 +14,7 @@ from torchmetrics.regression import MeanAbsoluteError
 
 
 class BalancedAccuracy(Metric):
-    """scikit-learn's balanced accuracy from a confusion matrix kept on the device.
-
-    Args:
-        num_classes: Number of classes (2 for binary).
-    """
+    """scikit-learn's balanced accuracy (mean recall over the classes in the targets), on the device."""
 
     full_state_update = False
     higher_is_better = True
@@ -48,10 +41,7 @@ class BalancedAccuracy(Metric):
 
 
 class HeadMetrics(MetricCollection):
-    """The metrics of a loss: MAE (``mse``), AUROC + balanced accuracy (``bce``), balanced accuracy (``ce``).
-
-    :meth:`update` takes raw head outputs and loss targets, as :class:`~ppgbench_pl.tasks.EncoderTask` has.
-    """
+    """The metrics of a loss: MAE (``mse``), AUROC + balanced accuracy (``bce``), balanced accuracy (``ce``)."""
 
     def __init__(self, loss: str, n_outputs: int) -> None:
         if loss == "mse":

@@ -1,11 +1,7 @@
 """The LightningModule around an encoder: ``frozen`` (embeddings only) or ``finetune`` (encoder + head).
 
-Frozen means frozen for real: no gradient, and the encoder is kept in eval mode even when Lightning puts
-the module in train mode, so BatchNorm running statistics and dropout never move. Batches that carry
-cached embeddings (``z``) skip the encoder, so the frozen MLP probe trains its head through the same
-module. A non-finite training loss raises :class:`TrainingDiverged`, which hyperparameter searches
-record as a failed trial instead of training on NaNs. With a head, training and validation metrics
-(:mod:`ppgbench_pl.heads.metrics`) are computed on the device by torchmetrics and logged per epoch.
+A frozen encoder gets no gradient and stays in eval mode even when Lightning sets train mode; batches with
+cached embeddings (``z``) skip it. A non-finite training loss raises :class:`TrainingDiverged`.
 """
 
 from __future__ import annotations
@@ -16,6 +12,7 @@ import lightning as L
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
+from torchmetrics import MetricCollection
 
 from ppgbench_pl.heads.metrics import HeadMetrics
 
@@ -124,21 +121,22 @@ class EncoderTask(L.LightningModule):
         loss = self.compute_loss(out, batch["y"])
         if not torch.isfinite(loss.detach()):
             raise TrainingDiverged(f"non-finite training loss ({loss.item()}) at epoch {self.current_epoch + 1}")
-        self.log("train/loss", loss, prog_bar=False, batch_size=len(batch["y"]))
-        if self.train_metrics is not None:
-            self.train_metrics.update(out, batch["y"])
-            self.log_dict(self.train_metrics, on_step=False, on_epoch=True, batch_size=len(batch["y"]))
+        self._log_step("train", loss, out, batch["y"], self.train_metrics)
         return loss
 
     def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> dict[str, Tensor]:
         """Validation loss, plus the batch outputs for callbacks that score the whole epoch (selection)."""
         out = self(batch)
         loss = self.compute_loss(out, batch["y"]) if self.head is not None else out.sum() * 0
-        self.log("val/loss", loss, prog_bar=False, batch_size=len(batch["y"]))
-        if self.val_metrics is not None:
-            self.val_metrics.update(out, batch["y"])
-            self.log_dict(self.val_metrics, on_step=False, on_epoch=True, batch_size=len(batch["y"]))
+        self._log_step("val", loss, out, batch["y"], self.val_metrics)
         return {"loss": loss, "outputs": out.detach().float()}
+
+    def _log_step(self, stage: str, loss: Tensor, out: Tensor, y: Tensor, metrics: MetricCollection | None) -> None:
+        """Log the loss, and update and log the stage's metrics (per epoch)."""
+        self.log(f"{stage}/loss", loss, prog_bar=False, batch_size=len(y))
+        if metrics is not None:
+            metrics.update(out, y)
+            self.log_dict(metrics, on_step=False, on_epoch=True, batch_size=len(y))
 
     def predict_step(self, batch: dict[str, Tensor], batch_idx: int, dataloader_idx: int = 0) -> Tensor:
         """Embeddings (no head) or head outputs, on the CPU."""

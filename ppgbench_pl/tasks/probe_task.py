@@ -1,11 +1,7 @@
 """The non-neural adapter: a LightningModule with no optimiser that fits a scikit-learn style estimator once.
 
-The regimes call :meth:`ProbeTask.fit_arrays` / :meth:`ProbeTask.predict_arrays` directly with the job's
-cached embeddings and split (NumPy in, NumPy out, no trainer, no tensor round trip). Under a Lightning
-``Trainer`` (for users who drive it themselves) ``training_step`` gathers (embedding, label, index) rows
-and the estimator is fitted on all of them when the single training epoch ends; ``test_step`` gathers test
-embeddings and they are predicted when the test epoch ends. The trainer settings this path needs are
-declared by the module itself (:attr:`ProbeTask.trainer_arguments`).
+The regimes call :meth:`ProbeTask.fit_arrays` / :meth:`ProbeTask.predict_arrays` directly; under a ``Trainer``
+the training rows are gathered and fitted once when the epoch ends (settings: :attr:`trainer_arguments`).
 """
 
 from __future__ import annotations
@@ -28,9 +24,8 @@ class ProbeTask(L.LightningModule):
         estimator: E.g. :class:`~ppgbench_pl.probes.search.GroupGridSearch` or any estimator whose
             ``predict`` returns :class:`~ppgbench_pl.metrics.scores.Predictions`.
         groups: Group name per training row index (batches carry row indices, not strings).
-        blas_threads: BLAS threads while the estimator fits and predicts (default 1: its small products
-            gain nothing from more, see :mod:`ppgbench_pl.probes.threads`; ``None`` leaves the process's
-            setting). Selections and predictions do not depend on it.
+        blas_threads: BLAS threads while the estimator fits and predicts (default 1; ``None`` leaves the
+            process's setting). Selections and predictions do not depend on it.
 
     """
 
@@ -53,24 +48,16 @@ class ProbeTask(L.LightningModule):
         self._test_rows: list[np.ndarray] = []
         self.predictions: Predictions | None = None
 
-    def _set_fitted(self) -> None:
-        fitted = self.fitted
-        assert isinstance(fitted, torch.Tensor)
-        fitted.fill_(True)
-
     def fit_arrays(self, z: np.ndarray, y: np.ndarray, groups: np.ndarray | None = None,
                    folds: list[tuple[np.ndarray, np.ndarray]] | None = None) -> ProbeTask:
-        """Fit the estimator on arrays as they are (``folds``: inner splits, row indices into ``z``).
-
-        ``groups`` defaults to ``self.groups`` when that holds one group per row of ``z``.
-        """
+        """Fit the estimator on arrays as they are (``folds``: inner splits, row indices; ``groups``: self's)."""
         groups = self.groups if groups is None else groups
         with blas_threads(self.blas_threads):
             if folds is None:
                 self.estimator.fit(z, y, groups)
             else:
                 self.estimator.fit(z, y, groups, folds=folds)
-        self._set_fitted()
+        self.fitted.fill_(True)  # type: ignore[operator]
         return self
 
     def predict_arrays(self, z: np.ndarray) -> Predictions:
@@ -109,8 +96,7 @@ class ProbeTask(L.LightningModule):
         """Predict all test rows with the fitted estimator."""
         if not bool(self.fitted):
             raise RuntimeError("ProbeTask.test before fit: the estimator has not been fitted")
-        with blas_threads(self.blas_threads):
-            self.predictions = self.estimator.predict(np.concatenate(self._test_rows).astype(np.float64))
+        self.predict_arrays(np.concatenate(self._test_rows).astype(np.float64))
         self._test_rows.clear()
 
     def configure_optimizers(self) -> None:
