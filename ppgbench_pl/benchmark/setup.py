@@ -29,6 +29,8 @@ from ppgbench_pl.input_checks import check_storage
 #: Options that say what to do with a config, not what the run is (left out of run.json).
 ACTIONS = ("dry_run", "only_encoders", "only_regimes", "print_config", "config", "lock_timeout", "fetch_weights",
            "weights_dir", "threads")
+#: Arguments of the ``fit`` subcommand that no protocol run uses (refused when set; not in a worker's config).
+FIT_ONLY = ("ckpt_path", "weights_only")
 #: Actions a worker needs to rebuild the same suite (which encoders and regimes the run picked).
 PICKS = ("only_encoders", "only_regimes")
 
@@ -221,9 +223,10 @@ def build_setup(parser: Any, cfg: Namespace, instantiate: Any,
         config = _described(cfg)
     else:
         config = json.loads(parser.dump(cfg, format="json", skip_none=False, skip_validation=True))
-        resolved = json.dumps({k: v for k, v in config.items() if k not in ACTIONS or k in PICKS}, sort_keys=True)
+        resolved = json.dumps({k: v for k, v in config.items() if (k not in ACTIONS or k in PICKS)
+                               and k not in FIT_ONLY}, sort_keys=True)
     actions = {k: config.pop(k, cfg.get(k)) for k in ACTIONS}
-    for key in ("ckpt_path", "weights_only"):
+    for key in FIT_ONLY:
         config.pop(key, None)
     suite = build_suite(cfg, init)
     executor_entry = config.get("executor") or {}
