@@ -1,14 +1,9 @@
-"""Which folder is an embedding cache and which files in it are its entries (no torch here).
+"""Which folder is a ppgbench cache (embeddings or weights), and which files in an embedding cache are its entries.
 
-A cache folder carries :data:`MARKER`, written by ppgbench when it creates the folder or first uses an
-empty one, and each entry's description names it (``"ppgbench": ENTRY_KIND`` and its ``key``, the file's
-stem). ``ppgbench cache clear`` and LRU eviction touch only such entries, and only in a marked folder: a
-typo in ``--cache_dir`` or ``$PPGBENCH_CACHE_DIR`` pointing at a data folder deletes nothing.
-
-A folder from before markers existed is adopted (marker written, descriptions tagged) when everything in it
-is a recognisable entry of the old format: ``<32 hex>.npy`` beside ``<32 hex>.json`` holding the entry's
-``sha256``, ``shape`` and ``bytes`` (the npy's size), plus the lock folder and temporary files of ppgbench's
-atomic writes. Any other file makes the folder foreign: it is refused in one line, nothing written.
+A cache folder carries a marker (``{"ppgbench": <kind>}``) written when ppgbench creates or first uses it;
+deleting (``cache clear``, LRU eviction) needs it, so a mistyped ``--cache_dir`` deletes nothing. An
+unmarked embedding folder of the format before markers (``<32 hex>.npy`` beside a ``.json`` holding its
+``sha256``, ``shape`` and ``bytes``) is adopted; any other file makes the folder foreign (refused in one line).
 """
 
 from __future__ import annotations
@@ -24,7 +19,7 @@ from ppgbench_pl.atomic_io import write_json_atomic
 from ppgbench_pl.errors import ConfigError
 from ppgbench_pl.locks import file_lock
 
-#: The marker file of a cache folder.
+#: The marker file of an embedding cache folder.
 MARKER = ".ppgbench-cache.json"
 #: What an entry's description and the marker say they are.
 ENTRY_KIND = "embedding cache entry"
@@ -33,13 +28,26 @@ _KEY = re.compile(r"[0-9a-f]{32}")
 _TEMP = re.compile(r"\.([0-9a-f]{32}\.(npy|json)|" + re.escape(MARKER) + r")\..*\.tmp")
 
 
-def is_marked(root: Path) -> bool:
-    """Whether ``root`` carries a readable ppgbench cache marker."""
+def is_marked(root: Path, kind: str = CACHE_KIND, marker: str = MARKER) -> bool:
+    """Whether ``root`` carries a readable ppgbench marker of a ``kind`` cache."""
     try:
-        found = json.loads((root / MARKER).read_text())
+        found = json.loads((root / marker).read_text())
     except (OSError, ValueError):
         return False
-    return isinstance(found, dict) and found.get("ppgbench") == CACHE_KIND
+    return isinstance(found, dict) and found.get("ppgbench") == kind
+
+
+def mark(root: Path, kind: str = CACHE_KIND, marker: str = MARKER) -> None:
+    """Write the marker of a ``kind`` cache into ``root`` (unless it is there)."""
+    if not is_marked(root, kind, marker):
+        write_json_atomic(root / marker, {"ppgbench": kind, "format": 1,
+                                          "created": datetime.now(UTC).isoformat(timespec="seconds")})
+
+
+def require_marker(root: Path, kind: str = CACHE_KIND, marker: str = MARKER) -> None:
+    """Refuse to delete anything in a folder without the marker (clear, eviction)."""
+    if not is_marked(root, kind, marker):
+        raise ConfigError(f"{root}: not a ppgbench {kind} (no {marker}); nothing was removed")
 
 
 def is_own_entry(meta: Any, key: str) -> bool:
@@ -73,10 +81,7 @@ def foreign_file(root: Path) -> str | None:
         name = path.name
         if name == ".locks" and path.is_dir() or _TEMP.fullmatch(name):
             continue
-        if path.suffix == ".npy" and _legacy_entry(path) is not None:
-            continue
-        if path.suffix == ".json" and path.with_suffix(".npy").exists() and \
-                _legacy_entry(path.with_suffix(".npy")) is not None:
+        if path.suffix in (".npy", ".json") and _legacy_entry(path.with_suffix(".npy")) is not None:
             continue
         return name
     return None
@@ -123,13 +128,6 @@ def claim(root: Path) -> None:
             if meta is not None and not is_own_entry(meta, array.stem):
                 write_json_atomic(array.with_suffix(".json"), {**meta, "ppgbench": ENTRY_KIND, "key": array.stem})
                 adopted += 1
-        write_json_atomic(root / MARKER, {"ppgbench": CACHE_KIND, "format": 1,
-                                          "created": datetime.now(UTC).isoformat(timespec="seconds")})
+        mark(root)
     if adopted:
         print(f"embedding cache: adopted {adopted} entries written before cache markers in {root}", file=sys.stderr)
-
-
-def require_marker(root: Path) -> None:
-    """Refuse to delete anything in a folder without the marker (clear, eviction)."""
-    if not is_marked(root):
-        raise ConfigError(f"{root}: not a ppgbench embedding cache (no {MARKER}); nothing was removed")

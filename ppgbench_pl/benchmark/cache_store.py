@@ -1,14 +1,8 @@
-"""Where the embedding cache lives, what it holds, and how it is kept under its size cap (no torch here).
+"""Where the embedding cache lives, what it holds, and how it stays under its size cap (no torch here).
 
-One cache serves every run folder: ``<root>/<key>.npy`` with ``<key>.json`` beside it (what the entry is,
-its size and SHA-256), keyed by content (:mod:`ppgbench_pl.benchmark.cache`). The root is, first found:
-``--cache_dir``, ``$PPGBENCH_CACHE_DIR``, ``$XDG_CACHE_HOME/ppgbench/embeddings``,
-``~/.cache/ppgbench/embeddings``. The cap (``--cache_size_gb``, ``$PPGBENCH_CACHE_GB``, default 100 GB)
-is kept by evicting the least recently used entries after each write; an entry being written or read
-under its lock by another process is never evicted. Each run folder records the entries it used in its
-``embeddings/`` folder: ``<key>.json`` (the entry's description and where it lives) and ``<key>.npy``, a
-symbolic link to the shared entry. ``ppgbench cache list|clear`` shows and empties the cache. Only a folder
-carrying ppgbench's marker, and only its own entries, are ever evicted or cleared (:mod:`.cache_owner`).
+The root is ``--cache_dir``, ``$PPGBENCH_CACHE_DIR`` or ``<user cache>/ppgbench/embeddings``; the cap
+(``--cache_size_gb``, ``$PPGBENCH_CACHE_GB``, 100 GB) is kept by evicting least recently used entries, never
+one held under its lock by another process. Each run folder links the entries it used in ``embeddings/``.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """The published models' weights by name: fetched, verified, pinned and cached for every run (issue 34).
 
-``ppgbench download --weights papagei_s`` (and ``fit --fetch_weights`` for a model given no
-``checkpoint``) fetches what the encoder catalog's ``published`` entry names, at the version it pins, into
-``<root>/<model>/<revision>/``; the root is ``--weights_dir``, ``$PPGBENCH_WEIGHTS_DIR``,
-``$XDG_CACHE_HOME/ppgbench/weights`` or ``~/.cache/ppgbench/weights``. The host's answer is checked
-before anything is written: a version other than the pinned one is refused unless the user names it
-(``--weights_revision model=REV``). Each entry is described by ``ppgbench-weights.json`` (what was
-fetched, from where, the publisher's checksums, the SHA-256 of what is loaded), written last, so a
-complete description means verified files; a later run re-checks the SHA-256 and downloads nothing.
-``ppgbench cache list|clear --weights`` shows and removes entries; only folders ppgbench described are
-ever deleted, and only inside a root that carries ppgbench's marker file.
+Each entry is ``<root>/<model>/<revision>/`` with ``ppgbench-weights.json`` written last (what was fetched,
+the publisher's checksums, the SHA-256 of what is loaded), so a complete description means verified files;
+a host answering with another version than the pinned one is refused unless the user names it. Only
+described folders, in a root carrying the cache marker (:mod:`.cache_owner`), are ever deleted.
 """
 
 from __future__ import annotations
@@ -26,7 +20,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ppgbench_pl.atomic_io import write_json_atomic, write_text_atomic
+from ppgbench_pl.atomic_io import write_json_atomic
+from ppgbench_pl.benchmark.cache_owner import mark, require_marker
 from ppgbench_pl.data.download import hosts
 from ppgbench_pl.data.download.archives import extract, marker_path
 from ppgbench_pl.data.download.files import file_hashes
@@ -36,8 +31,9 @@ from ppgbench_pl.errors import ConfigError, DownloadError, PPGBenchError
 from ppgbench_pl.locks import LockBusy, file_lock
 
 ROOT_ENV = "PPGBENCH_WEIGHTS_DIR"
-#: A file in the root saying the folder is ppgbench's weights cache (``cache clear`` needs it).
+#: The marker file of the weights root (``cache clear`` needs it), and what it says the folder is.
 MARKER = "PPGBENCH_WEIGHTS_CACHE"
+KIND = "weights cache"
 #: The description of one entry, written when its files are verified.
 DESCRIPTION = "ppgbench-weights.json"
 ARCHIVES = (".zip", ".tar", ".tar.gz", ".tgz")
@@ -124,9 +120,7 @@ def local_checkpoint(name: str, root: Path, revision: str | None = None) -> Path
 def _model_lock(root: Path, name: str) -> Iterator[None]:
     """Mark the root as ppgbench's and hold the model's lock (a second fetch waits, then finds it done)."""
     root.mkdir(parents=True, exist_ok=True)
-    if not (root / MARKER).exists():
-        write_text_atomic(root / MARKER, "ppgbench weights cache: `ppgbench cache clear --weights` deletes only "
-                                         f"the folders described by a {DESCRIPTION}\n")
+    mark(root, KIND, MARKER)
     with file_lock(root / ".locks" / f"{name}.lock"):
         yield
 
@@ -266,8 +260,7 @@ def clear(root: Path) -> tuple[int, int]:
     """
     if not root.is_dir():
         return 0, 0
-    if not (root / MARKER).is_file():
-        raise ConfigError(f"{root}: not a ppgbench weights folder (no {MARKER} file); nothing was removed")
+    require_marker(root, KIND, MARKER)
     removed = busy = 0
     for entry in entries(root):
         folder = Path(entry["folder"])
