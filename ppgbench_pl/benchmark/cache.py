@@ -149,7 +149,8 @@ class EmbeddingCache:
             save_npy_atomic(path, values)
             write_json_atomic(self.root / f"{key}.json", {
                 **(describe or {}), "ppgbench": ENTRY_KIND, "key": key, "shape": list(values.shape),
-                "bytes": path.stat().st_size, "sha256": _file_sha256(path), "seconds": round(time.perf_counter() - start, 3),
+                "bytes": path.stat().st_size, "sha256": _file_sha256(path),
+                "seconds": round(time.perf_counter() - start, 3),
             })
             identity = _identity(path)
             if identity is not None:
