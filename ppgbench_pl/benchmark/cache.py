@@ -84,8 +84,7 @@ class EmbeddingCache:
 
     Args:
         root: Folder of the ``<key>.npy`` entries (with ``<key>.json`` descriptions beside them).
-        size_cap: Bytes the whole cache may hold; least recently used entries are evicted after a write
-            (None: no cap).
+        size_cap: Bytes the whole cache may hold, kept by LRU eviction after a write (None: no cap).
         check_seed: Fixes which windows the spot check embeds again (None: random per process).
     """
 
@@ -126,8 +125,7 @@ class EmbeddingCache:
             check: How to embed a few windows again, for the spot check of a stored entry (None: no check).
 
         Raises:
-            ConfigError: The entry would not fit on the disk or exceeds ``max_bytes``, or the folder holds
-                files ppgbench did not write.
+            ConfigError: The entry would not fit (disk, ``max_bytes``), or the folder is not ppgbench's.
         """
         path = self.path(key)
         if not self._claimed:

@@ -9,6 +9,7 @@ unmarked embedding folder of the format before markers (``<32 hex>.npy`` beside 
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from datetime import UTC, datetime
@@ -28,13 +29,28 @@ _KEY = re.compile(r"[0-9a-f]{32}")
 _TEMP = re.compile(r"\.([0-9a-f]{32}\.(npy|json)|" + re.escape(MARKER) + r")\..*\.tmp")
 
 
+def cache_folder(explicit: str | Path | None, flag: str, env: str, name: str, kind: str) -> tuple[Path, str]:
+    """(folder, the setting that named it): ``explicit``, ``$env``, or ``<XDG cache>/ppgbench/<name>``."""
+    if explicit:
+        return Path(explicit).expanduser().resolve(), flag
+    if os.environ.get(env):
+        return Path(os.environ[env]).expanduser().resolve(), f"${env}"
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return (base / "ppgbench" / name).resolve(), f"the default {kind}"
+
+
+def read_description(path: Path) -> dict[str, Any] | None:
+    """The JSON object in ``path`` (a marker, a description), or None when it is missing, unreadable or not one."""
+    try:
+        found = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return found if isinstance(found, dict) else None
+
+
 def is_marked(root: Path, kind: str = CACHE_KIND, marker: str = MARKER) -> bool:
     """Whether ``root`` carries a readable ppgbench marker of a ``kind`` cache."""
-    try:
-        found = json.loads((root / marker).read_text())
-    except (OSError, ValueError):
-        return False
-    return isinstance(found, dict) and found.get("ppgbench") == kind
+    return (read_description(root / marker) or {}).get("ppgbench") == kind
 
 
 def mark(root: Path, kind: str = CACHE_KIND, marker: str = MARKER) -> None:

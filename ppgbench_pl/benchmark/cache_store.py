@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ppgbench_pl.atomic_io import write_json_atomic
-from ppgbench_pl.benchmark.cache_owner import check_folder, is_own_entry, require_marker
+from ppgbench_pl.benchmark.cache_owner import CACHE_KIND, cache_folder, check_folder, is_own_entry, require_marker
 from ppgbench_pl.errors import ConfigError
 from ppgbench_pl.locks import LockBusy, file_lock
 
@@ -28,13 +28,7 @@ def cache_root(explicit: str | Path | None = None) -> Path:
     Raises:
         ConfigError: It is a file, or a folder of files ppgbench did not write (nothing is written first).
     """
-    if explicit:
-        root, setting = Path(explicit).expanduser().resolve(), "--cache_dir"
-    elif os.environ.get(CACHE_ENV):
-        root, setting = Path(os.environ[CACHE_ENV]).expanduser().resolve(), f"${CACHE_ENV}"
-    else:
-        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-        root, setting = (base / "ppgbench" / "embeddings").resolve(), "the default embedding cache"
+    root, setting = cache_folder(explicit, "--cache_dir", CACHE_ENV, "embeddings", CACHE_KIND)
     check_folder(root, setting)
     return root
 
@@ -60,8 +54,7 @@ def entry_lock(root: Path, key: str) -> Path:
 def entries(root: str | Path) -> list[dict[str, Any]]:
     """Every entry whose description names it as this cache's: key, description, bytes and last use, oldest first.
 
-    Any other file (one without a description, or whose description is not a ppgbench entry's) is no entry:
-    it is never listed, evicted or cleared.
+    Any other file is no entry: it is never listed, evicted or cleared.
     """
     root = Path(root)
     out = []

@@ -1,20 +1,10 @@
 """Executors: how job specs reach a worker. Each runs ``fn(spec)`` somewhere and yields the results.
 
-The protocol is :meth:`Executor.check` (settings refused in one line before any work) and
-:meth:`Executor.run`: job specs in, ``(spec, outcome or exception)`` out as jobs finish. An exception
-(:class:`~ppgbench_pl.benchmark.worker.JobLost`) means the infrastructure lost the job (a killed worker,
-a SLURM task that ended without a result, a silent controller or scheduler); no executor waits for a
-job that can no longer finish. Failures *inside* a job are already records. Nothing here knows what a
-job is, so resume and failure isolation are the same whatever runs the jobs:
-
-* :class:`LocalExecutor`: in the calling process, one after another (the default; debuggable).
-* :class:`ProcessExecutor`: a local pool of ``spawn`` processes, one per core by default (one per GPU when
-  GPUs are given), the cores split between them for encoder work; a dead worker loses only its job
-  (``benchmark/pool.py``).
-* :class:`SubmititExecutor`: SLURM job arrays (``map_array``, ``slurm_array_parallelism``) through
-  submitit; ``cluster: local``/``debug`` run the same path on one machine; tasks watched through
-  squeue/sacct (``benchmark/slurm_watch.py``, ``benchmark/task_wait.py``).
-* :class:`DaskExecutor`: a Dask cluster (``Client(address)``), or a local one bound to 127.0.0.1.
+:meth:`Executor.check` refuses bad settings in one line before any work; :meth:`Executor.run` yields
+``(spec, outcome or exception)`` as jobs finish, where :class:`~ppgbench_pl.benchmark.worker.JobLost` means
+the infrastructure lost the job. Nothing here knows what a job is, so resume and failure isolation are the
+same whatever runs the jobs: in this process, a ``spawn`` pool (:mod:`.pool`), SLURM arrays through submitit
+(:mod:`.slurm_watch`, :mod:`.task_wait`) or a Dask cluster.
 """
 
 from __future__ import annotations
@@ -50,26 +40,16 @@ class Executor(ABC):
         return None
 
     def check(self) -> None:
-        """Refuse settings that cannot work (an unreachable scheduler, a partition SLURM refuses) in one line.
-
-        Called before any embedding is computed or any file is written; the base class accepts any.
-        """
+        """Refuse settings that cannot work (a partition SLURM refuses), in one line, before any work."""
         return None
 
     @abstractmethod
     def run(self, fn: JobFunction, specs: Sequence[JobSpec], run_dir: Path) -> Generator[Finished, None, None]:
-        """Run ``fn`` on every spec; yield ``(spec, outcome or exception)`` in completion order.
-
-        A generator, so that closing it early (an interrupt) stops whatever still runs.
-        """
+        """Yield ``(spec, outcome or exception)`` in completion order (closing it early stops what still runs)."""
 
 
 class LocalExecutor(Executor):
-    """Every job in the calling process, one after another.
-
-    Kept sequential by default: a ``spawn`` worker first imports Lightning (about 5 s of CPU), more than a
-    whole linear cell costs, so filling the cores is ``--executor process``'s job (one worker per core).
-    """
+    """Every job in the calling process, one after another (starting a worker costs more than a linear cell)."""
 
     def processes_here(self) -> int:
         """One: this process."""
@@ -101,10 +81,7 @@ def _environment(values: dict[str, str]) -> Iterator[None]:
 
 
 class ProcessExecutor(Executor):
-    """A pool of ``spawn`` worker processes on this machine, one job per worker at a time.
-
-    A worker that dies (SIGKILL, out of memory) loses only the job it held: that job is reported lost
-    and runs again next time, a new worker takes its place and the other jobs go on.
+    """A pool of ``spawn`` worker processes on this machine, one job per worker at a time (:mod:`.pool`).
 
     Args:
         workers: Worker processes (default: one per usable core, or one per GPU when ``gpus`` are given;

@@ -1,14 +1,8 @@
-"""SLURM settings checked before work, and a watch on array tasks that does not rely on accounting alone.
+"""SLURM settings checked before work (:func:`check_sbatch`), and a watch on array tasks (:class:`SlurmWatch`).
 
-* :func:`flow_parameters`: the ``executor.init_args.parameters`` dict, whichever YAML flow form the user
-  wrote (``{timeout_min: 10, slurm_partition: debug}`` or ``{timeout_min:10,slurm_partition:debug}``).
-* :func:`check_sbatch`: ``sbatch --test-only`` with the resolved partition and resources; a refusal is
-  one line naming the setting.
-* :class:`SlurmWatch`: every ``check_s`` asks ``squeue`` (all states SLURM still remembers) and then
-  ``sacct`` (when accounting runs) for the tasks that have no result yet. A task that ended without a
-  result (killed, cancelled while pending, failed node, out of memory), or that neither knows any more,
-  is lost once two checks in a row agree; a controller that has not answered for ``controller_timeout_s``
-  loses every task still pending.
+The watch asks ``squeue`` and then ``sacct`` for tasks without a result: one that ended without a result,
+or that neither knows any more, is lost once two checks in a row agree; a controller silent for
+``controller_timeout_s`` loses every pending task.
 """
 
 from __future__ import annotations
@@ -130,8 +124,7 @@ class SlurmWatch:
 
     Args:
         check_s: Least seconds between two squeue/sacct checks.
-        controller_timeout_s: Seconds without an answer from the controller after which every pending
-            task counts as lost.
+        controller_timeout_s: Seconds without an answer from the controller before every pending task is lost.
         command_timeout_s: Seconds one squeue or sacct call may take.
     """
 

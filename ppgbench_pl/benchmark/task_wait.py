@@ -1,11 +1,7 @@
-"""The cluster executors' wait loops: never a silent wait.
+"""The cluster executors' wait loops (submitit: :func:`wait_tasks`; Dask: :func:`wait_futures`).
 
-* :func:`wait_tasks` (submitit): collects finished array tasks, asks :class:`~.slurm_watch.SlurmWatch`
-  which of the others can no longer finish (each of their jobs comes back as :class:`JobLost`), and
-  prints a progress line (queued, running, done) every ``progress_s``.
-* :func:`wait_futures` (Dask): collects finished futures, says when a worker leaves (Dask reruns its
-  tasks elsewhere), loses every pending job when the scheduler has not answered, or no worker has been
-  there, for the configured time, and prints the same progress line.
+Never a silent wait: jobs that can no longer finish come back as :class:`JobLost`, and a progress line
+(queued, running, done) is printed every ``progress_s``.
 """
 
 from __future__ import annotations
@@ -61,8 +57,7 @@ def wait_tasks(jobs: Sequence[Any], chunks: Sequence[list[JobSpec]], watch: Slur
                progress_s: float) -> Generator[Finished, None, None]:
     """Yield each task's specs with their outcomes as tasks finish, or :class:`JobLost` as they are found lost.
 
-    ``jobs`` are submitit jobs (or stand-ins with ``job_id``, ``done()``, ``result()``, ``cancel(check=)``
-    and ``state``), one per chunk.
+    ``jobs``: submitit jobs (or stand-ins with ``job_id``, ``done()``, ``result()``, ``cancel`` and ``state``).
     """
     pending = dict(zip(jobs, range(len(chunks)), strict=True))
     last_progress, total = time.monotonic(), len(chunks)

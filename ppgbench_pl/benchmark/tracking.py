@@ -1,24 +1,11 @@
 """Weights & Biases without surprises: offline unless the user is logged in, never a long hang, never required.
 
-The run folder is the source of truth; W&B mirrors it. ``ppgbench fit`` and ``ppgbench benchmark`` log
-from the records on disk, cheaply, in the same way:
-
-* ``group`` (default): one W&B run per (model, task, regime) cell, written by the coordinator when the
-  cell's jobs of this invocation have finished: the resolved config, one step per job (seed, fold,
-  reported metric, baseline, chosen hyperparameters), a jobs table, the Optuna trials table when the
-  regime searched, and the cell's aggregates over the whole run folder (mean, CI, n_seeds, n_folds, MDD:
-  its row of ``summary.csv``) as the run summary, per-job values in the history only (:mod:`.wandb_cells`).
-  The constant baseline gets a run per baseline row. Runs are grouped by ``<task>/<regime>``, typed by
-  regime and tagged with task, regime, dataset and budget; a marker per
-  cell keeps a rerun from logging an unchanged cell twice; W&B run ids derive from the run folder's
-  id, so a rerun of a changed cell resumes the same W&B run.
-* ``per-job``: additionally one W&B run per job, from the worker that ran it.
-* ``off``: nothing. ``WANDB_MODE=disabled`` also means nothing is written (W&B is not even imported).
-
-Files go under ``<run_dir>/wandb/``. A W&B error is warned about once and turns W&B off for the rest of the
-invocation, per-job runs in other workers included (a marker file, so none of them waits out W&B's timeout
-again). A cell whose records cannot be described (a damaged record) is skipped with a warning; the others
-are still logged.
+The run folder is the source of truth; W&B mirrors it from the records on disk. ``--wandb group`` (default):
+one W&B run per (model, task, regime) cell once its jobs of this invocation are done (what it holds:
+:mod:`.wandb_cells`), a marker per cell so an unchanged cell is not logged twice, run ids derived from the
+run folder's id; ``per-job``: also one run per job, from its worker; ``off`` (or ``WANDB_MODE=disabled``):
+nothing. Files go under ``<run_dir>/wandb/``. A W&B error is warned about once and turns W&B off for the
+rest of the invocation, in every worker (a marker file).
 """
 
 from __future__ import annotations
@@ -199,8 +186,7 @@ class CellTracker:
         config: Resolved benchmark config, stored with every W&B run.
         cells: Cell -> its job ids in the plan.
         pending: Job ids that this invocation will run.
-        summary_of: The cell's summary row over the whole run folder (what ``summary.csv`` says), used as
-            the W&B run summary (None: the cell has no row yet).
+        summary_of: The cell's ``summary.csv`` row over the whole run folder (None: no row yet).
     """
 
     def __init__(self, run_dir: Path, project: str, run_uid: str, config: dict[str, Any],
@@ -253,13 +239,7 @@ class CellTracker:
         try:
             config = {"benchmark": self.config, "model": model, "task": task, "regime": regime,
                       **descriptors(row, records)}
-            group, job_type, tags = run_labels(task, regime, config)
-            run = _start_run(self.run_dir, self.project, _short_id(self.run_uid, *cell), f"{model}/{task}/{regime}",
-                             group, job_type, config, tags)
-            quiet_summary(run)
-            _log_records(run, records)
-            run.summary.update(aggregates(row))
-            run.finish()
+            self._cell_run(cell, config, row, records, baseline=False)
             if row is not None:
                 self._log_baseline(str(row.get("baseline") or ""), task, regime, records, config)
         except Exception as exc:  # noqa: BLE001 - W&B mirrors the run folder and is never required
@@ -283,16 +263,23 @@ class CellTracker:
         marker = self.marker(cell)
         if marker.exists() and json.loads(marker.read_text()).get("row") == state:
             return
-        config = {**config, "model": name}
-        group, job_type, tags = run_labels(task, regime, config, baseline=True)
-        run = _start_run(self.run_dir, self.project, _short_id(self.run_uid, *cell), f"{name}/{task}/{regime}",
-                         group, job_type, config, tags)
+        self._cell_run(cell, {**config, "model": name}, row, records, baseline=True)
+        write_json_atomic(marker, {"cell": list(cell), "row": state})
+
+    def _cell_run(self, cell: tuple[str, str, str], config: dict[str, Any], row: dict[str, Any] | None,
+                  records: list[dict[str, Any]], baseline: bool) -> None:
+        """One W&B run of a cell (or of its constant baseline): its history, then its summary row."""
+        group, job_type, tags = run_labels(cell[1], cell[2], config, baseline=baseline)
+        run = _start_run(self.run_dir, self.project, _short_id(self.run_uid, *cell), "/".join(cell), group,
+                         job_type, config, tags)
         quiet_summary(run)
-        for step, values in enumerate(baseline_history(records)):
-            run.log(values, step=step)
+        if baseline:
+            for step, values in enumerate(baseline_history(records)):
+                run.log(values, step=step)
+        else:
+            _log_records(run, records)
         run.summary.update(aggregates(row))
         run.finish()
-        write_json_atomic(marker, {"cell": list(cell), "row": state})
 
 
 def log_job_run(spec: Any, record: dict[str, Any], config: dict[str, Any]) -> None:

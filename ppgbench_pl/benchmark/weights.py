@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import difflib
 import json
-import os
 import re
 import shutil
 import sys
@@ -21,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ppgbench_pl.atomic_io import write_json_atomic
-from ppgbench_pl.benchmark.cache_owner import mark, require_marker
+from ppgbench_pl.benchmark.cache_owner import cache_folder, mark, read_description, require_marker
 from ppgbench_pl.data.download import hosts
 from ppgbench_pl.data.download.archives import extract, marker_path
 from ppgbench_pl.data.download.files import file_hashes
@@ -43,11 +42,7 @@ PUBLISHED: dict[str, PublishedWeights] = {n: e.published for n, e in CATALOG.ite
 
 def weights_root(explicit: str | Path | None = None) -> Path:
     """The weights folder (absolute): ``explicit``, ``$PPGBENCH_WEIGHTS_DIR``, or the user cache directory."""
-    if explicit:
-        return Path(explicit).expanduser().resolve()
-    if os.environ.get(ROOT_ENV):
-        return Path(os.environ[ROOT_ENV]).expanduser().resolve()
-    return (Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ppgbench" / "weights").resolve()
+    return cache_folder(explicit, "--weights_dir", ROOT_ENV, "weights", KIND)[0]
 
 
 def model_names(names: Sequence[str]) -> list[str]:
@@ -78,17 +73,9 @@ def _where(pub: PublishedWeights) -> str:
             "huggingface": f"Hugging Face {pub.repo}"}[pub.host]
 
 
-def _describe(folder: Path) -> dict[str, Any] | None:
-    try:
-        found = json.loads((folder / DESCRIPTION).read_text())
-    except (OSError, ValueError):
-        return None
-    return found if isinstance(found, dict) else None
-
-
 def _verified(folder: Path) -> Path | None:
     """The checkpoint of a complete entry whose loaded files still have their recorded SHA-256, else None."""
-    found = _describe(folder)
+    found = read_description(folder / DESCRIPTION)
     if not found or not found.get("complete"):
         return None
     for rel, digest in (found.get("loaded_sha256") or {}).items():
@@ -109,7 +96,7 @@ def local_checkpoint(name: str, root: Path, revision: str | None = None) -> Path
         return _verified(model_dir / revision) if (model_dir / revision).is_dir() else None
     folders = sorted(d for d in model_dir.iterdir() if d.is_dir()) if model_dir.is_dir() else []
     complete = [(str(found.get("fetched_utc")), d) for d in folders
-                if (found := _describe(d) or {}).get("complete")]
+                if (found := read_description(d / DESCRIPTION) or {}).get("complete")]
     for _, folder in sorted(complete, reverse=True):
         if (path := _verified(folder)) is not None:
             return path
@@ -129,9 +116,8 @@ def fetch_weights(name: str, root: Path, client: Client, revision: str | None = 
     """Make the verified weights of ``name`` available under ``root``; return the checkpoint and a status.
 
     Raises:
-        DownloadError: The host answers with a version other than the one expected, cannot be reached, or
-            a file fails its check (one line; no entry is described as complete).
-
+        DownloadError: The host answers with another version than expected, cannot be reached, or a file
+            fails its check (one line; no entry is described as complete).
     """
     pub = PUBLISHED[name]
     wanted = revision or pub.revision
@@ -188,10 +174,7 @@ def _unpack(folder: Path, pub: PublishedWeights) -> Path:
 
 def download_weights(names: Sequence[str], root: Path, client: Client,
                      wanted: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Fetch each model's weights; return ``{name: "ok: ..." | "failed: <reason>"}``.
-
-    One model's failure never stops the others; the caller decides the exit status.
-    """
+    """Fetch each model's weights; return ``{name: "ok: ..." | "failed: <reason>"}`` (a failure stops no other)."""
     statuses: dict[str, str] = {}
     for name in model_names(names):
         try:
@@ -214,14 +197,12 @@ def fill_checkpoints(config: Mapping[str, Any], weights_dir: str | None, *, fetc
                      client: Client | None = None) -> None:
     """Point every published model given neither ``checkpoint`` nor ``random_init`` at its cached weights.
 
-    Weights already under the root are used (verified, no network); missing ones are fetched only with
-    ``fetch`` (``--fetch_weights``) and never in a dry run. Without them the entry is left as it was, so the
-    encoder's own refusal (no checkpoint, where to get it) stays the default.
+    Missing weights are fetched only with ``fetch`` (``--fetch_weights``), never in a dry run; without them
+    the entry is left as it was (the encoder's own refusal).
 
     Raises:
         ConfigError: ``fetch`` in a dry run with weights missing.
         DownloadError: The fetch failed.
-
     """
     by_class = {CATALOG[n].class_path: n for n in PUBLISHED}
     root = weights_root(weights_dir)
@@ -247,7 +228,7 @@ def entries(root: Path) -> list[dict[str, Any]]:
     for desc in sorted(root.glob(f"*/*/{DESCRIPTION}")) if root.is_dir() else []:
         folder = desc.parent
         size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file() and not p.is_symlink())
-        out.append({**(_describe(folder) or {}), "folder": str(folder), "bytes": size})
+        out.append({**(read_description(folder / DESCRIPTION) or {}), "folder": str(folder), "bytes": size})
     return out
 
 
@@ -256,7 +237,6 @@ def clear(root: Path) -> tuple[int, int]:
 
     Raises:
         ConfigError: ``root`` lacks ppgbench's marker file, so nothing in it is deleted.
-
     """
     if not root.is_dir():
         return 0, 0
