@@ -52,10 +52,7 @@ def entry_lock(root: Path, key: str) -> Path:
 
 
 def entries(root: str | Path) -> list[dict[str, Any]]:
-    """Every entry whose description names it as this cache's: key, description, bytes and last use, oldest first.
-
-    Any other file is no entry: it is never listed, evicted or cleared.
-    """
+    """The cache's own entries (no other file is listed, evicted or cleared) with bytes and last use, oldest first."""
     root = Path(root)
     out = []
     for array in root.glob("*.npy") if root.is_dir() else []:

@@ -10,18 +10,23 @@ same whatever runs the jobs: in this process, a ``spawn`` pool (:mod:`.pool`), S
 from __future__ import annotations
 
 import os
+import socket
+import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
+from ppgbench_pl.benchmark.pool import Finished, run_pool
+from ppgbench_pl.benchmark.slurm_watch import SlurmWatch, check_sbatch, flow_parameters, sbatch_missing
+from ppgbench_pl.benchmark.task_wait import DaskWatch, wait_futures, wait_tasks
 from ppgbench_pl.benchmark.thread_policy import usable_cores
 from ppgbench_pl.benchmark.worker import JobLost, JobOutcome, JobSpec
 from ppgbench_pl.errors import ConfigError
 
 JobFunction = Callable[[JobSpec], JobOutcome]
-Finished = tuple[JobSpec, JobOutcome | BaseException]
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
 
@@ -110,8 +115,6 @@ class ProcessExecutor(Executor):
 
     def run(self, fn: JobFunction, specs: Sequence[JobSpec], run_dir: Path) -> Generator[Finished, None, None]:
         """One job per worker at a time; yield as workers finish. A dead worker loses only the job it held."""
-        from ppgbench_pl.benchmark.pool import run_pool
-
         if not specs:
             return
         threads = self.threads_per_job()
@@ -147,8 +150,6 @@ class SubmititExecutor(Executor):
     def __init__(self, cluster: str | None = None, folder: str | None = None, parallelism: int = 64,
                  jobs_per_task: int = 1, parameters: dict[str, Any] | str | None = None, poll_s: float = 5.0,
                  check_s: float = 30.0, controller_timeout_s: float = 600.0, progress_s: float = 60.0) -> None:
-        from ppgbench_pl.benchmark.slurm_watch import flow_parameters
-
         if jobs_per_task < 1:
             raise ConfigError(f"executor.jobs_per_task must be at least 1, got {jobs_per_task}")
         if parallelism < 1:
@@ -166,8 +167,6 @@ class SubmititExecutor(Executor):
         """The submitit executor with the parameters applied (its own check); one line naming a bad one."""
         import submitit
 
-        from ppgbench_pl.benchmark.slurm_watch import sbatch_missing
-
         if self.cluster == "slurm" and (missing := sbatch_missing(self.cluster)):
             raise ConfigError(missing)
         try:
@@ -181,10 +180,6 @@ class SubmititExecutor(Executor):
 
     def check(self) -> None:
         """Submitit's parameter check, and on SLURM ``sbatch --test-only`` with the partition and resources."""
-        import tempfile
-
-        from ppgbench_pl.benchmark.slurm_watch import check_sbatch
-
         with tempfile.TemporaryDirectory(prefix="ppgbench-check-") as scratch:  # submitit makes its folder
             executor = self._executor(Path(scratch) / "submitit")
         if executor.cluster == "slurm":
@@ -192,9 +187,6 @@ class SubmititExecutor(Executor):
 
     def run(self, fn: JobFunction, specs: Sequence[JobSpec], run_dir: Path) -> Generator[Finished, None, None]:
         """One array task per chunk of ``jobs_per_task`` specs; yield as tasks finish or are found lost."""
-        from ppgbench_pl.benchmark.slurm_watch import SlurmWatch
-        from ppgbench_pl.benchmark.task_wait import wait_tasks
-
         if not specs:
             return
         executor = self._executor(Path(self.folder or Path(run_dir) / "submitit"))
@@ -243,9 +235,6 @@ class DaskExecutor(Executor):
 
     def check(self) -> None:
         """The scheduler at ``address`` accepts a connection within ``connect_timeout_s``."""
-        import socket
-        from urllib.parse import urlsplit
-
         if self.address is None:
             return
         parts = urlsplit(self.address if "://" in self.address else f"tcp://{self.address}")
@@ -266,7 +255,6 @@ class DaskExecutor(Executor):
         """Map over the cluster; yield as futures complete, or as lost when the cluster cannot finish them."""
         from dask.distributed import Client, LocalCluster
 
-        from ppgbench_pl.benchmark.task_wait import DaskWatch, wait_futures
 
         if not specs:
             return

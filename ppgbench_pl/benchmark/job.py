@@ -76,7 +76,8 @@ def run_jobs(ctxs: list[JobContext], regime: Regime) -> list[tuple[dict[str, Any
     seed_job(ctxs[0].seed)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        ignore_framework_notices()
+        for pattern in FRAMEWORK_NOTICES:
+            warnings.filterwarnings("ignore", message=pattern)
         live = []
         for i, ctx in enumerate(ctxs):
             try:
@@ -108,12 +109,6 @@ def run_jobs(ctxs: list[JobContext], regime: Regime) -> list[tuple[dict[str, Any
 FRAMEWORK_NOTICES = (r".*configure_optimizers.* returned .None.*", r".*training_step.* returned .None.*",
                      r".*LeafSpec.*", r".*does not have many workers.*", r".*module\(s\) in eval mode.*",
                      r".*max_epochs=.* reached.*", r".*srun.* command is available.*")
-
-
-def ignore_framework_notices() -> None:
-    """Leave Lightning's by-design notices out of a record's ``warnings`` (they are not the job's)."""
-    for pattern in FRAMEWORK_NOTICES:
-        warnings.filterwarnings("ignore", message=pattern)
 
 
 def _record_head(ctx: JobContext, regime: Regime) -> dict[str, Any]:
@@ -149,10 +144,7 @@ def _prelude(ctx: JobContext, record: dict[str, Any]) -> None:
 
 
 def _results(ctx: JobContext, record: dict[str, Any], outcomes: list[RepeatOutcome]) -> Predictions:
-    """Each repeat's metrics (checked finite) into the record; the prediction arrays to store.
-
-    Outcomes of search seeds other than 0 go to ``search_seed_results`` (``results`` is the published search).
-    """
+    """Each repeat's metrics (checked finite) into the record, search seeds above 0 in ``search_seed_results``."""
     predictions: Predictions = {}
     record["results"] = []
     for outcome in sorted(outcomes, key=lambda o: bool(o.details.get("search_seed"))):  # the published ones first

@@ -166,10 +166,7 @@ def end_of_command(report: Any) -> Any:
 
 
 def record_not_evaluable(run_dir: Path, job: Job, fs: float, reason: str, budget: str = "published") -> bool:
-    """Write the record (with the run's budget) of a job whose fold is not evaluable, unless one is there.
-
-    Returns whether it was written.
-    """
+    """Write the record (with the run's budget) of a job whose fold is not evaluable unless one is there; True if so."""
     from ppgbench_pl.benchmark.identity import code_version
     from ppgbench_pl.benchmark.job import job_lock_path, read_record
     from ppgbench_pl.locks import file_lock

@@ -51,12 +51,8 @@ class Progress:
     """Jobs done out of a plan, shown on ``stream`` (stderr by default).
 
     Args:
-        total: Jobs in the plan.
-        initial: Jobs already done before this command.
-        enabled: Show anything at all.
-        stream: Where to write.
-        every_fraction: Line-log step as a fraction of the plan.
-        every_s: Line-log step in seconds.
+        total: Jobs in the plan (``initial``: those done before this command).
+        every_fraction: Line-log step as a fraction of the plan (``every_s``: in seconds).
         cost: The pending jobs' estimate (trials, epochs and the ETA from it), or None (jobs only).
     """
 

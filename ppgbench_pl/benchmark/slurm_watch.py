@@ -19,11 +19,9 @@ from ppgbench_pl.errors import ConfigError
 
 QUEUED = {"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "CONFIGURING", "RESIZING", "SUSPENDED"}
 RUNNING = {"RUNNING", "COMPLETING", "STAGE_OUT", "SIGNALING"}
-#: sbatch flags for the submitit SLURM parameters worth a ``--test-only`` (the rest cannot be refused).
-SBATCH_FLAGS = {"partition": "--partition", "time": "--time", "gpus_per_node": "--gpus-per-node",
-                "gpus_per_task": "--gpus-per-task", "gres": "--gres", "cpus_per_task": "--cpus-per-task",
-                "mem": "--mem", "account": "--account", "qos": "--qos", "constraint": "--constraint",
-                "nodes": "--nodes", "ntasks_per_node": "--ntasks-per-node", "exclude": "--exclude"}
+#: The submitit SLURM parameters worth a ``--test-only`` (as ``--gpus-per-node``...); the rest cannot be refused.
+SBATCH_PARAMETERS = ("partition", "time", "gpus_per_node", "gpus_per_task", "gres", "cpus_per_task", "mem", "account",
+                     "qos", "constraint", "nodes", "ntasks_per_node", "exclude")
 #: The user's name of each parameter (the executor's ``parameters``), for the one-line refusal.
 USER_NAMES = {"partition": "slurm_partition", "time": "timeout_min", "gpus_per_node": "gpus_per_node",
               "mem": "mem_gb", "cpus_per_task": "cpus_per_task", "nodes": "nodes",
@@ -65,7 +63,7 @@ def sbatch_missing(cluster: str | None) -> str | None:
 
 def check_sbatch(slurm_parameters: dict[str, Any], timeout_s: float) -> None:
     """``sbatch --test-only`` with the resolved partition and resources; one line naming what it refused."""
-    flags = [f"{flag}={slurm_parameters[name]}" for name, flag in SBATCH_FLAGS.items()
+    flags = [f"--{name.replace('_', '-')}={slurm_parameters[name]}" for name in SBATCH_PARAMETERS
              if slurm_parameters.get(name) not in (None, "")]
     try:
         done = subprocess.run(["sbatch", "--test-only", *flags, "--wrap", "true"], capture_output=True,

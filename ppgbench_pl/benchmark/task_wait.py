@@ -11,10 +11,9 @@ import time
 from collections.abc import Generator, Sequence
 from typing import Any
 
+from ppgbench_pl.benchmark.pool import Finished
 from ppgbench_pl.benchmark.slurm_watch import SlurmWatch
 from ppgbench_pl.benchmark.worker import JobLost, JobOutcome, JobSpec
-
-Finished = tuple[JobSpec, JobOutcome | BaseException]
 
 
 def progress_line(engine: str, queued: int, running: int, done: int, total: int, unit: str) -> None:

@@ -14,7 +14,6 @@ import re
 import shutil
 import sys
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -103,15 +102,6 @@ def local_checkpoint(name: str, root: Path, revision: str | None = None) -> Path
     return None
 
 
-@contextmanager
-def _model_lock(root: Path, name: str) -> Iterator[None]:
-    """Mark the root as ppgbench's and hold the model's lock (a second fetch waits, then finds it done)."""
-    root.mkdir(parents=True, exist_ok=True)
-    mark(root, KIND, MARKER)
-    with file_lock(root / ".locks" / f"{name}.lock"):
-        yield
-
-
 def fetch_weights(name: str, root: Path, client: Client, revision: str | None = None) -> tuple[Path, str]:
     """Make the verified weights of ``name`` available under ``root``; return the checkpoint and a status.
 
@@ -121,7 +111,9 @@ def fetch_weights(name: str, root: Path, client: Client, revision: str | None = 
     """
     pub = PUBLISHED[name]
     wanted = revision or pub.revision
-    with _model_lock(root, name):
+    root.mkdir(parents=True, exist_ok=True)
+    mark(root, KIND, MARKER)
+    with file_lock(root / ".locks" / f"{name}.lock"):  # a second fetch waits, then finds it done
         found = None if client.force else local_checkpoint(name, root, wanted)
         if found is not None:
             return found, f"ok: already present, verified ({found})"
