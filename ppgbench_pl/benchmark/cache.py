@@ -90,8 +90,7 @@ class EmbeddingCache:
 
     def __init__(self, root: str | Path, size_cap: float | None = None, check_seed: int | None = None) -> None:
         self.root, self.size_cap, self.check_seed = Path(root), size_cap, check_seed
-        self.hits = 0
-        self.misses = 0
+        self.hits = self.misses = 0
         self._claimed = False
         self._touched: set[str] = set()
         self._suspect: dict[tuple[str, int, int, int], str] = {}

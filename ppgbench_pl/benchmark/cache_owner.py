@@ -111,12 +111,10 @@ def check_folder(root: Path, setting: str | None = None) -> None:
         setting: Where it came from (``--cache_dir``, ``$PPGBENCH_CACHE_DIR``...), for the message.
     """
     where = f"{setting}={root}" if setting else f"embedding cache folder {root}"
-    for path in (root, *root.parents):
-        if path.exists() and not path.is_dir():
-            what = "is a file" if path == root else f"is inside {path}, which is a file"
-            raise ConfigError(f"{where}: {what}; the embedding cache needs a folder")
-        if path.exists():
-            break
+    existing = next(p for p in (root, *root.parents) if p.exists())  # "/" at the latest
+    if not existing.is_dir():
+        what = "is a file" if existing == root else f"is inside {existing}, which is a file"
+        raise ConfigError(f"{where}: {what}; the embedding cache needs a folder")
     if root.is_dir() and not is_marked(root):
         stray = foreign_file(root)
         if stray is not None:

@@ -20,6 +20,7 @@ from ppgbench_pl.benchmark.cache import EmbeddingCache
 from ppgbench_pl.benchmark.cache_check import SpotCheck, tolerance_for
 from ppgbench_pl.datamodules.ppg import PPGDataModule
 from ppgbench_pl.encoders.base import PPGEncoder
+from ppgbench_pl.errors import DataError
 from ppgbench_pl.lightning_trainer import build_trainer
 from ppgbench_pl.tasks.encoder_task import EncoderTask
 
@@ -48,8 +49,6 @@ class FiniteEmbeddings(L.Callback):
             return
         bad = ~torch.isfinite(outputs.detach().reshape(len(outputs), -1)).all(dim=1)
         if bool(bad.any()):
-            from ppgbench_pl.errors import DataError
-
             raise DataError(f"encoder {self.name}: embeddings of batch {batch_idx} on {self.where} contain NaN/inf "
                             f"in {int(bad.sum())} of {len(outputs)} rows; check its checkpoint (non-finite "
                             "weights?) and its numerics (precision); stopped before any job ran")

@@ -255,7 +255,6 @@ class DaskExecutor(Executor):
         """Map over the cluster; yield as futures complete, or as lost when the cluster cannot finish them."""
         from dask.distributed import Client, LocalCluster
 
-
         if not specs:
             return
         cluster = None

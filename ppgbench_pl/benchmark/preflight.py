@@ -9,9 +9,12 @@ from __future__ import annotations
 import os
 import re
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from ppgbench_pl.benchmark.executors import Executor
 from ppgbench_pl.benchmark.plan import Job
@@ -60,8 +63,6 @@ def check_output_dir(run_dir: Path) -> None:
     Probed by making and removing a folder in the nearest existing ancestor (``/proc`` refuses despite its
     permissions).
     """
-    import tempfile
-
     if run_dir.exists() and not run_dir.is_dir():
         raise ConfigError(f"--output_dir {run_dir}: exists and is not a folder")
     parent = run_dir if run_dir.exists() else next((p for p in run_dir.parents if p.exists()), Path("."))
@@ -110,8 +111,6 @@ def describe_skipped(skipped: dict[str, str]) -> str:
 
 def _fold_problem(dm: Any, fs: float, task: Any, seed: int, fold: int) -> str | None:
     """Why an outer fold of a classification task cannot be evaluated (one class in a part), or None."""
-    import numpy as np
-
     view = dm.task_view(fs, task)
     try:
         split = dm.outer_split(view, seed, fold)

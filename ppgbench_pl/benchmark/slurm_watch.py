@@ -121,9 +121,8 @@ class SlurmWatch:
     """Tracks the SLURM state of array tasks; says which can no longer deliver a result.
 
     Args:
-        check_s: Least seconds between two squeue/sacct checks.
+        check_s: Least seconds between two squeue/sacct checks (``command_timeout_s``: the most one may take).
         controller_timeout_s: Seconds without an answer from the controller before every pending task is lost.
-        command_timeout_s: Seconds one squeue or sacct call may take.
     """
 
     def __init__(self, check_s: float = 30.0, controller_timeout_s: float = 600.0,

@@ -90,7 +90,6 @@ class DaskWatch:
     """What the Dask client says about its scheduler and workers, checked every poll.
 
     Args:
-        address: The scheduler's address (for the messages).
         scheduler_timeout_s: Seconds the scheduler may stay unreachable before every pending job is lost.
         worker_timeout_s: Seconds with no worker at all before every pending job is lost.
     """

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import netrc
 import os
+import sys
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -39,8 +41,6 @@ def wandb_logged_in() -> bool:
     if os.environ.get("WANDB_API_KEY"):
         return True
     try:
-        import netrc
-
         return any("wandb" in host for host in netrc.netrc().hosts)
     except (FileNotFoundError, OSError, netrc.NetrcParseError):
         return False
@@ -84,8 +84,6 @@ def point_wandb_dirs(run_dir: Path) -> None:
 
 def close_wandb() -> None:
     """Stop W&B's service process, so a later run in this process starts one with its own folders."""
-    import sys
-
     if "wandb" in sys.modules:
         try:
             sys.modules["wandb"].teardown()
@@ -180,12 +178,8 @@ class CellTracker:
     """Logs each (model, task, regime) cell as one W&B run once its jobs of this invocation are finished.
 
     Args:
-        run_dir: Run folder (W&B files go to ``<run_dir>/wandb``).
-        project: W&B project.
-        run_uid: The run folder's id (from ``run.json``).
-        config: Resolved benchmark config, stored with every W&B run.
-        cells: Cell -> its job ids in the plan.
-        pending: Job ids that this invocation will run.
+        run_uid: The run folder's id (from ``run.json``); ``config``: the resolved config, in every W&B run.
+        cells: Cell -> its job ids in the plan; ``pending``: the job ids this invocation will run.
         summary_of: The cell's ``summary.csv`` row over the whole run folder (None: no row yet).
     """
 
