@@ -146,26 +146,21 @@ def _log_records(run: Any, records: Sequence[dict[str, Any]]) -> None:
 
     jobs, trials = [], []
     for step, rec in enumerate(sorted(records, key=lambda r: (r.get("seed", 0), r.get("fold", 0)))):
-        metric = rec.get("metric", "value")
-        row: dict[str, Any] = {"seed": rec.get("seed"), "fold": rec.get("fold"), "ok": rec.get("status") == "ok",
+        metric, ok, results = rec.get("metric", "value"), rec.get("status") == "ok", rec.get("results", [])
+        value, baseline = (_value(rec) if ok else None), (rec.get("baseline") or {}).get(metric)
+        row: dict[str, Any] = {"seed": rec.get("seed"), "fold": rec.get("fold"), "ok": ok,
                                "seconds": rec.get("seconds")}
-        if rec.get("status") == "ok":
-            row[f"test/{metric}"] = _value(rec)
-            row[f"baseline/{metric}"] = (rec.get("baseline") or {}).get(metric)
-            first = rec["results"][0] if rec.get("results") else {}
-            row.update({f"params/{k}": v for k, v in (first.get("params") or {}).items()
-                        if isinstance(v, (int, float, str, bool))})
+        if ok:
+            params = (results[0] if results else {}).get("params") or {}
+            row.update({f"test/{metric}": value, f"baseline/{metric}": baseline,
+                        **{f"params/{k}": v for k, v in params.items() if isinstance(v, (int, float, str, bool))}})
         run.log(row, step=step)
-        params = [r.get("params") for r in rec.get("results", [])]
-        jobs.append([rec.get("job_id"), rec.get("seed"), rec.get("fold"), rec.get("status"), _value(rec)
-                     if rec.get("status") == "ok" else None, (rec.get("baseline") or {}).get(metric),
-                     json.dumps(params, default=str), rec.get("seconds"), rec.get("error")])
-        for result in rec.get("results", []):
-            for t in (result.get("optuna") or {}).get("trials", []):
-                trials.append([rec.get("job_id"), rec.get("seed"), rec.get("fold"), result.get("repeat"),
-                               t.get("number"),
-                               t.get("state"), t.get("value"), json.dumps(t.get("params"), default=str),
-                               json.dumps(t.get("intermediate_values"), default=str)])
+        where = [rec.get("job_id"), rec.get("seed"), rec.get("fold")]
+        jobs.append([*where, rec.get("status"), value, baseline, json.dumps([r.get("params") for r in results],
+                     default=str), rec.get("seconds"), rec.get("error")])
+        trials += [[*where, result.get("repeat"), t.get("number"), t.get("state"), t.get("value"),
+                    json.dumps(t.get("params"), default=str), json.dumps(t.get("intermediate_values"), default=str)]
+                   for result in results for t in (result.get("optuna") or {}).get("trials", [])]
     tables = {"jobs": wandb.Table(columns=["job_id", "seed", "fold", "status", "value", "baseline", "params", "seconds",
                                            "error"], data=jobs)}
     if trials:
