@@ -33,11 +33,8 @@ class PlanCost:
     """The estimate of the pending jobs, as the progress display reads it.
 
     Attributes:
-        job_seconds: Job id -> estimated seconds of that job.
-        wall_seconds: Estimated wall time of them all (the dry run's figure).
-        trials: Trials their searches finish.
-        trial_epochs: Epochs those trials train, as estimated (Hyperband).
-        searched: Ids of the jobs that search (their seconds are spent over those trial-epochs).
+        job_seconds: Job id -> estimated seconds of that job (``wall_seconds``: of them all, the dry run's figure).
+        searched: Ids of the jobs that search, spending their seconds over ``trial_epochs`` epochs of ``trials``.
     """
 
     job_seconds: dict[str, float] = field(default_factory=dict)
