@@ -35,6 +35,7 @@ KIND = "weights cache"
 #: The description of one entry, written when its files are verified.
 DESCRIPTION = "ppgbench-weights.json"
 ARCHIVES = (".zip", ".tar", ".tar.gz", ".tgz")
+HOSTS = {"zenodo": "Zenodo record", "github": "GitHub", "huggingface": "Hugging Face"}
 #: The models with published weights, in catalog order.
 PUBLISHED: dict[str, PublishedWeights] = {n: e.published for n, e in CATALOG.items() if e.published is not None}
 
@@ -65,11 +66,6 @@ def revisions(pairs: Sequence[str] | None) -> dict[str, str]:
             raise ConfigError(f"--weights_revision {pair!r}: write MODEL=REVISION (e.g. sigmappg=<commit>)")
         out[model_names([name.strip()])[0]] = rev.strip()
     return out
-
-
-def _where(pub: PublishedWeights) -> str:
-    return {"zenodo": f"Zenodo record {pub.repo}", "github": f"GitHub {pub.repo}",
-            "huggingface": f"Hugging Face {pub.repo}"}[pub.host]
 
 
 def _verified(folder: Path) -> Path | None:
@@ -121,8 +117,8 @@ def fetch_weights(name: str, root: Path, client: Client, revision: str | None = 
         if not _accepts(pub, wanted, plan.revision, named=revision is not None):
             named = "you named" if revision else "ppgbench pins"
             raise DownloadError(
-                f"{name}: {_where(pub)} answers with revision {plan.revision}, but {named} {wanted}; nothing "
-                f"was downloaded (to use it: --weights_revision {name}={plan.revision})")
+                f"{name}: {HOSTS[pub.host]} {pub.repo} answers with revision {plan.revision}, but {named} {wanted}; "
+                f"nothing was downloaded (to use it: --weights_revision {name}={plan.revision})")
         folder = root / name / plan.revision
         folder.mkdir(parents=True, exist_ok=True)
         record: dict[str, Any] = {
