@@ -161,8 +161,7 @@ class EmbeddingCache:
               describe: dict[str, Any] | None = None) -> np.ndarray | None:
         """The entry when it exists and is intact (verified once per process), else None.
 
-        Only a caller holding the entry's lock removes a damaged entry (without it, "damaged" may be a writer
-        between moving the array into place and writing its description).
+        Only a caller holding the lock removes a damaged entry (else "damaged" may be a writer still describing it).
         """
         path = self.path(key)
         identity = _identity(path)

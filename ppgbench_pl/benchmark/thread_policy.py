@@ -44,11 +44,9 @@ class ThreadPolicy:
     """Threads per process for each workload.
 
     Attributes:
-        probe: Jobs on embeddings or features (``None``: the process default).
-        encoder: Jobs that train the encoder (finetuning) (``None``: the worker process's default).
+        probe: Jobs on embeddings or features; ``encoder``: jobs that finetune (``None``: the process default).
         embedding_pass: The embedding pass, which runs in this process before any job starts.
-        source: ``default``, ``--threads`` or ``PPGBENCH_THREADS``.
-        cores: Cores usable by this process.
+        source: ``default``, ``--threads`` or ``PPGBENCH_THREADS``; ``cores``: usable by this process.
         processes: Job processes the executor runs side by side on this machine (``None``: a cluster's).
     """
 
