@@ -1,17 +1,10 @@
 """Embedding cache: every window goes through a frozen encoder once per (encoder, weights, data, rate).
 
-The key is a content hash of the encoder identity (class, weights digest, settings), the processed tree's
-identity (its preprocessing marker, or the file listing when a tree has none), a digest of the windows
-themselves (so a repaired tree is never served stale embeddings), the rate and the numeric precision, so all
-tasks, seeds, folds and frozen regimes of a run (and of later runs) share one pass. Each entry's size and
-SHA-256 are stored beside it and checked before first use in a process, and a few of its windows are embedded
-again and compared (:mod:`.cache_check`: a forger can rewrite the digest too); a damaged or forged entry is
-recomputed with a message naming it. Only entries whose description names them as ppgbench's, in a folder
-carrying ppgbench's marker, are trusted or ever deleted (:mod:`.cache_owner`). Entries are written to a
-temporary file and moved into place with ``os.replace``, so a reader never sees a torn file; a lock file per
-key makes concurrent processes compute each entry once (the second waits, then reads). Entries are read
-memory-mapped, so parallel workers share one copy in the page cache. One cache serves every run folder (its
-root, size cap and LRU eviction: :mod:`.cache_store`).
+Entries are keyed by content (encoder identity, processed tree, windows digest, rate, precision), so all
+jobs of a run and of later runs share one pass. Each entry's size and SHA-256 are checked before first use
+in a process, plus a spot check (:mod:`.cache_check`); a damaged entry is recomputed with a message. Writes
+are atomic and a lock per key makes processes compute an entry once; reads are memory-mapped. Ownership:
+:mod:`.cache_owner`; root, cap and eviction: :mod:`.cache_store`.
 """
 
 from __future__ import annotations
@@ -31,6 +24,7 @@ from ppgbench_pl.atomic_io import save_npy_atomic, write_json_atomic
 from ppgbench_pl.benchmark.cache_check import SpotCheck, check_rows
 from ppgbench_pl.benchmark.cache_owner import ENTRY_KIND, claim, is_own_entry
 from ppgbench_pl.benchmark.cache_store import entry_lock, evict, touch
+from ppgbench_pl.data.download.files import file_hashes
 from ppgbench_pl.data.processed import MARKER
 from ppgbench_pl.encoders.base import PPGEncoder
 from ppgbench_pl.errors import ConfigError
@@ -38,11 +32,7 @@ from ppgbench_pl.locks import file_lock
 
 
 def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 22), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    return file_hashes(path, ("sha256",))["sha256"]
 
 
 def data_identity(directory: str | Path) -> str:
@@ -94,15 +84,13 @@ class EmbeddingCache:
 
     Args:
         root: Folder of the ``<key>.npy`` entries (with ``<key>.json`` descriptions beside them).
-        size_cap: Bytes the whole cache may hold; least recently used entries are evicted after a write
-            (None: no cap).
+        size_cap: Bytes the whole cache may hold, kept by LRU eviction after a write (None: no cap).
         check_seed: Fixes which windows the spot check embeds again (None: random per process).
     """
 
     def __init__(self, root: str | Path, size_cap: float | None = None, check_seed: int | None = None) -> None:
         self.root, self.size_cap, self.check_seed = Path(root), size_cap, check_seed
-        self.hits = 0
-        self.misses = 0
+        self.hits = self.misses = 0
         self._claimed = False
         self._touched: set[str] = set()
         self._suspect: dict[tuple[str, int, int, int], str] = {}
@@ -136,8 +124,7 @@ class EmbeddingCache:
             check: How to embed a few windows again, for the spot check of a stored entry (None: no check).
 
         Raises:
-            ConfigError: The entry would not fit on the disk or exceeds ``max_bytes``, or the folder holds
-                files ppgbench did not write.
+            ConfigError: The entry would not fit (disk, ``max_bytes``), or the folder is not ppgbench's.
         """
         path = self.path(key)
         if not self._claimed:
@@ -156,10 +143,11 @@ class EmbeddingCache:
             self.misses += 1
             start = time.perf_counter()
             values = np.asarray(compute(), dtype=np.float32)
-            digest = self._store(path, values)
+            save_npy_atomic(path, values)
             write_json_atomic(self.root / f"{key}.json", {
                 **(describe or {}), "ppgbench": ENTRY_KIND, "key": key, "shape": list(values.shape),
-                "bytes": path.stat().st_size, "sha256": digest, "seconds": round(time.perf_counter() - start, 3),
+                "bytes": path.stat().st_size, "sha256": _file_sha256(path),
+                "seconds": round(time.perf_counter() - start, 3),
             })
             identity = _identity(path)
             if identity is not None:
@@ -173,8 +161,7 @@ class EmbeddingCache:
               describe: dict[str, Any] | None = None) -> np.ndarray | None:
         """The entry when it exists and is intact (verified once per process), else None.
 
-        Only a caller holding the entry's lock removes a damaged entry: without the lock, "damaged" may be a
-        writer between moving the array into place and writing its description.
+        Only a caller holding the lock removes a damaged entry (else "damaged" may be a writer still describing it).
         """
         path = self.path(key)
         identity = _identity(path)
@@ -240,11 +227,6 @@ class EmbeddingCache:
         if expected > free:
             raise ConfigError(f"embedding cache for {what} would take {expected / 1e9:.1f} GB but {self.root} has "
                               f"{free / 1e9:.1f} GB free")
-
-    def _store(self, path: Path, values: np.ndarray) -> str:
-        self.root.mkdir(parents=True, exist_ok=True)
-        save_npy_atomic(path, values)
-        return _file_sha256(path)
 
     def stats(self) -> dict[str, int]:
         """Hits and misses of this process so far."""

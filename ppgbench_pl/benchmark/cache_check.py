@@ -1,17 +1,9 @@
 """The spot check of a cached entry: a few windows embedded again and compared with the stored rows.
 
-The SHA-256 beside an entry finds damage, not forgery: whoever can write the cache folder can rewrite the
-values and the digest together. So on its first use in a process an entry's :data:`WINDOWS` rows, drawn at
-random, are embedded again by the encoder and compared with the stored ones; a row whose relative L2
-distance to the fresh embedding exceeds the tolerance (:func:`tolerance_for`) makes the entry damaged: it
-is named in one line and recomputed. The draw is seeded from the operating system once per process (a
-forger cannot know which windows will be checked); ``EmbeddingCache(check_seed=...)`` fixes it.
-
-The tolerance allows for what legitimately differs between the full pass and a few-window pass of the
-same encoder and precision (batch-size dependent kernels, non-deterministic GPU reductions, and an entry
-computed on another device: cuDNN convolutions run in TF32 by default, about 1e-3 relative): 1e-2 at
-32/64-bit precision, 5e-2 at 16-bit (bf16 keeps 8 bits of mantissa). A forgery that changes results moves
-rows by far more (a constant row, another window's row); one below the tolerance changes no result.
+The SHA-256 beside an entry finds damage, not forgery (whoever writes the folder can rewrite both), so on
+first use in a process :data:`WINDOWS` random rows (seeded from the OS once per process) are embedded again;
+a relative L2 distance above :func:`tolerance_for` (which allows for batch-size dependent kernels, GPU
+reductions and TF32: about 1e-3) marks the entry damaged and it is recomputed.
 """
 
 from __future__ import annotations

@@ -1,19 +1,15 @@
-"""Which folder is an embedding cache and which files in it are its entries (no torch here).
+"""Which folder is a ppgbench cache (embeddings or weights), and which files in an embedding cache are its entries.
 
-A cache folder carries :data:`MARKER`, written by ppgbench when it creates the folder or first uses an
-empty one, and each entry's description names it (``"ppgbench": ENTRY_KIND`` and its ``key``, the file's
-stem). ``ppgbench cache clear`` and LRU eviction touch only such entries, and only in a marked folder: a
-typo in ``--cache_dir`` or ``$PPGBENCH_CACHE_DIR`` pointing at a data folder deletes nothing.
-
-A folder from before markers existed is adopted (marker written, descriptions tagged) when everything in it
-is a recognisable entry of the old format: ``<32 hex>.npy`` beside ``<32 hex>.json`` holding the entry's
-``sha256``, ``shape`` and ``bytes`` (the npy's size), plus the lock folder and temporary files of ppgbench's
-atomic writes. Any other file makes the folder foreign: it is refused in one line, nothing written.
+A cache folder carries a marker (``{"ppgbench": <kind>}``) written when ppgbench creates or first uses it;
+deleting (``cache clear``, LRU eviction) needs it, so a mistyped ``--cache_dir`` deletes nothing. An
+unmarked embedding folder of the format before markers (``<32 hex>.npy`` beside a ``.json`` holding its
+``sha256``, ``shape`` and ``bytes``) is adopted; any other file makes the folder foreign (refused in one line).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from datetime import UTC, datetime
@@ -24,7 +20,7 @@ from ppgbench_pl.atomic_io import write_json_atomic
 from ppgbench_pl.errors import ConfigError
 from ppgbench_pl.locks import file_lock
 
-#: The marker file of a cache folder.
+#: The marker file of an embedding cache folder.
 MARKER = ".ppgbench-cache.json"
 #: What an entry's description and the marker say they are.
 ENTRY_KIND = "embedding cache entry"
@@ -33,13 +29,41 @@ _KEY = re.compile(r"[0-9a-f]{32}")
 _TEMP = re.compile(r"\.([0-9a-f]{32}\.(npy|json)|" + re.escape(MARKER) + r")\..*\.tmp")
 
 
-def is_marked(root: Path) -> bool:
-    """Whether ``root`` carries a readable ppgbench cache marker."""
+def cache_folder(explicit: str | Path | None, flag: str, env: str, name: str, kind: str) -> tuple[Path, str]:
+    """(folder, the setting that named it): ``explicit``, ``$env``, or ``<XDG cache>/ppgbench/<name>``."""
+    if explicit:
+        return Path(explicit).expanduser().resolve(), flag
+    if os.environ.get(env):
+        return Path(os.environ[env]).expanduser().resolve(), f"${env}"
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return (base / "ppgbench" / name).resolve(), f"the default {kind}"
+
+
+def read_description(path: Path) -> dict[str, Any] | None:
+    """The JSON object in ``path`` (a marker, a description), or None when it is missing, unreadable or not one."""
     try:
-        found = json.loads((root / MARKER).read_text())
+        found = json.loads(path.read_text())
     except (OSError, ValueError):
-        return False
-    return isinstance(found, dict) and found.get("ppgbench") == CACHE_KIND
+        return None
+    return found if isinstance(found, dict) else None
+
+
+def is_marked(root: Path, kind: str = CACHE_KIND, marker: str = MARKER) -> bool:
+    """Whether ``root`` carries a readable ppgbench marker of a ``kind`` cache."""
+    return (read_description(root / marker) or {}).get("ppgbench") == kind
+
+
+def mark(root: Path, kind: str = CACHE_KIND, marker: str = MARKER) -> None:
+    """Write the marker of a ``kind`` cache into ``root`` (unless it is there)."""
+    if not is_marked(root, kind, marker):
+        write_json_atomic(root / marker, {"ppgbench": kind, "format": 1,
+                                          "created": datetime.now(UTC).isoformat(timespec="seconds")})
+
+
+def require_marker(root: Path, kind: str = CACHE_KIND, marker: str = MARKER) -> None:
+    """Refuse to delete anything in a folder without the marker (clear, eviction)."""
+    if not is_marked(root, kind, marker):
+        raise ConfigError(f"{root}: not a ppgbench {kind} (no {marker}); nothing was removed")
 
 
 def is_own_entry(meta: Any, key: str) -> bool:
@@ -73,10 +97,7 @@ def foreign_file(root: Path) -> str | None:
         name = path.name
         if name == ".locks" and path.is_dir() or _TEMP.fullmatch(name):
             continue
-        if path.suffix == ".npy" and _legacy_entry(path) is not None:
-            continue
-        if path.suffix == ".json" and path.with_suffix(".npy").exists() and \
-                _legacy_entry(path.with_suffix(".npy")) is not None:
+        if path.suffix in (".npy", ".json") and _legacy_entry(path.with_suffix(".npy")) is not None:
             continue
         return name
     return None
@@ -90,12 +111,10 @@ def check_folder(root: Path, setting: str | None = None) -> None:
         setting: Where it came from (``--cache_dir``, ``$PPGBENCH_CACHE_DIR``...), for the message.
     """
     where = f"{setting}={root}" if setting else f"embedding cache folder {root}"
-    for path in (root, *root.parents):
-        if path.exists() and not path.is_dir():
-            what = "is a file" if path == root else f"is inside {path}, which is a file"
-            raise ConfigError(f"{where}: {what}; the embedding cache needs a folder")
-        if path.exists():
-            break
+    existing = next(p for p in (root, *root.parents) if p.exists())  # "/" at the latest
+    if not existing.is_dir():
+        what = "is a file" if existing == root else f"is inside {existing}, which is a file"
+        raise ConfigError(f"{where}: {what}; the embedding cache needs a folder")
     if root.is_dir() and not is_marked(root):
         stray = foreign_file(root)
         if stray is not None:
@@ -123,13 +142,6 @@ def claim(root: Path) -> None:
             if meta is not None and not is_own_entry(meta, array.stem):
                 write_json_atomic(array.with_suffix(".json"), {**meta, "ppgbench": ENTRY_KIND, "key": array.stem})
                 adopted += 1
-        write_json_atomic(root / MARKER, {"ppgbench": CACHE_KIND, "format": 1,
-                                          "created": datetime.now(UTC).isoformat(timespec="seconds")})
+        mark(root)
     if adopted:
         print(f"embedding cache: adopted {adopted} entries written before cache markers in {root}", file=sys.stderr)
-
-
-def require_marker(root: Path) -> None:
-    """Refuse to delete anything in a folder without the marker (clear, eviction)."""
-    if not is_marked(root):
-        raise ConfigError(f"{root}: not a ppgbench embedding cache (no {MARKER}); nothing was removed")

@@ -1,14 +1,8 @@
-"""Where the embedding cache lives, what it holds, and how it is kept under its size cap (no torch here).
+"""Where the embedding cache lives, what it holds, and how it stays under its size cap (no torch here).
 
-One cache serves every run folder: ``<root>/<key>.npy`` with ``<key>.json`` beside it (what the entry is,
-its size and SHA-256), keyed by content (:mod:`ppgbench_pl.benchmark.cache`). The root is, first found:
-``--cache_dir``, ``$PPGBENCH_CACHE_DIR``, ``$XDG_CACHE_HOME/ppgbench/embeddings``,
-``~/.cache/ppgbench/embeddings``. The cap (``--cache_size_gb``, ``$PPGBENCH_CACHE_GB``, default 100 GB)
-is kept by evicting the least recently used entries after each write; an entry being written or read
-under its lock by another process is never evicted. Each run folder records the entries it used in its
-``embeddings/`` folder: ``<key>.json`` (the entry's description and where it lives) and ``<key>.npy``, a
-symbolic link to the shared entry. ``ppgbench cache list|clear`` shows and empties the cache. Only a folder
-carrying ppgbench's marker, and only its own entries, are ever evicted or cleared (:mod:`.cache_owner`).
+The root is ``--cache_dir``, ``$PPGBENCH_CACHE_DIR`` or ``<user cache>/ppgbench/embeddings``; the cap
+(``--cache_size_gb``, ``$PPGBENCH_CACHE_GB``, 100 GB) is kept by evicting least recently used entries, never
+one held under its lock by another process. Each run folder links the entries it used in ``embeddings/``.
 """
 
 from __future__ import annotations
@@ -19,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ppgbench_pl.atomic_io import write_json_atomic
-from ppgbench_pl.benchmark.cache_owner import check_folder, is_own_entry, require_marker
+from ppgbench_pl.benchmark.cache_owner import CACHE_KIND, cache_folder, check_folder, is_own_entry, require_marker
 from ppgbench_pl.errors import ConfigError
 from ppgbench_pl.locks import LockBusy, file_lock
 
@@ -34,13 +28,7 @@ def cache_root(explicit: str | Path | None = None) -> Path:
     Raises:
         ConfigError: It is a file, or a folder of files ppgbench did not write (nothing is written first).
     """
-    if explicit:
-        root, setting = Path(explicit).expanduser().resolve(), "--cache_dir"
-    elif os.environ.get(CACHE_ENV):
-        root, setting = Path(os.environ[CACHE_ENV]).expanduser().resolve(), f"${CACHE_ENV}"
-    else:
-        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-        root, setting = (base / "ppgbench" / "embeddings").resolve(), "the default embedding cache"
+    root, setting = cache_folder(explicit, "--cache_dir", CACHE_ENV, "embeddings", CACHE_KIND)
     check_folder(root, setting)
     return root
 
@@ -64,11 +52,7 @@ def entry_lock(root: Path, key: str) -> Path:
 
 
 def entries(root: str | Path) -> list[dict[str, Any]]:
-    """Every entry whose description names it as this cache's: key, description, bytes and last use, oldest first.
-
-    Any other file (one without a description, or whose description is not a ppgbench entry's) is no entry:
-    it is never listed, evicted or cleared.
-    """
+    """The cache's own entries (no other file is listed, evicted or cleared) with bytes and last use, oldest first."""
     root = Path(root)
     out = []
     for array in root.glob("*.npy") if root.is_dir() else []:

@@ -17,11 +17,9 @@ QUIET_WARNINGS = (
 
 
 def quiet_lightning() -> None:
-    """Inner trainers run by the hundred; keep their banners and expected warnings out of the output.
+    """Inner trainers run by the hundred; keep their banners and by-design warnings out of the output.
 
-    A probe has no optimiser and no validation step on purpose, frozen parts are in eval mode on purpose,
-    and the in-memory loaders need no workers. Lightning sets its loggers' levels when it is imported,
-    so it is imported first.
+    Lightning sets its loggers' levels when it is imported, so it is imported first.
     """
     import lightning.pytorch  # noqa: F401
 

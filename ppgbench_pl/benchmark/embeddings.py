@@ -1,9 +1,7 @@
 """Frozen embeddings of every window of a dataset, through the content-keyed cache.
 
-The frozen regimes (and the head-only finetune path of parameter-free encoders) read one array of
-embeddings per (encoder, dataset, rate); this module computes it with one Lightning ``predict`` pass
-and stores it once, whoever asks first: the benchmark coordinator before fanning jobs out, or a
-worker when an entry is missing.
+One Lightning ``predict`` pass per (encoder, dataset, rate), stored once by whoever asks first: the
+coordinator before fanning jobs out, or a worker when an entry is missing.
 """
 
 from __future__ import annotations
@@ -22,6 +20,7 @@ from ppgbench_pl.benchmark.cache import EmbeddingCache
 from ppgbench_pl.benchmark.cache_check import SpotCheck, tolerance_for
 from ppgbench_pl.datamodules.ppg import PPGDataModule
 from ppgbench_pl.encoders.base import PPGEncoder
+from ppgbench_pl.errors import DataError
 from ppgbench_pl.lightning_trainer import build_trainer
 from ppgbench_pl.tasks.encoder_task import EncoderTask
 
@@ -29,9 +28,7 @@ from ppgbench_pl.tasks.encoder_task import EncoderTask
 def extraction_trainer_kwargs(trainer_kwargs: dict[str, Any]) -> dict[str, Any]:
     """Device settings for the extraction pass: the run's accelerator, precision and determinism, one device.
 
-    A multi-device strategy (DDP) would split the windows across ranks and return only a part to
-    each, so extraction always runs on the first device of the list. ``deterministic`` and ``benchmark``
-    are in the run identity, so the embeddings are computed under them too.
+    Only the first device: DDP would return each rank only a part of the windows.
     """
     out = {k: trainer_kwargs[k] for k in ("accelerator", "precision", "deterministic", "benchmark")
            if trainer_kwargs.get(k) is not None}
@@ -41,11 +38,7 @@ def extraction_trainer_kwargs(trainer_kwargs: dict[str, Any]) -> dict[str, Any]:
 
 
 class FiniteEmbeddings(L.Callback):
-    """Stops the extraction pass at the first batch whose embeddings hold NaN/inf, naming the model.
-
-    A broken checkpoint (all-NaN weights) or an overflowing encoder is found after one batch, not after
-    the whole dataset and every job that would read the cache.
-    """
+    """Stops the extraction pass at the first batch whose embeddings hold NaN/inf, naming the model."""
 
     def __init__(self, name: str, datamodule: PPGDataModule, fs: float) -> None:  # noqa: D107
         self.name, self.where = name, f"{datamodule.dataset} at {fs:g} Hz"
@@ -56,8 +49,6 @@ class FiniteEmbeddings(L.Callback):
             return
         bad = ~torch.isfinite(outputs.detach().reshape(len(outputs), -1)).all(dim=1)
         if bool(bad.any()):
-            from ppgbench_pl.errors import DataError
-
             raise DataError(f"encoder {self.name}: embeddings of batch {batch_idx} on {self.where} contain NaN/inf "
                             f"in {int(bad.sum())} of {len(outputs)} rows; check its checkpoint (non-finite "
                             "weights?) and its numerics (precision); stopped before any job ran")
@@ -65,9 +56,8 @@ class FiniteEmbeddings(L.Callback):
 
 def extract_embeddings(encoder: PPGEncoder, datamodule: PPGDataModule, fs: float,
                        trainer_kwargs: dict[str, Any], rows: np.ndarray | None = None) -> np.ndarray:
-    """One frozen forward pass over every window of the dataset at ``fs`` (Lightning ``predict``).
+    """One frozen forward pass over every window at ``fs`` (Lightning ``predict``), its throughput on stderr.
 
-    The throughput (windows per second) is reported on stderr, so the cost of each encoder is visible.
     ``rows`` embeds only those windows, quietly, through the same pass (the cache's spot check).
     """
     loader = datamodule.windows_loader(fs)
@@ -89,11 +79,7 @@ def extract_embeddings(encoder: PPGEncoder, datamodule: PPGDataModule, fs: float
 
 
 def needs_embeddings(uses_embeddings: bool, encoder: Any) -> bool:
-    """Whether a job gets the cached embeddings: frozen regimes, and parameter-free encoders anywhere.
-
-    A parameter-free control (PRV) has nothing to finetune, so the finetune regime trains a head on its
-    features; handing it the cached ones saves recomputing them in every job.
-    """
+    """Whether a job gets the cached embeddings: frozen regimes, and parameter-free encoders (PRV) anywhere."""
     return uses_embeddings or not getattr(encoder, "trainable", True)
 
 

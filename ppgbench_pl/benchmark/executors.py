@@ -1,37 +1,32 @@
 """Executors: how job specs reach a worker. Each runs ``fn(spec)`` somewhere and yields the results.
 
-The protocol is :meth:`Executor.check` (settings refused in one line before any work) and
-:meth:`Executor.run`: job specs in, ``(spec, outcome or exception)`` out as jobs finish. An exception
-(:class:`~ppgbench_pl.benchmark.worker.JobLost`) means the infrastructure lost the job (a killed worker,
-a SLURM task that ended without a result, a silent controller or scheduler); no executor waits for a
-job that can no longer finish. Failures *inside* a job are already records. Nothing here knows what a
-job is, so resume and failure isolation are the same whatever runs the jobs:
-
-* :class:`LocalExecutor`: in the calling process, one after another (the default; debuggable).
-* :class:`ProcessExecutor`: a local pool of ``spawn`` processes, one per core by default (one per GPU when
-  GPUs are given), the cores split between them for encoder work; a dead worker loses only its job
-  (``benchmark/pool.py``).
-* :class:`SubmititExecutor`: SLURM job arrays (``map_array``, ``slurm_array_parallelism``) through
-  submitit; ``cluster: local``/``debug`` run the same path on one machine; tasks watched through
-  squeue/sacct (``benchmark/slurm_watch.py``, ``benchmark/task_wait.py``).
-* :class:`DaskExecutor`: a Dask cluster (``Client(address)``), or a local one bound to 127.0.0.1.
+:meth:`Executor.check` refuses bad settings in one line before any work; :meth:`Executor.run` yields
+``(spec, outcome or exception)`` as jobs finish, where :class:`~ppgbench_pl.benchmark.worker.JobLost` means
+the infrastructure lost the job. Nothing here knows what a job is, so resume and failure isolation are the
+same whatever runs the jobs: in this process, a ``spawn`` pool (:mod:`.pool`), SLURM arrays through submitit
+(:mod:`.slurm_watch`, :mod:`.task_wait`) or a Dask cluster.
 """
 
 from __future__ import annotations
 
 import os
+import socket
+import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
+from ppgbench_pl.benchmark.pool import Finished, run_pool
+from ppgbench_pl.benchmark.slurm_watch import SlurmWatch, check_sbatch, flow_parameters, sbatch_missing
+from ppgbench_pl.benchmark.task_wait import DaskWatch, wait_futures, wait_tasks
 from ppgbench_pl.benchmark.thread_policy import usable_cores
 from ppgbench_pl.benchmark.worker import JobLost, JobOutcome, JobSpec
 from ppgbench_pl.errors import ConfigError
 
 JobFunction = Callable[[JobSpec], JobOutcome]
-Finished = tuple[JobSpec, JobOutcome | BaseException]
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
 
@@ -50,26 +45,16 @@ class Executor(ABC):
         return None
 
     def check(self) -> None:
-        """Refuse settings that cannot work (an unreachable scheduler, a partition SLURM refuses) in one line.
-
-        Called before any embedding is computed or any file is written; the base class accepts any.
-        """
+        """Refuse settings that cannot work (a partition SLURM refuses), in one line, before any work."""
         return None
 
     @abstractmethod
     def run(self, fn: JobFunction, specs: Sequence[JobSpec], run_dir: Path) -> Generator[Finished, None, None]:
-        """Run ``fn`` on every spec; yield ``(spec, outcome or exception)`` in completion order.
-
-        A generator, so that closing it early (an interrupt) stops whatever still runs.
-        """
+        """Yield ``(spec, outcome or exception)`` in completion order (closing it early stops what still runs)."""
 
 
 class LocalExecutor(Executor):
-    """Every job in the calling process, one after another.
-
-    Kept sequential by default: a ``spawn`` worker first imports Lightning (about 5 s of CPU), more than a
-    whole linear cell costs, so filling the cores is ``--executor process``'s job (one worker per core).
-    """
+    """Every job in the calling process, one after another (starting a worker costs more than a linear cell)."""
 
     def processes_here(self) -> int:
         """One: this process."""
@@ -101,10 +86,7 @@ def _environment(values: dict[str, str]) -> Iterator[None]:
 
 
 class ProcessExecutor(Executor):
-    """A pool of ``spawn`` worker processes on this machine, one job per worker at a time.
-
-    A worker that dies (SIGKILL, out of memory) loses only the job it held: that job is reported lost
-    and runs again next time, a new worker takes its place and the other jobs go on.
+    """A pool of ``spawn`` worker processes on this machine, one job per worker at a time (:mod:`.pool`).
 
     Args:
         workers: Worker processes (default: one per usable core, or one per GPU when ``gpus`` are given;
@@ -133,8 +115,6 @@ class ProcessExecutor(Executor):
 
     def run(self, fn: JobFunction, specs: Sequence[JobSpec], run_dir: Path) -> Generator[Finished, None, None]:
         """One job per worker at a time; yield as workers finish. A dead worker loses only the job it held."""
-        from ppgbench_pl.benchmark.pool import run_pool
-
         if not specs:
             return
         threads = self.threads_per_job()
@@ -170,8 +150,6 @@ class SubmititExecutor(Executor):
     def __init__(self, cluster: str | None = None, folder: str | None = None, parallelism: int = 64,
                  jobs_per_task: int = 1, parameters: dict[str, Any] | str | None = None, poll_s: float = 5.0,
                  check_s: float = 30.0, controller_timeout_s: float = 600.0, progress_s: float = 60.0) -> None:
-        from ppgbench_pl.benchmark.slurm_watch import flow_parameters
-
         if jobs_per_task < 1:
             raise ConfigError(f"executor.jobs_per_task must be at least 1, got {jobs_per_task}")
         if parallelism < 1:
@@ -189,8 +167,6 @@ class SubmititExecutor(Executor):
         """The submitit executor with the parameters applied (its own check); one line naming a bad one."""
         import submitit
 
-        from ppgbench_pl.benchmark.slurm_watch import sbatch_missing
-
         if self.cluster == "slurm" and (missing := sbatch_missing(self.cluster)):
             raise ConfigError(missing)
         try:
@@ -204,10 +180,6 @@ class SubmititExecutor(Executor):
 
     def check(self) -> None:
         """Submitit's parameter check, and on SLURM ``sbatch --test-only`` with the partition and resources."""
-        import tempfile
-
-        from ppgbench_pl.benchmark.slurm_watch import check_sbatch
-
         with tempfile.TemporaryDirectory(prefix="ppgbench-check-") as scratch:  # submitit makes its folder
             executor = self._executor(Path(scratch) / "submitit")
         if executor.cluster == "slurm":
@@ -215,9 +187,6 @@ class SubmititExecutor(Executor):
 
     def run(self, fn: JobFunction, specs: Sequence[JobSpec], run_dir: Path) -> Generator[Finished, None, None]:
         """One array task per chunk of ``jobs_per_task`` specs; yield as tasks finish or are found lost."""
-        from ppgbench_pl.benchmark.slurm_watch import SlurmWatch
-        from ppgbench_pl.benchmark.task_wait import wait_tasks
-
         if not specs:
             return
         executor = self._executor(Path(self.folder or Path(run_dir) / "submitit"))
@@ -266,9 +235,6 @@ class DaskExecutor(Executor):
 
     def check(self) -> None:
         """The scheduler at ``address`` accepts a connection within ``connect_timeout_s``."""
-        import socket
-        from urllib.parse import urlsplit
-
         if self.address is None:
             return
         parts = urlsplit(self.address if "://" in self.address else f"tcp://{self.address}")
@@ -288,8 +254,6 @@ class DaskExecutor(Executor):
     def run(self, fn: JobFunction, specs: Sequence[JobSpec], run_dir: Path) -> Generator[Finished, None, None]:
         """Map over the cluster; yield as futures complete, or as lost when the cluster cannot finish them."""
         from dask.distributed import Client, LocalCluster
-
-        from ppgbench_pl.benchmark.task_wait import DaskWatch, wait_futures
 
         if not specs:
             return

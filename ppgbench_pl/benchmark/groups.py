@@ -1,9 +1,4 @@
-"""Which pending jobs a worker runs together, and one outcome per job back from a group.
-
-The neural regimes train the searches of several jobs of one (model, task, regime) cell in one stack
-(their ``stack_jobs``); the runner sends such a group to one worker as one spec, and accounts for each
-job of it on its own.
-"""
+"""Which pending jobs a worker runs together (a neural regime's ``stack_jobs``), and one outcome per job back."""
 
 from __future__ import annotations
 
@@ -15,11 +10,7 @@ from ppgbench_pl.benchmark.worker import JobLost, JobOutcome, JobSpec
 
 
 def job_groups(pending: Sequence[Job]) -> list[list[str]]:
-    """Pending jobs in plan order, those of one (model, task, regime) cell batched by the regime's ``stack_jobs``.
-
-    A regime that trains trials (the neural regimes) gains from training several jobs' searches in one
-    stack; every other job is a group of one.
-    """
+    """Pending jobs in plan order, those of one (model, task, regime) cell batched by the regime's ``stack_jobs``."""
     groups: list[list[str]] = []
     open_groups: dict[tuple[str, str, str], list[str]] = {}
     for job in pending:

@@ -1,9 +1,8 @@
 """Run one job and turn its outcome (or its failure) into a record: per-job isolation lives here.
 
-:func:`execute_job` is the one way any executor runs a job: it takes the job's lock, skips a job some
-other process already completed, runs it, and writes the record atomically. So a job is done at most
-once however many workers, runs or orphans of killed runs reach it, and done exactly once across
-reruns, because a job without a complete ``ok`` record is simply run again.
+:func:`execute_job` takes the job's lock, skips a job another process completed, runs it and writes the
+record atomically: a job is done at most once however many workers reach it, and a job without a complete
+``ok`` record simply runs again.
 """
 
 from __future__ import annotations
@@ -61,19 +60,15 @@ Predictions = dict[str, dict[str, np.ndarray]]
 def run_job(ctx: JobContext, regime: Regime) -> tuple[dict[str, Any], Predictions]:
     """Seed, run the regime, score the baseline; a failure becomes a ``failed`` record, not an exception.
 
-    Warnings raised while the job runs (scikit-learn's per-fold notices, say) are counted in the
-    record's ``warnings`` instead of being printed once per fold; a job whose metric is missing or not
-    finite is ``failed``, never ``ok``.
+    Warnings are counted in the record's ``warnings``; a missing or non-finite metric is ``failed``, never ``ok``.
     """
     return run_jobs([ctx], regime)[0]
 
 
 def run_jobs(ctxs: list[JobContext], regime: Regime) -> list[tuple[dict[str, Any], Predictions]]:
-    """:func:`run_job` for several jobs of one (model, task, regime) that the regime runs together.
+    """:func:`run_job` for several jobs of one cell that the regime trains in one stack (:meth:`Regime.run_group`).
 
-    The neural regimes train the searches of all of them in one stack (:meth:`Regime.run_group`); each
-    job still gets its own record, failure and predictions, and its share of the group's time
-    (``stack_group`` names the jobs it was trained with).
+    Each job gets its own record, failure and predictions, and its share of the time (``stack_group``).
     """
     start, cpu_start = time.perf_counter(), time.process_time()
     records = [_record_head(ctx, regime) for ctx in ctxs]
@@ -81,7 +76,8 @@ def run_jobs(ctxs: list[JobContext], regime: Regime) -> list[tuple[dict[str, Any
     seed_job(ctxs[0].seed)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        ignore_framework_notices()
+        for pattern in FRAMEWORK_NOTICES:
+            warnings.filterwarnings("ignore", message=pattern)
         live = []
         for i, ctx in enumerate(ctxs):
             try:
@@ -108,18 +104,11 @@ def run_jobs(ctxs: list[JobContext], regime: Regime) -> list[tuple[dict[str, Any
     return [(r, p if r["status"] == "ok" else {}) for r, p in zip(records, predictions, strict=True)]
 
 
-#: Lightning's notices about what the engine does on purpose (a probe has no optimiser and returns no loss,
-#: ended trials sit in eval mode, loaders run in-process); Lightning emits some of them once per process,
-#: so counting them would make a record depend on what ran before it in the same process.
+#: Lightning's notices about what the engine does on purpose; some come once per process, so counting them
+#: would make a record depend on what ran before it.
 FRAMEWORK_NOTICES = (r".*configure_optimizers.* returned .None.*", r".*training_step.* returned .None.*",
                      r".*LeafSpec.*", r".*does not have many workers.*", r".*module\(s\) in eval mode.*",
                      r".*max_epochs=.* reached.*", r".*srun.* command is available.*")
-
-
-def ignore_framework_notices() -> None:
-    """Leave Lightning's by-design notices out of a record's ``warnings`` (they are not the job's)."""
-    for pattern in FRAMEWORK_NOTICES:
-        warnings.filterwarnings("ignore", message=pattern)
 
 
 def _record_head(ctx: JobContext, regime: Regime) -> dict[str, Any]:
@@ -155,25 +144,16 @@ def _prelude(ctx: JobContext, record: dict[str, Any]) -> None:
 
 
 def _results(ctx: JobContext, record: dict[str, Any], outcomes: list[RepeatOutcome]) -> Predictions:
-    """Each repeat's metrics (checked finite) into the record; the prediction arrays to store.
-
-    Outcomes of search seeds other than 0 (``search_seeds``, regimes/search_seeds.py) go to
-    ``search_seed_results``, so ``results`` is the published single search whatever the option.
-    """
+    """Each repeat's metrics (checked finite) into the record, search seeds above 0 in ``search_seed_results``."""
     predictions: Predictions = {}
     record["results"] = []
-    for r, outcome in enumerate(o for o in outcomes if not o.details.get("search_seed")):
+    for outcome in sorted(outcomes, key=lambda o: bool(o.details.get("search_seed"))):  # the published ones first
+        searched = outcome.details.get("search_seed")
+        r = int(outcome.details["repeat"]) if searched else len(record["results"])
         check_metric(ctx.task.metric, outcome.metrics, r)
-        filename = f"predictions_repeat{r}.npz"
+        filename = f"predictions_repeat{r}{f'_search{int(searched)}' if searched else ''}.npz"
         predictions[filename] = outcome.predictions
-        record["results"].append({"repeat": r, "metrics": outcome.metrics, "params": outcome.params,
-                                  "predictions": filename, **outcome.details})
-    for outcome in (o for o in outcomes if o.details.get("search_seed")):
-        r, k = int(outcome.details["repeat"]), int(outcome.details["search_seed"])
-        check_metric(ctx.task.metric, outcome.metrics, r)
-        filename = f"predictions_repeat{r}_search{k}.npz"
-        predictions[filename] = outcome.predictions
-        record.setdefault("search_seed_results", []).append(
+        (record.setdefault("search_seed_results", []) if searched else record["results"]).append(
             {"repeat": r, "metrics": outcome.metrics, "params": outcome.params, "predictions": filename,
              **outcome.details})
     if not record["results"]:
@@ -247,10 +227,9 @@ def execute_job(run_dir: str | Path, jid: str, make_context: Callable[[], JobCon
         try:
             ctx = make_context()
         except Exception as exc:  # noqa: BLE001 - a job whose inputs cannot be built fails alone
-            record: dict[str, Any] = {"job_id": jid, "regime": regime.name, "status": "failed",
-                                      "error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
-                                      "traceback": traceback.format_exc(limit=8)}
-            predictions: dict[str, dict[str, np.ndarray]] = {}
+            record: dict[str, Any] = {"job_id": jid, "regime": regime.name}
+            predictions: Predictions = {}
+            _fail(record, exc)
         else:
             record, predictions = run_job(ctx, regime)
         record.update(extra or {})
@@ -263,10 +242,8 @@ def execute_group(run_dir: str | Path, jids: list[str], make_context: Callable[[
                   regime: Regime, extras: dict[str, dict[str, Any]]) -> list[tuple[dict[str, Any], bool]]:
     """Run several jobs of one (model, task, regime) together, each under its own lock, each record its own.
 
-    Locks are taken without waiting, in job-id order: a job another process holds is left to it and
-    afterwards waited for alone (:func:`execute_job`), so two groups never wait on each other. Each record
-    is written as soon as the group's stack has finished, so an interrupted group keeps its studies'
-    finished trials (they resume per trial) and no half record.
+    Locks are taken without waiting, in job-id order; a job another process holds is waited for alone
+    afterwards (:func:`execute_job`), so two groups never wait on each other.
 
     Returns:
         Per job id, in order: (record, ran), as :func:`execute_job`.
@@ -307,10 +284,7 @@ def _write(run_dir: str | Path, jid: str, record: dict[str, Any], predictions: P
 
 
 def discard_unfinished(run_dir: str | Path, jids: Iterable[str]) -> list[str]:
-    """Remove the half-written ``.working`` folders that an interrupt left for these jobs.
-
-    A worker killed mid-write cannot clean up after itself. A folder is removed only while its job lock
-    is free, so the folder of a job that another process is writing right now stays.
+    """Remove the half-written ``.working`` folders an interrupt left for these jobs (only while the lock is free).
 
     Returns:
         The ids of the jobs whose folders were removed.

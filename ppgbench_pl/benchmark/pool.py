@@ -1,9 +1,7 @@
 """The process executor's pool: ``spawn`` workers that hold one job at a time, so a dead one loses only it.
 
-Each worker has its own pipe; the coordinator hands it one spec, waits for its result or its death
-(the process sentinel), then hands it the next. A worker that dies (SIGKILL, out of memory, a crash in
-native code) costs exactly the job it held: that job is reported lost (it runs again next time), a new
-worker takes the dead one's place (and its GPU), and the other jobs go on.
+A worker that dies (SIGKILL, out of memory) costs exactly the job it held: that job is reported lost (it
+runs again next time), a new worker takes the dead one's place (and its GPU), and the other jobs go on.
 """
 
 from __future__ import annotations

@@ -9,9 +9,12 @@ from __future__ import annotations
 import os
 import re
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from ppgbench_pl.benchmark.executors import Executor
 from ppgbench_pl.benchmark.plan import Job
@@ -24,10 +27,9 @@ SCRIPT_LAUNCHED = re.compile(r"^(ddp|fsdp|deepspeed)(?!.*(spawn|fork|notebook))"
 
 
 def check_strategy(suite: BenchmarkSuite, executor: Executor) -> None:
-    """Refuse a per-rank DDP strategy under an executor that cannot launch ranks (it would re-run the command).
+    """Refuse a per-rank DDP strategy (``auto`` on several devices too) under an executor that cannot launch ranks.
 
-    ``strategy: auto`` on several explicit devices is DDP with Lightning's script launcher too: the second
-    rank re-ran ``ppgbench fit`` and waited forever on the first rank's job lock.
+    Its second rank would re-run ``ppgbench fit`` and wait forever on the first rank's job lock.
     """
     strategy = str(suite.trainer_kwargs.get("strategy", "auto"))
     devices = suite.trainer_kwargs.get("devices", 1)
@@ -40,11 +42,7 @@ def check_strategy(suite: BenchmarkSuite, executor: Executor) -> None:
 
 
 def check_precision(suite: BenchmarkSuite) -> None:
-    """Refuse up front a precision Lightning would replace on an explicit CPU (``16-mixed`` runs as bf16 there).
-
-    With ``accelerator: auto`` the device is known only where the jobs run, so there each trainer checks it
-    (:func:`~ppgbench_pl.lightning_trainer.build_trainer`).
-    """
+    """Refuse up front ``16-mixed`` on an explicit CPU (Lightning runs bf16 there); ``auto``: the trainer checks."""
     precision = suite.trainer_kwargs.get("precision")
     if str(suite.trainer_kwargs.get("accelerator", "auto")) == "cpu" and precision is not None \
             and normalise_precision(precision) == "16-mixed":
@@ -62,12 +60,9 @@ def redact(config: dict[str, Any]) -> dict[str, Any]:
 def check_output_dir(run_dir: Path) -> None:
     """The run folder must be a writable folder (or creatable), named in one line otherwise.
 
-    Writability is probed by making and removing a temporary folder in the nearest existing ancestor, so
-    nothing is left behind and file systems that refuse folders despite their permissions (``/proc``) are
-    caught before anything else happens.
+    Probed by making and removing a folder in the nearest existing ancestor (``/proc`` refuses despite its
+    permissions).
     """
-    import tempfile
-
     if run_dir.exists() and not run_dir.is_dir():
         raise ConfigError(f"--output_dir {run_dir}: exists and is not a folder")
     parent = run_dir if run_dir.exists() else next((p for p in run_dir.parents if p.exists()), Path("."))
@@ -81,11 +76,10 @@ def check_output_dir(run_dir: Path) -> None:
 
 
 def evaluable_plan(suite: BenchmarkSuite, plan: Sequence[Job], dry: bool = False) -> tuple[list[Job], dict[str, str]]:
-    """Load every task view of every (dataset, rate) of the plan, so bad data fails before anything is written.
+    """Load every task view of the plan, so bad data fails before anything is written.
 
-    A task that cannot be evaluated (fewer labelled subjects than outer folds: a partial download) refuses
-    the run when the user named the dataset's tasks; when none were named (all of the dataset's tasks) it
-    is skipped. Returns the plan without the skipped tasks and task -> why it was skipped.
+    A task that cannot be evaluated (a partial download) refuses the run when the user named the dataset's
+    tasks, else it is skipped. Returns the plan without the skipped tasks and task -> why it was skipped.
     """
     rates = suite.encoder_infos if dry else suite.encoders
     by_dataset: dict[str, set[float]] = {}
@@ -117,10 +111,6 @@ def describe_skipped(skipped: dict[str, str]) -> str:
 
 def _fold_problem(dm: Any, fs: float, task: Any, seed: int, fold: int) -> str | None:
     """Why an outer fold of a classification task cannot be evaluated (one class in a part), or None."""
-    import numpy as np
-
-    from ppgbench_pl.errors import DataError
-
     view = dm.task_view(fs, task)
     try:
         split = dm.outer_split(view, seed, fold)
@@ -137,10 +127,7 @@ def _fold_problem(dm: Any, fs: float, task: Any, seed: int, fold: int) -> str | 
 
 
 def degenerate_jobs(suite: BenchmarkSuite, plan: Sequence[Job], dry: bool = False) -> dict[str, str]:
-    """Job id -> why its outer fold is not evaluable (a part with one class), from the data alone.
-
-    Known before anything is trained: such a job is recorded as not evaluable instead of trained.
-    """
+    """Job id -> why its outer fold is not evaluable (a part with one class): recorded so, never trained."""
     rates = suite.encoder_infos if dry else suite.encoders
     seen: dict[tuple[str, float, str, int, int], str | None] = {}
     out = {}
@@ -166,9 +153,7 @@ def end_of_command(report: Any) -> Any:
     """The command's report, once its records and ``status.json`` are written; says how an interrupted one resumes.
 
     Raises:
-        DataError: Every job of the command's plan was recorded as not evaluable: it evaluated nothing, so
-            it does not end as a success (``status.json`` says ``complete: false`` when no job of the folder
-            is ok).
+        DataError: Every job of the command's plan was recorded as not evaluable (it evaluated nothing).
     """
     if report.interrupted is not None:
         print(f"interrupted after {report.completed + report.skipped} of {report.planned} jobs; "
@@ -180,19 +165,14 @@ def end_of_command(report: Any) -> Any:
 
 
 def record_not_evaluable(run_dir: Path, job: Job, fs: float, reason: str, budget: str = "published") -> bool:
-    """Write the record of a job whose fold is not evaluable (unless a complete record is there); True if written.
-
-    It carries the run's budget like every record (a smoke cell's W&B run is tagged smoke, not published).
-    """
+    """Write the record (with the run's budget) of a job whose fold is not evaluable unless one is there; True if so."""
     from ppgbench_pl.benchmark.identity import code_version
-    from ppgbench_pl.benchmark.job import job_lock_path
+    from ppgbench_pl.benchmark.job import job_lock_path, read_record
     from ppgbench_pl.locks import file_lock
     from ppgbench_pl.results.folder_sync import read_record_complete
     from ppgbench_pl.results.records import write_job
 
     with file_lock(job_lock_path(run_dir, job.job_id)):
-        from ppgbench_pl.benchmark.job import read_record
-
         old = read_record(run_dir, job.job_id) or {}
         if old.get("status") == "not_evaluable" or read_record_complete(run_dir, job.job_id) is not None:
             return False

@@ -1,15 +1,9 @@
 """Progress over a run's jobs: a live bar with an ETA on a terminal, a sparse line log elsewhere.
 
-On a terminal the bar (tqdm) refreshes as jobs finish and shows the ETA across the whole plan. In a log
-file (CI, SLURM) a bar would write one refresh per job, so a line is printed only when another 5 % of
-the plan is done or a minute has passed since the last line.
-
-A stacked search trains for a long time inside one job, so jobs alone would stand still: with the plan's
-cost estimate (:class:`PlanCost`, from :mod:`ppgbench_pl.benchmark.estimate`) the display also counts the
-trials and trial-epochs done (heard from :mod:`ppgbench_pl.hpo.search_events`, in this process: the
-local executor; a process pool or cluster reports per job), measures progress in estimated seconds rather
-than jobs, and takes its ETA from the estimate until this command's first job has finished, then from
-the pace so far (elapsed time over estimated seconds done).
+In a log file a line is printed when another 5 % of the plan is done or a minute has passed. With the
+plan's cost estimate (:class:`PlanCost`) it also counts the searches' trials and trial-epochs (heard from
+:mod:`ppgbench_pl.hpo.search_events` in this process), measures progress in estimated seconds, and takes its
+ETA from the estimate until this command's first job has finished, then from the pace so far.
 """
 
 from __future__ import annotations
@@ -39,11 +33,8 @@ class PlanCost:
     """The estimate of the pending jobs, as the progress display reads it.
 
     Attributes:
-        job_seconds: Job id -> estimated seconds of that job.
-        wall_seconds: Estimated wall time of them all (the dry run's figure).
-        trials: Trials their searches finish.
-        trial_epochs: Epochs those trials train, as estimated (Hyperband).
-        searched: Ids of the jobs that search (their seconds are spent over those trial-epochs).
+        job_seconds: Job id -> estimated seconds of that job (``wall_seconds``: of them all, the dry run's figure).
+        searched: Ids of the jobs that search, spending their seconds over ``trial_epochs`` epochs of ``trials``.
     """
 
     job_seconds: dict[str, float] = field(default_factory=dict)
@@ -57,12 +48,8 @@ class Progress:
     """Jobs done out of a plan, shown on ``stream`` (stderr by default).
 
     Args:
-        total: Jobs in the plan.
-        initial: Jobs already done before this command.
-        enabled: Show anything at all.
-        stream: Where to write.
-        every_fraction: Line-log step as a fraction of the plan.
-        every_s: Line-log step in seconds.
+        total: Jobs in the plan (``initial``: those done before this command).
+        every_fraction: Line-log step as a fraction of the plan (``every_s``: in seconds).
         cost: The pending jobs' estimate (trials, epochs and the ETA from it), or None (jobs only).
     """
 
@@ -188,11 +175,7 @@ def plan_cost(estimate: Any, job_ids: list[str]) -> PlanCost:
 
 
 def run_progress(suite: Any, plan: Sequence[Any], pending: Sequence[Any], initial: int, settings: Any) -> Progress:
-    """The coordinator's progress display, with the pending jobs' estimate when it can be made.
-
-    The estimate reads what the run has loaded already (sizes, this machine's calibration); when it
-    cannot be made (a calibration file that does not read, say) the display counts jobs only.
-    """
+    """The coordinator's progress display, with the pending jobs' estimate when it can be made (else jobs only)."""
     cost, enabled = None, bool(settings.progress)
     if enabled and pending:
         from ppgbench_pl.benchmark.cost_model import load_model

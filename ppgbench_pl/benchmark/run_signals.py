@@ -7,12 +7,11 @@ the summary and status are written, and exits 130 or 143 as a shell would report
 from __future__ import annotations
 
 import signal
+import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from types import FrameType
-
-__all__ = ["SIGNALLED", "SIGNAL_EXIT", "Interrupted", "import_output_libraries", "signals_deferred",
-           "signals_interrupt"]
+from typing import Any
 
 #: Exit status of a run stopped by a signal (128 + signal number, as shells report it).
 SIGNAL_EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
@@ -33,20 +32,19 @@ class Interrupted(BaseException):
         return SIGNAL_EXIT.get(signal.Signals(self.signum), 128 + self.signum)
 
 
-@contextmanager
-def signals_interrupt() -> Iterator[None]:
-    """SIGINT and SIGTERM raise :class:`Interrupted` in the main thread for the duration of the block."""
-    import threading
+def _raise(signum: int, frame: FrameType | None) -> None:
+    SIGNALLED.append(signum)
+    raise Interrupted(signum)
 
+
+@contextmanager
+def _handled(handler: Any) -> Iterator[None]:
+    """SIGINT and SIGTERM go to ``handler`` for the block (only the main thread can set handlers)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        SIGNALLED.append(signum)
-        raise Interrupted(signum)
-
-    SIGNALLED.clear()
+    if handler is _raise:
+        SIGNALLED.clear()
     previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
@@ -55,23 +53,14 @@ def signals_interrupt() -> Iterator[None]:
             signal.signal(s, h)
 
 
-@contextmanager
-def signals_deferred() -> Iterator[None]:
-    """Ignore SIGINT and SIGTERM while the final summary and status are written.
+def signals_interrupt() -> AbstractContextManager[None]:
+    """SIGINT and SIGTERM raise :class:`Interrupted` in the main thread for the duration of the block."""
+    return _handled(_raise)
 
-    A second Ctrl-C must not leave them half-written or end in a traceback.
-    """
-    import threading
 
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
+def signals_deferred() -> AbstractContextManager[None]:
+    """Ignore SIGINT and SIGTERM while the final summary and status are written (a second Ctrl-C breaks nothing)."""
+    return _handled(signal.SIG_IGN)
 
 
 def import_output_libraries() -> None:

@@ -1,14 +1,8 @@
-"""SLURM settings checked before work, and a watch on array tasks that does not rely on accounting alone.
+"""SLURM settings checked before work (:func:`check_sbatch`), and a watch on array tasks (:class:`SlurmWatch`).
 
-* :func:`flow_parameters`: the ``executor.init_args.parameters`` dict, whichever YAML flow form the user
-  wrote (``{timeout_min: 10, slurm_partition: debug}`` or ``{timeout_min:10,slurm_partition:debug}``).
-* :func:`check_sbatch`: ``sbatch --test-only`` with the resolved partition and resources; a refusal is
-  one line naming the setting.
-* :class:`SlurmWatch`: every ``check_s`` asks ``squeue`` (all states SLURM still remembers) and then
-  ``sacct`` (when accounting runs) for the tasks that have no result yet. A task that ended without a
-  result (killed, cancelled while pending, failed node, out of memory), or that neither knows any more,
-  is lost once two checks in a row agree; a controller that has not answered for ``controller_timeout_s``
-  loses every task still pending.
+The watch asks ``squeue`` and then ``sacct`` for tasks without a result: one that ended without a result,
+or that neither knows any more, is lost once two checks in a row agree; a controller silent for
+``controller_timeout_s`` loses every pending task.
 """
 
 from __future__ import annotations
@@ -25,11 +19,9 @@ from ppgbench_pl.errors import ConfigError
 
 QUEUED = {"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "CONFIGURING", "RESIZING", "SUSPENDED"}
 RUNNING = {"RUNNING", "COMPLETING", "STAGE_OUT", "SIGNALING"}
-#: sbatch flags for the submitit SLURM parameters worth a ``--test-only`` (the rest cannot be refused).
-SBATCH_FLAGS = {"partition": "--partition", "time": "--time", "gpus_per_node": "--gpus-per-node",
-                "gpus_per_task": "--gpus-per-task", "gres": "--gres", "cpus_per_task": "--cpus-per-task",
-                "mem": "--mem", "account": "--account", "qos": "--qos", "constraint": "--constraint",
-                "nodes": "--nodes", "ntasks_per_node": "--ntasks-per-node", "exclude": "--exclude"}
+#: The submitit SLURM parameters worth a ``--test-only`` (as ``--gpus-per-node``...); the rest cannot be refused.
+SBATCH_PARAMETERS = ("partition", "time", "gpus_per_node", "gpus_per_task", "gres", "cpus_per_task", "mem", "account",
+                     "qos", "constraint", "nodes", "ntasks_per_node", "exclude")
 #: The user's name of each parameter (the executor's ``parameters``), for the one-line refusal.
 USER_NAMES = {"partition": "slurm_partition", "time": "timeout_min", "gpus_per_node": "gpus_per_node",
               "mem": "mem_gb", "cpus_per_task": "cpus_per_task", "nodes": "nodes",
@@ -71,7 +63,7 @@ def sbatch_missing(cluster: str | None) -> str | None:
 
 def check_sbatch(slurm_parameters: dict[str, Any], timeout_s: float) -> None:
     """``sbatch --test-only`` with the resolved partition and resources; one line naming what it refused."""
-    flags = [f"{flag}={slurm_parameters[name]}" for name, flag in SBATCH_FLAGS.items()
+    flags = [f"--{name.replace('_', '-')}={slurm_parameters[name]}" for name in SBATCH_PARAMETERS
              if slurm_parameters.get(name) not in (None, "")]
     try:
         done = subprocess.run(["sbatch", "--test-only", *flags, "--wrap", "true"], capture_output=True,
@@ -129,10 +121,8 @@ class SlurmWatch:
     """Tracks the SLURM state of array tasks; says which can no longer deliver a result.
 
     Args:
-        check_s: Least seconds between two squeue/sacct checks.
-        controller_timeout_s: Seconds without an answer from the controller after which every pending
-            task counts as lost.
-        command_timeout_s: Seconds one squeue or sacct call may take.
+        check_s: Least seconds between two squeue/sacct checks (``command_timeout_s``: the most one may take).
+        controller_timeout_s: Seconds without an answer from the controller before every pending task is lost.
     """
 
     def __init__(self, check_s: float = 30.0, controller_timeout_s: float = 600.0,

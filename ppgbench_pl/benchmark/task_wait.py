@@ -1,11 +1,7 @@
-"""The cluster executors' wait loops: never a silent wait.
+"""The cluster executors' wait loops (submitit: :func:`wait_tasks`; Dask: :func:`wait_futures`).
 
-* :func:`wait_tasks` (submitit): collects finished array tasks, asks :class:`~.slurm_watch.SlurmWatch`
-  which of the others can no longer finish (each of their jobs comes back as :class:`JobLost`), and
-  prints a progress line (queued, running, done) every ``progress_s``.
-* :func:`wait_futures` (Dask): collects finished futures, says when a worker leaves (Dask reruns its
-  tasks elsewhere), loses every pending job when the scheduler has not answered, or no worker has been
-  there, for the configured time, and prints the same progress line.
+Never a silent wait: jobs that can no longer finish come back as :class:`JobLost`, and a progress line
+(queued, running, done) is printed every ``progress_s``.
 """
 
 from __future__ import annotations
@@ -15,10 +11,9 @@ import time
 from collections.abc import Generator, Sequence
 from typing import Any
 
+from ppgbench_pl.benchmark.pool import Finished
 from ppgbench_pl.benchmark.slurm_watch import SlurmWatch
 from ppgbench_pl.benchmark.worker import JobLost, JobOutcome, JobSpec
-
-Finished = tuple[JobSpec, JobOutcome | BaseException]
 
 
 def progress_line(engine: str, queued: int, running: int, done: int, total: int, unit: str) -> None:
@@ -61,8 +56,7 @@ def wait_tasks(jobs: Sequence[Any], chunks: Sequence[list[JobSpec]], watch: Slur
                progress_s: float) -> Generator[Finished, None, None]:
     """Yield each task's specs with their outcomes as tasks finish, or :class:`JobLost` as they are found lost.
 
-    ``jobs`` are submitit jobs (or stand-ins with ``job_id``, ``done()``, ``result()``, ``cancel(check=)``
-    and ``state``), one per chunk.
+    ``jobs``: submitit jobs (or stand-ins with ``job_id``, ``done()``, ``result()``, ``cancel`` and ``state``).
     """
     pending = dict(zip(jobs, range(len(chunks)), strict=True))
     last_progress, total = time.monotonic(), len(chunks)
@@ -96,7 +90,6 @@ class DaskWatch:
     """What the Dask client says about its scheduler and workers, checked every poll.
 
     Args:
-        address: The scheduler's address (for the messages).
         scheduler_timeout_s: Seconds the scheduler may stay unreachable before every pending job is lost.
         worker_timeout_s: Seconds with no worker at all before every pending job is lost.
     """

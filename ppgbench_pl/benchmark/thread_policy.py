@@ -1,19 +1,10 @@
 """How many intra-op threads each workload gets: chosen once per command, printed, recorded in ``run.json``.
 
-Two workloads differ. A job on embeddings (the linear and RF probes' BLAS, the MLP heads of a trial stack,
-label efficiency) is a long sequence of small kernels (16-128 rows by 64-1,024 columns): a second torch or
-BLAS thread mostly spins on them. The MLP probe of 12 trials on 3,000 x 64 embeddings cost 102 s CPU and
-56 s wall with torch's default two threads on a 2-core machine and 46 s / 46 s with one (issue 33,
-docs/performance.md). Such jobs run at **one thread per process**; the cores are filled by running job
-groups side by side (``--executor process``, one worker per core by default). An encoder's forward passes
-(the embedding pass, finetuning) are large convolutions and matrix products that threads do speed up:
-they keep the executor's share of the cores (the process default for ``--executor local``).
-
-The policy changes no result: the linear and RF records of a one-thread and a two-thread run are
-identical, and the MLP heads' numbers differ only in their last float32 bits (torch splits a sum above its
-grain size between threads), with the same trials and winners (``tests/benchmark/test_thread_policy.py``,
-``tools/bench_regimes.py``). So it is recorded beside the run identity (``run.json: threads``), never in
-it. ``--threads N`` or ``PPGBENCH_THREADS=N`` gives every workload N threads instead (the flag wins).
+Jobs on embeddings (probes, MLP heads) are long sequences of small kernels that a second thread mostly
+spins on, so they run at one thread per process and the cores are filled with processes (issue 33,
+docs/performance.md); an encoder's forward passes keep the executor's share of the cores. The policy
+changes no result (``tests/benchmark/test_thread_policy.py``), so it is recorded beside the run identity.
+``--threads N`` or ``PPGBENCH_THREADS=N`` gives every workload N threads.
 """
 
 from __future__ import annotations
@@ -53,11 +44,9 @@ class ThreadPolicy:
     """Threads per process for each workload.
 
     Attributes:
-        probe: Jobs on embeddings or features (``None``: the process default).
-        encoder: Jobs that train the encoder (finetuning) (``None``: the worker process's default).
+        probe: Jobs on embeddings or features; ``encoder``: jobs that finetune (``None``: the process default).
         embedding_pass: The embedding pass, which runs in this process before any job starts.
-        source: ``default``, ``--threads`` or ``PPGBENCH_THREADS``.
-        cores: Cores usable by this process.
+        source: ``default``, ``--threads`` or ``PPGBENCH_THREADS``; ``cores``: usable by this process.
         processes: Job processes the executor runs side by side on this machine (``None``: a cluster's).
     """
 
@@ -91,8 +80,7 @@ def choose_policy(executor: Any, given: int | None = None) -> ThreadPolicy:
     """The policy of one command: the override if any, else one thread for probes and the executor's share for encoders.
 
     Args:
-        executor: The run's executor (its ``threads_per_job()``: cores split between its local processes,
-            ``cpus_per_task`` on SLURM, ``None`` to leave the process default; its ``processes_here()``).
+        executor: The run's executor (its ``threads_per_job()`` and ``processes_here()``).
         given: ``--threads`` (``None``: not given).
     """
     import torch

@@ -1,31 +1,20 @@
 """Weights & Biases without surprises: offline unless the user is logged in, never a long hang, never required.
 
-The run folder is the source of truth; W&B mirrors it. ``ppgbench fit`` and ``ppgbench benchmark`` log
-from the records on disk, cheaply, in the same way:
-
-* ``group`` (default): one W&B run per (model, task, regime) cell, written by the coordinator when the
-  cell's jobs of this invocation have finished: the resolved config, one step per job (seed, fold,
-  reported metric, baseline, chosen hyperparameters), a jobs table, the Optuna trials table when the
-  regime searched, and the cell's aggregates over the whole run folder (mean, CI, n_seeds, n_folds, MDD:
-  its row of ``summary.csv``) as the run summary, per-job values in the history only (:mod:`.wandb_cells`).
-  The constant baseline gets a run per baseline row. Runs are grouped by ``<task>/<regime>``, typed by
-  regime and tagged with task, regime, dataset and budget; a marker per
-  cell keeps a rerun from logging an unchanged cell twice; W&B run ids derive from the run folder's
-  id, so a rerun of a changed cell resumes the same W&B run.
-* ``per-job``: additionally one W&B run per job, from the worker that ran it.
-* ``off``: nothing. ``WANDB_MODE=disabled`` also means nothing is written (W&B is not even imported).
-
-Files go under ``<run_dir>/wandb/``. A W&B error is warned about once and turns W&B off for the rest of the
-invocation, per-job runs in other workers included (a marker file, so none of them waits out W&B's timeout
-again). A cell whose records cannot be described (a damaged record) is skipped with a warning; the others
-are still logged.
+The run folder is the source of truth; W&B mirrors it from the records on disk. ``--wandb group`` (default):
+one W&B run per (model, task, regime) cell once its jobs of this invocation are done (what it holds:
+:mod:`.wandb_cells`), a marker per cell so an unchanged cell is not logged twice, run ids derived from the
+run folder's id; ``per-job``: also one run per job, from its worker; ``off`` (or ``WANDB_MODE=disabled``):
+nothing. Files go under ``<run_dir>/wandb/``. A W&B error is warned about once and turns W&B off for the
+rest of the invocation, in every worker (a marker file).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import netrc
 import os
+import sys
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -52,8 +41,6 @@ def wandb_logged_in() -> bool:
     if os.environ.get("WANDB_API_KEY"):
         return True
     try:
-        import netrc
-
         return any("wandb" in host for host in netrc.netrc().hosts)
     except (FileNotFoundError, OSError, netrc.NetrcParseError):
         return False
@@ -97,8 +84,6 @@ def point_wandb_dirs(run_dir: Path) -> None:
 
 def close_wandb() -> None:
     """Stop W&B's service process, so a later run in this process starts one with its own folders."""
-    import sys
-
     if "wandb" in sys.modules:
         try:
             sys.modules["wandb"].teardown()
@@ -161,26 +146,21 @@ def _log_records(run: Any, records: Sequence[dict[str, Any]]) -> None:
 
     jobs, trials = [], []
     for step, rec in enumerate(sorted(records, key=lambda r: (r.get("seed", 0), r.get("fold", 0)))):
-        metric = rec.get("metric", "value")
-        row: dict[str, Any] = {"seed": rec.get("seed"), "fold": rec.get("fold"), "ok": rec.get("status") == "ok",
+        metric, ok, results = rec.get("metric", "value"), rec.get("status") == "ok", rec.get("results", [])
+        value, baseline = (_value(rec) if ok else None), (rec.get("baseline") or {}).get(metric)
+        row: dict[str, Any] = {"seed": rec.get("seed"), "fold": rec.get("fold"), "ok": ok,
                                "seconds": rec.get("seconds")}
-        if rec.get("status") == "ok":
-            row[f"test/{metric}"] = _value(rec)
-            row[f"baseline/{metric}"] = (rec.get("baseline") or {}).get(metric)
-            first = rec["results"][0] if rec.get("results") else {}
-            row.update({f"params/{k}": v for k, v in (first.get("params") or {}).items()
-                        if isinstance(v, (int, float, str, bool))})
+        if ok:
+            params = (results[0] if results else {}).get("params") or {}
+            row.update({f"test/{metric}": value, f"baseline/{metric}": baseline,
+                        **{f"params/{k}": v for k, v in params.items() if isinstance(v, (int, float, str, bool))}})
         run.log(row, step=step)
-        params = [r.get("params") for r in rec.get("results", [])]
-        jobs.append([rec.get("job_id"), rec.get("seed"), rec.get("fold"), rec.get("status"), _value(rec)
-                     if rec.get("status") == "ok" else None, (rec.get("baseline") or {}).get(metric),
-                     json.dumps(params, default=str), rec.get("seconds"), rec.get("error")])
-        for result in rec.get("results", []):
-            for t in (result.get("optuna") or {}).get("trials", []):
-                trials.append([rec.get("job_id"), rec.get("seed"), rec.get("fold"), result.get("repeat"),
-                               t.get("number"),
-                               t.get("state"), t.get("value"), json.dumps(t.get("params"), default=str),
-                               json.dumps(t.get("intermediate_values"), default=str)])
+        where = [rec.get("job_id"), rec.get("seed"), rec.get("fold")]
+        jobs.append([*where, rec.get("status"), value, baseline, json.dumps([r.get("params") for r in results],
+                     default=str), rec.get("seconds"), rec.get("error")])
+        trials += [[*where, result.get("repeat"), t.get("number"), t.get("state"), t.get("value"),
+                    json.dumps(t.get("params"), default=str), json.dumps(t.get("intermediate_values"), default=str)]
+                   for result in results for t in (result.get("optuna") or {}).get("trials", [])]
     tables = {"jobs": wandb.Table(columns=["job_id", "seed", "fold", "status", "value", "baseline", "params", "seconds",
                                            "error"], data=jobs)}
     if trials:
@@ -193,14 +173,9 @@ class CellTracker:
     """Logs each (model, task, regime) cell as one W&B run once its jobs of this invocation are finished.
 
     Args:
-        run_dir: Run folder (W&B files go to ``<run_dir>/wandb``).
-        project: W&B project.
-        run_uid: The run folder's id (from ``run.json``).
-        config: Resolved benchmark config, stored with every W&B run.
-        cells: Cell -> its job ids in the plan.
-        pending: Job ids that this invocation will run.
-        summary_of: The cell's summary row over the whole run folder (what ``summary.csv`` says), used as
-            the W&B run summary (None: the cell has no row yet).
+        run_uid: The run folder's id (from ``run.json``); ``config``: the resolved config, in every W&B run.
+        cells: Cell -> its job ids in the plan; ``pending``: the job ids this invocation will run.
+        summary_of: The cell's ``summary.csv`` row over the whole run folder (None: no row yet).
     """
 
     def __init__(self, run_dir: Path, project: str, run_uid: str, config: dict[str, Any],
@@ -253,13 +228,7 @@ class CellTracker:
         try:
             config = {"benchmark": self.config, "model": model, "task": task, "regime": regime,
                       **descriptors(row, records)}
-            group, job_type, tags = run_labels(task, regime, config)
-            run = _start_run(self.run_dir, self.project, _short_id(self.run_uid, *cell), f"{model}/{task}/{regime}",
-                             group, job_type, config, tags)
-            quiet_summary(run)
-            _log_records(run, records)
-            run.summary.update(aggregates(row))
-            run.finish()
+            self._cell_run(cell, config, row, records, baseline=False)
             if row is not None:
                 self._log_baseline(str(row.get("baseline") or ""), task, regime, records, config)
         except Exception as exc:  # noqa: BLE001 - W&B mirrors the run folder and is never required
@@ -283,16 +252,23 @@ class CellTracker:
         marker = self.marker(cell)
         if marker.exists() and json.loads(marker.read_text()).get("row") == state:
             return
-        config = {**config, "model": name}
-        group, job_type, tags = run_labels(task, regime, config, baseline=True)
-        run = _start_run(self.run_dir, self.project, _short_id(self.run_uid, *cell), f"{name}/{task}/{regime}",
-                         group, job_type, config, tags)
+        self._cell_run(cell, {**config, "model": name}, row, records, baseline=True)
+        write_json_atomic(marker, {"cell": list(cell), "row": state})
+
+    def _cell_run(self, cell: tuple[str, str, str], config: dict[str, Any], row: dict[str, Any] | None,
+                  records: list[dict[str, Any]], baseline: bool) -> None:
+        """One W&B run of a cell (or of its constant baseline): its history, then its summary row."""
+        group, job_type, tags = run_labels(cell[1], cell[2], config, baseline=baseline)
+        run = _start_run(self.run_dir, self.project, _short_id(self.run_uid, *cell), "/".join(cell), group,
+                         job_type, config, tags)
         quiet_summary(run)
-        for step, values in enumerate(baseline_history(records)):
-            run.log(values, step=step)
+        if baseline:
+            for step, values in enumerate(baseline_history(records)):
+                run.log(values, step=step)
+        else:
+            _log_records(run, records)
         run.summary.update(aggregates(row))
         run.finish()
-        write_json_atomic(marker, {"cell": list(cell), "row": state})
 
 
 def log_job_run(spec: Any, record: dict[str, Any], config: dict[str, Any]) -> None:

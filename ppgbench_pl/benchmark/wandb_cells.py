@@ -1,18 +1,9 @@
-"""What one W&B run of a (model, task, regime) cell holds, so W&B's tables sort and filter the way users expect.
+"""What one W&B run of a (model, task, regime) cell holds, so W&B's tables sort and filter as users expect.
 
-* **summary**: the cell's aggregates only (:data:`AGGREGATES`: mean, Student-t CI, n_seeds, n_folds, MDD
-  and the baseline's mean where known), exactly its ``summary.csv`` row. Sorting runs by ``mean`` sorts
-  cells, never one fold.
-* **history**: one step per job (seed, fold, ``test/<metric>``, ``baseline/<metric>``, chosen
-  hyperparameters) plus the jobs and Optuna tables; :func:`quiet_summary` keeps all of it out of the
-  summary (``define_metric(..., summary="none")``).
-* **config**: flat scalars for the comparison and parallel-coordinates views (model, task, regime, dataset,
-  metric, unit, higher_is_better, budget, ci_unit, and the labels of the records: the backend that ran,
-  the code version, the pretraining overlap, the settings that differ from the published protocol)
-  beside the structured ``benchmark`` config.
-* **group** ``<task>/<regime>`` (the runs one table compares), **job_type** the regime, **tags** task,
-  regime, dataset, budget, ``backend:<b>``, ``pretraining_overlap:<direct|source>`` and ``deviations:<...>``
-  where there are some, and ``baseline`` for the constant baseline's runs (one per baseline row).
+Its **summary** is the cell's ``summary.csv`` row only (:data:`AGGREGATES`), so sorting runs sorts cells;
+the **history** has one step per job plus the jobs and Optuna tables, kept out of the summary
+(:func:`quiet_summary`); the **config** carries flat scalars for W&B's filters; runs are grouped
+``<task>/<regime>``, typed by regime and tagged (:func:`run_labels`).
 """
 
 from __future__ import annotations

@@ -1,32 +1,25 @@
 """The published models' weights by name: fetched, verified, pinned and cached for every run (issue 34).
 
-``ppgbench download --weights papagei_s`` (and ``fit --fetch_weights`` for a model given no
-``checkpoint``) fetches what the encoder catalog's ``published`` entry names, at the version it pins, into
-``<root>/<model>/<revision>/``; the root is ``--weights_dir``, ``$PPGBENCH_WEIGHTS_DIR``,
-``$XDG_CACHE_HOME/ppgbench/weights`` or ``~/.cache/ppgbench/weights``. The host's answer is checked
-before anything is written: a version other than the pinned one is refused unless the user names it
-(``--weights_revision model=REV``). Each entry is described by ``ppgbench-weights.json`` (what was
-fetched, from where, the publisher's checksums, the SHA-256 of what is loaded), written last, so a
-complete description means verified files; a later run re-checks the SHA-256 and downloads nothing.
-``ppgbench cache list|clear --weights`` shows and removes entries; only folders ppgbench described are
-ever deleted, and only inside a root that carries ppgbench's marker file.
+Each entry is ``<root>/<model>/<revision>/`` with ``ppgbench-weights.json`` written last (what was fetched,
+the publisher's checksums, the SHA-256 of what is loaded), so a complete description means verified files;
+a host answering with another version than the pinned one is refused unless the user names it. Only
+described folders, in a root carrying the cache marker (:mod:`.cache_owner`), are ever deleted.
 """
 
 from __future__ import annotations
 
 import difflib
 import json
-import os
 import re
 import shutil
 import sys
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ppgbench_pl.atomic_io import write_json_atomic, write_text_atomic
+from ppgbench_pl.atomic_io import write_json_atomic
+from ppgbench_pl.benchmark.cache_owner import cache_folder, mark, read_description, require_marker
 from ppgbench_pl.data.download import hosts
 from ppgbench_pl.data.download.archives import extract, marker_path
 from ppgbench_pl.data.download.files import file_hashes
@@ -36,22 +29,20 @@ from ppgbench_pl.errors import ConfigError, DownloadError, PPGBenchError
 from ppgbench_pl.locks import LockBusy, file_lock
 
 ROOT_ENV = "PPGBENCH_WEIGHTS_DIR"
-#: A file in the root saying the folder is ppgbench's weights cache (``cache clear`` needs it).
+#: The marker file of the weights root (``cache clear`` needs it), and what it says the folder is.
 MARKER = "PPGBENCH_WEIGHTS_CACHE"
+KIND = "weights cache"
 #: The description of one entry, written when its files are verified.
 DESCRIPTION = "ppgbench-weights.json"
 ARCHIVES = (".zip", ".tar", ".tar.gz", ".tgz")
+HOSTS = {"zenodo": "Zenodo record", "github": "GitHub", "huggingface": "Hugging Face"}
 #: The models with published weights, in catalog order.
 PUBLISHED: dict[str, PublishedWeights] = {n: e.published for n, e in CATALOG.items() if e.published is not None}
 
 
 def weights_root(explicit: str | Path | None = None) -> Path:
     """The weights folder (absolute): ``explicit``, ``$PPGBENCH_WEIGHTS_DIR``, or the user cache directory."""
-    if explicit:
-        return Path(explicit).expanduser().resolve()
-    if os.environ.get(ROOT_ENV):
-        return Path(os.environ[ROOT_ENV]).expanduser().resolve()
-    return (Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ppgbench" / "weights").resolve()
+    return cache_folder(explicit, "--weights_dir", ROOT_ENV, "weights", KIND)[0]
 
 
 def model_names(names: Sequence[str]) -> list[str]:
@@ -77,22 +68,9 @@ def revisions(pairs: Sequence[str] | None) -> dict[str, str]:
     return out
 
 
-def _where(pub: PublishedWeights) -> str:
-    return {"zenodo": f"Zenodo record {pub.repo}", "github": f"GitHub {pub.repo}",
-            "huggingface": f"Hugging Face {pub.repo}"}[pub.host]
-
-
-def _describe(folder: Path) -> dict[str, Any] | None:
-    try:
-        found = json.loads((folder / DESCRIPTION).read_text())
-    except (OSError, ValueError):
-        return None
-    return found if isinstance(found, dict) else None
-
-
 def _verified(folder: Path) -> Path | None:
     """The checkpoint of a complete entry whose loaded files still have their recorded SHA-256, else None."""
-    found = _describe(folder)
+    found = read_description(folder / DESCRIPTION)
     if not found or not found.get("complete"):
         return None
     for rel, digest in (found.get("loaded_sha256") or {}).items():
@@ -113,35 +91,25 @@ def local_checkpoint(name: str, root: Path, revision: str | None = None) -> Path
         return _verified(model_dir / revision) if (model_dir / revision).is_dir() else None
     folders = sorted(d for d in model_dir.iterdir() if d.is_dir()) if model_dir.is_dir() else []
     complete = [(str(found.get("fetched_utc")), d) for d in folders
-                if (found := _describe(d) or {}).get("complete")]
+                if (found := read_description(d / DESCRIPTION) or {}).get("complete")]
     for _, folder in sorted(complete, reverse=True):
         if (path := _verified(folder)) is not None:
             return path
     return None
 
 
-@contextmanager
-def _model_lock(root: Path, name: str) -> Iterator[None]:
-    """Mark the root as ppgbench's and hold the model's lock (a second fetch waits, then finds it done)."""
-    root.mkdir(parents=True, exist_ok=True)
-    if not (root / MARKER).exists():
-        write_text_atomic(root / MARKER, "ppgbench weights cache: `ppgbench cache clear --weights` deletes only "
-                                         f"the folders described by a {DESCRIPTION}\n")
-    with file_lock(root / ".locks" / f"{name}.lock"):
-        yield
-
-
 def fetch_weights(name: str, root: Path, client: Client, revision: str | None = None) -> tuple[Path, str]:
     """Make the verified weights of ``name`` available under ``root``; return the checkpoint and a status.
 
     Raises:
-        DownloadError: The host answers with a version other than the one expected, cannot be reached, or
-            a file fails its check (one line; no entry is described as complete).
-
+        DownloadError: The host answers with another version than expected, cannot be reached, or a file
+            fails its check (one line; no entry is described as complete).
     """
     pub = PUBLISHED[name]
     wanted = revision or pub.revision
-    with _model_lock(root, name):
+    root.mkdir(parents=True, exist_ok=True)
+    mark(root, KIND, MARKER)
+    with file_lock(root / ".locks" / f"{name}.lock"):  # a second fetch waits, then finds it done
         found = None if client.force else local_checkpoint(name, root, wanted)
         if found is not None:
             return found, f"ok: already present, verified ({found})"
@@ -149,8 +117,8 @@ def fetch_weights(name: str, root: Path, client: Client, revision: str | None = 
         if not _accepts(pub, wanted, plan.revision, named=revision is not None):
             named = "you named" if revision else "ppgbench pins"
             raise DownloadError(
-                f"{name}: {_where(pub)} answers with revision {plan.revision}, but {named} {wanted}; nothing "
-                f"was downloaded (to use it: --weights_revision {name}={plan.revision})")
+                f"{name}: {HOSTS[pub.host]} {pub.repo} answers with revision {plan.revision}, but {named} {wanted}; "
+                f"nothing was downloaded (to use it: --weights_revision {name}={plan.revision})")
         folder = root / name / plan.revision
         folder.mkdir(parents=True, exist_ok=True)
         record: dict[str, Any] = {
@@ -194,10 +162,7 @@ def _unpack(folder: Path, pub: PublishedWeights) -> Path:
 
 def download_weights(names: Sequence[str], root: Path, client: Client,
                      wanted: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Fetch each model's weights; return ``{name: "ok: ..." | "failed: <reason>"}``.
-
-    One model's failure never stops the others; the caller decides the exit status.
-    """
+    """Fetch each model's weights; return ``{name: "ok: ..." | "failed: <reason>"}`` (a failure stops no other)."""
     statuses: dict[str, str] = {}
     for name in model_names(names):
         try:
@@ -220,14 +185,12 @@ def fill_checkpoints(config: Mapping[str, Any], weights_dir: str | None, *, fetc
                      client: Client | None = None) -> None:
     """Point every published model given neither ``checkpoint`` nor ``random_init`` at its cached weights.
 
-    Weights already under the root are used (verified, no network); missing ones are fetched only with
-    ``fetch`` (``--fetch_weights``) and never in a dry run. Without them the entry is left as it was, so the
-    encoder's own refusal (no checkpoint, where to get it) stays the default.
+    Missing weights are fetched only with ``fetch`` (``--fetch_weights``), never in a dry run; without them
+    the entry is left as it was (the encoder's own refusal).
 
     Raises:
         ConfigError: ``fetch`` in a dry run with weights missing.
         DownloadError: The fetch failed.
-
     """
     by_class = {CATALOG[n].class_path: n for n in PUBLISHED}
     root = weights_root(weights_dir)
@@ -253,7 +216,7 @@ def entries(root: Path) -> list[dict[str, Any]]:
     for desc in sorted(root.glob(f"*/*/{DESCRIPTION}")) if root.is_dir() else []:
         folder = desc.parent
         size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file() and not p.is_symlink())
-        out.append({**(_describe(folder) or {}), "folder": str(folder), "bytes": size})
+        out.append({**(read_description(folder / DESCRIPTION) or {}), "folder": str(folder), "bytes": size})
     return out
 
 
@@ -262,12 +225,10 @@ def clear(root: Path) -> tuple[int, int]:
 
     Raises:
         ConfigError: ``root`` lacks ppgbench's marker file, so nothing in it is deleted.
-
     """
     if not root.is_dir():
         return 0, 0
-    if not (root / MARKER).is_file():
-        raise ConfigError(f"{root}: not a ppgbench weights folder (no {MARKER} file); nothing was removed")
+    require_marker(root, KIND, MARKER)
     removed = busy = 0
     for entry in entries(root):
         folder = Path(entry["folder"])

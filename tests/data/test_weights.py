@@ -237,7 +237,7 @@ def test_cache_lists_and_clears_only_what_ppgbench_described(hub: WeightsHub, tm
     (foreign / "x" / "y").mkdir(parents=True)
     (foreign / "x" / "y" / DESCRIPTION).write_text("{}")
     code, _, err = run_cli(["cache", "clear", "--weights", "--weights_dir", str(foreign)], capsys)
-    assert code == 2 and f"no {MARKER} file); nothing was removed" in err and (foreign / "x" / "y").exists()
+    assert code == 2 and f"not a ppgbench weights cache (no {MARKER}); nothing was removed" in err and (foreign / "x" / "y").exists()
 
 
 def test_unknown_model_and_missing_names_are_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
