@@ -118,8 +118,8 @@ def fill_weights(entries: Sequence[Any], cfg: Namespace) -> None:
 
     plain = [(e, {"class_path": e.class_path, "init_args": (e.get("init_args") or Namespace()).as_dict()})
              for e in entries if isinstance(e, Namespace)]
-    entries = {"controls": [d for _, d in plain]}  # fill_checkpoints reads a config's encoder lists
-    fill_checkpoints(entries, cfg.get("weights_dir"), fetch=bool(cfg.get("fetch_weights")),
+    config = {"controls": [d for _, d in plain]}  # fill_checkpoints reads a config's encoder lists
+    fill_checkpoints(config, cfg.get("weights_dir"), fetch=bool(cfg.get("fetch_weights")),
                      dry_run=bool(cfg.get("dry_run")))
     for namespace, entry in plain:
         if entry["init_args"].get("checkpoint") is not None and namespace.get("init_args.checkpoint") is None:
