@@ -21,6 +21,7 @@ from ppgbench_pl.data.synthetic import SyntheticPPGDataset
 from ppgbench_pl.data.task_data import DatasetWindows, TaskView, load_task, load_windows
 from ppgbench_pl.datamodules.job import ArrayDataset, JobDataModule
 from ppgbench_pl.errors import ConfigError, DataError, NotEvaluable
+from ppgbench_pl.input_checks import int_list
 
 DEFAULT_SEEDS = [42, 43, 44, 45, 46]
 __all__ = ["DEFAULT_SEEDS", "ArrayDataset", "PPGDataModule"]  # ArrayDataset lives with the job loaders
@@ -73,9 +74,9 @@ class PPGDataModule(L.LightningDataModule):
         for spec in self.task_specs:
             if spec.dataset != dataset:
                 raise ConfigError(f"task '{spec.name}' belongs to dataset '{spec.dataset}', not '{dataset}'")
-        self.seeds = list(seeds) if seeds is not None else list(DEFAULT_SEEDS)
+        self.seeds = int_list("data.init_args.seeds", seeds) if seeds is not None else list(DEFAULT_SEEDS)
         self.n_folds, self.n_inner_folds = n_folds, n_inner_folds
-        self.folds = list(folds) if folds is not None else list(range(n_folds))
+        self.folds = int_list("data.init_args.folds", folds) if folds is not None else list(range(n_folds))
         for key, values in (("seeds", self.seeds), ("folds", self.folds)):
             if not values:
                 raise ConfigError(f"data.init_args.{key} is empty; give at least one (or leave it out for the default)")
