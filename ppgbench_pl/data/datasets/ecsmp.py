@@ -1,10 +1,9 @@
 """ECSMP: E4 wrist BVP during six emotion videos, with felt-emotion (CESAF) and depression (SDS) scores.
 
-PROTOCOL.md 1.5: the video intervals come from the EEG event markers and are taken as seconds from the
-BVP start; a window gets the felt scores of the one video it lies inside. All non-flat windows are
-kept because the subject-level SDS task uses them all. Subjects whose events or questionnaires do not
-check out are skipped with a logged message rather than stopping the build, and each is counted in
-the marker's ``dropped_windows`` as ``{"skipped: <reason>": 1}`` under its id.
+PROTOCOL.md 1.5: video intervals come from the EEG event markers, in seconds from the BVP start; a window
+gets the felt scores of the one video it lies inside. All non-flat windows are kept (the subject-level
+SDS task uses them). A subject that fails a published check is logged, skipped and counted in the
+marker's ``dropped_windows`` as ``{"skipped: <reason>": 1}``.
 """
 
 from __future__ import annotations
@@ -13,13 +12,13 @@ import logging
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
 
 from ppgbench_pl.data.datasets import ecsmp_io
-from ppgbench_pl.data.datasets.base import RawDataset, seconds_to_samples, window_table
+from ppgbench_pl.data.datasets.base import RawDataset, ppg_stats, window_table
 from ppgbench_pl.data.datasets.ecsmp_io import (
     VIDEO_NAMES,
     Cesaf,
@@ -30,7 +29,7 @@ from ppgbench_pl.data.datasets.ecsmp_io import (
     read_scales,
 )
 from ppgbench_pl.data.processed import GroupData, as_class_target, as_regression_target
-from ppgbench_pl.data.signal import flatline_mask, make_windows, rejection_counts, resample, window_starts
+from ppgbench_pl.data.signal import flatline_mask, rejection_counts, resample
 from ppgbench_pl.errors import DataError
 
 logger = logging.getLogger(__name__)
@@ -46,13 +45,10 @@ class SkipSubject(Exception):  # noqa: N818 - a control-flow signal, not an erro
 
 
 def video_intervals(types: np.ndarray, latencies: np.ndarray, srate: float) -> list[tuple[str, float, float]]:
-    """The six (emotion, start s, end s) intervals in presentation order.
+    """The six (emotion, start s, end s) intervals in presentation order (SkipSubject: not six, or no end).
 
-    A video ends at the first code-20 event strictly between its start and the next start, else at
-    the first code-12 event in that span.
-
-    Raises:
-        SkipSubject: Not exactly six starts, or a video without an end.
+    A video ends at the first code-20 event strictly between its start and the next start, else at the
+    first code-12 event in that span.
     """
     order = np.argsort(latencies, kind="stable")
     types, latencies = types[order], latencies[order]
@@ -81,13 +77,9 @@ def felt_summary(scores: np.ndarray) -> tuple[int, bool]:
 
 
 def check_videos(intervals: list[tuple[str, float, float]], duration: float, cesaf: Cesaf) -> None:
-    """Leave out a subject whose videos cannot be tied to its BVP or to its felt scores.
+    """SkipSubject for a video outside the ``duration`` s of BVP or an order that differs from CESAF's.
 
-    A video that lies outside the recording has no windows to label, and a presentation order that
-    differs from the CESAF columns would give every video another video's scores.
-
-    Raises:
-        SkipSubject: A video outside the ``duration`` s of BVP, or the order differs from CESAF.
+    Either would label windows with nothing or with another video's scores.
     """
     for name, begin, end in intervals:
         if begin < 0 or end > duration:
@@ -121,11 +113,7 @@ def window_counts(n_total: int, idx: np.ndarray, has_video: np.ndarray) -> dict[
 
 
 class EcsmpDataset(RawDataset):
-    """Preprocessor for ECSMP (``ecsmp``).
-
-    Attributes:
-        skipped: Subject id -> reason, for the subjects the last :meth:`iter_groups` left out.
-    """
+    """Preprocessor for ECSMP (``ecsmp``); ``skipped`` maps the ids the last build left out to the reason."""
 
     key: ClassVar[str] = "ecsmp"
     marker_pattern: ClassVar[str] = "scale.xlsx"
@@ -172,12 +160,7 @@ class EcsmpDataset(RawDataset):
         sds_score: float | None,
         fs: float,
     ) -> GroupData:
-        """Window and label one subject.
-
-        Raises:
-            SkipSubject: A published check fails (scores missing, events inconsistent).
-            DataError: A file is unreadable or the recording is shorter than one window.
-        """
+        """Window and label one subject (SkipSubject: a published check fails; DataError: a bad file)."""
         if cesaf is None or not cesaf.complete:
             raise SkipSubject("CESAF scores missing or incomplete in scale.xlsx")
         if sds_score is None or not np.isfinite(sds_score):
@@ -187,13 +170,10 @@ class EcsmpDataset(RawDataset):
         start_utc, native_fs, bvp = read_bvp_csv(bvp_path)
         check_videos(intervals, len(bvp) / native_fs, cesaf)
 
-        window = seconds_to_samples(self.info.window_s, fs)
-        stride = seconds_to_samples(self.info.stride_s, fs)
         ppg = resample(bvp, native_fs, fs, what=str(bvp_path))
-        starts = window_starts(len(ppg), window, stride)
+        window, starts, windows = self.cut(ppg, fs)
         if len(starts) == 0:
             raise DataError(f"{bvp_path}: {len(bvp)} samples, less than one {self.info.window_s:g} s window")
-        windows = make_windows(ppg, window, stride)
         video, labels = self._video_labels(starts / fs, (starts + window) / fs, intervals, cesaf)
         sds_class = int(sds_score >= SDS_THRESHOLD)
         labels["sds_score"] = as_regression_target(np.full(len(starts), sds_score))
@@ -203,14 +183,11 @@ class EcsmpDataset(RawDataset):
         idx = np.flatnonzero(keep)
         if len(idx) == 0:
             raise DataError(f"{bvp_path}: every window is flat; no window left")
-        whole = ppg.astype(np.float64)
-        stats: dict[str, Any] = {
-            "subject": sid, "ppg_mean": float(whole.mean()), "ppg_std": float(whole.std()),
-            "sds_score": float(sds_score), "sds_class": sds_class,
-            "bvp_start_utc": start_utc, "bvp_fs_original": native_fs, "target_fs": fs,
-            "eeg_fs": srate, "eeg_file": eeg_path.name,
+        stats = ppg_stats(
+            sid, ppg, sds_score=float(sds_score), sds_class=sds_class, bvp_start_utc=start_utc,
+            bvp_fs_original=native_fs, target_fs=fs, eeg_fs=srate, eeg_file=eeg_path.name,
             **window_counts(len(starts), idx, labels["has_video_label"]),
-        }
+        )
         return GroupData(
             name=sid,
             ppg=windows[idx],

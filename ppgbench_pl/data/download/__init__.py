@@ -1,7 +1,6 @@
-"""Download the nine raw datasets into ``<raw>/<key>/``, resumably and verified (PROTOCOL.md section 9).
+"""Download the raw datasets into ``<raw>/<key>/``, resumably and verified (PROTOCOL.md section 9).
 
-Datasets are tried one by one; a failure is collected and the others continue, so one unreachable
-publisher does not cost the user the rest. The caller decides the exit status from the returned map.
+A failed dataset is collected and the others continue; the caller decides the exit status.
 """
 
 from __future__ import annotations
@@ -53,10 +52,8 @@ def download(
 ) -> dict[str, str]:
     """Fetch each dataset into ``raw_root/<key>/`` and return ``{key: "ok: ..." | "failed: <reason>"}``.
 
-    Unknown keys raise ConfigError before anything is fetched. ``mirrors`` maps a key to a base URL that
-    replaces the publisher's (the ``PPGBENCH_MIRROR_<KEY>`` environment variable does the same).
-    ``force`` fetches and extracts every file afresh; ``stall_s`` and ``retries`` bound a stalled transfer
-    (see :class:`~ppgbench_pl.data.download.http.Client`).
+    Unknown keys raise ConfigError first. ``mirrors`` maps a key to a base URL replacing the publisher's (as
+    ``PPGBENCH_MIRROR_<KEY>`` does); ``force``, ``stall_s`` and ``retries`` go to :class:`~.http.Client`.
     """
     options = {"force": force, "stall_s": stall_s, "retries": retries}
     unknown = [k for k in datasets if k not in SOURCES]
@@ -111,10 +108,7 @@ LOCK_FILE = ".download.lock"
 
 @contextmanager
 def _folder_lock(folder: Path, key: str) -> Iterator[None]:
-    """Hold ``<folder>/.download.lock`` so two downloads never append to the same ``.part`` files.
-
-    A second process fails at once, naming the holder; a dead holder's lock is free (``flock``).
-    """
+    """Hold ``<folder>/.download.lock`` so two downloads never append to one ``.part``; a second one fails."""
     path = folder / LOCK_FILE
     with ExitStack() as held:
         try:

@@ -1,12 +1,7 @@
 """How a dataset's declared source is fetched: the step behind each kind of publisher (PROTOCOL.md 9).
 
-What a dataset downloads is declared once, as the ``source`` of its declaration in
-``ppgbench_pl/data/datasets/<key>_info.py`` (an archive URL, a Figshare article, a Mendeley Data dataset
-or a PhysioNet project with a file-selection step); this module turns each into a :class:`Source`: the
-public page recorded in ``source.json``, a default base URL (which a mirror mapping or
-``PPGBENCH_MIRROR_<KEY>`` overrides) and the step that lists and fetches the files. What the base URL
-means depends on the kind: the archive itself for direct archives, the API root for Figshare and
-Mendeley Data, and the versioned ``files/<project>/<version>`` folder for PhysioNet.
+The base URL (a mirror replaces it) is the archive itself, the Figshare or Mendeley API root, or
+PhysioNet's versioned ``files/<project>/<version>`` folder.
 """
 
 from __future__ import annotations
@@ -27,7 +22,6 @@ from ppgbench_pl.data.spec import (
     FigshareSource,
     MendeleySource,
     PhysioNetSource,
-    RemoteTree,
     SourceSpec,
 )
 from ppgbench_pl.errors import DownloadError
@@ -71,15 +65,6 @@ def _fetch_and_extract(job: Job, item: RemoteFile, *, nested: bool = False) -> N
         return
     job.get(item)
     extract(archive, job.folder, nested=nested)
-
-
-def _direct_archive(name: str, *, nested: bool = False) -> Callable[[Job], None]:
-    """A source that is one archive at the base URL."""
-
-    def run(job: Job) -> None:
-        _fetch_and_extract(job, RemoteFile(url=job.base, dest=name), nested=nested)
-
-    return run
 
 
 def _field(row: Any, *keys: str) -> Any:
@@ -217,31 +202,20 @@ class PhysioNetTree:
         return self.job.client.get_text(self.url(rel)) or ""
 
 
-def _physionet(select: Callable[[RemoteTree], None]) -> Callable[[Job], None]:
-    """A PhysioNet project: read its checksums, then let the dataset's step pick the files."""
-
-    def run(job: Job) -> None:
-        select(PhysioNetTree(job, _physionet_sums(job)))
-
-    return run
-
-
 def fetch_step(spec: SourceSpec) -> Callable[[Job], None]:
     """The fetch step of one declared source."""
     if isinstance(spec, ArchiveSource):
-        return _direct_archive(spec.filename, nested=spec.nested)
+        return lambda job: _fetch_and_extract(job, RemoteFile(url=job.base, dest=spec.filename), nested=spec.nested)
     if isinstance(spec, FigshareSource):
         return _figshare(spec.article, spec.version)
     if isinstance(spec, MendeleySource):
         return _mendeley(spec.dataset, spec.version, want_folder=spec.want_folder, want_file=spec.want_file)
     if isinstance(spec, PhysioNetSource):
-        return _physionet(spec.select)
+        return lambda job: spec.select(PhysioNetTree(job, _physionet_sums(job)))
     raise TypeError(f"unknown source kind {type(spec).__name__}")
 
 
-def source_of(key: str, spec: SourceSpec) -> Source:
-    """The downloader's view of one dataset's declared source."""
-    return Source(key, spec.page, spec.base_url, fetch_step(spec), credentialed=spec.credentialed)
-
-
-SOURCES: dict[str, Source] = {key: source_of(key, spec) for key, spec in DECLARED_SOURCES.items()}
+SOURCES: dict[str, Source] = {
+    key: Source(key, spec.page, spec.base_url, fetch_step(spec), credentialed=spec.credentialed)
+    for key, spec in DECLARED_SOURCES.items()
+}
