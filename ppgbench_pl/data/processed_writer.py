@@ -1,9 +1,6 @@
-"""Building a processed tree (layout in :mod:`ppgbench_pl.data.processed`), all or nothing.
+"""Building a processed tree, all or nothing: in a hidden locked sibling, marker last, then renamed into place.
 
-A tree is built in a hidden temporary sibling and renamed into place, with the marker written last, so an
-interrupted or failed build never leaves a half-written dataset behind. A build holds a lock
-(:mod:`ppgbench_pl.locks`) beside its folder; a build folder whose lock is free was left by a killed
-process and is removed by the next build.
+A build folder whose lock is free was left by a killed process and is removed by the next build.
 """
 
 from __future__ import annotations
@@ -34,11 +31,7 @@ BUILDING = ".building-"
 
 @dataclass
 class ProcessedWriter:
-    """Builds one ``fs_<rate>/<DisplayName>`` tree atomically.
-
-    Use :func:`open_writer`; call :meth:`add_group` per group. The tree appears only when the
-    ``with`` block finishes without error, and the marker is the last file written.
-    """
+    """Builds one ``fs_<rate>/<DisplayName>`` tree atomically (use :func:`open_writer`, then :meth:`add_group`)."""
 
     final_dir: Path
     marker: dict[str, Any]
@@ -120,12 +113,7 @@ def _remove_if_free(lock: Path, folder: Path | None = None) -> bool:
 
 
 def clean_abandoned_builds(final_dir: Path, min_age_s: float = 60.0) -> list[Path]:
-    """Remove build folders of ``final_dir`` left by a killed process; returns what was removed.
-
-    A build holds a lock on ``<folder>.lock`` while it runs; a folder whose lock can be taken is abandoned
-    (where locks do not work, such a folder is never judged abandoned). A folder without a lock file (made
-    by an older version) counts as abandoned once ``min_age_s`` old.
-    """
+    """Remove (and return) build folders of ``final_dir`` whose lock is free, or lockless ones ``min_age_s`` old."""
     removed: list[Path] = []
     parent = final_dir.parent
     if not parent.is_dir():
@@ -155,11 +143,10 @@ def clean_abandoned_builds(final_dir: Path, min_age_s: float = 60.0) -> list[Pat
 
 @contextmanager
 def open_writer(final_dir: Path, marker: Mapping[str, Any]) -> Iterator[ProcessedWriter]:
-    """Context manager that builds a tree in a unique temporary sibling and renames it into place.
+    """Build a tree in a unique temporary sibling and rename it into place.
 
-    Two processes may build the same tree at once: the one that renames second finds the tree there and,
-    when its marker is this marker, treats it as built (a no-op); another marker is a ``MarkerMismatch``.
-    Build folders left by a killed process are removed first.
+    Of two processes building one tree, the second to rename treats an identical marker as built and
+    another as a ``MarkerMismatch``.
     """
     created = [p for p in (final_dir.parent, *final_dir.parent.parents) if not p.exists()]  # deepest first
     final_dir.parent.mkdir(parents=True, exist_ok=True)

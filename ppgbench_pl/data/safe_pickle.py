@@ -1,9 +1,7 @@
-"""A restricted unpickler for the DaLiA and WESAD subject pickles.
+"""A restricted unpickler for the DaLiA and WESAD subject pickles (Python-2 dicts of numpy arrays).
 
-Both datasets ship Python-2 pickles of nested dicts holding numpy arrays. Plain :func:`pickle.load`
-would run any callable a tampered file names, so this loader resolves only the handful of globals
-those files need (builtin containers and the numpy array, dtype and scalar reconstructors) and
-refuses everything else with a one-line :class:`~ppgbench_pl.errors.DataError`.
+Plain :func:`pickle.load` would run any callable a tampered file names; this one resolves only the globals
+those files need and refuses the rest with a one-line :class:`~ppgbench_pl.errors.DataError`.
 """
 
 from __future__ import annotations
@@ -81,12 +79,6 @@ def _one_line(text: object) -> str:
 def load_pickle(path: str | Path) -> Any:
     """Load a (Python-2, latin-1) pickle that may hold only containers, scalars and numpy arrays.
 
-    Args:
-        path: The pickle file.
-
-    Returns:
-        The unpickled object.
-
     Raises:
         DataError: The file is missing, truncated or corrupt, or names a global outside the allow-list.
     """
@@ -105,19 +97,7 @@ def load_pickle(path: str | Path) -> Any:
 
 
 def lookup(data: Any, keys: Sequence[str], source: str | Path) -> Any:
-    """Walk nested dicts, e.g. ``("signal", "wrist", "BVP")``, with a one-line error naming the file.
-
-    Args:
-        data: The unpickled object.
-        keys: Keys from the outside in.
-        source: The file the object came from (for the message).
-
-    Returns:
-        The value at the end of the path.
-
-    Raises:
-        DataError: A level is not a dict or lacks the key.
-    """
+    """Walk nested dicts, e.g. ``("signal", "wrist", "BVP")``; DataError naming ``source`` for a missing level."""
     node = data
     for depth, key in enumerate(keys):
         where = "/".join(keys[: depth + 1])
@@ -132,11 +112,7 @@ def lookup(data: Any, keys: Sequence[str], source: str | Path) -> Any:
 
 
 def lookup_vector(data: Any, keys: Sequence[str], source: str | Path) -> np.ndarray:
-    """A numeric 1-D signal at ``keys``; ``[n, 1]`` columns (as the E4 channels are stored) are squeezed.
-
-    Raises:
-        DataError: The key is missing, or the value is not a numeric ``[n]`` / ``[n, 1]`` array.
-    """
+    """A numeric 1-D signal at ``keys`` (E4 ``[n, 1]`` columns squeezed); DataError for anything else."""
     where = "/".join(keys)
     value = np.asarray(lookup(data, keys, source))
     if value.dtype.kind not in "biuf":

@@ -1,8 +1,6 @@
 """What every raw-dataset preprocessor shares: the raw root, the marker, windows, stats, atomic writing.
 
-A dataset subclasses :class:`RawDataset` and implements :meth:`RawDataset.iter_groups` (or
-:meth:`RawDataset.units` and :meth:`RawDataset.process`), yielding one
-:class:`~ppgbench_pl.data.processed.GroupData` per group at the target rate.
+A dataset implements :meth:`RawDataset.units` and :meth:`RawDataset.process` (or :meth:`RawDataset.iter_groups`).
 """
 
 from __future__ import annotations
@@ -24,11 +22,6 @@ from ppgbench_pl.errors import DataError
 
 if TYPE_CHECKING:
     import pandas as pd
-
-
-def seconds_to_samples(seconds: float, fs: float) -> int:
-    """Samples in ``seconds`` at ``fs`` (window and stride lengths), rounded to the nearest integer."""
-    return int(round(seconds * fs))
 
 
 def window_table(
@@ -54,6 +47,14 @@ def ppg_stats(subject: str, values: np.ndarray, **extra: Any) -> dict[str, Any]:
     """A group's stats.json: subject, mean and std of ``values`` (in float64), then ``extra``."""
     values = np.asarray(values, dtype=np.float64)
     return {"subject": subject, "ppg_mean": float(values.mean()), "ppg_std": float(values.std()), **extra}
+
+
+def number(value: Any) -> float:
+    """A cell as a float (``pd.to_numeric``); anything that is not a number becomes NaN."""
+    import pandas as pd
+
+    value = pd.to_numeric(pd.Series([value], dtype=object), errors="coerce").iloc[0]
+    return float(value) if pd.notna(value) else float("nan")
 
 
 def file_error(path: Path, problem: str, exc: BaseException | None = None) -> DataError:
@@ -146,8 +147,8 @@ class RawDataset:
 
     def cut(self, ppg: np.ndarray, fs: float, window_s: float | None = None) -> tuple[int, np.ndarray, np.ndarray]:
         """Window length, starts and windows of a signal at ``fs`` (the declared window and stride by default)."""
-        window = seconds_to_samples(window_s or self.info.window_s, fs)
-        stride = window if window_s else seconds_to_samples(self.info.stride_s, fs)
+        window = int(round((window_s or self.info.window_s) * fs))
+        stride = window if window_s else int(round(self.info.stride_s * fs))
         return window, signal.window_starts(len(ppg), window, stride), signal.make_windows(ppg, window, stride)
 
     def units(self) -> list[Any]:

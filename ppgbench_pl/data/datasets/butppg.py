@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import wfdb
 
-from ppgbench_pl.data.datasets.base import RawDataset, file_error, ppg_stats, read_csv
+from ppgbench_pl.data.datasets.base import RawDataset, file_error, number, ppg_stats, read_csv
 from ppgbench_pl.data.processed import GroupData, as_regression_target
 from ppgbench_pl.data.signal import resample
 from ppgbench_pl.errors import DataError
@@ -37,11 +37,6 @@ def read_table(path: Path, columns: list[str]) -> pd.DataFrame:
     """A UTF-8 CSV (BOM tolerated) as stripped text, the named columns required (one-line DataError)."""
     table = read_csv(path, columns, encoding="utf-8-sig", dtype=str, keep_default_na=False)
     return table.apply(lambda col: col.str.strip())
-
-
-def _number(text: str) -> float:
-    """A numeric cell; anything that is not a number becomes NaN."""
-    return float(pd.to_numeric(pd.Series([text]), errors="coerce").iloc[0])
 
 
 def blood_pressure(text: str) -> tuple[float, float]:
@@ -69,7 +64,7 @@ def record_labels(path: Path) -> dict[str, dict[str, float]]:
     columns = (table["ID"], table[BP_COLUMN], table[SPO2_COLUMN], table[GLYC_COLUMN])
     for record, pressure, spo2, glyc in zip(*columns, strict=True):
         sbp, dbp = blood_pressure(pressure)
-        labels.setdefault(record, {"sbp": sbp, "dbp": dbp, "spo2": _number(spo2), "glyc": _number(glyc)})
+        labels.setdefault(record, {"sbp": sbp, "dbp": dbp, "spo2": number(spo2), "glyc": number(glyc)})
     return labels
 
 

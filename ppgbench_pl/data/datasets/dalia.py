@@ -58,7 +58,6 @@ class DaliaDataset(E4Pickles):
     """Preprocessor for PPG-DaLiA (``dalia``).
 
     Args:
-        raw_root: The raw dataset folder (or a folder above it).
         transient_as_class: Published behaviour (True) keeps activity ID 0, the transient periods between
             activities, as a class; False marks it invalid (-1) for the activity task only (PROTOCOL.md 10.10).
     """

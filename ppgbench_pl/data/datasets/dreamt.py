@@ -55,7 +55,6 @@ class DreamtDataset(RawDataset):
     """Preprocessor for DREAMT (``dreamt``).
 
     Args:
-        raw_root: The raw dataset folder (or a folder above it).
         window_s: Window length and stride in seconds; 30 s, the scoring epoch, loses no window that
             straddles an epoch boundary as the published 10 s do (PROTOCOL.md section 10, item 9).
     """

@@ -123,7 +123,6 @@ class PPGBPDataset(RawDataset):
     """Preprocessor for PPG-BP (``ppgbp``); one group per participant.
 
     Args:
-        raw_root: The raw dataset folder (or a folder above it).
         exclude_subjects: Participants left out; the published protocol drops 231 without a stated reason
             (PROTOCOL.md section 10, item 11); ``()`` keeps every participant.
     """

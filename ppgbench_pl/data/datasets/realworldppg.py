@@ -117,7 +117,6 @@ class RealWorldPPGDataset(RawDataset):
     """Preprocessor for Real-World PPG (``realworldppg``); one group per record.
 
     Args:
-        raw_root: The raw dataset folder (or a folder above it).
         min_records_per_participant: Participants with fewer usable records are left out (published: 1).
             As many as the outer folds makes a class never seen in training unlikely (PROTOCOL.md 10.8).
     """

@@ -1,8 +1,7 @@
 """Safe extraction of downloaded zip and tar archives into a dataset folder (PROTOCOL.md section 9).
 
-Every member is checked before anything is written, so a hostile or broken archive leaves the folder
-as it was: no member may land outside the target and no links are created. A ``<archive>.extracted``
-marker is written last so a rerun skips the work.
+Every member is checked (inside the target, no links) before anything is written; a marker, written last,
+lets a rerun skip the work.
 """
 
 from __future__ import annotations
@@ -26,11 +25,7 @@ def marker_path(archive: Path) -> Path:
 
 
 def extract(archive: Path, target: Path, *, nested: bool = False) -> bool:
-    """Extract ``archive`` into ``target``; return False when its marker says it was done already.
-
-    With ``nested``, every ``.zip`` that came out of the archive is extracted too (recursively), into a
-    folder named after it next to it, so that its members cannot collide with the outer ones.
-    """
+    """Extract ``archive`` into ``target`` (False: its marker says done); ``nested``: each inner zip too, beside it."""
     marker = marker_path(archive)
     if marker.exists():
         return False

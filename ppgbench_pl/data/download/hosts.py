@@ -158,8 +158,8 @@ def fetch(plan: Plan, folder: Path, client: Client) -> tuple[int, dict[str, dict
     """Bring every file of ``plan`` into ``folder``, verified: how many were downloaded, and each file's record.
 
     Raises:
-        DownloadError: A transfer failed (its ``.part`` is kept) or a file does not match what the host
-            published (it is deleted).
+        DownloadError: A transfer failed (its ``.part`` is kept) or a file does not match what the host published (it is
+            deleted).
     """
     log = ChecksumLog(folder)
     fetched = 0
