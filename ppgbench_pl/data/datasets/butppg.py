@@ -91,12 +91,10 @@ def read_record(folder: Path, record: str) -> np.ndarray:
     except Exception as exc:  # a short or damaged signal file
         raise file_error(signals, "unreadable WFDB record samples (truncated or damaged?)", exc) from None
     digital = np.asarray(rec.d_signal)
-    if rec.n_sig == RECORD_SAMPLES and rec.sig_len == 1:  # case (a): 300 signals x 1 sample
-        values = digital.ravel()
-    elif rec.sig_len == RECORD_SAMPLES:  # case (b): 300 samples x k signals
+    if rec.sig_len == RECORD_SAMPLES:  # 300 samples x k signals: PPG_G, else signal 0
         names = list(rec.sig_name or [])
         values = digital[:, names.index(GREEN) if GREEN in names else 0]
-    else:  # case (c): whatever the header says, the file must hold 300 values
+    else:  # 300 signals x 1 sample, or whatever the header says: the file must hold 300 values
         values = digital.ravel()
     if values.size != RECORD_SAMPLES:
         raise DataError(

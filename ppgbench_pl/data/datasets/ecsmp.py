@@ -8,7 +8,6 @@ marker's ``dropped_windows`` as ``{"skipped: <reason>": 1}``.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -31,8 +30,6 @@ from ppgbench_pl.data.datasets.ecsmp_io import (
 from ppgbench_pl.data.processed import GroupData, as_class_target, as_regression_target
 from ppgbench_pl.data.signal import flatline_mask, rejection_counts, resample
 from ppgbench_pl.errors import DataError
-
-logger = logging.getLogger(__name__)
 
 #: Event codes that start a video, in the fixed emotion order of the score columns.
 START_CODES: dict[int, str] = {101 + i: name for i, name in enumerate(VIDEO_NAMES)}
@@ -124,8 +121,8 @@ class EcsmpDataset(RawDataset):
         super().__init__(raw_root)
         self.skipped: dict[str, str] = {}
 
-    def subjects(self) -> list[tuple[str, Path, Path]]:
-        """(id, BVP.csv, EEG .mat) for the ids with both files, sorted numerically."""
+    def units(self) -> list[tuple[str, Path, Path, Cesaf | None, float | None]]:
+        """(id, BVP.csv, EEG .mat, CESAF row, SDS score) for the ids with both files, sorted numerically."""
         bvp: dict[str, Path] = {}
         for path in sorted((self.raw_root / "E4").glob("*/BVP.csv")):
             sid = normalise_id(path.parent.name)
@@ -133,34 +130,24 @@ class EcsmpDataset(RawDataset):
                 bvp.setdefault(sid, path)
         eeg = eeg_files(self.raw_root / "EEG_downsample")
         common = sorted((set(bvp) & set(eeg)) - {"000"}, key=int)
-        return [(sid, bvp[sid], eeg[sid]) for sid in common]
+        if not common:
+            raise DataError(f"{self.raw_root}: no subject has both E4/<id>/BVP.csv and EEG_downsample/*_<id>.mat")
+        cesaf, sds = read_scales(self.raw_root / "scale.xlsx")
+        return [(sid, bvp[sid], eeg[sid], cesaf.get(sid), sds.get(sid)) for sid in common]
 
     def iter_groups(self, fs: float) -> Iterator[GroupData]:
         """One group per subject that passes the published checks; the others are logged, skipped and counted."""
         self.skipped = {}
-        subjects = self.subjects()
-        if not subjects:
-            needed = "E4/<id>/BVP.csv and EEG_downsample/*_<id>.mat"
-            raise DataError(f"{self.raw_root}: no subject has both {needed}")
-        cesaf, sds = read_scales(self.raw_root / "scale.xlsx")
-        for sid, bvp_path, eeg_path in subjects:
+        for unit in self.units():
             try:
-                yield self.process_subject(sid, bvp_path, eeg_path, cesaf.get(sid), sds.get(sid), fs)
+                yield self.process(unit, fs)
             except SkipSubject as reason:
-                self.skipped[sid] = str(reason)
-                self.note_left_out(sid, {f"skipped: {reason}": 1})
-                logger.warning("ECSMP subject %s skipped: %s", sid, reason)
+                self.skipped[unit[0]] = str(reason)
+                self.note_left_out(unit[0], {f"skipped: {reason}": 1}, f"ECSMP subject {unit[0]} skipped: {reason}")
 
-    def process_subject(
-        self,
-        sid: str,
-        bvp_path: Path,
-        eeg_path: Path,
-        cesaf: Cesaf | None,
-        sds_score: float | None,
-        fs: float,
-    ) -> GroupData:
+    def process(self, unit: tuple[str, Path, Path, Cesaf | None, float | None], fs: float) -> GroupData:
         """Window and label one subject (SkipSubject: a published check fails; DataError: a bad file)."""
+        sid, bvp_path, eeg_path, cesaf, sds_score = unit
         if cesaf is None or not cesaf.complete:
             raise SkipSubject("CESAF scores missing or incomplete in scale.xlsx")
         if sds_score is None or not np.isfinite(sds_score):

@@ -7,10 +7,8 @@ one-window group ``<split>-<serial:04d>``, so CV splits records, not participant
 
 from __future__ import annotations
 
-import logging
 import math
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -24,8 +22,6 @@ from ppgbench_pl.data.datasets.base import RawDataset, file_error, ppg_stats
 from ppgbench_pl.data.processed import GroupData, as_class_target
 from ppgbench_pl.data.signal import resample
 from ppgbench_pl.errors import ConfigError, DataError
-
-logger = logging.getLogger(__name__)
 
 SPLITS: tuple[tuple[str, str], ...] = (("train", "train8.xlsx"), ("test", "test8.xlsx"))
 SHEET = "Sheet1"
@@ -138,42 +134,33 @@ class RealWorldPPGDataset(RawDataset):
             "min_records_per_participant": self.min_records_per_participant,
         }
 
-    def iter_groups(self, fs: float) -> Iterator[GroupData]:
-        """One single-window group per usable record, train8 first; what is left out is counted in the marker."""
+    def units(self) -> list[Record]:
+        """The usable records, train8 first; skipped columns and rare participants' records noted in the marker."""
         records: list[Record] = []
         for split, name in SPLITS:
             found, skipped = read_records(self.raw_root / name, split)
             records += found
             if skipped:
                 columns = "; ".join(f"{reason}: {', '.join(letters)}" for reason, letters in skipped.items())
-                logger.warning("%s: columns skipped (%s)", self.raw_root / name, columns)
-                self.note_left_out(name, {reason: len(letters) for reason, letters in skipped.items()})
+                why = f"{self.raw_root / name}: columns skipped ({columns})"
+                self.note_left_out(name, {reason: len(letters) for reason, letters in skipped.items()}, why)
         counts = Counter(r.participant for r in records)
         for record in records:
-            if counts[record.participant] >= self.min_records_per_participant:
-                yield self.process_record(record, fs)
-            else:
+            if counts[record.participant] < self.min_records_per_participant:
                 self.note_left_out(record.name, {"below_min_records_per_participant": 1})
+        return [r for r in records if counts[r.participant] >= self.min_records_per_participant]
 
-    def process_record(self, record: Record, fs: float) -> GroupData:
+    def process(self, record: Record, fs: float) -> GroupData:
         """Resample one record and label it with its participant ID."""
         where = f"{record.split}8.xlsx column {record.column}"
         window = resample(record.samples, self.info.native_fs, fs, what=where)
-        stats = ppg_stats(record.name, window, split=record.split, serial=record.serial,
-                          participant_id=record.participant)
-        metadata = pd.DataFrame(
-            {
-                "subject": [record.name],
-                "split": [record.split],
-                "column": [record.column],
-                "serial": [record.serial],
-                "participant_id": [record.participant],
-            }
-        )
+        row = {"subject": record.name, "split": record.split, "column": record.column, "serial": record.serial,
+               "participant_id": record.participant}
         return GroupData(
             name=record.name,
             ppg=window[None, :],
             targets={"id": as_class_target([record.participant])},
-            stats=stats,
-            metadata=metadata,
+            stats=ppg_stats(record.name, window, split=record.split, serial=record.serial,
+                            participant_id=record.participant),
+            metadata=pd.DataFrame([row]),
         )

@@ -41,19 +41,12 @@ def _field(obj: Any, name: str) -> Any:
     return None
 
 
-def _load_v5(path: Path) -> dict[str, Any]:
-    """Top-level ``wrist`` and ``sternum`` of a v5/v7 file, squeezed, structs as objects."""
-    return scipy.io.loadmat(
-        path, squeeze_me=True, struct_as_record=False, variable_names=[_PPG[0], _ECG[0]]
-    )
-
-
 def _signal_v5(top: dict[str, Any], where: tuple[str, str], path: Path) -> tuple[np.ndarray, float]:
     """``<struct>.<field>.v`` and ``.fs`` from a scipy-loaded file."""
-    node = _field(top, where[0])
-    node = None if node is None else _field(node, where[1])
-    values = None if node is None else _field(node, "v")
-    fs = None if node is None else _field(node, "fs")
+    node = top
+    for name in where:
+        node = None if node is None else _field(node, name)
+    values, fs = (None, None) if node is None else (_field(node, "v"), _field(node, "fs"))
     if values is None or fs is None:
         raise DataError(f"{path}: no '{'.'.join(where)}' struct with fields v and fs")
     return np.asarray(values, dtype=np.float64).ravel(), float(np.asarray(fs, dtype=np.float64).ravel()[0])
@@ -72,7 +65,7 @@ def read_participant(path: Path) -> tuple[np.ndarray, float, np.ndarray, float]:
     """Green PPG and sternum ECG of one participant file, each with its rate (one-line DataError)."""
     try:
         try:
-            top = _load_v5(path)
+            top = scipy.io.loadmat(path, squeeze_me=True, struct_as_record=False, variable_names=[_PPG[0], _ECG[0]])
             ppg, ppg_fs = _signal_v5(top, _PPG, path)
             ecg, ecg_fs = _signal_v5(top, _ECG, path)
         except NotImplementedError:  # MATLAB v7.3 is HDF5

@@ -49,11 +49,9 @@ def extract(archive: Path, target: Path, *, nested: bool = False) -> bool:
 def _member_dest(archive: Path, name: str, root: Path) -> Path:
     """Where a member would be written; refuse absolute names, ``..`` and anything resolving outside."""
     norm = name.replace("\\", "/")
-    parts = PurePosixPath(norm).parts
-    if norm.startswith("/") or re.match(r"^[A-Za-z]:", norm) or ".." in parts or "\x00" in norm:
-        raise DownloadError(f"{archive.name}: refusing member {name!r}, it would land outside {root}")
-    dest = (root / norm).resolve()
-    if dest != root and not dest.is_relative_to(root):
+    bad = norm.startswith("/") or re.match(r"^[A-Za-z]:", norm) or ".." in PurePosixPath(norm).parts or "\x00" in norm
+    dest = root if bad else (root / norm).resolve()
+    if bad or (dest != root and not dest.is_relative_to(root)):
         raise DownloadError(f"{archive.name}: refusing member {name!r}, it would land outside {root}")
     return dest
 

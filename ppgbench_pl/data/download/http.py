@@ -177,19 +177,15 @@ class Client:
                 return have
             return None  # the server cannot say; the received bytes are all there is to go on
         with resp:
-            match = _CONTENT_RANGE.fullmatch((resp.headers.get("Content-Range") or "").strip())
-            length = resp.headers.get("Content-Length")
+            match, length = _ranges(resp)
             if resp.status == 206 and match and int(match.group(1)) == have:
                 total = None if match.group(3) == "*" else int(match.group(3))
-                body_length = int(length) if length and length.isdigit() else None
-                if total == have or body_length == 0:
+                if total == have or length == 0:
                     return have
         if resp.status == 206:
             logger.info("%s: more bytes follow a body of unknown length; resuming", item.dest)
             return self._stream(item, part, have)
-        if resp.status == 200 and length and length.isdigit():
-            return int(length)
-        return None
+        return length if resp.status == 200 else None
 
     def _stream(self, item: RemoteFile, part: Path, have: int) -> int | None:
         """Download into ``part`` (appending when the server honours the Range); return the total size."""
@@ -264,18 +260,23 @@ class Client:
                 window_start, window_bytes = now, 0
 
 
+def _ranges(resp: http.client.HTTPResponse) -> tuple[re.Match[str] | None, int | None]:
+    """The answer's parsed ``Content-Range`` and its ``Content-Length`` (None where absent or malformed)."""
+    length = resp.headers.get("Content-Length")
+    match = _CONTENT_RANGE.fullmatch((resp.headers.get("Content-Range") or "").strip())
+    return match, int(length) if length and length.isdigit() else None
+
+
 def _resume_offset(resp: http.client.HTTPResponse, have: int) -> tuple[int, int | None] | None:
     """Where the body starts in the file and the file's total size; None for a 206 that does not fit."""
-    if resp.status == 206:
-        match = _CONTENT_RANGE.fullmatch((resp.headers.get("Content-Range") or "").strip())
-        if not (have and match and int(match.group(1)) == have):
-            return None
-        if match.group(3) != "*":
-            return have, int(match.group(3))
-        length = resp.headers.get("Content-Length")
-        return have, have + int(length) if length and length.isdigit() else None
-    length = resp.headers.get("Content-Length")
-    return 0, int(length) if length and length.isdigit() else None
+    match, length = _ranges(resp)
+    if resp.status != 206:
+        return 0, length
+    if not (have and match and int(match.group(1)) == have):
+        return None
+    if match.group(3) != "*":
+        return have, int(match.group(3))
+    return have, have + length if length is not None else None
 
 
 def http_error(url: str, exc: urllib.error.HTTPError) -> DownloadError:
