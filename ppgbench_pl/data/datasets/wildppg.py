@@ -100,7 +100,7 @@ class WildPPGDataset(RawDataset):
         return paths
 
     def process(self, path: Path, fs: float) -> GroupData:
-        """Window the green PPG, drop non-finite windows and label the rest with ECG HR (DataError: none)."""
+        """Window the green PPG, drop non-finite windows and label the rest with ECG HR (DataError: no such window)."""
         name = path.stem[len(_PREFIX) :]
         ppg_raw, ppg_fs, ecg, ecg_fs_raw = read_participant(path)
         native = integer_rate(ppg_fs, f"{path}: wrist.ppg_g.fs")
