@@ -60,20 +60,10 @@ class ProcessedWriter:
 
     def count_dropped(self, group: str, counts: Mapping[str, int]) -> None:
         """Add rejected-window counts of one group (a group left out entirely is counted too)."""
-        kept = {reason: int(n) for reason, n in counts.items() if int(n) > 0}
-        if kept:
-            merged = self.dropped.setdefault(group, {})
-            for reason, n in kept.items():
-                merged[reason] = merged.get(reason, 0) + n
-
-    def final_marker(self) -> dict[str, Any]:
-        """Return the marker as written: identity plus what was built and what was dropped."""
-        return {
-            **self.marker,
-            "groups": sorted(self.groups),
-            "n_windows": {name: self.n_windows[name] for name in sorted(self.n_windows)},
-            "dropped_windows": {name: self.dropped[name] for name in sorted(self.dropped)},
-        }
+        for reason, n in counts.items():
+            if int(n) > 0:
+                merged = self.dropped.setdefault(group, {})
+                merged[reason] = merged.get(reason, 0) + int(n)
 
 
 class MarkerMismatch(DataError):
@@ -178,7 +168,12 @@ def _publish(writer: ProcessedWriter) -> None:
     final_dir, work_dir = writer.final_dir, writer.work_dir
     if not writer.groups:
         raise DataError(f"{final_dir}: no group produced any window")
-    write_json_atomic(work_dir / MARKER, writer.final_marker())
+    built = {  # the identity, plus what was built and what was dropped
+        "groups": sorted(writer.groups),
+        "n_windows": {name: writer.n_windows[name] for name in sorted(writer.n_windows)},
+        "dropped_windows": {name: writer.dropped[name] for name in sorted(writer.dropped)},
+    }
+    write_json_atomic(work_dir / MARKER, {**writer.marker, **built})
     for folder in (work_dir, *(p for p in work_dir.iterdir() if p.is_dir())):
         os.chmod(folder, dir_mode())  # mkdtemp makes 0700; the tree is for everyone the umask allows
     try:

@@ -49,11 +49,6 @@ def _latin1_encode(text: str, encoding: str = "latin1") -> bytes:
     return text.encode("latin1")
 
 
-def _canonical(module: str) -> str:
-    """Apply the aliases so old and new spellings of one object compare equal."""
-    return _MODULE_ALIASES.get(module, module)
-
-
 class _RestrictedUnpickler(pickle.Unpickler):
     """Unpickler whose ``find_class`` only returns allow-listed globals."""
 
@@ -63,17 +58,12 @@ class _RestrictedUnpickler(pickle.Unpickler):
 
     def find_class(self, module: str, name: str) -> Any:
         """Resolve an allow-listed global; refuse anything else before importing it."""
-        canonical = _canonical(module)
+        canonical = _MODULE_ALIASES.get(module, module)  # old and new spellings of one object compare equal
         if (canonical, name) not in ALLOWED_GLOBALS:
             raise DataError(f"{self._source}: pickle refers to '{module}.{name}', which is not allowed")
         if (canonical, name) == ("_codecs", "encode"):
             return _latin1_encode
         return getattr(importlib.import_module(canonical), name)
-
-
-def _one_line(text: object) -> str:
-    """Collapse a message to one line (a parser may put a dump in it)."""
-    return " ".join(str(text).split())
 
 
 def load_pickle(path: str | Path) -> Any:
@@ -93,7 +83,7 @@ def load_pickle(path: str | Path) -> Any:
     except MemoryError:
         raise DataError(f"{path}: pickle needs more memory than is available; is it corrupt?") from None
     except Exception as exc:  # noqa: BLE001 - any parse failure of an untrusted file is a data error
-        raise DataError(f"{path}: not a readable pickle ({type(exc).__name__}: {_one_line(exc)})") from None
+        raise DataError(f"{path}: not a readable pickle ({type(exc).__name__}: {' '.join(str(exc).split())})") from None
 
 
 def lookup(data: Any, keys: Sequence[str], source: str | Path) -> Any:

@@ -12,10 +12,6 @@ TaskLevel = Literal["window", "subject"]
 TaskTier = Literal["primary", "secondary"]
 Access = Literal["built in", "open", "credentialed", "authors' terms"]
 
-FIGSHARE_API = "https://api.figshare.com/v2"
-MENDELEY_API = "https://data.mendeley.com/public-api"
-PHYSIONET_FILES = "https://physionet.org/files"
-
 
 @dataclass(frozen=True)
 class DatasetInfo:
@@ -127,7 +123,7 @@ class FigshareSource:
     page: str = ""
     credentialed: bool = False
 
-    base_url: ClassVar[str] = FIGSHARE_API
+    base_url: ClassVar[str] = "https://api.figshare.com/v2"
     publisher: ClassVar[str] = "figshare"
 
 
@@ -146,7 +142,7 @@ class MendeleySource:
         """Public page recorded in ``source.json``."""
         return f"https://data.mendeley.com/datasets/{self.dataset}/{self.version}"
 
-    base_url: ClassVar[str] = MENDELEY_API
+    base_url: ClassVar[str] = "https://data.mendeley.com/public-api"
     publisher: ClassVar[str] = "mendeley"
 
 
@@ -169,7 +165,7 @@ class PhysioNetSource:
     @property
     def base_url(self) -> str:
         """Default base URL (a mirror replaces it)."""
-        return f"{PHYSIONET_FILES}/{self.project}/{self.version}"
+        return f"https://physionet.org/files/{self.project}/{self.version}"
 
 
 SourceSpec = ArchiveSource | FigshareSource | MendeleySource | PhysioNetSource

@@ -77,9 +77,7 @@ def majority_codes(label_windows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def condition_codes(codes: np.ndarray, path: Path) -> np.ndarray:
-    """The ``label`` vector as condition codes, a NaN code becoming :data:`MISSING_CODE`.
-
-    A missing code counts against its window's purity, so at most that window loses its labels.
+    """The ``label`` vector as condition codes, NaN as :data:`MISSING_CODE` (costing only its window's purity).
 
     Raises:
         DataError: A finite value that is not an integer code.
@@ -91,10 +89,7 @@ def condition_codes(codes: np.ndarray, path: Path) -> np.ndarray:
 
 
 def window_labels(code: np.ndarray, ratings: dict[int, tuple[float, float]]) -> dict[str, np.ndarray]:
-    """Every target of the windows from their pure condition code (-1: none) and the SAM ratings.
-
-    A window without a pure code, or whose condition has no rating, gets the invalid value in each target.
-    """
+    """Every target of the windows from their pure condition code (-1: none) and SAM ratings; missing: invalid."""
     valence = np.array([ratings.get(int(c), (np.nan, np.nan))[0] for c in code], dtype=np.float64)
     arousal = np.array([ratings.get(int(c), (np.nan, np.nan))[1] for c in code], dtype=np.float64)
     return {
