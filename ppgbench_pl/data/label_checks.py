@@ -1,9 +1,4 @@
-"""Label values checked against their task before anything is computed: classes and plausible ranges.
-
-A class label outside a task's classes (999 in ``activity.npy``) would otherwise be scored as a class of
-its own; a heart rate of 1e6 bpm would enter an MAE. Each refusal names the file, the subject and the
-value. Invalid labels keep their markers: ``-1`` for classes, NaN for regression targets.
-"""
+"""Label values checked against their task before anything is computed: classes and plausible ranges."""
 
 from __future__ import annotations
 
@@ -25,9 +20,7 @@ PLAUSIBLE: dict[str, tuple[float, float]] = {
 def check_labels(path: Path, subject: str, task: TaskSpec, y: np.ndarray) -> None:
     """Refuse labels a task cannot hold, in one line naming ``path``, the subject and the value.
 
-    Classification: integers, ``-1`` (no label) or a class index (``0`` to ``len(classes) - 1`` when the
-    task lists its classes, else any non-negative integer). Regression: finite values inside
-    :data:`PLAUSIBLE` for the task's unit (NaN marks no label).
+    Classification: ``-1`` (no label) or a class index; regression: NaN (no label) or inside :data:`PLAUSIBLE`.
     """
     where = f"{path}: subject {subject}: task {task.name}"
     if not np.issubdtype(y.dtype, np.number) and y.dtype != np.bool_:

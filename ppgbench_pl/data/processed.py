@@ -1,16 +1,12 @@
 """The processed store: one folder per (target rate, dataset), one sub-folder per group.
 
-Layout (PROTOCOL.md section 1.0), shared by the synthetic dataset, the nine real datasets and trees made
-by the published protocol's own tooling::
+Layout (PROTOCOL.md section 1.0), shared with trees made by the published protocol's own tooling::
 
     <root>/fs_<rate>/<DisplayName>/preprocessing.json      marker, written last
     <root>/fs_<rate>/<DisplayName>/<group>/ppg.npy          float32 [n_windows, window_samples]
     <root>/fs_<rate>/<DisplayName>/<group>/<target>.npy     one per label, length n_windows
     <root>/fs_<rate>/<DisplayName>/<group>/stats.json       subject, ppg_mean, ppg_std (+ extras)
     <root>/fs_<rate>/<DisplayName>/<group>/metadata.csv     one row per kept window
-
-This module holds the layout, what a group is (:class:`GroupData`) and the reader
-(:class:`ProcessedDataset`); :mod:`ppgbench_pl.data.processed_writer` builds trees, all or nothing.
 """
 
 from __future__ import annotations
@@ -34,14 +30,9 @@ MARKER = "preprocessing.json"
 RAW_SUFFIXES = (".pkl", ".csv", ".mat", ".xlsx", ".txt", ".dat", ".hea")
 
 
-def format_fs(fs: float) -> str:
-    """Folder spelling of a rate: ``64`` for integers, ``62.5`` otherwise."""
-    return str(int(fs)) if float(fs).is_integer() else str(fs)
-
-
 def dataset_dir(root: str | Path, fs: float, display_name: str) -> Path:
-    """``<root>/fs_<rate>/<DisplayName>``."""
-    return Path(root) / f"fs_{format_fs(fs)}" / display_name
+    """``<root>/fs_<rate>/<DisplayName>``, the rate spelled ``64`` for integers, ``62.5`` otherwise."""
+    return Path(root) / f"fs_{int(fs) if float(fs).is_integer() else fs}" / display_name
 
 
 def raw_files_digest(raw_root: Path, suffixes: Iterable[str] = RAW_SUFFIXES) -> str:
@@ -143,12 +134,7 @@ class ProcessedDataset:
 
     @property
     def groups(self) -> list[str]:
-        """The groups, sorted as strings (the published split order).
-
-        When the marker lists its groups (our trees do) the tree must hold exactly those: a listed group
-        without ``ppg.npy`` or an unlisted one with it is an error, never a silently smaller dataset.
-        Trees without a list (the published tooling's) are read from the ``*/ppg.npy`` files.
-        """
+        """The groups, sorted as strings (the published split order); exactly those the marker lists, if it does."""
         on_disk = sorted(p.parent.name for p in self.directory.glob("*/ppg.npy"))
         marker = self.marker()
         listed = marker.get("groups") if marker else None
@@ -170,10 +156,7 @@ class ProcessedDataset:
         return sorted(listed)
 
     def ppg(self, group: str) -> np.ndarray:
-        """Windows of one group as float32 ``[n, T]`` (a 1-D file is one window), checked finite.
-
-        Non-finite windows would become "ok" jobs with empty metrics, so they are refused here.
-        """
+        """Windows of one group as float32 ``[n, T]`` (a 1-D file is one window), refused unless finite."""
         path = self.directory / group / "ppg.npy"
         array = _load_npy(path)
         if array.ndim == 1:

@@ -1,9 +1,6 @@
-"""Building a processed tree (layout in :mod:`ppgbench_pl.data.processed`), all or nothing.
+"""Building a processed tree, all or nothing: in a hidden locked sibling, marker last, then renamed into place.
 
-A tree is built in a hidden temporary sibling and renamed into place, with the marker written last, so an
-interrupted or failed build never leaves a half-written dataset behind. A build holds a lock
-(:mod:`ppgbench_pl.locks`) beside its folder; a build folder whose lock is free was left by a killed
-process and is removed by the next build.
+A build folder whose lock is free was left by a killed process and is removed by the next build.
 """
 
 from __future__ import annotations
@@ -34,11 +31,7 @@ BUILDING = ".building-"
 
 @dataclass
 class ProcessedWriter:
-    """Builds one ``fs_<rate>/<DisplayName>`` tree atomically.
-
-    Use :func:`open_writer`; call :meth:`add_group` per group. The tree appears only when the
-    ``with`` block finishes without error, and the marker is the last file written.
-    """
+    """Builds one ``fs_<rate>/<DisplayName>`` tree atomically (use :func:`open_writer`, then :meth:`add_group`)."""
 
     final_dir: Path
     marker: dict[str, Any]
@@ -67,20 +60,10 @@ class ProcessedWriter:
 
     def count_dropped(self, group: str, counts: Mapping[str, int]) -> None:
         """Add rejected-window counts of one group (a group left out entirely is counted too)."""
-        kept = {reason: int(n) for reason, n in counts.items() if int(n) > 0}
-        if kept:
-            merged = self.dropped.setdefault(group, {})
-            for reason, n in kept.items():
-                merged[reason] = merged.get(reason, 0) + n
-
-    def final_marker(self) -> dict[str, Any]:
-        """Return the marker as written: identity plus what was built and what was dropped."""
-        return {
-            **self.marker,
-            "groups": sorted(self.groups),
-            "n_windows": {name: self.n_windows[name] for name in sorted(self.n_windows)},
-            "dropped_windows": {name: self.dropped[name] for name in sorted(self.dropped)},
-        }
+        for reason, n in counts.items():
+            if int(n) > 0:
+                merged = self.dropped.setdefault(group, {})
+                merged[reason] = merged.get(reason, 0) + int(n)
 
 
 class MarkerMismatch(DataError):
@@ -120,12 +103,7 @@ def _remove_if_free(lock: Path, folder: Path | None = None) -> bool:
 
 
 def clean_abandoned_builds(final_dir: Path, min_age_s: float = 60.0) -> list[Path]:
-    """Remove build folders of ``final_dir`` left by a killed process; returns what was removed.
-
-    A build holds a lock on ``<folder>.lock`` while it runs; a folder whose lock can be taken is abandoned
-    (where locks do not work, such a folder is never judged abandoned). A folder without a lock file (made
-    by an older version) counts as abandoned once ``min_age_s`` old.
-    """
+    """Remove (and return) build folders of ``final_dir`` whose lock is free, or lockless ones ``min_age_s`` old."""
     removed: list[Path] = []
     parent = final_dir.parent
     if not parent.is_dir():
@@ -155,11 +133,10 @@ def clean_abandoned_builds(final_dir: Path, min_age_s: float = 60.0) -> list[Pat
 
 @contextmanager
 def open_writer(final_dir: Path, marker: Mapping[str, Any]) -> Iterator[ProcessedWriter]:
-    """Context manager that builds a tree in a unique temporary sibling and renames it into place.
+    """Build a tree in a unique temporary sibling and rename it into place.
 
-    Two processes may build the same tree at once: the one that renames second finds the tree there and,
-    when its marker is this marker, treats it as built (a no-op); another marker is a ``MarkerMismatch``.
-    Build folders left by a killed process are removed first.
+    Of two processes building one tree, the second to rename treats an identical marker as built and
+    another as a ``MarkerMismatch``.
     """
     created = [p for p in (final_dir.parent, *final_dir.parent.parents) if not p.exists()]  # deepest first
     final_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -191,7 +168,12 @@ def _publish(writer: ProcessedWriter) -> None:
     final_dir, work_dir = writer.final_dir, writer.work_dir
     if not writer.groups:
         raise DataError(f"{final_dir}: no group produced any window")
-    write_json_atomic(work_dir / MARKER, writer.final_marker())
+    built = {  # the identity, plus what was built and what was dropped
+        "groups": sorted(writer.groups),
+        "n_windows": {name: writer.n_windows[name] for name in sorted(writer.n_windows)},
+        "dropped_windows": {name: writer.dropped[name] for name in sorted(writer.dropped)},
+    }
+    write_json_atomic(work_dir / MARKER, {**writer.marker, **built})
     for folder in (work_dir, *(p for p in work_dir.iterdir() if p.is_dir())):
         os.chmod(folder, dir_mode())  # mkdtemp makes 0700; the tree is for everyone the umask allows
     try:

@@ -1,9 +1,7 @@
-"""A restricted unpickler for the DaLiA and WESAD subject pickles.
+"""A restricted unpickler for the DaLiA and WESAD subject pickles (Python-2 dicts of numpy arrays).
 
-Both datasets ship Python-2 pickles of nested dicts holding numpy arrays. Plain :func:`pickle.load`
-would run any callable a tampered file names, so this loader resolves only the handful of globals
-those files need (builtin containers and the numpy array, dtype and scalar reconstructors) and
-refuses everything else with a one-line :class:`~ppgbench_pl.errors.DataError`.
+Plain :func:`pickle.load` would run any callable a tampered file names; this one resolves only the globals
+those files need and refuses the rest with a one-line :class:`~ppgbench_pl.errors.DataError`.
 """
 
 from __future__ import annotations
@@ -51,11 +49,6 @@ def _latin1_encode(text: str, encoding: str = "latin1") -> bytes:
     return text.encode("latin1")
 
 
-def _canonical(module: str) -> str:
-    """Apply the aliases so old and new spellings of one object compare equal."""
-    return _MODULE_ALIASES.get(module, module)
-
-
 class _RestrictedUnpickler(pickle.Unpickler):
     """Unpickler whose ``find_class`` only returns allow-listed globals."""
 
@@ -65,7 +58,7 @@ class _RestrictedUnpickler(pickle.Unpickler):
 
     def find_class(self, module: str, name: str) -> Any:
         """Resolve an allow-listed global; refuse anything else before importing it."""
-        canonical = _canonical(module)
+        canonical = _MODULE_ALIASES.get(module, module)  # old and new spellings of one object compare equal
         if (canonical, name) not in ALLOWED_GLOBALS:
             raise DataError(f"{self._source}: pickle refers to '{module}.{name}', which is not allowed")
         if (canonical, name) == ("_codecs", "encode"):
@@ -73,19 +66,8 @@ class _RestrictedUnpickler(pickle.Unpickler):
         return getattr(importlib.import_module(canonical), name)
 
 
-def _one_line(text: object) -> str:
-    """Collapse a message to one line (a parser may put a dump in it)."""
-    return " ".join(str(text).split())
-
-
 def load_pickle(path: str | Path) -> Any:
     """Load a (Python-2, latin-1) pickle that may hold only containers, scalars and numpy arrays.
-
-    Args:
-        path: The pickle file.
-
-    Returns:
-        The unpickled object.
 
     Raises:
         DataError: The file is missing, truncated or corrupt, or names a global outside the allow-list.
@@ -101,23 +83,11 @@ def load_pickle(path: str | Path) -> Any:
     except MemoryError:
         raise DataError(f"{path}: pickle needs more memory than is available; is it corrupt?") from None
     except Exception as exc:  # noqa: BLE001 - any parse failure of an untrusted file is a data error
-        raise DataError(f"{path}: not a readable pickle ({type(exc).__name__}: {_one_line(exc)})") from None
+        raise DataError(f"{path}: not a readable pickle ({type(exc).__name__}: {' '.join(str(exc).split())})") from None
 
 
 def lookup(data: Any, keys: Sequence[str], source: str | Path) -> Any:
-    """Walk nested dicts, e.g. ``("signal", "wrist", "BVP")``, with a one-line error naming the file.
-
-    Args:
-        data: The unpickled object.
-        keys: Keys from the outside in.
-        source: The file the object came from (for the message).
-
-    Returns:
-        The value at the end of the path.
-
-    Raises:
-        DataError: A level is not a dict or lacks the key.
-    """
+    """Walk nested dicts, e.g. ``("signal", "wrist", "BVP")``; DataError naming ``source`` for a missing level."""
     node = data
     for depth, key in enumerate(keys):
         where = "/".join(keys[: depth + 1])
@@ -132,11 +102,7 @@ def lookup(data: Any, keys: Sequence[str], source: str | Path) -> Any:
 
 
 def lookup_vector(data: Any, keys: Sequence[str], source: str | Path) -> np.ndarray:
-    """A numeric 1-D signal at ``keys``; ``[n, 1]`` columns (as the E4 channels are stored) are squeezed.
-
-    Raises:
-        DataError: The key is missing, or the value is not a numeric ``[n]`` / ``[n, 1]`` array.
-    """
+    """A numeric 1-D signal at ``keys`` (E4 ``[n, 1]`` columns squeezed); DataError for anything else."""
     where = "/".join(keys)
     value = np.asarray(lookup(data, keys, source))
     if value.dtype.kind not in "biuf":

@@ -31,10 +31,7 @@ def integer_rate(fs: float, what: str) -> int:
 
 
 def resample(signal: np.ndarray, native_fs: float, target_fs: float, what: str = "signal") -> np.ndarray:
-    """Polyphase resampling (SciPy ``resample_poly``, default Kaiser FIR) to float32.
-
-    Up/down factors are target/gcd and native/gcd; nothing happens when the rates are equal.
-    """
+    """Polyphase resampling (SciPy ``resample_poly``, default Kaiser FIR) to float32; equal rates: a copy."""
     native = integer_rate(native_fs, what)
     ratio = Fraction(int(target_fs) if float(target_fs).is_integer() else target_fs).limit_denominator(10_000)
     ratio = ratio / native
@@ -64,14 +61,9 @@ def make_windows(signal: np.ndarray, window: int, stride: int) -> np.ndarray:
 def resample_gaps(
     signal: np.ndarray, native_fs: float, target_fs: float, what: str = "signal"
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Resample a signal that may hold NaN/inf samples without the filter spreading them.
+    """Resample a signal with NaN/inf samples without the filter spreading them; returns it and its NaN mask.
 
-    Bad samples are bridged by linear interpolation for the filter only; every output sample within
-    one native sample period of a bad one is NaN again, so only the windows that hold a bad sample lose
-    it (``resample`` would smear a NaN over the whole filter length, and a mean over NaN is NaN).
-
-    Returns:
-        The resampled float32 signal and its mask of bad (NaN) output samples.
+    Bad samples are bridged linearly for the filter only; output within one native period of one is NaN again.
     """
     x = np.asarray(signal, dtype=np.float64)
     bad = ~np.isfinite(x)
@@ -103,9 +95,7 @@ def finite_windows(windows: np.ndarray) -> np.ndarray:
 def flatline_mask(windows: np.ndarray, fraction: float = 0.05) -> np.ndarray:
     """True for windows to keep: finite, with std >= ``fraction`` x the median std of the finite windows.
 
-    Windows holding NaN or inf are rejected and left out of the median, so one bad sample costs only
-    the windows that contain it (the published rule takes the median over every window, and one NaN
-    made the median NaN and rejected the whole subject; on finite input both agree).
+    The published median over every window made one NaN reject a subject; on finite input both agree.
     """
     finite = finite_windows(windows)
     if not finite.any():
@@ -116,13 +106,7 @@ def flatline_mask(windows: np.ndarray, fraction: float = 0.05) -> np.ndarray:
 
 
 def rejection_counts(windows: np.ndarray, keep_flat: np.ndarray, **other: np.ndarray) -> dict[str, int]:
-    """Windows dropped per reason for the marker: ``non_finite``, ``flat`` and each mask in ``other``.
-
-    Args:
-        windows: All candidate windows.
-        keep_flat: The :func:`flatline_mask` result (or all True where the rule does not apply).
-        other: Further reasons, each a mask of windows dropped for it (counted only if not yet dropped).
-    """
+    """Windows dropped per reason: ``non_finite``, ``flat`` (from ``keep_flat``), then each mask in ``other``."""
     finite = finite_windows(windows)
     counts = {"non_finite": int((~finite).sum()), "flat": int((finite & ~keep_flat).sum())}
     dropped = ~finite | ~keep_flat

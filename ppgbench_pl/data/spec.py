@@ -1,34 +1,21 @@
-"""The record types a dataset declares: its facts, its tasks and where its raw files come from.
-
-Each dataset declares these once, in its light ``ppgbench_pl/data/datasets/<key>_info.py`` module, as one
-:class:`DatasetDeclaration`; :mod:`ppgbench_pl.data.registry` assembles the registry from those modules.
-This module imports nothing heavy (no numpy, pandas, scipy, torch), so naming a task or listing the
-datasets costs milliseconds.
-"""
+"""The record types a dataset declares (facts, tasks, raw-file source); light, so naming a task is cheap."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import ClassVar, Literal, Protocol
 
 TaskKind = Literal["regression", "classification", "regression_cls"]
 TaskLevel = Literal["window", "subject"]
 TaskTier = Literal["primary", "secondary"]
 Access = Literal["built in", "open", "credentialed", "authors' terms"]
 
-FIGSHARE_API = "https://api.figshare.com/v2"
-MENDELEY_API = "https://data.mendeley.com/public-api"
-PHYSIONET_FILES = "https://physionet.org/files"
-
 
 @dataclass(frozen=True)
 class DatasetInfo:
-    """What the protocol says about one dataset: folder name, native rate, windows, group unit.
-
-    The first seven fields keep their historical order (positional construction still works).
-    """
+    """What the protocol says about one dataset: folder name, native rate, windows, group unit."""
 
     key: str
     display_name: str
@@ -50,10 +37,7 @@ class DatasetInfo:
 
 @dataclass(frozen=True)
 class TaskSpec:
-    """One evaluation task: which target file of which dataset, its type, level and tier.
-
-    The first eight fields keep their historical order (positional construction still works).
-    """
+    """One evaluation task: which target file of which dataset, its type, level and tier."""
 
     name: str
     dataset: str
@@ -86,13 +70,7 @@ class TaskSpec:
 
 
 class RemoteTree(Protocol):
-    """What a dataset's file-selection step sees of a publisher's file tree (implemented by the downloader).
-
-    ``fetch`` downloads ``<base>/<rel>`` into ``<folder>/<rel>`` (verified against the publisher's
-    checksums where it has them) and returns the local path; ``text`` reads a small page such as a
-    directory listing; ``url`` is the full address of ``rel`` (for messages). All are relative to the
-    source's base URL.
-    """
+    """What a dataset's file-selection step sees of a publisher's tree (paths relative to the base URL)."""
 
     @property
     def folder(self) -> Path:
@@ -100,7 +78,7 @@ class RemoteTree(Protocol):
         ...
 
     def fetch(self, rel: str) -> Path:
-        """Download ``rel`` (verified) and return its local path."""
+        """Download ``rel`` into the folder (verified against the publisher's checksums) and return its path."""
         ...
 
     def text(self, rel: str) -> str:
@@ -127,15 +105,13 @@ class ArchiveSource:
     nested: bool = False
     credentialed: bool = False
 
+    #: Kind of publisher, for listings.
+    publisher: ClassVar[str] = "archive"
+
     @property
     def base_url(self) -> str:
         """Default base URL (a mirror replaces it)."""
         return self.url
-
-    @property
-    def publisher(self) -> str:
-        """Kind of publisher, for listings."""
-        return "archive"
 
 
 @dataclass(frozen=True)
@@ -147,15 +123,8 @@ class FigshareSource:
     page: str = ""
     credentialed: bool = False
 
-    @property
-    def base_url(self) -> str:
-        """Default base URL (a mirror replaces it)."""
-        return FIGSHARE_API
-
-    @property
-    def publisher(self) -> str:
-        """Kind of publisher, for listings."""
-        return "figshare"
+    base_url: ClassVar[str] = "https://api.figshare.com/v2"
+    publisher: ClassVar[str] = "figshare"
 
 
 @dataclass(frozen=True)
@@ -173,15 +142,8 @@ class MendeleySource:
         """Public page recorded in ``source.json``."""
         return f"https://data.mendeley.com/datasets/{self.dataset}/{self.version}"
 
-    @property
-    def base_url(self) -> str:
-        """Default base URL (a mirror replaces it)."""
-        return MENDELEY_API
-
-    @property
-    def publisher(self) -> str:
-        """Kind of publisher, for listings."""
-        return "mendeley"
+    base_url: ClassVar[str] = "https://data.mendeley.com/public-api"
+    publisher: ClassVar[str] = "mendeley"
 
 
 @dataclass(frozen=True)
@@ -198,15 +160,12 @@ class PhysioNetSource:
         """Public page recorded in ``source.json``."""
         return f"https://physionet.org/content/{self.project}/{self.version}/"
 
+    publisher: ClassVar[str] = "physionet"
+
     @property
     def base_url(self) -> str:
         """Default base URL (a mirror replaces it)."""
-        return f"{PHYSIONET_FILES}/{self.project}/{self.version}"
-
-    @property
-    def publisher(self) -> str:
-        """Kind of publisher, for listings."""
-        return "physionet"
+        return f"https://physionet.org/files/{self.project}/{self.version}"
 
 
 SourceSpec = ArchiveSource | FigshareSource | MendeleySource | PhysioNetSource

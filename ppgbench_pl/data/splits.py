@@ -1,9 +1,7 @@
-"""Subject-disjoint splitters that reproduce the published group assignment (PROTOCOL.md section 3).
+"""Subject-disjoint scikit-learn splitters that reproduce the published group assignment (PROTOCOL.md 3).
 
-All three follow scikit-learn's ``split(X, y, groups)`` contract and yield index arrays, so they can be
-handed to any scikit-learn search. Group order matters for bit-identical folds: outer folds start from
-the dataset's group names sorted as strings; inner folds and the holdout start from the training groups
-in order of first appearance. Shuffling uses Python's ``random.Random`` (Mersenne Twister) as published.
+For bit-identical folds, outer folds start from the sorted group names, inner folds and the holdout from
+the training groups in first-appearance order, shuffled with ``random.Random`` as published.
 """
 
 from __future__ import annotations
@@ -21,10 +19,7 @@ from ppgbench_pl.errors import ConfigError
 
 @dataclass(frozen=True)
 class OuterSplit:
-    """The job's outer fold, computed once when the context is built: positions into the task view.
-
-    ``train`` follows the shuffled group order (as the published loader reads it); ``test`` is in view order.
-    """
+    """The job's outer fold as positions into the task view (``train`` in shuffled group order)."""
 
     train: np.ndarray
     test: np.ndarray
@@ -91,68 +86,66 @@ def _rows_by_group(groups: np.ndarray) -> dict[str, np.ndarray]:
     return dict(zip(names.tolist(), np.split(order, starts[1:]), strict=True))
 
 
-class OuterGroupSplit:
+class _GroupSplitter:
+    """A scikit-learn splitter over groups; subclasses name the validation groups of each split."""
+
+    n_splits = 1
+
+    def get_n_splits(self, X: Any = None, y: Any = None, groups: Any = None) -> int:  # noqa: N803
+        """Number of splits."""
+        return self.n_splits
+
+    def validation_groups(self, groups: list[Any]) -> list[list[Any]]:
+        """The validation groups of each split."""
+        raise NotImplementedError
+
+    def split(self, X: Any, y: Any = None, groups: Any = None) -> Iterator[tuple[np.ndarray, np.ndarray]]:  # noqa: N803
+        """Yield (train indices, validation indices) per split."""
+        groups = np.asarray(groups)
+        for val in self.validation_groups(list(groups)):
+            mask = np.isin(groups, val)
+            yield np.flatnonzero(~mask), np.flatnonzero(mask)
+
+
+class OuterGroupSplit(_GroupSplitter):
     """Outer folds of one seed for one dataset (scikit-learn splitter).
 
-    Args:
-        dataset: Dataset key, part of the shuffle seed.
-        seed: Outer seed (42-46 by default in the protocol).
-        n_splits: Number of outer folds.
-        all_groups: Every group of the dataset, including groups without a valid label for the task
-            (they still take a place in the published split). Defaults to the groups passed to ``split``.
+    ``all_groups``: every group of the dataset, those without a valid label included (they keep their place
+    in the published split); default: the groups passed to ``split``.
     """
 
     def __init__(self, dataset: str, seed: int, n_splits: int = 5, all_groups: Sequence[str] | None = None) -> None:
         self.dataset, self.seed, self.n_splits = dataset, seed, n_splits
         self.all_groups = list(all_groups) if all_groups is not None else None
 
-    def get_n_splits(self, X: Any = None, y: Any = None, groups: Any = None) -> int:  # noqa: N803
-        """Number of folds."""
-        return self.n_splits
-
     def split(self, X: Any, y: Any = None, groups: Any = None) -> Iterator[tuple[np.ndarray, np.ndarray]]:  # noqa: N803
-        """Yield (train indices, test indices) per outer fold."""
+        """Yield (train indices, test indices) per outer fold; train follows the shuffled group order, as published."""
         groups = np.asarray(groups).astype(str)
         names = self.all_groups if self.all_groups is not None else list(groups)
         rows = _rows_by_group(groups)
         none = np.empty(0, dtype=np.int64)
         for train, test in outer_group_folds(names, self.seed, self.dataset, self.n_splits):
-            # Training indices follow the shuffled group order, as the published loader reads them.
             test_rows = np.sort(np.concatenate([none, *(rows.get(g, none) for g in test)]))
             yield np.concatenate([rows.get(g, none) for g in train]).astype(np.int64), test_rows
 
 
-class InnerGroupSplit:
+class InnerGroupSplit(_GroupSplitter):
     """Inner group folds on an outer-training part (scikit-learn splitter)."""
 
     def __init__(self, seed: int, n_splits: int = 4) -> None:
         self.seed, self.n_splits = seed, n_splits
 
-    def get_n_splits(self, X: Any = None, y: Any = None, groups: Any = None) -> int:  # noqa: N803
-        """Number of folds."""
-        return self.n_splits
-
-    def split(self, X: Any, y: Any = None, groups: Any = None) -> Iterator[tuple[np.ndarray, np.ndarray]]:  # noqa: N803
-        """Yield (train indices, validation indices) per inner fold."""
-        groups = np.asarray(groups)
-        for val in inner_group_folds(list(groups), self.seed, self.n_splits):
-            mask = np.isin(groups, val)
-            yield np.flatnonzero(~mask), np.flatnonzero(mask)
+    def validation_groups(self, groups: list[Any]) -> list[list[Any]]:
+        """Each inner fold's validation groups."""
+        return inner_group_folds(groups, self.seed, self.n_splits)
 
 
-class GroupHoldoutSplit:
+class GroupHoldoutSplit(_GroupSplitter):
     """The single 20 % group holdout used by the neural regimes (scikit-learn splitter)."""
 
     def __init__(self, seed: int, repeat: int = 0, fraction: float = 0.2) -> None:
         self.seed, self.repeat, self.fraction = seed, repeat, fraction
 
-    def get_n_splits(self, X: Any = None, y: Any = None, groups: Any = None) -> int:  # noqa: N803
-        """Always one split."""
-        return 1
-
-    def split(self, X: Any, y: Any = None, groups: Any = None) -> Iterator[tuple[np.ndarray, np.ndarray]]:  # noqa: N803
-        """Yield (fit indices, validation indices)."""
-        groups = np.asarray(groups)
-        _, val = holdout_groups(list(groups), self.seed, self.repeat, self.fraction)
-        mask = np.isin(groups, val)
-        yield np.flatnonzero(~mask), np.flatnonzero(mask)
+    def validation_groups(self, groups: list[Any]) -> list[list[Any]]:
+        """The one holdout's validation groups."""
+        return [holdout_groups(groups, self.seed, self.repeat, self.fraction)[1]]

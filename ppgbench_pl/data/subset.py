@@ -1,20 +1,8 @@
-"""A deterministic part of a processed tree: at most N subjects, at most M windows per subject.
+"""A deterministic part of a processed tree: at most N subjects, at most M windows per subject (a budget's caps).
 
-A budget (``configs/budget/smoke.yaml``) caps the data of any dataset, real or synthetic, through the
-datamodule options ``max_subjects`` and ``max_windows_per_subject``. The part is a pure function of the
-tree and the two numbers, so every process, worker and rerun reads the same windows:
-
-* subjects: stratified on the labels of the run's tasks, so the part looks like the whole (a smoke run's
-  constant baseline and class balance are then close to the full run's): each subject is described by its
-  label profile (per regression target its mean label, per class its share of the subject's windows) and
-  subjects are added one at a time, each the one that keeps the part's profile mean and spread closest to
-  the whole tree's (:func:`stratified_subjects`); ties, and a run without tasks, go by the SHA-256 of the
-  names (an order that does not follow recording order, site or ID numbering). The kept subjects are listed
-  in the tree's sorted order;
-* windows: ``max_windows_per_subject`` evenly spaced windows over each subject's recording (first and
-  last included), so labels that change along a recording (activity, sleep stage) stay represented.
-
-Targets are read in full, checked against the subject's full window count, then sliced like the windows.
+Subjects are stratified on the run's task labels (:func:`stratified_subjects`; ties and runs without tasks go by
+the SHA-256 of the names), windows evenly spaced over each recording, ends included; a pure function of the tree
+and the two numbers, so every process and rerun reads the same windows.
 """
 
 from __future__ import annotations
@@ -43,11 +31,7 @@ def check_caps(max_subjects: int | None, max_windows_per_subject: int | None, n_
 
 
 def _discrepancy(profiles: np.ndarray, chosen: list[int], scale: np.ndarray) -> float:
-    """How far the chosen rows' label distributions are from the whole's.
-
-    Per feature, the mean distance between the part's sorted values and the whole's quantiles at the same
-    levels (a 1-Wasserstein distance), summed over features in units of the whole's spread.
-    """
+    """Per feature, the 1-Wasserstein distance of the chosen rows' values from the whole's, summed in spreads."""
     total = 0.0
     for f in range(profiles.shape[1]):
         whole, part = profiles[:, f], profiles[chosen, f]
@@ -59,12 +43,10 @@ def _discrepancy(profiles: np.ndarray, chosen: list[int], scale: np.ndarray) -> 
 
 
 def stratified_subjects(groups: list[str], max_subjects: int | None, profiles: np.ndarray | None) -> list[str]:
-    """The kept groups, in the order given: the ``max_subjects`` whose label profiles best represent all of them.
+    """The kept groups, in the order given: added one at a time, each keeping the part's profiles closest to all.
 
-    Args:
-        groups: Every group of the tree, in its order.
-        max_subjects: How many to keep (None, or at least as many as there are groups: all).
-        profiles: One row of label features per group (NaN where a group has no label); None: by name only.
+    ``profiles``: one row of label features per group (per regression target its mean, per class its share;
+    NaN: no label); None: by name hash only.
     """
     if max_subjects is None or len(groups) <= max_subjects:
         return list(groups)
@@ -94,13 +76,7 @@ def chosen_windows(n: int, max_windows: int | None) -> np.ndarray:
 
 
 class SubsetStore(ProcessedDataset):
-    """A :class:`ProcessedDataset` that shows only the capped part of its tree (see module docstring).
-
-    Args:
-        directory: The processed tree.
-        max_subjects: Keep at most this many groups (None: all).
-        max_windows_per_subject: Keep at most this many windows per group (None: all).
-    """
+    """A :class:`ProcessedDataset` that shows only the capped part of its tree (None: no cap)."""
 
     def __init__(self, directory: str | Path, max_subjects: int | None = None,
                  max_windows_per_subject: int | None = None, strata: Sequence[Stratum] = ()) -> None:

@@ -1,17 +1,7 @@
 """The built-in synthetic PPG dataset: seeded subjects with known physiology and known labels.
 
-Every subject has its own resting heart rate, beat-to-beat variability, arterial stiffness (a reflected
-wave that changes the pulse shape), baseline noise and motion artefacts. Windows are simulated with
-NeuroKit2's ``ppg_simulate`` at a native 128 Hz, shaped, then resampled to the requested rate with the
-same polyphase resampler as the real datasets, and written to the processed layout (PROTOCOL.md 1.0).
-
-Tasks with known ground truth:
-
-* ``synthetic-hr`` (window regression): the heart rate the simulator was driven with.
-* ``synthetic-activity`` (window, 3 classes): rest / walk / run, which raise heart rate and motion.
-* ``synthetic-stiffness`` (subject, binary): stiff arteries give an earlier, stronger reflected wave;
-  single windows are noisy, so subject-level aggregation matters.
-* ``synthetic-age`` (subject regression, secondary): age, which drives stiffness and resting HR.
+Each subject has its own resting HR, variability, arterial stiffness (a reflected wave), noise and motion;
+windows come from NeuroKit2's ``ppg_simulate`` at 128 Hz, resampled like the real datasets.
 """
 
 from __future__ import annotations
@@ -52,14 +42,7 @@ class SubjectProfile:
 
 
 class SyntheticPPGDataset(RawDataset):
-    """Seeded, deterministic synthetic PPG subjects written as a processed tree at any rate.
-
-    Args:
-        n_subjects: Number of subjects (groups).
-        windows_per_subject: Windows simulated per subject.
-        window_s: Window length in seconds.
-        seed: Master seed; the same seed gives the same subjects and windows at every rate.
-    """
+    """Seeded synthetic PPG subjects written as a processed tree at any rate (one seed: the same data)."""
 
     key = "synthetic"
 
@@ -184,10 +167,7 @@ class SyntheticPPGDataset(RawDataset):
             )
 
     def build(self, output_root: str | Path, fs: float) -> Path:
-        """Write the tree; a synthetic tree made by other settings or code is regenerated, not refused.
-
-        Nothing is lost by regenerating: the tree is a pure function of the settings and this module.
-        """
+        """Write the tree; one made by other settings or code is regenerated (it is a pure function of both)."""
         try:
             return super().build(output_root, fs)
         except MarkerMismatch:

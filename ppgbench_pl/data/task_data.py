@@ -1,9 +1,4 @@
-"""From a processed tree to what a task evaluates: windows, targets and groups (PROTOCOL.md 1.11).
-
-Windows are read once per (dataset, rate) as :class:`DatasetWindows`, shared by every task of the
-dataset (and by the embedding cache); a :class:`TaskView` then selects the rows with a valid label for
-one task. Groups without valid rows simply contribute nothing, but keep their place in the splits.
-"""
+"""From a processed tree to what a task evaluates (PROTOCOL.md 1.11): windows once per dataset, rows per task."""
 
 from __future__ import annotations
 
@@ -37,11 +32,7 @@ class DatasetWindows:
         return int(self.x.shape[1])
 
     def content_digest(self) -> str:
-        """SHA-256 of what an encoder sees: window bytes, shape, group of each window and the stats.
-
-        The embedding cache is keyed on it, so a repaired or rebuilt tree never serves stale embeddings;
-        computed once per object (hashing runs at about 1 GB/s).
-        """
+        """SHA-256 of what an encoder sees (windows, groups, stats): the embedding cache's key, computed once."""
         if self._digest is None:
             digest = hashlib.sha256()
             x = np.ascontiguousarray(self.x, dtype=np.float32)

@@ -1,20 +1,8 @@
-"""Raw datasets, two modules each: ``<key>_info.py`` declares it, ``<key>.py`` preprocesses it.
+"""Raw datasets, two modules each: the light ``<key>_info.py`` declares it, ``<key>.py`` preprocesses it.
 
-The declaration (facts, tasks, download source; see :mod:`ppgbench_pl.data.spec`) is light, so the
-registry and ``ppgbench list`` never import the readers; the preprocessor it names by ``module:Class``
-imports pandas, scipy, h5py, wfdb or openpyxl and is loaded only by :func:`preprocessor`. This package's
-own import is light too (nothing here imports a reader at module level).
-
-Adding a dataset ``foo``:
-
-1. ``foo_info.py``: ``DECLARATION = DatasetDeclaration(info=DatasetInfo(...), tasks=(TaskSpec(...), ...),
-   source=...)``, importing only :mod:`ppgbench_pl.data.spec` and the standard library;
-2. ``foo.py``: a :class:`~ppgbench_pl.data.datasets.base.RawDataset` subclass with ``key = "foo"``, named
-   by ``DatasetInfo.preprocessor`` (``"ppgbench_pl.data.datasets.foo:FooDataset"``);
-3. ``tests/data/foo/make_data.py`` with ``make(root)`` writing a tiny raw tree;
-4. ``"foo"`` in :data:`ppgbench_pl.data.registry.DATASET_KEYS`.
-
-``tests/data/test_registry.py`` then checks the declaration and runs fixture -> preprocess -> task views.
+Adding ``foo``: ``foo_info.py`` (``DECLARATION``, importing only :mod:`~ppgbench_pl.data.spec`), ``foo.py``
+(a :class:`~.base.RawDataset` named by ``DatasetInfo.preprocessor``), ``tests/data/foo/make_data.py`` and
+``"foo"`` in :data:`~ppgbench_pl.data.registry.DATASET_KEYS`; ``tests/data/test_registry.py`` checks them.
 """
 
 from __future__ import annotations

@@ -1,15 +1,13 @@
-"""What every raw-dataset preprocessor shares: finding the raw root, the marker, atomic writing.
+"""What every raw-dataset preprocessor shares: the raw root, the marker, windows, stats, atomic writing.
 
-A dataset module subclasses :class:`RawDataset`, declares its key and raw-root marker pattern, and
-implements :meth:`RawDataset.iter_groups`, which parses the raw files and yields one
-:class:`~ppgbench_pl.data.processed.GroupData` per group at the requested target rate. Resampling,
-windowing and the flat-line rule live in :mod:`ppgbench_pl.data.signal`.
+A dataset implements :meth:`RawDataset.units` and :meth:`RawDataset.process` (or :meth:`RawDataset.iter_groups`).
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterator
+import logging
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -26,43 +24,10 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
-def locate_raw_root(search_root: Path, pattern: str, levels_up: int = 1) -> Path:
-    """Find the raw root from a marker pattern: a direct match first, then a recursive search.
-
-    The first hit in sorted order wins; the root is its parent (``levels_up=1``) or grandparent (2).
-    """
-    search_root = Path(search_root)
-    if not search_root.exists():
-        raise DataError(f"{search_root}: raw data folder not found")
-    hits = sorted(search_root.glob(pattern)) or sorted(search_root.rglob(pattern))
-    if not hits:
-        raise DataError(f"{search_root}: no '{pattern}' found; is this the raw dataset folder?")
-    root = hits[0]
-    for _ in range(levels_up):
-        root = root.parent
-    return root
-
-
-def seconds_to_samples(seconds: float, fs: float) -> int:
-    """Samples in ``seconds`` at ``fs`` (window and stride lengths), rounded to the nearest integer."""
-    return int(round(seconds * fs))
-
-
 def window_table(
     subject: str, window_idx: np.ndarray, starts: np.ndarray, window: int, fs: float
 ) -> pd.DataFrame:
-    """The leading metadata.csv columns every windowed dataset shares.
-
-    Args:
-        subject: Group name, repeated on every row.
-        window_idx: Index of each window before rejection.
-        starts: First sample of each window at ``fs``.
-        window: Window length in samples at ``fs``.
-        fs: The target rate.
-
-    Returns:
-        Columns subject, window_idx, start_sec, end_sec, ppg_start, ppg_end.
-    """
+    """The leading metadata.csv columns of a windowed dataset: subject, window_idx, start/end s and sample."""
     import pandas as pd
 
     starts = np.asarray(starts, dtype=np.int64)
@@ -78,19 +43,48 @@ def window_table(
     )
 
 
-def file_error(path: Path, problem: str, exc: BaseException | None = None) -> DataError:
-    """One-line DataError naming the file; a parser's own message is cut to its first line.
+def ppg_stats(subject: str, values: np.ndarray, **extra: Any) -> dict[str, Any]:
+    """A group's stats.json: subject, mean and std of ``values`` (in float64), then ``extra``."""
+    values = np.asarray(values, dtype=np.float64)
+    return {"subject": subject, "ppg_mean": float(values.mean()), "ppg_std": float(values.std()), **extra}
 
-    Args:
-        path: The offending file.
-        problem: What is wrong, e.g. ``"unreadable workbook"``.
-        exc: The parser's exception, appended as ``(Type: first line)``.
-    """
+
+def number(value: Any) -> float:
+    """A cell as a float (``pd.to_numeric``); anything that is not a number becomes NaN."""
+    import pandas as pd
+
+    value = pd.to_numeric(pd.Series([value], dtype=object), errors="coerce").iloc[0]
+    return float(value) if pd.notna(value) else float("nan")
+
+
+def file_error(path: Path, problem: str, exc: BaseException | None = None) -> DataError:
+    """One-line DataError naming the file; a parser's message is appended as ``(Type: first line)``."""
     detail = ""
     if exc is not None:
         lines = str(exc).strip().splitlines()
         detail = f" ({type(exc).__name__}{': ' + lines[0].strip() if lines else ''})"
     return DataError(f"{path}: {problem}{detail}")
+
+
+def read_csv(path: Path, columns: Iterable[str], **options: Any) -> pd.DataFrame:
+    """A CSV with header names trimmed and the named columns required (``options`` go to ``pd.read_csv``).
+
+    Raises:
+        DataError: Missing or unreadable file, or a missing column.
+    """
+    import pandas as pd
+
+    if not path.is_file():
+        raise DataError(f"{path}: file not found")
+    try:
+        table = pd.read_csv(path, **options)
+    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError, OSError) as exc:
+        raise file_error(path, "unreadable CSV", exc) from None
+    table.columns = [str(c).strip() for c in table.columns]
+    missing = [c for c in columns if c not in table.columns]
+    if missing:
+        raise DataError(f"{path}: missing column(s) {', '.join(repr(c) for c in missing)}")
+    return table
 
 
 class RawDataset:
@@ -108,12 +102,24 @@ class RawDataset:
     helper_modules: ClassVar[tuple[ModuleType, ...]] = ()
 
     def __init__(self, raw_root: str | Path) -> None:
-        self.raw_root = locate_raw_root(Path(raw_root), self.marker_pattern, self.root_levels_up)
+        search_root = Path(raw_root)
+        if not search_root.exists():
+            raise DataError(f"{search_root}: raw data folder not found")
+        pattern = self.marker_pattern  # the first hit in sorted order, direct before recursive, wins
+        hits = sorted(search_root.glob(pattern)) or sorted(search_root.rglob(pattern))
+        if not hits:
+            raise DataError(f"{search_root}: no '{pattern}' found; is this the raw dataset folder?")
+        self.raw_root = hits[0].parents[self.root_levels_up - 1]
 
     @property
     def info(self) -> DatasetInfo:
         """The registry entry (display name, native rate, window and stride)."""
         return get_dataset(self.key)
+
+    @property
+    def logger(self) -> logging.Logger:
+        """The dataset module's logger."""
+        return logging.getLogger(type(self).__module__)
 
     def settings(self) -> dict[str, Any]:
         """Per-dataset settings recorded in the marker; extend in subclasses for extra options."""
@@ -139,12 +145,31 @@ class RawDataset:
             "settings": self.settings(),
         }
 
-    def iter_groups(self, fs: float) -> Iterator[GroupData]:
-        """Parse the raw files and yield one processed group at ``fs`` (implemented per dataset)."""
+    def cut(self, ppg: np.ndarray, fs: float, window_s: float | None = None) -> tuple[int, np.ndarray, np.ndarray]:
+        """Window length, starts and windows of a signal at ``fs`` (the declared window and stride by default)."""
+        window = int(round((window_s or self.info.window_s) * fs))
+        stride = window if window_s else int(round(self.info.stride_s * fs))
+        return window, signal.window_starts(len(ppg), window, stride), signal.make_windows(ppg, window, stride)
+
+    def units(self) -> list[Any]:
+        """What :meth:`process` turns into groups (subject files, records), in group order."""
         raise NotImplementedError
 
-    def note_left_out(self, group: str, dropped: dict[str, int]) -> None:
-        """Record a group every window of which was rejected, so the marker still counts its drops."""
+    def process(self, unit: Any, fs: float) -> GroupData | None:
+        """One group from one unit; None when all its windows are rejected (see :meth:`note_left_out`)."""
+        raise NotImplementedError
+
+    def iter_groups(self, fs: float) -> Iterator[GroupData]:
+        """Parse the raw files and yield one processed group at ``fs`` per unit that keeps a window."""
+        for unit in self.units():
+            group = self.process(unit, fs)
+            if group is not None:
+                yield group
+
+    def note_left_out(self, group: str, dropped: dict[str, int], why: str = "") -> None:
+        """Record a group every window of which was rejected (logging ``why``), so the marker counts its drops."""
+        if why:
+            self.logger.warning("%s", why)
         if not hasattr(self, "left_out"):
             self.left_out: dict[str, dict[str, int]] = {}
         self.left_out[group] = dict(dropped)

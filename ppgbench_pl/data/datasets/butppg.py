@@ -1,9 +1,7 @@
 """BUT PPG: 10 s smartphone-camera PPG records with quality, BP, SpO2 and glycaemia labels.
 
-PROTOCOL.md 1.8: only records annotated ``Quality == 1`` are used; each is one 300-sample window at
-30 Hz, read from WFDB and resampled on its own, and grouped by participant (the first 3 characters of
-the 6-digit record ID). Three header shapes occur and are handled as published: 300 signals x 1
-sample, 300 samples x k signals (take ``PPG_G`` or signal 0), or anything holding exactly 300 values.
+PROTOCOL.md 1.8: each ``Quality == 1`` record is one 300-sample window at 30 Hz (WFDB), resampled on its
+own and grouped by participant (the first 3 digits of the record ID).
 """
 
 from __future__ import annotations
@@ -17,7 +15,7 @@ import numpy as np
 import pandas as pd
 import wfdb
 
-from ppgbench_pl.data.datasets.base import RawDataset, file_error
+from ppgbench_pl.data.datasets.base import RawDataset, file_error, number, ppg_stats, read_csv
 from ppgbench_pl.data.processed import GroupData, as_regression_target
 from ppgbench_pl.data.signal import resample
 from ppgbench_pl.errors import DataError
@@ -36,27 +34,9 @@ LABELS = ("hr", "sbp", "dbp", "spo2", "glyc")
 
 
 def read_table(path: Path, columns: list[str]) -> pd.DataFrame:
-    """A UTF-8 CSV (BOM tolerated) as text, header names trimmed, the named columns required.
-
-    Raises:
-        DataError: Missing or unreadable file, or a missing column.
-    """
-    if not path.is_file():
-        raise DataError(f"{path}: file not found")
-    try:
-        table = pd.read_csv(path, encoding="utf-8-sig", dtype=str, keep_default_na=False)
-    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError, OSError) as exc:
-        raise file_error(path, "unreadable CSV", exc) from None
-    table.columns = [str(c).strip() for c in table.columns]
-    missing = [c for c in columns if c not in table.columns]
-    if missing:
-        raise DataError(f"{path}: missing column(s) {', '.join(repr(c) for c in missing)}")
+    """A UTF-8 CSV (BOM tolerated) as stripped text, the named columns required (one-line DataError)."""
+    table = read_csv(path, columns, encoding="utf-8-sig", dtype=str, keep_default_na=False)
     return table.apply(lambda col: col.str.strip())
-
-
-def _number(text: str) -> float:
-    """A numeric cell; anything that is not a number becomes NaN."""
-    return float(pd.to_numeric(pd.Series([text]), errors="coerce").iloc[0])
 
 
 def blood_pressure(text: str) -> tuple[float, float]:
@@ -66,11 +46,7 @@ def blood_pressure(text: str) -> tuple[float, float]:
 
 
 def good_records(path: Path) -> pd.DataFrame:
-    """Rows of the quality file with ``Quality == 1``: columns ``ID`` and ``HR`` (float).
-
-    Raises:
-        DataError: A bad file, or a good record whose ID is not 6 digits.
-    """
+    """``ID`` and ``HR`` (float) of the quality file's ``Quality == 1`` rows; IDs must be 6 digits, once each."""
     table = read_table(path, ["ID", "Quality", "HR"])
     good = table[pd.to_numeric(table["Quality"], errors="coerce") == 1]
     bad = good.loc[~good["ID"].str.fullmatch(_RECORD_ID.pattern), "ID"]
@@ -88,15 +64,15 @@ def record_labels(path: Path) -> dict[str, dict[str, float]]:
     columns = (table["ID"], table[BP_COLUMN], table[SPO2_COLUMN], table[GLYC_COLUMN])
     for record, pressure, spo2, glyc in zip(*columns, strict=True):
         sbp, dbp = blood_pressure(pressure)
-        labels.setdefault(record, {"sbp": sbp, "dbp": dbp, "spo2": _number(spo2), "glyc": _number(glyc)})
+        labels.setdefault(record, {"sbp": sbp, "dbp": dbp, "spo2": number(spo2), "glyc": number(glyc)})
     return labels
 
 
 def read_record(folder: Path, record: str) -> np.ndarray:
-    """The 300 PPG samples of ``<record>/<record>_PPG`` as float64 (digital int16 values).
+    """The 300 PPG samples of ``<record>/<record>_PPG`` as float64 (digital values); one-line DataError.
 
-    Raises:
-        DataError: Missing, truncated or unreadable record, or no 300-sample PPG in it.
+    Three header shapes occur, handled as published: 300 signals x 1 sample, 300 samples x k signals
+    (``PPG_G`` or signal 0), or anything holding exactly 300 values.
     """
     base = folder / record / f"{record}_PPG"
     header = base.with_suffix(".hea")
@@ -115,12 +91,10 @@ def read_record(folder: Path, record: str) -> np.ndarray:
     except Exception as exc:  # a short or damaged signal file
         raise file_error(signals, "unreadable WFDB record samples (truncated or damaged?)", exc) from None
     digital = np.asarray(rec.d_signal)
-    if rec.n_sig == RECORD_SAMPLES and rec.sig_len == 1:  # case (a): 300 signals x 1 sample
-        values = digital.ravel()
-    elif rec.sig_len == RECORD_SAMPLES:  # case (b): 300 samples x k signals
+    if rec.sig_len == RECORD_SAMPLES:  # 300 samples x k signals: PPG_G, else signal 0
         names = list(rec.sig_name or [])
         values = digital[:, names.index(GREEN) if GREEN in names else 0]
-    else:  # case (c): whatever the header says, the file must hold 300 values
+    else:  # 300 signals x 1 sample, or whatever the header says: the file must hold 300 values
         values = digital.ravel()
     if values.size != RECORD_SAMPLES:
         raise DataError(
@@ -149,11 +123,7 @@ class ButPPGDataset(RawDataset):
     def process_participant(
         self, participant: str, records: pd.DataFrame, labels: dict[str, dict[str, float]], fs: float
     ) -> GroupData:
-        """Read, resample and label every good record of one participant.
-
-        Raises:
-            DataError: A bad record, or a non-finite sample after resampling.
-        """
+        """Read, resample and label every good record of one participant (DataError: a bad record)."""
         windows: list[np.ndarray] = []
         rows: list[dict[str, Any]] = []
         for record, hr in zip(records["ID"], records["HR"], strict=True):
@@ -166,11 +136,10 @@ class ButPPGDataset(RawDataset):
             rows.append({"subject": participant, "record": record, "hr": hr, **labels.get(record, missing)})
         ppg = np.stack(windows)
         table = pd.DataFrame(rows)
-        values = ppg.astype(np.float64)
         return GroupData(
             name=participant,
             ppg=ppg,
             targets={key: as_regression_target(table[key].to_numpy()) for key in LABELS},
-            stats={"subject": participant, "ppg_mean": float(values.mean()), "ppg_std": float(values.std())},
+            stats=ppg_stats(participant, ppg),
             metadata=table,
         )

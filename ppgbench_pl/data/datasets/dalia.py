@@ -1,15 +1,13 @@
 """PPG-DaLiA: wrist BVP with the dataset's own ECG-derived heart rate and activity labels.
 
-PROTOCOL.md 1.2: 8 s / 2 s windows on the resampled BVP, one reference HR per window from the
-pickle's ``label``, activity windowed index for index at 4 Hz; windows whose activity changes or that
-are flat are dropped. Subject statistics are taken over the overlapping windows before rejection.
+PROTOCOL.md 1.2: 8 s / 2 s windows on the resampled BVP, one reference HR per window from the pickle's
+``label``, activity windowed index for index at 4 Hz; windows whose activity changes or that are flat are
+dropped. Subject statistics are taken over the overlapping windows before rejection.
 """
 
 from __future__ import annotations
 
-import logging
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any, ClassVar
@@ -17,52 +15,56 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ppgbench_pl.data import safe_pickle
-from ppgbench_pl.data.datasets.base import RawDataset, seconds_to_samples, window_table
+from ppgbench_pl.data.datasets.base import RawDataset, ppg_stats, window_table
 from ppgbench_pl.data.processed import GroupData, as_class_target, as_regression_target
 from ppgbench_pl.data.safe_pickle import load_pickle, lookup_vector
-from ppgbench_pl.data.signal import (
-    finite_windows,
-    flatline_mask,
-    make_windows,
-    rejection_counts,
-    resample_gaps,
-    window_starts,
-)
+from ppgbench_pl.data.signal import finite_windows, flatline_mask, rejection_counts, resample_gaps
 from ppgbench_pl.errors import DataError
-
-logger = logging.getLogger(__name__)
 
 _SUBJECT = re.compile(r"S(\d+)")
 #: Stands in for a NaN activity sample; no real activity ID is negative.
 MISSING_ACTIVITY = -999
 
 
-def subject_pickles(raw_root: Path) -> list[Path]:
-    """``S<k>/S<k>.pkl`` files under the root, sorted by participant number (DaLiA and WESAD layout)."""
-    found = []
-    for path in raw_root.glob("S*/S*.pkl"):
-        match = _SUBJECT.fullmatch(path.stem)
-        if match and path.parent.name == path.stem:
-            found.append((int(match.group(1)), path))
-    return [path for _, path in sorted(found)]
+class E4Pickles(RawDataset):
+    """DaLiA and WESAD: one Empatica E4 pickle ``S<k>/S<k>.pkl`` per participant, BVP at 64 Hz."""
+
+    root_levels_up: ClassVar[int] = 2
+    uses_flatline: ClassVar[bool] = True
+    native_fs: ClassVar[int] = 64
+
+    def units(self) -> list[Path]:
+        """``S<k>/S<k>.pkl`` files under the root, sorted by participant number."""
+        found = []
+        for path in self.raw_root.glob("S*/S*.pkl"):
+            match = _SUBJECT.fullmatch(path.stem)
+            if match and path.parent.name == path.stem:
+                found.append((int(match.group(1)), path))
+        if not found:
+            raise DataError(f"{self.raw_root}: no S<k>/S<k>.pkl subject files")
+        return [path for _, path in sorted(found)]
+
+    def bvp_windows(self, path: Path, bvp: np.ndarray, fs: float) -> tuple[np.ndarray, int, np.ndarray, np.ndarray]:
+        """The good resampled BVP samples, window length, starts and windows; DataError below one window."""
+        ppg, bad = resample_gaps(bvp, self.native_fs, fs, what=str(path))
+        window, starts, windows = self.cut(ppg, fs)
+        if len(starts) == 0:
+            short = f"{len(bvp)} samples, less than one {self.info.window_s:g} s window"
+            raise DataError(f"{path}: 'signal/wrist/BVP' has {short}")
+        return ppg[~bad], window, starts, windows
 
 
-class DaliaDataset(RawDataset):
+class DaliaDataset(E4Pickles):
     """Preprocessor for PPG-DaLiA (``dalia``).
 
     Args:
-        raw_root: The raw dataset folder (or a folder above it).
-        transient_as_class: Published behaviour (True) keeps activity ID 0, the transient periods
-            between activities, as a class. False marks those windows' activity label invalid
-            (-1) while keeping them for the HR task (PROTOCOL.md section 10, item 10).
+        transient_as_class: Published behaviour (True) keeps activity ID 0, the transient periods between
+            activities, as a class; False marks it invalid (-1) for the activity task only (PROTOCOL.md 10.10).
     """
 
     key: ClassVar[str] = "dalia"
     marker_pattern: ClassVar[str] = "S1/S1.pkl"
-    root_levels_up: ClassVar[int] = 2
-    uses_flatline: ClassVar[bool] = True
     helper_modules: ClassVar[tuple[ModuleType, ...]] = (safe_pickle,)
-    native_fs: ClassVar[int] = 64
     activity_fs: ClassVar[int] = 4
 
     def __init__(self, raw_root: str | Path, transient_as_class: bool = True) -> None:
@@ -73,39 +75,17 @@ class DaliaDataset(RawDataset):
         """Base settings plus the transient-class option."""
         return {**super().settings(), "transient_as_class": self.transient_as_class}
 
-    def iter_groups(self, fs: float) -> Iterator[GroupData]:
-        """One group per participant, in participant order."""
-        paths = subject_pickles(self.raw_root)
-        if not paths:
-            raise DataError(f"{self.raw_root}: no S<k>/S<k>.pkl subject files")
-        for path in paths:
-            group = self.process_subject(path, fs)
-            if group is not None:
-                yield group
-
-    def process_subject(self, path: Path, fs: float) -> GroupData | None:
-        """Window, label and filter one participant; None when every window is rejected.
-
-        Raises:
-            DataError: Missing keys, no full window, or label counts that do not fit the windows.
-        """
+    def process(self, path: Path, fs: float) -> GroupData | None:
+        """Window, label and filter one participant; None when every window is rejected."""
         data = load_pickle(path)
         bvp = lookup_vector(data, ("signal", "wrist", "BVP"), path)
         hr = lookup_vector(data, ("label",), path)
         activity = lookup_vector(data, ("activity",), path)
-
-        window = seconds_to_samples(self.info.window_s, fs)
-        stride = seconds_to_samples(self.info.stride_s, fs)
-        ppg, _ = resample_gaps(bvp, self.native_fs, fs, what=str(path))
-        starts = window_starts(len(ppg), window, stride)
+        _, window, starts, windows = self.bvp_windows(path, bvp, fs)
         n = len(starts)
-        if n == 0:
-            short = f"{len(bvp)} samples, less than one {self.info.window_s:g} s window"
-            raise DataError(f"{path}: 'signal/wrist/BVP' has {short}")
         if len(hr) != n:
             raise DataError(f"{path}: 'label' has {len(hr)} heart rates for {n} PPG windows at {fs:g} Hz")
         act_windows = self._activity_windows(activity, n, path)
-        windows = make_windows(ppg, window, stride)
 
         constant = (act_windows == act_windows[:, :1]).all(axis=1)
         not_flat = flatline_mask(windows, self.flatline_fraction)
@@ -118,11 +98,8 @@ class DaliaDataset(RawDataset):
         overlapping = windows[finite_windows(windows)].astype(np.float64)
         idx = np.flatnonzero(keep)
         if len(idx) == 0:
-            logger.warning("%s: every window was rejected (%s); subject left out", path, dropped)
-            self.note_left_out(path.stem, dropped)
+            self.note_left_out(path.stem, dropped, f"{path}: every window was rejected ({dropped}); subject left out")
             return None
-        stats = {"subject": path.stem, "ppg_mean": float(overlapping.mean())}
-        stats["ppg_std"] = float(overlapping.std())
         metadata = window_table(path.stem, idx, starts[idx], window, fs)
         metadata["hr"] = hr[idx]
         metadata["activity"] = activity_id[idx]
@@ -130,7 +107,7 @@ class DaliaDataset(RawDataset):
             name=path.stem,
             ppg=windows[idx],
             targets={"hr": as_regression_target(hr[idx]), "activity": as_class_target(activity_id[idx])},
-            stats=stats,
+            stats=ppg_stats(path.stem, overlapping),
             metadata=metadata,
             dropped=dropped,
         )
@@ -142,9 +119,7 @@ class DaliaDataset(RawDataset):
             raise DataError(f"{path}: 'activity' holds values that are not integer activity IDs")
         # a missing (NaN) activity sample makes the windows holding it impure, so only they are dropped
         ids = np.where(finite, activity, MISSING_ACTIVITY).astype(np.int64)
-        window = seconds_to_samples(self.info.window_s, self.activity_fs)
-        stride = seconds_to_samples(self.info.stride_s, self.activity_fs)
-        windows = make_windows(ids, window, stride)
+        _, _, windows = self.cut(ids, self.activity_fs)
         if len(windows) < n:
             raise DataError(f"{path}: 'activity' covers {len(windows)} windows at 4 Hz for {n} PPG windows")
         return windows[:n]

@@ -7,26 +7,22 @@ W/N1/N2/N3/R, and then the flat-line rule over the windows still standing.
 
 from __future__ import annotations
 
-import logging
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
 
-from ppgbench_pl.data.datasets.base import RawDataset, seconds_to_samples, window_table
+from ppgbench_pl.data.datasets.base import RawDataset, ppg_stats, window_table
 from ppgbench_pl.data.processed import GroupData, as_class_target
-from ppgbench_pl.data.signal import flatline_mask, make_windows, resample, window_starts
+from ppgbench_pl.data.signal import flatline_mask, resample
 from ppgbench_pl.errors import ConfigError, DataError
 
 SLEEP_5CLASS: dict[str, int] = {"W": 0, "N1": 1, "N2": 2, "N3": 3, "R": 4}
 SLEEP_4CLASS: dict[str, int] = {"W": 0, "N1": 1, "N2": 1, "N3": 2, "R": 3}
 SLEEP_3CLASS: dict[str, int] = {"W": 0, "N1": 1, "N2": 1, "N3": 1, "R": 2}
 COLUMNS = ("BVP", "Sleep_Stage")
-
-logger = logging.getLogger(__name__)
 
 
 def subject_csvs(raw_root: Path) -> list[Path]:
@@ -39,11 +35,7 @@ def subject_csvs(raw_root: Path) -> list[Path]:
 
 
 def read_subject_csv(path: Path) -> tuple[np.ndarray, np.ndarray]:
-    """BVP (unparseable values as NaN) and whitespace-trimmed stage strings of one participant.
-
-    Raises:
-        DataError: The file is empty, unreadable or lacks a column.
-    """
+    """BVP (unparseable values as NaN) and trimmed stage strings of one participant (one-line DataError)."""
     try:
         header = pd.read_csv(path, nrows=0).columns
         missing = [column for column in COLUMNS if column not in header]
@@ -63,10 +55,8 @@ class DreamtDataset(RawDataset):
     """Preprocessor for DREAMT (``dreamt``).
 
     Args:
-        raw_root: The raw dataset folder (or a folder above it).
-        window_s: Window length and stride in seconds. The published 10 s windows sit inside the
-            30 s scoring epochs, so windows straddling an epoch boundary are lost; 30 s is offered as
-            an epoch-length alternative (PROTOCOL.md section 10, item 9).
+        window_s: Window length and stride in seconds; 30 s, the scoring epoch, loses no window that
+            straddles an epoch boundary as the published 10 s do (PROTOCOL.md section 10, item 9).
     """
 
     key: ClassVar[str] = "dreamt"
@@ -84,36 +74,25 @@ class DreamtDataset(RawDataset):
         """Base settings, with the window (and equal stride) this instance uses."""
         return {**super().settings(), "window_s": self.window_s, "stride_s": self.window_s}
 
-    def iter_groups(self, fs: float) -> Iterator[GroupData]:
-        """One group per participant CSV, in participant order."""
+    def units(self) -> list[Path]:
+        """The participant CSVs, in participant order."""
         paths = subject_csvs(self.raw_root)
         if not paths:
             raise DataError(f"{self.raw_root / 'data_64Hz'}: no *_whole_df.csv files")
-        for path in paths:
-            group = self.process_subject(path, fs)
-            if group is not None:
-                yield group
+        return paths
 
-    def process_subject(self, path: Path, fs: float) -> GroupData | None:
-        """Window, label and filter one participant; None when no window survives.
-
-        Raises:
-            DataError: An unreadable file or a recording shorter than one window.
-        """
+    def process(self, path: Path, fs: float) -> GroupData | None:
+        """Window, label and filter one participant; None when no window survives."""
         name = path.name.split("_")[0]
         bvp, stages = read_subject_csv(path)
-        window = seconds_to_samples(self.window_s, fs)
         ppg = resample(bvp, self.native_fs, fs, what=str(path))
-        ppg_starts = window_starts(len(ppg), window, window)
-        stage_window = seconds_to_samples(self.window_s, self.native_fs)
+        window, ppg_starts, windows = self.cut(ppg, fs, self.window_s)
         codes, names = pd.factorize(pd.Series(stages, dtype=object))
-        stage_windows = make_windows(codes, stage_window, stage_window)
+        _, _, stage_windows = self.cut(codes, self.native_fs, self.window_s)
         n = min(len(ppg_starts), len(stage_windows))
         if n == 0:
             raise DataError(f"{path}: {len(bvp)} rows, less than one {self.window_s:g} s window")
-        starts = ppg_starts[:n]
-        windows = make_windows(ppg, window, window)[:n]
-        stage_windows = stage_windows[:n]
+        starts, windows, stage_windows = ppg_starts[:n], windows[:n], stage_windows[:n]
 
         finite = np.isfinite(windows).all(axis=1)
         one_stage = (stage_windows == stage_windows[:, :1]).all(axis=1)
@@ -130,11 +109,8 @@ class DreamtDataset(RawDataset):
         }
         idx = np.flatnonzero(keep)
         if len(idx) == 0:
-            logger.warning("%s: every window was rejected; subject left out", path)
-            self.note_left_out(name, dropped)
+            self.note_left_out(name, dropped, f"{path}: every window was rejected; subject left out")
             return None
-        finite = ppg[np.isfinite(ppg)].astype(np.float64)
-        stats = {"subject": name, "ppg_mean": float(finite.mean()), "ppg_std": float(finite.std())}
         kept_stage = [str(s) for s in stage[idx]]
         labels = {
             "sleep_5class": as_class_target([SLEEP_5CLASS[s] for s in kept_stage]),
@@ -145,5 +121,5 @@ class DreamtDataset(RawDataset):
         metadata["sleep_stage"] = kept_stage
         for key in ("sleep_3class", "sleep_4class", "sleep_5class"):
             metadata[key] = labels[key]
-        return GroupData(name=name, ppg=windows[idx], targets=labels, stats=stats, metadata=metadata,
-                         dropped=dropped)
+        return GroupData(name=name, ppg=windows[idx], targets=labels, stats=ppg_stats(name, ppg[np.isfinite(ppg)]),
+                         metadata=metadata, dropped=dropped)

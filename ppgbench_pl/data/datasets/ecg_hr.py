@@ -1,9 +1,7 @@
 """R-peak detection and window heart rate from an ECG, as the WildPPG authors label their data.
 
-PROTOCOL.md 1.10 fixes the pipeline: a Pan-Tompkins-style detector (detection signal, adaptive
-thresholds with search-back and a threshold reset), beat refinement, a 5-beat quality gate, and a
-window HR from the kept RR intervals whose midpoints fall inside the window. Everything here is plain
-numpy/SciPy on one ECG at an integer rate; the WildPPG preprocessor only calls :func:`ecg_window_hr`.
+PROTOCOL.md 1.10: a Pan-Tompkins-style detector (adaptive thresholds, search-back, threshold reset), beat
+refinement, a 5-beat quality gate, and a window HR from the kept RR intervals whose midpoints fall inside.
 """
 
 from __future__ import annotations
@@ -34,15 +32,7 @@ def _check_rate(fs: int) -> int:
 
 
 def detection_signal(ecg: np.ndarray, fs: int) -> np.ndarray:
-    """Energy of the QRS band, capped by an amplitude envelope, with the start blanked.
-
-    Args:
-        ecg: Raw ECG samples.
-        fs: ECG rate in Hz (integer).
-
-    Returns:
-        The detection signal, one sample shorter than ``ecg`` (it follows the first difference).
-    """
+    """Energy of the QRS band, capped by an amplitude envelope, start blanked; one sample shorter than ``ecg``."""
     fs = _check_rate(fs)
     band = _bandpass(np.asarray(ecg, dtype=np.float64), 5.0, 15.0, fs)
     width = max(1, int(0.15 * fs))
@@ -54,15 +44,7 @@ def detection_signal(ecg: np.ndarray, fs: int) -> np.ndarray:
 
 
 def pick_beats(detection: np.ndarray, fs: int) -> np.ndarray:
-    """Adaptive-threshold beat picking with search-back and threshold reset.
-
-    Args:
-        detection: Output of :func:`detection_signal`.
-        fs: Rate in Hz (integer).
-
-    Returns:
-        Beat indices into ``detection``, increasing.
-    """
+    """Increasing beat indices into ``detection``: adaptive thresholds with search-back and threshold reset."""
     fs = _check_rate(fs)
     min_gap = max(1, int(0.25 * fs))
     refractory = 0.3 * fs
@@ -109,16 +91,7 @@ def _search_back(
 
 
 def refine_beats(ecg: np.ndarray, beats: np.ndarray, fs: int) -> np.ndarray:
-    """Move each beat to the R-peak: 7.5-20 Hz band maximum within 0.15 s, then raw maximum within 2 samples.
-
-    Args:
-        ecg: Raw ECG samples.
-        beats: Beat indices from :func:`pick_beats`.
-        fs: ECG rate in Hz (integer).
-
-    Returns:
-        Refined beat indices (same count and order).
-    """
+    """Move each beat to the R-peak: 7.5-20 Hz band maximum within 0.15 s, then raw maximum within 2 samples."""
     fs = _check_rate(fs)
     raw = np.asarray(ecg, dtype=np.float64)
     band = _bandpass(raw, 7.5, _MAX_BAND_HZ, fs)
@@ -133,20 +106,11 @@ def refine_beats(ecg: np.ndarray, beats: np.ndarray, fs: int) -> np.ndarray:
 
 
 def quality_intervals(beats: np.ndarray, fs: int, group: int = 5) -> tuple[np.ndarray, np.ndarray]:
-    """RR intervals that pass the 5-beat regularity gate, with their midpoints.
+    """RR intervals (samples, float64) that pass the 5-beat regularity gate, with their midpoints.
 
-    A group of ``group`` consecutive beats is accepted when its smallest interval exceeds 0.75 x its
-    largest and its mean HR lies in (35, 185) bpm. Its beats are appended in increasing order, and each
-    new interval is kept only if it lies strictly between 0.75 x the group's largest interval and the
-    group's smallest interval / 0.75, which rejects intervals that bridge rejected stretches.
-
-    Args:
-        beats: Refined beat indices, increasing.
-        fs: ECG rate in Hz.
-        group: Beats per group.
-
-    Returns:
-        ``(intervals, midpoints)`` in samples, both float64 and increasing in time.
+    A group of ``group`` beats passes when its smallest interval exceeds 0.75 x its largest and its mean HR
+    lies in (35, 185) bpm; each new interval is kept only strictly between 0.75 x the group's largest and
+    its smallest / 0.75, which rejects intervals that bridge rejected stretches.
     """
     beats = np.asarray(beats, dtype=np.int64)
     intervals: list[float] = []
@@ -173,17 +137,9 @@ def quality_intervals(beats: np.ndarray, fs: int, group: int = 5) -> tuple[np.nd
 def window_hr(
     intervals: np.ndarray, midpoints: np.ndarray, fs: float, starts: np.ndarray, length: float
 ) -> np.ndarray:
-    """HR (bpm) per window from the intervals whose midpoint lies strictly inside it; NaN below 2.
+    """HR (bpm) per window (``starts``, ``length`` in ECG samples) from the intervals whose midpoint lies inside.
 
-    Args:
-        intervals: Kept RR intervals in samples.
-        midpoints: Their midpoints in samples, increasing.
-        fs: ECG rate in Hz.
-        starts: Window starts in ECG samples.
-        length: Window length in ECG samples.
-
-    Returns:
-        float64 HR per window.
+    NaN where fewer than 2 intervals do.
     """
     starts = np.asarray(starts, dtype=np.float64)
     first = np.searchsorted(midpoints, starts, side="right")
@@ -209,18 +165,10 @@ def detect_rpeaks(ecg: np.ndarray, fs: int) -> np.ndarray:
 def ecg_window_hr(
     ecg: np.ndarray, fs: int, window_s: float, n_windows: int, stride_s: float | None = None
 ) -> np.ndarray:
-    """HR label of the windows starting at ``i * stride_s`` seconds and lasting ``window_s``.
+    """HR label (float64) of the windows starting at ``i * stride_s`` s (default ``window_s``) of ``window_s`` s.
 
-    Args:
-        ecg: Raw ECG samples, starting with the PPG.
-        fs: ECG rate in Hz (integer).
-        window_s: Window length in seconds.
-        n_windows: Number of windows.
-        stride_s: Window stride in seconds (default: ``window_s``).
-
-    Returns:
-        float64 HR per window (NaN where fewer than 2 kept intervals fall inside; NaN everywhere when
-        ``ecg`` holds a non-finite sample, since the zero-phase filters spread it over the whole ECG).
+    NaN where fewer than 2 kept intervals fall inside, and everywhere when ``ecg`` holds a non-finite sample
+    (the zero-phase filters spread it over the whole ECG).
     """
     intervals, midpoints = quality_intervals(detect_rpeaks(ecg, fs), fs)
     stride = (window_s if stride_s is None else stride_s) * fs

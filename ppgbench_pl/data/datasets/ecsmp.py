@@ -1,25 +1,23 @@
 """ECSMP: E4 wrist BVP during six emotion videos, with felt-emotion (CESAF) and depression (SDS) scores.
 
-PROTOCOL.md 1.5: the video intervals come from the EEG event markers and are taken as seconds from the
-BVP start; a window gets the felt scores of the one video it lies inside. All non-flat windows are
-kept because the subject-level SDS task uses them all. Subjects whose events or questionnaires do not
-check out are skipped with a logged message rather than stopping the build, and each is counted in
-the marker's ``dropped_windows`` as ``{"skipped: <reason>": 1}`` under its id.
+PROTOCOL.md 1.5: video intervals come from the EEG event markers, in seconds from the BVP start; a window
+gets the felt scores of the one video it lies inside. All non-flat windows are kept (the subject-level
+SDS task uses them). A subject that fails a published check is logged, skipped and counted in the
+marker's ``dropped_windows`` as ``{"skipped: <reason>": 1}``.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
 
 from ppgbench_pl.data.datasets import ecsmp_io
-from ppgbench_pl.data.datasets.base import RawDataset, seconds_to_samples, window_table
+from ppgbench_pl.data.datasets.base import RawDataset, ppg_stats, window_table
 from ppgbench_pl.data.datasets.ecsmp_io import (
     VIDEO_NAMES,
     Cesaf,
@@ -30,10 +28,8 @@ from ppgbench_pl.data.datasets.ecsmp_io import (
     read_scales,
 )
 from ppgbench_pl.data.processed import GroupData, as_class_target, as_regression_target
-from ppgbench_pl.data.signal import flatline_mask, make_windows, rejection_counts, resample, window_starts
+from ppgbench_pl.data.signal import flatline_mask, rejection_counts, resample
 from ppgbench_pl.errors import DataError
-
-logger = logging.getLogger(__name__)
 
 #: Event codes that start a video, in the fixed emotion order of the score columns.
 START_CODES: dict[int, str] = {101 + i: name for i, name in enumerate(VIDEO_NAMES)}
@@ -46,13 +42,10 @@ class SkipSubject(Exception):  # noqa: N818 - a control-flow signal, not an erro
 
 
 def video_intervals(types: np.ndarray, latencies: np.ndarray, srate: float) -> list[tuple[str, float, float]]:
-    """The six (emotion, start s, end s) intervals in presentation order.
+    """The six (emotion, start s, end s) intervals in presentation order (SkipSubject: not six, or no end).
 
-    A video ends at the first code-20 event strictly between its start and the next start, else at
-    the first code-12 event in that span.
-
-    Raises:
-        SkipSubject: Not exactly six starts, or a video without an end.
+    A video ends at the first code-20 event strictly between its start and the next start, else at the
+    first code-12 event in that span.
     """
     order = np.argsort(latencies, kind="stable")
     types, latencies = types[order], latencies[order]
@@ -81,13 +74,9 @@ def felt_summary(scores: np.ndarray) -> tuple[int, bool]:
 
 
 def check_videos(intervals: list[tuple[str, float, float]], duration: float, cesaf: Cesaf) -> None:
-    """Leave out a subject whose videos cannot be tied to its BVP or to its felt scores.
+    """SkipSubject for a video outside the ``duration`` s of BVP or an order that differs from CESAF's.
 
-    A video that lies outside the recording has no windows to label, and a presentation order that
-    differs from the CESAF columns would give every video another video's scores.
-
-    Raises:
-        SkipSubject: A video outside the ``duration`` s of BVP, or the order differs from CESAF.
+    Either would label windows with nothing or with another video's scores.
     """
     for name, begin, end in intervals:
         if begin < 0 or end > duration:
@@ -121,11 +110,7 @@ def window_counts(n_total: int, idx: np.ndarray, has_video: np.ndarray) -> dict[
 
 
 class EcsmpDataset(RawDataset):
-    """Preprocessor for ECSMP (``ecsmp``).
-
-    Attributes:
-        skipped: Subject id -> reason, for the subjects the last :meth:`iter_groups` left out.
-    """
+    """Preprocessor for ECSMP (``ecsmp``); ``skipped`` maps the ids the last build left out to the reason."""
 
     key: ClassVar[str] = "ecsmp"
     marker_pattern: ClassVar[str] = "scale.xlsx"
@@ -136,8 +121,8 @@ class EcsmpDataset(RawDataset):
         super().__init__(raw_root)
         self.skipped: dict[str, str] = {}
 
-    def subjects(self) -> list[tuple[str, Path, Path]]:
-        """(id, BVP.csv, EEG .mat) for the ids with both files, sorted numerically."""
+    def units(self) -> list[tuple[str, Path, Path, Cesaf | None, float | None]]:
+        """(id, BVP.csv, EEG .mat, CESAF row, SDS score) for the ids with both files, sorted numerically."""
         bvp: dict[str, Path] = {}
         for path in sorted((self.raw_root / "E4").glob("*/BVP.csv")):
             sid = normalise_id(path.parent.name)
@@ -145,39 +130,24 @@ class EcsmpDataset(RawDataset):
                 bvp.setdefault(sid, path)
         eeg = eeg_files(self.raw_root / "EEG_downsample")
         common = sorted((set(bvp) & set(eeg)) - {"000"}, key=int)
-        return [(sid, bvp[sid], eeg[sid]) for sid in common]
+        if not common:
+            raise DataError(f"{self.raw_root}: no subject has both E4/<id>/BVP.csv and EEG_downsample/*_<id>.mat")
+        cesaf, sds = read_scales(self.raw_root / "scale.xlsx")
+        return [(sid, bvp[sid], eeg[sid], cesaf.get(sid), sds.get(sid)) for sid in common]
 
     def iter_groups(self, fs: float) -> Iterator[GroupData]:
         """One group per subject that passes the published checks; the others are logged, skipped and counted."""
         self.skipped = {}
-        subjects = self.subjects()
-        if not subjects:
-            needed = "E4/<id>/BVP.csv and EEG_downsample/*_<id>.mat"
-            raise DataError(f"{self.raw_root}: no subject has both {needed}")
-        cesaf, sds = read_scales(self.raw_root / "scale.xlsx")
-        for sid, bvp_path, eeg_path in subjects:
+        for unit in self.units():
             try:
-                yield self.process_subject(sid, bvp_path, eeg_path, cesaf.get(sid), sds.get(sid), fs)
+                yield self.process(unit, fs)
             except SkipSubject as reason:
-                self.skipped[sid] = str(reason)
-                self.note_left_out(sid, {f"skipped: {reason}": 1})
-                logger.warning("ECSMP subject %s skipped: %s", sid, reason)
+                self.skipped[unit[0]] = str(reason)
+                self.note_left_out(unit[0], {f"skipped: {reason}": 1}, f"ECSMP subject {unit[0]} skipped: {reason}")
 
-    def process_subject(
-        self,
-        sid: str,
-        bvp_path: Path,
-        eeg_path: Path,
-        cesaf: Cesaf | None,
-        sds_score: float | None,
-        fs: float,
-    ) -> GroupData:
-        """Window and label one subject.
-
-        Raises:
-            SkipSubject: A published check fails (scores missing, events inconsistent).
-            DataError: A file is unreadable or the recording is shorter than one window.
-        """
+    def process(self, unit: tuple[str, Path, Path, Cesaf | None, float | None], fs: float) -> GroupData:
+        """Window and label one subject (SkipSubject: a published check fails; DataError: a bad file)."""
+        sid, bvp_path, eeg_path, cesaf, sds_score = unit
         if cesaf is None or not cesaf.complete:
             raise SkipSubject("CESAF scores missing or incomplete in scale.xlsx")
         if sds_score is None or not np.isfinite(sds_score):
@@ -187,13 +157,10 @@ class EcsmpDataset(RawDataset):
         start_utc, native_fs, bvp = read_bvp_csv(bvp_path)
         check_videos(intervals, len(bvp) / native_fs, cesaf)
 
-        window = seconds_to_samples(self.info.window_s, fs)
-        stride = seconds_to_samples(self.info.stride_s, fs)
         ppg = resample(bvp, native_fs, fs, what=str(bvp_path))
-        starts = window_starts(len(ppg), window, stride)
+        window, starts, windows = self.cut(ppg, fs)
         if len(starts) == 0:
             raise DataError(f"{bvp_path}: {len(bvp)} samples, less than one {self.info.window_s:g} s window")
-        windows = make_windows(ppg, window, stride)
         video, labels = self._video_labels(starts / fs, (starts + window) / fs, intervals, cesaf)
         sds_class = int(sds_score >= SDS_THRESHOLD)
         labels["sds_score"] = as_regression_target(np.full(len(starts), sds_score))
@@ -203,14 +170,11 @@ class EcsmpDataset(RawDataset):
         idx = np.flatnonzero(keep)
         if len(idx) == 0:
             raise DataError(f"{bvp_path}: every window is flat; no window left")
-        whole = ppg.astype(np.float64)
-        stats: dict[str, Any] = {
-            "subject": sid, "ppg_mean": float(whole.mean()), "ppg_std": float(whole.std()),
-            "sds_score": float(sds_score), "sds_class": sds_class,
-            "bvp_start_utc": start_utc, "bvp_fs_original": native_fs, "target_fs": fs,
-            "eeg_fs": srate, "eeg_file": eeg_path.name,
+        stats = ppg_stats(
+            sid, ppg, sds_score=float(sds_score), sds_class=sds_class, bvp_start_utc=start_utc,
+            bvp_fs_original=native_fs, target_fs=fs, eeg_fs=srate, eeg_file=eeg_path.name,
             **window_counts(len(starts), idx, labels["has_video_label"]),
-        }
+        )
         return GroupData(
             name=sid,
             ppg=windows[idx],

@@ -1,8 +1,4 @@
-"""Readers for the three ECSMP raw formats: Empatica ``BVP.csv``, EEGLAB event structs, ``scale.xlsx``.
-
-Kept apart from :mod:`ppgbench_pl.data.datasets.ecsmp` so that module holds only the protocol logic.
-Every reader turns a malformed file into a one-line :class:`~ppgbench_pl.errors.DataError`.
-"""
+"""Readers for the ECSMP raw formats (Empatica ``BVP.csv``, EEGLAB event structs, ``scale.xlsx``): one-line errors."""
 
 from __future__ import annotations
 
@@ -15,6 +11,7 @@ import numpy as np
 import pandas as pd
 import scipy.io
 
+from ppgbench_pl.data.datasets.base import number
 from ppgbench_pl.data.signal import raw_rate
 from ppgbench_pl.errors import DataError
 
@@ -99,20 +96,12 @@ def eeg_files(folder: Path) -> dict[str, Path]:
     return found
 
 
-def _event_code(value: Any) -> float:
-    """Numeric event code; NaN for non-numeric ones (e.g. 'boundary') so they never match."""
+def _as_float(value: Any) -> float:
+    """A single number (an event code, a rate); NaN for anything else (e.g. 'boundary'), which never matches."""
     array = np.asarray(value)
-    if array.size != 1:
-        return float("nan")
-    item = array.item()
-    if isinstance(item, bytes | str):
-        try:
-            return float(item.strip())
-        except ValueError:
-            return float("nan")
     try:
-        return float(item)
-    except (TypeError, ValueError):
+        return float(array.item()) if array.size == 1 else float("nan")
+    except (TypeError, ValueError):  # float() strips white space itself, from text and bytes alike
         return float("nan")
 
 
@@ -135,7 +124,7 @@ def read_eeg_events(path: Path) -> tuple[float, np.ndarray, np.ndarray]:
         raise DataError(f"{path}: no EEG struct with 'srate' and 'urevent'")
     events = np.atleast_1d(np.asarray(eeg.urevent, dtype=object))
     try:
-        types = np.array([_event_code(event.type) for event in events], dtype=np.float64)
+        types = np.array([_as_float(event.type) for event in events], dtype=np.float64)
         latencies = np.array([float(np.asarray(event.latency).item()) for event in events], dtype=np.float64)
     except (AttributeError, TypeError, ValueError):
         raise DataError(f"{path}: EEG.urevent entries need numeric 'type' and 'latency'") from None
@@ -143,10 +132,7 @@ def read_eeg_events(path: Path) -> tuple[float, np.ndarray, np.ndarray]:
 
 
 def _checked_rate(value: Any, path: Path) -> float:
-    try:
-        rate = float(np.asarray(value).item())
-    except (TypeError, ValueError):
-        rate = float("nan")
+    rate = _as_float(value)
     if not (np.isfinite(rate) and rate > 0):
         raise DataError(f"{path}: EEG.srate is not a positive number")
     return raw_rate(rate, f"{path}: EEG.srate")
@@ -171,7 +157,7 @@ def _read_eeg_hdf5(path: Path) -> tuple[float, np.ndarray, np.ndarray]:
         with h5py.File(path, "r") as file:
             eeg = file["EEG"]
             srate = np.asarray(eeg["srate"]).ravel()[0]
-            types = np.array([_event_code(v) for v in field(file, eeg["urevent"]["type"])], dtype=np.float64)
+            types = np.array([_as_float(v) for v in field(file, eeg["urevent"]["type"])], dtype=np.float64)
             latencies = np.array(field(file, eeg["urevent"]["latency"]), dtype=np.float64)
     except (KeyError, OSError, TypeError, ValueError, IndexError) as exc:
         reason = _one_line(exc)
@@ -189,11 +175,6 @@ def _sheet(book: pd.ExcelFile, name: str, min_columns: int, path: Path) -> np.nd
         width = frame.shape[1]
         raise DataError(f"{path}: sheet '{name}' has {width} columns, expected at least {min_columns}")
     return frame.to_numpy(dtype=object)
-
-
-def _number(value: Any) -> float:
-    number = pd.to_numeric(pd.Series([value], dtype=object), errors="coerce").iloc[0]
-    return float(number) if pd.notna(number) else float("nan")
 
 
 def read_scales(path: Path) -> tuple[dict[str, Cesaf], dict[str, float]]:
@@ -219,10 +200,10 @@ def read_scales(path: Path) -> tuple[dict[str, Cesaf], dict[str, float]]:
         names = row[CESAF_STIMULI_AT : CESAF_STIMULI_AT + 6]
         stimuli = [name.strip().lower() if isinstance(name, str) else "" for name in names]
         block = row[CESAF_SCORES_AT : CESAF_SCORES_AT + 36]
-        cesaf[sid] = Cesaf(stimuli, np.array([_number(v) for v in block], dtype=np.float64).reshape(6, 6))
+        cesaf[sid] = Cesaf(stimuli, np.array([number(v) for v in block], dtype=np.float64).reshape(6, 6))
     sds: dict[str, float] = {}
     for row in sds_rows:
         sid = normalise_id(row[0])
         if sid is not None and sid != "000" and sid not in sds:
-            sds[sid] = _number(row[SDS_SCORE_AT])
+            sds[sid] = number(row[SDS_SCORE_AT])
     return cesaf, sds

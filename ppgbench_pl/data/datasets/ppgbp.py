@@ -1,22 +1,21 @@
 """PPG-BP: three 2.1 s fingertip PPG segments per participant with cardiovascular labels.
 
-PROTOCOL.md 1.6: labels come from ``PPG-BP dataset.xlsx`` (title row, header on row 2); each
-``0_subject/<id>_<k>.txt`` is one window, resampled on its own. A segment is dropped when it does not
-hold 2100 samples or is non-finite after resampling; the flat-line rule then runs across the
-participant's segments. Subject 231 is excluded by default, as in the published protocol.
+PROTOCOL.md 1.6: labels from ``PPG-BP dataset.xlsx`` (header on row 2); each ``0_subject/<id>_<k>.txt`` is
+one window, resampled on its own, dropped unless it holds 2100 samples and is finite; then the flat-line
+rule runs across the participant's segments. Subject 231 is excluded by default, as published.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
 
-from ppgbench_pl.data.datasets.base import RawDataset, file_error
+from ppgbench_pl.data.datasets.base import RawDataset, file_error, ppg_stats
 from ppgbench_pl.data.processed import GroupData, as_class_target, as_regression_target
 from ppgbench_pl.data.signal import flatline_mask, resample
 from ppgbench_pl.errors import DataError
@@ -52,11 +51,7 @@ PUBLISHED_EXCLUDED: tuple[int, ...] = (231,)
 
 
 def read_workbook(path: Path) -> pd.DataFrame:
-    """The first worksheet's first 14 columns, header on row 2, rows without any value dropped.
-
-    Raises:
-        DataError: Unreadable workbook, a missing column or a bad subject_ID.
-    """
+    """The first worksheet's first 14 columns, header on row 2, empty rows dropped (DataError: a bad workbook)."""
     try:
         table = pd.read_excel(path, sheet_name=0, header=1, engine="openpyxl")
     except Exception as exc:  # openpyxl/zipfile raise many types for a damaged workbook
@@ -82,11 +77,7 @@ def read_workbook(path: Path) -> pd.DataFrame:
 
 
 def subject_labels(row: pd.Series, path: Path) -> dict[str, float | int]:
-    """Per-subject labels from one workbook row (repeated for every kept segment).
-
-    Raises:
-        DataError: A non-numeric value in a numeric column or an unknown Hypertension string.
-    """
+    """Per-subject labels from one workbook row (DataError: a non-number or unknown Hypertension value)."""
     subject = row["subject_ID"]
     labels: dict[str, float | int] = {}
     for name, column in NUMERIC_COLUMNS.items():
@@ -113,13 +104,7 @@ def _is_empty(value: Any) -> bool:
 
 
 def read_segment(path: Path) -> np.ndarray:
-    """One segment file: a single line of tab-separated numbers (a trailing tab is tolerated).
-
-    Unparseable fields become NaN, so such a segment is later dropped as non-finite.
-
-    Raises:
-        DataError: The file is missing or cannot be read as tab-separated text.
-    """
+    """One segment file: a line of tab-separated numbers (a trailing tab tolerated, text as NaN)."""
     if not path.is_file():
         raise DataError(f"{path}: segment file not found")
     try:
@@ -138,9 +123,8 @@ class PPGBPDataset(RawDataset):
     """Preprocessor for PPG-BP (``ppgbp``); one group per participant.
 
     Args:
-        raw_root: The raw dataset folder (or a folder above it).
-        exclude_subjects: Participants left out. The published protocol always drops 231 without a
-            stated reason (PROTOCOL.md section 10, item 11); pass ``()`` to keep every participant.
+        exclude_subjects: Participants left out; the published protocol drops 231 without a stated reason
+            (PROTOCOL.md section 10, item 11); ``()`` keeps every participant.
     """
 
     key: ClassVar[str] = "ppgbp"
@@ -155,23 +139,15 @@ class PPGBPDataset(RawDataset):
         """Base settings plus the excluded participants."""
         return {**super().settings(), "exclude_subjects": list(self.exclude_subjects)}
 
-    def iter_groups(self, fs: float) -> Iterator[GroupData]:
-        """One group per workbook row, in workbook order, skipping the excluded participants."""
-        workbook = self.raw_root / WORKBOOK
-        table = read_workbook(workbook)
-        for _, row in table.iterrows():
-            if int(row["subject_ID"]) in self.exclude_subjects:
-                continue
-            yield self.process_subject(row, workbook, fs)
+    def units(self) -> list[pd.Series]:
+        """The workbook rows, in workbook order, less the excluded participants."""
+        rows = read_workbook(self.raw_root / WORKBOOK).iterrows()
+        return [row for _, row in rows if int(row["subject_ID"]) not in self.exclude_subjects]
 
-    def process_subject(self, row: pd.Series, workbook: Path, fs: float) -> GroupData:
-        """Resample, check and flat-line-filter one participant's segments and attach its labels.
-
-        Raises:
-            DataError: Bad labels, a missing segment file, or no valid segment.
-        """
+    def process(self, row: pd.Series, fs: float) -> GroupData:
+        """Resample, check and flat-line-filter one participant's segments and attach its labels."""
         subject = int(row["subject_ID"])
-        labels = subject_labels(row, workbook)
+        labels = subject_labels(row, self.raw_root / WORKBOOK)
         valid: list[np.ndarray] = []
         kept_k: list[int] = []
         dropped = {"wrong_length": 0, "non_finite": 0}
@@ -193,8 +169,6 @@ class PPGBPDataset(RawDataset):
             raise DataError(f"{self.raw_root / SEGMENT_DIR}: subject {subject} has no valid segment file")
         segments = np.stack(valid)
         name = str(subject)
-        values = segments.astype(np.float64)  # stats: valid segments, before the flat-line rule
-        stats = {"subject": name, "ppg_mean": float(values.mean()), "ppg_std": float(values.std())}
         keep = flatline_mask(segments, self.flatline_fraction)
         n = int(keep.sum())
         targets: dict[str, np.ndarray] = {}
@@ -209,7 +183,7 @@ class PPGBPDataset(RawDataset):
             name=name,
             ppg=segments[keep],
             targets=targets,
-            stats=stats,
+            stats=ppg_stats(name, segments),  # the valid segments, before the flat-line rule
             metadata=metadata,
             dropped={**dropped, "flat": int((~keep).sum())},
         )

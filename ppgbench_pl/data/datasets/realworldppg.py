@@ -1,19 +1,14 @@
 """Real-World PPG: 6 s single-channel records for closed-set participant identification.
 
-PROTOCOL.md 1.9: ``train8.xlsx`` and ``test8.xlsx`` (sheet ``Sheet1``) hold one record per column, at
-absolute Excel rows: 1-300 the 50 Hz samples, 303 the serial number, 305 the participant ID. Both
-files are pooled and every record is its own group ``<split>-<serial:04d>`` with one window, so
-cross-validation splits records, not participants (PROTOCOL.md section 10, item 8). Skipped columns
-are counted per workbook and reason in the marker's ``dropped_windows``, and records of participants
-below ``min_records_per_participant`` per record.
+PROTOCOL.md 1.9: ``train8.xlsx`` and ``test8.xlsx`` (``Sheet1``) hold one record per column: Excel rows
+1-300 the 50 Hz samples, 303 the serial, 305 the participant ID. Both are pooled; every record is its own
+one-window group ``<split>-<serial:04d>``, so CV splits records, not participants (PROTOCOL.md 10.8).
 """
 
 from __future__ import annotations
 
-import logging
 import math
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -23,12 +18,10 @@ import openpyxl
 import pandas as pd
 from openpyxl.utils import get_column_letter
 
-from ppgbench_pl.data.datasets.base import RawDataset, file_error
+from ppgbench_pl.data.datasets.base import RawDataset, file_error, ppg_stats
 from ppgbench_pl.data.processed import GroupData, as_class_target
 from ppgbench_pl.data.signal import resample
 from ppgbench_pl.errors import ConfigError, DataError
-
-logger = logging.getLogger(__name__)
 
 SPLITS: tuple[tuple[str, str], ...] = (("train", "train8.xlsx"), ("test", "test8.xlsx"))
 SHEET = "Sheet1"
@@ -66,11 +59,7 @@ def _number(value: Any) -> float:
 
 
 def read_columns(path: Path) -> list[tuple[str, list[Any]]]:
-    """Absolute rows 1-305 of ``Sheet1``, as ``(column letter, cells)`` per column.
-
-    Raises:
-        DataError: Missing or unreadable workbook, or no ``Sheet1``.
-    """
+    """Absolute rows 1-305 of ``Sheet1``, as ``(column letter, cells)`` per column (one-line DataError)."""
     if not path.is_file():
         raise DataError(f"{path}: workbook not found")
     try:
@@ -90,17 +79,11 @@ def read_columns(path: Path) -> list[tuple[str, list[Any]]]:
 
 
 def read_records(path: Path, split: str) -> tuple[list[Record], dict[str, list[str]]]:
-    """The usable records of one workbook (ID and every sample present, every value finite), and the skipped columns.
+    """The usable records of one workbook, and the skipped column letters per reason.
 
-    As published, a column is skipped when its serial, ID or a sample is missing (``missing_cell``) or
-    a value is not a finite number (``non_finite``; text reads as NaN). A column with no value in rows
-    1-305 holds no record and is not counted.
-
-    Returns:
-        ``(records, skipped)`` with ``skipped`` mapping each reason to its column letters.
-
-    Raises:
-        DataError: A workbook problem, a non-integer serial or ID, or a serial used twice.
+    As published, a column is skipped when its serial, ID or a sample is missing (``missing_cell``) or a
+    value is not a finite number (``non_finite``); an empty column is no record. DataError: a bad
+    workbook, a non-integer serial or ID, or a serial used twice.
     """
     records: list[Record] = []
     skipped: dict[str, list[str]] = {}
@@ -130,11 +113,8 @@ class RealWorldPPGDataset(RawDataset):
     """Preprocessor for Real-World PPG (``realworldppg``); one group per record.
 
     Args:
-        raw_root: The raw dataset folder (or a folder above it).
-        min_records_per_participant: Participants with fewer usable records are left out. The
-            published protocol keeps all (1). A participant whose records all fall in one test fold is
-            a class never seen in training (PROTOCOL.md section 10, item 8); requiring at least as many
-            records as outer folds makes that unlikely.
+        min_records_per_participant: Participants with fewer usable records are left out (published: 1).
+            As many as the outer folds makes a class never seen in training unlikely (PROTOCOL.md 10.8).
     """
 
     key: ClassVar[str] = "realworldppg"
@@ -154,53 +134,33 @@ class RealWorldPPGDataset(RawDataset):
             "min_records_per_participant": self.min_records_per_participant,
         }
 
-    def iter_groups(self, fs: float) -> Iterator[GroupData]:
-        """One single-window group per usable record: train8 columns first, then test8.
-
-        Skipped columns are counted in the marker under the workbook's name, per reason; a record left
-        out by ``min_records_per_participant`` under its group name (``below_min_records_per_participant``).
-        """
+    def units(self) -> list[Record]:
+        """The usable records, train8 first; skipped columns and rare participants' records noted in the marker."""
         records: list[Record] = []
         for split, name in SPLITS:
             found, skipped = read_records(self.raw_root / name, split)
             records += found
             if skipped:
                 columns = "; ".join(f"{reason}: {', '.join(letters)}" for reason, letters in skipped.items())
-                logger.warning("%s: columns skipped (%s)", self.raw_root / name, columns)
-                self.note_left_out(name, {reason: len(letters) for reason, letters in skipped.items()})
+                why = f"{self.raw_root / name}: columns skipped ({columns})"
+                self.note_left_out(name, {reason: len(letters) for reason, letters in skipped.items()}, why)
         counts = Counter(r.participant for r in records)
         for record in records:
-            if counts[record.participant] >= self.min_records_per_participant:
-                yield self.process_record(record, fs)
-            else:
+            if counts[record.participant] < self.min_records_per_participant:
                 self.note_left_out(record.name, {"below_min_records_per_participant": 1})
+        return [r for r in records if counts[r.participant] >= self.min_records_per_participant]
 
-    def process_record(self, record: Record, fs: float) -> GroupData:
+    def process(self, record: Record, fs: float) -> GroupData:
         """Resample one record and label it with its participant ID."""
         where = f"{record.split}8.xlsx column {record.column}"
         window = resample(record.samples, self.info.native_fs, fs, what=where)
-        values = window.astype(np.float64)
-        stats = {
-            "subject": record.name,
-            "ppg_mean": float(values.mean()),
-            "ppg_std": float(values.std()),
-            "split": record.split,
-            "serial": record.serial,
-            "participant_id": record.participant,
-        }
-        metadata = pd.DataFrame(
-            {
-                "subject": [record.name],
-                "split": [record.split],
-                "column": [record.column],
-                "serial": [record.serial],
-                "participant_id": [record.participant],
-            }
-        )
+        row = {"subject": record.name, "split": record.split, "column": record.column, "serial": record.serial,
+               "participant_id": record.participant}
         return GroupData(
             name=record.name,
             ppg=window[None, :],
             targets={"id": as_class_target([record.participant])},
-            stats=stats,
-            metadata=metadata,
+            stats=ppg_stats(record.name, window, split=record.split, serial=record.serial,
+                            participant_id=record.participant),
+            metadata=pd.DataFrame([row]),
         )

@@ -1,14 +1,11 @@
 """WESAD: wrist BVP with the study condition (700 Hz chest-device codes) and SAM self-reports.
 
-PROTOCOL.md 1.4: 10 s / 10 s windows; the label window's majority code must cover 90 % of it or the
-window's labels become invalid (the PPG window is kept). Valence and arousal come from the
-``# ORDER`` and ``# DIM`` rows of ``S<k>_quest.csv``. Only flat windows are dropped.
+PROTOCOL.md 1.4: 10 s / 10 s windows; a window whose majority code covers under 90 % of it loses its labels
+(not its PPG). Valence and arousal come from ``S<k>_quest.csv``. Only flat windows are dropped.
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import ClassVar
@@ -17,19 +14,11 @@ import numpy as np
 
 from ppgbench_pl.data import safe_pickle
 from ppgbench_pl.data.datasets import dalia
-from ppgbench_pl.data.datasets.base import RawDataset, seconds_to_samples, window_table
+from ppgbench_pl.data.datasets.base import ppg_stats, window_table
 from ppgbench_pl.data.processed import GroupData, as_class_target, as_regression_target
 from ppgbench_pl.data.safe_pickle import load_pickle, lookup_vector
-from ppgbench_pl.data.signal import (
-    flatline_mask,
-    make_windows,
-    rejection_counts,
-    resample_gaps,
-    window_starts,
-)
+from ppgbench_pl.data.signal import flatline_mask, rejection_counts
 from ppgbench_pl.errors import DataError
-
-logger = logging.getLogger(__name__)
 
 #: Stands in for a NaN condition code; maps to no condition.
 MISSING_CODE = -999
@@ -88,9 +77,7 @@ def majority_codes(label_windows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def condition_codes(codes: np.ndarray, path: Path) -> np.ndarray:
-    """The ``label`` vector as condition codes, a NaN code becoming :data:`MISSING_CODE`.
-
-    A missing code counts against its window's purity, so at most that window loses its labels.
+    """The ``label`` vector as condition codes, NaN as :data:`MISSING_CODE` (costing only its window's purity).
 
     Raises:
         DataError: A finite value that is not an integer code.
@@ -102,10 +89,7 @@ def condition_codes(codes: np.ndarray, path: Path) -> np.ndarray:
 
 
 def window_labels(code: np.ndarray, ratings: dict[int, tuple[float, float]]) -> dict[str, np.ndarray]:
-    """Every target of the windows from their pure condition code (-1: none) and the SAM ratings.
-
-    A window without a pure code, or whose condition has no rating, gets the invalid value in each target.
-    """
+    """Every target of the windows from their pure condition code (-1: none) and SAM ratings; missing: invalid."""
     valence = np.array([ratings.get(int(c), (np.nan, np.nan))[0] for c in code], dtype=np.float64)
     arousal = np.array([ratings.get(int(c), (np.nan, np.nan))[1] for c in code], dtype=np.float64)
     return {
@@ -118,48 +102,22 @@ def window_labels(code: np.ndarray, ratings: dict[int, tuple[float, float]]) -> 
     }
 
 
-class WesadDataset(RawDataset):
+class WesadDataset(dalia.E4Pickles):
     """Preprocessor for WESAD (``wesad``)."""
 
     key: ClassVar[str] = "wesad"
     marker_pattern: ClassVar[str] = "S2/S2.pkl"
-    root_levels_up: ClassVar[int] = 2
-    uses_flatline: ClassVar[bool] = True
     helper_modules: ClassVar[tuple[ModuleType, ...]] = (safe_pickle, dalia)
-    native_fs: ClassVar[int] = 64
     label_fs: ClassVar[int] = 700
 
-    def iter_groups(self, fs: float) -> Iterator[GroupData]:
-        """One group per participant, in participant order."""
-        paths = dalia.subject_pickles(self.raw_root)
-        if not paths:
-            raise DataError(f"{self.raw_root}: no S<k>/S<k>.pkl subject files")
-        for path in paths:
-            group = self.process_subject(path, fs)
-            if group is not None:
-                yield group
-
-    def process_subject(self, path: Path, fs: float) -> GroupData | None:
-        """Window and label one participant; None (logged, counted) when every window is rejected.
-
-        Raises:
-            DataError: Missing keys, a bad questionnaire, no full window, or label windows that do not
-                match the PPG windows in number.
-        """
+    def process(self, path: Path, fs: float) -> GroupData | None:
+        """Window and label one participant; None (logged, counted) when every window is rejected."""
         data = load_pickle(path)
         bvp = lookup_vector(data, ("signal", "wrist", "BVP"), path)
         codes = condition_codes(lookup_vector(data, ("label",), path), path)
         ratings = read_quest(path.with_name(f"{path.stem}_quest.csv"))
-
-        window = seconds_to_samples(self.info.window_s, fs)
-        stride = seconds_to_samples(self.info.stride_s, fs)
-        ppg, bad = resample_gaps(bvp, self.native_fs, fs, what=str(path))
-        starts = window_starts(len(ppg), window, stride)
-        if len(starts) == 0:
-            short = f"{len(bvp)} samples, less than one {self.info.window_s:g} s window"
-            raise DataError(f"{path}: 'signal/wrist/BVP' has {short}")
+        good, window, starts, windows = self.bvp_windows(path, bvp, fs)
         label_window, label_windows = self._label_windows(codes, len(starts), path, fs)
-        windows = make_windows(ppg, window, stride)
         majority, support = majority_codes(label_windows)
         pure = support * PURITY_DEN >= PURITY_NUM * label_window
         labels = window_labels(np.where(pure, majority, -1), ratings)
@@ -168,34 +126,25 @@ class WesadDataset(RawDataset):
         dropped = rejection_counts(windows, not_flat)
         idx = np.flatnonzero(not_flat)
         if len(idx) == 0:
-            logger.warning("%s: every window was rejected (%s); subject left out", path, dropped)
-            self.note_left_out(path.stem, dropped)
+            self.note_left_out(path.stem, dropped, f"{path}: every window was rejected ({dropped}); subject left out")
             return None
         metadata = window_table(path.stem, idx, starts[idx], window, fs)
         metadata["label_code"] = majority[idx]
         metadata["label_purity"] = support[idx] / label_window
         for key in ("condition_4class", "condition_3class", "valence_reg", "arousal_reg"):
             metadata[key] = labels[key][idx]
-        whole = ppg[~bad].astype(np.float64)  # the whole signal, less any NaN/inf samples
         return GroupData(
             name=path.stem,
             ppg=windows[idx],
             targets={key: values[idx] for key, values in labels.items()},
-            stats={"subject": path.stem, "ppg_mean": float(whole.mean()), "ppg_std": float(whole.std())},
+            stats=ppg_stats(path.stem, good),  # the whole signal, less any NaN/inf samples
             metadata=metadata,
             dropped=dropped,
         )
 
     def _label_windows(self, codes: np.ndarray, n_windows: int, path: Path, fs: float) -> tuple[int, np.ndarray]:
-        """The label window length and the 700 Hz code windows, which must pair one to one with the PPG windows.
-
-        Raises:
-            DataError: The label gives a different number of windows than the BVP.
-        """
-        label_window = seconds_to_samples(self.info.window_s, self.label_fs)
-        label_windows = make_windows(
-            codes.astype(np.int64), label_window, seconds_to_samples(self.info.stride_s, self.label_fs)
-        )
+        """The label window length and the 700 Hz code windows (DataError unless one per PPG window)."""
+        label_window, _, label_windows = self.cut(codes.astype(np.int64), self.label_fs)
         if len(label_windows) != n_windows:
             raise DataError(
                 f"{path}: 'label' gives {len(label_windows)} windows at {self.label_fs} Hz "

@@ -1,7 +1,6 @@
-"""Download the nine raw datasets into ``<raw>/<key>/``, resumably and verified (PROTOCOL.md section 9).
+"""Download the raw datasets into ``<raw>/<key>/``, resumably and verified (PROTOCOL.md section 9).
 
-Datasets are tried one by one; a failure is collected and the others continue, so one unreachable
-publisher does not cost the user the rest. The caller decides the exit status from the returned map.
+A failed dataset is collected and the others continue; the caller decides the exit status.
 """
 
 from __future__ import annotations
@@ -53,12 +52,10 @@ def download(
 ) -> dict[str, str]:
     """Fetch each dataset into ``raw_root/<key>/`` and return ``{key: "ok: ..." | "failed: <reason>"}``.
 
-    Unknown keys raise ConfigError before anything is fetched. ``mirrors`` maps a key to a base URL that
-    replaces the publisher's (the ``PPGBENCH_MIRROR_<KEY>`` environment variable does the same).
-    ``force`` fetches and extracts every file afresh; ``stall_s`` and ``retries`` bound a stalled transfer
-    (see :class:`~ppgbench_pl.data.download.http.Client`).
+    Unknown keys raise ConfigError first. ``mirrors`` maps a key to a base URL replacing the publisher's (as
+    ``PPGBENCH_MIRROR_<KEY>`` does); ``force``, ``stall_s`` and ``retries`` go to :class:`~.http.Client`.
     """
-    options = {"force": force, "stall_s": stall_s, "retries": retries}
+    options = {"progress": progress, "force": force, "stall_s": stall_s, "retries": retries}
     unknown = [k for k in datasets if k not in SOURCES]
     if unknown:
         close = difflib.get_close_matches(unknown[0], list(SOURCES), n=3)
@@ -68,9 +65,7 @@ def download(
     for key in dict.fromkeys(datasets):
         source = SOURCES[key]
         try:
-            statuses[key] = _download_one(
-                source, Path(raw_root), physionet_user, progress, mirrors or {}, options
-            )
+            statuses[key] = _download_one(source, Path(raw_root), physionet_user, mirrors or {}, options)
         except PPGBenchError as exc:
             statuses[key] = FAILED + str(exc)
         except Exception as exc:  # one dataset's surprise must not stop the others
@@ -80,18 +75,10 @@ def download(
     return statuses
 
 
-def _base_url(source: Source, mirrors: Mapping[str, str]) -> str:
-    """The mirror from the argument, else from the environment, else the publisher's address."""
-    base = mirrors.get(source.key) or os.environ.get(mirror_env_var(source.key)) or source.base_url
-    return base.rstrip("/")
-
-
-def _client(
-    source: Source, base: str, physionet_user: str | None, progress: bool, options: Mapping[str, Any]
-) -> Client:
+def _client(source: Source, base: str, physionet_user: str | None, options: Mapping[str, Any]) -> Client:
     """A client; for a credentialed source it carries basic auth limited to the source's base URL."""
     if not source.credentialed:
-        return Client(progress=progress, **options)
+        return Client(**options)
     if not physionet_user:
         raise DownloadError(f"{source.key} is credentialed on PhysioNet: give your PhysioNet user name")
     password = os.environ.get(PASSWORD_ENV)
@@ -103,7 +90,7 @@ def _client(
         password = getpass.getpass(f"PhysioNet password for {physionet_user}: ")
         if not password:
             raise DownloadError(f"{source.key}: no PhysioNet password given")
-    return Client(progress=progress, auth=(base + "/", physionet_user, password), **options)
+    return Client(auth=(base + "/", physionet_user, password), **options)
 
 
 LOCK_FILE = ".download.lock"
@@ -111,10 +98,7 @@ LOCK_FILE = ".download.lock"
 
 @contextmanager
 def _folder_lock(folder: Path, key: str) -> Iterator[None]:
-    """Hold ``<folder>/.download.lock`` so two downloads never append to the same ``.part`` files.
-
-    A second process fails at once, naming the holder; a dead holder's lock is free (``flock``).
-    """
+    """Hold ``<folder>/.download.lock`` so two downloads never append to one ``.part``; a second one fails."""
     path = folder / LOCK_FILE
     with ExitStack() as held:
         try:
@@ -135,16 +119,11 @@ def _stdin_is_tty() -> bool:
 
 
 def _download_one(
-    source: Source,
-    raw_root: Path,
-    physionet_user: str | None,
-    progress: bool,
-    mirrors: Mapping[str, str],
-    options: Mapping[str, Any],
+    source: Source, raw_root: Path, physionet_user: str | None, mirrors: Mapping[str, str], options: Mapping[str, Any]
 ) -> str:
-    """Fetch one dataset and write its ``source.json``; return its success status."""
-    base = _base_url(source, mirrors)
-    client = _client(source, base, physionet_user, progress, options)
+    """Fetch one dataset (from the mirror given, else the environment's, else the publisher); write source.json."""
+    base = (mirrors.get(source.key) or os.environ.get(mirror_env_var(source.key)) or source.base_url).rstrip("/")
+    client = _client(source, base, physionet_user, options)
     folder = raw_root / source.key
     folder.mkdir(parents=True, exist_ok=True)
     with _folder_lock(folder, source.key):

@@ -1,8 +1,7 @@
 """Safe extraction of downloaded zip and tar archives into a dataset folder (PROTOCOL.md section 9).
 
-Every member is checked before anything is written, so a hostile or broken archive leaves the folder
-as it was: no member may land outside the target and no links are created. A ``<archive>.extracted``
-marker is written last so a rerun skips the work.
+Every member is checked (inside the target, no links) before anything is written; a marker, written last,
+lets a rerun skip the work.
 """
 
 from __future__ import annotations
@@ -26,11 +25,7 @@ def marker_path(archive: Path) -> Path:
 
 
 def extract(archive: Path, target: Path, *, nested: bool = False) -> bool:
-    """Extract ``archive`` into ``target``; return False when its marker says it was done already.
-
-    With ``nested``, every ``.zip`` that came out of the archive is extracted too (recursively), into a
-    folder named after it next to it, so that its members cannot collide with the outer ones.
-    """
+    """Extract ``archive`` into ``target`` (False: its marker says done); ``nested``: each inner zip too, beside it."""
     marker = marker_path(archive)
     if marker.exists():
         return False
@@ -54,11 +49,9 @@ def extract(archive: Path, target: Path, *, nested: bool = False) -> bool:
 def _member_dest(archive: Path, name: str, root: Path) -> Path:
     """Where a member would be written; refuse absolute names, ``..`` and anything resolving outside."""
     norm = name.replace("\\", "/")
-    parts = PurePosixPath(norm).parts
-    if norm.startswith("/") or re.match(r"^[A-Za-z]:", norm) or ".." in parts or "\x00" in norm:
-        raise DownloadError(f"{archive.name}: refusing member {name!r}, it would land outside {root}")
-    dest = (root / norm).resolve()
-    if dest != root and not dest.is_relative_to(root):
+    bad = norm.startswith("/") or re.match(r"^[A-Za-z]:", norm) or ".." in PurePosixPath(norm).parts or "\x00" in norm
+    dest = root if bad else (root / norm).resolve()
+    if bad or (dest != root and not dest.is_relative_to(root)):
         raise DownloadError(f"{archive.name}: refusing member {name!r}, it would land outside {root}")
     return dest
 

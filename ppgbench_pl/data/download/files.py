@@ -1,9 +1,7 @@
 """What a downloaded file is and how it is verified: destinations, the checksum log, the final rename.
 
-A file is described by a :class:`RemoteFile` (where it comes from, where it goes, the publisher's size
-and checksum). Only a received ``.part`` whose size and checksum check out gets its final name
-(:func:`finish_download`), and the SHA-256 of everything received goes into the folder's
-``checksums.json`` (:class:`ChecksumLog`), so files without a publisher checksum are verified on a rerun.
+Only a ``.part`` whose size and checksum check out gets its final name, and every received file's SHA-256
+goes into ``checksums.json``, so files without a publisher checksum are verified on a rerun.
 """
 
 from __future__ import annotations
@@ -55,11 +53,7 @@ class RemoteFile:
 
 
 class ChecksumLog:
-    """The ``checksums.json`` of one dataset folder: SHA-256 and size of what was received.
-
-    Files without a publisher checksum are verified against it on a rerun. Saving is batched because
-    BUT-PPG has thousands of small files and rewriting the log after each would be quadratic.
-    """
+    """The ``checksums.json`` of one dataset folder: SHA-256 and size of what was received (saved in batches)."""
 
     def __init__(self, folder: Path) -> None:
         """Load the existing log of ``folder`` (an unreadable log is treated as empty)."""

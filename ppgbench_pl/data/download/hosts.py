@@ -1,15 +1,10 @@
 """Fetching a model's published files from where its authors put them: Zenodo, Hugging Face or GitHub.
 
-Two steps, so that nothing is written before the host has said what it holds: :func:`resolve` asks the
-host which version it answers with and what it publishes about each file (Zenodo's records API: size and
-MD5; a GitHub Git LFS pointer: size and SHA-256; the Hugging Face hub: size and SHA-256 of LFS files, the
-git blob id of small ones); :func:`fetch` then brings each file into a folder and checks it against that.
-Zenodo and GitHub files go through the dataset downloader's :class:`~.http.Client` (resume, stall limit,
-verified before the final name); Hugging Face files through ``huggingface_hub``, pinned to the commit the
-hub answered with. Which files and version a model needs is the caller's business (the encoder catalog).
-
-Base addresses: ``$PPGBENCH_MIRROR_ZENODO``, ``$PPGBENCH_MIRROR_GITHUB_RAW``,
-``$PPGBENCH_MIRROR_GITHUB_MEDIA`` and ``$HF_ENDPOINT`` replace the public ones (local stand-ins in tests).
+:func:`resolve` asks the host which version it answers with and each file's size and checksum, before
+anything is written; :func:`fetch` brings the files in and checks them (Zenodo and GitHub through
+:class:`~.http.Client`, the hub through ``huggingface_hub`` pinned to the answered commit).
+``$PPGBENCH_MIRROR_ZENODO``, ``$PPGBENCH_MIRROR_GITHUB_RAW``, ``$PPGBENCH_MIRROR_GITHUB_MEDIA`` and
+``$HF_ENDPOINT`` replace the public addresses.
 """
 
 from __future__ import annotations
@@ -47,10 +42,9 @@ def base_url(host: str) -> str:
 
 @dataclass(frozen=True)
 class Plan:
-    """What one version of a published model holds: the version the host answered with, and each file.
+    """One published version: the revision the host answered, each file with its published size and checksum.
 
-    ``items`` carry the publisher's size and checksum; ``blob_ids`` the git blob id of hub files that are
-    not in LFS (the hub's only checksum for them).
+    ``blob_ids``: the git blob id of hub files not in LFS (the hub's only checksum for them).
     """
 
     host: str
@@ -65,7 +59,6 @@ def resolve(client: Client, host: str, repo: str, revision: str | None, files: t
 
     Raises:
         DownloadError: The host cannot be reached, does not know the version, or lacks one of ``files``.
-
     """
     steps: dict[str, Callable[[Client, str, str | None, tuple[str, ...]], Plan]] = {
         "zenodo": _zenodo, "github": _github, "huggingface": _huggingface}
@@ -73,11 +66,7 @@ def resolve(client: Client, host: str, repo: str, revision: str | None, files: t
 
 
 def _zenodo(client: Client, repo: str, revision: str | None, files: tuple[str, ...]) -> Plan:
-    """A Zenodo record version from ``/api/records/<id>``: its id as answered, and size and checksum per file.
-
-    A concept record id is redirected by Zenodo to the newest version, so the answered id can differ from
-    the one asked for; the caller decides whether that is acceptable.
-    """
+    """A Zenodo record from ``/api/records/<id>`` (a concept id answers with the newest version's id)."""
     base = base_url("zenodo")
     url = f"{base}/api/records/{urllib.parse.quote(revision or repo)}"
     answer = client.get_json(url)
@@ -166,14 +155,11 @@ def _huggingface(client: Client, repo: str, revision: str | None, files: tuple[s
 
 
 def fetch(plan: Plan, folder: Path, client: Client) -> tuple[int, dict[str, dict[str, Any]]]:
-    """Bring every file of ``plan`` into ``folder``, verified.
-
-    Returns how many were downloaded, and per file its size, SHA-256 and the publisher's checksum kind.
+    """Bring every file of ``plan`` into ``folder``, verified: how many were downloaded, and each file's record.
 
     Raises:
-        DownloadError: A transfer failed (a Client transfer keeps its ``.part`` to resume) or a file does not
-            match what the host published (the bad file is deleted).
-
+        DownloadError: A transfer failed (its ``.part`` is kept) or a file does not match what the host published (it is
+            deleted).
     """
     log = ChecksumLog(folder)
     fetched = 0

@@ -1,8 +1,6 @@
 """Fetch one file over HTTP, resumably, and verify it before it gets its final name (PROTOCOL.md section 9).
 
-A file is streamed to ``<name>.part``; a rerun asks for the rest with a ``Range`` request and appends only
-when the server answers 206 with a matching ``Content-Range``. Only a file whose size and checksum check
-out is renamed to its final name, so a final file on disk always means "verified".
+A file streams to ``<name>.part``; a rerun appends the rest only on a 206 with a matching ``Content-Range``.
 """
 
 from __future__ import annotations
@@ -50,15 +48,13 @@ class Interrupted(DownloadError):
 class Client:
     """Opens URLs with our User-Agent and timeout, optionally with HTTP basic auth for one URL prefix.
 
-    The password lives only inside urllib's password manager; it is never stored on this object,
-    written to disk or put into a message.
+    The password lives only inside urllib's password manager (never on this object, on disk or in a message).
 
     Args:
         progress: Show a progress bar per file.
         auth: ``(url_prefix, user, password)``; credentials are sent only below that prefix.
-        stall_s: A transfer with fewer than ``stall_min_bytes`` in this many seconds is stalled; it also
-            caps the socket timeout, so a silent server is caught as soon.
-        stall_min_bytes: See ``stall_s``.
+        stall_s: A transfer with fewer than ``stall_min_bytes`` in this many seconds is stalled (it also
+            caps the socket timeout).
         retries: Resumptions of a stalled or cut transfer before the file fails.
         retry_wait_s: Pause before the first retry (doubled each time).
         force: Fetch every file afresh, ignoring what is on disk and in the checksum log.
@@ -75,7 +71,6 @@ class Client:
         retry_wait_s: float = RETRY_WAIT_S,
         force: bool = False,
     ) -> None:
-        """Build the opener; see the class docstring for the arguments."""
         if not stall_s > 0 or retries < 0:
             raise DownloadError(f"stall timeout must be positive and retries >= 0 (got {stall_s}, {retries})")
         self.progress = progress
@@ -132,11 +127,7 @@ class Client:
             raise DownloadError(f"{url} did not answer with JSON; is the API address right?") from None
 
     def fetch(self, item: RemoteFile, folder: Path, log: ChecksumLog) -> bool:
-        """Make ``folder/item.dest`` a verified copy of ``item``; return False when it was already there.
-
-        A stalled or cut transfer is resumed up to ``retries`` times, then fails in one line that keeps
-        the ``.part`` file for the next run.
-        """
+        """Make ``folder/item.dest`` a verified copy of ``item`` (False: it was there); resumes ``retries`` times."""
         dest = folder / item.dest
         part = dest.with_name(dest.name + ".part")
         if self.force:
@@ -176,11 +167,7 @@ class Client:
         return expected
 
     def _confirm_length(self, item: RemoteFile, part: Path) -> int | None:
-        """For a body of unknown length, ask the server for what would follow it.
-
-        A 416 confirms the end; a 206 with more bytes means the connection was cut, and the rest is
-        appended; a full 200 with a Content-Length gives the size to check against.
-        """
+        """For a body of unknown length, ask what follows: 416 ends it, 206 resumes, 200 gives the size."""
         have = part.stat().st_size if part.is_file() else 0
         try:
             resp = self.open(item.url, {"Range": f"bytes={have}-"})
@@ -190,19 +177,15 @@ class Client:
                 return have
             return None  # the server cannot say; the received bytes are all there is to go on
         with resp:
-            match = _CONTENT_RANGE.fullmatch((resp.headers.get("Content-Range") or "").strip())
-            length = resp.headers.get("Content-Length")
+            match, length = _ranges(resp)
             if resp.status == 206 and match and int(match.group(1)) == have:
                 total = None if match.group(3) == "*" else int(match.group(3))
-                body_length = int(length) if length and length.isdigit() else None
-                if total == have or body_length == 0:
+                if total == have or length == 0:
                     return have
         if resp.status == 206:
             logger.info("%s: more bytes follow a body of unknown length; resuming", item.dest)
             return self._stream(item, part, have)
-        if resp.status == 200 and length and length.isdigit():
-            return int(length)
-        return None
+        return length if resp.status == 200 else None
 
     def _stream(self, item: RemoteFile, part: Path, have: int) -> int | None:
         """Download into ``part`` (appending when the server honours the Range); return the total size."""
@@ -242,24 +225,10 @@ class Client:
     def _write_body(
         self, resp: http.client.HTTPResponse, part: Path, offset: int, total: int | None, desc: str
     ) -> None:
-        """Write the body into ``part`` (appended from ``offset``), behind a progress bar.
-
-        A stall or a lost connection raises :class:`Interrupted` once whatever arrived is flushed to disk,
-        so the next attempt resumes from there rather than from zero.
-        """
-        with (
-            part.open("ab" if offset else "wb") as out,
-            tqdm(
-                total=total,
-                initial=offset,
-                unit="B",
-                unit_scale=True,
-                unit_divisor=1024,
-                desc=desc,
-                leave=False,
-                disable=not self.progress,
-            ) as bar,
-        ):
+        """Write the body into ``part`` from ``offset``; a stall or cut flushes it and raises :class:`Interrupted`."""
+        bar = tqdm(total=total, initial=offset, unit="B", unit_scale=True, unit_divisor=1024, desc=desc,
+                   leave=False, disable=not self.progress)
+        with part.open("ab" if offset else "wb") as out, bar:
             of = f" of {total}" if total is not None else ""
             try:
                 self._copy_blocks(resp, out, bar, part, of)
@@ -274,14 +243,7 @@ class Client:
                 raise Interrupted(f"{where}: connection lost after {got}{of} bytes ({what})") from None
 
     def _copy_blocks(self, resp: http.client.HTTPResponse, out: BinaryIO, bar: tqdm, part: Path, of: str) -> None:
-        """Copy the body block by block, and fail a transfer that delivers too little per stall period.
-
-        A socket timeout alone never fires for a server that trickles a byte a minute, hence the byte
-        count per ``stall_s`` window.
-
-        Raises:
-            Interrupted: Fewer than ``stall_min_bytes`` arrived in ``stall_s`` seconds.
-        """
+        """Copy the body block by block; Interrupted when under ``stall_min_bytes`` arrive in ``stall_s`` s."""
         window_start, window_bytes = time.monotonic(), 0
         while block := resp.read1(CHUNK_BYTES):  # read1 keeps what arrived before a cut
             out.write(block)
@@ -298,18 +260,23 @@ class Client:
                 window_start, window_bytes = now, 0
 
 
+def _ranges(resp: http.client.HTTPResponse) -> tuple[re.Match[str] | None, int | None]:
+    """The answer's parsed ``Content-Range`` and its ``Content-Length`` (None where absent or malformed)."""
+    length = resp.headers.get("Content-Length")
+    match = _CONTENT_RANGE.fullmatch((resp.headers.get("Content-Range") or "").strip())
+    return match, int(length) if length and length.isdigit() else None
+
+
 def _resume_offset(resp: http.client.HTTPResponse, have: int) -> tuple[int, int | None] | None:
     """Where the body starts in the file and the file's total size; None for a 206 that does not fit."""
-    if resp.status == 206:
-        match = _CONTENT_RANGE.fullmatch((resp.headers.get("Content-Range") or "").strip())
-        if not (have and match and int(match.group(1)) == have):
-            return None
-        if match.group(3) != "*":
-            return have, int(match.group(3))
-        length = resp.headers.get("Content-Length")
-        return have, have + int(length) if length and length.isdigit() else None
-    length = resp.headers.get("Content-Length")
-    return 0, int(length) if length and length.isdigit() else None
+    match, length = _ranges(resp)
+    if resp.status != 206:
+        return 0, length
+    if not (have and match and int(match.group(1)) == have):
+        return None
+    if match.group(3) != "*":
+        return have, int(match.group(3))
+    return have, have + length if length is not None else None
 
 
 def http_error(url: str, exc: urllib.error.HTTPError) -> DownloadError:

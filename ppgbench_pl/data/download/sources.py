@@ -1,16 +1,12 @@
 """How a dataset's declared source is fetched: the step behind each kind of publisher (PROTOCOL.md 9).
 
-What a dataset downloads is declared once, as the ``source`` of its declaration in
-``ppgbench_pl/data/datasets/<key>_info.py`` (an archive URL, a Figshare article, a Mendeley Data dataset
-or a PhysioNet project with a file-selection step); this module turns each into a :class:`Source`: the
-public page recorded in ``source.json``, a default base URL (which a mirror mapping or
-``PPGBENCH_MIRROR_<KEY>`` overrides) and the step that lists and fetches the files. What the base URL
-means depends on the kind: the archive itself for direct archives, the API root for Figshare and
-Mendeley Data, and the versioned ``files/<project>/<version>`` folder for PhysioNet.
+The base URL (a mirror replaces it) is the archive itself, the Figshare or Mendeley API root, or
+PhysioNet's versioned ``files/<project>/<version>`` folder.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import urllib.parse
 from collections.abc import Callable
@@ -27,7 +23,6 @@ from ppgbench_pl.data.spec import (
     FigshareSource,
     MendeleySource,
     PhysioNetSource,
-    RemoteTree,
     SourceSpec,
 )
 from ppgbench_pl.errors import DownloadError
@@ -73,15 +68,6 @@ def _fetch_and_extract(job: Job, item: RemoteFile, *, nested: bool = False) -> N
     extract(archive, job.folder, nested=nested)
 
 
-def _direct_archive(name: str, *, nested: bool = False) -> Callable[[Job], None]:
-    """A source that is one archive at the base URL."""
-
-    def run(job: Job) -> None:
-        _fetch_and_extract(job, RemoteFile(url=job.base, dest=name), nested=nested)
-
-    return run
-
-
 def _field(row: Any, *keys: str) -> Any:
     """A nested field of a JSON object, or None when any level is missing."""
     for key in keys:
@@ -99,31 +85,22 @@ def _int_or_none(value: Any) -> int | None:
         return None
 
 
-def _figshare(article: int, version: int) -> Callable[[Job], None]:
+def _figshare(spec: FigshareSource, job: Job) -> None:
     """A Figshare article version: the listing names the ``.zip`` file(s), with size and MD5."""
-
-    def run(job: Job) -> None:
-        url = f"{job.base}/articles/{article}/versions/{version}"
-        files = _field(job.client.get_json(url), "files")
-        if not isinstance(files, list):
-            raise DownloadError(f"{url}: the Figshare answer has no file list")
-        zips = [f for f in files if str(_field(f, "name") or "").lower().endswith(".zip")]
-        if not zips:
-            raise DownloadError(f"{url}: no .zip file in the Figshare listing")
-        for entry in zips:
-            download_url = _field(entry, "download_url")
-            if not isinstance(download_url, str):
-                raise DownloadError(f"{url}: listing entry {entry.get('name')!r} has no download_url")
-            md5 = _field(entry, "computed_md5") or _field(entry, "supplied_md5") or None
-            item = RemoteFile(
-                url=download_url,
-                dest=safe_relpath(str(entry["name"])),
-                size=_int_or_none(entry.get("size")),
-                md5=md5,
-            )
-            _fetch_and_extract(job, item)
-
-    return run
+    url = f"{job.base}/articles/{spec.article}/versions/{spec.version}"
+    files = _field(job.client.get_json(url), "files")
+    if not isinstance(files, list):
+        raise DownloadError(f"{url}: the Figshare answer has no file list")
+    zips = [f for f in files if str(_field(f, "name") or "").lower().endswith(".zip")]
+    if not zips:
+        raise DownloadError(f"{url}: no .zip file in the Figshare listing")
+    for entry in zips:
+        download_url = _field(entry, "download_url")
+        if not isinstance(download_url, str):
+            raise DownloadError(f"{url}: listing entry {entry.get('name')!r} has no download_url")
+        md5 = _field(entry, "computed_md5") or _field(entry, "supplied_md5") or None
+        dest = safe_relpath(str(entry["name"]))
+        _fetch_and_extract(job, RemoteFile(url=download_url, dest=dest, size=_int_or_none(entry.get("size")), md5=md5))
 
 
 def _mendeley_folder_paths(folders: Any, url: str) -> dict[str, str]:
@@ -143,40 +120,33 @@ def _mendeley_folder_paths(folders: Any, url: str) -> dict[str, str]:
     return paths
 
 
-def _mendeley(
-    dataset: str, version: int, *, want_folder: Callable[[str], bool], want_file: Callable[[str], bool]
-) -> Callable[[Job], None]:
+def _mendeley(spec: MendeleySource, job: Job) -> None:
     """A Mendeley Data version: walk the folder tree, list each wanted folder, check size and SHA-256."""
-
-    def run(job: Job) -> None:
-        api = f"{job.base}/datasets/{dataset}"
-        folders_url = f"{api}/folders/{version}"
-        folders = job.client.get_json(folders_url, missing_ok=True)  # a flat dataset may have no folders
-        paths = _mendeley_folder_paths([] if folders is None else folders, folders_url)
-        wanted = sorted((p, fid) for fid, p in paths.items() if want_folder(p))
-        walk = [("root", "")] + [(fid, p) for p, fid in wanted]
-        items: list[RemoteFile] = []
-        for fid, prefix in walk:
-            query = urllib.parse.urlencode({"folder_id": fid, "version": version})
-            rows = job.client.get_json(f"{api}/files?{query}")
-            if not isinstance(rows, list):
-                raise DownloadError(f"{api}/files?{query}: the Mendeley answer is not a file list")
-            for row in rows:
-                name = _field(row, "filename")
-                url = _field(row, "content_details", "download_url")
-                if not isinstance(name, str) or not isinstance(url, str):
-                    raise DownloadError(f"{api}/files?{query}: an entry has no filename or download_url")
-                rel = f"{prefix}/{name}" if prefix else name
-                if want_file(rel):
-                    size = _int_or_none(_field(row, "content_details", "size") or _field(row, "size"))
-                    sha = _field(row, "content_details", "sha256_hash") or None
-                    items.append(RemoteFile(url=url, dest=safe_relpath(rel), size=size, sha256=sha))
-        if not items:
-            raise DownloadError(f"{api}: the Mendeley listing holds none of the files this benchmark needs")
-        for item in items:
-            job.get(item)
-
-    return run
+    api, version = f"{job.base}/datasets/{spec.dataset}", spec.version
+    folders_url = f"{api}/folders/{version}"
+    folders = job.client.get_json(folders_url, missing_ok=True)  # a flat dataset may have no folders
+    paths = _mendeley_folder_paths([] if folders is None else folders, folders_url)
+    wanted = sorted((p, fid) for fid, p in paths.items() if spec.want_folder(p))
+    items: list[RemoteFile] = []
+    for fid, prefix in [("root", "")] + [(fid, p) for p, fid in wanted]:
+        query = urllib.parse.urlencode({"folder_id": fid, "version": version})
+        rows = job.client.get_json(f"{api}/files?{query}")
+        if not isinstance(rows, list):
+            raise DownloadError(f"{api}/files?{query}: the Mendeley answer is not a file list")
+        for row in rows:
+            name = _field(row, "filename")
+            url = _field(row, "content_details", "download_url")
+            if not isinstance(name, str) or not isinstance(url, str):
+                raise DownloadError(f"{api}/files?{query}: an entry has no filename or download_url")
+            rel = f"{prefix}/{name}" if prefix else name
+            if spec.want_file(rel):
+                size = _int_or_none(_field(row, "content_details", "size") or _field(row, "size"))
+                sha = _field(row, "content_details", "sha256_hash") or None
+                items.append(RemoteFile(url=url, dest=safe_relpath(rel), size=size, sha256=sha))
+    if not items:
+        raise DownloadError(f"{api}: the Mendeley listing holds none of the files this benchmark needs")
+    for item in items:
+        job.get(item)
 
 
 def _physionet_sums(job: Job) -> dict[str, str]:
@@ -217,31 +187,20 @@ class PhysioNetTree:
         return self.job.client.get_text(self.url(rel)) or ""
 
 
-def _physionet(select: Callable[[RemoteTree], None]) -> Callable[[Job], None]:
-    """A PhysioNet project: read its checksums, then let the dataset's step pick the files."""
-
-    def run(job: Job) -> None:
-        select(PhysioNetTree(job, _physionet_sums(job)))
-
-    return run
-
-
 def fetch_step(spec: SourceSpec) -> Callable[[Job], None]:
     """The fetch step of one declared source."""
     if isinstance(spec, ArchiveSource):
-        return _direct_archive(spec.filename, nested=spec.nested)
+        return lambda job: _fetch_and_extract(job, RemoteFile(url=job.base, dest=spec.filename), nested=spec.nested)
     if isinstance(spec, FigshareSource):
-        return _figshare(spec.article, spec.version)
+        return functools.partial(_figshare, spec)
     if isinstance(spec, MendeleySource):
-        return _mendeley(spec.dataset, spec.version, want_folder=spec.want_folder, want_file=spec.want_file)
+        return functools.partial(_mendeley, spec)
     if isinstance(spec, PhysioNetSource):
-        return _physionet(spec.select)
+        return lambda job: spec.select(PhysioNetTree(job, _physionet_sums(job)))
     raise TypeError(f"unknown source kind {type(spec).__name__}")
 
 
-def source_of(key: str, spec: SourceSpec) -> Source:
-    """The downloader's view of one dataset's declared source."""
-    return Source(key, spec.page, spec.base_url, fetch_step(spec), credentialed=spec.credentialed)
-
-
-SOURCES: dict[str, Source] = {key: source_of(key, spec) for key, spec in DECLARED_SOURCES.items()}
+SOURCES: dict[str, Source] = {
+    key: Source(key, spec.page, spec.base_url, fetch_step(spec), credentialed=spec.credentialed)
+    for key, spec in DECLARED_SOURCES.items()
+}
