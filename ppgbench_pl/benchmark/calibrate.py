@@ -24,9 +24,9 @@ import torch
 
 from ppgbench_pl.benchmark.console import quiet_lightning
 from ppgbench_pl.benchmark.cost_model import KINDS, CostModel, encoder_key, fit_line, machine_description
+from ppgbench_pl.benchmark.cost_sizes import SearchWork
 from ppgbench_pl.benchmark.estimate import job_units, on_gpu, trees_fitted
 from ppgbench_pl.benchmark.job import run_job
-from ppgbench_pl.benchmark.search_cost import SearchWork
 from ppgbench_pl.benchmark.suite import build_entry
 from ppgbench_pl.data.registry import get_task
 from ppgbench_pl.datamodules.ppg import PPGDataModule
@@ -38,6 +38,9 @@ from ppgbench_pl.regimes.base import JobContext, Regime
 
 CNN_ENTRY = {"class_path": "ppgbench_pl.encoders.cnn.SmallCNNEncoder"}
 DIM = 64  # embedding size of the calibration's searched jobs
+#: The small MLP search timed at one torch thread and at every core's (the thread factor).
+THREAD_JOB = {"class_path": "ppgbench_pl.regimes.mlp.MLPRegime",
+              "init_args": {"search": {"n_trials": 3, "n_startup_trials": 1, "max_epochs": 3}}}
 
 
 @dataclass(frozen=True)
@@ -100,12 +103,6 @@ def run_measured(work: Path, name: str, size: tuple[int, int], task_name: str, e
     if record.get("status") != "ok":
         raise ConfigError(f"calibration: the {name.split('-')[0]} job failed ({record.get('error')})")
     return record, regime, ctx
-
-
-def trial_epochs(record: dict[str, Any]) -> int:
-    """Epochs trained by every trial of a neural job's searches, counted from its record."""
-    return sum(len(t.get("intermediate_values") or {}) for result in record.get("results") or []
-               for t in (result.get("optuna") or {}).get("trials") or [])
 
 
 def measure_encoder(encoder: Any, window_s: float, batches: int, device: str, batch_size: int = 64) -> dict[str, Any]:
@@ -174,7 +171,9 @@ def measure_regimes(setting: Setting, work: Path, trainer_kwargs: dict[str, Any]
             d = setting.dims[size] if kind in ("ridge", "logistic", "rf") else DIM
             record, regime, ctx = run_measured(work, f"{kind}-{size}", subjects_windows, task, entry, d,
                                                trainer_kwargs)
-            work_done = SearchWork(1, 1, 1, trial_epochs(record))
+            studies = [result.get("optuna") or {} for result in record.get("results") or []]
+            trials = [t for study in studies for t in study.get("trials") or []]  # epochs counted, whatever the budget
+            work_done = SearchWork(1, 1, len(trials), sum(len(t.get("intermediate_values") or {}) for t in trials))
             units = job_units(kind, regime, len(ctx.split.train), d, len(ctx.task.classes) or 1, ctx.n_inner_folds,
                               (cnn["inference_per_s"], cnn["training_per_s"]), work_done)
             trees = trees_fitted(regime, ctx.n_inner_folds) if kind == "rf" else trees
@@ -187,15 +186,6 @@ def measure_regimes(setting: Setting, work: Path, trainer_kwargs: dict[str, Any]
         overhead, (intercept, slope) = fitted.get("ridge", (0.0, 0.0))[0], fitted["rf"]
         fitted.update(rf=(min(overhead, intercept), slope), rf_tree=(0.0, max(intercept - overhead, 0.0) / trees))
     return fitted
-
-
-def measure_thread_factor(work: Path, trainer_kwargs: dict[str, Any], threads: int) -> float:
-    """CPU seconds of a small MLP search at ``threads`` torch threads over those at one (the same job twice)."""
-    entry = {"class_path": "ppgbench_pl.regimes.mlp.MLPRegime", "init_args": {
-        "search": {"n_trials": 3, "n_startup_trials": 1, "max_epochs": 3}}}
-    seconds = [float(run_measured(work, f"mlp-threads-{n}", (20, 20), "synthetic-hr", entry, DIM, trainer_kwargs,
-                                  n)[0].get("cpu_seconds") or 0.0) for n in (1, threads)]
-    return round(max(seconds[1] / seconds[0], 1.0), 2) if seconds[0] > 0 else 1.0
 
 
 def measure_listed(model: CostModel, encoders: Sequence[dict[str, Any]], trainer_kwargs: dict[str, Any],
@@ -224,14 +214,16 @@ def calibrate(encoders: Sequence[dict[str, Any]] = (), trainer_kwargs: dict[str,
     start = time.perf_counter()
     model = CostModel(machine_description(), calibrated=True, threads=1,
                       device="cuda" if on_gpu(trainer_kwargs) else "cpu")
-    with intra_op_threads(1):
-        cnn = model.encoders[encoder_key(CNN_ENTRY)] = measure_encoder(SmallCNNEncoder(), window_s,
-                                                                       max(setting.batches, 2), model.device)
+    measure_listed(model, [CNN_ENTRY], trainer_kwargs, window_s, max(setting.batches, 2))
+    cnn = model.encoders[encoder_key(CNN_ENTRY)]
     measure_listed(model, encoders, trainer_kwargs, window_s, setting.batches)
+    cores = os.cpu_count() or 1
     with tempfile.TemporaryDirectory(prefix="ppgbench-calibrate-") as tmp:
         model.coefficients = measure_regimes(setting, Path(tmp), trainer_kwargs, cnn)
-        if setting.thread_factor and model.device == "cpu" and (os.cpu_count() or 1) > 1:
-            model.thread_factor = measure_thread_factor(Path(tmp), trainer_kwargs, os.cpu_count() or 1)
+        if setting.thread_factor and model.device == "cpu" and cores > 1:  # CPU at every core's thread over one
+            seconds = [float(run_measured(Path(tmp), f"mlp-threads-{n}", (20, 20), "synthetic-hr", THREAD_JOB, DIM,
+                                          trainer_kwargs, n)[0].get("cpu_seconds") or 0.0) for n in (1, cores)]
+            model.thread_factor = round(max(seconds[1] / seconds[0], 1.0), 2) if seconds[0] > 0 else 1.0
     if setting.startup:
         model.startup_s = startup_seconds()
     model.seconds = round(time.perf_counter() - start, 1)

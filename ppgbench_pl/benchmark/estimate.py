@@ -14,9 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ppgbench_pl.benchmark import search_cost
+from ppgbench_pl.benchmark import cost_sizes
 from ppgbench_pl.benchmark.cost_model import TRIAL_EPOCH_UNITS, CostModel, calibration_path, encoder_key
-from ppgbench_pl.benchmark.cost_sizes import TaskSize, embed_dim, task_size
 from ppgbench_pl.benchmark.thread_policy import thread_override, usable_cores
 from ppgbench_pl.regimes.search_seeds import searches_per_job
 
@@ -78,7 +77,7 @@ def trees_fitted(regime: Any, inner: int) -> int:
 
 
 def job_units(kind: str, regime: Any, n: float, d: int, classes: int, inner: int, throughput: tuple[float, float],
-              work: search_cost.SearchWork | None = None) -> float:
+              work: cost_sizes.SearchWork | None = None) -> float:
     """One job's work in its kind's units, on ``n`` outer-training rows of ``d`` features with ``inner`` folds.
 
     ridge k n d^2; logistic k n d c; rf k x :func:`forest_units`; a searched job its share of its stack group's
@@ -98,40 +97,34 @@ def job_units(kind: str, regime: Any, n: float, d: int, classes: int, inner: int
     return work.trial_epochs * (per_trial_epoch + TRIAL_EPOCH_UNITS[kind]) / work.jobs
 
 
-def _executor_args(entry: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """(executor name, its init args over the class's defaults) from its config entry, without building it."""
+def executor_shape(entry: dict[str, Any]) -> tuple[str, int, int]:
+    """(name, jobs at once, torch threads of an encoder job) of an executor entry, read without building it.
+
+    The process pool's default is one worker per core (per GPU), sharing the cores; locally a job has torch's
+    default (``OMP_NUM_THREADS``, else the cores); a cluster job its ``cpus_per_task`` (1 when not given).
+    """
     from ppgbench_pl.naming import import_class
 
     cls = import_class(entry["class_path"])
-    params = {k: p.default for k, p in inspect.signature(cls.__init__).parameters.items()}
-    return cls.__name__.removesuffix("Executor").lower() or cls.__name__, {**params, **(entry.get("init_args") or {})}
-
-
-def executor_slots(entry: dict[str, Any]) -> tuple[str, int]:
-    """(executor name, jobs it runs at once): the process pool's default is one worker per core (per GPU)."""
-    name, args = _executor_args(entry)
+    args = {k: p.default for k, p in inspect.signature(cls.__init__).parameters.items()}
+    args.update(entry.get("init_args") or {})
+    name, cores = cls.__name__.removesuffix("Executor").lower() or cls.__name__, usable_cores()
     if "workers" in args and args["workers"] is None:
-        return name, len(args.get("gpus") or ()) or usable_cores()
-    found = [max(int(args[k]), 1) for k in ("workers", "parallelism") if isinstance(args.get(k), int)]
-    return name, found[0] if found else 1
-
-
-def job_threads(entry: dict[str, Any]) -> int:
-    """Torch threads of an encoder job: torch's default locally, the pool's share of the cores, ``cpus_per_task``.
-
-    Torch's default is ``OMP_NUM_THREADS`` when set, else the cores; a cluster job without ``cpus_per_task`` has 1.
-    """
-    name, args = _executor_args(entry)
+        slots = len(args.get("gpus") or ()) or cores
+    else:
+        found = [max(int(args[k]), 1) for k in ("workers", "parallelism") if isinstance(args.get(k), int)]
+        slots = found[0] if found else 1
+    env, params = os.environ.get("OMP_NUM_THREADS", ""), args.get("parameters") or {}
     if name == "local":
-        env = os.environ.get("OMP_NUM_THREADS", "")
-        return max(int(env), 1) if env.isdigit() else usable_cores()
-    if isinstance(args.get("threads_per_worker"), int):
-        return max(int(args["threads_per_worker"]), 1)
-    if name == "process":
-        return max(1, usable_cores() // max(int(args.get("workers") or usable_cores()), 1))
-    params = args.get("parameters") or {}
-    cpus = params.get("cpus_per_task") or params.get("slurm_cpus_per_task") if isinstance(params, dict) else None
-    return int(cpus) if isinstance(cpus, int) else 1
+        threads = max(int(env), 1) if env.isdigit() else cores
+    elif isinstance(args.get("threads_per_worker"), int):
+        threads = max(int(args["threads_per_worker"]), 1)
+    elif name == "process":
+        threads = max(1, cores // max(int(args.get("workers") or cores), 1))
+    else:
+        cpus = params.get("cpus_per_task") or params.get("slurm_cpus_per_task") if isinstance(params, dict) else None
+        threads = int(cpus) if isinstance(cpus, int) else 1
+    return name, slots, threads
 
 
 def on_gpu(trainer_kwargs: dict[str, Any]) -> bool:
@@ -148,28 +141,28 @@ def estimate_plan(suite: Any, pending: Sequence[Any], executor: dict[str, Any], 
                   read_tree: bool = True, threads: int | None = None) -> Estimate:
     """The estimate of running ``pending`` (jobs of ``suite``'s dry plan) with ``executor`` on this machine."""
     est = Estimate(startup_s=model.startup_s)
-    est.executor, est.slots = executor_slots(executor)
+    est.executor, est.slots, encoder_threads = executor_shape(executor)
     est.processes = 1 + (0 if est.executor == "local" else min(est.slots, len(pending)))
     gpu, override = on_gpu(suite.trainer_kwargs), thread_override(threads)[0]  # the policy: probe jobs at 1
-    probe_threads, encoder_threads = override or 1, override or job_threads(executor)
-    sizes: dict[tuple[str, float, str], TaskSize] = {}
+    probe_threads, encoder_threads = override or 1, override or encoder_threads
+    sizes: dict[tuple[str, float, str], cost_sizes.TaskSize] = {}
     passes: dict[tuple[int, str], int] = {}
     few: set[str] = set()
-    groups = search_cost.stack_groups(pending)
+    groups = cost_sizes.stack_groups(pending)
     for job in pending:
         info, entry, dm = suite.encoder_infos[job.model], suite.encoder_configs[job.model], \
             suite.datamodules[job.task.dataset]
         key = (job.task.dataset, float(info.sampling_rate), job.task.name)
         if key not in sizes:
-            sizes[key] = task_size(dm, key[1], job.task, read_tree)
+            sizes[key] = cost_sizes.task_size(dm, key[1], job.task, read_tree)
         size, kind = sizes[key], regime_kind(job.regime, job.task, info.trainable)
-        tied = search_cost.few_validation_subjects(job.task, size.groups, dm.n_folds)
+        tied = cost_sizes.few_validation_subjects(job.task, size.groups, dm.n_folds)
         if tied and hasattr(job.regime, "search"):
             few.add(job.task.name)
         searched = kind in ("mlp", "finetune")
-        work = search_cost.regime_search_work(job.regime, job.task, groups[job.job_id], tied) if searched else None
+        work = cost_sizes.regime_search_work(job.regime, job.task, groups[job.job_id], tied) if searched else None
         n = size.rows * (dm.n_folds - 1) / dm.n_folds * float(getattr(job.regime, "fraction", 1.0))
-        units = job_units(kind, job.regime, n, embed_dim(entry, model)[0], size.classes, dm.n_inner_folds,
+        units = job_units(kind, job.regime, n, cost_sizes.embed_dim(entry, model)[0], size.classes, dm.n_inner_folds,
                           model.throughput(encoder_key(entry))[:2], work)
         seconds = model.job_seconds(kind, units) if kind != "other" else OTHER_JOB_S
         if kind == "rf":  # each tree's own fixed cost, beside the work that grows with rows and depth
@@ -192,8 +185,8 @@ def estimate_plan(suite: Any, pending: Sequence[Any], executor: dict[str, Any], 
     return est
 
 
-def assumptions(suite: Any, pending: Sequence[Any], model: CostModel, sizes: dict[tuple[str, float, str], TaskSize],
-                est: Estimate, few: set[str]) -> list[str]:
+def assumptions(suite: Any, pending: Sequence[Any], model: CostModel,
+                sizes: dict[tuple[str, float, str], cost_sizes.TaskSize], est: Estimate, few: set[str]) -> list[str]:
     """The ``assumes`` lines: what the figures rest on."""
     rates: dict[tuple[str, str], set[float]] = {}
     for (dataset, fs, _), size in sizes.items():
@@ -203,7 +196,7 @@ def assumptions(suite: Any, pending: Sequence[Any], model: CostModel, sizes: dic
     rows = sorted({f"{k[2]} {s.rows}" for k, s in sizes.items()})
     dims, speeds, measure = [], [], "ppgbench calibrate --config <this config>"
     for entry, info in zip(suite.encoder_configs, suite.encoder_infos, strict=True):
-        d, where = embed_dim(entry, model)
+        d, where = cost_sizes.embed_dim(entry, model)
         infer, train, measured = model.throughput(encoder_key(entry))
         dims.append(f"{info.name} {d} ({where})" if where != "assumed" else
                     f"{info.name} {d} (assumed: not in the catalog, config or class signature; {measure} measures it)")
@@ -213,7 +206,7 @@ def assumptions(suite: Any, pending: Sequence[Any], model: CostModel, sizes: dic
            f"embedding size: {', '.join(dims)}; encoder inference/training: {', '.join(speeds)}"]
     for name, regime in {j.regime.name: j.regime for j in pending if hasattr(j.regime, "search")}.items():
         s = regime.search
-        mean = search_cost.hyperband_epochs(s.epochs, s.min_resource, s.reduction_factor, s.n_trials)
+        mean = cost_sizes.hyperband_epochs(s.epochs, s.min_resource, s.reduction_factor, s.n_trials)
         out.append(f"{name}: {s.n_trials} trials x {searches_per_job(regime)} search repeat(s) per holdout "
                    f"({regime.subject_repeats} holdouts on subject-level tasks), {s.batch} at a time; a trial trains "
                    f"{mean:.1f} of {s.epochs} epochs on average (Hyperband); the studies of "
@@ -236,7 +229,7 @@ def assumptions(suite: Any, pending: Sequence[Any], model: CostModel, sizes: dic
             "around the stack's tiny steps); the default thread policy (one thread per probe job; PPGBENCH_THREADS "
             "or --threads override it) avoids it")))
     if few:
-        out.append(f"{', '.join(sorted(few))}: fewer than {search_cost.FEW_VALIDATION_SUBJECTS} validation subjects, "
+        out.append(f"{', '.join(sorted(few))}: fewer than {cost_sizes.FEW_VALIDATION_SUBJECTS} validation subjects, "
                    "so the subject-level scores tie at the top and Hyperband prunes few trials (87 % assumed to train "
                    "every epoch, as measured on synthetic stiffness)")
     if any(j.kind == "rf" and j.gpu for j in est.jobs):

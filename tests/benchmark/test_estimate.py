@@ -18,8 +18,8 @@ from ppgbench_pl.benchmark.cost_model import (
     machine_description,
     save_model,
 )
+from ppgbench_pl.benchmark.cost_sizes import hyperband_epochs
 from ppgbench_pl.benchmark.estimate import estimate_plan
-from ppgbench_pl.benchmark.search_cost import hyperband_epochs
 from ppgbench_pl.regimes.search_seeds import searches_per_job
 from tests.benchmark.helpers import LINEAR, suite_config, suite_of, tree, write_config
 from tests.cli_helpers import run_cli

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from ppgbench_pl.benchmark.search_cost import (
+from ppgbench_pl.benchmark.cost_sizes import (
     epochs_distribution,
     hyperband_epochs,
     regime_search_work,
@@ -64,7 +64,10 @@ def test_jobs_are_grouped_into_stacks_as_the_runner_groups_them():
 def test_jobs_threads_follow_the_executor_and_omp_num_threads(monkeypatch):
     import os
 
-    from ppgbench_pl.benchmark.estimate import job_threads
+    from ppgbench_pl.benchmark.estimate import executor_shape
+
+    def job_threads(entry: dict) -> int:
+        return executor_shape(entry)[2]
 
     local = {"class_path": "ppgbench_pl.benchmark.executors.LocalExecutor"}
     process = {"class_path": "ppgbench_pl.benchmark.executors.ProcessExecutor", "init_args": {"workers": 2}}
@@ -94,7 +97,7 @@ def test_the_embedding_size_is_read_from_the_config_or_class_before_it_is_assume
 
 
 def test_few_validation_subjects_make_scores_tie_and_trials_train_longer():
-    from ppgbench_pl.benchmark.search_cost import TIED_COMPLETE, few_validation_subjects
+    from ppgbench_pl.benchmark.cost_sizes import TIED_COMPLETE, few_validation_subjects
 
     subject, window = SimpleNamespace(level="subject"), SimpleNamespace(level="window")
     assert few_validation_subjects(subject, 30, 5)  # 30 x 4/5 x 20 % = 4.8 validation subjects
