@@ -169,8 +169,7 @@ def measure_regimes(setting: Setting, work: Path, trainer_kwargs: dict[str, Any]
     for size, subjects_windows in enumerate(setting.sizes):
         for kind, (task, entry) in regimes(setting, size).items():
             d = setting.dims[size] if kind in ("ridge", "logistic", "rf") else DIM
-            record, regime, ctx = run_measured(work, f"{kind}-{size}", subjects_windows, task, entry, d,
-                                               trainer_kwargs)
+            record, regime, ctx = run_measured(work, f"{kind}-{size}", subjects_windows, task, entry, d, trainer_kwargs)
             studies = [result.get("optuna") or {} for result in record.get("results") or []]
             trials = [t for study in studies for t in study.get("trials") or []]  # epochs counted, whatever the budget
             work_done = SearchWork(1, 1, len(trials), sum(len(t.get("intermediate_values") or {}) for t in trials))

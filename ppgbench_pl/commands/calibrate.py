@@ -55,7 +55,6 @@ def describe(model: Any, path: Any) -> str:
 
 def run_calibrate(ns: argparse.Namespace) -> None:
     """Show, or measure and store, this machine's calibration."""
-    from ppgbench_pl.benchmark import calibrate
     from ppgbench_pl.benchmark.cost_model import calibration_path, load_model, save_model
 
     stored = load_model()
@@ -66,6 +65,8 @@ def run_calibrate(ns: argparse.Namespace) -> None:
         print(json.dumps(stored.to_json(), indent=1) if ns.json else describe(stored, calibration_path(
             stored.machine)) + ("" if ns.show else "\n(already calibrated; --force measures again)"))
         return
+    from ppgbench_pl.benchmark import calibrate  # the engine: imported only to measure
+
     suite = config_suite(ns.config) if ns.config else None
     encoders = list(suite.encoder_configs) if suite else []
     trainer = dict(suite.trainer_kwargs) if suite else {}
