@@ -113,9 +113,7 @@ def load_model(machine: str | None = None) -> CostModel:
     """
     machine = machine or machine_description()
     path = calibration_path(machine)
-    if not path.exists():
-        return CostModel(machine)
-    fields = parse_calibration(path, (*KINDS, "rf_tree"), FORMAT)
+    fields = parse_calibration(path, (*KINDS, "rf_tree"), FORMAT) if path.exists() else None
     return CostModel(machine) if fields is None else CostModel(**fields)
 
 
