@@ -1,11 +1,7 @@
-"""``ppgbench calibrate``: measure this machine's per-job costs once, for the dry run's estimate.
+"""``ppgbench calibrate``: measure this machine's per-job costs once (:mod:`ppgbench_pl.benchmark.calibrate`).
 
-``ppgbench calibrate`` runs the short measured run of :mod:`ppgbench_pl.benchmark.calibrate` (under a minute
-on 2 CPUs) and stores the coefficients in the user cache directory, one file per machine
-(:func:`~ppgbench_pl.benchmark.cost_model.calibration_path`; ``$PPGBENCH_CALIBRATION_DIR`` moves it). A
-second call shows the stored calibration unless ``--force``. ``--config my_model.yaml`` (the files a ``fit``
-takes, stacked) also measures the throughput of that config's encoders on its trainer's device and adds them
-to the stored calibration, so ``--dry-run`` of that config uses measured figures.
+Stored in the user cache directory, one file per machine; a second call shows it unless ``--force``.
+``--config`` (the files a ``fit`` takes, stacked) adds the throughput of that config's encoders.
 """
 
 from __future__ import annotations
@@ -31,7 +27,7 @@ def add_calibrate_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def config_suite(files: list[str]) -> Any:
-    """The suite of stacked fit configs, parsed and built as ``ppgbench fit`` does (nothing run, no encoder built)."""
+    """The suite of stacked fit configs, parsed as ``ppgbench fit`` parses them (nothing run, no encoder built)."""
     import warnings
 
     from ppgbench_pl.benchmark.console import quiet_lightning
@@ -51,12 +47,9 @@ def describe(model: Any, path: Any) -> str:
     lines = [f"calibration of {model.machine} ({model.created}, {model.seconds:g} s, {model.threads} thread(s), "
              f"{model.device}): {path}", f"  start-up  {model.startup_s:.2f} s CPU per process (importing the engine)",
              f"  threads   {model.thread_factor:.1f}x the CPU of a searched job at every core's thread over one"]
-    for kind, (intercept, slope) in model.coefficients.items():
-        lines.append(f"  {kind:<9} {intercept:.3f} s per job + {slope:.3g} s per unit")
-    for found in model.encoders.values():
-        lines.append(f"  encoder {found['name']}: {found['inference_per_s']:.0f} windows/s inference, "
-                     f"{found['training_per_s']:.0f} training ({found['training']}), {found['embed_dim']}-d, "
-                     f"{found['device']}")
+    lines += [f"  {kind:<9} {a:.3f} s per job + {b:.3g} s per unit" for kind, (a, b) in model.coefficients.items()]
+    lines += [f"  encoder {e['name']}: {e['inference_per_s']:.0f} windows/s inference, {e['training_per_s']:.0f} "
+              f"training ({e['training']}), {e['embed_dim']}-d, {e['device']}" for e in model.encoders.values()]
     return "\n".join(lines)
 
 
@@ -65,30 +58,24 @@ def run_calibrate(ns: argparse.Namespace) -> None:
     from ppgbench_pl.benchmark.cost_model import calibration_path, load_model, save_model
 
     stored = load_model()
-    path = calibration_path(stored.machine)
     if ns.show or (stored.calibrated and not ns.force and not ns.config):
         if not stored.calibrated:
-            print(f"no calibration for this machine ({path}); run `ppgbench calibrate`", file=sys.stderr)
+            print(f"no calibration for this machine ({calibration_path()}); run `ppgbench calibrate`", file=sys.stderr)
             raise SystemExit(1)
-        print(json.dumps(stored.to_json(), indent=1) if ns.json else
-              describe(stored, path) + ("" if ns.show else "\n(already calibrated; --force measures again)"))
+        print(json.dumps(stored.to_json(), indent=1) if ns.json else describe(stored, calibration_path(
+            stored.machine)) + ("" if ns.show else "\n(already calibrated; --force measures again)"))
         return
-    from ppgbench_pl.benchmark.calibrate import calibrate
+    from ppgbench_pl.benchmark import calibrate  # the engine: imported only to measure
 
-    encoders: list[dict[str, Any]] = []
-    trainer: dict[str, Any] = {}
-    window_s = 10.0
-    if ns.config:
-        suite = config_suite(ns.config)
-        encoders, trainer = list(suite.encoder_configs), dict(suite.trainer_kwargs)
-        window_s = next(iter(suite.datamodules.values())).info.window_s
+    suite = config_suite(ns.config) if ns.config else None
+    encoders = list(suite.encoder_configs) if suite else []
+    trainer = dict(suite.trainer_kwargs) if suite else {}
+    window_s = next(iter(suite.datamodules.values())).info.window_s if suite else 10.0
     print("calibrating: a short measured run of each regime and encoder (under a minute) ...", file=sys.stderr)
     if stored.calibrated and not ns.force:  # only the config's encoders are new
-        from ppgbench_pl.benchmark.calibrate import measure_listed
-
-        model = measure_listed(stored, encoders, trainer, window_s)
+        model = calibrate.measure_listed(stored, encoders, trainer, window_s)
     else:
-        model = calibrate(encoders, trainer, window_s=window_s)
+        model = calibrate.calibrate(encoders, trainer, window_s=window_s)
         model.encoders = {**(stored.encoders if stored.calibrated else {}), **model.encoders}
     written = save_model(model)
     print(json.dumps(model.to_json(), indent=1) if ns.json else describe(model, written))

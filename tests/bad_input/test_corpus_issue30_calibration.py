@@ -14,8 +14,7 @@ from typing import Any
 
 import pytest
 
-from ppgbench_pl.benchmark.calibration_check import MAX_SECONDS, MIN_THROUGHPUT
-from ppgbench_pl.benchmark.cost_model import FORMAT, calibration_path, machine_description
+from ppgbench_pl.benchmark.cost_model import FORMAT, MAX_SECONDS, MIN_THROUGHPUT, calibration_path, machine_description
 from tests.bad_input.test_corpus import base, check, fit  # noqa: F401 - base: fixture
 from tests.cli_helpers import run_cli
 

@@ -18,7 +18,8 @@ from ppgbench_pl.benchmark.cost_model import (
     machine_description,
     save_model,
 )
-from ppgbench_pl.benchmark.estimate import estimate_plan, hyperband_epochs
+from ppgbench_pl.benchmark.cost_sizes import hyperband_epochs
+from ppgbench_pl.benchmark.estimate import estimate_plan
 from ppgbench_pl.regimes.search_seeds import searches_per_job
 from tests.benchmark.helpers import LINEAR, suite_config, suite_of, tree, write_config
 from tests.cli_helpers import run_cli
@@ -87,7 +88,7 @@ def _estimate(engine_root: Path, tmp_path: Path, subjects: int, model: CostModel
     config = suite_config(engine_root, tmp_path / f"run{subjects}", regimes=[LINEAR, MLP], tasks=["synthetic-hr"],
                           data={"synthetic_subjects": subjects, "synthetic_windows": 10})
     config["data"]["init_args"].update(seeds=[42], folds=[0, 1])
-    config["trainer"] = {"accelerator": "cpu", "callbacks": config["trainer"]["callbacks"]}
+    config["trainer"] = {"accelerator": "cpu", "devices": 1, "callbacks": config["trainer"]["callbacks"]}
     suite = suite_of(config)
     plan = suite.plan(dry=True)
     for job in plan:

@@ -6,10 +6,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from ppgbench_pl.benchmark.search_cost import (
+from ppgbench_pl.benchmark.cost_sizes import (
     epochs_distribution,
     hyperband_epochs,
-    longest_of,
     regime_search_work,
     search_work,
     stack_groups,
@@ -35,28 +34,16 @@ def test_a_lone_trial_is_never_pruned_and_early_trials_train_longer():
     assert 2.0 < hyperband_epochs(3, n_trials=4) <= 3.0
 
 
-def test_a_batch_lasts_as_long_as_its_longest_trial():
-    assert longest_of({2: 0.5, 4: 0.5}, 1) == pytest.approx(3.0)
-    assert longest_of({2: 0.5, 4: 0.5}, 2) == pytest.approx(2 * 0.25 + 4 * 0.75)
-    assert longest_of({2: 0.5, 4: 0.5}, 50) == pytest.approx(4.0)
-
-
 def test_a_stack_group_counts_every_study_of_every_job():
     mean = hyperband_epochs(25, n_trials=48)
     # the published MLP probe on a subject-level task, the two folds of a seed in one stack: 2 jobs x 3 holdouts
-    work = search_work(48, 25, 1, 3, parallel_trials=1, studies_per_job=3, jobs=2)
+    work = search_work(48, 25, 1, 3, studies_per_job=3, jobs=2)
     assert (work.jobs, work.studies, work.trials) == (2, 6, 288)
     assert work.trial_epochs == pytest.approx(288 * mean)
-    assert work.stack_epochs == pytest.approx(48 * mean)  # one trial at a time: a study's trials one after another
-    # finetuning: 8 trials at a time, 6 batches each lasting its longest trial
-    tune = search_work(48, 15, 1, 3, parallel_trials=8, studies_per_job=1, jobs=1)
-    dist = epochs_distribution(48, 15)
-    assert tune.stack_epochs == pytest.approx(6 * longest_of(dist, 8))
-    assert tune.trials == 48 and tune.stack_epochs > 6 * hyperband_epochs(15, n_trials=48)
 
 
 def test_the_regime_settings_give_the_holdout_and_search_repeats():
-    search = SimpleNamespace(n_trials=4, epochs=3, min_resource=1, reduction_factor=3, batch=1)
+    search = SimpleNamespace(n_trials=4, epochs=3, min_resource=1, reduction_factor=3)
     regime = SimpleNamespace(search=search, subject_repeats=3, search_seeds=[0, 1])
     subject, window = SimpleNamespace(level="subject"), SimpleNamespace(level="window")
     assert regime_search_work(regime, subject, 5).studies == 5 * 3 * 2
@@ -77,7 +64,10 @@ def test_jobs_are_grouped_into_stacks_as_the_runner_groups_them():
 def test_jobs_threads_follow_the_executor_and_omp_num_threads(monkeypatch):
     import os
 
-    from ppgbench_pl.benchmark.cost_executor import job_threads
+    from ppgbench_pl.benchmark.estimate import executor_shape
+
+    def job_threads(entry: dict) -> int:
+        return executor_shape(entry)[2]
 
     local = {"class_path": "ppgbench_pl.benchmark.executors.LocalExecutor"}
     process = {"class_path": "ppgbench_pl.benchmark.executors.ProcessExecutor", "init_args": {"workers": 2}}
@@ -91,7 +81,7 @@ def test_jobs_threads_follow_the_executor_and_omp_num_threads(monkeypatch):
 
 def test_the_embedding_size_is_read_from_the_config_or_class_before_it_is_assumed():
     from ppgbench_pl.benchmark.cost_model import CostModel
-    from ppgbench_pl.benchmark.estimate import declared_dim, embed_dim
+    from ppgbench_pl.benchmark.cost_sizes import declared_dim, embed_dim
 
     model = CostModel("test")
     assert declared_dim({"class_path": "ppgbench_pl.encoders.cnn.SmallCNNEncoder"}) == (
@@ -107,12 +97,12 @@ def test_the_embedding_size_is_read_from_the_config_or_class_before_it_is_assume
 
 
 def test_few_validation_subjects_make_scores_tie_and_trials_train_longer():
-    from ppgbench_pl.benchmark.search_cost import TIED_COMPLETE, few_validation_subjects
+    from ppgbench_pl.benchmark.cost_sizes import TIED_COMPLETE, few_validation_subjects
 
     subject, window = SimpleNamespace(level="subject"), SimpleNamespace(level="window")
     assert few_validation_subjects(subject, 30, 5)  # 30 x 4/5 x 20 % = 4.8 validation subjects
     assert not few_validation_subjects(subject, 219, 5) and not few_validation_subjects(window, 30, 5)
-    tied = search_work(48, 25, 1, 3, parallel_trials=1, studies_per_job=3, jobs=1, tied=True)
+    tied = search_work(48, 25, 1, 3, studies_per_job=3, jobs=1, tied=True)
     assert tied.trial_epochs == pytest.approx(144 * (25 * TIED_COMPLETE + 2 * (1 - TIED_COMPLETE)))
     # measured on synthetic stiffness: 3,183 and 3,157 trial-epochs per job of 144 trials
     assert 3157 / 1.5 < tied.trial_epochs < 3183 * 1.5
