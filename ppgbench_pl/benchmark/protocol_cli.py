@@ -182,19 +182,67 @@ def parse_setup(args: Any) -> ProtocolSetup:
     try:
         return build_cli(args, run=False).setup
     except Exception as exc:
-        cause = user_error(exc)
+        from jsonargparse import ArgumentError
+
+        from ppgbench_pl.messages import one_line
+
+        cause = user_error(exc) or (entry_refusal(args) if isinstance(args, dict) else None)
+        if cause is None and isinstance(exc, ArgumentError):
+            cause = ConfigError(one_line(str(exc)))
         if cause is None:
             raise
         raise cause from None
+
+
+def entry_refusal(config: dict[str, Any]) -> ConfigError | None:
+    """The one-line refusal of the first ``trainer.callbacks`` entry of a config dict that does not parse.
+
+    The Python API's regimes are given as ``(name, init_args)``; the parser's error about the whole callback
+    list nests every union member, so the entry is parsed alone (not built) to name it and its bad setting.
+    """
+    from jsonargparse import ArgumentError, ArgumentParser
+    from lightning.pytorch.callbacks import Callback
+
+    for entry in (config.get("trainer") or {}).get("callbacks") or []:
+        if not isinstance(entry, dict):
+            continue
+        parser = ArgumentParser(exit_on_error=False)
+        parser.add_argument("--obj", type=Callback)
+        try:
+            parser.parse_object({"obj": entry})
+        except ArgumentError as exc:
+            return ConfigError(entry_error(entry, str(exc)))
+    return None
+
+
+def entry_error(entry: dict[str, Any], message: str) -> str:
+    """``regime linear (class path): 'nonsense' is not one of its settings (accepted: ...)``."""
+    import inspect
+
+    from ppgbench_pl.messages import did_you_mean, one_line
+    from ppgbench_pl.naming import import_class
+
+    path = str(entry.get("class_path"))
+    try:
+        cls = import_class(path)
+    except (ImportError, AttributeError, ValueError):
+        return f"regime {path}: {one_line(message).removeprefix('obj: ')}"
+    accepted = [p for p in inspect.signature(cls.__init__).parameters if p not in ("self", "args", "kwargs")]
+    where = f"regime {getattr(cls, 'name', cls.__name__)} ({path})"
+    given = entry.get("init_args") or {}
+    unknown = [key for key in given if key not in accepted] if isinstance(given, dict) else []
+    if unknown:
+        return (f"{where}: '{unknown[0]}' is not one of its settings (accepted: {', '.join(accepted) or 'none'})"
+                f"{did_you_mean(unknown[0], accepted)}")
+    return f"{where}: {one_line(message).removeprefix('obj: ').removeprefix('obj.')}"
 
 
 def suite_of_resolved(resolved: str) -> Any:
     """A worker's suite: the resolved config of the coordinator, parsed and built by this same parser."""
     try:
         return parse_setup(["--config", resolved]).suite
-    except SystemExit as exc:  # the parser's one-line refusal exits; a worker reports it as the job's error instead
-        raise ConfigError(f"the run's resolved config does not parse in this worker (exit status {exc.code}); "
-                          "its one-line reason is on this worker's stderr") from None
+    except ConfigError as exc:  # reported as the job's error
+        raise ConfigError(f"the run's resolved config does not parse in this worker: {exc}") from None
 
 
 def build_cli(args: Any = None, run: bool = True) -> PPGBenchCLI:
@@ -214,7 +262,8 @@ def build_cli(args: Any = None, run: bool = True) -> PPGBenchCLI:
         save_config_callback=None,
         auto_configure_optimizers=False,
         seed_everything_default=42,
-        parser_kwargs={name: kw for name, kw in descriptions.items() if command in (None, name)},
+        parser_kwargs={**{name: kw for name, kw in descriptions.items() if command in (None, name)},
+                       **({} if run else {"exit_on_error": False})},  # parse_setup turns errors into ConfigError
         args=args,
         run=run,
         command=command,
