@@ -13,12 +13,12 @@ number can never land in, or be read as, a published-protocol folder. Capping th
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from ppgbench_pl.errors import ConfigError
-from ppgbench_pl.hpo.optuna_search import SearchSettings
 
 PUBLISHED = "published"
 #: Caps of the ``budget`` block and the search setting each one bounds.
@@ -67,8 +67,18 @@ class Budget:
         return out
 
 
-def capped_search(search: SearchSettings, budget: Budget) -> SearchSettings:
-    """A resolved search with the budget's caps (each an upper bound), validated as the regime validates it."""
+def _searched(regime: Any) -> bool:
+    """Whether a regime runs an Optuna search (no regime can, unless its settings' module is imported already)."""
+    module = sys.modules.get("ppgbench_pl.hpo.optuna_search")
+    return module is not None and isinstance(getattr(regime, "search", None), module.SearchSettings)
+
+
+def capped_search(search: Any, budget: Budget) -> Any:
+    """A resolved ``SearchSettings`` capped by the budget (each cap an upper bound), validated as the regime's.
+
+    Not imported here: jsonargparse reads this module's names (``TYPE_CHECKING`` blocks too) when it builds the
+    ``--budget`` arguments, and only a searching run should import Optuna.
+    """
     caps = {k: min(getattr(search, k), getattr(budget, k)) for k in SEARCH_CAPS if getattr(budget, k) is not None}
     capped = replace(search, **caps)
     capped = replace(capped, n_startup_trials=min(capped.n_startup_trials, capped.n_trials))
@@ -89,9 +99,8 @@ def apply_budget(regimes: Sequence[Any], budget: Budget, datamodules: Sequence[A
         raise ConfigError(f"{capped[0]}: the published budget runs the whole protocol; stack "
                           "configs/budget/smoke.yaml (or set budget.name to another label) to run a capped budget")
     for regime in regimes:
-        search = getattr(regime, "search", None)
-        if isinstance(search, SearchSettings) and any(getattr(budget, k) is not None for k in SEARCH_CAPS):
-            regime.search = capped_search(search, budget)
+        if _searched(regime) and any(getattr(budget, k) is not None for k in SEARCH_CAPS):
+            regime.search = capped_search(regime.search, budget)
         for key in ("subject_repeats", "standardize_targets"):
             if getattr(budget, key) is not None and hasattr(regime, key):
                 setattr(regime, key, getattr(budget, key))
@@ -100,9 +109,8 @@ def apply_budget(regimes: Sequence[Any], budget: Budget, datamodules: Sequence[A
 def apply_storage(regimes: Sequence[Any], storage: str | None) -> None:
     """``--optuna_storage``: every searched regime without a storage of its own stores its studies there."""
     for regime in regimes:
-        search = getattr(regime, "search", None)
-        if storage is not None and isinstance(search, SearchSettings) and search.storage is None:
-            regime.search = replace(search, storage=storage)
+        if storage is not None and _searched(regime) and regime.search.storage is None:
+            regime.search = replace(regime.search, storage=storage)
 
 
 #: Regime settings that belong to the search budget (a deviation in one makes the budget ``custom``).
@@ -129,10 +137,9 @@ def describe_budget(suite: Any) -> str:
     caps = list(dict.fromkeys(f"{k} {getattr(dm, k)}" for dm in suite.datamodules.values() for k in DATA_CAPS
                               if getattr(dm, k, None) is not None))
     for regime in suite.regimes:
-        search = getattr(regime, "search", None)
         capped = suite.budget.n_trials is not None or any(d.startswith("search.n_trials") for d in regime.deviations())
-        if isinstance(search, SearchSettings) and capped:
-            caps.append(f"{type(regime).__name__} {search.n_trials} trials x {search.max_epochs} epochs")
+        if _searched(regime) and capped:
+            caps.append(f"{type(regime).__name__} {regime.search.n_trials} trials x {regime.search.max_epochs} epochs")
     if name == PUBLISHED:
         return "budget: published (the whole protocol)" + (f"; {', '.join(caps)}" if caps else "")
     return f"budget: {name} ({', '.join(caps) or 'no caps'}); NOT the published protocol: results are marked {name}"
