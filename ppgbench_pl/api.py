@@ -10,19 +10,14 @@
     res.predictions(res.jobs.job_id[0])
     res.report("report/demo")        # tables, findings, figures, index.html
 
-:func:`evaluate` writes the config a ``ppgbench fit`` command would read (the same ``model``/``controls``/
-``data``/``trainer`` blocks, regimes as ``trainer.callbacks``) and runs it through the same engine
-(the CLI's LightningCLI parser builds the objects, :class:`~ppgbench_pl.benchmark.coordinator.BenchmarkRun` runs
-them), so the records, the resume and the folder layout are those of the CLI. Objects that a config cannot name
-(an ``nn.Module`` you built, a ``PPGEncoder`` or ``Regime`` instance) go into the config as they are, so they run
-only with the local executor.
-
-Nothing here imports torch until a function needs it: ``import ppgbench_pl`` stays cheap.
+:func:`evaluate` builds the config a ``ppgbench fit`` command would read and runs it through the CLI's parser and
+engine, so records, resume and folder layout are the CLI's. Built objects (an ``nn.Module``, a ``PPGEncoder`` or
+``Regime`` instance) go into the config as they are and run only with the local executor. Nothing here imports
+torch until a function needs it.
 """
 
 from __future__ import annotations
 
-import difflib
 import inspect
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -33,6 +28,7 @@ from ppgbench_pl.api_entries import EncoderLike, RegimeLike, encoder_entry, exec
 from ppgbench_pl.errors import ConfigError
 from ppgbench_pl.exported_results import Results, load_run  # load_run: a folder or an export
 from ppgbench_pl.input_checks import int_list
+from ppgbench_pl.messages import did_you_mean
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -45,7 +41,6 @@ PUBLISHED_FOLDS: tuple[int, ...] = (0, 1, 2, 3, 4)
 PUBLISHED_CONTROLS: tuple[str, ...] = ("prv_published",)
 TASK_CLASS = "ppgbench_pl.tasks.EncoderTask"
 DATA_CLASS = "ppgbench_pl.datamodules.PPGDataModule"
-
 
 
 def _split_overrides(overrides: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
@@ -67,8 +62,7 @@ def _split_overrides(overrides: Mapping[str, Any]) -> tuple[dict[str, Any], dict
         elif key in trainer_keys:
             trainer[key] = value
         else:
-            close = difflib.get_close_matches(key, [*RUN_OPTIONS, *data_keys, *trainer_keys], n=1)
-            hint = f"; did you mean '{close[0]}'?" if close else ""
+            hint = did_you_mean(key, [*RUN_OPTIONS, *data_keys, *trainer_keys])
             raise ConfigError(f"evaluate() got an unknown option '{key}'{hint} (run options: "
                               f"{', '.join(RUN_OPTIONS)}; data: {', '.join(data_keys)}; or a Trainer "
                               "setting)")
@@ -76,11 +70,7 @@ def _split_overrides(overrides: Mapping[str, Any]) -> tuple[dict[str, Any], dict
 
 
 def _trainer_block(trainer: dict[str, Any], callbacks: list[dict[str, Any]]) -> dict[str, Any]:
-    """Return the ``trainer`` block as the shipped configs resolve it.
-
-    Lightning's defaults, one device (``devices="auto"`` would be refused by the MLP and finetune stacks),
-    then the given settings.
-    """
+    """The ``trainer`` block as the shipped configs resolve it: Lightning's defaults, one device, the settings."""
     import lightning as L
 
     from ppgbench_pl.benchmark.trainer_block import HONOURED_TRAINER
@@ -99,16 +89,9 @@ def build_config(encoder: EncoderLike, *, dataset: str, tasks: Sequence[str] | N
                  sampling_rate: float | None = None, name: str | None = None,
                  encoder_args: Mapping[str, Any] | None = None, **overrides: Any) -> dict[str, Any]:
     """Return the ``ppgbench fit`` config (as the CLI resolves it) that :func:`evaluate` runs (same args)."""
-    check_arguments(dataset, tasks, regimes, controls, output_dir, overrides)  # a wrong type: one line
-    if isinstance(regimes, str) or (isinstance(regimes, tuple) and len(regimes) == 2
-                                    and isinstance(regimes[0], str) and isinstance(regimes[1], Mapping)):
-        regimes = [regimes]  # one regime given alone: "mlp" or ("mlp", {...})
-    if isinstance(controls, str):
-        controls = [controls]
-    if isinstance(tasks, str):
-        tasks = [tasks]
+    tasks, regimes, controls = check_arguments(dataset, tasks, regimes, controls, output_dir, overrides)
     run, data, trainer = _split_overrides(overrides)
-    config: dict[str, Any] = {
+    return {
         "seed_everything": 42,
         "output_dir": str(output_dir),
         "model": {"class_path": TASK_CLASS, "init_args": {"encoder": encoder_entry(
@@ -116,13 +99,12 @@ def build_config(encoder: EncoderLike, *, dataset: str, tasks: Sequence[str] | N
         "controls": [encoder_entry(c) for c in controls],
         "matrix": {"encoders": None, "datasets": None, "tasks": None},
         "data": {"class_path": DATA_CLASS, "init_args": {
-            "dataset": dataset, "tasks": None if tasks is None else list(tasks),
+            "dataset": dataset, "tasks": tasks,
             "seeds": int_list("seeds", seeds), "folds": int_list("folds", folds), **data}},
         "trainer": _trainer_block(trainer, [regime_entry(r) for r in regimes]),
         "executor": executor_entry(executor),
         **run,
     }
-    return config
 
 
 def evaluate(encoder: EncoderLike, *, dataset: str, tasks: Sequence[str] | None = None,
@@ -154,15 +136,12 @@ def evaluate(encoder: EncoderLike, *, dataset: str, tasks: Sequence[str] | None 
         name: The encoder's name in job ids and tables.
         encoder_args: More encoder init arguments, e.g. ``{"random_init": True}`` for a published model
             without its checkpoint, ``{"checkpoint": "weights.pt"}``, or CustomEncoder settings for a module.
-        **overrides: Run options (``wandb`` = ``group`` as on the command line, or ``off``/``per-job``;
+        **overrides: Run options as on the command line (``wandb``: ``group``/``per-job``/``off``,
             ``wandb_project``, ``ci_unit``, ``progress``, ``allow_code_change``, ``max_cache_gb``, ``cache_dir``,
-            ``cache_size_gb``, ``optuna_storage``, ``threads`` (as ``--threads``), ``lock_timeout``: seconds
-            to wait for a job another process holds before failing it, default wait; ``dry_run=True``: print
-            the plan and its cost estimate as
-            ``--dry-run`` does, refuse what the run would refuse, and return None),
-            data-module settings (``root``, ``batch_size``, ``n_inner_folds``, ``synthetic_subjects``, ...)
-            and device settings of the trainer (``accelerator``, ``devices``, ``precision``, ...), as in a
-            ``fit`` config.
+            ``cache_size_gb``, ``optuna_storage``, ``threads``, ``lock_timeout``; ``dry_run=True`` prints the plan
+            and its cost estimate as ``--dry-run`` does and returns None), data-module settings (``root``,
+            ``batch_size``, ``n_inner_folds``, ``synthetic_subjects``, ...) and the trainer's device settings
+            (``accelerator``, ``devices``, ``precision``, ...), as in a ``fit`` config.
 
     Returns:
         The run folder's :class:`Results` (every record in it, including earlier runs'); None for a dry run.

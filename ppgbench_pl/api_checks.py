@@ -1,9 +1,8 @@
 """Types of the arguments of :func:`ppgbench_pl.evaluate`, checked before anything is read or built.
 
-Each wrong type is refused in one line naming the argument, the value and what it takes, instead of a
-``TypeError`` from deep inside the engine (``regimes=5``, ``synthetic_subjects="8"``) or a silent
-misreading (``progress="no"`` is truthy). Data-module settings are checked against the annotations of
-:class:`~ppgbench_pl.datamodules.PPGDataModule`, so a new setting is covered without listing it here.
+The config parser would raise deep inside the engine or exit the process (``regimes=5``), or misread silently
+(``progress="no"``, ``output_dir=5``); here each is one ``ConfigError`` naming the argument. Data-module
+settings are checked against :class:`~ppgbench_pl.datamodules.PPGDataModule`'s annotations.
 """
 
 from __future__ import annotations
@@ -30,6 +29,7 @@ RUN_TYPES: dict[str, Any] = {
     "cache_dir": str | Path | None, "cache_size_gb": float | None, "lock_timeout": float | None,
     "dry_run": bool, "threads": int | None,
 }
+_WORDS = {type(None): "None", bool: "True or False", str: "a str", int: "an int", float: "a number", Path: "a Path"}
 
 
 def accepts(hint: Any, value: Any) -> bool | None:
@@ -55,9 +55,7 @@ def describe(hint: Any) -> str:
         return " or ".join(dict.fromkeys(describe(arg) for arg in typing.get_args(hint)))
     if origin is Literal:
         return "one of " + ", ".join(repr(choice) for choice in typing.get_args(hint))
-    words = {type(None): "None", bool: "True or False", str: "a str", int: "an int", float: "a number",
-             Path: "a Path"}
-    return words.get(hint, getattr(hint, "__name__", str(hint)))
+    return _WORDS.get(hint, getattr(hint, "__name__", str(hint)))
 
 
 def _choices(hint: Any) -> list[Any]:
@@ -77,51 +75,50 @@ def check_value(name: str, hint: Any, value: Any) -> None:
         raise ConfigError(f"{name}={value!r}: must be {describe(hint)}{kind}")
 
 
-def _check_regimes(regimes: Any) -> None:
-    if isinstance(regimes, str) or (isinstance(regimes, tuple) and len(regimes) == 2 and isinstance(regimes[0], str)
-                                    and isinstance(regimes[1], Mapping)):
-        regimes = [regimes]  # one regime given alone (as build_config reads it)
-    if not isinstance(regimes, Iterable) or isinstance(regimes, Mapping | bytes):
-        raise ConfigError(f"regimes={regimes!r}: must be a list of regime names, (name, init_args) pairs, entry "
-                          f"dicts or Regime instances, not a {type(regimes).__name__}")
-    for regime in regimes:
-        if isinstance(regime, tuple) and (len(regime) != 2 or not isinstance(regime[0], str)
-                                          or not isinstance(regime[1], Mapping | None)):
-            raise ConfigError(f"regimes: {regime!r}: a pair must be (name, init_args dict), e.g. "
-                              "('mlp', {'search': {'n_trials': 4}})")
-        if isinstance(regime, Mapping) and "class_path" not in regime:
-            raise ConfigError(f"regimes: {dict(regime)!r}: an entry dict needs a class_path")
-        if isinstance(regime, int | float | bool | bytes | list | set) or regime is None:
-            raise ConfigError(f"regimes: {regime!r}: not a regime (a name such as 'linear', a (name, init_args) "
-                              f"pair, an entry dict or a Regime instance)")
+def _listed(name: str, value: Any, what: str) -> list[Any]:
+    """``value`` as a list (one str given alone is a list of one); anything else but an iterable is refused."""
+    if isinstance(value, str):
+        return [value]
+    if not isinstance(value, Iterable) or isinstance(value, Mapping | bytes):
+        raise ConfigError(f"{name}={value!r}: must be a list of {what}, not a {type(value).__name__}")
+    return list(value)
+
+
+def _check_regime(regime: Any) -> None:
+    if isinstance(regime, tuple) and (len(regime) != 2 or not isinstance(regime[0], str)
+                                      or not isinstance(regime[1], Mapping | None)):
+        raise ConfigError(f"regimes: {regime!r}: a pair must be (name, init_args dict), e.g. "
+                          "('mlp', {'search': {'n_trials': 4}})")
+    if isinstance(regime, Mapping) and "class_path" not in regime:
+        raise ConfigError(f"regimes: {dict(regime)!r}: an entry dict needs a class_path")
+    if isinstance(regime, int | float | bool | bytes | list | set) or regime is None:
+        raise ConfigError(f"regimes: {regime!r}: not a regime (a name such as 'linear', a (name, init_args) "
+                          f"pair, an entry dict or a Regime instance)")
 
 
 def check_arguments(dataset: Any, tasks: Any, regimes: Any, controls: Any, output_dir: Any,
-                    overrides: Mapping[str, Any]) -> None:
-    """Refuse an ``evaluate`` argument of the wrong type, in one line naming it (nothing is read yet)."""
+                    overrides: Mapping[str, Any]) -> tuple[list[str] | None, list[Any], list[Any]]:
+    """Refuse an ``evaluate`` argument of the wrong type in one line; return tasks, regimes, controls as lists."""
     check_value("dataset", str, dataset)
-    if tasks is not None and not isinstance(tasks, str):
-        if not isinstance(tasks, Iterable) or isinstance(tasks, Mapping):
-            raise ConfigError(f"tasks={tasks!r}: must be a list of task names, not a {type(tasks).__name__}")
-        for task in tasks:
-            check_value("tasks", str, task)
-    if not isinstance(controls, str) and (not isinstance(controls, Iterable) or isinstance(controls, Mapping)):
-        raise ConfigError(f"controls={controls!r}: must be a list of encoders (names, class paths or objects), "
-                          f"not a {type(controls).__name__}")
-    _check_regimes(regimes)
+    task_list = None if tasks is None else _listed("tasks", tasks, "task names")
+    for task in task_list or []:
+        check_value("tasks", str, task)
+    control_list = _listed("controls", controls, "encoders (names, class paths or objects)")
+    alone = isinstance(regimes, tuple) and len(regimes) == 2 and isinstance(regimes[0], str) \
+        and isinstance(regimes[1], Mapping)
+    regime_list = _listed("regimes", [regimes] if alone else regimes, "regime names, (name, init_args) pairs, "
+                          "entry dicts or Regime instances")
+    for regime in regime_list:
+        _check_regime(regime)
     check_value("output_dir", str | Path, output_dir)
-    data = _data_hints()
+    from ppgbench_pl.datamodules.ppg import PPGDataModule
+
+    try:
+        data = typing.get_type_hints(PPGDataModule.__init__)
+    except (NameError, TypeError):  # an annotation that cannot be evaluated: the parser judges those settings
+        data = {}
     for key, value in overrides.items():
         hint = RUN_TYPES.get(key, data.get(key))
         if hint is not None:
             check_value(key, hint, value)
-
-
-def _data_hints() -> dict[str, Any]:
-    """The annotations of the data module's settings (evaluated; empty where they cannot be)."""
-    from ppgbench_pl.datamodules.ppg import PPGDataModule
-
-    try:
-        return typing.get_type_hints(PPGDataModule.__init__)
-    except (NameError, TypeError):
-        return {}
+    return task_list, regime_list, control_list

@@ -1,19 +1,16 @@
-"""Python objects given to :func:`ppgbench_pl.evaluate` as the config entries a ``ppgbench fit`` config holds.
+"""Python objects given to :func:`ppgbench_pl.evaluate` as the entries of a ``ppgbench fit`` config.
 
-An encoder or regime may be a registered name, a class path, an entry dict or a built object; an object that a
-config cannot name (an ``nn.Module`` you built, a ``PPGEncoder`` or ``Regime`` instance) goes into the config as it
-is (the parser takes built objects), so it runs only with the local executor.
+A name, class path or entry dict becomes a ``class_path`` entry; a built object goes in as it is.
 """
 
 from __future__ import annotations
 
-import difflib
-import inspect
 from collections.abc import Mapping
 from typing import Any
 
 from ppgbench_pl.api_run import LOCAL_EXECUTOR
 from ppgbench_pl.errors import ConfigError
+from ppgbench_pl.messages import did_you_mean
 from ppgbench_pl.naming import snake_case
 
 EncoderLike = Any  # a registered name, a class_path (str or entry dict), a PPGEncoder or an nn.Module
@@ -48,18 +45,13 @@ def encoder_entry(encoder: EncoderLike, *, sampling_rate: float | None = None, n
     if isinstance(encoder, str | Mapping | type):
         if sampling_rate is not None:
             args["sampling_rate"] = sampling_rate
-        if isinstance(encoder, Mapping):
-            path = str(encoder["class_path"])
-            entry = {"class_path": path if "." in path else _encoder_class(path),
-                     "init_args": {**dict(encoder.get("init_args") or {}), **args}}
-        elif isinstance(encoder, type):
-            entry = {"class_path": _class_path(encoder), "init_args": args}
+        if isinstance(encoder, type):
+            path = _class_path(encoder)
         else:
-            path = str(encoder)
-            entry = {"class_path": path if "." in path else _encoder_class(path), "init_args": args}
-        if not entry["init_args"]:
-            entry.pop("init_args")
-        return entry
+            path = str(encoder["class_path"] if isinstance(encoder, Mapping) else encoder)
+            path = path if "." in path else _encoder_class(path)
+        init = {**dict(encoder.get("init_args") or {}), **args} if isinstance(encoder, Mapping) else args
+        return {"class_path": path, "init_args": init} if init else {"class_path": path}
     from torch import nn
 
     from ppgbench_pl.encoders.base import PPGEncoder
@@ -76,8 +68,7 @@ def encoder_entry(encoder: EncoderLike, *, sampling_rate: float | None = None, n
             raise ConfigError(f"a plain nn.Module ({type(encoder).__name__}) needs sampling_rate=<Hz>: the "
                               "rate it was trained at (every dataset is resampled to it)")
         args.setdefault("name", snake_case(type(encoder).__name__))  # TinyPPGCNN -> tiny_ppg_cnn
-        if not ({"checkpoint", "random_init"} & set(args)) and \
-                "weights_in_module" in inspect.signature(CustomEncoder.__init__).parameters:
+        if not {"checkpoint", "random_init"} & set(args):
             args["weights_in_module"] = True  # the weights are the ones the module holds in memory now
         return CustomEncoder(encoder, sampling_rate=sampling_rate, **args)
     raise ConfigError(f"cannot evaluate a {type(encoder).__name__}: give a registered encoder name, a class "
@@ -91,10 +82,7 @@ def _encoder_class(name: str) -> str:
 
 
 def regime_entry(regime: RegimeLike) -> Any:
-    """Return the ``trainer.callbacks`` entry of one regime.
-
-    A regime is a name (``linear``, ``rf``, ``mlp``, ``finetune``), ``(name, init_args)``, a ``class_path``
-    entry dict (whose class path may be a name) or a Regime instance.
+    """Return the ``trainer.callbacks`` entry of a name, ``(name, init_args)``, an entry dict or a Regime instance.
 
     Raises:
         ConfigError: An unknown regime name (with the known ones).
@@ -123,9 +111,7 @@ def _regime_class(name: str) -> str:
     from ppgbench_pl.regimes.catalog import REGIMES
 
     if name not in REGIMES:
-        close = difflib.get_close_matches(name, list(REGIMES), n=1)
-        hint = f"; did you mean '{close[0]}'?" if close else ""
-        raise ConfigError(f"unknown regime '{name}'{hint} (regimes: {', '.join(REGIMES)})")
+        raise ConfigError(f"unknown regime '{name}'{did_you_mean(name, REGIMES)} (regimes: {', '.join(REGIMES)})")
     return REGIMES[name].class_path
 
 

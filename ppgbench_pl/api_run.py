@@ -1,8 +1,4 @@
-"""How :func:`ppgbench_pl.api.evaluate` runs its config: through the engine of ``ppgbench fit``, or its dry run.
-
-Kept out of :mod:`ppgbench_pl.api` (which builds the config) so each stays small; nothing here is imported
-until :func:`~ppgbench_pl.api.evaluate` runs.
-"""
+"""How :func:`ppgbench_pl.api.evaluate` runs its config: through the engine of ``ppgbench fit``, or its dry run."""
 
 from __future__ import annotations
 
@@ -17,11 +13,7 @@ LOCAL_EXECUTOR = "ppgbench_pl.benchmark.executors.LocalExecutor"
 
 
 def run_config(config: dict[str, Any]) -> Results | None:
-    """Run a config through the engine of ``ppgbench fit``: the same parser builds the same objects, then the run.
-
-    With ``dry_run`` set, print what ``ppgbench fit --dry-run`` prints (the plan, the real run's refusals of
-    the folder, the cost estimate) and return None.
-    """
+    """Run a config as ``ppgbench fit`` does (same parser, same engine); with ``dry_run``, print its plan instead."""
     from ppgbench_pl.benchmark.console import quiet_lightning
     from ppgbench_pl.benchmark.coordinator import BenchmarkRun
     from ppgbench_pl.benchmark.protocol_cli import parse_setup

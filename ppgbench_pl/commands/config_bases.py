@@ -1,10 +1,8 @@
 """Config files that stack on a base file: ``base: base.yaml`` at the top of a YAML config.
 
-A regime file holds its regime and says which shared file holds the model, controls and data
-(``configs/regime_mlp.yaml`` starts with ``base: base.yaml``). Before LightningCLI parses, each
-``--config FILE`` whose YAML has a top-level ``base`` becomes ``--config BASE --config FILE`` (the base's
-own base first, a path relative to the file that names it), so later files and flags override earlier
-ones exactly as stacked ``--config`` files do. Only plain YAML is read here: no torch, no Lightning.
+Before LightningCLI parses, each ``--config FILE`` whose YAML has a top-level ``base`` becomes ``--config BASE
+--config FILE`` (the base's own base first, relative to the file naming it), so later files and flags override
+earlier ones exactly as stacked ``--config`` files do.
 """
 
 from __future__ import annotations
@@ -13,20 +11,10 @@ from pathlib import Path
 
 import yaml
 
+from ppgbench_pl.commands import flag_values
 from ppgbench_pl.errors import ConfigError
 
 BASE_KEY = "base"
-
-
-def _config_files(argv: list[str]) -> list[tuple[int, str, bool]]:
-    """(position, value, joined as ``--config=value``) of every ``--config`` file argument."""
-    found = []
-    for i, arg in enumerate(argv):
-        if arg == "--config" and i + 1 < len(argv):
-            found.append((i + 1, argv[i + 1], False))
-        elif arg.startswith("--config="):
-            found.append((i, arg.split("=", 1)[1], True))
-    return found
 
 
 def chain(path: Path, seen: tuple[Path, ...] = ()) -> list[tuple[Path, dict | None]]:
@@ -56,7 +44,7 @@ def chain(path: Path, seen: tuple[Path, ...] = ()) -> list[tuple[Path, dict | No
 def expand_bases(argv: list[str]) -> list[str]:
     """``argv`` with each ``--config FILE`` that names a base preceded by its bases (inline YAML for FILE)."""
     out = list(argv)
-    for index, value, joined in reversed(_config_files(argv)):
+    for index, value, joined in reversed(flag_values(argv, "--config")):
         path = Path(value)
         if value.lstrip().startswith(("{", "[")) or "\n" in value or not path.is_file():
             continue  # inline YAML, or a missing file (refused elsewhere with its own line)

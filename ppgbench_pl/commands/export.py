@@ -27,10 +27,8 @@ def add_export_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _command(ns: argparse.Namespace) -> None:
-    import sys
-
+    from ppgbench_pl.commands import warn
     from ppgbench_pl.results.export import export_run
 
-    path = export_run(ns.run, ns.output, ns.model,
-                      warn=lambda line: print(f"ppgbench: warning: {line}", file=sys.stderr))
+    path = export_run(ns.run, ns.output, ns.model, warn=warn)
     print(f"exported: {path}")
