@@ -18,17 +18,27 @@ torch until a function needs it.
 
 from __future__ import annotations
 
-import inspect
+import sys
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ppgbench_pl.api_checks import RUN_OPTIONS, check_arguments
-from ppgbench_pl.api_entries import EncoderLike, RegimeLike, encoder_entry, executor_entry, regime_entry
+from ppgbench_pl.api_entries import (
+    EncoderLike,
+    RegimeLike,
+    check_arguments,
+    encoder_entry,
+    executor_entry,
+    regime_entry,
+    split_overrides,
+    trainer_block,
+)
+from ppgbench_pl.commands import EXECUTOR_ALIASES
 from ppgbench_pl.errors import ConfigError
 from ppgbench_pl.exported_results import Results, load_run  # load_run: a folder or an export
 from ppgbench_pl.input_checks import int_list
-from ppgbench_pl.messages import did_you_mean
+from ppgbench_pl.messages import RAISE_INSTEAD
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -43,44 +53,6 @@ TASK_CLASS = "ppgbench_pl.tasks.EncoderTask"
 DATA_CLASS = "ppgbench_pl.datamodules.PPGDataModule"
 
 
-def _split_overrides(overrides: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """Keyword overrides -> (run options, data init_args, trainer settings); an unknown key is one line."""
-    import lightning as L
-
-    from ppgbench_pl.datamodules.ppg import PPGDataModule
-
-    data_keys = [p for p in inspect.signature(PPGDataModule.__init__).parameters
-                 if p not in ("self", "dataset", "tasks", "seeds", "folds")]
-    trainer_keys = [p for p in inspect.signature(L.Trainer.__init__).parameters
-                    if p not in ("self", "callbacks")]
-    run, data, trainer = dict(RUN_OPTIONS), {}, {}
-    for key, value in overrides.items():
-        if key in RUN_OPTIONS:
-            run[key] = value
-        elif key in data_keys:
-            data[key] = value
-        elif key in trainer_keys:
-            trainer[key] = value
-        else:
-            hint = did_you_mean(key, [*RUN_OPTIONS, *data_keys, *trainer_keys])
-            raise ConfigError(f"evaluate() got an unknown option '{key}'{hint} (run options: "
-                              f"{', '.join(RUN_OPTIONS)}; data: {', '.join(data_keys)}; or a Trainer "
-                              "setting)")
-    return run, data, trainer
-
-
-def _trainer_block(trainer: dict[str, Any], callbacks: list[dict[str, Any]]) -> dict[str, Any]:
-    """The ``trainer`` block as the shipped configs resolve it: Lightning's defaults, one device, the settings."""
-    import lightning as L
-
-    from ppgbench_pl.benchmark.trainer_block import HONOURED_TRAINER
-
-    params = inspect.signature(L.Trainer.__init__).parameters
-    block = {k: params[k].default for k in HONOURED_TRAINER if k in params and params[k].default is not None}
-    block["devices"] = 1  # as configs/base.yaml: the stacked regimes train on one device unless asked otherwise
-    return {**block, **trainer, "callbacks": callbacks}
-
-
 def build_config(encoder: EncoderLike, *, dataset: str, tasks: Sequence[str] | None = None,
                  regimes: Iterable[RegimeLike] = ("linear",),
                  controls: Iterable[EncoderLike] = PUBLISHED_CONTROLS,
@@ -90,7 +62,7 @@ def build_config(encoder: EncoderLike, *, dataset: str, tasks: Sequence[str] | N
                  encoder_args: Mapping[str, Any] | None = None, **overrides: Any) -> dict[str, Any]:
     """Return the ``ppgbench fit`` config (as the CLI resolves it) that :func:`evaluate` runs (same args)."""
     tasks, regimes, controls = check_arguments(dataset, tasks, regimes, controls, output_dir, overrides)
-    run, data, trainer = _split_overrides(overrides)
+    run, data, trainer = split_overrides(overrides)
     return {
         "seed_everything": 42,
         "output_dir": str(output_dir),
@@ -101,7 +73,7 @@ def build_config(encoder: EncoderLike, *, dataset: str, tasks: Sequence[str] | N
         "data": {"class_path": DATA_CLASS, "init_args": {
             "dataset": dataset, "tasks": tasks,
             "seeds": int_list("seeds", seeds), "folds": int_list("folds", folds), **data}},
-        "trainer": _trainer_block(trainer, [regime_entry(r) for r in regimes]),
+        "trainer": trainer_block(trainer, [regime_entry(r) for r in regimes]),
         "executor": executor_entry(executor),
         **run,
     }
@@ -154,9 +126,42 @@ def evaluate(encoder: EncoderLike, *, dataset: str, tasks: Sequence[str] | None 
     config = build_config(encoder, dataset=dataset, tasks=tasks, regimes=regimes, controls=controls,
                           seeds=seeds, folds=folds, output_dir=output_dir, executor=executor,
                           sampling_rate=sampling_rate, name=name, encoder_args=encoder_args, **overrides)
-    from ppgbench_pl.api_run import run_config
-
     return run_config(config)
+
+
+def run_config(config: dict[str, Any]) -> Results | None:
+    """Run a config as ``ppgbench fit`` does (same parser, same engine); with ``dry_run``, print its plan instead."""
+    from ppgbench_pl.benchmark.console import quiet_lightning
+    from ppgbench_pl.benchmark.coordinator import BenchmarkRun
+    from ppgbench_pl.benchmark.protocol_cli import parse_setup
+    from ppgbench_pl.locks import waiting_at_most
+
+    quiet_lightning()
+    warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter.*")
+    token = RAISE_INSTEAD.set(True)  # the parser's one-line refusal: a ConfigError, not an exit
+    try:
+        setup = parse_setup(config)
+    finally:
+        RAISE_INSTEAD.reset(token)
+    if setup.resolved is None and setup.settings.executor.get("class_path") != EXECUTOR_ALIASES["local"]:
+        raise ConfigError("objects built in this process (an nn.Module, a PPGEncoder or Regime instance) run only "
+                          "with the local executor; give them by name or class path instead")
+    run = BenchmarkRun(setup)
+    if setup.settings.dry_run:
+        print(run.dry_run())
+        return None
+    with waiting_at_most(setup.actions["lock_timeout"]):
+        report = run.run()
+    if report.interrupted is not None:
+        raise KeyboardInterrupt(f"interrupted after {report.completed + report.skipped} of {report.planned} "
+                                "jobs; call evaluate again to resume")
+    if report.skipped:  # a resumed folder: say what was reused (the CLI's last line says it too)
+        print(f"resumed {setup.settings.output_dir}: {report.skipped} of {report.planned} jobs reused (already "
+              f"done), {report.completed} run", file=sys.stderr)
+    if report.failed:
+        warnings.warn(f"{len(report.failed)} of {report.planned} jobs failed (Results.failed lists them; "
+                      "they run again next time)", stacklevel=3)
+    return Results(setup.settings.output_dir, run=report)
 
 
 # -- what can be run -----------------------------------------------------------------------------------------

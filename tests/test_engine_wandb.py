@@ -159,7 +159,7 @@ def test_summaries_hold_only_aggregates_equal_to_summary_csv(tmp_path, engine_ro
     """Read back with the offline run files: every summary key is an aggregate and equals summary.csv; each
     fold's value is in the history, not the summary; the constant baseline has its run; the API defaults
     to the same W&B setting as the command line."""
-    import ppgbench_pl.api as api
+    import ppgbench_pl.api_entries as api
     from ppgbench_pl.benchmark.setup import RunSettings
     from ppgbench_pl.benchmark.wandb_cells import AGGREGATES
 

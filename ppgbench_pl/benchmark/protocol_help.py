@@ -1,10 +1,7 @@
-"""``ppgbench fit --help`` and ``benchmark --help``: ppgbench's own options first, refused flags in one line.
+"""``ppgbench fit --help`` and ``benchmark --help``: ppgbench's own options first, refused flags in one entry.
 
-LightningCLI lists every ``Trainer`` argument, most of which a protocol run refuses (the regimes' searches
-set epochs and batches, the regimes build their own inner trainers, ppgbench tracks runs itself). The
-help shows the run's options, the budget, the model and the data first, then the honoured ``trainer``
-device settings, and names the refused flags together in one entry (each is still refused with its reason
-when given, :mod:`ppgbench_pl.benchmark.trainer_block`). Only the text changes: the parser and what it accepts do not.
+Most ``Trainer`` arguments are refused by a protocol run (each with its reason, :mod:`.trainer_block`); the help
+names them together after the honoured device settings. Only the text changes, not what the parser accepts.
 """
 
 from __future__ import annotations

@@ -12,8 +12,7 @@ from ppgbench_pl.errors import ConfigError
 def add_compare_parser(sub: argparse._SubParsersAction) -> None:
     """Register ``compare``."""
     parser = sub.add_parser(
-        "compare", help="Paired comparison of one model of RUN_A with one of RUN_B, cell by cell.",
-        description="Per task x regime: paired difference on matched seeds x folds, seed and subject-level "
+        "compare", description="Per task x regime: paired difference on matched seeds x folds, seed and subject-level "
                     "(corrected t) intervals, raw and Benjamini-Hochberg p, MDD, win/tie/loss. Cells whose "
                     "seeds or folds differ are refused. The printed table (and compare.tex) gives the metric, unit, "
                     "direction, both means and the verdict in words, rounded to the interval's precision.")

@@ -57,21 +57,3 @@ def expand_bases(argv: list[str]) -> list[str]:
         start = index if joined else index - 1
         out[start:index + 1] = args
     return out
-
-
-def _merge(into: dict, over: dict) -> dict:
-    """Nested mappings merged key by key (lists and values of ``over`` replace), as stacked configs merge."""
-    out = dict(into)
-    for key, value in over.items():
-        out[key] = _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
-    return out
-
-
-def load_stacked(path: Path) -> dict:
-    """A config file's content with its bases merged in (what the parser sees before flags)."""
-    merged: dict = {}
-    for file, content in chain(Path(path)):
-        loaded = yaml.safe_load(file.read_text()) if content is None else content
-        merged = _merge(merged, loaded or {})
-    merged.pop(BASE_KEY, None)
-    return merged

@@ -26,8 +26,7 @@ def _keys(names: list[str]) -> list[str]:
 
 def add_data_parsers(sub: argparse._SubParsersAction) -> None:
     """Register ``download`` and ``preprocess``."""
-    dl = sub.add_parser("download", help="Fetch raw datasets, or published model weights (--weights), from "
-                        "their publishers (resumable, verified).")
+    dl = sub.add_parser("download")
     dl.add_argument("datasets", nargs="*", help=f"dataset keys or 'all' ({', '.join(REAL_DATASETS)})")
     dl.add_argument("--weights", nargs="+", default=[], metavar="MODEL",
                     help="published models whose weights to fetch into the weights cache, or 'all' "
@@ -49,7 +48,7 @@ def add_data_parsers(sub: argparse._SubParsersAction) -> None:
                     help="retries of a stalled or cut transfer (default 2)")
     dl.set_defaults(func=run_download)
 
-    pp = sub.add_parser("preprocess", help="Turn raw files into the processed layout at one or more rates.")
+    pp = sub.add_parser("preprocess")
     pp.add_argument("datasets", nargs="+", help="dataset keys or 'all'")
     pp.add_argument("--raw-root", type=Path, default=Path("data/raw"),
                     help="folder holding <dataset>/ sub-folders, or one dataset's raw folder")

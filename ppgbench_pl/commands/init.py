@@ -57,7 +57,7 @@ def write_budgets(folder: str | Path) -> list[Path]:
 
 def add_init_parser(sub: argparse._SubParsersAction) -> None:
     """Register ``init``."""
-    parser = sub.add_parser("init", help="Write a starter config (my_model.yaml) for your own model.")
+    parser = sub.add_parser("init")
     parser.add_argument("folder", nargs="?", default=".", help="Where to write my_model.yaml (default: .).")
     parser.set_defaults(func=run_init)
 

@@ -38,14 +38,8 @@ CONSTANT_CONTROL: dict[str, Any] = {
 
 
 def _plain(value: Any) -> Any:
-    """JSON-ready values: tuples become lists, nested mappings and dataclasses become dicts."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, tuple | list):
-        return [_plain(v) for v in value]
-    return value
+    """JSON-ready values: dataclasses and mappings become dicts, tuples lists."""
+    return json.loads(json.dumps(value, default=dataclasses.asdict))
 
 
 def dataset_rows(dataset: str | None = None) -> list[dict[str, Any]]:
@@ -180,14 +174,7 @@ def run_list(
     what: str | None = None, *, dataset: str | None = None, tier: str | None = None, kind: str | None = None,
     as_json: bool = False,
 ) -> str:
-    """The text (or JSON) ``ppgbench list [what]`` prints.
-
-    Args:
-        what: One of :data:`TABLES`, or None for the overview of all of them.
-        dataset: Only this dataset (datasets, tasks).
-        tier: Only ``primary`` or ``secondary`` (tasks; regimes that run on that tier).
-        kind: Only ``regression``, ``classification`` or ``regression_cls`` tasks.
-        as_json: JSON instead of text: a list of rows for one table, an object of tables for the overview.
+    """The text (or JSON) ``ppgbench list [what]`` prints: one of :data:`TABLES` in full, or the overview (None).
 
     Raises:
         ConfigError: An unknown table, dataset, tier or kind, or a filter that does not apply to ``what``.
@@ -211,8 +198,7 @@ def run_list(
 def add_list_parser(sub: argparse._SubParsersAction) -> None:
     """Register ``list``."""
     parser = sub.add_parser(
-        "list", help="List datasets, tasks, encoders, controls and regimes that can be run.",
-        description="Everything that can be run. Without a table name: an overview of all of them.")
+        "list", description="Everything that can be run. Without a table name: an overview of all of them.")
     # No argparse ``choices``: run_list answers a typo with a did-you-mean.
     parser.add_argument("what", nargs="?", metavar="{" + ",".join(TABLES) + "}",
                         help="the table to show in full")

@@ -19,8 +19,7 @@ def _pair(text: str) -> tuple[str, str]:
 def add_report_parser(sub: argparse._SubParsersAction) -> None:
     """Register ``report``."""
     parser = sub.add_parser(
-        "report", help="Build tables, findings, figures and index.html from run folders.",
-        description="Combine one or more run folders (partial or complete) into a report folder.")
+        "report", description="Combine one or more run folders (partial or complete) into a report folder.")
     parser.add_argument("runs", nargs="+", type=Path,
                         help="Run folders (jobs/<id>/results.json inside) or files from ppgbench export.")
     parser.add_argument("--output", "-o", type=Path, default=Path("report"),
