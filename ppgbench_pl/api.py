@@ -32,7 +32,6 @@ from ppgbench_pl.api_entries import (
     executor_entry,
     regime_entry,
     split_overrides,
-    trainer_block,
 )
 from ppgbench_pl.commands import EXECUTOR_ALIASES
 from ppgbench_pl.errors import ConfigError
@@ -60,20 +59,19 @@ def build_config(encoder: EncoderLike, *, dataset: str, tasks: Sequence[str] | N
                  output_dir: str | Path = "results/api", executor: str | Mapping[str, Any] | None = None,
                  sampling_rate: float | None = None, name: str | None = None,
                  encoder_args: Mapping[str, Any] | None = None, **overrides: Any) -> dict[str, Any]:
-    """Return the ``ppgbench fit`` config (as the CLI resolves it) that :func:`evaluate` runs (same args)."""
+    """Return the ``ppgbench fit`` config that :func:`evaluate` runs (same args; the parser adds the defaults)."""
     tasks, regimes, controls = check_arguments(dataset, tasks, regimes, controls, output_dir, overrides)
     run, data, trainer = split_overrides(overrides)
     return {
-        "seed_everything": 42,
         "output_dir": str(output_dir),
         "model": {"class_path": TASK_CLASS, "init_args": {"encoder": encoder_entry(
             encoder, sampling_rate=sampling_rate, name=name, encoder_args=encoder_args)}},
         "controls": [encoder_entry(c) for c in controls],
-        "matrix": {"encoders": None, "datasets": None, "tasks": None},
         "data": {"class_path": DATA_CLASS, "init_args": {
             "dataset": dataset, "tasks": tasks,
             "seeds": int_list("seeds", seeds), "folds": int_list("folds", folds), **data}},
-        "trainer": trainer_block(trainer, [regime_entry(r) for r in regimes]),
+        # one device, as configs/base.yaml: the stacked regimes refuse "auto"
+        "trainer": {"devices": 1, **trainer, "callbacks": [regime_entry(r) for r in regimes]},
         "executor": executor_entry(executor),
         **run,
     }

@@ -248,15 +248,3 @@ def split_overrides(overrides: Mapping[str, Any]) -> tuple[dict[str, Any], dict[
                               f"{', '.join(RUN_OPTIONS)}; data: {', '.join(data_keys)}; or a Trainer "
                               "setting)")
     return run, data, trainer
-
-
-def trainer_block(trainer: dict[str, Any], callbacks: list[dict[str, Any]]) -> dict[str, Any]:
-    """The ``trainer`` block as the shipped configs resolve it: Lightning's defaults, one device, the settings."""
-    import lightning as L
-
-    from ppgbench_pl.benchmark.trainer_block import HONOURED_TRAINER
-
-    params = inspect.signature(L.Trainer.__init__).parameters
-    block = {k: params[k].default for k in HONOURED_TRAINER if k in params and params[k].default is not None}
-    block["devices"] = 1  # as configs/base.yaml: the stacked regimes train on one device unless asked otherwise
-    return {**block, **trainer, "callbacks": callbacks}

@@ -110,17 +110,6 @@ def cached_help(command: str) -> str:
     return text
 
 
-def check_config_files(argv: list[str]) -> None:
-    """Refuse a ``--config`` file that is missing or a folder before Lightning is imported (seconds)."""
-    for _, value, _ in flag_values(argv, "--config"):
-        if value.lstrip().startswith(("{", "[")) or "\n" in value:  # an inline YAML/JSON config
-            continue
-        if Path(value).is_dir():
-            fail(f"--config {value}: is a folder, not a YAML file")
-        if not Path(value).is_file():
-            fail(f"--config {value}: no such file")
-
-
 def user_modules_importable() -> None:
     """A user's ``class_path`` (model, callback) in the working folder imports, as under ``python -m``."""
     if "" not in sys.path and os.getcwd() not in sys.path:
@@ -164,15 +153,14 @@ def main(args: list[str] | None = None) -> None:
     try:
         if command in PROTOCOL_COMMANDS:
             from ppgbench_pl.benchmark.console import quiet_lightning
+            from ppgbench_pl.commands.config_bases import expand_bases
 
-            check_config_files(argv)
+            argv = expand_bases(argv)  # refuses a missing --config file
             check_top_level_flags(command, argv)
             user_modules_importable()
             quiet_lightning()
             warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter.*")
-            from ppgbench_pl.commands.config_bases import expand_bases
-
-            cli = build_cli(expand_aliases(expand_bases(argv)))
+            cli = build_cli(expand_aliases(argv))
             if getattr(cli, "exit_code", 0):
                 raise SystemExit(cli.exit_code)
             return

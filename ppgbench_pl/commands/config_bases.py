@@ -42,12 +42,19 @@ def chain(path: Path, seen: tuple[Path, ...] = ()) -> list[tuple[Path, dict | No
 
 
 def expand_bases(argv: list[str]) -> list[str]:
-    """``argv`` with each ``--config FILE`` that names a base preceded by its bases (inline YAML for FILE)."""
+    """``argv`` with each ``--config FILE`` that names a base preceded by its bases (inline YAML for FILE).
+
+    Raises:
+        ConfigError: A ``--config`` file that is missing or a folder (before Lightning is imported: seconds).
+    """
     out = list(argv)
     for index, value, joined in reversed(flag_values(argv, "--config")):
         path = Path(value)
-        if value.lstrip().startswith(("{", "[")) or "\n" in value or not path.is_file():
-            continue  # inline YAML, or a missing file (refused elsewhere with its own line)
+        if value.lstrip().startswith(("{", "[")) or "\n" in value:
+            continue  # an inline YAML/JSON config
+        if not path.is_file():
+            what = "is a folder, not a YAML file" if path.is_dir() else "no such file"
+            raise ConfigError(f"--config {value}: {what}")
         files = chain(path)
         if len(files) == 1:
             continue

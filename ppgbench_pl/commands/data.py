@@ -9,10 +9,8 @@ from pathlib import Path
 
 from ppgbench_pl.data.datasets import REAL_DATASETS, preprocessor
 from ppgbench_pl.errors import ConfigError
-from ppgbench_pl.limits import MAX_SAMPLING_RATE, MIN_SAMPLING_RATE
-
-#: Target rates a tree can be built at: the encoders' range.
-RATE_RANGE = (MIN_SAMPLING_RATE, MAX_SAMPLING_RATE)
+from ppgbench_pl.limits import MAX_SAMPLING_RATE as HIGH
+from ppgbench_pl.limits import MIN_SAMPLING_RATE as LOW
 
 
 def _keys(names: list[str]) -> list[str]:
@@ -89,10 +87,9 @@ def run_download(ns: argparse.Namespace) -> None:
 
 def run_preprocess(ns: argparse.Namespace) -> None:
     """Build the processed tree of each dataset at each rate; a rerun with the same inputs is a no-op."""
-    low, high = RATE_RANGE
-    for fs in ns.fs:
-        if not (math.isfinite(fs) and low <= fs <= high):
-            raise ConfigError(f"--fs {fs:g}: a target rate must lie within {low:g}-{high:g} Hz")
+    for fs in ns.fs:  # the encoders' range of rates
+        if not (math.isfinite(fs) and LOW <= fs <= HIGH):
+            raise ConfigError(f"--fs {fs:g}: a target rate must lie within {LOW:g}-{HIGH:g} Hz")
     for key in _keys(ns.datasets):
         raw = ns.raw_root / key if (ns.raw_root / key).is_dir() else ns.raw_root
         dataset = preprocessor(key)(raw)

@@ -301,9 +301,3 @@ def render(what: str, rows: list[dict[str, Any]], overview: bool) -> str:
                                                                else "") for r in rows]
         text += "\n\nweights:\n" + "\n".join(lines) + "\n\n" + pretraining_block(rows)
     return text
-
-
-__all__ = [
-    "CONSTANT_CONTROL", "TABLES", "add_list_parser", "catalog_tables", "control_rows", "dataset_rows",
-    "encoder_rows", "regime_rows", "run_list", "task_rows",
-]
