@@ -10,10 +10,9 @@
     res.predictions(res.jobs.job_id[0])
     res.report("report/demo")        # tables, findings, figures, index.html
 
-:func:`evaluate` builds the config a ``ppgbench fit`` command would read and runs it through the CLI's parser and
-engine, so records, resume and folder layout are the CLI's. Built objects (an ``nn.Module``, a ``PPGEncoder`` or
-``Regime`` instance) go into the config as they are and run only with the local executor. Nothing here imports
-torch until a function needs it.
+:func:`evaluate` builds the config a ``ppgbench fit`` command would read (built objects go in as they are) and
+runs it through the CLI's parser and engine, so records, resume and folder layout are the CLI's. Nothing here
+imports torch until a function needs it.
 """
 
 from __future__ import annotations
@@ -48,8 +47,6 @@ PUBLISHED_SEEDS: tuple[int, ...] = (42, 43, 44, 45, 46)
 PUBLISHED_FOLDS: tuple[int, ...] = (0, 1, 2, 3, 4)
 #: The published control evaluated next to every model (the SciPy PRV features, PROTOCOL.md 5.2).
 PUBLISHED_CONTROLS: tuple[str, ...] = ("prv_published",)
-TASK_CLASS = "ppgbench_pl.tasks.EncoderTask"
-DATA_CLASS = "ppgbench_pl.datamodules.PPGDataModule"
 
 
 def build_config(encoder: EncoderLike, *, dataset: str, tasks: Sequence[str] | None = None,
@@ -64,10 +61,10 @@ def build_config(encoder: EncoderLike, *, dataset: str, tasks: Sequence[str] | N
     run, data, trainer = split_overrides(overrides)
     return {
         "output_dir": str(output_dir),
-        "model": {"class_path": TASK_CLASS, "init_args": {"encoder": encoder_entry(
+        "model": {"class_path": "ppgbench_pl.tasks.EncoderTask", "init_args": {"encoder": encoder_entry(
             encoder, sampling_rate=sampling_rate, name=name, encoder_args=encoder_args)}},
         "controls": [encoder_entry(c) for c in controls],
-        "data": {"class_path": DATA_CLASS, "init_args": {
+        "data": {"class_path": "ppgbench_pl.datamodules.PPGDataModule", "init_args": {
             "dataset": dataset, "tasks": tasks,
             "seeds": int_list("seeds", seeds), "folds": int_list("folds", folds), **data}},
         # one device, as configs/base.yaml: the stacked regimes refuse "auto"
@@ -121,10 +118,9 @@ def evaluate(encoder: EncoderLike, *, dataset: str, tasks: Sequence[str] | None 
         KeyboardInterrupt: The run was interrupted (finished jobs are kept; call again to resume).
 
     """
-    config = build_config(encoder, dataset=dataset, tasks=tasks, regimes=regimes, controls=controls,
-                          seeds=seeds, folds=folds, output_dir=output_dir, executor=executor,
-                          sampling_rate=sampling_rate, name=name, encoder_args=encoder_args, **overrides)
-    return run_config(config)
+    return run_config(build_config(encoder, dataset=dataset, tasks=tasks, regimes=regimes, controls=controls,
+                                   seeds=seeds, folds=folds, output_dir=output_dir, executor=executor,
+                                   sampling_rate=sampling_rate, name=name, encoder_args=encoder_args, **overrides))
 
 
 def run_config(config: dict[str, Any]) -> Results | None:

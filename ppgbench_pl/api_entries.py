@@ -20,18 +20,13 @@ from ppgbench_pl.errors import ConfigError
 from ppgbench_pl.messages import did_you_mean
 from ppgbench_pl.naming import snake_case
 
-#: Run options of ``ppgbench fit`` that ``evaluate`` takes as keyword overrides (and their defaults).
+#: Run options of ``ppgbench fit`` that ``evaluate`` takes as keyword overrides, and what each takes (the defaults
+#: are the parser's; ``optuna_storage`` is checked by its own rule).
 RUN_OPTIONS: dict[str, Any] = {
-    "wandb": "group", "wandb_project": "ppgbench", "ci_unit": "seed", "progress": True,
-    "allow_code_change": False, "max_cache_gb": 50.0, "optuna_storage": None, "cache_dir": None, "cache_size_gb": None,
-    "lock_timeout": None, "dry_run": False, "threads": None,
-}
-#: The run options of ``evaluate`` and what each takes (``optuna_storage`` is checked by its own rule).
-RUN_TYPES: dict[str, Any] = {
     "wandb": Literal["group", "per-job", "off", True, False], "wandb_project": str,
     "ci_unit": Literal["seed", "fold"], "progress": bool, "allow_code_change": bool, "max_cache_gb": float,
-    "cache_dir": str | Path | None, "cache_size_gb": float | None, "lock_timeout": float | None,
-    "dry_run": bool, "threads": int | None,
+    "optuna_storage": Any, "cache_dir": str | Path | None, "cache_size_gb": float | None,
+    "lock_timeout": float | None, "dry_run": bool, "threads": int | None,
 }
 _WORDS = {type(None): "None", bool: "True or False", str: "a str", int: "an int", float: "a number", Path: "a Path"}
 
@@ -103,12 +98,9 @@ def check_arguments(dataset: Any, tasks: Any, regimes: Any, controls: Any, outpu
     check_value("output_dir", str | Path, output_dir)
     from ppgbench_pl.datamodules.ppg import PPGDataModule
 
-    try:
-        data = typing.get_type_hints(PPGDataModule.__init__)
-    except (NameError, TypeError):  # an annotation that cannot be evaluated: the parser judges those settings
-        data = {}
+    data = typing.get_type_hints(PPGDataModule.__init__)
     for key, value in overrides.items():
-        hint = RUN_TYPES.get(key, data.get(key))
+        hint = RUN_OPTIONS.get(key, data.get(key))
         if hint is not None:
             check_value(key, hint, value)
     return task_list, regime_list, control_list
@@ -234,7 +226,7 @@ def split_overrides(overrides: Mapping[str, Any]) -> tuple[dict[str, Any], dict[
                  if p not in ("self", "dataset", "tasks", "seeds", "folds")]
     trainer_keys = [p for p in inspect.signature(L.Trainer.__init__).parameters
                     if p not in ("self", "callbacks")]
-    run, data, trainer = dict(RUN_OPTIONS), {}, {}
+    run, data, trainer = {}, {}, {}
     for key, value in overrides.items():
         if key in RUN_OPTIONS:
             run[key] = value

@@ -15,7 +15,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from ppgbench_pl.commands import EXECUTOR_ALIASES, flag_values
+import ppgbench_pl
+from ppgbench_pl.commands import EXECUTOR_ALIASES, dispatch, flag_values
 from ppgbench_pl.errors import user_error
 from ppgbench_pl.messages import did_you_mean, fail, flags_in_help, one_line
 
@@ -67,13 +68,8 @@ def build_cli(args: Any = None, run: bool = True) -> Any:
 
 
 def help_cache_path(command: str) -> Path:
-    """Where the ``--help`` text of ``fit``/``benchmark`` is cached, keyed on all it depends on.
-
-    That is our source, the parsing libraries and the terminal width, under ``$XDG_CACHE_HOME/ppgbench``.
-    """
+    """The cached ``--help`` of ``fit``/``benchmark``, keyed on our source, the parsing libraries, the width."""
     from importlib import metadata
-
-    import ppgbench_pl
 
     digest = hashlib.sha256(f"{command}|{ppgbench_pl.__version__}|{os.environ.get('COLUMNS', '')}".encode())
     for package in ("lightning", "jsonargparse", "torch"):
@@ -140,8 +136,6 @@ def main(args: list[str] | None = None) -> None:
         print(top_help())
         raise SystemExit(0 if argv else 2)
     if argv[0] in ("--version", "-V"):
-        import ppgbench_pl
-
         print(f"ppgbench {ppgbench_pl.__version__}")
         raise SystemExit(0)
     command = argv[0]
@@ -164,8 +158,6 @@ def main(args: list[str] | None = None) -> None:
             if getattr(cli, "exit_code", 0):
                 raise SystemExit(cli.exit_code)
             return
-        from ppgbench_pl.commands import dispatch
-
         if command == "calibrate":  # it reads fit configs: their class paths resolve as fit resolves them
             user_modules_importable()
         dispatch(argv)

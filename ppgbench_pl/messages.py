@@ -31,8 +31,7 @@ _OPTION = re.compile(r"""Option ["'](\w+)["'] is not accepted|No action for key 
 def one_line(message: str) -> str:
     """The cause of a nested jsonargparse error on one line: the key path, then the innermost reason.
 
-    Union alternatives that merely say "not None" are dropped; an unknown option gets a did-you-mean
-    from the constructor of the class it was given to.
+    "Not None" union alternatives are dropped; an unknown option gets a did-you-mean from its class's constructor.
     """
     raw = [ln for ln in str(message).splitlines() if ln.strip()]
     if not raw:

@@ -10,6 +10,8 @@ import importlib
 import sys
 from typing import NoReturn
 
+from ppgbench_pl.errors import ConfigError
+
 #: Short names of the four executors (``--executor process``; the API's ``executor="process"``).
 EXECUTOR_ALIASES = {
     "local": "ppgbench_pl.benchmark.executors.LocalExecutor",
@@ -36,8 +38,6 @@ class _Parser(argparse.ArgumentParser):
     """argparse whose usage errors are one line (``ppgbench: error: ...``), not usage plus message."""
 
     def error(self, message: str) -> NoReturn:
-        from ppgbench_pl.errors import ConfigError
-
         where = self.prog.removeprefix("ppgbench").strip()
         raise ConfigError(f"{where + ': ' if where else ''}{message} (see {self.prog} --help)")
 
@@ -58,8 +58,6 @@ def add_subject_interval(parser: argparse.ArgumentParser, interval: str) -> None
 
 def check_alpha(alpha: float) -> None:
     """Refuse a test level outside (0, 1) in one line."""
-    from ppgbench_pl.errors import ConfigError
-
     if not 0 < alpha < 1:
         raise ConfigError(f"--alpha must lie in (0, 1), got {alpha}")
 

@@ -42,8 +42,7 @@ def run_compare(ns: argparse.Namespace) -> None:
     from ppgbench_pl.report.compare_paper import paper_table
 
     print(paper_table(result.table).to_string(index=False))
-    line = refused_line(result)
-    if line:
+    if line := refused_line(result):
         warn(line)
     if ns.output is not None:
         print(f"compare: {write_comparison(result, ns.output)}")

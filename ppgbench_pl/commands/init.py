@@ -67,8 +67,7 @@ def run_init(ns: argparse.Namespace) -> None:
     path = write_template(ns.folder)
     budgets = write_budgets(ns.folder)
     print(f"wrote {', '.join(str(p) for p in (path, *budgets))}")
-    for line in next_steps(path):
-        print(line)
+    print("\n".join(next_steps(path)))
 
 
 def next_steps(path: Path) -> list[str]:

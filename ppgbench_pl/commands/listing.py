@@ -71,16 +71,12 @@ def dataset_rows(dataset: str | None = None) -> list[dict[str, Any]]:
     return rows
 
 
-def _regimes_for(tier: str) -> list[str]:
-    from ppgbench_pl.regimes.catalog import REGIMES
-
-    return [r.name for r in REGIMES.values() if tier in r.tiers and r.name != "linear_frac"]
-
-
 def task_rows(
     dataset: str | None = None, tier: str | None = None, kind: str | None = None
 ) -> list[dict[str, Any]]:
     """One row per task in registry order, filtered."""
+    from ppgbench_pl.regimes.catalog import REGIMES
+
     return [
         {
             "name": t.name,
@@ -95,7 +91,7 @@ def task_rows(
             "n_classes": len(t.classes) if t.kind == "classification" and t.classes else None,
             "n_targets": t.n_targets,
             "unit": t.unit,
-            "regimes": _regimes_for(t.tier),
+            "regimes": [r.name for r in REGIMES.values() if t.tier in r.tiers and r.name != "linear_frac"],
             "description": t.description,
         }
         for t in select_tasks(dataset, tier, kind)
@@ -113,9 +109,7 @@ def control_rows() -> list[dict[str, Any]]:
     rows = [dict(CONSTANT_CONTROL)]
     for entry in CATALOG.values():
         if entry.role == "control":
-            how = "list under controls: (class_path)"
-            if entry.checkpoint_required:
-                how += " with its checkpoint"
+            how = "list under controls: (class_path)" + (" with its checkpoint" if entry.checkpoint_required else "")
             rows.append({"name": entry.name, "class_path": entry.class_path, "what": entry.description,
                          "how": how})
     return rows
@@ -144,17 +138,6 @@ def regime_rows(tier: str | None = None) -> list[dict[str, Any]]:
     ]
 
 
-def _check_filters(what: str | None, filters: Mapping[str, str | None]) -> None:
-    if what is not None and what not in TABLES:
-        raise ConfigError(f"cannot list '{what}': choose from {', '.join(TABLES)}{did_you_mean(what, TABLES)}")
-    if what is None:
-        return
-    for name, value in filters.items():
-        if value is not None and name not in FILTERS[what]:
-            takes = ", ".join(f"--{f}" for f in FILTERS[what]) or "no filters"
-            raise ConfigError(f"--{name} does not filter {what} ({what} takes {takes})")
-
-
 def catalog_tables(
     *, dataset: str | None = None, tier: str | None = None, kind: str | None = None,
     tables: Sequence[str] = TABLES,
@@ -180,7 +163,12 @@ def run_list(
         ConfigError: An unknown table, dataset, tier or kind, or a filter that does not apply to ``what``.
     """
     filters = {"dataset": dataset, "tier": tier, "kind": kind}
-    _check_filters(what, filters)
+    if what is not None and what not in TABLES:
+        raise ConfigError(f"cannot list '{what}': choose from {', '.join(TABLES)}{did_you_mean(what, TABLES)}")
+    for name, value in filters.items():
+        if what is not None and value is not None and name not in FILTERS[what]:
+            takes = ", ".join(f"--{f}" for f in FILTERS[what]) or "no filters"
+            raise ConfigError(f"--{name} does not filter {what} ({what} takes {takes})")
     names: tuple[str, ...] = (what,) if what is not None else tuple(
         # the overview shows only the tables every given filter applies to
         n for n in TABLES if all(v is None or k in FILTERS[n] for k, v in filters.items()))
