@@ -10,29 +10,33 @@
     res.predictions(res.jobs.job_id[0])
     res.report("report/demo")        # tables, findings, figures, index.html
 
-:func:`evaluate` writes the config a ``ppgbench fit`` command would read (the same ``model``/``controls``/
-``data``/``trainer`` blocks, regimes as ``trainer.callbacks``) and runs it through the same engine
-(the CLI's LightningCLI parser builds the objects, :class:`~ppgbench_pl.benchmark.coordinator.BenchmarkRun` runs
-them), so the records, the resume and the folder layout are those of the CLI. Objects that a config cannot name
-(an ``nn.Module`` you built, a ``PPGEncoder`` or ``Regime`` instance) go into the config as they are, so they run
-only with the local executor.
-
-Nothing here imports torch until a function needs it: ``import ppgbench_pl`` stays cheap.
+:func:`evaluate` builds the config a ``ppgbench fit`` command would read (built objects go in as they are) and
+runs it through the CLI's parser and engine, so records, resume and folder layout are the CLI's. Nothing here
+imports torch until a function needs it.
 """
 
 from __future__ import annotations
 
-import difflib
-import inspect
+import sys
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ppgbench_pl.api_checks import RUN_OPTIONS, check_arguments
-from ppgbench_pl.api_entries import EncoderLike, RegimeLike, encoder_entry, executor_entry, regime_entry
+from ppgbench_pl.api_entries import (
+    EncoderLike,
+    RegimeLike,
+    check_arguments,
+    encoder_entry,
+    executor_entry,
+    regime_entry,
+    split_overrides,
+)
+from ppgbench_pl.commands import EXECUTOR_ALIASES
 from ppgbench_pl.errors import ConfigError
 from ppgbench_pl.exported_results import Results, load_run  # load_run: a folder or an export
 from ppgbench_pl.input_checks import int_list
+from ppgbench_pl.messages import RAISE_INSTEAD
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -43,52 +47,6 @@ PUBLISHED_SEEDS: tuple[int, ...] = (42, 43, 44, 45, 46)
 PUBLISHED_FOLDS: tuple[int, ...] = (0, 1, 2, 3, 4)
 #: The published control evaluated next to every model (the SciPy PRV features, PROTOCOL.md 5.2).
 PUBLISHED_CONTROLS: tuple[str, ...] = ("prv_published",)
-TASK_CLASS = "ppgbench_pl.tasks.EncoderTask"
-DATA_CLASS = "ppgbench_pl.datamodules.PPGDataModule"
-
-
-
-def _split_overrides(overrides: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """Keyword overrides -> (run options, data init_args, trainer settings); an unknown key is one line."""
-    import lightning as L
-
-    from ppgbench_pl.datamodules.ppg import PPGDataModule
-
-    data_keys = [p for p in inspect.signature(PPGDataModule.__init__).parameters
-                 if p not in ("self", "dataset", "tasks", "seeds", "folds")]
-    trainer_keys = [p for p in inspect.signature(L.Trainer.__init__).parameters
-                    if p not in ("self", "callbacks")]
-    run, data, trainer = dict(RUN_OPTIONS), {}, {}
-    for key, value in overrides.items():
-        if key in RUN_OPTIONS:
-            run[key] = value
-        elif key in data_keys:
-            data[key] = value
-        elif key in trainer_keys:
-            trainer[key] = value
-        else:
-            close = difflib.get_close_matches(key, [*RUN_OPTIONS, *data_keys, *trainer_keys], n=1)
-            hint = f"; did you mean '{close[0]}'?" if close else ""
-            raise ConfigError(f"evaluate() got an unknown option '{key}'{hint} (run options: "
-                              f"{', '.join(RUN_OPTIONS)}; data: {', '.join(data_keys)}; or a Trainer "
-                              "setting)")
-    return run, data, trainer
-
-
-def _trainer_block(trainer: dict[str, Any], callbacks: list[dict[str, Any]]) -> dict[str, Any]:
-    """Return the ``trainer`` block as the shipped configs resolve it.
-
-    Lightning's defaults, one device (``devices="auto"`` would be refused by the MLP and finetune stacks),
-    then the given settings.
-    """
-    import lightning as L
-
-    from ppgbench_pl.benchmark.trainer_block import HONOURED_TRAINER
-
-    params = inspect.signature(L.Trainer.__init__).parameters
-    block = {k: params[k].default for k in HONOURED_TRAINER if k in params and params[k].default is not None}
-    block["devices"] = 1  # as configs/base.yaml: the stacked regimes train on one device unless asked otherwise
-    return {**block, **trainer, "callbacks": callbacks}
 
 
 def build_config(encoder: EncoderLike, *, dataset: str, tasks: Sequence[str] | None = None,
@@ -98,31 +56,22 @@ def build_config(encoder: EncoderLike, *, dataset: str, tasks: Sequence[str] | N
                  output_dir: str | Path = "results/api", executor: str | Mapping[str, Any] | None = None,
                  sampling_rate: float | None = None, name: str | None = None,
                  encoder_args: Mapping[str, Any] | None = None, **overrides: Any) -> dict[str, Any]:
-    """Return the ``ppgbench fit`` config (as the CLI resolves it) that :func:`evaluate` runs (same args)."""
-    check_arguments(dataset, tasks, regimes, controls, output_dir, overrides)  # a wrong type: one line
-    if isinstance(regimes, str) or (isinstance(regimes, tuple) and len(regimes) == 2
-                                    and isinstance(regimes[0], str) and isinstance(regimes[1], Mapping)):
-        regimes = [regimes]  # one regime given alone: "mlp" or ("mlp", {...})
-    if isinstance(controls, str):
-        controls = [controls]
-    if isinstance(tasks, str):
-        tasks = [tasks]
-    run, data, trainer = _split_overrides(overrides)
-    config: dict[str, Any] = {
-        "seed_everything": 42,
+    """Return the ``ppgbench fit`` config that :func:`evaluate` runs (same args; the parser adds the defaults)."""
+    tasks, regimes, controls = check_arguments(dataset, tasks, regimes, controls, output_dir, overrides)
+    run, data, trainer = split_overrides(overrides)
+    return {
         "output_dir": str(output_dir),
-        "model": {"class_path": TASK_CLASS, "init_args": {"encoder": encoder_entry(
+        "model": {"class_path": "ppgbench_pl.tasks.EncoderTask", "init_args": {"encoder": encoder_entry(
             encoder, sampling_rate=sampling_rate, name=name, encoder_args=encoder_args)}},
         "controls": [encoder_entry(c) for c in controls],
-        "matrix": {"encoders": None, "datasets": None, "tasks": None},
-        "data": {"class_path": DATA_CLASS, "init_args": {
-            "dataset": dataset, "tasks": None if tasks is None else list(tasks),
+        "data": {"class_path": "ppgbench_pl.datamodules.PPGDataModule", "init_args": {
+            "dataset": dataset, "tasks": tasks,
             "seeds": int_list("seeds", seeds), "folds": int_list("folds", folds), **data}},
-        "trainer": _trainer_block(trainer, [regime_entry(r) for r in regimes]),
+        # one device, as configs/base.yaml: the stacked regimes refuse "auto"
+        "trainer": {"devices": 1, **trainer, "callbacks": [regime_entry(r) for r in regimes]},
         "executor": executor_entry(executor),
         **run,
     }
-    return config
 
 
 def evaluate(encoder: EncoderLike, *, dataset: str, tasks: Sequence[str] | None = None,
@@ -154,15 +103,12 @@ def evaluate(encoder: EncoderLike, *, dataset: str, tasks: Sequence[str] | None 
         name: The encoder's name in job ids and tables.
         encoder_args: More encoder init arguments, e.g. ``{"random_init": True}`` for a published model
             without its checkpoint, ``{"checkpoint": "weights.pt"}``, or CustomEncoder settings for a module.
-        **overrides: Run options (``wandb`` = ``group`` as on the command line, or ``off``/``per-job``;
+        **overrides: Run options as on the command line (``wandb``: ``group``/``per-job``/``off``,
             ``wandb_project``, ``ci_unit``, ``progress``, ``allow_code_change``, ``max_cache_gb``, ``cache_dir``,
-            ``cache_size_gb``, ``optuna_storage``, ``threads`` (as ``--threads``), ``lock_timeout``: seconds
-            to wait for a job another process holds before failing it, default wait; ``dry_run=True``: print
-            the plan and its cost estimate as
-            ``--dry-run`` does, refuse what the run would refuse, and return None),
-            data-module settings (``root``, ``batch_size``, ``n_inner_folds``, ``synthetic_subjects``, ...)
-            and device settings of the trainer (``accelerator``, ``devices``, ``precision``, ...), as in a
-            ``fit`` config.
+            ``cache_size_gb``, ``optuna_storage``, ``threads``, ``lock_timeout``; ``dry_run=True`` prints the plan
+            and its cost estimate as ``--dry-run`` does and returns None), data-module settings (``root``,
+            ``batch_size``, ``n_inner_folds``, ``synthetic_subjects``, ...) and the trainer's device settings
+            (``accelerator``, ``devices``, ``precision``, ...), as in a ``fit`` config.
 
     Returns:
         The run folder's :class:`Results` (every record in it, including earlier runs'); None for a dry run.
@@ -172,12 +118,44 @@ def evaluate(encoder: EncoderLike, *, dataset: str, tasks: Sequence[str] | None 
         KeyboardInterrupt: The run was interrupted (finished jobs are kept; call again to resume).
 
     """
-    config = build_config(encoder, dataset=dataset, tasks=tasks, regimes=regimes, controls=controls,
-                          seeds=seeds, folds=folds, output_dir=output_dir, executor=executor,
-                          sampling_rate=sampling_rate, name=name, encoder_args=encoder_args, **overrides)
-    from ppgbench_pl.api_run import run_config
+    return run_config(build_config(encoder, dataset=dataset, tasks=tasks, regimes=regimes, controls=controls,
+                                   seeds=seeds, folds=folds, output_dir=output_dir, executor=executor,
+                                   sampling_rate=sampling_rate, name=name, encoder_args=encoder_args, **overrides))
 
-    return run_config(config)
+
+def run_config(config: dict[str, Any]) -> Results | None:
+    """Run a config as ``ppgbench fit`` does (same parser, same engine); with ``dry_run``, print its plan instead."""
+    from ppgbench_pl.benchmark.console import quiet_lightning
+    from ppgbench_pl.benchmark.coordinator import BenchmarkRun
+    from ppgbench_pl.benchmark.protocol_cli import parse_setup
+    from ppgbench_pl.locks import waiting_at_most
+
+    quiet_lightning()
+    warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter.*")
+    token = RAISE_INSTEAD.set(True)  # the parser's one-line refusal: a ConfigError, not an exit
+    try:
+        setup = parse_setup(config)
+    finally:
+        RAISE_INSTEAD.reset(token)
+    if setup.resolved is None and setup.settings.executor.get("class_path") != EXECUTOR_ALIASES["local"]:
+        raise ConfigError("objects built in this process (an nn.Module, a PPGEncoder or Regime instance) run only "
+                          "with the local executor; give them by name or class path instead")
+    run = BenchmarkRun(setup)
+    if setup.settings.dry_run:
+        print(run.dry_run())
+        return None
+    with waiting_at_most(setup.actions["lock_timeout"]):
+        report = run.run()
+    if report.interrupted is not None:
+        raise KeyboardInterrupt(f"interrupted after {report.completed + report.skipped} of {report.planned} "
+                                "jobs; call evaluate again to resume")
+    if report.skipped:  # a resumed folder: say what was reused (the CLI's last line says it too)
+        print(f"resumed {setup.settings.output_dir}: {report.skipped} of {report.planned} jobs reused (already "
+              f"done), {report.completed} run", file=sys.stderr)
+    if report.failed:
+        warnings.warn(f"{len(report.failed)} of {report.planned} jobs failed (Results.failed lists them; "
+                      "they run again next time)", stacklevel=3)
+    return Results(setup.settings.output_dir, run=report)
 
 
 # -- what can be run -----------------------------------------------------------------------------------------

@@ -1,21 +1,112 @@
-"""Python objects given to :func:`ppgbench_pl.evaluate` as the config entries a ``ppgbench fit`` config holds.
+"""The arguments of :func:`ppgbench_pl.evaluate`: their types checked, then turned into ``ppgbench fit`` entries.
 
-An encoder or regime may be a registered name, a class path, an entry dict or a built object; an object that a
-config cannot name (an ``nn.Module`` you built, a ``PPGEncoder`` or ``Regime`` instance) goes into the config as it
-is (the parser takes built objects), so it runs only with the local executor.
+Before anything is read or built, each wrong type is one ``ConfigError`` naming the argument (the config parser
+would raise deep inside the engine or exit, ``regimes=5``, or misread silently, ``progress="no"``); data-module
+settings are checked against :class:`~ppgbench_pl.datamodules.PPGDataModule`'s annotations. A name, class path
+or entry dict becomes a ``class_path`` entry; a built object goes into the config as it is.
 """
 
 from __future__ import annotations
 
-import difflib
 import inspect
-from collections.abc import Mapping
-from typing import Any
+import numbers
+import types
+import typing
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, Literal
 
-from ppgbench_pl.api_run import LOCAL_EXECUTOR
 from ppgbench_pl.errors import ConfigError
+from ppgbench_pl.messages import did_you_mean
 from ppgbench_pl.naming import snake_case
 
+#: Run options of ``ppgbench fit`` that ``evaluate`` takes as keyword overrides, and what each takes (the defaults
+#: are the parser's; ``optuna_storage`` is checked by its own rule).
+RUN_OPTIONS: dict[str, Any] = {
+    "wandb": Literal["group", "per-job", "off", True, False], "wandb_project": str,
+    "ci_unit": Literal["seed", "fold"], "progress": bool, "allow_code_change": bool, "max_cache_gb": float,
+    "optuna_storage": Any, "cache_dir": str | Path | None, "cache_size_gb": float | None,
+    "lock_timeout": float | None, "dry_run": bool, "threads": int | None,
+}
+_WORDS = {type(None): "None", bool: "True or False", str: "a str", int: "an int", float: "a number", Path: "a Path"}
+
+
+def accepts(hint: Any, value: Any) -> bool | None:
+    """Whether ``value`` fits a simple annotation (None: too complex to tell, left to the engine)."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        verdicts = [accepts(arg, value) for arg in typing.get_args(hint)]
+        return True if True in verdicts else (False if all(v is False for v in verdicts) else None)
+    if origin is Literal:
+        return any(value is choice or (type(value) is type(choice) and value == choice)
+                   for choice in typing.get_args(hint))
+    simple = {type(None): value is None, bool: isinstance(value, bool), str: isinstance(value, str),
+              int: isinstance(value, numbers.Integral) and not isinstance(value, bool),
+              float: isinstance(value, numbers.Real) and not isinstance(value, bool),
+              Path: isinstance(value, Path)}
+    return simple.get(hint)
+
+
+def describe(hint: Any) -> str:
+    """What an annotation takes, in words (``an int or None``, ``one of 'seed', 'fold'``)."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(dict.fromkeys(describe(arg) for arg in typing.get_args(hint)))
+    if origin is Literal:
+        return "one of " + ", ".join(repr(choice) for choice in typing.get_args(hint))
+    return _WORDS.get(hint, getattr(hint, "__name__", str(hint)))
+
+
+def _choices(hint: Any) -> list[Any]:
+    """Every Literal choice an annotation (or a union of them) lists."""
+    if typing.get_origin(hint) is Literal:
+        return list(typing.get_args(hint))
+    return [c for arg in typing.get_args(hint) for c in _choices(arg)]
+
+
+def check_value(name: str, hint: Any, value: Any) -> None:
+    """Refuse ``value`` for ``name`` in one line when it does not fit ``hint`` (a Path passes for a str)."""
+    if isinstance(value, Path) and accepts(hint, str(value)):
+        return
+    if accepts(hint, value) is False:
+        wrong_kind = all(type(choice) is not type(value) for choice in _choices(hint))
+        kind = f", not a {type(value).__name__}" if wrong_kind else ""
+        raise ConfigError(f"{name}={value!r}: must be {describe(hint)}{kind}")
+
+
+def _listed(name: str, value: Any, what: str) -> list[Any]:
+    """``value`` as a list (one str given alone is a list of one); anything else but an iterable is refused."""
+    if isinstance(value, str):
+        return [value]
+    if not isinstance(value, Iterable) or isinstance(value, Mapping | bytes):
+        raise ConfigError(f"{name}={value!r}: must be a list of {what}, not a {type(value).__name__}")
+    return list(value)
+
+
+def check_arguments(dataset: Any, tasks: Any, regimes: Any, controls: Any, output_dir: Any,
+                    overrides: Mapping[str, Any]) -> tuple[list[str] | None, list[Any], list[Any]]:
+    """Refuse an ``evaluate`` argument of the wrong type in one line; return tasks, regimes, controls as lists."""
+    check_value("dataset", str, dataset)
+    task_list = None if tasks is None else _listed("tasks", tasks, "task names")
+    for task in task_list or []:
+        check_value("tasks", str, task)
+    control_list = _listed("controls", controls, "encoders (names, class paths or objects)")
+    alone = isinstance(regimes, tuple) and len(regimes) == 2 and isinstance(regimes[0], str) \
+        and isinstance(regimes[1], Mapping)
+    regime_list = _listed("regimes", [regimes] if alone else regimes, "regime names, (name, init_args) pairs, "
+                          "entry dicts or Regime instances")  # each is checked by regime_entry
+    check_value("output_dir", str | Path, output_dir)
+    from ppgbench_pl.datamodules.ppg import PPGDataModule
+
+    data = typing.get_type_hints(PPGDataModule.__init__)
+    for key, value in overrides.items():
+        hint = RUN_OPTIONS.get(key, data.get(key))
+        if hint is not None:
+            check_value(key, hint, value)
+    return task_list, regime_list, control_list
+
+
+# -- config entries -----------------------------------------------------------------------------------------
 EncoderLike = Any  # a registered name, a class_path (str or entry dict), a PPGEncoder or an nn.Module
 RegimeLike = Any  # a regime name, (name, init_args), a class_path entry dict, or a Regime instance
 
@@ -26,21 +117,10 @@ def _class_path(cls: type) -> str:
 
 def encoder_entry(encoder: EncoderLike, *, sampling_rate: float | None = None, name: str | None = None,
                   encoder_args: Mapping[str, Any] | None = None) -> Any:
-    """Return the ``class_path``/``init_args`` entry of an encoder in any form (a built object as it is).
-
-    Args:
-        encoder: A registered name (``ppgbench list encoders``), a dotted class path, an entry dict, a
-            :class:`~ppgbench_pl.encoders.base.PPGEncoder` class or instance, or any ``nn.Module``
-            (wrapped by :class:`~ppgbench_pl.encoders.custom.CustomEncoder`, which needs ``sampling_rate``).
-        sampling_rate: Native rate in Hz (required for a plain ``nn.Module``; else an init argument).
-        name: Name in job ids and tables (an init argument; for a module, default: its class name).
-        encoder_args: More init arguments (``random_init=True``, ``checkpoint=...``; for a module the
-            :class:`CustomEncoder` settings: ``pooling``, ``input_shape``, ``normalize``, ...).
+    """Return the entry of an encoder given as :func:`~ppgbench_pl.evaluate` takes it (a built object as it is).
 
     Raises:
-        ConfigError: An unknown name, a module without ``sampling_rate``, or arguments given to an
-            object that is already built.
-
+        ConfigError: An unknown name, a module without ``sampling_rate``, or arguments to a built object.
     """
     args = dict(encoder_args or {})
     if name is not None:
@@ -48,18 +128,13 @@ def encoder_entry(encoder: EncoderLike, *, sampling_rate: float | None = None, n
     if isinstance(encoder, str | Mapping | type):
         if sampling_rate is not None:
             args["sampling_rate"] = sampling_rate
-        if isinstance(encoder, Mapping):
-            path = str(encoder["class_path"])
-            entry = {"class_path": path if "." in path else _encoder_class(path),
-                     "init_args": {**dict(encoder.get("init_args") or {}), **args}}
-        elif isinstance(encoder, type):
-            entry = {"class_path": _class_path(encoder), "init_args": args}
+        if isinstance(encoder, type):
+            path = _class_path(encoder)
         else:
-            path = str(encoder)
-            entry = {"class_path": path if "." in path else _encoder_class(path), "init_args": args}
-        if not entry["init_args"]:
-            entry.pop("init_args")
-        return entry
+            path = str(encoder["class_path"] if isinstance(encoder, Mapping) else encoder)
+            path = path if "." in path else _encoder_class(path)
+        init = {**dict(encoder.get("init_args") or {}), **args} if isinstance(encoder, Mapping) else args
+        return {"class_path": path, "init_args": init} if init else {"class_path": path}
     from torch import nn
 
     from ppgbench_pl.encoders.base import PPGEncoder
@@ -76,8 +151,7 @@ def encoder_entry(encoder: EncoderLike, *, sampling_rate: float | None = None, n
             raise ConfigError(f"a plain nn.Module ({type(encoder).__name__}) needs sampling_rate=<Hz>: the "
                               "rate it was trained at (every dataset is resampled to it)")
         args.setdefault("name", snake_case(type(encoder).__name__))  # TinyPPGCNN -> tiny_ppg_cnn
-        if not ({"checkpoint", "random_init"} & set(args)) and \
-                "weights_in_module" in inspect.signature(CustomEncoder.__init__).parameters:
+        if not {"checkpoint", "random_init"} & set(args):
             args["weights_in_module"] = True  # the weights are the ones the module holds in memory now
         return CustomEncoder(encoder, sampling_rate=sampling_rate, **args)
     raise ConfigError(f"cannot evaluate a {type(encoder).__name__}: give a registered encoder name, a class "
@@ -91,20 +165,21 @@ def _encoder_class(name: str) -> str:
 
 
 def regime_entry(regime: RegimeLike) -> Any:
-    """Return the ``trainer.callbacks`` entry of one regime.
-
-    A regime is a name (``linear``, ``rf``, ``mlp``, ``finetune``), ``(name, init_args)``, a ``class_path``
-    entry dict (whose class path may be a name) or a Regime instance.
+    """Return the ``trainer.callbacks`` entry of a name, ``(name, init_args)``, an entry dict or a Regime instance.
 
     Raises:
-        ConfigError: An unknown regime name (with the known ones).
-
+        ConfigError: An unknown regime name (with the known ones), or something else than a regime.
     """
     if isinstance(regime, str):
         return {"class_path": _regime_class(regime)}
-    if isinstance(regime, tuple) and len(regime) == 2 and isinstance(regime[0], str):
+    if isinstance(regime, tuple):
+        if len(regime) != 2 or not isinstance(regime[0], str) or not isinstance(regime[1], Mapping | None):
+            raise ConfigError(f"regimes: {regime!r}: a pair must be (name, init_args dict), e.g. "
+                              "('mlp', {'search': {'n_trials': 4}})")
         return {"class_path": _regime_class(regime[0]), "init_args": dict(regime[1] or {})}
     if isinstance(regime, Mapping):
+        if "class_path" not in regime:
+            raise ConfigError(f"regimes: {dict(regime)!r}: an entry dict needs a class_path")
         entry: dict[str, Any] = {"class_path": _regime_class(str(regime["class_path"]))}
         if regime.get("init_args"):
             entry["init_args"] = dict(regime["init_args"])
@@ -113,8 +188,8 @@ def regime_entry(regime: RegimeLike) -> Any:
 
     if isinstance(regime, Regime):
         return regime
-    raise ConfigError(f"cannot run a {type(regime).__name__} as a regime: give a name "
-                      "(linear, rf, mlp, finetune), (name, init_args), a class_path entry or a Regime")
+    raise ConfigError(f"regimes: {regime!r}: not a regime (a name such as 'linear', a (name, init_args) pair, an "
+                      "entry dict or a Regime instance)")
 
 
 def _regime_class(name: str) -> str:
@@ -123,9 +198,7 @@ def _regime_class(name: str) -> str:
     from ppgbench_pl.regimes.catalog import REGIMES
 
     if name not in REGIMES:
-        close = difflib.get_close_matches(name, list(REGIMES), n=1)
-        hint = f"; did you mean '{close[0]}'?" if close else ""
-        raise ConfigError(f"unknown regime '{name}'{hint} (regimes: {', '.join(REGIMES)})")
+        raise ConfigError(f"unknown regime '{name}'{did_you_mean(name, REGIMES)} (regimes: {', '.join(REGIMES)})")
     return REGIMES[name].class_path
 
 
@@ -133,13 +206,37 @@ def executor_entry(executor: str | Mapping[str, Any] | None) -> dict[str, Any]:
     """Return the executor entry of ``None``/``local``, ``process``, ``submitit``, ``dask`` or an entry."""
     from ppgbench_pl.commands import EXECUTOR_ALIASES
 
-    if executor is None:
-        return {"class_path": LOCAL_EXECUTOR}
-    if isinstance(executor, str):
-        return {"class_path": EXECUTOR_ALIASES.get(executor, executor)}
+    if executor is None or isinstance(executor, str):
+        return {"class_path": EXECUTOR_ALIASES.get(executor or "local", executor)}
     if isinstance(executor, Mapping):
         path = str(executor["class_path"])
         args = dict(executor.get("init_args") or {})
         return {"class_path": EXECUTOR_ALIASES.get(path, path), "init_args": args}
     raise ConfigError(f"executor: give local, process, submitit, dask or a class_path entry, not a "
                       f"{type(executor).__name__}")
+
+
+def split_overrides(overrides: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """Keyword overrides -> (run options, data init_args, trainer settings); an unknown key is one line."""
+    import lightning as L
+
+    from ppgbench_pl.datamodules.ppg import PPGDataModule
+
+    data_keys = [p for p in inspect.signature(PPGDataModule.__init__).parameters
+                 if p not in ("self", "dataset", "tasks", "seeds", "folds")]
+    trainer_keys = [p for p in inspect.signature(L.Trainer.__init__).parameters
+                    if p not in ("self", "callbacks")]
+    run, data, trainer = {}, {}, {}
+    for key, value in overrides.items():
+        if key in RUN_OPTIONS:
+            run[key] = value
+        elif key in data_keys:
+            data[key] = value
+        elif key in trainer_keys:
+            trainer[key] = value
+        else:
+            hint = did_you_mean(key, [*RUN_OPTIONS, *data_keys, *trainer_keys])
+            raise ConfigError(f"evaluate() got an unknown option '{key}'{hint} (run options: "
+                              f"{', '.join(RUN_OPTIONS)}; data: {', '.join(data_keys)}; or a Trainer "
+                              "setting)")
+    return run, data, trainer

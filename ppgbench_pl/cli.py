@@ -1,25 +1,24 @@
-"""The ``ppgbench`` command: one front door, one config language, one engine.
+"""The ``ppgbench`` command: one front door; ``fit``/``benchmark`` run the protocol's LightningCLI.
 
-``ppgbench fit`` and ``ppgbench benchmark`` are the same protocol run, parsed by one LightningCLI
-(everything chosen by ``class_path``, configs stack, ``--print_config``) and executed by
-:class:`ppgbench_pl.benchmark.coordinator.BenchmarkRun`; ``benchmark`` is the name for a config with a
-``matrix`` (several encoders or datasets), ``fit`` for one model, and either takes either config
-(:mod:`ppgbench_pl.benchmark.protocol_cli`). The utility commands (``list``, ``download``, ``preprocess``,
-``report``, ``init``) live in :mod:`ppgbench_pl.commands`; this module imports none of them (nor torch or
-Lightning) until a command is chosen, so ``ppgbench list`` starts fast; its one-line errors are
-:mod:`ppgbench_pl.messages`, shared with the LightningCLI.
+The LightningCLI is :mod:`ppgbench_pl.benchmark.protocol_cli`, the utility commands are :mod:`ppgbench_pl.commands`;
+this module imports none of them (nor torch or Lightning) until a command is chosen, so ``ppgbench list`` starts fast.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import io
 import os
 import sys
 import warnings
+from pathlib import Path
 from typing import Any
 
-from ppgbench_pl.commands import EXECUTOR_ALIASES
+import ppgbench_pl
+from ppgbench_pl.commands import EXECUTOR_ALIASES, dispatch, flag_values
 from ppgbench_pl.errors import user_error
-from ppgbench_pl.messages import did_you_mean, fail, one_line
+from ppgbench_pl.messages import did_you_mean, fail, flags_in_help, one_line
 
 #: Every command, with its one-line description (the top-level help).
 COMMANDS = {
@@ -55,14 +54,9 @@ def top_help() -> str:
 def expand_aliases(argv: list[str]) -> list[str]:
     """``--executor process`` -> the class path (short names for the four executors)."""
     out = list(argv)
-    for i, arg in enumerate(out):
-        name = arg.split("=", 1)[1] if arg.startswith("--executor=") else (
-            out[i + 1] if arg == "--executor" and i + 1 < len(out) else None)
+    for index, name, joined in flag_values(argv, "--executor"):
         if name in EXECUTOR_ALIASES:
-            if arg == "--executor":
-                out[i + 1] = EXECUTOR_ALIASES[name]
-            else:
-                out[i] = f"--executor={EXECUTOR_ALIASES[name]}"
+            out[index] = f"--executor={EXECUTOR_ALIASES[name]}" if joined else EXECUTOR_ALIASES[name]
     return out
 
 
@@ -73,14 +67,9 @@ def build_cli(args: Any = None, run: bool = True) -> Any:
     return build(args, run)
 
 
-def _help_cache_key(command: str) -> str:
-    """What ``ppgbench <command> --help`` depends on: our source, the parsing libraries, the terminal width."""
-    import hashlib
-    import os
+def help_cache_path(command: str) -> Path:
+    """The cached ``--help`` of ``fit``/``benchmark``, keyed on our source, the parsing libraries, the width."""
     from importlib import metadata
-    from pathlib import Path
-
-    import ppgbench_pl
 
     digest = hashlib.sha256(f"{command}|{ppgbench_pl.__version__}|{os.environ.get('COLUMNS', '')}".encode())
     for package in ("lightning", "jsonargparse", "torch"):
@@ -91,26 +80,12 @@ def _help_cache_key(command: str) -> str:
     for path in sorted(Path(ppgbench_pl.__file__).parent.rglob("*.py")):
         stat = path.stat()
         digest.update(f"{path}:{stat.st_size}:{stat.st_mtime_ns}".encode())
-    return digest.hexdigest()[:24]
-
-
-def help_cache_path(command: str) -> Any:
-    """Where the cached ``--help`` text of ``fit``/``benchmark`` lives (``$XDG_CACHE_HOME/ppgbench``)."""
-    from pathlib import Path
-
     root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ppgbench"
-    return root / f"help-{command}-{_help_cache_key(command)}.txt"
+    return root / f"help-{command}-{digest.hexdigest()[:24]}.txt"
 
 
 def cached_help(command: str) -> str:
-    """The help of ``fit``/``benchmark``, built once by LightningCLI and kept until the code changes.
-
-    Building it imports Lightning (seconds); the text only changes with our source, the parsing libraries
-    and the terminal width, so it is cached under ``$XDG_CACHE_HOME/ppgbench``.
-    """
-    import contextlib
-    import io
-
+    """The help of ``fit``/``benchmark``: built once by LightningCLI (seconds), then read from the cache."""
     path = help_cache_path(command)
     try:
         return path.read_text()
@@ -131,26 +106,6 @@ def cached_help(command: str) -> str:
     return text
 
 
-def check_config_files(argv: list[str]) -> None:
-    """Refuse a ``--config`` file that is missing or unreadable before Lightning is imported (seconds)."""
-    from pathlib import Path
-
-    for i, arg in enumerate(argv):
-        if arg == "--config" and i + 1 < len(argv):
-            value = argv[i + 1]
-        elif arg.startswith("--config="):
-            value = arg.split("=", 1)[1]
-        else:
-            continue
-        if value.lstrip().startswith(("{", "[")) or "\n" in value:  # an inline YAML/JSON config
-            continue
-        path = Path(value)
-        if path.is_dir():
-            fail(f"--config {value}: is a folder, not a YAML file")
-        if not path.is_file():
-            fail(f"--config {value}: no such file")
-
-
 def user_modules_importable() -> None:
     """A user's ``class_path`` (model, callback) in the working folder imports, as under ``python -m``."""
     if "" not in sys.path and os.getcwd() not in sys.path:
@@ -160,12 +115,9 @@ def user_modules_importable() -> None:
 def check_top_level_flags(command: str, argv: list[str]) -> None:
     """Refuse a mistyped top-level flag (``--outptu_dir``) in one line, before Lightning is imported.
 
-    The flags are those of the cached ``--help`` text (:func:`cached_help`); with no cache yet, LightningCLI
-    refuses it later with the same did-you-mean. Nested flags (``--data.init_args.x``) depend on the classes
-    chosen, so only LightningCLI can judge them.
+    The flags are the cached help's (without it, LightningCLI refuses it later with the same did-you-mean);
+    nested flags (``--data.init_args.x``) depend on the classes chosen, so only LightningCLI judges them.
     """
-    from ppgbench_pl.messages import flags_in_help
-
     try:
         known = flags_in_help(help_cache_path(command).read_text())
     except OSError:
@@ -184,8 +136,6 @@ def main(args: list[str] | None = None) -> None:
         print(top_help())
         raise SystemExit(0 if argv else 2)
     if argv[0] in ("--version", "-V"):
-        import ppgbench_pl
-
         print(f"ppgbench {ppgbench_pl.__version__}")
         raise SystemExit(0)
     command = argv[0]
@@ -197,20 +147,17 @@ def main(args: list[str] | None = None) -> None:
     try:
         if command in PROTOCOL_COMMANDS:
             from ppgbench_pl.benchmark.console import quiet_lightning
+            from ppgbench_pl.commands.config_bases import expand_bases
 
-            check_config_files(argv)
+            argv = expand_bases(argv)  # refuses a missing --config file
             check_top_level_flags(command, argv)
             user_modules_importable()
             quiet_lightning()
             warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter.*")
-            from ppgbench_pl.commands.config_bases import expand_bases
-
-            cli = build_cli(expand_aliases(expand_bases(argv)))
+            cli = build_cli(expand_aliases(argv))
             if getattr(cli, "exit_code", 0):
                 raise SystemExit(cli.exit_code)
             return
-        from ppgbench_pl.commands import dispatch
-
         if command == "calibrate":  # it reads fit configs: their class paths resolve as fit resolves them
             user_modules_importable()
         dispatch(argv)

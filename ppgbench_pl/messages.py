@@ -1,15 +1,17 @@
-"""One-line user errors of the ``ppgbench`` command: ``fail``, jsonargparse errors on one line, did-you-mean.
-
-Shared by the light front door (:mod:`ppgbench_pl.cli`) and the LightningCLI of ``fit``/``benchmark``
-(:mod:`ppgbench_pl.benchmark.protocol_cli`); it imports nothing heavy, so ``ppgbench list`` stays fast.
-"""
+"""One-line user errors of the ``ppgbench`` command and its LightningCLI: ``fail``, did-you-mean, jsonargparse's."""
 
 from __future__ import annotations
 
 import difflib
 import re
 import sys
+from contextvars import ContextVar
 from typing import Any, NoReturn
+
+from ppgbench_pl.errors import ConfigError
+
+#: Set by the Python API while it parses: :func:`fail` raises its line as a ConfigError instead of exiting.
+RAISE_INSTEAD: ContextVar[bool] = ContextVar("ppgbench_raise_instead", default=False)
 
 
 def did_you_mean(word: str, choices: Any) -> str:
@@ -29,8 +31,7 @@ _OPTION = re.compile(r"""Option ["'](\w+)["'] is not accepted|No action for key 
 def one_line(message: str) -> str:
     """The cause of a nested jsonargparse error on one line: the key path, then the innermost reason.
 
-    Union alternatives that merely say "not None" are dropped; an unknown option gets a did-you-mean
-    from the constructor of the class it was given to.
+    "Not None" union alternatives are dropped; an unknown option gets a did-you-mean from its class's constructor.
     """
     raw = [ln for ln in str(message).splitlines() if ln.strip()]
     if not raw:
@@ -137,6 +138,8 @@ def flags_in_help(text: str) -> set[str]:
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
-    """Print ``ppgbench: error: <message>`` and exit."""
+    """Print ``ppgbench: error: <message>`` and exit (raise it under :data:`RAISE_INSTEAD`)."""
+    if RAISE_INSTEAD.get():
+        raise ConfigError(message)
     print(f"ppgbench: error: {message}", file=sys.stderr)
     raise SystemExit(code)

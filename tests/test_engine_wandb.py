@@ -159,11 +159,11 @@ def test_summaries_hold_only_aggregates_equal_to_summary_csv(tmp_path, engine_ro
     """Read back with the offline run files: every summary key is an aggregate and equals summary.csv; each
     fold's value is in the history, not the summary; the constant baseline has its run; the API defaults
     to the same W&B setting as the command line."""
-    import ppgbench_pl.api as api
+    from ppgbench_pl.api import build_config
     from ppgbench_pl.benchmark.setup import RunSettings
     from ppgbench_pl.benchmark.wandb_cells import AGGREGATES
 
-    assert api.RUN_OPTIONS["wandb"] == RunSettings("x", {}).wandb == "group"
+    assert "wandb" not in build_config("small_cnn", dataset="synthetic") and RunSettings("x", {}).wandb == "group"
     monkeypatch.setenv("WANDB_MODE", "offline")
     run_dir = tmp_path / "run"
     config = suite_config(engine_root, run_dir, regimes=[LINEAR], tasks=["synthetic-hr"], folds=[0, 1],

@@ -19,7 +19,7 @@ LAYERS: dict[int, tuple[str, ...]] = {
     2: ("results", "cards", "tasks", "datamodules", "lightning_trainer", "messages"),
     3: ("regimes", "hpo"),
     4: ("benchmark", "report", "leaderboard", "exported_results", "run_results"),
-    5: ("commands", "api", "api_run", "api_checks", "api_entries"),
+    5: ("commands", "api", "api_entries"),
     6: ("cli",),
 }
 #: Layer-1 packages import none of each other (they meet in a datamodule or a job).

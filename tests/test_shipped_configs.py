@@ -5,13 +5,21 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ppgbench_pl.commands.config_bases import load_stacked
+from ppgbench_pl.commands.config_bases import chain
 from ppgbench_pl.encoders.prv import PRVEncoder, PublishedPRVEncoder
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 PUBLISHED = "ppgbench_pl.encoders.prv.PublishedPRVEncoder"
 NEUROKIT2 = "ppgbench_pl.encoders.prv.PRVEncoder"
 RUNNABLE = sorted(p.name for p in CONFIGS.glob("*.yaml"))
+
+
+def load_stacked(path: Path) -> dict:
+    """A config's top-level keys with its bases' (``base: ...``) under them, as stacked ``--config`` files give."""
+    merged: dict = {}
+    for file, content in chain(path):
+        merged.update((yaml.safe_load(file.read_text()) if content is None else content) or {})
+    return merged
 
 
 def control_paths(config: dict) -> list[str]:

@@ -1,10 +1,7 @@
-"""``ppgbench fit --help`` and ``benchmark --help``: ppgbench's own options first, refused flags in one line.
+"""``ppgbench fit --help`` and ``benchmark --help``: ppgbench's own options first, refused flags in one entry.
 
-LightningCLI lists every ``Trainer`` argument, most of which a protocol run refuses (the regimes' searches
-set epochs and batches, the regimes build their own inner trainers, ppgbench tracks runs itself). The
-help shows the run's options, the budget, the model and the data first, then the honoured ``trainer``
-device settings, and names the refused flags together in one entry (each is still refused with its reason
-when given, :mod:`ppgbench_pl.benchmark.trainer_block`). Only the text changes: the parser and what it accepts do not.
+Most ``Trainer`` arguments are refused by a protocol run (each with its reason, :mod:`.trainer_block`); the help
+names them together after the honoured device settings. Only the text changes, not what the parser accepts.
 """
 
 from __future__ import annotations
@@ -15,18 +12,14 @@ from typing import Any
 
 from ppgbench_pl.benchmark.trainer_block import REFUSED_TRAINER
 
-#: LightningCLI flags a protocol run refuses besides :data:`REFUSED_TRAINER` (``--trainer.logger`` takes only
-#: true/false: ppgbench tracks runs itself).
-REFUSED_OTHER = ("trainer.logger", "ckpt_path", "weights_only")
+#: Every refused destination: the refused ``Trainer`` arguments, then the other LightningCLI flags a protocol run
+#: refuses (``--trainer.logger`` takes only true/false: ppgbench tracks runs itself).
+REFUSED = [f"trainer.{key}" for key in REFUSED_TRAINER] + ["trainer.logger", "ckpt_path", "weights_only"]
+REFUSED_TITLE = "Refused trainer flags"
 #: The sections in the order the help shows them, each found by one argument it holds.
 SECTION_ORDER = ("output_dir", "budget", "model", "data", "trainer")
 USAGE = ("ppgbench {command} --config FILE [--config FILE ...] [--dry_run] [--output_dir DIR] [option ...]\n"
          "       (later configs and options override earlier ones; every option is below)")
-
-
-def refused_flags() -> list[str]:
-    """Every refused destination (``trainer.fast_dev_run``, ..., ``ckpt_path``), in the trainer's order."""
-    return [f"trainer.{key}" for key in REFUSED_TRAINER] + list(REFUSED_OTHER)
 
 
 def refused_line(present: list[str]) -> str:
@@ -39,30 +32,27 @@ def refused_line(present: list[str]) -> str:
             "--wandb; --trainer.logger takes only true or false)")
 
 
-def _section_rank(group: Any) -> int:
+def _section_rank(group: Any) -> float:
+    if group.title == REFUSED_TITLE:
+        return SECTION_ORDER.index("trainer") + 0.5  # right after the trainer's device settings
     dests = {action.dest for action in group._group_actions}
     return next((i for i, dest in enumerate(SECTION_ORDER) if dest in dests), len(SECTION_ORDER) + 1)
 
 
 def protocol_help(parser: argparse.ArgumentParser, format_help: Callable[[], str]) -> str:
     """The help of a ``fit``/``benchmark`` parser as described above; any other parser's help unchanged."""
-    refused = set(refused_flags())
     if not any(action.dest == "output_dir" for action in parser._actions):
         return format_help()
-    hidden = [a for a in parser._actions if a.dest in refused or a.dest.removesuffix(".help") in refused]
-    present = [dest for dest in refused_flags() if any(a.dest == dest for a in hidden)]
+    hidden = [a for a in parser._actions if a.dest in REFUSED or a.dest.removesuffix(".help") in REFUSED]
+    present = [dest for dest in REFUSED if any(a.dest == dest for a in hidden)]
     saved_help = [(action, action.help) for action in hidden]
     groups, usage = list(parser._action_groups), parser.usage
     try:
         for action in hidden:
             action.help = argparse.SUPPRESS
-        ordered = sorted(groups, key=_section_rank)
-        if present:  # right after the trainer's device settings
-            ranks = [_section_rank(group) for group in ordered]
-            at = ranks.index(SECTION_ORDER.index("trainer")) + 1 if SECTION_ORDER.index("trainer") in ranks else None
-            ordered.insert(len(ordered) if at is None else at,
-                           parser.add_argument_group("Refused trainer flags", refused_line(present)))
-        parser._action_groups = ordered
+        if present:
+            parser.add_argument_group(REFUSED_TITLE, refused_line(present))
+        parser._action_groups = sorted(parser._action_groups, key=_section_rank)
         parser.usage = USAGE.format(command=parser.prog.split()[-1])
         return format_help()
     finally:

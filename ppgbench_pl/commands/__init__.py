@@ -1,16 +1,16 @@
-"""Utility subcommands (list, download, preprocess, report, init, cite, export).
+"""The utility subcommands (``fit``/``benchmark`` are :mod:`ppgbench_pl.benchmark.protocol_cli`).
 
-``fit``/``benchmark`` live in :mod:`.protocol`.
-
-Each command module is imported only when it is registered, inside :func:`dispatch`, so importing one
-command (e.g. the report, which must not pull in torch or Lightning) costs nothing else.
+Each command module is imported only inside :func:`dispatch`, so importing one command costs nothing else.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import sys
 from typing import NoReturn
+
+from ppgbench_pl.errors import ConfigError
 
 #: Short names of the four executors (``--executor process``; the API's ``executor="process"``).
 EXECUTOR_ALIASES = {
@@ -38,10 +38,39 @@ class _Parser(argparse.ArgumentParser):
     """argparse whose usage errors are one line (``ppgbench: error: ...``), not usage plus message."""
 
     def error(self, message: str) -> NoReturn:
-        from ppgbench_pl.errors import ConfigError
-
         where = self.prog.removeprefix("ppgbench").strip()
         raise ConfigError(f"{where + ': ' if where else ''}{message} (see {self.prog} --help)")
+
+
+def warn(line: str) -> None:
+    """A problem the command goes on past, as one line on stderr."""
+    print(f"ppgbench: warning: {line}", file=sys.stderr)
+
+
+def add_subject_interval(parser: argparse.ArgumentParser, interval: str) -> None:
+    """``--subject-interval`` of ``report`` and ``compare`` (``interval``: what it qualifies)."""
+    parser.add_argument("--subject-interval", choices=("two-level", "corrected-t", "bootstrap"),
+                        default="two-level",
+                        help=f"Subject-level interval and p{interval}: two-level (default: subject and seed variance "
+                             "apart), the Nadeau-Bengio corrected t, or the subject cluster bootstrap (labelled: not "
+                             "calibrated; docs/statistics.md).")
+
+
+def check_alpha(alpha: float) -> None:
+    """Refuse a test level outside (0, 1) in one line."""
+    if not 0 < alpha < 1:
+        raise ConfigError(f"--alpha must lie in (0, 1), got {alpha}")
+
+
+def flag_values(argv: list[str], flag: str) -> list[tuple[int, str, bool]]:
+    """(position of the value, value, given as ``flag=value``) of each use of ``flag`` in ``argv``."""
+    found = []
+    for i, arg in enumerate(argv):
+        if arg == flag and i + 1 < len(argv):
+            found.append((i + 1, argv[i + 1], False))
+        elif arg.startswith(f"{flag}="):
+            found.append((i, arg.split("=", 1)[1], True))
+    return found
 
 
 def dispatch(argv: list[str]) -> None:

@@ -11,7 +11,7 @@ from ppgbench_pl.benchmark.cache_store import cache_root, clear, entries, size_c
 
 def add_cache_parser(sub: argparse._SubParsersAction) -> None:
     """Register ``cache``."""
-    parser = sub.add_parser("cache", help="List or clear the shared embedding cache.")
+    parser = sub.add_parser("cache")
     parser.add_argument("action", choices=("list", "clear"),
                         help="list the entries, or remove every ppgbench entry (only in a folder carrying ppgbench's "
                         "cache marker; other files are never touched)")
@@ -25,11 +25,7 @@ def add_cache_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run_cache(ns: argparse.Namespace) -> None:
-    """Print the entries (most recently used first) or remove them (``--weights``: the published weights' cache).
-
-    A folder that is a file or holds files ppgbench did not write is refused (:func:`cache_root`); one of
-    old-format entries only is adopted first; ``clear`` removes nothing from a folder without the marker.
-    """
+    """Print the entries (most recently used first) or remove them (``--weights``: the published weights' cache)."""
     if ns.weights or ns.weights_dir:
         from ppgbench_pl.benchmark.weights import cache_command
 

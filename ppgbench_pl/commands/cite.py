@@ -1,8 +1,4 @@
-"""``ppgbench cite [--datasets ...] [--models ...]``: the BibTeX of the benchmark and what you name.
-
-Without arguments it prints the benchmark's entry only; ``--datasets all`` / ``--models all`` add every
-card's. The entries are the ones ``ppgbench report`` writes to ``references.bib``.
-"""
+"""``ppgbench cite [--datasets ...] [--models ...]``: the BibTeX of the benchmark and what you name (``all``)."""
 
 from __future__ import annotations
 
@@ -12,8 +8,7 @@ import argparse
 def add_cite_parser(sub: argparse._SubParsersAction) -> None:
     """Register ``cite``."""
     parser = sub.add_parser(
-        "cite", help="Print BibTeX for the benchmark, datasets and models.",
-        description="BibTeX of ppgbench and of the named datasets and encoders (from their cards).")
+        "cite", description="BibTeX of ppgbench and of the named datasets and encoders (from their cards).")
     parser.add_argument("--datasets", nargs="*", default=[], metavar="KEY",
                         help="dataset keys (ppgbench list datasets), or all")
     parser.add_argument("--models", nargs="*", default=[], metavar="NAME",
@@ -22,12 +17,7 @@ def add_cite_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cite_text(datasets: list[str], models: list[str]) -> str:
-    """The BibTeX ``ppgbench cite`` prints (``all`` expands to every card).
-
-    Raises:
-        ConfigError: An unknown dataset or encoder name (one line, with suggestions).
-
-    """
+    """The BibTeX ``ppgbench cite`` prints (``all``: every card); an unknown name is a one-line ConfigError."""
     from ppgbench_pl.cards.bibtex import render_all
     from ppgbench_pl.cards.citations import check_names, references
     from ppgbench_pl.data.registry import CARDS

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
+from ppgbench_pl.commands import add_subject_interval, check_alpha, warn
 from ppgbench_pl.errors import ConfigError
 
 
 def add_compare_parser(sub: argparse._SubParsersAction) -> None:
     """Register ``compare``."""
     parser = sub.add_parser(
-        "compare", help="Paired comparison of one model of RUN_A with one of RUN_B, cell by cell.",
-        description="Per task x regime: paired difference on matched seeds x folds, seed and subject-level "
+        "compare", description="Per task x regime: paired difference on matched seeds x folds, seed and subject-level "
                     "(corrected t) intervals, raw and Benjamini-Hochberg p, MDD, win/tie/loss. Cells whose "
                     "seeds or folds differ are refused. The printed table (and compare.tex) gives the metric, unit, "
                     "direction, both means and the verdict in words, rounded to the interval's precision.")
@@ -23,11 +22,7 @@ def add_compare_parser(sub: argparse._SubParsersAction) -> None:
                         help="Model of RUN_A, then of RUN_B (once: the same name in both; default: each run's "
                              "only PPG-specific model).")
     parser.add_argument("--alpha", type=float, default=0.05, help="Level of the tests (default 0.05).")
-    parser.add_argument("--subject-interval", choices=("two-level", "corrected-t", "bootstrap"),
-                        default="two-level",
-                        help="Subject-level interval and p: two-level (default: subject and seed variance apart), "
-                             "the Nadeau-Bengio corrected t, or the subject cluster bootstrap (labelled: not "
-                             "calibrated; docs/statistics.md).")
+    add_subject_interval(parser, "")
     parser.add_argument("--output", "-o", type=Path, default=None,
                         help="Folder for compare.csv, compare.md and compare.tex (default: print only).")
     parser.set_defaults(func=run_compare)
@@ -38,8 +33,7 @@ def run_compare(ns: argparse.Namespace) -> None:
     from ppgbench_pl.report.compare_runs import compare_runs, refused_line, write_comparison
     from ppgbench_pl.report.meta import meta_line
 
-    if not 0 < ns.alpha < 1:
-        raise ConfigError(f"--alpha must lie in (0, 1), got {ns.alpha}")
+    check_alpha(ns.alpha)
     names = ns.model or []
     if len(names) > 2:
         raise ConfigError(f"--model is given at most twice (one per run), got {len(names)}")
@@ -48,9 +42,8 @@ def run_compare(ns: argparse.Namespace) -> None:
     from ppgbench_pl.report.compare_paper import paper_table
 
     print(paper_table(result.table).to_string(index=False))
-    line = refused_line(result)
-    if line:
-        print(f"ppgbench: warning: {line}", file=sys.stderr)
+    if line := refused_line(result):
+        warn(line)
     if ns.output is not None:
         print(f"compare: {write_comparison(result, ns.output)}")
     if meta := meta_line(result.meta):

@@ -1,10 +1,8 @@
 """Config files that stack on a base file: ``base: base.yaml`` at the top of a YAML config.
 
-A regime file holds its regime and says which shared file holds the model, controls and data
-(``configs/regime_mlp.yaml`` starts with ``base: base.yaml``). Before LightningCLI parses, each
-``--config FILE`` whose YAML has a top-level ``base`` becomes ``--config BASE --config FILE`` (the base's
-own base first, a path relative to the file that names it), so later files and flags override earlier
-ones exactly as stacked ``--config`` files do. Only plain YAML is read here: no torch, no Lightning.
+Before LightningCLI parses, each ``--config FILE`` whose YAML has a top-level ``base`` becomes ``--config BASE
+--config FILE`` (the base's own base first, relative to the file naming it), so later files and flags override
+earlier ones exactly as stacked ``--config`` files do.
 """
 
 from __future__ import annotations
@@ -13,20 +11,10 @@ from pathlib import Path
 
 import yaml
 
+from ppgbench_pl.commands import flag_values
 from ppgbench_pl.errors import ConfigError
 
 BASE_KEY = "base"
-
-
-def _config_files(argv: list[str]) -> list[tuple[int, str, bool]]:
-    """(position, value, joined as ``--config=value``) of every ``--config`` file argument."""
-    found = []
-    for i, arg in enumerate(argv):
-        if arg == "--config" and i + 1 < len(argv):
-            found.append((i + 1, argv[i + 1], False))
-        elif arg.startswith("--config="):
-            found.append((i, arg.split("=", 1)[1], True))
-    return found
 
 
 def chain(path: Path, seen: tuple[Path, ...] = ()) -> list[tuple[Path, dict | None]]:
@@ -54,12 +42,19 @@ def chain(path: Path, seen: tuple[Path, ...] = ()) -> list[tuple[Path, dict | No
 
 
 def expand_bases(argv: list[str]) -> list[str]:
-    """``argv`` with each ``--config FILE`` that names a base preceded by its bases (inline YAML for FILE)."""
+    """``argv`` with each ``--config FILE`` that names a base preceded by its bases (inline YAML for FILE).
+
+    Raises:
+        ConfigError: A ``--config`` file that is missing or a folder (before Lightning is imported: seconds).
+    """
     out = list(argv)
-    for index, value, joined in reversed(_config_files(argv)):
+    for index, value, joined in reversed(flag_values(argv, "--config")):
         path = Path(value)
-        if value.lstrip().startswith(("{", "[")) or "\n" in value or not path.is_file():
-            continue  # inline YAML, or a missing file (refused elsewhere with its own line)
+        if value.lstrip().startswith(("{", "[")) or "\n" in value:
+            continue  # an inline YAML/JSON config
+        if not path.is_file():
+            what = "is a folder, not a YAML file" if path.is_dir() else "no such file"
+            raise ConfigError(f"--config {value}: {what}")
         files = chain(path)
         if len(files) == 1:
             continue
@@ -69,21 +64,3 @@ def expand_bases(argv: list[str]) -> list[str]:
         start = index if joined else index - 1
         out[start:index + 1] = args
     return out
-
-
-def _merge(into: dict, over: dict) -> dict:
-    """Nested mappings merged key by key (lists and values of ``over`` replace), as stacked configs merge."""
-    out = dict(into)
-    for key, value in over.items():
-        out[key] = _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
-    return out
-
-
-def load_stacked(path: Path) -> dict:
-    """A config file's content with its bases merged in (what the parser sees before flags)."""
-    merged: dict = {}
-    for file, content in chain(Path(path)):
-        loaded = yaml.safe_load(file.read_text()) if content is None else content
-        merged = _merge(merged, loaded or {})
-    merged.pop(BASE_KEY, None)
-    return merged

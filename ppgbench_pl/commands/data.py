@@ -9,10 +9,8 @@ from pathlib import Path
 
 from ppgbench_pl.data.datasets import REAL_DATASETS, preprocessor
 from ppgbench_pl.errors import ConfigError
-from ppgbench_pl.limits import MAX_SAMPLING_RATE, MIN_SAMPLING_RATE
-
-#: Target rates a tree can be built at: the encoders' range.
-RATE_RANGE = (MIN_SAMPLING_RATE, MAX_SAMPLING_RATE)
+from ppgbench_pl.limits import MAX_SAMPLING_RATE as HIGH
+from ppgbench_pl.limits import MIN_SAMPLING_RATE as LOW
 
 
 def _keys(names: list[str]) -> list[str]:
@@ -26,8 +24,7 @@ def _keys(names: list[str]) -> list[str]:
 
 def add_data_parsers(sub: argparse._SubParsersAction) -> None:
     """Register ``download`` and ``preprocess``."""
-    dl = sub.add_parser("download", help="Fetch raw datasets, or published model weights (--weights), from "
-                        "their publishers (resumable, verified).")
+    dl = sub.add_parser("download")
     dl.add_argument("datasets", nargs="*", help=f"dataset keys or 'all' ({', '.join(REAL_DATASETS)})")
     dl.add_argument("--weights", nargs="+", default=[], metavar="MODEL",
                     help="published models whose weights to fetch into the weights cache, or 'all' "
@@ -49,7 +46,7 @@ def add_data_parsers(sub: argparse._SubParsersAction) -> None:
                     help="retries of a stalled or cut transfer (default 2)")
     dl.set_defaults(func=run_download)
 
-    pp = sub.add_parser("preprocess", help="Turn raw files into the processed layout at one or more rates.")
+    pp = sub.add_parser("preprocess")
     pp.add_argument("datasets", nargs="+", help="dataset keys or 'all'")
     pp.add_argument("--raw-root", type=Path, default=Path("data/raw"),
                     help="folder holding <dataset>/ sub-folders, or one dataset's raw folder")
@@ -90,10 +87,9 @@ def run_download(ns: argparse.Namespace) -> None:
 
 def run_preprocess(ns: argparse.Namespace) -> None:
     """Build the processed tree of each dataset at each rate; a rerun with the same inputs is a no-op."""
-    low, high = RATE_RANGE
-    for fs in ns.fs:
-        if not (math.isfinite(fs) and low <= fs <= high):
-            raise ConfigError(f"--fs {fs:g}: a target rate must lie within {low:g}-{high:g} Hz")
+    for fs in ns.fs:  # the encoders' range of rates
+        if not (math.isfinite(fs) and LOW <= fs <= HIGH):
+            raise ConfigError(f"--fs {fs:g}: a target rate must lie within {LOW:g}-{HIGH:g} Hz")
     for key in _keys(ns.datasets):
         raw = ns.raw_root / key if (ns.raw_root / key).is_dir() else ns.raw_root
         dataset = preprocessor(key)(raw)

@@ -1,8 +1,4 @@
-"""``ppgbench export RUN [--model NAME] --output MODEL.ppgbench.json``: one model's results in one file.
-
-The file (:mod:`ppgbench_pl.results.export`) goes to someone else; ``ppgbench report`` and ``pb.load_run``
-read it beside run folders.
-"""
+"""``ppgbench export RUN [--model NAME] --output MODEL.ppgbench.json``: one model's results in one file."""
 
 from __future__ import annotations
 
@@ -13,9 +9,7 @@ from pathlib import Path
 def add_export_parser(sub: argparse._SubParsersAction) -> None:
     """Register ``export``."""
     parser = sub.add_parser(
-        "export",
-        help="Write one model's results (cells, records, predictions, protocol, card) to a versioned JSON file.",
-        description="One versioned file per model: every cell with its seed and fold values, the records, "
+        "export", description="One versioned file per model: every cell with its seed and fold values, the records, "
                     "the prediction arrays of every job, the protocol settings, versions, digests and the "
                     "model card.")
     parser.add_argument("run", type=Path, help="the run folder (run.json and jobs/ inside)")
@@ -27,10 +21,8 @@ def add_export_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _command(ns: argparse.Namespace) -> None:
-    import sys
-
+    from ppgbench_pl.commands import warn
     from ppgbench_pl.results.export import export_run
 
-    path = export_run(ns.run, ns.output, ns.model,
-                      warn=lambda line: print(f"ppgbench: warning: {line}", file=sys.stderr))
+    path = export_run(ns.run, ns.output, ns.model, warn=warn)
     print(f"exported: {path}")

@@ -1,9 +1,7 @@
-"""``ppgbench init [FOLDER]``: write a commented starter config for evaluating one's own model.
+"""``ppgbench init [FOLDER]``: write a commented starter config (and budget files) for one's own model.
 
-The template (``ppgbench_pl/templates/my_model.yaml``, shipped as package data) wraps the user's
-``nn.Module`` in :class:`~ppgbench_pl.encoders.custom.CustomEncoder` and lists every setting that
-usually needs a decision: module, sampling rate, weights, preprocessing, dataset and regimes. Nothing
-is ever overwritten, so running ``init`` twice cannot destroy an edited config.
+The template (``ppgbench_pl/templates/my_model.yaml``) wraps the user's ``nn.Module`` in
+:class:`~ppgbench_pl.encoders.custom.CustomEncoder`. Nothing is ever overwritten.
 """
 
 from __future__ import annotations
@@ -24,6 +22,22 @@ def template_text(name: str = TEMPLATE) -> str:
     return (resources.files("ppgbench_pl") / "templates" / name).read_text(encoding="utf-8")
 
 
+def _write_new(target: Path, text: str) -> bool:
+    """Write a new file (False: it exists and is left untouched); a folder or file that cannot be made: one line."""
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # e.g. FOLDER names an existing file
+        raise ConfigError(f"{target.parent}: cannot create the folder ({exc.strerror or exc})") from None
+    try:
+        with target.open("x", encoding="utf-8") as handle:  # "x": fails instead of overwriting
+            handle.write(text)
+    except FileExistsError:
+        return False
+    except OSError as exc:
+        raise ConfigError(f"{target}: cannot write ({exc.strerror or exc})") from None
+    return True
+
+
 def write_template(folder: str | Path, name: str = TEMPLATE) -> Path:
     """Write the template into ``folder`` (created if needed) and return its path.
 
@@ -31,41 +45,19 @@ def write_template(folder: str | Path, name: str = TEMPLATE) -> Path:
         ConfigError: The target file already exists (it is left untouched) or cannot be written.
     """
     target = Path(folder) / name
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:  # e.g. FOLDER names an existing file
-        raise ConfigError(f"{target.parent}: cannot create the folder ({exc.strerror or exc})") from None
-    try:
-        with target.open("x", encoding="utf-8") as handle:  # "x": fails instead of overwriting
-            handle.write(template_text(name))
-    except FileExistsError:
-        message = f"{target} already exists; not overwriting it (edit it, or init another folder)"
-        raise ConfigError(message) from None
-    except OSError as exc:
-        raise ConfigError(f"{target}: cannot write ({exc.strerror or exc})") from None
+    if not _write_new(target, template_text(name)):
+        raise ConfigError(f"{target} already exists; not overwriting it (edit it, or init another folder)")
     return target
 
 
 def write_budgets(folder: str | Path) -> list[Path]:
     """Write ``budget/smoke.yaml`` and ``budget/published.yaml`` into ``folder``; existing ones are kept."""
-    written = []
-    for name in BUDGETS:
-        target = Path(folder) / name
-        try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            with target.open("x", encoding="utf-8") as handle:
-                handle.write(template_text(name))
-        except FileExistsError:
-            continue  # an edited budget file is never overwritten
-        except OSError as exc:
-            raise ConfigError(f"{target}: cannot write ({exc.strerror or exc})") from None
-        written.append(target)
-    return written
+    return [Path(folder) / name for name in BUDGETS if _write_new(Path(folder) / name, template_text(name))]
 
 
 def add_init_parser(sub: argparse._SubParsersAction) -> None:
     """Register ``init``."""
-    parser = sub.add_parser("init", help="Write a starter config (my_model.yaml) for your own model.")
+    parser = sub.add_parser("init")
     parser.add_argument("folder", nargs="?", default=".", help="Where to write my_model.yaml (default: .).")
     parser.set_defaults(func=run_init)
 
@@ -75,8 +67,7 @@ def run_init(ns: argparse.Namespace) -> None:
     path = write_template(ns.folder)
     budgets = write_budgets(ns.folder)
     print(f"wrote {', '.join(str(p) for p in (path, *budgets))}")
-    for line in next_steps(path):
-        print(line)
+    print("\n".join(next_steps(path)))
 
 
 def next_steps(path: Path) -> list[str]:

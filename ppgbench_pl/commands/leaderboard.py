@@ -9,7 +9,7 @@ from pathlib import Path
 def add_leaderboard_parser(sub: argparse._SubParsersAction) -> None:
     """Register ``leaderboard``."""
     parser = sub.add_parser(
-        "leaderboard", help="Render exported results (and run folders) as one static, offline HTML page.",
+        "leaderboard",
         description="Models x tasks per regime with CI, units, near-chance and pretraining-overlap marks; "
                     "sortable columns, filters by regime, tier and dataset, and each model's card. One "
                     "index.html with its style and script inline: it opens from disk with no network.")

@@ -1,27 +1,22 @@
-"""``ppgbench list``: everything that can be run, as text for people or JSON for scripts.
+"""``ppgbench list [datasets|tasks|encoders|controls|regimes]``: everything that can be run, as text or JSON.
 
-``ppgbench list`` gives an overview; ``ppgbench list datasets|tasks|encoders|controls|regimes`` one table
-in full; ``--dataset``, ``--tier`` and ``--kind`` filter (``ppgbench list tasks --dataset dalia``);
-``--json`` prints the same rows as JSON (a list of objects for one table, an object of tables for the
-overview). Everything comes from static, torch-free tables: the dataset registry
-(:mod:`ppgbench_pl.data.registry`), the encoder catalog (:mod:`ppgbench_pl.encoders.catalog`) and the
-regime catalog (:mod:`ppgbench_pl.regimes.catalog`), so the command starts in well under a second.
-:func:`catalog_tables` gives the rows to Python (the API wraps them into DataFrames).
+The rows come from static, torch-free tables (dataset registry, encoder and regime catalogs), so the command
+starts in well under a second; :func:`catalog_tables` gives them to Python (the API makes DataFrames of them).
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ppgbench_pl.cards.rows import dataset_card_row, model_card_rows
-from ppgbench_pl.commands.listing_text import render
+from ppgbench_pl.cards.rows import dataset_card_row, model_card_rows, pretraining_block
 from ppgbench_pl.data.registry import DECLARATIONS, get_dataset, select_tasks
+from ppgbench_pl.encoders.catalog import CATALOG
 from ppgbench_pl.errors import ConfigError
+from ppgbench_pl.messages import did_you_mean
 
 TABLES = ("datasets", "tasks", "encoders", "controls", "regimes")
 #: Which filters each table takes.
@@ -32,7 +27,6 @@ FILTERS: dict[str, tuple[str, ...]] = {
     "controls": (),
     "regimes": ("tier",),
 }
-ENCODER_CATALOG = "ppgbench_pl.encoders.catalog"
 
 #: The one control that is not an encoder (PROTOCOL.md 5.1); the others are the catalog's ``control`` role.
 CONSTANT_CONTROL: dict[str, Any] = {
@@ -44,14 +38,8 @@ CONSTANT_CONTROL: dict[str, Any] = {
 
 
 def _plain(value: Any) -> Any:
-    """JSON-ready values: tuples become lists, nested mappings and dataclasses become dicts."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, tuple | list):
-        return [_plain(v) for v in value]
-    return value
+    """JSON-ready values: dataclasses and mappings become dicts, tuples lists."""
+    return json.loads(json.dumps(value, default=dataclasses.asdict))
 
 
 def dataset_rows(dataset: str | None = None) -> list[dict[str, Any]]:
@@ -83,16 +71,12 @@ def dataset_rows(dataset: str | None = None) -> list[dict[str, Any]]:
     return rows
 
 
-def _regimes_for(tier: str) -> list[str]:
-    from ppgbench_pl.regimes.catalog import REGIMES
-
-    return [r.name for r in REGIMES.values() if tier in r.tiers and r.name != "linear_frac"]
-
-
 def task_rows(
     dataset: str | None = None, tier: str | None = None, kind: str | None = None
 ) -> list[dict[str, Any]]:
     """One row per task in registry order, filtered."""
+    from ppgbench_pl.regimes.catalog import REGIMES
+
     return [
         {
             "name": t.name,
@@ -107,39 +91,25 @@ def task_rows(
             "n_classes": len(t.classes) if t.kind == "classification" and t.classes else None,
             "n_targets": t.n_targets,
             "unit": t.unit,
-            "regimes": _regimes_for(t.tier),
+            "regimes": [r.name for r in REGIMES.values() if t.tier in r.tiers and r.name != "linear_frac"],
             "description": t.description,
         }
         for t in select_tasks(dataset, tier, kind)
     ]
 
 
-def _encoder_catalog() -> Any:
-    """The torch-free encoder catalog (:data:`ppgbench_pl.encoders.catalog.CATALOG`).
-
-    Raises:
-        ConfigError: The catalog is missing (it is what ``list encoders`` reads).
-    """
-    try:
-        return importlib.import_module(ENCODER_CATALOG).CATALOG
-    except (ImportError, AttributeError) as exc:
-        raise ConfigError(f"the encoder catalog ({ENCODER_CATALOG}) is not available: {exc}") from None
-
-
 def encoder_rows() -> list[dict[str, Any]]:
     """One row per encoder of the catalog: rate, embedding size, parameters, weights, checkpoint, role."""
     cards = model_card_rows()  # the model card of each entry: pretraining data, paper, licences
-    return [{**_plain(entry), **cards.get(name, {})} for name, entry in _encoder_catalog().items()]
+    return [{**_plain(entry), **cards.get(name, {})} for name, entry in CATALOG.items()]
 
 
 def control_rows() -> list[dict[str, Any]]:
     """The controls (PROTOCOL.md section 5): the constant baseline, then the catalog's control encoders."""
     rows = [dict(CONSTANT_CONTROL)]
-    for entry in _encoder_catalog().values():
+    for entry in CATALOG.values():
         if entry.role == "control":
-            how = "list under controls: (class_path)"
-            if entry.checkpoint_required:
-                how += " with its checkpoint"
+            how = "list under controls: (class_path)" + (" with its checkpoint" if entry.checkpoint_required else "")
             rows.append({"name": entry.name, "class_path": entry.class_path, "what": entry.description,
                          "how": how})
     return rows
@@ -168,21 +138,6 @@ def regime_rows(tier: str | None = None) -> list[dict[str, Any]]:
     ]
 
 
-def _check_filters(what: str | None, filters: Mapping[str, str | None]) -> None:
-    if what is not None and what not in TABLES:
-        import difflib
-
-        close = difflib.get_close_matches(what, TABLES, n=1)
-        hint = f"; did you mean '{close[0]}'?" if close else ""
-        raise ConfigError(f"cannot list '{what}': choose from {', '.join(TABLES)}{hint}")
-    if what is None:
-        return
-    for name, value in filters.items():
-        if value is not None and name not in FILTERS[what]:
-            takes = ", ".join(f"--{f}" for f in FILTERS[what]) or "no filters"
-            raise ConfigError(f"--{name} does not filter {what} ({what} takes {takes})")
-
-
 def catalog_tables(
     *, dataset: str | None = None, tier: str | None = None, kind: str | None = None,
     tables: Sequence[str] = TABLES,
@@ -202,40 +157,27 @@ def run_list(
     what: str | None = None, *, dataset: str | None = None, tier: str | None = None, kind: str | None = None,
     as_json: bool = False,
 ) -> str:
-    """The text (or JSON) ``ppgbench list [what]`` prints.
-
-    Args:
-        what: One of :data:`TABLES`, or None for the overview of all of them.
-        dataset: Only this dataset (datasets, tasks).
-        tier: Only ``primary`` or ``secondary`` (tasks; regimes that run on that tier).
-        kind: Only ``regression``, ``classification`` or ``regression_cls`` tasks.
-        as_json: JSON instead of text: a list of rows for one table, an object of tables for the overview.
+    """The text (or JSON) ``ppgbench list [what]`` prints: one of :data:`TABLES` in full, or the overview (None).
 
     Raises:
         ConfigError: An unknown table, dataset, tier or kind, or a filter that does not apply to ``what``.
     """
     filters = {"dataset": dataset, "tier": tier, "kind": kind}
-    _check_filters(what, filters)
+    if what is not None and what not in TABLES:
+        raise ConfigError(f"cannot list '{what}': choose from {', '.join(TABLES)}{did_you_mean(what, TABLES)}")
+    for name, value in filters.items():
+        if what is not None and value is not None and name not in FILTERS[what]:
+            takes = ", ".join(f"--{f}" for f in FILTERS[what]) or "no filters"
+            raise ConfigError(f"--{name} does not filter {what} ({what} takes {takes})")
     names: tuple[str, ...] = (what,) if what is not None else tuple(
         # the overview shows only the tables every given filter applies to
         n for n in TABLES if all(v is None or k in FILTERS[n] for k, v in filters.items()))
+    tables = catalog_tables(dataset=dataset, tier=tier, kind=kind, tables=names)
     if what is not None:
-        rows = catalog_tables(dataset=dataset, tier=tier, kind=kind, tables=names)[what]
-        return json.dumps(rows, indent=2) if as_json else render(what, rows, overview=False)
-    # The overview shows what it can: a table that cannot be built (e.g. no encoder catalog) is a note.
-    tables: dict[str, list[dict[str, Any]]] = {}
-    problems: dict[str, str] = {}
-    for name in names:
-        try:
-            tables.update(catalog_tables(dataset=dataset, tier=tier, kind=kind, tables=(name,)))
-        except ConfigError as exc:
-            if name in ("datasets", "tasks"):  # a bad filter, not a missing table
-                raise
-            problems[name] = str(exc)
+        return json.dumps(tables[what], indent=2) if as_json else render(what, tables[what], overview=False)
     if as_json:
-        return json.dumps({**tables, **({"unavailable": problems} if problems else {})}, indent=2)
-    parts = [render(n, tables[n], overview=True) if n in tables else f"{n}: unavailable ({problems[n]})"
-             for n in names]
+        return json.dumps(tables, indent=2)
+    parts = [render(n, tables[n], overview=True) for n in names]
     parts.append("details: ppgbench list datasets|tasks|encoders|controls|regimes "
                  "[--dataset KEY] [--tier TIER] [--kind KIND] [--json]")
     return "\n\n".join(parts)
@@ -244,8 +186,7 @@ def run_list(
 def add_list_parser(sub: argparse._SubParsersAction) -> None:
     """Register ``list``."""
     parser = sub.add_parser(
-        "list", help="List datasets, tasks, encoders, controls and regimes that can be run.",
-        description="Everything that can be run. Without a table name: an overview of all of them.")
+        "list", description="Everything that can be run. Without a table name: an overview of all of them.")
     # No argparse ``choices``: run_list answers a typo with a did-you-mean.
     parser.add_argument("what", nargs="?", metavar="{" + ",".join(TABLES) + "}",
                         help="the table to show in full")
@@ -261,7 +202,90 @@ def _command(ns: argparse.Namespace) -> None:
     print(run_list(ns.what, dataset=ns.dataset, tier=ns.tier, kind=ns.kind, as_json=ns.as_json))
 
 
-__all__ = [
-    "CONSTANT_CONTROL", "TABLES", "add_list_parser", "catalog_tables", "control_rows", "dataset_rows",
-    "encoder_rows", "regime_rows", "run_list", "task_rows",
-]
+# -- the text -----------------------------------------------------------------------------------------------
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, int) and value >= 10_000:
+        return f"{value:,}"
+    if isinstance(value, list):
+        return ", ".join(_cell(v) for v in value) or "-"
+    return str(value)
+
+
+def _table(rows: Sequence[Mapping[str, Any]], columns: Sequence[tuple[str, str]], max_width: int = 60) -> str:
+    """Aligned columns; long cells are cut to ``max_width`` with an ellipsis (JSON has them whole)."""
+    cells = [[_cell(r.get(key)) for key, _ in columns] for r in rows]
+    cells = [[c if len(c) <= max_width else c[: max_width - 3] + "..." for c in row] for row in cells]
+    heads = [head for _, head in columns]
+    widths = [max([len(h), *(len(row[i]) for row in cells)]) for i, h in enumerate(heads)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(heads, widths, strict=True)).rstrip()]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells]
+    return "\n".join(lines)
+
+
+#: The columns of each table (regimes and controls print in full as blocks: only the overview uses theirs).
+_COLUMNS: dict[str, list[tuple[str, str]]] = {
+    "datasets": [("key", "dataset"), ("display_name", "folder"), ("native_fs", "native Hz"),
+                 ("window_s", "window s"), ("stride_s", "stride s"), ("group", "group"),
+                 ("subjects", "subjects"), ("n_tasks", "tasks"), ("access", "access"),
+                 ("derived_from", "derived from"), ("paper_cite", "paper"), ("source", "source")],
+    "tasks": [("name", "task"), ("kind", "type"), ("level", "level"), ("tier", "tier"),
+              ("metric", "metric"), ("unit", "unit"), ("n_classes", "n"), ("classes", "classes")],
+    "encoders": [("name", "encoder"), ("role", "role"), ("native_fs", "native Hz"),
+                 ("embedding_dim", "embedding"), ("parameters", "parameters"),
+                 ("checkpoint_required", "checkpoint"), ("paper_cite", "paper"), ("class_path", "class")],
+    "controls": [("name", "control"), ("what", "what it is")],
+    "regimes": [("name", "regime"), ("tiers", "tiers"), ("budget_short", "default budget")],
+}
+#: The overview's columns of the long tables.
+_OVERVIEW: dict[str, tuple[str, ...]] = {
+    "datasets": ("key", "native_fs", "window_s", "n_tasks", "access"),
+    "tasks": ("name", "kind", "level", "tier"),
+    "encoders": ("name", "role", "native_fs", "embedding_dim", "parameters", "checkpoint_required"),
+}
+
+
+def _task_counts(rows: Sequence[Mapping[str, Any]]) -> str:
+    real = [r for r in rows if r["dataset"] != "synthetic"]
+    primary = sum(r["tier"] == "primary" for r in real)
+    synthetic = len(rows) - len(real)
+    return (f"{len(real)} benchmark tasks ({primary} primary, {len(real) - primary} secondary)"
+            + (f" + {synthetic} synthetic" if synthetic else ""))
+
+
+#: The tables printed in full as one block per row (a title line, then ``label: value`` lines of long prose).
+_BLOCKS: dict[str, tuple[str, list[tuple[str, str]]]] = {
+    "regimes": ("{name}  ({tiers}; {class_path})",
+                [("trains", "trains"), ("selection", "selects"), ("budget_text", "budget")]),
+    "controls": ("{name}", [("what", "what"), ("how", "run"), ("class_path", "class")]),
+}
+
+
+def render(what: str, rows: list[dict[str, Any]], overview: bool) -> str:
+    """One table as text: the overview's short form, or every column."""
+    if not rows:
+        return f"{what}: none match"
+    if not overview and what in _BLOCKS:
+        title, fields = _BLOCKS[what]
+        width = max(len(label) for _, label in fields)
+        out = [f"{what}:"]
+        for r in rows:
+            out.append("  " + title.format(**{k: _cell(v) for k, v in r.items()}))
+            out += [f"      {label + ':':<{width + 1}} {_cell(r.get(key))}" for key, label in fields
+                    if r.get(key) not in (None, "", [])]
+        return "\n".join(out)
+    columns = [c for c in _COLUMNS[what] if not overview or c[0] in _OVERVIEW.get(what, (c[0],))]
+    text = f"{what}:\n" + "\n".join("  " + line for line in _table(rows, columns).splitlines())
+    if what == "tasks":
+        text += "\n  " + _task_counts(rows)
+    if what == "encoders" and not overview:  # where the weights come from, whole
+        width = max(len(r["name"]) for r in rows)
+        lines = [f"  {r['name']:<{width}}  {r['weights']}" + (f" ({r['weights_url']})" if r.get("weights_url")
+                                                               else "") for r in rows]
+        text += "\n\nweights:\n" + "\n".join(lines) + "\n\n" + pretraining_block(rows)
+    return text

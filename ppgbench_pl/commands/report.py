@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-from ppgbench_pl.errors import ConfigError
+from ppgbench_pl.commands import add_subject_interval, check_alpha, warn
 
 
 def _pair(text: str) -> tuple[str, str]:
@@ -20,8 +19,7 @@ def _pair(text: str) -> tuple[str, str]:
 def add_report_parser(sub: argparse._SubParsersAction) -> None:
     """Register ``report``."""
     parser = sub.add_parser(
-        "report", help="Build tables, findings, figures and index.html from run folders.",
-        description="Combine one or more run folders (partial or complete) into a report folder.")
+        "report", description="Combine one or more run folders (partial or complete) into a report folder.")
     parser.add_argument("runs", nargs="+", type=Path,
                         help="Run folders (jobs/<id>/results.json inside) or files from ppgbench export.")
     parser.add_argument("--output", "-o", type=Path, default=Path("report"),
@@ -31,36 +29,25 @@ def add_report_parser(sub: argparse._SubParsersAction) -> None:
                         help="When a model meaningfully beats the constant baseline or a control: 'ci' "
                              "better mean and non-overlapping 95%% CIs (default), 'paired' better mean and "
                              "paired t-test p < alpha, 'mean' better mean only.")
-    parser.add_argument("--alpha", type=float, default=0.05,
-                        help="Level of the paired rule and the Nemenyi CD.")
+    parser.add_argument("--alpha", type=float, default=0.05, help="Level of the paired rule and the Nemenyi CD.")
     parser.add_argument("--ci-unit", choices=("seed", "fold"), default="seed",
                         help="CI over seed means (published) or over all seed x fold values.")
     parser.add_argument("--compare", type=_pair, action="append", metavar="A:B",
                         help="Model pair for paired comparisons (repeatable; default: each model vs each "
                              "control).")
-    parser.add_argument("--subject-interval", choices=("two-level", "corrected-t", "bootstrap"),
-                        default="two-level",
-                        help="Subject-level interval and p of the paired effects and their verdicts: two-level "
-                             "(default: subject and seed variance apart), the Nadeau-Bengio corrected t, or the "
-                             "subject cluster bootstrap (labelled: not calibrated; docs/statistics.md).")
+    add_subject_interval(parser, " of the paired effects and their verdicts")
     parser.add_argument("--parameters", type=Path, default=None,
                         help="Parameter counts for Table 7: CSV (model,total[,trainable]) or JSON.")
     parser.set_defaults(func=run_report)
-
-
-def _warn(line: str) -> None:
-    """Print a skipped file as one line on stderr; the report is still built (see docs/report.md)."""
-    print(f"ppgbench: warning: {line}", file=sys.stderr)
 
 
 def run_report(ns: argparse.Namespace) -> None:
     """Build the report and print where it is and the headline findings."""
     from ppgbench_pl.report import build_report
 
-    if not 0 < ns.alpha < 1:
-        raise ConfigError(f"--alpha must lie in (0, 1), got {ns.alpha}")
+    check_alpha(ns.alpha)
     index = build_report(ns.runs, ns.output, rule=ns.baseline_rule, alpha=ns.alpha, ci_unit=ns.ci_unit,
-                         pairs=ns.compare, parameters=ns.parameters, warn=_warn,
+                         pairs=ns.compare, parameters=ns.parameters, warn=warn,
                          subject_interval=ns.subject_interval)
     findings = index.parent / "findings.md"
     for line in findings.read_text(encoding="utf-8").splitlines():
