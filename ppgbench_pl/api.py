@@ -36,7 +36,6 @@ from ppgbench_pl.commands import EXECUTOR_ALIASES
 from ppgbench_pl.errors import ConfigError
 from ppgbench_pl.exported_results import Results, load_run  # load_run: a folder or an export
 from ppgbench_pl.input_checks import int_list
-from ppgbench_pl.messages import RAISE_INSTEAD
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -132,11 +131,7 @@ def run_config(config: dict[str, Any]) -> Results | None:
 
     quiet_lightning()
     warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter.*")
-    token = RAISE_INSTEAD.set(True)  # the parser's one-line refusal: a ConfigError, not an exit
-    try:
-        setup = parse_setup(config)
-    finally:
-        RAISE_INSTEAD.reset(token)
+    setup = parse_setup(config)  # the parser's refusal: a one-line ConfigError, not an exit
     if setup.resolved is None and setup.settings.executor.get("class_path") != EXECUTOR_ALIASES["local"]:
         raise ConfigError("objects built in this process (an nn.Module, a PPGEncoder or Regime instance) run only "
                           "with the local executor; give them by name or class path instead")

@@ -5,13 +5,7 @@ from __future__ import annotations
 import difflib
 import re
 import sys
-from contextvars import ContextVar
 from typing import Any, NoReturn
-
-from ppgbench_pl.errors import ConfigError
-
-#: Set by the Python API while it parses: :func:`fail` raises its line as a ConfigError instead of exiting.
-RAISE_INSTEAD: ContextVar[bool] = ContextVar("ppgbench_raise_instead", default=False)
 
 
 def did_you_mean(word: str, choices: Any) -> str:
@@ -138,8 +132,6 @@ def flags_in_help(text: str) -> set[str]:
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
-    """Print ``ppgbench: error: <message>`` and exit (raise it under :data:`RAISE_INSTEAD`)."""
-    if RAISE_INSTEAD.get():
-        raise ConfigError(message)
+    """Print ``ppgbench: error: <message>`` and exit."""
     print(f"ppgbench: error: {message}", file=sys.stderr)
     raise SystemExit(code)

@@ -63,15 +63,18 @@ def test_one_line_names_the_value_and_the_accepted_ones(base, tmp_path, capsys, 
     assert not out.exists()
 
 
-#: API regimes refused in one line naming the bad setting as the CLI does (a ConfigError, no exit, no nesting).
+#: API regimes refused in one line naming the regime and the bad setting (a ConfigError, no argparse nesting).
 API_REGIMES: dict[str, tuple[Any, str]] = {
-    "unknown_key": (("linear", {"nonsense": 1}), r"^trainer\.callbacks: Option 'nonsense' is not accepted$"),
-    "typo_key": (("linear", {"binary_metrik": "auroc"}), r"^trainer\.callbacks: Option 'binary_metrik' is not "
-                                                        r"accepted; did you mean 'binary_metric'\?$"),
+    "unknown_key": (("linear", {"nonsense": 1}),
+                    r"^regime linear \(ppgbench_pl\.regimes\.LinearRegime\): 'nonsense' is not one of its settings "
+                    r"\(accepted: binary_metric, single_class\)$"),
+    "typo_key": (("linear", {"binary_metrik": "auroc"}), r"'binary_metrik' is not one of its settings \(accepted: "
+                                                        r"binary_metric, single_class\); did you mean 'binary_metric'\?$"),
     "nested_key": (("mlp", {"search": {"n_trialz": 3}}),
-                   r"^trainer\.callbacks\.search: Option 'n_trialz' is not accepted; did you mean 'n_trials'\?$"),
-    "bad_type": (("mlp", {"search": {"n_trials": "x"}}), r"^trainer\.callbacks\.search\.n_trials: Expected a "
-                                                        r"<class 'int'>"),
+                   r"^regime mlp \(ppgbench_pl\.regimes\.MLPRegime\): search: Option 'n_trialz' is not accepted; did "
+                   r"you mean 'n_trials'\?$"),
+    "bad_type": (("mlp", {"search": {"n_trials": "x"}}),
+                 r"^regime mlp \(ppgbench_pl\.regimes\.MLPRegime\): search\.n_trials: Expected a <class 'int'>"),
 }
 
 
