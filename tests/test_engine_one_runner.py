@@ -101,7 +101,7 @@ def test_suite_trainer_kwargs_are_the_honoured_settings(tmp_path, engine_root):
     suite = suite_of(config)
     assert suite.trainer_kwargs == {**settings, "num_nodes": 1, "sync_batchnorm": False}  # the parser's defaults
     ctx = suite.context(suite.plan()[0])
-    assert ctx.trainer_kwargs == settings
+    assert ctx.trainer_kwargs == suite.trainer_kwargs
 
 
 def test_trainer_precision_reaches_the_neural_regimes(tmp_path, engine_root, trainer_calls):

@@ -159,6 +159,8 @@ def _instantiate(parser: Any, cfg: Any) -> Any:
     for key in ("model", "controls", "matrix.encoders"):
         if cfg.get(key) is not None:
             cfg[key] = None
+    if cfg.get("matrix.datasets") is not None or cfg.get("matrix.tasks") is not None:
+        cfg["data.init_args.tasks"] = None  # a matrix's tasks span datasets: the setup gives each dataset its own
     return parser.instantiate_classes(cfg)
 
 

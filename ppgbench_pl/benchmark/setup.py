@@ -21,7 +21,7 @@ from ppgbench_pl.benchmark.budget import Budget, apply_budget, apply_storage
 from ppgbench_pl.benchmark.executors import Executor
 from ppgbench_pl.benchmark.suite import BenchmarkSuite, encoder_info
 from ppgbench_pl.benchmark.trainer_block import model_encoder, split_callbacks, trainer_settings
-from ppgbench_pl.data.registry import REAL_DATASETS, get_dataset, get_task
+from ppgbench_pl.data.registry import REAL_DATASETS, get_dataset, get_task, tasks_of
 from ppgbench_pl.datamodules.ppg import PPGDataModule
 from ppgbench_pl.errors import ConfigError
 from ppgbench_pl.input_checks import check_storage
@@ -129,21 +129,22 @@ def fill_weights(entries: Sequence[Any], cfg: Namespace) -> None:
 def _datamodules(cfg: Namespace, data: PPGDataModule) -> tuple[dict[str, PPGDataModule], dict[str, list[str] | None]]:
     """One datamodule per selected dataset: the built one, and siblings with its settings for the matrix's others."""
     datasets = cfg.get("matrix.datasets")
-    dataset, data_tasks = cfg.get("data.init_args.dataset"), cfg.get("data.init_args.tasks")
+    dataset = cfg.get("data.init_args.dataset")
     if datasets is not None:
         if not datasets:
             raise ConfigError("matrix.datasets is empty; list at least one dataset or leave it out")
         if dataset not in (None, "synthetic", *datasets):
             raise ConfigError(f"data.init_args.dataset={dataset!r} is not in matrix.datasets {datasets}; "
                               "drop one of the two")
-    tasks = cfg.get("matrix.tasks") if cfg.get("matrix.tasks") is not None else data_tasks
+    tasks = cfg.get("matrix.tasks") if cfg.get("matrix.tasks") is not None else cfg.get("data.init_args.tasks")
     if tasks is not None and len(tasks) == 0:
         raise ConfigError("the task list is empty; give at least one task (or leave it out for all)")
     selection = datasets_and_tasks(list(datasets) if datasets is not None else [dataset or "synthetic"], tasks)
     args = (cfg.get("data.init_args") or Namespace()).as_dict()
-    built = (data.dataset, list(data_tasks) if data_tasks else None)
-    return {name: data if (name, names) == built else type(data)(**{**args, "dataset": name, "tasks": names})
-            for name, names in selection.items()}, selection
+    have = (data.dataset, [t.name for t in data.task_specs])
+    out = {name: data if have == (name, names or [t.name for t in tasks_of(name)])
+           else type(data)(**{**args, "dataset": name, "tasks": names}) for name, names in selection.items()}
+    return out, selection
 
 
 def pick(items: list[Any], names: list[str], wanted: list[str] | None, kind: str) -> list[int]:
