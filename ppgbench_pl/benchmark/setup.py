@@ -167,12 +167,17 @@ def check_unique(kind: str, names: Sequence[str]) -> None:
                           "(give one of them another name: init_args.name)")
 
 
-def build_suite(cfg: Namespace, init: Namespace) -> BenchmarkSuite:
-    """The suite of a parsed (``cfg``) and instantiated (``init``) protocol config; the budget caps its regimes."""
+def build_suite(cfg: Namespace, init: Namespace, config: dict[str, Any]) -> BenchmarkSuite:
+    """The suite of a parsed (``cfg``), instantiated (``init``) and dumped (``config``) protocol config.
+
+    The budget caps its regimes. Entries are kept as dumped (JSON: a function argument as its import path), so
+    the run identity and the cost model read what ``run.json`` records; built objects stay as they are.
+    """
     if cfg.get("seed_everything") not in (None, 42):  # LightningCLI's global seed: every job reseeds itself
         raise ConfigError(f"seed_everything={cfg.get('seed_everything')!r} has no effect: every job is seeded "
                           "from its outer seed, as published; choose those with data.init_args.seeds")
-    entries = encoder_entries(cfg)
+    pairs = zip(encoder_entries(cfg), _dumped_encoders(config), strict=True)
+    entries = [dumped if isinstance(parsed, Namespace) else parsed for parsed, dumped in pairs]
     regimes, callbacks = split_callbacks(list(init.get("trainer.callbacks") or []))
     trainer_block = {k: v for k, v in (cfg.get("trainer") or Namespace()).as_dict().items() if k != "callbacks"}
     trainer = trainer_settings(trainer_block)
@@ -187,17 +192,20 @@ def build_suite(cfg: Namespace, init: Namespace) -> BenchmarkSuite:
     apply_budget(regimes, budget, list(datamodules.values()))
     apply_storage(regimes, cfg.get("optuna_storage"))
     built = list(init.get("trainer.callbacks") or [])
-    others = [_plain(entry) for entry, obj in zip(cfg.get("trainer.callbacks") or [], built, strict=True)
+    dumped = (config.get("trainer") or {}).get("callbacks") or []
+    others = [entry for entry, obj in zip(dumped if isinstance(dumped, list) else [dumped], built, strict=True)
               if obj in callbacks]
-    return BenchmarkSuite([_plain(e) for e in entries], regimes, datamodules, callbacks=callbacks, trainer=trainer,
+    return BenchmarkSuite(entries, regimes, datamodules, callbacks=callbacks, trainer=trainer,
                           budget=budget, callback_entries=others,
                           selection=selection, cache_dir=cfg.get("cache_dir"), cache_size_gb=cfg.get("cache_size_gb"),
                           run_dir=cfg.get("output_dir"))
 
 
-def _plain(entry: Any) -> Any:
-    """A parsed ``class_path``/``init_args`` entry as a dict (a built object stays as it is)."""
-    return entry.as_dict() if isinstance(entry, Namespace) else entry
+def _dumped_encoders(config: dict[str, Any]) -> list[Any]:
+    """The dumped config's encoder entries in :func:`encoder_entries`' order."""
+    first = ((config.get("model") or {}).get("init_args") or {}).get("encoder")
+    return [e for e in [first] if e is not None] + list((config.get("matrix") or {}).get("encoders") or []) \
+        + list(config.get("controls") or [])
 
 
 def run_settings(cfg: Namespace, executor_entry: dict[str, Any]) -> RunSettings:
@@ -229,7 +237,7 @@ def build_setup(parser: Any, cfg: Namespace, instantiate: Any,
     actions = {k: config.pop(k, cfg.get(k)) for k in ACTIONS}
     for key in FIT_ONLY:
         config.pop(key, None)
-    suite = build_suite(cfg, init)
+    suite = build_suite(cfg, init, config)
     executor_entry = config.get("executor") or {}
     return ProtocolSetup(suite, run_settings(cfg, executor_entry), init.executor, config, resolved, actions, parse)
 
