@@ -81,7 +81,7 @@ def test_a_worker_rebuilds_the_suite_with_the_clis_parser(tmp_path, engine_root)
 
     config = suite_config(engine_root, tmp_path / "run", regimes=[MLP], tasks=["synthetic-hr"], folds=[0])
     setup = parse_setup(config)
-    assert setup.parse is suite_of_resolved and setup.resolved is not None
+    assert setup.parse == "ppgbench_pl.benchmark.protocol_cli.suite_of_resolved" and setup.resolved is not None
     rebuilt = suite_of_resolved(setup.resolved)
     assert [r.settings() for r in rebuilt.regimes] == [r.settings() for r in setup.suite.regimes]
     assert rebuilt.encoder_entries == setup.suite.encoder_entries

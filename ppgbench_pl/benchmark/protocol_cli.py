@@ -128,7 +128,7 @@ class PPGBenchCLI(LightningCLI):
         sub = self.config.get("subcommand")
         parser, cfg = (self._parser(sub), self.config[sub]) if sub else (self.parser, self.config)
         self.setup: ProtocolSetup = build_setup(parser, cfg, lambda c: _instantiate(parser, c),
-                                                suite_of_resolved)
+                                                f"{__name__}.suite_of_resolved")
 
     def _run_subcommand(self, subcommand: str) -> None:
         """Run the setup (or print its plan)."""

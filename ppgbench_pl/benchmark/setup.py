@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,7 +62,7 @@ class ProtocolSetup:
         resolved: The config a worker parses to rebuild the suite (None: it holds objects built in this process,
             which run only with the local executor).
         actions: ``threads``, ``lock_timeout``, ``dry_run``.
-        parse: How a worker turns :attr:`resolved` into the same suite (the CLI's parser).
+        parse: The import path of what turns :attr:`resolved` into the same suite in a worker (the CLI's parser).
     """
 
     suite: BenchmarkSuite
@@ -71,7 +71,7 @@ class ProtocolSetup:
     config: dict[str, Any]
     resolved: str | None
     actions: dict[str, Any] = field(default_factory=dict)
-    parse: Callable[[str], BenchmarkSuite] | None = None
+    parse: str | None = None
 
 
 def datasets_and_tasks(datasets: list[str] | None, tasks: list[str] | None) -> dict[str, list[str] | None]:
@@ -222,7 +222,7 @@ def run_settings(cfg: Namespace, executor_entry: dict[str, Any]) -> RunSettings:
 
 
 def build_setup(parser: Any, cfg: Namespace, instantiate: Any,
-                parse: Callable[[str], BenchmarkSuite] | None = None) -> ProtocolSetup:
+                parse: str | None = None) -> ProtocolSetup:
     """Check and build one protocol command from its parsed config (``instantiate`` builds the classes)."""
     fill_weights(encoder_entries(cfg), cfg)
     init = instantiate(cfg)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import math
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -203,11 +203,12 @@ def forget_suites() -> None:
     _local.suites = {}
 
 
-def suite_for(resolved: str, run_dir: str | Path, parse: Callable[[str], BenchmarkSuite] | None) -> BenchmarkSuite:
+def suite_for(resolved: str, run_dir: str | Path, parse: str | None) -> BenchmarkSuite:
     """The suite of a resolved config in this process and thread: the coordinator's, or parsed here once.
 
-    ``parse`` is the CLI's own (:func:`~ppgbench_pl.benchmark.protocol_cli.suite_of_resolved`), handed down with
-    the job, so a worker rebuilds with the parser that built the coordinator's suite. Datamodules cache the
+    ``parse`` names the CLI's own (:func:`~ppgbench_pl.benchmark.protocol_cli.suite_of_resolved`), handed down
+    with the job as an import path (a Dask scheduler unpickles tasks: a function would import the CLI there), so
+    a worker rebuilds with the parser that built the coordinator's suite. Datamodules cache the
     windows they read, so threads never share one.
     """
     cache: dict[str, BenchmarkSuite] = getattr(_local, "suites", None) or {}
@@ -215,7 +216,7 @@ def suite_for(resolved: str, run_dir: str | Path, parse: Callable[[str], Benchma
         if parse is None or not resolved.lstrip().startswith("{"):
             raise ConfigError("objects handed to ppgbench_pl.evaluate live in the process that built them: run them "
                               "with the local executor")
-        suite = parse(resolved)
+        suite = import_class(parse)(resolved)
         suite.run_dir = suite.source.run_dir = Path(run_dir)
         cache = {resolved: suite}  # one suite per thread at a time: a new config replaces the old one
         _local.suites = cache

@@ -47,8 +47,8 @@ class JobSpec:
     run_uid: str = ""
     run_config: dict[str, Any] = field(default_factory=dict)
     group: tuple[str, ...] = ()
-    #: Parses :attr:`config` into the suite where the coordinator's is not at hand (the CLI's parser).
-    parse: Any = None
+    #: Import path of what parses :attr:`config` into the suite where the coordinator's is not at hand.
+    parse: str | None = None
 
 
 @dataclass
