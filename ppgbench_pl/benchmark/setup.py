@@ -116,14 +116,8 @@ def fill_weights(entries: Sequence[Any], cfg: Namespace) -> None:
     """Published models given no checkpoint point at the weights cache (``--fetch_weights`` fetches them)."""
     from ppgbench_pl.benchmark.weights import fill_checkpoints
 
-    plain = [(e, {"class_path": e.class_path, "init_args": (e.get("init_args") or Namespace()).as_dict()})
-             for e in entries if isinstance(e, Namespace)]
-    config = {"controls": [d for _, d in plain]}  # fill_checkpoints reads a config's encoder lists
-    fill_checkpoints(config, cfg.get("weights_dir"), fetch=bool(cfg.get("fetch_weights")),
-                     dry_run=bool(cfg.get("dry_run")))
-    for namespace, entry in plain:
-        if entry["init_args"].get("checkpoint") is not None and namespace.get("init_args.checkpoint") is None:
-            namespace["init_args.checkpoint"] = entry["init_args"]["checkpoint"]
+    fill_checkpoints([e for e in entries if isinstance(e, Namespace)], cfg.get("weights_dir"),
+                     fetch=bool(cfg.get("fetch_weights")), dry_run=bool(cfg.get("dry_run")))
 
 
 def _datamodules(cfg: Namespace, data: PPGDataModule) -> tuple[dict[str, PPGDataModule], dict[str, list[str] | None]]:
@@ -167,7 +161,7 @@ def check_unique(kind: str, names: Sequence[str]) -> None:
                           "(give one of them another name: init_args.name)")
 
 
-def build_suite(cfg: Namespace, init: Namespace, config: dict[str, Any]) -> BenchmarkSuite:
+def build_suite(cfg: Namespace, init: Namespace, config: dict[str, Any], encoders: list[Any]) -> BenchmarkSuite:
     """The suite of a parsed (``cfg``), instantiated (``init``) and dumped (``config``) protocol config.
 
     The budget caps its regimes. Entries are kept as dumped (JSON: a function argument as its import path), so
@@ -176,7 +170,7 @@ def build_suite(cfg: Namespace, init: Namespace, config: dict[str, Any]) -> Benc
     if cfg.get("seed_everything") not in (None, 42):  # LightningCLI's global seed: every job reseeds itself
         raise ConfigError(f"seed_everything={cfg.get('seed_everything')!r} has no effect: every job is seeded "
                           "from its outer seed, as published; choose those with data.init_args.seeds")
-    pairs = zip(encoder_entries(cfg), _dumped_encoders(config), strict=True)
+    pairs = zip(encoders, _dumped_encoders(config), strict=True)
     entries = [dumped if isinstance(parsed, Namespace) else parsed for parsed, dumped in pairs]
     regimes, callbacks = split_callbacks(list(init.get("trainer.callbacks") or []))
     trainer_block = {k: v for k, v in (cfg.get("trainer") or Namespace()).as_dict().items() if k != "callbacks"}
@@ -224,9 +218,10 @@ def run_settings(cfg: Namespace, executor_entry: dict[str, Any]) -> RunSettings:
 def build_setup(parser: Any, cfg: Namespace, instantiate: Any,
                 parse: str | None = None) -> ProtocolSetup:
     """Check and build one protocol command from its parsed config (``instantiate`` builds the classes)."""
-    fill_weights(encoder_entries(cfg), cfg)
+    encoders = encoder_entries(cfg)
+    fill_weights(encoders, cfg)
     init = instantiate(cfg)
-    built = [e for e in [*encoder_entries(cfg), *(cfg.get("trainer.callbacks") or [])] if not isinstance(e, Namespace)]
+    built = [e for e in [*encoders, *(cfg.get("trainer.callbacks") or [])] if not isinstance(e, Namespace)]
     resolved: str | None = None
     if built:  # objects built in this process (the Python API): no text can carry them to another process
         config = _described(cfg)
@@ -237,7 +232,7 @@ def build_setup(parser: Any, cfg: Namespace, instantiate: Any,
     actions = {k: config.pop(k, cfg.get(k)) for k in ACTIONS}
     for key in FIT_ONLY:
         config.pop(key, None)
-    suite = build_suite(cfg, init, config)
+    suite = build_suite(cfg, init, config, encoders)
     executor_entry = config.get("executor") or {}
     return ProtocolSetup(suite, run_settings(cfg, executor_entry), init.executor, config, resolved, actions, parse)
 

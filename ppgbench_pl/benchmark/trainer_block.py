@@ -82,9 +82,8 @@ def trainer_settings(trainer: dict[str, Any]) -> dict[str, Any]:
         if key in HONOURED_TRAINER or key in ("callbacks", "logger"):
             continue
         if not _is_default(value, defaults.get(key)):
-            why = REFUSED_TRAINER.get(key, "not used by a protocol run; remove it")
-            raise ConfigError(f"trainer.{key}={value!r}: {key} {why}" if key in REFUSED_TRAINER
-                              else f"trainer.{key}={value!r}: {why}")
+            why = f"{key} {REFUSED_TRAINER[key]}" if key in REFUSED_TRAINER else "not used by a protocol run; remove it"
+            raise ConfigError(f"trainer.{key}={value!r}: {why}")
     if trainer.get("logger") not in (None, False, []):
         raise ConfigError("trainer.logger: ppgbench tracks every run itself (W&B per model x task x regime under "
                           "<output_dir>/wandb, records under <output_dir>/jobs); remove it and use --wandb "

@@ -13,7 +13,7 @@ import json
 import re
 import shutil
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -172,18 +172,11 @@ def download_weights(names: Sequence[str], root: Path, client: Client,
     return statuses
 
 
-def _encoder_entries(config: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
-    """Every encoder entry of a protocol config: the model under test, the controls, the matrix's encoders."""
-    model = (config.get("model") or {}).get("init_args") or {}
-    matrix = config.get("matrix") or {}
-    for entry in [model.get("encoder"), *(config.get("controls") or []), *(matrix.get("encoders") or [])]:
-        if isinstance(entry, dict):
-            yield entry
-
-
-def fill_checkpoints(config: Mapping[str, Any], weights_dir: str | None, *, fetch: bool, dry_run: bool,
+def fill_checkpoints(entries: Sequence[Any], weights_dir: str | None, *, fetch: bool, dry_run: bool,
                      client: Client | None = None) -> None:
     """Point every published model given neither ``checkpoint`` nor ``random_init`` at its cached weights.
+
+    ``entries`` are the parsed encoder entries (jsonargparse namespaces: ``class_path``, ``init_args``).
 
     Missing weights are fetched only with ``fetch`` (``--fetch_weights``), never in a dry run; without them
     the entry is left as it was (the encoder's own refusal).
@@ -194,7 +187,7 @@ def fill_checkpoints(config: Mapping[str, Any], weights_dir: str | None, *, fetc
     """
     by_class = {CATALOG[n].class_path: n for n in PUBLISHED}
     root = weights_root(weights_dir)
-    for entry in _encoder_entries(config):
+    for entry in entries:
         name = by_class.get(str(entry.get("class_path")))
         args = entry.get("init_args") or {}
         if name is None or args.get("checkpoint") is not None or args.get("random_init"):
@@ -207,7 +200,7 @@ def fill_checkpoints(config: Mapping[str, Any], weights_dir: str | None, *, fetc
             path, status = fetch_weights(name, root, client or Client(progress=sys.stderr.isatty()))
             print(f"{name}: {status}", file=sys.stderr)
         if path is not None:  # otherwise the encoder refuses to build without weights, as it always did
-            entry["init_args"] = {**args, "checkpoint": str(path)}
+            entry["init_args.checkpoint"] = str(path)
 
 
 def entries(root: Path) -> list[dict[str, Any]]:
