@@ -15,7 +15,6 @@ from typing import Any
 import optuna
 import pytest
 
-from ppgbench_pl.encoders.cnn import SmallCNNEncoder
 from ppgbench_pl.hpo import optuna_search
 from ppgbench_pl.hpo.optuna_search import SearchSettings
 from ppgbench_pl.regimes import neural
@@ -24,17 +23,14 @@ from ppgbench_pl.regimes.mlp import MLPRegime
 from tests.regimes.neural_helpers import (
     Killed,
     context,
-    datamodule,
-    embeddings,
     one_thread,  # noqa: F401 - the autouse fixture
+    small_cnn_data,
 )
 
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    dm = datamodule(tmp_path_factory.mktemp("resume_data"))
-    encoder = SmallCNNEncoder(embed_dim=8)
-    return dm, encoder, embeddings(encoder, dm)
+    return small_cnn_data(tmp_path_factory.mktemp("resume_data"))
 
 
 class Kill:

@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 from lightning.pytorch.callbacks import Callback
 
-from ppgbench_pl.encoders.cnn import SmallCNNEncoder
 from ppgbench_pl.hpo.optuna_search import SearchSettings
 from ppgbench_pl.hpo.per_trial import TrialModule, stack_aware
 from ppgbench_pl.regimes.finetune import FinetuneRegime
@@ -30,21 +29,16 @@ from tests.hpo.test_trial_stack import (
 )
 from tests.regimes.neural_helpers import (
     Killed,
-    OneThread,
-    datamodule,
-    embeddings,
     kill_on_ask,
     one_thread,  # noqa: F401 - the autouse fixture
+    small_cnn_data,
 )
 
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     """The data of ``test_trial_stack.py``: 20 windows per subject, the small CNN and its embeddings."""
-    with OneThread():
-        dm = datamodule(tmp_path_factory.mktemp("per_trial_data"), synthetic_windows=20)
-        encoder = SmallCNNEncoder(embed_dim=8)
-        return dm, encoder, embeddings(encoder, dm)
+    return small_cnn_data(tmp_path_factory.mktemp("per_trial_data"), synthetic_windows=20)
 
 
 class NoOp(Callback):

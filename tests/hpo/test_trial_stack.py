@@ -25,7 +25,6 @@ from optuna.trial import FrozenTrial, TrialState
 from torch import nn
 
 from ppgbench_pl.data.registry import get_task
-from ppgbench_pl.encoders.cnn import SmallCNNEncoder
 from ppgbench_pl.heads.mlp import MLPHead
 from ppgbench_pl.hpo.optuna_search import (
     FAILURE_ATTR,
@@ -45,9 +44,8 @@ from ppgbench_pl.regimes.neural import NeuralRegime
 from tests.regimes.neural_helpers import (
     CPU,
     OneThread,
-    datamodule,
-    embeddings,
     one_thread,  # noqa: F401 - the autouse fixture
+    small_cnn_data,
 )
 
 TASK = "synthetic-age"  # subject-level regression: continuous scores, 2 holdout repeats per fold
@@ -62,10 +60,7 @@ WIDTH = len(FOLDS) * REPEATS * 2  # studies x trials asked together
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
-    with OneThread():
-        dm = datamodule(tmp_path_factory.mktemp("stack_data"), synthetic_windows=20)
-        encoder = SmallCNNEncoder(embed_dim=8)
-        return dm, encoder, embeddings(encoder, dm)
+    return small_cnn_data(tmp_path_factory.mktemp("stack_data"), synthetic_windows=20)
 
 
 def _ctx(setup, fold: int, root: Path, callbacks: list[Callback] | None = None) -> JobContext:

@@ -104,3 +104,12 @@ def kill_on_ask(monkeypatch, nth: int) -> list:
     monkeypatch.setattr(StackSearch, "ask", dies)
     return calls
 
+
+def small_cnn_data(root: Path, **overrides: int) -> tuple[PPGDataModule, PPGEncoder, np.ndarray]:
+    """The tiny datamodule, an 8-d small CNN and its frozen embeddings (computed on one thread)."""
+    from ppgbench_pl.encoders.cnn import SmallCNNEncoder
+
+    with OneThread():
+        dm = datamodule(root, **overrides)
+        encoder = SmallCNNEncoder(embed_dim=8)
+        return dm, encoder, embeddings(encoder, dm)

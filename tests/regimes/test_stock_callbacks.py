@@ -15,16 +15,13 @@ import pytest
 from lightning.pytorch.callbacks import BackboneFinetuning, EarlyStopping, StochasticWeightAveraging
 from torch import nn
 
-from ppgbench_pl.encoders.cnn import SmallCNNEncoder
 from ppgbench_pl.hpo.optuna_search import SearchSettings
 from ppgbench_pl.regimes.finetune import FinetuneRegime
 from ppgbench_pl.regimes.mlp import MLPRegime
 from tests.regimes.neural_helpers import (
-    OneThread,
     context,
-    datamodule,
-    embeddings,
     one_thread,  # noqa: F401 - the autouse fixture
+    small_cnn_data,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,10 +30,7 @@ SEARCH = SearchSettings(n_trials=3, n_startup_trials=3, max_epochs=2, parallel_t
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    with OneThread():
-        dm = datamodule(tmp_path_factory.mktemp("stock_data"), synthetic_subjects=10, synthetic_windows=4)
-        encoder = SmallCNNEncoder(embed_dim=8)
-        return dm, encoder, embeddings(encoder, dm)
+    return small_cnn_data(tmp_path_factory.mktemp("stock_data"), synthetic_subjects=10, synthetic_windows=4)
 
 
 def _run(regime, data, work: Path, callbacks: list) -> tuple[dict, dict[str, list[float]]]:
