@@ -43,17 +43,13 @@ from ppgbench_pl.regimes.base import JobContext
 BASELINE_REF = "223bccd"
 
 
-class Fixed(L.Callback):
-    def on_train_epoch_end(self, trainer, pl_module):
-        from ppgbench_pl.hpo.stack_search import fixed_epochs  # this tree only (the worker imports the old one)
-
-        fixed_epochs(trainer, pl_module)
-
-
 def trainer(device: str) -> L.Trainer:
+    """Fixed-length slots, ended and put in their modes by a neural regime's hooks (as in the benchmark)."""
+    from ppgbench_pl.regimes.mlp import MLPRegime  # this tree only (the worker imports the old one)
+
     return L.Trainer(accelerator=device, devices=1, max_epochs=-1, logger=False, enable_checkpointing=False,
                      enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
-                     callbacks=[Fixed()])
+                     callbacks=[MLPRegime()])
 
 
 def trial_params(n: int, batch_sizes: list[int] | None, seed: int = 0) -> list[dict]:

@@ -20,13 +20,8 @@ import torch
 from torch.nn import functional as F
 
 from ppgbench_pl.heads.mlp import MLPHead
-from ppgbench_pl.hpo.stack_search import fixed_epochs
 from ppgbench_pl.hpo.trial_stack import Slot, SlotData, TrialStack
-
-
-class Fixed(L.Callback):
-    def on_train_epoch_end(self, trainer, pl_module):
-        fixed_epochs(trainer, pl_module)
+from ppgbench_pl.regimes.mlp import MLPRegime  # its hooks end the fixed-length slots and set their modes
 
 
 def main() -> None:
@@ -53,7 +48,7 @@ def main() -> None:
     def fit(slots: list[Slot]) -> None:
         L.Trainer(accelerator="cpu", devices=1, max_epochs=-1, logger=False, enable_checkpointing=False,
                   enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
-                  callbacks=[Fixed()]).fit(TrialStack(slots))
+                  callbacks=[MLPRegime()]).fit(TrialStack(slots))
 
     def plain(i: int) -> None:
         torch.manual_seed(i)

@@ -81,9 +81,9 @@ import lightning as L
 
 from ppgbench_pl.encoders.cnn import SmallCNNEncoder
 from ppgbench_pl.heads.mlp import MLPHead
-from ppgbench_pl.hpo.stack_search import fixed_epochs
 from ppgbench_pl.hpo.trial_stack import Slot, SlotData, TrialStack
 from ppgbench_pl.regimes.finetune import HeadedEncoder
+from ppgbench_pl.regimes.mlp import MLPRegime  # its hooks end the fixed-length slots and set their modes
 
 k, n_fit, n_val, t_len, epochs = (3, 64, 32, 128, 1) if DRY else (8, 8192, 2048, 640, 2)
 batch = 32 if DRY else 512
@@ -102,15 +102,10 @@ def slot(i):
     return Slot(f"trial/{i}", net, data, batch, i, groups, epochs)
 
 
-class Fixed(L.Callback):
-    def on_train_epoch_end(self, trainer, pl_module):
-        fixed_epochs(trainer, pl_module)
-
-
 def fit(slots):
     trainer = L.Trainer(accelerator="gpu" if CUDA else "cpu", devices=1, precision=precision, max_epochs=-1,
                         logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                        enable_model_summary=False, num_sanity_val_steps=0, callbacks=[Fixed()])
+                        enable_model_summary=False, num_sanity_val_steps=0, callbacks=[MLPRegime()])
     trainer.fit(TrialStack(slots))
 
 

@@ -3,8 +3,8 @@
 A *slot* is one trial with its own network, rows, batch size, AdamW groups, epoch order, dropout stream and
 BatchNorm statistics. A training step runs every slot with a batch left and returns the sum of their losses:
 slots share no parameter and AdamW is element-wise, so each slot updates as if trained alone. Stacking pays
-Lightning's per-step overhead once for all slots (``docs/performance.md``); which trials fill the stack is
-:mod:`ppgbench_pl.hpo.stack_search`'s business.
+Lightning's per-step overhead once for all slots (``docs/performance.md``). The module only computes: which
+trials fill the stack and each slot's train/eval and BatchNorm modes are its regime's (a callback's hooks).
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from torch.utils.data import DataLoader, IterableDataset, TensorDataset
 
 from ppgbench_pl.hpo.shuffle import epoch_permutation
 from ppgbench_pl.hpo.slots import Slot, SlotData
-from ppgbench_pl.tasks.encoder_task import set_batchnorm_eval
 
 __all__ = ["PredictModule", "Slot", "SlotData", "TrialStack", "predict_outputs"]  # Slot lives in hpo/slots.py
 
@@ -161,25 +160,6 @@ class TrialStack(L.LightningModule):
     def epoch_slots(self) -> list[str]:
         """Names of the slots that train now (what a user callback reads per trial, from any hook)."""
         return [s.name for s in self.slots.values() if s.training]
-
-    def apply_modes(self) -> None:
-        """Each slot's train/eval and BatchNorm mode (Lightning restores module modes, never calls ``train()``).
-
-        Applied at the start and after each epoch's search step, so a callback's changes in
-        ``on_train_epoch_start`` hold.
-        """
-        for slot in self.slots.values():
-            slot.net.train(slot.training)
-            if slot.freeze_stats:
-                set_batchnorm_eval(slot.net)
-
-    def on_train_start(self) -> None:
-        """Apply the first epoch's modes."""
-        self.apply_modes()
-
-    def on_train_epoch_end(self) -> None:
-        """Apply the next epoch's modes (slots the search added or ended included)."""
-        self.apply_modes()
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor | None:
         """Each slot's loss on its own batch, summed; a slot whose loss is not finite stops here (``diverged``)."""

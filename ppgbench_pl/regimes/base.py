@@ -1,8 +1,8 @@
 """A regime is a Lightning callback that trains and selects a head on one outer fold.
 
 The runner hands each job to :meth:`Regime.run` as a :class:`JobContext` and gets one :class:`RepeatOutcome`
-per repeat. A new regime subclasses :class:`Regime` and is listed under ``trainer.callbacks``; as a callback
-it also receives the hooks of the inner trainers it builds (``callbacks=[self, ...]``).
+per repeat. A new regime subclasses :class:`Regime` and is listed under ``trainer.callbacks``; it is a callback
+of the inner trainers it builds (``[*user callbacks, self]``), and what it changes in their training, its hooks do.
 """
 
 from __future__ import annotations

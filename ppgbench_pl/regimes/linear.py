@@ -1,11 +1,13 @@
 """Linear probe regime: ridge / L2 logistic regression on frozen embeddings (PROTOCOL.md 4.1).
 
 Inner 4-fold group CV over the grid (and the subject aggregation) on the outer-training part, refit on all of
-it, scored on the outer test fold; one ``Trainer.fit``/``test`` of :class:`~ppgbench_pl.tasks.ProbeTask` per job.
+it, scored on the outer test fold; one ``Trainer.fit``/``test`` of :class:`~ppgbench_pl.tasks.ProbeTask` per job,
+with the regime as the trainer's callback: it fits the estimator at the epoch's end and predicts at the test's.
 """
 
 from __future__ import annotations
 
+import lightning as L
 import numpy as np
 
 from ppgbench_pl.datamodules.fold import FoldDataModule
@@ -79,6 +81,27 @@ class ProbeRegime(Regime):
         """One repeat on the whole outer-training part."""
         train, _ = ctx.outer()
         return [self.fit_and_score(ctx, train)]
+
+    # -- Lightning hooks of the probe's trainer (the ProbeTask only gathers rows) ------------------------------
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        """Fit the estimator once on the gathered rows, on the datamodule's inner folds when it has them."""
+        if not isinstance(pl_module, ProbeTask) or bool(pl_module.fitted):
+            return
+        z, y, index = (np.concatenate([rows[k] for rows in pl_module.train_rows]) for k in range(3))
+        groups = pl_module.groups[index] if pl_module.groups is not None else index
+        folds = getattr(getattr(trainer, "datamodule", None), "inner_folds", None) or None  # FoldDataModule's
+        if folds is not None and not np.array_equal(index, np.arange(len(index))):
+            raise RuntimeError("ProbeTask: inner folds need the training rows in their original order")
+        pl_module.fit_arrays(z.astype(np.float64), y, groups, folds=folds)
+        pl_module.train_rows.clear()
+
+    def on_test_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        """Predict all gathered test rows with the fitted estimator."""
+        if isinstance(pl_module, ProbeTask):
+            if not bool(pl_module.fitted):
+                raise RuntimeError("ProbeTask.test before fit: the estimator has not been fitted")
+            pl_module.predict_arrays(np.concatenate(pl_module.test_rows).astype(np.float64))
+            pl_module.test_rows.clear()
 
 
 class LinearRegime(ProbeRegime):

@@ -16,7 +16,6 @@ from typing import Any, ClassVar
 import lightning as L
 import numpy as np
 from lightning.pytorch.callbacks import Callback
-from optuna.trial import FrozenTrial
 
 from ppgbench_pl.errors import ConfigError, DataError
 from ppgbench_pl.hpo.optuna_search import (
@@ -56,6 +55,7 @@ from ppgbench_pl.regimes.selection import (
     one_device,
     redact,
 )
+from ppgbench_pl.tasks.encoder_task import set_batchnorm_eval
 
 __all__ = ["ClassWeighting", "NeuralRegime", "RepeatSearch", "SelectionScorer", "Split", "Targets", "TrialFactory",
            "make_targets"]
@@ -64,8 +64,8 @@ __all__ = ["ClassWeighting", "NeuralRegime", "RepeatSearch", "SelectionScorer", 
 class NeuralRegime(Regime):
     """Base of the Optuna-searched regimes; subclasses provide :meth:`make_factory` and their defaults.
 
-    As a callback of the trainers it builds, ``on_train_epoch_end`` runs the search step (score, report,
-    prune, refill) or ends a fixed-length fit's slots.
+    A callback of the trainers that fit its trials: its hooks set each trial's train/eval and BatchNorm modes
+    and run the search step after every epoch (score, report, prune, refill), or end a fixed-length fit's slots.
 
     Args:
         search: The Optuna budget (:class:`~ppgbench_pl.hpo.SearchSettings`); unset ``max_epochs`` and
@@ -155,9 +155,14 @@ class NeuralRegime(Regime):
         """What trains this regime's trials on one split."""
         raise NotImplementedError
 
-    # -- Lightning hooks -------------------------------------------------------------------------
+    # -- Lightning hooks of the trainers that fit its trials (after the user's callbacks) ------------------
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        """The first epoch's modes of every trial."""
+        if isinstance(pl_module, TrialStack):
+            self.train_modes(pl_module)
+
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        """The search step after every epoch: score, report, prune, refill (or end fixed-length slots)."""
+        """The search step (score, report, prune, refill; or end fixed-length slots), then the next epoch's modes."""
         if not isinstance(pl_module, TrialStack):
             return
         search = getattr(pl_module, "search", None)  # a StackSearch, or per_trial.TrialEpochs of one trial
@@ -165,6 +170,18 @@ class NeuralRegime(Regime):
             search.end_epoch(trainer, pl_module)
         else:
             fixed_epochs(trainer, pl_module)
+        self.train_modes(pl_module)
+
+    def train_modes(self, pl_module: TrialStack) -> None:
+        """Each trial's train/eval mode (ended: eval) and BatchNorm mode (``freeze_stats``: eval statistics).
+
+        Set after the epoch, not at its start, so a user callback's changes in ``on_train_epoch_start`` hold
+        (Lightning restores module modes after validation, never calls ``train()``).
+        """
+        for slot in pl_module.slots.values():
+            slot.net.train(slot.training)
+            if slot.freeze_stats:
+                set_batchnorm_eval(slot.net)
 
     # -- one job, or a group of jobs searched in one stack ----------------------------------------
     def run(self, ctx: JobContext) -> list[RepeatOutcome]:
@@ -196,8 +213,7 @@ class NeuralRegime(Regime):
                 if s.ctx.job_id in failed:
                     continue
                 try:
-                    assert s.study is not None
-                    out[s.ctx.job_id].append(self.score_winner(s, *self.winner(s), study_record(s.study.study)))
+                    out[s.ctx.job_id].append(self.score_winner(s))
                 except Exception as exc:  # noqa: BLE001 - e.g. no trial of this job's search completed
                     failed[s.ctx.job_id] = exc
         finally:
@@ -279,13 +295,6 @@ class NeuralRegime(Regime):
                 search.abandon()
             raise
 
-    def winner(self, s: RepeatSearch) -> tuple[FrozenTrial, dict[str, Any] | None]:
-        """The best complete trial and its stored best-epoch weights."""
-        assert s.study is not None and s.weights is not None
-        best = best_trial(s.study.study)
-        s.weights.keep_best(s.study.study, best.number)
-        return best, s.weights.load(best.number)
-
     def train_fixed(self, s: RepeatSearch, factory: TrialFactory, params: Mapping[str, Any], seed: int,
                     epochs: int) -> dict[str, Any]:
         """Train one network for ``epochs`` epochs on a factory's fit part (refit, or a lost weights file)."""
@@ -296,9 +305,12 @@ class NeuralRegime(Regime):
                             f"loss in epoch {slot.diverged_at}); no usable weights")
         return snapshot(slot.net)
 
-    def score_winner(self, s: RepeatSearch, best: FrozenTrial, weights: dict[str, Any] | None,
-                     record: dict[str, Any]) -> RepeatOutcome:
-        """Winner's test predictions and metrics, with what the record says about the search."""
+    def score_winner(self, s: RepeatSearch) -> RepeatOutcome:
+        """The best complete trial's test predictions (its stored best-epoch weights) and metrics, and the record."""
+        assert s.study is not None and s.weights is not None
+        best, record = best_trial(s.study.study), study_record(s.study.study)
+        s.weights.keep_best(s.study.study, best.number)
+        weights: dict[str, Any] | None = s.weights.load(best.number)
         ctx, view = s.ctx, s.ctx.view
         outer, test = ctx.outer()
         params, epochs = dict(best.params), int(best.user_attrs["best_epoch"])

@@ -1,7 +1,8 @@
-"""The non-neural adapter: a LightningModule with no optimiser that fits a scikit-learn style estimator once.
+"""The non-neural adapter: a LightningModule with no optimiser that gathers the rows of a fit-once probe.
 
-The regimes call :meth:`ProbeTask.fit_arrays` / :meth:`ProbeTask.predict_arrays` directly; under a ``Trainer``
-the training rows are gathered and fitted once when the epoch ends (settings: :attr:`trainer_arguments`).
+Under a ``Trainer`` (settings: :attr:`trainer_arguments`) it only gathers the training and test rows; its regime,
+a callback of that trainer, fits the estimator when the epoch ends and predicts when the test epoch ends
+(:class:`~ppgbench_pl.regimes.linear.ProbeRegime`). :meth:`fit_arrays` / :meth:`predict_arrays` are those calls.
 """
 
 from __future__ import annotations
@@ -44,8 +45,9 @@ class ProbeTask(L.LightningModule):
         self.groups = groups
         self.blas_threads = blas_threads
         self.register_buffer("fitted", torch.tensor(False), persistent=False)
-        self._train_rows: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-        self._test_rows: list[np.ndarray] = []
+        #: Gathered ``(z, y, index)`` training batches and ``z`` test batches, in loader order.
+        self.train_rows: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self.test_rows: list[np.ndarray] = []
         self.predictions: Predictions | None = None
 
     def fit_arrays(self, z: np.ndarray, y: np.ndarray, groups: np.ndarray | None = None,
@@ -70,34 +72,11 @@ class ProbeTask(L.LightningModule):
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
         """Gather the batch; there is nothing to optimise."""
-        rows = (batch["z"].cpu().numpy(), batch["y"].cpu().numpy(), batch["index"].cpu().numpy())
-        self._train_rows.append(rows)
-
-    def on_train_epoch_end(self) -> None:
-        """Fit the estimator once on everything gathered."""
-        if bool(self.fitted):
-            return
-        z = np.concatenate([r[0] for r in self._train_rows])
-        y = np.concatenate([r[1] for r in self._train_rows])
-        index = np.concatenate([r[2] for r in self._train_rows])
-        groups = self.groups[index] if self.groups is not None else index
-        # a datamodule that owns inner folds (FoldDataModule) serves them: row indices into the gathered rows
-        folds = getattr(getattr(self.trainer, "datamodule", None), "inner_folds", None) or None
-        if folds is not None and not np.array_equal(index, np.arange(len(index))):
-            raise RuntimeError("ProbeTask: inner folds need the training rows in their original order")
-        self.fit_arrays(z.astype(np.float64), y, groups, folds=folds)
-        self._train_rows.clear()
+        self.train_rows.append((batch["z"].cpu().numpy(), batch["y"].cpu().numpy(), batch["index"].cpu().numpy()))
 
     def test_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
         """Gather test embeddings (in loader order)."""
-        self._test_rows.append(batch["z"].cpu().numpy())
-
-    def on_test_epoch_end(self) -> None:
-        """Predict all test rows with the fitted estimator."""
-        if not bool(self.fitted):
-            raise RuntimeError("ProbeTask.test before fit: the estimator has not been fitted")
-        self.predict_arrays(np.concatenate(self._test_rows).astype(np.float64))
-        self._test_rows.clear()
+        self.test_rows.append(batch["z"].cpu().numpy())
 
     def configure_optimizers(self) -> None:
         """No optimiser: the estimator is fitted in closed form or by its own solver."""

@@ -427,6 +427,31 @@ def test_a_callbacks_mode_change_at_epoch_start_holds_for_the_epoch(setup, tmp_p
     assert probe.seen == [False, False]  # each epoch's first batch ran in the callback's eval mode
 
 
+class EvalTrialsRegime(MLPRegime):
+    """A regime variant made by overriding one Lightning hook: every trial trains in eval mode (no dropout)."""
+
+    def on_train_epoch_start(self, trainer, pl_module) -> None:
+        for name in pl_module.epoch_slots:
+            pl_module.slots[name].net.eval()
+
+
+def test_a_regime_variant_is_a_subclass_that_overrides_a_hook(setup, tmp_path):
+    """The variant's hook acts in the trial: the weights of the same change made by a callback, not the regime's."""
+    data, _ = _toy_data(5)
+
+    def trained(regime: NeuralRegime, callbacks: list[Callback]) -> dict[str, torch.Tensor]:
+        net = _bn_net(21)
+        slot = Slot("a", net, data, 16, 21, [{"params": list(net.parameters()), "lr": 1e-2}], 2)
+        regime.fit_stack(_ctx(setup, 0, tmp_path / "ctx", callbacks), None, [slot])
+        return snapshot(net)
+
+    variant, by_callback = trained(EvalTrialsRegime(SEARCH), []), trained(MLPRegime(SEARCH), [EvalAtEpochStart()])
+    plain = trained(MLPRegime(SEARCH), [])
+    assert variant.keys() == by_callback.keys() and all(torch.equal(v, by_callback[k]) for k, v in variant.items())
+    assert not torch.equal(variant["4.weight"], plain["4.weight"])
+    assert torch.equal(variant["1.running_mean"], snapshot(_bn_net(21))["1.running_mean"])  # eval: stats kept
+
+
 class Interrupt(Callback):
     """A user callback that raises at the end of one epoch (before the search's step: it comes first)."""
 

@@ -32,14 +32,16 @@ def test_fit_arrays_passes_the_arrays_as_they_are():
         ProbeTask(_Recorder()).predict_arrays(x)
 
 
-def test_still_usable_under_a_lightning_trainer(tmp_path):
+def test_still_usable_under_a_lightning_trainer_with_its_regime_as_callback(tmp_path):
+    """The module gathers the rows; the probe regime's hooks fit at the epoch's end and predict at the test's."""
+    from ppgbench_pl.regimes.linear import LinearRegime
+
     z = np.random.default_rng(0).normal(size=(10, 3)).astype(np.float32)
     groups = np.array(list("aabbccddee"))
     loader = DataLoader(ArrayDataset(z=z, y=np.arange(10.0), index=np.arange(10)), batch_size=4)
     module = ProbeTask(_Recorder(), groups=groups)
-    trainer = L.Trainer(
-        default_root_dir=tmp_path, accelerator="cpu", enable_progress_bar=False, **ProbeTask.trainer_arguments
-    )
+    trainer = L.Trainer(default_root_dir=tmp_path, accelerator="cpu", enable_progress_bar=False,
+                        callbacks=[LinearRegime()], **ProbeTask.trainer_arguments)
     trainer.fit(module, train_dataloaders=loader)
     assert bool(module.fitted) and module.estimator.groups.tolist() == groups.tolist()
     trainer.test(module, dataloaders=loader, verbose=False)
