@@ -127,3 +127,40 @@ def test_train_on_ppgbench_folds_runs_and_its_splits_are_the_benchmarks(tmp_path
     assert not set(groups[fit]) & set(groups[val]) and set(groups[fit]) | set(groups[val]) == set(record["train_groups"])
     served = np.concatenate([b["index"].numpy() for b in job.test_dataloader()])
     assert np.array_equal(served, job.split.test)  # the test loader serves the outer test rows, in view order
+
+
+def test_a_regime_subclass_overriding_one_hook_runs_from_its_yaml_under_its_own_name(tmp_path, monkeypatch):
+    """examples/encoder_eval_finetune.{py,yaml}: a subclass of the finetune regime and a YAML file, no change to
+    ppgbench. The small CNN has BatchNorm and no dropout, so its encoder in eval mode trains exactly as the
+    published regime's ``freeze_stats`` BatchNorm mode does, and unlike its ``train`` mode."""
+    import json
+
+    from ppgbench_pl.cli import main
+
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    monkeypatch.chdir(ROOT)  # the regime's module is found from the project folder, as the example says
+    common = ["--data.init_args.root", str(tmp_path / "data"), "--data.init_args.seeds", "[42]",
+              "--data.init_args.folds", "[0]", "--data.init_args.tasks", "[synthetic-hr]",
+              "--data.init_args.synthetic_subjects", "10", "--data.init_args.synthetic_windows", "4",
+              "--controls", "[]", "--trainer.accelerator", "cpu", "--progress", "false"]
+    search = '"search": {"n_trials": 2, "n_startup_trials": 2, "max_epochs": 2, "parallel_trials": 2}'
+
+    def callbacks(class_path: str, mode: str) -> str:
+        space = f'"search_space": {{"batch_size": [16], "batchnorm_mode": ["{mode}"]}}, "subject_repeats": 1'
+        return f'[{{"class_path": "{class_path}", "init_args": {{{search}, {space}}}}}]'
+
+    runs = {"variant": callbacks("examples.encoder_eval_finetune.EncoderEvalFinetune", "train"),
+            "freeze_stats": callbacks("ppgbench_pl.regimes.finetune.FinetuneRegime", "freeze_stats"),
+            "train": callbacks("ppgbench_pl.regimes.finetune.FinetuneRegime", "train")}
+    for name, regime in runs.items():
+        main(["fit", "--config", str(ROOT / "configs/regime_finetune.yaml"), "--config",
+              str(ROOT / "examples/encoder_eval_finetune.yaml"), "--output_dir", str(tmp_path / name), *common,
+              "--trainer.callbacks", regime])
+    records = {name: next(r for r in (json.loads(p.read_text()) for p in (tmp_path / name / "jobs").glob("*/results.json"))
+                          if r["model"] == "small_cnn") for name in runs}
+    assert records["variant"]["status"] == "ok" and records["variant"]["regime"] == "finetune_encoder_eval"
+    assert records["train"]["regime"] == "finetune"
+    assert "EncoderEvalFinetune" in (tmp_path / "variant" / "run.json").read_text()
+    curves = {name: [t["intermediate_values"] for t in r["results"][0]["optuna"]["trials"]]
+              for name, r in records.items()}
+    assert curves["variant"] == curves["freeze_stats"] and curves["variant"] != curves["train"]
