@@ -1,8 +1,4 @@
-"""MOMENT-1-small in embedding mode, rebuilt locally so the AutonLab checkpoint loads strictly.
-
-RevIN, 8-sample patches and a ``transformers`` T5 stack built from a local flan-t5-small ``T5Config`` (never
-from a hub). Published behaviour feeds the raw window; ``pad_to_context=True`` is official MOMENT usage.
-"""
+"""MOMENT-1-small in embedding mode, its T5 stack built from a local config, so AutonLab's weights load strictly."""
 
 from __future__ import annotations
 
@@ -72,10 +68,7 @@ def t5_config() -> T5Config:
 
 
 def revin_normalise(x: Tensor, input_mask: Tensor, eps: float = REVIN_EPS) -> Tensor:
-    """RevIN without affine: ``(x - mean) / (std + eps)`` per channel of ``[B, C, T]``, NaN/inf set to 0.
-
-    The statistics cover the steps observed in ``input_mask`` ``[B, T]`` (NaN counts as unobserved).
-    """
+    """RevIN without affine over the observed steps (``input_mask`` ``[B, T]``, NaN unobserved), NaN/inf -> 0."""
     observed = input_mask.bool().unsqueeze(1) & ~torch.isnan(x)
     count = observed.sum(-1, keepdim=True).to(x.dtype)
     mean = torch.where(observed, x, 0.0).sum(-1, keepdim=True) / count
@@ -101,7 +94,7 @@ def sinusoid_table(length: int, dim: int) -> Tensor:
 
 
 class PositionalEmbedding(nn.Module):
-    """Holds the persistent sinusoid buffer ``pe`` so it appears in the state dict like upstream."""
+    """The persistent sinusoid buffer ``pe``, in the state dict as upstream."""
 
     def __init__(self, dim: int = D_MODEL, max_len: int = MAX_POSITIONS) -> None:
         super().__init__()
@@ -186,10 +179,9 @@ class MomentSmallEncoder(PPGEncoder):
             self.encoder.gradient_checkpointing = False
 
     def deviations(self) -> list[str]:
-        """``moment_small.pad_to_context=True`` when switched on (decision #12).
+        """``moment_small.pad_to_context=True`` when on (#12).
 
-        Not a ``protocol_switches`` entry: that would drop the default from the settings digest (which has always
-        held it) and change every published MOMENT run's identity.
+        Not a ``protocol_switches`` entry: that would drop the default from the settings digest (run identity).
         """
         return [*super().deviations(), *([f"{type(self).name}.pad_to_context=True"] if self.pad_to_context else [])]
 

@@ -1,9 +1,6 @@
-"""Native input preprocessing of the encoders: zero-phase filters and normalisations.
+"""The encoders' native preprocessing along the last axis: float64 SciPy on the CPU in, float32 tensor out.
 
-Every function works along the last (time) axis of a NumPy array or tensor, computes in float64 with SciPy on
-the CPU and returns a float32 tensor (on the input tensor's device). Windows too short for SciPy's default pad
-length (PPG-BP: 105-263 samples) are padded by ``T - 1`` instead of failing; longer ones match SciPy's
-defaults. AnyPPG's authors pad by the filter's ringing length, as MNE does (:func:`ringing_samples`).
+Windows too short for SciPy's default filter pad length (PPG-BP: 105-263 samples) are padded by ``T - 1`` instead.
 """
 
 from __future__ import annotations
@@ -69,11 +66,7 @@ def sos_filtfilt(x: ArrayLike, sos: NDArray[np.float64], padlen: int | None = No
 
 
 def ringing_samples(sos: NDArray[np.float64]) -> int:
-    """Index of the last impulse-response sample above 0.1 % of its peak: MNE's IIR zero-phase pad length.
-
-    Raises:
-        ValueError: The response has not decayed within ``RINGING_MAX_SAMPLES`` samples.
-    """
+    """Index of the last impulse-response sample above 0.1 % of its peak: MNE's IIR zero-phase pad length."""
     impulse = np.zeros(RINGING_MAX_SAMPLES)
     impulse[0] = 1.0
     response = np.abs(signal.sosfilt(sos, impulse))
