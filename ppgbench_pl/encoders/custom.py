@@ -119,7 +119,7 @@ class CustomEncoder(PPGEncoder):
 
     @property
     def pretraining_declaration(self) -> tuple[PretrainingSource, ...] | str:
-        """The declared pretraining sources, or ``unknown`` (read by the overlap flags)."""
+        """The declared pretraining sources, or ``unknown`` (read by the overlap flags; not in the settings digest)."""
         return self._pretraining
 
     @classmethod

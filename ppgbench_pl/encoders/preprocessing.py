@@ -90,23 +90,16 @@ def ba_filtfilt(x: ArrayLike, b: NDArray[np.float64], a: NDArray[np.float64]) ->
     return _as_tensor(out, device)
 
 
-def cheby2_bandpass_sos(
-    x: ArrayLike, fs: float, band: tuple[float, float] = CHEBY_BAND_HZ, order: int = CHEBY_ORDER,
-    stop_db: float = CHEBY_STOP_DB,
-) -> Tensor:
+def cheby2_bandpass_sos(x: ArrayLike, fs: float) -> Tensor:
     """Chebyshev II band-pass (order 4, 20 dB, 0.5-12 Hz), forward-backward in SOS form (PaPaGei)."""
-    _check_band(band, fs)
-    sos = signal.cheby2(order, stop_db, band, btype="bandpass", output="sos", fs=fs)
-    return sos_filtfilt(x, sos)
+    _check_band(CHEBY_BAND_HZ, fs)
+    return sos_filtfilt(x, signal.cheby2(CHEBY_ORDER, CHEBY_STOP_DB, CHEBY_BAND_HZ, "bandpass", output="sos", fs=fs))
 
 
-def cheby2_bandpass_ba(
-    x: ArrayLike, fs: float, band: tuple[float, float] = CHEBY_BAND_HZ, order: int = CHEBY_ORDER,
-    stop_db: float = CHEBY_STOP_DB,
-) -> Tensor:
+def cheby2_bandpass_ba(x: ArrayLike, fs: float) -> Tensor:
     """The same Chebyshev II band-pass in (b, a) form, as PulsePPG's preprocessing applies it."""
-    _check_band(band, fs)
-    b, a = signal.cheby2(order, stop_db, band, btype="bandpass", output="ba", fs=fs)
+    _check_band(CHEBY_BAND_HZ, fs)
+    b, a = signal.cheby2(CHEBY_ORDER, CHEBY_STOP_DB, CHEBY_BAND_HZ, btype="bandpass", output="ba", fs=fs)
     return ba_filtfilt(x, b, a)
 
 
