@@ -65,21 +65,16 @@ def sos_filtfilt(x: ArrayLike, sos: NDArray[np.float64], padlen: int | None = No
     return _as_tensor(out, device)
 
 
-def ringing_samples(sos: NDArray[np.float64]) -> int:
-    """Index of the last impulse-response sample above 0.1 % of its peak: MNE's IIR zero-phase pad length."""
+@lru_cache(maxsize=32)
+def butter_ringing_samples(fs: float, band: tuple[float, float], order: int) -> int:
+    """A Butterworth band-pass's last impulse-response sample above 0.1 % of its peak: MNE's zero-phase pad length."""
     impulse = np.zeros(RINGING_MAX_SAMPLES)
     impulse[0] = 1.0
-    response = np.abs(signal.sosfilt(sos, impulse))
+    response = np.abs(signal.sosfilt(signal.butter(order, band, btype="bandpass", output="sos", fs=fs), impulse))
     last = int(np.flatnonzero(response > RINGING_THRESHOLD * response.max())[-1])
     if last >= RINGING_MAX_SAMPLES - 1:
         raise ValueError(f"filter rings longer than {RINGING_MAX_SAMPLES} samples; no pad length estimated")
     return last
-
-
-@lru_cache(maxsize=32)
-def butter_ringing_samples(fs: float, band: tuple[float, float], order: int) -> int:
-    """:func:`ringing_samples` of a Butterworth band-pass (computed once per design)."""
-    return ringing_samples(signal.butter(order, band, btype="bandpass", output="sos", fs=fs))
 
 
 def ba_filtfilt(x: ArrayLike, b: NDArray[np.float64], a: NDArray[np.float64]) -> Tensor:
