@@ -51,6 +51,20 @@ class SEBottleneckBlock(nn.Module):
         return out * gate.unsqueeze(-1) + pad_channels(identity, self.out_channels)
 
 
+class SEStage(nn.Module):
+    """A run of blocks of one width (``block_list``); only the first one downsamples and widens."""
+
+    def __init__(self, blocks: list[SEBottleneckBlock]) -> None:
+        super().__init__()
+        self.block_list = nn.ModuleList(blocks)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Apply the blocks in order."""
+        for block in self.block_list:
+            x = block(x)
+        return x
+
+
 class AnyPPGEncoder(PPGEncoder):
     """AnyPPG backbone: stride-2 stem, six SE stages (x128 downsampling), time mean -> 512-d."""
 
@@ -84,13 +98,11 @@ class AnyPPGEncoder(PPGEncoder):
             self.first_bn = nn.BatchNorm1d(base_filters)
             self.first_activation = nn.SiLU()
             widths = [base_filters, *filter_list]
-            stages = []  # blocks of one width under ``block_list`` (the checkpoint's keys); the first downsamples
-            for i, (width, n_blocks) in enumerate(zip(filter_list, blocks_per_stage, strict=True)):
-                blocks = [SEBottleneckBlock(widths[i] if j == 0 else width, width, kernel_size, stride,
-                                            width // groups_width, downsample=j == 0, is_first_block=i == 0 and j == 0)
-                          for j in range(n_blocks)]
-                stages.append(nn.ModuleDict({"block_list": nn.ModuleList(blocks)}))
-            self.stage_list = nn.ModuleList(stages)
+            self.stage_list = nn.ModuleList(
+                SEStage([SEBottleneckBlock(widths[i] if j == 0 else width, width, kernel_size, stride,
+                                           width // groups_width, downsample=j == 0,
+                                           is_first_block=i == 0 and j == 0) for j in range(n_blocks)])
+                for i, (width, n_blocks) in enumerate(zip(filter_list, blocks_per_stage, strict=True)))
 
     def preprocess(self, x: Tensor, ppg_mean: Tensor | None = None, ppg_std: Tensor | None = None) -> Tensor:
         """Butterworth(3) 0.5-8 Hz zero-phase band-pass, then per-window z-score: [B, T] -> [B, 1, T]."""
@@ -102,6 +114,5 @@ class AnyPPGEncoder(PPGEncoder):
         """Stem, stages, then the plain mean over time."""
         out = self.first_activation(self.first_bn(self.first_conv(x)))
         for stage in self.stage_list:
-            for block in stage["block_list"]:  # type: ignore[index]
-                out = block(out)
+            out = stage(out)
         return out.mean(dim=-1)
