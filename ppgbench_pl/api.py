@@ -1,19 +1,4 @@
-"""The Python API: run the protocol from a notebook or a script, and read any run folder back.
-
-::
-
-    import ppgbench_pl as pb
-
-    res = pb.evaluate("small_cnn", dataset="synthetic", regimes=("linear", "mlp"), output_dir="results/demo")
-    res.summary                      # summary.csv as a DataFrame (mean, 95 % CI per model x task x regime)
-    res.jobs                         # one row per job: ids, status, metric value, selected hyperparameters
-    res.predictions(res.jobs.job_id[0])
-    res.report("report/demo")        # tables, findings, figures, index.html
-
-:func:`evaluate` builds the config a ``ppgbench fit`` command would read (built objects go in as they are) and
-runs it through the CLI's parser and engine, so records, resume and folder layout are the CLI's. Nothing here
-imports torch until a function needs it.
-"""
+"""The Python API: ``pb.evaluate`` runs a ``ppgbench fit`` config through the CLI's parser and engine (README)."""
 
 from __future__ import annotations
 

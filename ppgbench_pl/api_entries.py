@@ -1,10 +1,4 @@
-"""The arguments of :func:`ppgbench_pl.evaluate`: their types checked, then turned into ``ppgbench fit`` entries.
-
-Before anything is read or built, each wrong type is one ``ConfigError`` naming the argument (the config parser
-would raise deep inside the engine or exit, ``regimes=5``, or misread silently, ``progress="no"``); data-module
-settings are checked against :class:`~ppgbench_pl.datamodules.PPGDataModule`'s annotations. A name, class path
-or entry dict becomes a ``class_path`` entry; a built object goes into the config as it is.
-"""
+"""The arguments of :func:`ppgbench_pl.evaluate`: types checked in one line each, then made ``fit`` entries."""
 
 from __future__ import annotations
 
@@ -117,11 +111,7 @@ def _class_path(cls: type) -> str:
 
 def encoder_entry(encoder: EncoderLike, *, sampling_rate: float | None = None, name: str | None = None,
                   encoder_args: Mapping[str, Any] | None = None) -> Any:
-    """Return the entry of an encoder given as :func:`~ppgbench_pl.evaluate` takes it (a built object as it is).
-
-    Raises:
-        ConfigError: An unknown name, a module without ``sampling_rate``, or arguments to a built object.
-    """
+    """Return the entry of an encoder given as :func:`~ppgbench_pl.evaluate` takes it (a built object as it is)."""
     args = dict(encoder_args or {})
     if name is not None:
         args["name"] = name
@@ -132,7 +122,10 @@ def encoder_entry(encoder: EncoderLike, *, sampling_rate: float | None = None, n
             path = _class_path(encoder)
         else:
             path = str(encoder["class_path"] if isinstance(encoder, Mapping) else encoder)
-            path = path if "." in path else _encoder_class(path)
+            if "." not in path:
+                from ppgbench_pl.encoders import ENCODERS
+
+                path = _class_path(ENCODERS[path])  # ConfigError with the known names when unknown
         init = {**dict(encoder.get("init_args") or {}), **args} if isinstance(encoder, Mapping) else args
         return {"class_path": path, "init_args": init} if init else {"class_path": path}
     from torch import nn
@@ -158,18 +151,8 @@ def encoder_entry(encoder: EncoderLike, *, sampling_rate: float | None = None, n
                       "path, a PPGEncoder or an nn.Module with sampling_rate")
 
 
-def _encoder_class(name: str) -> str:
-    from ppgbench_pl.encoders import ENCODERS
-
-    return _class_path(ENCODERS[name])  # ConfigError with the known names when unknown
-
-
 def regime_entry(regime: RegimeLike) -> Any:
-    """Return the ``trainer.callbacks`` entry of a name, ``(name, init_args)``, an entry dict or a Regime instance.
-
-    Raises:
-        ConfigError: An unknown regime name (with the known ones), or something else than a regime.
-    """
+    """Return the ``trainer.callbacks`` entry of a name, ``(name, init_args)``, an entry dict or a Regime instance."""
     if isinstance(regime, str):
         return {"class_path": _regime_class(regime)}
     if isinstance(regime, tuple):

@@ -1,8 +1,4 @@
-"""The ``ppgbench`` command: one front door; ``fit``/``benchmark`` run the protocol's LightningCLI.
-
-The LightningCLI is :mod:`ppgbench_pl.benchmark.protocol_cli`, the utility commands are :mod:`ppgbench_pl.commands`;
-this module imports none of them (nor torch or Lightning) until a command is chosen, so ``ppgbench list`` starts fast.
-"""
+"""The ``ppgbench`` command; it imports no command (nor torch or Lightning) until one is chosen, so it starts fast."""
 
 from __future__ import annotations
 
@@ -51,15 +47,6 @@ def top_help() -> str:
 
 
 # -- the protocol commands ------------------------------------------------------------------------------
-def expand_aliases(argv: list[str]) -> list[str]:
-    """``--executor process`` -> the class path (short names for the four executors)."""
-    out = list(argv)
-    for index, name, joined in flag_values(argv, "--executor"):
-        if name in EXECUTOR_ALIASES:
-            out[index] = f"--executor={EXECUTOR_ALIASES[name]}" if joined else EXECUTOR_ALIASES[name]
-    return out
-
-
 def build_cli(args: Any = None, run: bool = True) -> Any:
     """The LightningCLI of ``fit``/``benchmark`` (see :mod:`ppgbench_pl.benchmark.protocol_cli`)."""
     from ppgbench_pl.benchmark.protocol_cli import build_cli as build
@@ -113,11 +100,7 @@ def user_modules_importable() -> None:
 
 
 def check_top_level_flags(command: str, argv: list[str]) -> None:
-    """Refuse a mistyped top-level flag (``--outptu_dir``) in one line, before Lightning is imported.
-
-    The flags are the cached help's (without it, LightningCLI refuses it later with the same did-you-mean);
-    nested flags (``--data.init_args.x``) depend on the classes chosen, so only LightningCLI judges them.
-    """
+    """Refuse a mistyped top-level flag (``--outptu_dir``) in one line, before Lightning is imported (cached help)."""
     try:
         known = flags_in_help(help_cache_path(command).read_text())
     except OSError:
@@ -154,7 +137,10 @@ def main(args: list[str] | None = None) -> None:
             user_modules_importable()
             quiet_lightning()
             warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter.*")
-            cli = build_cli(expand_aliases(argv))
+            for index, name, joined in flag_values(argv, "--executor"):  # short names of the four executors
+                if name in EXECUTOR_ALIASES:
+                    argv[index] = f"--executor={EXECUTOR_ALIASES[name]}" if joined else EXECUTOR_ALIASES[name]
+            cli = build_cli(argv)
             if getattr(cli, "exit_code", 0):
                 raise SystemExit(cli.exit_code)
             return

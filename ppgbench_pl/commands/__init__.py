@@ -1,7 +1,4 @@
-"""The utility subcommands (``fit``/``benchmark`` are :mod:`ppgbench_pl.benchmark.protocol_cli`).
-
-Each command module is imported only inside :func:`dispatch`, so importing one command costs nothing else.
-"""
+"""The utility subcommands; each module is imported only once its command is chosen (``fit``: protocol_cli)."""
 
 from __future__ import annotations
 

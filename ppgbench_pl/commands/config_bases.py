@@ -1,9 +1,4 @@
-"""Config files that stack on a base file: ``base: base.yaml`` at the top of a YAML config.
-
-Before LightningCLI parses, each ``--config FILE`` whose YAML has a top-level ``base`` becomes ``--config BASE
---config FILE`` (the base's own base first, relative to the file naming it), so later files and flags override
-earlier ones exactly as stacked ``--config`` files do.
-"""
+"""``base: base.yaml`` atop a YAML config: ``--config FILE`` becomes ``--config BASE --config FILE``, bases first."""
 
 from __future__ import annotations
 
@@ -18,11 +13,7 @@ BASE_KEY = "base"
 
 
 def chain(path: Path, seen: tuple[Path, ...] = ()) -> list[tuple[Path, dict | None]]:
-    """The files a config stacks on, base first: (path, its content without ``base`` or None if it has none).
-
-    Raises:
-        ConfigError: A base that does not exist, is not a mapping, or names a file already in the chain.
-    """
+    """The files a config stacks on, base first: (path, its content without ``base``, or None if it has none)."""
     text = path.read_text()
     try:
         content = yaml.safe_load(text) if text.strip() else None
@@ -42,11 +33,7 @@ def chain(path: Path, seen: tuple[Path, ...] = ()) -> list[tuple[Path, dict | No
 
 
 def expand_bases(argv: list[str]) -> list[str]:
-    """``argv`` with each ``--config FILE`` that names a base preceded by its bases (inline YAML for FILE).
-
-    Raises:
-        ConfigError: A ``--config`` file that is missing or a folder (before Lightning is imported: seconds).
-    """
+    """``argv`` with each ``--config FILE`` that names a base preceded by its bases; refuses a missing file."""
     out = list(argv)
     for index, value, joined in reversed(flag_values(argv, "--config")):
         path = Path(value)

@@ -1,8 +1,4 @@
-"""``ppgbench init [FOLDER]``: write a commented starter config (and budget files) for one's own model.
-
-The template (``ppgbench_pl/templates/my_model.yaml``) wraps the user's ``nn.Module`` in
-:class:`~ppgbench_pl.encoders.custom.CustomEncoder`. Nothing is ever overwritten.
-"""
+"""``ppgbench init [FOLDER]``: a commented starter config for one's own model, and budget files; never overwrites."""
 
 from __future__ import annotations
 
@@ -38,23 +34,6 @@ def _write_new(target: Path, text: str) -> bool:
     return True
 
 
-def write_template(folder: str | Path, name: str = TEMPLATE) -> Path:
-    """Write the template into ``folder`` (created if needed) and return its path.
-
-    Raises:
-        ConfigError: The target file already exists (it is left untouched) or cannot be written.
-    """
-    target = Path(folder) / name
-    if not _write_new(target, template_text(name)):
-        raise ConfigError(f"{target} already exists; not overwriting it (edit it, or init another folder)")
-    return target
-
-
-def write_budgets(folder: str | Path) -> list[Path]:
-    """Write ``budget/smoke.yaml`` and ``budget/published.yaml`` into ``folder``; existing ones are kept."""
-    return [Path(folder) / name for name in BUDGETS if _write_new(Path(folder) / name, template_text(name))]
-
-
 def add_init_parser(sub: argparse._SubParsersAction) -> None:
     """Register ``init``."""
     parser = sub.add_parser("init")
@@ -63,9 +42,11 @@ def add_init_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run_init(ns: argparse.Namespace) -> None:
-    """Write the template and say what to edit next."""
-    path = write_template(ns.folder)
-    budgets = write_budgets(ns.folder)
+    """Write the template (never over an existing one) and the budget files not there yet; say what to edit next."""
+    path = Path(ns.folder) / TEMPLATE
+    if not _write_new(path, template_text()):
+        raise ConfigError(f"{path} already exists; not overwriting it (edit it, or init another folder)")
+    budgets = [Path(ns.folder) / name for name in BUDGETS if _write_new(Path(ns.folder) / name, template_text(name))]
     print(f"wrote {', '.join(str(p) for p in (path, *budgets))}")
     print("\n".join(next_steps(path)))
 

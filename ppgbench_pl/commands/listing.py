@@ -1,8 +1,4 @@
-"""``ppgbench list [datasets|tasks|encoders|controls|regimes]``: everything that can be run, as text or JSON.
-
-The rows come from static, torch-free tables (dataset registry, encoder and regime catalogs), so the command
-starts in well under a second; :func:`catalog_tables` gives them to Python (the API makes DataFrames of them).
-"""
+"""``ppgbench list [datasets|tasks|encoders|controls|regimes]``, from static torch-free tables, as text or JSON."""
 
 from __future__ import annotations
 

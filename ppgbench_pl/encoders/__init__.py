@@ -1,7 +1,6 @@
 """Encoders: one plain ``nn.Module`` per model on the :class:`PPGEncoder` contract, and their registry.
 
-``ENCODERS[name]()`` builds a model with its published settings; the registry comes from the torch-free
-:mod:`ppgbench_pl.encoders.catalog` and imports a class (and ``PPGEncoder``, torch) only on first use.
+``ENCODERS[name]()`` builds a model; the registry reads the torch-free catalog and imports a class on first use.
 """
 
 from __future__ import annotations

@@ -1,8 +1,4 @@
-"""AnyPPG: a squeeze-excitation Net1D (ECGFounder-style) PPG encoder at 125 Hz.
-
-Re-implemented from the published description so that the authors' ``anyppg_ckpt.pth`` (a bare state
-dict, no prefix) loads strictly; module and attribute names follow the checkpoint keys.
-"""
+"""AnyPPG: a squeeze-excitation Net1D PPG encoder at 125 Hz, named so ``anyppg_ckpt.pth`` loads strictly."""
 
 from __future__ import annotations
 
@@ -27,20 +23,10 @@ class SEBottleneckBlock(nn.Module):
     The first block of the network skips its pre-activation but still owns ``bn1`` so the checkpoint fits.
     """
 
-    def __init__(
-        self,
-        in_channels: int,
-        out_channels: int,
-        kernel_size: int,
-        stride: int,
-        groups: int,
-        downsample: bool,
-        is_first_block: bool = False,
-        ratio: float = 1.0,
-        dropout: float = 0.5,
-    ) -> None:
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int, stride: int, groups: int,
+                 downsample: bool, is_first_block: bool = False, dropout: float = 0.5) -> None:
         super().__init__()
-        mid = int(out_channels * ratio)
+        mid = out_channels  # upstream's bottleneck ratio is 1
         self.in_channels, self.out_channels = in_channels, out_channels
         self.is_first_block = is_first_block
         self.bn1 = nn.BatchNorm1d(in_channels)
@@ -102,10 +88,7 @@ class AnyPPGEncoder(PPGEncoder):
         random_init: bool = False,
         native_filter_padding: bool = False,
     ) -> None:
-        """Build the published configuration; load ``checkpoint`` strictly (or ``random_init: true``).
-
-        ``native_filter_padding: true`` pads the band-pass as the authors' MNE filter does: a deviation (#53).
-        """
+        """Build; load ``checkpoint`` strictly. ``native_filter_padding``: pad as the authors' MNE filter (#53)."""
         super().__init__()
         self.native_filter_padding = switch_flag(self.name, "native_filter_padding", native_filter_padding)
         if len(filter_list) != len(blocks_per_stage):

@@ -1,8 +1,4 @@
-"""The encoder contract every model honours, in plain PyTorch (no Lightning, no data layer).
-
-An encoder takes windows ``[batch, time]`` at its ``sampling_rate`` (plus the group PPG statistics), applies
-its own native preprocessing and returns one embedding per window, ``[batch, embed_dim]``.
-"""
+"""The encoder contract in plain PyTorch: windows ``[B, T]`` -> own preprocessing -> embeddings ``[B, D]``."""
 
 from __future__ import annotations
 
@@ -39,9 +35,8 @@ class PPGEncoder(nn.Module):
     uses_group_stats: ClassVar[bool] = False
     #: Where the authors publish the weights, for the refusal without a checkpoint (None: not a published model).
     weights_source: ClassVar[str | None] = None
-    #: Settings that may follow the authors' code instead of the published protocol, with their published
-    #: values: one set otherwise is a deviation (:meth:`deviations`); at its published value it stays out of
-    #: the settings digest, so published runs keep their identity.
+    #: Settings that may follow the authors' code instead of the protocol -> published value: another value is a
+    #: deviation (:meth:`deviations`); at the published value it stays out of the settings digest.
     protocol_switches: ClassVar[dict[str, object]] = {}
 
     def __init__(self) -> None:

@@ -1,8 +1,4 @@
-"""A model card for every encoder of the catalog: paper, weights and licence, and what it was pretrained on.
-
-Read by ``ppgbench list encoders``, ``ppgbench cite`` and the overlap flags; facts and statuses come from the
-sources in ``docs/cards.md`` (unconfirmed ones stay ``unconfirmed``, also in a citation's BibTeX).
-"""
+"""A model card for every encoder of the catalog, from the sources in ``docs/cards.md`` (else ``unconfirmed``)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""Every encoder ppgbench knows, as a static table: rate, window, embedding size, parameters, weights.
-
-Torch-free, so ``ppgbench list encoders`` stays fast; ``tests/encoders/test_catalog.py`` checks every number
-against the real class, and the registry ``ppgbench_pl.encoders.ENCODERS`` is derived from it.
-"""
+"""Every encoder as a static, torch-free table (``ppgbench list`` stays fast); test_catalog.py checks it."""
 
 from __future__ import annotations
 
@@ -16,7 +12,7 @@ HOSTS = ("zenodo", "huggingface", "github")
 
 @dataclass(frozen=True)
 class PublishedWeights:
-    """Where the authors publish a model's weights and the version ppgbench expects (``download --weights``).
+    """Where the authors publish a model's weights, and the version ``download --weights`` expects.
 
     Attributes:
         host: ``zenodo`` (a record), ``huggingface`` (a model repository) or ``github`` (plain or Git LFS).
@@ -25,7 +21,6 @@ class PublishedWeights:
             fetched is recorded).
         files: What to fetch: Zenodo file keys or repository paths.
         checkpoint: What ``checkpoint:`` points at in the fetched folder (a file, an archive member, or ``.``).
-
     """
 
     host: str
@@ -35,7 +30,6 @@ class PublishedWeights:
     checkpoint: str
 
     def __post_init__(self) -> None:
-        """Refuse an unknown host (the fetcher has one step per host)."""
         if self.host not in HOSTS:
             raise ValueError(f"{self.repo}: host must be one of {', '.join(HOSTS)}, got {self.host!r}")
 
@@ -52,7 +46,6 @@ class EncoderEntry:
         checkpoint_required: True when building without ``checkpoint`` is refused (unless ``random_init``).
         role: ``model`` (evaluated), ``control`` (a reference point) or ``test`` (a stand-in for the code paths).
         published: How ``ppgbench download --weights`` fetches the weights (None: nothing to fetch).
-
     """
 
     name: str
@@ -72,7 +65,6 @@ class EncoderEntry:
     control: bool = field(init=False)
 
     def __post_init__(self) -> None:
-        """Check the role and derive ``control`` (a field, so tables and JSON carry it)."""
         if self.role not in ROLES:
             raise ValueError(f"{self.name}: role must be one of {', '.join(ROLES)}, got {self.role!r}")
         object.__setattr__(self, "control", self.role == "control")

@@ -1,11 +1,7 @@
 """Reading checkpoint files without ever running code from them (a pickle can call any importable callable).
 
-``torch.save`` files are read by ``torch.load(weights_only=True)`` with :func:`extra_safe_globals` allowed; zip
-files are scanned first (``get_unsafe_globals_in_checkpoint``) so the refusal names the offender. A plain
-:func:`pickle.dump` file is scanned with :func:`pickle_globals`, then read by an unpickler that resolves only
-:func:`plain_pickle_globals`: the torch/NumPy reconstructors it names are mapped to rebuilders written here on
-public APIs, never imported. Beyond tensors the allow-list holds what the authors' checkpoints hold: NumPy
-scalars and arrays (PulsePPG's ``test_loss``) and ``argparse.Namespace`` (SigmaPPG's ``args``).
+``torch.save`` files go through ``torch.load(weights_only=True)``; plain pickles through an unpickler that maps the
+torch/NumPy reconstructors they name to rebuilders written here. Both are scanned first so a refusal names the global.
 """
 
 from __future__ import annotations
@@ -41,7 +37,6 @@ def _refuse(what: str) -> pickle.UnpicklingError:
 
 
 def _numpy_scalar(dtype: Any, data: Any) -> Any:
-    """A NumPy scalar from its dtype and raw bytes (``multiarray.scalar``)."""
     if not isinstance(dtype, np.dtype) or dtype.hasobject or not isinstance(data, bytes | bytearray):
         raise _refuse(f"a NumPy scalar of {dtype!r}")
     return np.frombuffer(data, dtype=dtype)[0]
@@ -98,7 +93,6 @@ def _rebuild_tensor(storage: Any, offset: int, size: Any, stride: Any, requires_
 
 
 def _rebuild_parameter(data: Any, requires_grad: bool, backward_hooks: Any) -> torch.nn.Parameter:
-    """A plain-pickled ``nn.Parameter``."""
     if not isinstance(data, torch.Tensor) or backward_hooks:
         raise _refuse("a parameter with hooks")
     return torch.nn.Parameter(data, requires_grad)
@@ -129,7 +123,7 @@ def plain_pickle_globals() -> dict[str, Any]:
 
 
 def refusal(path: Path | str, name: str) -> CheckpointError:
-    """Build the one-line error for a file that names ``name``."""
+    """The one-line error for a file that names ``name``."""
     return CheckpointError(f"{path}: refused to load: it references {name}, which a checkpoint never needs")
 
 
@@ -143,11 +137,7 @@ def _canonical(module: str, name: str) -> str:
 
 
 def pickle_globals(stream: IO[bytes]) -> Iterator[str]:
-    """Globals one pickle (from the stream's position to its STOP) names, without unpickling it.
-
-    ``STACK_GLOBAL`` names are tracked through the stack and memo; a name built at load time or an extension
-    code is reported as such (no allow-list contains it).
-    """
+    """Globals one pickle names, without unpickling it (``STACK_GLOBAL`` names followed through stack and memo)."""
     memo: dict[int, Any] = {}
     recent: list[Any] = []
     for opcode, arg, _ in pickletools.genops(stream):
@@ -206,14 +196,13 @@ def _scan(path: Path, kind: str) -> Iterator[str]:
 
 
 class _RestrictedUnpickler(pickle.Unpickler):
-    """Plain-pickle reader that resolves only :func:`plain_pickle_globals`."""
+    """Plain-pickle reader that resolves only :func:`plain_pickle_globals`, refusing the rest before importing."""
 
     def __init__(self, handle: IO[bytes], source: Path) -> None:
         super().__init__(handle)
         self._source = source
 
     def find_class(self, module: str, name: str) -> Any:
-        """Return an allow-listed object; anything else is refused before it is imported."""
         full = _canonical(module, name)
         allowed = plain_pickle_globals()
         if full not in allowed:
@@ -234,11 +223,7 @@ def _torch_refusal(path: Path, exc: Exception) -> CheckpointError:
 
 
 def read_checkpoint_file(path: str | Path) -> Any:
-    """Load a ``torch.save`` file or a plain pickle to the CPU, unpickling allow-listed globals only.
-
-    Raises:
-        CheckpointError: The file names a global outside the allow-list, or is refused for another reason.
-    """
+    """Load a ``torch.save`` file or a plain pickle to the CPU; CheckpointError when it names a refused global."""
     path = Path(path)
     kind = file_format(path)
     with torch.serialization.safe_globals([(obj, name) for name, obj in extra_safe_globals().items()]):

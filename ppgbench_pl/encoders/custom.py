@@ -1,17 +1,4 @@
-"""Bring your own model: wrap any importable ``nn.Module`` as a :class:`PPGEncoder` from YAML alone.
-
-Input layout, output pooling, own filtering and nested checkpoints are settings, so no adapter is written::
-
-    encoder:
-      class_path: ppgbench_pl.encoders.custom.CustomEncoder
-      init_args:
-        module: {class_path: mypkg.models.MyNet, init_args: {width: 64}}
-        name: mynet
-        sampling_rate: 125
-        checkpoint: checkpoints/mynet.pt
-        preprocess: mypkg.prep:bandpass
-        pooling: mean
-"""
+"""Bring your own model: any importable ``nn.Module`` as a :class:`PPGEncoder`, from YAML alone."""
 
 from __future__ import annotations
 
@@ -132,7 +119,7 @@ class CustomEncoder(PPGEncoder):
 
     @property
     def pretraining_declaration(self) -> tuple[PretrainingSource, ...] | str:
-        """The declared pretraining sources, or ``unknown`` (read by the overlap flags)."""
+        """The declared pretraining sources, or ``unknown`` (read by the overlap flags; not in the settings digest)."""
         return self._pretraining
 
     @classmethod
@@ -190,15 +177,7 @@ class CustomEncoder(PPGEncoder):
         return out
 
     def infer_embed_dim(self) -> int:
-        """Embedding size from one no-grad, eval-mode forward of a 10 s sine batch (RNG and BatchNorm untouched).
-
-        This checks ``input_shape`` and ``pooling`` at build time: on failure the error names the settings that
-        work (:meth:`_diagnose`).
-
-        Raises:
-            ConfigError: The settings do not fit the module (one line naming the fix when one exists).
-
-        """
+        """Embedding size from one eval-mode forward of a 10 s sine batch; a ConfigError names settings that fit."""
         length = max(self.min_samples, round(PROBE_SECONDS * self.sampling_rate))
         t = torch.arange(length, dtype=torch.float32) / self.sampling_rate
         dummy = torch.sin(2 * torch.pi * 1.2 * t).repeat(2, 1)
@@ -264,7 +243,7 @@ class CustomEncoder(PPGEncoder):
         return self.module
 
     def extract_state_dict(self, checkpoint: object) -> Mapping[str, Tensor]:
-        """Unnest ``state_dict_key``, then keep the keys under ``key_prefix`` with the prefix stripped."""
+        """Unnest ``state_dict_key``, then keep the keys under ``key_prefix``, stripped."""
         state = checkpoint
         if self.state_dict_key is not None:
             if not isinstance(state, Mapping) or self.state_dict_key not in state:

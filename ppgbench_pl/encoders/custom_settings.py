@@ -1,8 +1,4 @@
-"""The settings of a user's model in :class:`~ppgbench_pl.encoders.custom.CustomEncoder`, and its output.
-
-The ``preprocess`` import path, the native rate, the literal choices (for direct Python callers; jsonargparse
-checks YAML), the digest of the user's code that keys cached embeddings, and the module output as ``[B, D]``.
-"""
+"""The checks of :class:`~ppgbench_pl.encoders.custom.CustomEncoder`'s settings, its code digest and its output."""
 
 from __future__ import annotations
 
@@ -89,7 +85,7 @@ def check_sampling_rate(value: object) -> float:
 
 
 def check_choice(option: str, value: str, choices: tuple[str, ...]) -> None:
-    """Literal types are checked by jsonargparse, but direct Python callers get the same message."""
+    """A Literal setting, checked for direct Python callers too (jsonargparse checks YAML)."""
     if value not in choices:
         raise ConfigError(f"{option} must be one of {', '.join(choices)}; got '{value}'")
 

@@ -1,8 +1,4 @@
-"""Shared 1-D blocks of the CNN encoders (PaPaGei, PulsePPG, AnyPPG).
-
-The authors' checkpoints were trained with TensorFlow-style "SAME" padding done by hand (asymmetric, floor on
-the left), reproduced here exactly; attribute names follow upstream so state-dict keys match the checkpoints.
-"""
+"""The CNN encoders' 1-D blocks, named as upstream (the checkpoint keys), with its hand-made "SAME" padding."""
 
 from __future__ import annotations
 
@@ -10,13 +6,6 @@ from typing import Any
 
 import torch.nn.functional as F
 from torch import Tensor, nn
-
-
-def same_padding(length: int, kernel_size: int, stride: int) -> tuple[int, int]:
-    """(left, right) zero padding so a strided window yields ``ceil(length / stride)`` outputs."""
-    out_len = -(-length // stride)
-    total = max(0, (out_len - 1) * stride + kernel_size - length)
-    return total // 2, total - total // 2
 
 
 class SameConv1d(nn.Module):
@@ -30,15 +19,14 @@ class SameConv1d(nn.Module):
         self.conv = nn.Conv1d(in_channels, out_channels, kernel_size, stride=stride, groups=groups)
 
     def forward(self, x: Tensor) -> Tensor:
-        """Pad the time axis, then convolve."""
-        return self.conv(F.pad(x, same_padding(x.shape[-1], self.kernel_size, self.stride)))
+        """Pad the time axis so the strided windows give ``ceil(L/s)`` outputs, then convolve."""
+        length = x.shape[-1]
+        total = max(0, (-(-length // self.stride) - 1) * self.stride + self.kernel_size - length)
+        return self.conv(F.pad(x, (total // 2, total - total // 2)))
 
 
 class SamePadMaxPool1d(nn.Module):
-    """Shortcut pool: zero-pad ``kernel_size - 1`` samples (floor left), then MaxPool1d(k, stride k).
-
-    Zero padding (not -inf) is what upstream does, so a padded sample can win the max; kept for parity.
-    """
+    """Zero-pad ``kernel_size - 1`` samples (floor left; zeros, not -inf, as upstream), then MaxPool1d(k, stride k)."""
 
     def __init__(self, kernel_size: int) -> None:
         super().__init__()
@@ -66,17 +54,8 @@ class PreActBlock1d(nn.Module):
     (pooled, channel-padded) identity. The first block skips the bracket but owns ``bn1`` for the keys.
     """
 
-    def __init__(
-        self,
-        in_channels: int,
-        out_channels: int,
-        kernel_size: int,
-        stride: int = 2,
-        groups: int = 1,
-        downsample: bool = False,
-        is_first_block: bool = False,
-        dropout: float = 0.5,
-    ) -> None:
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int, stride: int = 2,
+                 downsample: bool = False, is_first_block: bool = False, dropout: float = 0.5) -> None:
         super().__init__()
         self.in_channels, self.out_channels = in_channels, out_channels
         self.downsample, self.is_first_block = downsample, is_first_block
@@ -84,11 +63,11 @@ class PreActBlock1d(nn.Module):
         self.bn1 = nn.BatchNorm1d(in_channels)
         self.relu1 = nn.ReLU()
         self.do1 = nn.Dropout(p=dropout)
-        self.conv1 = SameConv1d(in_channels, out_channels, kernel_size, stride=conv_stride, groups=groups)
+        self.conv1 = SameConv1d(in_channels, out_channels, kernel_size, stride=conv_stride)
         self.bn2 = nn.BatchNorm1d(out_channels)
         self.relu2 = nn.ReLU()
         self.do2 = nn.Dropout(p=dropout)
-        self.conv2 = SameConv1d(out_channels, out_channels, kernel_size, stride=1, groups=groups)
+        self.conv2 = SameConv1d(out_channels, out_channels, kernel_size, stride=1)
         self.max_pool = SamePadMaxPool1d(kernel_size=conv_stride)
 
     def forward(self, x: Tensor) -> Tensor:

@@ -1,8 +1,4 @@
-"""MOMENT-1-small in embedding mode, rebuilt locally so the AutonLab checkpoint loads strictly.
-
-RevIN, 8-sample patches and a ``transformers`` T5 stack built from a local flan-t5-small ``T5Config`` (never
-from a hub). Published behaviour feeds the raw window; ``pad_to_context=True`` is official MOMENT usage.
-"""
+"""MOMENT-1-small in embedding mode, its T5 stack built from a local config, so AutonLab's weights load strictly."""
 
 from __future__ import annotations
 
@@ -72,10 +68,7 @@ def t5_config() -> T5Config:
 
 
 def revin_normalise(x: Tensor, input_mask: Tensor, eps: float = REVIN_EPS) -> Tensor:
-    """RevIN without affine: ``(x - mean) / (std + eps)`` per channel of ``[B, C, T]``, NaN/inf set to 0.
-
-    The statistics cover the steps observed in ``input_mask`` ``[B, T]`` (NaN counts as unobserved).
-    """
+    """RevIN without affine over the observed steps (``input_mask`` ``[B, T]``, NaN unobserved), NaN/inf -> 0."""
     observed = input_mask.bool().unsqueeze(1) & ~torch.isnan(x)
     count = observed.sum(-1, keepdim=True).to(x.dtype)
     mean = torch.where(observed, x, 0.0).sum(-1, keepdim=True) / count
@@ -83,11 +76,6 @@ def revin_normalise(x: Tensor, input_mask: Tensor, eps: float = REVIN_EPS) -> Te
     std = var.sqrt() + eps
     out = (x - mean.detach()) / std.detach()
     return torch.nan_to_num(out, nan=0.0, posinf=0.0, neginf=0.0)
-
-
-def patch_view_mask(input_mask: Tensor, patch_len: int = PATCH_LEN) -> Tensor:
-    """Sample mask ``[B, T]`` -> patch mask ``[B, N]``: a patch counts only if all its samples do."""
-    return (input_mask.unfold(-1, patch_len, patch_len).sum(-1) == patch_len).to(input_mask.dtype)
 
 
 def sinusoid_table(length: int, dim: int) -> Tensor:
@@ -100,21 +88,6 @@ def sinusoid_table(length: int, dim: int) -> Tensor:
     return table.unsqueeze(0)
 
 
-class PositionalEmbedding(nn.Module):
-    """Holds the persistent sinusoid buffer ``pe`` so it appears in the state dict like upstream."""
-
-    def __init__(self, dim: int = D_MODEL, max_len: int = MAX_POSITIONS) -> None:
-        super().__init__()
-        self.register_buffer("pe", sinusoid_table(max_len, dim), persistent=True)
-
-    def forward(self, n_patches: int) -> Tensor:
-        """Rows for the first ``n_patches`` positions, ``[1, N, dim]``."""
-        table: Tensor = self.pe  # type: ignore[assignment]
-        if n_patches > table.shape[1]:
-            raise ValueError(f"moment_small: {n_patches} patches exceed the {table.shape[1]}-row table")
-        return table[:, :n_patches]
-
-
 class PatchEmbedding(nn.Module):
     """Linear patch projection; unobserved patches take the learned ``mask_embedding``; plus positions."""
 
@@ -122,15 +95,18 @@ class PatchEmbedding(nn.Module):
         super().__init__()
         self.value_embedding = nn.Linear(patch_len, dim, bias=False)
         self.mask_embedding = nn.Parameter(torch.zeros(dim))
-        self.position_embedding = PositionalEmbedding(dim)
+        self.position_embedding = nn.Module()  # holds the persistent sinusoid buffer ``pe``, keyed as upstream
+        self.position_embedding.register_buffer("pe", sinusoid_table(MAX_POSITIONS, dim), persistent=True)
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, patches: Tensor, patch_mask: Tensor) -> Tensor:
         """``[B, C, N, P]`` patches and ``[B, N]`` mask -> ``[B, C, N, dim]`` tokens."""
         keep = patch_mask[:, None, :, None].to(patches.dtype)
         tokens = keep * self.value_embedding(patches) + (1.0 - keep) * self.mask_embedding
-        tokens = tokens + self.position_embedding(patches.shape[2])
-        return self.dropout(tokens)
+        table: Tensor = self.position_embedding.pe  # type: ignore[assignment]
+        if patches.shape[2] > table.shape[1]:
+            raise ValueError(f"moment_small: {patches.shape[2]} patches exceed the {table.shape[1]}-row table")
+        return self.dropout(tokens + table[:, :patches.shape[2]])
 
 
 def _flag(name: str, want: Any, have: Any) -> str | None:
@@ -186,10 +162,9 @@ class MomentSmallEncoder(PPGEncoder):
             self.encoder.gradient_checkpointing = False
 
     def deviations(self) -> list[str]:
-        """``moment_small.pad_to_context=True`` when switched on (decision #12).
+        """``moment_small.pad_to_context=True`` when on (#12).
 
-        Not a ``protocol_switches`` entry: that would drop the default from the settings digest (which has always
-        held it) and change every published MOMENT run's identity.
+        Not a ``protocol_switches`` entry: that would drop the default from the settings digest (run identity).
         """
         return [*super().deviations(), *([f"{type(self).name}.pad_to_context=True"] if self.pad_to_context else [])]
 
@@ -211,7 +186,7 @@ class MomentSmallEncoder(PPGEncoder):
         batch, channels, _ = x.shape
         x = revin_normalise(x, input_mask)
         patches = x.unfold(-1, PATCH_LEN, PATCH_LEN)  # [B, C, N, P]; a remainder is discarded
-        patch_mask = patch_view_mask(input_mask)  # [B, N]
+        patch_mask = (input_mask.unfold(-1, PATCH_LEN, PATCH_LEN).sum(-1) == PATCH_LEN).to(input_mask.dtype)  # [B, N]
         if bool((patch_mask.sum(-1) == 0).any()):
             raise ValueError(f"{self.name}: a window has no fully observed {PATCH_LEN}-sample patch")
         tokens = self.patch_embedding(patches, patch_mask)

@@ -1,8 +1,4 @@
-"""PaPaGei-P and PaPaGei-S (Nokia Bell Labs): a pre-activation 1-D ResNet at 125 Hz.
-
-Re-implemented from the published architecture so the authors' ``papagei_p.pt`` / ``papagei_s.pt`` load
-strictly. The embedding is the 512-d ``dense`` output on the time-averaged feature map (upstream element 0).
-"""
+"""PaPaGei-P and -S (Nokia Bell Labs): a pre-activation 1-D ResNet at 125 Hz, named so the checkpoints load strictly."""
 
 from __future__ import annotations
 
@@ -44,7 +40,6 @@ class PaPaGeiPEncoder(PPGEncoder):
 
     def _build_backbone(self, base_filters: int, kernel_size: int, n_block: int, n_classes: int,
                         dropout: float) -> None:
-        """Stem, residual blocks, final BN/ReLU and ``dense`` (attribute names match the checkpoint keys)."""
         width = add_resnet1d(self, base_filters, kernel_size, n_block, dropout)
         self.final_bn = nn.BatchNorm1d(width)
         self.final_relu = nn.ReLU()
@@ -61,7 +56,7 @@ class PaPaGeiPEncoder(PPGEncoder):
         return self.dense(self.final_relu(self.final_bn(resnet1d_trunk(self, x))).mean(dim=-1))
 
     def extract_state_dict(self, checkpoint: object) -> Mapping[str, Tensor]:
-        """The state dict itself, with a DataParallel ``module.`` prefix removed if present."""
+        """The state dict, without a DataParallel ``module.`` prefix."""
         return strip_prefix(super().extract_state_dict(checkpoint), "module.")
 
 
@@ -72,10 +67,7 @@ def _expert(width: int, hidden: int, dropout: float | None) -> nn.Sequential:
 
 
 class PaPaGeiSEncoder(PaPaGeiPEncoder):
-    """PaPaGei-S: the PaPaGei-P backbone plus two mixture-of-experts heads (3 experts, softmax gates each).
-
-    The heads only exist so the checkpoint loads strictly; the embedding is the ``dense`` output as for -P.
-    """
+    """PaPaGei-S: the -P backbone plus two mixture-of-experts heads, there only so the checkpoint loads strictly."""
 
     name: ClassVar[str] = "papagei_s"
     weights_source: ClassVar[str | None] = (

@@ -1,9 +1,6 @@
-"""Native input preprocessing of the encoders: zero-phase filters and normalisations.
+"""The encoders' native preprocessing along the last axis: float64 SciPy on the CPU in, float32 tensor out.
 
-Every function works along the last (time) axis of a NumPy array or tensor, computes in float64 with SciPy on
-the CPU and returns a float32 tensor (on the input tensor's device). Windows too short for SciPy's default pad
-length (PPG-BP: 105-263 samples) are padded by ``T - 1`` instead of failing; longer ones match SciPy's
-defaults. AnyPPG's authors pad by the filter's ringing length, as MNE does (:func:`ringing_samples`).
+Windows too short for SciPy's default filter pad length (PPG-BP: 105-263 samples) are padded by ``T - 1`` instead.
 """
 
 from __future__ import annotations
@@ -68,25 +65,16 @@ def sos_filtfilt(x: ArrayLike, sos: NDArray[np.float64], padlen: int | None = No
     return _as_tensor(out, device)
 
 
-def ringing_samples(sos: NDArray[np.float64]) -> int:
-    """Index of the last impulse-response sample above 0.1 % of its peak: MNE's IIR zero-phase pad length.
-
-    Raises:
-        ValueError: The response has not decayed within ``RINGING_MAX_SAMPLES`` samples.
-    """
+@lru_cache(maxsize=32)
+def butter_ringing_samples(fs: float, band: tuple[float, float], order: int) -> int:
+    """A Butterworth band-pass's last impulse-response sample above 0.1 % of its peak: MNE's zero-phase pad length."""
     impulse = np.zeros(RINGING_MAX_SAMPLES)
     impulse[0] = 1.0
-    response = np.abs(signal.sosfilt(sos, impulse))
+    response = np.abs(signal.sosfilt(signal.butter(order, band, btype="bandpass", output="sos", fs=fs), impulse))
     last = int(np.flatnonzero(response > RINGING_THRESHOLD * response.max())[-1])
     if last >= RINGING_MAX_SAMPLES - 1:
         raise ValueError(f"filter rings longer than {RINGING_MAX_SAMPLES} samples; no pad length estimated")
     return last
-
-
-@lru_cache(maxsize=32)
-def butter_ringing_samples(fs: float, band: tuple[float, float], order: int) -> int:
-    """:func:`ringing_samples` of a Butterworth band-pass (computed once per design)."""
-    return ringing_samples(signal.butter(order, band, btype="bandpass", output="sos", fs=fs))
 
 
 def ba_filtfilt(x: ArrayLike, b: NDArray[np.float64], a: NDArray[np.float64]) -> Tensor:
@@ -97,23 +85,16 @@ def ba_filtfilt(x: ArrayLike, b: NDArray[np.float64], a: NDArray[np.float64]) ->
     return _as_tensor(out, device)
 
 
-def cheby2_bandpass_sos(
-    x: ArrayLike, fs: float, band: tuple[float, float] = CHEBY_BAND_HZ, order: int = CHEBY_ORDER,
-    stop_db: float = CHEBY_STOP_DB,
-) -> Tensor:
+def cheby2_bandpass_sos(x: ArrayLike, fs: float) -> Tensor:
     """Chebyshev II band-pass (order 4, 20 dB, 0.5-12 Hz), forward-backward in SOS form (PaPaGei)."""
-    _check_band(band, fs)
-    sos = signal.cheby2(order, stop_db, band, btype="bandpass", output="sos", fs=fs)
-    return sos_filtfilt(x, sos)
+    _check_band(CHEBY_BAND_HZ, fs)
+    return sos_filtfilt(x, signal.cheby2(CHEBY_ORDER, CHEBY_STOP_DB, CHEBY_BAND_HZ, "bandpass", output="sos", fs=fs))
 
 
-def cheby2_bandpass_ba(
-    x: ArrayLike, fs: float, band: tuple[float, float] = CHEBY_BAND_HZ, order: int = CHEBY_ORDER,
-    stop_db: float = CHEBY_STOP_DB,
-) -> Tensor:
+def cheby2_bandpass_ba(x: ArrayLike, fs: float) -> Tensor:
     """The same Chebyshev II band-pass in (b, a) form, as PulsePPG's preprocessing applies it."""
-    _check_band(band, fs)
-    b, a = signal.cheby2(order, stop_db, band, btype="bandpass", output="ba", fs=fs)
+    _check_band(CHEBY_BAND_HZ, fs)
+    b, a = signal.cheby2(CHEBY_ORDER, CHEBY_STOP_DB, CHEBY_BAND_HZ, btype="bandpass", output="ba", fs=fs)
     return ba_filtfilt(x, b, a)
 
 

@@ -1,11 +1,4 @@
-"""Pulse-rate-variability controls: hand-crafted features instead of a learned embedding (decision #3).
-
-``prv_neurokit2`` (:class:`PRVEncoder`) is what the paper states: NeuroKit2 cleaning, Elgendi peaks and its
-time-domain HRV indices (frequency-domain ones are undefined on 2-10 s windows); a feature that cannot be
-computed is 0 and ``n_beats`` tells the probe how much there was. ``prv_published``
-(:class:`PublishedPRVEncoder`) is the published protocol's SciPy variant (PROTOCOL.md 5.2). Both are
-parameter-free and spread windows over processes with joblib.
-"""
+"""Pulse-rate-variability controls (#3): NeuroKit2 features as the paper states them, and the protocol's SciPy ones."""
 
 from __future__ import annotations
 
@@ -43,7 +36,7 @@ class FeatureEncoder(PPGEncoder):
         self.n_jobs = n_jobs
 
     def window_features(self, window: np.ndarray) -> np.ndarray:
-        """Features of one window (implemented per control)."""
+        """Features of one window (0 where one cannot be computed)."""
         raise NotImplementedError
 
     def preprocess(self, x: Tensor, ppg_mean: Tensor | None = None, ppg_std: Tensor | None = None) -> Tensor:
@@ -71,10 +64,7 @@ CHECK_BPM, CHECK_SECONDS = 72.0, 10.0
 
 @functools.cache
 def check_neurokit(fs: int = 100) -> None:
-    """Refuse a NeuroKit2 that cannot measure a clean synthetic pulse, once per process, before any window.
-
-    Per-window errors become zero features, so a broken NeuroKit2 would otherwise give an all-zero control.
-    """
+    """Refuse, once per process, a NeuroKit2 that cannot measure a clean pulse (else every feature would be 0)."""
     import neurokit2 as nk  # deferred: importing neurokit2 costs seconds
 
     t = np.arange(int(CHECK_SECONDS * fs)) / fs

@@ -1,8 +1,4 @@
-"""PulsePPG (Pulse-PPG): a wide pre-activation 1-D ResNet at 50 Hz with global max pooling.
-
-Re-implemented from the published architecture so the authors' ``checkpoint_best.pkl`` (weights under
-``net``) loads strictly. The embedding is the 512-d max over time of the last residual block's output.
-"""
+"""PulsePPG: a wide pre-activation 1-D ResNet at 50 Hz, max-pooled, named so ``checkpoint_best.pkl`` loads strictly."""
 
 from __future__ import annotations
 
@@ -57,11 +53,7 @@ class PulsePPGEncoder(PPGEncoder):
         return cheby2_bandpass_ba(normalised, self.sampling_rate).to(x.device).unsqueeze(1)
 
     def forward_features(self, x: Tensor) -> Tensor:
-        """Parameter-free instance norm, ResNet trunk, global max pool.
-
-        Upstream's ``InstanceNorm1d(512)`` (no affine, no running statistics) on the 1-channel input is exactly
-        a per-window z-score over time with biased variance.
-        """
+        """Instance norm (upstream's parameter-free ``InstanceNorm1d(512)``), ResNet trunk, global max pool."""
         return resnet1d_trunk(self, F.instance_norm(x, eps=INSTANCE_NORM_EPS)).amax(dim=-1)
 
     def extract_state_dict(self, checkpoint: object) -> Mapping[str, Tensor]:

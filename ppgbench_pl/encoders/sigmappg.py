@@ -1,8 +1,4 @@
-"""SigmaPPG: the student transformer of the SIGMA-PPG masked-modelling pretraining, at 50 Hz.
-
-A LaBraM/BEiT-v2 style ViT over 100-sample patches, written so the ``student.`` part of the authors'
-``sigma.pth`` loads strictly; upstream quirks that change numbers or keys are reproduced and marked.
-"""
+"""SigmaPPG's student ViT over 100-sample patches at 50 Hz, named so ``sigma.pth`` loads strictly (quirks kept)."""
 
 from __future__ import annotations
 
@@ -153,10 +149,9 @@ class SigmaPPGEncoder(PPGEncoder):
         scale: str = "symmetric",
         filter_before_crop: bool = False,
     ) -> None:
-        """Build the published student; load ``checkpoint`` strictly (or ``random_init: true``).
+        """Build the student; load ``checkpoint`` strictly (or ``random_init: true``).
 
-        The authors' input, a deviation (decision #53): ``scale: unit`` min-max scales to [0, 1];
-        ``filter_before_crop: true`` filters and scales the whole window, then crops it to whole patches.
+        The authors' input, a deviation (#53): ``scale: unit`` scales to [0, 1]; ``filter_before_crop`` crops after.
         """
         super().__init__()
         if scale not in SCALES:
@@ -169,7 +164,7 @@ class SigmaPPGEncoder(PPGEncoder):
 
     def _build(self, depth: int, num_heads: int, mlp_ratio: float, out_chans: int, vocab_size: int,
                drop_rate: float, attn_drop_rate: float, drop_path_rate: float, init_values: float) -> None:
-        """Tokens, patch embedding, blocks and heads (attribute names match the checkpoint keys)."""
+        """The checkpoint's modules, truncated-normal (std 0.02) initialised as in BEiT-style pretraining."""
         dim = self.embed_dim
         conv_width = (PATCH_SIZE + 2 * 7 - 15) // 8 + 1
         self.cls_token = nn.Parameter(torch.zeros(1, 1, dim))
@@ -188,10 +183,6 @@ class SigmaPPGEncoder(PPGEncoder):
         )
         self.norm = nn.LayerNorm(dim, eps=1e-6)
         self.lm_head = nn.Linear(dim, vocab_size)  # unused for embeddings; present for strict loading
-        self._init_weights()
-
-    def _init_weights(self) -> None:
-        """Truncated-normal (std 0.02) tokens and linears, as in BEiT-style pretraining."""
         for p in (self.cls_token, self.mask_token, self.pos_embed, self.time_embed):
             nn.init.trunc_normal_(p, std=0.02)
         for m in self.modules():
@@ -201,7 +192,7 @@ class SigmaPPGEncoder(PPGEncoder):
                     nn.init.zeros_(m.bias)
 
     def preprocess(self, x: Tensor, ppg_mean: Tensor | None = None, ppg_std: Tensor | None = None) -> Tensor:
-        """Crop the tail to whole patches, Butterworth(2) 0.5-8 Hz zero-phase, min-max to [-1, 1] (or the switches)."""
+        """Crop to whole patches, Butterworth(2) 0.5-8 Hz zero-phase, min-max to [-1, 1] (or the switches)."""
         super().preprocess(x)  # at least one patch (min_samples)
         n = x.shape[-1]
         if n // PATCH_SIZE > MAX_PATCHES:
