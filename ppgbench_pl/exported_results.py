@@ -1,7 +1,6 @@
 """``pb.load_run("my_model.ppgbench.json")``: an exported file read like a run folder.
 
-The file is validated whole when opened (:mod:`ppgbench_pl.results.untrusted`); an array is decoded only
-when asked for.
+The file is validated whole when opened (:mod:`ppgbench_pl.results.untrusted`); an array is decoded when asked for.
 """
 
 from __future__ import annotations
@@ -74,8 +73,8 @@ class ExportedResults(Results):
         except ValueError as exc:
             raise DataError(f"{self.run_dir}: {which} {name}: {exc}") from None
 
-    def _scan(self) -> tuple[list[dict[str, Any]], list[str]]:
-        return self.records(), []  # the file was checked once, when opened
+    def _read(self) -> tuple[list[dict[str, Any]], list[Any], list[str]]:
+        return self.records(), [], []  # the file was checked once, when opened
 
     def _job_ids(self) -> list[str]:
         """The exported records' ids (there are no job folders)."""

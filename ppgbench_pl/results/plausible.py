@@ -192,9 +192,9 @@ def prediction_problems(document: dict[str, Any], file_bytes: int) -> Iterator[s
                 return
 
 
-def first_problem(document: dict[str, Any], file_bytes: int, controls: tuple[str, ...]) -> str | None:
-    """The first reason the (schema-valid) document cannot be a run's export, or None."""
-    checks = (record_problems(document["records"], str(document["model"]), controls),
+def first_problem(document: dict[str, Any], file_bytes: int) -> str | None:
+    """The first reason a schema-valid document cannot be a run's export (``<field>: <why>``), or None."""
+    checks = (record_problems(document["records"], str(document["model"]), control_names()),
               cell_problems(document["cells"]), protocol_problems(document),
               prediction_problems(document, file_bytes))
     return next((problem for check in checks for problem in check), None)

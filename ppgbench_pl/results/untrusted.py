@@ -129,6 +129,7 @@ def read_results_file(path: str | Path) -> dict[str, Any]:
 
     """
     from ppgbench_pl.results import schemas
+    from ppgbench_pl.results.plausible import first_problem
 
     path = Path(path)
     try:
@@ -142,17 +143,10 @@ def read_results_file(path: str | Path) -> dict[str, Any]:
     error = schemas.first_error(document, schemas.EXPORT if version == 2 else schemas.EXPORT_V1)
     if error is not None:
         raise DataError(f"{path}: field {error}")
-    problem = check_document(document, len(data))
+    problem = first_problem(document, len(data))
     if problem is not None:
         raise DataError(f"{path}: field {problem}")
     return document
-
-
-def check_document(document: dict[str, Any], file_bytes: int) -> str | None:
-    """The first reason a schema-valid document cannot be a run's export (``<field>: <why>``), or None."""
-    from ppgbench_pl.results.plausible import control_names, first_problem
-
-    return first_problem(document, file_bytes, control_names())
 
 
 def _version(path: Path, document: Any) -> int:
