@@ -1,8 +1,4 @@
-"""All-or-nothing file writes that respect the umask: every file ppgbench writes goes through here.
-
-A unique temporary file beside the target, fsync, chmod per umask, rename: concurrent writers never share
-a temporary name, readers never see half a file, and an interrupted write leaves the old file or none.
-"""
+"""All-or-nothing, umask-respecting file writes (unique temporary file, fsync, chmod, rename) for every file."""
 
 from __future__ import annotations
 

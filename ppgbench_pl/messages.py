@@ -101,12 +101,12 @@ def _bare_class_name(cause: str, path: list[str]) -> str:
 
 def _parameters(class_path: str) -> list[str]:
     """Constructor parameter names of a class (empty when it cannot be imported)."""
-    import importlib
     import inspect
 
-    module, _, name = class_path.rpartition(".")
+    from ppgbench_pl.naming import import_class
+
     try:
-        cls = getattr(importlib.import_module(module), name)
+        cls = import_class(class_path)
         return [p for p in inspect.signature(cls.__init__).parameters if p not in ("self", "args", "kwargs")]
     except (ImportError, AttributeError, TypeError, ValueError):
         return []

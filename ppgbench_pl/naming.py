@@ -1,8 +1,4 @@
-"""The name a model gets from its class when nobody gave it one: snake case of the class name.
-
-``TinyPPGCNN`` -> ``tiny_ppg_cnn``, ``ResNet1D`` -> ``res_net1d``: a run of capitals is one word unless it
-is made of known acronyms of the field.
-"""
+"""A model's default name: its class name in snake case, capitals split only into known acronyms (``tiny_ppg_cnn``)."""
 
 from __future__ import annotations
 

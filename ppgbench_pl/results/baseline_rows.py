@@ -1,8 +1,6 @@
-"""Which constant-baseline rows a summary group has: one per rate, or one for all rates when they agree.
+"""Which constant-baseline rows a summary group has: one per rate, or one when the rates' baselines agree.
 
-Jobs at different rates see other windows, so their baselines may differ. Rates whose baselines agree on
-every fold seen at two rates, and are linked by shared folds, share one row (``constant``); otherwise
-``constant @64Hz``, with ``/<model>`` appended when a rate's models disagree.
+``constant`` for agreeing rates linked by shared folds, else ``constant @64Hz`` (``/<model>`` if its models differ).
 """
 
 from __future__ import annotations
@@ -27,13 +25,10 @@ def _agree(units: Iterable[dict[tuple[int, int], FoldEntry]]) -> bool:
     seen: dict[tuple[int, int], float] = {}
     for unit in units:
         for key, entry in unit.items():
-            value = entry.baseline
-            assert value is not None
-            close = key in seen and math.isclose(seen[key], value, rel_tol=BASELINE_RTOL,
-                                                 abs_tol=BASELINE_ATOL)
-            if key in seen and not close:
+            assert entry.baseline is not None
+            first = seen.setdefault(key, entry.baseline)
+            if not math.isclose(first, entry.baseline, rel_tol=BASELINE_RTOL, abs_tol=BASELINE_ATOL):
                 return False
-            seen.setdefault(key, value)
     return True
 
 

@@ -74,11 +74,9 @@ class FoldEntry:
 
 def _number(value: Any) -> float | None:
     """Return a finite float, or None (null, NaN and non-numbers do not count)."""
-    if type(value) is float:  # the common case, first
-        return value if math.isfinite(value) else None
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         return None
-    return float(value) if math.isfinite(value) else None
+    return float(value)
 
 
 def _count(groups: Any) -> int | None:

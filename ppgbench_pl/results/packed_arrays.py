@@ -1,10 +1,7 @@
-"""Prediction arrays inside an exported results file: each ``.npz`` array as a small, exact JSON object.
+"""Prediction arrays in an exported file as exact JSON objects (schema ``$defs/array``; docs/schema/README.md).
 
-Numbers and booleans: ``{"dtype": "<f8", "shape": [120, 3], "zlib_base64": "..."}`` (C-order little-endian
-bytes, zlib, base64: bit-identical when read back); text: ``{"dtype": "<U3", "shape": [120], "runs":
-[["s01", 12], ...]}`` (run-length encoded). Schema ``$defs/array``; docs/schema/README.md. Reading checks
-the declared size before decoding anything and inflates at most one byte past it, so a damaged or hostile
-file never yields wrong arrays nor exhausts memory.
+Numbers: little-endian C-order bytes, zlib, base64; text: run-length ``runs``. Reading checks the declared size
+first and inflates at most one byte past it, so a hostile file never yields wrong arrays nor exhausts memory.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """The one reader of results files others send (``ppgbench report``, ``leaderboard``, ``pb.load_run``).
 
-Checks, in order, each refusal one line naming the file and the field: size before reading, nesting depth
-before parsing, JSON without duplicate keys, non-finite numbers or overlong integers, ``format`` and
-``format_version``, the JSON Schema of that version, then :mod:`~ppgbench_pl.results.plausible`.
+One-line refusals, in order: size, nesting depth, JSON (no duplicate keys, non-finite or overlong numbers),
+``format`` and its version, that version's JSON Schema, then :mod:`~ppgbench_pl.results.plausible`.
 """
 
 from __future__ import annotations
@@ -122,12 +121,7 @@ def loads_bounded(data: bytes, max_depth: int = MAX_DEPTH) -> Any:
 
 
 def read_results_file(path: str | Path) -> dict[str, Any]:
-    """An exported results file, validated (module docstring) before anything is read from it.
-
-    Raises:
-        DataError: The file cannot be read or is refused by one of the checks (one line naming it).
-
-    """
+    """An exported results file, validated (module docstring); ``DataError`` (one line) when unreadable or refused."""
     from ppgbench_pl.results import schemas
     from ppgbench_pl.results.plausible import first_problem
 
