@@ -37,18 +37,10 @@ class ExportedResults(Results):
 
     @property
     def summary(self) -> pd.DataFrame:
-        """The summary recomputed from the file's records (``DataError`` naming a record it cannot use)."""
-        from ppgbench_pl.results.fold_entry import MalformedRecord
+        """The summary recomputed from the file's records (each checked as the summary reads it when opened)."""
         from ppgbench_pl.results.summary import SummaryBook
 
-        book = SummaryBook()
-        for record in self.records():
-            if record.get("status") == "ok":
-                try:
-                    book.add(record)
-                except MalformedRecord as exc:
-                    raise DataError(f"{self.run_dir}: record {record.get('job_id', '?')}: {exc}") from None
-        return book.summary()
+        return SummaryBook.from_records(self.records()).summary()
 
     @property
     def model_card(self) -> dict[str, Any]:

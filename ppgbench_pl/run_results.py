@@ -113,7 +113,6 @@ class Results:
     @property
     def summary(self) -> pd.DataFrame:
         """``summary.csv`` (mean and 95 % CI per model, task, regime), recomputed from the records if it is damaged."""
-        from ppgbench_pl.results.fold_entry import FoldEntry
         from ppgbench_pl.results.summary import SUMMARY_FILE, SummaryBook
 
         _, entries, problems = self._read()
@@ -127,8 +126,7 @@ class Results:
             warnings.warn(f"{path}: {why}; the summary is recomputed from the job records", stacklevel=2)
         book = SummaryBook()
         for entry in entries:
-            if isinstance(entry, FoldEntry):
-                book.add_entry(entry)
+            book.take(entry)
         return book.summary()
 
     @property

@@ -72,16 +72,12 @@ def classification_metrics(y_true: np.ndarray, pred: Predictions) -> dict[str, A
         "balanced_accuracy": float(skm.balanced_accuracy_score(y_true, labels)),
         "f1_macro": float(skm.f1_score(y_true, labels, average="macro", zero_division=0)),
     }
-    present = np.unique(y_true)
     if len(pred.classes) == 2:
         positive = pred.values[:, 1]
         for name, fn in (("auroc", skm.roc_auc_score), ("auprc", skm.average_precision_score)):
-            if len(present) < 2:
-                out[name], out[f"{name}_error"] = None, "only one class present in y_true"
-            else:
-                _safe(name, lambda fn=fn: fn(y_true == pred.classes[1], positive), out)
+            _safe(name, lambda fn=fn: fn(y_true == pred.classes[1], positive), out)
     elif len(pred.classes) > 2:
-        if not np.isin(present, pred.classes).all() or len(present) < 2:
+        if not np.isin(y_true, pred.classes).all():  # (one class only was refused above)
             out["auroc_ovr"], out["auroc_ovr_error"] = None, "test classes not all known to the model"
         else:
             _safe("auroc_ovr", lambda: _auroc_ovr(y_true, pred), out)

@@ -103,7 +103,7 @@ class FolderSync:
             self.incomplete.pop(name, None)
             self.book.add_entry(item)
         elif item:
-            self.book.add({"job_id": item, "status": "failed"})
+            self.book.take(item)
         return None
 
     def _forget_keep_stamp(self, name: str, stamp: tuple[int, int]) -> None:

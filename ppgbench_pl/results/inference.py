@@ -45,11 +45,8 @@ def corrected_t(diff: Any, ratio: float = DEFAULT_RATIO, alpha: float = ALPHA) -
     from scipy.special import stdtr
 
     d = np.asarray(diff, dtype=float)
-    n = len(d)
-    nan = math.nan
-    if n == 0:
-        return PairedTest(0, nan, nan, nan, nan, nan, nan, nan, ratio, nan)
-    mean = float(d.mean())
+    n, nan = len(d), math.nan
+    mean = float(d.mean()) if n else nan
     if n < 2:
         return PairedTest(n, mean, nan, nan, nan, nan, nan, nan, ratio, nan)
     sd = float(d.std(ddof=1))

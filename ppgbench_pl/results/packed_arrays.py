@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import itertools
 import math
 import re
 import zlib
@@ -31,12 +32,7 @@ def pack(array: np.ndarray) -> dict[str, Any]:
         return {"dtype": little.dtype.str, "shape": list(array.shape),
                 "zlib_base64": base64.b64encode(data).decode("ascii")}
     if array.dtype.kind == "U":
-        runs: list[list[Any]] = []
-        for value in array.ravel().tolist():
-            if runs and runs[-1][0] == value:
-                runs[-1][1] += 1
-            else:
-                runs.append([value, 1])
+        runs = [[value, len(list(group))] for value, group in itertools.groupby(array.ravel().tolist())]
         return {"dtype": array.dtype.newbyteorder("<").str, "shape": list(array.shape), "runs": runs}
     raise ValueError(f"an array of dtype {array.dtype} cannot be exported (numbers, booleans or text only)")
 
@@ -46,19 +42,14 @@ def pack_all(arrays: Mapping[str, np.ndarray]) -> dict[str, dict[str, Any]]:
     return {str(name): pack(value) for name, value in arrays.items()}
 
 
-def _shape(packed: Mapping[str, Any]) -> tuple[int, ...]:
-    shape = packed.get("shape")
-    if not isinstance(shape, list) or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0
-                                              for n in shape):
-        raise ValueError("'shape' must be a list of non-negative integers")
-    return tuple(shape)
-
-
 def declared(packed: Any) -> tuple[np.dtype, tuple[int, ...]]:
     """The dtype and shape an object declares, checked without decoding its data (``ValueError``: one line)."""
     if not isinstance(packed, Mapping) or not isinstance(packed.get("dtype"), str):
         raise ValueError("a packed array must be an object with 'dtype', 'shape' and its data")
-    text, shape = packed["dtype"], _shape(packed)
+    text, dims = packed["dtype"], packed.get("shape")
+    if not isinstance(dims, list) or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in dims):
+        raise ValueError("'shape' must be a list of non-negative integers")
+    shape = tuple(dims)
     if not (NUMERIC.match(text) or TEXT.match(text)):
         raise ValueError(f"dtype {text!r} is not one an exported file holds (<i8, <f8, |b1, <U3, ...)")
     dtype = np.dtype(text)

@@ -66,10 +66,7 @@ def job_folders(run_dir: str | Path) -> list[str]:
 
 def working_dirs(run_dir: Path) -> dict[str, Path]:
     """The unfinished ``<id>.working`` folders of a run, by job id."""
-    jobs = Path(run_dir) / "jobs"
-    if not jobs.is_dir():
-        return {}
-    return {p.name[: -len(".working")]: p for p in jobs.glob("*.working") if p.is_dir()}
+    return {p.name[: -len(".working")]: p for p in (Path(run_dir) / "jobs").glob("*.working") if p.is_dir()}
 
 
 @dataclass

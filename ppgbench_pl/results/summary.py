@@ -1,7 +1,7 @@
 """From job records to summary.csv: mean and Student-t 95% CI per model x task x regime (protocol.md 9).
 
 Fold = mean of its repeats, seed = mean of its folds, ``mean`` = mean of the seeds; CI unit ``seed`` or ``fold``.
-The constant baseline is summarised per rate (:mod:`.baseline_rows`); the record order never matters.
+The constant baseline gets one row per rate, or one for rates that agree; the record order never matters.
 """
 
 from __future__ import annotations
@@ -12,8 +12,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ppgbench_pl.naming import is_baseline
-from ppgbench_pl.results.baseline_rows import baseline_parts, rate_key
+from ppgbench_pl.naming import BASELINE_MODEL, is_baseline
 from ppgbench_pl.results.fold_entry import FoldEntry, entry_or_id, short_mean, student_t_ci, task_facts, view_label
 from ppgbench_pl.results.inference import entries_mdd, with_adjusted_mdd
 
@@ -21,7 +20,6 @@ if TYPE_CHECKING:
     import pandas as pd
 
 SUMMARY_FILE = "summary.csv"
-CI_UNITS = ("seed", "fold")
 SUMMARY_COLUMNS = [
     "model", "task", "regime", "metric", "mean", "ci95", "ci_low", "ci_high", "n_seeds", "n_folds", "ci_unit",
     "view", "baseline", "backend", "code_version",
@@ -41,6 +39,62 @@ def worst_overlap(values: Iterable[str]) -> str:
 
     found = set(values)
     return next((v for v in OVERLAPS if v in found), "none")
+
+
+# -- the constant-baseline rows of a group: ``constant`` for rates whose baselines agree on the folds linking
+# them, else ``constant @64Hz`` (``/<model>`` appended when a rate's models disagree) -----------------------
+#: Two baselines of a fold agree within these tolerances (the same labels, summed in another order).
+BASELINE_RTOL, BASELINE_ATOL = 1e-9, 1e-12
+
+
+def rate_key(fs: float | None) -> tuple[bool, float]:
+    """Rates in order, a record without a rate last."""
+    return (fs is None, fs or 0.0)
+
+
+def _agree(units: Iterable[dict[tuple[int, int], FoldEntry]]) -> bool:
+    """Whether every unit's baseline agrees with every other's on the folds they share."""
+    seen: dict[tuple[int, int], float] = {}
+    for unit in units:
+        for key, entry in unit.items():
+            assert entry.baseline is not None
+            first = seen.setdefault(key, entry.baseline)
+            if not math.isclose(first, entry.baseline, rel_tol=BASELINE_RTOL, abs_tol=BASELINE_ATOL):
+                return False
+    return True
+
+
+def _connected(views: dict[float | None, dict[str, dict[tuple[int, int], FoldEntry]]]) -> bool:
+    """Whether the rates are linked by shared folds (so their agreement was actually seen, not assumed)."""
+    folds = {fs: {k for unit in per_model.values() for k in unit} for fs, per_model in views.items()}
+    rates = sorted(folds, key=rate_key)
+    reached, todo = {rates[0]}, [rates[0]]
+    while todo:
+        here = todo.pop()
+        for other in rates:
+            if other not in reached and folds[here] & folds[other]:
+                reached.add(other)
+                todo.append(other)
+    return len(reached) == len(rates)
+
+
+def baseline_parts(views: dict[float | None, dict[str, dict[tuple[int, int], FoldEntry]]]
+                    ) -> list[tuple[str, str, list[tuple[float | None, str]]]]:
+    """(name, view label, [(rate, model), ...]) of each baseline row of a group (the comment above)."""
+    rates = sorted(views, key=rate_key)
+    members = [(fs, m) for fs in rates for m in sorted(views[fs])]
+    if len(rates) > 1 and _agree(views[fs][m] for fs, m in members) and _connected(views):
+        # every rate gives the same baseline on every fold seen at two rates: one view in fact
+        return [(BASELINE_MODEL, ";".join(view_label(fs) for fs in rates), members)]
+    parts = []
+    for fs in rates:
+        suffix = f" @{view_label(fs)}" if len(rates) > 1 else ""
+        models = sorted(views[fs])
+        if _agree(views[fs][m] for m in models):
+            parts.append((f"{BASELINE_MODEL}{suffix}", view_label(fs), [(fs, m) for m in models]))
+        else:
+            parts += [(f"{BASELINE_MODEL}{suffix}/{m}", view_label(fs), [(fs, m)]) for m in models]
+    return parts
 
 
 def _joined(values: Iterable[str]) -> str:
@@ -149,9 +203,10 @@ class SummaryBook:
 
     def add(self, record: Mapping[str, Any]) -> None:
         """Take one job record; one that is not ``ok`` removes the job's entry (``MalformedRecord``: unusable)."""
-        self._take(entry_or_id(record))
+        self.take(entry_or_id(record))
 
-    def _take(self, item: FoldEntry | str) -> None:
+    def take(self, item: FoldEntry | str) -> None:
+        """Take what :func:`entry_or_id` made of a record: its entry, or the id of a job that is not ``ok``."""
         if isinstance(item, FoldEntry):
             self.add_entry(item)
         elif item:
@@ -189,7 +244,7 @@ class SummaryBook:
 
         scan = scan_records(run_dir, transform=entry_or_id)
         for item in scan.records:
-            self._take(item)
+            self.take(item)
         return scan.problems
 
     def _refresh(self, ci_unit: str) -> None:
@@ -247,7 +302,7 @@ class SummaryBook:
 
 def check_ci_unit(ci_unit: str) -> str:
     """Return the CI unit, or raise a one-line error naming the choices."""
-    if ci_unit not in CI_UNITS:
+    if ci_unit not in ("seed", "fold"):
         from ppgbench_pl.errors import ConfigError
 
         raise ConfigError(f"ci_unit must be 'seed' or 'fold', got '{ci_unit}'")
