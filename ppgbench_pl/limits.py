@@ -5,7 +5,6 @@ Below 10 Hz a window cannot resolve the pulse wave (~4 Hz with harmonics); no da
 
 MIN_SAMPLING_RATE = 10.0
 MAX_SAMPLING_RATE = 2000.0
-#: Rates a raw file may state for any signal it holds (PPG, ECG, EEG events): outside them the header is damaged
-#: or in another unit (an ECG "rate" of 1e9 would leave every heart-rate label NaN without a word).
+#: Rates a raw file may state for any signal it holds: outside them the header is damaged or in another unit.
 MIN_RAW_RATE = 10.0
 MAX_RAW_RATE = 10_000.0

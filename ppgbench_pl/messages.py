@@ -14,7 +14,6 @@ def did_you_mean(word: str, choices: Any) -> str:
     return f"; did you mean '{close[0]}'?" if close else ""
 
 
-# -- one-line errors ---------------------------------------------------------------------------------
 _KEY = re.compile(r"""Parser key ["']([^"']+)["']""")
 _CLASS = re.compile(r"""class_path ["']([\w.]+)["']""")
 _NOISE = re.compile(r"Expected a <class 'NoneType'>|^Given value|^Subtypes:|^Errors:|Does not validate against any|"

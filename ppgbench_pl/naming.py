@@ -11,8 +11,7 @@ ACRONYMS = frozenset({
     "CNN", "RNN", "LSTM", "GRU", "MLP", "TCN", "FCN", "DNN", "NN", "GAN", "VAE", "AE", "SSL", "MAE",
     "BERT", "GPT", "UNET", "SE", "FM",
 })
-#: Words of a class name: a capital run before a capitalised word, a (capitalised) word, a capital run,
-#: or digits.
+#: Words of a class name: capitals before a capitalised word, a (capitalised) word, capitals, or digits.
 _WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 
 

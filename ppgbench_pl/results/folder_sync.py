@@ -133,9 +133,7 @@ def read_record_complete(run_dir: str | Path, jid: str) -> dict[str, Any] | None
         entry = fold_entry(record)
     except ValueError:  # MalformedRecord included
         return None
-    if entry is None or record_files_problem(folder, record) is not None:
-        return None
-    return record
+    return record if entry is not None and record_files_problem(folder, record) is None else None
 
 
 def merged_extras(run_dir: str | Path, extra: dict[str, Any], tasks: set[str], jobs: set[str]) -> dict[str, Any]:

@@ -82,10 +82,9 @@ def family_level(alpha: float, tests: int) -> float:
 
 def with_adjusted_mdd(frame: Any, alpha: float = ALPHA) -> Any:
     """summary.csv with ``mdd_adj``: each row's MDD at :func:`family_level` over its regime's rows with an MDD."""
-    has_mdd = np.isfinite(frame["mdd"].to_numpy(dtype=float))
-    tests = {regime: int(has_mdd[(frame["regime"] == regime).to_numpy()].sum()) for regime in set(frame["regime"])}
-    frame["mdd_adj"] = [adjusted_mdd_at(float(m), int(j), family_level(alpha, tests[r]), alpha)
-                        for m, j, r in zip(frame["mdd"], frame["n_folds"], frame["regime"], strict=True)]
+    tests = np.isfinite(frame["mdd"].astype(float)).groupby(frame["regime"]).transform("sum")
+    frame["mdd_adj"] = [adjusted_mdd_at(float(m), int(j), family_level(alpha, t), alpha)
+                        for m, j, t in zip(frame["mdd"], frame["n_folds"], tests, strict=True)]
     return frame
 
 

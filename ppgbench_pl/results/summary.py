@@ -6,6 +6,7 @@ The constant baseline gets one row per rate, or one for rates that agree; the re
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from collections.abc import Iterable, Mapping
@@ -41,8 +42,7 @@ def worst_overlap(values: Iterable[str]) -> str:
     return next((v for v in OVERLAPS if v in found), "none")
 
 
-# -- the constant-baseline rows of a group: ``constant`` for rates whose baselines agree on the folds linking
-# them, else ``constant @64Hz`` (``/<model>`` appended when a rate's models disagree) -----------------------
+# -- baseline rows: ``constant`` for rates agreeing on linked folds, else ``constant @64Hz`` (``/<model>``) --
 #: Two baselines of a fold agree within these tolerances (the same labels, summed in another order).
 BASELINE_RTOL, BASELINE_ATOL = 1e-9, 1e-12
 
@@ -105,10 +105,8 @@ def _rows(model: str, group: tuple[str, str, str], cells: dict[tuple[int, int], 
           view: str, baseline: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The summary row and fold rows of one model or baseline from (seed, fold) -> entry, valued by ``attr``."""
     values = {k: float(getattr(e, attr)) for k, e in sorted(cells.items())}
-    by_seed: dict[int, list[float]] = {}
-    for (seed, _), value in values.items():
-        by_seed.setdefault(seed, []).append(value)
-    seed_means = [short_mean(v) for v in by_seed.values()]
+    by_seed = itertools.groupby(values.items(), key=lambda item: item[0][0])  # sorted by (seed, fold)
+    seed_means = [short_mean([value for _, value in folds]) for _, folds in by_seed]
     mean, half = short_mean(seed_means), student_t_ci(seed_means if ci_unit == "seed" else list(values.values()))
     task, regime, metric = group
     dataset, unit, higher = task_facts(task)
