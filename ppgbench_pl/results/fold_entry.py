@@ -12,6 +12,7 @@ import numpy as np
 
 from ppgbench_pl.cards.overlap import record_overlap
 from ppgbench_pl.results.inference import t_ppf
+from ppgbench_pl.results.records import job_id
 
 REQUIRED_FIELDS = ("model", "task", "regime", "seed", "fold", "metric")
 
@@ -110,11 +111,7 @@ def fold_entry(record: Mapping[str, Any]) -> FoldEntry | None:
         seed, fold = int(record["seed"]), int(record["fold"])
     except (TypeError, ValueError):
         raise MalformedRecord("fields 'seed' and 'fold' must be integers") from None
-    jid = record.get("job_id")
-    if not jid:
-        from ppgbench_pl.results.records import job_id
-
-        jid = job_id(str(record["model"]), str(record["task"]), str(record["regime"]), seed, fold)
+    jid = record.get("job_id") or job_id(str(record["model"]), str(record["task"]), str(record["regime"]), seed, fold)
     return FoldEntry(
         job_id=str(jid), model=str(record["model"]), task=str(record["task"]), regime=str(record["regime"]),
         seed=seed, fold=fold, metric=metric, value=short_mean(values),

@@ -108,14 +108,13 @@ def _inflate(data: bytes, size: int) -> bytearray:
 def unpack(packed: Any) -> np.ndarray:
     """The array a :func:`pack` object holds; ``ValueError`` (one line) when malformed or not filling its shape."""
     dtype, shape = declared(packed)
-    size = math.prod(shape)
     if dtype.kind == "U":
         runs = packed["runs"]
         values = np.array([r[0] for r in runs], dtype=dtype)
         return np.repeat(values, [r[1] for r in runs]).reshape(shape)
     try:
         raw = base64.b64decode(str(packed.get("zlib_base64", "")), validate=True)
-        data = _inflate(raw, size * dtype.itemsize)
+        data = _inflate(raw, math.prod(shape) * dtype.itemsize)
     except (binascii.Error, zlib.error) as exc:
         raise ValueError(f"'zlib_base64' does not decode ({exc})") from None
     return np.frombuffer(data, dtype=dtype).reshape(shape)  # owns its (writable) buffer
