@@ -1,8 +1,4 @@
-"""All-or-nothing file writes that respect the umask: every file ppgbench writes goes through here.
-
-A unique temporary file beside the target, fsync, chmod per umask, rename: concurrent writers never share
-a temporary name, readers never see half a file, and an interrupted write leaves the old file or none.
-"""
+"""All-or-nothing, umask-respecting file writes (unique temporary file, fsync, chmod, rename) for every file."""
 
 from __future__ import annotations
 
@@ -49,11 +45,6 @@ def current_umask() -> int:
     return mask
 
 
-def file_mode() -> int:
-    """Mode of a newly written file under the umask (0644 under 022), as ``open`` would give it."""
-    return 0o666 & ~current_umask()
-
-
 def dir_mode() -> int:
     """Mode of a newly made folder under the umask (0755 under 022); ``mkdtemp`` alone gives 0700."""
     return 0o777 & ~current_umask()
@@ -70,15 +61,12 @@ def atomic_open(path: str | Path, mode: str = "wb", size: int | None = None) -> 
             yield handle
             handle.flush()
             os.fsync(handle.fileno())
-        os.chmod(tmp, file_mode())
+        os.chmod(tmp, 0o666 & ~current_umask())  # as open() would give it (mkstemp gives 0600)
         os.replace(tmp, path)
-    except OSError as exc:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
-        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
             raise _disk_full(path, size) from None
-        raise
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
         raise
 
 

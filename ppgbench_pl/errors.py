@@ -10,10 +10,7 @@ class ConfigError(PPGBenchError):
 
 
 class NotEvaluable(ConfigError):
-    """A task cannot be evaluated from the data there is (fewer labelled subjects than outer folds).
-
-    A task the user named refuses the run; one of all a dataset's tasks (none named) is skipped.
-    """
+    """A task has fewer labelled subjects than outer folds: a named task refuses the run, an unnamed one is skipped."""
 
 
 class DataError(PPGBenchError):

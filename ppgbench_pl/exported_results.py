@@ -1,7 +1,6 @@
 """``pb.load_run("my_model.ppgbench.json")``: an exported file read like a run folder.
 
-The file is validated whole when opened (:mod:`ppgbench_pl.results.untrusted`); an array is decoded only
-when asked for.
+The file is validated whole when opened (:mod:`ppgbench_pl.results.untrusted`); an array is decoded when asked for.
 """
 
 from __future__ import annotations
@@ -38,18 +37,10 @@ class ExportedResults(Results):
 
     @property
     def summary(self) -> pd.DataFrame:
-        """The summary recomputed from the file's records (``DataError`` naming a record it cannot use)."""
-        from ppgbench_pl.results.fold_entry import MalformedRecord
+        """The summary recomputed from the file's records (each checked as the summary reads it when opened)."""
         from ppgbench_pl.results.summary import SummaryBook
 
-        book = SummaryBook()
-        for record in self.records():
-            if record.get("status") == "ok":
-                try:
-                    book.add(record)
-                except MalformedRecord as exc:
-                    raise DataError(f"{self.run_dir}: record {record.get('job_id', '?')}: {exc}") from None
-        return book.summary()
+        return SummaryBook.from_records(self.records()).summary()
 
     @property
     def model_card(self) -> dict[str, Any]:
@@ -74,8 +65,8 @@ class ExportedResults(Results):
         except ValueError as exc:
             raise DataError(f"{self.run_dir}: {which} {name}: {exc}") from None
 
-    def _scan(self) -> tuple[list[dict[str, Any]], list[str]]:
-        return self.records(), []  # the file was checked once, when opened
+    def _read(self) -> tuple[list[dict[str, Any]], list[Any], list[str]]:
+        return self.records(), [], []  # the file was checked once, when opened
 
     def _job_ids(self) -> list[str]:
         """The exported records' ids (there are no job folders)."""

@@ -66,15 +66,13 @@ def check_storage(url: Any) -> None:
 def check_accelerator(accelerator: Any) -> None:
     """Refuse a GPU accelerator where none is visible (one line instead of Lightning's traceback)."""
     name = str(accelerator or "auto").lower()
-    if name in ("gpu", "cuda"):
-        import torch
+    if name not in ("gpu", "cuda", "mps"):
+        return
+    import torch
 
-        if not torch.cuda.is_available():
-            raise ConfigError(f"trainer.accelerator {accelerator}: no CUDA GPU is visible on this machine "
-                              "(torch.cuda.is_available() is False); use cpu or auto")
-    elif name == "mps":
-        import torch
-
-        if not torch.backends.mps.is_available():
-            raise ConfigError(f"trainer.accelerator {accelerator}: Apple MPS is not available on this machine; "
-                              "use cpu or auto")
+    if name != "mps" and not torch.cuda.is_available():
+        raise ConfigError(f"trainer.accelerator {accelerator}: no CUDA GPU is visible on this machine "
+                          "(torch.cuda.is_available() is False); use cpu or auto")
+    if name == "mps" and not torch.backends.mps.is_available():
+        raise ConfigError(f"trainer.accelerator {accelerator}: Apple MPS is not available on this machine; "
+                          "use cpu or auto")

@@ -9,10 +9,7 @@ from typing import Any
 
 
 def lazy_getattr(package: str, table: Mapping[str, str]) -> Callable[[str], Any]:
-    """A module ``__getattr__`` that imports ``name`` from ``<package>.<table[name]>`` when first asked for.
-
-    The value is then stored in the package, so later lookups do not come back here.
-    """
+    """A module ``__getattr__`` importing ``name`` from ``<package>.<table[name]>`` once, when first asked for."""
 
     def __getattr__(name: str) -> Any:
         if name in table:

@@ -1,9 +1,7 @@
-"""Advisory file locks (``flock``), so concurrent processes never compute or write one thing twice.
+"""Advisory file locks (``flock``; the kernel drops a dead holder's), so processes never do one thing twice.
 
-The kernel drops a dead holder's lock, so locks never go stale. The holder writes its PID, host, command
-and start time into the file, so a waiting or refused process says who holds it, for how long, and whether
-it still makes progress. ``$PPGBENCH_LOCK_TIMEOUT`` (``--lock_timeout``) bounds a wait. Without ``fcntl``
-(Windows) a lock is a no-op (:data:`LOCKS_WORK` is False).
+The holder writes its PID, host, command and start into the file, so a waiting process says who holds it and
+whether it progresses. ``$PPGBENCH_LOCK_TIMEOUT`` bounds a wait. Without ``fcntl`` (Windows) a lock is a no-op.
 """
 
 from __future__ import annotations
@@ -45,11 +43,6 @@ def _short(argv: list[str]) -> str:
     """A command line on one short line (the newlines of a ``-c`` program escaped)."""
     text = shlex.join(argv).replace("\n", "\\n")
     return text if len(text) <= 160 else text[:157] + "..."
-
-
-def _command() -> str:
-    """The command line of this process, short (what a waiting process reports about its holder)."""
-    return _short([str(a) for a in getattr(sys, "orig_argv", None) or sys.argv])
 
 
 def _proc_holder(path: Path) -> int | None:
@@ -139,15 +132,6 @@ class _Watch:
         return ""
 
 
-def wait_limit() -> float | None:
-    """Seconds a blocking lock waits (``$PPGBENCH_LOCK_TIMEOUT``), None to wait for ever."""
-    value = os.environ.get(TIMEOUT_ENV, "").strip()
-    try:
-        return float(value) if value else None
-    except ValueError:
-        return None
-
-
 @contextmanager
 def waiting_at_most(seconds: float | None) -> Iterator[None]:
     """Blocking locks of this process and the workers it starts give up after ``seconds`` (None: wait)."""
@@ -170,7 +154,11 @@ def waiting_at_most(seconds: float | None) -> Iterator[None]:
 def _acquire(fd: int, path: Path, blocking: bool, notice_every_s: float) -> None:
     assert fcntl is not None
     start = last = time.monotonic()
-    limit = wait_limit() if blocking else None
+    text = os.environ.get(TIMEOUT_ENV, "").strip() if blocking else ""
+    try:
+        limit = float(text) if text else None  # unset, empty or not a number: wait for ever
+    except ValueError:
+        limit = None
     watch: _Watch | None = None
     while True:  # poll, so a long wait can be reported with the holder's pid and age
         try:
@@ -193,8 +181,7 @@ def _acquire(fd: int, path: Path, blocking: bool, notice_every_s: float) -> None
 def file_lock(path: str | Path, blocking: bool = True, notice_every_s: float = NOTICE_EVERY_S) -> Iterator[None]:
     """Hold an exclusive lock on ``path`` (created if missing) for the ``with`` block; threads exclude too.
 
-    Raises:
-        LockBusy: ``blocking`` is False and another holder has the lock.
+    Raises ``LockBusy`` when ``blocking`` is False and another holder has the lock.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -203,7 +190,8 @@ def file_lock(path: str | Path, blocking: bool = True, notice_every_s: float = N
         if fcntl is not None:
             _acquire(fd, path, blocking, notice_every_s)
             os.ftruncate(fd, 0)
-            os.pwrite(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "command": _command(),
+            command = _short([str(a) for a in getattr(sys, "orig_argv", None) or sys.argv])
+            os.pwrite(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "command": command,
                                       "since": time.time()}).encode(), 0)
         try:
             yield

@@ -14,7 +14,6 @@ def did_you_mean(word: str, choices: Any) -> str:
     return f"; did you mean '{close[0]}'?" if close else ""
 
 
-# -- one-line errors ---------------------------------------------------------------------------------
 _KEY = re.compile(r"""Parser key ["']([^"']+)["']""")
 _CLASS = re.compile(r"""class_path ["']([\w.]+)["']""")
 _NOISE = re.compile(r"Expected a <class 'NoneType'>|^Given value|^Subtypes:|^Errors:|Does not validate against any|"
@@ -23,10 +22,7 @@ _OPTION = re.compile(r"""Option ["'](\w+)["'] is not accepted|No action for key 
 
 
 def one_line(message: str) -> str:
-    """The cause of a nested jsonargparse error on one line: the key path, then the innermost reason.
-
-    "Not None" union alternatives are dropped; an unknown option gets a did-you-mean from its class's constructor.
-    """
+    """A nested jsonargparse error on one line: the key path, the innermost reason, a did-you-mean for an option."""
     raw = [ln for ln in str(message).splitlines() if ln.strip()]
     if not raw:
         return "invalid arguments"
@@ -43,14 +39,10 @@ def one_line(message: str) -> str:
         text = line.strip().removeprefix("- ").strip()
         classes += _CLASS.findall(text)
         keys = _KEY.findall(text)
-        if keys:
-            path += [k.removeprefix("init_args.") for k in keys if k not in path]
-            rest = _KEY.sub("", text).strip(" :")
-            if rest and not _NOISE.search(rest) and indent > depth:
-                cause, depth = rest, indent
-            continue
-        if not _NOISE.search(text) and indent > depth:
-            cause, depth = text, indent
+        path += [k.removeprefix("init_args.") for k in keys if k not in path]
+        rest = _KEY.sub("", text).strip(" :") if keys else text  # a key line without a reason names no cause
+        if (rest or not keys) and not _NOISE.search(rest) and indent > depth:
+            cause, depth = rest, indent
     cause = _choices(raw) or _bare_class_name(cause, path) or cause or raw[0].strip()
     match = _OPTION.search(cause)
     if match and classes:
@@ -73,10 +65,8 @@ def _choices(raw: list[str]) -> str:
         return ""
     literals = _LITERAL.findall(subtypes)
     others = _LITERAL.sub("", subtypes).replace("<class 'NoneType'>", "").strip(" ,")
-    if not literals or others:  # another kind of value could be meant: keep the innermost reason
-        return ""
     choices = list(dict.fromkeys(item.strip().strip("'\"") for group in literals for item in group.split(",")))
-    if given in choices:
+    if not literals or others or given in choices:  # another kind of value could be meant: the innermost reason
         return ""
     return f"'{given}' is not an accepted value (choices: {', '.join(choices)}){did_you_mean(given, choices)}"
 
@@ -101,12 +91,12 @@ def _bare_class_name(cause: str, path: list[str]) -> str:
 
 def _parameters(class_path: str) -> list[str]:
     """Constructor parameter names of a class (empty when it cannot be imported)."""
-    import importlib
     import inspect
 
-    module, _, name = class_path.rpartition(".")
+    from ppgbench_pl.naming import import_class
+
     try:
-        cls = getattr(importlib.import_module(module), name)
+        cls = import_class(class_path)
         return [p for p in inspect.signature(cls.__init__).parameters if p not in ("self", "args", "kwargs")]
     except (ImportError, AttributeError, TypeError, ValueError):
         return []

@@ -1,8 +1,4 @@
-"""The name a model gets from its class when nobody gave it one: snake case of the class name.
-
-``TinyPPGCNN`` -> ``tiny_ppg_cnn``, ``ResNet1D`` -> ``res_net1d``: a run of capitals is one word unless it
-is made of known acronyms of the field.
-"""
+"""A model's default name: its class name in snake case, capitals split only into known acronyms (``tiny_ppg_cnn``)."""
 
 from __future__ import annotations
 
@@ -15,8 +11,7 @@ ACRONYMS = frozenset({
     "CNN", "RNN", "LSTM", "GRU", "MLP", "TCN", "FCN", "DNN", "NN", "GAN", "VAE", "AE", "SSL", "MAE",
     "BERT", "GPT", "UNET", "SE", "FM",
 })
-#: Words of a class name: a capital run before a capitalised word, a (capitalised) word, a capital run,
-#: or digits.
+#: Words of a class name: capitals before a capitalised word, a (capitalised) word, capitals, or digits.
 _WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 
 

@@ -1,7 +1,4 @@
-"""A run folder read back: :class:`Results` (summary, jobs, predictions, report) and :func:`load_run`.
-
-Nothing here imports torch; pandas and NumPy load on first use.
-"""
+"""A run folder read back: :class:`Results` (summary, jobs, predictions, report) and :func:`load_run` (no torch)."""
 
 from __future__ import annotations
 
@@ -61,10 +58,7 @@ def read_summary(path: Path) -> tuple[pd.DataFrame | None, str]:
 class Results:
     """A run folder's results: the summary, one row per job, predictions and the report.
 
-    Args:
-        run_dir: The run folder (``run.json``, ``summary.csv``, ``jobs/<id>/results.json``).
-        run: What the :func:`evaluate` call that returned this did (``None`` from :func:`load_run`).
-
+    ``run``: what the :func:`evaluate` call that returned this did (``None`` from :func:`load_run`).
     """
 
     def __init__(self, run_dir: str | Path, run: RunReport | None = None) -> None:  # noqa: D107
@@ -81,7 +75,7 @@ class Results:
 
     def records(self) -> list[dict[str, Any]]:
         """Every usable job record of the folder in job-id order; others are skipped with a warning naming them."""
-        records, problems = self._scan()
+        records, _, problems = self._read()
         for problem in problems:
             warnings.warn(f"skipped {problem}", stacklevel=2)
         return records
@@ -91,15 +85,11 @@ class Results:
         """One line per file of the folder that was skipped: ``<path>: <what is wrong>``."""
         from ppgbench_pl.results.summary import SUMMARY_FILE
 
-        problems = self._scan()[1]
+        problems = self._read()[2]
         path = self.run_dir / SUMMARY_FILE
         if path.exists() and (why := read_summary(path)[1]):
             problems.append(f"{path}: {why}")
         return problems
-
-    def _scan(self) -> tuple[list[dict[str, Any]], list[str]]:
-        records, _, problems = self._read()
-        return records, problems
 
     def _read(self) -> tuple[list[dict[str, Any]], list[FoldEntry | str], list[str]]:
         """(usable records, what :func:`entry_or_id` makes of each, one line per skipped file)."""
@@ -123,7 +113,6 @@ class Results:
     @property
     def summary(self) -> pd.DataFrame:
         """``summary.csv`` (mean and 95 % CI per model, task, regime), recomputed from the records if it is damaged."""
-        from ppgbench_pl.results.fold_entry import FoldEntry
         from ppgbench_pl.results.summary import SUMMARY_FILE, SummaryBook
 
         _, entries, problems = self._read()
@@ -137,8 +126,7 @@ class Results:
             warnings.warn(f"{path}: {why}; the summary is recomputed from the job records", stacklevel=2)
         book = SummaryBook()
         for entry in entries:
-            if isinstance(entry, FoldEntry):
-                book.add_entry(entry)
+            book.take(entry)
         return book.summary()
 
     @property
@@ -162,15 +150,10 @@ class Results:
         return pd.DataFrame(rows, columns=list(dict.fromkeys([*JOB_COLUMNS, *(k for r in rows for k in r)])))
 
     def predictions(self, job_id: str | int, repeat: int = 0) -> dict[str, np.ndarray]:
-        """Return the arrays a job saved for one repeat (``y_true``, ``y_pred``, scores, groups, ...).
+        """The arrays a job saved for one repeat (``y_true``, ``y_pred``, scores, groups, ...).
 
-        Args:
-            job_id: A job id of :attr:`jobs`, a unique suffix of one, or a row index of :attr:`jobs`.
-            repeat: Which repeat (subject-level tasks may have several).
-
-        Raises:
-            DataError: No such job, row or repeat, or the file is damaged (one line naming the job).
-
+        ``job_id``: a job id of :attr:`jobs`, a unique suffix of one, or a row index of :attr:`jobs`. ``DataError``
+        (one line naming the job): no such job, row or repeat, or a damaged file.
         """
         import zipfile
 
@@ -203,7 +186,7 @@ class Results:
         if isinstance(job, bool) or not isinstance(job, numbers.Integral):
             raise DataError(f"predictions({job!r}): give a job id (Results.jobs.job_id) or a row index of "
                             f"Results.jobs, not a {type(job).__name__}")
-        ids = [str(r["job_id"]) for r in self._scan()[0]]  # the rows of .jobs, in order
+        ids = [str(r["job_id"]) for r in self._read()[0]]  # the rows of .jobs, in order
         if not -len(ids) <= int(job) < len(ids):
             rows = f"rows 0-{len(ids) - 1}" if ids else "no rows"
             raise DataError(f"{self.run_dir}: predictions({int(job)}): Results.jobs has {rows}")
@@ -236,12 +219,7 @@ class Results:
 
 
 def load_run(path: str | Path) -> Results:
-    """Open an existing run folder (partial or complete, from the CLI or the API).
-
-    Raises:
-        DataError: The folder does not exist or holds no run (no ``run.json`` and no ``jobs/``).
-
-    """
+    """Open an existing run folder, partial or complete (``DataError``: no such folder, or no run in it)."""
     run_dir = Path(path)
     if not run_dir.is_dir():
         raise DataError(f"{run_dir}: no such run folder")

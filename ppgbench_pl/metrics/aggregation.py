@@ -45,7 +45,5 @@ def aggregate(groups: np.ndarray, values: np.ndarray, method: str) -> tuple[np.n
 
 def first_per_group(groups: np.ndarray, values: np.ndarray) -> np.ndarray:
     """One label per group (its first window's), in first-appearance order."""
-    groups = np.asarray(groups)
-    _, first = np.unique(groups, return_index=True)
-    order = np.sort(first)
-    return values[order]
+    _, first = np.unique(np.asarray(groups), return_index=True)
+    return values[np.sort(first)]

@@ -1,27 +1,17 @@
 """Per-fold metrics (PROTOCOL.md 7.1) and the selection metrics used inside searches (section 2).
 
-A secondary metric that cannot be computed is ``None`` with a ``<metric>_error`` message; test labels of a
-single class make the fold not evaluable (:class:`NotEvaluableError`). Selection scores stay NaN on such
-folds (PROTOCOL.md 3.2 leaves them out of the mean).
+A metric that cannot be computed is ``None`` with a ``<metric>_error``; one test class: :class:`NotEvaluableError`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from types import ModuleType
 from typing import Any
 
 import numpy as np
 from scipy.stats import rankdata
 
 from ppgbench_pl.errors import DataError
-
-
-def _sklearn_metrics() -> ModuleType:
-    """``sklearn.metrics``, imported only when a fold is scored."""
-    from sklearn import metrics
-
-    return metrics
 
 
 class NotEvaluableError(DataError):
@@ -57,7 +47,8 @@ def _safe(name: str, fn: Any, out: dict[str, Any]) -> None:
 
 def regression_metrics(y_true: np.ndarray, y_pred: np.ndarray) -> dict[str, Any]:
     """MAE, MSE, RMSE and R2 (averaged over outputs for multi-output targets)."""
-    skm = _sklearn_metrics()
+    from sklearn import metrics as skm
+
     y_true, y_pred = np.asarray(y_true, float), np.asarray(y_pred, float)
     out: dict[str, Any] = {
         "mae": float(np.mean(np.abs(y_true - y_pred))),
@@ -70,7 +61,8 @@ def regression_metrics(y_true: np.ndarray, y_pred: np.ndarray) -> dict[str, Any]
 
 def classification_metrics(y_true: np.ndarray, pred: Predictions) -> dict[str, Any]:
     """Accuracy, balanced accuracy, macro F1; AUROC/AUPRC (binary) or one-vs-rest AUROC (multiclass)."""
-    skm = _sklearn_metrics()
+    from sklearn import metrics as skm
+
     assert pred.classes is not None
     y_true = np.asarray(y_true)
     _require_two_classes(y_true, "balanced accuracy")
@@ -80,16 +72,12 @@ def classification_metrics(y_true: np.ndarray, pred: Predictions) -> dict[str, A
         "balanced_accuracy": float(skm.balanced_accuracy_score(y_true, labels)),
         "f1_macro": float(skm.f1_score(y_true, labels, average="macro", zero_division=0)),
     }
-    present = np.unique(y_true)
     if len(pred.classes) == 2:
         positive = pred.values[:, 1]
         for name, fn in (("auroc", skm.roc_auc_score), ("auprc", skm.average_precision_score)):
-            if len(present) < 2:
-                out[name], out[f"{name}_error"] = None, "only one class present in y_true"
-            else:
-                _safe(name, lambda fn=fn: fn(y_true == pred.classes[1], positive), out)
+            _safe(name, lambda fn=fn: fn(y_true == pred.classes[1], positive), out)
     elif len(pred.classes) > 2:
-        if not np.isin(present, pred.classes).all() or len(present) < 2:
+        if not np.isin(y_true, pred.classes).all():  # (one class only was refused above)
             out["auroc_ovr"], out["auroc_ovr_error"] = None, "test classes not all known to the model"
         else:
             _safe("auroc_ovr", lambda: _auroc_ovr(y_true, pred), out)
@@ -98,7 +86,8 @@ def classification_metrics(y_true: np.ndarray, pred: Predictions) -> dict[str, A
 
 def _auroc_ovr(y_true: np.ndarray, pred: Predictions) -> float:
     """Macro one-vs-rest AUROC over the classes present in ``y_true``."""
-    skm = _sklearn_metrics()
+    from sklearn import metrics as skm
+
     assert pred.classes is not None
     scores = []
     for k, cls in enumerate(pred.classes):
@@ -112,7 +101,8 @@ def _auroc_ovr(y_true: np.ndarray, pred: Predictions) -> float:
 
 def regression_cls_metrics(y_true: np.ndarray, y_pred: np.ndarray) -> dict[str, Any]:
     """Multi-output regression metrics, per target, plus the argmax classification and its ties (ECSMP, 7.1)."""
-    skm = _sklearn_metrics()
+    from sklearn import metrics as skm
+
     out = regression_metrics(y_true, y_pred)
     true_cls, pred_cls = np.argmax(y_true, axis=1), np.argmax(y_pred, axis=1)
     _require_two_classes(true_cls, "argmax balanced accuracy")  # so R2 has at least two examples below
@@ -122,17 +112,11 @@ def regression_cls_metrics(y_true: np.ndarray, y_pred: np.ndarray) -> dict[str, 
     out["argmax_accuracy"] = float(skm.accuracy_score(true_cls, pred_cls))
     out["argmax_balanced_accuracy"] = float(skm.balanced_accuracy_score(true_cls, pred_cls))
     out["argmax_f1_macro"] = float(skm.f1_score(true_cls, pred_cls, average="macro", zero_division=0))
-    for side, scores in (("true", y_true), ("pred", y_pred)):
-        tied = _tied_at_max(scores)
+    for side, scores in (("true", np.asarray(y_true)), ("pred", np.asarray(y_pred))):
+        tied = np.asarray((scores == scores.max(axis=1, keepdims=True)).sum(axis=1) > 1)  # argmax takes the first
         out[f"argmax_{side}_tie_rate"] = float(np.mean(tied))
         out[f"argmax_{side}_tie_count"] = int(tied.sum())
     return out
-
-
-def _tied_at_max(scores: np.ndarray) -> np.ndarray:
-    """Rows whose maximum occurs more than once (argmax then picks the first of them)."""
-    scores = np.asarray(scores)
-    return np.asarray((scores == scores.max(axis=1, keepdims=True)).sum(axis=1) > 1)
 
 
 def _require_two_classes(y_true: np.ndarray, metric: str) -> None:

@@ -1,9 +1,7 @@
 """One model's results as a single versioned file others can read: ``ppgbench export RUN --output X.ppgbench.json``.
 
-It holds the summary ``cells`` (with per-seed and per-fold values), the job ``records``, their packed
-``predictions`` (format version 2; ``predictions_left_out`` names missing files), the ``protocol`` settings
-two results must share, the run's identity, versions and digests, and the ``model_card``. Schema:
-``ppgbench_pl/schema/ppgbench-results.schema.json`` (docs/schema/README.md). Plain JSON, written atomically.
+Summary ``cells``, job ``records``, packed ``predictions``, shared ``protocol`` settings, identity, versions,
+digests and ``model_card``; schema ``ppgbench_pl/schema/ppgbench-results.schema.json`` (docs/schema/README.md).
 """
 
 from __future__ import annotations
@@ -20,9 +18,6 @@ from ppgbench_pl.results.fold_entry import code_label, fold_entry
 from ppgbench_pl.results.plausible import TRAINER_SETTINGS, control_names
 from ppgbench_pl.results.records import model_id, scan_records
 from ppgbench_pl.results.untrusted import FORMAT, FORMAT_VERSION
-
-__all__ = ["FORMAT", "FORMAT_VERSION", "SUFFIX", "build_export", "control_names",
-           "export_run", "protocol_settings"]
 
 SUFFIX = ".ppgbench.json"
 
@@ -70,8 +65,7 @@ def _read_run(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]], dict
     return meta, [r for r, _ in done], {str(r.get("job_id")): f for r, f in done}
 
 
-def _usable(record: dict[str, Any]) -> dict[str, Any]:
-    """The record, checked as the summary reads it (a ``MalformedRecord`` becomes a problem of its file)."""
+def _usable(record: dict[str, Any]) -> dict[str, Any]:  # a MalformedRecord becomes a problem of its file
     fold_entry(record)
     return record
 
@@ -194,34 +188,26 @@ def export_run(run_dir: str | Path, output: str | Path | None = None, model: str
                warn: Callable[[str], None] | None = None) -> Path:
     """Write :func:`build_export` to ``output`` (default ``<model>.ppgbench.json``) atomically; its path.
 
-    ``warn`` gets one line per prediction file left out.
+    ``warn`` gets one line per prediction file left out. A file the readers would refuse is not written.
     """
+    import warnings
+    from functools import partial
+
     from ppgbench_pl.atomic_io import json_safe, write_text_atomic
+    from ppgbench_pl.results import schemas
+    from ppgbench_pl.results.plausible import first_problem
 
     document = build_export(run_dir, model)
     for line in document["predictions_left_out"]:
-        (warn or _warn)(f"{Path(run_dir) / line}; not carried (the report leaves the job out of Table 4)")
+        (warn or partial(warnings.warn, stacklevel=2))(
+            f"{Path(run_dir) / line}; not carried (the report leaves the job out of Table 4)")
     path = Path(output) if output is not None else Path(f"{document['model']}{SUFFIX}")
     if path.is_dir():
         raise DataError(f"{path}: is a folder; give the file to write (e.g. {document['model']}{SUFFIX})")
     text = json.dumps(json_safe(document), indent=1, sort_keys=False, allow_nan=False) + "\n"
-    _check_written(run_dir, json.loads(text), len(text.encode()))
-    write_text_atomic(path, text)
-    return path
-
-
-def _check_written(run_dir: str | Path, document: dict[str, Any], size: int) -> None:
-    """Refuse to write a file the readers would refuse (its schema, then :mod:`.plausible`); one line."""
-    from ppgbench_pl.results import schemas
-    from ppgbench_pl.results.untrusted import check_document
-
-    problem = schemas.first_error(document, schemas.EXPORT) or check_document(document, size)
-    if problem is not None:
+    written = json.loads(text)
+    if problem := schemas.first_error(written, schemas.EXPORT) or first_problem(written, len(text.encode())):
         raise DataError(f"{run_dir}: the export would not be a valid results file (field {problem}); "
                         "nothing written")
-
-
-def _warn(line: str) -> None:
-    import warnings
-
-    warnings.warn(line, stacklevel=3)
+    write_text_atomic(path, text)
+    return path

@@ -1,7 +1,4 @@
-"""One job record slimmed to what a summary needs (:class:`FoldEntry`), and the names the summaries share.
-
-The summary (:mod:`ppgbench_pl.results.summary`) and the report read records through :func:`fold_entry`.
-"""
+"""One job record slimmed to what the summary and the report need (:class:`FoldEntry`), and their shared names."""
 
 from __future__ import annotations
 
@@ -15,6 +12,7 @@ import numpy as np
 
 from ppgbench_pl.cards.overlap import record_overlap
 from ppgbench_pl.results.inference import t_ppf
+from ppgbench_pl.results.records import job_id
 
 REQUIRED_FIELDS = ("model", "task", "regime", "seed", "fold", "metric")
 
@@ -47,7 +45,7 @@ def view_label(fs: float | None) -> str:
 
 @dataclass(frozen=True)
 class FoldEntry:
-    """What the summary needs of one ``ok`` job record (a few hundred bytes, whatever the record holds)."""
+    """What the summary needs of one ``ok`` job record (a few hundred bytes)."""
 
     job_id: str
     model: str
@@ -77,11 +75,9 @@ class FoldEntry:
 
 def _number(value: Any) -> float | None:
     """Return a finite float, or None (null, NaN and non-numbers do not count)."""
-    if type(value) is float:  # the common case, first
-        return value if math.isfinite(value) else None
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         return None
-    return float(value) if math.isfinite(value) else None
+    return float(value)
 
 
 def _count(groups: Any) -> int | None:
@@ -95,14 +91,8 @@ def short_mean(values: list[float]) -> float:
 
 
 def fold_entry(record: Mapping[str, Any]) -> FoldEntry | None:
-    """Return the summary's slim view of a record; None for a record that is not ``ok``.
-
-    Raises:
-        MalformedRecord: An ``ok`` record lacks a field the summary needs, or no repeat holds a finite
-            value of its reported metric (the message names it).
-
-    """
-    if not isinstance(record, dict | Mapping):
+    """The summary's slim view of a record, None unless ``ok``; ``MalformedRecord`` names a missing field or value."""
+    if not isinstance(record, Mapping):
         raise MalformedRecord("not a job record (a JSON object was expected)")
     if record.get("status") != "ok":
         return None
@@ -110,7 +100,7 @@ def fold_entry(record: Mapping[str, Any]) -> FoldEntry | None:
         if record.get(key) is None:
             raise MalformedRecord(f"missing field '{key}'")
     results = record.get("results")
-    if not isinstance(results, list) or not all(isinstance(r, dict | Mapping) for r in results):
+    if not isinstance(results, list) or not all(isinstance(r, Mapping) for r in results):
         raise MalformedRecord("field 'results' is not a list of repeats")
     metric = str(record["metric"])
     values = [v for r in results if (v := _number((r.get("metrics") or {}).get(metric))) is not None]
@@ -121,15 +111,11 @@ def fold_entry(record: Mapping[str, Any]) -> FoldEntry | None:
         seed, fold = int(record["seed"]), int(record["fold"])
     except (TypeError, ValueError):
         raise MalformedRecord("fields 'seed' and 'fold' must be integers") from None
-    jid = record.get("job_id")
-    if not jid:
-        from ppgbench_pl.results.records import job_id
-
-        jid = job_id(str(record["model"]), str(record["task"]), str(record["regime"]), seed, fold)
+    jid = record.get("job_id") or job_id(str(record["model"]), str(record["task"]), str(record["regime"]), seed, fold)
     return FoldEntry(
         job_id=str(jid), model=str(record["model"]), task=str(record["task"]), regime=str(record["regime"]),
-        seed=seed, fold=fold, metric=metric, value=short_mean(values) if values else None,
-        baseline=_number(baseline.get(metric)) if isinstance(baseline, dict | Mapping) else None,
+        seed=seed, fold=fold, metric=metric, value=short_mean(values),
+        baseline=_number(baseline.get(metric)) if isinstance(baseline, Mapping) else None,
         fs=_number(record.get("fs")), backend=str(record.get("backend") or ""),
         code_version=code_label(record.get("code_version")), budget=str(record.get("budget") or "published"),
         n_train=_count(record.get("train_groups")), n_test=_count(record.get("test_groups")),

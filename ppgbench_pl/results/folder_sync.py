@@ -1,9 +1,7 @@
 """Keep a :class:`~ppgbench_pl.results.summary.SummaryBook` equal to the records on disk of one run folder.
 
-Several commands may write into one run folder at once; each rewrites ``summary.csv`` and ``status.json``
-from what is on disk, under the folder's summary lock, so the last writer's files cover every record.
-An ``ok`` record counts as done only when the summary can use it and every prediction file it names is
-readable; otherwise its job runs again.
+Commands writing into one folder each rewrite ``summary.csv`` and ``status.json`` from the disk under the summary
+lock. An ``ok`` record counts only when the summary can use it and its prediction files are readable.
 """
 
 from __future__ import annotations
@@ -19,29 +17,20 @@ from ppgbench_pl.results.fold_entry import FoldEntry, MalformedRecord, entry_or_
 from ppgbench_pl.results.records import RESULTS_FILE, job_folders, read_record_file
 from ppgbench_pl.results.summary import SummaryBook
 
-#: The lock every summary/status rewrite of a run folder takes (one writer at a time, any command).
-SUMMARY_LOCK = "summary.lock"
 #: The status of a job whose outer fold cannot be evaluated (known from the data, so it is not trained).
 NOT_EVALUABLE = "not_evaluable"
 
 
 def summary_lock_path(run_dir: str | Path) -> Path:
-    """Lock file of a folder's ``summary.csv`` and ``status.json`` (beside the job locks)."""
-    return Path(run_dir) / ".locks" / SUMMARY_LOCK
-
-
-def prediction_files(record: Mapping[str, Any]) -> list[str]:
-    """The prediction file names an ``ok`` record says it wrote (one per repeat)."""
-    results = record.get("results")
-    if not isinstance(results, list):
-        return []
-    names = [r.get("predictions") for r in results if isinstance(r, Mapping)]
-    return [str(n) for n in names if isinstance(n, str) and n]
+    """The lock every rewrite of a folder's ``summary.csv`` and ``status.json`` takes (beside the job locks)."""
+    return Path(run_dir) / ".locks" / "summary.lock"
 
 
 def record_files_problem(folder: Path, record: Mapping[str, Any], deep: bool = True) -> str | None:
     """Why an ``ok`` record's job folder is not complete (``<file>: <what>``), or None; ``deep`` checks CRCs."""
-    for name in prediction_files(record):
+    results = record.get("results")
+    names = [r.get("predictions") for r in results if isinstance(r, Mapping)] if isinstance(results, list) else []
+    for name in (n for n in names if isinstance(n, str) and n):
         path = folder / name
         if os.sep in name or name.startswith(".."):
             return f"{path}: names a file outside its job folder"
@@ -114,7 +103,7 @@ class FolderSync:
             self.incomplete.pop(name, None)
             self.book.add_entry(item)
         elif item:
-            self.book.add({"job_id": item, "status": "failed"})
+            self.book.take(item)
         return None
 
     def _forget_keep_stamp(self, name: str, stamp: tuple[int, int]) -> None:
@@ -125,8 +114,7 @@ class FolderSync:
 def folder_status(sync: FolderSync, planned: set[str], failed_here: set[str]) -> dict[str, Any]:
     """The folder-wide part of ``status.json``: ok and failed jobs against every plan that wrote into it.
 
-    A not-evaluable job is settled (counts towards ``complete``, not ``completed``); a folder where nothing
-    was evaluated is not complete; a job with an ``ok`` record is never failed.
+    A not-evaluable job is settled (``complete``, not ``completed``); an ``ok`` record is never failed.
     """
     book = sync.book
     ok = book.ok_ids & planned
@@ -145,16 +133,11 @@ def read_record_complete(run_dir: str | Path, jid: str) -> dict[str, Any] | None
         entry = fold_entry(record)
     except ValueError:  # MalformedRecord included
         return None
-    if entry is None or record_files_problem(folder, record) is not None:
-        return None
-    return record
+    return record if entry is not None and record_files_problem(folder, record) is None else None
 
 
 def merged_extras(run_dir: str | Path, extra: dict[str, Any], tasks: set[str], jobs: set[str]) -> dict[str, Any]:
-    """``status.json``'s skipped tasks and not-evaluable jobs, for the folder and not one command.
-
-    An earlier command's entry survives unless this command looked at the same task or job again.
-    """
+    """``status.json``'s skipped tasks and not-evaluable jobs of the folder (an earlier command's unless redone)."""
     try:
         previous = json.loads((Path(run_dir) / "status.json").read_text())
     except (OSError, ValueError):

@@ -1,8 +1,7 @@
 """Paired inference over the seed x fold values of a cell: corrected t, MDD, planners, multiplicity.
 
-Every seed re-partitions the same subjects, so fold values are not independent and a plain paired t is far
-too liberal; the Nadeau-Bengio (2003) corrected resampled t, ``var(mean d) = (1/J + n_test/n_train) s^2``
-with df J - 1, accounts for that (docs/statistics.md). NumPy and ``scipy.special`` only.
+Seeds re-partition the same subjects, so a plain paired t is too liberal; the Nadeau-Bengio (2003) corrected
+resampled t uses ``var(mean d) = (1/J + n_test/n_train) s^2`` with df J - 1 (docs/statistics.md).
 """
 
 from __future__ import annotations
@@ -27,10 +26,7 @@ def t_ppf(q: float, dof: float) -> float:
 
 @dataclass(frozen=True)
 class PairedTest:
-    """The corrected resampled t over J paired (seed, fold) differences a - b (NaN where undefined).
-
-    ``se`` is ``sqrt((1/J + ratio) s^2)``, ``p`` two-sided (df J - 1), ``d_z`` = mean / sd (paired Cohen's d_z).
-    """
+    """The corrected resampled t over J paired differences a - b (NaN where undefined); ``p`` two-sided, df J - 1."""
 
     n: int
     mean: float
@@ -49,11 +45,8 @@ def corrected_t(diff: Any, ratio: float = DEFAULT_RATIO, alpha: float = ALPHA) -
     from scipy.special import stdtr
 
     d = np.asarray(diff, dtype=float)
-    n = len(d)
-    nan = math.nan
-    if n == 0:
-        return PairedTest(0, nan, nan, nan, nan, nan, nan, nan, ratio, nan)
-    mean = float(d.mean())
+    n, nan = len(d), math.nan
+    mean = float(d.mean()) if n else nan
     if n < 2:
         return PairedTest(n, mean, nan, nan, nan, nan, nan, nan, ratio, nan)
     sd = float(d.std(ddof=1))
@@ -68,10 +61,7 @@ def corrected_t(diff: Any, ratio: float = DEFAULT_RATIO, alpha: float = ALPHA) -
 
 
 def mdd(sd: float, n: int, ratio: float = DEFAULT_RATIO, alpha: float = ALPHA, power: float = POWER) -> float:
-    """Smallest true mean difference the corrected t detects with ``power`` at ``alpha`` (two-sided).
-
-    ``(t_{1-alpha/2, J-1} + t_{power, J-1}) * sd * sqrt(1/J + ratio)``; NaN with fewer than two units.
-    """
+    """``(t_{1-alpha/2, J-1} + t_{power, J-1}) * sd * sqrt(1/J + ratio)``: the smallest difference detected."""
     if n < 2 or not math.isfinite(sd):
         return math.nan
     return (t_ppf(1 - alpha / 2, n - 1) + t_ppf(power, n - 1)) * sd * math.sqrt(1.0 / n + ratio)
@@ -92,10 +82,9 @@ def family_level(alpha: float, tests: int) -> float:
 
 def with_adjusted_mdd(frame: Any, alpha: float = ALPHA) -> Any:
     """summary.csv with ``mdd_adj``: each row's MDD at :func:`family_level` over its regime's rows with an MDD."""
-    has_mdd = np.isfinite(frame["mdd"].to_numpy(dtype=float))
-    tests = {regime: int(has_mdd[(frame["regime"] == regime).to_numpy()].sum()) for regime in set(frame["regime"])}
-    frame["mdd_adj"] = [adjusted_mdd_at(float(m), int(j), family_level(alpha, tests[r]), alpha)
-                        for m, j, r in zip(frame["mdd"], frame["n_folds"], frame["regime"], strict=True)]
+    tests = np.isfinite(frame["mdd"].astype(float)).groupby(frame["regime"]).transform("sum")
+    frame["mdd_adj"] = [adjusted_mdd_at(float(m), int(j), family_level(alpha, t), alpha)
+                        for m, j, t in zip(frame["mdd"], frame["n_folds"], tests, strict=True)]
     return frame
 
 
@@ -120,10 +109,7 @@ def seeds_needed(sd: float, delta: float, folds: int = 5, ratio: float = DEFAULT
 def subjects_needed(sd: float, delta: float, n_subjects: int, seeds: int = 5, folds: int = 5,
                     ratio: float = DEFAULT_RATIO, alpha: float = ALPHA, power: float = POWER,
                     max_subjects: int = 100_000) -> int | None:
-    """How many subjects (same seeds and folds) make the MDD at most ``delta``; None if none within reach.
-
-    Assumes the fold spread shrinks as ``sd * sqrt(n_subjects / N)`` (an upper bound on what subjects buy).
-    """
+    """Subjects (same seeds and folds) making the MDD at most ``delta`` if sd shrinks as sqrt(N); None: none."""
     if not (delta > 0 and math.isfinite(sd) and n_subjects > 0):
         return None
     now = mdd(sd, seeds * folds, ratio, alpha, power)
@@ -138,11 +124,8 @@ def holm(pvalues: Any) -> np.ndarray:
     p = np.asarray(pvalues, dtype=float)
     out = np.full(p.shape, math.nan)
     ok = np.flatnonzero(~np.isnan(p))
-    if len(ok):
-        order = ok[np.argsort(p[ok], kind="stable")]
-        m = len(order)
-        adjusted = np.maximum.accumulate((m - np.arange(m)) * p[order])
-        out[order] = np.minimum(adjusted, 1.0)
+    order = ok[np.argsort(p[ok], kind="stable")]
+    out[order] = np.minimum(np.maximum.accumulate((len(order) - np.arange(len(order))) * p[order]), 1.0)
     return out
 
 
@@ -185,10 +168,7 @@ def one_sided_p(p_two_sided: Any, gain: Any) -> np.ndarray:
 
 
 def stouffer(p_one_sided: Any, weights: Any = None) -> tuple[float, float]:
-    """Weighted Stouffer combination of one-sided p-values (as MOABB's ``combine_pvalues``): (Z, its p).
-
-    NaN entries are left out; :func:`z_score` clips the tails so a p of 0 or 1 gives a finite z.
-    """
+    """Weighted Stouffer combination of one-sided p-values, NaN left out (MOABB's ``combine_pvalues``): (Z, its p)."""
     from scipy.special import ndtr
 
     p = np.asarray(p_one_sided, dtype=float)

@@ -1,16 +1,14 @@
-"""Prediction arrays inside an exported results file: each ``.npz`` array as a small, exact JSON object.
+"""Prediction arrays in an exported file as exact JSON objects (schema ``$defs/array``; docs/schema/README.md).
 
-Numbers and booleans: ``{"dtype": "<f8", "shape": [120, 3], "zlib_base64": "..."}`` (C-order little-endian
-bytes, zlib, base64: bit-identical when read back); text: ``{"dtype": "<U3", "shape": [120], "runs":
-[["s01", 12], ...]}`` (run-length encoded). Schema ``$defs/array``; docs/schema/README.md. Reading checks
-the declared size before decoding anything and inflates at most one byte past it, so a damaged or hostile
-file never yields wrong arrays nor exhausts memory.
+Numbers: little-endian C-order bytes, zlib, base64; text: run-length ``runs``. Reading checks the declared size
+first and inflates at most one byte past it, so a hostile file never yields wrong arrays nor exhausts memory.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import itertools
 import math
 import re
 import zlib
@@ -34,12 +32,7 @@ def pack(array: np.ndarray) -> dict[str, Any]:
         return {"dtype": little.dtype.str, "shape": list(array.shape),
                 "zlib_base64": base64.b64encode(data).decode("ascii")}
     if array.dtype.kind == "U":
-        runs: list[list[Any]] = []
-        for value in array.ravel().tolist():
-            if runs and runs[-1][0] == value:
-                runs[-1][1] += 1
-            else:
-                runs.append([value, 1])
+        runs = [[value, len(list(group))] for value, group in itertools.groupby(array.ravel().tolist())]
         return {"dtype": array.dtype.newbyteorder("<").str, "shape": list(array.shape), "runs": runs}
     raise ValueError(f"an array of dtype {array.dtype} cannot be exported (numbers, booleans or text only)")
 
@@ -49,19 +42,14 @@ def pack_all(arrays: Mapping[str, np.ndarray]) -> dict[str, dict[str, Any]]:
     return {str(name): pack(value) for name, value in arrays.items()}
 
 
-def _shape(packed: Mapping[str, Any]) -> tuple[int, ...]:
-    shape = packed.get("shape")
-    if not isinstance(shape, list) or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0
-                                              for n in shape):
-        raise ValueError("'shape' must be a list of non-negative integers")
-    return tuple(shape)
-
-
 def declared(packed: Any) -> tuple[np.dtype, tuple[int, ...]]:
     """The dtype and shape an object declares, checked without decoding its data (``ValueError``: one line)."""
     if not isinstance(packed, Mapping) or not isinstance(packed.get("dtype"), str):
         raise ValueError("a packed array must be an object with 'dtype', 'shape' and its data")
-    text, shape = packed["dtype"], _shape(packed)
+    text, dims = packed["dtype"], packed.get("shape")
+    if not isinstance(dims, list) or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in dims):
+        raise ValueError("'shape' must be a list of non-negative integers")
+    shape = tuple(dims)
     if not (NUMERIC.match(text) or TEXT.match(text)):
         raise ValueError(f"dtype {text!r} is not one an exported file holds (<i8, <f8, |b1, <U3, ...)")
     dtype = np.dtype(text)
@@ -120,14 +108,13 @@ def _inflate(data: bytes, size: int) -> bytearray:
 def unpack(packed: Any) -> np.ndarray:
     """The array a :func:`pack` object holds; ``ValueError`` (one line) when malformed or not filling its shape."""
     dtype, shape = declared(packed)
-    size = math.prod(shape)
     if dtype.kind == "U":
         runs = packed["runs"]
         values = np.array([r[0] for r in runs], dtype=dtype)
         return np.repeat(values, [r[1] for r in runs]).reshape(shape)
     try:
         raw = base64.b64decode(str(packed.get("zlib_base64", "")), validate=True)
-        data = _inflate(raw, size * dtype.itemsize)
+        data = _inflate(raw, math.prod(shape) * dtype.itemsize)
     except (binascii.Error, zlib.error) as exc:
         raise ValueError(f"'zlib_base64' does not decode ({exc})") from None
     return np.frombuffer(data, dtype=dtype).reshape(shape)  # owns its (writable) buffer

@@ -1,9 +1,4 @@
-"""What an exported results file may claim beyond its JSON Schema: each check a one-line reason or None.
-
-Metric values in their ranges, counts that agree with what they count, seeds, folds and datasets within the
-protocol block, job ids that are the ids of their fields, and packed arrays whose declared shapes agree and
-whose declared size is bounded by the file's own size (checked before any is decoded).
-"""
+"""What an exported results file may claim beyond its JSON Schema: each check a one-line reason or None."""
 
 from __future__ import annotations
 
@@ -13,19 +8,16 @@ from collections.abc import Iterator
 from typing import Any
 
 #: Metric -> (lowest, highest) value it can take.
-UNIT = (0.0, 1.0)
 METRIC_RANGES = {
     "mae": (0.0, math.inf), "mse": (0.0, math.inf), "rmse": (0.0, math.inf), "r2": (-math.inf, 1.0),
     **dict.fromkeys(("accuracy", "balanced_accuracy", "f1_macro", "auroc", "auprc", "auroc_ovr",
                      "argmax_accuracy", "argmax_balanced_accuracy", "argmax_f1_macro", "argmax_true_tie_rate",
-                     "argmax_pred_tie_rate"),
-                    UNIT),
+                     "argmax_pred_tie_rate"), (0.0, 1.0)),
 }
 #: No metric value of any task comes near it; the mean of a million such values stays finite.
 MAX_MAGNITUDE = 1e100
 #: Trainer settings that change a number (the device kind is not compared).
 TRAINER_SETTINGS = ("precision", "deterministic", "benchmark", "sync_batchnorm")
-TRAINER_KEYS = tuple(f"trainer.{k}" for k in TRAINER_SETTINGS)
 DATASET_KEYS = ("n_folds", "n_inner_folds")
 PROTOCOL_REGIMES = ("linear", "rf", "mlp", "finetune")
 #: Unpacked arrays may take at most this many bytes, plus this many per byte of the file.
@@ -64,12 +56,12 @@ def _metrics(where: str, metrics: Any) -> Iterator[str]:
             yield f"{where}.{name}: {problem}"
 
 
-def record_problems(records: list[dict[str, Any]], model: str, controls: tuple[str, ...]) -> Iterator[str]:
+def record_problems(records: list[dict[str, Any]], model: str) -> Iterator[str]:
     """Metric ranges, ids, models and the summary's own checks of each record (``records[i]...: why``)."""
     from ppgbench_pl.results.fold_entry import MalformedRecord, fold_entry
     from ppgbench_pl.results.records import job_id
 
-    seen: set[str] = set()
+    seen, controls = set(), control_names()
     for i, rec in enumerate(records):
         at = f"records[{i}]"
         if rec["job_id"] in seen:
@@ -129,7 +121,7 @@ def protocol_problems(document: dict[str, Any]) -> Iterator[str]:
 
     protocol, records = document["protocol"], document["records"]
     ok = [r for r in records if r.get("status") == "ok"]
-    for key in (*TRAINER_KEYS, "budget"):
+    for key in (*(f"trainer.{k}" for k in TRAINER_SETTINGS), "budget"):
         if key not in protocol:
             yield f"protocol: missing '{key}' (a run writes it; an empty or partial block cannot be compared)"
     budgets = ";".join(sorted({str(r.get("budget") or "published") for r in ok}))
@@ -192,9 +184,9 @@ def prediction_problems(document: dict[str, Any], file_bytes: int) -> Iterator[s
                 return
 
 
-def first_problem(document: dict[str, Any], file_bytes: int, controls: tuple[str, ...]) -> str | None:
-    """The first reason the (schema-valid) document cannot be a run's export, or None."""
-    checks = (record_problems(document["records"], str(document["model"]), controls),
+def first_problem(document: dict[str, Any], file_bytes: int) -> str | None:
+    """The first reason a schema-valid document cannot be a run's export (``<field>: <why>``), or None."""
+    checks = (record_problems(document["records"], str(document["model"])),
               cell_problems(document["cells"]), protocol_problems(document),
               prediction_problems(document, file_bytes))
     return next((problem for check in checks for problem in check), None)

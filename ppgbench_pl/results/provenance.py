@@ -1,8 +1,4 @@
-"""How a page or file meant to be shared names its inputs: file name and content digest, never a local path.
-
-A run folder's digest is the SHA-256 over its ``run.json`` and every ``jobs/*/results.json``, each as its
-relative path and the SHA-256 of its bytes, in path order (the records are what the numbers come from).
-"""
+"""How a page or file meant to be shared names its inputs: file name and content digest, never a local path."""
 
 from __future__ import annotations
 
@@ -22,7 +18,7 @@ def _file_digest(path: Path) -> str:
 
 
 def content_digest(path: str | Path) -> str:
-    """The SHA-256 (hex) of a file's bytes, or of a run folder's ``run.json`` and job records (module docstring)."""
+    """SHA-256 of a file, or over a run folder's ``run.json`` and records (each as relative path + its SHA-256)."""
     path = Path(path)
     if path.is_file():
         return _file_digest(path)
@@ -42,10 +38,7 @@ def input_label(path: str | Path, digest: str | None = None, shown: int = SHOWN)
 
 
 def scrub(text: str, paths: Iterable[Path], labels: Iterable[str]) -> str:
-    """``text`` with every spelling of each path (as given, absolute, resolved) replaced by its label.
-
-    A file inside an input keeps its path from the input's name on (``run_a/jobs/.../results.json``).
-    """
+    """``text`` with each path's spellings replaced by its label (a file inside: ``run_a/jobs/.../results.json``)."""
     for path, label in zip(paths, labels, strict=True):
         spellings = {str(path), str(path.absolute()), str(path.resolve())} - {"", "."}
         for spelling in sorted(spellings, key=len, reverse=True):

@@ -1,8 +1,4 @@
-"""Job records on disk: the only thing that says a job is done (protocol.md section 11).
-
-A job's folder is built as ``jobs/<id>.working/`` and renamed to ``jobs/<id>/`` once complete, so a record
-that exists is whole and a resumed run skips the ids that exist.
-"""
+"""Job records on disk (protocol.md 11): built in ``jobs/<id>.working/``, renamed to ``jobs/<id>/`` once whole."""
 
 from __future__ import annotations
 
@@ -10,7 +6,7 @@ import hashlib
 import json
 import os
 import shutil
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -70,34 +66,12 @@ def job_folders(run_dir: str | Path) -> list[str]:
 
 def working_dirs(run_dir: Path) -> dict[str, Path]:
     """The unfinished ``<id>.working`` folders of a run, by job id."""
-    jobs = Path(run_dir) / "jobs"
-    if not jobs.is_dir():
-        return {}
-    return {p.name[: -len(".working")]: p for p in jobs.glob("*.working") if p.is_dir()}
-
-
-def iter_records(run_dir: Path) -> Iterator[dict[str, Any]]:
-    """Yield every complete job record of a run folder (``DataError`` naming an unreadable one)."""
-    jobs = Path(run_dir) / "jobs"
-    if not jobs.is_dir():
-        return
-    for path in sorted(jobs.glob(f"*/{RESULTS_FILE}")):
-        if path.parent.name.endswith(".working"):
-            continue
-        try:
-            yield read_record_file(path)
-        except ValueError as exc:
-            from ppgbench_pl.errors import DataError
-
-            raise DataError(f"{path}: {exc}; remove its job folder to run the job again") from None
+    return {p.name[: -len(".working")]: p for p in (Path(run_dir) / "jobs").glob("*.working") if p.is_dir()}
 
 
 @dataclass
 class RecordScan:
-    """Readable records of a run folder (or what ``transform`` made of them), their folders, the problems.
-
-    ``problems``: one ``<path>: <what is wrong>`` line per unreadable or malformed ``results.json``.
-    """
+    """Readable records (or what ``transform`` made of them), their folders, one ``<path>: <why>`` per bad one."""
 
     records: list[Any] = field(default_factory=list)
     folders: list[Path] = field(default_factory=list)
@@ -126,11 +100,7 @@ def read_record_file(path: Path) -> dict[str, Any]:
 
 
 def scan_records(run_dir: str | Path, transform: Callable[[dict[str, Any]], Any] | None = None) -> RecordScan:
-    """Read every complete record of a run folder once, without stopping at a bad one.
-
-    ``transform`` is applied to each record as it is read (so large records are not all held in memory);
-    a ``ValueError`` it raises is reported as a problem of that file.
-    """
+    """Read every complete record once, not stopping at a bad one; ``transform`` applies as each is read."""
     scan = RecordScan()
     jobs = Path(run_dir) / "jobs"
     try:

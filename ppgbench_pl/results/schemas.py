@@ -19,8 +19,7 @@ NAMES = (RECORD, EXPORT, EXPORT_V1)
 
 def load(name: str) -> dict[str, Any]:
     """One schema as a JSON object."""
-    loaded: dict[str, Any] = json.loads(resources.files("ppgbench_pl").joinpath("schema", name).read_text())
-    return loaded
+    return json.loads(resources.files("ppgbench_pl").joinpath("schema", name).read_text())
 
 
 @cache

@@ -1,37 +1,26 @@
 """From job records to summary.csv: mean and Student-t 95% CI per model x task x regime (protocol.md 9).
 
-Fold value = mean over its repeats; seed value = mean of its folds; ``mean`` = mean of the seed values; the
-CI unit is ``seed`` (published) or ``fold``. The constant baseline is summarised per task view (rate; see
-:mod:`.baseline_rows`), and each model row names the baseline row it is compared with. The result never
-depends on the order of the records; :class:`SummaryBook` recomputes only the groups that changed.
+Fold = mean of its repeats, seed = mean of its folds, ``mean`` = mean of the seeds; CI unit ``seed`` or ``fold``.
+The constant baseline gets one row per rate, or one for rates that agree; the record order never matters.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ppgbench_pl.naming import is_baseline
-from ppgbench_pl.results.baseline_rows import baseline_parts, rate_key
-from ppgbench_pl.results.fold_entry import (
-    FoldEntry,
-    entry_or_id,
-    fold_entry,
-    short_mean,
-    student_t_ci,
-    task_facts,
-    view_label,
-)
+from ppgbench_pl.naming import BASELINE_MODEL, is_baseline
+from ppgbench_pl.results.fold_entry import FoldEntry, entry_or_id, short_mean, student_t_ci, task_facts, view_label
 from ppgbench_pl.results.inference import entries_mdd, with_adjusted_mdd
 
 if TYPE_CHECKING:
     import pandas as pd
 
 SUMMARY_FILE = "summary.csv"
-CI_UNITS = ("seed", "fold")
 SUMMARY_COLUMNS = [
     "model", "task", "regime", "metric", "mean", "ci95", "ci_low", "ci_high", "n_seeds", "n_folds", "ci_unit",
     "view", "baseline", "backend", "code_version",
@@ -53,24 +42,78 @@ def worst_overlap(values: Iterable[str]) -> str:
     return next((v for v in OVERLAPS if v in found), "none")
 
 
+# -- baseline rows: ``constant`` for rates agreeing on linked folds, else ``constant @64Hz`` (``/<model>``) --
+#: Two baselines of a fold agree within these tolerances (the same labels, summed in another order).
+BASELINE_RTOL, BASELINE_ATOL = 1e-9, 1e-12
+
+
+def rate_key(fs: float | None) -> tuple[bool, float]:
+    """Rates in order, a record without a rate last."""
+    return (fs is None, fs or 0.0)
+
+
+def _agree(units: Iterable[dict[tuple[int, int], FoldEntry]]) -> bool:
+    """Whether every unit's baseline agrees with every other's on the folds they share."""
+    seen: dict[tuple[int, int], float] = {}
+    for unit in units:
+        for key, entry in unit.items():
+            assert entry.baseline is not None
+            first = seen.setdefault(key, entry.baseline)
+            if not math.isclose(first, entry.baseline, rel_tol=BASELINE_RTOL, abs_tol=BASELINE_ATOL):
+                return False
+    return True
+
+
+def _connected(views: dict[float | None, dict[str, dict[tuple[int, int], FoldEntry]]]) -> bool:
+    """Whether the rates are linked by shared folds (so their agreement was actually seen, not assumed)."""
+    folds = {fs: {k for unit in per_model.values() for k in unit} for fs, per_model in views.items()}
+    rates = sorted(folds, key=rate_key)
+    reached, todo = {rates[0]}, [rates[0]]
+    while todo:
+        here = todo.pop()
+        for other in rates:
+            if other not in reached and folds[here] & folds[other]:
+                reached.add(other)
+                todo.append(other)
+    return len(reached) == len(rates)
+
+
+def baseline_parts(views: dict[float | None, dict[str, dict[tuple[int, int], FoldEntry]]]
+                    ) -> list[tuple[str, str, list[tuple[float | None, str]]]]:
+    """(name, view label, [(rate, model), ...]) of each baseline row of a group (the comment above)."""
+    rates = sorted(views, key=rate_key)
+    members = [(fs, m) for fs in rates for m in sorted(views[fs])]
+    if len(rates) > 1 and _agree(views[fs][m] for fs, m in members) and _connected(views):
+        # every rate gives the same baseline on every fold seen at two rates: one view in fact
+        return [(BASELINE_MODEL, ";".join(view_label(fs) for fs in rates), members)]
+    parts = []
+    for fs in rates:
+        suffix = f" @{view_label(fs)}" if len(rates) > 1 else ""
+        models = sorted(views[fs])
+        if _agree(views[fs][m] for m in models):
+            parts.append((f"{BASELINE_MODEL}{suffix}", view_label(fs), [(fs, m) for m in models]))
+        else:
+            parts += [(f"{BASELINE_MODEL}{suffix}/{m}", view_label(fs), [(fs, m)]) for m in models]
+    return parts
+
+
 def _joined(values: Iterable[str]) -> str:
     return ";".join(sorted({v for v in values if v}))
 
 
-def _summary_row(model: str, group: tuple[str, str, str], cells: dict[tuple[int, int], float],
-                 ci_unit: str, view: str, baseline: str, sources: list[FoldEntry]) -> dict[str, Any]:
-    """One summary row from (seed, fold) -> fold value."""
-    by_seed: dict[int, list[float]] = {}
-    for (seed, _), value in sorted(cells.items()):
-        by_seed.setdefault(seed, []).append(value)
-    seed_means = [short_mean(v) for v in by_seed.values()]
-    units = seed_means if ci_unit == "seed" else [cells[k] for k in sorted(cells)]
-    mean, half = short_mean(seed_means), student_t_ci(units)
+def _rows(model: str, group: tuple[str, str, str], cells: dict[tuple[int, int], FoldEntry], attr: str, ci_unit: str,
+          view: str, baseline: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The summary row and fold rows of one model or baseline from (seed, fold) -> entry, valued by ``attr``."""
+    values = {k: float(getattr(e, attr)) for k, e in sorted(cells.items())}
+    by_seed = itertools.groupby(values.items(), key=lambda item: item[0][0])  # sorted by (seed, fold)
+    seed_means = [short_mean([value for _, value in folds]) for _, folds in by_seed]
+    mean, half = short_mean(seed_means), student_t_ci(seed_means if ci_unit == "seed" else list(values.values()))
     task, regime, metric = group
     dataset, unit, higher = task_facts(task)
-    return {
+    sources = cells.values()
+    row = {
         "model": model, "task": task, "regime": regime, "metric": metric, "mean": mean, "ci95": half,
-        "ci_low": mean - half, "ci_high": mean + half, "n_seeds": len(seed_means), "n_folds": len(cells),
+        "ci_low": mean - half, "ci_high": mean + half, "n_seeds": len(seed_means), "n_folds": len(values),
         "ci_unit": ci_unit, "view": view, "baseline": baseline,
         "backend": _joined(e.backend for e in sources),
         "code_version": _joined(e.code_version for e in sources),
@@ -79,14 +122,9 @@ def _summary_row(model: str, group: tuple[str, str, str], cells: dict[tuple[int,
         "pretraining_overlap": "none" if is_baseline(model) else worst_overlap(e.overlap for e in sources),
         "deviations": _joined(e.deviations for e in sources),
     }
-
-
-def _fold_rows(model: str, group: tuple[str, str, str], chosen: dict[tuple[int, int], FoldEntry],
-               values: dict[tuple[int, int], float], view: str) -> list[dict[str, Any]]:
-    task, regime, metric = group
-    return [{"model": model, "task": task, "regime": regime, "seed": seed, "fold": fold, "metric": metric,
-             "value": values[(seed, fold)], "view": view, "backend": chosen[(seed, fold)].backend,
-             "code_version": chosen[(seed, fold)].code_version} for seed, fold in sorted(values)]
+    return row, [{"model": model, "task": task, "regime": regime, "seed": seed, "fold": fold, "metric": metric,
+                  "value": value, "view": view, "backend": cells[(seed, fold)].backend,
+                  "code_version": cells[(seed, fold)].code_version} for (seed, fold), value in values.items()]
 
 
 def summarise_group(entries: Iterable[FoldEntry], ci_unit: str = "seed"
@@ -101,10 +139,13 @@ def summarise_group(entries: Iterable[FoldEntry], ci_unit: str = "seed"
     # baselines: view (rate) -> model -> (seed, fold) -> entry
     views: dict[float | None, dict[str, dict[tuple[int, int], FoldEntry]]] = {}
     model_views: dict[str, set[float | None]] = {}
+    by_model: dict[str, dict[tuple[int, int], FoldEntry]] = {}
     for e in entries:
         model_views.setdefault(e.model, set()).add(e.fs)
         if e.baseline is not None:
             views.setdefault(e.fs, {}).setdefault(e.model, {}).setdefault((e.seed, e.fold), e)
+        if e.value is not None:
+            by_model.setdefault(e.model, {}).setdefault((e.seed, e.fold), e)
     baseline_of: dict[tuple[str, float | None], str] = {}
     for name, view, members in baseline_parts(views):
         chosen: dict[tuple[int, int], FoldEntry] = {}
@@ -112,41 +153,27 @@ def summarise_group(entries: Iterable[FoldEntry], ci_unit: str = "seed"
             for key, entry in views[fs][m].items():
                 chosen.setdefault(key, entry)
             baseline_of[(m, fs)] = name
-        values = {k: float(e.baseline) for k, e in chosen.items() if e.baseline is not None}
-        summary.append(_summary_row(name, group, values, ci_unit, view, "", list(chosen.values())))
-        folds += _fold_rows(name, group, chosen, values, view)
+        row, rows = _rows(name, group, chosen, "baseline", ci_unit, view, "")
+        summary.append(row)
+        folds += rows
     baseline_means = {row["model"]: row["mean"] for row in summary}
-    by_model: dict[str, dict[tuple[int, int], FoldEntry]] = {}
-    for e in entries:
-        if e.value is not None:
-            by_model.setdefault(e.model, {}).setdefault((e.seed, e.fold), e)
     for model, cells in by_model.items():
         rates = sorted(model_views[model], key=rate_key)
-        view = ";".join(view_label(f) for f in rates)
         baseline = _joined(baseline_of.get((model, f), "") for f in rates)
-        values = {k: float(e.value) for k, e in cells.items() if e.value is not None}
-        summary.append(_summary_row(model, group, values, ci_unit, view, baseline, list(cells.values())))
-        summary[-1]["baseline_mean"] = baseline_means.get(baseline, math.nan)
-        summary[-1]["mdd"] = entries_mdd(cells.values())
-        folds += _fold_rows(model, group, cells, values, view)
+        row, rows = _rows(model, group, cells, "value", ci_unit, ";".join(view_label(f) for f in rates), baseline)
+        row.update(baseline_mean=baseline_means.get(baseline, math.nan), mdd=entries_mdd(cells.values()))
+        summary.append(row)
+        folds += rows
     return summary, folds
 
 
-def _sort_key(row: dict[str, Any]) -> tuple[Any, ...]:
-    return (row["model"], row["task"], row["regime"], row["metric"])
-
-
 class SummaryBook:
-    """Slim records of a run folder and the summary they give, kept up to date one job at a time.
+    """Slim records of a run folder and their summary, updated one job at a time (only changed groups recomputed).
 
-    Args:
-        ci_unit: ``seed`` (published) or ``fold``.
-        every_s: Least seconds between two writes of ``summary.csv`` by :meth:`write` (``force`` writes now).
-
+    ``every_s``: least seconds between two writes of ``summary.csv`` by :meth:`write` (``force`` writes now).
     """
 
     def __init__(self, ci_unit: str = "seed", every_s: float = 5.0) -> None:
-        """Start an empty book."""
         check_ci_unit(ci_unit)
         self.ci_unit, self.every_s = ci_unit, every_s
         self._entries: dict[str, FoldEntry] = {}
@@ -160,7 +187,6 @@ class SummaryBook:
         self._version = 0
 
     def __len__(self) -> int:
-        """Return the number of ``ok`` jobs held."""
         return len(self._entries)
 
     @property
@@ -175,14 +201,15 @@ class SummaryBook:
 
     def add(self, record: Mapping[str, Any]) -> None:
         """Take one job record; one that is not ``ok`` removes the job's entry (``MalformedRecord``: unusable)."""
-        entry = fold_entry(record)
-        if entry is None:
-            jid = record.get("job_id") if isinstance(record, Mapping) else None
-            if jid:
-                self.discard(str(jid))
-                self._failed.add(str(jid))
-            return
-        self.add_entry(entry)
+        self.take(entry_or_id(record))
+
+    def take(self, item: FoldEntry | str) -> None:
+        """Take what :func:`entry_or_id` made of a record: its entry, or the id of a job that is not ``ok``."""
+        if isinstance(item, FoldEntry):
+            self.add_entry(item)
+        elif item:
+            self.discard(item)
+            self._failed.add(item)
 
     def add_entry(self, entry: FoldEntry) -> None:
         """Take an already slimmed record."""
@@ -215,11 +242,7 @@ class SummaryBook:
 
         scan = scan_records(run_dir, transform=entry_or_id)
         for item in scan.records:
-            if isinstance(item, FoldEntry):
-                self.add_entry(item)
-            elif item:
-                self.discard(item)
-                self._failed.add(item)
+            self.take(item)
         return scan.problems
 
     def _refresh(self, ci_unit: str) -> None:
@@ -240,7 +263,8 @@ class SummaryBook:
 
         unit = check_ci_unit(ci_unit or self.ci_unit)
         self._refresh(unit)
-        rows = sorted((r for summary, _ in self._rows.values() for r in summary), key=_sort_key)
+        rows = sorted((r for summary, _ in self._rows.values() for r in summary),
+                      key=lambda r: (r["model"], r["task"], r["regime"], r["metric"]))
         return with_adjusted_mdd(pd.DataFrame(rows, columns=SUMMARY_COLUMNS))
 
     def fold_table(self) -> pd.DataFrame:
@@ -276,7 +300,7 @@ class SummaryBook:
 
 def check_ci_unit(ci_unit: str) -> str:
     """Return the CI unit, or raise a one-line error naming the choices."""
-    if ci_unit not in CI_UNITS:
+    if ci_unit not in ("seed", "fold"):
         from ppgbench_pl.errors import ConfigError
 
         raise ConfigError(f"ci_unit must be 'seed' or 'fold', got '{ci_unit}'")
@@ -284,5 +308,5 @@ def check_ci_unit(ci_unit: str) -> str:
 
 
 def summarise(records: Iterable[Mapping[str, Any]], ci_unit: str = "seed") -> pd.DataFrame:
-    """Summarise a set of records (see module docstring)."""
+    """Summarise a set of records (module docstring)."""
     return SummaryBook.from_records(records, ci_unit).summary()

@@ -1,8 +1,6 @@
-"""The two-level interval, the default subject-level interval of the paired verdicts (issue 31).
+"""The two-level interval of the paired verdicts (issue 31): ``var(mean d) = sw2 / N + var(seed means) / S``.
 
-A fold difference mixes a subject x model effect, which every seed sees again, with training noise, which
-the seeds average, so ``var(mean d) = sw2 / N + var(seed means) / S`` is estimated from the two levels apart,
-with Satterthwaite degrees of freedom. docs/statistics.md has the derivation and the simulation results.
+Subject x model effects recur in every seed, training noise averages over seeds; Satterthwaite df (docs/statistics.md).
 """
 
 from __future__ import annotations
@@ -28,10 +26,9 @@ def subject_scores(stats: np.ndarray, kind: str) -> np.ndarray:
 
 
 def subject_term(subject_diff: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """sw2 / N per row of ``subject_diff`` [R, S, N] and its degrees of freedom (NaN with one seed).
+    """sw2 / N per row of ``subject_diff`` [R, S, N] and its df (NaN with one seed); sw2: mean cross-seed covariance.
 
-    sw2: the mean cross-seed covariance of the per-subject differences, clipped at 0. Its df come from the
-    spread of the subjects' products, not N - 1 (which would make the test liberal when sw2 is near 0).
+    The df come from the spread of the subjects' products, not N - 1 (liberal when sw2 is near 0).
     """
     sub = np.asarray(subject_diff, dtype=float)
     if sub.ndim == 2:

@@ -1,8 +1,7 @@
 """The one reader of results files others send (``ppgbench report``, ``leaderboard``, ``pb.load_run``).
 
-Checks, in order, each refusal one line naming the file and the field: size before reading, nesting depth
-before parsing, JSON without duplicate keys, non-finite numbers or overlong integers, ``format`` and
-``format_version``, the JSON Schema of that version, then :mod:`~ppgbench_pl.results.plausible`.
+One-line refusals, in order: size, nesting depth, JSON (no duplicate keys, non-finite or overlong numbers),
+``format`` and its version, that version's JSON Schema, then :mod:`~ppgbench_pl.results.plausible`.
 """
 
 from __future__ import annotations
@@ -101,11 +100,11 @@ def _constant(text: str) -> Any:
     raise _Refused(f"{text} is not JSON (a non-finite number)")
 
 
-def loads_bounded(data: bytes, max_depth: int = MAX_DEPTH) -> Any:
+def loads_bounded(data: bytes) -> Any:
     """Parse JSON text within bounds; ``ValueError`` (one line) for bad UTF-8, depth, syntax, keys or numbers."""
     depth = nesting_depth(data)
-    if depth > max_depth:
-        raise ValueError(f"nests {depth} levels deep, more than the {max_depth} a results file may")
+    if depth > MAX_DEPTH:  # so the parser never recurses deeply
+        raise ValueError(f"nests {depth} levels deep, more than the {MAX_DEPTH} a results file may")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -117,18 +116,12 @@ def loads_bounded(data: bytes, max_depth: int = MAX_DEPTH) -> Any:
         raise ValueError(str(exc)) from None
     except json.JSONDecodeError as exc:
         raise ValueError(f"is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
-    except RecursionError:  # not reached: the depth was bounded above
-        raise ValueError("nests too deeply to parse") from None
 
 
 def read_results_file(path: str | Path) -> dict[str, Any]:
-    """An exported results file, validated (module docstring) before anything is read from it.
-
-    Raises:
-        DataError: The file cannot be read or is refused by one of the checks (one line naming it).
-
-    """
+    """An exported results file, validated (module docstring); ``DataError`` (one line) when unreadable or refused."""
     from ppgbench_pl.results import schemas
+    from ppgbench_pl.results.plausible import first_problem
 
     path = Path(path)
     try:
@@ -142,17 +135,10 @@ def read_results_file(path: str | Path) -> dict[str, Any]:
     error = schemas.first_error(document, schemas.EXPORT if version == 2 else schemas.EXPORT_V1)
     if error is not None:
         raise DataError(f"{path}: field {error}")
-    problem = check_document(document, len(data))
+    problem = first_problem(document, len(data))
     if problem is not None:
         raise DataError(f"{path}: field {problem}")
     return document
-
-
-def check_document(document: dict[str, Any], file_bytes: int) -> str | None:
-    """The first reason a schema-valid document cannot be a run's export (``<field>: <why>``), or None."""
-    from ppgbench_pl.results.plausible import control_names, first_problem
-
-    return first_problem(document, file_bytes, control_names())
 
 
 def _version(path: Path, document: Any) -> int:

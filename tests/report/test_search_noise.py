@@ -9,7 +9,7 @@ import pytest
 
 from ppgbench_pl.report import build_report
 from ppgbench_pl.report.search_noise import seed_units, view
-from ppgbench_pl.results.records import iter_records
+from ppgbench_pl.results.records import scan_records
 from tests.report.fabricate_grid import write_grid_run
 
 SKILLS = {"P": 0.7, "prv_published": 1.0}
@@ -84,7 +84,7 @@ def test_runs_without_search_seeds_say_so_and_write_no_table(grid):
 
 def test_a_view_swaps_in_one_search_seed_and_leaves_other_records(grid):
     _, runs = grid
-    records = list(iter_records(runs["large"]))
+    records = scan_records(runs["large"]).records
     swapped = view(records, 1)
     for before, after in zip(records, swapped, strict=True):
         if before["model"] == "P":
