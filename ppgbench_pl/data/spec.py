@@ -57,11 +57,8 @@ class TaskSpec:
     @property
     def metric(self) -> str:
         """The reported metric of PROTOCOL.md section 2."""
-        return {
-            "regression": "mae",
-            "classification": "balanced_accuracy",
-            "regression_cls": "argmax_balanced_accuracy",
-        }[self.kind]
+        return {"regression": "mae", "classification": "balanced_accuracy",
+                "regression_cls": "argmax_balanced_accuracy"}[self.kind]
 
     @property
     def higher_is_better(self) -> bool:
@@ -70,15 +67,10 @@ class TaskSpec:
 
 
 class RemoteTree(Protocol):
-    """What a dataset's file-selection step sees of a publisher's tree (paths relative to the base URL)."""
-
-    @property
-    def folder(self) -> Path:
-        """The local dataset folder."""
-        ...
+    """What a PhysioNet ``select`` step sees of the publisher's tree (paths relative to the base URL)."""
 
     def fetch(self, rel: str) -> Path:
-        """Download ``rel`` into the folder (verified against the publisher's checksums) and return its path."""
+        """Download ``rel`` (verified against the publisher's checksums) and return its local path."""
         ...
 
     def text(self, rel: str) -> str:
@@ -105,7 +97,6 @@ class ArchiveSource:
     nested: bool = False
     credentialed: bool = False
 
-    #: Kind of publisher, for listings.
     publisher: ClassVar[str] = "archive"
 
     @property
@@ -137,13 +128,13 @@ class MendeleySource:
     want_file: Callable[[str], bool] = _everything
     credentialed: bool = False
 
+    base_url: ClassVar[str] = "https://data.mendeley.com/public-api"
+    publisher: ClassVar[str] = "mendeley"
+
     @property
     def page(self) -> str:
         """Public page recorded in ``source.json``."""
         return f"https://data.mendeley.com/datasets/{self.dataset}/{self.version}"
-
-    base_url: ClassVar[str] = "https://data.mendeley.com/public-api"
-    publisher: ClassVar[str] = "mendeley"
 
 
 @dataclass(frozen=True)
@@ -155,12 +146,12 @@ class PhysioNetSource:
     select: Callable[[RemoteTree], None]
     credentialed: bool = False
 
+    publisher: ClassVar[str] = "physionet"
+
     @property
     def page(self) -> str:
         """Public page recorded in ``source.json``."""
         return f"https://physionet.org/content/{self.project}/{self.version}/"
-
-    publisher: ClassVar[str] = "physionet"
 
     @property
     def base_url(self) -> str:

@@ -1,7 +1,4 @@
-"""What every raw-dataset preprocessor shares: the raw root, the marker, windows, stats, atomic writing.
-
-A dataset implements :meth:`RawDataset.units` and :meth:`RawDataset.process` (or :meth:`RawDataset.iter_groups`).
-"""
+"""What every raw-dataset preprocessor shares: the raw root, the marker, windows, stats, atomic writing."""
 
 from __future__ import annotations
 
@@ -22,6 +19,9 @@ from ppgbench_pl.errors import DataError
 
 if TYPE_CHECKING:
     import pandas as pd
+
+#: What :meth:`RawDataset.cut` answers: window length, window starts and the windows.
+Cut = tuple[int, np.ndarray, np.ndarray]
 
 
 def window_table(
@@ -116,11 +116,6 @@ class RawDataset:
         """The registry entry (display name, native rate, window and stride)."""
         return get_dataset(self.key)
 
-    @property
-    def logger(self) -> logging.Logger:
-        """The dataset module's logger."""
-        return logging.getLogger(type(self).__module__)
-
     def settings(self) -> dict[str, Any]:
         """Per-dataset settings recorded in the marker; extend in subclasses for extra options."""
         return {
@@ -145,7 +140,7 @@ class RawDataset:
             "settings": self.settings(),
         }
 
-    def cut(self, ppg: np.ndarray, fs: float, window_s: float | None = None) -> tuple[int, np.ndarray, np.ndarray]:
+    def cut(self, ppg: np.ndarray, fs: float, window_s: float | None = None) -> Cut:
         """Window length, starts and windows of a signal at ``fs`` (the declared window and stride by default)."""
         window = int(round((window_s or self.info.window_s) * fs))
         stride = window if window_s else int(round(self.info.stride_s * fs))
@@ -159,6 +154,16 @@ class RawDataset:
         """One group from one unit; None when all its windows are rejected (see :meth:`note_left_out`)."""
         raise NotImplementedError
 
+    def windows_group(self, name: str, idx: np.ndarray, cut: Cut, fs: float,
+                      targets: dict[str, np.ndarray], stats: dict[str, Any], dropped: dict[str, int],
+                      **columns: Any) -> GroupData:
+        """Windows ``idx`` of ``cut`` (:meth:`cut`'s answer) as a group: window_table metadata plus ``columns``."""
+        window, starts, windows = cut
+        metadata = window_table(name, idx, starts[idx], window, fs)
+        for column, values in columns.items():
+            metadata[column] = values
+        return GroupData(name=name, ppg=windows[idx], targets=targets, stats=stats, metadata=metadata, dropped=dropped)
+
     def iter_groups(self, fs: float) -> Iterator[GroupData]:
         """Parse the raw files and yield one processed group at ``fs`` per unit that keeps a window."""
         for unit in self.units():
@@ -169,7 +174,7 @@ class RawDataset:
     def note_left_out(self, group: str, dropped: dict[str, int], why: str = "") -> None:
         """Record a group every window of which was rejected (logging ``why``), so the marker counts its drops."""
         if why:
-            self.logger.warning("%s", why)
+            logging.getLogger(type(self).__module__).warning("%s", why)
         if not hasattr(self, "left_out"):
             self.left_out: dict[str, dict[str, int]] = {}
         self.left_out[group] = dict(dropped)

@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ppgbench_pl.data import safe_pickle
-from ppgbench_pl.data.datasets.base import RawDataset, ppg_stats, window_table
+from ppgbench_pl.data.datasets.base import Cut, RawDataset, ppg_stats
 from ppgbench_pl.data.processed import GroupData, as_class_target, as_regression_target
 from ppgbench_pl.data.safe_pickle import load_pickle, lookup_vector
 from ppgbench_pl.data.signal import finite_windows, flatline_mask, rejection_counts, resample_gaps
@@ -44,14 +44,14 @@ class E4Pickles(RawDataset):
             raise DataError(f"{self.raw_root}: no S<k>/S<k>.pkl subject files")
         return [path for _, path in sorted(found)]
 
-    def bvp_windows(self, path: Path, bvp: np.ndarray, fs: float) -> tuple[np.ndarray, int, np.ndarray, np.ndarray]:
-        """The good resampled BVP samples, window length, starts and windows; DataError below one window."""
+    def bvp_windows(self, path: Path, bvp: np.ndarray, fs: float) -> tuple[np.ndarray, Cut]:
+        """The good resampled BVP samples and its :meth:`cut`; DataError below one window."""
         ppg, bad = resample_gaps(bvp, self.native_fs, fs, what=str(path))
-        window, starts, windows = self.cut(ppg, fs)
-        if len(starts) == 0:
+        cut = self.cut(ppg, fs)
+        if len(cut[1]) == 0:
             short = f"{len(bvp)} samples, less than one {self.info.window_s:g} s window"
             raise DataError(f"{path}: 'signal/wrist/BVP' has {short}")
-        return ppg[~bad], window, starts, windows
+        return ppg[~bad], cut
 
 
 class DaliaDataset(E4Pickles):
@@ -81,7 +81,8 @@ class DaliaDataset(E4Pickles):
         bvp = lookup_vector(data, ("signal", "wrist", "BVP"), path)
         hr = lookup_vector(data, ("label",), path)
         activity = lookup_vector(data, ("activity",), path)
-        _, window, starts, windows = self.bvp_windows(path, bvp, fs)
+        _, cut = self.bvp_windows(path, bvp, fs)
+        _, starts, windows = cut
         n = len(starts)
         if len(hr) != n:
             raise DataError(f"{path}: 'label' has {len(hr)} heart rates for {n} PPG windows at {fs:g} Hz")
@@ -100,17 +101,9 @@ class DaliaDataset(E4Pickles):
         if len(idx) == 0:
             self.note_left_out(path.stem, dropped, f"{path}: every window was rejected ({dropped}); subject left out")
             return None
-        metadata = window_table(path.stem, idx, starts[idx], window, fs)
-        metadata["hr"] = hr[idx]
-        metadata["activity"] = activity_id[idx]
-        return GroupData(
-            name=path.stem,
-            ppg=windows[idx],
-            targets={"hr": as_regression_target(hr[idx]), "activity": as_class_target(activity_id[idx])},
-            stats=ppg_stats(path.stem, overlapping),
-            metadata=metadata,
-            dropped=dropped,
-        )
+        targets = {"hr": as_regression_target(hr[idx]), "activity": as_class_target(activity_id[idx])}
+        return self.windows_group(path.stem, idx, cut, fs, targets, ppg_stats(path.stem, overlapping), dropped,
+                                  hr=hr[idx], activity=activity_id[idx])
 
     def _activity_windows(self, activity: np.ndarray, n: int, path: Path) -> np.ndarray:
         """Activity IDs windowed at 4 Hz with the PPG windows' start times, one row per PPG window."""

@@ -11,13 +11,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
-import pandas as pd
 
 from ppgbench_pl.data.datasets import ecsmp_io
-from ppgbench_pl.data.datasets.base import RawDataset, ppg_stats, window_table
+from ppgbench_pl.data.datasets.base import RawDataset, ppg_stats
 from ppgbench_pl.data.datasets.ecsmp_io import (
     VIDEO_NAMES,
     Cesaf,
@@ -87,16 +86,14 @@ def check_videos(intervals: list[tuple[str, float, float]], duration: float, ces
         raise SkipSubject(f"video order from the events {shown} differs from CESAF {cesaf.stimuli}")
 
 
-def kept_metadata(
-    metadata: pd.DataFrame, idx: np.ndarray, video: np.ndarray, labels: dict[str, np.ndarray]
-) -> pd.DataFrame:
-    """The shared window columns plus the labels of the kept windows, so metadata.csv reads without the arrays."""
-    metadata["has_video_label"] = labels["has_video_label"][idx]
-    metadata["video_idx"] = video[idx]
-    metadata["stimulus"] = [VIDEO_NAMES[s] if s >= 0 else "" for s in labels["stimulus"][idx]]
-    for key in ("felt_argmax", "felt_tie", "sds_score", "sds_class"):
-        metadata[key] = labels[key][idx]
-    return metadata
+def kept_columns(idx: np.ndarray, video: np.ndarray, labels: dict[str, np.ndarray]) -> dict[str, Any]:
+    """The labels of the kept windows as metadata.csv columns, so the file reads without the arrays."""
+    return {
+        "has_video_label": labels["has_video_label"][idx],
+        "video_idx": video[idx],
+        "stimulus": [VIDEO_NAMES[s] if s >= 0 else "" for s in labels["stimulus"][idx]],
+        **{key: labels[key][idx] for key in ("felt_argmax", "felt_tie", "sds_score", "sds_class")},
+    }
 
 
 def window_counts(n_total: int, idx: np.ndarray, has_video: np.ndarray) -> dict[str, int]:
@@ -158,7 +155,7 @@ class EcsmpDataset(RawDataset):
         check_videos(intervals, len(bvp) / native_fs, cesaf)
 
         ppg = resample(bvp, native_fs, fs, what=str(bvp_path))
-        window, starts, windows = self.cut(ppg, fs)
+        cut = window, starts, windows = self.cut(ppg, fs)
         if len(starts) == 0:
             raise DataError(f"{bvp_path}: {len(bvp)} samples, less than one {self.info.window_s:g} s window")
         video, labels = self._video_labels(starts / fs, (starts + window) / fs, intervals, cesaf)
@@ -175,15 +172,11 @@ class EcsmpDataset(RawDataset):
             bvp_fs_original=native_fs, target_fs=fs, eeg_fs=srate, eeg_file=eeg_path.name,
             **window_counts(len(starts), idx, labels["has_video_label"]),
         )
-        return GroupData(
-            name=sid,
-            ppg=windows[idx],
-            targets={key: values[idx] for key, values in labels.items()},
-            stats=stats,
-            metadata=kept_metadata(window_table(sid, idx, starts[idx], window, fs), idx, video, labels),
-            extra_arrays={"reject_idx": ~keep},
-            dropped=rejection_counts(windows, keep),
-        )
+        targets = {key: values[idx] for key, values in labels.items()}
+        group = self.windows_group(sid, idx, cut, fs, targets, stats, rejection_counts(windows, keep),
+                                   **kept_columns(idx, video, labels))
+        group.extra_arrays["reject_idx"] = ~keep
+        return group
 
     @staticmethod
     def _video_labels(

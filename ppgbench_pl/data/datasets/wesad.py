@@ -14,7 +14,7 @@ import numpy as np
 
 from ppgbench_pl.data import safe_pickle
 from ppgbench_pl.data.datasets import dalia
-from ppgbench_pl.data.datasets.base import ppg_stats, window_table
+from ppgbench_pl.data.datasets.base import ppg_stats
 from ppgbench_pl.data.processed import GroupData, as_class_target, as_regression_target
 from ppgbench_pl.data.safe_pickle import load_pickle, lookup_vector
 from ppgbench_pl.data.signal import flatline_mask, rejection_counts
@@ -36,7 +36,7 @@ def read_quest(path: Path) -> dict[int, tuple[float, float]]:
     """Valence and arousal per condition code from a ``_quest.csv`` file (two meditations averaged).
 
     Raises:
-        DataError: The file is missing or has no ``# ORDER`` row, or a ``# DIM`` row lacks two numbers.
+        DataError: A missing file, no ``# ORDER`` row, or a ``# DIM`` row without two numbers.
     """
     try:
         raw = path.read_bytes()
@@ -77,11 +77,7 @@ def majority_codes(label_windows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def condition_codes(codes: np.ndarray, path: Path) -> np.ndarray:
-    """The ``label`` vector as condition codes, NaN as :data:`MISSING_CODE` (costing only its window's purity).
-
-    Raises:
-        DataError: A finite value that is not an integer code.
-    """
+    """The ``label`` vector as codes, NaN as :data:`MISSING_CODE` (DataError: a non-integer code)."""
     finite = np.isfinite(codes)
     if not np.all(codes[finite] == np.round(codes[finite])):
         raise DataError(f"{path}: 'label' holds values that are not integer condition codes")
@@ -116,7 +112,8 @@ class WesadDataset(dalia.E4Pickles):
         bvp = lookup_vector(data, ("signal", "wrist", "BVP"), path)
         codes = condition_codes(lookup_vector(data, ("label",), path), path)
         ratings = read_quest(path.with_name(f"{path.stem}_quest.csv"))
-        good, window, starts, windows = self.bvp_windows(path, bvp, fs)
+        good, cut = self.bvp_windows(path, bvp, fs)
+        _, starts, windows = cut
         label_window, label_windows = self._label_windows(codes, len(starts), path, fs)
         majority, support = majority_codes(label_windows)
         pure = support * PURITY_DEN >= PURITY_NUM * label_window
@@ -128,19 +125,11 @@ class WesadDataset(dalia.E4Pickles):
         if len(idx) == 0:
             self.note_left_out(path.stem, dropped, f"{path}: every window was rejected ({dropped}); subject left out")
             return None
-        metadata = window_table(path.stem, idx, starts[idx], window, fs)
-        metadata["label_code"] = majority[idx]
-        metadata["label_purity"] = support[idx] / label_window
-        for key in ("condition_4class", "condition_3class", "valence_reg", "arousal_reg"):
-            metadata[key] = labels[key][idx]
-        return GroupData(
-            name=path.stem,
-            ppg=windows[idx],
-            targets={key: values[idx] for key, values in labels.items()},
-            stats=ppg_stats(path.stem, good),  # the whole signal, less any NaN/inf samples
-            metadata=metadata,
-            dropped=dropped,
-        )
+        targets = {key: values[idx] for key, values in labels.items()}
+        stats = ppg_stats(path.stem, good)  # the whole signal, less any NaN/inf samples
+        shown = ("condition_4class", "condition_3class", "valence_reg", "arousal_reg")
+        return self.windows_group(path.stem, idx, cut, fs, targets, stats, dropped, label_code=majority[idx],
+                                  label_purity=support[idx] / label_window, **{key: targets[key] for key in shown})
 
     def _label_windows(self, codes: np.ndarray, n_windows: int, path: Path, fs: float) -> tuple[int, np.ndarray]:
         """The label window length and the 700 Hz code windows (DataError unless one per PPG window)."""

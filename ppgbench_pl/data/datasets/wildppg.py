@@ -17,7 +17,7 @@ import numpy as np
 import scipy.io
 
 from ppgbench_pl.data.datasets import ecg_hr
-from ppgbench_pl.data.datasets.base import RawDataset, file_error, ppg_stats, window_table
+from ppgbench_pl.data.datasets.base import RawDataset, file_error, ppg_stats
 from ppgbench_pl.data.processed import GroupData, as_regression_target
 from ppgbench_pl.data.signal import integer_rate, raw_rate, resample
 from ppgbench_pl.errors import DataError
@@ -106,7 +106,7 @@ class WildPPGDataset(RawDataset):
         native = integer_rate(ppg_fs, f"{path}: wrist.ppg_g.fs")
         ecg_fs = int(round(raw_rate(ecg_fs_raw, f"{path}: sternum.ecg.fs")))
         ppg = resample(ppg_raw, native, fs, what=str(path))
-        window, starts, windows = self.cut(ppg, fs)
+        cut = _, starts, windows = self.cut(ppg, fs)
         keep = np.flatnonzero(np.isfinite(windows).all(axis=1))
         if len(keep) == 0:
             raise DataError(f"{path}: no full {self.info.window_s:g} s window with finite PPG")
@@ -121,19 +121,11 @@ class WildPPGDataset(RawDataset):
             hr = ecg_hr.ecg_window_hr(ecg, ecg_fs, self.info.window_s, len(starts), self.info.stride_s)
         except ValueError as exc:
             raise file_error(path, "sternum.ecg cannot be R-peak labelled", exc) from None
-        kept = windows[keep]
-        stats = ppg_stats(name, kept, native_ppg_fs=ppg_fs, native_ecg_fs=ecg_fs_raw, ppg_channel="green")
-        metadata = window_table(name, keep, starts[keep], window, fs)
-        metadata["hr"] = hr[keep]
+        stats = ppg_stats(name, windows[keep], native_ppg_fs=ppg_fs, native_ecg_fs=ecg_fs_raw, ppg_channel="green")
         n_unlabelled = int(np.isnan(hr[keep]).sum())
         if n_unlabelled:
             logger.info("%s: %d of %d windows have no ECG heart rate", path, n_unlabelled, len(keep))
-        return GroupData(
-            name=name,
-            ppg=kept,
-            targets={"hr": as_regression_target(hr[keep])},
-            stats=stats,
-            metadata=metadata,
-            # no_hr_label: windows kept with NaN hr (PROTOCOL.md 1.10 step 5), so left out of wildppg-hr
-            dropped={"non_finite": len(windows) - len(keep), "no_hr_label": n_unlabelled},
-        )
+        # no_hr_label: windows kept with NaN hr (PROTOCOL.md 1.10 step 5), so left out of wildppg-hr
+        dropped = {"non_finite": len(windows) - len(keep), "no_hr_label": n_unlabelled}
+        return self.windows_group(name, keep, cut, fs, {"hr": as_regression_target(hr[keep])}, stats, dropped,
+                                  hr=hr[keep])

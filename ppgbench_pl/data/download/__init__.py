@@ -11,8 +11,8 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import ExitStack, contextmanager
+from collections.abc import Mapping, Sequence
+from contextlib import ExitStack
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -21,7 +21,9 @@ from ppgbench_pl.atomic_io import write_text_atomic
 from ppgbench_pl.data.download.archives import MARKER_SUFFIX
 from ppgbench_pl.data.download.files import ChecksumLog
 from ppgbench_pl.data.download.http import RETRIES, STALL_S, Client
-from ppgbench_pl.data.download.sources import SOURCES, Job, Source
+from ppgbench_pl.data.download.sources import Job, run_source
+from ppgbench_pl.data.registry import SOURCES
+from ppgbench_pl.data.spec import SourceSpec
 from ppgbench_pl.errors import ConfigError, DownloadError, PPGBenchError
 from ppgbench_pl.locks import LockBusy, file_lock, lock_holder
 
@@ -63,9 +65,8 @@ def download(
         raise ConfigError(f"cannot download unknown dataset '{unknown[0]}'; {hint}")
     statuses: dict[str, str] = {}
     for key in dict.fromkeys(datasets):
-        source = SOURCES[key]
         try:
-            statuses[key] = _download_one(source, Path(raw_root), physionet_user, mirrors or {}, options)
+            statuses[key] = _download_one(key, Path(raw_root), physionet_user, mirrors or {}, options)
         except PPGBenchError as exc:
             statuses[key] = FAILED + str(exc)
         except Exception as exc:  # one dataset's surprise must not stop the others
@@ -75,39 +76,20 @@ def download(
     return statuses
 
 
-def _client(source: Source, base: str, physionet_user: str | None, options: Mapping[str, Any]) -> Client:
+def _client(key: str, base: str, physionet_user: str | None, options: Mapping[str, Any]) -> Client:
     """A client; for a credentialed source it carries basic auth limited to the source's base URL."""
-    if not source.credentialed:
+    if not SOURCES[key].credentialed:
         return Client(**options)
     if not physionet_user:
-        raise DownloadError(f"{source.key} is credentialed on PhysioNet: give your PhysioNet user name")
+        raise DownloadError(f"{key} is credentialed on PhysioNet: give your PhysioNet user name")
     password = os.environ.get(PASSWORD_ENV)
     if not password:
         if not _stdin_is_tty():
-            raise DownloadError(
-                f"{source.key} needs your PhysioNet password: set {PASSWORD_ENV} (no terminal to ask in)"
-            )
+            raise DownloadError(f"{key} needs your PhysioNet password: set {PASSWORD_ENV} (no terminal to ask in)")
         password = getpass.getpass(f"PhysioNet password for {physionet_user}: ")
         if not password:
-            raise DownloadError(f"{source.key}: no PhysioNet password given")
+            raise DownloadError(f"{key}: no PhysioNet password given")
     return Client(auth=(base + "/", physionet_user, password), **options)
-
-
-LOCK_FILE = ".download.lock"
-
-
-@contextmanager
-def _folder_lock(folder: Path, key: str) -> Iterator[None]:
-    """Hold ``<folder>/.download.lock`` so two downloads never append to one ``.part``; a second one fails."""
-    path = folder / LOCK_FILE
-    with ExitStack() as held:
-        try:
-            held.enter_context(file_lock(path, blocking=False))
-        except LockBusy:
-            raise DownloadError(
-                f"{folder}: another download of {key} is running ({lock_holder(path)}); wait for it to finish"
-            ) from None
-        yield
 
 
 def _stdin_is_tty() -> bool:
@@ -119,25 +101,33 @@ def _stdin_is_tty() -> bool:
 
 
 def _download_one(
-    source: Source, raw_root: Path, physionet_user: str | None, mirrors: Mapping[str, str], options: Mapping[str, Any]
+    key: str, raw_root: Path, physionet_user: str | None, mirrors: Mapping[str, str], options: Mapping[str, Any]
 ) -> str:
     """Fetch one dataset (from the mirror given, else the environment's, else the publisher); write source.json."""
-    base = (mirrors.get(source.key) or os.environ.get(mirror_env_var(source.key)) or source.base_url).rstrip("/")
-    client = _client(source, base, physionet_user, options)
-    folder = raw_root / source.key
+    spec: SourceSpec = SOURCES[key]
+    base = (mirrors.get(key) or os.environ.get(mirror_env_var(key)) or spec.base_url).rstrip("/")
+    client = _client(key, base, physionet_user, options)
+    folder = raw_root / key
     folder.mkdir(parents=True, exist_ok=True)
-    with _folder_lock(folder, source.key):
+    lock = folder / ".download.lock"  # two downloads never append to one .part: the second one fails
+    with ExitStack() as held:
+        try:
+            held.enter_context(file_lock(lock, blocking=False))
+        except LockBusy:
+            raise DownloadError(
+                f"{folder}: another download of {key} is running ({lock_holder(lock)}); wait for it to finish"
+            ) from None
         if options.get("force"):  # archives are extracted again too
             for marker in folder.rglob(f"*{MARKER_SUFFIX}"):
                 marker.unlink()
         job = Job(client=client, folder=folder, base=base, log=ChecksumLog(folder))
         try:
-            source.run(job)
+            run_source(spec, job)
         finally:
             job.log.save()
     record = {
-        "key": source.key,
-        "source": source.page,
+        "key": key,
+        "source": spec.page,
         "base_url": base,
         "downloaded_utc": datetime.now(UTC).isoformat(timespec="seconds"),
     }

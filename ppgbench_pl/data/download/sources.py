@@ -6,10 +6,8 @@ PhysioNet's versioned ``files/<project>/<version>`` folder.
 
 from __future__ import annotations
 
-import functools
 import re
 import urllib.parse
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,12 +15,10 @@ from typing import Any
 from ppgbench_pl.data.download.archives import extract, marker_path
 from ppgbench_pl.data.download.files import ChecksumLog, RemoteFile, safe_relpath
 from ppgbench_pl.data.download.http import Client
-from ppgbench_pl.data.registry import SOURCES as DECLARED_SOURCES
 from ppgbench_pl.data.spec import (
     ArchiveSource,
     FigshareSource,
     MendeleySource,
-    PhysioNetSource,
     SourceSpec,
 )
 from ppgbench_pl.errors import DownloadError
@@ -30,7 +26,7 @@ from ppgbench_pl.errors import DownloadError
 
 @dataclass
 class Job:
-    """What one dataset's fetch step works with: the client, its folder, its base URL and checksum log."""
+    """One dataset's fetch: client, folder, base URL and checksum log; the tree a PhysioNet ``select`` sees."""
 
     client: Client
     folder: Path
@@ -38,6 +34,8 @@ class Job:
     log: ChecksumLog
     fetched: int = 0
     present: int = 0
+    #: PhysioNet's ``SHA256SUMS.txt`` (relative path -> SHA-256), where published.
+    sums: dict[str, str] = field(default_factory=dict)
 
     def get(self, item: RemoteFile) -> None:
         """Fetch one file and count whether it was downloaded or already there."""
@@ -46,16 +44,19 @@ class Job:
         else:
             self.present += 1
 
+    def url(self, rel: str) -> str:
+        """The address of ``rel`` under the base URL."""
+        return f"{self.base}/{urllib.parse.quote(rel)}"
 
-@dataclass(frozen=True)
-class Source:
-    """One dataset's publisher: page for ``source.json``, default base URL and the fetch step."""
+    def fetch(self, rel: str) -> Path:
+        """Fetch ``rel`` (checked against ``sums`` when listed there) and return its local path."""
+        rel = safe_relpath(rel)
+        self.get(RemoteFile(url=self.url(rel), dest=rel, sha256=self.sums.get(rel)))
+        return self.folder / rel
 
-    key: str
-    page: str
-    base_url: str
-    run: Callable[[Job], None]
-    credentialed: bool = False
+    def text(self, rel: str) -> str:
+        """A small page under the base URL (a directory listing)."""
+        return self.client.get_text(self.url(rel)) or ""
 
 
 def _fetch_and_extract(job: Job, item: RemoteFile, *, nested: bool = False) -> None:
@@ -160,47 +161,14 @@ def _physionet_sums(job: Job) -> dict[str, str]:
     return sums
 
 
-@dataclass
-class PhysioNetTree:
-    """The :class:`~ppgbench_pl.data.spec.RemoteTree` a PhysioNet ``select`` step works on."""
-
-    job: Job
-    sums: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def folder(self) -> Path:
-        """The local dataset folder."""
-        return self.job.folder
-
-    def url(self, rel: str) -> str:
-        """The address of ``rel`` under the project's base URL."""
-        return f"{self.job.base}/{urllib.parse.quote(rel)}"
-
-    def fetch(self, rel: str) -> Path:
-        """Fetch ``rel`` (checked against ``SHA256SUMS.txt`` when listed there) and return its local path."""
-        rel = safe_relpath(rel)
-        self.job.get(RemoteFile(url=self.url(rel), dest=rel, sha256=self.sums.get(rel)))
-        return self.job.folder / rel
-
-    def text(self, rel: str) -> str:
-        """A small page under the base URL (a directory listing)."""
-        return self.job.client.get_text(self.url(rel)) or ""
-
-
-def fetch_step(spec: SourceSpec) -> Callable[[Job], None]:
-    """The fetch step of one declared source."""
+def run_source(spec: SourceSpec, job: Job) -> None:
+    """Fetch (and extract) everything one declared source publishes into the job's folder."""
     if isinstance(spec, ArchiveSource):
-        return lambda job: _fetch_and_extract(job, RemoteFile(url=job.base, dest=spec.filename), nested=spec.nested)
-    if isinstance(spec, FigshareSource):
-        return functools.partial(_figshare, spec)
-    if isinstance(spec, MendeleySource):
-        return functools.partial(_mendeley, spec)
-    if isinstance(spec, PhysioNetSource):
-        return lambda job: spec.select(PhysioNetTree(job, _physionet_sums(job)))
-    raise TypeError(f"unknown source kind {type(spec).__name__}")
-
-
-SOURCES: dict[str, Source] = {
-    key: Source(key, spec.page, spec.base_url, fetch_step(spec), credentialed=spec.credentialed)
-    for key, spec in DECLARED_SOURCES.items()
-}
+        _fetch_and_extract(job, RemoteFile(url=job.base, dest=spec.filename), nested=spec.nested)
+    elif isinstance(spec, FigshareSource):
+        _figshare(spec, job)
+    elif isinstance(spec, MendeleySource):
+        _mendeley(spec, job)
+    else:
+        job.sums = _physionet_sums(job)
+        spec.select(job)
