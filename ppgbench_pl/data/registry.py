@@ -1,49 +1,64 @@
-"""The datasets and tasks ppgbench knows, assembled from each dataset's declaration (PROTOCOL.md 1-2).
+"""The datasets and tasks ppgbench knows, read from their declarations in ``datasets.json`` (PROTOCOL.md 1-2).
 
-Each dataset declares its facts, tasks and source once, as ``DECLARATION`` in its light module
-``datasets/<key>_info.py``. Everything that names a dataset or task resolves it here, so a typo fails fast
-with a one-line error. Importing it loads no numpy, pandas, scipy or torch.
+Each dataset declares its facts, tasks, source and card once, in ``datasets.json`` (the code-valued parts of
+a source in :mod:`.datasets.selection`). Everything that names a dataset or task resolves it here, so a typo
+fails fast with a one-line error. Importing it loads no numpy, pandas, scipy or torch.
 """
 
 from __future__ import annotations
 
 import difflib
-import importlib
+import json
+from pathlib import Path
+from typing import Any
 
-from ppgbench_pl.cards.types import DatasetCard
-from ppgbench_pl.data.spec import DatasetDeclaration, DatasetInfo, SourceSpec, TaskSpec
+from ppgbench_pl.cards.types import Citation, DatasetCard
+from ppgbench_pl.data.datasets.selection import STEPS
+from ppgbench_pl.data.spec import (
+    ArchiveSource,
+    DatasetDeclaration,
+    DatasetInfo,
+    FigshareSource,
+    MendeleySource,
+    PhysioNetSource,
+    SourceSpec,
+    TaskSpec,
+)
 from ppgbench_pl.errors import ConfigError
 
-#: Every declared dataset, in registry order: the built-in synthetic one, then PROTOCOL.md 1.0's order.
-#: A new one needs its key here plus ``datasets/<key>_info.py`` and ``datasets/<key>.py``.
-DATASET_KEYS: tuple[str, ...] = (
-    "synthetic",
-    "dalia",
-    "dreamt",
-    "wesad",
-    "ecsmp",
-    "ppgbp",
-    "bidmc",
-    "butppg",
-    "realworldppg",
-    "wildppg",
-)
-_MODULES = {key: importlib.import_module(f"ppgbench_pl.data.datasets.{key}_info") for key in DATASET_KEYS}
-for _key, _module in _MODULES.items():
-    if not isinstance(_module.DECLARATION, DatasetDeclaration) or _module.DECLARATION.info.key != _key:
-        raise TypeError(f"{_module.__name__}.DECLARATION must declare dataset '{_key}'")
+_KINDS = {kind.publisher: kind for kind in (ArchiveSource, FigshareSource, MendeleySource, PhysioNetSource)}
 
-DECLARATIONS: dict[str, DatasetDeclaration] = {key: module.DECLARATION for key, module in _MODULES.items()}
+
+def _tuples(fields: dict[str, Any]) -> dict[str, Any]:
+    return {name: tuple(value) if isinstance(value, list) else value for name, value in fields.items()}
+
+
+def _declaration(key: str, entry: dict[str, Any]) -> DatasetDeclaration:
+    tasks = tuple(TaskSpec(dataset=key, **_tuples(task)) for task in entry["tasks"])
+    source: dict[str, Any] = {**entry.get("source", {}), **STEPS.get(key, {})}
+    spec = _KINDS[source.pop("publisher")](**source) if source else None
+    return DatasetDeclaration(DatasetInfo(key=key, **entry["info"]), tasks, spec)
+
+
+def _card(entry: dict[str, Any]) -> DatasetCard:
+    paper = entry["paper"]
+    citation = Citation(paper["key"], paper["entry_type"], tuple(paper["fields"].items()),
+                        tuple(paper.get("unconfirmed", ())))
+    return DatasetCard(paper=citation, **_tuples({k: v for k, v in entry.items() if k != "paper"}))
+
+
+_DECLARED: dict[str, Any] = json.loads(Path(__file__).with_name("datasets.json").read_text(encoding="utf-8"))
+#: Every declared dataset, in registry order: the built-in synthetic one, then PROTOCOL.md 1.0's order.
+DATASET_KEYS: tuple[str, ...] = tuple(_DECLARED)
+DECLARATIONS: dict[str, DatasetDeclaration] = {key: _declaration(key, entry) for key, entry in _DECLARED.items()}
 DATASETS: dict[str, DatasetInfo] = {key: d.info for key, d in DECLARATIONS.items()}
 TASKS: dict[str, TaskSpec] = {t.name: t for d in DECLARATIONS.values() for t in d.tasks}
 #: Download sources of the datasets that have one (all but the generated ones).
 SOURCES: dict[str, SourceSpec] = {key: d.source for key, d in DECLARATIONS.items() if d.source is not None}
 #: The downloadable benchmark datasets (every declared dataset except the generated ones).
 REAL_DATASETS: tuple[str, ...] = tuple(SOURCES)
-#: Dataset key -> the ``CARD`` (paper, publisher, licence, provenance) declared beside its declaration.
-CARDS: dict[str, DatasetCard] = {
-    key: module.CARD for key, module in _MODULES.items() if isinstance(getattr(module, "CARD", None), DatasetCard)
-}
+#: Dataset key -> its card (paper, publisher, licence, provenance).
+CARDS: dict[str, DatasetCard] = {key: _card(e["card"]) for key, e in _DECLARED.items() if "card" in e}
 
 
 def _unknown(kind: str, name: str, known: list[str]) -> ConfigError:

@@ -164,7 +164,7 @@ SourceSpec = ArchiveSource | FigshareSource | MendeleySource | PhysioNetSource
 
 @dataclass(frozen=True)
 class DatasetDeclaration:
-    """Everything the package knows about one dataset, declared once in its ``<key>_info`` module."""
+    """Everything the package knows about one dataset, declared once in ``data/datasets.json``."""
 
     info: DatasetInfo
     tasks: tuple[TaskSpec, ...]

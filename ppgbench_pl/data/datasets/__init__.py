@@ -1,8 +1,8 @@
-"""Raw datasets, two modules each: the light ``<key>_info.py`` declares it, ``<key>.py`` preprocesses it.
+"""Raw datasets: each is declared in ``data/datasets.json`` and preprocessed by ``<key>.py``.
 
-Adding ``foo``: ``foo_info.py`` (``DECLARATION``, importing only :mod:`~ppgbench_pl.data.spec`), ``foo.py``
-(a :class:`~.base.RawDataset` named by ``DatasetInfo.preprocessor``), ``tests/data/foo/make_data.py`` and
-``"foo"`` in :data:`~ppgbench_pl.data.registry.DATASET_KEYS`; ``tests/data/test_registry.py`` checks them.
+Adding ``foo``: its entry in ``datasets.json`` (facts, tasks, source, card; a source's code-valued fields in
+:mod:`.selection`), ``foo.py`` (a :class:`~.base.RawDataset` named by ``DatasetInfo.preprocessor``) and
+``tests/data/foo/make_data.py``; ``tests/data/test_registry.py`` checks them.
 """
 
 from __future__ import annotations
