@@ -104,19 +104,31 @@ def file_hashes(path: Path, algos: tuple[str, ...]) -> dict[str, str]:
     return {a: h.hexdigest() for a, h in hs.items()}
 
 
+def mismatch(path: Path, item: RemoteFile, blob_id: str | None = None) -> str | None:
+    """Why a file differs from the size and checksum published for ``item`` (None: it matches, or none is known)."""
+    size = path.stat().st_size
+    if item.size is not None and size != item.size:
+        return f"size {size} bytes, published {item.size}"
+    for algo in ("sha256", "md5"):
+        if want := getattr(item, algo):
+            got = file_hashes(path, (algo,))[algo]
+            return None if got == want.lower() else f"{algo} {got}, published {want}"
+    if blob_id:  # the hub's only checksum of a file outside Git LFS
+        digest = hashlib.sha1(f"blob {size}\0".encode(), usedforsecurity=False)
+        digest.update(path.read_bytes())
+        return None if digest.hexdigest() == blob_id else f"git blob id {digest.hexdigest()}, published {blob_id}"
+    return None
+
+
 def already_complete(dest: Path, item: RemoteFile, log: ChecksumLog) -> bool:
     """Whether an existing final file matches the publisher's size/checksum, or what we recorded."""
-    size = dest.stat().st_size
-    if item.size is not None and size != item.size:
+    if mismatch(dest, item) is not None:
         return False
-    if item.sha256:
-        return file_hashes(dest, ("sha256",))["sha256"] == item.sha256.lower()
-    if item.md5:
-        return file_hashes(dest, ("md5",))["md5"] == item.md5.lower()
     recorded = log.get(item.dest)
-    if recorded is not None:
-        return recorded.get("size") == size and file_hashes(dest, ("sha256",))["sha256"] == recorded.get("sha256")
-    return True  # final names are only given after verification, and nothing more is known
+    if item.sha256 or item.md5 or recorded is None:
+        return True  # final names are only given after verification, and nothing more is known
+    same_size = recorded.get("size") == dest.stat().st_size
+    return same_size and file_hashes(dest, ("sha256",))["sha256"] == recorded.get("sha256")
 
 
 def finish_download(item: RemoteFile, part: Path, dest: Path, expected: int | None, log: ChecksumLog) -> None:
