@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
-from typing import ClassVar, Literal, Protocol
+from typing import Any, ClassVar, Literal
 
 TaskKind = Literal["regression", "classification", "regression_cls"]
 TaskLevel = Literal["window", "subject"]
@@ -64,22 +63,6 @@ class TaskSpec:
     def higher_is_better(self) -> bool:
         """Direction of the reported metric."""
         return self.kind != "regression"
-
-
-class RemoteTree(Protocol):
-    """What a PhysioNet ``select`` step sees of the publisher's tree (paths relative to the base URL)."""
-
-    def fetch(self, rel: str) -> Path:
-        """Download ``rel`` (verified against the publisher's checksums) and return its local path."""
-        ...
-
-    def text(self, rel: str) -> str:
-        """The text of a small page such as a directory listing."""
-        ...
-
-    def url(self, rel: str) -> str:
-        """The full address of ``rel``."""
-        ...
 
 
 def _everything(_: str) -> bool:
@@ -143,7 +126,7 @@ class PhysioNetSource:
 
     project: str
     version: str
-    select: Callable[[RemoteTree], None]
+    select: Callable[[Any], None]
     credentialed: bool = False
 
     publisher: ClassVar[str] = "physionet"

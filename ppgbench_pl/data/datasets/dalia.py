@@ -22,8 +22,16 @@ from ppgbench_pl.data.signal import finite_windows, flatline_mask, rejection_cou
 from ppgbench_pl.errors import DataError
 
 _SUBJECT = re.compile(r"S(\d+)")
-#: Stands in for a NaN activity sample; no real activity ID is negative.
-MISSING_ACTIVITY = -999
+#: Stands in for a NaN code sample (activity, condition); no real code is negative, so it only makes impure.
+MISSING_CODE = -999
+
+
+def integer_codes(values: np.ndarray, path: Path, key: str, what: str) -> np.ndarray:
+    """A pickle's code vector as int64, NaN as :data:`MISSING_CODE` (DataError: a non-integer code)."""
+    finite = np.isfinite(values)
+    if not np.all(values[finite] == np.round(values[finite])):
+        raise DataError(f"{path}: '{key}' holds values that are not integer {what}")
+    return np.where(finite, values, MISSING_CODE).astype(np.int64)
 
 
 class E4Pickles(RawDataset):
@@ -86,7 +94,10 @@ class DaliaDataset(E4Pickles):
         n = len(starts)
         if len(hr) != n:
             raise DataError(f"{path}: 'label' has {len(hr)} heart rates for {n} PPG windows at {fs:g} Hz")
-        act_windows = self._activity_windows(activity, n, path)
+        _, _, act_windows = self.cut(integer_codes(activity, path, "activity", "activity IDs"), self.activity_fs)
+        if len(act_windows) < n:  # windowed at 4 Hz with the PPG windows' start times
+            raise DataError(f"{path}: 'activity' covers {len(act_windows)} windows at 4 Hz for {n} PPG windows")
+        act_windows = act_windows[:n]
 
         constant = (act_windows == act_windows[:, :1]).all(axis=1)
         not_flat = flatline_mask(windows, self.flatline_fraction)
@@ -104,15 +115,3 @@ class DaliaDataset(E4Pickles):
         targets = {"hr": as_regression_target(hr[idx]), "activity": as_class_target(activity_id[idx])}
         return self.windows_group(path.stem, idx, cut, fs, targets, ppg_stats(path.stem, overlapping), dropped,
                                   hr=hr[idx], activity=activity_id[idx])
-
-    def _activity_windows(self, activity: np.ndarray, n: int, path: Path) -> np.ndarray:
-        """Activity IDs windowed at 4 Hz with the PPG windows' start times, one row per PPG window."""
-        finite = np.isfinite(activity)
-        if not np.all(activity[finite] == np.round(activity[finite])):
-            raise DataError(f"{path}: 'activity' holds values that are not integer activity IDs")
-        # a missing (NaN) activity sample makes the windows holding it impure, so only they are dropped
-        ids = np.where(finite, activity, MISSING_ACTIVITY).astype(np.int64)
-        _, _, windows = self.cut(ids, self.activity_fs)
-        if len(windows) < n:
-            raise DataError(f"{path}: 'activity' covers {len(windows)} windows at 4 Hz for {n} PPG windows")
-        return windows[:n]

@@ -12,10 +12,12 @@ import re
 import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ppgbench_pl.data.spec import RemoteTree
 from ppgbench_pl.errors import DownloadError
+
+if TYPE_CHECKING:  # the download machinery stays out of the light registry import
+    from ppgbench_pl.data.download.sources import Job
 
 BIDMC_RECORDS = 53
 _HREF = re.compile(r"""href\s*=\s*["']([^"']+)["']""", re.IGNORECASE)
@@ -23,7 +25,7 @@ _DREAMT_FILE = re.compile(r"S\d{3}_whole_df\.csv")
 DREAMT_LISTING = "data_64Hz/"
 
 
-def bidmc_select(tree: RemoteTree) -> None:
+def bidmc_select(tree: Job) -> None:
     """The 106 CSVs ``bidmc_csv/bidmc_NN_{Signals,Numerics}.csv`` for NN = 01..53."""
     for n in range(1, BIDMC_RECORDS + 1):
         for kind in ("Signals", "Numerics"):
@@ -51,7 +53,7 @@ def quality_one_records(path: Path) -> list[str]:
     return sorted(records)
 
 
-def butppg_select(tree: RemoteTree) -> None:
+def butppg_select(tree: Job) -> None:
     """The two CSVs, then ``<rec>/<rec>_PPG.dat`` and ``.hea`` for the records with Quality == 1."""
     tree.fetch("subject-info.csv")
     quality = tree.fetch("quality-hr-ann.csv")
@@ -73,7 +75,7 @@ def listed_files(html: str) -> list[str]:
     return sorted(names)
 
 
-def dreamt_select(tree: RemoteTree) -> None:
+def dreamt_select(tree: Job) -> None:
     """Scrape the ``data_64Hz/`` listing for ``S###_whole_df.csv`` and fetch each file."""
     names = listed_files(tree.text(DREAMT_LISTING))
     if not names:

@@ -20,8 +20,6 @@ from ppgbench_pl.data.safe_pickle import load_pickle, lookup_vector
 from ppgbench_pl.data.signal import flatline_mask, rejection_counts
 from ppgbench_pl.errors import DataError
 
-#: Stands in for a NaN condition code; maps to no condition.
-MISSING_CODE = -999
 #: Condition code -> condition_4class (baseline, stress, amusement, meditation); others are invalid.
 CONDITION_4CLASS: dict[int, int] = {1: 0, 2: 1, 3: 2, 4: 3}
 #: condition_3class: the same without meditation (written, unused).
@@ -76,14 +74,6 @@ def majority_codes(label_windows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return codes[best], counts[np.arange(len(best)), best]
 
 
-def condition_codes(codes: np.ndarray, path: Path) -> np.ndarray:
-    """The ``label`` vector as codes, NaN as :data:`MISSING_CODE` (DataError: a non-integer code)."""
-    finite = np.isfinite(codes)
-    if not np.all(codes[finite] == np.round(codes[finite])):
-        raise DataError(f"{path}: 'label' holds values that are not integer condition codes")
-    return np.where(finite, codes, MISSING_CODE)
-
-
 def window_labels(code: np.ndarray, ratings: dict[int, tuple[float, float]]) -> dict[str, np.ndarray]:
     """Every target of the windows from their pure condition code (-1: none) and SAM ratings; missing: invalid."""
     valence = np.array([ratings.get(int(c), (np.nan, np.nan))[0] for c in code], dtype=np.float64)
@@ -110,7 +100,7 @@ class WesadDataset(dalia.E4Pickles):
         """Window and label one participant; None (logged, counted) when every window is rejected."""
         data = load_pickle(path)
         bvp = lookup_vector(data, ("signal", "wrist", "BVP"), path)
-        codes = condition_codes(lookup_vector(data, ("label",), path), path)
+        codes = dalia.integer_codes(lookup_vector(data, ("label",), path), path, "label", "condition codes")
         ratings = read_quest(path.with_name(f"{path.stem}_quest.csv"))
         good, cut = self.bvp_windows(path, bvp, fs)
         _, starts, windows = cut
@@ -133,7 +123,7 @@ class WesadDataset(dalia.E4Pickles):
 
     def _label_windows(self, codes: np.ndarray, n_windows: int, path: Path, fs: float) -> tuple[int, np.ndarray]:
         """The label window length and the 700 Hz code windows (DataError unless one per PPG window)."""
-        label_window, _, label_windows = self.cut(codes.astype(np.int64), self.label_fs)
+        label_window, _, label_windows = self.cut(codes, self.label_fs)
         if len(label_windows) != n_windows:
             raise DataError(
                 f"{path}: 'label' gives {len(label_windows)} windows at {self.label_fs} Hz "
