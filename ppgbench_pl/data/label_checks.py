@@ -18,10 +18,7 @@ PLAUSIBLE: dict[str, tuple[float, float]] = {
 
 
 def check_labels(path: Path, subject: str, task: TaskSpec, y: np.ndarray) -> None:
-    """Refuse labels a task cannot hold, in one line naming ``path``, the subject and the value.
-
-    Classification: ``-1`` (no label) or a class index; regression: NaN (no label) or inside :data:`PLAUSIBLE`.
-    """
+    """Refuse labels a task cannot hold: a class index or -1; a regression value inside :data:`PLAUSIBLE` or NaN."""
     where = f"{path}: subject {subject}: task {task.name}"
     if not np.issubdtype(y.dtype, np.number) and y.dtype != np.bool_:
         raise DataError(f"{where}: labels are {y.dtype} values, not numbers")

@@ -133,11 +133,7 @@ def clean_abandoned_builds(final_dir: Path, min_age_s: float = 60.0) -> list[Pat
 
 @contextmanager
 def open_writer(final_dir: Path, marker: Mapping[str, Any]) -> Iterator[ProcessedWriter]:
-    """Build a tree in a unique temporary sibling and rename it into place.
-
-    Of two processes building one tree, the second to rename treats an identical marker as built and
-    another as a ``MarkerMismatch``.
-    """
+    """Build a tree in a unique temporary sibling and rename it into place (a concurrent twin: see :func:`_publish`)."""
     created = [p for p in (final_dir.parent, *final_dir.parent.parents) if not p.exists()]  # deepest first
     final_dir.parent.mkdir(parents=True, exist_ok=True)
     clean_abandoned_builds(final_dir)
@@ -164,7 +160,7 @@ def open_writer(final_dir: Path, marker: Mapping[str, Any]) -> Iterator[Processe
 
 
 def _publish(writer: ProcessedWriter) -> None:
-    """Write the marker last and rename the finished tree into place."""
+    """Write the marker last and rename the tree into place; a twin built first must match (else MarkerMismatch)."""
     final_dir, work_dir = writer.final_dir, writer.work_dir
     if not writer.groups:
         raise DataError(f"{final_dir}: no group produced any window")

@@ -67,11 +67,7 @@ def file_error(path: Path, problem: str, exc: BaseException | None = None) -> Da
 
 
 def read_csv(path: Path, columns: Iterable[str], **options: Any) -> pd.DataFrame:
-    """A CSV with header names trimmed and the named columns required (``options`` go to ``pd.read_csv``).
-
-    Raises:
-        DataError: Missing or unreadable file, or a missing column.
-    """
+    """A CSV, header names trimmed, the named columns required (DataError: bad file or a missing column)."""
     import pandas as pd
 
     if not path.is_file():
@@ -100,6 +96,8 @@ class RawDataset:
     flatline_fraction: ClassVar[float] = 0.05
     #: Helper modules that shape the output too; their source joins the marker's source digest.
     helper_modules: ClassVar[tuple[ModuleType, ...]] = ()
+    #: The dataset's own settings, recorded in the marker after (or over) the shared ones.
+    options: dict[str, Any] = {}  # shared and read only: an instance with options sets its own
 
     def __init__(self, raw_root: str | Path) -> None:
         search_root = Path(raw_root)
@@ -117,7 +115,7 @@ class RawDataset:
         return get_dataset(self.key)
 
     def settings(self) -> dict[str, Any]:
-        """Per-dataset settings recorded in the marker; extend in subclasses for extra options."""
+        """The settings recorded in the marker: the shared ones, then :attr:`options`."""
         return {
             "name": self.key,
             "raw_root": str(self.raw_root.resolve()),
@@ -126,7 +124,7 @@ class RawDataset:
             "low_cutoff": -1,
             "high_cutoff": -1,
             "flatline_fraction": self.flatline_fraction if self.uses_flatline else None,
-        }
+        } | self.options
 
     def marker(self, fs: float) -> dict[str, Any]:
         """What makes a processed tree this tree: raw inputs, code, rate and settings."""

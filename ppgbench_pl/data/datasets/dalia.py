@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 from types import ModuleType
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
@@ -78,10 +78,7 @@ class DaliaDataset(E4Pickles):
     def __init__(self, raw_root: str | Path, transient_as_class: bool = True) -> None:
         super().__init__(raw_root)
         self.transient_as_class = transient_as_class
-
-    def settings(self) -> dict[str, Any]:
-        """Base settings plus the transient-class option."""
-        return {**super().settings(), "transient_as_class": self.transient_as_class}
+        self.options = {"transient_as_class": transient_as_class}
 
     def process(self, path: Path, fs: float) -> GroupData | None:
         """Window, label and filter one participant; None when every window is rejected."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
@@ -69,10 +69,7 @@ class DreamtDataset(RawDataset):
         if not window_s > 0:
             raise ConfigError(f"dreamt window_s must be positive, got {window_s}")
         self.window_s = float(window_s)
-
-    def settings(self) -> dict[str, Any]:
-        """Base settings, with the window (and equal stride) this instance uses."""
-        return {**super().settings(), "window_s": self.window_s, "stride_s": self.window_s}
+        self.options = {"window_s": self.window_s, "stride_s": self.window_s}
 
     def units(self) -> list[Path]:
         """The participant CSVs, in participant order."""

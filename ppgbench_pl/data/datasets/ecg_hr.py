@@ -137,10 +137,7 @@ def quality_intervals(beats: np.ndarray, fs: int, group: int = 5) -> tuple[np.nd
 def window_hr(
     intervals: np.ndarray, midpoints: np.ndarray, fs: float, starts: np.ndarray, length: float
 ) -> np.ndarray:
-    """HR (bpm) per window (``starts``, ``length`` in ECG samples) from the intervals whose midpoint lies inside.
-
-    NaN where fewer than 2 intervals do.
-    """
+    """HR (bpm) per window (``starts``, ``length`` in ECG samples) from the intervals inside; NaN below 2."""
     starts = np.asarray(starts, dtype=np.float64)
     first = np.searchsorted(midpoints, starts, side="right")
     stop = np.searchsorted(midpoints, starts + length, side="left")

@@ -73,10 +73,7 @@ def felt_summary(scores: np.ndarray) -> tuple[int, bool]:
 
 
 def check_videos(intervals: list[tuple[str, float, float]], duration: float, cesaf: Cesaf) -> None:
-    """SkipSubject for a video outside the ``duration`` s of BVP or an order that differs from CESAF's.
-
-    Either would label windows with nothing or with another video's scores.
-    """
+    """SkipSubject for a video outside the ``duration`` s of BVP or in another order than CESAF's."""
     for name, begin, end in intervals:
         if begin < 0 or end > duration:
             span = f"{begin:.1f}-{end:.1f} s"

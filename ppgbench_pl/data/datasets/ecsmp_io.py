@@ -52,11 +52,7 @@ class Cesaf:
 
 
 def read_bvp_csv(path: Path) -> tuple[float, int, np.ndarray]:
-    """Start time (UTC s), integer sampling rate and samples of an Empatica ``BVP.csv``.
-
-    Raises:
-        DataError: Unreadable, missing header lines, a non-integer rate, a non-numeric sample or no samples.
-    """
+    """Start time (UTC s), integer sampling rate and samples of an Empatica ``BVP.csv`` (one-line DataError)."""
     try:
         column = pd.read_csv(path, header=None, usecols=[0], dtype=str).iloc[:, 0]
     except FileNotFoundError:
@@ -80,11 +76,7 @@ def read_bvp_csv(path: Path) -> tuple[float, int, np.ndarray]:
 
 
 def eeg_files(folder: Path) -> dict[str, Path]:
-    """``<anything>_<id>.mat`` files by subject id (the text after the last underscore).
-
-    Raises:
-        DataError: Two files name the same subject.
-    """
+    """``<anything>_<id>.mat`` files by subject id (DataError: two files name the same subject)."""
     found: dict[str, Path] = {}
     for path in sorted(folder.glob("*.mat")):
         sid = normalise_id(path.stem.rsplit("_", 1)[-1])
@@ -106,11 +98,7 @@ def _as_float(value: Any) -> float:
 
 
 def read_eeg_events(path: Path) -> tuple[float, np.ndarray, np.ndarray]:
-    """EEG rate and the ``urevent`` codes and latencies (samples) of an EEGLAB ``EEG`` struct.
-
-    Raises:
-        DataError: Unreadable, or the struct lacks ``srate``/``urevent``/``type``/``latency``.
-    """
+    """EEG rate and the ``urevent`` codes and latencies (samples) of an EEGLAB ``EEG`` struct (one-line DataError)."""
     if not path.is_file():
         raise DataError(f"{path}: file not found")
     if h5py.is_hdf5(path):  # MATLAB v7.3
@@ -178,11 +166,7 @@ def _sheet(book: pd.ExcelFile, name: str, min_columns: int, path: Path) -> np.nd
 
 
 def read_scales(path: Path) -> tuple[dict[str, Cesaf], dict[str, float]]:
-    """CESAF rows and SDS scores by subject id (the first row of an id wins; id 000 is ignored).
-
-    Raises:
-        DataError: The workbook is missing or unreadable, or a sheet is missing or too narrow.
-    """
+    """CESAF rows and SDS scores by subject id, the first row of an id winning, 000 ignored (one-line DataError)."""
     try:
         book = pd.ExcelFile(path, engine="openpyxl")
     except FileNotFoundError:

@@ -134,10 +134,7 @@ class PPGBPDataset(RawDataset):
     def __init__(self, raw_root: str | Path, exclude_subjects: Sequence[int] = PUBLISHED_EXCLUDED) -> None:
         super().__init__(raw_root)
         self.exclude_subjects = tuple(sorted(int(s) for s in exclude_subjects))
-
-    def settings(self) -> dict[str, Any]:
-        """Base settings plus the excluded participants."""
-        return {**super().settings(), "exclude_subjects": list(self.exclude_subjects)}
+        self.options = {"exclude_subjects": list(self.exclude_subjects)}
 
     def units(self) -> list[pd.Series]:
         """The workbook rows, in workbook order, less the excluded participants."""

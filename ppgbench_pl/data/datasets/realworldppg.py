@@ -125,14 +125,8 @@ class RealWorldPPGDataset(RawDataset):
         if min_records_per_participant < 1:
             raise ConfigError(f"min_records_per_participant must be >= 1, got {min_records_per_participant}")
         self.min_records_per_participant = int(min_records_per_participant)
-
-    def settings(self) -> dict[str, Any]:
-        """Base settings plus the pooling and per-participant minimum."""
-        return {
-            **super().settings(),
-            "splits_pooled": [split for split, _ in SPLITS],
-            "min_records_per_participant": self.min_records_per_participant,
-        }
+        self.options = {"splits_pooled": [split for split, _ in SPLITS],
+                        "min_records_per_participant": self.min_records_per_participant}
 
     def units(self) -> list[Record]:
         """The usable records, train8 first; skipped columns and rare participants' records noted in the marker."""

@@ -31,11 +31,7 @@ PURITY_NUM, PURITY_DEN = 9, 10
 
 
 def read_quest(path: Path) -> dict[int, tuple[float, float]]:
-    """Valence and arousal per condition code from a ``_quest.csv`` file (two meditations averaged).
-
-    Raises:
-        DataError: A missing file, no ``# ORDER`` row, or a ``# DIM`` row without two numbers.
-    """
+    """Valence and arousal per condition code from a ``_quest.csv`` file, two meditations averaged (DataError)."""
     try:
         raw = path.read_bytes()
     except FileNotFoundError:

@@ -87,10 +87,7 @@ class WildPPGDataset(RawDataset):
     key: ClassVar[str] = "wildppg"
     marker_pattern: ClassVar[str] = f"{_PREFIX}*.mat"
     helper_modules: ClassVar[tuple[ModuleType, ...]] = (ecg_hr,)
-
-    def settings(self) -> dict[str, Any]:
-        """Base settings plus the PPG channel and the label source."""
-        return {**super().settings(), "ppg_channel": "green", "hr_source": "sternum ecg"}
+    options = {"ppg_channel": "green", "hr_source": "sternum ecg"}
 
     def units(self) -> list[Path]:
         """The ``WildPPG_Part_<name>.mat`` files, in sorted order."""

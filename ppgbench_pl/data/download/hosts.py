@@ -41,15 +41,13 @@ def base_url(host: str) -> str:
 
 @dataclass(frozen=True)
 class Plan:
-    """One published version: the revision the host answered, each file with its published size and checksum.
-
-    ``blob_ids``: the git blob id of hub files not in LFS (the hub's only checksum for them).
-    """
+    """One published version: the revision the host answered, each file with its published size and checksum."""
 
     host: str
     repo: str
     revision: str
     items: tuple[RemoteFile, ...]
+    #: The git blob id of hub files not in LFS (the hub's only checksum for them).
     blob_ids: dict[str, str] = field(default_factory=dict)
 
 
@@ -57,7 +55,7 @@ def resolve(client: Client, host: str, repo: str, revision: str | None, files: t
     """Ask the host about one version (``revision``: a Zenodo record id or a commit; None: the default branch).
 
     Raises:
-        DownloadError: The host cannot be reached, does not know the version, or lacks one of ``files``.
+        DownloadError: The host is unreachable, does not know the version, or lacks one of ``files``.
     """
     step = {"zenodo": _zenodo, "github": _github, "huggingface": _huggingface}[host]
     return step(client, repo, revision, files)
