@@ -1,19 +1,20 @@
 """The datasets and tasks ppgbench knows, read from their declarations in ``datasets.json`` (PROTOCOL.md 1-2).
 
 Each dataset declares its facts, tasks, source and card once, in ``datasets.json`` (the code-valued parts of
-a source in :mod:`.datasets.selection`). Everything that names a dataset or task resolves it here, so a typo
+a source in :mod:`.selection`). Everything that names a dataset or task resolves it here, so a typo
 fails fast with a one-line error. Importing it loads no numpy, pandas, scipy or torch.
 """
 
 from __future__ import annotations
 
 import difflib
+import importlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ppgbench_pl.cards.types import Citation, DatasetCard
-from ppgbench_pl.data.datasets.selection import STEPS
+from ppgbench_pl.data.selection import STEPS
 from ppgbench_pl.data.spec import (
     ArchiveSource,
     DatasetDeclaration,
@@ -25,6 +26,9 @@ from ppgbench_pl.data.spec import (
     TaskSpec,
 )
 from ppgbench_pl.errors import ConfigError
+
+if TYPE_CHECKING:
+    from ppgbench_pl.data.datasets.base import RawDataset
 
 _KINDS = {kind.publisher: kind for kind in (ArchiveSource, FigshareSource, MendeleySource, PhysioNetSource)}
 
@@ -72,6 +76,15 @@ def get_dataset(key: str) -> DatasetInfo:
     if key not in DATASETS:
         raise _unknown("dataset", key, list(DATASETS))
     return DATASETS[key]
+
+
+def preprocessor(key: str) -> type[RawDataset]:
+    """The preprocessor class a dataset's declaration names (any declared dataset, synthetic included)."""
+    info = DATASETS.get(key)
+    if info is None or not info.preprocessor:
+        raise ConfigError(f"no preprocessor for dataset '{key}'; known: {', '.join(REAL_DATASETS)}")
+    module, _, attr = info.preprocessor.partition(":")
+    return getattr(importlib.import_module(module), attr)  # type: ignore[no-any-return]
 
 
 def get_task(name: str) -> TaskSpec:

@@ -93,16 +93,6 @@ def kept_columns(idx: np.ndarray, video: np.ndarray, labels: dict[str, np.ndarra
     }
 
 
-def window_counts(n_total: int, idx: np.ndarray, has_video: np.ndarray) -> dict[str, int]:
-    """The window tallies in a subject's stats: how many were cut, kept, rejected, and kept inside a video."""
-    return {
-        "n_windows_total": n_total,
-        "n_windows_kept": len(idx),
-        "n_windows_rejected": int(n_total - len(idx)),
-        "n_windows_video": int(has_video[idx].sum()),
-    }
-
-
 class EcsmpDataset(RawDataset):
     """Preprocessor for ECSMP (``ecsmp``); ``skipped`` maps the ids the last build left out to the reason."""
 
@@ -167,7 +157,8 @@ class EcsmpDataset(RawDataset):
         stats = ppg_stats(
             sid, ppg, sds_score=float(sds_score), sds_class=sds_class, bvp_start_utc=start_utc,
             bvp_fs_original=native_fs, target_fs=fs, eeg_fs=srate, eeg_file=eeg_path.name,
-            **window_counts(len(starts), idx, labels["has_video_label"]),
+            n_windows_total=len(starts), n_windows_kept=len(idx), n_windows_rejected=int(len(starts) - len(idx)),
+            n_windows_video=int(labels["has_video_label"][idx].sum()),
         )
         targets = {key: values[idx] for key, values in labels.items()}
         group = self.windows_group(sid, idx, cut, fs, targets, stats, rejection_counts(windows, keep),

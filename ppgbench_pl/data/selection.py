@@ -1,4 +1,4 @@
-"""The code part of the dataset declarations (``data/datasets.json``): which published files a source needs.
+"""The code part of the dataset declarations (``datasets.json``): which published files a source needs.
 
 A PhysioNet source's ``select`` fetches the files the benchmark needs from the project's tree; a Mendeley
 source may list only some folders and files. The WESAD and WildPPG archives are the authors' shares linked
