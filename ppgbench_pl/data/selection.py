@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ppgbench_pl.errors import DownloadError
 
 if TYPE_CHECKING:  # the download machinery stays out of the light registry import
-    from ppgbench_pl.data.download.sources import Job
+    from ppgbench_pl.data.download import Job
 
 BIDMC_RECORDS = 53
 _HREF = re.compile(r"""href\s*=\s*["']([^"']+)["']""", re.IGNORECASE)
