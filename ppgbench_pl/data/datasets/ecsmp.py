@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
@@ -66,12 +66,6 @@ def video_intervals(types: np.ndarray, latencies: np.ndarray, srate: float) -> l
     return intervals
 
 
-def felt_summary(scores: np.ndarray) -> tuple[int, bool]:
-    """Index of the single highest felt score, or -1 with ``tie=True`` when the maximum is shared."""
-    tie = bool(np.sum(scores == scores.max()) > 1)
-    return (-1 if tie else int(np.argmax(scores))), tie
-
-
 def check_videos(intervals: list[tuple[str, float, float]], duration: float, cesaf: Cesaf) -> None:
     """SkipSubject for a video outside the ``duration`` s of BVP or in another order than CESAF's."""
     for name, begin, end in intervals:
@@ -81,16 +75,6 @@ def check_videos(intervals: list[tuple[str, float, float]], duration: float, ces
     shown = [name for name, _, _ in intervals]
     if shown != cesaf.stimuli:
         raise SkipSubject(f"video order from the events {shown} differs from CESAF {cesaf.stimuli}")
-
-
-def kept_columns(idx: np.ndarray, video: np.ndarray, labels: dict[str, np.ndarray]) -> dict[str, Any]:
-    """The labels of the kept windows as metadata.csv columns, so the file reads without the arrays."""
-    return {
-        "has_video_label": labels["has_video_label"][idx],
-        "video_idx": video[idx],
-        "stimulus": [VIDEO_NAMES[s] if s >= 0 else "" for s in labels["stimulus"][idx]],
-        **{key: labels[key][idx] for key in ("felt_argmax", "felt_tie", "sds_score", "sds_class")},
-    }
 
 
 class EcsmpDataset(RawDataset):
@@ -161,8 +145,11 @@ class EcsmpDataset(RawDataset):
             n_windows_video=int(labels["has_video_label"][idx].sum()),
         )
         targets = {key: values[idx] for key, values in labels.items()}
+        stimulus = [VIDEO_NAMES[s] if s >= 0 else "" for s in targets["stimulus"]]  # metadata.csv reads alone
+        shown = {key: targets[key] for key in ("felt_argmax", "felt_tie", "sds_score", "sds_class")}
         group = self.windows_group(sid, idx, cut, fs, targets, stats, rejection_counts(windows, keep),
-                                   **kept_columns(idx, video, labels))
+                                   has_video_label=targets["has_video_label"], video_idx=video[idx],
+                                   stimulus=stimulus, **shown)
         group.extra_arrays["reject_idx"] = ~keep
         return group
 
@@ -176,7 +163,8 @@ class EcsmpDataset(RawDataset):
         inside = (t0[:, None] >= begins[None, :]) & (t1[:, None] <= ends[None, :])
         has_video = inside.sum(axis=1) == 1
         video = np.where(has_video, inside.argmax(axis=1), -1)
-        felt = [felt_summary(cesaf.scores[v]) for v in range(len(VIDEO_NAMES))]
+        tops = [np.flatnonzero(row == row.max()) for row in cesaf.scores]  # a shared maximum is a tie
+        felt = [(-1, True) if len(top) > 1 else (int(top[0]), False) for top in tops]
         stimulus = [VIDEO_NAMES.index(name) for name, _, _ in intervals]
         scores = np.full((len(t0), len(VIDEO_NAMES)), np.nan)
         scores[has_video] = cesaf.scores[video[has_video]]

@@ -62,14 +62,6 @@ def read_quest(path: Path) -> dict[int, tuple[float, float]]:
     return {code: (float(mean[0]), float(mean[1])) for code, mean in means.items()}
 
 
-def majority_codes(label_windows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per window: the most frequent code (smallest on a tie) and how many samples carry it."""
-    codes = np.unique(label_windows)
-    counts = np.stack([(label_windows == code).sum(axis=1) for code in codes], axis=1)
-    best = counts.argmax(axis=1)
-    return codes[best], counts[np.arange(len(best)), best]
-
-
 def window_labels(code: np.ndarray, ratings: dict[int, tuple[float, float]]) -> dict[str, np.ndarray]:
     """Every target of the windows from their pure condition code (-1: none) and SAM ratings; missing: invalid."""
     valence = np.array([ratings.get(int(c), (np.nan, np.nan))[0] for c in code], dtype=np.float64)
@@ -101,7 +93,10 @@ class WesadDataset(dalia.E4Pickles):
         good, cut = self.bvp_windows(path, bvp, fs)
         _, starts, windows = cut
         label_window, label_windows = self._label_windows(codes, len(starts), path, fs)
-        majority, support = majority_codes(label_windows)
+        present = np.unique(label_windows)  # per window the most frequent code (smallest on a tie) and its count
+        counts = np.stack([(label_windows == code).sum(axis=1) for code in present], axis=1)
+        best = counts.argmax(axis=1)
+        majority, support = present[best], counts[np.arange(len(best)), best]
         pure = support * PURITY_DEN >= PURITY_NUM * label_window
         labels = window_labels(np.where(pure, majority, -1), ratings)
 
