@@ -2,8 +2,7 @@
 
 PROTOCOL.md 1.5: video intervals come from the EEG event markers, in seconds from the BVP start; a window
 gets the felt scores of the one video it lies inside. All non-flat windows are kept (the subject-level
-SDS task uses them). A subject that fails a published check is logged, skipped and counted in the
-marker's ``dropped_windows`` as ``{"skipped: <reason>": 1}``.
+SDS task uses them). A subject that fails a published check is skipped (``{"skipped: <reason>": 1}``).
 """
 
 from __future__ import annotations

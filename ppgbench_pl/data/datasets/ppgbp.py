@@ -168,14 +168,10 @@ class PPGBPDataset(RawDataset):
         name = str(subject)
         keep = flatline_mask(segments, self.flatline_fraction)
         n = int(keep.sum())
-        targets: dict[str, np.ndarray] = {}
-        for key, value in labels.items():
-            column = np.full(n, value)
-            targets[key] = as_regression_target(column) if key in NUMERIC_COLUMNS else as_class_target(column)
+        targets = {key: (as_regression_target if key in NUMERIC_COLUMNS else as_class_target)(np.full(n, value))
+                   for key, value in labels.items()}
         kept = np.asarray(kept_k)[keep]
-        metadata = pd.DataFrame(
-            {"subject": [name] * n, "segment": kept, "file": [f"{subject}_{k}.txt" for k in kept]}
-        )
+        metadata = pd.DataFrame({"subject": [name] * n, "segment": kept, "file": [f"{subject}_{k}.txt" for k in kept]})
         return GroupData(
             name=name,
             ppg=segments[keep],

@@ -31,18 +31,13 @@ from ppgbench_pl.data.spec import ArchiveSource, FigshareSource, MendeleySource,
 from ppgbench_pl.errors import ConfigError, DownloadError, PPGBenchError
 from ppgbench_pl.locks import LockBusy, file_lock, lock_holder
 
-__all__ = ["FAILED", "SOURCES", "download", "mirror_env_var"]
+__all__ = ["FAILED", "SOURCES", "download"]
 
 logger = logging.getLogger(__name__)
 
 #: Prefix of a failed dataset's status; a successful one starts with "ok".
 FAILED = "failed: "
 PASSWORD_ENV = "PHYSIONET_PASSWORD"
-
-
-def mirror_env_var(key: str) -> str:
-    """The environment variable that overrides a dataset's base URL."""
-    return f"PPGBENCH_MIRROR_{key.upper()}"
 
 
 def download(
@@ -109,7 +104,7 @@ def _download_one(
 ) -> str:
     """Fetch one dataset (from the mirror given, else the environment's, else the publisher); write source.json."""
     spec: SourceSpec = SOURCES[key]
-    base = (mirrors.get(key) or os.environ.get(mirror_env_var(key)) or spec.base_url).rstrip("/")
+    base = (mirrors.get(key) or os.environ.get(f"PPGBENCH_MIRROR_{key.upper()}") or spec.base_url).rstrip("/")
     client = _client(key, base, physionet_user, options)
     folder = raw_root / key
     folder.mkdir(parents=True, exist_ok=True)
