@@ -30,23 +30,12 @@ _PPG = ("wrist", "ppg_g")
 _ECG = ("sternum", "ecg")
 
 
-def _field(obj: Any, name: str) -> Any:
-    """A field of a loaded MATLAB struct (scipy ``mat_struct``, dict or record array)."""
-    if hasattr(obj, "_fieldnames"):
-        return getattr(obj, name) if name in obj._fieldnames else None
-    if isinstance(obj, dict):
-        return obj.get(name)
-    if isinstance(obj, np.ndarray) and obj.dtype.names and name in obj.dtype.names:
-        return obj[name].squeeze()[()]
-    return None
-
-
 def _signal_v5(top: dict[str, Any], where: tuple[str, str], path: Path) -> tuple[np.ndarray, float]:
-    """``<struct>.<field>.v`` and ``.fs`` from a scipy-loaded file."""
-    node = top
+    """``<struct>.<field>.v`` and ``.fs`` from a scipy-loaded file (structs as dicts)."""
+    node: Any = top
     for name in where:
-        node = None if node is None else _field(node, name)
-    values, fs = (None, None) if node is None else (_field(node, "v"), _field(node, "fs"))
+        node = node.get(name) if isinstance(node, dict) else None
+    values, fs = (node.get("v"), node.get("fs")) if isinstance(node, dict) else (None, None)
     if values is None or fs is None:
         raise DataError(f"{path}: no '{'.'.join(where)}' struct with fields v and fs")
     return np.asarray(values, dtype=np.float64).ravel(), float(np.asarray(fs, dtype=np.float64).ravel()[0])
@@ -65,7 +54,7 @@ def read_participant(path: Path) -> tuple[np.ndarray, float, np.ndarray, float]:
     """Green PPG and sternum ECG of one participant file, each with its rate (one-line DataError)."""
     try:
         try:
-            top = scipy.io.loadmat(path, squeeze_me=True, struct_as_record=False, variable_names=[_PPG[0], _ECG[0]])
+            top = scipy.io.loadmat(path, simplify_cells=True, variable_names=[_PPG[0], _ECG[0]])
             ppg, ppg_fs = _signal_v5(top, _PPG, path)
             ecg, ecg_fs = _signal_v5(top, _ECG, path)
         except NotImplementedError:  # MATLAB v7.3 is HDF5
