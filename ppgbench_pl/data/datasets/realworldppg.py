@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass
+from itertools import zip_longest
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -72,10 +73,8 @@ def read_columns(path: Path) -> list[tuple[str, list[Any]]]:
         rows = [list(r) for r in book[SHEET].iter_rows(min_row=1, max_row=ID_ROW, values_only=True)]
     finally:
         book.close()
-    rows += [[] for _ in range(ID_ROW - len(rows))]
-    width = max((len(r) for r in rows), default=0)
-    grid = [r + [None] * (width - len(r)) for r in rows]
-    return [(get_column_letter(c + 1), [grid[r][c] for r in range(ID_ROW)]) for c in range(width)]
+    rows += [[] for _ in range(ID_ROW - len(rows))]  # columns are padded with None to all 305 rows
+    return [(get_column_letter(c + 1), list(cells)) for c, cells in enumerate(zip_longest(*rows))]
 
 
 def read_records(path: Path, split: str) -> tuple[list[Record], dict[str, list[str]]]:
