@@ -108,6 +108,8 @@ class RawDataset:
         if not hits:
             raise DataError(f"{search_root}: no '{pattern}' found; is this the raw dataset folder?")
         self.raw_root = hits[0].parents[self.root_levels_up - 1]
+        #: Groups every window of which was rejected, with their drops (see :meth:`note_left_out`).
+        self.left_out: dict[str, dict[str, int]] = {}
 
     @property
     def info(self) -> DatasetInfo:
@@ -173,8 +175,6 @@ class RawDataset:
         """Record a group every window of which was rejected (logging ``why``), so the marker counts its drops."""
         if why:
             logging.getLogger(type(self).__module__).warning("%s", why)
-        if not hasattr(self, "left_out"):
-            self.left_out: dict[str, dict[str, int]] = {}
         self.left_out[group] = dict(dropped)
 
     def build(self, output_root: str | Path, fs: float) -> Path:

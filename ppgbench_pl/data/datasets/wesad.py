@@ -92,7 +92,10 @@ class WesadDataset(dalia.E4Pickles):
         ratings = read_quest(path.with_name(f"{path.stem}_quest.csv"))
         good, cut = self.bvp_windows(path, bvp, fs)
         _, starts, windows = cut
-        label_window, label_windows = self._label_windows(codes, len(starts), path, fs)
+        label_window, _, label_windows = self.cut(codes, self.label_fs)
+        if len(label_windows) != len(starts):
+            raise DataError(f"{path}: 'label' gives {len(label_windows)} windows at {self.label_fs} Hz "
+                            f"for {len(starts)} PPG windows at {fs:g} Hz")
         present = np.unique(label_windows)  # per window the most frequent code (smallest on a tie) and its count
         counts = np.stack([(label_windows == code).sum(axis=1) for code in present], axis=1)
         best = counts.argmax(axis=1)
@@ -111,13 +114,3 @@ class WesadDataset(dalia.E4Pickles):
         shown = ("condition_4class", "condition_3class", "valence_reg", "arousal_reg")
         return self.windows_group(path.stem, idx, cut, fs, targets, stats, dropped, label_code=majority[idx],
                                   label_purity=support[idx] / label_window, **{key: targets[key] for key in shown})
-
-    def _label_windows(self, codes: np.ndarray, n_windows: int, path: Path, fs: float) -> tuple[int, np.ndarray]:
-        """The label window length and the 700 Hz code windows (DataError unless one per PPG window)."""
-        label_window, _, label_windows = self.cut(codes, self.label_fs)
-        if len(label_windows) != n_windows:
-            raise DataError(
-                f"{path}: 'label' gives {len(label_windows)} windows at {self.label_fs} Hz "
-                f"for {n_windows} PPG windows at {fs:g} Hz"
-            )
-        return label_window, label_windows

@@ -52,13 +52,13 @@ class RemoteFile:
         safe_relpath(self.dest)
 
 
-class ChecksumLog:
+class ChecksumLog(dict[str, dict[str, Any]]):
     """The ``checksums.json`` of one dataset folder: SHA-256 and size of what was received (saved in batches)."""
 
     def __init__(self, folder: Path) -> None:
         """Load the existing log of ``folder`` (an unreadable log is treated as empty)."""
+        super().__init__()
         self.path = folder / CHECKSUMS_FILE
-        self._entries: dict[str, dict[str, Any]] = {}
         self._pending = 0
         self._last_save = time.monotonic()
         if self.path.is_file():
@@ -67,29 +67,25 @@ class ChecksumLog:
             except (OSError, ValueError):
                 loaded = {}
             if isinstance(loaded, dict):
-                self._entries = {k: v for k, v in loaded.items() if isinstance(v, dict)}
-
-    def get(self, rel: str) -> dict[str, Any] | None:
-        """The recorded entry of one file, if any."""
-        return self._entries.get(rel)
+                self.update({k: v for k, v in loaded.items() if isinstance(v, dict)})
 
     def forget(self, rel: str) -> None:
         """Drop the entry of a file that is fetched afresh."""
-        if self._entries.pop(rel, None) is not None:
+        if self.pop(rel, None) is not None:
             self._pending += 1
 
     def record(self, rel: str, *, size: int, sha256: str, publisher: str | None) -> None:
         """Remember a verified file; ``publisher`` names the publisher's checksum kind, or None."""
-        self._entries[rel] = {"size": size, "sha256": sha256, "publisher_checksum": publisher}
+        self[rel] = {"size": size, "sha256": sha256, "publisher_checksum": publisher}
         self._pending += 1
         if self._pending >= 200 or time.monotonic() - self._last_save > 30:
             self.save()
 
     def save(self) -> None:
         """Write the log atomically (temporary file, then rename)."""
-        if not self._entries and not self.path.exists():
+        if not self and not self.path.exists():
             return
-        write_text_atomic(self.path, json.dumps(self._entries, indent=1, sort_keys=True) + "\n")
+        write_text_atomic(self.path, json.dumps(self, indent=1, sort_keys=True) + "\n")
         self._pending = 0
         self._last_save = time.monotonic()
 
