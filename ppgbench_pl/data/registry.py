@@ -2,9 +2,7 @@
 
 Each dataset declares its facts, tasks, source and card once, in ``datasets.json``; the code-valued parts of a
 source (which published files it needs) are the functions in :data:`STEPS`. Everything that names a dataset or
-task resolves it here, so a typo fails fast with a one-line error. Importing it loads no numpy, pandas, scipy or
-torch. The WESAD and WildPPG archives are the authors' shares linked from their project pages
-(``PPGBENCH_MIRROR_<KEY>`` replaces them if the authors move them).
+task resolves it here (a typo: a one-line error); importing it loads no numpy, pandas, scipy or torch.
 """
 
 from __future__ import annotations
