@@ -144,10 +144,8 @@ class ProcessedDataset:
         missing = sorted(set(listed) - set(on_disk))
         if missing:
             more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
-            raise DataError(
-                f"{self.where(missing[0], 'ppg.npy')} not found, but {MARKER} lists the group{more}; "
-                "restore it or preprocess again"
-            )
+            raise DataError(f"{self.where(missing[0], 'ppg.npy')} not found, but {MARKER} lists the group{more}; "
+                            "restore it or preprocess again")
         extra = sorted(set(on_disk) - set(listed))
         if extra:
             raise DataError(f"{self.where(extra[0], 'ppg.npy')}: group not listed in {MARKER}; remove it "

@@ -69,8 +69,7 @@ def check_videos(intervals: list[tuple[str, float, float]], duration: float, ces
     """SkipSubject for a video outside the ``duration`` s of BVP or in another order than CESAF's."""
     for name, begin, end in intervals:
         if begin < 0 or end > duration:
-            span = f"{begin:.1f}-{end:.1f} s"
-            raise SkipSubject(f"{name} video {span} lies outside the {duration:.1f} s of BVP")
+            raise SkipSubject(f"{name} video {begin:.1f}-{end:.1f} s lies outside the {duration:.1f} s of BVP")
     shown = [name for name, _, _ in intervals]
     if shown != cesaf.stimuli:
         raise SkipSubject(f"video order from the events {shown} differs from CESAF {cesaf.stimuli}")

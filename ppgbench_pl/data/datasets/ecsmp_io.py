@@ -148,8 +148,7 @@ def _read_eeg_hdf5(path: Path) -> tuple[float, np.ndarray, np.ndarray]:
             types = np.array([_as_float(v) for v in field(file, eeg["urevent"]["type"])], dtype=np.float64)
             latencies = np.array(field(file, eeg["urevent"]["latency"]), dtype=np.float64)
     except (KeyError, OSError, TypeError, ValueError, IndexError) as exc:
-        reason = _one_line(exc)
-        raise DataError(f"{path}: MATLAB v7.3 file without a readable EEG.srate/urevent ({reason})") from None
+        raise DataError(f"{path}: MATLAB v7.3 file without a readable EEG.srate/urevent ({_one_line(exc)})") from None
     if len(types) != len(latencies):
         raise DataError(f"{path}: EEG.urevent has {len(types)} types for {len(latencies)} latencies")
     return _checked_rate(srate, path), types, latencies
@@ -160,8 +159,7 @@ def _sheet(book: pd.ExcelFile, name: str, min_columns: int, path: Path) -> np.nd
         raise DataError(f"{path}: no '{name}' sheet")
     frame = book.parse(name, header=None)
     if frame.shape[1] < min_columns:
-        width = frame.shape[1]
-        raise DataError(f"{path}: sheet '{name}' has {width} columns, expected at least {min_columns}")
+        raise DataError(f"{path}: sheet '{name}' has {frame.shape[1]} columns, expected at least {min_columns}")
     return frame.to_numpy(dtype=object)
 
 

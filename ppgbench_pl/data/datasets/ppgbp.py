@@ -61,8 +61,7 @@ def read_workbook(path: Path) -> pd.DataFrame:
     needed = ["subject_ID", *NUMERIC_COLUMNS.values(), HYPERTENSION_COLUMN, *PRESENCE_COLUMNS.values()]
     missing = [c for c in needed if c not in table.columns]
     if missing:
-        names = ", ".join(repr(c) for c in missing)
-        raise DataError(f"{path}: missing column(s) {names} in the header on row 2")
+        raise DataError(f"{path}: missing column(s) {', '.join(repr(c) for c in missing)} in the header on row 2")
     table = table.dropna(how="all")
     ids = pd.to_numeric(table["subject_ID"], errors="coerce")
     bad = ids.isna() | (ids != ids.round())

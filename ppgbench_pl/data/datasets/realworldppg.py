@@ -51,9 +51,7 @@ def _number(value: Any) -> float:
     """A cell as a float: numbers as they are, numeric text parsed, anything else NaN (never missing)."""
     if isinstance(value, bool):
         return math.nan
-    if isinstance(value, int | float):
-        return float(value)
-    try:
+    try:  # a number's str() gives it back exactly
         return float(str(value).strip())
     except ValueError:
         return math.nan
