@@ -35,10 +35,10 @@ def dataset_dir(root: str | Path, fs: float, display_name: str) -> Path:
     return Path(root) / f"fs_{int(fs) if float(fs).is_integer() else fs}" / display_name
 
 
-def raw_files_digest(raw_root: Path, suffixes: Iterable[str] = RAW_SUFFIXES) -> str:
+def raw_files_digest(raw_root: Path) -> str:
     """SHA-256 over (relative path, size, mtime in ns) of the raw files: the input identity."""
     digest = hashlib.sha256()
-    for path in sorted(p for p in raw_root.rglob("*") if p.is_file() and p.suffix.lower() in suffixes):
+    for path in sorted(p for p in raw_root.rglob("*") if p.is_file() and p.suffix.lower() in RAW_SUFFIXES):
         info = path.stat()
         digest.update(f"{path.relative_to(raw_root).as_posix()}\t{info.st_size}\t{info.st_mtime_ns}\n".encode())
     return digest.hexdigest()
@@ -93,12 +93,12 @@ class GroupData:
 
 def as_class_target(values: Iterable[Any]) -> np.ndarray:
     """Classification target: int64 with -1 meaning invalid."""
-    return np.asarray(list(values) if not isinstance(values, np.ndarray) else values, dtype=np.int64)
+    return np.asarray(values if isinstance(values, np.ndarray) else list(values), dtype=np.int64)
 
 
 def as_regression_target(values: Iterable[Any]) -> np.ndarray:
     """Regression target: float32 with NaN meaning invalid."""
-    return np.asarray(list(values) if not isinstance(values, np.ndarray) else values, dtype=np.float32)
+    return np.asarray(values if isinstance(values, np.ndarray) else list(values), dtype=np.float32)
 
 
 def read_marker(path: Path) -> dict[str, Any]:
@@ -112,7 +112,6 @@ def read_marker(path: Path) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise DataError(f"{path}: marker is not a JSON object")
     return value
-
 
 
 class ProcessedDataset:
@@ -145,10 +144,8 @@ class ProcessedDataset:
         missing = sorted(set(listed) - set(on_disk))
         if missing:
             more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
-            raise DataError(
-                f"{self.where(missing[0], 'ppg.npy')} not found, but {MARKER} lists the group{more}; "
-                "restore it or preprocess again"
-            )
+            raise DataError(f"{self.where(missing[0], 'ppg.npy')} not found, but {MARKER} lists the group{more}; "
+                            "restore it or preprocess again")
         extra = sorted(set(on_disk) - set(listed))
         if extra:
             raise DataError(f"{self.where(extra[0], 'ppg.npy')}: group not listed in {MARKER}; remove it "
@@ -161,20 +158,17 @@ class ProcessedDataset:
         array = _load_npy(path)
         if array.ndim == 1:
             array = array[None, :]
+        where = self.where(group, "ppg.npy")
         if array.ndim != 2 or array.shape[0] == 0 or array.shape[1] == 0:
-            raise DataError(f"{self.where(group, 'ppg.npy')}: expected a non-empty [n_windows, samples] "
-                            f"array, got shape {array.shape}")
+            raise DataError(f"{where}: expected a non-empty [n_windows, samples] array, got shape {array.shape}")
         if array.dtype.kind != "f":
-            where = self.where(group, "ppg.npy")
             raise DataError(f"{where}: expected float windows, got dtype {array.dtype}")
         array = array.astype(np.float32, copy=False)
         finite = np.isfinite(array).all(axis=1)
         if not finite.all():
             bad = np.flatnonzero(~finite)
-            raise DataError(
-                f"{self.where(group, 'ppg.npy')}: {len(bad)} of {len(array)} windows hold NaN or inf "
-                f"(first: window {bad[0]}); preprocess again"
-            )
+            raise DataError(f"{where}: {len(bad)} of {len(array)} windows hold NaN or inf (first: window {bad[0]}); "
+                            "preprocess again")
         return array
 
     def target(self, group: str, name: str, n_windows: int | None = None) -> np.ndarray:
@@ -205,8 +199,7 @@ class ProcessedDataset:
                 raise DataError(f"{path}: lacks '{key}'")
             value = stats[key]
             if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-                where = self.where(group, "stats.json")
-                raise DataError(f"{where}: '{key}' is {value!r}, not a finite number")
+                raise DataError(f"{self.where(group, 'stats.json')}: '{key}' is {value!r}, not a finite number")
         return stats
 
     def marker(self) -> dict[str, Any] | None:

@@ -36,7 +36,7 @@ class ProcessedWriter:
     final_dir: Path
     marker: dict[str, Any]
     work_dir: Path
-    groups: list[str] = field(default_factory=list)
+    #: Windows written per group, in writing order.
     n_windows: dict[str, int] = field(default_factory=dict)
     #: Windows rejected per group and reason (``{"S1": {"non_finite": 2, "flat": 3}}``), kept in the marker.
     dropped: dict[str, dict[str, int]] = field(default_factory=dict)
@@ -44,7 +44,7 @@ class ProcessedWriter:
     def add_group(self, group: GroupData) -> None:
         """Validate and write one group's files into the temporary tree."""
         group.validate()
-        if group.name in self.groups:
+        if group.name in self.n_windows:
             raise DataError(f"group {group.name} written twice")
         folder = self.work_dir / group.name
         folder.mkdir(parents=True)
@@ -54,7 +54,6 @@ class ProcessedWriter:
         (folder / "stats.json").write_text(json.dumps(json_safe(group.stats), indent=2))
         if group.metadata is not None:
             group.metadata.to_csv(folder / "metadata.csv", index=False)
-        self.groups.append(group.name)
         self.n_windows[group.name] = int(group.ppg.shape[0])
         self.count_dropped(group.name, group.dropped)
 
@@ -117,10 +116,9 @@ def clean_abandoned_builds(final_dir: Path, min_age_s: float = 60.0) -> list[Pat
                 continue
         else:
             try:
-                age = time.time() - folder.stat().st_mtime
+                if time.time() - folder.stat().st_mtime < min_age_s:
+                    continue
             except OSError:
-                continue
-            if age < min_age_s:
                 continue
             shutil.rmtree(folder, ignore_errors=True)
         removed.append(folder)
@@ -133,11 +131,7 @@ def clean_abandoned_builds(final_dir: Path, min_age_s: float = 60.0) -> list[Pat
 
 @contextmanager
 def open_writer(final_dir: Path, marker: Mapping[str, Any]) -> Iterator[ProcessedWriter]:
-    """Build a tree in a unique temporary sibling and rename it into place.
-
-    Of two processes building one tree, the second to rename treats an identical marker as built and
-    another as a ``MarkerMismatch``.
-    """
+    """Build a tree in a unique temporary sibling and rename it into place (a concurrent twin: see :func:`_publish`)."""
     created = [p for p in (final_dir.parent, *final_dir.parent.parents) if not p.exists()]  # deepest first
     final_dir.parent.mkdir(parents=True, exist_ok=True)
     clean_abandoned_builds(final_dir)
@@ -164,12 +158,12 @@ def open_writer(final_dir: Path, marker: Mapping[str, Any]) -> Iterator[Processe
 
 
 def _publish(writer: ProcessedWriter) -> None:
-    """Write the marker last and rename the finished tree into place."""
+    """Write the marker last and rename the tree into place; a twin built first must match (else MarkerMismatch)."""
     final_dir, work_dir = writer.final_dir, writer.work_dir
-    if not writer.groups:
+    if not writer.n_windows:
         raise DataError(f"{final_dir}: no group produced any window")
     built = {  # the identity, plus what was built and what was dropped
-        "groups": sorted(writer.groups),
+        "groups": sorted(writer.n_windows),
         "n_windows": {name: writer.n_windows[name] for name in sorted(writer.n_windows)},
         "dropped_windows": {name: writer.dropped[name] for name in sorted(writer.dropped)},
     }

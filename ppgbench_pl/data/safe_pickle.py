@@ -67,11 +67,7 @@ class _RestrictedUnpickler(pickle.Unpickler):
 
 
 def load_pickle(path: str | Path) -> Any:
-    """Load a (Python-2, latin-1) pickle that may hold only containers, scalars and numpy arrays.
-
-    Raises:
-        DataError: The file is missing, truncated or corrupt, or names a global outside the allow-list.
-    """
+    """Load a (Python-2, latin-1) pickle of containers, scalars and numpy arrays (DataError: anything else)."""
     path = Path(path)
     try:
         with path.open("rb") as handle:

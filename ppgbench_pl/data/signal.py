@@ -51,11 +51,10 @@ def window_starts(n_samples: int, window: int, stride: int) -> np.ndarray:
 
 
 def make_windows(signal: np.ndarray, window: int, stride: int) -> np.ndarray:
-    """``[n_windows, window]`` view-copy of a 1-D signal."""
-    starts = window_starts(len(signal), window, stride)
-    if len(starts) == 0:
+    """``[n_windows, window]`` copy of the full windows of a 1-D signal (those of :func:`window_starts`)."""
+    if len(window_starts(len(signal), window, stride)) == 0:
         return np.zeros((0, window), dtype=signal.dtype)
-    return np.stack([signal[s : s + window] for s in starts])
+    return np.lib.stride_tricks.sliding_window_view(signal, window)[::stride].copy()
 
 
 def resample_gaps(
@@ -87,8 +86,6 @@ def resample_gaps(
 
 def finite_windows(windows: np.ndarray) -> np.ndarray:
     """True for windows whose every sample is finite."""
-    if len(windows) == 0:
-        return np.zeros(0, dtype=bool)
     return np.isfinite(windows).all(axis=1)
 
 

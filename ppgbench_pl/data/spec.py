@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
-from typing import ClassVar, Literal, Protocol
+from typing import Any, ClassVar, Literal
 
 TaskKind = Literal["regression", "classification", "regression_cls"]
 TaskLevel = Literal["window", "subject"]
@@ -57,37 +56,13 @@ class TaskSpec:
     @property
     def metric(self) -> str:
         """The reported metric of PROTOCOL.md section 2."""
-        return {
-            "regression": "mae",
-            "classification": "balanced_accuracy",
-            "regression_cls": "argmax_balanced_accuracy",
-        }[self.kind]
+        return {"regression": "mae", "classification": "balanced_accuracy",
+                "regression_cls": "argmax_balanced_accuracy"}[self.kind]
 
     @property
     def higher_is_better(self) -> bool:
         """Direction of the reported metric."""
         return self.kind != "regression"
-
-
-class RemoteTree(Protocol):
-    """What a dataset's file-selection step sees of a publisher's tree (paths relative to the base URL)."""
-
-    @property
-    def folder(self) -> Path:
-        """The local dataset folder."""
-        ...
-
-    def fetch(self, rel: str) -> Path:
-        """Download ``rel`` into the folder (verified against the publisher's checksums) and return its path."""
-        ...
-
-    def text(self, rel: str) -> str:
-        """The text of a small page such as a directory listing."""
-        ...
-
-    def url(self, rel: str) -> str:
-        """The full address of ``rel``."""
-        ...
 
 
 def _everything(_: str) -> bool:
@@ -105,7 +80,6 @@ class ArchiveSource:
     nested: bool = False
     credentialed: bool = False
 
-    #: Kind of publisher, for listings.
     publisher: ClassVar[str] = "archive"
 
     @property
@@ -137,13 +111,13 @@ class MendeleySource:
     want_file: Callable[[str], bool] = _everything
     credentialed: bool = False
 
+    base_url: ClassVar[str] = "https://data.mendeley.com/public-api"
+    publisher: ClassVar[str] = "mendeley"
+
     @property
     def page(self) -> str:
         """Public page recorded in ``source.json``."""
         return f"https://data.mendeley.com/datasets/{self.dataset}/{self.version}"
-
-    base_url: ClassVar[str] = "https://data.mendeley.com/public-api"
-    publisher: ClassVar[str] = "mendeley"
 
 
 @dataclass(frozen=True)
@@ -152,15 +126,15 @@ class PhysioNetSource:
 
     project: str
     version: str
-    select: Callable[[RemoteTree], None]
+    select: Callable[[Any], None]
     credentialed: bool = False
+
+    publisher: ClassVar[str] = "physionet"
 
     @property
     def page(self) -> str:
         """Public page recorded in ``source.json``."""
         return f"https://physionet.org/content/{self.project}/{self.version}/"
-
-    publisher: ClassVar[str] = "physionet"
 
     @property
     def base_url(self) -> str:
@@ -173,7 +147,7 @@ SourceSpec = ArchiveSource | FigshareSource | MendeleySource | PhysioNetSource
 
 @dataclass(frozen=True)
 class DatasetDeclaration:
-    """Everything the package knows about one dataset, declared once in its ``<key>_info`` module."""
+    """Everything the package knows about one dataset, declared once in ``data/datasets.json``."""
 
     info: DatasetInfo
     tasks: tuple[TaskSpec, ...]

@@ -27,13 +27,8 @@ class OuterSplit:
 
 def chunk(items: Sequence[Any], n_chunks: int) -> list[list[Any]]:
     """Consecutive chunks; chunk i has floor(n/k) items plus one more when i < n mod k."""
-    base, extra = divmod(len(items), n_chunks)
-    out, start = [], 0
-    for i in range(n_chunks):
-        size = base + (1 if i < extra else 0)
-        out.append(list(items[start : start + size]))
-        start += size
-    return out
+    base, extra = divmod(len(items), n_chunks)  # chunk i starts after i chunks of base, min(i, extra) of them + 1
+    return [list(items[i * base + min(i, extra) : (i + 1) * base + min(i + 1, extra)]) for i in range(n_chunks)]
 
 
 def dataset_seed(seed: int, dataset: str) -> int:

@@ -101,11 +101,13 @@ class SyntheticPPGDataset(RawDataset):
 
     def simulate_window(self, subject: SubjectProfile, activity: int, hr: float, seed: int) -> np.ndarray:
         """One window at the native rate: simulator pulse, reflected wave, motion and sensor noise."""
+        import neurokit2 as nk  # deferred: importing neurokit2 costs seconds
+
         rng = np.random.default_rng(seed)
         n = int(round(self.window_s * NATIVE_FS))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            pulse = _ppg_simulate(
+            pulse = nk.ppg_simulate(
                 duration=self.window_s + 1,
                 sampling_rate=NATIVE_FS,
                 heart_rate=hr,
@@ -114,7 +116,7 @@ class SyntheticPPGDataset(RawDataset):
                 burst_number=int(activity > 0) * int(rng.integers(0, 3)),
                 burst_amplitude=0.3 * activity,
                 random_state=seed,
-            )
+            ).astype(np.float64)
         delay = int(round(subject.reflection_delay_s * NATIVE_FS))
         shaped = pulse.copy()
         shaped[delay:] += subject.reflection_amplitude * (pulse[:-delay] - pulse.mean())
@@ -178,8 +180,3 @@ class SyntheticPPGDataset(RawDataset):
             shutil.rmtree(final)
             return super().build(output_root, fs)
 
-
-def _ppg_simulate(**kwargs: Any) -> np.ndarray:
-    import neurokit2 as nk  # deferred: importing neurokit2 costs seconds
-
-    return np.asarray(nk.ppg_simulate(**kwargs), dtype=np.float64)

@@ -1,7 +1,4 @@
-"""What every raw-dataset preprocessor shares: the raw root, the marker, windows, stats, atomic writing.
-
-A dataset implements :meth:`RawDataset.units` and :meth:`RawDataset.process` (or :meth:`RawDataset.iter_groups`).
-"""
+"""What every raw-dataset preprocessor shares: the raw root, the marker, windows, stats, atomic writing."""
 
 from __future__ import annotations
 
@@ -22,6 +19,9 @@ from ppgbench_pl.errors import DataError
 
 if TYPE_CHECKING:
     import pandas as pd
+
+#: What :meth:`RawDataset.cut` answers: window length, window starts and the windows.
+Cut = tuple[int, np.ndarray, np.ndarray]
 
 
 def window_table(
@@ -67,11 +67,7 @@ def file_error(path: Path, problem: str, exc: BaseException | None = None) -> Da
 
 
 def read_csv(path: Path, columns: Iterable[str], **options: Any) -> pd.DataFrame:
-    """A CSV with header names trimmed and the named columns required (``options`` go to ``pd.read_csv``).
-
-    Raises:
-        DataError: Missing or unreadable file, or a missing column.
-    """
+    """A CSV, header names trimmed, the named columns required (DataError: bad file or a missing column)."""
     import pandas as pd
 
     if not path.is_file():
@@ -100,6 +96,8 @@ class RawDataset:
     flatline_fraction: ClassVar[float] = 0.05
     #: Helper modules that shape the output too; their source joins the marker's source digest.
     helper_modules: ClassVar[tuple[ModuleType, ...]] = ()
+    #: The dataset's own settings, recorded in the marker after (or over) the shared ones.
+    options: dict[str, Any] = {}  # shared and read only: an instance with options sets its own
 
     def __init__(self, raw_root: str | Path) -> None:
         search_root = Path(raw_root)
@@ -110,19 +108,16 @@ class RawDataset:
         if not hits:
             raise DataError(f"{search_root}: no '{pattern}' found; is this the raw dataset folder?")
         self.raw_root = hits[0].parents[self.root_levels_up - 1]
+        #: Groups every window of which was rejected, with their drops (see :meth:`note_left_out`).
+        self.left_out: dict[str, dict[str, int]] = {}
 
     @property
     def info(self) -> DatasetInfo:
         """The registry entry (display name, native rate, window and stride)."""
         return get_dataset(self.key)
 
-    @property
-    def logger(self) -> logging.Logger:
-        """The dataset module's logger."""
-        return logging.getLogger(type(self).__module__)
-
     def settings(self) -> dict[str, Any]:
-        """Per-dataset settings recorded in the marker; extend in subclasses for extra options."""
+        """The settings recorded in the marker: the shared ones, then :attr:`options`."""
         return {
             "name": self.key,
             "raw_root": str(self.raw_root.resolve()),
@@ -131,7 +126,7 @@ class RawDataset:
             "low_cutoff": -1,
             "high_cutoff": -1,
             "flatline_fraction": self.flatline_fraction if self.uses_flatline else None,
-        }
+        } | self.options
 
     def marker(self, fs: float) -> dict[str, Any]:
         """What makes a processed tree this tree: raw inputs, code, rate and settings."""
@@ -145,7 +140,7 @@ class RawDataset:
             "settings": self.settings(),
         }
 
-    def cut(self, ppg: np.ndarray, fs: float, window_s: float | None = None) -> tuple[int, np.ndarray, np.ndarray]:
+    def cut(self, ppg: np.ndarray, fs: float, window_s: float | None = None) -> Cut:
         """Window length, starts and windows of a signal at ``fs`` (the declared window and stride by default)."""
         window = int(round((window_s or self.info.window_s) * fs))
         stride = window if window_s else int(round(self.info.stride_s * fs))
@@ -159,6 +154,16 @@ class RawDataset:
         """One group from one unit; None when all its windows are rejected (see :meth:`note_left_out`)."""
         raise NotImplementedError
 
+    def windows_group(self, name: str, idx: np.ndarray, cut: Cut, fs: float,
+                      targets: dict[str, np.ndarray], stats: dict[str, Any], dropped: dict[str, int],
+                      **columns: Any) -> GroupData:
+        """Windows ``idx`` of ``cut`` (:meth:`cut`'s answer) as a group: window_table metadata plus ``columns``."""
+        window, starts, windows = cut
+        metadata = window_table(name, idx, starts[idx], window, fs)
+        for column, values in columns.items():
+            metadata[column] = values
+        return GroupData(name=name, ppg=windows[idx], targets=targets, stats=stats, metadata=metadata, dropped=dropped)
+
     def iter_groups(self, fs: float) -> Iterator[GroupData]:
         """Parse the raw files and yield one processed group at ``fs`` per unit that keeps a window."""
         for unit in self.units():
@@ -169,9 +174,7 @@ class RawDataset:
     def note_left_out(self, group: str, dropped: dict[str, int], why: str = "") -> None:
         """Record a group every window of which was rejected (logging ``why``), so the marker counts its drops."""
         if why:
-            self.logger.warning("%s", why)
-        if not hasattr(self, "left_out"):
-            self.left_out: dict[str, dict[str, int]] = {}
+            logging.getLogger(type(self).__module__).warning("%s", why)
         self.left_out[group] = dict(dropped)
 
     def build(self, output_root: str | Path, fs: float) -> Path:

@@ -14,7 +14,7 @@ from typing import ClassVar
 import numpy as np
 import pandas as pd
 
-from ppgbench_pl.data.datasets.base import RawDataset, ppg_stats, read_csv, window_table
+from ppgbench_pl.data.datasets.base import RawDataset, ppg_stats, read_csv
 from ppgbench_pl.data.processed import GroupData, as_regression_target
 from ppgbench_pl.data.signal import resample
 from ppgbench_pl.errors import DataError
@@ -30,11 +30,7 @@ ROWS_PER_WINDOW = 10
 
 
 def read_columns(path: Path, columns: list[str]) -> pd.DataFrame:
-    """Named numeric columns of a BIDMC CSV (header names trimmed; text becomes NaN).
-
-    Raises:
-        DataError: Missing or unreadable file, no data rows, or a missing column.
-    """
+    """Named numeric columns of a BIDMC CSV, text as NaN (DataError: bad file, no rows, a missing column)."""
     table = read_csv(path, columns, usecols=lambda c: str(c).strip() in columns)
     if table.empty:
         raise DataError(f"{path}: no data rows")
@@ -67,7 +63,7 @@ class BidmcDataset(RawDataset):
 
         name = f"bidmc{number}"
         ppg = resample(pleth, self.info.native_fs, fs, what=str(signals))
-        window, starts, windows = self.cut(ppg, fs)
+        cut = _, starts, windows = self.cut(ppg, fs)
         keep: list[int] = []
         resp_mean: list[float] = []
         spo2_mean: list[float] = []
@@ -89,15 +85,7 @@ class BidmcDataset(RawDataset):
             why = f"{signals}: no window passed the label and finiteness checks; record left out"
             self.note_left_out(name, dropped, why)
             return None
+        targets = {"resp": as_regression_target(resp_mean), "spo2": as_regression_target(spo2_mean)}
+        stats = ppg_stats(name, ppg[np.isfinite(ppg)])  # the finite samples: stats.json never holds null
         idx = np.asarray(keep, dtype=np.int64)
-        metadata = window_table(name, idx, starts[idx], window, fs)
-        metadata["resp"] = resp_mean
-        metadata["spo2"] = spo2_mean
-        return GroupData(
-            name=name,
-            ppg=windows[idx],
-            targets={"resp": as_regression_target(resp_mean), "spo2": as_regression_target(spo2_mean)},
-            stats=ppg_stats(name, ppg[np.isfinite(ppg)]),  # the finite samples: stats.json never holds null
-            metadata=metadata,
-            dropped=dropped,
-        )
+        return self.windows_group(name, idx, cut, fs, targets, stats, dropped, resp=resp_mean, spo2=spo2_mean)

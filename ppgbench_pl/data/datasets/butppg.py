@@ -71,8 +71,7 @@ def record_labels(path: Path) -> dict[str, dict[str, float]]:
 def read_record(folder: Path, record: str) -> np.ndarray:
     """The 300 PPG samples of ``<record>/<record>_PPG`` as float64 (digital values); one-line DataError.
 
-    Three header shapes occur, handled as published: 300 signals x 1 sample, 300 samples x k signals
-    (``PPG_G`` or signal 0), or anything holding exactly 300 values.
+    Header shapes, as published: 300 signals x 1 sample, 300 samples x k signals (``PPG_G`` or signal 0).
     """
     base = folder / record / f"{record}_PPG"
     header = base.with_suffix(".hea")

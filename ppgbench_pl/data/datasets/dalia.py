@@ -10,20 +10,28 @@ from __future__ import annotations
 import re
 from pathlib import Path
 from types import ModuleType
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
 from ppgbench_pl.data import safe_pickle
-from ppgbench_pl.data.datasets.base import RawDataset, ppg_stats, window_table
+from ppgbench_pl.data.datasets.base import Cut, RawDataset, ppg_stats
 from ppgbench_pl.data.processed import GroupData, as_class_target, as_regression_target
 from ppgbench_pl.data.safe_pickle import load_pickle, lookup_vector
 from ppgbench_pl.data.signal import finite_windows, flatline_mask, rejection_counts, resample_gaps
 from ppgbench_pl.errors import DataError
 
 _SUBJECT = re.compile(r"S(\d+)")
-#: Stands in for a NaN activity sample; no real activity ID is negative.
-MISSING_ACTIVITY = -999
+#: Stands in for a NaN code sample (activity, condition); no real code is negative, so it only makes impure.
+MISSING_CODE = -999
+
+
+def integer_codes(values: np.ndarray, path: Path, key: str, what: str) -> np.ndarray:
+    """A pickle's code vector as int64, NaN as :data:`MISSING_CODE` (DataError: a non-integer code)."""
+    finite = np.isfinite(values)
+    if not np.all(values[finite] == np.round(values[finite])):
+        raise DataError(f"{path}: '{key}' holds values that are not integer {what}")
+    return np.where(finite, values, MISSING_CODE).astype(np.int64)
 
 
 class E4Pickles(RawDataset):
@@ -44,14 +52,14 @@ class E4Pickles(RawDataset):
             raise DataError(f"{self.raw_root}: no S<k>/S<k>.pkl subject files")
         return [path for _, path in sorted(found)]
 
-    def bvp_windows(self, path: Path, bvp: np.ndarray, fs: float) -> tuple[np.ndarray, int, np.ndarray, np.ndarray]:
-        """The good resampled BVP samples, window length, starts and windows; DataError below one window."""
+    def bvp_windows(self, path: Path, bvp: np.ndarray, fs: float) -> tuple[np.ndarray, Cut]:
+        """The good resampled BVP samples and its :meth:`cut`; DataError below one window."""
         ppg, bad = resample_gaps(bvp, self.native_fs, fs, what=str(path))
-        window, starts, windows = self.cut(ppg, fs)
-        if len(starts) == 0:
+        cut = self.cut(ppg, fs)
+        if len(cut[1]) == 0:
             short = f"{len(bvp)} samples, less than one {self.info.window_s:g} s window"
             raise DataError(f"{path}: 'signal/wrist/BVP' has {short}")
-        return ppg[~bad], window, starts, windows
+        return ppg[~bad], cut
 
 
 class DaliaDataset(E4Pickles):
@@ -70,10 +78,7 @@ class DaliaDataset(E4Pickles):
     def __init__(self, raw_root: str | Path, transient_as_class: bool = True) -> None:
         super().__init__(raw_root)
         self.transient_as_class = transient_as_class
-
-    def settings(self) -> dict[str, Any]:
-        """Base settings plus the transient-class option."""
-        return {**super().settings(), "transient_as_class": self.transient_as_class}
+        self.options = {"transient_as_class": transient_as_class}
 
     def process(self, path: Path, fs: float) -> GroupData | None:
         """Window, label and filter one participant; None when every window is rejected."""
@@ -81,11 +86,15 @@ class DaliaDataset(E4Pickles):
         bvp = lookup_vector(data, ("signal", "wrist", "BVP"), path)
         hr = lookup_vector(data, ("label",), path)
         activity = lookup_vector(data, ("activity",), path)
-        _, window, starts, windows = self.bvp_windows(path, bvp, fs)
+        _, cut = self.bvp_windows(path, bvp, fs)
+        _, starts, windows = cut
         n = len(starts)
         if len(hr) != n:
             raise DataError(f"{path}: 'label' has {len(hr)} heart rates for {n} PPG windows at {fs:g} Hz")
-        act_windows = self._activity_windows(activity, n, path)
+        _, _, act_windows = self.cut(integer_codes(activity, path, "activity", "activity IDs"), self.activity_fs)
+        if len(act_windows) < n:  # windowed at 4 Hz with the PPG windows' start times
+            raise DataError(f"{path}: 'activity' covers {len(act_windows)} windows at 4 Hz for {n} PPG windows")
+        act_windows = act_windows[:n]
 
         constant = (act_windows == act_windows[:, :1]).all(axis=1)
         not_flat = flatline_mask(windows, self.flatline_fraction)
@@ -100,26 +109,6 @@ class DaliaDataset(E4Pickles):
         if len(idx) == 0:
             self.note_left_out(path.stem, dropped, f"{path}: every window was rejected ({dropped}); subject left out")
             return None
-        metadata = window_table(path.stem, idx, starts[idx], window, fs)
-        metadata["hr"] = hr[idx]
-        metadata["activity"] = activity_id[idx]
-        return GroupData(
-            name=path.stem,
-            ppg=windows[idx],
-            targets={"hr": as_regression_target(hr[idx]), "activity": as_class_target(activity_id[idx])},
-            stats=ppg_stats(path.stem, overlapping),
-            metadata=metadata,
-            dropped=dropped,
-        )
-
-    def _activity_windows(self, activity: np.ndarray, n: int, path: Path) -> np.ndarray:
-        """Activity IDs windowed at 4 Hz with the PPG windows' start times, one row per PPG window."""
-        finite = np.isfinite(activity)
-        if not np.all(activity[finite] == np.round(activity[finite])):
-            raise DataError(f"{path}: 'activity' holds values that are not integer activity IDs")
-        # a missing (NaN) activity sample makes the windows holding it impure, so only they are dropped
-        ids = np.where(finite, activity, MISSING_ACTIVITY).astype(np.int64)
-        _, _, windows = self.cut(ids, self.activity_fs)
-        if len(windows) < n:
-            raise DataError(f"{path}: 'activity' covers {len(windows)} windows at 4 Hz for {n} PPG windows")
-        return windows[:n]
+        targets = {"hr": as_regression_target(hr[idx]), "activity": as_class_target(activity_id[idx])}
+        return self.windows_group(path.stem, idx, cut, fs, targets, ppg_stats(path.stem, overlapping), dropped,
+                                  hr=hr[idx], activity=activity_id[idx])

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
 
-from ppgbench_pl.data.datasets.base import RawDataset, ppg_stats, window_table
+from ppgbench_pl.data.datasets.base import RawDataset, ppg_stats
 from ppgbench_pl.data.processed import GroupData, as_class_target
 from ppgbench_pl.data.signal import flatline_mask, resample
 from ppgbench_pl.errors import ConfigError, DataError
@@ -69,10 +69,7 @@ class DreamtDataset(RawDataset):
         if not window_s > 0:
             raise ConfigError(f"dreamt window_s must be positive, got {window_s}")
         self.window_s = float(window_s)
-
-    def settings(self) -> dict[str, Any]:
-        """Base settings, with the window (and equal stride) this instance uses."""
-        return {**super().settings(), "window_s": self.window_s, "stride_s": self.window_s}
+        self.options = {"window_s": self.window_s, "stride_s": self.window_s}
 
     def units(self) -> list[Path]:
         """The participant CSVs, in participant order."""
@@ -112,14 +109,9 @@ class DreamtDataset(RawDataset):
             self.note_left_out(name, dropped, f"{path}: every window was rejected; subject left out")
             return None
         kept_stage = [str(s) for s in stage[idx]]
-        labels = {
-            "sleep_5class": as_class_target([SLEEP_5CLASS[s] for s in kept_stage]),
-            "sleep_4class": as_class_target([SLEEP_4CLASS[s] for s in kept_stage]),
-            "sleep_3class": as_class_target([SLEEP_3CLASS[s] for s in kept_stage]),
-        }
-        metadata = window_table(name, idx, starts[idx], window, fs)
-        metadata["sleep_stage"] = kept_stage
-        for key in ("sleep_3class", "sleep_4class", "sleep_5class"):
-            metadata[key] = labels[key]
-        return GroupData(name=name, ppg=windows[idx], targets=labels, stats=ppg_stats(name, ppg[np.isfinite(ppg)]),
-                         metadata=metadata, dropped=dropped)
+        labels = {f"sleep_{n}class": as_class_target([classes[s] for s in kept_stage])
+                  for n, classes in ((5, SLEEP_5CLASS), (4, SLEEP_4CLASS), (3, SLEEP_3CLASS))}
+        stats = ppg_stats(name, ppg[np.isfinite(ppg)])
+        columns = {key: labels[key] for key in ("sleep_3class", "sleep_4class", "sleep_5class")}
+        return self.windows_group(name, idx, (window, starts, windows), fs, labels, stats, dropped,
+                                  sleep_stage=kept_stage, **columns)

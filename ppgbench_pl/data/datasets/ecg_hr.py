@@ -67,27 +67,18 @@ def pick_beats(detection: np.ndarray, fs: int) -> np.ndarray:
         if value > threshold1 and peak - beats[-1] > refractory:
             spki = _LEVEL_WEIGHT * value + (1 - _LEVEL_WEIGHT) * spki
             previous = beats[-1]
-            if missed_limit is not None and peak - previous > missed_limit:
-                missed = _search_back(detection, candidates, previous, peak, min_gap, threshold2)
-                if missed is not None:
-                    beats.append(missed)
+            if missed_limit is not None and peak - previous > missed_limit:  # search back: the highest
+                # candidate between the two beats, clear of both, above threshold2
+                between = candidates[(candidates > previous + min_gap) & (candidates < peak - min_gap)]
+                between = between[detection[between] > threshold2]
+                if len(between):
+                    beats.append(int(between[np.argmax(detection[between])]))
             beats.append(peak)
         else:
             npki = _LEVEL_WEIGHT * value + (1 - _LEVEL_WEIGHT) * npki
         if len(beats) > 8:
             missed_limit = _MISSED_FACTOR * float(np.mean(np.diff(beats[-9:])))
     return np.asarray(beats[1:], dtype=np.int64)
-
-
-def _search_back(
-    detection: np.ndarray, candidates: np.ndarray, previous: int, peak: int, min_gap: int, threshold2: float
-) -> int | None:
-    """Highest candidate between two beats above threshold2 and clear of both, if any."""
-    between = candidates[(candidates > previous + min_gap) & (candidates < peak - min_gap)]
-    between = between[detection[between] > threshold2]
-    if len(between) == 0:
-        return None
-    return int(between[np.argmax(detection[between])])
 
 
 def refine_beats(ecg: np.ndarray, beats: np.ndarray, fs: int) -> np.ndarray:
@@ -137,10 +128,7 @@ def quality_intervals(beats: np.ndarray, fs: int, group: int = 5) -> tuple[np.nd
 def window_hr(
     intervals: np.ndarray, midpoints: np.ndarray, fs: float, starts: np.ndarray, length: float
 ) -> np.ndarray:
-    """HR (bpm) per window (``starts``, ``length`` in ECG samples) from the intervals whose midpoint lies inside.
-
-    NaN where fewer than 2 intervals do.
-    """
+    """HR (bpm) per window (``starts``, ``length`` in ECG samples) from the intervals inside; NaN below 2."""
     starts = np.asarray(starts, dtype=np.float64)
     first = np.searchsorted(midpoints, starts, side="right")
     stop = np.searchsorted(midpoints, starts + length, side="left")

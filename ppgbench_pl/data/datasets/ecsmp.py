@@ -2,8 +2,7 @@
 
 PROTOCOL.md 1.5: video intervals come from the EEG event markers, in seconds from the BVP start; a window
 gets the felt scores of the one video it lies inside. All non-flat windows are kept (the subject-level
-SDS task uses them). A subject that fails a published check is logged, skipped and counted in the
-marker's ``dropped_windows`` as ``{"skipped: <reason>": 1}``.
+SDS task uses them). A subject that fails a published check is skipped (``{"skipped: <reason>": 1}``).
 """
 
 from __future__ import annotations
@@ -14,10 +13,9 @@ from types import ModuleType
 from typing import ClassVar
 
 import numpy as np
-import pandas as pd
 
 from ppgbench_pl.data.datasets import ecsmp_io
-from ppgbench_pl.data.datasets.base import RawDataset, ppg_stats, window_table
+from ppgbench_pl.data.datasets.base import RawDataset, ppg_stats
 from ppgbench_pl.data.datasets.ecsmp_io import (
     VIDEO_NAMES,
     Cesaf,
@@ -67,46 +65,14 @@ def video_intervals(types: np.ndarray, latencies: np.ndarray, srate: float) -> l
     return intervals
 
 
-def felt_summary(scores: np.ndarray) -> tuple[int, bool]:
-    """Index of the single highest felt score, or -1 with ``tie=True`` when the maximum is shared."""
-    tie = bool(np.sum(scores == scores.max()) > 1)
-    return (-1 if tie else int(np.argmax(scores))), tie
-
-
 def check_videos(intervals: list[tuple[str, float, float]], duration: float, cesaf: Cesaf) -> None:
-    """SkipSubject for a video outside the ``duration`` s of BVP or an order that differs from CESAF's.
-
-    Either would label windows with nothing or with another video's scores.
-    """
+    """SkipSubject for a video outside the ``duration`` s of BVP or in another order than CESAF's."""
     for name, begin, end in intervals:
         if begin < 0 or end > duration:
-            span = f"{begin:.1f}-{end:.1f} s"
-            raise SkipSubject(f"{name} video {span} lies outside the {duration:.1f} s of BVP")
+            raise SkipSubject(f"{name} video {begin:.1f}-{end:.1f} s lies outside the {duration:.1f} s of BVP")
     shown = [name for name, _, _ in intervals]
     if shown != cesaf.stimuli:
         raise SkipSubject(f"video order from the events {shown} differs from CESAF {cesaf.stimuli}")
-
-
-def kept_metadata(
-    metadata: pd.DataFrame, idx: np.ndarray, video: np.ndarray, labels: dict[str, np.ndarray]
-) -> pd.DataFrame:
-    """The shared window columns plus the labels of the kept windows, so metadata.csv reads without the arrays."""
-    metadata["has_video_label"] = labels["has_video_label"][idx]
-    metadata["video_idx"] = video[idx]
-    metadata["stimulus"] = [VIDEO_NAMES[s] if s >= 0 else "" for s in labels["stimulus"][idx]]
-    for key in ("felt_argmax", "felt_tie", "sds_score", "sds_class"):
-        metadata[key] = labels[key][idx]
-    return metadata
-
-
-def window_counts(n_total: int, idx: np.ndarray, has_video: np.ndarray) -> dict[str, int]:
-    """The window tallies in a subject's stats: how many were cut, kept, rejected, and kept inside a video."""
-    return {
-        "n_windows_total": n_total,
-        "n_windows_kept": len(idx),
-        "n_windows_rejected": int(n_total - len(idx)),
-        "n_windows_video": int(has_video[idx].sum()),
-    }
 
 
 class EcsmpDataset(RawDataset):
@@ -158,7 +124,7 @@ class EcsmpDataset(RawDataset):
         check_videos(intervals, len(bvp) / native_fs, cesaf)
 
         ppg = resample(bvp, native_fs, fs, what=str(bvp_path))
-        window, starts, windows = self.cut(ppg, fs)
+        cut = window, starts, windows = self.cut(ppg, fs)
         if len(starts) == 0:
             raise DataError(f"{bvp_path}: {len(bvp)} samples, less than one {self.info.window_s:g} s window")
         video, labels = self._video_labels(starts / fs, (starts + window) / fs, intervals, cesaf)
@@ -173,17 +139,17 @@ class EcsmpDataset(RawDataset):
         stats = ppg_stats(
             sid, ppg, sds_score=float(sds_score), sds_class=sds_class, bvp_start_utc=start_utc,
             bvp_fs_original=native_fs, target_fs=fs, eeg_fs=srate, eeg_file=eeg_path.name,
-            **window_counts(len(starts), idx, labels["has_video_label"]),
+            n_windows_total=len(starts), n_windows_kept=len(idx), n_windows_rejected=int(len(starts) - len(idx)),
+            n_windows_video=int(labels["has_video_label"][idx].sum()),
         )
-        return GroupData(
-            name=sid,
-            ppg=windows[idx],
-            targets={key: values[idx] for key, values in labels.items()},
-            stats=stats,
-            metadata=kept_metadata(window_table(sid, idx, starts[idx], window, fs), idx, video, labels),
-            extra_arrays={"reject_idx": ~keep},
-            dropped=rejection_counts(windows, keep),
-        )
+        targets = {key: values[idx] for key, values in labels.items()}
+        stimulus = [VIDEO_NAMES[s] if s >= 0 else "" for s in targets["stimulus"]]  # metadata.csv reads alone
+        shown = {key: targets[key] for key in ("felt_argmax", "felt_tie", "sds_score", "sds_class")}
+        group = self.windows_group(sid, idx, cut, fs, targets, stats, rejection_counts(windows, keep),
+                                   has_video_label=targets["has_video_label"], video_idx=video[idx],
+                                   stimulus=stimulus, **shown)
+        group.extra_arrays["reject_idx"] = ~keep
+        return group
 
     @staticmethod
     def _video_labels(
@@ -195,7 +161,8 @@ class EcsmpDataset(RawDataset):
         inside = (t0[:, None] >= begins[None, :]) & (t1[:, None] <= ends[None, :])
         has_video = inside.sum(axis=1) == 1
         video = np.where(has_video, inside.argmax(axis=1), -1)
-        felt = [felt_summary(cesaf.scores[v]) for v in range(len(VIDEO_NAMES))]
+        tops = [np.flatnonzero(row == row.max()) for row in cesaf.scores]  # a shared maximum is a tie
+        felt = [(-1, True) if len(top) > 1 else (int(top[0]), False) for top in tops]
         stimulus = [VIDEO_NAMES.index(name) for name, _, _ in intervals]
         scores = np.full((len(t0), len(VIDEO_NAMES)), np.nan)
         scores[has_video] = cesaf.scores[video[has_video]]

@@ -52,11 +52,7 @@ class Cesaf:
 
 
 def read_bvp_csv(path: Path) -> tuple[float, int, np.ndarray]:
-    """Start time (UTC s), integer sampling rate and samples of an Empatica ``BVP.csv``.
-
-    Raises:
-        DataError: Unreadable, missing header lines, a non-integer rate, a non-numeric sample or no samples.
-    """
+    """Start time (UTC s), integer sampling rate and samples of an Empatica ``BVP.csv`` (one-line DataError)."""
     try:
         column = pd.read_csv(path, header=None, usecols=[0], dtype=str).iloc[:, 0]
     except FileNotFoundError:
@@ -80,11 +76,7 @@ def read_bvp_csv(path: Path) -> tuple[float, int, np.ndarray]:
 
 
 def eeg_files(folder: Path) -> dict[str, Path]:
-    """``<anything>_<id>.mat`` files by subject id (the text after the last underscore).
-
-    Raises:
-        DataError: Two files name the same subject.
-    """
+    """``<anything>_<id>.mat`` files by subject id (DataError: two files name the same subject)."""
     found: dict[str, Path] = {}
     for path in sorted(folder.glob("*.mat")):
         sid = normalise_id(path.stem.rsplit("_", 1)[-1])
@@ -106,11 +98,7 @@ def _as_float(value: Any) -> float:
 
 
 def read_eeg_events(path: Path) -> tuple[float, np.ndarray, np.ndarray]:
-    """EEG rate and the ``urevent`` codes and latencies (samples) of an EEGLAB ``EEG`` struct.
-
-    Raises:
-        DataError: Unreadable, or the struct lacks ``srate``/``urevent``/``type``/``latency``.
-    """
+    """EEG rate and the ``urevent`` codes and latencies (samples) of an EEGLAB ``EEG`` struct (one-line DataError)."""
     if not path.is_file():
         raise DataError(f"{path}: file not found")
     if h5py.is_hdf5(path):  # MATLAB v7.3
@@ -160,8 +148,7 @@ def _read_eeg_hdf5(path: Path) -> tuple[float, np.ndarray, np.ndarray]:
             types = np.array([_as_float(v) for v in field(file, eeg["urevent"]["type"])], dtype=np.float64)
             latencies = np.array(field(file, eeg["urevent"]["latency"]), dtype=np.float64)
     except (KeyError, OSError, TypeError, ValueError, IndexError) as exc:
-        reason = _one_line(exc)
-        raise DataError(f"{path}: MATLAB v7.3 file without a readable EEG.srate/urevent ({reason})") from None
+        raise DataError(f"{path}: MATLAB v7.3 file without a readable EEG.srate/urevent ({_one_line(exc)})") from None
     if len(types) != len(latencies):
         raise DataError(f"{path}: EEG.urevent has {len(types)} types for {len(latencies)} latencies")
     return _checked_rate(srate, path), types, latencies
@@ -172,17 +159,12 @@ def _sheet(book: pd.ExcelFile, name: str, min_columns: int, path: Path) -> np.nd
         raise DataError(f"{path}: no '{name}' sheet")
     frame = book.parse(name, header=None)
     if frame.shape[1] < min_columns:
-        width = frame.shape[1]
-        raise DataError(f"{path}: sheet '{name}' has {width} columns, expected at least {min_columns}")
+        raise DataError(f"{path}: sheet '{name}' has {frame.shape[1]} columns, expected at least {min_columns}")
     return frame.to_numpy(dtype=object)
 
 
 def read_scales(path: Path) -> tuple[dict[str, Cesaf], dict[str, float]]:
-    """CESAF rows and SDS scores by subject id (the first row of an id wins; id 000 is ignored).
-
-    Raises:
-        DataError: The workbook is missing or unreadable, or a sheet is missing or too narrow.
-    """
+    """CESAF rows and SDS scores by subject id, the first row of an id winning, 000 ignored (one-line DataError)."""
     try:
         book = pd.ExcelFile(path, engine="openpyxl")
     except FileNotFoundError:

@@ -61,8 +61,7 @@ def read_workbook(path: Path) -> pd.DataFrame:
     needed = ["subject_ID", *NUMERIC_COLUMNS.values(), HYPERTENSION_COLUMN, *PRESENCE_COLUMNS.values()]
     missing = [c for c in needed if c not in table.columns]
     if missing:
-        names = ", ".join(repr(c) for c in missing)
-        raise DataError(f"{path}: missing column(s) {names} in the header on row 2")
+        raise DataError(f"{path}: missing column(s) {', '.join(repr(c) for c in missing)} in the header on row 2")
     table = table.dropna(how="all")
     ids = pd.to_numeric(table["subject_ID"], errors="coerce")
     bad = ids.isna() | (ids != ids.round())
@@ -134,10 +133,7 @@ class PPGBPDataset(RawDataset):
     def __init__(self, raw_root: str | Path, exclude_subjects: Sequence[int] = PUBLISHED_EXCLUDED) -> None:
         super().__init__(raw_root)
         self.exclude_subjects = tuple(sorted(int(s) for s in exclude_subjects))
-
-    def settings(self) -> dict[str, Any]:
-        """Base settings plus the excluded participants."""
-        return {**super().settings(), "exclude_subjects": list(self.exclude_subjects)}
+        self.options = {"exclude_subjects": list(self.exclude_subjects)}
 
     def units(self) -> list[pd.Series]:
         """The workbook rows, in workbook order, less the excluded participants."""
@@ -171,14 +167,10 @@ class PPGBPDataset(RawDataset):
         name = str(subject)
         keep = flatline_mask(segments, self.flatline_fraction)
         n = int(keep.sum())
-        targets: dict[str, np.ndarray] = {}
-        for key, value in labels.items():
-            column = np.full(n, value)
-            targets[key] = as_regression_target(column) if key in NUMERIC_COLUMNS else as_class_target(column)
+        targets = {key: (as_regression_target if key in NUMERIC_COLUMNS else as_class_target)(np.full(n, value))
+                   for key, value in labels.items()}
         kept = np.asarray(kept_k)[keep]
-        metadata = pd.DataFrame(
-            {"subject": [name] * n, "segment": kept, "file": [f"{subject}_{k}.txt" for k in kept]}
-        )
+        metadata = pd.DataFrame({"subject": [name] * n, "segment": kept, "file": [f"{subject}_{k}.txt" for k in kept]})
         return GroupData(
             name=name,
             ppg=segments[keep],

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass
+from itertools import zip_longest
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -50,9 +51,7 @@ def _number(value: Any) -> float:
     """A cell as a float: numbers as they are, numeric text parsed, anything else NaN (never missing)."""
     if isinstance(value, bool):
         return math.nan
-    if isinstance(value, int | float):
-        return float(value)
-    try:
+    try:  # a number's str() gives it back exactly
         return float(str(value).strip())
     except ValueError:
         return math.nan
@@ -72,10 +71,8 @@ def read_columns(path: Path) -> list[tuple[str, list[Any]]]:
         rows = [list(r) for r in book[SHEET].iter_rows(min_row=1, max_row=ID_ROW, values_only=True)]
     finally:
         book.close()
-    rows += [[] for _ in range(ID_ROW - len(rows))]
-    width = max((len(r) for r in rows), default=0)
-    grid = [r + [None] * (width - len(r)) for r in rows]
-    return [(get_column_letter(c + 1), [grid[r][c] for r in range(ID_ROW)]) for c in range(width)]
+    rows += [[] for _ in range(ID_ROW - len(rows))]  # columns are padded with None to all 305 rows
+    return [(get_column_letter(c + 1), list(cells)) for c, cells in enumerate(zip_longest(*rows))]
 
 
 def read_records(path: Path, split: str) -> tuple[list[Record], dict[str, list[str]]]:
@@ -125,14 +122,8 @@ class RealWorldPPGDataset(RawDataset):
         if min_records_per_participant < 1:
             raise ConfigError(f"min_records_per_participant must be >= 1, got {min_records_per_participant}")
         self.min_records_per_participant = int(min_records_per_participant)
-
-    def settings(self) -> dict[str, Any]:
-        """Base settings plus the pooling and per-participant minimum."""
-        return {
-            **super().settings(),
-            "splits_pooled": [split for split, _ in SPLITS],
-            "min_records_per_participant": self.min_records_per_participant,
-        }
+        self.options = {"splits_pooled": [split for split, _ in SPLITS],
+                        "min_records_per_participant": self.min_records_per_participant}
 
     def units(self) -> list[Record]:
         """The usable records, train8 first; skipped columns and rare participants' records noted in the marker."""

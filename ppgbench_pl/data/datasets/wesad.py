@@ -14,14 +14,12 @@ import numpy as np
 
 from ppgbench_pl.data import safe_pickle
 from ppgbench_pl.data.datasets import dalia
-from ppgbench_pl.data.datasets.base import ppg_stats, window_table
+from ppgbench_pl.data.datasets.base import ppg_stats
 from ppgbench_pl.data.processed import GroupData, as_class_target, as_regression_target
 from ppgbench_pl.data.safe_pickle import load_pickle, lookup_vector
 from ppgbench_pl.data.signal import flatline_mask, rejection_counts
 from ppgbench_pl.errors import DataError
 
-#: Stands in for a NaN condition code; maps to no condition.
-MISSING_CODE = -999
 #: Condition code -> condition_4class (baseline, stress, amusement, meditation); others are invalid.
 CONDITION_4CLASS: dict[int, int] = {1: 0, 2: 1, 3: 2, 4: 3}
 #: condition_3class: the same without meditation (written, unused).
@@ -33,11 +31,7 @@ PURITY_NUM, PURITY_DEN = 9, 10
 
 
 def read_quest(path: Path) -> dict[int, tuple[float, float]]:
-    """Valence and arousal per condition code from a ``_quest.csv`` file (two meditations averaged).
-
-    Raises:
-        DataError: The file is missing or has no ``# ORDER`` row, or a ``# DIM`` row lacks two numbers.
-    """
+    """Valence and arousal per condition code from a ``_quest.csv`` file, two meditations averaged (DataError)."""
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
@@ -68,26 +62,6 @@ def read_quest(path: Path) -> dict[int, tuple[float, float]]:
     return {code: (float(mean[0]), float(mean[1])) for code, mean in means.items()}
 
 
-def majority_codes(label_windows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per window: the most frequent code (smallest on a tie) and how many samples carry it."""
-    codes = np.unique(label_windows)
-    counts = np.stack([(label_windows == code).sum(axis=1) for code in codes], axis=1)
-    best = counts.argmax(axis=1)
-    return codes[best], counts[np.arange(len(best)), best]
-
-
-def condition_codes(codes: np.ndarray, path: Path) -> np.ndarray:
-    """The ``label`` vector as condition codes, NaN as :data:`MISSING_CODE` (costing only its window's purity).
-
-    Raises:
-        DataError: A finite value that is not an integer code.
-    """
-    finite = np.isfinite(codes)
-    if not np.all(codes[finite] == np.round(codes[finite])):
-        raise DataError(f"{path}: 'label' holds values that are not integer condition codes")
-    return np.where(finite, codes, MISSING_CODE)
-
-
 def window_labels(code: np.ndarray, ratings: dict[int, tuple[float, float]]) -> dict[str, np.ndarray]:
     """Every target of the windows from their pure condition code (-1: none) and SAM ratings; missing: invalid."""
     valence = np.array([ratings.get(int(c), (np.nan, np.nan))[0] for c in code], dtype=np.float64)
@@ -114,11 +88,18 @@ class WesadDataset(dalia.E4Pickles):
         """Window and label one participant; None (logged, counted) when every window is rejected."""
         data = load_pickle(path)
         bvp = lookup_vector(data, ("signal", "wrist", "BVP"), path)
-        codes = condition_codes(lookup_vector(data, ("label",), path), path)
+        codes = dalia.integer_codes(lookup_vector(data, ("label",), path), path, "label", "condition codes")
         ratings = read_quest(path.with_name(f"{path.stem}_quest.csv"))
-        good, window, starts, windows = self.bvp_windows(path, bvp, fs)
-        label_window, label_windows = self._label_windows(codes, len(starts), path, fs)
-        majority, support = majority_codes(label_windows)
+        good, cut = self.bvp_windows(path, bvp, fs)
+        _, starts, windows = cut
+        label_window, _, label_windows = self.cut(codes, self.label_fs)
+        if len(label_windows) != len(starts):
+            raise DataError(f"{path}: 'label' gives {len(label_windows)} windows at {self.label_fs} Hz "
+                            f"for {len(starts)} PPG windows at {fs:g} Hz")
+        present = np.unique(label_windows)  # per window the most frequent code (smallest on a tie) and its count
+        counts = np.stack([(label_windows == code).sum(axis=1) for code in present], axis=1)
+        best = counts.argmax(axis=1)
+        majority, support = present[best], counts[np.arange(len(best)), best]
         pure = support * PURITY_DEN >= PURITY_NUM * label_window
         labels = window_labels(np.where(pure, majority, -1), ratings)
 
@@ -128,26 +109,8 @@ class WesadDataset(dalia.E4Pickles):
         if len(idx) == 0:
             self.note_left_out(path.stem, dropped, f"{path}: every window was rejected ({dropped}); subject left out")
             return None
-        metadata = window_table(path.stem, idx, starts[idx], window, fs)
-        metadata["label_code"] = majority[idx]
-        metadata["label_purity"] = support[idx] / label_window
-        for key in ("condition_4class", "condition_3class", "valence_reg", "arousal_reg"):
-            metadata[key] = labels[key][idx]
-        return GroupData(
-            name=path.stem,
-            ppg=windows[idx],
-            targets={key: values[idx] for key, values in labels.items()},
-            stats=ppg_stats(path.stem, good),  # the whole signal, less any NaN/inf samples
-            metadata=metadata,
-            dropped=dropped,
-        )
-
-    def _label_windows(self, codes: np.ndarray, n_windows: int, path: Path, fs: float) -> tuple[int, np.ndarray]:
-        """The label window length and the 700 Hz code windows (DataError unless one per PPG window)."""
-        label_window, _, label_windows = self.cut(codes.astype(np.int64), self.label_fs)
-        if len(label_windows) != n_windows:
-            raise DataError(
-                f"{path}: 'label' gives {len(label_windows)} windows at {self.label_fs} Hz "
-                f"for {n_windows} PPG windows at {fs:g} Hz"
-            )
-        return label_window, label_windows
+        targets = {key: values[idx] for key, values in labels.items()}
+        stats = ppg_stats(path.stem, good)  # the whole signal, less any NaN/inf samples
+        shown = ("condition_4class", "condition_3class", "valence_reg", "arousal_reg")
+        return self.windows_group(path.stem, idx, cut, fs, targets, stats, dropped, label_code=majority[idx],
+                                  label_purity=support[idx] / label_window, **{key: targets[key] for key in shown})

@@ -17,7 +17,7 @@ import numpy as np
 import scipy.io
 
 from ppgbench_pl.data.datasets import ecg_hr
-from ppgbench_pl.data.datasets.base import RawDataset, file_error, ppg_stats, window_table
+from ppgbench_pl.data.datasets.base import RawDataset, file_error, ppg_stats
 from ppgbench_pl.data.processed import GroupData, as_regression_target
 from ppgbench_pl.data.signal import integer_rate, raw_rate, resample
 from ppgbench_pl.errors import DataError
@@ -30,23 +30,12 @@ _PPG = ("wrist", "ppg_g")
 _ECG = ("sternum", "ecg")
 
 
-def _field(obj: Any, name: str) -> Any:
-    """A field of a loaded MATLAB struct (scipy ``mat_struct``, dict or record array)."""
-    if hasattr(obj, "_fieldnames"):
-        return getattr(obj, name) if name in obj._fieldnames else None
-    if isinstance(obj, dict):
-        return obj.get(name)
-    if isinstance(obj, np.ndarray) and obj.dtype.names and name in obj.dtype.names:
-        return obj[name].squeeze()[()]
-    return None
-
-
 def _signal_v5(top: dict[str, Any], where: tuple[str, str], path: Path) -> tuple[np.ndarray, float]:
-    """``<struct>.<field>.v`` and ``.fs`` from a scipy-loaded file."""
-    node = top
+    """``<struct>.<field>.v`` and ``.fs`` from a scipy-loaded file (structs as dicts)."""
+    node: Any = top
     for name in where:
-        node = None if node is None else _field(node, name)
-    values, fs = (None, None) if node is None else (_field(node, "v"), _field(node, "fs"))
+        node = node.get(name) if isinstance(node, dict) else None
+    values, fs = (node.get("v"), node.get("fs")) if isinstance(node, dict) else (None, None)
     if values is None or fs is None:
         raise DataError(f"{path}: no '{'.'.join(where)}' struct with fields v and fs")
     return np.asarray(values, dtype=np.float64).ravel(), float(np.asarray(fs, dtype=np.float64).ravel()[0])
@@ -65,7 +54,7 @@ def read_participant(path: Path) -> tuple[np.ndarray, float, np.ndarray, float]:
     """Green PPG and sternum ECG of one participant file, each with its rate (one-line DataError)."""
     try:
         try:
-            top = scipy.io.loadmat(path, squeeze_me=True, struct_as_record=False, variable_names=[_PPG[0], _ECG[0]])
+            top = scipy.io.loadmat(path, simplify_cells=True, variable_names=[_PPG[0], _ECG[0]])
             ppg, ppg_fs = _signal_v5(top, _PPG, path)
             ecg, ecg_fs = _signal_v5(top, _ECG, path)
         except NotImplementedError:  # MATLAB v7.3 is HDF5
@@ -87,10 +76,7 @@ class WildPPGDataset(RawDataset):
     key: ClassVar[str] = "wildppg"
     marker_pattern: ClassVar[str] = f"{_PREFIX}*.mat"
     helper_modules: ClassVar[tuple[ModuleType, ...]] = (ecg_hr,)
-
-    def settings(self) -> dict[str, Any]:
-        """Base settings plus the PPG channel and the label source."""
-        return {**super().settings(), "ppg_channel": "green", "hr_source": "sternum ecg"}
+    options = {"ppg_channel": "green", "hr_source": "sternum ecg"}
 
     def units(self) -> list[Path]:
         """The ``WildPPG_Part_<name>.mat`` files, in sorted order."""
@@ -106,7 +92,7 @@ class WildPPGDataset(RawDataset):
         native = integer_rate(ppg_fs, f"{path}: wrist.ppg_g.fs")
         ecg_fs = int(round(raw_rate(ecg_fs_raw, f"{path}: sternum.ecg.fs")))
         ppg = resample(ppg_raw, native, fs, what=str(path))
-        window, starts, windows = self.cut(ppg, fs)
+        cut = _, starts, windows = self.cut(ppg, fs)
         keep = np.flatnonzero(np.isfinite(windows).all(axis=1))
         if len(keep) == 0:
             raise DataError(f"{path}: no full {self.info.window_s:g} s window with finite PPG")
@@ -121,19 +107,11 @@ class WildPPGDataset(RawDataset):
             hr = ecg_hr.ecg_window_hr(ecg, ecg_fs, self.info.window_s, len(starts), self.info.stride_s)
         except ValueError as exc:
             raise file_error(path, "sternum.ecg cannot be R-peak labelled", exc) from None
-        kept = windows[keep]
-        stats = ppg_stats(name, kept, native_ppg_fs=ppg_fs, native_ecg_fs=ecg_fs_raw, ppg_channel="green")
-        metadata = window_table(name, keep, starts[keep], window, fs)
-        metadata["hr"] = hr[keep]
+        stats = ppg_stats(name, windows[keep], native_ppg_fs=ppg_fs, native_ecg_fs=ecg_fs_raw, ppg_channel="green")
         n_unlabelled = int(np.isnan(hr[keep]).sum())
         if n_unlabelled:
             logger.info("%s: %d of %d windows have no ECG heart rate", path, n_unlabelled, len(keep))
-        return GroupData(
-            name=name,
-            ppg=kept,
-            targets={"hr": as_regression_target(hr[keep])},
-            stats=stats,
-            metadata=metadata,
-            # no_hr_label: windows kept with NaN hr (PROTOCOL.md 1.10 step 5), so left out of wildppg-hr
-            dropped={"non_finite": len(windows) - len(keep), "no_hr_label": n_unlabelled},
-        )
+        # no_hr_label: windows kept with NaN hr (PROTOCOL.md 1.10 step 5), so left out of wildppg-hr
+        dropped = {"non_finite": len(windows) - len(keep), "no_hr_label": n_unlabelled}
+        return self.windows_group(name, keep, cut, fs, {"hr": as_regression_target(hr[keep])}, stats, dropped,
+                                  hr=hr[keep])

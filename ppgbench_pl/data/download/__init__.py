@@ -1,6 +1,8 @@
 """Download the raw datasets into ``<raw>/<key>/``, resumably and verified (PROTOCOL.md section 9).
 
-A failed dataset is collected and the others continue; the caller decides the exit status.
+A failed dataset is collected and the others continue; the caller decides the exit status. The base URL of a
+source (a mirror replaces it) is the archive itself, the Figshare or Mendeley API root, or PhysioNet's
+versioned ``files/<project>/<version>`` folder.
 """
 
 from __future__ import annotations
@@ -10,33 +12,32 @@ import getpass
 import json
 import logging
 import os
+import re
 import sys
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import ExitStack, contextmanager
+import urllib.parse
+from collections.abc import Mapping, Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from ppgbench_pl.atomic_io import write_text_atomic
-from ppgbench_pl.data.download.archives import MARKER_SUFFIX
-from ppgbench_pl.data.download.files import ChecksumLog
+from ppgbench_pl.data.download.archives import MARKER_SUFFIX, extract, marker_path
+from ppgbench_pl.data.download.files import ChecksumLog, RemoteFile, safe_relpath
 from ppgbench_pl.data.download.http import RETRIES, STALL_S, Client
-from ppgbench_pl.data.download.sources import SOURCES, Job, Source
+from ppgbench_pl.data.registry import SOURCES
+from ppgbench_pl.data.spec import ArchiveSource, FigshareSource, MendeleySource, SourceSpec
 from ppgbench_pl.errors import ConfigError, DownloadError, PPGBenchError
 from ppgbench_pl.locks import LockBusy, file_lock, lock_holder
 
-__all__ = ["FAILED", "SOURCES", "download", "mirror_env_var"]
+__all__ = ["FAILED", "SOURCES", "download"]
 
 logger = logging.getLogger(__name__)
 
 #: Prefix of a failed dataset's status; a successful one starts with "ok".
 FAILED = "failed: "
 PASSWORD_ENV = "PHYSIONET_PASSWORD"
-
-
-def mirror_env_var(key: str) -> str:
-    """The environment variable that overrides a dataset's base URL."""
-    return f"PPGBENCH_MIRROR_{key.upper()}"
 
 
 def download(
@@ -63,9 +64,8 @@ def download(
         raise ConfigError(f"cannot download unknown dataset '{unknown[0]}'; {hint}")
     statuses: dict[str, str] = {}
     for key in dict.fromkeys(datasets):
-        source = SOURCES[key]
         try:
-            statuses[key] = _download_one(source, Path(raw_root), physionet_user, mirrors or {}, options)
+            statuses[key] = _download_one(key, Path(raw_root), physionet_user, mirrors or {}, options)
         except PPGBenchError as exc:
             statuses[key] = FAILED + str(exc)
         except Exception as exc:  # one dataset's surprise must not stop the others
@@ -75,39 +75,20 @@ def download(
     return statuses
 
 
-def _client(source: Source, base: str, physionet_user: str | None, options: Mapping[str, Any]) -> Client:
+def _client(key: str, base: str, physionet_user: str | None, options: Mapping[str, Any]) -> Client:
     """A client; for a credentialed source it carries basic auth limited to the source's base URL."""
-    if not source.credentialed:
+    if not SOURCES[key].credentialed:
         return Client(**options)
     if not physionet_user:
-        raise DownloadError(f"{source.key} is credentialed on PhysioNet: give your PhysioNet user name")
+        raise DownloadError(f"{key} is credentialed on PhysioNet: give your PhysioNet user name")
     password = os.environ.get(PASSWORD_ENV)
     if not password:
         if not _stdin_is_tty():
-            raise DownloadError(
-                f"{source.key} needs your PhysioNet password: set {PASSWORD_ENV} (no terminal to ask in)"
-            )
+            raise DownloadError(f"{key} needs your PhysioNet password: set {PASSWORD_ENV} (no terminal to ask in)")
         password = getpass.getpass(f"PhysioNet password for {physionet_user}: ")
         if not password:
-            raise DownloadError(f"{source.key}: no PhysioNet password given")
+            raise DownloadError(f"{key}: no PhysioNet password given")
     return Client(auth=(base + "/", physionet_user, password), **options)
-
-
-LOCK_FILE = ".download.lock"
-
-
-@contextmanager
-def _folder_lock(folder: Path, key: str) -> Iterator[None]:
-    """Hold ``<folder>/.download.lock`` so two downloads never append to one ``.part``; a second one fails."""
-    path = folder / LOCK_FILE
-    with ExitStack() as held:
-        try:
-            held.enter_context(file_lock(path, blocking=False))
-        except LockBusy:
-            raise DownloadError(
-                f"{folder}: another download of {key} is running ({lock_holder(path)}); wait for it to finish"
-            ) from None
-        yield
 
 
 def _stdin_is_tty() -> bool:
@@ -119,27 +100,185 @@ def _stdin_is_tty() -> bool:
 
 
 def _download_one(
-    source: Source, raw_root: Path, physionet_user: str | None, mirrors: Mapping[str, str], options: Mapping[str, Any]
+    key: str, raw_root: Path, physionet_user: str | None, mirrors: Mapping[str, str], options: Mapping[str, Any]
 ) -> str:
     """Fetch one dataset (from the mirror given, else the environment's, else the publisher); write source.json."""
-    base = (mirrors.get(source.key) or os.environ.get(mirror_env_var(source.key)) or source.base_url).rstrip("/")
-    client = _client(source, base, physionet_user, options)
-    folder = raw_root / source.key
+    spec: SourceSpec = SOURCES[key]
+    base = (mirrors.get(key) or os.environ.get(f"PPGBENCH_MIRROR_{key.upper()}") or spec.base_url).rstrip("/")
+    client = _client(key, base, physionet_user, options)
+    folder = raw_root / key
     folder.mkdir(parents=True, exist_ok=True)
-    with _folder_lock(folder, source.key):
+    lock = folder / ".download.lock"  # two downloads never append to one .part: the second one fails
+    with ExitStack() as held:
+        try:
+            held.enter_context(file_lock(lock, blocking=False))
+        except LockBusy:
+            raise DownloadError(
+                f"{folder}: another download of {key} is running ({lock_holder(lock)}); wait for it to finish"
+            ) from None
         if options.get("force"):  # archives are extracted again too
             for marker in folder.rglob(f"*{MARKER_SUFFIX}"):
                 marker.unlink()
         job = Job(client=client, folder=folder, base=base, log=ChecksumLog(folder))
         try:
-            source.run(job)
+            run_source(spec, job)
         finally:
             job.log.save()
     record = {
-        "key": source.key,
-        "source": source.page,
+        "key": key,
+        "source": spec.page,
         "base_url": base,
         "downloaded_utc": datetime.now(UTC).isoformat(timespec="seconds"),
     }
     write_text_atomic(folder / "source.json", json.dumps(record, indent=2) + "\n")
     return f"ok: {job.fetched} fetched, {job.present} already present"
+
+
+@dataclass
+class Job:
+    """One dataset's fetch: client, folder, base URL and checksum log; the tree a PhysioNet ``select`` sees."""
+
+    client: Client
+    folder: Path
+    base: str
+    log: ChecksumLog
+    fetched: int = 0
+    present: int = 0
+    #: PhysioNet's ``SHA256SUMS.txt`` (relative path -> SHA-256), where published.
+    sums: dict[str, str] = field(default_factory=dict)
+
+    def get(self, item: RemoteFile) -> None:
+        """Fetch one file and count whether it was downloaded or already there."""
+        if self.client.fetch(item, self.folder, self.log):
+            self.fetched += 1
+        else:
+            self.present += 1
+
+    def url(self, rel: str) -> str:
+        """The address of ``rel`` under the base URL."""
+        return f"{self.base}/{urllib.parse.quote(rel)}"
+
+    def fetch(self, rel: str) -> Path:
+        """Fetch ``rel`` (checked against ``sums`` when listed there) and return its local path."""
+        rel = safe_relpath(rel)
+        self.get(RemoteFile(url=self.url(rel), dest=rel, sha256=self.sums.get(rel)))
+        return self.folder / rel
+
+    def text(self, rel: str) -> str:
+        """A small page under the base URL (a directory listing)."""
+        return self.client.get_text(self.url(rel)) or ""
+
+
+def _fetch_and_extract(job: Job, item: RemoteFile, *, nested: bool = False) -> None:
+    """Fetch an archive and extract it into the dataset folder, unless its marker says it is done."""
+    archive = job.folder / item.dest
+    if marker_path(archive).exists():
+        job.present += 1
+        return
+    job.get(item)
+    extract(archive, job.folder, nested=nested)
+
+
+def _field(row: Any, *keys: str) -> Any:
+    """A nested field of a JSON object, or None when any level is missing."""
+    for key in keys:
+        if not isinstance(row, dict):
+            return None
+        row = row.get(key)
+    return row
+
+
+def _int_or_none(value: Any) -> int | None:
+    """A size from a listing, tolerating strings and absent values."""
+    try:
+        return int(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _figshare(spec: FigshareSource, job: Job) -> None:
+    """A Figshare article version: the listing names the ``.zip`` file(s), with size and MD5."""
+    url = f"{job.base}/articles/{spec.article}/versions/{spec.version}"
+    files = _field(job.client.get_json(url), "files")
+    if not isinstance(files, list):
+        raise DownloadError(f"{url}: the Figshare answer has no file list")
+    zips = [f for f in files if str(_field(f, "name") or "").lower().endswith(".zip")]
+    if not zips:
+        raise DownloadError(f"{url}: no .zip file in the Figshare listing")
+    for entry in zips:
+        download_url = _field(entry, "download_url")
+        if not isinstance(download_url, str):
+            raise DownloadError(f"{url}: listing entry {entry.get('name')!r} has no download_url")
+        md5 = _field(entry, "computed_md5") or _field(entry, "supplied_md5") or None
+        dest = safe_relpath(str(entry["name"]))
+        _fetch_and_extract(job, RemoteFile(url=download_url, dest=dest, size=_int_or_none(entry.get("size")), md5=md5))
+
+
+def _mendeley_folder_paths(folders: Any, url: str) -> dict[str, str]:
+    """Folder id -> path from the flat folder list (each folder names its parent by id)."""
+    if not isinstance(folders, list):
+        raise DownloadError(f"{url}: the Mendeley answer is not a folder list")
+    by_id = {str(f["id"]): f for f in folders if isinstance(f, dict) and "id" in f and "name" in f}
+    paths: dict[str, str] = {}
+    for fid in by_id:
+        parts: list[str] = []
+        cur: str | None = fid
+        while cur in by_id and len(parts) <= len(by_id):
+            parts.append(str(by_id[cur]["name"]))
+            parent = by_id[cur].get("parent_id")
+            cur = str(parent) if parent else None
+        paths[fid] = safe_relpath("/".join(reversed(parts)))
+    return paths
+
+
+def _mendeley(spec: MendeleySource, job: Job) -> None:
+    """A Mendeley Data version: walk the folder tree, list each wanted folder, check size and SHA-256."""
+    api, version = f"{job.base}/datasets/{spec.dataset}", spec.version
+    folders_url = f"{api}/folders/{version}"
+    folders = job.client.get_json(folders_url, missing_ok=True)  # a flat dataset may have no folders
+    paths = _mendeley_folder_paths([] if folders is None else folders, folders_url)
+    wanted = sorted((p, fid) for fid, p in paths.items() if spec.want_folder(p))
+    items: list[RemoteFile] = []
+    for fid, prefix in [("root", "")] + [(fid, p) for p, fid in wanted]:
+        query = urllib.parse.urlencode({"folder_id": fid, "version": version})
+        rows = job.client.get_json(f"{api}/files?{query}")
+        if not isinstance(rows, list):
+            raise DownloadError(f"{api}/files?{query}: the Mendeley answer is not a file list")
+        for row in rows:
+            name = _field(row, "filename")
+            url = _field(row, "content_details", "download_url")
+            if not isinstance(name, str) or not isinstance(url, str):
+                raise DownloadError(f"{api}/files?{query}: an entry has no filename or download_url")
+            rel = f"{prefix}/{name}" if prefix else name
+            if spec.want_file(rel):
+                size = _int_or_none(_field(row, "content_details", "size") or _field(row, "size"))
+                sha = _field(row, "content_details", "sha256_hash") or None
+                items.append(RemoteFile(url=url, dest=safe_relpath(rel), size=size, sha256=sha))
+    if not items:
+        raise DownloadError(f"{api}: the Mendeley listing holds none of the files this benchmark needs")
+    for item in items:
+        job.get(item)
+
+
+def _physionet_sums(job: Job) -> dict[str, str]:
+    """The project's ``SHA256SUMS.txt`` (relative path -> SHA-256), or empty when it is not published."""
+    text = job.client.get_text(f"{job.base}/SHA256SUMS.txt", missing_ok=True) or ""
+    sums: dict[str, str] = {}
+    for line in text.splitlines():
+        digest, _, name = line.strip().partition(" ")
+        if re.fullmatch(r"[0-9a-fA-F]{64}", digest) and name.strip():
+            sums[name.strip().lstrip("*")] = digest.lower()
+    return sums
+
+
+def run_source(spec: SourceSpec, job: Job) -> None:
+    """Fetch (and extract) everything one declared source publishes into the job's folder."""
+    if isinstance(spec, ArchiveSource):
+        _fetch_and_extract(job, RemoteFile(url=job.base, dest=spec.filename), nested=spec.nested)
+    elif isinstance(spec, FigshareSource):
+        _figshare(spec, job)
+    elif isinstance(spec, MendeleySource):
+        _mendeley(spec, job)
+    else:
+        job.sums = _physionet_sums(job)
+        spec.select(job)

@@ -52,13 +52,13 @@ class RemoteFile:
         safe_relpath(self.dest)
 
 
-class ChecksumLog:
+class ChecksumLog(dict[str, dict[str, Any]]):
     """The ``checksums.json`` of one dataset folder: SHA-256 and size of what was received (saved in batches)."""
 
     def __init__(self, folder: Path) -> None:
         """Load the existing log of ``folder`` (an unreadable log is treated as empty)."""
+        super().__init__()
         self.path = folder / CHECKSUMS_FILE
-        self._entries: dict[str, dict[str, Any]] = {}
         self._pending = 0
         self._last_save = time.monotonic()
         if self.path.is_file():
@@ -67,29 +67,25 @@ class ChecksumLog:
             except (OSError, ValueError):
                 loaded = {}
             if isinstance(loaded, dict):
-                self._entries = {k: v for k, v in loaded.items() if isinstance(v, dict)}
-
-    def get(self, rel: str) -> dict[str, Any] | None:
-        """The recorded entry of one file, if any."""
-        return self._entries.get(rel)
+                self.update({k: v for k, v in loaded.items() if isinstance(v, dict)})
 
     def forget(self, rel: str) -> None:
         """Drop the entry of a file that is fetched afresh."""
-        if self._entries.pop(rel, None) is not None:
+        if self.pop(rel, None) is not None:
             self._pending += 1
 
     def record(self, rel: str, *, size: int, sha256: str, publisher: str | None) -> None:
         """Remember a verified file; ``publisher`` names the publisher's checksum kind, or None."""
-        self._entries[rel] = {"size": size, "sha256": sha256, "publisher_checksum": publisher}
+        self[rel] = {"size": size, "sha256": sha256, "publisher_checksum": publisher}
         self._pending += 1
         if self._pending >= 200 or time.monotonic() - self._last_save > 30:
             self.save()
 
     def save(self) -> None:
         """Write the log atomically (temporary file, then rename)."""
-        if not self._entries and not self.path.exists():
+        if not self and not self.path.exists():
             return
-        write_text_atomic(self.path, json.dumps(self._entries, indent=1, sort_keys=True) + "\n")
+        write_text_atomic(self.path, json.dumps(self, indent=1, sort_keys=True) + "\n")
         self._pending = 0
         self._last_save = time.monotonic()
 
@@ -104,19 +100,31 @@ def file_hashes(path: Path, algos: tuple[str, ...]) -> dict[str, str]:
     return {a: h.hexdigest() for a, h in hs.items()}
 
 
+def mismatch(path: Path, item: RemoteFile, blob_id: str | None = None) -> str | None:
+    """Why a file differs from the size and checksum published for ``item`` (None: it matches, or none is known)."""
+    size = path.stat().st_size
+    if item.size is not None and size != item.size:
+        return f"size {size} bytes, published {item.size}"
+    for algo in ("sha256", "md5"):
+        if want := getattr(item, algo):
+            got = file_hashes(path, (algo,))[algo]
+            return None if got == want.lower() else f"{algo} {got}, published {want}"
+    if blob_id:  # the hub's only checksum of a file outside Git LFS
+        digest = hashlib.sha1(f"blob {size}\0".encode(), usedforsecurity=False)
+        digest.update(path.read_bytes())
+        return None if digest.hexdigest() == blob_id else f"git blob id {digest.hexdigest()}, published {blob_id}"
+    return None
+
+
 def already_complete(dest: Path, item: RemoteFile, log: ChecksumLog) -> bool:
     """Whether an existing final file matches the publisher's size/checksum, or what we recorded."""
-    size = dest.stat().st_size
-    if item.size is not None and size != item.size:
+    if mismatch(dest, item) is not None:
         return False
-    if item.sha256:
-        return file_hashes(dest, ("sha256",))["sha256"] == item.sha256.lower()
-    if item.md5:
-        return file_hashes(dest, ("md5",))["md5"] == item.md5.lower()
     recorded = log.get(item.dest)
-    if recorded is not None:
-        return recorded.get("size") == size and file_hashes(dest, ("sha256",))["sha256"] == recorded.get("sha256")
-    return True  # final names are only given after verification, and nothing more is known
+    if item.sha256 or item.md5 or recorded is None:
+        return True  # final names are only given after verification, and nothing more is known
+    same_size = recorded.get("size") == dest.stat().st_size
+    return same_size and file_hashes(dest, ("sha256",))["sha256"] == recorded.get("sha256")
 
 
 def finish_download(item: RemoteFile, part: Path, dest: Path, expected: int | None, log: ChecksumLog) -> None:

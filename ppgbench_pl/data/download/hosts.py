@@ -1,26 +1,24 @@
 """Fetching a model's published files from where its authors put them: Zenodo, Hugging Face or GitHub.
 
 :func:`resolve` asks the host which version it answers with and each file's size and checksum, before
-anything is written; :func:`fetch` brings the files in and checks them (Zenodo and GitHub through
-:class:`~.http.Client`, the hub through ``huggingface_hub`` pinned to the answered commit).
-``$PPGBENCH_MIRROR_ZENODO``, ``$PPGBENCH_MIRROR_GITHUB_RAW``, ``$PPGBENCH_MIRROR_GITHUB_MEDIA`` and
-``$HF_ENDPOINT`` replace the public addresses.
+anything is written; :func:`fetch` brings the files in and checks them (the hub's through ``huggingface_hub``
+pinned to the answered commit). ``$PPGBENCH_MIRROR_{ZENODO,GITHUB_RAW,GITHUB_MEDIA}`` and ``$HF_ENDPOINT``
+replace the public addresses.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import urllib.error
 import urllib.parse
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ppgbench_pl.data.download.files import ChecksumLog, RemoteFile, file_hashes, safe_relpath
+from ppgbench_pl.data.download.files import ChecksumLog, RemoteFile, file_hashes, mismatch, safe_relpath
 from ppgbench_pl.data.download.http import Client, http_error
 from ppgbench_pl.errors import DownloadError
 
@@ -42,15 +40,13 @@ def base_url(host: str) -> str:
 
 @dataclass(frozen=True)
 class Plan:
-    """One published version: the revision the host answered, each file with its published size and checksum.
-
-    ``blob_ids``: the git blob id of hub files not in LFS (the hub's only checksum for them).
-    """
+    """One published version: the revision the host answered, each file with its published size and checksum."""
 
     host: str
     repo: str
     revision: str
     items: tuple[RemoteFile, ...]
+    #: The git blob id of hub files not in LFS (the hub's only checksum for them).
     blob_ids: dict[str, str] = field(default_factory=dict)
 
 
@@ -58,11 +54,10 @@ def resolve(client: Client, host: str, repo: str, revision: str | None, files: t
     """Ask the host about one version (``revision``: a Zenodo record id or a commit; None: the default branch).
 
     Raises:
-        DownloadError: The host cannot be reached, does not know the version, or lacks one of ``files``.
+        DownloadError: The host is unreachable, does not know the version, or lacks one of ``files``.
     """
-    steps: dict[str, Callable[[Client, str, str | None, tuple[str, ...]], Plan]] = {
-        "zenodo": _zenodo, "github": _github, "huggingface": _huggingface}
-    return steps[host](client, repo, revision, files)
+    step = {"zenodo": _zenodo, "github": _github, "huggingface": _huggingface}[host]
+    return step(client, repo, revision, files)
 
 
 def _zenodo(client: Client, repo: str, revision: str | None, files: tuple[str, ...]) -> Plan:
@@ -158,8 +153,7 @@ def fetch(plan: Plan, folder: Path, client: Client) -> tuple[int, dict[str, dict
     """Bring every file of ``plan`` into ``folder``, verified: how many were downloaded, and each file's record.
 
     Raises:
-        DownloadError: A transfer failed (its ``.part`` is kept) or a file does not match what the host published (it is
-            deleted).
+        DownloadError: A transfer failed (its ``.part`` is kept) or a file differs from what the host published.
     """
     log = ChecksumLog(folder)
     fetched = 0
@@ -183,28 +177,13 @@ def fetch(plan: Plan, folder: Path, client: Client) -> tuple[int, dict[str, dict
     return fetched, described
 
 
-def _hub_matches(path: Path, item: RemoteFile, blob_id: str | None) -> str | None:
-    """Why a hub file does not match what the hub published (None: it matches)."""
-    size = path.stat().st_size
-    if item.size is not None and size != item.size:
-        return f"size {size} bytes, the hub says {item.size}"
-    if item.sha256:
-        got = file_hashes(path, ("sha256",))["sha256"]
-        return None if got == item.sha256 else f"sha256 {got}, the hub says {item.sha256}"
-    if blob_id:
-        digest = hashlib.sha1(f"blob {size}\0".encode(), usedforsecurity=False)
-        digest.update(path.read_bytes())
-        return None if digest.hexdigest() == blob_id else f"git blob id {digest.hexdigest()}, the hub says {blob_id}"
-    return None
-
-
 def _hub_download(plan: Plan, item: RemoteFile, folder: Path, client: Client) -> int:
     """One hub file into ``folder`` at the plan's commit (huggingface_hub resumes a cut transfer itself)."""
     from huggingface_hub import hf_hub_download
     from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
 
     path = folder / item.dest
-    if path.is_file() and not client.force and _hub_matches(path, item, plan.blob_ids.get(item.dest)) is None:
+    if path.is_file() and not client.force and mismatch(path, item, plan.blob_ids.get(item.dest)) is None:
         return 0
     quiet, was_quiet = not client.progress, are_progress_bars_disabled()
     if quiet:
@@ -216,7 +195,7 @@ def _hub_download(plan: Plan, item: RemoteFile, folder: Path, client: Client) ->
     finally:
         if quiet and not was_quiet:
             enable_progress_bars()
-    problem = _hub_matches(path, item, plan.blob_ids.get(item.dest))
+    problem = mismatch(path, item, plan.blob_ids.get(item.dest))
     if problem is not None:
         path.unlink()
         raise DownloadError(f"{path}: checksum mismatch ({problem}); the bad file was deleted, run again to "

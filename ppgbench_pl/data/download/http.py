@@ -13,7 +13,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 from tqdm import tqdm
 
@@ -53,29 +53,18 @@ class Client:
     Args:
         progress: Show a progress bar per file.
         auth: ``(url_prefix, user, password)``; credentials are sent only below that prefix.
-        stall_s: A transfer with fewer than ``stall_min_bytes`` in this many seconds is stalled (it also
-            caps the socket timeout).
+        stall_s: A transfer with under ``STALL_MIN_BYTES`` in this many seconds is stalled (also the socket timeout).
         retries: Resumptions of a stalled or cut transfer before the file fails.
         retry_wait_s: Pause before the first retry (doubled each time).
         force: Fetch every file afresh, ignoring what is on disk and in the checksum log.
     """
 
-    def __init__(
-        self,
-        *,
-        progress: bool = True,
-        auth: tuple[str, str, str] | None = None,
-        stall_s: float = STALL_S,
-        stall_min_bytes: int = STALL_MIN_BYTES,
-        retries: int = RETRIES,
-        retry_wait_s: float = RETRY_WAIT_S,
-        force: bool = False,
-    ) -> None:
+    def __init__(self, *, progress: bool = True, auth: tuple[str, str, str] | None = None, stall_s: float = STALL_S,
+                 retries: int = RETRIES, retry_wait_s: float = RETRY_WAIT_S, force: bool = False) -> None:
         if not stall_s > 0 or retries < 0:
             raise DownloadError(f"stall timeout must be positive and retries >= 0 (got {stall_s}, {retries})")
         self.progress = progress
         self.stall_s = float(stall_s)
-        self.stall_min_bytes = int(stall_min_bytes)
         self.retries = int(retries)
         self.retry_wait_s = float(retry_wait_s)
         self.force = force
@@ -141,7 +130,15 @@ class Client:
         dest.parent.mkdir(parents=True, exist_ok=True)
         for attempt in range(self.retries + 1):
             try:
-                expected = self._receive(item, part)
+                have = part.stat().st_size if part.is_file() else 0
+                if item.size is not None and have > item.size:
+                    part.unlink()
+                    have = 0
+                if item.size is not None and have == item.size:
+                    expected: int | None = item.size
+                else:  # no size from publisher or server: ask whether anything follows
+                    expected = self._stream(item, part, have)
+                    expected = self._confirm_length(item, part) if expected is None else expected
                 break
             except Interrupted as exc:
                 if attempt == self.retries:
@@ -152,19 +149,6 @@ class Client:
                 time.sleep(wait)
         finish_download(item, part, dest, expected, log)
         return True
-
-    def _receive(self, item: RemoteFile, part: Path) -> int | None:
-        """Bring ``part`` to the whole file; return its expected size (None when nobody knows it)."""
-        have = part.stat().st_size if part.is_file() else 0
-        if item.size is not None and have > item.size:
-            part.unlink()
-            have = 0
-        if item.size is not None and have == item.size:
-            return item.size
-        expected = self._stream(item, part, have)
-        if expected is None:  # no size from publisher or server: ask whether anything follows
-            expected = self._confirm_length(item, part)
-        return expected
 
     def _confirm_length(self, item: RemoteFile, part: Path) -> int | None:
         """For a body of unknown length, ask what follows: 416 ends it, 206 resumes, 200 gives the size."""
@@ -225,39 +209,30 @@ class Client:
     def _write_body(
         self, resp: http.client.HTTPResponse, part: Path, offset: int, total: int | None, desc: str
     ) -> None:
-        """Write the body into ``part`` from ``offset``; a stall or cut flushes it and raises :class:`Interrupted`."""
+        """Write the body into ``part`` from ``offset``; a stall or a cut flushes it and raises :class:`Interrupted`."""
         bar = tqdm(total=total, initial=offset, unit="B", unit_scale=True, unit_divisor=1024, desc=desc,
                    leave=False, disable=not self.progress)
+        of, where = (f" of {total}" if total is not None else ""), part.with_suffix("")
         with part.open("ab" if offset else "wb") as out, bar:
-            of = f" of {total}" if total is not None else ""
+            window_start, window_bytes = time.monotonic(), 0
             try:
-                self._copy_blocks(resp, out, bar, part, of)
+                while block := resp.read1(CHUNK_BYTES):  # read1 keeps what arrived before a cut
+                    out.write(block)
+                    bar.update(len(block))
+                    window_bytes += len(block)
+                    now = time.monotonic()
+                    if now - window_start >= self.stall_s:
+                        if window_bytes < STALL_MIN_BYTES:
+                            out.flush()
+                            raise Interrupted(f"{where}: stalled at {part.stat().st_size}{of} bytes "
+                                              f"({window_bytes} bytes in {now - window_start:.0f} s)")
+                        window_start, window_bytes = now, 0
             except (OSError, http.client.HTTPException) as exc:
                 if isinstance(exc, http.client.IncompleteRead):
                     out.write(exc.partial)
                 out.flush()
-                silent = isinstance(exc, TimeoutError)
-                what = f"no data for {self.stall_s:g} s" if silent else type(exc).__name__
-                got = part.stat().st_size
-                where = part.with_suffix("")
-                raise Interrupted(f"{where}: connection lost after {got}{of} bytes ({what})") from None
-
-    def _copy_blocks(self, resp: http.client.HTTPResponse, out: BinaryIO, bar: tqdm, part: Path, of: str) -> None:
-        """Copy the body block by block; Interrupted when under ``stall_min_bytes`` arrive in ``stall_s`` s."""
-        window_start, window_bytes = time.monotonic(), 0
-        while block := resp.read1(CHUNK_BYTES):  # read1 keeps what arrived before a cut
-            out.write(block)
-            bar.update(len(block))
-            window_bytes += len(block)
-            now = time.monotonic()
-            if now - window_start >= self.stall_s:
-                if window_bytes < self.stall_min_bytes:
-                    out.flush()
-                    raise Interrupted(
-                        f"{part.with_suffix('')}: stalled at {part.stat().st_size}{of} bytes "
-                        f"({window_bytes} bytes in {now - window_start:.0f} s)"
-                    )
-                window_start, window_bytes = now, 0
+                what = f"no data for {self.stall_s:g} s" if isinstance(exc, TimeoutError) else type(exc).__name__
+                raise Interrupted(f"{where}: connection lost after {part.stat().st_size}{of} bytes ({what})") from None
 
 
 def _ranges(resp: http.client.HTTPResponse) -> tuple[re.Match[str] | None, int | None]:
