@@ -19,9 +19,16 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from ppgbench_pl.benchmark.clusters import (
+    DaskWatch,
+    SlurmWatch,
+    check_sbatch,
+    flow_parameters,
+    sbatch_missing,
+    wait_futures,
+    wait_tasks,
+)
 from ppgbench_pl.benchmark.pool import Finished, run_pool
-from ppgbench_pl.benchmark.slurm_watch import SlurmWatch, check_sbatch, flow_parameters, sbatch_missing
-from ppgbench_pl.benchmark.task_wait import DaskWatch, wait_futures, wait_tasks
 from ppgbench_pl.benchmark.thread_policy import usable_cores
 from ppgbench_pl.benchmark.worker import JobLost, JobOutcome, JobSpec
 from ppgbench_pl.errors import ConfigError

@@ -1,14 +1,7 @@
-"""Run identity: what a run folder's results were made from, so a rerun never mixes different runs.
+"""Run identity in ``run.json``: what a folder's results were made from, so a rerun never mixes runs.
 
-``run.json`` holds the identity (the ppgbench version, the numeric trainer settings, and per dataset, encoder
-and regime what determines its results: data hashes, weights digests, settings) plus a record of the rest
-(resolved config, package versions, device, planned job ids, the code versions that wrote it). The source
-digest is not part of the identity: every job record stores the code version that made it, and resuming after
-a source edit is refused unless ``--allow_code_change`` is given, in which case the new version is added to
-``code_versions`` and the report says the run mixes versions. A later run into the same folder must agree on
-every part both runs share; it may add datasets, encoders, regimes or rates (a run extended with more tasks or
-models), which are merged in. Package versions and the device are recorded and a change is warned about, not
-refused: moving a run to another GPU index or a patch release should not throw work away.
+A later run must agree on every part both share; it may add datasets, encoders, regimes or rates. A source edit
+is refused unless ``--allow_code_change`` (recorded in ``code_versions``); package or device changes only warn.
 """
 
 from __future__ import annotations
@@ -33,6 +26,7 @@ from ppgbench_pl.encoders.base import PPGEncoder
 from ppgbench_pl.errors import ConfigError
 from ppgbench_pl.locks import file_lock
 from ppgbench_pl.regimes.base import Regime
+from ppgbench_pl.results.untrusted import loads_bounded, max_file_bytes, read_bytes_bounded
 
 PACKAGES = ("numpy", "scipy", "scikit-learn", "torch", "lightning", "optuna", "neurokit2", "pandas")
 #: Identity sections whose entries (by name) may be added by a later run; anything else must match.
@@ -73,8 +67,7 @@ def source_digest() -> str:
 
 def device_string(trainer_kwargs: dict[str, Any]) -> str:
     """The accelerator jobs run on, e.g. ``cpu`` or ``cuda: NVIDIA H200 x2``."""
-    accelerator = str(trainer_kwargs.get("accelerator") or "auto")
-    if accelerator in ("cpu",) or not torch.cuda.is_available():
+    if device_kind(trainer_kwargs) == "cpu":
         return "cpu"
     names = sorted({torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())})
     return f"cuda: {', '.join(names)} x{torch.cuda.device_count()}"
@@ -95,11 +88,7 @@ DATA_SPEED_SETTINGS = ("root", "num_workers")
 def run_identity(encoders: Sequence[PPGEncoder], datamodules: Iterable[PPGDataModule],
                  regimes: Sequence[Regime], trainer_kwargs: dict[str, Any] | None = None,
                  callbacks: Sequence[dict[str, Any]] | None = None, budget: str | None = None) -> dict[str, Any]:
-    """What results in a folder depend on (not which subset of seeds, folds or tasks is run).
-
-    A budget other than ``published`` is part of it (``published`` is left out, so folders made before
-    budgets existed resume), so smoke results and published ones never share a folder.
-    """
+    """What results in a folder depend on (not which seeds, folds or tasks run); a non-published budget too."""
     from ppgbench_pl.benchmark.trainer_block import IDENTITY_TRAINER
     from ppgbench_pl.lightning_trainer import normalise_precision
 
@@ -132,10 +121,7 @@ def run_identity(encoders: Sequence[PPGEncoder], datamodules: Iterable[PPGDataMo
 
 
 def callback_code(class_path: str) -> dict[str, str]:
-    """``{"code_sha256": ...}`` of a user callback's source, so editing it is a new run (resume refuses it).
-
-    Lightning's and ppgbench's own callbacks are covered by the package versions and the source digest.
-    """
+    """``{"code_sha256": ...}`` of a user callback's source (Lightning's and ours: covered by the versions)."""
     from ppgbench_pl.encoders.custom_settings import code_digest
     from ppgbench_pl.naming import import_class
 
@@ -187,21 +173,10 @@ def parameter_counts(encoders: Iterable[Any]) -> dict[str, dict[str, int]]:
 
 def check_or_write_identity(run_dir: Path, identity: dict[str, Any], extra: dict[str, Any],
                             allow_code_change: bool = False) -> dict[str, Any]:
-    """Write or extend ``run.json``; refuse a folder whose results came from something else.
-
-    Args:
-        run_dir: Run folder.
-        identity: This run's identity (see :func:`run_identity`).
-        extra: Recorded, not compared: config, versions, device, seeds, folds, planned job ids
-            (``planned_jobs`` is merged with earlier runs' so the folder lists every job it plans).
-        allow_code_change: Accept a folder started by another source version (recorded in ``code_versions``).
-
-    Returns:
-        The ``run.json`` content as written.
+    """Write or extend ``run.json`` (``extra``: recorded, not compared; ``planned_jobs`` merged) and return it.
 
     Raises:
-        ConfigError: ``run.json`` exists with a different identity for something both runs share, was made
-            by another source version (without ``allow_code_change``), or cannot be read.
+        ConfigError: What :func:`resolve_identity` refuses, or ``run.json`` cannot be read.
     """
     path = Path(run_dir) / "run.json"
     with file_lock(Path(run_dir) / ".locks" / "run.json.lock"):
@@ -228,12 +203,7 @@ def check_identity(run_dir: Path, identity: dict[str, Any], extra: dict[str, Any
 
 def resolve_identity(path: Path, meta: dict[str, Any], identity: dict[str, Any], extra: dict[str, Any],
                      allow_code_change: bool) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """(merged identity, code versions) of a run against the folder's ``run.json`` content (``meta``).
-
-    Raises:
-        ConfigError: A different identity for something both runs share, another budget, or another source
-            version without ``allow_code_change``.
-    """
+    """(merged identity, code versions) against ``run.json``'s content; ``ConfigError`` for what both disagree on."""
     identity = _normalise(identity)
     code = code_version()
     versions = list(meta.get("code_versions") or [])
@@ -281,10 +251,10 @@ def _refuse_budget_change(path: Path, old: dict[str, Any], new: dict[str, Any]) 
 
 
 def read_run_json(path: Path) -> dict[str, Any]:
-    """``run.json`` as a dict, or a one-line error naming the file."""
+    """``run.json`` as a dict (read within the results files' bounds), or a one-line error naming the file."""
     try:
-        meta = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        meta = loads_bounded(read_bytes_bounded(path, max_file_bytes()))
+    except (OSError, ValueError) as exc:
         raise ConfigError(f"{path}: cannot be read ({type(exc).__name__}: {str(exc).splitlines()[0]}); "
                           "move it away to start the folder afresh, or choose a new output folder") from None
     if not isinstance(meta, dict):

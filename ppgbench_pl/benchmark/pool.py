@@ -20,7 +20,7 @@ Finished = tuple[JobSpec, JobOutcome | BaseException]
 
 def serve(fn: Callable[[JobSpec], JobOutcome], conn: Connection, threads: int | None, gpu: int | None) -> None:
     """A worker's loop: run each spec received, send back its outcome (or the exception); ``None`` ends it."""
-    init_worker(threads, None, gpu)
+    init_worker(threads, gpu)
     while True:
         try:
             spec = conn.recv()

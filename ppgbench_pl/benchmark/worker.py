@@ -1,11 +1,4 @@
-"""The one function every executor runs: a picklable job spec in, the job's record on disk, a short outcome out.
-
-A :class:`JobSpec` is (run folder, suite config dict, job id) plus a few run settings; the worker
-rebuilds the suite from the dict (once per process and thread), finds the job by id, runs it under the
-job lock through :func:`~ppgbench_pl.benchmark.job.execute_job` (which writes the record), and returns a
-:class:`JobOutcome` small enough to send back over any channel. The record on disk, not the outcome,
-is what says the job is done.
-"""
+"""What every executor runs: a picklable :class:`JobSpec` in, the record on disk, a short :class:`JobOutcome` out."""
 
 from __future__ import annotations
 
@@ -16,7 +9,6 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-_threads_set: int | None = None
 _quiet = False
 
 
@@ -27,15 +19,11 @@ class JobSpec:
     Attributes:
         run_dir: Run folder (shared with the coordinator: same machine or a shared file system).
         config: The resolved config, parsed here with the CLI's parser (:func:`~ppgbench_pl.benchmark.suite.suite_for`).
-        job_id: Which job of the suite's plan to run.
-        threads: Torch/BLAS threads while this spec's jobs run, restored after (``None``: leave as is); the
-            thread policy's choice for its regime (``benchmark/thread_policy.py``).
-        wandb: ``per-job`` to log this job as its own W&B run from the worker.
-        wandb_project: W&B project.
-        run_uid: The run folder's id (W&B run ids are derived from it).
-        run_config: The resolved config as given (logged with a per-job W&B run).
-        group: Jobs of one (model, task, regime), ``job_id`` first, that the regime trains together
-            (the neural regimes' ``stack_jobs``); empty for a job run alone.
+        threads: Torch/BLAS threads while this spec's jobs run (``None``: leave as is), as the thread policy chose.
+        wandb: ``per-job`` to log this job as its own W&B run from the worker (``run_uid``: W&B run ids derive from it;
+            ``run_config``: the resolved config logged with it).
+        group: Jobs of one (model, task, regime), ``job_id`` first, that the regime trains together (``stack_jobs``).
+        parse: Import path of what parses :attr:`config` into the suite where the coordinator's is not at hand.
     """
 
     run_dir: str
@@ -47,7 +35,6 @@ class JobSpec:
     run_uid: str = ""
     run_config: dict[str, Any] = field(default_factory=dict)
     group: tuple[str, ...] = ()
-    #: Import path of what parses :attr:`config` into the suite where the coordinator's is not at hand.
     parse: str | None = None
 
 
@@ -66,10 +53,7 @@ class JobOutcome:
 
 
 class JobLost(RuntimeError):
-    """The infrastructure lost a job (a dead worker, a SLURM task that ended without a result).
-
-    Its message says how, in one line; the job runs again next time.
-    """
+    """The infrastructure lost a job (a dead worker, a SLURM task that ended without a result); it runs again."""
 
 
 def global_rank() -> int:
@@ -82,19 +66,6 @@ def global_rank() -> int:
     return 0
 
 
-def limit_threads(threads: int | None) -> None:
-    """Give torch and the BLAS pools ``threads`` threads for the rest of this worker process (its default)."""
-    global _threads_set
-    if threads is None or threads == _threads_set:
-        return
-    import torch
-    from threadpoolctl import threadpool_limits
-
-    torch.set_num_threads(threads)
-    threadpool_limits(limits=threads)
-    _threads_set = threads
-
-
 def _watch_parent(parent: int, period_s: float = 0.5) -> None:
     while True:
         time.sleep(period_s)
@@ -102,21 +73,21 @@ def _watch_parent(parent: int, period_s: float = 0.5) -> None:
             os._exit(3)
 
 
-def init_worker(threads: int | None, gpu_queue: Any = None, gpu: int | None = None) -> None:
-    """Process-pool initializer: thread limits, one GPU per worker when given, exit with the parent."""
-    if gpu_queue is not None:
-        gpu = gpu_queue.get()
+def init_worker(threads: int | None, gpu: int | None = None) -> None:
+    """A pool worker's start: its torch/BLAS threads, its one GPU when given, exit with the parent."""
     if gpu is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
-    limit_threads(threads)
+    if threads is not None:
+        import torch
+        from threadpoolctl import threadpool_limits
+
+        torch.set_num_threads(threads)
+        threadpool_limits(limits=threads)
     threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True, name="ppgbench-parent").start()
 
 
 def run_job_spec(spec: JobSpec) -> JobOutcome:
-    """Run one job (or a group of jobs) where this function is called (any executor) and report how it went.
-
-    The jobs run at ``spec.threads`` torch and BLAS threads; the process's own counts are restored after.
-    """
+    """Run one job (or a group) here, at ``spec.threads`` threads (restored after), and report how it went."""
     from ppgbench_pl.probes.threads import intra_op_threads
 
     with intra_op_threads(spec.threads):
@@ -125,8 +96,9 @@ def run_job_spec(spec: JobSpec) -> JobOutcome:
 
 def _run_spec(spec: JobSpec) -> JobOutcome:
     from ppgbench_pl.benchmark.budget import budget_label
-    from ppgbench_pl.benchmark.job import execute_group, execute_job, is_done
+    from ppgbench_pl.benchmark.job import execute_group
     from ppgbench_pl.benchmark.suite import suite_for
+    from ppgbench_pl.results.folder_sync import read_record_complete
 
     global _quiet
     start = time.perf_counter()
@@ -155,14 +127,11 @@ def _run_spec(spec: JobSpec) -> JobOutcome:
                 "hit" if now["hits"] > seen["hits"] else None
             return ctx
 
-        if rank != 0:
-            ran_records = [({"status": "done"}, False) if is_done(spec.run_dir, jid)
+        if rank != 0:  # a DDP rank beside rank 0 (which holds the lock): run alongside it, write nothing
+            ran_records = [({"status": "done"}, False) if read_record_complete(spec.run_dir, jid) is not None
                            else _run_unlocked(suite, jobs[jid], extras[jid]) for jid in jids]
-        elif len(jids) > 1:
-            ran_records = execute_group(spec.run_dir, jids, make_context, jobs[jids[0]].regime, extras)
         else:
-            ran_records = [execute_job(spec.run_dir, jids[0], lambda: make_context(jids[0]), jobs[jids[0]].regime,
-                                       extra=extras[jids[0]])]
+            ran_records = execute_group(spec.run_dir, jids, make_context, jobs[jids[0]].regime, extras)
         after = suite.cache.stats()
         cache = {k: after[k] - before[k] for k in after}
         return _outcome(spec, list(zip(jids, ran_records, strict=True)), worker, cache,
@@ -196,7 +165,6 @@ def _outcome(spec: JobSpec, finished: list[tuple[str, tuple[dict[str, Any], bool
 
 
 def _run_unlocked(suite: Any, job: Any, extra: dict[str, Any]) -> tuple[dict[str, Any], bool]:
-    """A non-zero rank of a DDP job: run alongside rank 0 (which holds the lock), write nothing."""
     from ppgbench_pl.benchmark.job import run_job
 
     record, _ = run_job(suite.context(job), job.regime)
