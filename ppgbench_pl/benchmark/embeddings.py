@@ -16,8 +16,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Subset
 
-from ppgbench_pl.benchmark.cache import EmbeddingCache
-from ppgbench_pl.benchmark.cache_check import SpotCheck, tolerance_for
+from ppgbench_pl.benchmark.cache import EmbeddingCache, SpotCheck, tolerance_for
 from ppgbench_pl.datamodules.ppg import PPGDataModule
 from ppgbench_pl.encoders.base import PPGEncoder
 from ppgbench_pl.errors import DataError

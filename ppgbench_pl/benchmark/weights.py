@@ -3,7 +3,7 @@
 Each entry is ``<root>/<model>/<revision>/`` with ``ppgbench-weights.json`` written last (what was fetched,
 the publisher's checksums, the SHA-256 of what is loaded), so a complete description means verified files;
 a host answering with another version than the pinned one is refused unless the user names it. Only
-described folders, in a root carrying the cache marker (:mod:`.cache_owner`), are ever deleted.
+described folders, in a root carrying the cache marker (:mod:`.cache_store`), are ever deleted.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ppgbench_pl.atomic_io import write_json_atomic
-from ppgbench_pl.benchmark.cache_owner import cache_folder, mark, read_description, require_marker
+from ppgbench_pl.benchmark.cache_store import cache_folder, mark, read_description, require_marker
 from ppgbench_pl.data.download import hosts
 from ppgbench_pl.data.download.archives import extract, marker_path
 from ppgbench_pl.data.download.files import file_hashes
