@@ -103,12 +103,7 @@ def foreign_file(root: Path) -> str | None:
 
 
 def check_folder(root: Path, setting: str | None = None) -> None:
-    """Refuse (one line, nothing written) a cache location that is a file or a foreign folder.
-
-    Args:
-        root: The cache folder (absolute).
-        setting: Where it came from (``--cache_dir``, ``$PPGBENCH_CACHE_DIR``...), for the message.
-    """
+    """Refuse (one line, nothing written) a cache location that is a file or a foreign folder (``setting``: named)."""
     where = f"{setting}={root}" if setting else f"embedding cache folder {root}"
     existing = next(p for p in (root, *root.parents) if p.exists())  # "/" at the latest
     if not existing.is_dir():
@@ -122,11 +117,7 @@ def check_folder(root: Path, setting: str | None = None) -> None:
 
 
 def claim(root: Path) -> None:
-    """Make ``root`` a marked cache folder: create it, or mark an empty one, or adopt an old-format cache.
-
-    Raises:
-        ConfigError: ``root`` holds files ppgbench did not write (see :func:`check_folder`).
-    """
+    """Make ``root`` a marked cache folder: create it, mark an empty one, or adopt an old-format cache."""
     if is_marked(root):
         return
     check_folder(root)
@@ -152,11 +143,7 @@ DEFAULT_SIZE_GB = 100.0
 
 
 def cache_root(explicit: str | Path | None = None) -> Path:
-    """The cache folder (absolute): ``explicit``, the environment variable, or the user cache directory.
-
-    Raises:
-        ConfigError: It is a file, or a folder of files ppgbench did not write (nothing is written first).
-    """
+    """The cache folder (absolute): ``explicit``, ``$PPGBENCH_CACHE_DIR``, or user cache (a foreign one refused)."""
     root, setting = cache_folder(explicit, "--cache_dir", CACHE_ENV, "embeddings", CACHE_KIND)
     check_folder(root, setting)
     return root
@@ -236,11 +223,7 @@ def evict(root: str | Path, cap_bytes: float, keep: set[str] | frozenset[str] = 
 
 
 def clear(root: str | Path) -> tuple[int, int]:
-    """Remove every entry not in use; returns (removed, kept because in use).
-
-    Raises:
-        ConfigError: ``root`` is not a marked cache folder (nothing is removed).
-    """
+    """Remove every entry not in use (in a marked folder only); returns (removed, kept because in use)."""
     root = Path(root)
     require_marker(root)
     keys = [e["key"] for e in entries(root)]

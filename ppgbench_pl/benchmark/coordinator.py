@@ -34,17 +34,18 @@ from ppgbench_pl.benchmark.preflight import (
     degenerate_jobs,
     describe_degenerate,
     describe_skipped,
-    end_of_command,
     evaluable_plan,
     record_not_evaluable,
     redact,
 )
 from ppgbench_pl.benchmark.progress import run_progress
-from ppgbench_pl.benchmark.run_report import RunReport, print_report
-from ppgbench_pl.benchmark.run_signals import (
+from ppgbench_pl.benchmark.run_report import (
     SIGNALLED,
     Interrupted,
+    RunReport,
+    end_of_command,
     import_output_libraries,
+    print_report,
     signals_deferred,
     signals_interrupt,
 )

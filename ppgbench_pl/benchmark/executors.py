@@ -1,11 +1,4 @@
-"""Executors: how job specs reach a worker. Each runs ``fn(spec)`` somewhere and yields the results.
-
-:meth:`Executor.check` refuses bad settings in one line before any work; :meth:`Executor.run` yields
-``(spec, outcome or exception)`` as jobs finish, where :class:`~ppgbench_pl.benchmark.worker.JobLost` means
-the infrastructure lost the job. Nothing here knows what a job is, so resume and failure isolation are the
-same whatever runs the jobs: in this process, a ``spawn`` pool (:mod:`.pool`), SLURM arrays through submitit
-(:mod:`.slurm_watch`, :mod:`.task_wait`) or a Dask cluster.
-"""
+"""Executors: each runs ``fn(spec)`` somewhere and yields ``(spec, outcome or exception)`` as jobs finish."""
 
 from __future__ import annotations
 

@@ -173,11 +173,7 @@ def parameter_counts(encoders: Iterable[Any]) -> dict[str, dict[str, int]]:
 
 def check_or_write_identity(run_dir: Path, identity: dict[str, Any], extra: dict[str, Any],
                             allow_code_change: bool = False) -> dict[str, Any]:
-    """Write or extend ``run.json`` (``extra``: recorded, not compared; ``planned_jobs`` merged) and return it.
-
-    Raises:
-        ConfigError: What :func:`resolve_identity` refuses, or ``run.json`` cannot be read.
-    """
+    """Write or extend ``run.json`` (``extra``: recorded, not compared; ``planned_jobs`` merged) and return it."""
     path = Path(run_dir) / "run.json"
     with file_lock(Path(run_dir) / ".locks" / "run.json.lock"):
         meta: dict[str, Any] = read_run_json(path) if path.exists() else {}

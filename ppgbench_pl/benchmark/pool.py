@@ -1,8 +1,4 @@
-"""The process executor's pool: ``spawn`` workers that hold one job at a time, so a dead one loses only it.
-
-A worker that dies (SIGKILL, out of memory) costs exactly the job it held: that job is reported lost (it
-runs again next time), a new worker takes the dead one's place (and its GPU), and the other jobs go on.
-"""
+"""The process executor's pool: ``spawn`` workers holding one job each; a dead one loses only it and is replaced."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""``ppgbench fit --help`` and ``benchmark --help``: ppgbench's own options first, refused flags in one entry.
-
-Most ``Trainer`` arguments are refused by a protocol run (each with its reason, :mod:`.trainer_block`); the help
-names them together after the honoured device settings. Only the text changes, not what the parser accepts.
-"""
+"""``ppgbench fit --help`` and ``benchmark --help``: ppgbench's own options first, refused flags in one entry."""
 
 from __future__ import annotations
 

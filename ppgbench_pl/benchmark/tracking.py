@@ -1,11 +1,7 @@
-"""Weights & Biases without surprises: offline unless the user is logged in, never a long hang, never required.
+"""Weights & Biases mirroring the run folder: offline unless logged in, never a long hang, never required.
 
-The run folder is the source of truth; W&B mirrors it from the records on disk. ``--wandb group`` (default):
-one W&B run per (model, task, regime) cell once its jobs of this invocation are done (what it holds:
-:mod:`.wandb_cells`), a marker per cell so an unchanged cell is not logged twice, run ids derived from the
-run folder's id; ``per-job``: also one run per job, from its worker; ``off`` (or ``WANDB_MODE=disabled``):
-nothing. Files go under ``<run_dir>/wandb/``. A W&B error is warned about once and turns W&B off for the
-rest of the invocation, in every worker (a marker file).
+``--wandb group``: one run per (model, task, regime) cell once its jobs are done (a marker per cell: never twice);
+``per-job``: also one per job, from its worker. A W&B error turns W&B off for the rest of the invocation.
 """
 
 from __future__ import annotations
@@ -66,8 +62,7 @@ def wandb_enabled(setting: str) -> bool:
     return setting != "off" and wandb_mode() != "disabled"
 
 
-#: W&B's own folders (staging of tables, caches, artifacts): pointed into the run folder, so every file a
-#: run writes lives there. A folder the user set explicitly is left alone.
+#: W&B's own folders, pointed into the run folder unless the user set them.
 WANDB_DIR_VARIABLES = {"WANDB_DATA_DIR": "data", "WANDB_CACHE_DIR": "cache", "WANDB_ARTIFACT_DIR": "artifacts"}
 _USER_DIRS: dict[str, str] | None = None
 
@@ -170,12 +165,9 @@ def _log_records(run: Any, records: Sequence[dict[str, Any]]) -> None:
 
 
 class CellTracker:
-    """Logs each (model, task, regime) cell as one W&B run once its jobs of this invocation are finished.
+    """Logs each cell (``cells``: cell -> its job ids) as one W&B run once its ``pending`` jobs are finished.
 
-    Args:
-        run_uid: The run folder's id (from ``run.json``); ``config``: the resolved config, in every W&B run.
-        cells: Cell -> its job ids in the plan; ``pending``: the job ids this invocation will run.
-        summary_of: The cell's ``summary.csv`` row over the whole run folder (None: no row yet).
+    ``summary_of`` gives the cell's ``summary.csv`` row over the whole run folder (None: no row yet).
     """
 
     def __init__(self, run_dir: Path, project: str, run_uid: str, config: dict[str, Any],

@@ -1,10 +1,4 @@
-"""What a protocol run does with the ``trainer`` and ``model`` blocks LightningCLI parsed: honour or refuse.
-
-Nothing given is silently ignored: device settings (:data:`HONOURED_TRAINER`) reach every inner trainer and
-the embedding pass, everything else that differs from Lightning's default is refused with the reason;
-``trainer.callbacks`` holds the regimes and the user's Lightning callbacks (attached to every trial);
-``model.init_args`` other than ``encoder`` are chosen by each regime, so they are refused.
-"""
+"""What a protocol run does with the ``trainer`` and ``model`` blocks: honour device settings, refuse the rest."""
 
 from __future__ import annotations
 
@@ -70,11 +64,7 @@ def _is_default(value: Any, default: Any) -> bool:
 
 
 def trainer_settings(trainer: dict[str, Any]) -> dict[str, Any]:
-    """The honoured device settings of a parsed ``trainer`` block; every other non-default setting is refused.
-
-    Raises:
-        ConfigError: A setting the protocol run cannot honour (named, with the reason).
-    """
+    """The honoured device settings of a parsed ``trainer`` block; any other non-default one refused with why."""
     import lightning as L
 
     defaults = _defaults(L.Trainer)
@@ -107,14 +97,7 @@ def trainer_settings(trainer: dict[str, Any]) -> dict[str, Any]:
 
 
 def split_callbacks(callbacks: list[Any]) -> tuple[list[Regime], list[Callback]]:
-    """(regimes, other Lightning callbacks) of the built ``trainer.callbacks``.
-
-    Regimes say how each head is chosen and trained; any other callback runs in every trial of the neural
-    regimes (each trial in a fit of its own unless the callback is stack-aware) and is part of the run identity.
-
-    Raises:
-        ConfigError: No regime, an entry that is not a Lightning callback, or one that cannot run in a trial.
-    """
+    """(regimes, other callbacks: run in every trial) of ``trainer.callbacks``; one that cannot run there refused."""
     regimes = [c for c in callbacks if isinstance(c, Regime)]
     others = [c for c in callbacks if not isinstance(c, Regime)]
     if not regimes:

@@ -1,10 +1,4 @@
-"""What one W&B run of a (model, task, regime) cell holds, so W&B's tables sort and filter as users expect.
-
-Its **summary** is the cell's ``summary.csv`` row only (:data:`AGGREGATES`), so sorting runs sorts cells;
-the **history** has one step per job plus the jobs and Optuna tables, kept out of the summary
-(:func:`quiet_summary`); the **config** carries flat scalars for W&B's filters; runs are grouped
-``<task>/<regime>``, typed by regime and tagged (:func:`run_labels`).
-"""
+"""What a cell's W&B run holds: summary = its ``summary.csv`` row, history = one step per job, flat config, tags."""
 
 from __future__ import annotations
 
