@@ -16,8 +16,7 @@ from typing import Any
 
 import yaml
 
-from ppgbench_pl.benchmark.pool import Finished
-from ppgbench_pl.benchmark.worker import JobLost, JobOutcome, JobSpec
+from ppgbench_pl.benchmark.worker import Finished, JobLost, JobOutcome, JobSpec
 from ppgbench_pl.errors import ConfigError
 
 QUEUED = {"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "CONFIGURING", "RESIZING", "SUSPENDED"}

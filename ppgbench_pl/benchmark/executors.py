@@ -21,9 +21,8 @@ from ppgbench_pl.benchmark.clusters import (
     wait_futures,
     wait_tasks,
 )
-from ppgbench_pl.benchmark.pool import Finished, run_pool
 from ppgbench_pl.benchmark.thread_policy import usable_cores
-from ppgbench_pl.benchmark.worker import JobLost, JobOutcome, JobSpec
+from ppgbench_pl.benchmark.worker import Finished, JobLost, JobOutcome, JobSpec, run_pool
 from ppgbench_pl.errors import ConfigError
 
 JobFunction = Callable[[JobSpec], JobOutcome]

@@ -38,7 +38,7 @@ class OneLineErrorParser(LightningArgumentParser):
         fail(unknown_flags(one_line(message), self._option_string_actions))
 
     def format_help(self, formatter: Any = None) -> str:  # noqa: D102 - ours first, refused flags in one line
-        from ppgbench_pl.benchmark.protocol_help import protocol_help
+        from ppgbench_pl.benchmark.trainer_block import protocol_help
 
         return protocol_help(self, lambda: super(OneLineErrorParser, self).format_help(formatter))
 
