@@ -1,13 +1,15 @@
 """Weights & Biases mirroring the run folder: offline unless logged in, never a long hang, never required.
 
 ``--wandb group``: one run per (model, task, regime) cell once its jobs are done (a marker per cell: never twice);
-``per-job``: also one per job, from its worker. A W&B error turns W&B off for the rest of the invocation.
+``per-job``: also one per job, from its worker. A W&B error turns W&B off for the rest of the invocation. A cell's
+run holds its ``summary.csv`` row as summary (so sorting runs sorts cells), one history step per job, a flat config.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import netrc
 import os
 import sys
@@ -19,15 +21,7 @@ from typing import Any
 
 from ppgbench_pl.atomic_io import write_json_atomic
 from ppgbench_pl.benchmark.job import read_record
-from ppgbench_pl.benchmark.wandb_cells import (
-    aggregates,
-    baseline_history,
-    descriptors,
-    quiet_summary,
-    record_labels,
-    run_labels,
-)
-from ppgbench_pl.results.fold_entry import MalformedRecord, fold_entry
+from ppgbench_pl.results.fold_entry import MalformedRecord, code_label, fold_entry, record_deviations
 
 WANDB_CHOICES = ("group", "per-job", "off")
 
@@ -84,6 +78,67 @@ def close_wandb() -> None:
             sys.modules["wandb"].teardown()
         except Exception as exc:  # noqa: BLE001 - never fail a run because W&B could not shut down
             warnings.warn(f"W&B shutdown failed: {exc}", stacklevel=2)
+
+
+#: The summary of a cell's W&B run: its aggregates, as summary.csv has them.
+AGGREGATES = ("mean", "ci95", "ci_low", "ci_high", "n_seeds", "n_folds", "mdd", "baseline_mean")
+#: Flat config keys every cell run carries (for W&B's filters and parallel coordinates).
+DESCRIPTORS = ("dataset", "metric", "unit", "higher_is_better", "budget", "ci_unit", "backend", "code_version",
+               "pretraining_overlap", "deviations")
+#: Descriptors that are also tags, as ``key:value``, when they say something (W&B filters on tags fastest).
+TAGGED = {"backend": (), "pretraining_overlap": ("none", "unknown"), "deviations": ("",)}
+#: History keys (per job) kept out of the run summary.
+PER_JOB = ("seed", "fold", "ok", "seconds", "test/*", "baseline/*", "params/*", "jobs", "optuna_trials")
+
+
+def _finite(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def aggregates(row: dict[str, Any] | None) -> dict[str, Any]:
+    """The summary of a cell run: the finite aggregates of its summary row (counts as integers)."""
+    values = {key: _finite((row or {}).get(key)) for key in AGGREGATES}
+    return {k: int(v) if k in ("n_seeds", "n_folds") else v for k, v in values.items() if v is not None}
+
+
+def descriptors(row: dict[str, Any] | None, records: list[dict[str, Any]]) -> dict[str, Any]:
+    """The flat config of a cell run (from its summary row, else its first record)."""
+    first = records[0] if records else {}
+    out: dict[str, Any] = {"metric": first.get("metric"), **record_labels(first)}
+    for key in DESCRIPTORS:
+        value = (row or {}).get(key)
+        if value is not None and not (isinstance(value, float) and math.isnan(value)):
+            out[key] = bool(value) if key == "higher_is_better" else value
+    return out
+
+
+def record_labels(record: dict[str, Any]) -> dict[str, Any]:
+    """A record's labels as flat config: budget, the backend that ran, code version, overlap, deviations."""
+    return {"budget": record.get("budget") or "published", "backend": record.get("backend"),
+            "code_version": code_label(record.get("code_version")),
+            "pretraining_overlap": record.get("pretraining_overlap"), "deviations": record_deviations(record)}
+
+
+def run_labels(task: str, regime: str, config: dict[str, Any], baseline: bool = False) -> tuple[str, str, list[str]]:
+    """(group, job_type, tags) of a cell run."""
+    tags = [task, regime, *(str(config[k]) for k in ("dataset", "budget") if config.get(k))]
+    tags += [f"{k}:{config[k]}"[:64] for k, plain in TAGGED.items() if config.get(k) and config[k] not in plain]
+    return f"{task}/{regime}", regime, [*dict.fromkeys(tags), *(["baseline"] if baseline else [])]
+
+
+def baseline_history(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One history row per job of a cell: seed, fold and the constant baseline's value on that fold."""
+    rows = []
+    for rec in sorted(records, key=lambda r: (r.get("seed", 0), r.get("fold", 0))):
+        metric = rec.get("metric", "value")
+        value = _finite((rec.get("baseline") or {}).get(metric))
+        if rec.get("status") == "ok" and value is not None:
+            rows.append({"seed": rec.get("seed"), "fold": rec.get("fold"), f"test/{metric}": value})
+    return rows
 
 
 def _short_id(*parts: str) -> str:
@@ -253,7 +308,8 @@ class CellTracker:
         group, job_type, tags = run_labels(cell[1], cell[2], config, baseline=baseline)
         run = _start_run(self.run_dir, self.project, _short_id(self.run_uid, *cell), "/".join(cell), group,
                          job_type, config, tags)
-        quiet_summary(run)
+        for key in PER_JOB:  # every per-job history key and table stays out of the run's summary
+            run.define_metric(key, summary="none")
         if baseline:
             for step, values in enumerate(baseline_history(records)):
                 run.log(values, step=step)
