@@ -1,8 +1,4 @@
-"""Budgets: how much of the protocol a run spends, one stackable YAML file each (``configs/budget/``).
-
-A budget file narrows the data (``data.init_args``) and caps the searches (``budget``); its name is in the run
-identity and every record, so a smoke number is never read as a published one.
-"""
+"""Budgets (``configs/budget/``): data and search caps, named in the run identity and every record."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""Embedding cache: every window goes through a frozen encoder once per (encoder, weights, data, rate).
-
-Entries are keyed by content, written atomically under a lock per key, read memory-mapped. On first use in a process
-an entry's size and SHA-256 are checked, and (the SHA-256 finds damage, not forgery) :data:`WINDOWS` random rows are
-embedded again and compared (:func:`check_rows`); a damaged entry is recomputed. Folder, marker, cap:
-:mod:`.cache_store`.
-"""
+"""Embedding cache: content-keyed entries computed once across processes, checked on first use in each."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""The embedding cache's folder: where it lives, its marker, its entries, and its size cap (no torch here).
-
-The root is ``--cache_dir``, ``$PPGBENCH_CACHE_DIR`` or ``<user cache>/ppgbench/embeddings``. A cache folder (the
-weights' too) carries a marker written when ppgbench creates or first uses it; deleting (``cache clear``, LRU
-eviction under the cap: ``--cache_size_gb``, ``$PPGBENCH_CACHE_GB``, 100 GB) needs it, so a mistyped folder loses
-nothing. An unmarked folder of old-format entries is adopted; any other file makes it foreign (refused).
-"""
+"""The cache folders (no torch here): where they live, their marker (deleting needs it), entries, LRU size cap."""
 
 from __future__ import annotations
 

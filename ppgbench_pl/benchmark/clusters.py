@@ -1,9 +1,4 @@
-"""The cluster executors' checks and wait loops: SLURM (:func:`wait_tasks`) and Dask (:func:`wait_futures`).
-
-Never a silent wait: a job that can no longer finish comes back as :class:`JobLost` (a SLURM task once two
-squeue/sacct checks agree, every pending one when the controller or scheduler stays silent too long), and a
-progress line (queued, running, done) is printed every ``progress_s``.
-"""
+"""SLURM and Dask checks and wait loops: a job that can no longer finish comes back as :class:`JobLost`."""
 
 from __future__ import annotations
 

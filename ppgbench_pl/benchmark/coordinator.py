@@ -1,9 +1,4 @@
-"""The one engine behind ``ppgbench fit`` and ``ppgbench benchmark``: plan, check, embed, execute, summarise.
-
-Settings and data are checked before anything is written; ``run.json`` is checked or extended; jobs with an
-``ok`` record are skipped; embeddings are computed here before any worker starts; outcomes update the summary,
-``status.json``, W&B and the progress. A lost job runs again next time; SIGINT/SIGTERM exit 130/143.
-"""
+"""The one engine behind ``ppgbench fit`` and ``benchmark``: check (nothing written), embed, execute, summarise."""
 
 from __future__ import annotations
 

@@ -85,7 +85,7 @@ def _environment(values: dict[str, str]) -> Iterator[None]:
 
 
 class ProcessExecutor(Executor):
-    """A pool of ``spawn`` worker processes on this machine, one job per worker at a time (:mod:`.pool`).
+    """A pool of ``spawn`` worker processes on this machine, one job per worker at a time.
 
     Args:
         workers: Worker processes (default: one per usable core, or one per GPU when ``gpus`` are given;

@@ -1,8 +1,4 @@
-"""Run identity in ``run.json``: what a folder's results were made from, so a rerun never mixes runs.
-
-A later run must agree on every part both share; it may add datasets, encoders, regimes or rates. A source edit
-is refused unless ``--allow_code_change`` (recorded in ``code_versions``); package or device changes only warn.
-"""
+"""Run identity in ``run.json``: a later run must agree on what both share (it may add datasets, models, rates)."""
 
 from __future__ import annotations
 

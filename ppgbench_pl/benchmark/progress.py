@@ -1,8 +1,4 @@
-"""Progress over a run's jobs: a live bar on a terminal, a line every 5 % or minute elsewhere.
-
-With the plan's estimate (:class:`PlanCost`) it counts the searches' trials and trial-epochs and measures progress in
-estimated seconds; its ETA comes from the estimate until a job of this command has finished, then from the pace.
-"""
+"""Progress over a run's jobs (a bar on a terminal, a line every 5 % or minute elsewhere), ETA from the estimate."""
 
 from __future__ import annotations
 

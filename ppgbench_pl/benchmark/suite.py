@@ -1,7 +1,4 @@
-"""A benchmark suite: encoders (built on first use), regimes and one datamodule per dataset, and its plan.
-
-Built once per process from one parsed config; a worker elsewhere parses the same resolved config (:func:`suite_for`).
-"""
+"""A benchmark suite: encoders (built on first use), regimes, one datamodule per dataset, and its plan."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""Intra-op threads per workload, chosen once per command, printed and recorded in ``run.json`` (no result changes).
-
-Jobs on embeddings are small kernels a second thread mostly spins on: one thread each, cores filled with processes;
-encoder work keeps the executor's share. ``--threads N`` or ``PPGBENCH_THREADS=N`` gives every workload N.
-"""
+"""Intra-op threads per workload: one per probe job (small kernels), the executor's share for encoder work."""
 
 from __future__ import annotations
 

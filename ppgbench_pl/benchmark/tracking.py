@@ -1,8 +1,6 @@
-"""Weights & Biases mirroring the run folder: offline unless logged in, never a long hang, never required.
+"""W&B mirroring the run folder, one run per cell (``per-job``: per job too); offline unless logged in, optional.
 
-``--wandb group``: one run per (model, task, regime) cell once its jobs are done (a marker per cell: never twice);
-``per-job``: also one per job, from its worker. A W&B error turns W&B off for the rest of the invocation. A cell's
-run holds its ``summary.csv`` row as summary (so sorting runs sorts cells), one history step per job, a flat config.
+A cell's run holds its ``summary.csv`` row as summary (so sorting runs sorts cells) and one history step per job.
 """
 
 from __future__ import annotations

@@ -1,9 +1,4 @@
-"""The published models' weights by name: fetched, verified, pinned and cached for every run.
-
-Each entry is ``<root>/<model>/<revision>/`` with ``ppgbench-weights.json`` written last (a complete description
-means verified files); another revision than the pinned one is refused unless named. Only described folders, in a
-marked root, are ever deleted.
-"""
+"""Published weights by name, fetched, verified and pinned into ``<root>/<model>/<revision>/`` (described last)."""
 
 from __future__ import annotations
 
