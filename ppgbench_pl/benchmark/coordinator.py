@@ -117,7 +117,8 @@ class BenchmarkRun:
                 "parameters": parameter_counts(suite.encoders), "planned_jobs": [j.job_id for j in plan],
                 "threads": policy.record()}, allow_code_change=self.settings.allow_code_change)
         self.union_planned = list(meta["planned_jobs"])
-        self._load_folder()
+        for problem in self.folder.sync(deep=True):  # every record in the folder (any plan wrote it)
+            print(f"warning: {problem}; that job runs again", file=sys.stderr)
         done = self.book.ok_ids | self._settle_degenerate(suite, plan)
         pending = [j for j in plan if j.job_id not in done]
         report = RunReport(planned=len(plan), completed=0, skipped=len(plan) - len(pending),
@@ -168,11 +169,6 @@ class BenchmarkRun:
                                  budget_label(suite.budget.name, job.regime.deviations()))
         self.status_extra["not_evaluable_jobs"] = dict(sorted(found.items()))
         return set(found)
-
-    def _load_folder(self) -> None:
-        """Every record already in the folder (any plan that wrote it), slimmed for the summary."""
-        for problem in self.folder.sync(deep=True):
-            print(f"warning: {problem}; that job runs again", file=sys.stderr)
 
     def _prepare(self, suite: BenchmarkSuite, pending: Sequence[Job]) -> None:
         """Fill the embedding cache for the pending jobs (one pass per encoder, dataset and rate)."""

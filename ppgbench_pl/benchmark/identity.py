@@ -206,7 +206,10 @@ def resolve_identity(path: Path, meta: dict[str, Any], identity: dict[str, Any],
     if legacy and not versions:
         versions = [{"ppgbench": meta.get("ppgbench"), "source_sha256": legacy}]
     merged, conflicts = merge_identity(old_identity, identity)
-    _refuse_budget_change(path, old_identity, identity)
+    before, now = old_identity.get("budget", "published"), identity.get("budget", "published")
+    if before != now:  # ``published`` when not recorded
+        raise ConfigError(f"{path}: this run folder holds results of the {before} budget, not {now}; "
+                          "budgets never share a folder: give this run its own --output_dir")
     if conflicts:
         raise ConfigError(
             f"{path}: this run folder holds results of a different config or data "
@@ -232,14 +235,6 @@ def suite_identity(suite: Any) -> dict[str, Any]:
     """The run identity of a benchmark suite (its encoders built, its data read)."""
     return run_identity(suite.encoders, suite.datamodules.values(), suite.regimes, suite.trainer_kwargs,
                         suite.callback_entries, suite.budget.name)
-
-
-def _refuse_budget_change(path: Path, old: dict[str, Any], new: dict[str, Any]) -> None:
-    """A folder of one budget refuses a run of another, saying so (``published`` when not recorded)."""
-    before, now = old.get("budget", "published"), new.get("budget", "published")
-    if before != now:
-        raise ConfigError(f"{path}: this run folder holds results of the {before} budget, not {now}; "
-                          "budgets never share a folder: give this run its own --output_dir")
 
 
 def read_run_json(path: Path) -> dict[str, Any]:

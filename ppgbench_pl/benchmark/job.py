@@ -41,14 +41,6 @@ def baseline_metrics(ctx: JobContext) -> dict[str, Any]:
                     "mean" if ctx.task.level == "subject" else None)
 
 
-def seed_job(seed: int) -> None:
-    """Seed Python, NumPy and torch, and ask for deterministic kernels (PROTOCOL.md 3.4)."""
-    L.seed_everything(seed, workers=True, verbose=False)
-    torch.backends.cudnn.deterministic = True
-    torch.backends.cudnn.benchmark = False
-    torch.use_deterministic_algorithms(True, warn_only=True)
-
-
 Predictions = dict[str, dict[str, np.ndarray]]
 
 
@@ -62,7 +54,10 @@ def run_jobs(ctxs: list[JobContext], regime: Regime) -> list[tuple[dict[str, Any
     start, cpu_start = time.perf_counter(), time.process_time()
     records = [_record_head(ctx, regime) for ctx in ctxs]
     predictions: list[Predictions] = [{} for _ in ctxs]
-    seed_job(ctxs[0].seed)
+    L.seed_everything(ctxs[0].seed, workers=True, verbose=False)  # and deterministic kernels (PROTOCOL.md 3.4)
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+    torch.use_deterministic_algorithms(True, warn_only=True)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for pattern in FRAMEWORK_NOTICES:

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any, TextIO
 if TYPE_CHECKING:
     from ppgbench_pl.hpo.search_events import EpochEvent
 
-
 LINE_EVERY_S = 60.0
 
 
@@ -35,12 +34,14 @@ class PlanCost:
 class Progress:
     """Jobs done (``initial`` before this command) of ``total``, shown on ``stream`` (stderr by default)."""
 
+    #: A line-log line every 5 % of the plan, or every ``every_s`` seconds.
+    every_fraction = 0.05
+
     def __init__(self, total: int, initial: int = 0, enabled: bool = True, stream: TextIO | None = None,
-                 every_fraction: float = 0.05, every_s: float = 60.0, cost: PlanCost | None = None) -> None:
+                 every_s: float = 60.0, cost: PlanCost | None = None) -> None:
         self.total, self.done, self.initial = total, initial, initial
         self.stream = stream or sys.stderr
-        self.enabled = enabled and total > 0
-        self.every_fraction, self.every_s = every_fraction, every_s
+        self.enabled, self.every_s = enabled and total > 0, every_s
         self.start = self.last_time = time.monotonic()
         self.last_done = initial
         self.cost = cost

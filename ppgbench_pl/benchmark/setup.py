@@ -94,14 +94,6 @@ def encoder_entries(cfg: Namespace) -> list[Any]:
     return entries
 
 
-def fill_weights(entries: Sequence[Any], cfg: Namespace) -> None:
-    """Published models given no checkpoint point at the weights cache (``--fetch_weights`` fetches them)."""
-    from ppgbench_pl.benchmark.weights import fill_checkpoints
-
-    fill_checkpoints([e for e in entries if isinstance(e, Namespace)], cfg.get("weights_dir"),
-                     fetch=bool(cfg.get("fetch_weights")), dry_run=bool(cfg.get("dry_run")))
-
-
 def _datamodules(cfg: Namespace, data: PPGDataModule) -> tuple[dict[str, PPGDataModule], dict[str, list[str] | None]]:
     """One datamodule per selected dataset: the built one, and siblings with its settings for the matrix's others."""
     datasets = cfg.get("matrix.datasets")
@@ -196,8 +188,11 @@ def run_settings(cfg: Namespace, executor_entry: dict[str, Any]) -> RunSettings:
 def build_setup(parser: Any, cfg: Namespace, instantiate: Any,
                 parse: str | None = None) -> ProtocolSetup:
     """Check and build one protocol command from its parsed config (``instantiate`` builds the classes)."""
-    encoders = encoder_entries(cfg)
-    fill_weights(encoders, cfg)
+    from ppgbench_pl.benchmark.weights import fill_checkpoints
+
+    encoders = encoder_entries(cfg)  # published models given no checkpoint: the weights cache's (maybe fetched)
+    fill_checkpoints([e for e in encoders if isinstance(e, Namespace)], cfg.get("weights_dir"),
+                     fetch=bool(cfg.get("fetch_weights")), dry_run=bool(cfg.get("dry_run")))
     init = instantiate(cfg)
     built = [e for e in [*encoders, *(cfg.get("trainer.callbacks") or [])] if not isinstance(e, Namespace)]
     resolved: str | None = None

@@ -59,16 +59,6 @@ WANDB_DIR_VARIABLES = {"WANDB_DATA_DIR": "data", "WANDB_CACHE_DIR": "cache", "WA
 _USER_DIRS: dict[str, str] | None = None
 
 
-def point_wandb_dirs(run_dir: Path) -> None:
-    """Set W&B's staging, cache and artifact folders to ``<run_dir>/wandb/...`` (unless the user set them)."""
-    global _USER_DIRS
-    if _USER_DIRS is None:
-        _USER_DIRS = {k: os.environ[k] for k in WANDB_DIR_VARIABLES if k in os.environ}
-    for variable, sub in WANDB_DIR_VARIABLES.items():
-        if variable not in _USER_DIRS:
-            os.environ[variable] = str((Path(run_dir) / "wandb" / sub).resolve())
-
-
 def close_wandb() -> None:
     """Stop W&B's service process, so a later run in this process starts one with its own folders."""
     if "wandb" in sys.modules:
@@ -145,7 +135,12 @@ def _short_id(*parts: str) -> str:
 
 def _start_run(run_dir: Path, project: str, run_id: str, name: str, group: str, job_type: str,
                config: dict[str, Any], tags: Sequence[str]) -> Any:
-    point_wandb_dirs(run_dir)
+    global _USER_DIRS
+    if _USER_DIRS is None:
+        _USER_DIRS = {k: os.environ[k] for k in WANDB_DIR_VARIABLES if k in os.environ}
+    for variable, sub in WANDB_DIR_VARIABLES.items():
+        if variable not in _USER_DIRS:
+            os.environ[variable] = str((Path(run_dir) / "wandb" / sub).resolve())
     import wandb
 
     settings = wandb.Settings(init_timeout=float(os.environ.get("WANDB_INIT_TIMEOUT", "10")), silent=True,

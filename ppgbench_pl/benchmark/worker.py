@@ -19,23 +19,13 @@ _quiet = False
 
 @dataclass(frozen=True)
 class JobSpec:
-    """Everything a worker needs for one job, as plain data.
+    """Everything a worker needs for one job (or a ``group`` the regime trains together, ``job_id`` first)."""
 
-    Attributes:
-        run_dir: Run folder (shared with the coordinator: same machine or a shared file system).
-        config: The resolved config, parsed here with the CLI's parser (:func:`~ppgbench_pl.benchmark.suite.suite_for`).
-        threads: Torch/BLAS threads while this spec's jobs run (``None``: leave as is), as the thread policy chose.
-        wandb: ``per-job`` to log this job as its own W&B run from the worker (``run_uid``: W&B run ids derive from it;
-            ``run_config``: the resolved config logged with it).
-        group: Jobs of one (model, task, regime), ``job_id`` first, that the regime trains together (``stack_jobs``).
-        parse: Import path of what parses :attr:`config` into the suite where the coordinator's is not at hand.
-    """
-
-    run_dir: str
-    config: str
+    run_dir: str  # shared with the coordinator: same machine or a shared file system
+    config: str  # the resolved config, parsed by ``parse`` (an import path) where the coordinator's suite is not
     job_id: str
-    threads: int | None = None
-    wandb: str = "off"
+    threads: int | None = None  # torch/BLAS threads while its jobs run (None: leave as is)
+    wandb: str = "off"  # ``per-job``: logged as its own W&B run from the worker, with ``run_config``
     wandb_project: str = "ppgbench"
     run_uid: str = ""
     run_config: dict[str, Any] = field(default_factory=dict)
