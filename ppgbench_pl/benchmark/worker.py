@@ -40,8 +40,6 @@ class JobOutcome:
     job_id: str
     status: str
     error: str | None = None
-    seconds: float = 0.0
-    worker: str = ""
     cache: dict[str, int] = field(default_factory=dict)
     #: One outcome per job of a group spec (the spec's own outcome then only carries the cache counts).
     members: list[JobOutcome] = field(default_factory=list)
@@ -96,7 +94,6 @@ def _run_spec(spec: JobSpec) -> JobOutcome:
     from ppgbench_pl.results.folder_sync import read_record_complete
 
     global _quiet
-    start = time.perf_counter()
     worker = f"{socket.gethostname()}:{os.getpid()}"
     try:
         if not _quiet:  # inner trainers run by the hundred in every worker: keep their banners out
@@ -129,22 +126,19 @@ def _run_spec(spec: JobSpec) -> JobOutcome:
             ran_records = execute_group(spec.run_dir, jids, make_context, jobs[jids[0]].regime, extras)
         after = suite.cache.stats()
         cache = {k: after[k] - before[k] for k in after}
-        return _outcome(spec, list(zip(jids, ran_records, strict=True)), worker, cache,
-                        time.perf_counter() - start, log_wandb=rank == 0)
+        return _outcome(spec, list(zip(jids, ran_records, strict=True)), cache, log_wandb=rank == 0)
     except KeyboardInterrupt:
         raise
     except Exception as exc:  # noqa: BLE001 - the job could not even be set up here; report, never raise
         message = f"{type(exc).__name__}: {exc}".splitlines()[0]
-        seconds = round(time.perf_counter() - start, 3)
-        failed = [JobOutcome(jid, "failed", f"{message} (while setting the job up on {worker})", seconds, worker)
+        failed = [JobOutcome(jid, "failed", f"{message} (while setting the job up on {worker})")
                   for jid in (list(spec.group) or [spec.job_id])]
-        return failed[0] if len(failed) == 1 else JobOutcome(spec.job_id, "group", None, 0.0, worker, {}, failed)
+        return failed[0] if len(failed) == 1 else JobOutcome(spec.job_id, "group", members=failed)
 
 
-def _outcome(spec: JobSpec, finished: list[tuple[str, tuple[dict[str, Any], bool]]],
-             worker: str, cache: dict[str, int], seconds: float, log_wandb: bool) -> JobOutcome:
+def _outcome(spec: JobSpec, finished: list[tuple[str, tuple[dict[str, Any], bool]]], cache: dict[str, int],
+             log_wandb: bool) -> JobOutcome:
     """The spec's outcome: its one job's, or a group outcome holding one per member (each logged to W&B)."""
-    share = round(seconds / len(finished), 3)
     outcomes = []
     for jid, (record, ran) in finished:
         if ran and log_wandb and spec.wandb == "per-job":
@@ -152,11 +146,11 @@ def _outcome(spec: JobSpec, finished: list[tuple[str, tuple[dict[str, Any], bool
 
             log_job_run(replace(spec, job_id=jid, group=()), record, spec.run_config)
         status = record.get("status", "failed") if ran else "done"
-        outcomes.append(JobOutcome(jid, status, record.get("error") if ran else None, share, worker))
+        outcomes.append(JobOutcome(jid, status, record.get("error") if ran else None))
     if len(outcomes) == 1:
         outcomes[0].cache = cache
         return outcomes[0]
-    return JobOutcome(spec.job_id, "group", None, round(seconds, 3), worker, cache, outcomes)
+    return JobOutcome(spec.job_id, "group", None, cache, outcomes)
 
 
 def _run_unlocked(suite: Any, job: Any, extra: dict[str, Any]) -> tuple[dict[str, Any], bool]:
