@@ -103,8 +103,7 @@ def encoder_identity(encoder: PPGEncoder) -> dict[str, str]:
     }
 
 
-#: Entry files this process has verified, by (path, inode, size, modification time): a file rewritten since
-#: is a new file and is verified again; every cache object of the process shares the set.
+#: Entry files this process verified, by (path, inode, size, mtime): a rewritten file is verified again.
 _VERIFIED: set[tuple[str, int, int, int]] = set()
 
 

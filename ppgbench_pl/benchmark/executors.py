@@ -270,8 +270,7 @@ class DaskExecutor(Executor):
                 yield from ((spec, lost) for spec in specs)
                 return
         try:
-            # one task group ("ppgbench-job") whatever the job ids: Dask queues it, so a worker holds only
-            # the jobs it runs and a dead one loses no more than those
+            # one task group: Dask queues it, so a worker holds only the jobs it runs (a dead one loses only those)
             keys = [("ppgbench-job", spec.job_id) for spec in specs]
             futures = client.map(fn, list(specs), key=keys, pure=False)
             watch = DaskWatch(client, self.address or "the local cluster", self.scheduler_timeout_s,

@@ -88,8 +88,7 @@ def run_jobs(ctxs: list[JobContext], regime: Regime) -> list[tuple[dict[str, Any
     return [(r, p if r["status"] == "ok" else {}) for r, p in zip(records, predictions, strict=True)]
 
 
-#: Lightning's notices about what the engine does on purpose; some come once per process, so counting them
-#: would make a record depend on what ran before it.
+#: Lightning's notices about what the engine does on purpose (some come once per process: not counted).
 FRAMEWORK_NOTICES = (r".*configure_optimizers.* returned .None.*", r".*training_step.* returned .None.*",
                      r".*LeafSpec.*", r".*does not have many workers.*", r".*module\(s\) in eval mode.*",
                      r".*max_epochs=.* reached.*", r".*srun.* command is available.*")
@@ -104,8 +103,7 @@ def _record_head(ctx: JobContext, regime: Regime) -> dict[str, Any]:
         "level": ctx.task.level, "fs": ctx.fs, "backend": regime.backend_for(ctx.task.kind),
         "code_version": code_version(),
         "callbacks": callbacks,
-        # what differs from the published protocol: every table and W&B run shows it (Regime.deviations,
-        # the encoder's switches off the published protocol: PPGEncoder.deviations)
+        # what differs from the published protocol (regime, encoder switches, callbacks): every table shows it
         "deviations": [*regime.deviations(), *ctx.encoder.deviations(), *(f"callback={c}" for c in callbacks)],
         **overlap_fields(ctx.encoder, ctx.task.name),  # was it pretrained on this dataset? (cards/overlap.py)
     }

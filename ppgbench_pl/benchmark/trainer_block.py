@@ -143,8 +143,7 @@ def model_encoder(model: dict[str, Any] | None, task_class: type) -> Any:
     return encoder
 
 
-#: Every refused destination: the refused ``Trainer`` arguments, then the other LightningCLI flags a protocol run
-#: refuses (``--trainer.logger`` takes only true/false: ppgbench tracks runs itself).
+#: Every refused destination: the refused ``Trainer`` arguments, then the other LightningCLI flags a run refuses.
 REFUSED = [f"trainer.{key}" for key in REFUSED_TRAINER] + ["trainer.logger", "ckpt_path", "weights_only"]
 REFUSED_TITLE = "Refused trainer flags"
 #: The sections in the order the help shows them, each found by one argument it holds.
