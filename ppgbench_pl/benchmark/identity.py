@@ -7,7 +7,7 @@ import json
 import platform
 import uuid
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -17,11 +17,8 @@ import torch
 import ppgbench_pl
 from ppgbench_pl.atomic_io import write_json_atomic
 from ppgbench_pl.benchmark.cache import data_identity, encoder_identity
-from ppgbench_pl.datamodules.ppg import PPGDataModule
-from ppgbench_pl.encoders.base import PPGEncoder
 from ppgbench_pl.errors import ConfigError
 from ppgbench_pl.locks import file_lock
-from ppgbench_pl.regimes.base import Regime
 from ppgbench_pl.results.untrusted import loads_bounded, max_file_bytes, read_bytes_bounded
 
 PACKAGES = ("numpy", "scipy", "scikit-learn", "torch", "lightning", "optuna", "neurokit2", "pandas")
@@ -81,21 +78,19 @@ def device_kind(trainer_kwargs: dict[str, Any]) -> str:
 DATA_SPEED_SETTINGS = ("root", "num_workers")
 
 
-def run_identity(encoders: Sequence[PPGEncoder], datamodules: Iterable[PPGDataModule],
-                 regimes: Sequence[Regime], trainer_kwargs: dict[str, Any] | None = None,
-                 callbacks: Sequence[dict[str, Any]] | None = None, budget: str | None = None) -> dict[str, Any]:
-    """What results in a folder depend on (not which seeds, folds or tasks run); a non-published budget too."""
+def suite_identity(suite: Any) -> dict[str, Any]:
+    """What a suite's results depend on (not which seeds, folds or tasks run; a non-published budget too)."""
     from ppgbench_pl.benchmark.trainer_block import IDENTITY_TRAINER
     from ppgbench_pl.lightning_trainer import normalise_precision
 
-    trainer_kwargs = dict(trainer_kwargs or {})
+    encoders, trainer_kwargs, budget = suite.encoders, dict(suite.trainer_kwargs), suite.budget.name
     rates = sorted({float(e.sampling_rate) for e in encoders})
     datasets = {
         dm.dataset: {**{k: v for k, v in dm.settings().items() if k not in DATA_SPEED_SETTINGS},
                      # the tree's marker and the windows themselves: a hand-edited tree is another dataset
                      "data": {f"{fs:g}": f"{data_identity(dm.store(fs).directory)}:{dm.windows(fs).content_digest()}"
                               for fs in rates}}
-        for dm in datamodules
+        for dm in suite.datamodules.values()
     }
     trainer = {k: trainer_kwargs.get(k) for k in IDENTITY_TRAINER}
     trainer["precision"] = normalise_precision(trainer["precision"] or "32-true")
@@ -106,11 +101,12 @@ def run_identity(encoders: Sequence[PPGEncoder], datamodules: Iterable[PPGDataMo
         "datasets": datasets,
         "encoders": {e.name: encoder_identity(e) for e in encoders},
         # Callables are left out: Lightning binds ``log``/``log_dict`` onto callbacks it has run.
-        "regimes": {r.name: {k: repr(v) for k, v in sorted(r.settings().items()) if not callable(v)} for r in regimes},
+        "regimes": {r.name: {k: repr(v) for k, v in sorted(r.settings().items()) if not callable(v)}
+                    for r in suite.regimes},
     }
     if budget and budget != "published":
         identity["budget"] = budget
-    if callbacks:  # the user's callbacks change how trials train: class paths, arguments and code, in order
+    if callbacks := suite.callback_entries:  # they change how trials train: class paths, arguments and code
         identity["callbacks"] = _normalise([{"class_path": c.get("class_path"), "init_args": c.get("init_args") or {},
                                              **callback_code(str(c.get("class_path")))} for c in callbacks])
     return identity
@@ -229,12 +225,6 @@ def resolve_identity(path: Path, meta: dict[str, Any], identity: dict[str, Any],
         warnings.warn(f"{path}: package versions changed since this folder was started "
                       f"({', '.join(changed)}); results are kept but may not be bit-identical", stacklevel=3)
     return merged, versions
-
-
-def suite_identity(suite: Any) -> dict[str, Any]:
-    """The run identity of a benchmark suite (its encoders built, its data read)."""
-    return run_identity(suite.encoders, suite.datamodules.values(), suite.regimes, suite.trainer_kwargs,
-                        suite.callback_entries, suite.budget.name)
 
 
 def read_run_json(path: Path) -> dict[str, Any]:

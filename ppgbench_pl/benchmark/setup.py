@@ -10,7 +10,7 @@ from typing import Any
 
 from jsonargparse import Namespace
 
-from ppgbench_pl.benchmark.budget import Budget, apply_budget, apply_storage
+from ppgbench_pl.benchmark.budget import Budget, apply_budget
 from ppgbench_pl.benchmark.executors import Executor
 from ppgbench_pl.benchmark.suite import BenchmarkSuite, encoder_info
 from ppgbench_pl.benchmark.trainer_block import model_encoder, split_callbacks, trainer_settings
@@ -153,8 +153,7 @@ def build_suite(cfg: Namespace, init: Namespace, config: dict[str, Any], encoder
     entries = [entries[i] for i in pick(entries, encoder_names, cfg.get("only_encoders"), "encoders")]
     regimes = [regimes[i] for i in pick(regimes, [r.name for r in regimes], cfg.get("only_regimes"), "regimes")]
     budget = init.get("budget") or Budget()
-    apply_budget(regimes, budget, list(datamodules.values()))
-    apply_storage(regimes, cfg.get("optuna_storage"))
+    apply_budget(regimes, budget, list(datamodules.values()), cfg.get("optuna_storage"))
     built = list(init.get("trainer.callbacks") or [])
     dumped = (config.get("trainer") or {}).get("callbacks") or []
     others = [entry for entry, obj in zip(dumped if isinstance(dumped, list) else [dumped], built, strict=True)
