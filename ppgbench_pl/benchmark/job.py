@@ -132,7 +132,10 @@ def _results(ctx: JobContext, record: dict[str, Any], outcomes: list[RepeatOutco
     for outcome in sorted(outcomes, key=lambda o: bool(o.details.get("search_seed"))):  # the published ones first
         searched = outcome.details.get("search_seed")
         r = int(outcome.details["repeat"]) if searched else len(record["results"])
-        check_metric(ctx.task.metric, outcome.metrics, r)
+        value = outcome.metrics.get(ctx.task.metric)  # missing or non-finite: the job fails, never ``ok``
+        if value is None or not isinstance(value, (int, float)) or not math.isfinite(float(value)):
+            raise ValueError(f"repeat {r}: metric {ctx.task.metric} is {'missing' if value is None else value!r}; "
+                             "the job's predictions or labels are not usable (non-finite data?)")
         filename = f"predictions_repeat{r}{f'_search{int(searched)}' if searched else ''}.npz"
         predictions[filename] = outcome.predictions
         (record.setdefault("search_seed_results", []) if searched else record["results"]).append(
@@ -154,14 +157,6 @@ def _fail(record: dict[str, Any], exc: BaseException) -> None:
 def _warning_key(warning: warnings.WarningMessage) -> str:
     text = str(warning.message).splitlines()[0] if str(warning.message) else ""
     return f"{warning.category.__name__}: {text[:160]}"
-
-
-def check_metric(metric: str, metrics: dict[str, Any], repeat: int) -> None:
-    """The task's metric must be there and finite, or the job fails (never an ``ok`` without a number)."""
-    value = metrics.get(metric)
-    if value is None or not isinstance(value, (int, float)) or not math.isfinite(float(value)):
-        raise ValueError(f"repeat {repeat}: metric {metric} is {'missing' if value is None else value!r}; "
-                         "the job's predictions or labels are not usable (non-finite data?)")
 
 
 def job_lock_path(run_dir: str | Path, jid: str) -> Path:
