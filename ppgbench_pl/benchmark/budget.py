@@ -62,6 +62,14 @@ def _searched(regime: Any) -> bool:
     return module is not None and isinstance(getattr(regime, "search", None), module.SearchSettings)
 
 
+def capped_search(search: Any, budget: Budget) -> Any:
+    """A resolved ``SearchSettings`` capped by the budget (not imported here: only a searching run imports Optuna)."""
+    caps = {k: min(getattr(search, k), getattr(budget, k)) for k in SEARCH_CAPS if getattr(budget, k) is not None}
+    capped = replace(search, **caps)
+    capped = replace(capped, n_startup_trials=min(capped.n_startup_trials, capped.n_trials))
+    return capped.resolved(search.epochs, search.batch)
+
+
 def apply_budget(regimes: Sequence[Any], budget: Budget, datamodules: Sequence[Any],
                  storage: str | None = None) -> None:
     """Cap the built regimes' searches and repeats by the budget (``storage``: ``--optuna_storage`` where none)."""
@@ -73,11 +81,7 @@ def apply_budget(regimes: Sequence[Any], budget: Budget, datamodules: Sequence[A
                           "configs/budget/smoke.yaml (or set budget.name to another label) to run a capped budget")
     for regime in regimes:
         if _searched(regime) and any(getattr(budget, k) is not None for k in SEARCH_CAPS):
-            search = regime.search  # a resolved SearchSettings (not imported here: only a searching run imports Optuna)
-            new = replace(search, **{k: min(getattr(search, k), getattr(budget, k)) for k in SEARCH_CAPS
-                                     if getattr(budget, k) is not None})
-            new = replace(new, n_startup_trials=min(new.n_startup_trials, new.n_trials))
-            regime.search = new.resolved(search.epochs, search.batch)
+            regime.search = capped_search(regime.search, budget)
         for key in ("subject_repeats", "standardize_targets"):
             if getattr(budget, key) is not None and hasattr(regime, key):
                 setattr(regime, key, getattr(budget, key))
