@@ -161,7 +161,7 @@ def test_summaries_hold_only_aggregates_equal_to_summary_csv(tmp_path, engine_ro
     to the same W&B setting as the command line."""
     from ppgbench_pl.api import build_config
     from ppgbench_pl.benchmark.setup import RunSettings
-    from ppgbench_pl.benchmark.wandb_cells import AGGREGATES
+    from ppgbench_pl.benchmark.tracking import AGGREGATES
 
     assert "wandb" not in build_config("small_cnn", dataset="synthetic") and RunSettings("x", {}).wandb == "group"
     monkeypatch.setenv("WANDB_MODE", "offline")

@@ -1,15 +1,4 @@
-"""Budgets: how much of the protocol a run spends, one stackable YAML file each (``configs/budget/``).
-
-``ppgbench fit --config my_model.yaml --config configs/budget/smoke.yaml`` runs the same engine on a
-small budget: the budget file's ``data.init_args`` narrows seeds, folds, subjects and windows per subject
-(real :class:`~ppgbench_pl.datamodules.PPGDataModule` options), and its ``budget`` block caps what a stacked
-file cannot reach inside the regime list: the searched regimes' trials, epochs and holdout repeats.
-
-The budget's name is part of the run identity (``run.json``; absent for ``published``, so folders made
-before budgets existed resume) and of every record, summary row, report table and W&B run, so a smoke
-number can never land in, or be read as, a published-protocol folder. Capping the data under the
-``published`` name is refused.
-"""
+"""Budgets (``configs/budget/``): data and search caps, named in the run identity and every record."""
 
 from __future__ import annotations
 
@@ -74,24 +63,16 @@ def _searched(regime: Any) -> bool:
 
 
 def capped_search(search: Any, budget: Budget) -> Any:
-    """A resolved ``SearchSettings`` capped by the budget (each cap an upper bound), validated as the regime's.
-
-    Not imported here: jsonargparse reads this module's names (``TYPE_CHECKING`` blocks too) when it builds the
-    ``--budget`` arguments, and only a searching run should import Optuna.
-    """
+    """A resolved ``SearchSettings`` capped by the budget (not imported here: only a searching run imports Optuna)."""
     caps = {k: min(getattr(search, k), getattr(budget, k)) for k in SEARCH_CAPS if getattr(budget, k) is not None}
     capped = replace(search, **caps)
     capped = replace(capped, n_startup_trials=min(capped.n_startup_trials, capped.n_trials))
     return capped.resolved(search.epochs, search.batch)
 
 
-def apply_budget(regimes: Sequence[Any], budget: Budget, datamodules: Sequence[Any]) -> None:
-    """Cap the built regimes' searches and holdout repeats by the budget (they are built once, then capped here).
-
-    Raises:
-        ConfigError: The data is capped (``max_subjects``, ``max_windows_per_subject``) or the search capped
-            under the ``published`` name.
-    """
+def apply_budget(regimes: Sequence[Any], budget: Budget, datamodules: Sequence[Any],
+                 storage: str | None = None) -> None:
+    """Cap the built regimes' searches and repeats by the budget (``storage``: ``--optuna_storage`` where none)."""
     capped = list(dict.fromkeys(f"data.init_args.{k}={getattr(dm, k)}" for dm in datamodules for k in DATA_CAPS
                                 if getattr(dm, k, None) is not None))
     capped += budget.caps()
@@ -104,11 +85,6 @@ def apply_budget(regimes: Sequence[Any], budget: Budget, datamodules: Sequence[A
         for key in ("subject_repeats", "standardize_targets"):
             if getattr(budget, key) is not None and hasattr(regime, key):
                 setattr(regime, key, getattr(budget, key))
-
-
-def apply_storage(regimes: Sequence[Any], storage: str | None) -> None:
-    """``--optuna_storage``: every searched regime without a storage of its own stores its studies there."""
-    for regime in regimes:
         if storage is not None and _searched(regime) and regime.search.storage is None:
             regime.search = replace(regime.search, storage=storage)
 
@@ -119,12 +95,7 @@ CUSTOM = "custom"
 
 
 def budget_label(name: str | None, deviations: list[str]) -> str:
-    """The budget a job ran under, as its record, summary row and W&B tags say it.
-
-    ``published`` only when every setting of the published budget holds: a regime whose search or holdout
-    repeats were changed in its own settings (``("mlp", {"search": {"n_trials": 4}})``) ran a ``custom``
-    budget, whatever the budget block is called; a named budget (``smoke``) keeps its name.
-    """
+    """The budget a job ran under: ``custom`` for ``published`` with a regime's own search or repeats changed."""
     name = name or PUBLISHED
     if name == PUBLISHED and any(d.startswith(BUDGET_SETTINGS) for d in deviations):
         return CUSTOM

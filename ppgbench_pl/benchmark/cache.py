@@ -1,34 +1,71 @@
-"""Embedding cache: every window goes through a frozen encoder once per (encoder, weights, data, rate).
-
-Entries are keyed by content (encoder identity, processed tree, windows digest, rate, precision), so all
-jobs of a run and of later runs share one pass. Each entry's size and SHA-256 are checked before first use
-in a process, plus a spot check (:mod:`.cache_check`); a damaged entry is recomputed with a message. Writes
-are atomic and a lock per key makes processes compute an entry once; reads are memory-mapped. Ownership:
-:mod:`.cache_owner`; root, cap and eviction: :mod:`.cache_store`.
-"""
+"""Embedding cache: content-keyed entries computed once across processes, checked on first use in each."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import secrets
 import shutil
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ppgbench_pl.atomic_io import save_npy_atomic, write_json_atomic
-from ppgbench_pl.benchmark.cache_check import SpotCheck, check_rows
-from ppgbench_pl.benchmark.cache_owner import ENTRY_KIND, claim, is_own_entry
-from ppgbench_pl.benchmark.cache_store import entry_lock, evict, touch
+from ppgbench_pl.benchmark.cache_store import ENTRY_KIND, claim, entry_lock, evict, is_own_entry, touch
 from ppgbench_pl.data.download.files import file_hashes
 from ppgbench_pl.data.processed import MARKER
 from ppgbench_pl.encoders.base import PPGEncoder
 from ppgbench_pl.errors import ConfigError
 from ppgbench_pl.locks import file_lock
+
+#: Windows embedded again per entry and process.
+WINDOWS = 8
+#: Largest relative L2 distance between a stored row and a fresh embedding, by numeric precision.
+TOLERANCE_32 = 1e-2
+TOLERANCE_16 = 5e-2
+_PROCESS_SEED = secrets.randbits(63)
+
+
+def tolerance_for(precision: str | int | None) -> float:
+    """The spot check's tolerance under a Lightning precision (batch-size kernels, GPU reductions, TF32: ~1e-3)."""
+    return TOLERANCE_16 if "16" in str(precision or "") else TOLERANCE_32
+
+
+@dataclass(frozen=True)
+class SpotCheck:
+    """How to embed some windows again (``embed(rows) -> [len(rows), dim]``) and how close they must be."""
+
+    embed: Callable[[np.ndarray], np.ndarray]
+    tolerance: float = TOLERANCE_32
+
+
+def check_rows(key: str, values: np.ndarray, check: SpotCheck, seed: int | None = None) -> str | None:
+    """What is wrong with an entry's rows against fresh embeddings of a few (drawn by ``seed`` and ``key``), or None."""
+    n = len(values)
+    if n == 0:
+        return None
+    mix = int(hashlib.sha256(key.encode()).hexdigest()[:15], 16)
+    rng = np.random.default_rng([_PROCESS_SEED if seed is None else seed, mix])
+    rows = np.sort(rng.choice(n, size=min(WINDOWS, n), replace=False))
+    stored = np.asarray(values[rows], dtype=np.float64)
+    fresh = np.asarray(check.embed(rows), dtype=np.float64)
+    if fresh.shape != stored.shape:
+        return f"its rows are {stored.shape[1:]} wide where the encoder gives {fresh.shape[1:]}"
+    if not np.isfinite(stored).all():
+        return f"window {int(rows[np.flatnonzero(~np.isfinite(stored).all(axis=1))[0]])} holds NaN/inf"
+    flat_f, flat_s = fresh.reshape(len(rows), -1), stored.reshape(len(rows), -1)
+    scale = np.maximum(np.maximum(np.linalg.norm(flat_f, axis=1), np.linalg.norm(flat_s, axis=1)), 1e-12)
+    error = np.linalg.norm(flat_f - flat_s, axis=1) / scale
+    worst = int(np.argmax(error))
+    if error[worst] > check.tolerance:
+        return (f"window {int(rows[worst])} of {n} differs from a fresh embedding by {error[worst]:.3g} (relative L2, "
+                f"tolerance {check.tolerance:g}): a forged or stale entry")
+    return None
 
 
 def _file_sha256(path: Path) -> str:
@@ -66,8 +103,7 @@ def encoder_identity(encoder: PPGEncoder) -> dict[str, str]:
     }
 
 
-#: Entry files this process has verified, by (path, inode, size, modification time): a file rewritten since
-#: is a new file and is verified again; every cache object of the process shares the set.
+#: Entry files this process verified, by (path, inode, size, mtime): a rewritten file is verified again.
 _VERIFIED: set[tuple[str, int, int, int]] = set()
 
 
@@ -80,13 +116,7 @@ def _identity(path: Path) -> tuple[str, int, int, int] | None:
 
 
 class EmbeddingCache:
-    """Embeddings on disk under ``root``, keyed by content, computed once across processes.
-
-    Args:
-        root: Folder of the ``<key>.npy`` entries (with ``<key>.json`` descriptions beside them).
-        size_cap: Bytes the whole cache may hold, kept by LRU eviction after a write (None: no cap).
-        check_seed: Fixes which windows the spot check embeds again (None: random per process).
-    """
+    """``<key>.npy`` entries (``<key>.json`` beside) under ``root``, at most ``size_cap`` bytes (LRU eviction)."""
 
     def __init__(self, root: str | Path, size_cap: float | None = None, check_seed: int | None = None) -> None:
         self.root, self.size_cap, self.check_seed = Path(root), size_cap, check_seed
@@ -113,15 +143,7 @@ class EmbeddingCache:
     def get_or_compute(self, key: str, compute: Callable[[], np.ndarray],
                        describe: dict[str, Any] | None = None, expected_bytes: int | None = None,
                        max_bytes: float | None = None, check: SpotCheck | None = None) -> np.ndarray:
-        """The entry (read-only, memory-mapped), computed and stored first if no process has done so.
-
-        Args:
-            key: Content key from :meth:`key`.
-            compute: Produces the embeddings ``[n_windows, dim]`` on a miss.
-            describe: What the entry is (encoder, dataset, rate), written beside it for people.
-            expected_bytes: Estimated size of the entry, checked against free disk and ``max_bytes``.
-            max_bytes: Largest entry this run may write.
-            check: How to embed a few windows again, for the spot check of a stored entry (None: no check).
+        """The entry (read-only, memory-mapped), ``compute``d and stored first if no process has done so.
 
         Raises:
             ConfigError: The entry would not fit (disk, ``max_bytes``), or the folder is not ppgbench's.
@@ -159,10 +181,7 @@ class EmbeddingCache:
 
     def _read(self, key: str, locked: bool = False, check: SpotCheck | None = None,
               describe: dict[str, Any] | None = None) -> np.ndarray | None:
-        """The entry when it exists and is intact (verified once per process), else None.
-
-        Only a caller holding the lock removes a damaged entry (else "damaged" may be a writer still describing it).
-        """
+        """The entry when it exists and is intact (verified once per process); removed when damaged and ``locked``."""
         path = self.path(key)
         identity = _identity(path)
         if identity is None:

@@ -17,10 +17,7 @@ QUIET_WARNINGS = (
 
 
 def quiet_lightning() -> None:
-    """Inner trainers run by the hundred; keep their banners and by-design warnings out of the output.
-
-    Lightning sets its loggers' levels when it is imported, so it is imported first.
-    """
+    """Keep the inner trainers' banners and by-design warnings out (Lightning imported first: it sets the levels)."""
     import lightning.pytorch  # noqa: F401
 
     for name in QUIET_LOGGERS:

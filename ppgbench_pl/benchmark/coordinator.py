@@ -1,24 +1,4 @@
-"""The one engine behind ``ppgbench fit`` and ``ppgbench benchmark``: plan, check, embed, execute, summarise.
-
-Order of work:
-
-1. Take the suite LightningCLI built and its plan; every setting is validated and the data of every
-   pending (dataset, rate) is loaded before anything is written, so a config error never leaves a
-   folder behind it.
-2. Check or extend ``run.json`` (a folder never mixes results of another config, data or code version;
-   ``--allow_code_change`` resumes across a source edit and records the mix).
-3. Read every record already in the folder: the summary covers the folder, not this command's plan;
-   skip every job whose ``ok`` record exists (failed jobs run again).
-4. Compute the embeddings the pending jobs need, once per (encoder, dataset, rate), here, before any
-   worker starts, so workers only read the on-disk cache.
-5. Hand the pending jobs to the executor; as outcomes arrive, update the summary and ``status.json``
-   (at most every few seconds and at the end, so the cost grows linearly with the suite), W&B, and show
-   progress.
-
-A job lost by the infrastructure (a killed worker, a failed SLURM task) has no record, is listed as
-failed for this invocation and runs again next time. SIGINT and SIGTERM stop the run, keep every
-finished record and exit 130 / 143.
-"""
+"""The one engine behind ``ppgbench fit`` and ``benchmark``: check (nothing written), embed, execute, summarise."""
 
 from __future__ import annotations
 
@@ -49,17 +29,18 @@ from ppgbench_pl.benchmark.preflight import (
     degenerate_jobs,
     describe_degenerate,
     describe_skipped,
-    end_of_command,
     evaluable_plan,
     record_not_evaluable,
     redact,
 )
 from ppgbench_pl.benchmark.progress import run_progress
-from ppgbench_pl.benchmark.run_report import RunReport, print_report
-from ppgbench_pl.benchmark.run_signals import (
+from ppgbench_pl.benchmark.run_report import (
     SIGNALLED,
     Interrupted,
+    RunReport,
+    end_of_command,
     import_output_libraries,
+    print_report,
     signals_deferred,
     signals_interrupt,
 )
@@ -85,13 +66,7 @@ __all__ = ["BenchmarkRun", "Interrupted", "RunReport", "check_output_dir", "chec
            "redact"]
 
 class BenchmarkRun:
-    """One invocation of ``ppgbench fit`` or ``ppgbench benchmark`` on what LightningCLI built.
-
-    Args:
-        setup: The suite, the executor, the run settings and the resolved config
-            (:func:`ppgbench_pl.benchmark.setup.build_setup`).
-        summary_every_s: Least seconds between summary and status rewrites while jobs finish.
-    """
+    """One ``ppgbench fit``/``benchmark`` invocation (``summary_every_s``: least seconds between summary rewrites)."""
 
     def __init__(self, setup: ProtocolSetup, summary_every_s: float = 5.0) -> None:
         self.setup, self.settings, self.threads = setup, setup.settings, setup.actions.get("threads")
@@ -107,7 +82,6 @@ class BenchmarkRun:
         forget_suites()  # a new command reads its data afresh; its jobs in this process share one suite
         keep_suite(self.resolved, setup.suite)
 
-    # -- the stages -----------------------------------------------------------------------------------
     def suite(self) -> BenchmarkSuite:
         """The suite LightningCLI built (the local executor's jobs run on it too)."""
         suite = self.setup.suite
@@ -115,12 +89,7 @@ class BenchmarkRun:
         return suite
 
     def dry_run(self) -> str:
-        """The plan table and its cost estimate, after the real run's checks of the folder and settings.
-
-        See :func:`ppgbench_pl.benchmark.dry_run.dry_run_text`: what the real run refuses about the run
-        folder (``run.json``: another config, data, budget or source version) the dry run refuses with the
-        same line.
-        """
+        """The plan table and its cost estimate, after the real run's checks (refused with the same lines)."""
         from ppgbench_pl.benchmark.dry_run import dry_run_text
         from ppgbench_pl.benchmark.thread_policy import thread_override
 
@@ -148,7 +117,8 @@ class BenchmarkRun:
                 "parameters": parameter_counts(suite.encoders), "planned_jobs": [j.job_id for j in plan],
                 "threads": policy.record()}, allow_code_change=self.settings.allow_code_change)
         self.union_planned = list(meta["planned_jobs"])
-        self._load_folder()
+        for problem in self.folder.sync(deep=True):  # every record in the folder (any plan wrote it)
+            print(f"warning: {problem}; that job runs again", file=sys.stderr)
         done = self.book.ok_ids | self._settle_degenerate(suite, plan)
         pending = [j for j in plan if j.job_id not in done]
         report = RunReport(planned=len(plan), completed=0, skipped=len(plan) - len(pending),
@@ -199,11 +169,6 @@ class BenchmarkRun:
                                  budget_label(suite.budget.name, job.regime.deviations()))
         self.status_extra["not_evaluable_jobs"] = dict(sorted(found.items()))
         return set(found)
-
-    def _load_folder(self) -> None:
-        """Every record already in the folder (any plan that wrote it), slimmed for the summary."""
-        for problem in self.folder.sync(deep=True):
-            print(f"warning: {problem}; that job runs again", file=sys.stderr)
 
     def _prepare(self, suite: BenchmarkSuite, pending: Sequence[Job]) -> None:
         """Fill the embedding cache for the pending jobs (one pass per encoder, dataset and rate)."""
@@ -259,11 +224,7 @@ class BenchmarkRun:
             progress.close()
 
     def _settle_interrupted(self, pending: Sequence[Job], report: RunReport) -> None:
-        """After an interrupt: count the jobs that finished writing before it landed, drop half-written ones.
-
-        The signal can arrive between a record's rename and its accounting, so the count said on stderr
-        is taken from the folder, not from the loop.
-        """
+        """After an interrupt: count the jobs whose records landed (from the folder), drop half-written ones."""
         counted = self.book.ok_ids
         ids = [j.job_id for j in pending if j.job_id not in counted]
         for jid in ids:
@@ -306,11 +267,7 @@ class BenchmarkRun:
         report.failed_ids.add(outcome.job_id)
 
     def _write_outputs(self, report: RunReport) -> Path:
-        """``summary.csv`` and ``status.json`` over every record on disk now, against every plan of the folder.
-
-        Under the folder's summary lock: the records are re-read from disk (those that changed), and the
-        plans from ``run.json``, so concurrent commands of any plans leave files that cover every record.
-        """
+        """``summary.csv`` and ``status.json`` over every record on disk and every plan of ``run.json`` (locked)."""
         with file_lock(summary_lock_path(self.run_dir)):
             self.folder.sync()
             path = self.run_dir / "run.json"

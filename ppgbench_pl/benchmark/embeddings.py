@@ -1,8 +1,4 @@
-"""Frozen embeddings of every window of a dataset, through the content-keyed cache.
-
-One Lightning ``predict`` pass per (encoder, dataset, rate), stored once by whoever asks first: the
-coordinator before fanning jobs out, or a worker when an entry is missing.
-"""
+"""Frozen embeddings of every window of a dataset: one Lightning ``predict`` pass per entry of the cache."""
 
 from __future__ import annotations
 
@@ -16,8 +12,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Subset
 
-from ppgbench_pl.benchmark.cache import EmbeddingCache
-from ppgbench_pl.benchmark.cache_check import SpotCheck, tolerance_for
+from ppgbench_pl.benchmark.cache import EmbeddingCache, SpotCheck, tolerance_for
 from ppgbench_pl.datamodules.ppg import PPGDataModule
 from ppgbench_pl.encoders.base import PPGEncoder
 from ppgbench_pl.errors import DataError
@@ -26,10 +21,7 @@ from ppgbench_pl.tasks.encoder_task import EncoderTask
 
 
 def extraction_trainer_kwargs(trainer_kwargs: dict[str, Any]) -> dict[str, Any]:
-    """Device settings for the extraction pass: the run's accelerator, precision and determinism, one device.
-
-    Only the first device: DDP would return each rank only a part of the windows.
-    """
+    """The run's device settings on its first device only (DDP would give each rank a part of the windows)."""
     out = {k: trainer_kwargs[k] for k in ("accelerator", "precision", "deterministic", "benchmark")
            if trainer_kwargs.get(k) is not None}
     devices = trainer_kwargs.get("devices")
@@ -56,10 +48,7 @@ class FiniteEmbeddings(L.Callback):
 
 def extract_embeddings(encoder: PPGEncoder, datamodule: PPGDataModule, fs: float,
                        trainer_kwargs: dict[str, Any], rows: np.ndarray | None = None) -> np.ndarray:
-    """One frozen forward pass over every window at ``fs`` (Lightning ``predict``), its throughput on stderr.
-
-    ``rows`` embeds only those windows, quietly, through the same pass (the cache's spot check).
-    """
+    """One frozen pass over every window at ``fs``, its throughput on stderr (``rows``: those only, quietly)."""
     loader = datamodule.windows_loader(fs)
     if rows is not None:
         loader = DataLoader(Subset(loader.dataset, [int(r) for r in rows]), batch_size=loader.batch_size,
@@ -84,12 +73,7 @@ def needs_embeddings(uses_embeddings: bool, encoder: Any) -> bool:
 
 
 class EmbeddingSource:
-    """Cached embeddings of the encoders of a run, with each cache key computed once per process.
-
-    Args:
-        cache: The run's embedding cache.
-        trainer_kwargs: The run's device settings (see :func:`extraction_trainer_kwargs`).
-    """
+    """Cached embeddings of the encoders of a run, with each cache key computed once per process."""
 
     def __init__(self, cache: EmbeddingCache, trainer_kwargs: dict[str, Any], max_bytes: float | None = None) -> None:
         self.cache, self.trainer_kwargs, self.max_bytes = cache, dict(trainer_kwargs), max_bytes

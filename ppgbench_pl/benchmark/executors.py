@@ -1,11 +1,4 @@
-"""Executors: how job specs reach a worker. Each runs ``fn(spec)`` somewhere and yields the results.
-
-:meth:`Executor.check` refuses bad settings in one line before any work; :meth:`Executor.run` yields
-``(spec, outcome or exception)`` as jobs finish, where :class:`~ppgbench_pl.benchmark.worker.JobLost` means
-the infrastructure lost the job. Nothing here knows what a job is, so resume and failure isolation are the
-same whatever runs the jobs: in this process, a ``spawn`` pool (:mod:`.pool`), SLURM arrays through submitit
-(:mod:`.slurm_watch`, :mod:`.task_wait`) or a Dask cluster.
-"""
+"""Executors: each runs ``fn(spec)`` somewhere and yields ``(spec, outcome or exception)`` as jobs finish."""
 
 from __future__ import annotations
 
@@ -19,11 +12,17 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from ppgbench_pl.benchmark.pool import Finished, run_pool
-from ppgbench_pl.benchmark.slurm_watch import SlurmWatch, check_sbatch, flow_parameters, sbatch_missing
-from ppgbench_pl.benchmark.task_wait import DaskWatch, wait_futures, wait_tasks
+from ppgbench_pl.benchmark.clusters import (
+    DaskWatch,
+    SlurmWatch,
+    check_sbatch,
+    flow_parameters,
+    sbatch_missing,
+    wait_futures,
+    wait_tasks,
+)
 from ppgbench_pl.benchmark.thread_policy import usable_cores
-from ppgbench_pl.benchmark.worker import JobLost, JobOutcome, JobSpec
+from ppgbench_pl.benchmark.worker import Finished, JobLost, JobOutcome, JobSpec, run_pool
 from ppgbench_pl.errors import ConfigError
 
 JobFunction = Callable[[JobSpec], JobOutcome]
@@ -86,7 +85,7 @@ def _environment(values: dict[str, str]) -> Iterator[None]:
 
 
 class ProcessExecutor(Executor):
-    """A pool of ``spawn`` worker processes on this machine, one job per worker at a time (:mod:`.pool`).
+    """A pool of ``spawn`` worker processes on this machine, one job per worker at a time.
 
     Args:
         workers: Worker processes (default: one per usable core, or one per GPU when ``gpus`` are given;
@@ -271,8 +270,7 @@ class DaskExecutor(Executor):
                 yield from ((spec, lost) for spec in specs)
                 return
         try:
-            # one task group ("ppgbench-job") whatever the job ids: Dask queues it, so a worker holds only
-            # the jobs it runs and a dead one loses no more than those
+            # one task group: Dask queues it, so a worker holds only the jobs it runs (a dead one loses only those)
             keys = [("ppgbench-job", spec.job_id) for spec in specs]
             futures = client.map(fn, list(specs), key=keys, pure=False)
             watch = DaskWatch(client, self.address or "the local cluster", self.scheduler_timeout_s,

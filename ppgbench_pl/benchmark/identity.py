@@ -1,15 +1,4 @@
-"""Run identity: what a run folder's results were made from, so a rerun never mixes different runs.
-
-``run.json`` holds the identity (the ppgbench version, the numeric trainer settings, and per dataset, encoder
-and regime what determines its results: data hashes, weights digests, settings) plus a record of the rest
-(resolved config, package versions, device, planned job ids, the code versions that wrote it). The source
-digest is not part of the identity: every job record stores the code version that made it, and resuming after
-a source edit is refused unless ``--allow_code_change`` is given, in which case the new version is added to
-``code_versions`` and the report says the run mixes versions. A later run into the same folder must agree on
-every part both runs share; it may add datasets, encoders, regimes or rates (a run extended with more tasks or
-models), which are merged in. Package versions and the device are recorded and a change is warned about, not
-refused: moving a run to another GPU index or a patch release should not throw work away.
-"""
+"""Run identity in ``run.json``: a later run must agree on what both share (it may add datasets, models, rates)."""
 
 from __future__ import annotations
 
@@ -18,7 +7,7 @@ import json
 import platform
 import uuid
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -28,11 +17,9 @@ import torch
 import ppgbench_pl
 from ppgbench_pl.atomic_io import write_json_atomic
 from ppgbench_pl.benchmark.cache import data_identity, encoder_identity
-from ppgbench_pl.datamodules.ppg import PPGDataModule
-from ppgbench_pl.encoders.base import PPGEncoder
 from ppgbench_pl.errors import ConfigError
 from ppgbench_pl.locks import file_lock
-from ppgbench_pl.regimes.base import Regime
+from ppgbench_pl.results.untrusted import loads_bounded, max_file_bytes, read_bytes_bounded
 
 PACKAGES = ("numpy", "scipy", "scikit-learn", "torch", "lightning", "optuna", "neurokit2", "pandas")
 #: Identity sections whose entries (by name) may be added by a later run; anything else must match.
@@ -73,8 +60,7 @@ def source_digest() -> str:
 
 def device_string(trainer_kwargs: dict[str, Any]) -> str:
     """The accelerator jobs run on, e.g. ``cpu`` or ``cuda: NVIDIA H200 x2``."""
-    accelerator = str(trainer_kwargs.get("accelerator") or "auto")
-    if accelerator in ("cpu",) or not torch.cuda.is_available():
+    if device_kind(trainer_kwargs) == "cpu":
         return "cpu"
     names = sorted({torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())})
     return f"cuda: {', '.join(names)} x{torch.cuda.device_count()}"
@@ -92,25 +78,19 @@ def device_kind(trainer_kwargs: dict[str, Any]) -> str:
 DATA_SPEED_SETTINGS = ("root", "num_workers")
 
 
-def run_identity(encoders: Sequence[PPGEncoder], datamodules: Iterable[PPGDataModule],
-                 regimes: Sequence[Regime], trainer_kwargs: dict[str, Any] | None = None,
-                 callbacks: Sequence[dict[str, Any]] | None = None, budget: str | None = None) -> dict[str, Any]:
-    """What results in a folder depend on (not which subset of seeds, folds or tasks is run).
-
-    A budget other than ``published`` is part of it (``published`` is left out, so folders made before
-    budgets existed resume), so smoke results and published ones never share a folder.
-    """
+def suite_identity(suite: Any) -> dict[str, Any]:
+    """What a suite's results depend on (not which seeds, folds or tasks run; a non-published budget too)."""
     from ppgbench_pl.benchmark.trainer_block import IDENTITY_TRAINER
     from ppgbench_pl.lightning_trainer import normalise_precision
 
-    trainer_kwargs = dict(trainer_kwargs or {})
+    encoders, trainer_kwargs, budget = suite.encoders, dict(suite.trainer_kwargs), suite.budget.name
     rates = sorted({float(e.sampling_rate) for e in encoders})
     datasets = {
         dm.dataset: {**{k: v for k, v in dm.settings().items() if k not in DATA_SPEED_SETTINGS},
                      # the tree's marker and the windows themselves: a hand-edited tree is another dataset
                      "data": {f"{fs:g}": f"{data_identity(dm.store(fs).directory)}:{dm.windows(fs).content_digest()}"
                               for fs in rates}}
-        for dm in datamodules
+        for dm in suite.datamodules.values()
     }
     trainer = {k: trainer_kwargs.get(k) for k in IDENTITY_TRAINER}
     trainer["precision"] = normalise_precision(trainer["precision"] or "32-true")
@@ -121,21 +101,19 @@ def run_identity(encoders: Sequence[PPGEncoder], datamodules: Iterable[PPGDataMo
         "datasets": datasets,
         "encoders": {e.name: encoder_identity(e) for e in encoders},
         # Callables are left out: Lightning binds ``log``/``log_dict`` onto callbacks it has run.
-        "regimes": {r.name: {k: repr(v) for k, v in sorted(r.settings().items()) if not callable(v)} for r in regimes},
+        "regimes": {r.name: {k: repr(v) for k, v in sorted(r.settings().items()) if not callable(v)}
+                    for r in suite.regimes},
     }
     if budget and budget != "published":
         identity["budget"] = budget
-    if callbacks:  # the user's callbacks change how trials train: class paths, arguments and code, in order
+    if callbacks := suite.callback_entries:  # they change how trials train: class paths, arguments and code
         identity["callbacks"] = _normalise([{"class_path": c.get("class_path"), "init_args": c.get("init_args") or {},
                                              **callback_code(str(c.get("class_path")))} for c in callbacks])
     return identity
 
 
 def callback_code(class_path: str) -> dict[str, str]:
-    """``{"code_sha256": ...}`` of a user callback's source, so editing it is a new run (resume refuses it).
-
-    Lightning's and ppgbench's own callbacks are covered by the package versions and the source digest.
-    """
+    """``{"code_sha256": ...}`` of a user callback's source (Lightning's and ours: covered by the versions)."""
     from ppgbench_pl.encoders.custom_settings import code_digest
     from ppgbench_pl.naming import import_class
 
@@ -187,22 +165,7 @@ def parameter_counts(encoders: Iterable[Any]) -> dict[str, dict[str, int]]:
 
 def check_or_write_identity(run_dir: Path, identity: dict[str, Any], extra: dict[str, Any],
                             allow_code_change: bool = False) -> dict[str, Any]:
-    """Write or extend ``run.json``; refuse a folder whose results came from something else.
-
-    Args:
-        run_dir: Run folder.
-        identity: This run's identity (see :func:`run_identity`).
-        extra: Recorded, not compared: config, versions, device, seeds, folds, planned job ids
-            (``planned_jobs`` is merged with earlier runs' so the folder lists every job it plans).
-        allow_code_change: Accept a folder started by another source version (recorded in ``code_versions``).
-
-    Returns:
-        The ``run.json`` content as written.
-
-    Raises:
-        ConfigError: ``run.json`` exists with a different identity for something both runs share, was made
-            by another source version (without ``allow_code_change``), or cannot be read.
-    """
+    """Write or extend ``run.json`` (``extra``: recorded, not compared; ``planned_jobs`` merged) and return it."""
     path = Path(run_dir) / "run.json"
     with file_lock(Path(run_dir) / ".locks" / "run.json.lock"):
         meta: dict[str, Any] = read_run_json(path) if path.exists() else {}
@@ -228,12 +191,7 @@ def check_identity(run_dir: Path, identity: dict[str, Any], extra: dict[str, Any
 
 def resolve_identity(path: Path, meta: dict[str, Any], identity: dict[str, Any], extra: dict[str, Any],
                      allow_code_change: bool) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """(merged identity, code versions) of a run against the folder's ``run.json`` content (``meta``).
-
-    Raises:
-        ConfigError: A different identity for something both runs share, another budget, or another source
-            version without ``allow_code_change``.
-    """
+    """(merged identity, code versions) against ``run.json``'s content; ``ConfigError`` for what both disagree on."""
     identity = _normalise(identity)
     code = code_version()
     versions = list(meta.get("code_versions") or [])
@@ -244,7 +202,10 @@ def resolve_identity(path: Path, meta: dict[str, Any], identity: dict[str, Any],
     if legacy and not versions:
         versions = [{"ppgbench": meta.get("ppgbench"), "source_sha256": legacy}]
     merged, conflicts = merge_identity(old_identity, identity)
-    _refuse_budget_change(path, old_identity, identity)
+    before, now = old_identity.get("budget", "published"), identity.get("budget", "published")
+    if before != now:  # ``published`` when not recorded
+        raise ConfigError(f"{path}: this run folder holds results of the {before} budget, not {now}; "
+                          "budgets never share a folder: give this run its own --output_dir")
     if conflicts:
         raise ConfigError(
             f"{path}: this run folder holds results of a different config or data "
@@ -266,25 +227,11 @@ def resolve_identity(path: Path, meta: dict[str, Any], identity: dict[str, Any],
     return merged, versions
 
 
-def suite_identity(suite: Any) -> dict[str, Any]:
-    """The run identity of a benchmark suite (its encoders built, its data read)."""
-    return run_identity(suite.encoders, suite.datamodules.values(), suite.regimes, suite.trainer_kwargs,
-                        suite.callback_entries, suite.budget.name)
-
-
-def _refuse_budget_change(path: Path, old: dict[str, Any], new: dict[str, Any]) -> None:
-    """A folder of one budget refuses a run of another, saying so (``published`` when not recorded)."""
-    before, now = old.get("budget", "published"), new.get("budget", "published")
-    if before != now:
-        raise ConfigError(f"{path}: this run folder holds results of the {before} budget, not {now}; "
-                          "budgets never share a folder: give this run its own --output_dir")
-
-
 def read_run_json(path: Path) -> dict[str, Any]:
-    """``run.json`` as a dict, or a one-line error naming the file."""
+    """``run.json`` as a dict (read within the results files' bounds), or a one-line error naming the file."""
     try:
-        meta = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        meta = loads_bounded(read_bytes_bounded(path, max_file_bytes()))
+    except (OSError, ValueError) as exc:
         raise ConfigError(f"{path}: cannot be read ({type(exc).__name__}: {str(exc).splitlines()[0]}); "
                           "move it away to start the folder afresh, or choose a new output folder") from None
     if not isinstance(meta, dict):

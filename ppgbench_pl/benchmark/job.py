@@ -1,9 +1,4 @@
-"""Run one job and turn its outcome (or its failure) into a record: per-job isolation lives here.
-
-:func:`execute_job` takes the job's lock, skips a job another process completed, runs it and writes the
-record atomically: a job is done at most once however many workers reach it, and a job without a complete
-``ok`` record simply runs again.
-"""
+"""Run jobs under their locks, each outcome or failure a record: done at most once, rerun until ``ok``."""
 
 from __future__ import annotations
 
@@ -46,34 +41,23 @@ def baseline_metrics(ctx: JobContext) -> dict[str, Any]:
                     "mean" if ctx.task.level == "subject" else None)
 
 
-def seed_job(seed: int) -> None:
-    """Seed Python, NumPy and torch, and ask for deterministic kernels (PROTOCOL.md 3.4)."""
-    L.seed_everything(seed, workers=True, verbose=False)
-    torch.backends.cudnn.deterministic = True
-    torch.backends.cudnn.benchmark = False
-    torch.use_deterministic_algorithms(True, warn_only=True)
-
-
 Predictions = dict[str, dict[str, np.ndarray]]
 
 
 def run_job(ctx: JobContext, regime: Regime) -> tuple[dict[str, Any], Predictions]:
-    """Seed, run the regime, score the baseline; a failure becomes a ``failed`` record, not an exception.
-
-    Warnings are counted in the record's ``warnings``; a missing or non-finite metric is ``failed``, never ``ok``.
-    """
+    """Seed, run the regime, score the baseline; a failure (a non-finite metric too) is a ``failed`` record."""
     return run_jobs([ctx], regime)[0]
 
 
 def run_jobs(ctxs: list[JobContext], regime: Regime) -> list[tuple[dict[str, Any], Predictions]]:
-    """:func:`run_job` for several jobs of one cell that the regime trains in one stack (:meth:`Regime.run_group`).
-
-    Each job gets its own record, failure and predictions, and its share of the time (``stack_group``).
-    """
+    """:func:`run_job` for jobs of one cell trained in one stack: each its own record and share of the time."""
     start, cpu_start = time.perf_counter(), time.process_time()
     records = [_record_head(ctx, regime) for ctx in ctxs]
     predictions: list[Predictions] = [{} for _ in ctxs]
-    seed_job(ctxs[0].seed)
+    L.seed_everything(ctxs[0].seed, workers=True, verbose=False)  # and deterministic kernels (PROTOCOL.md 3.4)
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+    torch.use_deterministic_algorithms(True, warn_only=True)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for pattern in FRAMEWORK_NOTICES:
@@ -104,8 +88,7 @@ def run_jobs(ctxs: list[JobContext], regime: Regime) -> list[tuple[dict[str, Any
     return [(r, p if r["status"] == "ok" else {}) for r, p in zip(records, predictions, strict=True)]
 
 
-#: Lightning's notices about what the engine does on purpose; some come once per process, so counting them
-#: would make a record depend on what ran before it.
+#: Lightning's notices about what the engine does on purpose (some come once per process: not counted).
 FRAMEWORK_NOTICES = (r".*configure_optimizers.* returned .None.*", r".*training_step.* returned .None.*",
                      r".*LeafSpec.*", r".*does not have many workers.*", r".*module\(s\) in eval mode.*",
                      r".*max_epochs=.* reached.*", r".*srun.* command is available.*")
@@ -120,8 +103,7 @@ def _record_head(ctx: JobContext, regime: Regime) -> dict[str, Any]:
         "level": ctx.task.level, "fs": ctx.fs, "backend": regime.backend_for(ctx.task.kind),
         "code_version": code_version(),
         "callbacks": callbacks,
-        # what differs from the published protocol: every table and W&B run shows it (Regime.deviations,
-        # the encoder's switches off the published protocol: PPGEncoder.deviations)
+        # what differs from the published protocol (regime, encoder switches, callbacks): every table shows it
         "deviations": [*regime.deviations(), *ctx.encoder.deviations(), *(f"callback={c}" for c in callbacks)],
         **overlap_fields(ctx.encoder, ctx.task.name),  # was it pretrained on this dataset? (cards/overlap.py)
     }
@@ -150,7 +132,10 @@ def _results(ctx: JobContext, record: dict[str, Any], outcomes: list[RepeatOutco
     for outcome in sorted(outcomes, key=lambda o: bool(o.details.get("search_seed"))):  # the published ones first
         searched = outcome.details.get("search_seed")
         r = int(outcome.details["repeat"]) if searched else len(record["results"])
-        check_metric(ctx.task.metric, outcome.metrics, r)
+        value = outcome.metrics.get(ctx.task.metric)  # missing or non-finite: the job fails, never ``ok``
+        if value is None or not isinstance(value, (int, float)) or not math.isfinite(float(value)):
+            raise ValueError(f"repeat {r}: metric {ctx.task.metric} is {'missing' if value is None else value!r}; "
+                             "the job's predictions or labels are not usable (non-finite data?)")
         filename = f"predictions_repeat{r}{f'_search{int(searched)}' if searched else ''}.npz"
         predictions[filename] = outcome.predictions
         (record.setdefault("search_seed_results", []) if searched else record["results"]).append(
@@ -174,14 +159,6 @@ def _warning_key(warning: warnings.WarningMessage) -> str:
     return f"{warning.category.__name__}: {text[:160]}"
 
 
-def check_metric(metric: str, metrics: dict[str, Any], repeat: int) -> None:
-    """The task's metric must be there and finite, or the job fails (never an ``ok`` without a number)."""
-    value = metrics.get(metric)
-    if value is None or not isinstance(value, (int, float)) or not math.isfinite(float(value)):
-        raise ValueError(f"repeat {repeat}: metric {metric} is {'missing' if value is None else value!r}; "
-                         "the job's predictions or labels are not usable (non-finite data?)")
-
-
 def job_lock_path(run_dir: str | Path, jid: str) -> Path:
     """Lock file of one job (kept outside ``jobs/`` so record listings never see it)."""
     return Path(run_dir) / ".locks" / "jobs" / f"{jid}.lock"
@@ -196,59 +173,23 @@ def read_record(run_dir: str | Path, jid: str) -> dict[str, Any] | None:
         return None
 
 
-def is_done(run_dir: str | Path, jid: str) -> bool:
-    """A job is done when its record says ``ok`` and its prediction files are readable (else it runs again)."""
-    return read_record_complete(run_dir, jid) is not None
-
-
 def execute_job(run_dir: str | Path, jid: str, make_context: Callable[[], JobContext], regime: Regime,
-                extra: dict[str, Any] | None = None, write: bool = True) -> tuple[dict[str, Any], bool]:
-    """Run one job under its lock and write its record, unless another process already completed it.
-
-    Args:
-        run_dir: Run folder.
-        jid: Job id.
-        make_context: Builds the job's context (called only when the job really runs).
-        regime: The regime to run.
-        extra: Fields added to the record (worker, cache use).
-        write: Write the record (False on non-zero ranks of a multi-process job).
-
-    Returns:
-        (record, ran): the new record, or the existing one with ``ran`` False.
-    """
+                extra: dict[str, Any] | None = None) -> tuple[dict[str, Any], bool]:
+    """(record, ran): one job run under its lock, its record written, or (another process's record, False)."""
     with ExitStack() as held:
         try:
             held.enter_context(file_lock(job_lock_path(run_dir, jid)))
         except LockTimeout as exc:  # --lock_timeout: this job fails here, unrecorded (its holder may finish it)
             return {"job_id": jid, "regime": regime.name, "status": "failed", "error": str(exc)}, True
-        existing = read_record_complete(run_dir, jid)  # ok, with every prediction file readable
-        if existing is not None:
-            return existing, False
-        try:
-            ctx = make_context()
-        except Exception as exc:  # noqa: BLE001 - a job whose inputs cannot be built fails alone
-            record: dict[str, Any] = {"job_id": jid, "regime": regime.name}
-            predictions: Predictions = {}
-            _fail(record, exc)
-        else:
-            record, predictions = run_job(ctx, regime)
-        record.update(extra or {})
-        if write:
-            write_job(Path(run_dir), jid, record, predictions)
-        return record, True
+        return _run_held(run_dir, [jid], lambda _: make_context(), regime, {jid: extra or {}})[jid]
 
 
 def execute_group(run_dir: str | Path, jids: list[str], make_context: Callable[[str], JobContext],
                   regime: Regime, extras: dict[str, dict[str, Any]]) -> list[tuple[dict[str, Any], bool]]:
-    """Run several jobs of one (model, task, regime) together, each under its own lock, each record its own.
+    """:func:`execute_job` for jobs of one cell trained together; per job id, in order: (record, ran).
 
-    Locks are taken without waiting, in job-id order; a job another process holds is waited for alone
-    afterwards (:func:`execute_job`), so two groups never wait on each other.
-
-    Returns:
-        Per job id, in order: (record, ran), as :func:`execute_job`.
+    Locks are taken without waiting; a job another process holds is waited for alone afterwards (no deadlock).
     """
-    results: dict[str, tuple[dict[str, Any], bool]] = {}
     with ExitStack() as locks:
         mine = []
         for jid in sorted(jids):
@@ -257,25 +198,33 @@ def execute_group(run_dir: str | Path, jids: list[str], make_context: Callable[[
                 mine.append(jid)
             except LockBusy:
                 continue
-        contexts = {}
-        for jid in mine:
-            existing = read_record_complete(run_dir, jid)
-            if existing is not None:
-                results[jid] = (existing, False)
-                continue
-            try:
-                contexts[jid] = make_context(jid)
-            except Exception as exc:  # noqa: BLE001 - a job whose inputs cannot be built fails alone
-                record: dict[str, Any] = {"job_id": jid, "regime": regime.name}
-                _fail(record, exc)
-                results[jid] = (_write(run_dir, jid, {**record, **extras.get(jid, {})}, {}), True)
-        if contexts:
-            for jid, (record, predictions) in zip(contexts, run_jobs(list(contexts.values()), regime), strict=True):
-                results[jid] = (_write(run_dir, jid, {**record, **extras.get(jid, {})}, predictions), True)
+        results = _run_held(run_dir, mine, make_context, regime, extras)
     for jid in jids:
         if jid not in results:  # another process held it: wait for it, then it is usually done
             results[jid] = execute_job(run_dir, jid, partial(make_context, jid), regime, extras.get(jid))
     return [results[jid] for jid in jids]
+
+
+def _run_held(run_dir: str | Path, jids: list[str], make_context: Callable[[str], JobContext], regime: Regime,
+              extras: dict[str, dict[str, Any]]) -> dict[str, tuple[dict[str, Any], bool]]:
+    """Jobs whose locks this process holds: the complete records found, or each run and its record written."""
+    results: dict[str, tuple[dict[str, Any], bool]] = {}
+    contexts = {}
+    for jid in jids:
+        existing = read_record_complete(run_dir, jid)  # ok, with every prediction file readable
+        if existing is not None:
+            results[jid] = (existing, False)
+            continue
+        try:
+            contexts[jid] = make_context(jid)
+        except Exception as exc:  # noqa: BLE001 - a job whose inputs cannot be built fails alone
+            record: dict[str, Any] = {"job_id": jid, "regime": regime.name}
+            _fail(record, exc)
+            results[jid] = (_write(run_dir, jid, {**record, **extras.get(jid, {})}, {}), True)
+    if contexts:
+        for jid, (record, predictions) in zip(contexts, run_jobs(list(contexts.values()), regime), strict=True):
+            results[jid] = (_write(run_dir, jid, {**record, **extras.get(jid, {})}, predictions), True)
+    return results
 
 
 def _write(run_dir: str | Path, jid: str, record: dict[str, Any], predictions: Predictions) -> dict[str, Any]:
@@ -284,11 +233,7 @@ def _write(run_dir: str | Path, jid: str, record: dict[str, Any], predictions: P
 
 
 def discard_unfinished(run_dir: str | Path, jids: Iterable[str]) -> list[str]:
-    """Remove the half-written ``.working`` folders an interrupt left for these jobs (only while the lock is free).
-
-    Returns:
-        The ids of the jobs whose folders were removed.
-    """
+    """Remove (and name) the half-written ``.working`` folders an interrupt left for these jobs (lock free only)."""
     left = working_dirs(Path(run_dir))
     removed = []
     for jid in jids:

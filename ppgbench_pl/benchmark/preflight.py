@@ -1,14 +1,9 @@
-"""Checks a run makes before it computes anything: the executor, the output folder, the inputs.
-
-Everything that can be known before the first embedding is checked here (or by the suite and spec it
-calls), so a wrong setting ends in one line before any work, never after the embeddings are computed.
-"""
+"""Checks a run makes before it computes anything (the executor, the output folder, the inputs), one line each."""
 
 from __future__ import annotations
 
 import os
 import re
-import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -27,10 +22,7 @@ SCRIPT_LAUNCHED = re.compile(r"^(ddp|fsdp|deepspeed)(?!.*(spawn|fork|notebook))"
 
 
 def check_strategy(suite: BenchmarkSuite, executor: Executor) -> None:
-    """Refuse a per-rank DDP strategy (``auto`` on several devices too) under an executor that cannot launch ranks.
-
-    Its second rank would re-run ``ppgbench fit`` and wait forever on the first rank's job lock.
-    """
+    """Refuse a per-rank DDP strategy under an executor that cannot launch ranks (rank 1 would wait forever)."""
     strategy = str(suite.trainer_kwargs.get("strategy", "auto"))
     devices = suite.trainer_kwargs.get("devices", 1)
     several = (isinstance(devices, int) and devices > 1) or (isinstance(devices, list) and len(devices) > 1)
@@ -58,11 +50,7 @@ def redact(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def check_output_dir(run_dir: Path) -> None:
-    """The run folder must be a writable folder (or creatable), named in one line otherwise.
-
-    Probed by making and removing a folder in the nearest existing ancestor (``/proc`` refuses despite its
-    permissions).
-    """
+    """The run folder must be writable or creatable: probed with a folder made in it (``/proc`` lies)."""
     if run_dir.exists() and not run_dir.is_dir():
         raise ConfigError(f"--output_dir {run_dir}: exists and is not a folder")
     parent = run_dir if run_dir.exists() else next((p for p in run_dir.parents if p.exists()), Path("."))
@@ -76,11 +64,7 @@ def check_output_dir(run_dir: Path) -> None:
 
 
 def evaluable_plan(suite: BenchmarkSuite, plan: Sequence[Job], dry: bool = False) -> tuple[list[Job], dict[str, str]]:
-    """Load every task view of the plan, so bad data fails before anything is written.
-
-    A task that cannot be evaluated (a partial download) refuses the run when the user named the dataset's
-    tasks, else it is skipped. Returns the plan without the skipped tasks and task -> why it was skipped.
-    """
+    """(plan, task -> why skipped): every task view loaded now; one not evaluable refuses the run if named."""
     rates = suite.encoder_infos if dry else suite.encoders
     by_dataset: dict[str, set[float]] = {}
     for job in plan:
@@ -147,21 +131,6 @@ def describe_degenerate(found: dict[str, str]) -> str:
     shown = "; ".join(reasons[:6]) + (f"; ... and {len(reasons) - 6} more" if len(reasons) > 6 else "")
     return (f"not evaluable, recorded without training ({len(found)} jobs, one class in a fold's test or "
             f"training part): {shown}")
-
-
-def end_of_command(report: Any) -> Any:
-    """The command's report, once its records and ``status.json`` are written; says how an interrupted one resumes.
-
-    Raises:
-        DataError: Every job of the command's plan was recorded as not evaluable (it evaluated nothing).
-    """
-    if report.interrupted is not None:
-        print(f"interrupted after {report.completed + report.skipped} of {report.planned} jobs; "
-              "run the same command to resume", file=sys.stderr)
-    elif report.planned and report.not_evaluable == report.planned:
-        raise DataError(f"nothing was evaluated: all {report.planned} jobs of this command are not evaluable (listed "
-                        "above; status.json lists them under not_evaluable_jobs)")
-    return report
 
 
 def record_not_evaluable(run_dir: Path, job: Job, fs: float, reason: str, budget: str = "published") -> bool:

@@ -1,10 +1,4 @@
-"""Progress over a run's jobs: a live bar with an ETA on a terminal, a sparse line log elsewhere.
-
-In a log file a line is printed when another 5 % of the plan is done or a minute has passed. With the
-plan's cost estimate (:class:`PlanCost`) it also counts the searches' trials and trial-epochs (heard from
-:mod:`ppgbench_pl.hpo.search_events` in this process), measures progress in estimated seconds, and takes its
-ETA from the estimate until this command's first job has finished, then from the pace so far.
-"""
+"""Progress over a run's jobs (a bar on a terminal, a line every 5 % or minute elsewhere), ETA from the estimate."""
 
 from __future__ import annotations
 
@@ -17,8 +11,6 @@ from typing import TYPE_CHECKING, Any, TextIO
 if TYPE_CHECKING:
     from ppgbench_pl.hpo.search_events import EpochEvent
 
-
-#: Seconds between two lines of the line log (a log file's progress) when not 5 % more of the plan is done.
 LINE_EVERY_S = 60.0
 
 
@@ -30,12 +22,7 @@ def _clock(seconds: float) -> str:
 
 @dataclass
 class PlanCost:
-    """The estimate of the pending jobs, as the progress display reads it.
-
-    Attributes:
-        job_seconds: Job id -> estimated seconds of that job (``wall_seconds``: of them all, the dry run's figure).
-        searched: Ids of the jobs that search, spending their seconds over ``trial_epochs`` epochs of ``trials``.
-    """
+    """The pending jobs' estimate: seconds per job id, and the ``searched`` ones' ``trials`` and ``trial_epochs``."""
 
     job_seconds: dict[str, float] = field(default_factory=dict)
     searched: set[str] = field(default_factory=set)
@@ -45,20 +32,16 @@ class PlanCost:
 
 
 class Progress:
-    """Jobs done out of a plan, shown on ``stream`` (stderr by default).
+    """Jobs done (``initial`` before this command) of ``total``, shown on ``stream`` (stderr by default)."""
 
-    Args:
-        total: Jobs in the plan (``initial``: those done before this command).
-        every_fraction: Line-log step as a fraction of the plan (``every_s``: in seconds).
-        cost: The pending jobs' estimate (trials, epochs and the ETA from it), or None (jobs only).
-    """
+    #: A line-log line every 5 % of the plan, or every ``every_s`` seconds.
+    every_fraction = 0.05
 
     def __init__(self, total: int, initial: int = 0, enabled: bool = True, stream: TextIO | None = None,
-                 every_fraction: float = 0.05, every_s: float = 60.0, cost: PlanCost | None = None) -> None:
+                 every_s: float = 60.0, cost: PlanCost | None = None) -> None:
         self.total, self.done, self.initial = total, initial, initial
         self.stream = stream or sys.stderr
-        self.enabled = enabled and total > 0
-        self.every_fraction, self.every_s = every_fraction, every_s
+        self.enabled, self.every_s = enabled and total > 0, every_s
         self.start = self.last_time = time.monotonic()
         self.last_done = initial
         self.cost = cost

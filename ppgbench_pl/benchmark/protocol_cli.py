@@ -1,11 +1,6 @@
-"""``ppgbench fit`` and ``ppgbench benchmark``: one LightningCLI, one config language, one engine.
+"""``ppgbench fit`` and ``ppgbench benchmark``: one LightningCLI, which builds the objects once.
 
-The config is LightningCLI's: ``model`` (an :class:`~ppgbench_pl.tasks.EncoderTask` whose ``encoder`` is
-the model under test), ``controls``, ``data`` (a :class:`~ppgbench_pl.datamodules.PPGDataModule`),
-``trainer`` (device settings; regimes as ``trainer.callbacks``), plus an optional ``matrix`` (more
-encoders, datasets, tasks) and how to run (``output_dir``, ``executor``, ``wandb``, ...). LightningCLI's
-``instantiate_classes`` builds the objects once (:mod:`ppgbench_pl.benchmark.setup`), the engine runs them, and a
-worker in another process rebuilds them by parsing the resolved config with this same parser (:func:`parse_setup`).
+A worker in another process rebuilds them by parsing the resolved config with this same parser (:func:`parse_setup`).
 """
 
 from __future__ import annotations
@@ -43,7 +38,7 @@ class OneLineErrorParser(LightningArgumentParser):
         fail(unknown_flags(one_line(message), self._option_string_actions))
 
     def format_help(self, formatter: Any = None) -> str:  # noqa: D102 - ours first, refused flags in one line
-        from ppgbench_pl.benchmark.protocol_help import protocol_help
+        from ppgbench_pl.benchmark.trainer_block import protocol_help
 
         return protocol_help(self, lambda: super(OneLineErrorParser, self).format_help(formatter))
 
@@ -149,11 +144,7 @@ class PPGBenchCLI(LightningCLI):
 
 
 def _instantiate(parser: Any, cfg: Any) -> Any:
-    """Build the config's classes once, as LightningCLI does, except the encoders (built on first use).
-
-    Enum values become their names first (the dump writes names, and jsonargparse reads them back; its
-    instantiation cannot represent an enum argument such as ``Timer``'s ``interval``).
-    """
+    """Build the config's classes once, as LightningCLI does, but the encoders; enum values as names (as dumped)."""
     _enum_names(cfg)
     cfg = cfg.clone()
     for key in ("model", "controls", "matrix.encoders"):
@@ -176,11 +167,7 @@ def _enum_names(value: Any) -> Any:
 
 
 def parse_setup(args: Any) -> ProtocolSetup:
-    """The setup of a protocol config parsed and built as ``ppgbench fit`` does (``args``: arguments or a dict).
-
-    Raises:
-        PPGBenchError: The one-line refusal behind jsonargparse's wrapping, as the CLI reports it.
-    """
+    """The setup of a config (arguments or a dict) as ``ppgbench fit`` builds it; its refusal in one line."""
     try:
         return build_cli(args, run=False).setup
     except Exception as exc:
@@ -197,11 +184,7 @@ def parse_setup(args: Any) -> ProtocolSetup:
 
 
 def entry_refusal(config: dict[str, Any]) -> ConfigError | None:
-    """The one-line refusal of the first ``trainer.callbacks`` entry of a config dict that does not parse.
-
-    The Python API's regimes are given as ``(name, init_args)``; the parser's error about the whole callback
-    list nests every union member, so the entry is parsed alone (not built) to name it and its bad setting.
-    """
+    """The one-line refusal of the first ``trainer.callbacks`` entry that does not parse alone (not built)."""
     from jsonargparse import ArgumentError, ArgumentParser
     from lightning.pytorch.callbacks import Callback
 

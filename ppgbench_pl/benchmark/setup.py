@@ -1,11 +1,4 @@
-"""From what LightningCLI parsed and built to the one object a protocol run needs: :class:`ProtocolSetup`.
-
-LightningCLI parses and validates the whole config and builds the datamodule, the regimes and other callbacks
-(``trainer.callbacks``), the budget and the executor; the encoders are parsed and validated with them and built
-on first use (a dry run reads no weights). Here those objects are checked together (names, datasets, refused
-settings), the budget caps the built regimes, and the suite is assembled. A worker in another process parses the
-resolved config (:attr:`ProtocolSetup.resolved`) with the same parser and gets the same setup.
-"""
+"""From what LightningCLI parsed and built to a :class:`ProtocolSetup`: checked together, capped, assembled."""
 
 from __future__ import annotations
 
@@ -17,7 +10,7 @@ from typing import Any
 
 from jsonargparse import Namespace
 
-from ppgbench_pl.benchmark.budget import Budget, apply_budget, apply_storage
+from ppgbench_pl.benchmark.budget import Budget, apply_budget
 from ppgbench_pl.benchmark.executors import Executor
 from ppgbench_pl.benchmark.suite import BenchmarkSuite, encoder_info
 from ppgbench_pl.benchmark.trainer_block import model_encoder, split_callbacks, trainer_settings
@@ -52,17 +45,10 @@ class RunSettings:
 
 @dataclass
 class ProtocolSetup:
-    """Everything one ``fit``/``benchmark`` command runs: the suite, how to run it, and the config it came from.
+    """One ``fit``/``benchmark`` command: the suite, how to run it, and the config (JSON-able, as ``run.json`` has it).
 
-    Attributes:
-        suite: Encoders, regimes, callbacks and datamodules (built once in this process).
-        settings: Run folder, W&B, reporting.
-        executor: The executor LightningCLI built.
-        config: The resolved config (JSON-able; recorded in ``run.json`` and W&B).
-        resolved: The config a worker parses to rebuild the suite (None: it holds objects built in this process,
-            which run only with the local executor).
-        actions: ``threads``, ``lock_timeout``, ``dry_run``.
-        parse: The import path of what turns :attr:`resolved` into the same suite in a worker (the CLI's parser).
+    ``resolved`` is what a worker parses (with ``parse``, an import path) to rebuild the suite; None where the config
+    holds objects built in this process (local executor only).
     """
 
     suite: BenchmarkSuite
@@ -75,11 +61,7 @@ class ProtocolSetup:
 
 
 def datasets_and_tasks(datasets: list[str] | None, tasks: list[str] | None) -> dict[str, list[str] | None]:
-    """Dataset -> selected task names (``None``: all of its tasks), validated against the registry.
-
-    Raises:
-        ConfigError: An unknown name, or a task whose dataset is not among the selected datasets.
-    """
+    """Dataset -> selected task names (``None``: all of its tasks), validated against the registry."""
     specs = [get_task(t) for t in tasks] if tasks else []
     if datasets is None:
         datasets = list(dict.fromkeys(s.dataset for s in specs)) if specs else list(REAL_DATASETS)
@@ -110,14 +92,6 @@ def encoder_entries(cfg: Namespace) -> list[Any]:
     if not entries:
         raise ConfigError("no encoder to evaluate: set model.init_args.encoder (or matrix.encoders)")
     return entries
-
-
-def fill_weights(entries: Sequence[Any], cfg: Namespace) -> None:
-    """Published models given no checkpoint point at the weights cache (``--fetch_weights`` fetches them)."""
-    from ppgbench_pl.benchmark.weights import fill_checkpoints
-
-    fill_checkpoints([e for e in entries if isinstance(e, Namespace)], cfg.get("weights_dir"),
-                     fetch=bool(cfg.get("fetch_weights")), dry_run=bool(cfg.get("dry_run")))
 
 
 def _datamodules(cfg: Namespace, data: PPGDataModule) -> tuple[dict[str, PPGDataModule], dict[str, list[str] | None]]:
@@ -162,11 +136,7 @@ def check_unique(kind: str, names: Sequence[str]) -> None:
 
 
 def build_suite(cfg: Namespace, init: Namespace, config: dict[str, Any], encoders: list[Any]) -> BenchmarkSuite:
-    """The suite of a parsed (``cfg``), instantiated (``init``) and dumped (``config``) protocol config.
-
-    The budget caps its regimes. Entries are kept as dumped (JSON: a function argument as its import path), so
-    the run identity and the cost model read what ``run.json`` records; built objects stay as they are.
-    """
+    """The suite of a parsed (``cfg``), instantiated (``init``) and dumped (``config``) config; entries as dumped."""
     if cfg.get("seed_everything") not in (None, 42):  # LightningCLI's global seed: every job reseeds itself
         raise ConfigError(f"seed_everything={cfg.get('seed_everything')!r} has no effect: every job is seeded "
                           "from its outer seed, as published; choose those with data.init_args.seeds")
@@ -183,8 +153,7 @@ def build_suite(cfg: Namespace, init: Namespace, config: dict[str, Any], encoder
     entries = [entries[i] for i in pick(entries, encoder_names, cfg.get("only_encoders"), "encoders")]
     regimes = [regimes[i] for i in pick(regimes, [r.name for r in regimes], cfg.get("only_regimes"), "regimes")]
     budget = init.get("budget") or Budget()
-    apply_budget(regimes, budget, list(datamodules.values()))
-    apply_storage(regimes, cfg.get("optuna_storage"))
+    apply_budget(regimes, budget, list(datamodules.values()), cfg.get("optuna_storage"))
     built = list(init.get("trainer.callbacks") or [])
     dumped = (config.get("trainer") or {}).get("callbacks") or []
     others = [entry for entry, obj in zip(dumped if isinstance(dumped, list) else [dumped], built, strict=True)
@@ -218,8 +187,11 @@ def run_settings(cfg: Namespace, executor_entry: dict[str, Any]) -> RunSettings:
 def build_setup(parser: Any, cfg: Namespace, instantiate: Any,
                 parse: str | None = None) -> ProtocolSetup:
     """Check and build one protocol command from its parsed config (``instantiate`` builds the classes)."""
-    encoders = encoder_entries(cfg)
-    fill_weights(encoders, cfg)
+    from ppgbench_pl.benchmark.weights import fill_checkpoints
+
+    encoders = encoder_entries(cfg)  # published models given no checkpoint: the weights cache's (maybe fetched)
+    fill_checkpoints([e for e in encoders if isinstance(e, Namespace)], cfg.get("weights_dir"),
+                     fetch=bool(cfg.get("fetch_weights")), dry_run=bool(cfg.get("dry_run")))
     init = instantiate(cfg)
     built = [e for e in [*encoders, *(cfg.get("trainer.callbacks") or [])] if not isinstance(e, Namespace)]
     resolved: str | None = None

@@ -1,10 +1,4 @@
-"""A benchmark suite: encoders, regimes and one datamodule per dataset, as LightningCLI built them, and its plan.
-
-The suite is assembled once per process from the objects of one parsed config
-(:func:`~ppgbench_pl.benchmark.setup.build_suite`); a worker in another process parses the same resolved config
-with the same parser (:func:`suite_for`) and finds its job by id. The encoders are parsed with the rest but built
-on first use, so a dry run plans without reading weights.
-"""
+"""A benchmark suite: encoders (built on first use), regimes, one datamodule per dataset, and its plan."""
 
 from __future__ import annotations
 
@@ -68,20 +62,10 @@ def build_entry(base: type, entry: Any) -> Any:
 
 
 class BenchmarkSuite:
-    """Encoders, regimes and datamodules of one protocol config, and its plan.
+    """Encoders (parsed entries, or built ones), budget-capped regimes, datamodules, callbacks, device settings.
 
-    Args:
-        encoders: Parsed encoder entries (``class_path``/``init_args``), built on first use, or built encoders.
-        regimes: The built regimes (already capped by the budget).
-        datamodules: One datamodule per dataset.
-        callbacks: The user's Lightning callbacks (every trial's trainer gets them).
-        trainer: The honoured device settings of the ``trainer`` block.
-        budget: The budget the regimes were capped by.
-        callback_entries: The callbacks' parsed entries (their class paths and arguments are in the run identity).
-        selection: Dataset -> task names the config selected (None: all of them).
-        cache_dir: The shared embedding cache (default ``$PPGBENCH_CACHE_DIR``).
-        cache_size_gb: Its size cap.
-        run_dir: Run folder (its ``embeddings/`` records the shared cache's entries it used).
+    ``callback_entries`` (the callbacks' parsed entries) go into the run identity; ``selection``: dataset -> the task
+    names the config selected (None: all).
     """
 
     def __init__(self, encoders: Sequence[Any], regimes: Sequence[Regime], datamodules: dict[str, PPGDataModule], *,
@@ -159,11 +143,7 @@ class BenchmarkSuite:
         return {j.job_id: j for j in self.plan()}
 
     def job(self, jid: str) -> Job:
-        """One job of the plan.
-
-        Raises:
-            ConfigError: The id is not in this suite's plan (a worker got a spec of another config).
-        """
+        """One job of the plan (``ConfigError`` for an id of another config's plan)."""
         if jid not in self.jobs:
             raise ConfigError(f"job {jid} is not in the plan of this benchmark config")
         return self.jobs[jid]
@@ -195,21 +175,14 @@ def keep_suite(key: str, suite: BenchmarkSuite) -> None:
 
 
 def forget_suites() -> None:
-    """Drop this thread's suites, so a new run reads its data afresh.
-
-    A tree may have been repaired since an earlier run of the same config in this process, and the
-    embedding key is the windows' content.
-    """
+    """Drop this thread's suites, so a new run reads its data afresh (a tree may have been repaired since)."""
     _local.suites = {}
 
 
 def suite_for(resolved: str, run_dir: str | Path, parse: str | None) -> BenchmarkSuite:
-    """The suite of a resolved config in this process and thread: the coordinator's, or parsed here once.
+    """The suite of a resolved config in this thread: the coordinator's, or parsed here once by ``parse``.
 
-    ``parse`` names the CLI's own (:func:`~ppgbench_pl.benchmark.protocol_cli.suite_of_resolved`), handed down
-    with the job as an import path (a Dask scheduler unpickles tasks: a function would import the CLI there), so
-    a worker rebuilds with the parser that built the coordinator's suite. Datamodules cache the
-    windows they read, so threads never share one.
+    ``parse`` is an import path (a Dask scheduler unpickles tasks: a function would import the CLI there).
     """
     cache: dict[str, BenchmarkSuite] = getattr(_local, "suites", None) or {}
     if resolved not in cache:

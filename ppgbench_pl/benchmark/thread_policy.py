@@ -1,11 +1,4 @@
-"""How many intra-op threads each workload gets: chosen once per command, printed, recorded in ``run.json``.
-
-Jobs on embeddings (probes, MLP heads) are long sequences of small kernels that a second thread mostly
-spins on, so they run at one thread per process and the cores are filled with processes (issue 33,
-docs/performance.md); an encoder's forward passes keep the executor's share of the cores. The policy
-changes no result (``tests/benchmark/test_thread_policy.py``), so it is recorded beside the run identity.
-``--threads N`` or ``PPGBENCH_THREADS=N`` gives every workload N threads.
-"""
+"""Intra-op threads per workload: one per probe job (small kernels), the executor's share for encoder work."""
 
 from __future__ import annotations
 
@@ -41,14 +34,7 @@ def thread_override(given: int | None) -> tuple[int | None, str]:
 
 @dataclass(frozen=True)
 class ThreadPolicy:
-    """Threads per process for each workload.
-
-    Attributes:
-        probe: Jobs on embeddings or features; ``encoder``: jobs that finetune (``None``: the process default).
-        embedding_pass: The embedding pass, which runs in this process before any job starts.
-        source: ``default``, ``--threads`` or ``PPGBENCH_THREADS``; ``cores``: usable by this process.
-        processes: Job processes the executor runs side by side on this machine (``None``: a cluster's).
-    """
+    """Threads per process for probe jobs, encoder jobs (``None``: the default) and this process's embedding pass."""
 
     probe: int | None
     encoder: int | None
@@ -77,12 +63,7 @@ class ThreadPolicy:
 
 
 def choose_policy(executor: Any, given: int | None = None) -> ThreadPolicy:
-    """The policy of one command: the override if any, else one thread for probes and the executor's share for encoders.
-
-    Args:
-        executor: The run's executor (its ``threads_per_job()`` and ``processes_here()``).
-        given: ``--threads`` (``None``: not given).
-    """
+    """The override (``given``: ``--threads``) if any, else one thread for probes, the executor's share for encoders."""
     import torch
 
     override, source = thread_override(given)

@@ -1,17 +1,13 @@
-"""Weights & Biases without surprises: offline unless the user is logged in, never a long hang, never required.
+"""W&B mirroring the run folder, one run per cell (``per-job``: per job too); offline unless logged in, optional.
 
-The run folder is the source of truth; W&B mirrors it from the records on disk. ``--wandb group`` (default):
-one W&B run per (model, task, regime) cell once its jobs of this invocation are done (what it holds:
-:mod:`.wandb_cells`), a marker per cell so an unchanged cell is not logged twice, run ids derived from the
-run folder's id; ``per-job``: also one run per job, from its worker; ``off`` (or ``WANDB_MODE=disabled``):
-nothing. Files go under ``<run_dir>/wandb/``. A W&B error is warned about once and turns W&B off for the
-rest of the invocation, in every worker (a marker file).
+A cell's run holds its ``summary.csv`` row as summary (so sorting runs sorts cells) and one history step per job.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import netrc
 import os
 import sys
@@ -23,15 +19,7 @@ from typing import Any
 
 from ppgbench_pl.atomic_io import write_json_atomic
 from ppgbench_pl.benchmark.job import read_record
-from ppgbench_pl.benchmark.wandb_cells import (
-    aggregates,
-    baseline_history,
-    descriptors,
-    quiet_summary,
-    record_labels,
-    run_labels,
-)
-from ppgbench_pl.results.fold_entry import MalformedRecord, fold_entry
+from ppgbench_pl.results.fold_entry import MalformedRecord, code_label, fold_entry, record_deviations
 
 WANDB_CHOICES = ("group", "per-job", "off")
 
@@ -66,20 +54,9 @@ def wandb_enabled(setting: str) -> bool:
     return setting != "off" and wandb_mode() != "disabled"
 
 
-#: W&B's own folders (staging of tables, caches, artifacts): pointed into the run folder, so every file a
-#: run writes lives there. A folder the user set explicitly is left alone.
+#: W&B's own folders, pointed into the run folder unless the user set them.
 WANDB_DIR_VARIABLES = {"WANDB_DATA_DIR": "data", "WANDB_CACHE_DIR": "cache", "WANDB_ARTIFACT_DIR": "artifacts"}
 _USER_DIRS: dict[str, str] | None = None
-
-
-def point_wandb_dirs(run_dir: Path) -> None:
-    """Set W&B's staging, cache and artifact folders to ``<run_dir>/wandb/...`` (unless the user set them)."""
-    global _USER_DIRS
-    if _USER_DIRS is None:
-        _USER_DIRS = {k: os.environ[k] for k in WANDB_DIR_VARIABLES if k in os.environ}
-    for variable, sub in WANDB_DIR_VARIABLES.items():
-        if variable not in _USER_DIRS:
-            os.environ[variable] = str((Path(run_dir) / "wandb" / sub).resolve())
 
 
 def close_wandb() -> None:
@@ -91,13 +68,79 @@ def close_wandb() -> None:
             warnings.warn(f"W&B shutdown failed: {exc}", stacklevel=2)
 
 
+#: The summary of a cell's W&B run: its aggregates, as summary.csv has them.
+AGGREGATES = ("mean", "ci95", "ci_low", "ci_high", "n_seeds", "n_folds", "mdd", "baseline_mean")
+#: Flat config keys every cell run carries (for W&B's filters and parallel coordinates).
+DESCRIPTORS = ("dataset", "metric", "unit", "higher_is_better", "budget", "ci_unit", "backend", "code_version",
+               "pretraining_overlap", "deviations")
+#: Descriptors that are also tags, as ``key:value``, when they say something (W&B filters on tags fastest).
+TAGGED = {"backend": (), "pretraining_overlap": ("none", "unknown"), "deviations": ("",)}
+#: History keys (per job) kept out of the run summary.
+PER_JOB = ("seed", "fold", "ok", "seconds", "test/*", "baseline/*", "params/*", "jobs", "optuna_trials")
+
+
+def _finite(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def aggregates(row: dict[str, Any] | None) -> dict[str, Any]:
+    """The summary of a cell run: the finite aggregates of its summary row (counts as integers)."""
+    values = {key: _finite((row or {}).get(key)) for key in AGGREGATES}
+    return {k: int(v) if k in ("n_seeds", "n_folds") else v for k, v in values.items() if v is not None}
+
+
+def descriptors(row: dict[str, Any] | None, records: list[dict[str, Any]]) -> dict[str, Any]:
+    """The flat config of a cell run (from its summary row, else its first record)."""
+    first = records[0] if records else {}
+    out: dict[str, Any] = {"metric": first.get("metric"), **record_labels(first)}
+    for key in DESCRIPTORS:
+        value = (row or {}).get(key)
+        if value is not None and not (isinstance(value, float) and math.isnan(value)):
+            out[key] = bool(value) if key == "higher_is_better" else value
+    return out
+
+
+def record_labels(record: dict[str, Any]) -> dict[str, Any]:
+    """A record's labels as flat config: budget, the backend that ran, code version, overlap, deviations."""
+    return {"budget": record.get("budget") or "published", "backend": record.get("backend"),
+            "code_version": code_label(record.get("code_version")),
+            "pretraining_overlap": record.get("pretraining_overlap"), "deviations": record_deviations(record)}
+
+
+def run_labels(task: str, regime: str, config: dict[str, Any], baseline: bool = False) -> tuple[str, str, list[str]]:
+    """(group, job_type, tags) of a cell run."""
+    tags = [task, regime, *(str(config[k]) for k in ("dataset", "budget") if config.get(k))]
+    tags += [f"{k}:{config[k]}"[:64] for k, plain in TAGGED.items() if config.get(k) and config[k] not in plain]
+    return f"{task}/{regime}", regime, [*dict.fromkeys(tags), *(["baseline"] if baseline else [])]
+
+
+def baseline_history(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One history row per job of a cell: seed, fold and the constant baseline's value on that fold."""
+    rows = []
+    for rec in sorted(records, key=lambda r: (r.get("seed", 0), r.get("fold", 0))):
+        metric = rec.get("metric", "value")
+        value = _finite((rec.get("baseline") or {}).get(metric))
+        if rec.get("status") == "ok" and value is not None:
+            rows.append({"seed": rec.get("seed"), "fold": rec.get("fold"), f"test/{metric}": value})
+    return rows
+
+
 def _short_id(*parts: str) -> str:
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
 
 
 def _start_run(run_dir: Path, project: str, run_id: str, name: str, group: str, job_type: str,
                config: dict[str, Any], tags: Sequence[str]) -> Any:
-    point_wandb_dirs(run_dir)
+    global _USER_DIRS
+    if _USER_DIRS is None:
+        _USER_DIRS = {k: os.environ[k] for k in WANDB_DIR_VARIABLES if k in os.environ}
+    for variable, sub in WANDB_DIR_VARIABLES.items():
+        if variable not in _USER_DIRS:
+            os.environ[variable] = str((Path(run_dir) / "wandb" / sub).resolve())
     import wandb
 
     settings = wandb.Settings(init_timeout=float(os.environ.get("WANDB_INIT_TIMEOUT", "10")), silent=True,
@@ -170,12 +213,9 @@ def _log_records(run: Any, records: Sequence[dict[str, Any]]) -> None:
 
 
 class CellTracker:
-    """Logs each (model, task, regime) cell as one W&B run once its jobs of this invocation are finished.
+    """Logs each cell (``cells``: cell -> its job ids) as one W&B run once its ``pending`` jobs are finished.
 
-    Args:
-        run_uid: The run folder's id (from ``run.json``); ``config``: the resolved config, in every W&B run.
-        cells: Cell -> its job ids in the plan; ``pending``: the job ids this invocation will run.
-        summary_of: The cell's ``summary.csv`` row over the whole run folder (None: no row yet).
+    ``summary_of`` gives the cell's ``summary.csv`` row over the whole run folder (None: no row yet).
     """
 
     def __init__(self, run_dir: Path, project: str, run_uid: str, config: dict[str, Any],
@@ -261,7 +301,8 @@ class CellTracker:
         group, job_type, tags = run_labels(cell[1], cell[2], config, baseline=baseline)
         run = _start_run(self.run_dir, self.project, _short_id(self.run_uid, *cell), "/".join(cell), group,
                          job_type, config, tags)
-        quiet_summary(run)
+        for key in PER_JOB:  # every per-job history key and table stays out of the run's summary
+            run.define_metric(key, summary="none")
         if baseline:
             for step, values in enumerate(baseline_history(records)):
                 run.log(values, step=step)

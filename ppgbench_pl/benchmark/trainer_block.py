@@ -1,15 +1,11 @@
-"""What a protocol run does with the ``trainer`` and ``model`` blocks LightningCLI parsed: honour or refuse.
-
-Nothing given is silently ignored: device settings (:data:`HONOURED_TRAINER`) reach every inner trainer and
-the embedding pass, everything else that differs from Lightning's default is refused with the reason;
-``trainer.callbacks`` holds the regimes and the user's Lightning callbacks (attached to every trial);
-``model.init_args`` other than ``encoder`` are chosen by each regime, so they are refused.
-"""
+"""The ``trainer`` and ``model`` blocks of a protocol run: device settings honoured, the rest refused (in --help)."""
 
 from __future__ import annotations
 
+import argparse
 import inspect
 import math
+from collections.abc import Callable
 from typing import Any
 
 from lightning.pytorch.callbacks import (
@@ -70,11 +66,7 @@ def _is_default(value: Any, default: Any) -> bool:
 
 
 def trainer_settings(trainer: dict[str, Any]) -> dict[str, Any]:
-    """The honoured device settings of a parsed ``trainer`` block; every other non-default setting is refused.
-
-    Raises:
-        ConfigError: A setting the protocol run cannot honour (named, with the reason).
-    """
+    """The honoured device settings of a parsed ``trainer`` block; any other non-default one refused with why."""
     import lightning as L
 
     defaults = _defaults(L.Trainer)
@@ -107,14 +99,7 @@ def trainer_settings(trainer: dict[str, Any]) -> dict[str, Any]:
 
 
 def split_callbacks(callbacks: list[Any]) -> tuple[list[Regime], list[Callback]]:
-    """(regimes, other Lightning callbacks) of the built ``trainer.callbacks``.
-
-    Regimes say how each head is chosen and trained; any other callback runs in every trial of the neural
-    regimes (each trial in a fit of its own unless the callback is stack-aware) and is part of the run identity.
-
-    Raises:
-        ConfigError: No regime, an entry that is not a Lightning callback, or one that cannot run in a trial.
-    """
+    """(regimes, other callbacks: run in every trial) of ``trainer.callbacks``; one that cannot run there refused."""
     regimes = [c for c in callbacks if isinstance(c, Regime)]
     others = [c for c in callbacks if not isinstance(c, Regime)]
     if not regimes:
@@ -156,3 +141,51 @@ def model_encoder(model: dict[str, Any] | None, task_class: type) -> Any:
     if encoder is None:
         raise ConfigError("model.init_args.encoder is required (class_path of a PPG encoder)")
     return encoder
+
+
+#: Every refused destination: the refused ``Trainer`` arguments, then the other LightningCLI flags a run refuses.
+REFUSED = [f"trainer.{key}" for key in REFUSED_TRAINER] + ["trainer.logger", "ckpt_path", "weights_only"]
+REFUSED_TITLE = "Refused trainer flags"
+#: The sections in the order the help shows them, each found by one argument it holds.
+SECTION_ORDER = ("output_dir", "budget", "model", "data", "trainer")
+USAGE = ("ppgbench {command} --config FILE [--config FILE ...] [--dry_run] [--output_dir DIR] [option ...]\n"
+         "       (later configs and options override earlier ones; every option is below)")
+
+
+def refused_line(present: list[str]) -> str:
+    """The one entry that names the refused flags."""
+    trainer = [d.removeprefix("trainer.") for d in present if d.startswith("trainer.") and d != "trainer.logger"]
+    others = [f"--{d}" for d in present if not d.startswith("trainer.") or d == "trainer.logger"]
+    names = ([f"--trainer.{{{', '.join(trainer)}}}"] if trainer else []) + others
+    return (", ".join(names) + ": refused, each with its reason (epochs, steps and batches are set by each "
+            "regime's search budget, the inner trainers are built by the regimes, and runs are tracked by ppgbench: "
+            "--wandb; --trainer.logger takes only true or false)")
+
+
+def _section_rank(group: Any) -> float:
+    if group.title == REFUSED_TITLE:
+        return SECTION_ORDER.index("trainer") + 0.5  # right after the trainer's device settings
+    dests = {action.dest for action in group._group_actions}
+    return next((i for i, dest in enumerate(SECTION_ORDER) if dest in dests), len(SECTION_ORDER) + 1)
+
+
+def protocol_help(parser: argparse.ArgumentParser, format_help: Callable[[], str]) -> str:
+    """The help of a ``fit``/``benchmark`` parser as described above; any other parser's help unchanged."""
+    if not any(action.dest == "output_dir" for action in parser._actions):
+        return format_help()
+    hidden = [a for a in parser._actions if a.dest in REFUSED or a.dest.removesuffix(".help") in REFUSED]
+    present = [dest for dest in REFUSED if any(a.dest == dest for a in hidden)]
+    saved_help = [(action, action.help) for action in hidden]
+    groups, usage = list(parser._action_groups), parser.usage
+    try:
+        for action in hidden:
+            action.help = argparse.SUPPRESS
+        if present:
+            parser.add_argument_group(REFUSED_TITLE, refused_line(present))
+        parser._action_groups = sorted(parser._action_groups, key=_section_rank)
+        parser.usage = USAGE.format(command=parser.prog.split()[-1])
+        return format_help()
+    finally:
+        for action, text in saved_help:
+            action.help = text
+        parser._action_groups, parser.usage = groups, usage

@@ -1,10 +1,4 @@
-"""The published models' weights by name: fetched, verified, pinned and cached for every run (issue 34).
-
-Each entry is ``<root>/<model>/<revision>/`` with ``ppgbench-weights.json`` written last (what was fetched,
-the publisher's checksums, the SHA-256 of what is loaded), so a complete description means verified files;
-a host answering with another version than the pinned one is refused unless the user names it. Only
-described folders, in a root carrying the cache marker (:mod:`.cache_owner`), are ever deleted.
-"""
+"""Published weights by name, fetched, verified and pinned into ``<root>/<model>/<revision>/`` (described last)."""
 
 from __future__ import annotations
 
@@ -19,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ppgbench_pl.atomic_io import write_json_atomic
-from ppgbench_pl.benchmark.cache_owner import cache_folder, mark, read_description, require_marker
+from ppgbench_pl.benchmark.cache_store import cache_folder, mark, read_description, require_marker
 from ppgbench_pl.data.download import hosts
 from ppgbench_pl.data.download.archives import extract, marker_path
 from ppgbench_pl.data.download.files import file_hashes
@@ -81,10 +75,7 @@ def _verified(folder: Path) -> Path | None:
 
 
 def local_checkpoint(name: str, root: Path, revision: str | None = None) -> Path | None:
-    """The verified local checkpoint of ``name`` at ``revision``, without any network access (None: none).
-
-    ``revision`` defaults to the pinned one; for an unpinned model, to the most recently fetched.
-    """
+    """The verified local checkpoint of ``name`` at ``revision`` (default: pinned, else the latest fetched), or None."""
     revision = revision or PUBLISHED[name].revision
     model_dir = root / name
     if revision is not None:
@@ -102,8 +93,7 @@ def fetch_weights(name: str, root: Path, client: Client, revision: str | None = 
     """Make the verified weights of ``name`` available under ``root``; return the checkpoint and a status.
 
     Raises:
-        DownloadError: The host answers with another version than expected, cannot be reached, or a file
-            fails its check (one line; no entry is described as complete).
+        DownloadError: Another version than expected, no answer, or a file failing its check (one line).
     """
     pub = PUBLISHED[name]
     wanted = revision or pub.revision
@@ -174,16 +164,9 @@ def download_weights(names: Sequence[str], root: Path, client: Client,
 
 def fill_checkpoints(entries: Sequence[Any], weights_dir: str | None, *, fetch: bool, dry_run: bool,
                      client: Client | None = None) -> None:
-    """Point every published model given neither ``checkpoint`` nor ``random_init`` at its cached weights.
+    """Point every parsed published-model entry given neither ``checkpoint`` nor ``random_init`` at its cached weights.
 
-    ``entries`` are the parsed encoder entries (jsonargparse namespaces: ``class_path``, ``init_args``).
-
-    Missing weights are fetched only with ``fetch`` (``--fetch_weights``), never in a dry run; without them
-    the entry is left as it was (the encoder's own refusal).
-
-    Raises:
-        ConfigError: ``fetch`` in a dry run with weights missing.
-        DownloadError: The fetch failed.
+    Missing weights are fetched only with ``fetch`` (``--fetch_weights``), never in a dry run (``ConfigError``).
     """
     by_class = {CATALOG[n].class_path: n for n in PUBLISHED}
     root = weights_root(weights_dir)
@@ -214,11 +197,7 @@ def entries(root: Path) -> list[dict[str, Any]]:
 
 
 def clear(root: Path) -> tuple[int, int]:
-    """Remove every described entry not being fetched; return (removed, kept because in use).
-
-    Raises:
-        ConfigError: ``root`` lacks ppgbench's marker file, so nothing in it is deleted.
-    """
+    """Remove every described entry not being fetched (in a marked root only); return (removed, kept in use)."""
     if not root.is_dir():
         return 0, 0
     require_marker(root, KIND, MARKER)

@@ -1,53 +1,35 @@
-"""The one function every executor runs: a picklable job spec in, the job's record on disk, a short outcome out.
-
-A :class:`JobSpec` is (run folder, suite config dict, job id) plus a few run settings; the worker
-rebuilds the suite from the dict (once per process and thread), finds the job by id, runs it under the
-job lock through :func:`~ppgbench_pl.benchmark.job.execute_job` (which writes the record), and returns a
-:class:`JobOutcome` small enough to send back over any channel. The record on disk, not the outcome,
-is what says the job is done.
-"""
+"""What every executor runs (a :class:`JobSpec` in, a record on disk, a :class:`JobOutcome` out), and the pool."""
 
 from __future__ import annotations
 
+import multiprocessing
 import os
+import signal
 import socket
 import threading
 import time
+from collections import deque
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field, replace
+from multiprocessing.connection import Connection, wait
 from typing import Any
 
-_threads_set: int | None = None
 _quiet = False
 
 
 @dataclass(frozen=True)
 class JobSpec:
-    """Everything a worker needs for one job, as plain data.
+    """Everything a worker needs for one job (or a ``group`` the regime trains together, ``job_id`` first)."""
 
-    Attributes:
-        run_dir: Run folder (shared with the coordinator: same machine or a shared file system).
-        config: The resolved config, parsed here with the CLI's parser (:func:`~ppgbench_pl.benchmark.suite.suite_for`).
-        job_id: Which job of the suite's plan to run.
-        threads: Torch/BLAS threads while this spec's jobs run, restored after (``None``: leave as is); the
-            thread policy's choice for its regime (``benchmark/thread_policy.py``).
-        wandb: ``per-job`` to log this job as its own W&B run from the worker.
-        wandb_project: W&B project.
-        run_uid: The run folder's id (W&B run ids are derived from it).
-        run_config: The resolved config as given (logged with a per-job W&B run).
-        group: Jobs of one (model, task, regime), ``job_id`` first, that the regime trains together
-            (the neural regimes' ``stack_jobs``); empty for a job run alone.
-    """
-
-    run_dir: str
-    config: str
+    run_dir: str  # shared with the coordinator: same machine or a shared file system
+    config: str  # the resolved config, parsed by ``parse`` (an import path) where the coordinator's suite is not
     job_id: str
-    threads: int | None = None
-    wandb: str = "off"
+    threads: int | None = None  # torch/BLAS threads while its jobs run (None: leave as is)
+    wandb: str = "off"  # ``per-job``: logged as its own W&B run from the worker, with ``run_config``
     wandb_project: str = "ppgbench"
     run_uid: str = ""
     run_config: dict[str, Any] = field(default_factory=dict)
     group: tuple[str, ...] = ()
-    #: Import path of what parses :attr:`config` into the suite where the coordinator's is not at hand.
     parse: str | None = None
 
 
@@ -58,18 +40,13 @@ class JobOutcome:
     job_id: str
     status: str
     error: str | None = None
-    seconds: float = 0.0
-    worker: str = ""
     cache: dict[str, int] = field(default_factory=dict)
     #: One outcome per job of a group spec (the spec's own outcome then only carries the cache counts).
     members: list[JobOutcome] = field(default_factory=list)
 
 
 class JobLost(RuntimeError):
-    """The infrastructure lost a job (a dead worker, a SLURM task that ended without a result).
-
-    Its message says how, in one line; the job runs again next time.
-    """
+    """The infrastructure lost a job (a dead worker, a SLURM task that ended without a result); it runs again."""
 
 
 def global_rank() -> int:
@@ -82,19 +59,6 @@ def global_rank() -> int:
     return 0
 
 
-def limit_threads(threads: int | None) -> None:
-    """Give torch and the BLAS pools ``threads`` threads for the rest of this worker process (its default)."""
-    global _threads_set
-    if threads is None or threads == _threads_set:
-        return
-    import torch
-    from threadpoolctl import threadpool_limits
-
-    torch.set_num_threads(threads)
-    threadpool_limits(limits=threads)
-    _threads_set = threads
-
-
 def _watch_parent(parent: int, period_s: float = 0.5) -> None:
     while True:
         time.sleep(period_s)
@@ -102,21 +66,21 @@ def _watch_parent(parent: int, period_s: float = 0.5) -> None:
             os._exit(3)
 
 
-def init_worker(threads: int | None, gpu_queue: Any = None, gpu: int | None = None) -> None:
-    """Process-pool initializer: thread limits, one GPU per worker when given, exit with the parent."""
-    if gpu_queue is not None:
-        gpu = gpu_queue.get()
+def init_worker(threads: int | None, gpu: int | None = None) -> None:
+    """A pool worker's start: its torch/BLAS threads, its one GPU when given, exit with the parent."""
     if gpu is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
-    limit_threads(threads)
+    if threads is not None:
+        import torch
+        from threadpoolctl import threadpool_limits
+
+        torch.set_num_threads(threads)
+        threadpool_limits(limits=threads)
     threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True, name="ppgbench-parent").start()
 
 
 def run_job_spec(spec: JobSpec) -> JobOutcome:
-    """Run one job (or a group of jobs) where this function is called (any executor) and report how it went.
-
-    The jobs run at ``spec.threads`` torch and BLAS threads; the process's own counts are restored after.
-    """
+    """Run one job (or a group) here, at ``spec.threads`` threads (restored after), and report how it went."""
     from ppgbench_pl.probes.threads import intra_op_threads
 
     with intra_op_threads(spec.threads):
@@ -125,11 +89,11 @@ def run_job_spec(spec: JobSpec) -> JobOutcome:
 
 def _run_spec(spec: JobSpec) -> JobOutcome:
     from ppgbench_pl.benchmark.budget import budget_label
-    from ppgbench_pl.benchmark.job import execute_group, execute_job, is_done
+    from ppgbench_pl.benchmark.job import execute_group
     from ppgbench_pl.benchmark.suite import suite_for
+    from ppgbench_pl.results.folder_sync import read_record_complete
 
     global _quiet
-    start = time.perf_counter()
     worker = f"{socket.gethostname()}:{os.getpid()}"
     try:
         if not _quiet:  # inner trainers run by the hundred in every worker: keep their banners out
@@ -155,32 +119,26 @@ def _run_spec(spec: JobSpec) -> JobOutcome:
                 "hit" if now["hits"] > seen["hits"] else None
             return ctx
 
-        if rank != 0:
-            ran_records = [({"status": "done"}, False) if is_done(spec.run_dir, jid)
+        if rank != 0:  # a DDP rank beside rank 0 (which holds the lock): run alongside it, write nothing
+            ran_records = [({"status": "done"}, False) if read_record_complete(spec.run_dir, jid) is not None
                            else _run_unlocked(suite, jobs[jid], extras[jid]) for jid in jids]
-        elif len(jids) > 1:
-            ran_records = execute_group(spec.run_dir, jids, make_context, jobs[jids[0]].regime, extras)
         else:
-            ran_records = [execute_job(spec.run_dir, jids[0], lambda: make_context(jids[0]), jobs[jids[0]].regime,
-                                       extra=extras[jids[0]])]
+            ran_records = execute_group(spec.run_dir, jids, make_context, jobs[jids[0]].regime, extras)
         after = suite.cache.stats()
         cache = {k: after[k] - before[k] for k in after}
-        return _outcome(spec, list(zip(jids, ran_records, strict=True)), worker, cache,
-                        time.perf_counter() - start, log_wandb=rank == 0)
+        return _outcome(spec, list(zip(jids, ran_records, strict=True)), cache, log_wandb=rank == 0)
     except KeyboardInterrupt:
         raise
     except Exception as exc:  # noqa: BLE001 - the job could not even be set up here; report, never raise
         message = f"{type(exc).__name__}: {exc}".splitlines()[0]
-        seconds = round(time.perf_counter() - start, 3)
-        failed = [JobOutcome(jid, "failed", f"{message} (while setting the job up on {worker})", seconds, worker)
+        failed = [JobOutcome(jid, "failed", f"{message} (while setting the job up on {worker})")
                   for jid in (list(spec.group) or [spec.job_id])]
-        return failed[0] if len(failed) == 1 else JobOutcome(spec.job_id, "group", None, 0.0, worker, {}, failed)
+        return failed[0] if len(failed) == 1 else JobOutcome(spec.job_id, "group", members=failed)
 
 
-def _outcome(spec: JobSpec, finished: list[tuple[str, tuple[dict[str, Any], bool]]],
-             worker: str, cache: dict[str, int], seconds: float, log_wandb: bool) -> JobOutcome:
+def _outcome(spec: JobSpec, finished: list[tuple[str, tuple[dict[str, Any], bool]]], cache: dict[str, int],
+             log_wandb: bool) -> JobOutcome:
     """The spec's outcome: its one job's, or a group outcome holding one per member (each logged to W&B)."""
-    share = round(seconds / len(finished), 3)
     outcomes = []
     for jid, (record, ran) in finished:
         if ran and log_wandb and spec.wandb == "per-job":
@@ -188,16 +146,119 @@ def _outcome(spec: JobSpec, finished: list[tuple[str, tuple[dict[str, Any], bool
 
             log_job_run(replace(spec, job_id=jid, group=()), record, spec.run_config)
         status = record.get("status", "failed") if ran else "done"
-        outcomes.append(JobOutcome(jid, status, record.get("error") if ran else None, share, worker))
+        outcomes.append(JobOutcome(jid, status, record.get("error") if ran else None))
     if len(outcomes) == 1:
         outcomes[0].cache = cache
         return outcomes[0]
-    return JobOutcome(spec.job_id, "group", None, round(seconds, 3), worker, cache, outcomes)
+    return JobOutcome(spec.job_id, "group", None, cache, outcomes)
 
 
 def _run_unlocked(suite: Any, job: Any, extra: dict[str, Any]) -> tuple[dict[str, Any], bool]:
-    """A non-zero rank of a DDP job: run alongside rank 0 (which holds the lock), write nothing."""
     from ppgbench_pl.benchmark.job import run_job
 
     record, _ = run_job(suite.context(job), job.regime)
     return {**record, **extra}, True
+
+
+Finished = tuple[JobSpec, JobOutcome | BaseException]
+
+
+def serve(fn: Callable[[JobSpec], JobOutcome], conn: Connection, threads: int | None, gpu: int | None) -> None:
+    """A worker's loop: run each spec received, send back its outcome (or the exception); ``None`` ends it."""
+    init_worker(threads, gpu)
+    while True:
+        try:
+            spec = conn.recv()
+        except (EOFError, OSError):  # the coordinator went away
+            return
+        if spec is None:
+            return
+        try:
+            reply: tuple[str, Any] = ("ok", fn(spec))
+        except Exception as exc:  # noqa: BLE001 - sent back as a lost job
+            reply = ("error", exc)
+        try:
+            conn.send(reply)
+        except Exception as exc:  # noqa: BLE001 - an exception that does not pickle
+            conn.send(("error", RuntimeError(f"{type(exc).__name__}: {exc}")))
+
+
+class _Worker:
+    """One worker process, its pipe and the spec it holds."""
+
+    def __init__(self, context: Any, fn: Callable[[JobSpec], JobOutcome], threads: int | None,
+                 gpu: int | None) -> None:
+        self.gpu = gpu
+        self.conn, child = context.Pipe()
+        self.process = context.Process(target=serve, args=(fn, child, threads, gpu), daemon=True,
+                                       name="ppgbench-worker")
+        self.process.start()
+        child.close()
+        self.spec: JobSpec | None = None
+
+    def give(self, spec: JobSpec) -> None:
+        self.spec = spec
+        self.conn.send(spec)
+
+    def death(self) -> str:
+        """Why the process ended, in words."""
+        self.process.join(1.0)
+        code = self.process.exitcode
+        if code is not None and code < 0:
+            return f"killed by {signal.Signals(-code).name}"
+        return f"exit status {code}"
+
+    def stop(self, now: bool) -> None:
+        if not now and self.process.is_alive():
+            try:
+                self.conn.send(None)
+            except OSError:
+                pass
+            self.process.join(5.0)
+        if self.process.is_alive():
+            self.process.terminate()
+            self.process.join(5.0)
+        self.conn.close()
+
+
+def run_pool(fn: Callable[[JobSpec], JobOutcome], specs: Sequence[JobSpec], workers: int,
+             threads: int | None, gpus: list[int] | None) -> Generator[Finished, None, None]:
+    """Run ``fn`` on every spec in ``workers`` spawn processes, one job each; a dead one loses only its job."""
+    context = multiprocessing.get_context("spawn")
+    todo = deque(specs)
+    pool = [_Worker(context, fn, threads, gpus[i % len(gpus)] if gpus else None)
+            for i in range(min(workers, len(specs)))]
+    for worker in pool:
+        worker.give(todo.popleft())
+    finished = False
+    try:
+        while any(w.spec is not None for w in pool):
+            busy = {w.conn: w for w in pool if w.spec is not None}
+            sentinels = {w.process.sentinel: w for w in busy.values()}
+            for ready in wait([*busy, *sentinels]):
+                worker = busy.get(ready) or sentinels[ready]  # type: ignore[call-overload]
+                if worker.spec is None:  # pipe and sentinel of one worker both ready: handled
+                    continue
+                spec, result = worker.spec, _result(worker)
+                worker.spec = None
+                if isinstance(result, JobLost) and todo:  # the process is gone: a new one takes its place
+                    pool[pool.index(worker)] = worker = _Worker(context, fn, threads, worker.gpu)
+                if todo and worker.process.is_alive():
+                    worker.give(todo.popleft())
+                yield spec, result
+        finished = True
+    finally:
+        for worker in pool:  # interrupted (SIGINT/SIGTERM): stop the workers now; their jobs rerun next time
+            worker.stop(now=not finished)
+
+
+def _result(worker: _Worker) -> JobOutcome | BaseException:
+    """The held job's outcome, its exception, or :class:`JobLost` when the worker died holding it."""
+    try:
+        if worker.conn.poll():
+            _, value = worker.conn.recv()  # ("ok", outcome) or ("error", exception)
+            return value  # type: ignore[no-any-return]
+    except (EOFError, OSError):
+        pass
+    assert worker.spec is not None
+    return JobLost(f"process-pool worker pid {worker.process.pid} {worker.death()} while running it")

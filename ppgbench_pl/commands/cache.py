@@ -31,7 +31,7 @@ def run_cache(ns: argparse.Namespace) -> None:
 
         print(cache_command(ns.action, ns.weights_dir, as_json=ns.json))
         return
-    from ppgbench_pl.benchmark.cache_owner import claim, is_marked
+    from ppgbench_pl.benchmark.cache_store import claim, is_marked
 
     root = cache_root(ns.cache_dir)
     if root.is_dir() and not is_marked(root) and any(root.glob("*.npy")):

@@ -20,8 +20,7 @@ import numpy as np
 import pytest
 
 from ppgbench_pl.benchmark.cache import EmbeddingCache
-from ppgbench_pl.benchmark.cache_owner import MARKER
-from ppgbench_pl.benchmark.cache_store import entries, evict
+from ppgbench_pl.benchmark.cache_store import MARKER, entries, evict
 from tests.bad_input.test_corpus import _one_class, check, copy_root, copy_run, fit, make_base
 from tests.benchmark.helpers import VOLATILE, record_files, records, status, tree
 from tests.cli_helpers import run_cli
@@ -178,7 +177,7 @@ def test_a_forged_entry_is_detected_named_recomputed_and_changes_no_result(base,
 
 
 def test_spot_check_tolerates_numerical_noise_and_not_a_changed_row():
-    from ppgbench_pl.benchmark.cache_check import SpotCheck, check_rows, tolerance_for
+    from ppgbench_pl.benchmark.cache import SpotCheck, check_rows, tolerance_for
 
     values = np.random.default_rng(1).standard_normal((50, 16)).astype(np.float32)
     noisy = SpotCheck(lambda rows: values[rows] * (1 + 1e-5), tolerance_for("32-true"))

@@ -82,8 +82,7 @@ def test_a_reader_never_removes_an_entry_its_writer_is_still_describing(tmp_path
     """The array is in place but its description is not yet written: the writer holds the lock, so another
     process must wait for it rather than call the entry damaged and delete it (a CI race, stop 23)."""
     from ppgbench_pl.atomic_io import save_npy_atomic
-    from ppgbench_pl.benchmark.cache_owner import claim
-    from ppgbench_pl.benchmark.cache_store import entry_lock
+    from ppgbench_pl.benchmark.cache_store import claim, entry_lock
     from ppgbench_pl.locks import file_lock
 
     writer, reader = EmbeddingCache(tmp_path), EmbeddingCache(tmp_path)

@@ -16,9 +16,8 @@ import time
 
 import pytest
 
+from ppgbench_pl.benchmark.clusters import SlurmWatch, flow_parameters, wait_tasks
 from ppgbench_pl.benchmark.executors import DaskExecutor, SubmititExecutor
-from ppgbench_pl.benchmark.slurm_watch import SlurmWatch, flow_parameters
-from ppgbench_pl.benchmark.task_wait import wait_tasks
 from ppgbench_pl.benchmark.worker import JobLost, JobOutcome
 from ppgbench_pl.errors import ConfigError
 from tests.benchmark.cluster_jobs import FakeJob, fake_slurm, pool_job, spec

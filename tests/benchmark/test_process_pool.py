@@ -12,8 +12,7 @@ import threading
 import time
 from pathlib import Path
 
-from ppgbench_pl.benchmark.pool import run_pool
-from ppgbench_pl.benchmark.worker import JobLost, JobOutcome
+from ppgbench_pl.benchmark.worker import JobLost, JobOutcome, run_pool
 from tests.benchmark.cluster_jobs import pool_job, spec
 
 
