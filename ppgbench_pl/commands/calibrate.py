@@ -1,4 +1,4 @@
-"""``ppgbench calibrate``: measure this machine's per-job costs once (:mod:`ppgbench_pl.benchmark.calibrate`).
+"""``ppgbench calibrate``: measure this machine's rates once (:mod:`ppgbench_pl.benchmark.calibrate`).
 
 Stored in the user cache directory, one file per machine; a second call shows it unless ``--force``.
 ``--config`` (the files a ``fit`` takes, stacked) adds the throughput of that config's encoders.
@@ -44,10 +44,12 @@ def config_suite(files: list[str]) -> Any:
 
 def describe(model: Any, path: Any) -> str:
     """The calibration in a few lines."""
-    lines = [f"calibration of {model.machine} ({model.created}, {model.seconds:g} s, {model.threads} thread(s), "
-             f"{model.device}): {path}", f"  start-up  {model.startup_s:.2f} s CPU per process (importing the engine)",
-             f"  threads   {model.thread_factor:.1f}x the CPU of a searched job at every core's thread over one"]
-    lines += [f"  {kind:<9} {a:.3f} s per job + {b:.3g} s per unit" for kind, (a, b) in model.coefficients.items()]
+    from ppgbench_pl.benchmark.cost_model import RATES
+
+    lines = [f"calibration of {model.machine} ({model.created}, {model.seconds:g} s, 1 thread, {model.device}): "
+             f"{path}", f"  start-up  {model.startup_s:.2f} s CPU per process (importing the engine)"]
+    lines += [f"  {kind:<9} {model.rates.get(kind, default):.3g} s per unit"
+              + ("" if kind in model.rates else " (default: not measured)") for kind, default in RATES.items()]
     lines += [f"  encoder {e['name']}: {e['inference_per_s']:.0f} windows/s inference, {e['training_per_s']:.0f} "
               f"training ({e['training']}), {e['embed_dim']}-d, {e['device']}" for e in model.encoders.values()]
     return "\n".join(lines)
