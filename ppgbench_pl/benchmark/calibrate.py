@@ -1,9 +1,8 @@
 """``ppgbench calibrate``: measure this machine's rate table once, for the dry run's estimate.
 
-Each kind runs one real job (:func:`~ppgbench_pl.benchmark.job.run_job`, what a worker runs) on a synthetic task
-at one thread, on embeddings with some label signal; its rate is the record's CPU seconds over the job's units
-(:func:`~ppgbench_pl.benchmark.estimate.job_units`, the searches' trial-epochs counted from the record).
-Encoder throughput is measured on the small CNN and a config's encoders; start-up on a fresh process.
+Each kind's rate: one real job (``run_job``, what a worker runs) on a synthetic task at one thread, its record's CPU
+seconds over its units (``estimate.job_units``, trial-epochs counted from the record). Encoder throughput is
+measured on the small CNN and a config's encoders, start-up on a fresh process.
 """
 
 from __future__ import annotations
@@ -77,10 +76,7 @@ def regimes(setting: Setting) -> dict[str, tuple[str, dict[str, Any]]]:
 
 
 def measure_rate(work: Path, kind: str, setting: Setting, trainer_kwargs: dict[str, Any], train_per_s: float) -> float:
-    """Seconds per unit of ``kind``: one real job at one thread on random ``d``-wide embeddings, over its units.
-
-    The label is mixed into a few columns of the embeddings (a learnable signal); the job runs in ``work / kind``.
-    """
+    """Seconds per unit of ``kind``: one job in ``work / kind`` on random embeddings with the label mixed in."""
     task_name, entry = regimes(setting)[kind]
     encoder, task, regime = SmallCNNEncoder(), get_task(task_name), build_entry(Regime, entry)
     dm = PPGDataModule("synthetic", root=str(work / "data"), seeds=[42], folds=[0], synthetic_subjects=setting.size[0],
@@ -121,21 +117,20 @@ def measure_encoder(encoder: Any, window_s: float, batches: int, device: str, ba
     with torch.no_grad():
         dim = int(encoder(x, mean, std).shape[-1])  # warm-up, and the embedding size
         infer = per_second(lambda: encoder(x, mean, std))
-    out = {"name": str(encoder.name), "inference_per_s": infer, "training_per_s": infer / 3, "embed_dim": dim,
-           "device": device, "training": "assumed 1/3 of inference (no parameters)"}
+    train, how = infer / 3, "assumed 1/3 of inference (no parameters)"
     params = [p for p in encoder.parameters() if p.requires_grad]
     if params and getattr(encoder, "trainable", True):
-        encoder.train()
-        optimiser, inputs = torch.optim.AdamW(params, lr=1e-4), encoder.preprocess(x, mean, std).float()
+        optimiser, inputs = torch.optim.AdamW(params, lr=1e-4), encoder.train().preprocess(x, mean, std).float()
 
         def step() -> None:
             optimiser.zero_grad()
             encoder.forward_features(inputs).float().pow(2).mean().backward()
             optimiser.step()
 
-        out["training_per_s"], out["training"] = per_second(step), "measured"
+        train, how = per_second(step), "measured"
     encoder.cpu().eval()
-    return out
+    return {"name": str(encoder.name), "inference_per_s": infer, "training_per_s": train, "embed_dim": dim,
+            "device": device, "training": how}
 
 
 def startup_seconds() -> float:

@@ -1,11 +1,8 @@
-"""The cost model: one machine's rate table and the counts from the plan that the rates multiply.
+"""The cost model: one machine's rate table, and the counts (task and embedding sizes, search epochs) it multiplies.
 
-The rates (seconds per unit of work of each regime kind), encoder speeds and start-up are measured by ``ppgbench
-calibrate``, one file per machine, which the user may edit: so it is checked against :data:`SCHEMA`, a bad field
-refused in one line naming it. Without it the dry run uses :data:`RATES` and says so. The counts: a task's size
-from the processed tree, else the dataset's declared participants and :data:`WINDOWS_PER_SUBJECT` (the published
-release at the protocol's windowing) under the budget's data caps; the embedding size; a search's epochs under
-Optuna's Hyperband in expectation (:func:`epochs_distribution`).
+``ppgbench calibrate`` measures the rates, encoder speeds and start-up into one file per machine, which a user may
+edit: it is checked against :data:`SCHEMA`, a bad field refused in one line. Without it the dry run uses
+:data:`RATES` and says so.
 """
 
 from __future__ import annotations
@@ -27,9 +24,7 @@ from ppgbench_pl.errors import ConfigError, PPGBenchError
 CALIBRATION_ENV = "PPGBENCH_CALIBRATION_DIR"
 #: File format (a file of another is measured again). 3: one rate per kind.
 FORMAT = 3
-#: Seconds per unit of each kind, uncalibrated: measured on the project's 2-core CI machine at one thread
-#: (2026-12-06). The units (``estimate.job_units``): ridge and logistic a fitted probe, rf a fitted tree, mlp a
-#: trial-epoch, each with its size counted in; finetune an encoder-second at the encoder's training speed.
+#: Seconds per unit of each kind (``estimate.job_units``), uncalibrated: the 2-core CI machine, 1 thread, 2026-12-06.
 RATES: dict[str, float] = {"ridge": 0.013, "logistic": 0.03, "rf": 1e-3, "mlp": 0.01, "finetune": 0.25}
 KINDS = tuple(RATES)
 DEFAULT_THROUGHPUT = (400.0, 100.0)  # windows/s (inference, training) of an encoder not measured
@@ -67,9 +62,14 @@ class CostModel:
     seconds: float = 0.0
     startup_s: float = DEFAULT_STARTUP_S
 
-    def throughput(self, key: str) -> tuple[float, float, bool]:
+    def measured(self, entry: dict[str, Any], name: str | None = None) -> dict[str, Any] | None:
+        """The measurement of an encoder entry, else of an encoder of the same ``name`` (other arguments)."""
+        return self.encoders.get(encoder_key(entry)) or next(
+            (e for e in self.encoders.values() if name is not None and e["name"] == name), None)
+
+    def throughput(self, entry: dict[str, Any], name: str | None = None) -> tuple[float, float, bool]:
         """(inference, training windows/s, measured?) of an encoder on this machine."""
-        found = self.encoders.get(key)
+        found = self.measured(entry, name)
         if not found:
             return DEFAULT_THROUGHPUT[0], DEFAULT_THROUGHPUT[1], False
         return float(found["inference_per_s"]), float(found["training_per_s"]), True
@@ -100,11 +100,7 @@ def calibration_path(machine: str | None = None) -> Path:
 
 
 def load_model(machine: str | None = None) -> CostModel:
-    """The machine's calibration, or the uncalibrated defaults when there is none (or it is of another format).
-
-    Raises:
-        ConfigError: The file cannot be read or a field of it is not a valid measurement (one line).
-    """
+    """The machine's calibration, else (none, or another format) the defaults; a bad file: ConfigError (one line)."""
     path = calibration_path(machine := machine or machine_description())
     fields = parse_calibration(path) if path.exists() else None
     return CostModel(machine) if fields is None else CostModel(**fields)
@@ -129,11 +125,7 @@ def encoder_key(entry: dict[str, Any]) -> str:
 
 
 def parse_calibration(path: Path) -> dict[str, Any] | None:
-    """The checked :class:`CostModel` fields of the file at ``path``; None when it is of another format.
-
-    Raises:
-        ConfigError: One line naming the file and the field, and how to measure again.
-    """
+    """The checked :class:`CostModel` fields of the file at ``path`` (None: another format), else one ConfigError."""
     from jsonschema import Draft202012Validator
     from jsonschema.exceptions import best_match
 
@@ -162,9 +154,10 @@ ASSUMED_SUBJECTS: dict[str, int] = {"butppg": 50, "ecsmp": 89, "realworldppg": 3
 #: Argument names that state an encoder's (or a wrapped module's) output size.
 DIM_NAMES = ("embed_dim", "embedding_dim", "out_dim", "output_dim", "out_features")
 #: Below this many validation subjects a subject-level score ties at the top and Hyperband promotes nearly every
-#: trial: synthetic stiffness (5 validation subjects) trained 22.1 epochs per trial of 25, against 7.9.
+#: trial: synthetic stiffness (5 validation subjects) trained 22.1 epochs per trial of 25, against 7.9; so
+#: TIED_COMPLETE of such a search's trials are counted at every epoch, the others stopped at the first check.
 FEW_VALIDATION_SUBJECTS = 10
-TIED_COMPLETE = 0.87  # share of the trials of such a search that train every epoch (the others stop early)
+TIED_COMPLETE = 0.87
 HOLDOUT_SHARE = 0.2  # of the outer-training groups, held out for a neural regime's validation (PROTOCOL.md 3.3)
 
 
@@ -204,9 +197,9 @@ def task_size(dm: Any, fs: float, task: Any, read_tree: bool = True) -> TaskSize
     return TaskSize(subjects * per_subject, subjects, max(int(classes), 1), subjects * per_subject, source)
 
 
-def embed_dim(entry: dict[str, Any], model: CostModel) -> tuple[int, str]:
+def embed_dim(entry: dict[str, Any], model: CostModel, name: str | None = None) -> tuple[int, str]:
     """(embedding size, where it comes from): measured, the encoder catalog, the config, the class, or assumed."""
-    measured = model.encoders.get(encoder_key(entry))
+    measured = model.measured(entry, name)
     if measured and measured.get("embed_dim"):
         return int(measured["embed_dim"]), "measured"
     from ppgbench_pl.encoders.catalog import CATALOG
@@ -283,11 +276,7 @@ def few_validation_subjects(task: object, groups: int, n_folds: int) -> bool:
 
 
 def search_trials(regime: Any, task: object, tied: bool = False) -> tuple[int, float]:
-    """(trials, trial-epochs) of one job of a searched regime: every holdout repeat's and search seed's study.
-
-    ``tied`` (:data:`FEW_VALIDATION_SUBJECTS`): :data:`TIED_COMPLETE` of the trials train every epoch, the others
-    stop at the first check; else Hyperband's :func:`hyperband_epochs`.
-    """
+    """(trials, trial-epochs) of a searched job: each holdout's and search seed's study (``tied``: TIED_COMPLETE)."""
     from ppgbench_pl.regimes.search_seeds import searches_per_job
 
     s = regime.search

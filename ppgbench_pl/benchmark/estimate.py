@@ -14,17 +14,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ppgbench_pl.benchmark import cost_model as cm
-from ppgbench_pl.benchmark.cost_model import RATES, CostModel, calibration_path, encoder_key
+from ppgbench_pl.benchmark.cost_model import RATES, CostModel, calibration_path
 
 OTHER_JOB_S = 1.0  # seconds assumed per job of a regime the cost model does not know (a user's own callback)
 #: CPU of a searched job at several torch threads over one: torch's pool spin-waits around the stack's tiny
 #: steps (4-33x measured on the 2-core CI machine under load, docs/performance.md).
 THREAD_FACTOR = 14.0
-#: A job's fixed cost in its kind's units (the CI machine's per-job seconds over its rate), and the size that
-#: costs as much as that fixed part: per fitted probe n d^2 (ridge), n d c (logistic); per tree n x depth x
-#: features tried per split (rf); per trial-epoch n (1 + d / 64) / 2 (mlp).
-JOB_UNITS = {"ridge": 0.0, "logistic": 0.0, "rf": 40.0, "mlp": 60.0, "finetune": 1.0}
-SIZE_SCALE = {"ridge": 8e8, "logistic": 4e5, "rf": 25_000.0, "mlp": 300.0}
+#: A job's fixed cost in its kind's units (a searched job: its stack group's, shared), and the size that costs
+#: as much as a unit's fixed part: per fitted probe n d^2 (ridge), n d c (logistic); per tree n x depth x features
+#: tried per split (rf); per trial-epoch n (1 + d / 64) / 2 (mlp). Measured on the 2-core CI machine (2026-12-06).
+JOB_UNITS = {"ridge": 0.0, "logistic": 0.0, "rf": 40.0, "mlp": 20.0, "finetune": 1.0}
+SIZE_SCALE = {"ridge": 8e8, "logistic": 1e6, "rf": 25_000.0, "mlp": 3000.0}
 
 
 @dataclass
@@ -68,12 +68,12 @@ def regime_kind(regime: Any, task: Any, trainable: bool) -> str:
 
 
 def job_units(kind: str, regime: Any, n: float, d: int, classes: int, inner: int, trial_epochs: float = 0.0,
-              train_per_s: float = 1.0) -> float:
+              train_per_s: float = 1.0, group: int = 1) -> float:
     """One job's units of work on ``n`` outer-training rows of ``d`` features with ``inner`` folds.
 
     ridge, logistic: fitted probes (each inner fold and the refit), each ``1 + size``; rf: fitted trees (the
     grid's, in each inner fold and the refit), each ``1 + size``; mlp: trial-epochs, each ``1 + size``; finetune:
-    encoder-seconds of its trial-epochs at ``train_per_s``; plus the job's fixed :data:`JOB_UNITS`.
+    encoder-seconds of its trial-epochs at ``train_per_s``; plus :data:`JOB_UNITS` over the jobs of its ``group``.
     """
     if kind in ("ridge", "logistic"):
         work = (inner + 1) * (1 + n * d * (d if kind == "ridge" else max(classes, 2)) / SIZE_SCALE[kind])
@@ -90,7 +90,7 @@ def job_units(kind: str, regime: Any, n: float, d: int, classes: int, inner: int
         work = trial_epochs * n / train_per_s
     else:
         return 0.0
-    return JOB_UNITS[kind] + work
+    return JOB_UNITS[kind] / group + work
 
 
 def executor_shape(entry: Any, threads: int | None) -> tuple[str, int, Any]:
@@ -122,6 +122,9 @@ def estimate_plan(suite: Any, pending: Sequence[Any], executor: Any, model: Cost
     est.executor, est.slots, policy = executor_shape(executor, threads)
     est.processes = 1 + (0 if est.executor == "local" else min(est.slots, len(pending)))
     gpu = est.embedding_gpu = on_gpu(suite.trainer_kwargs)
+    from ppgbench_pl.benchmark.groups import job_groups
+
+    groups = {jid: len(group) for group in job_groups(pending) for jid in group}  # jobs trained in one stack
     sizes: dict[tuple[str, float, str], cm.TaskSize] = {}
     passes: dict[tuple[int, str], int] = {}
     few: set[str] = set()
@@ -137,8 +140,8 @@ def estimate_plan(suite: Any, pending: Sequence[Any], executor: Any, model: Cost
             few.update([job.task.name] if tied else [])
             trials, trial_epochs = cm.search_trials(job.regime, job.task, tied)
         n = size.rows * (dm.n_folds - 1) / dm.n_folds * float(getattr(job.regime, "fraction", 1.0))
-        units = job_units(kind, job.regime, n, cm.embed_dim(entry, model)[0], size.classes, dm.n_inner_folds,
-                          trial_epochs, model.throughput(encoder_key(entry))[1])
+        units = job_units(kind, job.regime, n, cm.embed_dim(entry, model, info.name)[0], size.classes,
+                          dm.n_inner_folds, trial_epochs, model.throughput(entry, info.name)[1], groups[job.job_id])
         seconds = model.rates.get(kind, RATES[kind]) * units if kind != "other" else OTHER_JOB_S
         on_device = gpu and (searched or (kind == "rf" and job.regime.backend() == "cuml"))
         if searched:
@@ -148,7 +151,7 @@ def estimate_plan(suite: Any, pending: Sequence[Any], executor: Any, model: Cost
         est.jobs.append(JobCost(job.regime.name, kind, seconds, on_device, trials, trial_epochs))
         if job.regime.uses_embeddings or not info.trainable:  # as the suite's uses_cache
             passes[(job.model, job.task.dataset)] = size.windows
-    est.embedding_seconds = sum(w / model.throughput(encoder_key(suite.encoder_configs[m]))[0]
+    est.embedding_seconds = sum(w / model.throughput(suite.encoder_configs[m], suite.encoder_infos[m].name)[0]
                                 for (m, _), w in passes.items())
     est.embedding_passes = len(passes)
     est.assumptions = assumptions(suite, pending, model, sizes, est, few)
@@ -168,8 +171,8 @@ def assumptions(suite: Any, pending: Sequence[Any], model: CostModel,
     rows = sorted({f"{k[2]} {s.rows}" for k, s in sizes.items()})
     dims, speeds, measure = [], [], "ppgbench calibrate --config <this config>"
     for entry, info in zip(suite.encoder_configs, suite.encoder_infos, strict=True):
-        d, where = cm.embed_dim(entry, model)
-        infer, train, measured = model.throughput(encoder_key(entry))
+        d, where = cm.embed_dim(entry, model, info.name)
+        infer, train, measured = model.throughput(entry, info.name)
         dims.append(f"{info.name} {d} ({where})" if where != "assumed" else
                     f"{info.name} {d} (assumed: not in the catalog, config or class signature; {measure} measures it)")
         speeds.append(f"{info.name} {infer:.0f}/{f'{train:.0f}' if info.trainable else '-'} windows/s"
