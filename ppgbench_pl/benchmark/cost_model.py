@@ -25,10 +25,10 @@ CALIBRATION_ENV = "PPGBENCH_CALIBRATION_DIR"
 #: File format (a file of another is measured again). 3: one rate per kind.
 FORMAT = 3
 #: Seconds per unit of each kind (``estimate.job_units``), uncalibrated: the 2-core CI machine, 1 thread, 2026-12-06.
-RATES: dict[str, float] = {"ridge": 0.013, "logistic": 0.03, "rf": 1e-3, "mlp": 0.01, "finetune": 0.25}
+RATES: dict[str, float] = {"ridge": 0.006, "logistic": 0.034, "rf": 9e-4, "mlp": 0.033, "finetune": 0.27}
 KINDS = tuple(RATES)
 DEFAULT_THROUGHPUT = (400.0, 100.0)  # windows/s (inference, training) of an encoder not measured
-DEFAULT_STARTUP_S = 8.0  # CPU seconds of a fresh process importing the engine (CI machine)
+DEFAULT_STARTUP_S = 7.5  # CPU seconds of a fresh process importing the engine (CI machine)
 DEFAULT_EMBED_DIM = 512  # of an encoder whose size nothing states
 #: Largest rate, start-up cost or calibration time a file may hold (seconds, or seconds per unit).
 MAX_SECONDS = 1e6

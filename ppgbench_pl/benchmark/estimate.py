@@ -20,10 +20,9 @@ OTHER_JOB_S = 1.0  # seconds assumed per job of a regime the cost model does not
 #: CPU of a searched job at several torch threads over one: torch's pool spin-waits around the stack's tiny
 #: steps (4-33x measured on the 2-core CI machine under load, docs/performance.md).
 THREAD_FACTOR = 14.0
-#: A job's fixed cost in its kind's units (a searched job: its stack group's, shared), and the size that costs
-#: as much as a unit's fixed part: per fitted probe n d^2 (ridge), n d c (logistic); per tree n x depth x features
-#: tried per split (rf); per trial-epoch n (1 + d / 64) / 2 (mlp). Measured on the 2-core CI machine (2026-12-06).
-JOB_UNITS = {"ridge": 0.0, "logistic": 0.0, "rf": 40.0, "mlp": 20.0, "finetune": 1.0}
+#: The size that costs as much as a unit's fixed part (measured on the 2-core CI machine, 2026-12-06): per fitted
+#: probe n d^2 (ridge), n d c (logistic); per tree n x depth x features tried per split (rf); per trial-epoch
+#: n (1 + d / 64) / 2 (mlp). A job's own fixed cost (after the first of its kind in a process) did not show.
 SIZE_SCALE = {"ridge": 8e8, "logistic": 1e6, "rf": 25_000.0, "mlp": 3000.0}
 
 
@@ -68,29 +67,25 @@ def regime_kind(regime: Any, task: Any, trainable: bool) -> str:
 
 
 def job_units(kind: str, regime: Any, n: float, d: int, classes: int, inner: int, trial_epochs: float = 0.0,
-              train_per_s: float = 1.0, group: int = 1) -> float:
+              train_per_s: float = 1.0) -> float:
     """One job's units of work on ``n`` outer-training rows of ``d`` features with ``inner`` folds.
 
     ridge, logistic: fitted probes (each inner fold and the refit), each ``1 + size``; rf: fitted trees (the
     grid's, in each inner fold and the refit), each ``1 + size``; mlp: trial-epochs, each ``1 + size``; finetune:
-    encoder-seconds of its trial-epochs at ``train_per_s``; plus :data:`JOB_UNITS` over the jobs of its ``group``.
+    encoder-seconds of its trial-epochs at ``train_per_s``.
     """
     if kind in ("ridge", "logistic"):
-        work = (inner + 1) * (1 + n * d * (d if kind == "ridge" else max(classes, 2)) / SIZE_SCALE[kind])
-    elif kind == "rf":
+        return (inner + 1) * (1 + n * d * (d if kind == "ridge" else max(classes, 2)) / SIZE_SCALE[kind])
+    if kind == "rf":
         split = [math.sqrt(d) if v == "sqrt" else math.log2(max(d, 2)) if v == "log2"
                  else float(v) * d if isinstance(v, float) else float(v) for v in regime.max_features]
         depth = [min(float(depth), math.log2(max(n, 2))) for depth in regime.max_depth]
         trees = (inner + 1) * sum(regime.n_estimators) * len(regime.max_depth) * len(split) \
             * len(regime.min_samples_split) * len(regime.min_samples_leaf)
-        work = trees * (1 + n * sum(depth) / len(depth) * sum(split) / len(split) / SIZE_SCALE["rf"])
-    elif kind == "mlp":
-        work = trial_epochs * (1 + n * (1 + d / 64) / 2 / SIZE_SCALE["mlp"])
-    elif kind == "finetune":
-        work = trial_epochs * n / train_per_s
-    else:
-        return 0.0
-    return JOB_UNITS[kind] / group + work
+        return trees * (1 + n * sum(depth) / len(depth) * sum(split) / len(split) / SIZE_SCALE["rf"])
+    if kind == "mlp":
+        return trial_epochs * (1 + n * (1 + d / 64) / 2 / SIZE_SCALE["mlp"])
+    return trial_epochs * n / train_per_s if kind == "finetune" else 0.0
 
 
 def executor_shape(entry: Any, threads: int | None) -> tuple[str, int, Any]:
@@ -122,9 +117,6 @@ def estimate_plan(suite: Any, pending: Sequence[Any], executor: Any, model: Cost
     est.executor, est.slots, policy = executor_shape(executor, threads)
     est.processes = 1 + (0 if est.executor == "local" else min(est.slots, len(pending)))
     gpu = est.embedding_gpu = on_gpu(suite.trainer_kwargs)
-    from ppgbench_pl.benchmark.groups import job_groups
-
-    groups = {jid: len(group) for group in job_groups(pending) for jid in group}  # jobs trained in one stack
     sizes: dict[tuple[str, float, str], cm.TaskSize] = {}
     passes: dict[tuple[int, str], int] = {}
     few: set[str] = set()
@@ -141,13 +133,12 @@ def estimate_plan(suite: Any, pending: Sequence[Any], executor: Any, model: Cost
             trials, trial_epochs = cm.search_trials(job.regime, job.task, tied)
         n = size.rows * (dm.n_folds - 1) / dm.n_folds * float(getattr(job.regime, "fraction", 1.0))
         units = job_units(kind, job.regime, n, cm.embed_dim(entry, model, info.name)[0], size.classes,
-                          dm.n_inner_folds, trial_epochs, model.throughput(entry, info.name)[1], groups[job.job_id])
+                          dm.n_inner_folds, trial_epochs, model.throughput(entry, info.name)[1])
         seconds = model.rates.get(kind, RATES[kind]) * units if kind != "other" else OTHER_JOB_S
         on_device = gpu and (searched or (kind == "rf" and job.regime.backend() == "cuml"))
-        if searched:
-            est.threads = max(est.threads, policy.for_job(job.regime.uses_embeddings) or 1)
-            if not on_device and (policy.for_job(job.regime.uses_embeddings) or 1) > 1:
-                seconds *= THREAD_FACTOR  # torch's threads spin-wait around the stack's tiny steps
+        job_threads = (policy.for_job(job.regime.uses_embeddings) or 1) if searched else 1
+        est.threads = max(est.threads, job_threads)
+        seconds *= THREAD_FACTOR if job_threads > 1 and not on_device else 1.0  # threads spin around tiny steps
         est.jobs.append(JobCost(job.regime.name, kind, seconds, on_device, trials, trial_epochs))
         if job.regime.uses_embeddings or not info.trainable:  # as the suite's uses_cache
             passes[(job.model, job.task.dataset)] = size.windows
@@ -233,7 +224,7 @@ def describe_estimate(est: Estimate, model: CostModel) -> str:
         head = f"estimate for this machine ({model.machine}; calibrated {model.created}, ppgbench calibrate):"
     else:
         head = (f"estimate UNCALIBRATED: no calibration for this machine ({calibration_path(model.machine)}); "
-                "figures use the documented defaults (docs/performance.md); run `ppgbench calibrate` (under a minute)")
+                "figures use the documented defaults (docs/performance.md); run `ppgbench calibrate` (about a minute)")
     lines = [head, f"{'regime':<16} {'jobs':>6} {'per job':>9} {'CPU':>10} {'GPU':>10}"]
 
     def row(name: str, count: int, each: str, cpu: float | None, gpu: float) -> None:

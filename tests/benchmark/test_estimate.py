@@ -9,6 +9,7 @@ import pytest
 
 from ppgbench_pl.benchmark.calibrate import TINY, calibrate
 from ppgbench_pl.benchmark.cost_model import (
+    RATES,
     CostModel,
     calibration_path,
     hyperband_epochs,
@@ -16,7 +17,7 @@ from ppgbench_pl.benchmark.cost_model import (
     machine_description,
     save_model,
 )
-from ppgbench_pl.benchmark.estimate import JOB_UNITS, SIZE_SCALE, THREAD_FACTOR, estimate_plan
+from ppgbench_pl.benchmark.estimate import SIZE_SCALE, THREAD_FACTOR, estimate_plan
 from ppgbench_pl.regimes.search_seeds import searches_per_job
 from tests.benchmark.helpers import LINEAR, suite_config, suite_of, tree, write_config
 from tests.cli_helpers import run_cli
@@ -47,7 +48,7 @@ def test_calibrate_on_a_tiny_setting_measures_and_is_stored_per_machine(own_cali
     assert loaded.calibrated and loaded.rates == model.rates and loaded.created
     code, out, err = run_cli(["calibrate", "--show"], capsys)
     assert code == 0 and str(path) in out and "ridge" in out and "small_cnn" in out, err
-    assert "rf        0.001 s per unit (default: not measured)" in out  # TINY measures ridge and mlp only
+    assert f"rf        {RATES['rf']:.3g} s per unit (default: not measured)" in out  # TINY: ridge and mlp only
 
 
 def test_an_unreadable_calibration_is_one_line_naming_it(own_calibration, capsys):
@@ -90,8 +91,7 @@ def test_the_estimate_is_each_jobs_rate_times_its_units(engine_root, tmp_path):
     n, d = 10 * 10 * 4 / 5, 64  # 10 subjects x 10 windows, the outer training part of 5 folds; the CNN's 64-d
     ridge = 0.01 * 5 * (1 + n * d * d / SIZE_SCALE["ridge"])  # 4 inner folds and the refit
     trial_epochs = 4 * hyperband_epochs(3, 1, 3, 4)  # 4 trials of at most 3 epochs, one holdout
-    # the two folds' searches train in one stack, which pays the fixed part once
-    mlp = 0.002 * (JOB_UNITS["mlp"] / 2 + trial_epochs * (1 + n * (1 + d / 64) / 2 / SIZE_SCALE["mlp"]))
+    mlp = 0.002 * trial_epochs * (1 + n * (1 + d / 64) / 2 / SIZE_SCALE["mlp"])
     assert costs["linear"] == pytest.approx(2 * ridge) and costs["mlp"] == pytest.approx(2 * mlp)  # 2 folds each
     assert [j.trials for j in est.jobs if j.regime == "mlp"] == [4, 4]
     assert len(est.jobs) == 4 and est.embedding_passes == 1 and est.slots == 1 and est.processes == 1
@@ -99,8 +99,7 @@ def test_the_estimate_is_each_jobs_rate_times_its_units(engine_root, tmp_path):
     assert any("synthetic at 64 Hz: the synthetic settings" in a for a in est.assumptions)
     repeated, _ = _estimate(engine_root, tmp_path, 10, model, seeds=[0, 1, 2])
     assert repeated["linear"] == costs["linear"]
-    per_epoch = 1 + n / SIZE_SCALE["mlp"]
-    assert repeated["mlp"] == pytest.approx(2 * 0.002 * (JOB_UNITS["mlp"] / 2 + 3 * trial_epochs * per_epoch))
+    assert repeated["mlp"] == pytest.approx(3 * costs["mlp"])
 
 
 def _dry_config(engine_root: Path, tmp_path: Path, **run: object) -> Path:
