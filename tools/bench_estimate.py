@@ -59,9 +59,10 @@ def runs(work: Path, full: bool) -> dict[str, tuple[list[str], list[str]]]:
             "published-mlp": ([str(CONFIGS / "regime_mlp.yaml")], mlp + ["--trainer.accelerator", "cpu"])}
 
 
-def estimate(configs: list[str], extra: list[str], out: Path) -> Any:
-    """The dry run's :class:`~ppgbench_pl.benchmark.estimate.Estimate` of the run (and the model it used)."""
-    from ppgbench_pl.benchmark.cost_model import load_model
+def estimate(configs: list[str], extra: list[str], out: Path, measure: bool = False) -> Any:
+    """The dry run's :class:`~ppgbench_pl.benchmark.estimate.Estimate` of the run; ``measure``: its encoders' speed
+    measured first, as ``ppgbench calibrate --config`` measures them."""
+    from ppgbench_pl.benchmark.cost_model import load_model, save_model
     from ppgbench_pl.benchmark.estimate import describe_estimate, estimate_plan
     from ppgbench_pl.benchmark.preflight import evaluable_plan
     from ppgbench_pl.benchmark.protocol_cli import parse_setup
@@ -77,6 +78,10 @@ def estimate(configs: list[str], extra: list[str], out: Path) -> Any:
     found = degenerate_jobs(suite, plan, dry=True)
     pending = [j for j in plan if j.job_id not in found]
     model = load_model()
+    if measure:
+        from ppgbench_pl.benchmark.calibrate import measure_listed
+
+        save_model(measure_listed(model, suite.encoder_configs, suite.trainer_kwargs))
     executor = setup.settings.executor
     est = estimate_plan(suite, pending, executor, model)
     print(describe_estimate(est, model))
@@ -148,7 +153,8 @@ def main() -> None:
     parser.add_argument("--full", action="store_true", help="the three runs as configured (tens of minutes)")
     parser.add_argument("--only", nargs="*", default=None, help="some of: quickstart smoke published-mlp")
     parser.add_argument("--threads", type=int, default=None, help="torch threads of the jobs (OMP_NUM_THREADS)")
-    parser.add_argument("--calibrate", action="store_true", help="calibrate this machine first (a temporary file)")
+    parser.add_argument("--calibrate", action="store_true",
+                        help="calibrate this machine first, and each run's encoders (a temporary file)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-estimate-"))
     threads = args.threads if args.threads is not None else (None if args.full else 1)
@@ -168,7 +174,7 @@ def main() -> None:
         if args.only and name not in args.only:
             continue
         print(f"\n== {name}: ppgbench fit {' '.join(Path(c).name for c in configs)} {' '.join(extra)}")
-        est = estimate(configs, extra, work / f"{name}-dry")
+        est = estimate(configs, extra, work / f"{name}-dry", args.calibrate)
         verdicts[name] = report(name, est, *measure(configs, extra, work / name))
     ok = all(verdicts.values())
     print(("\nPASS" if ok else "\nFAIL") + ": " + ", ".join(f"{k} {'ok' if v else 'off'}" for k, v in verdicts.items())

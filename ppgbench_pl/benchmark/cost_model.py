@@ -1,14 +1,14 @@
-"""One machine's per-job costs: ``intercept + slope x units`` CPU seconds per regime kind, stored per machine.
+"""The cost model: one machine's rate table, and the counts (task and embedding sizes, search epochs) it multiplies.
 
-The units are what each kind's work grows with (:func:`~ppgbench_pl.benchmark.estimate.job_units`). ``ppgbench
-calibrate`` measures them; without it the dry run uses :data:`DEFAULTS` and says so. The stored file is the
-user's to edit or copy, so it is read as untrusted input: a field that is not a finite measurement within
-bounds is refused in one line naming it, never printed as ``nan days``. Nothing here imports torch.
+``ppgbench calibrate`` measures the rates, encoder speeds and start-up into one file per machine, which a user may
+edit: it is checked against :data:`SCHEMA`, a bad field refused in one line. Without it the dry run uses
+:data:`RATES` and says so.
 """
 
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import math
 import os
@@ -18,64 +18,58 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ppgbench_pl.errors import ConfigError
+from ppgbench_pl.errors import ConfigError, PPGBenchError
 
 #: Where calibrations live: ``$PPGBENCH_CALIBRATION_DIR``, else ``$XDG_CACHE_HOME/ppgbench/calibration``.
 CALIBRATION_ENV = "PPGBENCH_CALIBRATION_DIR"
-#: The regime kinds of the cost model (``rf_tree``, the forest's per-tree term, is fitted with ``rf``).
-KINDS = ("ridge", "logistic", "rf", "mlp", "finetune")
-#: File format (a file of another is measured again). 2: a searched job's units are its stack group's share.
-FORMAT = 2
-#: CPU of a searched job at several torch threads over one: torch's pool spin-waits around the stack's tiny
-#: steps (13-33x measured on the 2-core CI machine under load, docs/performance.md); calibration measures it.
-DEFAULT_THREAD_FACTOR = 14.0
-#: A trial-epoch's fixed cost (step and scoring) in each searched kind's units: ~7 ms beside 0.025 ms per row.
-TRIAL_EPOCH_UNITS: dict[str, float] = {"mlp": 300.0, "finetune": 0.0}
-#: (intercept s, slope s per unit) per kind, uncalibrated: measured on the project's 2-core CI machine at one
-#: thread (2026-12-02; mlp, finetune and the ridge intercept again on 2026-12-06), rounded.
-DEFAULTS: dict[str, tuple[float, float]] = {"ridge": (0.08, 2.6e-11), "logistic": (0.15, 9e-8), "rf": (0.04, 4e-8),
-                                             "rf_tree": (0.0, 1e-3), "mlp": (0.25, 2.5e-5), "finetune": (0.1, 0.03)}
+#: File format (a file of another is measured again). 3: one rate per kind.
+FORMAT = 3
+#: Seconds per unit of each kind (``estimate.job_units``), uncalibrated: the 2-core CI machine, 1 thread, 2026-12-06.
+RATES: dict[str, float] = {"ridge": 0.006, "logistic": 0.034, "rf": 9e-4, "mlp": 0.033, "finetune": 0.27}
+KINDS = tuple(RATES)
 DEFAULT_THROUGHPUT = (400.0, 100.0)  # windows/s (inference, training) of an encoder not measured
-DEFAULT_STARTUP_S = 8.0  # CPU seconds of a fresh process importing the engine (CI machine)
+DEFAULT_STARTUP_S = 7.5  # CPU seconds of a fresh process importing the engine (CI machine)
 DEFAULT_EMBED_DIM = 512  # of an encoder whose size nothing states
-#: Largest coefficient, start-up cost or calibration time a file may hold (seconds, or seconds per unit).
+#: Largest rate, start-up cost or calibration time a file may hold (seconds, or seconds per unit).
 MAX_SECONDS = 1e6
 #: Smallest throughput (windows per second) a file may hold: any estimate from it stays finite.
 MIN_THROUGHPUT = 1e-3
-_TOP = {"machine": str, "calibrated": bool, "created": str, "threads": int, "device": str, "coefficients": dict,
-        "encoders": dict, "seconds": float, "startup_s": float, "thread_factor": float}
-_ENCODER = {"name": str, "inference_per_s": float, "training_per_s": float, "embed_dim": int, "device": str,
-            "training": str}
+_SECONDS = {"type": "number", "minimum": 0, "maximum": MAX_SECONDS}
+_SPEED = {"type": "number", "minimum": MIN_THROUGHPUT, "maximum": 1e12}
+_ENCODER = {"type": "object", "required": ["name", "inference_per_s", "training_per_s", "embed_dim", "device",
+                                           "training"],
+            "properties": {"name": {"type": "string"}, "inference_per_s": _SPEED, "training_per_s": _SPEED,
+                           "embed_dim": {"type": "integer", "minimum": 1, "maximum": 1e7},
+                           "device": {"enum": ["cpu", "cuda"]}, "training": {"type": "string"}}}
+#: What a calibration file holds (``format`` aside).
+SCHEMA = {"type": "object", "required": ["machine"], "additionalProperties": False, "properties": {
+    "format": {}, "machine": {"type": "string"}, "calibrated": {"type": "boolean"}, "created": {"type": "string"},
+    "device": {"enum": ["cpu", "cuda"]}, "seconds": _SECONDS, "startup_s": _SECONDS,
+    "rates": {"type": "object", "properties": {k: _SECONDS for k in KINDS}, "additionalProperties": False},
+    "encoders": {"type": "object", "additionalProperties": _ENCODER}}}
 
 
 @dataclass
 class CostModel:
-    """Per-job cost coefficients of one machine (kind -> (intercept s, s per unit)), and its encoders' speeds.
-
-    ``encoders`` maps :func:`encoder_key` to {name, inference/training windows per s, embed_dim, device};
-    ``startup_s`` is what each process pays importing the engine; ``thread_factor`` see
-    :data:`DEFAULT_THREAD_FACTOR`; ``calibrated`` is False for the defaults (the dry run says so).
-    """
+    """A machine's rates (kind -> s per unit), encoders (:func:`encoder_key` -> speeds), start-up (CPU s)."""
 
     machine: str
     calibrated: bool = False
     created: str = ""
-    threads: int = 1
     device: str = "cpu"
-    coefficients: dict[str, tuple[float, float]] = field(default_factory=lambda: dict(DEFAULTS))
+    rates: dict[str, float] = field(default_factory=lambda: dict(RATES))
     encoders: dict[str, dict[str, Any]] = field(default_factory=dict)
     seconds: float = 0.0
     startup_s: float = DEFAULT_STARTUP_S
-    thread_factor: float = DEFAULT_THREAD_FACTOR
 
-    def job_seconds(self, kind: str, units: float) -> float:
-        """Seconds of one job of ``kind`` doing ``units`` of work."""
-        intercept, slope = self.coefficients.get(kind, DEFAULTS[kind])
-        return float(intercept + slope * units)
+    def measured(self, entry: dict[str, Any], name: str | None = None) -> dict[str, Any] | None:
+        """The measurement of an encoder entry, else of an encoder of the same ``name`` (other arguments)."""
+        return self.encoders.get(encoder_key(entry)) or next(
+            (e for e in self.encoders.values() if name is not None and e["name"] == name), None)
 
-    def throughput(self, key: str) -> tuple[float, float, bool]:
+    def throughput(self, entry: dict[str, Any], name: str | None = None) -> tuple[float, float, bool]:
         """(inference, training windows/s, measured?) of an encoder on this machine."""
-        found = self.encoders.get(key)
+        found = self.measured(entry, name)
         if not found:
             return DEFAULT_THROUGHPUT[0], DEFAULT_THROUGHPUT[1], False
         return float(found["inference_per_s"]), float(found["training_per_s"]), True
@@ -106,14 +100,9 @@ def calibration_path(machine: str | None = None) -> Path:
 
 
 def load_model(machine: str | None = None) -> CostModel:
-    """The machine's calibration, or the uncalibrated defaults when there is none (or it is of another format).
-
-    Raises:
-        ConfigError: The file cannot be read or a field of it is not a valid measurement (one line).
-    """
-    machine = machine or machine_description()
-    path = calibration_path(machine)
-    fields = parse_calibration(path, (*KINDS, "rf_tree"), FORMAT) if path.exists() else None
+    """The machine's calibration, else (none, or another format) the defaults; a bad file: ConfigError (one line)."""
+    path = calibration_path(machine := machine or machine_description())
+    fields = parse_calibration(path) if path.exists() else None
     return CostModel(machine) if fields is None else CostModel(**fields)
 
 
@@ -135,94 +124,167 @@ def encoder_key(entry: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def fit_line(points: list[tuple[float, float]]) -> tuple[float, float]:
-    """Least-squares (intercept, slope) of (units, seconds), both kept >= 0 (a cost never falls with work)."""
-    n = len(points)
-    if n == 0:
-        raise ValueError("no measurements")
-    mean_u, mean_s = sum(u for u, _ in points) / n, sum(s for _, s in points) / n
-    var = sum((u - mean_u) ** 2 for u, _ in points)
-    if n == 1 or var == 0:  # no spread: a line through the origin
-        return 0.0, max(mean_s / mean_u, 0.0) if mean_u else 0.0
-    slope = sum((u - mean_u) * (s - mean_s) for u, s in points) / var
-    if slope <= 0:  # noise at sizes this small: the work did not show; all of it is per-job cost
-        return max(mean_s, 0.0), 0.0
-    intercept = mean_s - slope * mean_u
-    if intercept < 0:  # a line through the origin fits better than a negative fixed cost
-        return 0.0, sum(u * s for u, s in points) / sum(u * u for u, _ in points)
-    return intercept, slope
+def parse_calibration(path: Path) -> dict[str, Any] | None:
+    """The checked :class:`CostModel` fields of the file at ``path`` (None: another format), else one ConfigError."""
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import best_match
+
+    redo = "run `ppgbench calibrate --force` to measure again"
+    try:
+        raw = json.loads(path.read_text(), parse_constant=str)  # NaN and Infinity: strings, refused as such
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise ConfigError(f"{path}: not a readable calibration ({type(exc).__name__}); {redo}") from None
+    if isinstance(raw, dict) and raw.get("format") != FORMAT:
+        return None
+    error = best_match(Draft202012Validator(SCHEMA).iter_errors(raw))
+    if error is not None:
+        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path).lstrip(".")
+        said = error.message if len(error.message) <= 100 else error.message[:97] + "..."
+        raise ConfigError(f"{path}: not a valid calibration: {where + ': ' if where else ''}{said}; {redo}")
+    return {k: v for k, v in raw.items() if k != "format"}
 
 
-class BadField(ValueError):
-    """A calibration field that is missing or holds the wrong kind of value."""
+#: Approximate windows per subject of each published release (PROTOCOL.md 1), and the subjects where the
+#: declaration states none: rough orders of magnitude, printed as assumed.
+WINDOWS_PER_SUBJECT: dict[str, int] = {
+    "bidmc": 48, "ppgbp": 3, "dalia": 4300, "dreamt": 2800, "wesad": 600, "butppg": 80, "ecsmp": 250,
+    "realworldppg": 30, "wildppg": 5000,
+}
+ASSUMED_SUBJECTS: dict[str, int] = {"butppg": 50, "ecsmp": 89, "realworldppg": 35, "wildppg": 16}
+#: Argument names that state an encoder's (or a wrapped module's) output size.
+DIM_NAMES = ("embed_dim", "embedding_dim", "out_dim", "output_dim", "out_features")
+#: Below this many validation subjects a subject-level score ties at the top and Hyperband promotes nearly every
+#: trial: synthetic stiffness (5 validation subjects) trained 22.1 epochs per trial of 25, against 7.9; so
+#: TIED_COMPLETE of such a search's trials are counted at every epoch, the others stopped at the first check.
+FEW_VALIDATION_SUBJECTS = 10
+TIED_COMPLETE = 0.87
+HOLDOUT_SHARE = 0.2  # of the outer-training groups, held out for a neural regime's validation (PROTOCOL.md 3.3)
 
 
-def _check(value: Any, field: str, kind: type, low: float = 0.0, high: float = MAX_SECONDS) -> Any:
-    """``value`` when it is a ``kind`` (a number: finite, within [low, high]), else :class:`BadField`."""
-    shown = json.dumps(value)[:40]
-    if kind in (int, float):
-        integer, low = kind is int, max(low, 1) if kind is int else low
-        if isinstance(value, bool) or not isinstance(value, int | float) or (integer and not isinstance(value, int)):
-            raise BadField(f"{field} is {shown}, not {'an integer' if integer else 'a number'}")
-        if not math.isfinite(value) or not low <= value <= high:
-            raise BadField(f"{field} is {value!r}, outside [{low:g}, {high:g}]")
-        return kind(value)
-    if not isinstance(value, kind) or isinstance(value, bool) != (kind is bool):
-        raise BadField(f"{field} is {shown}, not a {kind.__name__}")
-    return value
+@dataclass(frozen=True)
+class TaskSize:
+    """Labelled windows, groups and classes of one task at one rate, and where the figures come from."""
+
+    rows: int
+    groups: int
+    classes: int
+    windows: int  # every window of the dataset at that rate (what the embedding pass reads)
+    source: str
 
 
-def model_fields(raw: Any, kinds: tuple[str, ...]) -> dict[str, Any]:
-    """The :class:`CostModel` fields of a parsed file (``format`` removed), or :class:`BadField`."""
-    if not isinstance(raw, dict):
-        raise BadField(f"the file holds a JSON {type(raw).__name__}, not an object")
-    unknown = sorted(set(raw) - set(_TOP))
-    if unknown:
-        raise BadField(f"{unknown[0]} is not a calibration field")
-    out = {k: _check(v, k, _TOP[k], high=1024 if k == "threads" else MAX_SECONDS) for k, v in raw.items()}
-    if "machine" not in out:
-        raise BadField("machine is missing")
-    if out.get("device", "cpu") not in ("cpu", "cuda"):
-        raise BadField(f"device is {out['device']!r}, not cpu or cuda")
-    coefficients = {}
-    for kind, pair in out.get("coefficients", {}).items():
-        if kind not in kinds:
-            raise BadField(f"coefficients.{kind} is not a kind of the cost model ({', '.join(kinds)})")
-        if not isinstance(pair, list) or len(pair) != 2:
-            raise BadField(f"coefficients.{kind} is {json.dumps(pair)[:40]}, not [intercept, slope]")
-        coefficients[kind] = (_check(pair[0], f"coefficients.{kind}[0] (intercept)", float),
-                              _check(pair[1], f"coefficients.{kind}[1] (slope)", float))
-    if "coefficients" in out:
-        out["coefficients"] = coefficients
-    for key, entry in out.get("encoders", {}).items():
-        if not isinstance(entry, dict):
-            raise BadField(f"encoders.{key} is {json.dumps(entry)[:40]}, not an object")
-        missing = sorted(set(_ENCODER) - set(entry))
-        if missing:
-            raise BadField(f"encoders.{key}.{missing[0]} is missing")
-        for name, value in entry.items():
-            if name in _ENCODER:
-                _check(value, f"encoders.{key}.{name}", _ENCODER[name], MIN_THROUGHPUT if "_per_s" in name else 0.0,
-                       1e7 if name == "embed_dim" else 1e12)
+def task_size(dm: Any, fs: float, task: Any, read_tree: bool = True) -> TaskSize:
+    """The task's size from the processed tree when it can be read (and ``read_tree``), else as published."""
+    if read_tree:
+        try:
+            import numpy as np
+
+            view = dm.task_view(fs, task)
+            classes = len(task.classes) or (len(np.unique(view.y)) if task.kind == "classification" else 1)
+            return TaskSize(len(view.rows), len(np.unique(view.groups)), int(classes), len(dm.windows(fs).x),
+                            "processed tree")
+        except PPGBenchError:
+            pass
+    if dm.dataset == "synthetic":
+        subjects, per_subject = dm.synthetic.n_subjects, dm.synthetic.windows_per_subject
+        source = "the synthetic settings"
+    else:
+        subjects = dm.info.subjects or ASSUMED_SUBJECTS.get(dm.dataset, 20)
+        per_subject = WINDOWS_PER_SUBJECT.get(dm.dataset, 500)
+        source = f"assumed: no processed tree, ~{per_subject} windows x {subjects} subjects (published release)"
+    subjects = min(subjects, dm.max_subjects or subjects)
+    per_subject = min(per_subject, dm.max_windows_per_subject or per_subject)
+    classes = len(task.classes) or (subjects if task.kind == "classification" else 1)
+    return TaskSize(subjects * per_subject, subjects, max(int(classes), 1), subjects * per_subject, source)
+
+
+def embed_dim(entry: dict[str, Any], model: CostModel, name: str | None = None) -> tuple[int, str]:
+    """(embedding size, where it comes from): measured, the encoder catalog, the config, the class, or assumed."""
+    measured = model.measured(entry, name)
+    if measured and measured.get("embed_dim"):
+        return int(measured["embed_dim"]), "measured"
+    from ppgbench_pl.encoders.catalog import CATALOG
+
+    for known in CATALOG.values():
+        if known.class_path == entry.get("class_path") and known.embedding_dim:
+            return int(known.embedding_dim), "catalog"
+    found = declared_dim(entry) or declared_dim((entry.get("init_args") or {}).get("module"))
+    return found if found else (DEFAULT_EMBED_DIM, "assumed")
+
+
+def declared_dim(entry: Any) -> tuple[int, str] | None:
+    """The size a ``class_path``/``init_args`` entry states: in its config, else as its class's default."""
+    if not isinstance(entry, dict) or not entry.get("class_path"):
+        return None
+    args = entry.get("init_args") or {}
+    for name in DIM_NAMES:
+        if isinstance(args.get(name), int):
+            return int(args[name]), "config"
+    try:
+        from ppgbench_pl.naming import import_class
+
+        params = inspect.signature(import_class(str(entry["class_path"])).__init__).parameters
+    except Exception:  # noqa: BLE001 - a class the dry run cannot import: the size is assumed, and says so
+        return None
+    for name in DIM_NAMES:
+        if name in params and isinstance(params[name].default, int):
+            return int(params[name].default), f"{name} default of {entry['class_path'].rsplit('.', 1)[-1]}"
+    return None
+
+
+def epochs_distribution(n_trials: int, max_epochs: int, min_resource: int = 1,
+                        reduction_factor: int = 3) -> dict[int, float]:
+    """Probability that a trial of an ``n_trials`` search trains each number of epochs.
+
+    Brackets and their trial shares as Optuna allots them; a trial checked at 0-based step ``s`` has trained
+    ``s + 1`` epochs; the ``i``-th trial to reach a rung is promoted when in the top ``floor(i / eta)`` there,
+    or the best while fewer than ``eta`` have arrived.
+    """
+    eta, top = max(int(reduction_factor), 2), max(int(max_epochs), 1)
+    low, n_trials = max(int(min_resource), 1), max(int(n_trials), 1)
+    if top <= low:
+        return {top: 1.0}
+    brackets = math.floor(math.log(top / low, eta)) + 1
+    weights = [math.ceil(brackets * eta ** (brackets - 1 - b) / (brackets - b)) for b in range(brackets)]
+    out: dict[int, float] = {}
+    for b, weight in enumerate(weights):
+        share = n_trials * weight / sum(weights)
+        rungs = [low * eta ** (b + k) for k in range(brackets) if low * eta ** (b + k) < top]
+        arrived = [0.0] * len(rungs)
+        for part in [1.0] * int(share) + ([share - int(share)] if share > int(share) else []):
+            reach = 1.0
+            for k, step in enumerate(rungs):
+                arrived[k] += reach * part
+                there = max(arrived[k], 1.0)
+                promoted = max(math.floor(there) // eta, 1) / there
+                epochs = min(step + 1, top)
+                out[epochs] = out.get(epochs, 0.0) + part * reach * (1 - promoted) / n_trials
+                reach *= promoted
+            out[top] = out.get(top, 0.0) + part * reach / n_trials
     return out
 
 
-def parse_calibration(path: Path, kinds: tuple[str, ...], version: int) -> dict[str, Any] | None:
-    """The checked fields of the calibration at ``path``; None when it is of another format (measured again).
+def hyperband_epochs(max_epochs: int, min_resource: int = 1, reduction_factor: int = 3, n_trials: int = 48) -> float:
+    """Mean epochs a trial of an ``n_trials`` search trains (:func:`epochs_distribution`)."""
+    dist = epochs_distribution(n_trials, max_epochs, min_resource, reduction_factor)
+    return sum(e * p for e, p in dist.items())
 
-    Raises:
-        ConfigError: One line naming the file and the field, and how to measure again.
-    """
-    redo = "run `ppgbench calibrate --force` to measure again"
-    try:
-        raw = json.loads(path.read_text(), parse_constant=str)
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise ConfigError(f"{path}: not a readable calibration ({type(exc).__name__}); {redo}") from None
-    if isinstance(raw, dict):
-        if raw.get("format") != version:
-            return None
-        raw = {k: v for k, v in raw.items() if k != "format"}
-    try:
-        return model_fields(raw, kinds)
-    except BadField as exc:
-        raise ConfigError(f"{path}: not a valid calibration: {exc}; {redo}") from None
+
+def few_validation_subjects(task: object, groups: int, n_folds: int) -> bool:
+    """Whether a subject-level task's holdout has fewer than :data:`FEW_VALIDATION_SUBJECTS` subjects."""
+    held = groups * (n_folds - 1) / max(n_folds, 1) * HOLDOUT_SHARE
+    return getattr(task, "level", "window") == "subject" and held < FEW_VALIDATION_SUBJECTS
+
+
+def search_trials(regime: Any, task: object, tied: bool = False) -> tuple[int, float]:
+    """(trials, trial-epochs) of a searched job: each holdout's and search seed's study (``tied``: TIED_COMPLETE)."""
+    from ppgbench_pl.regimes.search_seeds import searches_per_job
+
+    s = regime.search
+    first = min(int(s.min_resource) + 1, int(s.epochs))
+    if tied:
+        mean = s.epochs * TIED_COMPLETE + first * (1 - TIED_COMPLETE)
+    else:
+        mean = hyperband_epochs(s.epochs, s.min_resource, s.reduction_factor, s.n_trials)
+    holdouts = int(regime.subject_repeats) if getattr(task, "level", "window") == "subject" else 1
+    trials = holdouts * searches_per_job(regime) * int(s.n_trials)
+    return trials, trials * mean

@@ -1,9 +1,8 @@
 """``--dry-run`` (CLI) and ``pb.evaluate(..., dry_run=True)``: the plan, what it would cost, nothing written.
 
-It makes the real run's checks of the settings and the run folder, in its order and through the same
-functions (strategy, precision, output folder, and the identity of a folder holding ``run.json`` when the
-data can be read), so a folder the real run refuses is refused with the same line; then it prints the plan,
-the budget, what cannot be evaluated, and the estimate of the jobs still to run (:mod:`.estimate`).
+The real run's checks of the settings and the run folder, in its order and through the same functions, so a
+folder the real run refuses is refused with the same line; then the plan, the budget, what cannot be evaluated,
+and the estimate of the jobs still to run (:mod:`.estimate`).
 """
 
 from __future__ import annotations

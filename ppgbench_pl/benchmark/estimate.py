@@ -1,25 +1,29 @@
-"""The dry run's cost estimate: jobs per regime, CPU (and GPU) time on this machine and executor.
+"""The dry run's cost estimate: per pending job, the machine's rate for its regime times its units of work.
 
-Each pending job's seconds are the machine's :class:`~ppgbench_pl.benchmark.cost_model.CostModel` applied to
-its work (:func:`job_units`); one embedding pass per (encoder, dataset) a frozen regime reads; wall time
-spreads the jobs over the executor's slots. Nothing is built: a dry run must not start a pool or a scheduler.
+Units are counted from the plan and the task sizes (:func:`job_units`); one embedding pass per (encoder,
+dataset) a frozen regime reads, at the encoder's inference speed; start-up per process; wall time spreads the
+jobs over the executor's slots. The executor is built (as the run builds it) but never started.
 """
 
 from __future__ import annotations
 
-import inspect
 import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ppgbench_pl.benchmark import cost_sizes
-from ppgbench_pl.benchmark.cost_model import TRIAL_EPOCH_UNITS, CostModel, calibration_path, encoder_key
-from ppgbench_pl.benchmark.thread_policy import thread_override, usable_cores
-from ppgbench_pl.regimes.search_seeds import searches_per_job
+from ppgbench_pl.benchmark import cost_model as cm
+from ppgbench_pl.benchmark.cost_model import RATES, CostModel, calibration_path
 
 OTHER_JOB_S = 1.0  # seconds assumed per job of a regime the cost model does not know (a user's own callback)
+#: CPU of a searched job at several torch threads over one: torch's pool spin-waits around the stack's tiny
+#: steps (4-33x measured on the 2-core CI machine under load, docs/performance.md).
+THREAD_FACTOR = 14.0
+#: The size that costs as much as a unit's fixed part (measured on the 2-core CI machine, 2026-12-06): per fitted
+#: probe n d^2 (ridge), n d c (logistic); per tree n x depth x features tried per split (rf); per trial-epoch
+#: n (1 + d / 64) / 2 (mlp). A job's own fixed cost (after the first of its kind in a process) did not show.
+SIZE_SCALE = {"ridge": 8e8, "logistic": 1e6, "rf": 25_000.0, "mlp": 3000.0}
 
 
 @dataclass
@@ -62,69 +66,38 @@ def regime_kind(regime: Any, task: Any, trainable: bool) -> str:
     return "finetune" if "finetune.FinetuneRegime" in mro else "other"
 
 
-def forest_units(regime: Any, n: float, d: int) -> float:
-    """Trees x rows x depth x features tried per split, over the regime's grid."""
-    per_split = [math.sqrt(d) if v == "sqrt" else math.log2(max(d, 2)) if v == "log2"
-                 else float(v) * d if isinstance(v, float) else float(v) for v in regime.max_features]
-    depth = sum(min(float(depth), math.log2(max(n, 2))) for depth in regime.max_depth)
-    return sum(regime.n_estimators) * n * depth * (sum(per_split) / len(per_split))
+def job_units(kind: str, regime: Any, n: float, d: int, classes: int, inner: int, trial_epochs: float = 0.0,
+              train_per_s: float = 1.0) -> float:
+    """One job's units of work on ``n`` outer-training rows of ``d`` features with ``inner`` folds.
 
-
-def trees_fitted(regime: Any, inner: int) -> int:
-    """Trees one RF job grows: every grid point's trees, in each inner fold and the refit."""
-    grid = len(regime.max_depth) * len(regime.min_samples_split) * len(regime.min_samples_leaf)
-    return (inner + 1) * sum(regime.n_estimators) * grid * len(regime.max_features)
-
-
-def job_units(kind: str, regime: Any, n: float, d: int, classes: int, inner: int, throughput: tuple[float, float],
-              work: cost_sizes.SearchWork | None = None) -> float:
-    """One job's work in its kind's units, on ``n`` outer-training rows of ``d`` features with ``inner`` folds.
-
-    ridge k n d^2; logistic k n d c; rf k x :func:`forest_units`; a searched job its share of its stack group's
-    trial-epochs x (per row: n x (1 + d / 64) / 2 for an MLP head, encoder seconds at the measured training and
-    inference ``throughput`` for finetuning; plus :data:`~.cost_model.TRIAL_EPOCH_UNITS`).
+    ridge, logistic: fitted probes (each inner fold and the refit), each ``1 + size``; rf: fitted trees (the
+    grid's, in each inner fold and the refit), each ``1 + size``; mlp: trial-epochs, each ``1 + size``; finetune:
+    encoder-seconds of its trial-epochs at ``train_per_s``.
     """
-    if kind == "ridge":
-        return inner * n * d * d
-    if kind == "logistic":
-        return inner * n * d * max(classes, 2)
+    if kind in ("ridge", "logistic"):
+        return (inner + 1) * (1 + n * d * (d if kind == "ridge" else max(classes, 2)) / SIZE_SCALE[kind])
     if kind == "rf":
-        return inner * forest_units(regime, n, d)
-    if work is None or kind not in TRIAL_EPOCH_UNITS:
-        return 0.0
-    infer, train = throughput
-    per_trial_epoch = n * (1 + d / 64) / 2 if kind == "mlp" else 0.8 * n / train + 0.2 * n / infer
-    return work.trial_epochs * (per_trial_epoch + TRIAL_EPOCH_UNITS[kind]) / work.jobs
+        split = [math.sqrt(d) if v == "sqrt" else math.log2(max(d, 2)) if v == "log2"
+                 else float(v) * d if isinstance(v, float) else float(v) for v in regime.max_features]
+        depth = [min(float(depth), math.log2(max(n, 2))) for depth in regime.max_depth]
+        trees = (inner + 1) * sum(regime.n_estimators) * len(regime.max_depth) * len(split) \
+            * len(regime.min_samples_split) * len(regime.min_samples_leaf)
+        return trees * (1 + n * sum(depth) / len(depth) * sum(split) / len(split) / SIZE_SCALE["rf"])
+    if kind == "mlp":
+        return trial_epochs * (1 + n * (1 + d / 64) / 2 / SIZE_SCALE["mlp"])
+    return trial_epochs * n / train_per_s if kind == "finetune" else 0.0
 
 
-def executor_shape(entry: dict[str, Any]) -> tuple[str, int, int]:
-    """(name, jobs at once, torch threads of an encoder job) of an executor entry, read without building it.
+def executor_shape(entry: Any, threads: int | None) -> tuple[str, int, Any]:
+    """(name, jobs at once, thread policy) of the run's executor (an entry is built as the run builds it)."""
+    from ppgbench_pl.benchmark.executors import Executor
+    from ppgbench_pl.benchmark.suite import build_entry
+    from ppgbench_pl.benchmark.thread_policy import choose_policy
 
-    The process pool's default is one worker per core (per GPU), sharing the cores; locally a job has torch's
-    default (``OMP_NUM_THREADS``, else the cores); a cluster job its ``cpus_per_task`` (1 when not given).
-    """
-    from ppgbench_pl.naming import import_class
-
-    cls = import_class(entry["class_path"])
-    args = {k: p.default for k, p in inspect.signature(cls.__init__).parameters.items()}
-    args.update(entry.get("init_args") or {})
-    name, cores = cls.__name__.removesuffix("Executor").lower() or cls.__name__, usable_cores()
-    if "workers" in args and args["workers"] is None:
-        slots = len(args.get("gpus") or ()) or cores
-    else:
-        found = [max(int(args[k]), 1) for k in ("workers", "parallelism") if isinstance(args.get(k), int)]
-        slots = found[0] if found else 1
-    env, params = os.environ.get("OMP_NUM_THREADS", ""), args.get("parameters") or {}
-    if name == "local":
-        threads = max(int(env), 1) if env.isdigit() else cores
-    elif isinstance(args.get("threads_per_worker"), int):
-        threads = max(int(args["threads_per_worker"]), 1)
-    elif name == "process":
-        threads = max(1, cores // max(int(args.get("workers") or cores), 1))
-    else:
-        cpus = params.get("cpus_per_task") or params.get("slurm_cpus_per_task") if isinstance(params, dict) else None
-        threads = int(cpus) if isinstance(cpus, int) else 1
-    return name, slots, threads
+    executor = build_entry(Executor, entry)
+    name = type(executor).__name__.removesuffix("Executor").lower() or type(executor).__name__
+    slots = getattr(executor, "workers", None) or getattr(executor, "parallelism", None) or 1
+    return name, int(slots), choose_policy(executor, threads)
 
 
 def on_gpu(trainer_kwargs: dict[str, Any]) -> bool:
@@ -137,57 +110,50 @@ def on_gpu(trainer_kwargs: dict[str, Any]) -> bool:
     return accelerator in ("gpu", "cuda", "auto") and torch.cuda.is_available()
 
 
-def estimate_plan(suite: Any, pending: Sequence[Any], executor: dict[str, Any], model: CostModel,
-                  read_tree: bool = True, threads: int | None = None) -> Estimate:
+def estimate_plan(suite: Any, pending: Sequence[Any], executor: Any, model: CostModel, read_tree: bool = True,
+                  threads: int | None = None) -> Estimate:
     """The estimate of running ``pending`` (jobs of ``suite``'s dry plan) with ``executor`` on this machine."""
     est = Estimate(startup_s=model.startup_s)
-    est.executor, est.slots, encoder_threads = executor_shape(executor)
+    est.executor, est.slots, policy = executor_shape(executor, threads)
     est.processes = 1 + (0 if est.executor == "local" else min(est.slots, len(pending)))
-    gpu, override = on_gpu(suite.trainer_kwargs), thread_override(threads)[0]  # the policy: probe jobs at 1
-    probe_threads, encoder_threads = override or 1, override or encoder_threads
-    sizes: dict[tuple[str, float, str], cost_sizes.TaskSize] = {}
+    gpu = est.embedding_gpu = on_gpu(suite.trainer_kwargs)
+    sizes: dict[tuple[str, float, str], cm.TaskSize] = {}
     passes: dict[tuple[int, str], int] = {}
     few: set[str] = set()
-    groups = cost_sizes.stack_groups(pending)
     for job in pending:
         info, entry, dm = suite.encoder_infos[job.model], suite.encoder_configs[job.model], \
             suite.datamodules[job.task.dataset]
         key = (job.task.dataset, float(info.sampling_rate), job.task.name)
-        if key not in sizes:
-            sizes[key] = cost_sizes.task_size(dm, key[1], job.task, read_tree)
-        size, kind = sizes[key], regime_kind(job.regime, job.task, info.trainable)
-        tied = cost_sizes.few_validation_subjects(job.task, size.groups, dm.n_folds)
-        if tied and hasattr(job.regime, "search"):
-            few.add(job.task.name)
+        size = sizes[key] = sizes.get(key) or cm.task_size(dm, key[1], job.task, read_tree)
+        kind, trials, trial_epochs = regime_kind(job.regime, job.task, info.trainable), 0, 0.0
         searched = kind in ("mlp", "finetune")
-        work = cost_sizes.regime_search_work(job.regime, job.task, groups[job.job_id], tied) if searched else None
+        if searched:
+            tied = cm.few_validation_subjects(job.task, size.groups, dm.n_folds)
+            few.update([job.task.name] if tied else [])
+            trials, trial_epochs = cm.search_trials(job.regime, job.task, tied)
         n = size.rows * (dm.n_folds - 1) / dm.n_folds * float(getattr(job.regime, "fraction", 1.0))
-        units = job_units(kind, job.regime, n, cost_sizes.embed_dim(entry, model)[0], size.classes, dm.n_inner_folds,
-                          model.throughput(encoder_key(entry))[:2], work)
-        seconds = model.job_seconds(kind, units) if kind != "other" else OTHER_JOB_S
-        if kind == "rf":  # each tree's own fixed cost, beside the work that grows with rows and depth
-            seconds += model.job_seconds("rf_tree", trees_fitted(job.regime, dm.n_inner_folds))
+        units = job_units(kind, job.regime, n, cm.embed_dim(entry, model, info.name)[0], size.classes,
+                          dm.n_inner_folds, trial_epochs, model.throughput(entry, info.name)[1])
+        seconds = model.rates.get(kind, RATES[kind]) * units if kind != "other" else OTHER_JOB_S
         on_device = gpu and (searched or (kind == "rf" and job.regime.backend() == "cuml"))
-        if work is not None:
-            n_threads = probe_threads if job.regime.uses_embeddings else encoder_threads
-            est.threads = max(est.threads, n_threads)
-            if not on_device and n_threads > 1:  # torch's threads spin-wait around the stack's tiny steps
-                fixed = model.job_seconds(kind, 0.0)
-                seconds = fixed + (seconds - fixed) * model.thread_factor
-        est.jobs.append(JobCost(job.regime.name, kind, seconds, on_device, *(
-            (work.trials // work.jobs, work.trial_epochs / work.jobs) if work is not None else (0, 0.0))))
+        job_threads = (policy.for_job(job.regime.uses_embeddings) or 1) if searched else 1
+        est.threads = max(est.threads, job_threads)
+        seconds *= THREAD_FACTOR if job_threads > 1 and not on_device else 1.0  # threads spin around tiny steps
+        est.jobs.append(JobCost(job.regime.name, kind, seconds, on_device, trials, trial_epochs))
         if job.regime.uses_embeddings or not info.trainable:  # as the suite's uses_cache
             passes[(job.model, job.task.dataset)] = size.windows
-    est.embedding_seconds = sum(w / model.throughput(encoder_key(suite.encoder_configs[m]))[0]
+    est.embedding_seconds = sum(w / model.throughput(suite.encoder_configs[m], suite.encoder_infos[m].name)[0]
                                 for (m, _), w in passes.items())
-    est.embedding_passes, est.embedding_gpu = len(passes), gpu
+    est.embedding_passes = len(passes)
     est.assumptions = assumptions(suite, pending, model, sizes, est, few)
     return est
 
 
 def assumptions(suite: Any, pending: Sequence[Any], model: CostModel,
-                sizes: dict[tuple[str, float, str], cost_sizes.TaskSize], est: Estimate, few: set[str]) -> list[str]:
+                sizes: dict[tuple[str, float, str], cm.TaskSize], est: Estimate, few: set[str]) -> list[str]:
     """The ``assumes`` lines: what the figures rest on."""
+    from ppgbench_pl.regimes.search_seeds import searches_per_job
+
     rates: dict[tuple[str, str], set[float]] = {}
     for (dataset, fs, _), size in sizes.items():
         rates.setdefault((dataset, size.source), set()).add(fs)
@@ -196,8 +162,8 @@ def assumptions(suite: Any, pending: Sequence[Any], model: CostModel,
     rows = sorted({f"{k[2]} {s.rows}" for k, s in sizes.items()})
     dims, speeds, measure = [], [], "ppgbench calibrate --config <this config>"
     for entry, info in zip(suite.encoder_configs, suite.encoder_infos, strict=True):
-        d, where = cost_sizes.embed_dim(entry, model)
-        infer, train, measured = model.throughput(encoder_key(entry))
+        d, where = cm.embed_dim(entry, model, info.name)
+        infer, train, measured = model.throughput(entry, info.name)
         dims.append(f"{info.name} {d} ({where})" if where != "assumed" else
                     f"{info.name} {d} (assumed: not in the catalog, config or class signature; {measure} measures it)")
         speeds.append(f"{info.name} {infer:.0f}/{f'{train:.0f}' if info.trainable else '-'} windows/s"
@@ -206,16 +172,16 @@ def assumptions(suite: Any, pending: Sequence[Any], model: CostModel,
            f"embedding size: {', '.join(dims)}; encoder inference/training: {', '.join(speeds)}"]
     for name, regime in {j.regime.name: j.regime for j in pending if hasattr(j.regime, "search")}.items():
         s = regime.search
-        mean = cost_sizes.hyperband_epochs(s.epochs, s.min_resource, s.reduction_factor, s.n_trials)
+        mean = cm.hyperband_epochs(s.epochs, s.min_resource, s.reduction_factor, s.n_trials)
         out.append(f"{name}: {s.n_trials} trials x {searches_per_job(regime)} search repeat(s) per holdout "
                    f"({regime.subject_repeats} holdouts on subject-level tasks), {s.batch} at a time; a trial trains "
                    f"{mean:.1f} of {s.epochs} epochs on average (Hyperband); the studies of "
                    f"{getattr(regime, 'stack_jobs', 1)} job(s) of a cell train in one stack")
-    where = f"this machine, {model.threads} thread(s), {model.device}" if model.calibrated else \
+    where = f"this machine, 1 thread, {model.device}" if model.calibrated else \
         "uncalibrated defaults: the project's 2-core CI machine, 1 thread"
-    out.append(f"CPU seconds per job as measured ({where}), one job (or stack group) after another within each "
-               "worker, a stack's cost shared by its jobs; the embedding pass runs once per encoder and dataset "
-               "before the jobs (assumed not yet in the shared cache)")
+    out.append(f"CPU seconds per job as rate x units of work ({where}; docs/performance.md), one job after another "
+               "within each worker; the embedding pass runs once per encoder and dataset before the jobs (assumed "
+               "not yet in the shared cache)")
     if est.embedding_gpu and model.device != "cuda":
         out.append(f"GPU figures: the calibration was measured on the CPU, so they are an upper bound ({measure} "
                    "measures it on the trainer's GPU)")
@@ -223,17 +189,16 @@ def assumptions(suite: Any, pending: Sequence[Any], model: CostModel,
     if unknown:
         out.append(f"{', '.join(unknown)}: not in the cost model, {OTHER_JOB_S:g} s per job assumed")
     if any(j.trials and not j.gpu for j in est.jobs):  # a searched job's CPU grows with its torch threads
-        source = "by ppgbench calibrate" if model.calibrated else "on the 2-core CI machine under load"
         out.append(f"searched jobs at {est.threads} torch thread(s) each" + ("" if est.threads <= 1 else (
-            f": {model.thread_factor:.0f}x the CPU time of one thread (measured {source}; torch's threads spin-wait "
-            "around the stack's tiny steps); the default thread policy (one thread per probe job; PPGBENCH_THREADS "
-            "or --threads override it) avoids it")))
+            f": {THREAD_FACTOR:.0f}x the CPU time of one thread (measured 4-33x on a shared 2-core machine: an "
+            "order of magnitude, not x1.5; torch's threads spin-wait around the stack's tiny steps); the default "
+            "thread policy (one thread per probe job; PPGBENCH_THREADS or --threads override it) avoids it")))
     if few:
-        out.append(f"{', '.join(sorted(few))}: fewer than {cost_sizes.FEW_VALIDATION_SUBJECTS} validation subjects, "
+        out.append(f"{', '.join(sorted(few))}: fewer than {cm.FEW_VALIDATION_SUBJECTS} validation subjects, "
                    "so the subject-level scores tie at the top and Hyperband prunes few trials (87 % assumed to train "
                    "every epoch, as measured on synthetic stiffness)")
     if any(j.kind == "rf" and j.gpu for j in est.jobs):
-        out.append("rf on cuML: scikit-learn's coefficients on the GPU column, an upper bound")
+        out.append("rf on cuML: scikit-learn's rates on the GPU column, an upper bound")
     return out
 
 
@@ -259,7 +224,7 @@ def describe_estimate(est: Estimate, model: CostModel) -> str:
         head = f"estimate for this machine ({model.machine}; calibrated {model.created}, ppgbench calibrate):"
     else:
         head = (f"estimate UNCALIBRATED: no calibration for this machine ({calibration_path(model.machine)}); "
-                "figures use the documented defaults (docs/performance.md); run `ppgbench calibrate` (under a minute)")
+                "figures use the documented defaults (docs/performance.md); run `ppgbench calibrate` (about a minute)")
     lines = [head, f"{'regime':<16} {'jobs':>6} {'per job':>9} {'CPU':>10} {'GPU':>10}"]
 
     def row(name: str, count: int, each: str, cpu: float | None, gpu: float) -> None:

@@ -53,15 +53,8 @@ def build_plan(encoders: Sequence[Any], tasks: Sequence[TaskSpec], regimes: Sequ
                seeds: Sequence[int], folds: Sequence[int]) -> list[Job]:
     """Jobs ordered model -> task -> seed -> fold -> regime; regimes skip tasks they don't apply to.
 
-    Args:
-        encoders: Built encoders, or :class:`EncoderInfo` stand-ins for a dry run.
-        tasks: Tasks, of one or several datasets.
-        regimes: Regime callbacks.
-        seeds: Outer seeds.
-        folds: Outer folds.
-
-    Raises:
-        ConfigError: Two encoders or two regimes share a name (their job ids would collide).
+    ``encoders`` are built, or :class:`EncoderInfo` stand-ins for a dry run. Two encoders or two regimes of one
+    name (their job ids would collide): ConfigError.
     """
     for kind, names in (("encoder", [e.name for e in encoders]), ("regime", [r.name for r in regimes])):
         twice = sorted(n for n, c in Counter(names).items() if c > 1)

@@ -1,6 +1,5 @@
-"""``ppgbench calibrate``: measure this machine's per-job costs once (:mod:`ppgbench_pl.benchmark.calibrate`).
+"""``ppgbench calibrate``: measure this machine's rates once, one file per machine (shown again unless ``--force``).
 
-Stored in the user cache directory, one file per machine; a second call shows it unless ``--force``.
 ``--config`` (the files a ``fit`` takes, stacked) adds the throughput of that config's encoders.
 """
 
@@ -17,7 +16,7 @@ from ppgbench_pl.errors import ConfigError
 
 def add_calibrate_parser(sub: argparse._SubParsersAction) -> None:
     """Register ``calibrate``."""
-    parser = sub.add_parser("calibrate", help="Measure this machine's per-job costs (for --dry-run estimates).")
+    parser = sub.add_parser("calibrate", help="Measure this machine's rates (for --dry-run estimates).")
     parser.add_argument("--config", action="append", default=[],
                         help="A fit/benchmark config (repeat to stack, as for fit): measure its encoders too.")
     parser.add_argument("--force", action="store_true", help="Measure again although this machine has a calibration.")
@@ -44,10 +43,12 @@ def config_suite(files: list[str]) -> Any:
 
 def describe(model: Any, path: Any) -> str:
     """The calibration in a few lines."""
-    lines = [f"calibration of {model.machine} ({model.created}, {model.seconds:g} s, {model.threads} thread(s), "
-             f"{model.device}): {path}", f"  start-up  {model.startup_s:.2f} s CPU per process (importing the engine)",
-             f"  threads   {model.thread_factor:.1f}x the CPU of a searched job at every core's thread over one"]
-    lines += [f"  {kind:<9} {a:.3f} s per job + {b:.3g} s per unit" for kind, (a, b) in model.coefficients.items()]
+    from ppgbench_pl.benchmark.cost_model import RATES
+
+    lines = [f"calibration of {model.machine} ({model.created}, {model.seconds:g} s, 1 thread, {model.device}): "
+             f"{path}", f"  start-up  {model.startup_s:.2f} s CPU per process (importing the engine)"]
+    lines += [f"  {kind:<9} {model.rates.get(kind, default):.3g} s per unit"
+              + ("" if kind in model.rates else " (default: not measured)") for kind, default in RATES.items()]
     lines += [f"  encoder {e['name']}: {e['inference_per_s']:.0f} windows/s inference, {e['training_per_s']:.0f} "
               f"training ({e['training']}), {e['embed_dim']}-d, {e['device']}" for e in model.encoders.values()]
     return "\n".join(lines)
@@ -71,7 +72,7 @@ def run_calibrate(ns: argparse.Namespace) -> None:
     encoders = list(suite.encoder_configs) if suite else []
     trainer = dict(suite.trainer_kwargs) if suite else {}
     window_s = next(iter(suite.datamodules.values())).info.window_s if suite else 10.0
-    print("calibrating: a short measured run of each regime and encoder (under a minute) ...", file=sys.stderr)
+    print("calibrating: a short measured run of each regime and encoder (about a minute) ...", file=sys.stderr)
     if stored.calibrated and not ns.force:  # only the config's encoders are new
         model = calibrate.measure_listed(stored, encoders, trainer, window_s)
     else:

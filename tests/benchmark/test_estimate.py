@@ -1,4 +1,4 @@
-"""Cost before compute (issue 20 point 1): calibration, the cost model's scaling, and what the dry run prints."""
+"""Cost before compute (issue 20 point 1): calibration, the estimate as rate x units, and what the dry run prints."""
 
 from __future__ import annotations
 
@@ -9,17 +9,15 @@ import pytest
 
 from ppgbench_pl.benchmark.calibrate import TINY, calibrate
 from ppgbench_pl.benchmark.cost_model import (
-    DEFAULTS,
-    TRIAL_EPOCH_UNITS,
+    RATES,
     CostModel,
     calibration_path,
-    fit_line,
+    hyperband_epochs,
     load_model,
     machine_description,
     save_model,
 )
-from ppgbench_pl.benchmark.cost_sizes import hyperband_epochs
-from ppgbench_pl.benchmark.estimate import estimate_plan
+from ppgbench_pl.benchmark.estimate import SIZE_SCALE, THREAD_FACTOR, estimate_plan
 from ppgbench_pl.regimes.search_seeds import searches_per_job
 from tests.benchmark.helpers import LINEAR, suite_config, suite_of, tree, write_config
 from tests.cli_helpers import run_cli
@@ -39,21 +37,18 @@ def own_calibration(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytes
 
 def test_calibrate_on_a_tiny_setting_measures_and_is_stored_per_machine(own_calibration, capsys):
     model = calibrate(setting=TINY)
-    assert model.calibrated and model.threads == 1 and model.device == "cpu"
-    assert set(model.coefficients) == set(TINY.kinds)
-    for kind in TINY.kinds:
-        intercept, slope = model.coefficients[kind]
-        assert intercept >= 0 and slope >= 0 and model.job_seconds(kind, 1e6) > 0
-    assert model.coefficients["ridge"][1] > 0  # measured (the Gram product when the jobs are too small to show it)
+    assert model.calibrated and model.device == "cpu" and model.seconds > 0
+    assert set(model.rates) == set(TINY.kinds) and all(model.rates[kind] > 0 for kind in TINY.kinds)
     (cnn,) = model.encoders.values()
     assert cnn["name"] == "small_cnn" and cnn["embed_dim"] == 64 and cnn["training"] == "measured"
     assert cnn["inference_per_s"] > 0 and cnn["training_per_s"] > 0
     path = save_model(model)
     assert path == calibration_path() and path.parent == own_calibration
     loaded = load_model()
-    assert loaded.calibrated and loaded.coefficients == model.coefficients and loaded.created
+    assert loaded.calibrated and loaded.rates == model.rates and loaded.created
     code, out, err = run_cli(["calibrate", "--show"], capsys)
     assert code == 0 and str(path) in out and "ridge" in out and "small_cnn" in out, err
+    assert f"rf        {RATES['rf']:.3g} s per unit (default: not measured)" in out  # TINY: ridge and mlp only
 
 
 def test_an_unreadable_calibration_is_one_line_naming_it(own_calibration, capsys):
@@ -62,14 +57,6 @@ def test_an_unreadable_calibration_is_one_line_naming_it(own_calibration, capsys
     code, _, err = run_cli(["calibrate", "--show"], capsys)
     assert code == 2 and str(calibration_path()) in err and "ppgbench calibrate --force" in err
     assert len(err.strip().splitlines()) == 1
-
-
-def test_fit_line_recovers_a_line_and_never_goes_negative():
-    intercept, slope = fit_line([(1.0, 3.0), (3.0, 7.0)])
-    assert intercept == pytest.approx(1.0) and slope == pytest.approx(2.0)
-    assert fit_line([(1.0, 2.0), (2.0, 1.0)]) == (1.5, 0.0)  # work that does not show: all per-job cost
-    assert fit_line([(1.0, 1.0), (3.0, 5.0)])[0] == 0.0  # a negative fixed cost becomes a line through 0
-    assert fit_line([(2.0, 4.0)]) == (0.0, 2.0)
 
 
 def test_hyperband_epochs_are_between_one_and_the_budget_and_grow_with_it():
@@ -98,16 +85,21 @@ def _estimate(engine_root: Path, tmp_path: Path, subjects: int, model: CostModel
     return {name: sum(j.seconds for j in est.jobs if j.regime == name) for name in ("linear", "mlp")}, est
 
 
-def test_the_estimate_scales_with_the_data_and_the_search_repeats(engine_root, tmp_path, monkeypatch):
-    monkeypatch.setitem(TRIAL_EPOCH_UNITS, "mlp", 0.0)  # only the work that grows with the rows
-    model = CostModel("test", calibrated=True, coefficients={**DEFAULTS, "ridge": (0.0, 1e-9), "mlp": (0.0, 1e-6)})
-    small, est = _estimate(engine_root, tmp_path, 10, model)
-    large, _ = _estimate(engine_root, tmp_path, 40, model)
-    repeated, _ = _estimate(engine_root, tmp_path, 10, model, seeds=[0, 1, 2])
-    assert large["linear"] == pytest.approx(4 * small["linear"]) and large["mlp"] == pytest.approx(4 * small["mlp"])
-    assert repeated["mlp"] == pytest.approx(3 * small["mlp"]) and repeated["linear"] == small["linear"]
-    assert len(est.jobs) == 4 and est.embedding_passes == 1 and est.slots == 1
+def test_the_estimate_is_each_jobs_rate_times_its_units(engine_root, tmp_path):
+    model = CostModel("test", calibrated=True, rates={"ridge": 0.01, "mlp": 0.002}, startup_s=3.0)
+    costs, est = _estimate(engine_root, tmp_path, 10, model)
+    n, d = 10 * 10 * 4 / 5, 64  # 10 subjects x 10 windows, the outer training part of 5 folds; the CNN's 64-d
+    ridge = 0.01 * 5 * (1 + n * d * d / SIZE_SCALE["ridge"])  # 4 inner folds and the refit
+    trial_epochs = 4 * hyperband_epochs(3, 1, 3, 4)  # 4 trials of at most 3 epochs, one holdout
+    mlp = 0.002 * trial_epochs * (1 + n * (1 + d / 64) / 2 / SIZE_SCALE["mlp"])
+    assert costs["linear"] == pytest.approx(2 * ridge) and costs["mlp"] == pytest.approx(2 * mlp)  # 2 folds each
+    assert [j.trials for j in est.jobs if j.regime == "mlp"] == [4, 4]
+    assert len(est.jobs) == 4 and est.embedding_passes == 1 and est.slots == 1 and est.processes == 1
+    assert est.embedding_seconds == pytest.approx(100 / 400)  # every window, at the default 400 windows/s
     assert any("synthetic at 64 Hz: the synthetic settings" in a for a in est.assumptions)
+    repeated, _ = _estimate(engine_root, tmp_path, 10, model, seeds=[0, 1, 2])
+    assert repeated["linear"] == costs["linear"]
+    assert repeated["mlp"] == pytest.approx(3 * costs["mlp"])
 
 
 def _dry_config(engine_root: Path, tmp_path: Path, **run: object) -> Path:
@@ -168,13 +160,11 @@ def test_the_api_dry_run_prints_the_estimate_and_writes_nothing(engine_root, tmp
 
 
 def test_searched_jobs_at_several_threads_cost_the_thread_factor_more(engine_root, tmp_path, monkeypatch):
-    model = CostModel("test", calibrated=True, coefficients={**DEFAULTS, "mlp": (0.5, 1e-6)}, thread_factor=10.0)
+    model = CostModel("test", calibrated=True)
     monkeypatch.delenv("PPGBENCH_THREADS", raising=False)  # the policy: an MLP probe job runs at one thread
-    monkeypatch.setenv("OMP_NUM_THREADS", "2")
     one, est = _estimate(engine_root, tmp_path, 10, model)
     monkeypatch.setenv("PPGBENCH_THREADS", "2")  # overridden: two threads for every job
     two, est2 = _estimate(engine_root, tmp_path, 10, model)
     assert est.threads == 1 and est2.threads == 2 and two["linear"] == one["linear"]
-    jobs = 2  # the per-job cost stays, the work is 10x
-    assert two["mlp"] - jobs * 0.5 == pytest.approx(10 * (one["mlp"] - jobs * 0.5))
-    assert any("2 torch thread(s) each: 10x" in a and "PPGBENCH_THREADS" in a for a in est2.assumptions)
+    assert two["mlp"] == pytest.approx(THREAD_FACTOR * one["mlp"])
+    assert any("2 torch thread(s) each: 14x" in a and "PPGBENCH_THREADS" in a for a in est2.assumptions)

@@ -1,4 +1,4 @@
-"""The cost model's search arithmetic (issue 32 item 2): epochs per trial under Hyperband, a stack group's work."""
+"""The cost model's search arithmetic (issue 32 item 2): epochs per trial under Hyperband, a job's studies."""
 
 from __future__ import annotations
 
@@ -6,13 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from ppgbench_pl.benchmark.cost_sizes import (
-    epochs_distribution,
-    hyperband_epochs,
-    regime_search_work,
-    search_work,
-    stack_groups,
-)
+from ppgbench_pl.benchmark.cost_model import epochs_distribution, hyperband_epochs, search_trials
 
 
 def test_epochs_per_trial_count_the_epoch_a_trial_is_checked_at():
@@ -34,54 +28,36 @@ def test_a_lone_trial_is_never_pruned_and_early_trials_train_longer():
     assert 2.0 < hyperband_epochs(3, n_trials=4) <= 3.0
 
 
-def test_a_stack_group_counts_every_study_of_every_job():
+def test_a_job_counts_every_study_of_its_holdouts_and_search_seeds():
     mean = hyperband_epochs(25, n_trials=48)
-    # the published MLP probe on a subject-level task, the two folds of a seed in one stack: 2 jobs x 3 holdouts
-    work = search_work(48, 25, 1, 3, studies_per_job=3, jobs=2)
-    assert (work.jobs, work.studies, work.trials) == (2, 6, 288)
-    assert work.trial_epochs == pytest.approx(288 * mean)
-
-
-def test_the_regime_settings_give_the_holdout_and_search_repeats():
-    search = SimpleNamespace(n_trials=4, epochs=3, min_resource=1, reduction_factor=3)
+    search = SimpleNamespace(n_trials=48, epochs=25, min_resource=1, reduction_factor=3)
+    # the published MLP probe on a subject-level task: 3 holdouts, here with 2 search seeds
     regime = SimpleNamespace(search=search, subject_repeats=3, search_seeds=[0, 1])
     subject, window = SimpleNamespace(level="subject"), SimpleNamespace(level="window")
-    assert regime_search_work(regime, subject, 5).studies == 5 * 3 * 2
-    assert regime_search_work(regime, window, 5).studies == 5 * 2
+    trials, trial_epochs = search_trials(regime, subject)
+    assert trials == 48 * 3 * 2 and trial_epochs == pytest.approx(trials * mean)
+    assert search_trials(regime, window)[0] == 48 * 2
 
 
-def test_jobs_are_grouped_into_stacks_as_the_runner_groups_them():
-    def job(jid: str, task: str, stack: int, regime: str = "mlp") -> SimpleNamespace:
-        return SimpleNamespace(job_id=jid, model_name="m", task=SimpleNamespace(name=task),
-                               regime=SimpleNamespace(name=regime, stack_jobs=stack))
-
-    jobs = [job("a0", "hr", 5), job("a1", "hr", 5), job("b0", "age", 5), job("a2", "hr", 5), job("l0", "hr", 1, "lin"),
-            job("l1", "hr", 1, "lin")]
-    assert stack_groups(jobs) == {"a0": 3, "a1": 3, "a2": 3, "b0": 1, "l0": 1, "l1": 1}
-    assert stack_groups([job(f"x{i}", "hr", 2) for i in range(5)]) == {"x0": 2, "x1": 2, "x2": 2, "x3": 2, "x4": 1}
-
-
-def test_jobs_threads_follow_the_executor_and_omp_num_threads(monkeypatch):
-    import os
+def test_the_thread_policy_and_slots_follow_the_executor(monkeypatch):
+    import torch
 
     from ppgbench_pl.benchmark.estimate import executor_shape
+    from ppgbench_pl.benchmark.thread_policy import usable_cores
 
-    def job_threads(entry: dict) -> int:
-        return executor_shape(entry)[2]
-
+    monkeypatch.delenv("PPGBENCH_THREADS", raising=False)
     local = {"class_path": "ppgbench_pl.benchmark.executors.LocalExecutor"}
     process = {"class_path": "ppgbench_pl.benchmark.executors.ProcessExecutor", "init_args": {"workers": 2}}
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    assert job_threads(local) == 1
-    monkeypatch.delenv("OMP_NUM_THREADS")
-    assert job_threads(local) == (os.cpu_count() or 1)
-    assert job_threads(process) == max(1, (os.cpu_count() or 1) // 2)
-    assert job_threads({**process, "init_args": {"workers": 2, "threads_per_worker": 3}}) == 3
+    name, slots, policy = executor_shape(local, None)
+    assert (name, slots, policy.for_job(False), policy.for_job(True)) == ("local", 1, torch.get_num_threads(), 1)
+    name, slots, policy = executor_shape(process, None)
+    assert (name, slots, policy.for_job(False)) == ("process", 2, max(1, usable_cores() // 2))
+    assert executor_shape({**process, "init_args": {"workers": 2, "threads_per_worker": 3}}, None)[2].for_job(False) == 3
+    assert executor_shape(process, 5)[2].for_job(True) == 5  # --threads: every job
 
 
 def test_the_embedding_size_is_read_from_the_config_or_class_before_it_is_assumed():
-    from ppgbench_pl.benchmark.cost_model import CostModel
-    from ppgbench_pl.benchmark.cost_sizes import declared_dim, embed_dim
+    from ppgbench_pl.benchmark.cost_model import CostModel, declared_dim, embed_dim
 
     model = CostModel("test")
     assert declared_dim({"class_path": "ppgbench_pl.encoders.cnn.SmallCNNEncoder"}) == (
@@ -97,12 +73,14 @@ def test_the_embedding_size_is_read_from_the_config_or_class_before_it_is_assume
 
 
 def test_few_validation_subjects_make_scores_tie_and_trials_train_longer():
-    from ppgbench_pl.benchmark.cost_sizes import TIED_COMPLETE, few_validation_subjects
+    from ppgbench_pl.benchmark.cost_model import TIED_COMPLETE, few_validation_subjects
 
     subject, window = SimpleNamespace(level="subject"), SimpleNamespace(level="window")
     assert few_validation_subjects(subject, 30, 5)  # 30 x 4/5 x 20 % = 4.8 validation subjects
     assert not few_validation_subjects(subject, 219, 5) and not few_validation_subjects(window, 30, 5)
-    tied = search_work(48, 25, 1, 3, studies_per_job=3, jobs=1, tied=True)
-    assert tied.trial_epochs == pytest.approx(144 * (25 * TIED_COMPLETE + 2 * (1 - TIED_COMPLETE)))
+    regime = SimpleNamespace(search=SimpleNamespace(n_trials=48, epochs=25, min_resource=1, reduction_factor=3),
+                             subject_repeats=3)
+    trials, tied = search_trials(regime, subject, tied=True)
+    assert trials == 144 and tied == pytest.approx(144 * (25 * TIED_COMPLETE + 2 * (1 - TIED_COMPLETE)))
     # measured on synthetic stiffness: 3,183 and 3,157 trial-epochs per job of 144 trials
-    assert 3157 / 1.5 < tied.trial_epochs < 3183 * 1.5
+    assert 3157 / 1.5 < tied < 3183 * 1.5

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import ppgbench_pl.benchmark.calibrate as calibrate_module
-from ppgbench_pl.benchmark.cost_model import DEFAULTS, CostModel
+from ppgbench_pl.benchmark.cost_model import CostModel
 from ppgbench_pl.commands.init import add_init_parser
 from tests.cli_helpers import run_cli
 
@@ -48,7 +48,7 @@ def test_calibrate_config_imports_a_module_of_the_working_folder(tmp_path: Path,
 
     def measured(encoders: list[dict[str, Any]], trainer: dict[str, Any], window_s: float = 10.0) -> CostModel:
         seen["encoders"], seen["trainer"] = encoders, trainer
-        return CostModel("test", calibrated=True, coefficients=dict(DEFAULTS))
+        return CostModel("test", calibrated=True)
 
     monkeypatch.setattr(calibrate_module, "calibrate", measured)
     code, _, err = run_cli(["calibrate", "--config", "my_model/my_model.yaml"], capsys)
