@@ -49,16 +49,12 @@ def overlap(data: Declaration, complete: bool, dataset: str) -> Overlap:
     shared = [s for s in data if theirs is not None and components(s.name) & theirs]
     if shared:
         return Overlap("source", tuple(s.name for s in shared), _weakest(shared))
-    if not data or _generated(dataset) or (complete and theirs is not None):
-        return Overlap("none")  # not pretrained, a dataset made on the user's machine, or a full list
-    return Overlap(UNKNOWN)
-
-
-def _generated(dataset: str) -> bool:
-    """Whether the dataset is generated locally (the synthetic one): no model can have seen it."""
     from ppgbench_pl.data.registry import DATASETS
 
-    return dataset in DATASETS and DATASETS[dataset].access == "built in"
+    generated = dataset in DATASETS and DATASETS[dataset].access == "built in"  # the synthetic set: nobody saw it
+    if not data or generated or (complete and theirs is not None):
+        return Overlap("none")  # not pretrained, a dataset made on the user's machine, or a full list
+    return Overlap(UNKNOWN)
 
 
 def _weakest(sources: Sequence[PretrainingSource]) -> str:

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ppgbench_pl.report.bootstrap import cluster_bootstrap, seed_stats
 from ppgbench_pl.report.effects import calibration
 from ppgbench_pl.report.load import ReportError, RunSet
 from ppgbench_pl.results.inference import ALPHA, adjusted_mdd_at, family_level, holm
@@ -57,8 +58,6 @@ class CellStats:
 
     def stats(self, run: int, model: str, task: str, regime: str, baseline: bool = False) -> Stats:
         """Seed -> (subjects, statistics) of a model's pooled predictions (the constant's with ``baseline``)."""
-        from ppgbench_pl.report.bootstrap_runs import seed_stats
-
         key = (run, model, task, regime, baseline)
         if key not in self.cache:
             recs = self.records.get((run, model, task, regime), [])
@@ -97,8 +96,6 @@ def subject_diff(cells: CellStats, a: Side, b: Side | None, task: str, regime: s
 def bootstrap_pair(cells: CellStats, a: Side, b: Side | None, task: str, regime: str, metric: str,
                    alpha: float) -> tuple[dict[str, float], str]:
     """The subject cluster bootstrap of ``a`` - ``b`` (``b`` None: the constant baseline) and the interval used."""
-    from ppgbench_pl.report.bootstrap import cluster_bootstrap
-
     kind = cells.kind(*a, task, regime)
     if (kind, metric) not in POOLED:
         return {}, f"corrected-t (the bootstrap cannot pool {metric})"
@@ -115,28 +112,53 @@ def _families(out: pd.DataFrame, group: list[str]) -> list[Any]:
     return [idx for _, idx in out.groupby(group, sort=False).groups.items()] if group else [out.index]
 
 
-def with_two_level(table: pd.DataFrame, pair: Callable[[pd.Series], tuple[np.ndarray | None, str]],
-                   group: list[str], adjust: Callable[[Any], Any] = holm, alpha: float = ALPHA) -> pd.DataFrame:
-    """``table`` with the two-level p, interval and MDD where built; ``p_adj`` and ``mdd_adj`` recomputed."""
+def _two_level_row(row: pd.Series, sub: np.ndarray | None, used: str, alpha: float) -> dict[str, Any]:
+    rec: dict[str, Any] = {"interval": used, "tl_ci_low": math.nan, "tl_ci_high": math.nan, "tl_df": math.nan,
+                           "var_subject": math.nan, "p_nb": row["p"], "mdd_nb": row["mdd"], "p": row["p"],
+                           "mdd": row["mdd"]}
+    if sub is not None:
+        test = two_level_test(float(row["diff"]), float(row["var_seed"]), sub, alpha)
+        rec.update(tl_ci_low=test.ci_low, tl_ci_high=test.ci_high, tl_df=test.df, var_subject=test.var_subject,
+                   p=test.p, mdd=two_level_mdd(test.var_subject, test.var_seed, test.df, alpha))
+    return rec
+
+
+def _boot_row(row: pd.Series, result: dict[str, float], used: str) -> dict[str, Any]:
+    return {"interval": used, "boot_ci_low": result.get("ci_low", math.nan),
+            "boot_ci_high": result.get("ci_high", math.nan), "p_boot": result.get("p", math.nan), "p_nb": row["p"],
+            "boot_subjects": result.get("n_subjects", math.nan)}
+
+
+def subject_level(table: pd.DataFrame, cells: CellStats, interval: str, group: list[str],
+                  adjust: Callable[[Any], Any], alpha: float) -> pd.DataFrame:
+    """``table`` with the two-level or bootstrap interval where built; ``p_adj`` (and ``mdd_adj``) per family.
+
+    ``model_a`` is of the first run of ``cells``, ``model_b`` of the last (``constant``: model_a's own baseline).
+    """
+    run_b = len(cells.runs) - 1
+
+    def sides(row: pd.Series) -> tuple[Side, Side | None, str, str, str]:
+        b = None if run_b == 0 and row["model_b"] == "constant" else (run_b, str(row["model_b"]))
+        return (0, str(row["model_a"])), b, str(row["task"]), str(row["regime"]), str(row["metric"])
+
     out = table.copy()
-    extra = []
-    for _, row in out.iterrows():
-        sub, used = pair(row)
-        rec: dict[str, Any] = {"interval": used, "tl_ci_low": math.nan, "tl_ci_high": math.nan, "tl_df": math.nan,
-                               "var_subject": math.nan, "p_nb": row["p"], "mdd_nb": row["mdd"], "p": row["p"],
-                               "mdd": row["mdd"]}
-        if sub is not None:
-            test = two_level_test(float(row["diff"]), float(row["var_seed"]), sub, alpha)
-            rec.update(tl_ci_low=test.ci_low, tl_ci_high=test.ci_high, tl_df=test.df, var_subject=test.var_subject,
-                       p=test.p, mdd=two_level_mdd(test.var_subject, test.var_seed, test.df, alpha))
-        extra.append(rec)
-    new = pd.DataFrame(extra, index=out.index)
-    for col in new.columns:
-        out[col] = new[col]
-    out["calibration"] = [calibration("two_level" if u == "two-level" else "corrected_t") for u in out["interval"]]
+    if interval == "two-level":
+        new = pd.DataFrame([_two_level_row(row, *subject_diff(cells, *sides(row)), alpha)
+                            for _, row in out.iterrows()], index=out.index)
+        for col in new.columns:
+            out[col] = new[col]
+    else:
+        boot = pd.DataFrame([_boot_row(row, *bootstrap_pair(cells, *sides(row), alpha)) for _, row in out.iterrows()],
+                            index=out.index, columns=BOOT_COLUMNS)
+        out = pd.concat([out, boot], axis=1)
+        out["p"] = np.where(out["interval"] == "bootstrap", out["p_boot"], out["p_nb"])
+    method = {"two-level": "two_level", "bootstrap": "bootstrap"}
+    out["calibration"] = [calibration(method.get(u, "corrected_t")) for u in out["interval"]]
     out["p_adj"] = math.nan
     for idx in _families(out, group):
         out.loc[idx, "p_adj"] = adjust(out.loc[idx, "p"].to_numpy(dtype=float))
+        if interval != "two-level":
+            continue
         level = family_level(alpha, int(out.loc[idx, "p"].notna().sum()))
         out.loc[idx, "mdd_adj"] = [adjusted_mdd_at(m, int(j), level, alpha) if u != "two-level" else
                                    two_level_mdd(vs, v, d, level) for m, j, u, vs, v, d in
@@ -146,54 +168,14 @@ def with_two_level(table: pd.DataFrame, pair: Callable[[pd.Series], tuple[np.nda
     return out
 
 
-def with_bootstrap(table: pd.DataFrame, pair: Callable[[pd.Series], tuple[dict[str, float], str]],
-                   group: list[str], adjust: Callable[[Any], Any] = holm) -> pd.DataFrame:
-    """``table`` with the bootstrap columns, ``p`` from the bootstrap where built and ``p_adj`` recomputed."""
-    out = table.copy()
-    extra = []
-    for _, row in out.iterrows():
-        result, used = pair(row)
-        extra.append({"interval": used, "boot_ci_low": result.get("ci_low", math.nan),
-                      "boot_ci_high": result.get("ci_high", math.nan), "p_boot": result.get("p", math.nan),
-                      "p_nb": row["p"], "boot_subjects": result.get("n_subjects", math.nan)})
-    boot = pd.DataFrame(extra, index=out.index, columns=BOOT_COLUMNS)
-    out = pd.concat([out, boot], axis=1)
-    out["p"] = np.where(out["interval"] == "bootstrap", out["p_boot"], out["p_nb"])
-    if "calibration" in out:
-        out["calibration"] = [calibration("bootstrap" if used == "bootstrap" else "corrected_t")
-                              for used in out["interval"]]
-    out["p_adj"] = math.nan
-    for idx in _families(out, group):
-        out.loc[idx, "p_adj"] = adjust(out.loc[idx, "p"].to_numpy(dtype=float))
-    return out
-
-
-def _redone(table: pd.DataFrame, runs: RunSet, alpha: float, bootstrap: bool) -> pd.DataFrame:
-    """The report's effects with a subject-level interval where it can be built; ``p_holm`` and verdicts redone."""
+def subject_effects(table: pd.DataFrame, runs: RunSet, interval: str, alpha: float = ALPHA) -> pd.DataFrame:
+    """The report's effects with the subject-level ``interval`` where built; ``p_holm`` and verdicts redone."""
     from ppgbench_pl.report.effects import verdict
 
     if table.empty:
-        return table.assign(**{c: pd.Series(dtype=object) for c in (BOOT_COLUMNS if bootstrap else TL_COLUMNS)})
-    cells = CellStats([runs])
-
-    def sides(row: pd.Series) -> tuple[Side, Side | None, str, str, str]:
-        a, b = (0, str(row["model_a"])), None if row["model_b"] == "constant" else (0, str(row["model_b"]))
-        return a, b, str(row["task"]), str(row["regime"]), str(row["metric"])
-
-    if bootstrap:
-        out = with_bootstrap(table, lambda row: bootstrap_pair(cells, *sides(row), alpha), FAMILY)
-    else:
-        out = with_two_level(table, lambda row: subject_diff(cells, *sides(row)), FAMILY, holm, alpha)
+        columns = BOOT_COLUMNS if interval == "bootstrap" else TL_COLUMNS
+        return table.assign(**{c: pd.Series(dtype=object) for c in columns})
+    out = subject_level(table, CellStats([runs]), interval, FAMILY, holm, alpha)
     out["p_holm"] = out.pop("p_adj")
     out["verdict"] = [verdict(r, alpha) for r in out.to_dict("records")]
     return out
-
-
-def two_level_effects(table: pd.DataFrame, runs: Any, alpha: float = ALPHA) -> pd.DataFrame:
-    """The report's effects with the two-level interval where it can be built."""
-    return _redone(table, runs, alpha, bootstrap=False)
-
-
-def bootstrap_effects(table: pd.DataFrame, runs: RunSet, alpha: float = ALPHA) -> pd.DataFrame:
-    """The report's effects with the subject cluster bootstrap's p where it can be built."""
-    return _redone(table, runs, alpha, bootstrap=True)

@@ -213,13 +213,11 @@ def compute(records: list[dict[str, Any]], chance: pd.DataFrame, controls: pd.Da
     """The paired effects (with ``interval``, read from ``runs``' predictions) and verdicts, written as CSVs."""
     from ppgbench_pl.report.folder import write_tables
     from ppgbench_pl.report.trust import trust_table
-    from ppgbench_pl.report.two_level_rows import bootstrap_effects, two_level_effects
+    from ppgbench_pl.report.two_level_rows import subject_effects
 
     table = effects_table(records, alpha)
-    if interval == "two-level" and runs is not None:
-        table = two_level_effects(table, runs, alpha)
-    if interval == "bootstrap" and runs is not None:
-        table = bootstrap_effects(table, runs, alpha)
+    if interval != "corrected-t" and runs is not None:
+        table = subject_effects(table, runs, interval, alpha)
     pchance = paired_chance(table, chance, alpha)
     pcontrols = paired_controls(table, controls, alpha)
     result = PairedFindings(table, pchance, pcontrols, count_lines(pchance, pcontrols, alpha))

@@ -185,10 +185,8 @@ def test_the_command_writes_the_file_and_refuses_an_ambiguous_run(runs, tmp_path
 
 
 def test_cite_prints_bibtex_for_what_is_named(capsys):
-    from ppgbench_pl.cards import bibtex
-
     main(["cite", "--datasets", "bidmc", "dalia", "--models", "papagei_p", "papagei_s", "small_cnn"])
-    entries = bibtex.parse(capsys.readouterr().out)
+    entries = pybtex_entries(capsys.readouterr().out)
     assert set(entries) == {"ppgbench", "pimentel2017bidmc", "reiss2019deepppg", "pillai2025papagei"}
     with pytest.raises(SystemExit):
         main(["cite", "--datasets", "bidmcc"])
@@ -240,7 +238,7 @@ def test_a_prediction_file_missing_from_the_run_is_named_and_left_out_of_table_4
 
 
 def test_the_subject_bootstrap_reads_the_same_arrays_from_a_file_as_from_its_folder(runs):
-    from ppgbench_pl.report.bootstrap_runs import seed_stats
+    from ppgbench_pl.report.bootstrap import seed_stats
     from ppgbench_pl.report.load import load_runs
 
     root, files = runs

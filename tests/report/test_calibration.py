@@ -85,7 +85,7 @@ def test_subject_bootstrap_agrees_with_the_corrected_t():
 
 
 def test_bootstrap_reads_a_run_s_pooled_predictions(tmp_path):
-    from ppgbench_pl.report.bootstrap_runs import seed_stats
+    from ppgbench_pl.report.bootstrap import seed_stats
     from ppgbench_pl.report.effects import effects_table
     from ppgbench_pl.report.load import load_runs
     from tests.report.fabricate_grid import write_grid_run
