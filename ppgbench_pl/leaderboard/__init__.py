@@ -24,7 +24,7 @@ def build_leaderboard(inputs: Sequence[str | Path], output_dir: str | Path) -> P
 
     """
     from ppgbench_pl.atomic_io import write_text_atomic
-    from ppgbench_pl.leaderboard.board import collect
+    from ppgbench_pl.leaderboard.board import Board
     from ppgbench_pl.leaderboard.page import render
 
     out = Path(output_dir)
@@ -33,7 +33,7 @@ def build_leaderboard(inputs: Sequence[str | Path], output_dir: str | Path) -> P
     for path in map(Path, inputs):
         if not path.exists():
             raise ReportError(f"{path}: no such file or run folder")
-    text = render(collect(inputs))  # every input is read and checked before anything is written
+    text = render(Board(inputs))  # every input is read and checked before anything is written
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -10,28 +10,16 @@ import html
 import math
 import re
 import time
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from ppgbench_pl.leaderboard.assets import CSS, SCRIPT
-from ppgbench_pl.leaderboard.board import Board, Column, role
+from ppgbench_pl.leaderboard.board import RULE, Board, Column, role
 from ppgbench_pl.naming import is_baseline
 from ppgbench_pl.report import tables
-from ppgbench_pl.report.overlap_marks import LEGEND, mark
+from ppgbench_pl.report.html import document
+from ppgbench_pl.report.overlap_marks import LEGEND
 
 TITLE = "ppgbench leaderboard"
-
-
-@dataclass
-class Card:
-    """One model's card as label -> text facts, its BibTeX and where its numbers come from."""
-
-    model: str
-    title: str
-    role: str
-    facts: list[tuple[str, str]] = field(default_factory=list)
-    bibtex: str = ""
 
 
 def pretraining_text(card: dict[str, Any]) -> str:
@@ -52,55 +40,34 @@ def pretraining_text(card: dict[str, Any]) -> str:
     return text if card.get("pretraining_complete", True) else f"{text}; list not confirmed complete"
 
 
-def _exported(board: Board) -> dict[str, tuple[Path, dict[str, Any]]]:
-    """Model -> (file, document) of each exported input (its own model only, first file wins)."""
-    out: dict[str, tuple[Path, dict[str, Any]]] = {}
-    for path, document in board.documents.items():
-        out.setdefault(str(document["model"]), (path, document))
-    return out
+def card_section(board: Board, model: str, ident: str) -> str:
+    """One model's card: its facts as a definition list and its BibTeX (collapsed); an exported one as sent."""
+    from ppgbench_pl.results.export import model_card
 
-
-def _parameters(counts: dict[str, int] | None) -> str:
-    if not counts:
-        return ""
-    return ", ".join(f"{k} {v:,}" for k, v in counts.items())
-
-
-def _facts(card: dict[str, Any], board: Board, model: str) -> list[tuple[str, str]]:
+    origin = ", ".join(board.label(p) for p in board.sources.get(model, []))
+    exported = [(p, d) for p, d in board.runs.documents.items() if str(d["model"]) == model]  # first file wins
+    if exported:
+        path, doc = exported[0]
+        card = dict(doc.get("model_card") or {})
+        origin = (f"{board.label(path)} (exported {doc.get('created', 'at an unrecorded time')} by ppgbench "
+                  f"{(doc.get('versions') or {}).get('ppgbench') or 'unknown'}, format {doc['format_version']})")
+    else:
+        card = model_card(model, [r for r in board.runs.records if r.get("model") == model])
     licence = str(card.get("weights_license") or "")
     if licence and card.get("weights_license_status") == "unconfirmed":
         licence += " (unconfirmed)"
     facts = [("pretraining data", pretraining_text(card)),
              ("paper", str(card.get("paper_title") or card.get("paper") or "")),
              ("weights licence", licence), ("code licence", str(card.get("code_license") or "")),
-             ("parameters", _parameters(board.runs.parameters.get(model))),
-             ("notes", str(card.get("card_notes") or ""))]
-    return [(k, v) for k, v in facts if v]
-
-
-def cards(board: Board) -> list[Card]:
-    """The card of every model and control on the board, in board order (baselines have none)."""
-    from ppgbench_pl.results.export import model_card
-
-    exported = _exported(board)
-    out = []
-    for model in board.models:
-        kind = role(model)
-        if kind == "baseline":
-            continue
-        origin = ", ".join(board.label(p) for p in board.sources.get(model, []))
-        if model in exported:
-            path, document = exported[model]
-            card = dict(document.get("model_card") or {})
-            versions = document.get("versions") or {}
-            origin = (f"{board.label(path)} (exported {document.get('created', 'at an unrecorded time')} by ppgbench "
-                      f"{versions.get('ppgbench') or 'unknown'}, format {document['format_version']})")
-        else:
-            card = model_card(model, [r for r in board.runs.records if r.get("model") == model])
-        facts = [*_facts(card, board, model), ("results from", origin)]
-        title = str(card.get("display_name") or model)
-        out.append(Card(model, title, kind, facts, str(card.get("bibtex") or "")))
-    return out
+             ("parameters", ", ".join(f"{k} {v:,}" for k, v in (board.runs.parameters.get(model) or {}).items())),
+             ("notes", str(card.get("card_notes") or "")), ("results from", origin)]
+    title, kind, bibtex = str(card.get("display_name") or model), role(model), str(card.get("bibtex") or "")
+    dl = "".join(f"<dt>{_esc(k)}</dt><dd>{_esc(v)}</dd>" for k, v in facts if v)
+    tag = f' <span class="role">{_esc(kind)}</span>' if kind != "model" else ""
+    name = f" ({_esc(model)})" if title != model else ""
+    bib = f"<details><summary>BibTeX</summary><pre>{_esc(bibtex)}</pre></details>" if bibtex else ""
+    return (f'<section class="card" id="{ident}" data-model="{_esc(model)}"><h3>{_esc(title)}{name}'
+            f"{tag}</h3><dl>{dl}</dl>{bib}</section>")
 
 
 def _esc(value: object) -> str:
@@ -130,17 +97,13 @@ def _header(column: Column) -> str:
             f'<span class="metric">{_esc(column.label)}</span></th>')
 
 
-def _cell(board: Board, regime: str, column: Column, model: str) -> str:
-    row = board.cell(regime, column.task, model)
+def _cell(board: Board, regime: str, column: Column, model: str, usual: str) -> str:
+    row = board.index.get((regime, column.task, model))
     keys = f'data-model="{_esc(model)}" data-task="{_esc(column.task)}"'
     if row is None:
         return f'<td {keys} data-value="" title="not run">{tables.MISSING}</td>'
-    text = _esc(tables.format_score(row.mean, row.ci95, row.metric))
-    text = f"<strong>{text}</strong>" if row.bold else text
+    text = tables.cell_text(row, usual, lambda t: f"<strong>{t}</strong>")  # digits and marks: nothing to escape
     overlap = str(row.pretraining_overlap)
-    text += _esc(mark(overlap))
-    if row.grid != board.usual_grids.get(regime) or row.flags:
-        text += _esc(f" [{row.grid}{' ' + row.flags if row.flags else ''}]")
     unit = f" {row.unit}" if row.unit else ""
     about = [f"{row.n_seeds} seeds x {row.n_folds} folds", f"mean {row.mean:.6g}{unit}"]
     if not math.isnan(row.ci95):
@@ -167,11 +130,12 @@ def regime_table(board: Board, regime: str, ids: dict[str, str]) -> str:
     columns = board.columns[regime]
     head = ('<th scope="col" tabindex="0" aria-sort="none" data-key="model" title="click to sort">model</th>'
             + "".join(_header(c) for c in columns))
-    rows = []
-    for model in board.models_of(regime):
-        cells = "".join(_cell(board, regime, c, model) for c in columns)
+    rows, usual = [], tables.usual_grid(board.cells, regime)
+    present = set(board.cells.loc[board.cells["regime"] == regime, "model"])
+    for model in (m for m in board.models if m in present):
+        cells = "".join(_cell(board, regime, c, model, usual) for c in columns)
         rows.append(f'<tr data-model="{_esc(model)}" class="{role(model)}">{_model_header(model, ids)}{cells}</tr>')
-    caption = tables.caption(regime, board.rule, "seed", board.cells)
+    caption = tables.caption(regime, RULE, "seed", board.cells)
     return (f'<section class="regime" data-regime="{_esc(regime)}" id="regime-{_esc(regime)}">'
             f"<h2>{_esc(regime)}</h2>"
             f'<div class="scroll"><table class="board" aria-describedby="legend-{_esc(regime)}">'
@@ -195,18 +159,9 @@ def filters(board: Board) -> str:
             + _select("f-dataset", "dataset", datasets) + '<span id="shown" aria-live="polite"></span></div>')
 
 
-def card_section(card: Card, ident: str) -> str:
-    """One model's card: its facts as a definition list and its BibTeX (collapsed)."""
-    facts = "".join(f"<dt>{_esc(k)}</dt><dd>{_esc(v)}</dd>" for k, v in card.facts)
-    kind = f' <span class="role">{_esc(card.role)}</span>' if card.role != "model" else ""
-    name = f" ({_esc(card.model)})" if card.title != card.model else ""
-    bib = (f"<details><summary>BibTeX</summary><pre>{_esc(card.bibtex)}</pre></details>" if card.bibtex else "")
-    return (f'<section class="card" id="{ident}" data-model="{_esc(card.model)}"><h3>{_esc(card.title)}{name}'
-            f"{kind}</h3><dl>{facts}</dl>{bib}</section>")
-
-
 def _meta(board: Board) -> list[str]:
     import ppgbench_pl
+    from ppgbench_pl.results.provenance import scrub
 
     models = [m for m in board.models if role(m) == "model"]
     inputs = ", ".join(board.label(p) for p in board.inputs)
@@ -221,7 +176,8 @@ def _meta(board: Board) -> list[str]:
     for label, lines in (("jobs had conflicting records across inputs (first input kept)", board.runs.conflicts),
                          ("job records could not be read and count as not run", board.runs.problems)):
         if lines:
-            items = "".join(f"<li>{_esc(board.shareable(line))}</li>" for line in lines)
+            items = "".join(f"<li>{_esc(scrub(line, board.inputs, [board.label(p) for p in board.inputs]))}</li>"
+                            for line in lines)
             parts.append(f"<details><summary>{len(lines)} {_esc(label)}</summary><ul>{items}</ul></details>")
     return parts
 
@@ -229,8 +185,8 @@ def _meta(board: Board) -> list[str]:
 def protocol_section(board: Board) -> str:
     """The protocol settings the exported inputs share (the loader refused any that differ)."""
     settings: dict[str, Any] = {}
-    for document in board.documents.values():
-        for key, value in sorted(document["protocol"].items()):
+    for doc in board.runs.documents.values():
+        for key, value in sorted(doc["protocol"].items()):
             settings.setdefault(str(key), str(value))
     if not settings:
         return ""
@@ -242,18 +198,14 @@ def protocol_section(board: Board) -> str:
 
 def render(board: Board) -> str:
     """The whole page (one HTML document, style and script inline)."""
-    model_cards = cards(board)
-    ids = card_ids([c.model for c in model_cards])
+    ids = card_ids([m for m in board.models if role(m) != "baseline"])
     body = [f"<h1>{TITLE}</h1>", *_meta(board), filters(board),
             *(regime_table(board, r, ids) for r in board.regimes),
             '<h2 id="cards">Model cards</h2>',
             '<p class="note">As each file declares them (ppgbench list encoders shows the catalog\'s); the '
             "overlap marks of the tables come from the pretraining data and each dataset's provenance.</p>",
-            *(card_section(c, ids[c.model]) for c in model_cards), protocol_section(board)]
+            *(card_section(board, m, ident) for m, ident in ids.items()), protocol_section(board)]
     if any(is_baseline(m) for m in board.models):
         body.insert(-1, '<p class="note">constant: the baseline that predicts the training labels\' mean '
                         "(regression) or most frequent class, from the same jobs; it has no card.</p>")
-    return ('<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-            '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-            f"<title>{TITLE}</title>\n<style>{CSS}</style>\n</head>\n<body>\n" + "\n".join(body)
-            + f"\n<script>{SCRIPT}</script>\n</body>\n</html>\n")
+    return document(TITLE, CSS, "\n".join(body) + f"\n<script>{SCRIPT}</script>")

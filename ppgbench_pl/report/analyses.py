@@ -14,7 +14,7 @@ from typing import Any, TypeGuard
 import pandas as pd
 
 from ppgbench_pl.metrics.aggregation import candidates
-from ppgbench_pl.report.load import ReportError, order_models, order_regimes
+from ppgbench_pl.report.load import ReportError, order_models, order_regimes, parameter_counts
 
 EPOCH_KEYS = ("epoch", "selected_epoch", "best_epoch")
 EPOCH_AXIS = "epoch (selected)"
@@ -147,9 +147,7 @@ def read_parameter_file(path: Path) -> dict[str, dict[str, int]]:
 
 def _parameter_counts(path: Path) -> dict[str, dict[str, int]]:
     if path.suffix == ".json":
-        data = json.loads(path.read_text())
-        return {m: {"total": int(v)} if isinstance(v, int) else {k: int(x) for k, x in v.items()}
-                for m, v in data.items()}
+        return parameter_counts(json.loads(path.read_text()))
     frame = pd.read_csv(path)
     total = next((c for c in ("total", "parameters", "n_parameters") if c in frame.columns), None)
     if "model" not in frame.columns or total is None:

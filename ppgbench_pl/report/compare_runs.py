@@ -21,8 +21,7 @@ from ppgbench_pl.cards.overlap import dataset_of
 from ppgbench_pl.report import two_level_rows as tl
 from ppgbench_pl.report.effects import calibration, effect, units
 from ppgbench_pl.report.load import ReportError, RunSet, is_control, load_runs, order_regimes, order_tasks
-from ppgbench_pl.report.tables import to_latex, unit_of
-from ppgbench_pl.results.fold_entry import task_facts
+from ppgbench_pl.report.tables import higher_is_better, to_latex, unit_of
 from ppgbench_pl.results.inference import (
     ALPHA,
     adjusted_mdd_at,
@@ -263,9 +262,7 @@ def paper_table(table: pd.DataFrame) -> pd.DataFrame:
         low, high = ("tl_ci_low", "tl_ci_high") if r.get("interval") == "two-level" else ("nb_ci_low", "nb_ci_high")
         half = (float(r[high]) - float(r[low])) / 2
         places = decimals_of(half)
-        higher = task_facts(str(r["task"]))[2]
-        if higher is None:
-            higher = str(r["metric"]) != "mae"
+        higher = higher_is_better(str(r["task"]), str(r["metric"]))
         unit = unit_of(str(r["task"]))
         rows.append({
             "regime": r["regime"], "task": r["task"], "metric": str(r["metric"]) + (f" ({unit})" if unit else ""),

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ppgbench_pl.naming import is_baseline
-from ppgbench_pl.report.load import CONTROL_MODELS, is_control, order_models, order_regimes, order_tasks
+from ppgbench_pl.report.load import CONTROL_MODELS, in_order, is_control, order_models
 from ppgbench_pl.report.trust import interval_label, spread_ratio
 from ppgbench_pl.results.fold_entry import FoldEntry, fold_entry, student_t_ci
 from ppgbench_pl.results.inference import ALPHA, adjusted_mdd_at, corrected_t, family_level, holm, mdd, split_ratio
@@ -131,12 +131,9 @@ def _cell_rows(cell: pd.DataFrame, regime: str, task: str, alpha: float) -> list
 
 def effects_table(records: Iterable[dict[str, Any]], alpha: float = ALPHA) -> pd.DataFrame:
     """Every cell's paired effects (:data:`EFFECT_COLUMNS`), cells in protocol order."""
-    frame = units(records)
     rows: list[dict[str, Any]] = []
-    for regime in order_regimes(set(frame["regime"])):
-        part = frame[frame["regime"] == regime]
-        for task in order_tasks(set(part["task"])):
-            rows += _cell_rows(part[part["task"] == task], regime, task, alpha)
+    for (regime, task), cell in in_order(units(records), ("regime", "task")).groupby(["regime", "task"], sort=False):
+        rows += _cell_rows(cell, regime, task, alpha)
     return pd.DataFrame(rows, columns=EFFECT_COLUMNS)
 
 

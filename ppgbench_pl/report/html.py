@@ -66,6 +66,13 @@ def table(frame: pd.DataFrame, caption: str = "", raw: Sequence[str] = (),
             f"<tbody>{body}</tbody></table></div>")
 
 
+def document(title: str, css: str, body: str) -> str:
+    """A whole HTML document: the title, the inline style and ``body``."""
+    return ('<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+            '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+            f"<title>{html.escape(title)}</title>\n<style>{css}</style>\n</head>\n<body>\n{body}\n</body>\n</html>\n")
+
+
 class Page:
     """An HTML document built section by section; image and link paths are relative to ``root``."""
 
@@ -115,16 +122,8 @@ class Page:
                         f"{html.escape(p.relative_to(self.root).as_posix())}</a></li>" for p in paths)
         self.parts.append(f"<ul>{items}</ul>")
 
-    def render(self) -> str:
-        """Return the complete document."""
-        body = "\n".join(self.parts)
-        return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-                f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-                f"<title>{html.escape(self.title)}</title>\n<style>{CSS}</style>\n</head>\n<body>\n{body}\n"
-                "</body>\n</html>\n")
-
-    def write(self, name: str = "index.html") -> Path:
-        """Write the page into its folder."""
-        path = self.root / name
-        path.write_text(self.render(), encoding="utf-8")
+    def write(self) -> Path:
+        """Write the page into its folder as ``index.html``."""
+        path = self.root / "index.html"
+        path.write_text(document(self.title, CSS, "\n".join(self.parts)), encoding="utf-8")
         return path

@@ -11,33 +11,36 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ppgbench_pl.report.load import RunSet, order_models, order_regimes, order_tasks
+from ppgbench_pl.report.load import RunSet, in_order, record_id
 
+JOB_COLUMNS = ["regime", "task", "model", "metric", "seed", "fold", "repeat", "aggregation", "subject_level",
+               "window_level", "recorded"]
 RESCORE_COLUMNS = ["regime", "task", "model", "metric", "n_folds", "subject_level", "window_level",
                    "window_minus_subject", "n_mismatched"]
 MISMATCH_TOLERANCE = 1e-9
 
 
-def _predictions(arrays: Any, kind: str) -> Any:
-    """Rebuild the scoring input from a predictions file."""
-    from ppgbench_pl.metrics.scores import Predictions
-
-    if "classes" in arrays:
-        return Predictions(kind, np.asarray(arrays["y_prob"], float), np.asarray(arrays["classes"]))
-    return Predictions(kind, np.asarray(arrays["y_pred"], float))
-
-
 def _load(runs: RunSet, rec: dict[str, Any], name: str, kind: str) -> tuple[Any, np.ndarray, np.ndarray]:
     """Predictions, labels and subjects of one file; ``ValueError`` with a one-line reason if unusable."""
+    from ppgbench_pl.metrics.scores import Predictions
+
     arrays = runs.prediction_arrays(rec, name)
     missing = [k for k in ("y_true", "subjects") if k not in arrays]
     missing += [] if "y_pred" in arrays or "y_prob" in arrays else ["y_pred"]
     if missing:
         raise ValueError(f"lacks array(s) {', '.join(missing)}")
     try:
-        return _predictions(arrays, kind), np.asarray(arrays["y_true"]), np.asarray(arrays["subjects"])
+        if "classes" in arrays:
+            pred = Predictions(kind, np.asarray(arrays["y_prob"], float), np.asarray(arrays["classes"]))
+        else:
+            pred = Predictions(kind, np.asarray(arrays["y_pred"], float))
+        return pred, np.asarray(arrays["y_true"]), np.asarray(arrays["subjects"])
     except KeyError as exc:
         raise ValueError(f"lacks array {exc}") from None
+
+
+def _num(value: Any) -> float:
+    return math.nan if value is None else float(value)
 
 
 def rescore_jobs(runs: RunSet) -> pd.DataFrame:
@@ -45,8 +48,8 @@ def rescore_jobs(runs: RunSet) -> pd.DataFrame:
     from ppgbench_pl.metrics.evaluate import evaluate
 
     rows = []
-    for rec in runs.records:
-        if rec.get("level") != "subject" or not runs.has_predictions(rec):  # an export of version 1
+    for rec in runs.records:  # an export of format version 1 carries no predictions
+        if rec.get("level") != "subject" or (runs.job_folder(rec).is_file() and record_id(rec) not in runs.packed):
             continue
         metric, kind = rec["metric"], rec["kind"]
         for r in rec["results"]:
@@ -54,48 +57,29 @@ def rescore_jobs(runs: RunSet) -> pd.DataFrame:
             path = runs.prediction_where(rec, name)
             try:
                 pred, y_true, subjects = _load(runs, rec, name, kind)
-                aggregation = (r.get("params", {}).get("aggregation") or r["metrics"].get("aggregation")
-                               or "mean")
+                aggregation = r.get("params", {}).get("aggregation") or r["metrics"].get("aggregation") or "mean"
                 subject = evaluate(kind, "subject", y_true, subjects, pred, aggregation).get(metric)
                 window = evaluate(kind, "window", y_true, subjects, pred, None).get(metric)
             except FileNotFoundError:
-                runs.warn(f"{path}: predictions file missing (left out of Table 4)")
+                runs.prediction_problems.append(f"{path}: predictions file missing (left out of Table 4)")
                 continue
             except (ValueError, TypeError, IndexError) as exc:
-                runs.warn(f"{path}: {exc} (left out of Table 4)".replace("\n", " "))
+                runs.prediction_problems.append(f"{path}: {exc} (left out of Table 4)".replace("\n", " "))
                 continue
-            recorded = r["metrics"].get(metric)
-            rows.append({"regime": rec["regime"], "task": rec["task"], "model": rec["model"],
-                         "metric": metric, "seed": rec["seed"], "fold": rec["fold"],
-                         "repeat": r.get("repeat", 0),
-                         "aggregation": aggregation, "subject_level": _num(subject),
-                         "window_level": _num(window), "recorded": _num(recorded)})
-    return pd.DataFrame(rows, columns=["regime", "task", "model", "metric", "seed", "fold", "repeat",
-                                       "aggregation", "subject_level", "window_level", "recorded"])
-
-
-def _num(value: Any) -> float:
-    return math.nan if value is None else float(value)
+            rows.append([rec["regime"], rec["task"], rec["model"], metric, rec["seed"], rec["fold"],
+                         r.get("repeat", 0), aggregation, _num(subject), _num(window),
+                         _num(r["metrics"].get(metric))])
+    return pd.DataFrame(rows, columns=JOB_COLUMNS)
 
 
 def rescoring_table(jobs: pd.DataFrame) -> pd.DataFrame:
     """Per (regime, task, model): subject-level and window-level means and their difference."""
     rows = []
-    for (regime, task, model), part in jobs.groupby(["regime", "task", "model"], sort=False):
+    for (regime, task, model), part in in_order(jobs).groupby(["regime", "task", "model"], sort=False):
         folds = part.groupby(["seed", "fold"])[["subject_level", "window_level"]].mean()
         seeds = folds.groupby(level="seed").mean()
         subject, window = float(seeds["subject_level"].mean()), float(seeds["window_level"].mean())
         mismatched = int((part["subject_level"] - part["recorded"]).abs().gt(MISMATCH_TOLERANCE).sum())
-        rows.append({"regime": regime, "task": task, "model": model, "metric": part["metric"].iloc[0],
-                     "n_folds": len(folds), "subject_level": subject, "window_level": window,
-                     "window_minus_subject": window - subject, "n_mismatched": mismatched})
-    frame = pd.DataFrame(rows, columns=RESCORE_COLUMNS)
-    if frame.empty:
-        return frame
-    key = {
-        "regime": {r: i for i, r in enumerate(order_regimes(set(frame["regime"])))},
-        "task": {t: i for i, t in enumerate(order_tasks(set(frame["task"])))},
-        "model": {m: i for i, m in enumerate(order_models(set(frame["model"])))},
-    }
-    ordered = frame.sort_values(["regime", "task", "model"], key=lambda col: col.map(key[col.name]))
-    return ordered.reset_index(drop=True)
+        rows.append([regime, task, model, part["metric"].iloc[0], len(folds), subject, window, window - subject,
+                     mismatched])
+    return pd.DataFrame(rows, columns=RESCORE_COLUMNS)

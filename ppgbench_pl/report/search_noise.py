@@ -85,17 +85,10 @@ def _noise_row(cell: pd.DataFrame) -> dict[str, Any]:
 
 def noise_table(units: pd.DataFrame) -> pd.DataFrame:
     """Per (model, task, regime) with search seeds: the variance the search seeds add."""
-    from ppgbench_pl.report.load import order_models, order_regimes, order_tasks
+    from ppgbench_pl.report.load import in_order
 
-    rows = []
-    for regime in order_regimes(set(units["regime"])):
-        part = units[units["regime"] == regime]
-        for task in order_tasks(set(part["task"])):
-            cell = part[part["task"] == task]
-            for model in order_models(sorted(set(cell["model"]))):
-                one = cell[cell["model"] == model]
-                rows.append({"regime": regime, "task": task, "model": model, "metric": one["metric"].iloc[0],
-                             **_noise_row(one)})
+    rows = [{"regime": regime, "task": task, "model": model, "metric": one["metric"].iloc[0], **_noise_row(one)}
+            for (regime, task, model), one in in_order(units).groupby(["regime", "task", "model"], sort=False)]
     return pd.DataFrame(rows, columns=NOISE_COLUMNS)
 
 

@@ -59,8 +59,7 @@ def main_tables(page: Page, scores: Scores, rule: Rule, cells: pd.DataFrame, out
     opts.written += tables.write_main_tables(cells, scores, rule, out / "tables")
     page.heading("Main tables", anchor="tables")
     for regime in scores.regimes:
-        wide = tables.wide_table(cells, regime, scores.models, scores.tasks(regime),
-                                 bold=lambda t: f"<strong>{t}</strong>", marker=lambda m: f" {m}")
+        wide = tables.wide_table(cells, regime, scores.models, scores.tasks(regime), lambda t: f"<strong>{t}</strong>")
         page.heading(regime, level=3)
         page.raw(table(wide, tables.caption(regime, rule, opts.ci_unit, cells), raw=scores.models,
                        row_class=lambda row: "near_chance" if str(row["task"]).endswith("†") else ""))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -101,13 +102,17 @@ def backend_text(cells: pd.DataFrame, regime: str) -> str:
     return ", ".join(f"{b} ({', '.join(models)})" for b, models in sorted(users.items()))
 
 
-def metric_label(metric: str, task: str | None = None, arrow: bool = True) -> str:
+def higher_is_better(task: str, metric: str) -> bool:
+    """The direction of a task's metric (from its declaration; else any metric but MAE is higher-better)."""
+    higher = task_facts(task)[2]
+    return metric != "mae" if higher is None else higher
+
+
+def metric_label(metric: str, task: str) -> str:
     """``MAE (bpm) ↓`` for a task with a unit (from its declaration), ``BA ↑`` without one."""
-    _, unit, higher = task_facts(task) if task else ("", "", None)
-    if higher is None:
-        higher = metric != "mae"
+    unit = unit_of(task)
     text = METRIC_NAMES.get(metric, metric) + (f" ({unit})" if unit else "")
-    return f"{text} {'↑' if higher else '↓'}" if arrow else text
+    return f"{text} {'↑' if higher_is_better(task, metric) else '↓'}"
 
 
 def unit_of(task: str) -> str:
@@ -115,35 +120,36 @@ def unit_of(task: str) -> str:
     return task_facts(task)[1]
 
 
-def decimals(metric: str) -> int:
-    """Digits shown: 2 for MAE-like metrics, 3 for balanced accuracies."""
-    return 3 if "accuracy" in metric else 2
-
-
 def format_score(mean: float, ci95: float, metric: str) -> str:
-    """``mean ± ci`` with the metric's digits; the mean alone when the CI is unknown."""
-    d = decimals(metric)
+    """``mean ± ci`` with the metric's digits (3 for accuracies, else 2); the mean alone when the CI is unknown."""
+    d = 3 if "accuracy" in metric else 2
     return f"{mean:.{d}f}" if math.isnan(ci95) else f"{mean:.{d}f} ± {ci95:.{d}f}"
+
+
+def cell_text(row: Any, usual: str, bold: Callable[[str], str]) -> str:
+    """A ``main_cells`` row as a table shows it: the score (``bold`` markup), its ‡ § mark, ``[S×F flags]``."""
+    text = format_score(row.mean, row.ci95, row.metric)
+    text = (bold(text) if row.bold else text) + mark(row.pretraining_overlap)  # ‡ §: cards/overlap.py
+    if row.grid != usual or row.flags:
+        text += f" [{row.grid}{' ' + row.flags if row.flags else ''}]"
+    return text
 
 
 def main_cells(scores: Scores, rule: Rule, chance: pd.DataFrame) -> pd.DataFrame:
     """Long table of every (regime, task, model) score with its bold flag and baseline verdict."""
     status = {(r.regime, r.task): r.status for r in chance.itertuples()}
-    summary = scores.summary
-    budgets = dict(zip(zip(summary["task"], summary["regime"], summary["model"], strict=True),
-                       summary.get("budget", pd.Series(["published"] * len(summary))), strict=True))
-    keys = list(zip(summary["task"], summary["regime"], summary["model"], strict=True))
-    overlaps = dict(zip(keys, summary.get("pretraining_overlap", pd.Series(["none"] * len(summary))), strict=True))
-    deviations = dict(zip(keys, summary.get("deviations", pd.Series([""] * len(summary))).fillna(""), strict=True))
+    info = scores.summary.set_index(["task", "regime", "model"])[["budget", "pretraining_overlap", "deviations"]]
+    rows_of = info.fillna({"deviations": ""}).to_dict("index")
     rows = []
     for regime in scores.regimes:
         for task in scores.tasks(regime):
             bold = bold_models(scores, task, regime)
             facts = cell_facts(scores, task, regime)
             for s in scores.cell(task, regime):
+                info = rows_of[(task, regime, s.model)]
                 # the cell itself says it is off the protocol (the caption alone cannot say which cells are);
                 # a constant baseline is made from the labels alone, which no listed setting or callback changes
-                off = "" if is_baseline(s.model) else deviations.get((task, regime, s.model)) or ""
+                off = "" if is_baseline(s.model) else info["deviations"] or ""
                 cell = {**facts[s.model], "flags": facts[s.model]["flags"] + ("d" if off else "")}
                 base = None if is_baseline(s.model) else scores.baseline_of(task, regime, s.model)
                 beats = None if is_baseline(s.model) else rule.beats(scores, task, regime, s.model,
@@ -153,37 +159,25 @@ def main_cells(scores: Scores, rule: Rule, chance: pd.DataFrame) -> pd.DataFrame
                              "bold": s.model in bold, "beats_baseline": beats,
                              "row_status": status.get((regime, task), ""), "baseline": base or "",
                              **cell, "unit": unit_of(task),
-                             "budget": budgets.get((task, regime, s.model)) or "published",
-                             "pretraining_overlap": overlaps.get((task, regime, s.model)) or "none",
+                             "budget": info["budget"] or "published",
+                             "pretraining_overlap": info["pretraining_overlap"] or "none",
                              "deviations": off})
     return pd.DataFrame(rows, columns=CELL_COLUMNS)
 
 
 def wide_table(cells: pd.DataFrame, regime: str, models: list[str], tasks: list[str],
-               bold: Callable[[str], str], marker: Callable[[str], str]) -> pd.DataFrame:
-    """Tasks x models text table of one regime; ``bold`` and ``marker`` give the output format's markup."""
+               bold: Callable[[str], str]) -> pd.DataFrame:
+    """Tasks x models text table of one regime; ``bold`` gives the output format's markup."""
     part = cells[cells["regime"] == regime]
     usual = usual_grid(cells, regime)
     rows = []
     for task in tasks:
-        task_rows = part[part["task"] == task]
-        if task_rows.empty:
-            continue
-        first = task_rows.iloc[0]
-        label = task + (marker(ROW_MARKERS[first.row_status]) if first.row_status in ROW_MARKERS else "")
-        row = {"task": label, "metric": metric_label(first.metric, task)}
-        by_model = {r.model: r for r in task_rows.itertuples()}
-        for model in models:
-            r = by_model.get(model)
-            if r is None:
-                row[model] = MISSING
-                continue
-            text = format_score(r.mean, r.ci95, r.metric)
-            text = (bold(text) if r.bold else text) + mark(r.pretraining_overlap)  # ‡ §: cards/overlap.py
-            if r.grid != usual or r.flags:
-                text += f" [{r.grid}{' ' + r.flags if r.flags else ''}]"
-            row[model] = text
-        rows.append(row)
+        by_model = {r.model: r for r in part[part["task"] == task].itertuples()}
+        if by_model:
+            first = next(iter(by_model.values()))
+            marker = f" {ROW_MARKERS[first.row_status]}" if first.row_status in ROW_MARKERS else ""
+            rows.append({"task": task + marker, "metric": metric_label(first.metric, task),
+                         **{m: cell_text(by_model[m], usual, bold) if m in by_model else MISSING for m in models}})
     return pd.DataFrame(rows, columns=["task", "metric", *models])
 
 
@@ -284,8 +278,8 @@ def write_main_tables(cells: pd.DataFrame, scores: Scores, rule: Rule, out_dir: 
     for regime in scores.regimes:
         args = (cells, regime, scores.models, scores.tasks(regime))
         text = caption(regime, rule, scores.ci_unit, cells)
-        csv = wide_table(*args, bold=lambda t: f"{t} *", marker=lambda m: f" {m}")
-        md = wide_table(*args, bold=lambda t: f"**{t}**", marker=lambda m: f" {m}")
+        csv = wide_table(*args, bold=lambda t: f"{t} *")
+        md = wide_table(*args, bold=lambda t: f"**{t}**")
         for suffix, content in ((".csv", None), (".md", f"{text}\n\n{to_markdown(md)}"),
                                 (".tex", to_latex(md, text))):
             path = out_dir / f"main_{safe_stem(regime)}{suffix}"

@@ -96,7 +96,7 @@ def test_latex_escapes_specials():
 
 def test_wide_table_keeps_requested_column_order(cells):
     scores, frame = cells
-    wide = wide_table(frame, "linear", ["C", "constant", "A"], ["synthetic-hr"], bold=str, marker=str)
+    wide = wide_table(frame, "linear", ["C", "constant", "A"], ["synthetic-hr"], bold=str)
     assert list(wide.columns) == ["task", "metric", "C", "constant", "A"]
 
 
