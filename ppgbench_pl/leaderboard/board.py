@@ -13,8 +13,8 @@ from typing import Any
 
 from ppgbench_pl.naming import is_baseline
 from ppgbench_pl.report import findings, tables
+from ppgbench_pl.report.compare import Rule
 from ppgbench_pl.report.load import RunSet, is_control, load_runs, record_id
-from ppgbench_pl.report.rules import Rule
 from ppgbench_pl.report.scores import Scores
 
 RULE = Rule("ci")

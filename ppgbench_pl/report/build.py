@@ -1,7 +1,6 @@
-"""Build the whole report from run folders: tables, findings, analyses, comparisons, figures, ``index.html``.
+"""Build the whole report from run folders (layout: docs/report.md), beside ``<output>`` and swapped in whole.
 
-The layout of the folder is in docs/report.md; it is built beside ``<output>`` and swapped in whole
-(:mod:`.folder`). The page reads top down: what the run is, the headline findings, the main tables, details.
+The page reads top down: what the run is, the headline findings, the main tables, details.
 """
 
 from __future__ import annotations
@@ -16,26 +15,21 @@ from ppgbench_pl.report import (
     findings,
     overlap_marks,
     page_top,
-    references,
     search_noise,
     sections,
     tables,
     verdicts,
 )
+from ppgbench_pl.report.compare import Rule
 from ppgbench_pl.report.folder import staged
 from ppgbench_pl.report.html import Page, table
 from ppgbench_pl.report.load import ReportError, RunSet, load_runs
-from ppgbench_pl.report.rules import Rule
 from ppgbench_pl.report.scores import Scores
 from ppgbench_pl.report.sections import ReportOptions, write_csv
 from ppgbench_pl.report.two_level_rows import check_interval
 
 #: Regimes that search hyperparameters with Optuna and can repeat the search (``search_seeds``).
 SEARCHED_REGIMES = ("mlp", "finetune")
-
-
-def _cells_list(cells: list[tuple[str, str]]) -> str:
-    return "; ".join(f"{task} ({regime})" for task, regime in cells) or "none"
 
 
 def _summary(page: Page, head: findings.Headline, out: Path, runs: RunSet) -> None:
@@ -52,10 +46,10 @@ def _summary(page: Page, head: findings.Headline, out: Path, runs: RunSet) -> No
                      "left out of the rescoring table (listed in the report).")
     page.heading("Headline findings", anchor="findings")
     page.bullets(lines, "findings")
-    text = ["# Headline findings", "", *[f"- {line}" for line in lines], "",
-            f"Near-chance cells: {_cells_list(head.near_chance)}", "",
-            f"Cells where the controls hold: {_cells_list(head.controls_hold)}", ""]
-    (out / "findings.md").write_text("\n".join(text), encoding="utf-8")
+    text = ["# Headline findings", "", *[f"- {line}" for line in lines]]
+    for what, cells in (("Near-chance cells", head.near_chance), ("Cells where the controls hold", head.controls_hold)):
+        text += ["", f"{what}: {'; '.join(f'{task} ({regime})' for task, regime in cells) or 'none'}"]
+    (out / "findings.md").write_text("\n".join(text) + "\n", encoding="utf-8")
 
 
 def _details(page: Page, head: findings.Headline, chance: pd.DataFrame, controls: pd.DataFrame,
@@ -92,21 +86,9 @@ def _drawn(page: Page, draw: Callable[[], None]) -> list[str]:
         page.parts = kept
 
 
-def _check_pairs(scores: Scores, pairs: Sequence[tuple[str, str]] | None) -> None:
-    """Refuse ``--compare`` pairs naming a model these runs lack, rather than report an empty comparison."""
-    known = set(scores.models) | ({BASELINE_MODEL} if any(is_baseline(m) for m in scores.models) else set())
-    unknown = sorted({m for pair in pairs or () for m in pair} - known)
-    if unknown:
-        raise ReportError(f"--compare names unknown model(s) {', '.join(unknown)}; "
-                          f"these runs have {', '.join(scores.models)}")
-
-
 def _write_page(out: Path, runs: RunSet, scores: Scores, rule: Rule, head: findings.Headline,
                 chance: pd.DataFrame, controls: pd.DataFrame, opts: ReportOptions) -> Path:
-    """Draw every section and write ``index.html``; return its path.
-
-    The analyses are drawn first but shown last: they note the missing prediction files the header reports.
-    """
+    """Draw every section and write ``index.html`` (the analyses first: they note missing prediction files)."""
     cells = tables.main_cells(scores, rule, chance)
     title, warning = page_top.off_protocol(cells)
     page = Page(title, out)
@@ -122,7 +104,7 @@ def _write_page(out: Path, runs: RunSet, scores: Scores, rule: Rule, head: findi
     page.parts += comparisons + analyses
     page_top.job_lists(page, runs)
     if opts.citations is not None:
-        references.draw(page, opts.citations)
+        page_top.draw_references(page, opts.citations)
     page.heading("Files", anchor="files")
     page.links([out / "findings.md", protocol, *opts.written])
     return page.write()
@@ -157,7 +139,11 @@ def build_report(run_dirs: Sequence[str | Path], output_dir: str | Path, rule: s
     the_rule = Rule(rule, alpha)
     runs = load_runs(run_dirs)
     scores = Scores(runs.records, ci_unit)
-    _check_pairs(scores, pairs)
+    known = set(scores.models) | ({BASELINE_MODEL} if any(is_baseline(m) for m in scores.models) else set())
+    unknown = sorted({m for pair in pairs or () for m in pair} - known)
+    if unknown:  # rather than an empty comparison
+        raise ReportError(f"--compare names unknown model(s) {', '.join(unknown)}; "
+                          f"these runs have {', '.join(scores.models)}")
     with staged(output_dir) as out:
         chance = findings.chance_cells(scores, the_rule)
         controls = findings.control_cells(scores, the_rule)
@@ -169,7 +155,7 @@ def build_report(run_dirs: Sequence[str | Path], output_dir: str | Path, rule: s
         opts.search_noise = search_noise.compute(runs.records, out, alpha, ci_unit)
         opts.written += opts.paired_findings.written + opts.search_noise.written
         opts.overlap_findings = overlap_marks.compute(scores, runs.records, the_rule, out)
-        opts.citations = references.write(out, runs.records)
+        opts.citations = page_top.write_references(out, runs.records)
         opts.written += opts.overlap_findings.written + opts.citations.written
         _write_page(out, runs, scores, the_rule, head, chance, controls, opts)
     if warn is not None:

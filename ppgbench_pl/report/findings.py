@@ -1,19 +1,20 @@
 """Headline findings: cells near chance, and cells where the controls hold (docs/report.md, "The rules").
 
-Both use the one :class:`~ppgbench_pl.report.rules.Rule`. A control not run in a cell is not required there;
+Both use the one :class:`~ppgbench_pl.report.compare.Rule`. A control not run in a cell is not required there;
 a cell without a PRV/MOMENT control or without a PPG-specific model is left out of the control count.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
 from ppgbench_pl.naming import BASELINE_MODEL, is_baseline
+from ppgbench_pl.report.compare import Rule
 from ppgbench_pl.report.load import CONTROL_MODELS, LEGACY_CONTROLS, RENAMED_CONTROLS, is_control
-from ppgbench_pl.report.rules import Rule
 from ppgbench_pl.report.scores import Scores
 
 #: The PRV and MOMENT controls, under their current and their legacy names.
@@ -23,18 +24,16 @@ CHANCE_COLUMNS = ["regime", "task", "metric", "baseline", "baseline_mean", "base
 CONTROL_COLUMNS = ["regime", "task", "ppg_models", "controls", "winners", "status"]
 
 
-def _verdict(verdicts: list[bool | None]) -> str:
-    """Summarise several beats() verdicts: any True wins, else any None is undetermined."""
+def _status(verdicts: Iterable[bool | None], yes: str, no: str) -> str:
+    """Several beats() verdicts in one: any True wins, else any None is undetermined."""
+    verdicts = list(verdicts)
     if any(v is True for v in verdicts):
-        return "yes"
-    return "undetermined" if any(v is None for v in verdicts) else "no"
+        return yes
+    return "undetermined" if any(v is None for v in verdicts) else no
 
 
 def chance_cells(scores: Scores, rule: Rule) -> pd.DataFrame:
-    """One row per cell: the baseline(s), the best model, who beats its baseline, and the cell's status.
-
-    With several task views in a cell, ``baseline`` lists their rows and the mean/CI columns are empty.
-    """
+    """One row per cell: the baseline(s) (several task views: no mean/CI), the best model, who beats it, status."""
     rows = []
     for regime in scores.regimes:
         for task in scores.tasks(regime):
@@ -44,11 +43,7 @@ def chance_cells(scores: Scores, rule: Rule) -> pd.DataFrame:
             models = [s.model for s in scores.cell(task, regime) if not is_baseline(s.model)]
             verdicts = {m: rule.beats(scores, task, regime, m, BASELINE_MODEL) for m in models}
             winners = [m for m, v in verdicts.items() if v]
-            if not names:
-                status = "no_baseline"
-            else:
-                status = {"yes": "above_chance", "no": "near_chance",
-                          "undetermined": "undetermined"}[_verdict(list(verdicts.values()))]
+            status = _status(verdicts.values(), "above_chance", "near_chance") if names else "no_baseline"
             rows.append({
                 "regime": regime, "task": task, "metric": scores.metric[task], "baseline": ";".join(names),
                 "baseline_mean": base.mean if base else float("nan"),
@@ -67,21 +62,13 @@ def control_cells(scores: Scores, rule: Rule) -> pd.DataFrame:
             present = [s.model for s in scores.cell(task, regime)]
             ppg = [m for m in present if not is_control(m)]
             controls = [m for m in present if m in FEATURE_CONTROLS]
-            winners: list[str] = []
-            per_model: list[bool | None] = []
+            per_model: dict[str, bool | None] = {}
             for model in ppg:
                 verdicts = [rule.beats(scores, task, regime, model, c) for c in controls]
-                beats_all: bool | None = False if False in verdicts else (None if None in verdicts else True)
-                per_model.append(beats_all)
-                if beats_all:
-                    winners.append(model)
-            if not controls:
-                status = "no_controls"
-            elif not ppg:
-                status = "no_ppg_model"
-            else:
-                status = {"yes": "beaten", "no": "not_beaten",
-                          "undetermined": "undetermined"}[_verdict(per_model)]
+                per_model[model] = False if False in verdicts else (None if None in verdicts else True)
+            winners = [m for m, v in per_model.items() if v]
+            status = ("no_controls" if not controls else "no_ppg_model" if not ppg
+                      else _status(per_model.values(), "beaten", "not_beaten"))
             rows.append({"regime": regime, "task": task, "ppg_models": ";".join(ppg),
                          "controls": ";".join(controls), "winners": ";".join(winners), "status": status})
     return pd.DataFrame(rows, columns=CONTROL_COLUMNS)

@@ -19,8 +19,8 @@ from ppgbench_pl.report import findings
 from ppgbench_pl.report.scores import Scores
 
 if TYPE_CHECKING:
+    from ppgbench_pl.report.compare import Rule
     from ppgbench_pl.report.html import Page
-    from ppgbench_pl.report.rules import Rule
 
 #: The marks of the cells; ``unknown`` is said once per table (caption), not per cell.
 MARKS = {"direct": "‡", "source": "§"}

@@ -1,7 +1,4 @@
-"""The body of the report page: the main tables, the comparisons between models, the paper's analyses.
-
-Each section writes its CSVs and figures (file names from regime names through :func:`.filenames.safe_stem`).
-"""
+"""The body of the report page: the main tables, the comparisons between models, the paper's analyses."""
 
 from __future__ import annotations
 
@@ -16,18 +13,17 @@ from ppgbench_pl.report import (
     compare,
     figures,
     overlap_marks,
-    references,
-    rescoring,
+    page_top,
     search_noise,
     tables,
     verdicts,
 )
+from ppgbench_pl.report.compare import Rule
 from ppgbench_pl.report.effects import MIN_SEEDS
-from ppgbench_pl.report.filenames import safe_stem
 from ppgbench_pl.report.html import Page, table
 from ppgbench_pl.report.load import RunSet
-from ppgbench_pl.report.rules import Rule
 from ppgbench_pl.report.scores import Scores
+from ppgbench_pl.report.tables import safe_stem
 
 
 @dataclass
@@ -42,15 +38,16 @@ class ReportOptions:
     written: list[Path] = field(default_factory=list)
     paired_findings: verdicts.PairedFindings | None = None  # issue 19: paired tests beside the published rule
     overlap_findings: overlap_marks.OverlapFindings | None = None  # issue 21: counts and findings without overlap
-    citations: references.References | None = None  # issue 21: references.bib and the methods sentence
+    citations: page_top.References | None = None  # issue 21: references.bib and the methods sentence
     flags: dict[tuple[str, str], str] = field(default_factory=dict)  # issue 21: (task, model) -> overlap
     search_noise: search_noise.SearchNoise | None = None  # issue 19: what other search seeds add
 
 
-def write_csv(frame: pd.DataFrame, path: Path, opts: ReportOptions) -> None:
-    """Write one table of the report and list it among the files."""
+def write_csv(frame: pd.DataFrame, path: Path, opts: ReportOptions) -> pd.DataFrame:
+    """Write one table of the report, list it among the files and return it."""
     frame.to_csv(path, index=False)
     opts.written.append(path)
+    return frame
 
 
 def main_tables(page: Page, scores: Scores, rule: Rule, cells: pd.DataFrame, out: Path,
@@ -68,26 +65,21 @@ def main_tables(page: Page, scores: Scores, rule: Rule, cells: pd.DataFrame, out
 def paper_analyses(page: Page, runs: RunSet, out: Path, opts: ReportOptions) -> None:
     """Tables 3, 4, 6 and 7 of the paper (Table 4 reads the predictions and notes missing files)."""
     page.heading("Subject-level aggregation selected (Table 3)", anchor="aggregation")
-    choices = analyses.aggregation_choices(runs.records)
-    freq = analyses.aggregation_frequency(choices)
-    write_csv(freq, out / "tables" / "aggregation_frequency.csv", opts)
+    freq = write_csv(analyses.aggregation_frequency(analyses.aggregation_choices(runs.records)),
+                     out / "tables" / "aggregation_frequency.csv", opts)
     page.raw(table(freq, "Selections (job x repeat) per strategy on subject-level tasks with a choice."))
 
     page.heading("Subject-level vs window-level scoring of the same predictions (Table 4)",
                  anchor="rescoring")
-    jobs = rescoring.rescore_jobs(runs)
-    write_csv(jobs, out / "tables" / "rescoring_jobs.csv", opts)
-    resc = rescoring.rescoring_table(jobs)
-    write_csv(resc, out / "tables" / "rescoring.csv", opts)
-    page.raw(table(*overlap_marks.marked(resc, overlap_marks.cell_flags(runs.records), "Subject level uses the "
+    jobs = write_csv(analyses.rescore_jobs(runs), out / "tables" / "rescoring_jobs.csv", opts)
+    resc = write_csv(analyses.rescoring_table(jobs), out / "tables" / "rescoring.csv", opts)
+    page.raw(table(*overlap_marks.marked(resc, opts.flags, "Subject level uses the "
                                          "aggregation each job selected; n_mismatched counts rescored values "
                                          "that differ from the recorded metric (should be 0).")))
 
     page.heading("Edge pressure of the searches (Table 6)", anchor="edges")
-    edges = analyses.edge_choices(runs.records)
-    write_csv(edges, out / "tables" / "edge_choices.csv", opts)
-    pressure = analyses.edge_pressure(edges)
-    write_csv(pressure, out / "tables" / "edge_pressure.csv", opts)
+    edges = write_csv(analyses.edge_choices(runs.records), out / "tables" / "edge_choices.csv", opts)
+    pressure = write_csv(analyses.edge_pressure(edges), out / "tables" / "edge_pressure.csv", opts)
     page.raw(table(pressure, "Fraction of selections at the lowest / highest value seen in the job's own "
                              "search (grid points or Optuna trials; selected epoch vs epochs recorded)."))
 
@@ -95,8 +87,7 @@ def paper_analyses(page: Page, runs: RunSet, out: Path, opts: ReportOptions) -> 
     counts = dict(runs.parameters)
     if opts.parameters is not None:
         counts.update(analyses.read_parameter_file(opts.parameters))
-    params = analyses.parameter_table(counts, runs.models)
-    write_csv(params, out / "tables" / "parameters.csv", opts)
+    params = write_csv(analyses.parameter_table(counts, runs.models), out / "tables" / "parameters.csv", opts)
     if params.empty:
         page.paragraph("No parameter counts in these runs. Pass --parameters FILE (CSV: "
                        "model,total[,trainable], or JSON) to add them.", "note")
@@ -114,11 +105,14 @@ def comparisons(page: Page, scores: Scores, out: Path, opts: ReportOptions) -> N
         page.figure(png, svg, "Each model's mean ± 95% CI per task under every regime present.")
 
     page.heading("Ranking across tasks (critical difference)", anchor="ranking")
-    few = few_seed_regimes(scores)  # no CD diagram without seeds to rank on
+    most = scores.summary.groupby("regime")["n_seeds"].max()
+    few = [str(r) for r, n in most.items() if n < MIN_SEEDS]  # no CD diagram without seeds to rank on
     rankings = [r for regime in scores.regimes
                 if regime not in few and (r := compare.rank_models(scores, regime, opts.alpha))]
     if few:
-        page.paragraph(cd_note(few), "note")
+        page.paragraph(f"No Friedman test or critical-difference diagram for {', '.join(few)}: fewer than "
+                       f"{MIN_SEEDS} seeds, so the per-task means that would be ranked carry no usable "
+                       "uncertainty; see the paired effects instead.", "note")
     write_csv(compare.ranking_table(rankings), out / "tables" / "ranking.csv", opts)
     for r in rankings:
         png, svg = figures.save(figures.cd_diagram(r), fig_dir, f"cd_{safe_stem(r.regime)}")
@@ -131,8 +125,7 @@ def comparisons(page: Page, scores: Scores, out: Path, opts: ReportOptions) -> N
         page.paragraph("A ranking needs at least two models on at least two tasks in one regime.", "note")
 
     page.heading("Paired comparisons", anchor="paired")
-    paired = compare.paired_comparisons(scores, opts.pairs)
-    write_csv(paired, out / "tables" / "paired.csv", opts)
+    paired = write_csv(compare.paired_comparisons(scores, opts.pairs), out / "tables" / "paired.csv", opts)
     note = paired_note(paired, opts.ci_unit)
     if note:
         page.paragraph(note, "note")
@@ -161,16 +154,3 @@ def paired_note(paired: pd.DataFrame, unit: str) -> str:
     if n <= 6:
         text += f" With {n} {unit}s Wilcoxon cannot go below p = {2.0 ** (1 - n):.4g}."
     return text
-
-
-def few_seed_regimes(scores: Scores) -> list[str]:
-    """Regimes where no model has :data:`~ppgbench_pl.report.MIN_SEEDS` seeds (no CD diagram)."""
-    most = scores.summary.groupby("regime")["n_seeds"].max()
-    return [str(r) for r, n in most.items() if n < MIN_SEEDS]
-
-
-def cd_note(regimes: list[str]) -> str:
-    """Why a regime has no critical-difference diagram."""
-    return (f"No Friedman test or critical-difference diagram for {', '.join(regimes)}: fewer than "
-            f"{MIN_SEEDS} seeds, so the per-task means that would be ranked carry no usable "
-            "uncertainty; see the paired effects instead.")

@@ -2,11 +2,14 @@
 
 Bold, the ``†``/``?`` row markers, ``[S×F]`` and the ``s v b d`` flags are explained in docs/report.md and in
 each caption. Written as CSV (``*`` after a bold cell; ``main_cells.csv`` the numbers), Markdown and LaTeX.
+File names from an input's strings (regime names): a plain name is kept, any other its safe characters and a digest.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,10 +17,9 @@ from typing import Any
 import pandas as pd
 
 from ppgbench_pl.naming import BASELINE_MODEL, is_baseline
-from ppgbench_pl.report.filenames import safe_stem
+from ppgbench_pl.report.compare import Rule, bold_models
 from ppgbench_pl.report.html import MISSING
 from ppgbench_pl.report.overlap_marks import legend, mark
-from ppgbench_pl.report.rules import Rule, bold_models
 from ppgbench_pl.report.scores import Scores
 from ppgbench_pl.results.fold_entry import task_facts
 
@@ -289,3 +291,15 @@ def write_main_tables(cells: pd.DataFrame, scores: Scores, rule: Rule, out_dir: 
                 path.write_text(content, encoding="utf-8")
             paths.append(path)
     return paths
+
+
+_PLAIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
+
+
+def safe_stem(name: str) -> str:
+    """A file-name part for ``name``: itself when plain, else its safe characters and an 8-hex digest."""
+    if _PLAIN.fullmatch(name) and ".." not in name:
+        return name
+    kept = _UNSAFE.sub("_", name).strip("_")[:40] or "name"
+    return f"{kept}-{hashlib.sha256(name.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}"

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from ppgbench_pl.report.effects import effects_table, finite
+from ppgbench_pl.report.effects import draw_trust, effects_table, finite, trust_table
 from ppgbench_pl.results.inference import (
     ALPHA,
     adjusted_mdd_at,
@@ -212,7 +212,6 @@ def compute(records: list[dict[str, Any]], chance: pd.DataFrame, controls: pd.Da
             alpha: float, interval: str = "two-level", runs: RunSet | None = None) -> PairedFindings:
     """The paired effects (with ``interval``, read from ``runs``' predictions) and verdicts, written as CSVs."""
     from ppgbench_pl.report.folder import write_tables
-    from ppgbench_pl.report.trust import trust_table
     from ppgbench_pl.report.two_level_rows import subject_effects
 
     table = effects_table(records, alpha)
@@ -228,7 +227,6 @@ def compute(records: list[dict[str, Any]], chance: pd.DataFrame, controls: pd.Da
 
 def draw(page: Page, paired: PairedFindings, flags: Mapping[tuple[str, str], str] | None = None) -> None:
     """The findings under paired tests, the trust table and the effects; ``flags`` marks overlapping cells."""
-    from ppgbench_pl.report import trust
     from ppgbench_pl.report.html import table
     from ppgbench_pl.report.overlap_marks import marked
 
@@ -243,7 +241,7 @@ def draw(page: Page, paired: PairedFindings, flags: Mapping[tuple[str, str], str
                  table(paired.controls, "p_cell: Holm over the PPG models of their largest p against the "
                                         "controls; q_bh: Benjamini-Hochberg over the assessable cells.",
                        text_columns=("winners",)))
-    trust.draw(page, paired.effects)
+    draw_trust(page, paired.effects)
     page.heading("Paired effects (seed interval and subject-level interval)", anchor="effects")
     page.paragraph("diff = a - b over matched seed x fold units; d_z = gain / sd of the differences "
                    "(positive: a better). seed_ci: Student-t over the seed means of the differences "

@@ -271,10 +271,10 @@ def test_the_quickstart_exports_to_a_file_that_validates(tmp_path):
 
 @pytest.mark.skipif(not (QUICKSTART / "run.json").is_file(), reason="no quickstart run in results/quickstart")
 def test_the_quickstart_reports_references_parse_and_hold_what_it_used(tmp_path):
-    from ppgbench_pl.report import references
     from ppgbench_pl.report.load import load_runs
+    from ppgbench_pl.report.page_top import write_references
 
-    refs = references.write(tmp_path, load_runs([QUICKSTART]).records)  # what build_report writes
+    refs = write_references(tmp_path, load_runs([QUICKSTART]).records)  # what build_report writes
     assert refs.datasets == ["synthetic"] and set(refs.models) == {"small_cnn", "prv_published"}
     # no card paper for the synthetic set, the small CNN or ppgbench's PRV: the benchmark alone
     assert set(pybtex_entries((tmp_path / "references.bib").read_text())) == {"ppgbench"} == set(refs.keys)

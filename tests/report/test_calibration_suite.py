@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ppgbench_pl.report import trust
+from ppgbench_pl.report import effects as trust
 from ppgbench_pl.results.inference import ALPHA, adjusted_mdd_at, family_level, mdd
 from tests.report.noise_mixes import MIXES, simulate
 from tests.report.trust_suite import binomial_band, scenario
