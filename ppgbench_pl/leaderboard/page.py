@@ -16,8 +16,8 @@ from ppgbench_pl.leaderboard.assets import CSS, SCRIPT
 from ppgbench_pl.leaderboard.board import RULE, Board, Column, role
 from ppgbench_pl.naming import is_baseline
 from ppgbench_pl.report import tables
+from ppgbench_pl.report.findings import LEGEND
 from ppgbench_pl.report.html import document
-from ppgbench_pl.report.overlap_marks import LEGEND
 
 TITLE = "ppgbench leaderboard"
 

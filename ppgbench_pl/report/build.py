@@ -13,7 +13,6 @@ import pandas as pd
 from ppgbench_pl.naming import BASELINE_MODEL, is_baseline
 from ppgbench_pl.report import (
     findings,
-    overlap_marks,
     page_top,
     search_noise,
     sections,
@@ -57,7 +56,7 @@ def _details(page: Page, head: findings.Headline, chance: pd.DataFrame, controls
     """The cells behind the headline, the overlap, the paired tests and (where it applies) the search noise."""
     page.heading("Findings in detail", anchor="details")
     page.details(f"Cells near chance: {len(head.near_chance)}",
-                 table(*overlap_marks.marked(chance, opts.flags, "Per cell: constant baseline, best model, "
+                 table(*findings.marked(chance, opts.flags, "Per cell: constant baseline, best model, "
                                                                  "models that beat the baseline."),
                        text_columns=("beat_baseline",)))
     page.details(f"Cells where no PPG-specific model beats the PRV and MOMENT controls: "
@@ -65,7 +64,7 @@ def _details(page: Page, head: findings.Headline, chance: pd.DataFrame, controls
                  table(controls, "Controls present per cell and the PPG-specific models beating all of them.",
                        text_columns=("ppg_models", "controls", "winners")))
     if opts.overlap_findings is not None:
-        overlap_marks.draw(page, opts.overlap_findings)
+        findings.draw(page, opts.overlap_findings)
         findings.append_section(out / "findings.md", "Pretraining overlap", opts.overlap_findings.lines)
     if opts.paired_findings is not None:
         verdicts.draw(page, opts.paired_findings, opts.flags)
@@ -93,7 +92,7 @@ def _write_page(out: Path, runs: RunSet, scores: Scores, rule: Rule, head: findi
     title, warning = page_top.off_protocol(cells)
     page = Page(title, out)
     protocol = page_top.copy_protocol(out)
-    opts.flags = overlap_marks.cell_flags(runs.records)
+    opts.flags = findings.cell_flags(runs.records)
     main = _drawn(page, lambda: sections.main_tables(page, scores, rule, cells, out, opts))
     comparisons = _drawn(page, lambda: sections.comparisons(page, scores, out, opts))
     analyses = _drawn(page, lambda: sections.paper_analyses(page, runs, out, opts))  # notes missing predictions
@@ -154,7 +153,7 @@ def build_report(run_dirs: Sequence[str | Path], output_dir: str | Path, rule: s
                                                     runs)
         opts.search_noise = search_noise.compute(runs.records, out, alpha, ci_unit)
         opts.written += opts.paired_findings.written + opts.search_noise.written
-        opts.overlap_findings = overlap_marks.compute(scores, runs.records, the_rule, out)
+        opts.overlap_findings = findings.compute(scores, runs.records, the_rule, out)
         opts.citations = page_top.write_references(out, runs.records)
         opts.written += opts.overlap_findings.written + opts.citations.written
         _write_page(out, runs, scores, the_rule, head, chance, controls, opts)

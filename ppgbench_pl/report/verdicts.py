@@ -227,8 +227,8 @@ def compute(records: list[dict[str, Any]], chance: pd.DataFrame, controls: pd.Da
 
 def draw(page: Page, paired: PairedFindings, flags: Mapping[tuple[str, str], str] | None = None) -> None:
     """The findings under paired tests, the trust table and the effects; ``flags`` marks overlapping cells."""
+    from ppgbench_pl.report.findings import marked
     from ppgbench_pl.report.html import table
-    from ppgbench_pl.report.overlap_marks import marked
 
     page.heading("Findings under paired tests", level=3, anchor="paired_findings")
     page.bullets(paired.lines, "findings")

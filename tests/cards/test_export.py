@@ -238,8 +238,8 @@ def test_a_prediction_file_missing_from_the_run_is_named_and_left_out_of_table_4
 
 
 def test_the_subject_bootstrap_reads_the_same_arrays_from_a_file_as_from_its_folder(runs):
-    from ppgbench_pl.report.bootstrap import seed_stats
     from ppgbench_pl.report.load import load_runs
+    from ppgbench_pl.report.two_level_rows import seed_stats
 
     root, files = runs
     folder, exported = load_runs([root / "b"]), load_runs([files[1]])

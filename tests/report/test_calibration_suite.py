@@ -116,8 +116,8 @@ def test_summary_effects_and_compare_carry_the_corrected_mdd_and_labels(tmp_path
 
 
 def test_the_constant_baseline_mae_is_rebuilt_from_the_pooled_labels(tmp_path):
-    from ppgbench_pl.report.bootstrap import seed_stats
     from ppgbench_pl.report.load import load_runs
+    from ppgbench_pl.report.two_level_rows import seed_stats
     from tests.report.fabricate_grid import write_grid_run
 
     write_grid_run(tmp_path, {"P": 0.5}, tasks=(("synthetic-hr", "regression"),), rng_seed=4)
