@@ -96,11 +96,6 @@ class Page:
         attr = f' class="{cls}"' if cls else ""
         self.parts.append(f"<ul{attr}>" + "".join(f"<li>{html.escape(i)}</li>" for i in items) + "</ul>")
 
-    def link_paragraph(self, before: str, href: str, text: str, after: str = "", cls: str = "meta") -> None:
-        """Add a paragraph with one link (escaped text around it)."""
-        self.parts.append(f'<p class="{cls}">{html.escape(before)}<a href="{html.escape(href)}">'
-                          f"{html.escape(text)}</a>{html.escape(after)}</p>")
-
     def raw(self, fragment: str) -> None:
         """Pre-rendered HTML (a :func:`table`)."""
         self.parts.append(fragment)

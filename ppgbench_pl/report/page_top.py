@@ -85,25 +85,21 @@ def code_version_line(runs: RunSet) -> str | None:
             "them are flagged v in the tables.")
 
 
-def _counts(runs: RunSet) -> str:
-    planned = f" of {len(runs.planned)} planned" if runs.planned else ""
-    settled = len(not_evaluable(runs))
-    evaluable = f", {settled} not evaluable (recorded without training)" if settled else ""
-    return f"{len(runs.records)} completed jobs{planned}{evaluable}, {len(failed(runs))} failed"
-
-
 def header(page: Page, runs: RunSet, scores: Scores, warning: str, ci_unit: str) -> None:
     """The first paragraph (the off-protocol warning, when there is one), then what the report is made of."""
     if warning:
         page.paragraph(warning, "warning")
     folders = ", ".join(str(d) for d in runs.run_dirs)
     models = [m for m in scores.models if not is_baseline(m)]
-    page.paragraph(f"Run folders: {folders}. {_counts(runs)}; {len(models)} models, {len(scores.regimes)} "
-                   f"regime(s). Scores: mean ± Student-t 95% CI over {ci_unit} means (protocol section 9).",
-                   "meta")
-    page.link_paragraph("Protocol: ", PROTOCOL_DOC, "the protocol these numbers follow",
-                        f" (shipped with ppgbench as ppgbench_pl/docs/{PROTOCOL_DOC}; where and why we "
-                        f"differ from the published protocol: {DECISIONS_DOC} in the ppgbench source).")
+    planned = f" of {len(runs.planned)} planned" if runs.planned else ""
+    settled = len(not_evaluable(runs))
+    evaluable = f", {settled} not evaluable (recorded without training)" if settled else ""
+    page.paragraph(f"Run folders: {folders}. {len(runs.records)} completed jobs{planned}{evaluable}, "
+                   f"{len(failed(runs))} failed; {len(models)} models, {len(scores.regimes)} regime(s). Scores: mean "
+                   f"± Student-t 95% CI over {ci_unit} means (protocol section 9).", "meta")
+    page.raw(f'<p class="meta">Protocol: <a href="{PROTOCOL_DOC}">the protocol these numbers follow</a> (shipped '
+             f"with ppgbench as ppgbench_pl/docs/{PROTOCOL_DOC}; where and why we differ from the published "
+             f"protocol: {DECISIONS_DOC} in the ppgbench source).</p>")
     versions = code_version_line(runs)
     if versions:
         page.paragraph(versions, "warning")
@@ -142,14 +138,6 @@ class References:
     written: list[Path] = field(default_factory=list)
 
 
-def used(records: Iterable[dict[str, Any]]) -> tuple[list[str], list[str]]:
-    """(datasets, models) of a set of records, in the report's task and model order."""
-    records = list(records)
-    datasets = list(dict.fromkeys(dataset_of(t) for t in order_tasks({str(r["task"]) for r in records})))
-    models = [m for m in order_models({str(r["model"]) for r in records}) if not is_baseline(m)]
-    return datasets, models
-
-
 def methods_sentence(datasets: Sequence[str], models: Sequence[str], name: Callable[[str], str],
                      cite: Callable[[str], str]) -> str:
     """The sentence citing the benchmark, the datasets and the models (``name`` and ``cite`` render them)."""
@@ -161,24 +149,17 @@ def methods_sentence(datasets: Sequence[str], models: Sequence[str], name: Calla
             f"on {named(datasets, dataset_citation)}. Models: {named(models, model_citation)}.")
 
 
-def latex_sentence(datasets: Sequence[str], models: Sequence[str]) -> str:
-    r""":func:`methods_sentence` for ``methods.tex``: names escaped, ``~\cite{key}``."""
-    return methods_sentence(datasets, models, latex_escape, lambda key: f"~\\cite{{{key}}}")
-
-
-def text_sentence(datasets: Sequence[str], models: Sequence[str]) -> str:
-    """:func:`methods_sentence` for the page: plain names, ``[key]``."""
-    return methods_sentence(datasets, models, str, lambda key: f" [{key}]")
-
-
 def write_references(out: Path, records: Iterable[dict[str, Any]]) -> References:
-    """Write ``references.bib`` and ``methods.tex`` (atomically) into the report folder."""
+    r"""Write ``references.bib`` and ``methods.tex`` (atomically; names LaTeX-escaped, ``~\cite{key}``)."""
     from ppgbench_pl.atomic_io import write_text_atomic
 
-    datasets, models = used(records)
+    records = list(records)
+    datasets = list(dict.fromkeys(dataset_of(t) for t in order_tasks({str(r["task"]) for r in records})))
+    models = [m for m in order_models({str(r["model"]) for r in records}) if not is_baseline(m)]
     citations = references(datasets, models)
-    result = References(datasets, models, [c.key for c in citations], latex_sentence(datasets, models),
-                        text_sentence(datasets, models))
+    result = References(datasets, models, [c.key for c in citations],
+                        methods_sentence(datasets, models, latex_escape, lambda key: f"~\\cite{{{key}}}"),
+                        methods_sentence(datasets, models, str, lambda key: f" [{key}]"))
     for name, text in ((BIB_FILE, render_all(citations)), (METHODS_FILE, result.paragraph + "\n")):
         write_text_atomic(out / name, text)
         result.written.append(out / name)

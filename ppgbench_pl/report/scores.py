@@ -1,7 +1,6 @@
 """The report's view of the scores: per-fold values and the summary (mean, Student-t CI) per cell.
 
-Every number comes from :class:`ppgbench_pl.results.summary.SummaryBook`, the code of ``summary.csv``, so a
-table and the summary never disagree.
+Every number comes from :class:`ppgbench_pl.results.summary.SummaryBook`, the code of ``summary.csv``.
 """
 
 from __future__ import annotations
@@ -73,10 +72,7 @@ class Scores:
         return order_tasks(set(frame["task"]))
 
     def baseline_of(self, task: str, regime: str, model: str) -> str | None:
-        """The baseline row a model is compared with in a cell (its task view's; ``constant``: the only one)."""
-        if is_baseline(model):
-            names = self.baselines(task, regime)
-            return model if model in names else (names[0] if len(names) == 1 else None)
+        """The baseline row a (non-baseline) model is compared with in a cell: its task view's."""
         return self._baseline.get((task, regime, model))
 
     def baselines(self, task: str, regime: str) -> list[str]:
@@ -110,14 +106,12 @@ class Scores:
         sign = 1.0 if self.higher_is_better[task] else -1.0
         return max(scores, key=lambda s: sign * s.mean)
 
-    def paired_values(self, task: str, regime: str, model_a: str, model_b: str,
-                      unit: str | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Values of two models on the same (seed, fold) pairs, averaged per seed when ``unit`` is ``seed``."""
-        unit = unit or self.ci_unit
+    def paired_values(self, task: str, regime: str, model_a: str, model_b: str) -> tuple[np.ndarray, np.ndarray]:
+        """Values of two models on the same (seed, fold) pairs, averaged per seed when the CI unit is ``seed``."""
         part = self._folds_by_cell.get((task, regime), self.folds.iloc[:0])
         a = part[part["model"] == model_a].set_index(["seed", "fold"])["value"]
         b = part[part["model"] == model_b].set_index(["seed", "fold"])["value"]
         joined = pd.concat({"a": a, "b": b}, axis=1, join="inner")
-        if unit == "seed" and len(joined):
+        if self.ci_unit == "seed" and len(joined):
             joined = joined.groupby(level="seed").mean()
         return joined["a"].to_numpy(dtype=float), joined["b"].to_numpy(dtype=float)

@@ -94,12 +94,8 @@ def noise_table(units: pd.DataFrame) -> pd.DataFrame:
 
 def view(records: list[dict[str, Any]], k: int) -> list[dict[str, Any]]:
     """The records with search seed ``k`` standing in for the published search wherever a job has it."""
-    out = []
-    for rec in records:
-        if k and has_search_seeds(rec):
-            rec = dict(rec, results=[e for e in rec["search_seed_results"] if int(e.get("search_seed", 0)) == k])
-        out.append(rec)
-    return out
+    return [dict(rec, results=[e for e in rec["search_seed_results"] if int(e.get("search_seed", 0)) == k])
+            if k and has_search_seeds(rec) else rec for rec in records]
 
 
 def verdicts_of(records: list[dict[str, Any]], alpha: float, ci_unit: str) -> dict[tuple[str, ...], str]:
@@ -112,13 +108,11 @@ def verdicts_of(records: list[dict[str, Any]], alpha: float, ci_unit: str) -> di
     chance, controls = findings.chance_cells(scores, rule), findings.control_cells(scores, rule)
     table = effects.effects_table(records, alpha)
     out: dict[tuple[str, ...], str] = {}
-    for frame, what in ((chance, "near chance"), (controls, "controls hold")):
-        for row in frame.itertuples():
-            out[("published", what, row.regime, row.task)] = str(row.status)
-    for frame, what in ((verdicts.paired_chance(table, chance, alpha), "near chance"),
-                        (verdicts.paired_controls(table, controls, alpha), "controls hold")):
-        for row in frame.itertuples():
-            out[("paired", what, row.regime, row.task)] = str(row.paired_status)
+    for rule_name, frame, what, column in (
+            ("published", chance, "near chance", "status"), ("published", controls, "controls hold", "status"),
+            ("paired", verdicts.paired_chance(table, chance, alpha), "near chance", "paired_status"),
+            ("paired", verdicts.paired_controls(table, controls, alpha), "controls hold", "paired_status")):
+        out.update({(rule_name, what, r.regime, r.task): str(getattr(r, column)) for r in frame.itertuples()})
     for row in table.itertuples():
         out[("paired", f"{row.model_a} vs {row.model_b}", row.regime, row.task)] = str(row.verdict)
     return out

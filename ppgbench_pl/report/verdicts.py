@@ -78,18 +78,16 @@ def planned(best: Any, level: float = ALPHA) -> tuple[float, float]:
     """
     if best is None or not best["gain"] > 0 or not math.isfinite(float(best["sd_diff"])):
         return math.nan, math.nan
-    n = best["n_subjects"]
+    n, gain = best["n_subjects"], float(best["gain"])
     known = pd.notna(n) and n > 0
     if best.get("interval") == "two-level":
-        args = (float(best["var_subject"]), float(best["var_seed"]), int(best["n_seeds"]))
-        size = int(n) if known else 2
-        seeds = seeds_for(*args, size, float(best["gain"]), level)
-        subjects = subjects_for(*args, size, float(best["gain"]), level) if known else None
-        return (math.nan if seeds is None else float(seeds)), (math.nan if subjects is None else float(subjects))
-    folds = max(int(round(best["n_units"] / max(best["n_seeds"], 1))), 1)
-    seeds = seeds_needed(float(best["sd_diff"]), float(best["gain"]), folds, float(best["ratio"]), alpha=level)
-    subjects = subjects_needed(float(best["sd_diff"]), float(best["gain"]), int(n), int(best["n_seeds"]), folds,
-                               float(best["ratio"]), alpha=level) if known else None
+        args = (float(best["var_subject"]), float(best["var_seed"]), int(best["n_seeds"]), int(n) if known else 2)
+        seeds, subjects = seeds_for(*args, gain, level), subjects_for(*args, gain, level) if known else None
+    else:
+        folds = max(int(round(best["n_units"] / max(best["n_seeds"], 1))), 1)
+        seeds = seeds_needed(float(best["sd_diff"]), gain, folds, float(best["ratio"]), alpha=level)
+        subjects = subjects_needed(float(best["sd_diff"]), gain, int(n), int(best["n_seeds"]), folds,
+                                   float(best["ratio"]), alpha=level) if known else None
     return (math.nan if seeds is None else float(seeds)), (math.nan if subjects is None else float(subjects))
 
 
@@ -104,17 +102,12 @@ def paired_chance(effects: pd.DataFrame, published: pd.DataFrame, alpha: float =
     if frame.empty:
         return pd.DataFrame(columns=CHANCE_COLUMNS)
     frame["q_bh"] = benjamini_hochberg(frame["p_cell"])
-    status = []
-    for above, row in zip(frame["q_bh"] < alpha, frame.itertuples(), strict=True):
-        if above:
-            status.append("above_chance")
-        elif row.all_below:
-            status.append("below_baseline")
-        else:
-            # near chance only if every model with a better mean was tested: else it might beat the constant
-            status.append("undetermined" if math.isnan(row.p_cell) or row.untested else "near_chance")
-    frame["paired_status"] = status
-    frame["beat_baseline"] = [w if above else "" for w, above in zip(frame["wins"], frame["q_bh"] < alpha, strict=True)]
+    above = frame["q_bh"] < alpha
+    # near chance only if every model with a better mean was tested: else it might beat the constant
+    frame["paired_status"] = ["above_chance" if a else "below_baseline" if r.all_below else
+                              "undetermined" if math.isnan(r.p_cell) or r.untested else "near_chance"
+                              for a, r in zip(above, frame.itertuples(), strict=True)]
+    frame["beat_baseline"] = [w if a else "" for w, a in zip(frame["wins"], above, strict=True)]
     return frame[CHANCE_COLUMNS]
 
 
