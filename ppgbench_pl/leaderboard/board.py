@@ -40,7 +40,6 @@ def role(model: str) -> str:
 
 
 def _column(scores: Scores, task: str, rows: Any) -> Column:
-    """A task's column; a task no longer in the registry gets its name's prefix as dataset and tier ``unknown``."""
     from ppgbench_pl.data.registry import TASKS
 
     spec = TASKS.get(task)

@@ -68,7 +68,6 @@ def aggregation_frequency(choices: pd.DataFrame) -> pd.DataFrame:
 
 
 def _trials(result: dict[str, Any]) -> list[dict[str, Any]]:
-    """Optuna trials stored anywhere one level down in a result (``{"trials": [...]}``) or at its top."""
     found: list[Any] = list(result.get("trials") or [])
     for value in result.values():
         if isinstance(value, dict) and isinstance(value.get("trials"), list):
@@ -77,7 +76,6 @@ def _trials(result: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _epochs(trial: dict[str, Any]) -> Iterator[int]:
-    """Epoch numbers of a trial's intermediate values (a {epoch: value} mapping or a per-epoch list)."""
     values = trial.get("intermediate_values", trial.get("intermediate"))
     if isinstance(values, dict):
         yield from (int(k) for k in values)
@@ -188,7 +186,6 @@ MISMATCH_TOLERANCE = 1e-9
 
 
 def _load(runs: RunSet, rec: dict[str, Any], name: str, kind: str) -> tuple[Any, np.ndarray, np.ndarray]:
-    """Predictions, labels and subjects of one file; ``ValueError`` with a one-line reason if unusable."""
     from ppgbench_pl.metrics.scores import Predictions
 
     arrays = runs.prediction_arrays(rec, name)

@@ -32,7 +32,6 @@ SEARCHED_REGIMES = ("mlp", "finetune")
 
 
 def _summary(page: Page, head: findings.Headline, out: Path, runs: RunSet) -> None:
-    """The headline findings (shown before the main tables) and ``findings.md``."""
     lines = head.lines()
     versions = page_top.code_version_line(runs)
     if versions:
@@ -53,7 +52,6 @@ def _summary(page: Page, head: findings.Headline, out: Path, runs: RunSet) -> No
 
 def _details(page: Page, head: findings.Headline, chance: pd.DataFrame, controls: pd.DataFrame,
              scores: Scores, out: Path, opts: ReportOptions) -> None:
-    """The cells behind the headline, the overlap, the paired tests and (where it applies) the search noise."""
     page.heading("Findings in detail", anchor="details")
     page.details(f"Cells near chance: {len(head.near_chance)}",
                  table(*findings.marked(chance, opts.flags, "Per cell: constant baseline, best model, "
@@ -87,7 +85,6 @@ def _drawn(page: Page, draw: Callable[[], None]) -> list[str]:
 
 def _write_page(out: Path, runs: RunSet, scores: Scores, rule: Rule, head: findings.Headline,
                 chance: pd.DataFrame, controls: pd.DataFrame, opts: ReportOptions) -> Path:
-    """Draw every section and write ``index.html`` (the analyses first: they note missing prediction files)."""
     cells = tables.main_cells(scores, rule, chance)
     title, warning = page_top.off_protocol(cells)
     page = Page(title, out)

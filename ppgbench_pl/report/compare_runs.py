@@ -49,7 +49,6 @@ class Comparison:
 
 
 def _pick(frame: pd.DataFrame, run: Path, wanted: str | None) -> str:
-    """The model to compare in a run: the one named, else its only PPG-specific model."""
     present = sorted(set(frame["model"]))
     if wanted is not None:
         if wanted not in present:
@@ -76,7 +75,6 @@ def _cell(a: pd.DataFrame, b: pd.DataFrame, alpha: float) -> dict[str, object]:
 
 
 def _adjusted(table: pd.DataFrame, sources: tuple[RunSet, RunSet], interval: str, alpha: float) -> pd.DataFrame:
-    """``p_bh`` over the cells, from the subject-level interval chosen."""
     if interval == "corrected-t":
         return table.assign(p_bh=benjamini_hochberg(table["p"]))
     out = tl.subject_level(table, tl.CellStats(sources), interval, [], benjamini_hochberg, alpha)
@@ -217,7 +215,6 @@ def _combine(part: pd.DataFrame, alpha: float) -> dict[str, Any]:
 
 
 def _count_text(n: float) -> str:
-    """A dataset's subject count for the ``datasets`` column; ``?`` when the records do not give it."""
     return str(int(n)) if math.isfinite(n) and n > 0 else "?"
 
 

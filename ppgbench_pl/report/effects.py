@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ppgbench_pl.naming import is_baseline
-from ppgbench_pl.report.load import CONTROL_MODELS, in_order, is_control, order_models
+from ppgbench_pl.report.load import in_order, is_control, order_models
 from ppgbench_pl.results.fold_entry import FoldEntry, fold_entry, student_t_ci
 from ppgbench_pl.results.inference import ALPHA, adjusted_mdd_at, corrected_t, family_level, holm, mdd, split_ratio
 from ppgbench_pl.results.two_level import seed_term
@@ -30,7 +30,6 @@ if TYPE_CHECKING:
 
 
 FAMILIES = ("baseline", "controls", "models")
-FEATURE_CONTROLS = tuple(c for c in CONTROL_MODELS if not is_baseline(c))
 EFFECT_COLUMNS = [
     "regime", "task", "metric", "family", "model_a", "model_b", "n_seeds", "n_units", "n_subjects", "mean_a",
     "mean_b", "diff", "gain", "d_z", "sd_diff", "seed_ci_low", "seed_ci_high", "nb_ci_low", "nb_ci_high", "ratio",
@@ -63,7 +62,7 @@ def comparisons(models: list[str]) -> list[tuple[str, str, str]]:
     """(family, a, b) for one cell: every model vs its constant, PPG models vs controls, PPG model pairs."""
     models = [m for m in order_models(models) if not is_baseline(m)]
     ppg = [m for m in models if not is_control(m)]
-    controls = [m for m in models if m in FEATURE_CONTROLS or (is_control(m) and not is_baseline(m))]
+    controls = [m for m in models if is_control(m)]  # the constant is left out above
     out = [("baseline", m, "constant") for m in models]
     out += [("controls", m, c) for m in ppg for c in controls]
     out += [("models", a, b) for i, a in enumerate(ppg) for b in ppg[i + 1:]]

@@ -74,7 +74,6 @@ def _exchange(a: Path, b: Path) -> bool:
 
 
 def _swap_in(stage: Path, target: Path) -> None:
-    """Put ``stage`` where ``target`` is and remove the old report."""
     if not target.exists():
         os.rename(stage, target)
         return

@@ -51,15 +51,12 @@ def table(frame: pd.DataFrame, caption: str = "", raw: Sequence[str] = (),
     if frame.empty:
         return '<p class="note">(nothing to show)</p>'
     head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
+    columns = [(c, ' class="text"' if c in text_columns else "", c in raw) for c in frame.columns]
     rows = []
-    for _, row in frame.iterrows():
-        cells = []
-        for col in frame.columns:
-            text = str(row[col]) if col in raw else html.escape(fmt_value(row[col]))
-            cls = ' class="text"' if col in text_columns else ""
-            cells.append(f"<td{cls}>{text}</td>")
+    for _, row in frame.iterrows():  # the row as iterrows makes it: its dtype decides how a number is shown
         cls = f' class="{row_class(row)}"' if row_class else ""
-        rows.append(f"<tr{cls}>{''.join(cells)}</tr>")
+        cells = "".join(f"<td{td}>{row[c] if keep else html.escape(fmt_value(row[c]))}</td>" for c, td, keep in columns)
+        rows.append(f"<tr{cls}>{cells}</tr>")
     cap = f"<caption>{html.escape(caption)}</caption>" if caption else ""
     body = "".join(rows)
     return (f'<div class="scroll"><table>{cap}<thead><tr>{head}</tr></thead>'

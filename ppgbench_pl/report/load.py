@@ -222,7 +222,6 @@ def check_record(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def _check_folder(run_dir: Path) -> None:
-    """Raise a one-line error unless ``run_dir`` looks like a run folder."""
     if not run_dir.exists():
         raise ReportError(f"{run_dir}: no such run folder")
     if not run_dir.is_dir():
@@ -263,7 +262,6 @@ def _outcome(record: dict[str, Any]) -> Any:
 
 def _merge(scan: RecordScan, run_dir: Path, into: tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]],
                                                    dict[str, Path]], conflicts: list[str]) -> None:
-    """Add one input's records to (completed, failed, sources): the first completed record of a job wins."""
     ok, failed, sources = into
     for rec, folder in zip(scan.records, scan.folders, strict=True):
         jid = record_id(rec)

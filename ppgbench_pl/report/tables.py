@@ -34,7 +34,6 @@ FLAG_TEXT = {"s": "seeds/folds differ from the rest of the row (or between seeds
 
 
 def _grid(pairs: set[tuple[int, int]]) -> tuple[str, bool]:
-    """``S×F`` (seeds x most folds of a seed) and whether every seed has the same folds."""
     by_seed: dict[int, set[int]] = {}
     for seed, fold in pairs:
         by_seed.setdefault(seed, set()).add(fold)

@@ -110,7 +110,6 @@ def bootstrap_pair(cells: CellStats, a: Side, b: Side | None, task: str, regime:
 
 
 def _families(out: pd.DataFrame, group: list[str]) -> list[Any]:
-    """The row indices of each adjustment family (``group`` empty: the whole table)."""
     return [idx for _, idx in out.groupby(group, sort=False).groups.items()] if group else [out.index]
 
 
@@ -253,7 +252,6 @@ def cluster_bootstrap(a: SeedStats, b: SeedStats, kind: str, n_boot: int = 2000,
 
 
 def _job_arrays(runs: RunSet, rec: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """(y_true, y_pred, subjects) of a job's first repeat, aggregated per subject on subject-level tasks."""
     results = rec.get("results") or [{}]
     name = results[0].get("predictions") or "predictions_repeat0.npz"
     try:  # the job folder's .npz, or the arrays an exported file carries (RunSet.prediction_arrays)

@@ -184,7 +184,6 @@ def count_lines(chance: pd.DataFrame, controls: pd.DataFrame, alpha: float = ALP
 
 
 def _plan_text(row: Any) -> str:
-    """`` (N seeds or M subjects to detect its gain)`` for a findings line; '' when neither is known."""
     parts = [f"{int(v)} {what}" for v, what in ((row.seeds_to_detect_gain, "seeds"),
                                                 (row.subjects_to_detect_gain, "subjects")) if math.isfinite(v)]
     return f" ({' or '.join(parts)})" if parts else ""
