@@ -12,6 +12,7 @@ import pandas as pd
 
 from ppgbench_pl.naming import BASELINE_MODEL, is_baseline
 from ppgbench_pl.report import (
+    analyses,
     findings,
     page_top,
     search_noise,
@@ -73,16 +74,6 @@ def _details(page: Page, head: findings.Headline, chance: pd.DataFrame, controls
         findings.append_section(out / "findings.md", "Search noise", noise.lines)
 
 
-def _drawn(page: Page, draw: Callable[[], None]) -> list[str]:
-    """The HTML parts ``draw`` adds to ``page``, taken off the page (to be placed later)."""
-    kept, page.parts = page.parts, []
-    try:
-        draw()
-        return page.parts
-    finally:
-        page.parts = kept
-
-
 def _write_page(out: Path, runs: RunSet, scores: Scores, rule: Rule, head: findings.Headline,
                 chance: pd.DataFrame, controls: pd.DataFrame, opts: ReportOptions) -> Path:
     cells = tables.main_cells(scores, rule, chance)
@@ -90,14 +81,13 @@ def _write_page(out: Path, runs: RunSet, scores: Scores, rule: Rule, head: findi
     page = Page(title, out)
     protocol = page_top.copy_protocol(out)
     opts.flags = findings.cell_flags(runs.records)
-    main = _drawn(page, lambda: sections.main_tables(page, scores, rule, cells, out, opts))
-    comparisons = _drawn(page, lambda: sections.comparisons(page, scores, out, opts))
-    analyses = _drawn(page, lambda: sections.paper_analyses(page, runs, out, opts))  # notes missing predictions
+    opts.jobs = analyses.rescore_jobs(runs)  # before the header: it notes missing prediction files
     page_top.header(page, runs, scores, warning, opts.ci_unit)
     _summary(page, head, out, runs)
-    page.parts += main
+    sections.main_tables(page, scores, rule, cells, out, opts)
     _details(page, head, chance, controls, scores, out, opts)
-    page.parts += comparisons + analyses
+    sections.comparisons(page, scores, out, opts)
+    sections.paper_analyses(page, runs, out, opts)
     page_top.job_lists(page, runs)
     if opts.citations is not None:
         page_top.draw_references(page, opts.citations)

@@ -43,6 +43,7 @@ class ReportOptions:
     citations: page_top.References | None = None  # issue 21: references.bib and the methods sentence
     flags: dict[tuple[str, str], str] = field(default_factory=dict)  # issue 21: (task, model) -> overlap
     search_noise: search_noise.SearchNoise | None = None  # issue 19: what other search seeds add
+    jobs: pd.DataFrame = field(default_factory=pd.DataFrame)  # Table 4's rescored jobs
 
 
 def write_csv(frame: pd.DataFrame, path: Path, opts: ReportOptions) -> pd.DataFrame:
@@ -73,7 +74,7 @@ def paper_analyses(page: Page, runs: RunSet, out: Path, opts: ReportOptions) -> 
 
     page.heading("Subject-level vs window-level scoring of the same predictions (Table 4)",
                  anchor="rescoring")
-    jobs = write_csv(analyses.rescore_jobs(runs), out / "tables" / "rescoring_jobs.csv", opts)
+    jobs = write_csv(opts.jobs, out / "tables" / "rescoring_jobs.csv", opts)
     resc = write_csv(analyses.rescoring_table(jobs), out / "tables" / "rescoring.csv", opts)
     page.raw(table(*findings.marked(resc, opts.flags, "Subject level uses the "
                                          "aggregation each job selected; n_mismatched counts rescored values "
