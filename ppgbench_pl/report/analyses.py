@@ -1,9 +1,6 @@
-"""What the searches chose: aggregation frequency (Table 3), edge pressure (Table 6); model size (Table 7).
+"""The paper's analyses: aggregation frequency (Table 3), rescoring (Table 4), edge pressure (Table 6), size (7).
 
-Edge pressure: per numeric search axis, the share of selections at the lowest or highest value the job's own
-search saw (grid points or Optuna trials; the selected epoch against the epochs recorded). docs/report.md.
-Table 4: the same stored predictions scored at subject level (as recorded: mismatches counted) and per window,
-summarised like summary.csv (repeats -> fold, folds -> seed, mean over seeds).
+Edge pressure: the share of selections at the lowest or highest value the job's own search saw (docs/report.md).
 """
 
 from __future__ import annotations

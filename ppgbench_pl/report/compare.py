@@ -1,10 +1,6 @@
-"""Paired model comparisons on the same seeds and folds, and a critical-difference ranking across tasks.
+"""Paired model comparisons, the critical-difference ranking (Demšar 2006) and the "meaningfully better" rules.
 
-Paired: mean difference with a t CI, paired t-test and Wilcoxon (shown, never a verdict: with 5 seeds its p
-cannot go below 0.0625). Ranking (Demšar 2006): Friedman over per-task ranks and the Nemenyi CD.
-The rules: CI overlap (bolding, fixed by the paper) and "meaningfully better" (ci: a better mean and CIs
-that do not overlap; paired: and a paired t-test p < alpha; mean: a better mean alone; an unknown CI or
-too few units leave a verdict undetermined).
+Wilcoxon is shown, never a verdict (with 5 seeds its p cannot go below 0.0625); docs/report.md has the rules.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """``ppgbench compare RUN_A RUN_B``: one model of run A against one of run B, cell by cell (issue 19).
 
-Per shared cell: the paired difference on matched (seed, fold) units with its intervals, Benjamini-Hochberg
-over the cells and win / tie / loss; cells whose seeds or folds differ are refused; per regime, Stouffer across
-datasets (a cell's two-sided p as a one-sided z, a dataset's z the mean over its cells, weighted sqrt(subjects) or
-equally when a count is unknown). The paper table rounds a row to two significant digits of its interval's
-half-width. docs/statistics.md has the rules.
+Benjamini-Hochberg over the cells, Stouffer across datasets per regime, a paper table rounded to the interval's
+precision; cells whose seeds or folds differ are refused (docs/statistics.md).
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""Paired effects per cell: difference, seed interval, corrected t, MDD and Holm (issue 19; docs/statistics.md).
+"""Paired effects per cell (difference, seed interval, corrected t, MDD, Holm) and how far verdicts can be trusted.
 
-Families per cell: ``baseline`` (each model vs the constant of its own fold), ``controls`` (each PPG model vs
-each PRV/MOMENT control), ``models`` (PPG model pairs). The two-level or bootstrap interval replaces the
-corrected t's p where predictions allow (:mod:`.two_level_rows`).
-How far each verdict can be trusted (issue 31): the simulation suite's rates (trust_suite.json, written by
-tools/statistics_tables.py) and the mix closest to this run, from its median spread ratio and subject count.
+Families per cell: ``baseline`` (vs the fold's constant), ``controls`` (PPG model vs PRV/MOMENT), ``models``
+(PPG pairs). The trust table reads the simulation suite's rates (trust_suite.json; docs/statistics.md).
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""Headline findings: cells near chance, and cells where the controls hold (docs/report.md, "The rules").
+"""Headline findings (cells near chance, cells where the controls hold) and the pretraining-overlap marks.
 
-Both use the one :class:`~ppgbench_pl.report.compare.Rule`. A control not run in a cell is not required there;
-a cell without a PRV/MOMENT control or without a PPG-specific model is left out of the control count.
-Pretraining overlap: the marks after a flagged score (cards/overlap.py), and the headline recomputed without
-the flagged (direct, source) scores, which may be inflated; unknown ones are counted but kept.
+A control not run in a cell is not required there; the headline is recomputed without the flagged scores.
 """
 
 from __future__ import annotations

@@ -1,7 +1,4 @@
-"""A self-contained HTML page: inline CSS, no scripts, no web fonts, figures as relative image files.
-
-The page opens offline from disk, so the report folder can be zipped or attached to a paper as it is.
-"""
+"""A self-contained HTML page (inline CSS, no scripts or web fonts), so the report folder opens offline."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """Read run folders and exported files into one set of job records, the report's only input.
 
-A job id seen twice is kept once: a completed record wins over a failed one, and of two completed records
-that disagree the first input's wins (the conflict is listed in the report).
+A job seen twice is kept once: completed beats failed; of two completed records the first input's wins.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""The top of the report page: a title and first paragraph that say what kind of run this is, then the facts.
+"""The top of the report page (a smoke or off-protocol run says so in its title and first paragraph) and citing.
 
-A smoke or off-protocol run says so in the title and first paragraph, so nobody reads its numbers as published.
-Citing: references.bib and methods.tex hold exactly the benchmark, datasets and models used; names come from
-records anyone can write, so methods.tex (meant for a paper) LaTeX-escapes every one.
+Names in ``methods.tex`` (meant for a paper) come from records anyone can write: each one is LaTeX-escaped.
 """
 
 from __future__ import annotations

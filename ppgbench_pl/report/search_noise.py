@@ -1,8 +1,6 @@
 """The report's search-noise section (issue 19 item 4): what other search seeds add, and which verdicts flip.
 
-``search_noise.csv``: per model cell with ``search_seeds``, the spread of a fold value and of the cell mean
-over search seeds beside the published seed CI; ``search_flips.csv``: every verdict (published or paired)
-that changes when another search seed stands in for seed 0 in every job that has it (docs/statistics.md).
+A verdict flips when another search seed standing in for seed 0 changes it (docs/statistics.md).
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """The body of the report page: the main tables, the comparisons between models, the paper's analyses.
 
-Figures as PNG (for the page) and SVG (for papers), on matplotlib.figure.Figure, never pyplot (no GUI backend
-or global state).
+Figures as PNG and SVG, drawn on ``matplotlib.figure.Figure`` (never pyplot: no GUI backend or global state).
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """The main tables: per regime, tasks x models, mean ± Student-t 95% CI per cell (protocol.md section 10).
 
-Bold, the ``†``/``?`` row markers, ``[S×F]`` and the ``s v b d`` flags are explained in docs/report.md and in
-each caption. Written as CSV (``*`` after a bold cell; ``main_cells.csv`` the numbers), Markdown and LaTeX.
-File names from an input's strings (regime names): a plain name is kept, any other its safe characters and a digest.
+Marks and flags are explained in docs/report.md and each caption; written as CSV, Markdown and LaTeX.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """The subject-level interval of the effects and compare rows: two-level (default) or subject cluster bootstrap.
 
-Both read the seeds' pooled out-of-fold predictions once per model and cell (:class:`CellStats`). Where they
-cannot be built (no prediction files, a metric that does not pool, the constant's MAE without
-``train_groups``) a row keeps the corrected t and ``interval`` says why (issues 19, 31).
-The bootstrap: a draw resamples subjects (the same draw in every seed, which share them); the metric is computed
-per seed from per-subject sufficient statistics of repeat 0 of each job and averaged; percentile interval,
-p = (1 + k)/(B + 1) (docs/statistics.md).
+Both read the seeds' pooled out-of-fold predictions once per model and cell; where they cannot be built a row
+keeps the corrected t and ``interval`` says why (issues 19, 31; docs/statistics.md).
 """
 
 from __future__ import annotations

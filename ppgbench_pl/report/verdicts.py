@@ -1,8 +1,6 @@
-"""The findings under paired tests with multiplicity control, beside the published counts, and their section.
+"""The findings under paired tests with multiplicity control, beside the published counts (docs/statistics.md).
 
-Near chance: the cell's p is the smallest Holm-adjusted p of its models with a positive gain against their
-constant, Benjamini-Hochberg over the cells. Controls: per model the largest p against the controls
-(intersection-union), Holm over the cell's models, BH over the cells (docs/statistics.md, "Multiplicity").
+Near chance: per cell the smallest Holm p of its models against their constant; controls: intersection-union.
 """
 
 from __future__ import annotations
