@@ -29,14 +29,8 @@ def pretraining_text(card: dict[str, Any]) -> str:
         return "unknown (not declared)" if data in (None, "unknown") else str(data)
     if not data:
         return "none (not pretrained)"
-    names = []
-    for item in data:
-        if isinstance(item, dict):
-            status = item.get("status", "confirmed")
-            names.append(str(item.get("name")) + ("" if status == "confirmed" else f" ({status})"))
-        else:
-            names.append(str(item))
-    text = ", ".join(names)
+    text = ", ".join(str(i.get("name")) + ("" if i.get("status", "confirmed") == "confirmed" else f" ({i['status']})")
+                     if isinstance(i, dict) else str(i) for i in data)
     return text if card.get("pretraining_complete", True) else f"{text}; list not confirmed complete"
 
 
@@ -118,13 +112,6 @@ def _cell(board: Board, regime: str, column: Column, model: str, usual: str) -> 
             f'title="{_esc("; ".join(about))}">{text}</td>')
 
 
-def _model_header(model: str, ids: dict[str, str]) -> str:
-    kind = role(model)
-    name = _esc(model) if model not in ids else f'<a href="#{ids[model]}">{_esc(model)}</a>'
-    tag = f'<span class="role">{kind}</span>' if kind != "model" else ""
-    return f'<th scope="row">{name}{tag}</th>'
-
-
 def regime_table(board: Board, regime: str, ids: dict[str, str]) -> str:
     """One regime's section: its heading, its sortable table and the report's caption below it."""
     columns = board.columns[regime]
@@ -133,8 +120,11 @@ def regime_table(board: Board, regime: str, ids: dict[str, str]) -> str:
     rows, usual = [], tables.usual_grid(board.cells, regime)
     present = set(board.cells.loc[board.cells["regime"] == regime, "model"])
     for model in (m for m in board.models if m in present):
+        name = _esc(model) if model not in ids else f'<a href="#{ids[model]}">{_esc(model)}</a>'
+        tag = f'<span class="role">{role(model)}</span>' if role(model) != "model" else ""
         cells = "".join(_cell(board, regime, c, model, usual) for c in columns)
-        rows.append(f'<tr data-model="{_esc(model)}" class="{role(model)}">{_model_header(model, ids)}{cells}</tr>')
+        rows.append(f'<tr data-model="{_esc(model)}" class="{role(model)}"><th scope="row">{name}{tag}</th>'
+                    f"{cells}</tr>")
     caption = tables.caption(regime, RULE, "seed", board.cells)
     return (f'<section class="regime" data-regime="{_esc(regime)}" id="regime-{_esc(regime)}">'
             f"<h2>{_esc(regime)}</h2>"
@@ -143,20 +133,17 @@ def regime_table(board: Board, regime: str, ids: dict[str, str]) -> str:
             f'<p class="note" id="legend-{_esc(regime)}">{_esc(caption)}</p></section>')
 
 
-def _select(ident: str, label: str, values: list[str]) -> str:
-    options = '<option value="">all</option>' + "".join(f'<option value="{_esc(v)}">{_esc(v)}</option>'
-                                                         for v in values)
-    return f'<label>{_esc(label)}<select id="{ident}">{options}</select></label>'
-
-
 def filters(board: Board) -> str:
     """The regime, tier and dataset choices (each ``all`` first), and the line saying what is shown."""
     columns = [c for cs in board.columns.values() for c in cs]
     tiers = sorted({c.tier for c in columns}, key=lambda t: (t != "primary", t != "secondary", t))
-    datasets = list(dict.fromkeys(c.dataset for c in columns))
-    return ('<div id="filters" role="group" aria-label="filters">'
-            + _select("f-regime", "regime", board.regimes) + _select("f-tier", "tier", tiers)
-            + _select("f-dataset", "dataset", datasets) + '<span id="shown" aria-live="polite"></span></div>')
+    selects = "".join(f'<label>{label}<select id="f-{label}"><option value="">all</option>'
+                      + "".join(f'<option value="{_esc(v)}">{_esc(v)}</option>' for v in values) + "</select></label>"
+                      for label, values in (("regime", board.regimes), ("tier", tiers),
+                                            ("dataset", list(dict.fromkeys(c.dataset for c in columns)))))
+    return (f'<div id="filters" role="group" aria-label="filters">{selects}'
+            '<span id="shown" aria-live="polite"></span></div>')
+
 
 
 def _meta(board: Board) -> list[str]:
