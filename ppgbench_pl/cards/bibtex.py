@@ -18,8 +18,8 @@ BENCHMARK = Citation("ppgbench", "software", (
 
 
 def render(citation: Citation) -> str:
-    """One entry as BibTeX text (fields in the card's order, values in braces, then ``unconfirmed``)."""
-    fields = citation.written_fields()
+    """One entry as BibTeX text (fields in the card's order, values in braces, then ``unconfirmed`` if any is)."""
+    fields = (*citation.fields, *((("unconfirmed", ", ".join(citation.unconfirmed)),) if citation.unconfirmed else ()))
     width = max((len(name) for name, _ in fields), default=0)
     body = ",\n".join(f"  {name:<{width}} = {{{value}}}" for name, value in fields)
     return f"@{citation.entry_type}{{{citation.key},\n{body}\n}}\n"
