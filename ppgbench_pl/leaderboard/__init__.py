@@ -1,7 +1,7 @@
 """``ppgbench leaderboard FILE... --output site/``: many submissions side by side on one offline page.
 
-Every number is the report's (:mod:`.board`); the page (:mod:`.page`) is written atomically, after every
-input was read and checked. Nothing here imports torch.
+Every number is the report's; the page (:mod:`.page`) is written atomically, after every input was read and
+checked. Nothing here imports torch.
 """
 
 from __future__ import annotations
@@ -24,8 +24,7 @@ def build_leaderboard(inputs: Sequence[str | Path], output_dir: str | Path) -> P
 
     """
     from ppgbench_pl.atomic_io import write_text_atomic
-    from ppgbench_pl.leaderboard.board import Board
-    from ppgbench_pl.leaderboard.page import render
+    from ppgbench_pl.leaderboard.page import Board, render
 
     out = Path(output_dir)
     if out.exists() and not out.is_dir():

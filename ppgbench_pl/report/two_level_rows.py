@@ -81,13 +81,8 @@ def subject_diff(cells: CellStats, a: Side, b: Side | None, task: str, regime: s
     if len(seeds) < 2 or len(common) < 2:
         return None, "corrected-t (prediction files missing, fewer than 2 seeds or no shared subjects)"
     names = np.array(sorted(common))
-    rows = []
-    for s in seeds:
-        diff = []
-        for side in (left, right):
-            subj, stats = side[s]
-            diff.append(subject_scores(stats, kind)[np.searchsorted(subj, names)])
-        rows.append(diff[0] - diff[1])
+    rows = [subject_scores(left[s][1], kind)[np.searchsorted(left[s][0], names)]
+            - subject_scores(right[s][1], kind)[np.searchsorted(right[s][0], names)] for s in seeds]
     return np.vstack(rows), "two-level"
 
 
@@ -103,10 +98,6 @@ def bootstrap_pair(cells: CellStats, a: Side, b: Side | None, task: str, regime:
     if not math.isfinite(result["p"]):
         return {}, "corrected-t (prediction files missing or no shared subjects)"
     return result, "bootstrap"
-
-
-def _families(out: pd.DataFrame, group: list[str]) -> list[Any]:
-    return [idx for _, idx in out.groupby(group, sort=False).groups.items()] if group else [out.index]
 
 
 def _two_level_row(row: pd.Series, sub: np.ndarray | None, used: str, alpha: float) -> dict[str, Any]:
@@ -152,7 +143,7 @@ def subject_level(table: pd.DataFrame, cells: CellStats, interval: str, group: l
     method = {"two-level": "two_level", "bootstrap": "bootstrap"}
     out["calibration"] = [calibration(method.get(u, "corrected_t")) for u in out["interval"]]
     out["p_adj"] = math.nan
-    for idx in _families(out, group):
+    for idx in [i for _, i in out.groupby(group, sort=False).groups.items()] if group else [out.index]:
         out.loc[idx, "p_adj"] = adjust(out.loc[idx, "p"].to_numpy(dtype=float))
         if interval != "two-level":
             continue
@@ -224,10 +215,7 @@ def cluster_bootstrap(a: SeedStats, b: SeedStats, kind: str, n_boot: int = 2000,
     nan = {"diff": math.nan, "ci_low": math.nan, "ci_high": math.nan, "p": math.nan, "n_subjects": 0}
     if not seeds:
         return nan
-    common = set(a[seeds[0]][0])
-    for s in seeds:
-        common &= set(a[s][0]) & set(b[s][0])
-    names = np.array(sorted(common))
+    names = np.array(sorted(set.intersection(*[set(a[s][0]) & set(b[s][0]) for s in seeds])))
     if len(names) < 2:
         return nan
     rng = np.random.default_rng(seed)
