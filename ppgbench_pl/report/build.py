@@ -21,8 +21,7 @@ from ppgbench_pl.report import (
     verdicts,
 )
 from ppgbench_pl.report.compare import Rule
-from ppgbench_pl.report.folder import staged
-from ppgbench_pl.report.html import Page, table
+from ppgbench_pl.report.folder import Page, staged, table
 from ppgbench_pl.report.load import ReportError, RunSet, load_runs
 from ppgbench_pl.report.scores import Scores
 from ppgbench_pl.report.sections import ReportOptions, write_csv

@@ -23,7 +23,7 @@ from ppgbench_pl.results.inference import ALPHA, adjusted_mdd_at, corrected_t, f
 from ppgbench_pl.results.two_level import seed_term
 
 if TYPE_CHECKING:
-    from ppgbench_pl.report.html import Page
+    from ppgbench_pl.report.folder import Page
 
 
 FAMILIES = ("baseline", "controls", "models")
@@ -251,7 +251,7 @@ def trust_table(effects: pd.DataFrame) -> tuple[pd.DataFrame, str]:
 
 def draw_trust(page: Page, effects: pd.DataFrame) -> pd.DataFrame:
     """The trust section of the report; returns its table (written as ``tables/trust.csv``)."""
-    from ppgbench_pl.report.html import table
+    from ppgbench_pl.report.folder import table
 
     frame, mark = trust_table(effects)
     meta = suite()

@@ -20,7 +20,7 @@ from ppgbench_pl.report.scores import Scores
 
 if TYPE_CHECKING:
     from ppgbench_pl.report.compare import Rule
-    from ppgbench_pl.report.html import Page
+    from ppgbench_pl.report.folder import Page
 
 
 #: The PRV and MOMENT controls, under their current and their legacy names.
@@ -288,7 +288,7 @@ def compute(scores: Scores, records: list[dict[str, Any]], rule: Rule, out: Path
 
 def draw(page: Page, result: OverlapFindings) -> None:
     """The overlap counts as bullets, and the flagged scores in a collapsed table."""
-    from ppgbench_pl.report.html import table
+    from ppgbench_pl.report.folder import table
 
     page.heading("Pretraining overlap", level=3, anchor="overlap")
     page.bullets(result.lines, "findings")

@@ -18,13 +18,13 @@ from ppgbench_pl.cards.citations import dataset_citation, model_citation, refere
 from ppgbench_pl.cards.overlap import dataset_of
 from ppgbench_pl.cards.types import Citation
 from ppgbench_pl.naming import is_baseline
-from ppgbench_pl.report.html import Page, table
+from ppgbench_pl.report.folder import Page, table
 from ppgbench_pl.report.load import ReportError, RunSet, order_models, order_tasks, skipped_tasks
 from ppgbench_pl.report.scores import Scores
 from ppgbench_pl.report.tables import budget_note, deviation_note, latex_escape
 
 if TYPE_CHECKING:
-    from ppgbench_pl.report.html import Page
+    from ppgbench_pl.report.folder import Page
 
 
 TITLE = "ppgbench report"

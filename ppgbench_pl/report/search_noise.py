@@ -16,7 +16,7 @@ import pandas as pd
 from ppgbench_pl.results.fold_entry import short_mean, student_t_ci
 
 if TYPE_CHECKING:
-    from ppgbench_pl.report.html import Page
+    from ppgbench_pl.report.folder import Page
 
 NOISE_COLUMNS = ["regime", "task", "model", "metric", "search_seeds", "n_units", "sd_search", "sd_folds",
                  "search_share", "sd_cell_mean", "seed_ci95", "cell_mean_sd_over_ci"]
@@ -170,7 +170,7 @@ def compute(records: list[dict[str, Any]], out: Path, alpha: float, ci_unit: str
 
 def draw(page: Page, result: SearchNoise) -> None:
     """The page's search-noise section."""
-    from ppgbench_pl.report.html import table
+    from ppgbench_pl.report.folder import table
 
     page.heading("Search-noise sensitivity", anchor="search_noise")
     if result.noise.empty:

@@ -18,7 +18,7 @@ from ppgbench_pl.naming import is_baseline
 from ppgbench_pl.report import analyses, compare, findings, page_top, search_noise, tables, verdicts
 from ppgbench_pl.report.compare import Ranking, Rule
 from ppgbench_pl.report.effects import MIN_SEEDS
-from ppgbench_pl.report.html import Page, table
+from ppgbench_pl.report.folder import Page, table
 from ppgbench_pl.report.load import RunSet
 from ppgbench_pl.report.scores import Scores
 from ppgbench_pl.report.tables import metric_label, safe_stem

@@ -26,7 +26,7 @@ from ppgbench_pl.results.inference import (
 from ppgbench_pl.results.two_level import seeds_for, subjects_for, two_level_mdd
 
 if TYPE_CHECKING:
-    from ppgbench_pl.report.html import Page
+    from ppgbench_pl.report.folder import Page
     from ppgbench_pl.report.load import RunSet
 
 CHANCE_COLUMNS = ["regime", "task", "metric", "published_status", "best_model", "gain", "mdd", "mdd_adj", "p_cell",
@@ -218,7 +218,7 @@ def compute(records: list[dict[str, Any]], chance: pd.DataFrame, controls: pd.Da
 def draw(page: Page, paired: PairedFindings, flags: Mapping[tuple[str, str], str] | None = None) -> None:
     """The findings under paired tests, the trust table and the effects; ``flags`` marks overlapping cells."""
     from ppgbench_pl.report.findings import marked
-    from ppgbench_pl.report.html import table
+    from ppgbench_pl.report.folder import table
 
     page.heading("Findings under paired tests", level=3, anchor="paired_findings")
     page.bullets(paired.lines, "findings")
