@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ppgbench_pl.naming import is_baseline
-from ppgbench_pl.report import analyses, compare, findings, page_top, search_noise, tables, verdicts
+from ppgbench_pl.report import analyses, compare, findings, search_noise, tables, verdicts
 from ppgbench_pl.report.compare import Ranking, Rule
 from ppgbench_pl.report.effects import MIN_SEEDS
 from ppgbench_pl.report.folder import Page, table
@@ -25,6 +25,8 @@ from ppgbench_pl.report.tables import metric_label, safe_stem
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
+
+    from ppgbench_pl.report.build import References
 
 
 @dataclass
@@ -39,7 +41,7 @@ class ReportOptions:
     written: list[Path] = field(default_factory=list)
     paired_findings: verdicts.PairedFindings | None = None  # issue 19: paired tests beside the published rule
     overlap_findings: findings.OverlapFindings | None = None  # issue 21: counts and findings without overlap
-    citations: page_top.References | None = None  # issue 21: references.bib and the methods sentence
+    citations: References | None = None  # issue 21: references.bib and the methods sentence
     flags: dict[tuple[str, str], str] = field(default_factory=dict)  # issue 21: (task, model) -> overlap
     search_noise: search_noise.SearchNoise | None = None  # issue 19: what other search seeds add
     jobs: pd.DataFrame = field(default_factory=pd.DataFrame)  # Table 4's rescored jobs

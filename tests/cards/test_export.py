@@ -271,8 +271,8 @@ def test_the_quickstart_exports_to_a_file_that_validates(tmp_path):
 
 @pytest.mark.skipif(not (QUICKSTART / "run.json").is_file(), reason="no quickstart run in results/quickstart")
 def test_the_quickstart_reports_references_parse_and_hold_what_it_used(tmp_path):
+    from ppgbench_pl.report.build import write_references
     from ppgbench_pl.report.load import load_runs
-    from ppgbench_pl.report.page_top import write_references
 
     refs = write_references(tmp_path, load_runs([QUICKSTART]).records)  # what build_report writes
     assert refs.datasets == ["synthetic"] and set(refs.models) == {"small_cnn", "prv_published"}
