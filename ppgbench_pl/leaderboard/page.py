@@ -17,11 +17,10 @@ from typing import Any
 from ppgbench_pl.leaderboard.assets import CSS, SCRIPT
 from ppgbench_pl.naming import is_baseline
 from ppgbench_pl.report import findings, tables
-from ppgbench_pl.report.compare import Rule
+from ppgbench_pl.report.compare import Rule, Scores
 from ppgbench_pl.report.findings import LEGEND
 from ppgbench_pl.report.folder import document
 from ppgbench_pl.report.load import RunSet, is_control, load_runs, record_id
-from ppgbench_pl.report.scores import Scores
 
 TITLE = "ppgbench leaderboard"
 RULE = Rule("ci")

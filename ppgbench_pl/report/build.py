@@ -21,10 +21,9 @@ from ppgbench_pl.cards.overlap import dataset_of
 from ppgbench_pl.cards.types import Citation
 from ppgbench_pl.naming import BASELINE_MODEL, is_baseline
 from ppgbench_pl.report import analyses, findings, search_noise, sections, tables, verdicts
-from ppgbench_pl.report.compare import Rule
+from ppgbench_pl.report.compare import Rule, Scores
 from ppgbench_pl.report.folder import Page, staged, table
 from ppgbench_pl.report.load import ReportError, RunSet, load_runs, order_models, order_tasks, skipped_tasks
-from ppgbench_pl.report.scores import Scores
 from ppgbench_pl.report.sections import ReportOptions, write_csv
 from ppgbench_pl.report.tables import budget_note, deviation_note, latex_escape
 from ppgbench_pl.report.two_level_rows import check_interval

@@ -14,9 +14,8 @@ import pandas as pd
 
 from ppgbench_pl.cards.overlap import record_overlap
 from ppgbench_pl.naming import BASELINE_MODEL, is_baseline
-from ppgbench_pl.report.compare import Rule
+from ppgbench_pl.report.compare import Rule, Scores
 from ppgbench_pl.report.load import CONTROL_MODELS, LEGACY_CONTROLS, RENAMED_CONTROLS, is_control
-from ppgbench_pl.report.scores import Scores
 
 if TYPE_CHECKING:
     from ppgbench_pl.report.compare import Rule

@@ -99,8 +99,7 @@ def view(records: list[dict[str, Any]], k: int) -> list[dict[str, Any]]:
 def verdicts_of(records: list[dict[str, Any]], alpha: float, ci_unit: str) -> dict[tuple[str, ...], str]:
     """Every verdict the report draws: (rule, what, regime, task) -> verdict."""
     from ppgbench_pl.report import effects, findings, verdicts
-    from ppgbench_pl.report.compare import Rule
-    from ppgbench_pl.report.scores import Scores
+    from ppgbench_pl.report.compare import Rule, Scores
 
     scores, rule = Scores(records, ci_unit), Rule("ci", alpha)
     chance, controls = findings.chance_cells(scores, rule), findings.control_cells(scores, rule)

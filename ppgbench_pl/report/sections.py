@@ -16,11 +16,10 @@ import pandas as pd
 
 from ppgbench_pl.naming import is_baseline
 from ppgbench_pl.report import analyses, compare, findings, search_noise, tables, verdicts
-from ppgbench_pl.report.compare import Ranking, Rule
+from ppgbench_pl.report.compare import Ranking, Rule, Scores
 from ppgbench_pl.report.effects import MIN_SEEDS
 from ppgbench_pl.report.folder import Page, table
 from ppgbench_pl.report.load import RunSet
-from ppgbench_pl.report.scores import Scores
 from ppgbench_pl.report.tables import metric_label, safe_stem
 
 if TYPE_CHECKING:

@@ -15,10 +15,9 @@ from typing import Any
 import pandas as pd
 
 from ppgbench_pl.naming import BASELINE_MODEL, is_baseline
-from ppgbench_pl.report.compare import Rule, bold_models
+from ppgbench_pl.report.compare import Rule, Scores, bold_models
 from ppgbench_pl.report.findings import legend, mark
 from ppgbench_pl.report.folder import MISSING
-from ppgbench_pl.report.scores import Scores
 from ppgbench_pl.results.fold_entry import task_facts
 
 METRIC_NAMES = {"mae": "MAE", "balanced_accuracy": "BA", "argmax_balanced_accuracy": "argmax BA"}

@@ -3,10 +3,9 @@ import math
 import pandas as pd
 import pytest
 
-from ppgbench_pl.report.compare import Rule, bold_models, overlaps
+from ppgbench_pl.report.compare import Rule, Score, Scores, bold_models, overlaps
 from ppgbench_pl.report.findings import chance_cells
 from ppgbench_pl.report.load import load_runs
-from ppgbench_pl.report.scores import Score, Scores
 from ppgbench_pl.report.tables import main_cells, to_latex, wide_table, write_main_tables
 from tests.report.fabricate import spread, write_cell
 
