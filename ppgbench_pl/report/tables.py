@@ -30,15 +30,6 @@ FLAG_TEXT = {"s": "seeds/folds differ from the rest of the row (or between seeds
              "d": "not the published protocol (main_cells.csv column deviations)"}
 
 
-def _grid(pairs: set[tuple[int, int]]) -> tuple[str, bool]:
-    by_seed: dict[int, set[int]] = {}
-    for seed, fold in pairs:
-        by_seed.setdefault(seed, set()).add(fold)
-    folds = list(by_seed.values())
-    balanced = all(f == folds[0] for f in folds)
-    return f"{len(by_seed)}×{max((len(f) for f in folds), default=0)}", balanced
-
-
 def _distinct(values: pd.Series) -> list[str]:
     return sorted({str(v) if isinstance(v, str) else "" for v in values})
 
@@ -50,9 +41,10 @@ def cell_facts(scores: Scores, task: str, regime: str) -> dict[str, dict[str, st
     row = set().union(*(p for m, p in pairs.items() if not is_baseline(m))) if pairs else set()
     out = {}
     for model, part in runs.items():
-        grid, balanced = _grid(pairs[model])
+        by_seed = part.groupby("seed")["fold"].agg(frozenset)  # ``S×F``: seeds x most folds of a seed
+        grid = f"{len(by_seed)}×{max(map(len, by_seed), default=0)}"
         codes, backends = _distinct(part["code_version"]), [b for b in _distinct(part["backend"]) if b]
-        flags = ("s" if not balanced or (row and pairs[model] != row) else "") + \
+        flags = ("s" if by_seed.nunique() > 1 or (row and pairs[model] != row) else "") + \
                 ("v" if len(codes) > 1 else "") + ("b" if len(backends) > 1 else "")
         out[model] = {"grid": grid, "flags": flags, "code_versions": ";".join(c or "unknown" for c in codes),
                       "backends": ";".join(backends), "view": str(part["view"].iloc[0]) if len(part) else ""}
