@@ -219,21 +219,20 @@ def to_latex(frame: pd.DataFrame, caption: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def caption(regime: str, rule: Rule, ci_unit: str, cells: pd.DataFrame | None = None) -> str:
-    """Write the caption: the table's rules and, given the cells, what the table is made of."""
+def caption(regime: str, rule: Rule, ci_unit: str, cells: pd.DataFrame) -> str:
+    """Write the caption: the table's rules and what the table is made of."""
     text = (f"{regime}: mean ± Student-t 95% CI over {ci_unit}s. Bold: best mean and every model whose CI "
             f"overlaps it. † no model meaningfully better than its constant baseline ({rule.text}); "
             f"? not decidable; {MISSING} not run.")
-    if cells is None or cells[cells["regime"] == regime].empty:
+    part = cells[cells["regime"] == regime]
+    if part.empty:
         return text
-    text = budget_note(cells[cells["regime"] == regime]) + deviation_note(cells[cells["regime"] == regime]) + text
-    usual = usual_grid(cells, regime)
-    seeds, folds = usual.split("×")
+    text = budget_note(part) + deviation_note(part) + text
+    seeds, folds = usual_grid(cells, regime).split("×")
     text += (f" Each cell: {seeds} seed{'s' * (seeds != '1')} × {folds} fold{'s' * (folds != '1')} unless "
              "marked [seeds×folds]. Flags: "
              + "; ".join(f"{k} {v}" for k, v in FLAG_TEXT.items())
              + f". Backend: {backend_text(cells, regime)}.")
-    part = cells[cells["regime"] == regime]
     text += legend(part["pretraining_overlap"], part.loc[part["pretraining_overlap"] == "unknown", "model"])
     if part["model"].map(is_baseline).sum() > part["task"].nunique():
         text += (" Several constant columns: one baseline per task view (encoder rate); each model is "
@@ -267,17 +266,12 @@ def write_main_tables(cells: pd.DataFrame, scores: Scores, rule: Rule, out_dir: 
     cells.to_csv(paths[0], index=False)
     for regime in scores.regimes:
         args = (cells, regime, scores.models, scores.tasks(regime))
-        text = caption(regime, rule, scores.ci_unit, cells)
-        csv = wide_table(*args, bold=lambda t: f"{t} *")
+        text, stem = caption(regime, rule, scores.ci_unit, cells), f"main_{safe_stem(regime)}"
+        wide_table(*args, bold=lambda t: f"{t} *").to_csv(out_dir / f"{stem}.csv", index=False)
         md = wide_table(*args, bold=lambda t: f"**{t}**")
-        for suffix, content in ((".csv", None), (".md", f"{text}\n\n{to_markdown(md)}"),
-                                (".tex", to_latex(md, text))):
-            path = out_dir / f"main_{safe_stem(regime)}{suffix}"
-            if content is None:
-                csv.to_csv(path, index=False)
-            else:
-                path.write_text(content, encoding="utf-8")
-            paths.append(path)
+        (out_dir / f"{stem}.md").write_text(f"{text}\n\n{to_markdown(md)}", encoding="utf-8")
+        (out_dir / f"{stem}.tex").write_text(to_latex(md, text), encoding="utf-8")
+        paths += [out_dir / f"{stem}{suffix}" for suffix in (".csv", ".md", ".tex")]
     return paths
 
 
