@@ -219,70 +219,44 @@ def marked(frame: pd.DataFrame, flags: Mapping[tuple[str, str], str],
         return frame, caption
     out, seen = frame.copy(), set()
     for column in columns:
-        values = []
-        for task, model in zip(out["task"], out[column], strict=True):
-            flag = flags.get((str(task), str(model)), "")
-            seen.add(flag)
-            values.append(f"{model} {mark(flag)}" if mark(flag) else model)
-        out[column] = values
+        found = [flags.get((str(task), str(model)), "") for task, model in zip(out["task"], out[column], strict=True)]
+        seen |= set(found)
+        out[column] = [f"{m} {mark(f)}" if mark(f) else m for m, f in zip(out[column], found, strict=True)]
     return out, caption + legend(seen & set(MARKS))
-
-
-COLUMNS = ["regime", "task", "model", "pretraining_overlap", "mark"]
 
 
 @dataclass
 class OverlapFindings:
-    """Counts per flag, the flagged scores, the headline without the flagged ones, and the count lines."""
+    """The flagged scores, the count lines (with the headline without the flagged ones) and the files."""
 
-    counts: dict[str, int]
-    n_scores: int
     cells: pd.DataFrame
-    clean: Headline | None
     lines: list[str]
     written: list[Path] = field(default_factory=list)
-
-
-def _scores_by_flag(scores: Scores) -> pd.DataFrame:
-    summary = scores.summary
-    if "pretraining_overlap" not in summary:
-        return pd.DataFrame(columns=COLUMNS)
-    part = summary[~summary["model"].map(is_baseline) & (summary["pretraining_overlap"] != "none")]
-    frame = part[["regime", "task", "model", "pretraining_overlap"]].copy()
-    frame["mark"] = frame["pretraining_overlap"].map(lambda v: MARKS.get(v, "unknown"))
-    return frame.reset_index(drop=True)
-
-
-def _lines(counts: dict[str, int], n_scores: int, clean: Headline | None, n_kept: int) -> list[str]:
-    flagged = sum(counts.get(v, 0) for v in FLAGGED)
-    out = [f"Pretraining overlap: {flagged} of {n_scores} model x task x regime scores are flagged "
-           f"({counts.get('direct', 0)} ‡ pretrained on the test dataset, {counts.get('source', 0)} § on its "
-           f"source database); {counts.get('unknown', 0)} have unknown pretraining data (kept below)."]
-    if flagged and clean is not None:
-        first = clean.lines()[:2]
-        out += [f"Without the {flagged} flagged scores ({n_kept} kept): {first[0]}", f"Without them: {first[1]}"]
-    elif flagged:
-        out.append("Without the flagged scores nothing is left to judge.")
-    return out
 
 
 def compute(scores: Scores, records: list[dict[str, Any]], rule: Rule, out: Path) -> OverlapFindings:
     """Count the flags, recompute the headline from the unflagged records, write ``overlap_cells.csv``."""
     from ppgbench_pl.report.folder import write_tables
 
-    cells = _scores_by_flag(scores)
+    summary = scores.summary
+    part = summary[~summary["model"].map(is_baseline) & (summary["pretraining_overlap"] != "none")]
+    cells = part[["regime", "task", "model", "pretraining_overlap"]].reset_index(drop=True)
+    cells["mark"] = cells["pretraining_overlap"].map(lambda v: MARKS.get(v, "unknown"))
     counts = {str(k): int(v) for k, v in cells["pretraining_overlap"].value_counts().items()}
-    n_scores = int((~scores.summary["model"].map(is_baseline)).sum())
-    clean = None
-    if any(counts.get(v) for v in FLAGGED):
-        kept = [r for r in records if record_overlap(r) not in FLAGGED]
-        if kept:
-            clean_scores = Scores(kept, scores.ci_unit)
-            clean = headline(chance_cells(clean_scores, rule),
-                                      control_cells(clean_scores, rule), rule)
-    n_kept = n_scores - sum(counts.get(v, 0) for v in FLAGGED)
-    return OverlapFindings(counts, n_scores, cells, clean, _lines(counts, n_scores, clean, n_kept),
-                           write_tables(out, {"overlap_cells": cells}))
+    n_scores = int((~summary["model"].map(is_baseline)).sum())
+    flagged = sum(counts.get(v, 0) for v in FLAGGED)
+    lines = [f"Pretraining overlap: {flagged} of {n_scores} model x task x regime scores are flagged "
+             f"({counts.get('direct', 0)} ‡ pretrained on the test dataset, {counts.get('source', 0)} § on its "
+             f"source database); {counts.get('unknown', 0)} have unknown pretraining data (kept below)."]
+    kept = [r for r in records if record_overlap(r) not in FLAGGED]
+    if flagged and kept:
+        clean = Scores(kept, scores.ci_unit)
+        first = headline(chance_cells(clean, rule), control_cells(clean, rule), rule).lines()[:2]
+        lines += [f"Without the {flagged} flagged scores ({n_scores - flagged} kept): {first[0]}",
+                  f"Without them: {first[1]}"]
+    elif flagged:
+        lines.append("Without the flagged scores nothing is left to judge.")
+    return OverlapFindings(cells, lines, write_tables(out, {"overlap_cells": cells}))
 
 
 def draw(page: Page, result: OverlapFindings) -> None:
