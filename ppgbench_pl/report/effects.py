@@ -18,7 +18,7 @@ import pandas as pd
 
 from ppgbench_pl.naming import is_baseline
 from ppgbench_pl.report.load import in_order, is_control, order_models
-from ppgbench_pl.results.fold_entry import FoldEntry, fold_entry, student_t_ci
+from ppgbench_pl.results.fold_entry import fold_entry, student_t_ci
 from ppgbench_pl.results.inference import ALPHA, adjusted_mdd_at, corrected_t, family_level, holm, mdd, split_ratio
 from ppgbench_pl.results.two_level import seed_term
 
@@ -37,22 +37,11 @@ MIN_SEEDS = 3
 
 def units(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
     """One row per ``ok`` job: model, task, regime, seed, fold, value, its fold's baseline, subject counts."""
-    rows = []
-    for rec in records:
-        entry = fold_entry(rec)
-        if entry is None or entry.value is None:
-            continue
-        rows.append(_unit_row(entry, rec))
+    rows = [[e.model, e.task, e.regime, e.metric, e.seed, e.fold, e.value, math.nan if e.baseline is None else
+             e.baseline, e.n_train or math.nan, e.n_test or math.nan, rec.get("kind") != "regression"]
+            for rec in records if (e := fold_entry(rec)) is not None and e.value is not None]
     return pd.DataFrame(rows, columns=["model", "task", "regime", "metric", "seed", "fold", "value",
                                        "baseline", "n_train", "n_test", "higher"])
-
-
-def _unit_row(entry: FoldEntry, rec: dict[str, Any]) -> dict[str, Any]:
-    return {"model": entry.model, "task": entry.task, "regime": entry.regime, "metric": entry.metric,
-            "seed": entry.seed, "fold": entry.fold, "value": entry.value,
-            "baseline": math.nan if entry.baseline is None else entry.baseline,
-            "n_train": entry.n_train or math.nan, "n_test": entry.n_test or math.nan,
-            "higher": rec.get("kind") != "regression"}
 
 
 def comparisons(models: list[str]) -> list[tuple[str, str, str]]:
@@ -249,8 +238,8 @@ def trust_table(effects: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     return pd.DataFrame(rows), mark
 
 
-def draw_trust(page: Page, effects: pd.DataFrame) -> pd.DataFrame:
-    """The trust section of the report; returns its table (written as ``tables/trust.csv``)."""
+def draw_trust(page: Page, effects: pd.DataFrame) -> None:
+    """The trust section of the report (its table is also ``tables/trust.csv``)."""
     from ppgbench_pl.report.folder import table
 
     frame, mark = trust_table(effects)
@@ -261,4 +250,3 @@ def draw_trust(page: Page, effects: pd.DataFrame) -> pd.DataFrame:
                    f"docs/statistics.md, tools/statistics_tables.py). Band: false positives in "
                    f"[{FPR_BAND[0]}, {FPR_BAND[1]}], power {POWER_BAND[0]}-{POWER_BAND[1]}. Marked: {mark}.")
     page.raw(table(frame))
-    return frame
