@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, TypeGuard
 
@@ -64,22 +64,6 @@ def aggregation_frequency(choices: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
-def _trials(result: dict[str, Any]) -> list[dict[str, Any]]:
-    found: list[Any] = list(result.get("trials") or [])
-    for value in result.values():
-        if isinstance(value, dict) and isinstance(value.get("trials"), list):
-            found += value["trials"]
-    return [t for t in found if isinstance(t, dict)]
-
-
-def _epochs(trial: dict[str, Any]) -> Iterator[int]:
-    values = trial.get("intermediate_values", trial.get("intermediate"))
-    if isinstance(values, dict):
-        yield from (int(k) for k in values)
-    elif isinstance(values, list):
-        yield from range(len(values))
-
-
 def _numeric(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
@@ -88,12 +72,18 @@ def search_space(result: dict[str, Any]) -> dict[str, set[float]]:
     """Values seen per axis in one repeat's search history; the selected epoch under :data:`EPOCH_AXIS`."""
     seen: dict[str, set[Any]] = {}
     points = [e.get("params", {}) for e in result.get("cv_scores") or []]
-    trials = _trials(result)
+    # Optuna trials at the top of a result or one level down (``{"optuna": {"trials": [...]}}``)
+    found = [*(result.get("trials") or []), *(t for v in result.values() if isinstance(v, dict)
+                                              and isinstance(v.get("trials"), list) for t in v["trials"])]
+    trials = [t for t in found if isinstance(t, dict)]
     points += [t.get("params", {}) for t in trials]
     for params in points:
         for axis, value in params.items():
             seen.setdefault(axis, set()).add(value)
-    epochs = {e for t in trials for e in _epochs(t)}
+    epochs: set[int] = set()
+    for values in (t.get("intermediate_values", t.get("intermediate")) for t in trials):  # {epoch: v} or a list
+        if isinstance(values, dict | list):
+            epochs |= set(map(int, values)) if isinstance(values, dict) else set(range(len(values)))
     numeric = {a: {float(v) for v in vals} for a, vals in seen.items()
                if a not in SKIPPED_AXES and all(_numeric(v) for v in vals) and len(vals) >= 2}
     if len(epochs) >= 2:
