@@ -237,13 +237,6 @@ class Page:
         """Add a collapsed block (long tables, lists of cells)."""
         self.parts.append(f"<details><summary>{html.escape(summary)}</summary>{fragment}</details>")
 
-    def figure(self, png: Path, svg: Path | None, caption: str) -> None:
-        """Add an image (PNG) with a link to its SVG, both relative to the page."""
-        src = png.relative_to(self.root).as_posix()
-        link = f' (<a href="{svg.relative_to(self.root).as_posix()}">SVG</a>)' if svg else ""
-        self.parts.append(f'<figure><img src="{html.escape(src)}" alt="{html.escape(caption)}">'
-                          f"<figcaption>{html.escape(caption)}{link}</figcaption></figure>")
-
     def links(self, paths: Sequence[Path]) -> None:
         """Add a list of links to files written next to the page."""
         items = "".join(f'<li><a href="{html.escape(p.relative_to(self.root).as_posix())}">'

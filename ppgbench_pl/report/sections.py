@@ -5,6 +5,7 @@ Figures as PNG and SVG, drawn on ``matplotlib.figure.Figure`` (never pyplot: no 
 
 from __future__ import annotations
 
+import html
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -101,11 +102,9 @@ def paper_analyses(page: Page, runs: RunSet, out: Path, opts: ReportOptions) -> 
 def comparisons(page: Page, scores: Scores, out: Path, opts: ReportOptions) -> None:
     """Figure 1, the critical-difference ranking and the paired comparisons."""
     page.heading("Regime comparison (Figure 1)", anchor="regimes")
-    fig_dir = out / "figures"
     if scores.tasks():
-        png, svg = save(regime_comparison(scores), fig_dir, "regime_comparison")
-        opts.written += [png, svg]
-        page.figure(png, svg, "Each model's mean ± 95% CI per task under every regime present.")
+        figure(page, opts, regime_comparison(scores), "regime_comparison",
+               "Each model's mean ± 95% CI per task under every regime present.")
 
     page.heading("Ranking across tasks (critical difference)", anchor="ranking")
     most = scores.summary.groupby("regime")["n_seeds"].max()
@@ -118,12 +117,10 @@ def comparisons(page: Page, scores: Scores, out: Path, opts: ReportOptions) -> N
                        "uncertainty; see the paired effects instead.", "note")
     write_csv(compare.ranking_table(rankings), out / "tables" / "ranking.csv", opts)
     for r in rankings:
-        png, svg = save(cd_diagram(r), fig_dir, f"cd_{safe_stem(r.regime)}")
-        opts.written += [png, svg]
         dropped = f" Left out for missing tasks: {', '.join(r.dropped_models)}." if r.dropped_models else ""
-        page.figure(png, svg, f"{r.regime}: average ranks (1 = best) over {r.n_tasks} tasks; models "
-                              f"joined by a bar are not different by the Nemenyi test (alpha {opts.alpha:g})."
-                              f"{dropped}")
+        figure(page, opts, cd_diagram(r), f"cd_{safe_stem(r.regime)}",
+               f"{r.regime}: average ranks (1 = best) over {r.n_tasks} tasks; models joined by a bar are not "
+               f"different by the Nemenyi test (alpha {opts.alpha:g}).{dropped}")
     if not rankings:
         page.paragraph("A ranking needs at least two models on at least two tasks in one regime.", "note")
 
@@ -159,22 +156,19 @@ def paired_note(paired: pd.DataFrame, unit: str) -> str:
     return text
 
 
-FORMATS = ("png", "svg")
-
-
-def save(fig: Figure, out_dir: Path, stem: str) -> list[Path]:
-    """Write ``<stem>.png`` and ``<stem>.svg`` reproducibly (no timestamps, fixed SVG ids)."""
+def figure(page: Page, opts: ReportOptions, fig: Figure, stem: str, caption: str) -> None:
+    """Write ``figures/<stem>.png`` and ``.svg`` reproducibly (no timestamps, fixed SVG ids), list and show them."""
     from matplotlib import rc_context
 
-    out_dir.mkdir(parents=True, exist_ok=True)
-    paths = []
+    paths = [page.root / "figures" / f"{stem}.{fmt}" for fmt in ("png", "svg")]
+    paths[0].parent.mkdir(parents=True, exist_ok=True)
     with rc_context({"svg.hashsalt": "ppgbench", "svg.fonttype": "path"}):
-        for fmt in FORMATS:
-            path = out_dir / f"{stem}.{fmt}"
-            meta = {"Date": None} if fmt == "svg" else {"Software": None}
-            fig.savefig(path, format=fmt, dpi=150, bbox_inches="tight", metadata=meta)
-            paths.append(path)
-    return paths
+        for path, meta in zip(paths, ({"Software": None}, {"Date": None}), strict=True):
+            fig.savefig(path, format=path.suffix[1:], dpi=150, bbox_inches="tight", metadata=meta)
+    opts.written += paths
+    png, svg = (path.relative_to(page.root).as_posix() for path in paths)
+    page.raw(f'<figure><img src="{html.escape(png)}" alt="{html.escape(caption)}">'
+             f'<figcaption>{html.escape(caption)} (<a href="{svg}">SVG</a>)</figcaption></figure>')
 
 
 def _colours(models: list[str]) -> dict[str, str]:
