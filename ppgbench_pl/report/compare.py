@@ -268,11 +268,6 @@ def overlaps(a: Score, b: Score) -> bool:
     return abs(a.mean - b.mean) <= a.half_width + b.half_width
 
 
-def better_mean(a: Score, b: Score, higher_is_better: bool) -> bool:
-    """Strictly better mean in the metric's direction."""
-    return a.mean > b.mean if higher_is_better else a.mean < b.mean
-
-
 @dataclass(frozen=True)
 class Rule:
     """When one model meaningfully beats another in a cell (``name`` one of :data:`RULES`)."""
@@ -292,14 +287,11 @@ class Rule:
 
     def beats(self, scores: Scores, task: str, regime: str, model: str, other: str) -> bool | None:
         """Whether ``model`` meaningfully beats ``other`` (``constant``: its own baseline); None: undecidable."""
-        resolved = scores.resolve(task, regime, model, other)
-        if resolved is None:
+        rival = scores.resolve(task, regime, model, other)
+        a, b = scores.get(task, regime, model), None if rival is None else scores.get(task, regime, rival)
+        if a is None or b is None or rival is None:
             return None
-        other = resolved
-        a, b = scores.get(task, regime, model), scores.get(task, regime, other)
-        if a is None or b is None:
-            return None
-        if not better_mean(a, b, scores.higher_is_better[task]):
+        if not (a.mean > b.mean if scores.higher_is_better[task] else a.mean < b.mean):  # strictly better mean
             return False
         if self.name == "mean":
             return True
@@ -307,7 +299,7 @@ class Rule:
             if math.isnan(a.ci95) or math.isnan(b.ci95):
                 return None
             return not overlaps(a, b)
-        va, vb = scores.paired_values(task, regime, model, other)
+        va, vb = scores.paired_values(task, regime, model, rival)
         if len(va) < 2:
             return None
         p = paired_test(va, vb)["t_pvalue"]
