@@ -20,7 +20,7 @@ from ppgbench_pl.report import findings, tables
 from ppgbench_pl.report.compare import Rule, Scores
 from ppgbench_pl.report.findings import LEGEND
 from ppgbench_pl.report.folder import document
-from ppgbench_pl.report.load import RunSet, is_control, load_runs, record_id
+from ppgbench_pl.report.load import ReportError, RunSet, is_control, load_runs, record_id
 
 TITLE = "ppgbench leaderboard"
 RULE = Rule("ci")
@@ -266,3 +266,27 @@ def render(board: Board) -> str:
         body.insert(-1, '<p class="note">constant: the baseline that predicts the training labels\' mean '
                         "(regression) or most frequent class, from the same jobs; it has no card.</p>")
     return document(TITLE, CSS, "\n".join(body) + f"\n<script>{SCRIPT}</script>")
+
+
+def build_leaderboard(inputs: Sequence[str | Path], output_dir: str | Path) -> Path:
+    """Write the leaderboard of ``inputs`` to ``output_dir/index.html`` and return its path.
+
+    Raises:
+        ReportError: A bad input or output (one line naming it); nothing is written then.
+
+    """
+    from ppgbench_pl.atomic_io import write_text_atomic
+
+    out = Path(output_dir)
+    if out.exists() and not out.is_dir():
+        raise ReportError(f"{out}: the leaderboard folder is a file; choose another --output")
+    for path in map(Path, inputs):
+        if not path.exists():
+            raise ReportError(f"{path}: no such file or run folder")
+    text = render(Board(inputs))  # every input is read and checked before anything is written
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ReportError(f"{out}: cannot create the leaderboard folder ({exc.strerror or exc})") from None
+    write_text_atomic(out / "index.html", text)
+    return out / "index.html"
