@@ -96,7 +96,8 @@ def _write_page(out: Path, runs: RunSet, scores: Scores, rule: Rule, head: findi
     if opts.citations is not None:
         draw_references(page, opts.citations)
     page.heading("Files", anchor="files")
-    page.links([out / "findings.md", protocol, *opts.written])
+    names = [html.escape(p.relative_to(out).as_posix()) for p in [out / "findings.md", protocol, *opts.written]]
+    page.raw("<ul>" + "".join(f'<li><a href="{name}">{name}</a></li>' for name in names) + "</ul>")
     return page.write()
 
 

@@ -194,9 +194,7 @@ def table(frame: pd.DataFrame, caption: str = "", raw: Sequence[str] = (),
         cells = "".join(f"<td{td}>{row[c] if keep else html.escape(fmt_value(row[c]))}</td>" for c, td, keep in columns)
         rows.append(f"<tr{cls}>{cells}</tr>")
     cap = f"<caption>{html.escape(caption)}</caption>" if caption else ""
-    body = "".join(rows)
-    return (f'<div class="scroll"><table>{cap}<thead><tr>{head}</tr></thead>'
-            f"<tbody>{body}</tbody></table></div>")
+    return f'<div class="scroll"><table>{cap}<thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
 
 
 def document(title: str, css: str, body: str) -> str:
@@ -236,12 +234,6 @@ class Page:
     def details(self, summary: str, fragment: str) -> None:
         """Add a collapsed block (long tables, lists of cells)."""
         self.parts.append(f"<details><summary>{html.escape(summary)}</summary>{fragment}</details>")
-
-    def links(self, paths: Sequence[Path]) -> None:
-        """Add a list of links to files written next to the page."""
-        items = "".join(f'<li><a href="{html.escape(p.relative_to(self.root).as_posix())}">'
-                        f"{html.escape(p.relative_to(self.root).as_posix())}</a></li>" for p in paths)
-        self.parts.append(f"<ul>{items}</ul>")
 
     def write(self) -> Path:
         """Write the page into its folder as ``index.html``."""
