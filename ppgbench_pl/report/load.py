@@ -259,22 +259,6 @@ def _outcome(record: dict[str, Any]) -> Any:
     return [r.get("metrics") for r in record.get("results", [])], record.get("baseline")
 
 
-def _merge(scan: RecordScan, run_dir: Path, into: tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]],
-                                                   dict[str, Path]], conflicts: list[str]) -> None:
-    ok, failed, sources = into
-    for rec, folder in zip(scan.records, scan.folders, strict=True):
-        jid = record_id(rec)
-        if rec.get("status") != "ok":
-            failed.setdefault(jid, rec)
-            continue
-        if jid not in ok:
-            ok[jid] = rec
-            sources[jid] = folder
-        elif _outcome(ok[jid]) != _outcome(rec):
-            kept = sources[jid] if sources[jid].is_file() else sources[jid].parent.parent
-            conflicts.append(f"{jid}: {run_dir} disagrees with {kept}; kept {kept}")
-
-
 def load_runs(run_dirs: Sequence[str | Path]) -> RunSet:
     """Combine run folders (``jobs/<id>/results.json``) and ``ppgbench export`` files, in order of precedence.
 
@@ -309,7 +293,15 @@ def load_runs(run_dirs: Sequence[str | Path]) -> RunSet:
         if run_dir.is_file():
             runs.documents[run_dir] = meta["document"]
             carried.update({run_dir: meta["predictions"]} if meta["predictions"] is not None else {})
-        _merge(scan, run_dir, (ok, failed, runs.sources), runs.conflicts)
+        for rec, folder in zip(scan.records, scan.folders, strict=True):  # the first completed record wins
+            jid = record_id(rec)
+            if rec.get("status") != "ok":
+                failed.setdefault(jid, rec)
+            elif jid not in ok:
+                ok[jid], runs.sources[jid] = rec, folder
+            elif _outcome(ok[jid]) != _outcome(rec):
+                kept = runs.sources[jid] if runs.sources[jid].is_file() else runs.sources[jid].parent.parent
+                runs.conflicts.append(f"{jid}: {run_dir} disagrees with {kept}; kept {kept}")
     if not ok:
         raise ReportError(f"no completed jobs in {', '.join(map(str, dirs))} ({len(failed)} failed)")
     check_protocols(protocols)
