@@ -58,19 +58,6 @@ def _pick(frame: pd.DataFrame, run: Path, wanted: str | None) -> str:
     return tested[0]
 
 
-def _grid(part: pd.DataFrame) -> set[tuple[int, int]]:
-    return set(zip(part["seed"].astype(int), part["fold"].astype(int), strict=True))
-
-
-def _cell(a: pd.DataFrame, b: pd.DataFrame, alpha: float) -> dict[str, object]:
-    left = a.set_index(["seed", "fold"])
-    right = b.set_index(["seed", "fold"])
-    joined = pd.concat({"a": left["value"], "b": right["value"], "n_train": left["n_train"],
-                        "n_test": left["n_test"]}, axis=1, join="inner").reset_index()
-    joined["diff"] = joined["a"] - joined["b"]
-    return effect(joined, bool(a["higher"].iloc[0]), alpha)
-
-
 def _adjusted(table: pd.DataFrame, sources: tuple[RunSet, RunSet], interval: str, alpha: float) -> pd.DataFrame:
     if interval == "corrected-t":
         return table.assign(p_bh=benjamini_hochberg(table["p"]))
@@ -98,12 +85,15 @@ def compare_runs(run_a: str | Path, run_b: str | Path, models: tuple[str | None,
     for regime in order_regimes(set(ua["regime"]) & set(ub["regime"])):
         ra, rb = ua[ua["regime"] == regime], ub[ub["regime"] == regime]
         for task in order_tasks(set(ra["task"]) & set(rb["task"])):
-            a, b = ra[ra["task"] == task], rb[rb["task"] == task]
-            if _grid(a) != _grid(b):
+            a, b = (r[r["task"] == task].set_index(["seed", "fold"]) for r in (ra, rb))
+            if set(a.index) != set(b.index):  # the same seeds x folds, or refused
                 refused.append(f"{task} ({regime})")
                 continue
+            joined = pd.concat({"a": a["value"], "b": b["value"], "n_train": a["n_train"], "n_test": a["n_test"]},
+                               axis=1, join="inner").reset_index()
+            joined["diff"] = joined["a"] - joined["b"]
             rows.append({"regime": regime, "task": task, "metric": str(a["metric"].iloc[0]), "model_a": ma,
-                         "model_b": mb, **_cell(a, b, alpha)})
+                         "model_b": mb, **effect(joined, bool(a["higher"].iloc[0]), alpha)})
     if not rows:
         why = f"seeds or folds differ in every shared cell: {', '.join(refused)}" if refused else \
             "the runs share no task x regime cell"
