@@ -73,16 +73,6 @@ def card_declaration(model: str) -> tuple[Declaration, bool]:
     return card.pretraining_data, card.pretraining_complete
 
 
-def encoder_declaration(encoder: Any) -> tuple[Declaration, bool]:
-    """What an encoder object declares: nothing if randomly initialised, its own list, or its card's."""
-    if getattr(encoder, "random_init", False):
-        return (), True
-    own = getattr(encoder, "pretraining_declaration", None)
-    if own is not None:
-        return own, True
-    return card_declaration(str(getattr(type(encoder), "name", "")))
-
-
 def dataset_of(task: str) -> str:
     """The dataset of a task name (the registry's, else the part before the first hyphen)."""
     from ppgbench_pl.data.registry import TASKS
@@ -92,7 +82,13 @@ def dataset_of(task: str) -> str:
 
 def record_fields(encoder: Any, task: str) -> dict[str, Any]:
     """The fields a job record carries: the declaration, the flag, what it rests on and its status."""
-    data, complete = encoder_declaration(encoder)
+    data: Declaration
+    if getattr(encoder, "random_init", False):  # evaluated untrained: it saw nothing
+        data, complete = (), True
+    elif (own := getattr(encoder, "pretraining_declaration", None)) is not None:  # the user's own list
+        data, complete = own, True
+    else:
+        data, complete = card_declaration(str(getattr(type(encoder), "name", "")))
     flag = overlap(data, complete, dataset_of(task))
     return {"pretraining_data": declaration_json(data), "pretraining_complete": complete,
             "pretraining_overlap": flag.value, "pretraining_overlap_via": list(flag.via),

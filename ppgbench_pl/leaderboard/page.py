@@ -138,19 +138,6 @@ def _esc(value: object) -> str:
     return html.escape(str(value))
 
 
-def card_ids(names: list[str]) -> dict[str, str]:
-    """Model -> a unique HTML id for its card (``card-papagei_s``)."""
-    out: dict[str, str] = {}
-    for name in names:
-        base = "card-" + (re.sub(r"[^A-Za-z0-9_-]+", "-", name).strip("-") or "model")
-        ident, n = base, 1
-        while ident in out.values():
-            n += 1
-            ident = f"{base}-{n}"
-        out[name] = ident
-    return out
-
-
 def _header(column: Column) -> str:
     marker = tables.ROW_MARKERS.get(column.row_status, "")
     cls = ' class="near_chance"' if column.row_status == "near_chance" else ""
@@ -255,7 +242,14 @@ def protocol_section(board: Board) -> str:
 
 def render(board: Board) -> str:
     """The whole page (one HTML document, style and script inline)."""
-    ids = card_ids([m for m in board.models if role(m) != "baseline"])
+    ids: dict[str, str] = {}  # model -> a unique HTML id for its card (``card-papagei_s``)
+    for name in (m for m in board.models if role(m) != "baseline"):
+        base = "card-" + (re.sub(r"[^A-Za-z0-9_-]+", "-", name).strip("-") or "model")
+        ident, n = base, 1
+        while ident in ids.values():
+            n += 1
+            ident = f"{base}-{n}"
+        ids[name] = ident
     body = [f"<h1>{TITLE}</h1>", *_meta(board), filters(board),
             *(regime_table(board, r, ids) for r in board.regimes),
             '<h2 id="cards">Model cards</h2>',

@@ -197,12 +197,9 @@ def _combine(part: pd.DataFrame, alpha: float) -> dict[str, Any]:
     else:
         verdict = "a_better" if p < alpha / 2 else ("b_better" if p > 1 - alpha / 2 else "no_detectable_difference")
     return {"n_datasets": len(per), "n_cells": int(per["cells"].sum()),
-            "datasets": ";".join(f"{d} ({_count_text(n)})" for d, n in zip(per.index, counts, strict=True)),
+            "datasets": ";".join(f"{d} ({int(n) if math.isfinite(n) and n > 0 else '?'})"  # ? when unknown
+                                 for d, n in zip(per.index, counts, strict=True)),
             "weights": "sqrt_subjects" if known else "equal", "z": z, "p_one_sided": p, "d_z": d_z, "verdict": verdict}
-
-
-def _count_text(n: float) -> str:
-    return str(int(n)) if math.isfinite(n) and n > 0 else "?"
 
 
 def meta_table(table: pd.DataFrame, alpha: float = ALPHA) -> pd.DataFrame:

@@ -199,15 +199,6 @@ def pooled_metric(weights: np.ndarray, stats: np.ndarray, kind: str) -> np.ndarr
     return np.nanmean(recall, axis=1)
 
 
-def constant_stats(stats: np.ndarray) -> np.ndarray:
-    """Statistics of a constant predictor of the first class (balanced accuracy 1/C on every draw)."""
-    half = stats.shape[1] // 2
-    out = np.zeros_like(stats)
-    out[:, half:] = stats[:, half:]
-    out[:, 0] = stats[:, half]
-    return out
-
-
 def cluster_bootstrap(a: SeedStats, b: SeedStats, kind: str, n_boot: int = 2000, seed: int = 0,
                       alpha: float = 0.05) -> dict[str, float]:
     """Paired subject cluster bootstrap of the mean over shared seeds of metric(a) - metric(b)."""
@@ -306,5 +297,8 @@ def seed_stats(runs: RunSet, records: Iterable[dict[str, Any]], kind: str, class
             continue
         y, pred, subj = (np.concatenate([p[i] for p in parts]) for i in range(3))
         names, stats = subject_stats(kind, y, pred, subj, classes or [])
-        out[seed] = (names, constant_stats(stats) if baseline else stats)
+        if baseline:  # a constant predictor of the first class: balanced accuracy 1/C on every draw
+            half = stats.shape[1] // 2
+            stats = np.hstack([stats[:, half:half + 1], np.zeros_like(stats[:, 1:half]), stats[:, half:]])
+        out[seed] = (names, stats)
     return out
