@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -83,7 +84,12 @@ def _write_page(out: Path, runs: RunSet, scores: Scores, rule: Rule, head: findi
     cells = tables.main_cells(scores, rule, chance)
     title, warning = off_protocol(cells)
     page = Page(title, out)
-    protocol = copy_protocol(out)
+    protocol, source = out / PROTOCOL_DOC, resources.files("ppgbench_pl") / "docs" / PROTOCOL_DOC
+    try:  # the protocol shipped with the package, beside the page, so the report's link works offline
+        protocol.write_text(source.read_text(encoding="utf-8"), encoding="utf-8")
+    except OSError as exc:
+        raise ReportError(f"{source}: the protocol document shipped with ppgbench cannot be read ({exc}); "
+                          "reinstall the package") from None
     opts.flags = findings.cell_flags(runs.records)
     opts.jobs = analyses.rescore_jobs(runs)  # before the header: it notes missing prediction files
     header(page, runs, scores, warning, opts.ci_unit)
@@ -184,20 +190,6 @@ def not_evaluable(runs: RunSet) -> list[dict[str, Any]]:
 def failed(runs: RunSet) -> list[dict[str, Any]]:
     """Records of jobs that failed (and have no completed record elsewhere)."""
     return [r for r in runs.failed if r.get("status") != NOT_EVALUABLE]
-
-
-def copy_protocol(out: Path) -> Path:
-    """Copy the protocol shipped with the package next to the page, so the report's link works offline."""
-    from importlib import resources
-
-    target = out / PROTOCOL_DOC
-    source = resources.files("ppgbench_pl") / "docs" / PROTOCOL_DOC
-    try:
-        target.write_text(source.read_text(encoding="utf-8"), encoding="utf-8")
-    except OSError as exc:
-        raise ReportError(f"{source}: the protocol document shipped with ppgbench cannot be read ({exc}); "
-                          "reinstall the package") from None
-    return target
 
 
 def code_version_line(runs: RunSet) -> str | None:

@@ -206,16 +206,6 @@ def nemenyi_cd(k: int, n: int, alpha: float = 0.05) -> float:
     return float(q * math.sqrt(k * (k + 1) / (6.0 * n)))
 
 
-def _complete_block(means: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
-    """Tasks on which every kept model has a score; drop the least-covered model until >= 2 such tasks."""
-    dropped: list[str] = []
-    while means.shape[1] >= 2 and len(means.dropna()) < 2:
-        worst = means.isna().sum().iloc[::-1].idxmax()  # most missing; the last column on ties
-        dropped.append(str(worst))
-        means = means.drop(columns=worst)
-    return means.dropna(), dropped
-
-
 def rank_models(scores: Scores, regime: str, alpha: float = 0.05) -> Ranking | None:
     """Average ranks, Friedman test and CD in one regime (several constants left out); None below 2 x 2."""
     from scipy import stats
@@ -226,7 +216,11 @@ def rank_models(scores: Scores, regime: str, alpha: float = 0.05) -> Ranking | N
         frame = frame[~frame["model"].isin(baselines)]
     means = frame.pivot_table(index="task", columns="model", values="mean", aggfunc="first")
     means = means.reindex(columns=[m for m in scores.models if m in means.columns])
-    block, dropped = _complete_block(means)
+    dropped: list[str] = []  # the least-covered models, dropped until >= 2 tasks have a score of every model
+    while means.shape[1] >= 2 and len(means.dropna()) < 2:
+        dropped.append(str(means.isna().sum().iloc[::-1].idxmax()))  # most missing; the last column on ties
+        means = means.drop(columns=dropped[-1])
+    block = means.dropna()
     if block.shape[1] < 2 or len(block) < 2:
         return None
     signs = np.array([1.0 if scores.higher_is_better[t] else -1.0 for t in block.index])
