@@ -45,21 +45,12 @@ def role(model: str) -> str:
     return "control" if is_control(model) else "model"
 
 
-def _column(scores: Scores, task: str, rows: Any) -> Column:
-    from ppgbench_pl.data.registry import TASKS
-
-    spec = TASKS.get(task)
-    dataset, tier = (spec.dataset, spec.tier) if spec is not None else (task.split("-", 1)[0], "unknown")
-    metric = str(rows.iloc[0]["metric"])
-    return Column(task, dataset, tier, tables.metric_label(metric, task),
-                  bool(scores.higher_is_better.get(task, metric != "mae")), str(rows.iloc[0]["row_status"]))
-
-
 class Board:
     """Everything the page draws: the report's ``main_cells`` rows, the task columns, where each model comes from."""
 
     def __init__(self, inputs: Sequence[str | Path]) -> None:
         """Read the inputs (:func:`~ppgbench_pl.report.load.load_runs`) and compute the board."""
+        from ppgbench_pl.data.registry import TASKS
         from ppgbench_pl.results.provenance import input_label
 
         self.inputs = [Path(p) for p in inputs]
@@ -70,9 +61,14 @@ class Board:
         self.cells = tables.main_cells(scores, RULE, findings.chance_cells(scores, RULE))
         self.columns: dict[str, list[Column]] = {}  # regime -> its task columns, in registry order
         for regime in self.regimes:
-            part = self.cells[self.cells["regime"] == regime]
-            self.columns[regime] = [_column(scores, t, part[part["task"] == t]) for t in scores.tasks(regime)
-                                    if (part["task"] == t).any()]
+            part, self.columns[regime] = self.cells[self.cells["regime"] == regime], []
+            for task in (t for t in scores.tasks(regime) if (part["task"] == t).any()):
+                first, spec = part[part["task"] == task].iloc[0], TASKS.get(task)
+                # a task no longer in the registry: its name's prefix as dataset, tier unknown
+                dataset, tier = (spec.dataset, spec.tier) if spec is not None else (task.split("-", 1)[0], "unknown")
+                metric = str(first["metric"])
+                self.columns[regime].append(Column(task, dataset, tier, tables.metric_label(metric, task), bool(
+                    scores.higher_is_better.get(task, metric != "mae")), str(first["row_status"])))
         self.index = {(r.regime, r.task, r.model): r for r in self.cells.itertuples()}
         self.via: dict[tuple[str, str], list[str]] = {}  # (model, task) -> the sources an overlap flag rests on
         self.sources: dict[str, list[Path]] = {}  # model -> the inputs its scores come from

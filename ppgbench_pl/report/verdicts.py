@@ -54,19 +54,17 @@ def _chance_row(cell: pd.DataFrame, alpha: float, n_cells: int = 1) -> dict[str,
     wins = base[(base["gain"] > 0) & (base["p_holm"] < alpha)]["model_a"].tolist()
     level = family_level(alpha, max(len(base), 1) * max(n_cells, 1))  # Holm in the cell, then BH's first step
     seeds, subjects = planned(best, level)
+    mdd_adj = math.nan  # the best model's MDD at the per-test level, by the test that gave its p
+    if best is not None and best.get("interval") == "two-level":
+        mdd_adj = two_level_mdd(float(best["var_subject"]), float(best["var_seed"]), float(best["tl_df"]), level)
+    elif best is not None:
+        mdd_adj = adjusted_mdd_at(float(best["mdd"]), int(best["n_units"]), level)
     return {"best_model": "" if best is None else best["model_a"], "seeds_to_detect_gain": seeds,
-            "subjects_to_detect_gain": subjects, "mdd_adj": math.nan if best is None else mdd_at(best, level),
+            "subjects_to_detect_gain": subjects, "mdd_adj": mdd_adj,
             "gain": math.nan if best is None else float(best["gain"]),
             "mdd": math.nan if best is None else float(best["mdd"]), "p_cell": p_cell,
             "below_baseline": ";".join(below), "all_below": bool(len(base)) and len(below) == len(base),
             "wins": ";".join(wins), "untested": untested}
-
-
-def mdd_at(row: Any, level: float) -> float:
-    """A comparison's MDD at the per-test ``level`` of a multiplicity correction, by the test that gave its p."""
-    if row.get("interval") == "two-level":
-        return two_level_mdd(float(row["var_subject"]), float(row["var_seed"]), float(row["tl_df"]), level)
-    return adjusted_mdd_at(float(row["mdd"]), int(row["n_units"]), level)
 
 
 def planned(best: Any, level: float = ALPHA) -> tuple[float, float]:
