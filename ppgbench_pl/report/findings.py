@@ -142,23 +142,16 @@ class Headline:
 
 def headline(chance: pd.DataFrame, controls: pd.DataFrame, rule: Rule) -> Headline:
     """Count the cells of :func:`chance_cells` and :func:`control_cells`."""
-    def cells(frame: pd.DataFrame, status: str | tuple[str, ...]) -> list[tuple[str, str]]:
-        wanted = (status,) if isinstance(status, str) else status
-        part = frame[frame["status"].isin(wanted)]
+    def cells(frame: pd.DataFrame, *status: str) -> list[tuple[str, str]]:
+        part = frame[frame["status"].isin(status)]
         return list(zip(part["task"], part["regime"], strict=True))
 
     seen = {c for row in controls["controls"] for c in str(row).split(";") if c}
     assessable = controls[controls["status"].isin(("beaten", "not_beaten", "undetermined"))]
-    return Headline(
-        n_cells=len(chance), near_chance=cells(chance, "near_chance"),
-        undetermined_chance=cells(chance, "undetermined"), n_assessable=len(assessable),
-        controls_hold=cells(controls, "not_beaten"),
-        not_assessable=cells(controls, ("no_controls", "no_ppg_model")),
-        rule_text=rule.text,
-        controls_seen=[c for c in FEATURE_CONTROLS if c in seen],
-        no_baseline=cells(chance, "no_baseline"),
-        undetermined_controls=cells(controls, "undetermined"),
-    )
+    return Headline(len(chance), cells(chance, "near_chance"), cells(chance, "undetermined"), len(assessable),
+                    cells(controls, "not_beaten"), cells(controls, "no_controls", "no_ppg_model"), rule.text,
+                    [c for c in FEATURE_CONTROLS if c in seen], cells(chance, "no_baseline"),
+                    cells(controls, "undetermined"))
 
 
 def append_section(findings_md: Path, title: str, lines: list[str]) -> None:
