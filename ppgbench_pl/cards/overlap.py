@@ -49,16 +49,12 @@ def overlap(data: Declaration, complete: bool, dataset: str) -> Overlap:
     shared = [s for s in data if theirs is not None and components(s.name) & theirs]
     if shared:
         return Overlap("source", tuple(s.name for s in shared), _weakest(shared))
-    if not data or _generated(dataset) or (complete and theirs is not None):
-        return Overlap("none")  # not pretrained, a dataset made on the user's machine, or a full list
-    return Overlap(UNKNOWN)
-
-
-def _generated(dataset: str) -> bool:
-    """Whether the dataset is generated locally (the synthetic one): no model can have seen it."""
     from ppgbench_pl.data.registry import DATASETS
 
-    return dataset in DATASETS and DATASETS[dataset].access == "built in"
+    generated = dataset in DATASETS and DATASETS[dataset].access == "built in"  # the synthetic set: nobody saw it
+    if not data or generated or (complete and theirs is not None):
+        return Overlap("none")  # not pretrained, a dataset made on the user's machine, or a full list
+    return Overlap(UNKNOWN)
 
 
 def _weakest(sources: Sequence[PretrainingSource]) -> str:
@@ -77,16 +73,6 @@ def card_declaration(model: str) -> tuple[Declaration, bool]:
     return card.pretraining_data, card.pretraining_complete
 
 
-def encoder_declaration(encoder: Any) -> tuple[Declaration, bool]:
-    """What an encoder object declares: nothing if randomly initialised, its own list, or its card's."""
-    if getattr(encoder, "random_init", False):
-        return (), True
-    own = getattr(encoder, "pretraining_declaration", None)
-    if own is not None:
-        return own, True
-    return card_declaration(str(getattr(type(encoder), "name", "")))
-
-
 def dataset_of(task: str) -> str:
     """The dataset of a task name (the registry's, else the part before the first hyphen)."""
     from ppgbench_pl.data.registry import TASKS
@@ -96,7 +82,13 @@ def dataset_of(task: str) -> str:
 
 def record_fields(encoder: Any, task: str) -> dict[str, Any]:
     """The fields a job record carries: the declaration, the flag, what it rests on and its status."""
-    data, complete = encoder_declaration(encoder)
+    data: Declaration
+    if getattr(encoder, "random_init", False):  # evaluated untrained: it saw nothing
+        data, complete = (), True
+    elif (own := getattr(encoder, "pretraining_declaration", None)) is not None:  # the user's own list
+        data, complete = own, True
+    else:
+        data, complete = card_declaration(str(getattr(type(encoder), "name", "")))
     flag = overlap(data, complete, dataset_of(task))
     return {"pretraining_data": declaration_json(data), "pretraining_complete": complete,
             "pretraining_overlap": flag.value, "pretraining_overlap_via": list(flag.via),

@@ -38,10 +38,6 @@ class Citation:
         """The value of one field ('' when absent)."""
         return dict(self.fields).get(name, "")
 
-    def written_fields(self) -> tuple[tuple[str, str], ...]:
-        """The fields as written to a ``.bib`` file: the entry's, then ``unconfirmed`` when any is."""
-        return (*self.fields, *((("unconfirmed", ", ".join(self.unconfirmed)),) if self.unconfirmed else ()))
-
     def label(self) -> str:
         """``key``, or ``key (title, doi unconfirmed)``: how listings name the entry."""
         return f"{self.key} ({', '.join(self.unconfirmed)} unconfirmed)" if self.unconfirmed else self.key

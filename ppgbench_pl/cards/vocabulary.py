@@ -59,14 +59,9 @@ COLLECTIONS: dict[str, Collection] = {c.name: c for c in _COLLECTIONS}
 BENCHMARK_DATASETS = ("dalia", "dreamt", "wesad", "ecsmp", "ppgbp", "bidmc", "butppg", "realworldppg", "wildppg")
 
 
-def benchmark_datasets() -> tuple[str, ...]:
-    """The nine benchmark datasets' registry keys."""
-    return BENCHMARK_DATASETS
-
-
 def names() -> tuple[str, ...]:
     """Every name a ``pretraining_data`` list or a ``derived_from`` may use."""
-    return (*benchmark_datasets(), *COLLECTIONS)
+    return (*BENCHMARK_DATASETS, *COLLECTIONS)
 
 
 def check_name(name: str, where: str) -> str:

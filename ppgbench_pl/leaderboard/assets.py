@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ppgbench_pl.report.html import CSS as REPORT_CSS
+from ppgbench_pl.report.folder import CSS as REPORT_CSS
 
 CSS = REPORT_CSS + """
 body { max-width: 96rem; }

@@ -1,20 +1,29 @@
-"""What the searches chose: aggregation frequency (Table 3), edge pressure (Table 6); model size (Table 7).
+"""The paper's analyses: aggregation frequency (Table 3), rescoring (Table 4), edge pressure (Table 6), size (7).
 
-Edge pressure: per numeric search axis, the share of selections at the lowest or highest value the job's own
-search saw (grid points or Optuna trials; the selected epoch against the epochs recorded). docs/report.md.
+Edge pressure: the share of selections at the lowest or highest value the job's own search saw (docs/report.md).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+import math
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, TypeGuard
 
+import numpy as np
 import pandas as pd
 
 from ppgbench_pl.metrics.aggregation import candidates
-from ppgbench_pl.report.load import ReportError, order_models, order_regimes
+from ppgbench_pl.report.load import (
+    ReportError,
+    RunSet,
+    in_order,
+    order_models,
+    order_regimes,
+    parameter_counts,
+    record_id,
+)
 
 EPOCH_KEYS = ("epoch", "selected_epoch", "best_epoch")
 EPOCH_AXIS = "epoch (selected)"
@@ -55,24 +64,6 @@ def aggregation_frequency(choices: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
-def _trials(result: dict[str, Any]) -> list[dict[str, Any]]:
-    """Optuna trials stored anywhere one level down in a result (``{"trials": [...]}``) or at its top."""
-    found: list[Any] = list(result.get("trials") or [])
-    for value in result.values():
-        if isinstance(value, dict) and isinstance(value.get("trials"), list):
-            found += value["trials"]
-    return [t for t in found if isinstance(t, dict)]
-
-
-def _epochs(trial: dict[str, Any]) -> Iterator[int]:
-    """Epoch numbers of a trial's intermediate values (a {epoch: value} mapping or a per-epoch list)."""
-    values = trial.get("intermediate_values", trial.get("intermediate"))
-    if isinstance(values, dict):
-        yield from (int(k) for k in values)
-    elif isinstance(values, list):
-        yield from range(len(values))
-
-
 def _numeric(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
@@ -81,12 +72,18 @@ def search_space(result: dict[str, Any]) -> dict[str, set[float]]:
     """Values seen per axis in one repeat's search history; the selected epoch under :data:`EPOCH_AXIS`."""
     seen: dict[str, set[Any]] = {}
     points = [e.get("params", {}) for e in result.get("cv_scores") or []]
-    trials = _trials(result)
+    # Optuna trials at the top of a result or one level down (``{"optuna": {"trials": [...]}}``)
+    found = [*(result.get("trials") or []), *(t for v in result.values() if isinstance(v, dict)
+                                              and isinstance(v.get("trials"), list) for t in v["trials"])]
+    trials = [t for t in found if isinstance(t, dict)]
     points += [t.get("params", {}) for t in trials]
     for params in points:
         for axis, value in params.items():
             seen.setdefault(axis, set()).add(value)
-    epochs = {e for t in trials for e in _epochs(t)}
+    epochs: set[int] = set()
+    for values in (t.get("intermediate_values", t.get("intermediate")) for t in trials):  # {epoch: v} or a list
+        if isinstance(values, dict | list):
+            epochs |= set(map(int, values)) if isinstance(values, dict) else set(range(len(values)))
     numeric = {a: {float(v) for v in vals} for a, vals in seen.items()
                if a not in SKIPPED_AXES and all(_numeric(v) for v in vals) and len(vals) >= 2}
     if len(epochs) >= 2:
@@ -147,9 +144,7 @@ def read_parameter_file(path: Path) -> dict[str, dict[str, int]]:
 
 def _parameter_counts(path: Path) -> dict[str, dict[str, int]]:
     if path.suffix == ".json":
-        data = json.loads(path.read_text())
-        return {m: {"total": int(v)} if isinstance(v, int) else {k: int(x) for k, x in v.items()}
-                for m, v in data.items()}
+        return parameter_counts(json.loads(path.read_text()))
     frame = pd.read_csv(path)
     total = next((c for c in ("total", "parameters", "n_parameters") if c in frame.columns), None)
     if "model" not in frame.columns or total is None:
@@ -168,3 +163,74 @@ def parameter_table(counts: dict[str, dict[str, int]], models: list[str]) -> pd.
     rows = [{"model": m, "total": counts[m].get("total"), "trainable": counts[m].get("trainable")}
             for m in models if m in counts]
     return pd.DataFrame(rows, columns=["model", "total", "trainable"])
+
+
+JOB_COLUMNS = ["regime", "task", "model", "metric", "seed", "fold", "repeat", "aggregation", "subject_level",
+               "window_level", "recorded"]
+RESCORE_COLUMNS = ["regime", "task", "model", "metric", "n_folds", "subject_level", "window_level",
+                   "window_minus_subject", "n_mismatched"]
+MISMATCH_TOLERANCE = 1e-9
+
+
+def _load(runs: RunSet, rec: dict[str, Any], name: str, kind: str) -> tuple[Any, np.ndarray, np.ndarray]:
+    from ppgbench_pl.metrics.scores import Predictions
+
+    arrays = runs.prediction_arrays(rec, name)
+    missing = [k for k in ("y_true", "subjects") if k not in arrays]
+    missing += [] if "y_pred" in arrays or "y_prob" in arrays else ["y_pred"]
+    if missing:
+        raise ValueError(f"lacks array(s) {', '.join(missing)}")
+    try:
+        if "classes" in arrays:
+            pred = Predictions(kind, np.asarray(arrays["y_prob"], float), np.asarray(arrays["classes"]))
+        else:
+            pred = Predictions(kind, np.asarray(arrays["y_pred"], float))
+        return pred, np.asarray(arrays["y_true"]), np.asarray(arrays["subjects"])
+    except KeyError as exc:
+        raise ValueError(f"lacks array {exc}") from None
+
+
+def _num(value: Any) -> float:
+    return math.nan if value is None else float(value)
+
+
+def rescore_jobs(runs: RunSet) -> pd.DataFrame:
+    """One row per (subject-level job, repeat): subject-level, window-level and recorded values (bad files noted)."""
+    from ppgbench_pl.metrics.evaluate import evaluate
+
+    rows = []
+    for rec in runs.records:  # an export of format version 1 carries no predictions
+        if rec.get("level") != "subject" or (runs.job_folder(rec).is_file() and record_id(rec) not in runs.packed):
+            continue
+        metric, kind = rec["metric"], rec["kind"]
+        for r in rec["results"]:
+            name = str(r.get("predictions") or f"predictions_repeat{r.get('repeat', 0)}.npz")
+            path = runs.prediction_where(rec, name)
+            try:
+                pred, y_true, subjects = _load(runs, rec, name, kind)
+                aggregation = r.get("params", {}).get("aggregation") or r["metrics"].get("aggregation") or "mean"
+                subject = evaluate(kind, "subject", y_true, subjects, pred, aggregation).get(metric)
+                window = evaluate(kind, "window", y_true, subjects, pred, None).get(metric)
+            except FileNotFoundError:
+                runs.prediction_problems.append(f"{path}: predictions file missing (left out of Table 4)")
+                continue
+            except (ValueError, TypeError, IndexError) as exc:
+                runs.prediction_problems.append(f"{path}: {exc} (left out of Table 4)".replace("\n", " "))
+                continue
+            rows.append([rec["regime"], rec["task"], rec["model"], metric, rec["seed"], rec["fold"],
+                         r.get("repeat", 0), aggregation, _num(subject), _num(window),
+                         _num(r["metrics"].get(metric))])
+    return pd.DataFrame(rows, columns=JOB_COLUMNS)
+
+
+def rescoring_table(jobs: pd.DataFrame) -> pd.DataFrame:
+    """Per (regime, task, model): subject-level and window-level means and their difference."""
+    rows = []
+    for (regime, task, model), part in in_order(jobs).groupby(["regime", "task", "model"], sort=False):
+        folds = part.groupby(["seed", "fold"])[["subject_level", "window_level"]].mean()
+        seeds = folds.groupby(level="seed").mean()
+        subject, window = float(seeds["subject_level"].mean()), float(seeds["window_level"].mean())
+        mismatched = int((part["subject_level"] - part["recorded"]).abs().gt(MISMATCH_TOLERANCE).sum())
+        rows.append([regime, task, model, part["metric"].iloc[0], len(folds), subject, window, window - subject,
+                     mismatched])
+    return pd.DataFrame(rows, columns=RESCORE_COLUMNS)

@@ -1,8 +1,7 @@
 """``ppgbench compare RUN_A RUN_B``: one model of run A against one of run B, cell by cell (issue 19).
 
-Per shared cell: the paired difference on matched (seed, fold) units with its intervals, Benjamini-Hochberg
-over the cells and win / tie / loss; cells whose seeds or folds differ are refused; per regime, Stouffer
-across datasets (:mod:`.meta`). docs/statistics.md has the rules.
+Benjamini-Hochberg over the cells, Stouffer across datasets per regime, a paper table rounded to the interval's
+precision; cells whose seeds or folds differ are refused (docs/statistics.md).
 """
 
 from __future__ import annotations
@@ -10,14 +9,25 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pandas as pd
 
+from ppgbench_pl.cards.overlap import dataset_of
 from ppgbench_pl.report import two_level_rows as tl
 from ppgbench_pl.report.effects import calibration, effect, units
 from ppgbench_pl.report.load import ReportError, RunSet, is_control, load_runs, order_regimes, order_tasks
-from ppgbench_pl.report.meta import meta_line, meta_table
-from ppgbench_pl.results.inference import ALPHA, adjusted_mdd_at, benjamini_hochberg, family_level
+from ppgbench_pl.report.tables import higher_is_better, to_latex, unit_of
+from ppgbench_pl.results.inference import (
+    ALPHA,
+    adjusted_mdd_at,
+    benjamini_hochberg,
+    family_level,
+    one_sided_p,
+    stouffer,
+    z_score,
+)
 
 COMPARE_COLUMNS = ["regime", "task", "metric", "model_a", "model_b", "n_seeds", "n_units", "n_subjects", "mean_a",
                    "mean_b", "diff", "gain", "d_z", "seed_ci_low", "seed_ci_high", "nb_ci_low", "nb_ci_high", "p",
@@ -36,7 +46,6 @@ class Comparison:
 
 
 def _pick(frame: pd.DataFrame, run: Path, wanted: str | None) -> str:
-    """The model to compare in a run: the one named, else its only PPG-specific model."""
     present = sorted(set(frame["model"]))
     if wanted is not None:
         if wanted not in present:
@@ -49,33 +58,10 @@ def _pick(frame: pd.DataFrame, run: Path, wanted: str | None) -> str:
     return tested[0]
 
 
-def _grid(part: pd.DataFrame) -> set[tuple[int, int]]:
-    return set(zip(part["seed"].astype(int), part["fold"].astype(int), strict=True))
-
-
-def _cell(a: pd.DataFrame, b: pd.DataFrame, alpha: float) -> dict[str, object]:
-    left = a.set_index(["seed", "fold"])
-    right = b.set_index(["seed", "fold"])
-    joined = pd.concat({"a": left["value"], "b": right["value"], "n_train": left["n_train"],
-                        "n_test": left["n_test"]}, axis=1, join="inner").reset_index()
-    joined["diff"] = joined["a"] - joined["b"]
-    return effect(joined, bool(a["higher"].iloc[0]), alpha)
-
-
 def _adjusted(table: pd.DataFrame, sources: tuple[RunSet, RunSet], interval: str, alpha: float) -> pd.DataFrame:
-    """``p_bh`` over the cells, from the subject-level interval chosen."""
-    cells = tl.CellStats(sources)
-
-    def sides(row: pd.Series) -> tuple[tl.Side, tl.Side, str, str, str]:
-        a, b = (0, str(row["model_a"])), (1, str(row["model_b"]))
-        return a, b, str(row["task"]), str(row["regime"]), str(row["metric"])
-
-    if interval == "two-level":
-        out = tl.with_two_level(table, lambda row: tl.subject_diff(cells, *sides(row)), [], benjamini_hochberg, alpha)
-    elif interval == "bootstrap":
-        out = tl.with_bootstrap(table, lambda row: tl.bootstrap_pair(cells, *sides(row), alpha), [], benjamini_hochberg)
-    else:
+    if interval == "corrected-t":
         return table.assign(p_bh=benjamini_hochberg(table["p"]))
+    out = tl.subject_level(table, tl.CellStats(sources), interval, [], benjamini_hochberg, alpha)
     out["p_bh"] = out.pop("p_adj")
     return out
 
@@ -99,12 +85,15 @@ def compare_runs(run_a: str | Path, run_b: str | Path, models: tuple[str | None,
     for regime in order_regimes(set(ua["regime"]) & set(ub["regime"])):
         ra, rb = ua[ua["regime"] == regime], ub[ub["regime"] == regime]
         for task in order_tasks(set(ra["task"]) & set(rb["task"])):
-            a, b = ra[ra["task"] == task], rb[rb["task"] == task]
-            if _grid(a) != _grid(b):
+            a, b = (r[r["task"] == task].set_index(["seed", "fold"]) for r in (ra, rb))
+            if set(a.index) != set(b.index):  # the same seeds x folds, or refused
                 refused.append(f"{task} ({regime})")
                 continue
+            joined = pd.concat({"a": a["value"], "b": b["value"], "n_train": a["n_train"], "n_test": a["n_test"]},
+                               axis=1, join="inner").reset_index()
+            joined["diff"] = joined["a"] - joined["b"]
             rows.append({"regime": regime, "task": task, "metric": str(a["metric"].iloc[0]), "model_a": ma,
-                         "model_b": mb, **_cell(a, b, alpha)})
+                         "model_b": mb, **effect(joined, bool(a["higher"].iloc[0]), alpha)})
     if not rows:
         why = f"seeds or folds differ in every shared cell: {', '.join(refused)}" if refused else \
             "the runs share no task x regime cell"
@@ -169,9 +158,8 @@ def write_comparison(comparison: Comparison, output: Path) -> Path:
         write_text_atomic(output / "compare_meta.csv", comparison.meta.to_csv(index=False))
         text += ["", f"## {line}", "", to_markdown(comparison.meta.round(4))]
     write_text_atomic(output / "compare.md", "\n".join(text) + "\n")
-    from ppgbench_pl.report.compare_paper import write_latex
-
-    write_latex(comparison.table, comparison.caption or comparison.summary, output / "compare.tex")
+    write_text_atomic(output / "compare.tex", to_latex(paper_table(comparison.table),
+                                                       comparison.caption or comparison.summary))
     return path
 
 
@@ -184,3 +172,88 @@ def compare(run_a: str | Path, run_b: str | Path, model_a: str | None = None, mo
     if output_dir is not None:
         write_comparison(result, Path(output_dir))
     return result
+
+
+META_COLUMNS = ["regime", "model_a", "model_b", "n_datasets", "n_cells", "datasets", "weights", "z", "p_one_sided",
+                "d_z", "verdict"]
+
+
+def _combine(part: pd.DataFrame, alpha: float) -> dict[str, Any]:
+    from scipy.special import ndtr
+
+    part = part[np.isfinite(part["p"].to_numpy(dtype=float))]
+    z_cell = z_score(one_sided_p(part["p"], part["gain"]))
+    frame = part.assign(z=z_cell, dataset=[dataset_of(t) for t in part["task"]])
+    per = frame.groupby("dataset", sort=True).agg(z=("z", "mean"), d_z=("d_z", "mean"),
+                                                 n=("n_subjects", "max"), cells=("z", "size"))
+    counts = per["n"].to_numpy(dtype=float)
+    known = bool(np.all(np.isfinite(counts) & (counts > 0)))
+    weights = np.sqrt(counts) if known else np.ones(len(counts))  # equal weights when a count is missing
+    z, p = stouffer(ndtr(-per["z"].to_numpy(dtype=float)), weights)
+    ok = np.isfinite(per["d_z"].to_numpy(dtype=float)) & np.isfinite(weights)
+    d_z = float(np.sum(weights[ok] * per["d_z"].to_numpy()[ok]) / np.sum(weights[ok])) if ok.any() else math.nan
+    if not math.isfinite(p):
+        verdict = "undetermined"
+    else:
+        verdict = "a_better" if p < alpha / 2 else ("b_better" if p > 1 - alpha / 2 else "no_detectable_difference")
+    return {"n_datasets": len(per), "n_cells": int(per["cells"].sum()),
+            "datasets": ";".join(f"{d} ({int(n) if math.isfinite(n) and n > 0 else '?'})"  # ? when unknown
+                                 for d, n in zip(per.index, counts, strict=True)),
+            "weights": "sqrt_subjects" if known else "equal", "z": z, "p_one_sided": p, "d_z": d_z, "verdict": verdict}
+
+
+def meta_table(table: pd.DataFrame, alpha: float = ALPHA) -> pd.DataFrame:
+    """Per (regime, model_a, model_b): Stouffer's Z over the datasets of the cells, tested two-sided at alpha."""
+    rows = []
+    if not table.empty:
+        for (regime, a, b), part in table.groupby(["regime", "model_a", "model_b"], sort=False):
+            rows.append({"regime": regime, "model_a": a, "model_b": b, **_combine(part, alpha)})
+    return pd.DataFrame(rows, columns=META_COLUMNS)
+
+
+def meta_line(meta: pd.DataFrame) -> str | None:
+    """One line per regime of the meta-analysis (None when there is none)."""
+    if meta.empty:
+        return None
+    weighting = {"sqrt_subjects": "weights sqrt(subjects)", "equal": "equal weights: subject counts unknown"}
+    parts = [f"{r.regime}: Z {r.z:.3g}, one-sided p {r.p_one_sided:.3g} over {r.n_datasets} dataset(s) "
+             f"({weighting[r.weights]}; {r.verdict})" for r in meta.itertuples()]
+    return "Stouffer across datasets: " + "; ".join(parts)
+
+
+WORDS = {"win": "A better", "loss": "A worse", "tie": "no detectable difference",
+         "undetermined": "undetermined (no p-value)"}
+
+
+def decimals_of(half_width: float) -> int:
+    """Decimals that keep two significant digits of a CI half-width (3 when it is unknown or zero)."""
+    if not (math.isfinite(half_width) and half_width > 0):
+        return 3
+    return max(0, 1 - math.floor(math.log10(half_width)))
+
+
+def _round(value: float, places: int) -> str:
+    return "" if not math.isfinite(value) else f"{value:.{places}f}"
+
+
+def paper_table(table: pd.DataFrame) -> pd.DataFrame:
+    """One row per cell: regime, task, metric (unit), direction, means, difference with its CI, word, p, MDDs."""
+    rows = []
+    for r in table.to_dict("records"):
+        low, high = ("tl_ci_low", "tl_ci_high") if r.get("interval") == "two-level" else ("nb_ci_low", "nb_ci_high")
+        half = (float(r[high]) - float(r[low])) / 2
+        places = decimals_of(half)
+        higher = higher_is_better(str(r["task"]), str(r["metric"]))
+        unit = unit_of(str(r["task"]))
+        rows.append({
+            "regime": r["regime"], "task": r["task"], "metric": str(r["metric"]) + (f" ({unit})" if unit else ""),
+            "direction": "higher is better" if higher else "lower is better",
+            "mean A": _round(float(r["mean_a"]), places), "mean B": _round(float(r["mean_b"]), places),
+            "A - B [95% CI]": f"{_round(float(r['diff']), places)} [{_round(float(r[low]), places)}, "
+                              f"{_round(float(r[high]), places)}]",
+            "verdict": WORDS.get(str(r["outcome"]), str(r["outcome"])),
+            "p (BH)": _round(float(r["p_bh"]), 3), "MDD": _round(float(r["mdd"]), places),
+            "MDD after BH": _round(float(r["mdd_adj"]), places),
+            **({"p from": r["interval"]} if "interval" in r else {}),
+        })
+    return pd.DataFrame(rows)

@@ -1,28 +1,32 @@
-"""Paired effects per cell: difference, seed interval, corrected t, MDD and Holm (issue 19; docs/statistics.md).
+"""Paired effects per cell (difference, seed interval, corrected t, MDD, Holm) and how far verdicts can be trusted.
 
-Families per cell: ``baseline`` (each model vs the constant of its own fold), ``controls`` (each PPG model vs
-each PRV/MOMENT control), ``models`` (PPG model pairs). The two-level or bootstrap interval replaces the
-corrected t's p where predictions allow (:mod:`.two_level_rows`).
+Families per cell: ``baseline`` (vs the fold's constant), ``controls`` (PPG model vs PRV/MOMENT), ``models``
+(PPG pairs). The trust table reads the simulation suite's rates (trust_suite.json; docs/statistics.md).
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable
-from typing import Any
+from functools import cache
+from importlib import resources
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from ppgbench_pl.naming import is_baseline
-from ppgbench_pl.report.load import CONTROL_MODELS, is_control, order_models, order_regimes, order_tasks
-from ppgbench_pl.report.trust import interval_label, spread_ratio
-from ppgbench_pl.results.fold_entry import FoldEntry, fold_entry, student_t_ci
+from ppgbench_pl.report.load import in_order, is_control, order_models
+from ppgbench_pl.results.fold_entry import fold_entry, student_t_ci
 from ppgbench_pl.results.inference import ALPHA, adjusted_mdd_at, corrected_t, family_level, holm, mdd, split_ratio
 from ppgbench_pl.results.two_level import seed_term
 
+if TYPE_CHECKING:
+    from ppgbench_pl.report.folder import Page
+
+
 FAMILIES = ("baseline", "controls", "models")
-FEATURE_CONTROLS = tuple(c for c in CONTROL_MODELS if not is_baseline(c))
 EFFECT_COLUMNS = [
     "regime", "task", "metric", "family", "model_a", "model_b", "n_seeds", "n_units", "n_subjects", "mean_a",
     "mean_b", "diff", "gain", "d_z", "sd_diff", "seed_ci_low", "seed_ci_high", "nb_ci_low", "nb_ci_high", "ratio",
@@ -33,29 +37,18 @@ MIN_SEEDS = 3
 
 def units(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
     """One row per ``ok`` job: model, task, regime, seed, fold, value, its fold's baseline, subject counts."""
-    rows = []
-    for rec in records:
-        entry = fold_entry(rec)
-        if entry is None or entry.value is None:
-            continue
-        rows.append(_unit_row(entry, rec))
+    rows = [[e.model, e.task, e.regime, e.metric, e.seed, e.fold, e.value, math.nan if e.baseline is None else
+             e.baseline, e.n_train or math.nan, e.n_test or math.nan, rec.get("kind") != "regression"]
+            for rec in records if (e := fold_entry(rec)) is not None and e.value is not None]
     return pd.DataFrame(rows, columns=["model", "task", "regime", "metric", "seed", "fold", "value",
                                        "baseline", "n_train", "n_test", "higher"])
-
-
-def _unit_row(entry: FoldEntry, rec: dict[str, Any]) -> dict[str, Any]:
-    return {"model": entry.model, "task": entry.task, "regime": entry.regime, "metric": entry.metric,
-            "seed": entry.seed, "fold": entry.fold, "value": entry.value,
-            "baseline": math.nan if entry.baseline is None else entry.baseline,
-            "n_train": entry.n_train or math.nan, "n_test": entry.n_test or math.nan,
-            "higher": rec.get("kind") != "regression"}
 
 
 def comparisons(models: list[str]) -> list[tuple[str, str, str]]:
     """(family, a, b) for one cell: every model vs its constant, PPG models vs controls, PPG model pairs."""
     models = [m for m in order_models(models) if not is_baseline(m)]
     ppg = [m for m in models if not is_control(m)]
-    controls = [m for m in models if m in FEATURE_CONTROLS or (is_control(m) and not is_baseline(m))]
+    controls = [m for m in models if is_control(m)]  # the constant is left out above
     out = [("baseline", m, "constant") for m in models]
     out += [("controls", m, c) for m in ppg for c in controls]
     out += [("models", a, b) for i, a in enumerate(ppg) for b in ppg[i + 1:]]
@@ -131,12 +124,9 @@ def _cell_rows(cell: pd.DataFrame, regime: str, task: str, alpha: float) -> list
 
 def effects_table(records: Iterable[dict[str, Any]], alpha: float = ALPHA) -> pd.DataFrame:
     """Every cell's paired effects (:data:`EFFECT_COLUMNS`), cells in protocol order."""
-    frame = units(records)
     rows: list[dict[str, Any]] = []
-    for regime in order_regimes(set(frame["regime"])):
-        part = frame[frame["regime"] == regime]
-        for task in order_tasks(set(part["task"])):
-            rows += _cell_rows(part[part["task"] == task], regime, task, alpha)
+    for (regime, task), cell in in_order(units(records), ("regime", "task")).groupby(["regime", "task"], sort=False):
+        rows += _cell_rows(cell, regime, task, alpha)
     return pd.DataFrame(rows, columns=EFFECT_COLUMNS)
 
 
@@ -149,3 +139,114 @@ def finite(values: Any) -> np.ndarray:
     """The finite entries of an array-like (for min/max over p-values that may be NaN)."""
     arr = np.asarray(values, dtype=float)
     return arr[np.isfinite(arr)]
+
+
+FPR_BAND, POWER_BAND = (0.02, 0.07), (0.7, 0.9)
+METHODS = {"two_level": "two-level interval", "corrected_t": "corrected t", "bootstrap": "subject cluster bootstrap",
+           "seed_interval": "seed interval", "published_rule": "published CI-overlap rule"}
+#: Trust table rows: (verdict, the test it rests on in the suite, how the verdict uses it).
+VERDICTS = [
+    ("win / tie / loss (compare, effects)", "two_level", "two-level test per cell; BH (compare) or Holm (effects)"),
+    ("near chance / above chance", "two_level", "best model vs constant: Holm in the cell, BH over cells"),
+    ("no PPG model beats both controls", "two_level",
+     "intersection-union of the tests vs each control: false positives at most the single test's; the "
+     "power shown is one comparison's (beating two controls needs both)"),
+    ("--subject-interval corrected-t (and rows without prediction files)", "corrected_t",
+     "Nadeau-Bengio corrected t"),
+    ("--subject-interval bootstrap", "bootstrap", "replaces the corrected t's p where it can be built"),
+    ("seed interval (seed_ci_*)", "seed_interval", "printed beside; decides nothing"),
+    ("published CI-overlap rule", "published_rule", "the published tables' bold and 'meaningfully better'"),
+]
+
+
+@cache
+def suite() -> dict[str, Any]:
+    """The precomputed suite (``trust_suite.json``)."""
+    text = resources.files("ppgbench_pl.report").joinpath("trust_suite.json").read_text(encoding="utf-8")
+    return dict(json.loads(text))
+
+
+def spread_ratio(diff: Any, seeds: Any) -> float:
+    """K x var(seed means) / mean within-seed variance of paired fold differences (NaN without 2 seeds).
+
+    About 1 for independent training noise, near 0 when the subjects dominate: it tells the noise mixes apart.
+    """
+    frame = pd.DataFrame({"d": np.asarray(diff, float), "s": np.asarray(seeds)})
+    groups = frame.groupby("s")["d"]
+    if groups.ngroups < 2 or groups.size().min() < 2:
+        return math.nan
+    within = float(groups.var(ddof=1).mean())
+    between = float(groups.mean().var(ddof=1)) * float(groups.size().mean())
+    return between / within if within > 0 else math.nan
+
+
+def _fmt(row: dict[str, Any]) -> str:
+    kind = "MAE" if row["kind"] == "regression" else "balanced accuracy"
+    return f"{row['mix']}, {kind}, {row['n']} subjects"
+
+
+@cache
+def interval_label(method: str) -> str:
+    """``in band`` or where the method leaves it over the suite (the mix named), for effects/compare rows."""
+    rows = [r for r in suite()["scenarios"] if method in r]
+    if not rows:
+        return "not measured"
+    parts = []
+    hi = max(rows, key=lambda r: r[method]["fpr"])
+    lo = min(rows, key=lambda r: r[method]["fpr"])
+    if hi[method]["fpr"] > FPR_BAND[1]:
+        parts.append(f"liberal: false-positive rate {hi[method]['fpr']:.2f} ({_fmt(hi)})")
+    if lo[method]["fpr"] < FPR_BAND[0]:
+        parts.append(f"conservative: false-positive rate {lo[method]['fpr']:.3f} ({_fmt(lo)})")
+    top = max(rows, key=lambda r: r[method]["power"])
+    if top[method]["power"] > POWER_BAND[1]:
+        parts.append(f"power {top[method]['power']:.2f} at its MDD ({_fmt(top)})")
+    return f"{METHODS[method]}: " + ("; ".join(parts) if parts else "in band in every mix of the suite")
+
+
+def closest(effects: pd.DataFrame) -> dict[str, Any] | None:
+    """The suite scenario closest to a run: same metric kind, nearest subjects, nearest log spread ratio."""
+    base = effects[effects["family"] == "baseline"] if "family" in effects else effects
+    ratio = float(np.nanmedian(base["spread_ratio"])) if len(base) and base["spread_ratio"].notna().any() else math.nan
+    subjects = float(np.nanmedian(base["n_subjects"])) if len(base) and base["n_subjects"].notna().any() else math.nan
+    if not (math.isfinite(ratio) and math.isfinite(subjects)):
+        return None
+    kind = "regression" if len(base) and str(base["metric"].iloc[0]) == "mae" else "classification"
+    rows = [r for r in suite()["scenarios"] if r["kind"] == kind] or suite()["scenarios"]
+    n = min({r["n"] for r in rows}, key=lambda v: abs(v - subjects))
+    rows = [r for r in rows if r["n"] == n]
+    return min(rows, key=lambda r: abs(math.log(max(r["spread_ratio"], 1e-3)) - math.log(max(ratio, 1e-3))))
+
+
+def trust_table(effects: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """One row per verdict: false-positive rate and power at the MDD, range over the suite and the closest mix."""
+    near = closest(effects)
+    rows = []
+    for verdict, method, how in VERDICTS:
+        cases = [r for r in suite()["scenarios"] if method in r]
+        if not cases:
+            continue
+        fpr = [r[method]["fpr"] for r in cases]
+        power = [r[method]["power"] for r in cases]
+        row = {"verdict": verdict, "test": how, "fpr_range": f"{min(fpr):.3f}-{max(fpr):.3f}",
+               "power_range": f"{min(power):.2f}-{max(power):.2f}", "label": interval_label(method)}
+        if near is not None and method in near:
+            row["fpr_closest_mix"], row["power_closest_mix"] = near[method]["fpr"], near[method]["power"]
+        rows.append(row)
+    mark = "no mix could be estimated (fewer than 2 seeds or no subject counts)" if near is None else \
+        f"closest mix to this run: {_fmt(near)} (spread ratio {near['spread_ratio']:.2f})"
+    return pd.DataFrame(rows), mark
+
+
+def draw_trust(page: Page, effects: pd.DataFrame) -> None:
+    """The trust section of the report (its table is also ``tables/trust.csv``)."""
+    from ppgbench_pl.report.folder import table
+
+    frame, mark = trust_table(effects)
+    meta = suite()
+    page.heading("How far the verdicts can be trusted", anchor="trust")
+    page.paragraph(f"False-positive rate at alpha 0.05 and power at the MDD each test prints, from "
+                   f"{len(meta['scenarios'])} simulated scenarios ({meta['reps']} replicates each; "
+                   f"docs/statistics.md, tools/statistics_tables.py). Band: false positives in "
+                   f"[{FPR_BAND[0]}, {FPR_BAND[1]}], power {POWER_BAND[0]}-{POWER_BAND[1]}. Marked: {mark}.")
+    page.raw(table(frame))

@@ -1,20 +1,26 @@
-"""Headline findings: cells near chance, and cells where the controls hold (docs/report.md, "The rules").
+"""Headline findings (cells near chance, cells where the controls hold) and the pretraining-overlap marks.
 
-Both use the one :class:`~ppgbench_pl.report.rules.Rule`. A control not run in a cell is not required there;
-a cell without a PRV/MOMENT control or without a PPG-specific model is left out of the control count.
+A control not run in a cell is not required there; the headline is recomputed without the flagged scores.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from ppgbench_pl.cards.overlap import record_overlap
 from ppgbench_pl.naming import BASELINE_MODEL, is_baseline
+from ppgbench_pl.report.compare import Rule, Scores
 from ppgbench_pl.report.load import CONTROL_MODELS, LEGACY_CONTROLS, RENAMED_CONTROLS, is_control
-from ppgbench_pl.report.rules import Rule
-from ppgbench_pl.report.scores import Scores
+
+if TYPE_CHECKING:
+    from ppgbench_pl.report.compare import Rule
+    from ppgbench_pl.report.folder import Page
+
 
 #: The PRV and MOMENT controls, under their current and their legacy names.
 FEATURE_CONTROLS = tuple(c for c in (*CONTROL_MODELS, *LEGACY_CONTROLS) if not is_baseline(c))
@@ -23,18 +29,16 @@ CHANCE_COLUMNS = ["regime", "task", "metric", "baseline", "baseline_mean", "base
 CONTROL_COLUMNS = ["regime", "task", "ppg_models", "controls", "winners", "status"]
 
 
-def _verdict(verdicts: list[bool | None]) -> str:
-    """Summarise several beats() verdicts: any True wins, else any None is undetermined."""
+def _status(verdicts: Iterable[bool | None], yes: str, no: str) -> str:
+    """Several beats() verdicts in one: any True wins, else any None is undetermined."""
+    verdicts = list(verdicts)
     if any(v is True for v in verdicts):
-        return "yes"
-    return "undetermined" if any(v is None for v in verdicts) else "no"
+        return yes
+    return "undetermined" if any(v is None for v in verdicts) else no
 
 
 def chance_cells(scores: Scores, rule: Rule) -> pd.DataFrame:
-    """One row per cell: the baseline(s), the best model, who beats its baseline, and the cell's status.
-
-    With several task views in a cell, ``baseline`` lists their rows and the mean/CI columns are empty.
-    """
+    """One row per cell: the baseline(s) (several task views: no mean/CI), the best model, who beats it, status."""
     rows = []
     for regime in scores.regimes:
         for task in scores.tasks(regime):
@@ -44,11 +48,7 @@ def chance_cells(scores: Scores, rule: Rule) -> pd.DataFrame:
             models = [s.model for s in scores.cell(task, regime) if not is_baseline(s.model)]
             verdicts = {m: rule.beats(scores, task, regime, m, BASELINE_MODEL) for m in models}
             winners = [m for m, v in verdicts.items() if v]
-            if not names:
-                status = "no_baseline"
-            else:
-                status = {"yes": "above_chance", "no": "near_chance",
-                          "undetermined": "undetermined"}[_verdict(list(verdicts.values()))]
+            status = _status(verdicts.values(), "above_chance", "near_chance") if names else "no_baseline"
             rows.append({
                 "regime": regime, "task": task, "metric": scores.metric[task], "baseline": ";".join(names),
                 "baseline_mean": base.mean if base else float("nan"),
@@ -67,21 +67,13 @@ def control_cells(scores: Scores, rule: Rule) -> pd.DataFrame:
             present = [s.model for s in scores.cell(task, regime)]
             ppg = [m for m in present if not is_control(m)]
             controls = [m for m in present if m in FEATURE_CONTROLS]
-            winners: list[str] = []
-            per_model: list[bool | None] = []
+            per_model: dict[str, bool | None] = {}
             for model in ppg:
                 verdicts = [rule.beats(scores, task, regime, model, c) for c in controls]
-                beats_all: bool | None = False if False in verdicts else (None if None in verdicts else True)
-                per_model.append(beats_all)
-                if beats_all:
-                    winners.append(model)
-            if not controls:
-                status = "no_controls"
-            elif not ppg:
-                status = "no_ppg_model"
-            else:
-                status = {"yes": "beaten", "no": "not_beaten",
-                          "undetermined": "undetermined"}[_verdict(per_model)]
+                per_model[model] = False if False in verdicts else (None if None in verdicts else True)
+            winners = [m for m, v in per_model.items() if v]
+            status = ("no_controls" if not controls else "no_ppg_model" if not ppg
+                      else _status(per_model.values(), "beaten", "not_beaten"))
             rows.append({"regime": regime, "task": task, "ppg_models": ";".join(ppg),
                          "controls": ";".join(controls), "winners": ";".join(winners), "status": status})
     return pd.DataFrame(rows, columns=CONTROL_COLUMNS)
@@ -150,23 +142,16 @@ class Headline:
 
 def headline(chance: pd.DataFrame, controls: pd.DataFrame, rule: Rule) -> Headline:
     """Count the cells of :func:`chance_cells` and :func:`control_cells`."""
-    def cells(frame: pd.DataFrame, status: str | tuple[str, ...]) -> list[tuple[str, str]]:
-        wanted = (status,) if isinstance(status, str) else status
-        part = frame[frame["status"].isin(wanted)]
+    def cells(frame: pd.DataFrame, *status: str) -> list[tuple[str, str]]:
+        part = frame[frame["status"].isin(status)]
         return list(zip(part["task"], part["regime"], strict=True))
 
     seen = {c for row in controls["controls"] for c in str(row).split(";") if c}
     assessable = controls[controls["status"].isin(("beaten", "not_beaten", "undetermined"))]
-    return Headline(
-        n_cells=len(chance), near_chance=cells(chance, "near_chance"),
-        undetermined_chance=cells(chance, "undetermined"), n_assessable=len(assessable),
-        controls_hold=cells(controls, "not_beaten"),
-        not_assessable=cells(controls, ("no_controls", "no_ppg_model")),
-        rule_text=rule.text,
-        controls_seen=[c for c in FEATURE_CONTROLS if c in seen],
-        no_baseline=cells(chance, "no_baseline"),
-        undetermined_controls=cells(controls, "undetermined"),
-    )
+    return Headline(len(chance), cells(chance, "near_chance"), cells(chance, "undetermined"), len(assessable),
+                    cells(controls, "not_beaten"), cells(controls, "no_controls", "no_ppg_model"), rule.text,
+                    [c for c in FEATURE_CONTROLS if c in seen], cells(chance, "no_baseline"),
+                    cells(controls, "undetermined"))
 
 
 def append_section(findings_md: Path, title: str, lines: list[str]) -> None:
@@ -177,3 +162,103 @@ def append_section(findings_md: Path, title: str, lines: list[str]) -> None:
         return
     text = findings_md.read_text(encoding="utf-8").rstrip("\n")
     write_text_atomic(findings_md, text + f"\n\n## {title}\n\n" + "\n".join(f"- {x}" for x in lines) + "\n")
+
+
+#: The marks of the cells; ``unknown`` is said once per table (caption), not per cell.
+MARKS = {"direct": "‡", "source": "§"}
+LEGEND = {
+    "direct": "pretrained on this dataset",
+    "source": "pretrained on a collection this dataset's recordings come from (possible patient overlap)",
+}
+#: Scores left out of the findings recomputed without overlap.
+FLAGGED = ("direct", "source")
+
+
+def mark(value: object) -> str:
+    """The symbol of one cell's flag ('' for ``none``/``unknown`` and for tables of runs without the flag)."""
+    return MARKS.get(str(value), "")
+
+
+def legend(values: Iterable[object], unknown_models: Iterable[str] = ()) -> str:
+    """`` Pretraining overlap: ‡ ...; § ...`` for the flags present, then the models whose data is unknown."""
+    present = {str(v) for v in values}
+    parts = [f"{MARKS[v]} {LEGEND[v]}" for v in MARKS if v in present]
+    unknown = sorted(set(unknown_models))
+    if unknown:
+        parts.append(f"pretraining data unknown for {', '.join(unknown)}")
+    return f" Pretraining overlap: {'; '.join(parts)} (model cards: ppgbench list encoders)." if parts else ""
+
+
+#: Columns of the report's other tables that name the model of a (task, model) cell.
+MODEL_COLUMNS = ("model", "best_model", "model_a", "model_b", "better")
+
+
+def cell_flags(records: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], str]:
+    """(task, model) -> ``pretraining_overlap`` of the records (older records: the model card's)."""
+    flags: dict[tuple[str, str], str] = {}
+    for record in records:
+        flags.setdefault((str(record.get("task")), str(record.get("model"))), record_overlap(record))
+    return flags
+
+
+def marked(frame: pd.DataFrame, flags: Mapping[tuple[str, str], str],
+           caption: str = "") -> tuple[pd.DataFrame, str]:
+    """A table's page copy whose model names carry their cell's mark, and the caption with the legend.
+
+    The CSV files keep the plain names; ``overlap_cells.csv`` and ``main_cells.csv`` hold the flags.
+    """
+    columns = [c for c in MODEL_COLUMNS if c in frame.columns]
+    if frame.empty or "task" not in frame.columns or not columns:
+        return frame, caption
+    out, seen = frame.copy(), set()
+    for column in columns:
+        found = [flags.get((str(task), str(model)), "") for task, model in zip(out["task"], out[column], strict=True)]
+        seen |= set(found)
+        out[column] = [f"{m} {mark(f)}" if mark(f) else m for m, f in zip(out[column], found, strict=True)]
+    return out, caption + legend(seen & set(MARKS))
+
+
+@dataclass
+class OverlapFindings:
+    """The flagged scores, the count lines (with the headline without the flagged ones) and the files."""
+
+    cells: pd.DataFrame
+    lines: list[str]
+    written: list[Path] = field(default_factory=list)
+
+
+def compute(scores: Scores, records: list[dict[str, Any]], rule: Rule, out: Path) -> OverlapFindings:
+    """Count the flags, recompute the headline from the unflagged records, write ``overlap_cells.csv``."""
+    from ppgbench_pl.report.folder import write_tables
+
+    summary = scores.summary
+    part = summary[~summary["model"].map(is_baseline) & (summary["pretraining_overlap"] != "none")]
+    cells = part[["regime", "task", "model", "pretraining_overlap"]].reset_index(drop=True)
+    cells["mark"] = cells["pretraining_overlap"].map(lambda v: MARKS.get(v, "unknown"))
+    counts = {str(k): int(v) for k, v in cells["pretraining_overlap"].value_counts().items()}
+    n_scores = int((~summary["model"].map(is_baseline)).sum())
+    flagged = sum(counts.get(v, 0) for v in FLAGGED)
+    lines = [f"Pretraining overlap: {flagged} of {n_scores} model x task x regime scores are flagged "
+             f"({counts.get('direct', 0)} ‡ pretrained on the test dataset, {counts.get('source', 0)} § on its "
+             f"source database); {counts.get('unknown', 0)} have unknown pretraining data (kept below)."]
+    kept = [r for r in records if record_overlap(r) not in FLAGGED]
+    if flagged and kept:
+        clean = Scores(kept, scores.ci_unit)
+        first = headline(chance_cells(clean, rule), control_cells(clean, rule), rule).lines()[:2]
+        lines += [f"Without the {flagged} flagged scores ({n_scores - flagged} kept): {first[0]}",
+                  f"Without them: {first[1]}"]
+    elif flagged:
+        lines.append("Without the flagged scores nothing is left to judge.")
+    return OverlapFindings(cells, lines, write_tables(out, {"overlap_cells": cells}))
+
+
+def draw(page: Page, result: OverlapFindings) -> None:
+    """The overlap counts as bullets, and the flagged scores in a collapsed table."""
+    from ppgbench_pl.report.folder import table
+
+    page.heading("Pretraining overlap", level=3, anchor="overlap")
+    page.bullets(result.lines, "findings")
+    if not result.cells.empty:
+        page.details(f"Scores with a pretraining-overlap flag or unknown pretraining data: {len(result.cells)}",
+                     table(result.cells, "‡ direct, § source: from each model's card "
+                                         "(ppgbench list encoders) and each dataset's derived_from."))

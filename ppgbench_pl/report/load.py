@@ -1,22 +1,25 @@
 """Read run folders and exported files into one set of job records, the report's only input.
 
-A job id seen twice is kept once: a completed record wins over a failed one, and of two completed records
-that disagree the first input's wins (the conflict is listed in the report).
+A job seen twice is kept once: completed beats failed; of two completed records the first input's wins.
 """
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ppgbench_pl.cards.overlap import RANDOM_INIT_SUFFIX
 from ppgbench_pl.errors import PPGBenchError
 from ppgbench_pl.naming import is_baseline
 from ppgbench_pl.results.fold_entry import code_label, fold_entry
 from ppgbench_pl.results.records import RESULTS_FILE, RecordScan, job_id, scan_records
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 CONTROL_MODELS = ("prv_neurokit2", "prv_published", "moment_small", "constant")
 #: The current name of each control name of older run folders (the NeuroKit2 PRV was called ``prv``).
@@ -49,15 +52,7 @@ class RunSet:
     @property
     def code_versions(self) -> dict[str, int]:
         """Code version label -> completed jobs it made ('' for records that do not say)."""
-        counts: dict[str, int] = {}
-        for rec in self.records:
-            label = code_label(rec.get("code_version"))
-            counts[label] = counts.get(label, 0) + 1
-        return dict(sorted(counts.items()))
-
-    def warn(self, message: str) -> None:
-        """Note a prediction file that was skipped (shown on the page, printed as a warning)."""
-        self.prediction_problems.append(message)
+        return dict(sorted(Counter(code_label(rec.get("code_version")) for rec in self.records).items()))
 
     @property
     def skipped(self) -> list[str]:
@@ -73,23 +68,13 @@ class RunSet:
         """Return the folder holding a record's prediction files (the file, for a job read from an export)."""
         return self.sources[record_id(record)]
 
-    def has_predictions(self, record: dict[str, Any]) -> bool:
-        """Whether the record's prediction files can be looked for (no: an export of format version 1)."""
-        return not self.job_folder(record).is_file() or record_id(record) in self.packed
-
     def prediction_where(self, record: dict[str, Any], name: str) -> str:
         """How a message names one prediction file: its path, or ``<export file>: job <id> <name>``."""
         folder = self.job_folder(record)
         return f"{folder}: job {record_id(record)} {name}" if folder.is_file() else str(folder / name)
 
     def prediction_arrays(self, record: dict[str, Any], name: str) -> dict[str, Any]:
-        """Every array of one of a record's prediction files, from its job folder or its exported file.
-
-        Raises:
-            FileNotFoundError: The file does not exist (or the export does not carry it).
-            ValueError: It cannot be read (one line saying why).
-
-        """
+        """Every array of a record's prediction file; FileNotFoundError, or ValueError saying why it is unreadable."""
         import zipfile
         import zlib
 
@@ -152,6 +137,13 @@ def order_tasks(names: set[str] | Sequence[str]) -> list[str]:
     return [t for t in TASKS if t in names] + sorted(names - set(TASKS))
 
 
+def in_order(frame: pd.DataFrame, columns: Sequence[str] = ("regime", "task", "model")) -> pd.DataFrame:
+    """``frame`` sorted stably by the protocol's order of its regime, task and model ``columns``."""
+    order = {"regime": order_regimes, "task": order_tasks, "model": order_models}
+    keys = {c: {v: i for i, v in enumerate(order[c](set(frame[c])))} for c in columns}
+    return frame.sort_values(list(columns), key=lambda col: col.map(keys[col.name]), kind="stable")
+
+
 def record_id(record: dict[str, Any]) -> str:
     """Return the record's job id (recomputed from its fields if an old record lacks one)."""
     if record.get("job_id"):
@@ -203,19 +195,17 @@ def run_meta(run_dir: Path) -> dict[str, Any]:
     return meta
 
 
+def parameter_counts(raw: Any) -> dict[str, dict[str, int]]:
+    """{model: {"total": n, "trainable": n}} from that or {model: n}; TypeError, ValueError or AttributeError."""
+    return {m: {"total": int(v)} if isinstance(v, int) else {k: int(x) for k, x in v.items()} for m, v in raw.items()}
+
+
 def read_parameters(meta: dict[str, Any], source: Path) -> dict[str, dict[str, int]]:
-    """``run.json`` ``parameters``: {model: {"total": n, "trainable": n}} or {model: n}, if present."""
-    out: dict[str, dict[str, int]] = {}
-    raw = meta.get("parameters") or {}
+    """``run.json`` ``parameters``, if present."""
     try:
-        for model, value in raw.items():
-            if isinstance(value, int):
-                out[model] = {"total": value}
-            else:
-                out[model] = {k: int(v) for k, v in value.items()}
+        return parameter_counts(meta.get("parameters") or {})
     except (AttributeError, TypeError, ValueError):
         raise ReportError(f"{source}: 'parameters' must map model names to counts") from None
-    return out
 
 
 def check_record(record: dict[str, Any]) -> dict[str, Any]:
@@ -231,7 +221,6 @@ def check_record(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def _check_folder(run_dir: Path) -> None:
-    """Raise a one-line error unless ``run_dir`` looks like a run folder."""
     if not run_dir.exists():
         raise ReportError(f"{run_dir}: no such run folder")
     if not run_dir.is_dir():
@@ -270,23 +259,6 @@ def _outcome(record: dict[str, Any]) -> Any:
     return [r.get("metrics") for r in record.get("results", [])], record.get("baseline")
 
 
-def _merge(scan: RecordScan, run_dir: Path, into: tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]],
-                                                   dict[str, Path]], conflicts: list[str]) -> None:
-    """Add one input's records to (completed, failed, sources): the first completed record of a job wins."""
-    ok, failed, sources = into
-    for rec, folder in zip(scan.records, scan.folders, strict=True):
-        jid = record_id(rec)
-        if rec.get("status") != "ok":
-            failed.setdefault(jid, rec)
-            continue
-        if jid not in ok:
-            ok[jid] = rec
-            sources[jid] = folder
-        elif _outcome(ok[jid]) != _outcome(rec):
-            kept = sources[jid] if sources[jid].is_file() else sources[jid].parent.parent
-            conflicts.append(f"{jid}: {run_dir} disagrees with {kept}; kept {kept}")
-
-
 def load_runs(run_dirs: Sequence[str | Path]) -> RunSet:
     """Combine run folders (``jobs/<id>/results.json``) and ``ppgbench export`` files, in order of precedence.
 
@@ -321,7 +293,15 @@ def load_runs(run_dirs: Sequence[str | Path]) -> RunSet:
         if run_dir.is_file():
             runs.documents[run_dir] = meta["document"]
             carried.update({run_dir: meta["predictions"]} if meta["predictions"] is not None else {})
-        _merge(scan, run_dir, (ok, failed, runs.sources), runs.conflicts)
+        for rec, folder in zip(scan.records, scan.folders, strict=True):  # the first completed record wins
+            jid = record_id(rec)
+            if rec.get("status") != "ok":
+                failed.setdefault(jid, rec)
+            elif jid not in ok:
+                ok[jid], runs.sources[jid] = rec, folder
+            elif _outcome(ok[jid]) != _outcome(rec):
+                kept = runs.sources[jid] if runs.sources[jid].is_file() else runs.sources[jid].parent.parent
+                runs.conflicts.append(f"{jid}: {run_dir} disagrees with {kept}; kept {kept}")
     if not ok:
         raise ReportError(f"no completed jobs in {', '.join(map(str, dirs))} ({len(failed)} failed)")
     check_protocols(protocols)

@@ -1,8 +1,6 @@
 """The report's search-noise section (issue 19 item 4): what other search seeds add, and which verdicts flip.
 
-``search_noise.csv``: per model cell with ``search_seeds``, the spread of a fold value and of the cell mean
-over search seeds beside the published seed CI; ``search_flips.csv``: every verdict (published or paired)
-that changes when another search seed stands in for seed 0 in every job that has it (docs/statistics.md).
+A verdict flips when another search seed standing in for seed 0 changes it (docs/statistics.md).
 """
 
 from __future__ import annotations
@@ -18,7 +16,7 @@ import pandas as pd
 from ppgbench_pl.results.fold_entry import short_mean, student_t_ci
 
 if TYPE_CHECKING:
-    from ppgbench_pl.report.html import Page
+    from ppgbench_pl.report.folder import Page
 
 NOISE_COLUMNS = ["regime", "task", "model", "metric", "search_seeds", "n_units", "sd_search", "sd_folds",
                  "search_share", "sd_cell_mean", "seed_ci95", "cell_mean_sd_over_ci"]
@@ -27,12 +25,10 @@ FLIP_COLUMNS = ["search_seed", "rule", "verdict_of", "regime", "task", "publishe
 
 @dataclass
 class SearchNoise:
-    """The variance table, the flipped verdicts, the search seeds seen, the summary lines and files."""
+    """The variance table, the flipped verdicts, the summary lines and the files written."""
 
     noise: pd.DataFrame
     flips: pd.DataFrame
-    search_seeds: list[int]
-    checked: int = 0
     lines: list[str] = field(default_factory=list)
     written: list[Path] = field(default_factory=list)
 
@@ -83,49 +79,26 @@ def _noise_row(cell: pd.DataFrame) -> dict[str, Any]:
             "seed_ci95": ci, "cell_mean_sd_over_ci": sd_cell / ci if ci > 0 else math.nan}
 
 
-def noise_table(units: pd.DataFrame) -> pd.DataFrame:
-    """Per (model, task, regime) with search seeds: the variance the search seeds add."""
-    from ppgbench_pl.report.load import order_models, order_regimes, order_tasks
-
-    rows = []
-    for regime in order_regimes(set(units["regime"])):
-        part = units[units["regime"] == regime]
-        for task in order_tasks(set(part["task"])):
-            cell = part[part["task"] == task]
-            for model in order_models(sorted(set(cell["model"]))):
-                one = cell[cell["model"] == model]
-                rows.append({"regime": regime, "task": task, "model": model, "metric": one["metric"].iloc[0],
-                             **_noise_row(one)})
-    return pd.DataFrame(rows, columns=NOISE_COLUMNS)
-
-
 def view(records: list[dict[str, Any]], k: int) -> list[dict[str, Any]]:
     """The records with search seed ``k`` standing in for the published search wherever a job has it."""
-    out = []
-    for rec in records:
-        if k and has_search_seeds(rec):
-            rec = dict(rec, results=[e for e in rec["search_seed_results"] if int(e.get("search_seed", 0)) == k])
-        out.append(rec)
-    return out
+    return [dict(rec, results=[e for e in rec["search_seed_results"] if int(e.get("search_seed", 0)) == k])
+            if k and has_search_seeds(rec) else rec for rec in records]
 
 
 def verdicts_of(records: list[dict[str, Any]], alpha: float, ci_unit: str) -> dict[tuple[str, ...], str]:
     """Every verdict the report draws: (rule, what, regime, task) -> verdict."""
     from ppgbench_pl.report import effects, findings, verdicts
-    from ppgbench_pl.report.rules import Rule
-    from ppgbench_pl.report.scores import Scores
+    from ppgbench_pl.report.compare import Rule, Scores
 
     scores, rule = Scores(records, ci_unit), Rule("ci", alpha)
     chance, controls = findings.chance_cells(scores, rule), findings.control_cells(scores, rule)
     table = effects.effects_table(records, alpha)
     out: dict[tuple[str, ...], str] = {}
-    for frame, what in ((chance, "near chance"), (controls, "controls hold")):
-        for row in frame.itertuples():
-            out[("published", what, row.regime, row.task)] = str(row.status)
-    for frame, what in ((verdicts.paired_chance(table, chance, alpha), "near chance"),
-                        (verdicts.paired_controls(table, controls, alpha), "controls hold")):
-        for row in frame.itertuples():
-            out[("paired", what, row.regime, row.task)] = str(row.paired_status)
+    for rule_name, frame, what, column in (
+            ("published", chance, "near chance", "status"), ("published", controls, "controls hold", "status"),
+            ("paired", verdicts.paired_chance(table, chance, alpha), "near chance", "paired_status"),
+            ("paired", verdicts.paired_controls(table, controls, alpha), "controls hold", "paired_status")):
+        out.update({(rule_name, what, r.regime, r.task): str(getattr(r, column)) for r in frame.itertuples()})
     for row in table.itertuples():
         out[("paired", f"{row.model_a} vs {row.model_b}", row.regime, row.task)] = str(row.verdict)
     return out
@@ -146,46 +119,39 @@ def flip_table(records: list[dict[str, Any]], seeds: list[int], alpha: float,
     return pd.DataFrame(rows, columns=FLIP_COLUMNS), len(published) * (len(seeds) - 1)
 
 
-def summary_lines(result: SearchNoise) -> list[str]:
-    """The section's findings in words (also appended to ``findings.md``)."""
-    noise, flips = result.noise, result.flips
-    if noise.empty:
-        return []
+def compute(records: list[dict[str, Any]], out: Path, alpha: float, ci_unit: str = "seed") -> SearchNoise:
+    """The section's tables (written under ``out/tables`` when the runs have search seeds) and findings."""
+    from ppgbench_pl.report.folder import write_tables
+    from ppgbench_pl.report.load import in_order
+
+    units = seed_units(records)
+    if units.empty:
+        return SearchNoise(pd.DataFrame(columns=NOISE_COLUMNS), pd.DataFrame(columns=FLIP_COLUMNS))
+    seeds = sorted(int(k) for k in set(units["search_seed"]))
+    noise = pd.DataFrame([{"regime": regime, "task": task, "model": model, "metric": one["metric"].iloc[0],
+                           **_noise_row(one)} for (regime, task, model), one
+                          in in_order(units).groupby(["regime", "task", "model"], sort=False)], columns=NOISE_COLUMNS)
+    flips, checked = flip_table(records, seeds, alpha, ci_unit)
     cells = noise[["regime", "task"]].drop_duplicates()
-    lines = [f"Search noise: search seeds {result.search_seeds} in {len(cells)} cells ({len(noise)} model cells); "
+    lines = [f"Search noise: search seeds {seeds} in {len(cells)} cells ({len(noise)} model cells); "
              f"the median model cell's fold value moves by sd {noise['sd_search'].median():.3g} over search "
              f"seeds ({noise['search_share'].median():.0%} of the variance of its fold values), and its "
              f"cell mean by sd {noise['sd_cell_mean'].median():.3g}, "
              f"{noise['cell_mean_sd_over_ci'].median():.2g} times its published seed CI half-width."]
     if flips.empty:
-        lines.append(f"No verdict flips under another search seed ({result.checked} verdicts compared: the "
+        lines.append(f"No verdict flips under another search seed ({checked} verdicts compared: the "
                      "published and paired near-chance and controls-hold statuses and every paired comparison).")
     else:
         named = "; ".join(f"{r.task} ({r.regime}) {r.rule} {r.verdict_of}: {r.published_search} -> "
                           f"{r.this_search} (search seed {r.search_seed})" for r in flips.head(10).itertuples())
         more = f" and {len(flips) - 10} more" if len(flips) > 10 else ""
-        lines.append(f"{len(flips)} of {result.checked} verdicts flip under another search seed: {named}{more}.")
-    return lines
-
-
-def compute(records: list[dict[str, Any]], out: Path, alpha: float, ci_unit: str = "seed") -> SearchNoise:
-    """The section's tables (written under ``out/tables`` when the runs have search seeds)."""
-    from ppgbench_pl.report.folder import write_tables
-
-    units = seed_units(records)
-    seeds = sorted(int(k) for k in set(units["search_seed"]))
-    if units.empty:
-        return SearchNoise(pd.DataFrame(columns=NOISE_COLUMNS), pd.DataFrame(columns=FLIP_COLUMNS), [0])
-    flips, checked = flip_table(records, seeds, alpha, ci_unit)
-    result = SearchNoise(noise_table(units), flips, seeds, checked)
-    result.lines = summary_lines(result)
-    result.written = write_tables(out, {"search_noise": result.noise, "search_flips": result.flips})
-    return result
+        lines.append(f"{len(flips)} of {checked} verdicts flip under another search seed: {named}{more}.")
+    return SearchNoise(noise, flips, lines, write_tables(out, {"search_noise": noise, "search_flips": flips}))
 
 
 def draw(page: Page, result: SearchNoise) -> None:
     """The page's search-noise section."""
-    from ppgbench_pl.report.html import table
+    from ppgbench_pl.report.folder import table
 
     page.heading("Search-noise sensitivity", anchor="search_noise")
     if result.noise.empty:

@@ -1,23 +1,23 @@
 """The main tables: per regime, tasks x models, mean ± Student-t 95% CI per cell (protocol.md section 10).
 
-Bold, the ``†``/``?`` row markers, ``[S×F]`` and the ``s v b d`` flags are explained in docs/report.md and in
-each caption. Written as CSV (``*`` after a bold cell; ``main_cells.csv`` the numbers), Markdown and LaTeX.
+Marks and flags are explained in docs/report.md and each caption; written as CSV, Markdown and LaTeX.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
+import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from ppgbench_pl.naming import BASELINE_MODEL, is_baseline
-from ppgbench_pl.report.filenames import safe_stem
-from ppgbench_pl.report.html import MISSING
-from ppgbench_pl.report.overlap_marks import legend, mark
-from ppgbench_pl.report.rules import Rule, bold_models
-from ppgbench_pl.report.scores import Scores
+from ppgbench_pl.report.compare import Rule, Scores, bold_models
+from ppgbench_pl.report.findings import legend, mark
+from ppgbench_pl.report.folder import MISSING
 from ppgbench_pl.results.fold_entry import task_facts
 
 METRIC_NAMES = {"mae": "MAE", "balanced_accuracy": "BA", "argmax_balanced_accuracy": "argmax BA"}
@@ -28,16 +28,6 @@ CELL_COLUMNS = ["regime", "task", "metric", "model", "mean", "ci95", "n_seeds", 
 FLAG_TEXT = {"s": "seeds/folds differ from the rest of the row (or between seeds)",
              "v": "made by more than one code version", "b": "made by more than one backend",
              "d": "not the published protocol (main_cells.csv column deviations)"}
-
-
-def _grid(pairs: set[tuple[int, int]]) -> tuple[str, bool]:
-    """``S×F`` (seeds x most folds of a seed) and whether every seed has the same folds."""
-    by_seed: dict[int, set[int]] = {}
-    for seed, fold in pairs:
-        by_seed.setdefault(seed, set()).add(fold)
-    folds = list(by_seed.values())
-    balanced = all(f == folds[0] for f in folds)
-    return f"{len(by_seed)}×{max((len(f) for f in folds), default=0)}", balanced
 
 
 def _distinct(values: pd.Series) -> list[str]:
@@ -51,9 +41,10 @@ def cell_facts(scores: Scores, task: str, regime: str) -> dict[str, dict[str, st
     row = set().union(*(p for m, p in pairs.items() if not is_baseline(m))) if pairs else set()
     out = {}
     for model, part in runs.items():
-        grid, balanced = _grid(pairs[model])
+        by_seed = part.groupby("seed")["fold"].agg(frozenset)  # ``S×F``: seeds x most folds of a seed
+        grid = f"{len(by_seed)}×{max(map(len, by_seed), default=0)}"
         codes, backends = _distinct(part["code_version"]), [b for b in _distinct(part["backend"]) if b]
-        flags = ("s" if not balanced or (row and pairs[model] != row) else "") + \
+        flags = ("s" if by_seed.nunique() > 1 or (row and pairs[model] != row) else "") + \
                 ("v" if len(codes) > 1 else "") + ("b" if len(backends) > 1 else "")
         out[model] = {"grid": grid, "flags": flags, "code_versions": ";".join(c or "unknown" for c in codes),
                       "backends": ";".join(backends), "view": str(part["view"].iloc[0]) if len(part) else ""}
@@ -101,13 +92,17 @@ def backend_text(cells: pd.DataFrame, regime: str) -> str:
     return ", ".join(f"{b} ({', '.join(models)})" for b, models in sorted(users.items()))
 
 
-def metric_label(metric: str, task: str | None = None, arrow: bool = True) -> str:
+def higher_is_better(task: str, metric: str) -> bool:
+    """The direction of a task's metric (from its declaration; else any metric but MAE is higher-better)."""
+    higher = task_facts(task)[2]
+    return metric != "mae" if higher is None else higher
+
+
+def metric_label(metric: str, task: str) -> str:
     """``MAE (bpm) ↓`` for a task with a unit (from its declaration), ``BA ↑`` without one."""
-    _, unit, higher = task_facts(task) if task else ("", "", None)
-    if higher is None:
-        higher = metric != "mae"
+    unit = unit_of(task)
     text = METRIC_NAMES.get(metric, metric) + (f" ({unit})" if unit else "")
-    return f"{text} {'↑' if higher else '↓'}" if arrow else text
+    return f"{text} {'↑' if higher_is_better(task, metric) else '↓'}"
 
 
 def unit_of(task: str) -> str:
@@ -115,35 +110,36 @@ def unit_of(task: str) -> str:
     return task_facts(task)[1]
 
 
-def decimals(metric: str) -> int:
-    """Digits shown: 2 for MAE-like metrics, 3 for balanced accuracies."""
-    return 3 if "accuracy" in metric else 2
-
-
 def format_score(mean: float, ci95: float, metric: str) -> str:
-    """``mean ± ci`` with the metric's digits; the mean alone when the CI is unknown."""
-    d = decimals(metric)
+    """``mean ± ci`` with the metric's digits (3 for accuracies, else 2); the mean alone when the CI is unknown."""
+    d = 3 if "accuracy" in metric else 2
     return f"{mean:.{d}f}" if math.isnan(ci95) else f"{mean:.{d}f} ± {ci95:.{d}f}"
+
+
+def cell_text(row: Any, usual: str, bold: Callable[[str], str]) -> str:
+    """A ``main_cells`` row as a table shows it: the score (``bold`` markup), its ‡ § mark, ``[S×F flags]``."""
+    text = format_score(row.mean, row.ci95, row.metric)
+    text = (bold(text) if row.bold else text) + mark(row.pretraining_overlap)  # ‡ §: cards/overlap.py
+    if row.grid != usual or row.flags:
+        text += f" [{row.grid}{' ' + row.flags if row.flags else ''}]"
+    return text
 
 
 def main_cells(scores: Scores, rule: Rule, chance: pd.DataFrame) -> pd.DataFrame:
     """Long table of every (regime, task, model) score with its bold flag and baseline verdict."""
     status = {(r.regime, r.task): r.status for r in chance.itertuples()}
-    summary = scores.summary
-    budgets = dict(zip(zip(summary["task"], summary["regime"], summary["model"], strict=True),
-                       summary.get("budget", pd.Series(["published"] * len(summary))), strict=True))
-    keys = list(zip(summary["task"], summary["regime"], summary["model"], strict=True))
-    overlaps = dict(zip(keys, summary.get("pretraining_overlap", pd.Series(["none"] * len(summary))), strict=True))
-    deviations = dict(zip(keys, summary.get("deviations", pd.Series([""] * len(summary))).fillna(""), strict=True))
+    info = scores.summary.set_index(["task", "regime", "model"])[["budget", "pretraining_overlap", "deviations"]]
+    rows_of = info.fillna({"deviations": ""}).to_dict("index")
     rows = []
     for regime in scores.regimes:
         for task in scores.tasks(regime):
             bold = bold_models(scores, task, regime)
             facts = cell_facts(scores, task, regime)
             for s in scores.cell(task, regime):
+                info = rows_of[(task, regime, s.model)]
                 # the cell itself says it is off the protocol (the caption alone cannot say which cells are);
                 # a constant baseline is made from the labels alone, which no listed setting or callback changes
-                off = "" if is_baseline(s.model) else deviations.get((task, regime, s.model)) or ""
+                off = "" if is_baseline(s.model) else info["deviations"] or ""
                 cell = {**facts[s.model], "flags": facts[s.model]["flags"] + ("d" if off else "")}
                 base = None if is_baseline(s.model) else scores.baseline_of(task, regime, s.model)
                 beats = None if is_baseline(s.model) else rule.beats(scores, task, regime, s.model,
@@ -153,37 +149,25 @@ def main_cells(scores: Scores, rule: Rule, chance: pd.DataFrame) -> pd.DataFrame
                              "bold": s.model in bold, "beats_baseline": beats,
                              "row_status": status.get((regime, task), ""), "baseline": base or "",
                              **cell, "unit": unit_of(task),
-                             "budget": budgets.get((task, regime, s.model)) or "published",
-                             "pretraining_overlap": overlaps.get((task, regime, s.model)) or "none",
+                             "budget": info["budget"] or "published",
+                             "pretraining_overlap": info["pretraining_overlap"] or "none",
                              "deviations": off})
     return pd.DataFrame(rows, columns=CELL_COLUMNS)
 
 
 def wide_table(cells: pd.DataFrame, regime: str, models: list[str], tasks: list[str],
-               bold: Callable[[str], str], marker: Callable[[str], str]) -> pd.DataFrame:
-    """Tasks x models text table of one regime; ``bold`` and ``marker`` give the output format's markup."""
+               bold: Callable[[str], str]) -> pd.DataFrame:
+    """Tasks x models text table of one regime; ``bold`` gives the output format's markup."""
     part = cells[cells["regime"] == regime]
     usual = usual_grid(cells, regime)
     rows = []
     for task in tasks:
-        task_rows = part[part["task"] == task]
-        if task_rows.empty:
-            continue
-        first = task_rows.iloc[0]
-        label = task + (marker(ROW_MARKERS[first.row_status]) if first.row_status in ROW_MARKERS else "")
-        row = {"task": label, "metric": metric_label(first.metric, task)}
-        by_model = {r.model: r for r in task_rows.itertuples()}
-        for model in models:
-            r = by_model.get(model)
-            if r is None:
-                row[model] = MISSING
-                continue
-            text = format_score(r.mean, r.ci95, r.metric)
-            text = (bold(text) if r.bold else text) + mark(r.pretraining_overlap)  # ‡ §: cards/overlap.py
-            if r.grid != usual or r.flags:
-                text += f" [{r.grid}{' ' + r.flags if r.flags else ''}]"
-            row[model] = text
-        rows.append(row)
+        by_model = {r.model: r for r in part[part["task"] == task].itertuples()}
+        if by_model:
+            first = next(iter(by_model.values()))
+            marker = f" {ROW_MARKERS[first.row_status]}" if first.row_status in ROW_MARKERS else ""
+            rows.append({"task": task + marker, "metric": metric_label(first.metric, task),
+                         **{m: cell_text(by_model[m], usual, bold) if m in by_model else MISSING for m in models}})
     return pd.DataFrame(rows, columns=["task", "metric", *models])
 
 
@@ -235,21 +219,20 @@ def to_latex(frame: pd.DataFrame, caption: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def caption(regime: str, rule: Rule, ci_unit: str, cells: pd.DataFrame | None = None) -> str:
-    """Write the caption: the table's rules and, given the cells, what the table is made of."""
+def caption(regime: str, rule: Rule, ci_unit: str, cells: pd.DataFrame) -> str:
+    """Write the caption: the table's rules and what the table is made of."""
     text = (f"{regime}: mean ± Student-t 95% CI over {ci_unit}s. Bold: best mean and every model whose CI "
             f"overlaps it. † no model meaningfully better than its constant baseline ({rule.text}); "
             f"? not decidable; {MISSING} not run.")
-    if cells is None or cells[cells["regime"] == regime].empty:
+    part = cells[cells["regime"] == regime]
+    if part.empty:
         return text
-    text = budget_note(cells[cells["regime"] == regime]) + deviation_note(cells[cells["regime"] == regime]) + text
-    usual = usual_grid(cells, regime)
-    seeds, folds = usual.split("×")
+    text = budget_note(part) + deviation_note(part) + text
+    seeds, folds = usual_grid(cells, regime).split("×")
     text += (f" Each cell: {seeds} seed{'s' * (seeds != '1')} × {folds} fold{'s' * (folds != '1')} unless "
              "marked [seeds×folds]. Flags: "
              + "; ".join(f"{k} {v}" for k, v in FLAG_TEXT.items())
              + f". Backend: {backend_text(cells, regime)}.")
-    part = cells[cells["regime"] == regime]
     text += legend(part["pretraining_overlap"], part.loc[part["pretraining_overlap"] == "unknown", "model"])
     if part["model"].map(is_baseline).sum() > part["task"].nunique():
         text += (" Several constant columns: one baseline per task view (encoder rate); each model is "
@@ -283,15 +266,22 @@ def write_main_tables(cells: pd.DataFrame, scores: Scores, rule: Rule, out_dir: 
     cells.to_csv(paths[0], index=False)
     for regime in scores.regimes:
         args = (cells, regime, scores.models, scores.tasks(regime))
-        text = caption(regime, rule, scores.ci_unit, cells)
-        csv = wide_table(*args, bold=lambda t: f"{t} *", marker=lambda m: f" {m}")
-        md = wide_table(*args, bold=lambda t: f"**{t}**", marker=lambda m: f" {m}")
-        for suffix, content in ((".csv", None), (".md", f"{text}\n\n{to_markdown(md)}"),
-                                (".tex", to_latex(md, text))):
-            path = out_dir / f"main_{safe_stem(regime)}{suffix}"
-            if content is None:
-                csv.to_csv(path, index=False)
-            else:
-                path.write_text(content, encoding="utf-8")
-            paths.append(path)
+        text, stem = caption(regime, rule, scores.ci_unit, cells), f"main_{safe_stem(regime)}"
+        wide_table(*args, bold=lambda t: f"{t} *").to_csv(out_dir / f"{stem}.csv", index=False)
+        md = wide_table(*args, bold=lambda t: f"**{t}**")
+        (out_dir / f"{stem}.md").write_text(f"{text}\n\n{to_markdown(md)}", encoding="utf-8")
+        (out_dir / f"{stem}.tex").write_text(to_latex(md, text), encoding="utf-8")
+        paths += [out_dir / f"{stem}{suffix}" for suffix in (".csv", ".md", ".tex")]
     return paths
+
+
+_PLAIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
+
+
+def safe_stem(name: str) -> str:
+    """A file-name part for ``name``: itself when plain, else its safe characters and an 8-hex digest."""
+    if _PLAIN.fullmatch(name) and ".." not in name:
+        return name
+    kept = _UNSAFE.sub("_", name).strip("_")[:40] or "name"
+    return f"{kept}-{hashlib.sha256(name.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}"

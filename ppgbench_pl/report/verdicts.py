@@ -1,8 +1,6 @@
-"""The findings under paired tests with multiplicity control, beside the published counts, and their section.
+"""The findings under paired tests with multiplicity control, beside the published counts (docs/statistics.md).
 
-Near chance: the cell's p is the smallest Holm-adjusted p of its models with a positive gain against their
-constant, Benjamini-Hochberg over the cells. Controls: per model the largest p against the controls
-(intersection-union), Holm over the cell's models, BH over the cells (docs/statistics.md, "Multiplicity").
+Near chance: per cell the smallest Holm p of its models against their constant; controls: intersection-union.
 """
 
 from __future__ import annotations
@@ -15,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from ppgbench_pl.report.effects import effects_table, finite
+from ppgbench_pl.report.effects import draw_trust, effects_table, finite, trust_table
 from ppgbench_pl.results.inference import (
     ALPHA,
     adjusted_mdd_at,
@@ -28,7 +26,7 @@ from ppgbench_pl.results.inference import (
 from ppgbench_pl.results.two_level import seeds_for, subjects_for, two_level_mdd
 
 if TYPE_CHECKING:
-    from ppgbench_pl.report.html import Page
+    from ppgbench_pl.report.folder import Page
     from ppgbench_pl.report.load import RunSet
 
 CHANCE_COLUMNS = ["regime", "task", "metric", "published_status", "best_model", "gain", "mdd", "mdd_adj", "p_cell",
@@ -56,19 +54,17 @@ def _chance_row(cell: pd.DataFrame, alpha: float, n_cells: int = 1) -> dict[str,
     wins = base[(base["gain"] > 0) & (base["p_holm"] < alpha)]["model_a"].tolist()
     level = family_level(alpha, max(len(base), 1) * max(n_cells, 1))  # Holm in the cell, then BH's first step
     seeds, subjects = planned(best, level)
+    mdd_adj = math.nan  # the best model's MDD at the per-test level, by the test that gave its p
+    if best is not None and best.get("interval") == "two-level":
+        mdd_adj = two_level_mdd(float(best["var_subject"]), float(best["var_seed"]), float(best["tl_df"]), level)
+    elif best is not None:
+        mdd_adj = adjusted_mdd_at(float(best["mdd"]), int(best["n_units"]), level)
     return {"best_model": "" if best is None else best["model_a"], "seeds_to_detect_gain": seeds,
-            "subjects_to_detect_gain": subjects, "mdd_adj": math.nan if best is None else mdd_at(best, level),
+            "subjects_to_detect_gain": subjects, "mdd_adj": mdd_adj,
             "gain": math.nan if best is None else float(best["gain"]),
             "mdd": math.nan if best is None else float(best["mdd"]), "p_cell": p_cell,
             "below_baseline": ";".join(below), "all_below": bool(len(base)) and len(below) == len(base),
             "wins": ";".join(wins), "untested": untested}
-
-
-def mdd_at(row: Any, level: float) -> float:
-    """A comparison's MDD at the per-test ``level`` of a multiplicity correction, by the test that gave its p."""
-    if row.get("interval") == "two-level":
-        return two_level_mdd(float(row["var_subject"]), float(row["var_seed"]), float(row["tl_df"]), level)
-    return adjusted_mdd_at(float(row["mdd"]), int(row["n_units"]), level)
 
 
 def planned(best: Any, level: float = ALPHA) -> tuple[float, float]:
@@ -78,18 +74,16 @@ def planned(best: Any, level: float = ALPHA) -> tuple[float, float]:
     """
     if best is None or not best["gain"] > 0 or not math.isfinite(float(best["sd_diff"])):
         return math.nan, math.nan
-    n = best["n_subjects"]
+    n, gain = best["n_subjects"], float(best["gain"])
     known = pd.notna(n) and n > 0
     if best.get("interval") == "two-level":
-        args = (float(best["var_subject"]), float(best["var_seed"]), int(best["n_seeds"]))
-        size = int(n) if known else 2
-        seeds = seeds_for(*args, size, float(best["gain"]), level)
-        subjects = subjects_for(*args, size, float(best["gain"]), level) if known else None
-        return (math.nan if seeds is None else float(seeds)), (math.nan if subjects is None else float(subjects))
-    folds = max(int(round(best["n_units"] / max(best["n_seeds"], 1))), 1)
-    seeds = seeds_needed(float(best["sd_diff"]), float(best["gain"]), folds, float(best["ratio"]), alpha=level)
-    subjects = subjects_needed(float(best["sd_diff"]), float(best["gain"]), int(n), int(best["n_seeds"]), folds,
-                               float(best["ratio"]), alpha=level) if known else None
+        args = (float(best["var_subject"]), float(best["var_seed"]), int(best["n_seeds"]), int(n) if known else 2)
+        seeds, subjects = seeds_for(*args, gain, level), subjects_for(*args, gain, level) if known else None
+    else:
+        folds = max(int(round(best["n_units"] / max(best["n_seeds"], 1))), 1)
+        seeds = seeds_needed(float(best["sd_diff"]), gain, folds, float(best["ratio"]), alpha=level)
+        subjects = subjects_needed(float(best["sd_diff"]), gain, int(n), int(best["n_seeds"]), folds,
+                                   float(best["ratio"]), alpha=level) if known else None
     return (math.nan if seeds is None else float(seeds)), (math.nan if subjects is None else float(subjects))
 
 
@@ -104,17 +98,12 @@ def paired_chance(effects: pd.DataFrame, published: pd.DataFrame, alpha: float =
     if frame.empty:
         return pd.DataFrame(columns=CHANCE_COLUMNS)
     frame["q_bh"] = benjamini_hochberg(frame["p_cell"])
-    status = []
-    for above, row in zip(frame["q_bh"] < alpha, frame.itertuples(), strict=True):
-        if above:
-            status.append("above_chance")
-        elif row.all_below:
-            status.append("below_baseline")
-        else:
-            # near chance only if every model with a better mean was tested: else it might beat the constant
-            status.append("undetermined" if math.isnan(row.p_cell) or row.untested else "near_chance")
-    frame["paired_status"] = status
-    frame["beat_baseline"] = [w if above else "" for w, above in zip(frame["wins"], frame["q_bh"] < alpha, strict=True)]
+    above = frame["q_bh"] < alpha
+    # near chance only if every model with a better mean was tested: else it might beat the constant
+    frame["paired_status"] = ["above_chance" if a else "below_baseline" if r.all_below else
+                              "undetermined" if math.isnan(r.p_cell) or r.untested else "near_chance"
+                              for a, r in zip(above, frame.itertuples(), strict=True)]
+    frame["beat_baseline"] = [w if a else "" for w, a in zip(frame["wins"], above, strict=True)]
     return frame[CHANCE_COLUMNS]
 
 
@@ -191,7 +180,6 @@ def count_lines(chance: pd.DataFrame, controls: pd.DataFrame, alpha: float = ALP
 
 
 def _plan_text(row: Any) -> str:
-    """`` (N seeds or M subjects to detect its gain)`` for a findings line; '' when neither is known."""
     parts = [f"{int(v)} {what}" for v, what in ((row.seeds_to_detect_gain, "seeds"),
                                                 (row.subjects_to_detect_gain, "subjects")) if math.isfinite(v)]
     return f" ({' or '.join(parts)})" if parts else ""
@@ -212,14 +200,11 @@ def compute(records: list[dict[str, Any]], chance: pd.DataFrame, controls: pd.Da
             alpha: float, interval: str = "two-level", runs: RunSet | None = None) -> PairedFindings:
     """The paired effects (with ``interval``, read from ``runs``' predictions) and verdicts, written as CSVs."""
     from ppgbench_pl.report.folder import write_tables
-    from ppgbench_pl.report.trust import trust_table
-    from ppgbench_pl.report.two_level_rows import bootstrap_effects, two_level_effects
+    from ppgbench_pl.report.two_level_rows import subject_effects
 
     table = effects_table(records, alpha)
-    if interval == "two-level" and runs is not None:
-        table = two_level_effects(table, runs, alpha)
-    if interval == "bootstrap" and runs is not None:
-        table = bootstrap_effects(table, runs, alpha)
+    if interval != "corrected-t" and runs is not None:
+        table = subject_effects(table, runs, interval, alpha)
     pchance = paired_chance(table, chance, alpha)
     pcontrols = paired_controls(table, controls, alpha)
     result = PairedFindings(table, pchance, pcontrols, count_lines(pchance, pcontrols, alpha))
@@ -230,9 +215,8 @@ def compute(records: list[dict[str, Any]], chance: pd.DataFrame, controls: pd.Da
 
 def draw(page: Page, paired: PairedFindings, flags: Mapping[tuple[str, str], str] | None = None) -> None:
     """The findings under paired tests, the trust table and the effects; ``flags`` marks overlapping cells."""
-    from ppgbench_pl.report import trust
-    from ppgbench_pl.report.html import table
-    from ppgbench_pl.report.overlap_marks import marked
+    from ppgbench_pl.report.findings import marked
+    from ppgbench_pl.report.folder import table
 
     page.heading("Findings under paired tests", level=3, anchor="paired_findings")
     page.bullets(paired.lines, "findings")
@@ -245,7 +229,7 @@ def draw(page: Page, paired: PairedFindings, flags: Mapping[tuple[str, str], str
                  table(paired.controls, "p_cell: Holm over the PPG models of their largest p against the "
                                         "controls; q_bh: Benjamini-Hochberg over the assessable cells.",
                        text_columns=("winners",)))
-    trust.draw(page, paired.effects)
+    draw_trust(page, paired.effects)
     page.heading("Paired effects (seed interval and subject-level interval)", anchor="effects")
     page.paragraph("diff = a - b over matched seed x fold units; d_z = gain / sd of the differences "
                    "(positive: a better). seed_ci: Student-t over the seed means of the differences "

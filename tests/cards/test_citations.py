@@ -2,14 +2,13 @@
 
 ``FACTS`` is the bibliographic part of ``../shared/MODEL_CARDS.md`` plus the titles confirmed later
 (``docs/cards.md`` [S36]-[S51]); an edit that changes a title, a year or a DOI fails here. Every entry
-must also parse with pybtex, a BibTeX-compatible processor, not only with ppgbench's own reader.
+must also parse with pybtex, a BibTeX-compatible processor.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from ppgbench_pl.cards import bibtex
 from ppgbench_pl.cards.types import Citation
 from ppgbench_pl.commands.cite import cite_text
 from ppgbench_pl.commands.listing import run_list
@@ -73,7 +72,6 @@ def test_every_entry_parses_with_a_real_bibtex_parser_and_keeps_its_fields():
     text = cite_text(["all"], ["all"])
     entries = pybtex_entries(text)
     assert set(entries) == {"ppgbench", *FACTS}
-    assert set(bibtex.parse(text)) == set(entries)  # ppgbench's reader agrees
     for key, (title, author, year, _) in FACTS.items():
         entry = entries[key]
         assert entry.fields["title"].replace("{", "").replace("}", "") == title

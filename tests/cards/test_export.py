@@ -185,10 +185,8 @@ def test_the_command_writes_the_file_and_refuses_an_ambiguous_run(runs, tmp_path
 
 
 def test_cite_prints_bibtex_for_what_is_named(capsys):
-    from ppgbench_pl.cards import bibtex
-
     main(["cite", "--datasets", "bidmc", "dalia", "--models", "papagei_p", "papagei_s", "small_cnn"])
-    entries = bibtex.parse(capsys.readouterr().out)
+    entries = pybtex_entries(capsys.readouterr().out)
     assert set(entries) == {"ppgbench", "pimentel2017bidmc", "reiss2019deepppg", "pillai2025papagei"}
     with pytest.raises(SystemExit):
         main(["cite", "--datasets", "bidmcc"])
@@ -240,8 +238,8 @@ def test_a_prediction_file_missing_from_the_run_is_named_and_left_out_of_table_4
 
 
 def test_the_subject_bootstrap_reads_the_same_arrays_from_a_file_as_from_its_folder(runs):
-    from ppgbench_pl.report.bootstrap_runs import seed_stats
     from ppgbench_pl.report.load import load_runs
+    from ppgbench_pl.report.two_level_rows import seed_stats
 
     root, files = runs
     folder, exported = load_runs([root / "b"]), load_runs([files[1]])
@@ -273,10 +271,10 @@ def test_the_quickstart_exports_to_a_file_that_validates(tmp_path):
 
 @pytest.mark.skipif(not (QUICKSTART / "run.json").is_file(), reason="no quickstart run in results/quickstart")
 def test_the_quickstart_reports_references_parse_and_hold_what_it_used(tmp_path):
-    from ppgbench_pl.report import references
+    from ppgbench_pl.report.build import write_references
     from ppgbench_pl.report.load import load_runs
 
-    refs = references.write(tmp_path, load_runs([QUICKSTART]).records)  # what build_report writes
+    refs = write_references(tmp_path, load_runs([QUICKSTART]).records)  # what build_report writes
     assert refs.datasets == ["synthetic"] and set(refs.models) == {"small_cnn", "prv_published"}
     # no card paper for the synthetic set, the small CNN or ppgbench's PRV: the benchmark alone
     assert set(pybtex_entries((tmp_path / "references.bib").read_text())) == {"ppgbench"} == set(refs.keys)

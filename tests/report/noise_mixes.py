@@ -49,7 +49,7 @@ class Cell:
     a: np.ndarray
     b: np.ndarray
     member: np.ndarray  # [R, S, K, N] 1 where subject n is in the test fold
-    stats_a: np.ndarray  # [R, S, N, k] per-subject sufficient statistics (report/bootstrap.py layout)
+    stats_a: np.ndarray  # [R, S, N, k] per-subject sufficient statistics (report/two_level_rows.py layout)
     stats_b: np.ndarray
     kind: str
 

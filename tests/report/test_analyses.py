@@ -10,10 +10,11 @@ from ppgbench_pl.report.analyses import (
     edge_pressure,
     parameter_table,
     read_parameter_file,
+    rescore_jobs,
+    rescoring_table,
     search_space,
 )
 from ppgbench_pl.report.load import load_runs
-from ppgbench_pl.report.rescoring import rescore_jobs, rescoring_table
 from ppgbench_pl.results.records import job_id, write_job
 from tests.report.fabricate import record, write_run_json
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ppgbench_pl.report.bootstrap import cluster_bootstrap
+from ppgbench_pl.report.two_level_rows import cluster_bootstrap
 from ppgbench_pl.results.inference import corrected_t, mdd
 from tests.report.simulate import (
     corrected_t_rejects,
@@ -85,9 +85,9 @@ def test_subject_bootstrap_agrees_with_the_corrected_t():
 
 
 def test_bootstrap_reads_a_run_s_pooled_predictions(tmp_path):
-    from ppgbench_pl.report.bootstrap_runs import seed_stats
     from ppgbench_pl.report.effects import effects_table
     from ppgbench_pl.report.load import load_runs
+    from ppgbench_pl.report.two_level_rows import seed_stats
     from tests.report.fabricate_grid import write_grid_run
 
     write_grid_run(tmp_path, {"P": 0.5, "prv_published": 1.0})
@@ -103,6 +103,6 @@ def test_bootstrap_reads_a_run_s_pooled_predictions(tmp_path):
     const = seed_stats(runs, recs["P"], "classification", [0, 1], baseline=True)
     assert cluster_bootstrap(const, const, "classification", n_boot=50)["diff"] == 0.0
     stats = next(iter(const.values()))[1]
-    from ppgbench_pl.report.bootstrap import pooled_metric
+    from ppgbench_pl.report.two_level_rows import pooled_metric
 
     assert pooled_metric(np.ones((1, len(stats))), stats, "classification")[0] == pytest.approx(0.5)

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ppgbench_pl.report import trust
+from ppgbench_pl.report import effects as trust
 from ppgbench_pl.results.inference import ALPHA, adjusted_mdd_at, family_level, mdd
 from tests.report.noise_mixes import MIXES, simulate
 from tests.report.trust_suite import binomial_band, scenario
@@ -82,7 +82,7 @@ def test_summary_effects_and_compare_carry_the_corrected_mdd_and_labels(tmp_path
     import ppgbench_pl as pb
     from ppgbench_pl.report.effects import effects_table
     from ppgbench_pl.report.load import load_runs
-    from ppgbench_pl.report.two_level_rows import two_level_effects
+    from ppgbench_pl.report.two_level_rows import subject_effects
     from ppgbench_pl.results.summary import summarise
     from tests.report.fabricate_grid import write_grid_run
 
@@ -96,7 +96,7 @@ def test_summary_effects_and_compare_carry_the_corrected_mdd_and_labels(tmp_path
     assert (table["mdd_adj"] >= table["mdd"] - 1e-12).all() and table["calibration"].str.contains("corrected t").all()
     assert table["spread_ratio"].notna().all()
     runs = load_runs([tmp_path / "a"])
-    tl = two_level_effects(table, runs).set_index(["task", "model_a", "model_b"])
+    tl = subject_effects(table, runs, "two-level").set_index(["task", "model_a", "model_b"])
     assert tl.loc[("synthetic-activity", "P", "constant"), "interval"] == "two-level"
     assert tl.loc[("synthetic-hr", "P", "prv_published"), "interval"] == "two-level"
     assert tl.loc[("synthetic-hr", "P", "constant"), "interval"] == "two-level"  # the constant's MAE rebuilt
@@ -116,8 +116,8 @@ def test_summary_effects_and_compare_carry_the_corrected_mdd_and_labels(tmp_path
 
 
 def test_the_constant_baseline_mae_is_rebuilt_from_the_pooled_labels(tmp_path):
-    from ppgbench_pl.report.bootstrap_runs import seed_stats
     from ppgbench_pl.report.load import load_runs
+    from ppgbench_pl.report.two_level_rows import seed_stats
     from tests.report.fabricate_grid import write_grid_run
 
     write_grid_run(tmp_path, {"P": 0.5}, tasks=(("synthetic-hr", "regression"),), rng_seed=4)
@@ -135,7 +135,7 @@ def test_the_constant_baseline_mae_is_rebuilt_from_the_pooled_labels(tmp_path):
 
 
 def test_paper_table_words_units_and_precision():
-    from ppgbench_pl.report.compare_paper import decimals_of, paper_table
+    from ppgbench_pl.report.compare_runs import decimals_of, paper_table
 
     assert decimals_of(0.16) == 2 and decimals_of(2.3) == 1 and decimals_of(31.0) == 0
     row = {"regime": "linear", "task": "dalia-hr", "metric": "mae", "mean_a": 10.123456, "mean_b": 9.9, "diff": 0.223456,

@@ -4,10 +4,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ppgbench_pl.report.compare import default_pairs, nemenyi_cd, paired_comparisons, paired_test, rank_models
-from ppgbench_pl.report.figures import cliques
+from ppgbench_pl.report.compare import Scores, default_pairs, nemenyi_cd, paired_comparisons, paired_test, rank_models
 from ppgbench_pl.report.load import load_runs
-from ppgbench_pl.report.scores import Scores
+from ppgbench_pl.report.sections import cliques
 from tests.report.fabricate import SEEDS, spread, write_cell
 
 

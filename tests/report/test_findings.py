@@ -1,9 +1,8 @@
 import pytest
 
+from ppgbench_pl.report.compare import Rule, Scores
 from ppgbench_pl.report.findings import chance_cells, control_cells, headline
 from ppgbench_pl.report.load import load_runs
-from ppgbench_pl.report.rules import Rule
-from ppgbench_pl.report.scores import Scores
 from tests.report.fabricate import spread, write_cell
 
 BASE_MAE = spread(10.0, 1.0)

@@ -4,8 +4,8 @@ import pytest
 
 from ppgbench_pl.errors import PPGBenchError
 from ppgbench_pl.report import ReportError, build_report
+from ppgbench_pl.report.compare import Scores
 from ppgbench_pl.report.load import load_runs, order_models
-from ppgbench_pl.report.scores import Scores
 from ppgbench_pl.results.records import job_id, write_job
 from tests.report.fabricate import SEEDS, record, spread, write_cell, write_run_json
 

@@ -4,10 +4,9 @@ import pandas as pd
 import pytest
 
 from ppgbench_pl.report import build_report
+from ppgbench_pl.report.compare import Rule, Scores
 from ppgbench_pl.report.findings import chance_cells
 from ppgbench_pl.report.load import load_runs
-from ppgbench_pl.report.rules import Rule
-from ppgbench_pl.report.scores import Scores
 from ppgbench_pl.report.tables import main_cells
 from tests.report.fabricate import SEEDS, spread, write_cell, write_run_json
 

@@ -45,7 +45,7 @@ def test_an_error_mid_write_leaves_the_old_report_whole(old_report, monkeypatch)
     def fail(*args, **kwargs):  # tables, CSVs, figures, methods.tex of the new report are written by now
         raise RuntimeError("disk trouble")
 
-    monkeypatch.setattr("ppgbench_pl.report.page_top.job_lists", fail)
+    monkeypatch.setattr("ppgbench_pl.report.build.job_lists", fail)
     with pytest.raises(RuntimeError, match="disk trouble"):
         build_report([new], report)
     assert _snapshot(report) == before
@@ -61,7 +61,7 @@ def test_an_error_mid_write_leaves_the_old_report_whole(old_report, monkeypatch)
 def test_a_kill_mid_write_leaves_the_old_report_and_the_rerun_gives_the_new_one(old_report):
     report, before, new = old_report
     script = ("import os, signal, sys\n"
-              "import ppgbench_pl.report.page_top as top\n"
+              "import ppgbench_pl.report.build as top\n"
               "from ppgbench_pl.report import build_report\n"
               "top.job_lists = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)\n"
               "build_report([sys.argv[1]], sys.argv[2])\n")

@@ -12,11 +12,9 @@ from scipy.special import ndtr, ndtri
 
 from ppgbench_pl.cli import main
 from ppgbench_pl.report import build_report
-from ppgbench_pl.report.bootstrap import cluster_bootstrap
-from ppgbench_pl.report.bootstrap_runs import seed_stats
-from ppgbench_pl.report.compare_runs import compare
+from ppgbench_pl.report.compare_runs import compare, meta_table
 from ppgbench_pl.report.load import ReportError, load_runs
-from ppgbench_pl.report.meta import meta_table
+from ppgbench_pl.report.two_level_rows import cluster_bootstrap, seed_stats
 from ppgbench_pl.results.inference import benjamini_hochberg, holm, one_sided_p, stouffer
 from tests.report.fabricate_grid import write_grid_run
 

@@ -3,10 +3,9 @@ import math
 import pandas as pd
 import pytest
 
+from ppgbench_pl.report.compare import Rule, Score, Scores, bold_models, overlaps
 from ppgbench_pl.report.findings import chance_cells
 from ppgbench_pl.report.load import load_runs
-from ppgbench_pl.report.rules import Rule, bold_models, overlaps
-from ppgbench_pl.report.scores import Score, Scores
 from ppgbench_pl.report.tables import main_cells, to_latex, wide_table, write_main_tables
 from tests.report.fabricate import spread, write_cell
 
@@ -96,7 +95,7 @@ def test_latex_escapes_specials():
 
 def test_wide_table_keeps_requested_column_order(cells):
     scores, frame = cells
-    wide = wide_table(frame, "linear", ["C", "constant", "A"], ["synthetic-hr"], bold=str, marker=str)
+    wide = wide_table(frame, "linear", ["C", "constant", "A"], ["synthetic-hr"], bold=str)
     assert list(wide.columns) == ["task", "metric", "C", "constant", "A"]
 
 

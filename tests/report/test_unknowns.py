@@ -14,11 +14,10 @@ import pytest
 from scipy.special import ndtri
 
 import ppgbench_pl as pb
+from ppgbench_pl.report.compare import Rule, Scores
+from ppgbench_pl.report.compare_runs import meta_line, meta_table
 from ppgbench_pl.report.findings import chance_cells, control_cells, headline
 from ppgbench_pl.report.load import load_runs
-from ppgbench_pl.report.meta import meta_line, meta_table
-from ppgbench_pl.report.rules import Rule
-from ppgbench_pl.report.scores import Scores
 from ppgbench_pl.report.verdicts import paired_chance
 from tests.report.fabricate import spread, write_cell
 from tests.report.fabricate_grid import write_grid_run

@@ -5,11 +5,10 @@ import re
 import pandas as pd
 
 from ppgbench_pl.report import build_report, sections, tables
-from ppgbench_pl.report.filenames import safe_stem
-from ppgbench_pl.report.html import Page
-from ppgbench_pl.report.rules import Rule
-from ppgbench_pl.report.scores import Scores
+from ppgbench_pl.report.compare import Rule, Scores
+from ppgbench_pl.report.folder import Page
 from ppgbench_pl.report.sections import ReportOptions
+from ppgbench_pl.report.tables import safe_stem
 from tests.report.fabricate import record, spread, write_cell
 
 PAYLOAD = "x}\\immediate\\write18{touch pwned}\\input{/etc/hostname}\\def\\x{"

@@ -4,11 +4,9 @@ import pandas as pd
 import pytest
 
 from ppgbench_pl.report import build_report
-from ppgbench_pl.report.compare import paired_comparisons
+from ppgbench_pl.report.compare import Rule, Scores, paired_comparisons
 from ppgbench_pl.report.findings import chance_cells
 from ppgbench_pl.report.load import load_runs
-from ppgbench_pl.report.rules import Rule
-from ppgbench_pl.report.scores import Scores
 from ppgbench_pl.report.tables import main_cells
 from tests.report.fabricate import spread, write_cell
 

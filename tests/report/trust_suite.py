@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from ppgbench_pl.report.bootstrap import cluster_bootstrap
-from ppgbench_pl.report.trust import spread_ratio
+from ppgbench_pl.report.effects import spread_ratio
+from ppgbench_pl.report.two_level_rows import cluster_bootstrap
 from ppgbench_pl.results.inference import benjamini_hochberg, mdd
 from ppgbench_pl.results.two_level import satterthwaite, subject_term
 from tests.report.noise_mixes import Cell, simulate
