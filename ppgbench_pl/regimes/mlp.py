@@ -10,8 +10,9 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+import optuna
 import torch
-from torch import nn
+from torch import Tensor, nn
 
 from ppgbench_pl.heads.mlp import MLPHead
 from ppgbench_pl.hpo.spaces import MLP_SPACE
@@ -50,13 +51,20 @@ class HeadFactory:
                                         "in_features": int(self.x.shape[1])}
         self._data: dict[bool, SlotData] = {}
 
+    #: The search's study (finetuning replays its head stream with its trials; :class:`NeuralRegime` sets it).
+    study: optuna.Study | None = None
+
+    def inputs(self, positions: np.ndarray) -> Tensor:
+        """The network's inputs of some positions: the z-scored features (float32, CPU)."""
+        return self.x[positions]
+
     def data(self, validate: bool) -> SlotData:
         """The fit (and validation) rows, one object per factory so they reach the device once."""
         if validate not in self._data:
             fit, val = self.split.fit, self.split.val if validate else None
             self._data[validate] = SlotData(
-                self.x[fit], torch.as_tensor(self.targets.encode(self.labels[fit])),
-                self.x[val] if val is not None else None, self.targets.loss, self.targets.class_weight)
+                self.inputs(fit), torch.as_tensor(self.targets.encode(self.labels[fit])),
+                self.inputs(val) if val is not None else None, self.targets.loss, self.targets.class_weight)
         return self._data[validate]
 
     def for_search(self, seed: int) -> HeadFactory:
@@ -71,6 +79,7 @@ class HeadFactory:
                 torch.manual_seed(seed)
             return MLPHead(int(self.x.shape[1]), self.targets.n_outputs, int(p["hidden_dim"]), float(p["dropout"]))
 
+
     def slot(self, name: str, params: Mapping[str, Any], seed: int, epochs: int, validate: bool) -> Slot:
         """A head seeded with the trial's seed, its AdamW group and batch size."""
         p = {key: params[n] for key, n in self.param_names.items()}
@@ -79,11 +88,15 @@ class HeadFactory:
         drops = any(isinstance(m, nn.Dropout) and m.p > 0 for m in head.modules())  # else it draws no random numbers
         return Slot(name, head, self.data(validate), int(p["batch_size"]), seed, [group], epochs, random=drops)
 
+    def network(self, params: Mapping[str, Any]) -> nn.Module:
+        """An untrained network of the trial's shape, to load a winner's weights into."""
+        return self.head(params, 0)
+
     def predict(self, params: Mapping[str, Any], weights: dict[str, Any], positions: np.ndarray) -> np.ndarray:
         """Head outputs for some positions (eval mode, through ``Trainer.predict``)."""
-        head = self.head(params, 0)
-        head.load_state_dict(weights)
-        return predict_outputs(self.make_trainer, head, self.x[positions], self.eval_batch_size)
+        net = self.network(params)
+        net.load_state_dict(weights)
+        return predict_outputs(self.make_trainer, net, self.inputs(positions), self.eval_batch_size)
 
 
 class MLPRegime(NeuralRegime):

@@ -246,9 +246,9 @@ class NeuralRegime(Regime):
         s.storage = open_storage(s.url)
         name = f"{s.ctx.job_id}-repeat{s.repeat}" + (f"-search{s.search_seed}" if s.search_seed else "")
         space = build_space(s.factory.space, self.search_space, s.aggregations)
-        s.study = PersistentStudy(s.storage, name, self.search, seed=s.seed, space=space)
+        s.study = study = PersistentStudy(s.storage, name, self.search, seed=s.seed, space=space)
+        s.factory.study = study.study  # finetuning replays its head stream with the study's trials (a resume)
         s.weights = store = TrialWeights(s.ctx.work_dir / s.folder)
-        study = s.study
 
         def keep_if_best(number: int, value: float, weights: dict[str, Any]) -> None:
             store.offer(study.study, number, value, weights)
@@ -298,6 +298,7 @@ class NeuralRegime(Regime):
     def train_fixed(self, s: RepeatSearch, factory: TrialFactory, params: Mapping[str, Any], seed: int,
                     epochs: int) -> dict[str, Any]:
         """Train one network for ``epochs`` epochs on a factory's fit part (refit, or a lost weights file)."""
+        factory.study = s.study.study if s.study is not None else factory.study  # the winner's own head
         slot = factory.slot(f"{s.key}/fixed", params, seed, epochs, validate=False)
         self.fit_stack(s.ctx, None, [slot])
         if slot.diverged_at is not None:

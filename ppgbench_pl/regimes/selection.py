@@ -204,6 +204,8 @@ class TrialFactory(Protocol):
     space: dict[str, list[Any]]
     #: What the regime records with each repeat (mode, device, ...).
     details: dict[str, Any]
+    #: The search's study, set when it opens (finetuning replays its head stream with the study's trials).
+    study: Any
 
     def slot(self, name: str, params: Mapping[str, Any], seed: int, epochs: int, validate: bool) -> Slot:
         """A trial's slot: its network, rows (fit part; validation rows if ``validate``), groups, batches."""
