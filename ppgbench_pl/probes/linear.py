@@ -1,8 +1,6 @@
-"""Linear probes with the protocol's grids (PROTOCOL.md 4.1) at the arithmetic limit, in float64.
+"""Linear-probe grids (PROTOCOL.md 4.1) and the per-part StandardScaler statistics of :mod:`.ridge`, in float64.
 
-The grids, and the per-part statistics of :mod:`.ridge`: StandardScaler's (population std; constant columns
-keep scale 1), fitted on each inner training part, derived by subtraction from sums of the outer-training
-rows centred once on their mean. The logistic probe is scikit-learn's pipeline (:mod:`.families`).
+Each inner training part's statistics come by subtraction from sums of the rows centred once on their mean.
 """
 
 from __future__ import annotations
@@ -33,11 +31,6 @@ def check_finite(x: np.ndarray, what: str = "embeddings") -> None:
     rows = np.flatnonzero(~finite.reshape(len(x), -1).all(axis=1))
     raise DataError(f"{what} contain NaN/inf in {len(rows)} of {len(x)} rows (first: row {int(rows[0])}); "
                     "check the encoder's output and the input windows")
-
-
-def device_of(device: str | torch.device | None) -> torch.device:
-    """The torch device a probe computes on (the CPU unless one is named)."""
-    return torch.device(device) if device is not None else torch.device("cpu")
 
 
 @contextmanager
@@ -99,8 +92,7 @@ def part_statistics(x0: torch.Tensor, folds: Sequence[tuple[np.ndarray, np.ndarr
                     ) -> tuple[Parts, torch.Tensor | None, list[torch.Tensor]]:
     """Sizes, means and scales of every inner-training part and of all rows; optionally their Grams.
 
-    With partitioning folds a part's statistics are the totals minus its validation chunk's. Returns
-    (parts, Gram of all rows or None, per-chunk Grams: empty unless ``gram`` and the folds partition).
+    Returns (parts, Gram of all rows or None, per-chunk Grams: only with ``gram`` and partitioning folds).
     """
     n_rows = x0.shape[0]
     dev = x0.device

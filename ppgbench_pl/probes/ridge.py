@@ -1,7 +1,6 @@
-"""Ridge over the whole inner-CV grid of one outer fold at once (the statistics of :mod:`.linear`).
+"""Ridge over a whole inner-CV grid at once: ``StandardScaler + Ridge(alpha)`` from one Gram matrix per fold.
 
-``Pipeline(StandardScaler(), Ridge(alpha))`` in disguise: one d x d Gram matrix per outer fold, each inner
-training part's statistics by subtraction, one reduction per inner fold for every alpha.
+Each inner part's statistics come by subtraction (:mod:`.linear`).
 """
 
 from __future__ import annotations
@@ -12,13 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ppgbench_pl.probes.linear import (
-    RIDGE_ALPHAS,
-    device_of,
-    is_partition,
-    part_statistics,
-    torch_threads,
-)
+from ppgbench_pl.probes.linear import RIDGE_ALPHAS, is_partition, part_statistics, torch_threads
 
 
 @dataclass
@@ -43,10 +36,9 @@ def _targets(y: np.ndarray) -> tuple[np.ndarray, bool]:
 
 
 def _tridiagonal_path(a: np.ndarray, b: np.ndarray, alphas: np.ndarray) -> np.ndarray | None:
-    """Solutions of ``(a + alpha I) x = b`` for every alpha through one tridiagonal reduction (LAPACK).
+    """``(a + alpha I) x = b`` for every alpha via one tridiagonal reduction (``dsytrd``, then ``dptsv``).
 
-    ``dsytrd`` costs a third of an eigendecomposition, then one O(d) ``dptsv`` solve per alpha; ``None``
-    when a shifted system is not positive definite (the caller then takes the eigendecomposition).
+    ``None`` when a shifted system is not positive definite (the caller then takes the eigendecomposition).
     """
     from scipy.linalg import lapack
 
@@ -99,7 +91,7 @@ class RidgeCV:
     def __init__(self, alphas: Sequence[float] = RIDGE_ALPHAS, device: str | torch.device | None = None,
                  num_threads: int | None = 1) -> None:
         self.alphas = tuple(float(a) for a in alphas)
-        self.device = device_of(device)
+        self.device = torch.device(device if device is not None else "cpu")
         self.num_threads = num_threads
 
     def fit(self, x: np.ndarray, y: np.ndarray, folds: Sequence[tuple[np.ndarray, np.ndarray]]) -> RidgeCV:

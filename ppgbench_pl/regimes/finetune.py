@@ -1,14 +1,8 @@
 """End-to-end finetuning regime: encoder + MLP head trained jointly, Optuna-searched (PROTOCOL.md 4.4).
 
-Each trial is a slot with a fresh copy of the encoder and a new head (AdamW head and encoder groups,
-BatchNorm ``train`` or ``freeze_stats``); windows are preprocessed once per job; AMP only on CUDA.
-
-Heads: published, a trial's head comes from a running RNG; here the study's own head stream (seed r, trial
-n gets draw n+1, whatever its stack mates, retrains or resumes: decision #22). ``reseed_head`` seeds each
-head with r + trial number instead.
-
-Parameter-free encoders (PRV; PROTOCOL.md 10 item 4) get a *head-only* finetune: the head is searched on
-the encoder's fixed features over the finetune space's head parameters (``engine.mode = "head_only"``).
+Each trial: a fresh encoder copy and a head drawn from the study's head stream (seed r, trial n gets draw n+1
+whatever its stack mates, retrains or resumes: decision #22; ``reseed_head``: seeded r + n). Parameter-free
+encoders (PRV; PROTOCOL.md 10 item 4) get a head-only finetune on their fixed features (``mode = head_only``).
 """
 
 from __future__ import annotations
@@ -127,8 +121,7 @@ class FinetuneFactory(HeadFactory):
     def _seek(self, number: int, width: int) -> None:
         """Put the (forked) global RNG at draw ``number`` of the head stream, replaying the draws before it.
 
-        A draw's size depends on its trial's ``hidden_dim`` (known here or from the study; else ``width``, exact
-        when ``hidden_dim`` is fixed, as published).
+        A draw's size is its trial's ``hidden_dim`` (known, or from the study; else ``width``: exact when fixed).
         """
         if number < 0:
             raise ValueError(f"trial number {number} < 0: a slot's seed must be the stream's seed r + trial number")

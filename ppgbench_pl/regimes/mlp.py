@@ -1,7 +1,6 @@
 """Frozen MLP probe regime: a one-hidden-layer head on cached embeddings, Optuna-searched (PROTOCOL.md 4.3).
 
-Heads train on the cached embeddings z-scored on the holdout-fit part (a std of 0 becomes 1); each trial is a
-slot (an :class:`~ppgbench_pl.heads.MLPHead` seeded with r + trial number), float32 unless the trainer says.
+Embeddings are z-scored on the holdout-fit part (a std of 0 becomes 1); each trial's head is seeded r + trial.
 """
 
 from __future__ import annotations
@@ -35,8 +34,7 @@ def standardize(x: np.ndarray, fit_rows: np.ndarray) -> tuple[np.ndarray, np.nda
 class HeadFactory:
     """Trials of an :class:`MLPHead` on fixed features of one split (the MLP probe, head-only finetuning).
 
-    ``features`` and ``labels`` have one row per task-view position; ``param_names`` maps head settings to
-    search-space parameters.
+    ``features``/``labels``: one row per task-view position; ``param_names``: head setting -> space parameter.
     """
 
     def __init__(self, features: np.ndarray, labels: np.ndarray, split: Split, targets: Targets,
@@ -102,8 +100,7 @@ class HeadFactory:
 class MLPRegime(NeuralRegime):
     """The frozen MLP probe (PROTOCOL.md 4.3), searched by TPE + Hyperband on the 20 % holdout.
 
-    Its arguments and their defaults are :class:`~ppgbench_pl.regimes.neural.NeuralRegime`'s (published: 48
-    trials, 25 epochs, 1 at a time, ``auroc``; ``stack_jobs`` 5).
+    Arguments: :class:`~ppgbench_pl.regimes.neural.NeuralRegime`'s (published: 48 trials, 25 epochs, ``auroc``).
     """
 
     name = "mlp"

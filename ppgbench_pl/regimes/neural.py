@@ -1,10 +1,7 @@
 """What the frozen MLP probe and finetuning share: holdout repeats, targets, selection, the Optuna search.
 
-Per outer fold (PROTOCOL.md 3.3), subject-level tasks run 3 repeats (r = seed + 1009 k), others 1. Each
-repeat splits the outer-training groups into a fit part and 20 % validation groups, searches with TPE +
-Hyperband (one persistent study), and scores the best complete trial's best-epoch weights (no refit unless
-``refit=True``) on the outer test fold. Every trial of a job (or job group) trains in one
-:class:`~ppgbench_pl.hpo.trial_stack.TrialStack`; what a trial is, is the regime's :class:`TrialFactory`.
+Per outer fold (PROTOCOL.md 3.3) subject-level tasks run 3 repeats (r = seed + 1009 k), others 1: a 20 % group
+holdout, TPE + Hyperband, the best complete trial's best-epoch weights tested (``refit``: retrained on all).
 """
 
 from __future__ import annotations
@@ -123,10 +120,7 @@ class NeuralRegime(Regime):
         self.search_seeds = check_search_seeds(search_seeds)
 
     def settings(self) -> dict[str, Any]:
-        """Result-relevant settings: the search budget without its storage, no ``stack_jobs`` (a speed setting).
-
-        ``search_seeds`` is left out at its published ``[0]`` (so folders made before it existed resume).
-        """
+        """Result settings: the search without storage; no ``stack_jobs``; ``search_seeds`` unless ``[0]``."""
         out = super().settings()
         out["search"] = self.search.identity()
         out.pop("stack_jobs", None)
@@ -175,8 +169,7 @@ class NeuralRegime(Regime):
     def train_modes(self, pl_module: TrialStack) -> None:
         """Each trial's train/eval mode (ended: eval) and BatchNorm mode (``freeze_stats``: eval statistics).
 
-        Set after the epoch, not at its start, so a user callback's changes in ``on_train_epoch_start`` hold
-        (Lightning restores module modes after validation, never calls ``train()``).
+        Set after the epoch, so a user callback's changes in ``on_train_epoch_start`` hold.
         """
         for slot in pl_module.slots.values():
             slot.net.train(slot.training)
@@ -192,10 +185,7 @@ class NeuralRegime(Regime):
         return result
 
     def run_group(self, ctxs: Sequence[JobContext]) -> list[list[RepeatOutcome] | Exception]:
-        """The repeats of several jobs of one (model, task) searched in one stack; per job its outcomes or error.
-
-        A job whose split or search fails alone fails alone (an error in the shared fit fails every job).
-        """
+        """Several jobs of one (model, task) in one stack; a job whose split or search fails fails alone."""
         failed: dict[str, Exception] = {}
         searches: list[RepeatSearch] = []
         for ctx in ctxs:
