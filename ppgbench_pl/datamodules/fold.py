@@ -6,8 +6,7 @@ import lightning as L
 import numpy as np
 from torch.utils.data import DataLoader
 
-from ppgbench_pl.datamodules.job import inner_fold_positions
-from ppgbench_pl.datamodules.ppg import ArrayDataset
+from ppgbench_pl.datamodules.job import ArrayDataset, inner_fold_positions
 
 
 class FoldDataModule(L.LightningDataModule):

@@ -130,7 +130,7 @@ class StackSearch:
             if slot.metric is not None:  # the torchmetrics selection metric fed by the validation loop
                 value = float(slot.metric.compute())
             else:
-                out = module.epoch_outputs(slot)
+                out = torch.cat(module.val_outputs[slot.name]).numpy().astype(np.float64)
                 value = float(plan.score(out, run.trial.params)) if np.isfinite(out).all() else math.nan
             if not math.isfinite(value):
                 slot.state = "diverged"

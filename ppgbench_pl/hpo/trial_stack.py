@@ -264,10 +264,6 @@ class TrialStack(L.LightningModule):
         else:
             self.val_outputs.setdefault(name, []).append(out.detach().float().cpu())
 
-    def epoch_outputs(self, slot: Slot) -> np.ndarray:
-        """The slot's validation outputs of the epoch just validated, ``[n_val, n_outputs]`` float64."""
-        return torch.cat(self.val_outputs[slot.name]).numpy().astype(np.float64)
-
     @contextlib.contextmanager
     def slot_rng(self, slot: Slot) -> Iterator[None]:
         """Run with the global RNG at the slot's own state (its dropout masks), then keep the new state."""

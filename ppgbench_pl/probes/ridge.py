@@ -30,11 +30,6 @@ class RidgeModel:
         return out[:, 0] if self.squeeze else out
 
 
-def _targets(y: np.ndarray) -> tuple[np.ndarray, bool]:
-    y = np.asarray(y, dtype=np.float64)
-    return (y[:, None], True) if y.ndim == 1 else (y, False)
-
-
 def _tridiagonal_path(a: np.ndarray, b: np.ndarray, alphas: np.ndarray) -> np.ndarray | None:
     """``(a + alpha I) x = b`` for every alpha via one tridiagonal reduction (``dsytrd``, then ``dptsv``).
 
@@ -97,46 +92,44 @@ class RidgeCV:
     def fit(self, x: np.ndarray, y: np.ndarray, folds: Sequence[tuple[np.ndarray, np.ndarray]]) -> RidgeCV:
         """Statistics of every part, and per inner fold the validation predictions of every alpha."""
         with torch_threads(self.num_threads):
-            return self._fit(x, y, folds)
-
-    def _fit(self, x: np.ndarray, y: np.ndarray, folds: Sequence[tuple[np.ndarray, np.ndarray]]) -> RidgeCV:
-        y2, self._squeeze = _targets(y)
-        xt = torch.as_tensor(np.asarray(x, dtype=np.float64), device=self.device)
-        yt = torch.as_tensor(y2, device=self.device)
-        offset = xt.mean(0)
-        x0 = xt - offset
-        self._y_offset = yt.mean(0)
-        y0 = yt - self._y_offset
-        val_idx = [torch.as_tensor(va, device=self.device, dtype=torch.long) for _, va in folds]
-        chunks = [x0[i] for i in val_idx] if is_partition(folds, len(x0)) else None
-        parts, total, grams = part_statistics(x0, folds, offset, gram=True, chunks=chunks)
-        assert total is not None
-        self._parts = parts
-        partition = bool(grams)
-        # X^T y and sum y per validation chunk (or per training part when the folds do not partition)
-        if partition:
-            assert chunks is not None
-            c_xy = [c.T @ y0[i] for c, i in zip(chunks, val_idx, strict=True)]
-            c_y = [y0[i].sum(0) for i in val_idx]
-            t_xy, t_y = torch.stack(c_xy).sum(0), torch.stack(c_y).sum(0)
-        else:
-            t_xy, t_y = x0.T @ y0, y0.sum(0)
-        alphas = torch.tensor(self.alphas, dtype=torch.float64, device=self.device)
-        self.cv_predictions_: list[np.ndarray] = []
-        for p, (tr, _) in enumerate(folds):
+            y2 = np.asarray(y, dtype=np.float64)
+            self._squeeze = y2.ndim == 1
+            y2 = y2[:, None] if self._squeeze else y2
+            xt = torch.as_tensor(np.asarray(x, dtype=np.float64), device=self.device)
+            yt = torch.as_tensor(y2, device=self.device)
+            offset = xt.mean(0)
+            x0 = xt - offset
+            self._y_offset = yt.mean(0)
+            y0 = yt - self._y_offset
+            val_idx = [torch.as_tensor(va, device=self.device, dtype=torch.long) for _, va in folds]
+            chunks = [x0[i] for i in val_idx] if is_partition(folds, len(x0)) else None
+            parts, total, grams = part_statistics(x0, folds, offset, chunks)
+            self._parts = parts
+            partition = bool(grams)
+            # X^T y and sum y per validation chunk (or per training part when the folds do not partition)
             if partition:
-                g, xy, sy = total - grams[p], t_xy - c_xy[p], t_y - c_y[p]
+                assert chunks is not None
+                c_xy = [c.T @ y0[i] for c, i in zip(chunks, val_idx, strict=True)]
+                c_y = [y0[i].sum(0) for i in val_idx]
+                t_xy, t_y = torch.stack(c_xy).sum(0), torch.stack(c_y).sum(0)
             else:
-                rows = torch.as_tensor(tr, device=self.device, dtype=torch.long)
-                g, xy, sy = x0[rows].T @ x0[rows], x0[rows].T @ y0[rows], y0[rows].sum(0)
-            a, b, ybar = self._system(g, xy, sy, p)
-            coefs = ridge_path(a, b, alphas)  # [n_alpha, d, t]
-            xv = ((chunks[p] if chunks is not None else x0[val_idx[p]]) - parts.mean[p]) / parts.scale[p]
-            pred = torch.einsum("nd,adt->ant", xv, coefs) + ybar + self._y_offset
-            out = pred.cpu().numpy()
-            self.cv_predictions_.append(out[..., 0] if self._squeeze else out)
-        self._total = (total, t_xy, t_y)
-        return self
+                t_xy, t_y = x0.T @ y0, y0.sum(0)
+            alphas = torch.tensor(self.alphas, dtype=torch.float64, device=self.device)
+            self.cv_predictions_: list[np.ndarray] = []
+            for p, (tr, _) in enumerate(folds):
+                if partition:
+                    g, xy, sy = total - grams[p], t_xy - c_xy[p], t_y - c_y[p]
+                else:
+                    rows = torch.as_tensor(tr, device=self.device, dtype=torch.long)
+                    g, xy, sy = x0[rows].T @ x0[rows], x0[rows].T @ y0[rows], y0[rows].sum(0)
+                a, b, ybar = self._system(g, xy, sy, p)
+                coefs = ridge_path(a, b, alphas)  # [n_alpha, d, t]
+                xv = ((chunks[p] if chunks is not None else x0[val_idx[p]]) - parts.mean[p]) / parts.scale[p]
+                pred = torch.einsum("nd,adt->ant", xv, coefs) + ybar + self._y_offset
+                out = pred.cpu().numpy()
+                self.cv_predictions_.append(out[..., 0] if self._squeeze else out)
+            self._total = (total, t_xy, t_y)
+            return self
 
     def _system(self, g: torch.Tensor, xy: torch.Tensor, sy: torch.Tensor,
                 p: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -150,14 +143,11 @@ class RidgeCV:
     def refit(self, alpha: float) -> RidgeModel:
         """The model of one alpha on all rows (a Cholesky solve on the totals)."""
         with torch_threads(self.num_threads):
-            return self._refit(alpha)
-
-    def _refit(self, alpha: float) -> RidgeModel:
-        g, xy, sy = self._total
-        p = len(self._parts.n) - 1
-        a, b, ybar = self._system(g, xy, sy, p)
-        a = a + alpha * torch.eye(a.shape[0], dtype=a.dtype, device=a.device)
-        coef = torch.cholesky_solve(b, torch.linalg.cholesky(a))
-        parts = self._parts
-        return RidgeModel((parts.mean[p] + parts.offset).cpu().numpy(), parts.scale[p].cpu().numpy(),
-                          coef.cpu().numpy(), (ybar + self._y_offset).cpu().numpy(), self._squeeze)
+            g, xy, sy = self._total
+            p = len(self._parts.n) - 1
+            a, b, ybar = self._system(g, xy, sy, p)
+            a = a + alpha * torch.eye(a.shape[0], dtype=a.dtype, device=a.device)
+            coef = torch.cholesky_solve(b, torch.linalg.cholesky(a))
+            parts = self._parts
+            return RidgeModel((parts.mean[p] + parts.offset).cpu().numpy(), parts.scale[p].cpu().numpy(),
+                              coef.cpu().numpy(), (ybar + self._y_offset).cpu().numpy(), self._squeeze)

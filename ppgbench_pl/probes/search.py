@@ -32,9 +32,6 @@ class GroupGridSearch:
         self.family, self.kind, self.level, self.seed = family, kind, level, seed
         self.n_inner_folds, self.binary_metric, self.what = n_inner_folds, binary_metric, what
 
-    def _aggregations(self) -> tuple[str, ...]:
-        return candidates(self.kind) if self.level == "subject" else ("none",)
-
     def _score(self, y: np.ndarray, groups: np.ndarray, pred: Predictions, aggregation: str) -> float:
         if aggregation != "none":
             pred = subject_predictions(pred, groups, aggregation)
@@ -57,7 +54,8 @@ class GroupGridSearch:
                                     "a classifier cannot be fitted or selected")
         if folds is None:
             folds = list(InnerGroupSplit(self.seed, self.n_inner_folds).split(X, y, groups))
-        grid, aggs = self.family.grid(), self._aggregations()
+        grid = self.family.grid()
+        aggs = candidates(self.kind) if self.level == "subject" else ("none",)
         scores = np.full((len(grid), len(aggs), len(folds)), np.nan)
         cv_fit = getattr(self.family, "cv_fit", None)
         refit: Callable[[int], Any] | None = None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
+from functools import partial
 from typing import Any, Literal
 
 import numpy as np
@@ -205,10 +206,7 @@ class FinetuneRegime(NeuralRegime):
                      seed: int) -> FinetuneFactory | HeadFactory:
         """End-to-end trials, or head-only ones for parameter-free encoders."""
         precision = self.precision(ctx)
-
-        def make_trainer(callbacks: list[Any], **overrides: Any) -> Any:
-            return ctx.make_trainer(callbacks, precision=precision, **overrides)
-
+        make_trainer = partial(ctx.make_trainer, precision=precision)
         if not is_parameter_free(ctx.encoder):
             return FinetuneFactory(ctx, split, targets, seed, self.reseed_head, make_trainer, precision,
                                    self.eval_batch_size)

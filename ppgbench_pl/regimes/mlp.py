@@ -6,6 +6,7 @@ Embeddings are z-scored on the holdout-fit part (a std of 0 becomes 1); each tri
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -24,13 +25,6 @@ MLP_PARAMS = {"hidden_dim": "hidden_dim", "dropout": "dropout", "lr": "lr", "wei
               "batch_size": "batch_size"}
 
 
-def standardize(x: np.ndarray, fit_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Mean and std of ``x[fit_rows]`` (a std of 0 becomes 1), in float64."""
-    fit = np.asarray(x[fit_rows], dtype=np.float64)
-    std = fit.std(axis=0)
-    return fit.mean(axis=0), np.where(std == 0, 1.0, std)
-
-
 class HeadFactory:
     """Trials of an :class:`MLPHead` on fixed features of one split (the MLP probe, head-only finetuning).
 
@@ -42,8 +36,9 @@ class HeadFactory:
                  eval_batch_size: int = 4096) -> None:
         self.split, self.targets, self.space = split, targets, space
         self.param_names, self.make_trainer, self.eval_batch_size = dict(param_names), make_trainer, eval_batch_size
-        mean, std = standardize(np.asarray(features, dtype=np.float64), split.fit)
-        self.x = torch.as_tensor(((np.asarray(features, dtype=np.float64) - mean) / std).astype(np.float32))
+        x = np.asarray(features, dtype=np.float64)
+        mean, std = x[split.fit].mean(axis=0), x[split.fit].std(axis=0)  # of the fit part; a std of 0 becomes 1
+        self.x = torch.as_tensor(((x - mean) / np.where(std == 0, 1.0, std)).astype(np.float32))
         self.labels = labels
         self.details: dict[str, Any] = {"engine": "trial_stack", "standardized": True,
                                         "in_features": int(self.x.shape[1])}
@@ -114,9 +109,6 @@ class MLPRegime(NeuralRegime):
         """Heads on the job's cached embeddings, z-scored on the fit part."""
         if ctx.embeddings is None:
             raise RuntimeError("the MLP probe needs the cached embeddings (uses_embeddings=True)")
-
-        def make_trainer(callbacks: list[Any], **overrides: Any) -> Any:
-            return ctx.make_trainer(callbacks, precision=self.precision(ctx), **overrides)
-
+        make_trainer = partial(ctx.make_trainer, precision=self.precision(ctx))
         return HeadFactory(ctx.features(), ctx.view.y, split, targets, MLP_PARAMS, MLP_SPACE, make_trainer,
                            self.eval_batch_size)

@@ -132,11 +132,6 @@ class NeuralRegime(Regime):
         """The trial engine."""
         return "lightning-trial-stack"
 
-    @property
-    def max_epochs(self) -> int:
-        """The resolved epoch budget."""
-        return self.search.epochs
-
     def check_trainer(self, trainer_kwargs: dict[str, Any]) -> None:
         """A stack trains on one device in this process (:func:`~ppgbench_pl.regimes.selection.one_device`)."""
         one_device(self.name, trainer_kwargs)
@@ -244,14 +239,14 @@ class NeuralRegime(Regime):
             store.offer(study.study, number, value, weights)
 
         def make_slot(key: str, number: int, params: Mapping[str, Any]) -> Slot:
-            slot = s.factory.slot(f"{key}/{number}", params, s.seed + number, self.max_epochs, validate=True)
+            slot = s.factory.slot(f"{key}/{number}", params, s.seed + number, self.search.epochs, validate=True)
             slot.metric = SelectionMetric(s.scorer, params.get(AGGREGATION_PARAM))
             return slot
 
         def score(out: np.ndarray, params: Mapping[str, Any]) -> float:
             return s.scorer(out, params.get(AGGREGATION_PARAM))
 
-        return StudyPlan(s.key, study, space, make_slot, score, self.max_epochs, keep_if_best,
+        return StudyPlan(s.key, study, space, make_slot, score, self.search.epochs, keep_if_best,
                          lambda: store.drop_losers(study.study))
 
     def fit_module(self, ctx: JobContext, module: TrialStack, max_epochs: int = -1,
