@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from ppgbench_pl.errors import ConfigError
 
-Backend = Literal["auto", "sklearn", "cuml"]
 BACKENDS: tuple[str, ...] = ("auto", "sklearn", "cuml")
 #: Histogram bins of cuML's quantile split search, as published.
 CUML_N_BINS = 128
