@@ -1,8 +1,4 @@
-"""One outer fold of one job, served to a fit-once probe through Lightning's loaders.
-
-The training loader serves the outer-training embeddings as one batch (the probe fits once when the epoch
-ends, with the inner folds built in :meth:`FoldDataModule.setup`); the test loader serves the outer test rows.
-"""
+"""One job's outer fold served to a fit-once probe: the training rows as one batch, then the test rows."""
 
 from __future__ import annotations
 
@@ -10,21 +6,14 @@ import lightning as L
 import numpy as np
 from torch.utils.data import DataLoader
 
-from ppgbench_pl.datamodules.job import inner_fold_positions
-from ppgbench_pl.datamodules.ppg import ArrayDataset
+from ppgbench_pl.datamodules.job import ArrayDataset, inner_fold_positions
 
 
 class FoldDataModule(L.LightningDataModule):
-    """The outer-training and outer-test rows of one job, and the inner folds of its grid search.
+    """The outer-training rows (``z_train``, ``y_train``, ``groups_train``) and outer-test rows of one job.
 
-    Args:
-        z_train: Outer-training embeddings (``y_train`` their labels, ``groups_train`` their subjects).
-        z_test: Outer-test embeddings.
-        seed: The outer seed (seeds the inner folds, as in every regime).
-        n_inner_folds: Inner folds of the grid search (4 published).
-
-    Attributes:
-        inner_folds: After :meth:`setup`, (inner-train, inner-validation) row indices into ``z_train``.
+    :meth:`setup` builds ``inner_folds``, the grid search's (inner-train, inner-validation) row indices, seeded by
+    the outer ``seed`` as in every regime.
     """
 
     def __init__(self, z_train: np.ndarray, y_train: np.ndarray, groups_train: np.ndarray, z_test: np.ndarray,

@@ -1,9 +1,7 @@
 """One job's folds as a LightningDataModule: what every regime reads its rows from, and what a user trains on.
 
-A job is (task, outer seed, outer fold). The neural regimes' 20 % group holdout and the grid searches' inner
-folds are derived here and nowhere else, so ``Trainer.fit(model, datamodule=dm.job(...))`` sees the job's rows:
-the holdout's fit part (train, shuffled), its validation part (val) and the outer test subjects (test,
-predict). Batches are dicts: ``x`` with ``ppg_mean``/``ppg_std`` (or cached ``z``), plus ``y`` and ``index``.
+The neural holdout and the inner folds are derived here and nowhere else; batches are dicts (``x`` with
+``ppg_mean``/``ppg_std``, or cached ``z``; ``y``; ``index``).
 """
 
 from __future__ import annotations

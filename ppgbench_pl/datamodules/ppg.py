@@ -1,9 +1,4 @@
-"""The LightningDataModule that owns a dataset's windows and its subject-disjoint folds.
-
-It reads (or, for the synthetic dataset, generates) the processed tree at each encoder's rate, builds task
-views and outer folds, and hands out one job's datamodule (:meth:`PPGDataModule.job`); the only loader it
-serves itself is the embedding pass.
-"""
+"""The LightningDataModule that owns a dataset's windows and subject-disjoint folds; :meth:`job`: one job's."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""Optuna TPE + Hyperband studies on persistent storage (SQLite in the job folder by default), driven by ask/tell.
-
-Only finished trials count toward the budget (complete, pruned, or failed by the trial itself); PROTOCOL.md 4.5.
-"""
+"""Optuna TPE + Hyperband studies on persistent storage (SQLite in the job folder by default), by ask/tell."""
 
 from __future__ import annotations
 
@@ -57,11 +54,7 @@ class SearchSettings:
     storage: str | None = None
 
     def resolved(self, max_epochs: int, parallel_trials: int) -> SearchSettings:
-        """These settings with a regime's defaults filled in, validated.
-
-        Raises:
-            ConfigError: A count below 1, a reduction factor below 2, or min_resource above max_epochs.
-        """
+        """These settings with a regime's defaults filled in, validated (``ConfigError`` for a bad count)."""
         epochs = self.max_epochs if self.max_epochs is not None else max_epochs
         parallel = self.parallel_trials if self.parallel_trials is not None else parallel_trials
         out = replace(self, max_epochs=epochs, parallel_trials=parallel)
@@ -177,9 +170,8 @@ NUMBER_ATTR = "number"
 class PersistentStudy:
     """A study searched in memory and copied to durable storage one finished trial at a time.
 
-    A running trial never reaches the storage, so a killed process leaves nothing half-done; a resume restores
-    the finished trials at their numbers (Hyperband's brackets) and replays the sampler's asks
-    (:func:`~ppgbench_pl.hpo.replay.resume`). ``space`` gives the ask order (None: the first stored trial's).
+    A killed process leaves nothing half-done; a resume restores the finished trials at their numbers and replays
+    the sampler (:func:`~ppgbench_pl.hpo.replay.resume`). ``space`` gives the ask order (None: the first trial's).
     """
 
     def __init__(self, storage: BaseStorage, name: str, settings: SearchSettings, seed: int,
@@ -258,11 +250,7 @@ def tell(study: optuna.Study, trial: Trial, outcome: TrialOutcome) -> None:
 
 
 def best_trial(study: optuna.Study) -> FrozenTrial:
-    """The best complete trial by its best-epoch score; the lowest number wins ties.
-
-    Raises:
-        SearchFailed: No trial completed; the message gives the failure reasons seen.
-    """
+    """The best complete trial by its best-epoch score, lowest number on ties (``SearchFailed`` if none)."""
     complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
     if not complete:
         trials = study.get_trials(deepcopy=False)

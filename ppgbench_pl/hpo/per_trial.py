@@ -1,10 +1,7 @@
 """Each trial in its own ``Trainer.fit``: the path that lets stock Lightning callbacks work per trial.
 
-In a trial stack a callback sees the stack, not a trial (``EarlyStopping`` would stop every trial at once).
-Unless every user callback is :data:`STACK_AWARE`, each trial is a :class:`TrialModule` (``backbone``,
-``head``) fitted alone, driven by the same :class:`~ppgbench_pl.hpo.stack_search.StackSearch` in trial-number
-order; Hyperband then reads the same earlier values as in the stack, so with callbacks that change nothing
-both paths give the same decisions and numbers (``tests/hpo/test_per_trial.py``).
+Unless every user callback is :data:`STACK_AWARE`, each trial is a :class:`TrialModule` fitted alone, driven by
+the same ``StackSearch`` in trial-number order, so both paths give the same numbers (``tests/hpo/test_per_trial.py``).
 """
 
 from __future__ import annotations
@@ -43,11 +40,10 @@ def per_trial_line(callbacks: Sequence[Any]) -> str:
 
 
 class TrialModule(TrialStack):
-    """One trial as its own LightningModule: ``backbone`` (the encoder, or an identity) and ``head``.
+    """One trial as its own LightningModule (``backbone``, ``head``); the steps are the stack's with one slot.
 
-    The steps are the stack's with one slot. For callbacks only: the optimiser holds the parameters that
-    require a gradient when built (as ``BaseFinetuning`` expects), and each validation epoch logs
-    ``val_score``, the selection score (higher is better). ``step``: the search's epoch step, or None.
+    For callbacks: the optimiser holds the parameters that require a gradient (``BaseFinetuning``), and each
+    validation epoch logs ``val_score``. ``step``: the search's epoch step, or None.
     """
 
     def __init__(self, slot: Slot, eval_batch_size: int, step: Any = None) -> None:
@@ -129,7 +125,6 @@ def fit_each_trial(search: StackSearch | None, slots: Sequence[Slot], eval_batch
             while plan.study.remaining:
                 search.ask(plan)
                 for run in search.batches[plan.key]:
-                    run.slot.owner = None  # the run is the search's; a callback may copy the module (SWA)
                     fit(TrialModule(run.slot, eval_batch_size, TrialEpochs(search, plan, run)))
                     if run.outcome is None:
                         run.outcome = stopped_early(run)

@@ -1,10 +1,7 @@
-"""A resumed study continues on the path of the uninterrupted search: its sampler's asks are replayed.
+"""A resumed study continues on the uninterrupted search's path: its sampler's asks are replayed.
 
-Optuna stores no sampler, and a sampler restarted from its seed would draw its first trials again. But the
-draws are a pure function of the seed and of the history at each ask, and a search asks in fixed batches,
-so a resume asks the same batches again on scratch studies holding the trials each ask saw (nothing is
-trained). A replayed draw must equal the stored parameters (else :class:`NotReplayable`); the draws of a
-cut batch's unfinished trials are trained again (protocol decision #41).
+The draws are a pure function of the seed and the history at each ask, so a resume asks the same batches again on
+scratch studies (nothing trained); a draw must equal the stored parameters (else :class:`NotReplayable`). #41.
 """
 
 from __future__ import annotations
@@ -34,12 +31,9 @@ def batches(n_trials: int, batch: int) -> Iterator[range]:
 
 def replay(finished: Mapping[int, FrozenTrial], sampler: BaseSampler, name: str, n_trials: int, batch: int,
            dists: Mapping[str, BaseDistribution]) -> dict[int, dict[str, Any]]:
-    """Advance a fresh ``sampler`` (in place) through the asks that led to the ``finished`` trials (by number).
+    """Advance a fresh ``sampler`` through the asks that led to ``finished``; the cut batch's unfinished params.
 
-    Returns the parameters of the unfinished trials of a batch the kill cut short, by number.
-
-    Raises:
-        NotReplayable: A stored trial lies beyond an unfinished batch, or a replayed draw differs from it.
+    Raises ``NotReplayable`` when a stored trial lies beyond an unfinished batch or a replayed draw differs.
     """
     last = max(finished, default=-1)
     for members in batches(n_trials, batch):
@@ -71,11 +65,7 @@ def replay(finished: Mapping[int, FrozenTrial], sampler: BaseSampler, name: str,
 
 def restore(study: optuna.Study, finished: Mapping[int, FrozenTrial], pending: Mapping[int, dict[str, Any]],
             replayed: BaseSampler | None, dists: Mapping[str, BaseDistribution]) -> list[optuna.Trial]:
-    """Fill a new in-memory ``study`` with the stored trials at their numbers; returns the re-asked pending trials.
-
-    Pending trials are enqueued and asked under a throwaway sampler (the replayed one draws nothing); a number
-    with neither becomes a failed placeholder that does not count. The replayed sampler is installed last.
-    """
+    """Fill a new in-memory ``study`` with the stored trials at their numbers; returns the re-asked pending ones."""
     sampler = study.sampler
     study.sampler = optuna.samplers.RandomSampler(seed=0)
     asked = []
@@ -95,10 +85,7 @@ def resume(study: optuna.Study, finished: Mapping[int, FrozenTrial], sampler: Ba
            batch: int, dists: Mapping[str, BaseDistribution]) -> tuple[list[optuna.Trial], str | None]:
     """Restore the stored trials into a new in-memory ``study`` on the uninterrupted search's path.
 
-    Returns:
-        The re-asked unfinished trials of a cut batch, and why the history could not be replayed (None when
-        it was; then the study's own sampler goes on, with a warning, and later trials carry
-        :data:`OFF_PATH_ATTR`).
+    Returns the re-asked unfinished trials and why the history could not be replayed (None when it was).
     """
     try:
         pending = replay(finished, sampler, study.study_name, n_trials, batch, dists)

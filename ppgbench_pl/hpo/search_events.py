@@ -1,8 +1,6 @@
 """Trial and epoch progress of stacked searches, for a progress display in the same process.
 
-:meth:`~ppgbench_pl.hpo.stack_search.StackSearch.end_epoch` calls :func:`epoch_ended` once per stack epoch; a
-listener registered with :func:`listen` (:mod:`ppgbench_pl.benchmark.progress`) hears trial-epochs and finished
-trials. Nothing is read when nobody listens, and a listener's error never reaches the search.
+A listener's error never reaches the search; nothing is read when nobody listens.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
-"""The Optuna search spaces of the neural regimes (PROTOCOL.md 4.3, 4.4).
+"""The Optuna search spaces of the neural regimes (PROTOCOL.md 4.3, 4.4): every parameter categorical.
 
-Every parameter is categorical over the listed values, fixed ones included, as published; subject-level
-tasks add ``aggregation_idx``, an index into the task kind's aggregations (PROTOCOL.md 6).
+Subject-level tasks add ``aggregation_idx``, an index into the task kind's aggregations (PROTOCOL.md 6).
 """
 
 from __future__ import annotations
@@ -39,11 +38,7 @@ AGGREGATION_PARAM = "aggregation_idx"
 
 def build_space(base: Mapping[str, Sequence[Any]], overrides: Mapping[str, Sequence[Any]] | None = None,
                 aggregations: Sequence[str] = ()) -> dict[str, list[Any]]:
-    """The protocol space with user overrides applied, plus ``aggregation_idx`` when there are aggregations.
-
-    Raises:
-        ConfigError: An override names an unknown parameter or gives no values.
-    """
+    """The protocol space with user overrides (``ConfigError`` if unknown or empty), plus ``aggregation_idx``."""
     space = {name: list(values) for name, values in base.items()}
     for name, values in (overrides or {}).items():
         if name not in space:

@@ -1,9 +1,7 @@
 """Many independent Optuna studies searched in one ``Trainer.fit`` of a :class:`TrialStack`.
 
-Each study asks ``parallel_trials`` trials together and the next batch only once all have ended; the width
-comes from several studies side by side (repeats, seeds, folds), and no study reads another's state. After
-each epoch every trial of a batch reports before any asks the pruner, in trial-number order (a barrier:
-the same decisions however the stack is grouped, protocol decision #27).
+Each study asks ``parallel_trials`` trials and the next batch once all have ended; after each epoch every trial of
+a batch reports before any asks the pruner, in trial-number order (the same decisions however it is grouped, #27).
 """
 
 from __future__ import annotations
@@ -30,10 +28,7 @@ ScoreFn = Callable[[np.ndarray, Mapping[str, Any]], float]
 
 @dataclass
 class StudyPlan:
-    """One study to search inside a stack (``key``: ``<job id>/repeat<r>``).
-
-    ``on_complete`` gets (number, value, weights) before a complete trial is told; ``on_told`` runs after a batch.
-    """
+    """One study searched in a stack; ``on_complete(number, value, weights)`` runs before a complete trial is told."""
 
     key: str
     study: PersistentStudy
@@ -77,8 +72,6 @@ class StackSearch:
         """Ask a study's next batch; its runs become the study's current batch."""
         trials = plan.study.ask(plan.space)
         runs = [TrialRun(t, plan.make_slot(plan.key, t.number, t.params)) for t in trials]
-        for run in runs:
-            run.slot.owner = run
         self.batches[plan.key] = runs
         return [run.slot for run in runs]
 
@@ -137,7 +130,7 @@ class StackSearch:
             if slot.metric is not None:  # the torchmetrics selection metric fed by the validation loop
                 value = float(slot.metric.compute())
             else:
-                out = module.epoch_outputs(slot)
+                out = torch.cat(module.val_outputs[slot.name]).numpy().astype(np.float64)
                 value = float(plan.score(out, run.trial.params)) if np.isfinite(out).all() else math.nan
             if not math.isfinite(value):
                 slot.state = "diverged"

@@ -1,28 +1,99 @@
-"""A stack of trials trained side by side in one LightningModule, fitted by ``Trainer.fit``.
+"""A stack of trials (slots) trained side by side in one LightningModule, fitted by ``Trainer.fit``.
 
-A *slot* is one trial with its own network, rows, batch size, AdamW groups, epoch order, dropout stream and
-BatchNorm statistics. A training step runs every slot with a batch left and returns the sum of their losses:
-slots share no parameter and AdamW is element-wise, so each slot updates as if trained alone. Stacking pays
-Lightning's per-step overhead once for all slots (``docs/performance.md``). The module only computes: which
-trials fill the stack and each slot's train/eval and BatchNorm modes are its regime's (a callback's hooks).
+Each slot keeps its own network, rows, batches, AdamW groups, epoch order, dropout stream and BatchNorm statistics;
+slots share no parameter and AdamW is element-wise, so each updates as if trained alone, and Lightning's per-step
+overhead is paid once (``docs/performance.md``). Modes and which trials fill the stack are the regime's hooks.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 import lightning as L
 import numpy as np
 import torch
 from torch import Tensor, nn
+from torch.nn import functional as F
 from torch.utils.data import DataLoader, IterableDataset, TensorDataset
+from torchmetrics import Metric
 
-from ppgbench_pl.hpo.shuffle import epoch_permutation
-from ppgbench_pl.hpo.slots import Slot, SlotData
+LossName = Literal["mse", "bce", "ce"]
+SlotState = Literal["training", "diverged", "ended"]
 
-__all__ = ["PredictModule", "Slot", "SlotData", "TrialStack", "predict_outputs"]  # Slot lives in hpo/slots.py
+
+@dataclass
+class SlotData:
+    """The rows a slot trains and validates on (shared by a study's slots, so they go to the device once)."""
+
+    x_fit: Tensor
+    y_fit: Tensor
+    x_val: Tensor | None
+    loss: LossName
+    class_weight: list[float] | None = None
+    _device: torch.device | None = field(default=None, repr=False)
+    _weights: dict[torch.device, Tensor] = field(default_factory=dict, repr=False)
+
+    def _weight(self, device: torch.device) -> Tensor | None:
+        """The class weights as a tensor on ``device`` (built once: a step should not build it again)."""
+        if not self.class_weight:
+            return None
+        if device not in self._weights:
+            self._weights[device] = torch.tensor(self.class_weight, device=device)
+        return self._weights[device]
+
+    def to(self, device: torch.device, dtype: torch.dtype = torch.float32) -> SlotData:
+        """Move the tensors to ``device`` (once); inputs take the networks' dtype (``64-true``, ``bf16-true``)."""
+        if self._device != device or self.x_fit.dtype != dtype:
+            self.x_fit, self.y_fit = self.x_fit.to(device, dtype), self.y_fit.to(device)
+            self.x_val = self.x_val.to(device, dtype) if self.x_val is not None else None
+            self._device = device
+        return self
+
+    def loss_of(self, out: Tensor, y: Tensor) -> Tensor:
+        """MSE, BCE-with-logits (``pos_weight``) or weighted cross-entropy (PROTOCOL.md 4.3)."""
+        weight = self._weight(out.device)
+        if self.loss == "mse":
+            return F.mse_loss(out.float().reshape(y.shape), y.float())
+        if self.loss == "bce":
+            return F.binary_cross_entropy_with_logits(out.float().reshape(-1), y.float().reshape(-1), pos_weight=weight)
+        return F.cross_entropy(out.float(), y.long(), weight=weight)
+
+
+@dataclass
+class Slot:
+    """One trial in the stack: ``<study key>/<trial number>``, seeded with r + trial number (order, dropout)."""
+
+    name: str
+    net: nn.Module
+    data: SlotData
+    batch_size: int
+    seed: int
+    groups: list[dict[str, Any]]
+    max_epochs: int
+    freeze_stats: bool = False
+    epoch: int = 0
+    state: SlotState = "training"
+    #: 1-based epoch whose training loss went non-finite (the slot stopped training there), or None.
+    diverged_at: int | None = None
+    #: The selection metric the search reads (a torchmetrics ``Metric`` fed each validation epoch), or None.
+    metric: Metric | None = field(default=None, repr=False)
+    rng: Tensor | None = field(default=None, repr=False)
+    cuda_rng: Tensor | None = field(default=None, repr=False)
+    #: Whether the net draws random numbers in training (dropout): False skips the RNG swap per step.
+    random: bool = True
+
+    @property
+    def training(self) -> bool:
+        """Whether the slot takes batches this epoch."""
+        return self.state == "training"
+
+
+def epoch_permutation(n: int, seed: int, epoch: int) -> np.ndarray:
+    """The order of ``n`` rows in one epoch of the trial seeded with ``seed``: stacking changes no batch."""
+    return np.random.default_rng([seed, epoch]).permutation(n)
 
 
 class EachEpoch(IterableDataset):
@@ -36,10 +107,7 @@ class EachEpoch(IterableDataset):
 
 
 class TrialStack(L.LightningModule):
-    """The stacked trials of one ``Trainer.fit``; slots may be added and ended between epochs.
-
-    ``slots`` is the live slot table by name (ended slots stay until the fit ends; read ``slot.state``).
-    """
+    """The stacked trials of one ``Trainer.fit``; ``slots``: the live table by name (ended ones stay: ``state``)."""
 
     def __init__(self, slots: list[Slot], eval_batch_size: int = 4096) -> None:
         super().__init__()
@@ -53,11 +121,7 @@ class TrialStack(L.LightningModule):
             self._register(slot)
 
     def __setattr__(self, name: str, value: Any) -> None:
-        """A string or None over an existing plain attribute is set directly (speed).
-
-        Lightning sets the running hook's name about 50 times a step, and ``nn.Module.__setattr__`` would check
-        each against parameters, buffers and submodules, which such a value never is.
-        """
+        """A string or None over a plain attribute is set directly: Lightning sets the hook name ~50 times a step."""
         if (value is None or isinstance(value, str)) and name in self.__dict__:
             self.__dict__[name] = value
         else:
@@ -199,10 +263,6 @@ class TrialStack(L.LightningModule):
             slot.metric.update(out)
         else:
             self.val_outputs.setdefault(name, []).append(out.detach().float().cpu())
-
-    def epoch_outputs(self, slot: Slot) -> np.ndarray:
-        """The slot's validation outputs of the epoch just validated, ``[n_val, n_outputs]`` float64."""
-        return torch.cat(self.val_outputs[slot.name]).numpy().astype(np.float64)
 
     @contextlib.contextmanager
     def slot_rng(self, slot: Slot) -> Iterator[None]:

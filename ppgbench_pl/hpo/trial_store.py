@@ -1,7 +1,6 @@
 """Best-epoch weights of complete trials, next to the study, so a resumed search keeps its winner.
 
-Weights are written before the trial is told (a stored complete trial has its file unless it lost), and the
-files of trials that can no longer win are removed after each tell.
+Written before the trial is told; the files of trials that can no longer win go after each tell.
 """
 
 from __future__ import annotations

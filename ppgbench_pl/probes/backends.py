@@ -1,16 +1,11 @@
-"""Where random forests run: scikit-learn on the CPU or RAPIDS cuML on a GPU (PROTOCOL.md 4.2).
-
-Both take the protocol grid's hyperparameter names unchanged. cuML (the ``gpu`` extra) is imported only in
-the factories, and judged usable by asking CUDA for a device (``import cuml`` succeeds without one).
-"""
+"""Where random forests run: scikit-learn on the CPU or RAPIDS cuML on a GPU (PROTOCOL.md 4.2), same grid names."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from ppgbench_pl.errors import ConfigError
 
-Backend = Literal["auto", "sklearn", "cuml"]
 BACKENDS: tuple[str, ...] = ("auto", "sklearn", "cuml")
 #: Histogram bins of cuML's quantile split search, as published.
 CUML_N_BINS = 128

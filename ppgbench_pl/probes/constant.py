@@ -10,10 +10,7 @@ from ppgbench_pl.metrics.scores import Predictions
 
 def constant_predictions(kind: str, level: str, y_train: np.ndarray, groups_train: np.ndarray,
                          n_test: int, classes: np.ndarray | None = None) -> Predictions:
-    """Training mean (regression) or majority class, one-hot (ties: smallest label, as ``DummyClassifier``).
-
-    On subject-level tasks the mean or majority is over subjects.
-    """
+    """Training mean or majority class one-hot (ties: smallest label, as ``DummyClassifier``); per subject."""
     labels = first_per_group(groups_train, y_train) if level == "subject" else np.asarray(y_train)
     if kind != "classification":
         mean = labels.mean(axis=0)

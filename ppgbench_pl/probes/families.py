@@ -1,8 +1,4 @@
-"""Probe families: a hyperparameter grid plus how to fit and predict every point of it.
-
-A family that shares work across the whole inner CV (ridge: one Gram matrix) also offers ``cv_fit``,
-which the search prefers to ``fit_grid``.
-"""
+"""Probe families: a hyperparameter grid and how to fit and predict every point of it (``cv_fit``: shared work)."""
 
 from __future__ import annotations
 
@@ -23,11 +19,6 @@ class ProbeFamily(Protocol):
 
     def grid(self) -> list[dict[str, Any]]:
         """Hyperparameter points, in the order ties are broken."""
-        ...
-
-    def fit_grid(self, x: np.ndarray, y: np.ndarray, x_eval: np.ndarray, classes: np.ndarray | None,
-                 seed: int) -> list[Predictions]:
-        """Fit every grid point on (x, y) and predict ``x_eval``."""
         ...
 
     def fit_one(self, x: np.ndarray, y: np.ndarray, params: dict[str, Any], classes: np.ndarray | None,
@@ -68,10 +59,6 @@ class RidgeFamily:
         preds = [[Predictions(kind, p) for p in fold] for fold in cv.cv_predictions_]
         return preds, lambda g: cv.refit(self.alphas[g])
 
-    def fit_grid(self, x, y, x_eval, classes, seed):  # noqa: ANN001, ANN201, D102
-        cv = RidgeCV(self.alphas, self.device).fit(x, y, [])
-        return [self.predict(cv.refit(a), x_eval, classes) for a in self.alphas]
-
     def fit_one(self, x, y, params, classes, seed):  # noqa: ANN001, ANN201, D102
         return RidgeCV((params["alpha"],), self.device).fit(x, y, []).refit(params["alpha"])
 
@@ -83,8 +70,8 @@ class RidgeFamily:
 class LogisticFamily:
     """The published logistic probe: ``StandardScaler -> LogisticRegression(L2, lbfgs, max_iter 1000)``.
 
-    scikit-learn's own pipeline, one fit per C and inner fold (lbfgs stops before the optimum, so which C
-    wins depends on it). ``single_class``: ``error`` (published) or ``constant``.
+    One fit per C and inner fold (lbfgs stops early, so the winner depends on it); ``single_class``: ``error`` or
+    ``constant``.
     """
 
     name = "logistic"
@@ -94,9 +81,6 @@ class LogisticFamily:
 
     def grid(self) -> list[dict[str, Any]]:  # noqa: D102
         return [{"C": c} for c in self.cs]
-
-    def fit_grid(self, x, y, x_eval, classes, seed):  # noqa: ANN001, ANN201, D102
-        return [self.predict(self.fit_one(x, y, p, classes, seed), x_eval, classes) for p in self.grid()]
 
     def fit_one(self, x, y, params, classes, seed):  # noqa: ANN001, ANN201, D102
         from sklearn.linear_model import LogisticRegression

@@ -1,7 +1,4 @@
-"""The random-forest probe family with the protocol's grid (PROTOCOL.md 4.2).
-
-Raw embeddings go in unscaled and classes are unweighted, as published; the grid is configurable.
-"""
+"""The random-forest probe family and grid (PROTOCOL.md 4.2): raw embeddings, unweighted classes, as published."""
 
 from __future__ import annotations
 
@@ -58,11 +55,6 @@ class ForestFamily:
         """Every combination, nested in :data:`GRID_KEYS` order (ties keep the earliest)."""
         return [dict(zip(GRID_KEYS, combo, strict=True))
                 for combo in itertools.product(*(self.values[k] for k in GRID_KEYS))]
-
-    def fit_grid(self, x: np.ndarray, y: np.ndarray, x_eval: np.ndarray, classes: np.ndarray | None,
-                 seed: int) -> list[Predictions]:
-        """One forest per grid point (depths share nothing), each predicting ``x_eval``."""
-        return [self.predict(self.fit_one(x, y, p, classes, seed), x_eval, classes) for p in self.grid()]
 
     def fit_one(self, x: np.ndarray, y: np.ndarray, params: dict[str, Any], classes: np.ndarray | None,
                 seed: int) -> FittedForest:

@@ -1,8 +1,6 @@
-"""Linear probes with the protocol's grids (PROTOCOL.md 4.1) at the arithmetic limit, in float64.
+"""Linear-probe grids (PROTOCOL.md 4.1) and the per-part StandardScaler statistics of :mod:`.ridge`, in float64.
 
-The grids, and the per-part statistics of :mod:`.ridge`: StandardScaler's (population std; constant columns
-keep scale 1), fitted on each inner training part, derived by subtraction from sums of the outer-training
-rows centred once on their mean. The logistic probe is scikit-learn's pipeline (:mod:`.families`).
+Each inner training part's statistics come by subtraction from sums of the rows centred once on their mean.
 """
 
 from __future__ import annotations
@@ -33,11 +31,6 @@ def check_finite(x: np.ndarray, what: str = "embeddings") -> None:
     rows = np.flatnonzero(~finite.reshape(len(x), -1).all(axis=1))
     raise DataError(f"{what} contain NaN/inf in {len(rows)} of {len(x)} rows (first: row {int(rows[0])}); "
                     "check the encoder's output and the input windows")
-
-
-def device_of(device: str | torch.device | None) -> torch.device:
-    """The torch device a probe computes on (the CPU unless one is named)."""
-    return torch.device(device) if device is not None else torch.device("cpu")
 
 
 @contextmanager
@@ -95,26 +88,20 @@ def _gram(c: torch.Tensor) -> torch.Tensor:
 
 
 def part_statistics(x0: torch.Tensor, folds: Sequence[tuple[np.ndarray, np.ndarray]], offset: torch.Tensor,
-                    gram: bool = False, chunks: list[torch.Tensor] | None = None,
-                    ) -> tuple[Parts, torch.Tensor | None, list[torch.Tensor]]:
-    """Sizes, means and scales of every inner-training part and of all rows; optionally their Grams.
+                    chunks: list[torch.Tensor] | None) -> tuple[Parts, torch.Tensor, list[torch.Tensor]]:
+    """Sizes, means and scales of every inner-training part and of all rows; the Grams of all rows and per chunk.
 
-    With partitioning folds a part's statistics are the totals minus its validation chunk's. Returns
-    (parts, Gram of all rows or None, per-chunk Grams: empty unless ``gram`` and the folds partition).
+    ``chunks``: the validation chunks when the folds partition the rows (a part is the totals minus its chunk).
     """
     n_rows = x0.shape[0]
     dev = x0.device
-    val_idx = [torch.as_tensor(va, device=dev, dtype=torch.long) for _, va in folds]
     rows = []
     grams: list[torch.Tensor] = []
-    if is_partition(folds, n_rows):
-        chunks = [x0[i] for i in val_idx] if chunks is None else chunks
-        if gram:
-            grams = [_gram(c) for c in chunks]
+    if chunks is not None:
+        grams = [_gram(c) for c in chunks]
         c_n = torch.tensor([float(len(c)) for c in chunks], dtype=torch.float64, device=dev)
         c_s1 = torch.stack([c.sum(0) for c in chunks])
-        squares = [torch.diagonal(g).clone() for g in grams] if gram else [(c * c).sum(0) for c in chunks]
-        c_s2 = torch.stack(squares)
+        c_s2 = torch.stack([torch.diagonal(g).clone() for g in grams])
         c_lo = torch.stack([c.amin(0) for c in chunks])
         c_hi = torch.stack([c.amax(0) for c in chunks])
         t_n, t_s1, t_s2 = c_n.sum(), c_s1.sum(0), c_s2.sum(0)
@@ -138,7 +125,4 @@ def part_statistics(x0: torch.Tensor, folds: Sequence[tuple[np.ndarray, np.ndarr
     if (n < 1).any():
         raise DataError("an inner training part of the linear probe has no rows")
     mean, scale = _scaler(n, s1, s2, lo, hi, offset)
-    total = None
-    if gram:
-        total = torch.stack(grams).sum(0) if grams else _gram(x0)
-    return Parts(n, mean, scale, offset), total, grams
+    return Parts(n, mean, scale, offset), torch.stack(grams).sum(0) if grams else _gram(x0), grams

@@ -1,7 +1,6 @@
-"""Ridge over the whole inner-CV grid of one outer fold at once (the statistics of :mod:`.linear`).
+"""Ridge over a whole inner-CV grid at once: ``StandardScaler + Ridge(alpha)`` from one Gram matrix per fold.
 
-``Pipeline(StandardScaler(), Ridge(alpha))`` in disguise: one d x d Gram matrix per outer fold, each inner
-training part's statistics by subtraction, one reduction per inner fold for every alpha.
+Each inner part's statistics come by subtraction (:mod:`.linear`).
 """
 
 from __future__ import annotations
@@ -12,13 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ppgbench_pl.probes.linear import (
-    RIDGE_ALPHAS,
-    device_of,
-    is_partition,
-    part_statistics,
-    torch_threads,
-)
+from ppgbench_pl.probes.linear import RIDGE_ALPHAS, is_partition, part_statistics, torch_threads
 
 
 @dataclass
@@ -37,16 +30,10 @@ class RidgeModel:
         return out[:, 0] if self.squeeze else out
 
 
-def _targets(y: np.ndarray) -> tuple[np.ndarray, bool]:
-    y = np.asarray(y, dtype=np.float64)
-    return (y[:, None], True) if y.ndim == 1 else (y, False)
-
-
 def _tridiagonal_path(a: np.ndarray, b: np.ndarray, alphas: np.ndarray) -> np.ndarray | None:
-    """Solutions of ``(a + alpha I) x = b`` for every alpha through one tridiagonal reduction (LAPACK).
+    """``(a + alpha I) x = b`` for every alpha via one tridiagonal reduction (``dsytrd``, then ``dptsv``).
 
-    ``dsytrd`` costs a third of an eigendecomposition, then one O(d) ``dptsv`` solve per alpha; ``None``
-    when a shifted system is not positive definite (the caller then takes the eigendecomposition).
+    ``None`` when a shifted system is not positive definite (the caller then takes the eigendecomposition).
     """
     from scipy.linalg import lapack
 
@@ -99,52 +86,50 @@ class RidgeCV:
     def __init__(self, alphas: Sequence[float] = RIDGE_ALPHAS, device: str | torch.device | None = None,
                  num_threads: int | None = 1) -> None:
         self.alphas = tuple(float(a) for a in alphas)
-        self.device = device_of(device)
+        self.device = torch.device(device if device is not None else "cpu")
         self.num_threads = num_threads
 
     def fit(self, x: np.ndarray, y: np.ndarray, folds: Sequence[tuple[np.ndarray, np.ndarray]]) -> RidgeCV:
         """Statistics of every part, and per inner fold the validation predictions of every alpha."""
         with torch_threads(self.num_threads):
-            return self._fit(x, y, folds)
-
-    def _fit(self, x: np.ndarray, y: np.ndarray, folds: Sequence[tuple[np.ndarray, np.ndarray]]) -> RidgeCV:
-        y2, self._squeeze = _targets(y)
-        xt = torch.as_tensor(np.asarray(x, dtype=np.float64), device=self.device)
-        yt = torch.as_tensor(y2, device=self.device)
-        offset = xt.mean(0)
-        x0 = xt - offset
-        self._y_offset = yt.mean(0)
-        y0 = yt - self._y_offset
-        val_idx = [torch.as_tensor(va, device=self.device, dtype=torch.long) for _, va in folds]
-        chunks = [x0[i] for i in val_idx] if is_partition(folds, len(x0)) else None
-        parts, total, grams = part_statistics(x0, folds, offset, gram=True, chunks=chunks)
-        assert total is not None
-        self._parts = parts
-        partition = bool(grams)
-        # X^T y and sum y per validation chunk (or per training part when the folds do not partition)
-        if partition:
-            assert chunks is not None
-            c_xy = [c.T @ y0[i] for c, i in zip(chunks, val_idx, strict=True)]
-            c_y = [y0[i].sum(0) for i in val_idx]
-            t_xy, t_y = torch.stack(c_xy).sum(0), torch.stack(c_y).sum(0)
-        else:
-            t_xy, t_y = x0.T @ y0, y0.sum(0)
-        alphas = torch.tensor(self.alphas, dtype=torch.float64, device=self.device)
-        self.cv_predictions_: list[np.ndarray] = []
-        for p, (tr, _) in enumerate(folds):
+            y2 = np.asarray(y, dtype=np.float64)
+            self._squeeze = y2.ndim == 1
+            y2 = y2[:, None] if self._squeeze else y2
+            xt = torch.as_tensor(np.asarray(x, dtype=np.float64), device=self.device)
+            yt = torch.as_tensor(y2, device=self.device)
+            offset = xt.mean(0)
+            x0 = xt - offset
+            self._y_offset = yt.mean(0)
+            y0 = yt - self._y_offset
+            val_idx = [torch.as_tensor(va, device=self.device, dtype=torch.long) for _, va in folds]
+            chunks = [x0[i] for i in val_idx] if is_partition(folds, len(x0)) else None
+            parts, total, grams = part_statistics(x0, folds, offset, chunks)
+            self._parts = parts
+            partition = bool(grams)
+            # X^T y and sum y per validation chunk (or per training part when the folds do not partition)
             if partition:
-                g, xy, sy = total - grams[p], t_xy - c_xy[p], t_y - c_y[p]
+                assert chunks is not None
+                c_xy = [c.T @ y0[i] for c, i in zip(chunks, val_idx, strict=True)]
+                c_y = [y0[i].sum(0) for i in val_idx]
+                t_xy, t_y = torch.stack(c_xy).sum(0), torch.stack(c_y).sum(0)
             else:
-                rows = torch.as_tensor(tr, device=self.device, dtype=torch.long)
-                g, xy, sy = x0[rows].T @ x0[rows], x0[rows].T @ y0[rows], y0[rows].sum(0)
-            a, b, ybar = self._system(g, xy, sy, p)
-            coefs = ridge_path(a, b, alphas)  # [n_alpha, d, t]
-            xv = ((chunks[p] if chunks is not None else x0[val_idx[p]]) - parts.mean[p]) / parts.scale[p]
-            pred = torch.einsum("nd,adt->ant", xv, coefs) + ybar + self._y_offset
-            out = pred.cpu().numpy()
-            self.cv_predictions_.append(out[..., 0] if self._squeeze else out)
-        self._total = (total, t_xy, t_y)
-        return self
+                t_xy, t_y = x0.T @ y0, y0.sum(0)
+            alphas = torch.tensor(self.alphas, dtype=torch.float64, device=self.device)
+            self.cv_predictions_: list[np.ndarray] = []
+            for p, (tr, _) in enumerate(folds):
+                if partition:
+                    g, xy, sy = total - grams[p], t_xy - c_xy[p], t_y - c_y[p]
+                else:
+                    rows = torch.as_tensor(tr, device=self.device, dtype=torch.long)
+                    g, xy, sy = x0[rows].T @ x0[rows], x0[rows].T @ y0[rows], y0[rows].sum(0)
+                a, b, ybar = self._system(g, xy, sy, p)
+                coefs = ridge_path(a, b, alphas)  # [n_alpha, d, t]
+                xv = ((chunks[p] if chunks is not None else x0[val_idx[p]]) - parts.mean[p]) / parts.scale[p]
+                pred = torch.einsum("nd,adt->ant", xv, coefs) + ybar + self._y_offset
+                out = pred.cpu().numpy()
+                self.cv_predictions_.append(out[..., 0] if self._squeeze else out)
+            self._total = (total, t_xy, t_y)
+            return self
 
     def _system(self, g: torch.Tensor, xy: torch.Tensor, sy: torch.Tensor,
                 p: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -158,14 +143,11 @@ class RidgeCV:
     def refit(self, alpha: float) -> RidgeModel:
         """The model of one alpha on all rows (a Cholesky solve on the totals)."""
         with torch_threads(self.num_threads):
-            return self._refit(alpha)
-
-    def _refit(self, alpha: float) -> RidgeModel:
-        g, xy, sy = self._total
-        p = len(self._parts.n) - 1
-        a, b, ybar = self._system(g, xy, sy, p)
-        a = a + alpha * torch.eye(a.shape[0], dtype=a.dtype, device=a.device)
-        coef = torch.cholesky_solve(b, torch.linalg.cholesky(a))
-        parts = self._parts
-        return RidgeModel((parts.mean[p] + parts.offset).cpu().numpy(), parts.scale[p].cpu().numpy(),
-                          coef.cpu().numpy(), (ybar + self._y_offset).cpu().numpy(), self._squeeze)
+            g, xy, sy = self._total
+            p = len(self._parts.n) - 1
+            a, b, ybar = self._system(g, xy, sy, p)
+            a = a + alpha * torch.eye(a.shape[0], dtype=a.dtype, device=a.device)
+            coef = torch.cholesky_solve(b, torch.linalg.cholesky(a))
+            parts = self._parts
+            return RidgeModel((parts.mean[p] + parts.offset).cpu().numpy(), parts.scale[p].cpu().numpy(),
+                              coef.cpu().numpy(), (ybar + self._y_offset).cpu().numpy(), self._squeeze)

@@ -1,7 +1,6 @@
-"""Exhaustive grid selection with inner group CV, subject aggregation included (PROTOCOL.md 3.2, 6).
+"""Grid selection by inner group CV, aggregation included (PROTOCOL.md 3.2, 6), then a refit of the winner.
 
-The best mean score wins (first in grid order on ties; folds with an undefined score left out of the
-mean), then the winner is refitted on the whole training part.
+Best mean score wins (ties: grid order; undefined fold scores are left out of the mean).
 """
 
 from __future__ import annotations
@@ -26,18 +25,12 @@ def subject_predictions(pred: Predictions, groups: np.ndarray, method: str) -> P
 
 
 class GroupGridSearch:
-    """Select a probe's hyperparameters (and aggregation) by inner group CV, then refit.
-
-    ``seed`` seeds the inner folds and the models; ``what`` names the rows in errors.
-    """
+    """Select a probe's hyperparameters (and aggregation) by inner group CV, then refit (``seed``: folds, models)."""
 
     def __init__(self, family: ProbeFamily, kind: str, level: str, seed: int, n_inner_folds: int = 4,
                  binary_metric: str = "auroc", what: str = "embeddings") -> None:
         self.family, self.kind, self.level, self.seed = family, kind, level, seed
         self.n_inner_folds, self.binary_metric, self.what = n_inner_folds, binary_metric, what
-
-    def _aggregations(self) -> tuple[str, ...]:
-        return candidates(self.kind) if self.level == "subject" else ("none",)
 
     def _score(self, y: np.ndarray, groups: np.ndarray, pred: Predictions, aggregation: str) -> float:
         if aggregation != "none":
@@ -47,9 +40,8 @@ class GroupGridSearch:
 
     def fit(self, X: np.ndarray, y: np.ndarray, groups: np.ndarray,  # noqa: N803
             folds: list[tuple[np.ndarray, np.ndarray]] | None = None) -> GroupGridSearch:
-        """Inner-CV selection over grid x aggregation, then refit the winner on all of ``X``.
+        """Inner-CV selection over grid x aggregation, then refit the winner on all of ``X`` (default inner folds).
 
-        ``folds`` default to the protocol's :class:`~ppgbench_pl.data.splits.InnerGroupSplit` of ``groups``.
         Raises ``DataError`` for NaN/inf rows or (classification) one training class.
         """
         X = np.asarray(X, dtype=np.float64)  # noqa: N806
@@ -62,15 +54,17 @@ class GroupGridSearch:
                                     "a classifier cannot be fitted or selected")
         if folds is None:
             folds = list(InnerGroupSplit(self.seed, self.n_inner_folds).split(X, y, groups))
-        grid, aggs = self.family.grid(), self._aggregations()
+        grid = self.family.grid()
+        aggs = candidates(self.kind) if self.level == "subject" else ("none",)
         scores = np.full((len(grid), len(aggs), len(folds)), np.nan)
         cv_fit = getattr(self.family, "cv_fit", None)
         refit: Callable[[int], Any] | None = None
         if cv_fit is not None:
             fold_preds, refit = cv_fit(X, y, folds, self.classes_, self.seed)
         else:
-            fold_preds = [self.family.fit_grid(X[tr], y[tr], X[va], self.classes_, self.seed)
-                          for tr, va in folds]
+            family, classes = self.family, self.classes_
+            fold_preds = [[family.predict(family.fit_one(X[tr], y[tr], p, classes, self.seed), X[va], classes)
+                           for p in grid] for tr, va in folds]
         for f, (_, va) in enumerate(folds):
             for g, pred in enumerate(fold_preds[f]):
                 for a, agg in enumerate(aggs):

@@ -1,8 +1,4 @@
-"""How many BLAS threads the non-neural probes get (one by default), and the per-job thread scope.
-
-On a 2-vCPU machine a second OpenBLAS thread mostly spins: one thread made a linear run 3x cheaper with
-identical results (docs/performance.md). The limit is scoped to the probe fit.
-"""
+"""BLAS threads of the non-neural probes (one by default: a second one mostly spins, docs/performance.md)."""
 
 from __future__ import annotations
 

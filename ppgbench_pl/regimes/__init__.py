@@ -1,8 +1,4 @@
-"""Regimes: Lightning callbacks that select, train and score a head on one outer fold.
-
-The names below are imported on first use (PEP 562), so importing the torch-free
-:mod:`ppgbench_pl.regimes.catalog` (``ppgbench list``) does not load torch and Lightning.
-"""
+"""Regimes: Lightning callbacks that score a head on one outer fold; imported on first use (``list``: no torch)."""
 
 from __future__ import annotations
 

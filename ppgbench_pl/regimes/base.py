@@ -1,8 +1,7 @@
 """A regime is a Lightning callback that trains and selects a head on one outer fold.
 
-The runner hands each job to :meth:`Regime.run` as a :class:`JobContext` and gets one :class:`RepeatOutcome`
-per repeat. A new regime subclasses :class:`Regime` and is listed under ``trainer.callbacks``; it is a callback
-of the inner trainers it builds (``[*user callbacks, self]``), and what it changes in their training, its hooks do.
+:meth:`Regime.run` gets a :class:`JobContext` and returns one :class:`RepeatOutcome` per repeat; the regime is a
+callback of the inner trainers it builds (``[*user callbacks, self]``), so its hooks do its work there.
 """
 
 from __future__ import annotations
@@ -36,8 +35,7 @@ from ppgbench_pl.results.records import job_id as job_id_of
 class JobContext:
     """Everything one job (model, task, regime, seed, outer fold) needs, built once by the engine.
 
-    Its rows (task view, outer split, holdouts, loaders) are those of the job's :class:`JobDataModule`, the one
-    place they are made; the cached embeddings or raw windows are loaded before the regime runs.
+    Its rows are its :class:`JobDataModule`'s, the one place they are made.
     """
 
     job_id: str
@@ -149,10 +147,7 @@ class _SigInt(BaseException):
 
 @contextmanager
 def interrupts_pass_through() -> Iterator[None]:
-    """Let Ctrl-C leave ``Trainer.fit`` as a KeyboardInterrupt (Lightning would exit the process with status 1).
-
-    Under the default SIGINT handler only: a private BaseException passes Lightning and becomes the interrupt.
-    """
+    """Let Ctrl-C leave ``Trainer.fit`` as a KeyboardInterrupt, not exit 1 (default handler only)."""
     if threading.current_thread() is not threading.main_thread() or \
             signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
         yield
@@ -242,10 +237,7 @@ class Regime(Callback):
         return {k: v for k, v in vars(self).items() if not k.startswith("_") and not callable(v)}
 
     def deviations(self) -> list[str]:
-        """``key=value`` for each result setting that differs from the class defaults (the published protocol).
-
-        Records and tables show them; a regime that cannot be built without arguments lists nothing.
-        """
+        """``key=value`` for each result setting that differs from the class defaults (empty if none can be built)."""
         published = _published_settings(type(self))
         if published is None:
             return []
@@ -261,11 +253,7 @@ class Regime(Callback):
         return self.backend()
 
     def check_trainer(self, trainer_kwargs: dict[str, Any]) -> None:
-        """Refuse, before any job runs, device settings this regime cannot honour (default: all are fine).
-
-        Raises:
-            ConfigError: A setting the regime's inner training would otherwise silently ignore.
-        """
+        """Refuse (``ConfigError``), before any job runs, device settings this regime cannot honour."""
 
     def run(self, ctx: JobContext) -> list[RepeatOutcome]:
         """Select, train and score on one outer fold."""

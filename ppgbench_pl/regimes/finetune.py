@@ -1,24 +1,18 @@
 """End-to-end finetuning regime: encoder + MLP head trained jointly, Optuna-searched (PROTOCOL.md 4.4).
 
-Each trial is a slot with a fresh copy of the encoder and a new head (AdamW head and encoder groups,
-BatchNorm ``train`` or ``freeze_stats``); windows are preprocessed once per job; AMP only on CUDA.
-
-Heads: published, a trial's head comes from a running RNG; here the study's own head stream (seed r, trial
-n gets draw n+1, whatever its stack mates, retrains or resumes: decision #22). ``reseed_head`` seeds each
-head with r + trial number instead.
-
-Parameter-free encoders (PRV; PROTOCOL.md 10 item 4) get a *head-only* finetune: the head is searched on
-the encoder's fixed features over the finetune space's head parameters (``engine.mode = "head_only"``).
+Each trial: a fresh encoder copy and a head drawn from the study's head stream (seed r, trial n gets draw n+1
+whatever its stack mates, retrains or resumes: decision #22; ``reseed_head``: seeded r + n). Parameter-free
+encoders (PRV; PROTOCOL.md 10 item 4) get a head-only finetune on their fixed features (``mode = head_only``).
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
+from functools import partial
 from typing import Any, Literal
 
 import numpy as np
-import optuna
 import torch
 from torch import Tensor, nn
 
@@ -27,11 +21,10 @@ from ppgbench_pl.errors import ConfigError
 from ppgbench_pl.heads.mlp import MLPHead
 from ppgbench_pl.hpo.optuna_search import SearchSettings
 from ppgbench_pl.hpo.spaces import FINETUNE_SPACE
-from ppgbench_pl.hpo.stack_search import StudyPlan
-from ppgbench_pl.hpo.trial_stack import Slot, SlotData, predict_outputs
+from ppgbench_pl.hpo.trial_stack import Slot
 from ppgbench_pl.regimes.base import JobContext
 from ppgbench_pl.regimes.mlp import HeadFactory
-from ppgbench_pl.regimes.neural import ClassWeighting, NeuralRegime, RepeatSearch, Split, Targets, TrialFactory
+from ppgbench_pl.regimes.neural import ClassWeighting, NeuralRegime, Split, Targets
 from ppgbench_pl.tasks.encoder_task import EncoderTask
 
 #: The head parameters of the finetune space, for parameter-free encoders.
@@ -46,12 +39,6 @@ def is_parameter_free(encoder: PPGEncoder) -> bool:
     return not getattr(encoder, "trainable", True) or not any(p.numel() for p in encoder.parameters())
 
 
-def attach_study(factory: TrialFactory, s: RepeatSearch) -> None:
-    """Let a finetune factory replay its head stream with the trials of the search's study."""
-    if isinstance(factory, FinetuneFactory) and s.study is not None:
-        factory.study = s.study.study
-
-
 class HeadedEncoder(nn.Module):
     """Encoder features of *preprocessed* windows -> MLP head; state-dict keys ``encoder.*``, ``head.*``."""
 
@@ -64,7 +51,7 @@ class HeadedEncoder(nn.Module):
         return self.head(self.encoder.forward_features(x))  # type: ignore[operator]
 
 
-class FinetuneFactory:
+class FinetuneFactory(HeadFactory):
     """Trials of encoder + head on the preprocessed windows of one split (``seed``: r, the head stream's)."""
 
     space = FINETUNE_SPACE
@@ -76,18 +63,15 @@ class FinetuneFactory:
         self.pristine = copy.deepcopy(ctx.encoder).cpu()
         self.rows, self.labels, self.windows = ctx.view.rows, ctx.view.y, ctx.raw_windows()
         self.embed_dim = self._probe_embed_dim()
-        #: The search's study, whose trials' widths replay the head stream (:class:`FinetuneRegime` sets it).
-        self.study: optuna.Study | None = None
         self.restart_stream(seed)
         self.details: dict[str, Any] = {"mode": "end_to_end", "embed_dim": self.embed_dim, "precision": precision,
                                         "engine": "trial_stack", "reseed_head": reseed_head}
-        self._data: dict[bool, SlotData] = {}
+        self._data = {}
 
     def for_search(self, seed: int) -> FinetuneFactory:
         """The factory of another search seed: the encoder and prepared rows shared, a head stream of its own."""
         fork = copy.copy(self)  # shallow: the pristine encoder and the rows cache (self._data) are shared
-        fork.restart_stream(seed)
-        fork.study = None  # its own study, once opened
+        fork.restart_stream(seed)  # its own study is attached when it opens
         fork.details = dict(self.details)
         return fork
 
@@ -108,15 +92,6 @@ class FinetuneFactory:
             name = getattr(self.pristine, "name", "encoder")
             raise ConfigError(f"{name} returned shape {tuple(z.shape)}, expected [batch, embed_dim]")
         return int(z.shape[1])
-
-    def data(self, validate: bool) -> SlotData:
-        """The fit (and validation) rows, once per factory."""
-        if validate not in self._data:
-            fit, val = self.split.fit, self.split.val if validate else None
-            self._data[validate] = SlotData(
-                self.inputs(fit), torch.as_tensor(self.targets.encode(self.labels[fit])),
-                self.inputs(val) if val is not None else None, self.targets.loss, self.targets.class_weight)
-        return self._data[validate]
 
     def trial_params(self, number: int) -> Mapping[str, Any] | None:
         """Trial ``number``'s parameters in the study (None if unknown, or a resume's placeholder)."""
@@ -147,8 +122,7 @@ class FinetuneFactory:
     def _seek(self, number: int, width: int) -> None:
         """Put the (forked) global RNG at draw ``number`` of the head stream, replaying the draws before it.
 
-        A draw's size depends on its trial's ``hidden_dim`` (known here or from the study; else ``width``, exact
-        when ``hidden_dim`` is fixed, as published).
+        A draw's size is its trial's ``hidden_dim`` (known, or from the study; else ``width``: exact when fixed).
         """
         if number < 0:
             raise ValueError(f"trial number {number} < 0: a slot's seed must be the stream's seed r + trial number")
@@ -171,11 +145,9 @@ class FinetuneFactory:
         return Slot(name, net, self.data(validate), int(params["batch_size"]), seed, groups, epochs,
                     freeze_stats=params["batchnorm_mode"] == "freeze_stats")
 
-    def predict(self, params: Mapping[str, Any], weights: dict[str, Any], positions: np.ndarray) -> np.ndarray:
-        """Head outputs for some positions (eval mode, through ``Trainer.predict``)."""
-        net = HeadedEncoder(copy.deepcopy(self.pristine), self.head(params, 0))
-        net.load_state_dict(weights)
-        return predict_outputs(self.make_trainer, net, self.inputs(positions), self.eval_batch_size)
+    def network(self, params: Mapping[str, Any]) -> nn.Module:
+        """An encoder copy and a head to load a winner's weights into."""
+        return HeadedEncoder(copy.deepcopy(self.pristine), self.head(params, 0))
 
 
 class FinetuneRegime(NeuralRegime):
@@ -210,18 +182,6 @@ class FinetuneRegime(NeuralRegime):
         self.amp, self.amp_dtype, self.reseed_head = amp, amp_dtype, reseed_head
         self._features: tuple[str, np.ndarray] | None = None
 
-    def open_plan(self, s: RepeatSearch) -> StudyPlan:
-        """The search's plan; its factory replays the head stream with the study's trials (a resumed search)."""
-        plan = super().open_plan(s)
-        attach_study(s.factory, s)
-        return plan
-
-    def train_fixed(self, s: RepeatSearch, factory: TrialFactory, params: Mapping[str, Any], seed: int,
-                    epochs: int) -> dict[str, Any]:
-        """A refit or a lost winner's retrain, from the winner's own head (replayed with the study's trials)."""
-        attach_study(factory, s)
-        return super().train_fixed(s, factory, params, seed, epochs)
-
     def check_trainer(self, trainer_kwargs: dict[str, Any]) -> None:
         """Also refuse ``amp``/``amp_dtype`` beside ``trainer.precision``, which wins (they would do nothing)."""
         super().check_trainer(trainer_kwargs)
@@ -246,10 +206,7 @@ class FinetuneRegime(NeuralRegime):
                      seed: int) -> FinetuneFactory | HeadFactory:
         """End-to-end trials, or head-only ones for parameter-free encoders."""
         precision = self.precision(ctx)
-
-        def make_trainer(callbacks: list[Any], **overrides: Any) -> Any:
-            return ctx.make_trainer(callbacks, precision=precision, **overrides)
-
+        make_trainer = partial(ctx.make_trainer, precision=precision)
         if not is_parameter_free(ctx.encoder):
             return FinetuneFactory(ctx, split, targets, seed, self.reseed_head, make_trainer, precision,
                                    self.eval_batch_size)

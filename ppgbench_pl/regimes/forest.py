@@ -1,7 +1,4 @@
-"""Random-forest probe regime on frozen embeddings (PROTOCOL.md 4.2): the linear regime's nested selection.
-
-The backend is resolved when the callback is built, so an unusable ``cuml`` stops the run before any job.
-"""
+"""Random-forest probe regime on frozen embeddings (PROTOCOL.md 4.2); the backend resolves when it is built."""
 
 from __future__ import annotations
 

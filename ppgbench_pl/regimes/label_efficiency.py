@@ -1,7 +1,6 @@
-"""Label efficiency: the linear probe trained on a seeded fraction of the outer-training subjects.
+"""Label efficiency: the linear probe on a seeded fraction of the outer-training subjects (``linear_frac<pct>``).
 
-The worked example of a regime added by a callback and a YAML file (``configs/regime_label_efficiency.yaml``):
-one instance per fraction, named ``linear_frac<percent>``; the test fold, inner CV and baseline are unchanged.
+A regime added by a callback and a YAML file (``configs/regime_label_efficiency.yaml``).
 """
 
 from __future__ import annotations
@@ -18,20 +17,12 @@ from ppgbench_pl.regimes.linear import LinearRegime
 
 
 def regime_name(fraction: float) -> str:
-    """``linear_frac<percent>``: 0.01 -> ``linear_frac1``, 1.0 -> ``linear_frac100``, 0.005 -> ``..0.5``.
-
-    The percentage is printed with ``%g`` so float noise (0.29 * 100 = 28.999...) stays out of names.
-    """
+    """``linear_frac<percent>`` with ``%g`` (0.01 -> ``linear_frac1``; float noise stays out of names)."""
     return f"linear_frac{fraction * 100:g}"
 
 
 def sample_groups(groups: list[Any], fraction: float, min_groups: int, seed: int) -> list[Any]:
-    """A subset of ``groups`` in their order, seeded by (seed, fraction): ceil(fraction x n), >= ``min_groups``.
-
-    Raises:
-        ConfigError: Fewer than ``min_groups`` groups are available.
-
-    """
+    """``ceil(fraction x n)`` (>= ``min_groups``, else ``ConfigError``) of ``groups`` in order, seeded."""
     n = len(groups)
     if n < min_groups:
         raise ConfigError(f"label efficiency needs at least {min_groups} training subjects, got {n}")

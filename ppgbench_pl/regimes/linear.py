@@ -1,8 +1,7 @@
 """Linear probe regime: ridge / L2 logistic regression on frozen embeddings (PROTOCOL.md 4.1).
 
-Inner 4-fold group CV over the grid (and the subject aggregation) on the outer-training part, refit on all of
-it, scored on the outer test fold; one ``Trainer.fit``/``test`` of :class:`~ppgbench_pl.tasks.ProbeTask` per job,
-with the regime as the trainer's callback: it fits the estimator at the epoch's end and predicts at the test's.
+Inner 4-fold group CV over the grid (and aggregation), refit, outer test; the regime, a callback of the
+:class:`~ppgbench_pl.tasks.ProbeTask` trainer, fits at the epoch's end and predicts at the test's.
 """
 
 from __future__ import annotations
@@ -49,11 +48,7 @@ class ProbeRegime(Regime):
         raise NotImplementedError
 
     def fit_and_score(self, ctx: JobContext, train_positions: np.ndarray) -> RepeatOutcome:
-        """Search on the given outer-training positions, refit, and score the outer test fold.
-
-        Probes are numpy fits, so the trainers run at 32-true; a user error fails the job in one line naming
-        task, seed and fold.
-        """
+        """Search on the given outer-training positions, refit, and score the outer test fold (errors name the job)."""
         view = ctx.view
         _, test = ctx.outer()
         where = f"{ctx.task.name} seed {ctx.seed} fold {ctx.fold}"

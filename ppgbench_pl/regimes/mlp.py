@@ -1,17 +1,18 @@
 """Frozen MLP probe regime: a one-hidden-layer head on cached embeddings, Optuna-searched (PROTOCOL.md 4.3).
 
-Heads train on the cached embeddings z-scored on the holdout-fit part (a std of 0 becomes 1); each trial is a
-slot (an :class:`~ppgbench_pl.heads.MLPHead` seeded with r + trial number), float32 unless the trainer says.
+Embeddings are z-scored on the holdout-fit part (a std of 0 becomes 1); each trial's head is seeded r + trial.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 import numpy as np
+import optuna
 import torch
-from torch import nn
+from torch import Tensor, nn
 
 from ppgbench_pl.heads.mlp import MLPHead
 from ppgbench_pl.hpo.spaces import MLP_SPACE
@@ -24,18 +25,10 @@ MLP_PARAMS = {"hidden_dim": "hidden_dim", "dropout": "dropout", "lr": "lr", "wei
               "batch_size": "batch_size"}
 
 
-def standardize(x: np.ndarray, fit_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Mean and std of ``x[fit_rows]`` (a std of 0 becomes 1), in float64."""
-    fit = np.asarray(x[fit_rows], dtype=np.float64)
-    std = fit.std(axis=0)
-    return fit.mean(axis=0), np.where(std == 0, 1.0, std)
-
-
 class HeadFactory:
     """Trials of an :class:`MLPHead` on fixed features of one split (the MLP probe, head-only finetuning).
 
-    ``features`` and ``labels`` have one row per task-view position; ``param_names`` maps head settings to
-    search-space parameters.
+    ``features``/``labels``: one row per task-view position; ``param_names``: head setting -> space parameter.
     """
 
     def __init__(self, features: np.ndarray, labels: np.ndarray, split: Split, targets: Targets,
@@ -43,20 +36,28 @@ class HeadFactory:
                  eval_batch_size: int = 4096) -> None:
         self.split, self.targets, self.space = split, targets, space
         self.param_names, self.make_trainer, self.eval_batch_size = dict(param_names), make_trainer, eval_batch_size
-        mean, std = standardize(np.asarray(features, dtype=np.float64), split.fit)
-        self.x = torch.as_tensor(((np.asarray(features, dtype=np.float64) - mean) / std).astype(np.float32))
+        x = np.asarray(features, dtype=np.float64)
+        mean, std = x[split.fit].mean(axis=0), x[split.fit].std(axis=0)  # of the fit part; a std of 0 becomes 1
+        self.x = torch.as_tensor(((x - mean) / np.where(std == 0, 1.0, std)).astype(np.float32))
         self.labels = labels
         self.details: dict[str, Any] = {"engine": "trial_stack", "standardized": True,
                                         "in_features": int(self.x.shape[1])}
         self._data: dict[bool, SlotData] = {}
+
+    #: The search's study (finetuning replays its head stream with its trials; :class:`NeuralRegime` sets it).
+    study: optuna.Study | None = None
+
+    def inputs(self, positions: np.ndarray) -> Tensor:
+        """The network's inputs of some positions: the z-scored features (float32, CPU)."""
+        return self.x[positions]
 
     def data(self, validate: bool) -> SlotData:
         """The fit (and validation) rows, one object per factory so they reach the device once."""
         if validate not in self._data:
             fit, val = self.split.fit, self.split.val if validate else None
             self._data[validate] = SlotData(
-                self.x[fit], torch.as_tensor(self.targets.encode(self.labels[fit])),
-                self.x[val] if val is not None else None, self.targets.loss, self.targets.class_weight)
+                self.inputs(fit), torch.as_tensor(self.targets.encode(self.labels[fit])),
+                self.inputs(val) if val is not None else None, self.targets.loss, self.targets.class_weight)
         return self._data[validate]
 
     def for_search(self, seed: int) -> HeadFactory:
@@ -71,6 +72,7 @@ class HeadFactory:
                 torch.manual_seed(seed)
             return MLPHead(int(self.x.shape[1]), self.targets.n_outputs, int(p["hidden_dim"]), float(p["dropout"]))
 
+
     def slot(self, name: str, params: Mapping[str, Any], seed: int, epochs: int, validate: bool) -> Slot:
         """A head seeded with the trial's seed, its AdamW group and batch size."""
         p = {key: params[n] for key, n in self.param_names.items()}
@@ -79,18 +81,21 @@ class HeadFactory:
         drops = any(isinstance(m, nn.Dropout) and m.p > 0 for m in head.modules())  # else it draws no random numbers
         return Slot(name, head, self.data(validate), int(p["batch_size"]), seed, [group], epochs, random=drops)
 
+    def network(self, params: Mapping[str, Any]) -> nn.Module:
+        """An untrained network of the trial's shape, to load a winner's weights into."""
+        return self.head(params, 0)
+
     def predict(self, params: Mapping[str, Any], weights: dict[str, Any], positions: np.ndarray) -> np.ndarray:
         """Head outputs for some positions (eval mode, through ``Trainer.predict``)."""
-        head = self.head(params, 0)
-        head.load_state_dict(weights)
-        return predict_outputs(self.make_trainer, head, self.x[positions], self.eval_batch_size)
+        net = self.network(params)
+        net.load_state_dict(weights)
+        return predict_outputs(self.make_trainer, net, self.inputs(positions), self.eval_batch_size)
 
 
 class MLPRegime(NeuralRegime):
     """The frozen MLP probe (PROTOCOL.md 4.3), searched by TPE + Hyperband on the 20 % holdout.
 
-    Its arguments and their defaults are :class:`~ppgbench_pl.regimes.neural.NeuralRegime`'s (published: 48
-    trials, 25 epochs, 1 at a time, ``auroc``; ``stack_jobs`` 5).
+    Arguments: :class:`~ppgbench_pl.regimes.neural.NeuralRegime`'s (published: 48 trials, 25 epochs, ``auroc``).
     """
 
     name = "mlp"
@@ -104,9 +109,6 @@ class MLPRegime(NeuralRegime):
         """Heads on the job's cached embeddings, z-scored on the fit part."""
         if ctx.embeddings is None:
             raise RuntimeError("the MLP probe needs the cached embeddings (uses_embeddings=True)")
-
-        def make_trainer(callbacks: list[Any], **overrides: Any) -> Any:
-            return ctx.make_trainer(callbacks, precision=self.precision(ctx), **overrides)
-
+        make_trainer = partial(ctx.make_trainer, precision=self.precision(ctx))
         return HeadFactory(ctx.features(), ctx.view.y, split, targets, MLP_PARAMS, MLP_SPACE, make_trainer,
                            self.eval_batch_size)

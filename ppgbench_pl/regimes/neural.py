@@ -1,10 +1,7 @@
 """What the frozen MLP probe and finetuning share: holdout repeats, targets, selection, the Optuna search.
 
-Per outer fold (PROTOCOL.md 3.3), subject-level tasks run 3 repeats (r = seed + 1009 k), others 1. Each
-repeat splits the outer-training groups into a fit part and 20 % validation groups, searches with TPE +
-Hyperband (one persistent study), and scores the best complete trial's best-epoch weights (no refit unless
-``refit=True``) on the outer test fold. Every trial of a job (or job group) trains in one
-:class:`~ppgbench_pl.hpo.trial_stack.TrialStack`; what a trial is, is the regime's :class:`TrialFactory`.
+Per outer fold (PROTOCOL.md 3.3) subject-level tasks run 3 repeats (r = seed + 1009 k), others 1: a 20 % group
+holdout, TPE + Hyperband, the best complete trial's best-epoch weights tested (``refit``: retrained on all).
 """
 
 from __future__ import annotations
@@ -123,10 +120,7 @@ class NeuralRegime(Regime):
         self.search_seeds = check_search_seeds(search_seeds)
 
     def settings(self) -> dict[str, Any]:
-        """Result-relevant settings: the search budget without its storage, no ``stack_jobs`` (a speed setting).
-
-        ``search_seeds`` is left out at its published ``[0]`` (so folders made before it existed resume).
-        """
+        """Result settings: the search without storage; no ``stack_jobs``; ``search_seeds`` unless ``[0]``."""
         out = super().settings()
         out["search"] = self.search.identity()
         out.pop("stack_jobs", None)
@@ -137,11 +131,6 @@ class NeuralRegime(Regime):
     def backend(self) -> str:
         """The trial engine."""
         return "lightning-trial-stack"
-
-    @property
-    def max_epochs(self) -> int:
-        """The resolved epoch budget."""
-        return self.search.epochs
 
     def check_trainer(self, trainer_kwargs: dict[str, Any]) -> None:
         """A stack trains on one device in this process (:func:`~ppgbench_pl.regimes.selection.one_device`)."""
@@ -175,8 +164,7 @@ class NeuralRegime(Regime):
     def train_modes(self, pl_module: TrialStack) -> None:
         """Each trial's train/eval mode (ended: eval) and BatchNorm mode (``freeze_stats``: eval statistics).
 
-        Set after the epoch, not at its start, so a user callback's changes in ``on_train_epoch_start`` hold
-        (Lightning restores module modes after validation, never calls ``train()``).
+        Set after the epoch, so a user callback's changes in ``on_train_epoch_start`` hold.
         """
         for slot in pl_module.slots.values():
             slot.net.train(slot.training)
@@ -192,10 +180,7 @@ class NeuralRegime(Regime):
         return result
 
     def run_group(self, ctxs: Sequence[JobContext]) -> list[list[RepeatOutcome] | Exception]:
-        """The repeats of several jobs of one (model, task) searched in one stack; per job its outcomes or error.
-
-        A job whose split or search fails alone fails alone (an error in the shared fit fails every job).
-        """
+        """Several jobs of one (model, task) in one stack; a job whose split or search fails fails alone."""
         failed: dict[str, Exception] = {}
         searches: list[RepeatSearch] = []
         for ctx in ctxs:
@@ -246,22 +231,22 @@ class NeuralRegime(Regime):
         s.storage = open_storage(s.url)
         name = f"{s.ctx.job_id}-repeat{s.repeat}" + (f"-search{s.search_seed}" if s.search_seed else "")
         space = build_space(s.factory.space, self.search_space, s.aggregations)
-        s.study = PersistentStudy(s.storage, name, self.search, seed=s.seed, space=space)
+        s.study = study = PersistentStudy(s.storage, name, self.search, seed=s.seed, space=space)
+        s.factory.study = study.study  # finetuning replays its head stream with the study's trials (a resume)
         s.weights = store = TrialWeights(s.ctx.work_dir / s.folder)
-        study = s.study
 
         def keep_if_best(number: int, value: float, weights: dict[str, Any]) -> None:
             store.offer(study.study, number, value, weights)
 
         def make_slot(key: str, number: int, params: Mapping[str, Any]) -> Slot:
-            slot = s.factory.slot(f"{key}/{number}", params, s.seed + number, self.max_epochs, validate=True)
+            slot = s.factory.slot(f"{key}/{number}", params, s.seed + number, self.search.epochs, validate=True)
             slot.metric = SelectionMetric(s.scorer, params.get(AGGREGATION_PARAM))
             return slot
 
         def score(out: np.ndarray, params: Mapping[str, Any]) -> float:
             return s.scorer(out, params.get(AGGREGATION_PARAM))
 
-        return StudyPlan(s.key, study, space, make_slot, score, self.max_epochs, keep_if_best,
+        return StudyPlan(s.key, study, space, make_slot, score, self.search.epochs, keep_if_best,
                          lambda: store.drop_losers(study.study))
 
     def fit_module(self, ctx: JobContext, module: TrialStack, max_epochs: int = -1,
@@ -298,6 +283,7 @@ class NeuralRegime(Regime):
     def train_fixed(self, s: RepeatSearch, factory: TrialFactory, params: Mapping[str, Any], seed: int,
                     epochs: int) -> dict[str, Any]:
         """Train one network for ``epochs`` epochs on a factory's fit part (refit, or a lost weights file)."""
+        factory.study = s.study.study if s.study is not None else factory.study  # the winner's own head
         slot = factory.slot(f"{s.key}/fixed", params, seed, epochs, validate=False)
         self.fit_stack(s.ctx, None, [slot])
         if slot.diverged_at is not None:

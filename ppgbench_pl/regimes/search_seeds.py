@@ -1,10 +1,7 @@
 """Search seeds (issue 19 item 4): the same neural search repeated with other random streams.
 
-Search seed k repeats a repeat's whole search on the same split, targets and selection score with every
-random stream moved (TPE seed, inits, batch orders, head stream): r_k = r + :data:`SEARCH_SEED_STRIDE` * k,
-and k = 0 is the published search. The spread is the search noise no seed interval contains (Bouthillier et
-al. 2021). Results keep search seed 0; the others go to ``search_seed_results``. The default ``[0]`` stays
-out of the run identity (protocol decision #49).
+Search seed k moves every stream (TPE, inits, batch orders, head stream) to r + :data:`SEARCH_SEED_STRIDE` * k on
+the same split; k = 0 is the published search, whose default ``[0]`` stays out of the run identity (#49).
 """
 
 from __future__ import annotations
@@ -22,11 +19,7 @@ PUBLISHED_SEARCH_SEEDS = (0,)
 
 
 def check_search_seeds(value: Any) -> list[int]:
-    """The search seeds of a regime, sorted: distinct whole numbers >= 0 that include 0 (the published search).
-
-    Raises:
-        ConfigError: Not a list of such numbers.
-    """
+    """The search seeds, sorted: distinct whole numbers >= 0 including 0 (else ``ConfigError``)."""
     if value is None:
         return list(PUBLISHED_SEARCH_SEEDS)
     if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
@@ -50,10 +43,7 @@ def search_rng_seed(r: int, search_seed: int) -> int:
 
 
 def seed_search(first: Any, search_seed: int, make_factory: Callable[..., Any]) -> Any:
-    """Search seed ``search_seed`` of a repeat's first search (not opened yet): the repeat's split, new streams.
-
-    A factory's ``for_search(seed)`` shares its prepared rows; a factory without one is built again.
-    """
+    """Search seed ``search_seed`` of a repeat's first search: the same split, new streams (rows shared)."""
     r = search_rng_seed(first.seed, search_seed)
     fork = getattr(first.factory, "for_search", None)
     factory = fork(r) if callable(fork) else make_factory(first.ctx, first.split, first.targets, r)

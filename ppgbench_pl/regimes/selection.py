@@ -1,8 +1,4 @@
-"""One holdout repeat's search in the neural regimes: loss targets, selection scores, split, search state.
-
-How labels become loss targets, how validation outputs are scored (PROTOCOL.md 4.3-4.5), and what one search
-of a job carries from its split to the scored winner (:class:`RepeatSearch`, :class:`TrialFactory`).
-"""
+"""One holdout repeat's search in the neural regimes: loss targets, selection scores, split, search state."""
 
 from __future__ import annotations
 
@@ -37,8 +33,7 @@ ClassWeighting = Literal["balanced", "none"]
 class Targets:
     """How labels become loss targets (``mse``, ``bce``: one logit, ``ce``: K logits) and outputs predictions.
 
-    ``class_weight``: ``[n_neg / n_pos]`` (bce) or ``n / (K n_k)`` (ce); regression trains on
-    ``(y - y_mean) / y_scale`` (0 and 1 as published).
+    ``class_weight``: ``[n_neg / n_pos]`` (bce) or ``n / (K n_k)`` (ce); regression: ``(y - y_mean) / y_scale``.
     """
 
     kind: str
@@ -71,15 +66,10 @@ class Targets:
 
 def make_targets(task: TaskSpec, y_outer: np.ndarray, y_fit: np.ndarray, groups_fit: np.ndarray,
                  class_weighting: ClassWeighting, where: str, standardize_targets: bool = False) -> Targets:
-    """Targets from the outer-training classes (2: binary), class weights counted on the fit part.
+    """Targets from the outer-training classes (2: binary), class weights counted on the fit part (per subject).
 
-    Counts are per subject on subject-level tasks. ``standardize_targets`` (not published) z-scores regression
-    targets on the fit part: raw targets in the tens take a head starting near 0 many epochs to reach.
-
-    Raises:
-        DataError: Fewer than 2 outer-training classes, or a class missing from the fit part (an error in
-            the published code too; here the job fails with this reason, PROTOCOL.md 10 item 7).
-
+    ``standardize_targets`` (not published) z-scores regression targets on the fit part. A class missing from the
+    fit part raises ``DataError`` (the published code fails too; PROTOCOL.md 10 item 7).
     """
     if task.kind != "classification":
         if not standardize_targets:
@@ -134,11 +124,7 @@ class SelectionScorer:
         return self.binary_metric if self.targets.loss == "bce" else "balanced_accuracy"
 
     def check_defined(self, where: str) -> None:
-        """Fail early when no trial could ever be scored (e.g. AUROC on a one-class validation part).
-
-        Raises:
-            DataError: The score of constant outputs is undefined on the validation part.
-        """
+        """Fail early (``DataError``) when no trial could ever be scored (e.g. AUROC on one validation class)."""
         if not np.isfinite(self(np.zeros((len(self.y), self.targets.n_outputs)))):
             raise DataError(f"{where}: selection metric {self.metric_name} is undefined on the validation "
                             f"holdout (classes present: {np.unique(self.y).tolist()})")
@@ -154,10 +140,9 @@ class Split:
 
 
 class SelectionMetric(Metric):
-    """A trial's selection score over one validation epoch, as a torchmetrics metric (what the search reads).
+    """A trial's selection score over one validation epoch as a torchmetrics metric (what the search reads).
 
-    Outputs gather on the device; ``compute`` equals :class:`SelectionScorer`'s value (tested) in float64: -MAE
-    and balanced accuracy by torchmetrics, binary AUROC by the exact rank sum; NaN when outputs are not finite.
+    Equals :class:`SelectionScorer`'s value in float64 (tested); NaN when outputs are not finite.
     """
 
     full_state_update = False
@@ -204,6 +189,8 @@ class TrialFactory(Protocol):
     space: dict[str, list[Any]]
     #: What the regime records with each repeat (mode, device, ...).
     details: dict[str, Any]
+    #: The search's study, set when it opens (finetuning replays its head stream with the study's trials).
+    study: Any
 
     def slot(self, name: str, params: Mapping[str, Any], seed: int, epochs: int, validate: bool) -> Slot:
         """A trial's slot: its network, rows (fit part; validation rows if ``validate``), groups, batches."""
@@ -249,11 +236,7 @@ class RepeatSearch:
 
 
 def one_device(regime: str, trainer_kwargs: dict[str, Any]) -> None:
-    """A stack trains on one device in this process (the search state lives there; the width is the studies').
-
-    Raises:
-        ConfigError: ``trainer.strategy`` or ``trainer.devices`` asks for more than one device or process.
-    """
+    """A stack trains on one device in this process (``ConfigError`` for several devices or processes)."""
     strategy = str(trainer_kwargs.get("strategy") or "auto")
     if strategy not in ("auto", "single_device"):
         raise ConfigError(f"trainer.strategy {strategy}: the {regime} regime trains its trials as one stack "

@@ -1,8 +1,4 @@
-"""LightningModules: encoders with heads (frozen/finetune) and the fit-once probe adapter.
-
-Both are imported on first use (PEP 562): ``ppgbench fit --help`` needs ``EncoderTask`` only, and the probe
-adapter pulls in scikit-learn.
-"""
+"""LightningModules: ``EncoderTask`` and ``ProbeTask``, imported on first use (``fit --help`` skips scikit-learn)."""
 
 from __future__ import annotations
 

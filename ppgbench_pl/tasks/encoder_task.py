@@ -1,8 +1,4 @@
-"""The LightningModule around an encoder: ``frozen`` (embeddings only) or ``finetune`` (encoder + head).
-
-A frozen encoder gets no gradient and stays in eval mode even when Lightning sets train mode; batches with
-cached embeddings (``z``) skip it. A non-finite training loss raises :class:`TrainingDiverged`.
-"""
+"""The LightningModule around an encoder: ``frozen`` (embeddings only) or ``finetune`` (encoder + head)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
 """The non-neural adapter: a LightningModule with no optimiser that gathers the rows of a fit-once probe.
 
-Under a ``Trainer`` (settings: :attr:`trainer_arguments`) it only gathers the training and test rows; its regime,
-a callback of that trainer, fits the estimator when the epoch ends and predicts when the test epoch ends
-(:class:`~ppgbench_pl.regimes.linear.ProbeRegime`). :meth:`fit_arrays` / :meth:`predict_arrays` are those calls.
+Its regime, a callback of the trainer, fits at the epoch's end and predicts at the test's (``ProbeRegime``).
 """
 
 from __future__ import annotations
@@ -19,15 +17,10 @@ from ppgbench_pl.probes.threads import blas_threads
 
 
 class ProbeTask(L.LightningModule):
-    """Fit-once wrapper of a scikit-learn style estimator with ``fit(X, y, groups)``/``predict(X)``.
+    """Fit-once wrapper of an estimator with ``fit(X, y, groups)``/``predict(X)`` returning ``Predictions``.
 
-    Args:
-        estimator: E.g. :class:`~ppgbench_pl.probes.search.GroupGridSearch` or any estimator whose
-            ``predict`` returns :class:`~ppgbench_pl.metrics.scores.Predictions`.
-        groups: Group name per training row index (batches carry row indices, not strings).
-        blas_threads: BLAS threads while the estimator fits and predicts (default 1; ``None`` leaves the
-            process's setting). Selections and predictions do not depend on it.
-
+    ``groups``: group name per training row index; ``blas_threads``: BLAS threads while it fits and predicts (1;
+    ``None`` leaves the process's setting; results do not depend on it).
     """
 
     trainer_arguments: dict[str, Any] = {

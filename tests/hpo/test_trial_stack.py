@@ -358,7 +358,7 @@ def _bn_net(seed: int) -> nn.Module:
 def _plain_loop(net: nn.Module, data: SlotData, batch_size: int, seed: int, lr: float, epochs: int,
                 freeze_stats: bool) -> nn.Module:
     """One trial trained by itself: its epoch orders, its dropout stream (seeded with its seed), AdamW."""
-    from ppgbench_pl.hpo.shuffle import epoch_permutation
+    from ppgbench_pl.hpo.trial_stack import epoch_permutation
     from ppgbench_pl.tasks.encoder_task import set_batchnorm_eval
 
     optimizer = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=1e-2, fused=True)  # as the stack
