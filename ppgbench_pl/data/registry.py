@@ -83,7 +83,7 @@ def listed_files(html: str) -> list[str]:
 
 def dreamt_select(tree: Job) -> None:
     """Scrape the ``data_64Hz/`` listing for ``S###_whole_df.csv`` and fetch each file."""
-    names = listed_files(tree.text(DREAMT_LISTING))
+    names = listed_files(tree.client.get_text(tree.url(DREAMT_LISTING)) or "")
     if not names:
         raise DownloadError(f"{tree.url(DREAMT_LISTING)}: no S###_whole_df.csv files in the listing")
     for name in names:

@@ -162,10 +162,6 @@ class Job:
         self.get(RemoteFile(url=self.url(rel), dest=rel, sha256=self.sums.get(rel)))
         return self.folder / rel
 
-    def text(self, rel: str) -> str:
-        """A small page under the base URL (a directory listing)."""
-        return self.client.get_text(self.url(rel)) or ""
-
 
 def _fetch_and_extract(job: Job, item: RemoteFile, *, nested: bool = False) -> None:
     """Fetch an archive and extract it into the dataset folder, unless its marker says it is done."""
