@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import urllib.error
 import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ppgbench_pl.data.download.files import ChecksumLog, RemoteFile, file_hashes, mismatch, safe_relpath
-from ppgbench_pl.data.download.http import Client, http_error
+from ppgbench_pl.data.download.http import Client
 from ppgbench_pl.errors import DownloadError
 
 DEFAULT_BASES = {
@@ -98,14 +97,7 @@ def _github(client: Client, repo: str, revision: str | None, files: tuple[str, .
     for path in files:
         quoted = urllib.parse.quote(safe_relpath(path))
         raw = f"{base_url('github_raw')}/{repo}/{ref}/{quoted}"
-        try:
-            with client.open(raw) as resp:
-                head = resp.read(1024).decode("latin1")
-        except urllib.error.HTTPError as exc:
-            raise http_error(raw, exc) from None
-        except OSError as exc:
-            raise DownloadError(f"connection lost while reading {raw}: {exc}") from None
-        pointer = _LFS_POINTER.match(head)
+        pointer = _LFS_POINTER.match(client.get_text(raw, head=1024) or "")
         if pointer:  # the repository holds a pointer; GitHub serves the content from its LFS media host
             items.append(RemoteFile(url=f"{base_url('github_media')}/{repo}/{ref}/{quoted}", dest=path,
                                     size=int(pointer.group(2)), sha256=pointer.group(1)))
