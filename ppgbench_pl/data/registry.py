@@ -18,16 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ppgbench_pl.cards.types import Citation, DatasetCard
-from ppgbench_pl.data.spec import (
-    ArchiveSource,
-    DatasetDeclaration,
-    DatasetInfo,
-    FigshareSource,
-    MendeleySource,
-    PhysioNetSource,
-    SourceSpec,
-    TaskSpec,
-)
+from ppgbench_pl.data.spec import DatasetDeclaration, DatasetInfo, Source, TaskSpec
 from ppgbench_pl.errors import ConfigError, DownloadError
 
 if TYPE_CHECKING:  # the download machinery and the preprocessors stay out of this light import
@@ -92,7 +83,7 @@ def listed_files(html: str) -> list[str]:
 
 def dreamt_select(tree: Job) -> None:
     """Scrape the ``data_64Hz/`` listing for ``S###_whole_df.csv`` and fetch each file."""
-    names = listed_files(tree.text(DREAMT_LISTING))
+    names = listed_files(tree.client.get_text(tree.url(DREAMT_LISTING)) or "")
     if not names:
         raise DownloadError(f"{tree.url(DREAMT_LISTING)}: no S###_whole_df.csv files in the listing")
     for name in names:
@@ -124,9 +115,6 @@ STEPS: dict[str, dict[str, Callable[[Any], Any]]] = {
 }
 
 
-_KINDS = {kind.publisher: kind for kind in (ArchiveSource, FigshareSource, MendeleySource, PhysioNetSource)}
-
-
 def _tuples(fields: dict[str, Any]) -> dict[str, Any]:
     return {name: tuple(value) if isinstance(value, list) else value for name, value in fields.items()}
 
@@ -134,7 +122,7 @@ def _tuples(fields: dict[str, Any]) -> dict[str, Any]:
 def _declaration(key: str, entry: dict[str, Any]) -> DatasetDeclaration:
     tasks = tuple(TaskSpec(dataset=key, **_tuples(task)) for task in entry["tasks"])
     source: dict[str, Any] = {**entry.get("source", {}), **STEPS.get(key, {})}
-    spec = _KINDS[source.pop("publisher")](**source) if source else None
+    spec = Source(**source) if source else None
     return DatasetDeclaration(DatasetInfo(key=key, **entry["info"]), tasks, spec)
 
 
@@ -152,24 +140,25 @@ DECLARATIONS: dict[str, DatasetDeclaration] = {key: _declaration(key, entry) for
 DATASETS: dict[str, DatasetInfo] = {key: d.info for key, d in DECLARATIONS.items()}
 TASKS: dict[str, TaskSpec] = {t.name: t for d in DECLARATIONS.values() for t in d.tasks}
 #: Download sources of the datasets that have one (all but the generated ones).
-SOURCES: dict[str, SourceSpec] = {key: d.source for key, d in DECLARATIONS.items() if d.source is not None}
+SOURCES: dict[str, Source] = {key: d.source for key, d in DECLARATIONS.items() if d.source is not None}
 #: The downloadable benchmark datasets (every declared dataset except the generated ones).
 REAL_DATASETS: tuple[str, ...] = tuple(SOURCES)
 #: Dataset key -> its card (paper, publisher, licence, provenance).
 CARDS: dict[str, DatasetCard] = {key: _card(e["card"]) for key, e in _DECLARED.items() if "card" in e}
 
 
-def _unknown(kind: str, name: str, known: list[str]) -> ConfigError:
-    close = difflib.get_close_matches(name, known, n=3)
-    hint = f"; did you mean {', '.join(close)}?" if close else f"; known: {', '.join(sorted(known))}"
-    return ConfigError(f"unknown {kind} '{name}'{hint}")
+def _known(kind: str, name: str, known: list[str]) -> str:
+    """``name`` when it is in ``known``; else a one-line ConfigError with close matches."""
+    if name not in known:
+        close = difflib.get_close_matches(name, known, n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else f"; known: {', '.join(sorted(known))}"
+        raise ConfigError(f"unknown {kind} '{name}'{hint}")
+    return name
 
 
 def get_dataset(key: str) -> DatasetInfo:
     """Look up a dataset by key, with a one-line error and suggestions when unknown."""
-    if key not in DATASETS:
-        raise _unknown("dataset", key, list(DATASETS))
-    return DATASETS[key]
+    return DATASETS[_known("dataset", key, list(DATASETS))]
 
 
 def preprocessor(key: str) -> type[RawDataset]:
@@ -183,9 +172,7 @@ def preprocessor(key: str) -> type[RawDataset]:
 
 def get_task(name: str) -> TaskSpec:
     """Look up a task by name, with a one-line error and suggestions when unknown."""
-    if name not in TASKS:
-        raise _unknown("task", name, list(TASKS))
-    return TASKS[name]
+    return TASKS[_known("task", name, list(TASKS))]
 
 
 def tasks_of(dataset: str) -> list[TaskSpec]:
@@ -197,9 +184,9 @@ def select_tasks(
     dataset: str | None = None, tier: str | None = None, kind: str | None = None
 ) -> list[TaskSpec]:
     """Tasks in registry order, filtered by dataset, tier and kind (each validated, one-line errors)."""
-    if tier is not None and tier not in ("primary", "secondary"):
-        raise _unknown("tier", tier, ["primary", "secondary"])
-    if kind is not None and kind not in ("regression", "classification", "regression_cls"):
-        raise _unknown("task kind", kind, ["regression", "classification", "regression_cls"])
+    if tier is not None:
+        _known("tier", tier, ["primary", "secondary"])
+    if kind is not None:
+        _known("task kind", kind, ["regression", "classification", "regression_cls"])
     tasks = tasks_of(dataset) if dataset is not None else list(TASKS.values())
     return [t for t in tasks if (tier is None or t.tier == tier) and (kind is None or t.kind == kind)]

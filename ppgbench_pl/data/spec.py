@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 TaskKind = Literal["regression", "classification", "regression_cls"]
 TaskLevel = Literal["window", "subject"]
@@ -70,79 +70,28 @@ def _everything(_: str) -> bool:
 
 
 @dataclass(frozen=True)
-class ArchiveSource:
-    """One archive at a fixed URL, fetched and extracted into the dataset folder."""
+class Source:
+    """Where a dataset's raw files come from: ``publisher`` is archive, figshare, mendeley or physionet."""
 
+    publisher: str
+    #: Public page recorded in ``source.json``.
     page: str
-    url: str
-    filename: str
-    #: Extract archives found inside the archive too (DaLiA ships a zip of zips).
+    #: The archive itself, the Figshare or Mendeley API root, or PhysioNet's ``files/<project>/<version>``
+    #: folder (a mirror replaces it).
+    base_url: str
+    #: An archive's local name; ``nested``: extract archives found inside it too (DaLiA ships a zip of zips).
+    filename: str = ""
     nested: bool = False
+    #: The Figshare article, or the Mendeley dataset, and its version.
+    article: int = 0
+    dataset: str = ""
+    version: int = 0
     credentialed: bool = False
-
-    publisher: ClassVar[str] = "archive"
-
-    @property
-    def base_url(self) -> str:
-        """Default base URL (a mirror replaces it)."""
-        return self.url
-
-
-@dataclass(frozen=True)
-class FigshareSource:
-    """A Figshare article version: every ``.zip`` in its listing, checked against the listed MD5."""
-
-    article: int
-    version: int
-    page: str = ""
-    credentialed: bool = False
-
-    base_url: ClassVar[str] = "https://api.figshare.com/v2"
-    publisher: ClassVar[str] = "figshare"
-
-
-@dataclass(frozen=True)
-class MendeleySource:
-    """A Mendeley Data version: the files of the wanted folders, checked against size and SHA-256."""
-
-    dataset: str
-    version: int
+    #: PhysioNet: fetches the files the benchmark needs from the project's tree (``registry.STEPS``).
+    select: Callable[[Any], None] | None = None
+    #: Mendeley: the folders worth listing, the files worth fetching.
     want_folder: Callable[[str], bool] = _everything
     want_file: Callable[[str], bool] = _everything
-    credentialed: bool = False
-
-    base_url: ClassVar[str] = "https://data.mendeley.com/public-api"
-    publisher: ClassVar[str] = "mendeley"
-
-    @property
-    def page(self) -> str:
-        """Public page recorded in ``source.json``."""
-        return f"https://data.mendeley.com/datasets/{self.dataset}/{self.version}"
-
-
-@dataclass(frozen=True)
-class PhysioNetSource:
-    """A PhysioNet project version; ``select`` fetches the files the benchmark needs from its tree."""
-
-    project: str
-    version: str
-    select: Callable[[Any], None]
-    credentialed: bool = False
-
-    publisher: ClassVar[str] = "physionet"
-
-    @property
-    def page(self) -> str:
-        """Public page recorded in ``source.json``."""
-        return f"https://physionet.org/content/{self.project}/{self.version}/"
-
-    @property
-    def base_url(self) -> str:
-        """Default base URL (a mirror replaces it)."""
-        return f"https://physionet.org/files/{self.project}/{self.version}"
-
-
-SourceSpec = ArchiveSource | FigshareSource | MendeleySource | PhysioNetSource
 
 
 @dataclass(frozen=True)
@@ -152,7 +101,7 @@ class DatasetDeclaration:
     info: DatasetInfo
     tasks: tuple[TaskSpec, ...]
     #: Where the raw files come from; None for a dataset that is generated, not downloaded.
-    source: SourceSpec | None = None
+    source: Source | None = None
 
     def __post_init__(self) -> None:
         """Refuse tasks that name another dataset or break the ``<key>-<suffix>`` naming."""

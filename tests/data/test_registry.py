@@ -21,15 +21,7 @@ from ppgbench_pl.data.datasets.base import RawDataset
 from ppgbench_pl.data.download import SOURCES
 from ppgbench_pl.data.processed import ProcessedDataset
 from ppgbench_pl.data.registry import DATASET_KEYS, DATASETS, DECLARATIONS, TASKS
-from ppgbench_pl.data.spec import (
-    ArchiveSource,
-    DatasetDeclaration,
-    DatasetInfo,
-    FigshareSource,
-    MendeleySource,
-    PhysioNetSource,
-    TaskSpec,
-)
+from ppgbench_pl.data.spec import DatasetDeclaration, DatasetInfo, Source, TaskSpec
 from ppgbench_pl.data.task_data import load_task, load_windows
 from ppgbench_pl.errors import ConfigError
 
@@ -95,7 +87,7 @@ def test_declaration_is_complete(key: str) -> None:
         assert importlib.import_module(cls.__module__).NATIVE_FS == info.native_fs
         return
     src = decl.source
-    assert isinstance(src, ArchiveSource | FigshareSource | MendeleySource | PhysioNetSource)
+    assert isinstance(src, Source) and src.publisher in ("archive", "figshare", "mendeley", "physionet")
     assert src.page.startswith("https://") and src.base_url.startswith("https://")
     assert src.credentialed == (info.access == "credentialed")
     assert SOURCES[key].page == src.page and SOURCES[key].base_url == src.base_url

@@ -39,7 +39,6 @@ class E4Pickles(RawDataset):
 
     root_levels_up: ClassVar[int] = 2
     uses_flatline: ClassVar[bool] = True
-    native_fs: ClassVar[int] = 64
 
     def units(self) -> list[Path]:
         """``S<k>/S<k>.pkl`` files under the root, sorted by participant number."""
@@ -54,7 +53,7 @@ class E4Pickles(RawDataset):
 
     def bvp_windows(self, path: Path, bvp: np.ndarray, fs: float) -> tuple[np.ndarray, Cut]:
         """The good resampled BVP samples and its :meth:`cut`; DataError below one window."""
-        ppg, bad = resample_gaps(bvp, self.native_fs, fs, what=str(path))
+        ppg, bad = resample_gaps(bvp, self.info.native_fs, fs, what=str(path))
         cut = self.cut(ppg, fs)
         if len(cut[1]) == 0:
             short = f"{len(bvp)} samples, less than one {self.info.window_s:g} s window"

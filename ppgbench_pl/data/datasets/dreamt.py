@@ -62,7 +62,6 @@ class DreamtDataset(RawDataset):
     key: ClassVar[str] = "dreamt"
     marker_pattern: ClassVar[str] = "data_64Hz"
     uses_flatline: ClassVar[bool] = True
-    native_fs: ClassVar[int] = 64
 
     def __init__(self, raw_root: str | Path, window_s: float = 10.0) -> None:
         super().__init__(raw_root)
@@ -82,10 +81,10 @@ class DreamtDataset(RawDataset):
         """Window, label and filter one participant; None when no window survives."""
         name = path.name.split("_")[0]
         bvp, stages = read_subject_csv(path)
-        ppg = resample(bvp, self.native_fs, fs, what=str(path))
+        ppg = resample(bvp, self.info.native_fs, fs, what=str(path))
         window, ppg_starts, windows = self.cut(ppg, fs, self.window_s)
         codes, names = pd.factorize(pd.Series(stages, dtype=object))
-        _, _, stage_windows = self.cut(codes, self.native_fs, self.window_s)
+        _, _, stage_windows = self.cut(codes, self.info.native_fs, self.window_s)
         n = min(len(ppg_starts), len(stage_windows))
         if n == 0:
             raise DataError(f"{path}: {len(bvp)} rows, less than one {self.window_s:g} s window")

@@ -1,8 +1,6 @@
 """Download the raw datasets into ``<raw>/<key>/``, resumably and verified (PROTOCOL.md section 9).
 
-A failed dataset is collected and the others continue; the caller decides the exit status. The base URL of a
-source (a mirror replaces it) is the archive itself, the Figshare or Mendeley API root, or PhysioNet's
-versioned ``files/<project>/<version>`` folder.
+A failed dataset is collected and the others continue; the caller decides the exit status.
 """
 
 from __future__ import annotations
@@ -27,7 +25,7 @@ from ppgbench_pl.data.download.archives import MARKER_SUFFIX, extract, marker_pa
 from ppgbench_pl.data.download.files import ChecksumLog, RemoteFile, safe_relpath
 from ppgbench_pl.data.download.http import RETRIES, STALL_S, Client
 from ppgbench_pl.data.registry import SOURCES
-from ppgbench_pl.data.spec import ArchiveSource, FigshareSource, MendeleySource, SourceSpec
+from ppgbench_pl.data.spec import Source
 from ppgbench_pl.errors import ConfigError, DownloadError, PPGBenchError
 from ppgbench_pl.locks import LockBusy, file_lock, lock_holder
 
@@ -103,7 +101,7 @@ def _download_one(
     key: str, raw_root: Path, physionet_user: str | None, mirrors: Mapping[str, str], options: Mapping[str, Any]
 ) -> str:
     """Fetch one dataset (from the mirror given, else the environment's, else the publisher); write source.json."""
-    spec: SourceSpec = SOURCES[key]
+    spec = SOURCES[key]
     base = (mirrors.get(key) or os.environ.get(f"PPGBENCH_MIRROR_{key.upper()}") or spec.base_url).rstrip("/")
     client = _client(key, base, physionet_user, options)
     folder = raw_root / key
@@ -164,10 +162,6 @@ class Job:
         self.get(RemoteFile(url=self.url(rel), dest=rel, sha256=self.sums.get(rel)))
         return self.folder / rel
 
-    def text(self, rel: str) -> str:
-        """A small page under the base URL (a directory listing)."""
-        return self.client.get_text(self.url(rel)) or ""
-
 
 def _fetch_and_extract(job: Job, item: RemoteFile, *, nested: bool = False) -> None:
     """Fetch an archive and extract it into the dataset folder, unless its marker says it is done."""
@@ -196,7 +190,7 @@ def _int_or_none(value: Any) -> int | None:
         return None
 
 
-def _figshare(spec: FigshareSource, job: Job) -> None:
+def _figshare(spec: Source, job: Job) -> None:
     """A Figshare article version: the listing names the ``.zip`` file(s), with size and MD5."""
     url = f"{job.base}/articles/{spec.article}/versions/{spec.version}"
     files = _field(job.client.get_json(url), "files")
@@ -231,7 +225,7 @@ def _mendeley_folder_paths(folders: Any, url: str) -> dict[str, str]:
     return paths
 
 
-def _mendeley(spec: MendeleySource, job: Job) -> None:
+def _mendeley(spec: Source, job: Job) -> None:
     """A Mendeley Data version: walk the folder tree, list each wanted folder, check size and SHA-256."""
     api, version = f"{job.base}/datasets/{spec.dataset}", spec.version
     folders_url = f"{api}/folders/{version}"
@@ -271,14 +265,14 @@ def _physionet_sums(job: Job) -> dict[str, str]:
     return sums
 
 
-def run_source(spec: SourceSpec, job: Job) -> None:
+def run_source(spec: Source, job: Job) -> None:
     """Fetch (and extract) everything one declared source publishes into the job's folder."""
-    if isinstance(spec, ArchiveSource):
+    if spec.publisher == "archive":
         _fetch_and_extract(job, RemoteFile(url=job.base, dest=spec.filename), nested=spec.nested)
-    elif isinstance(spec, FigshareSource):
+    elif spec.publisher == "figshare":
         _figshare(spec, job)
-    elif isinstance(spec, MendeleySource):
+    elif spec.publisher == "mendeley":
         _mendeley(spec, job)
-    else:
+    elif spec.select is not None:
         job.sums = _physionet_sums(job)
         spec.select(job)

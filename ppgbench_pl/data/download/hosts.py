@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import urllib.error
 import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ppgbench_pl.data.download.files import ChecksumLog, RemoteFile, file_hashes, mismatch, safe_relpath
-from ppgbench_pl.data.download.http import Client, http_error
+from ppgbench_pl.data.download.http import Client
 from ppgbench_pl.errors import DownloadError
 
 DEFAULT_BASES = {
@@ -60,6 +59,13 @@ def resolve(client: Client, host: str, repo: str, revision: str | None, files: t
     return step(client, repo, revision, files)
 
 
+def _listed(files: dict[str, Any], name: str, where: str) -> Any:
+    """The listing entry of ``name``; a one-line DownloadError naming what the host has instead."""
+    if name not in files:
+        raise DownloadError(f"{where} has no file {name} (it has: {', '.join(sorted(files)) or 'none'})")
+    return files[name]
+
+
 def _zenodo(client: Client, repo: str, revision: str | None, files: tuple[str, ...]) -> Plan:
     """A Zenodo record from ``/api/records/<id>`` (a concept id answers with the newest version's id)."""
     base = base_url("zenodo")
@@ -74,10 +80,7 @@ def _zenodo(client: Client, repo: str, revision: str | None, files: tuple[str, .
     by_key = {str(f.get("key")): f for f in listing if isinstance(f, dict)}
     items = []
     for key in files:
-        row = by_key.get(key)
-        if row is None:
-            raise DownloadError(f"{url}: Zenodo record {answered} has no file {key} (it has: "
-                                f"{', '.join(sorted(by_key)) or 'none'})")
+        row = _listed(by_key, key, f"{url}: Zenodo record {answered}")
         algo, _, digest = str(row.get("checksum") or "").partition(":")
         size = row.get("size")
         items.append(RemoteFile(url=f"{base}/api/records/{answered}/files/{urllib.parse.quote(key)}/content",
@@ -94,14 +97,7 @@ def _github(client: Client, repo: str, revision: str | None, files: tuple[str, .
     for path in files:
         quoted = urllib.parse.quote(safe_relpath(path))
         raw = f"{base_url('github_raw')}/{repo}/{ref}/{quoted}"
-        try:
-            with client.open(raw) as resp:
-                head = resp.read(1024).decode("latin1")
-        except urllib.error.HTTPError as exc:
-            raise http_error(raw, exc) from None
-        except OSError as exc:
-            raise DownloadError(f"connection lost while reading {raw}: {exc}") from None
-        pointer = _LFS_POINTER.match(head)
+        pointer = _LFS_POINTER.match(client.get_text(raw, head=1024) or "")
         if pointer:  # the repository holds a pointer; GitHub serves the content from its LFS media host
             items.append(RemoteFile(url=f"{base_url('github_media')}/{repo}/{ref}/{quoted}", dest=path,
                                     size=int(pointer.group(2)), sha256=pointer.group(1)))
@@ -136,10 +132,7 @@ def _huggingface(client: Client, repo: str, revision: str | None, files: tuple[s
     siblings = {s.rfilename: s for s in info.siblings or []}
     items, blob_ids = [], {}
     for name in files:
-        sibling = siblings.get(name)
-        if sibling is None:
-            raise DownloadError(f"{repo}@{ref} on the Hugging Face hub has no file {name} (it has: "
-                                f"{', '.join(sorted(siblings)) or 'none'})")
+        sibling = _listed(siblings, name, f"{repo}@{ref} on the Hugging Face hub")
         lfs = sibling.lfs
         items.append(RemoteFile(url=f"{endpoint}/{repo}/resolve/{info.sha}/{urllib.parse.quote(name)}",
                                 dest=safe_relpath(name), size=lfs.size if lfs else sibling.size,

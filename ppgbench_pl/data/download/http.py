@@ -90,11 +90,11 @@ class Client:
                 raise Interrupted(f"{url}: no answer within {self.stall_s:g} s") from None
             raise DownloadError(f"could not reach {url}: {reason}") from None
 
-    def get_text(self, url: str, *, missing_ok: bool = False) -> str | None:
-        """Read a small text resource (a listing); with ``missing_ok`` a 404 gives None."""
+    def get_text(self, url: str, *, missing_ok: bool = False, head: int | None = None) -> str | None:
+        """Read a small text resource (a listing; ``head``: only its first bytes); ``missing_ok``: a 404 gives None."""
         try:
             with self.open(url, {"Accept": "application/json, text/html, text/plain, */*"}) as resp:
-                body = resp.read(MAX_LISTING_BYTES + 1)
+                body = resp.read(head or MAX_LISTING_BYTES + 1)
         except urllib.error.HTTPError as exc:
             if missing_ok and exc.code == 404:
                 return None
