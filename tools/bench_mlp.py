@@ -112,12 +112,12 @@ def worker(spec: dict) -> dict:
     def stack_search(work: Path, n_trials: int, epochs: int, parallel: int, studies: int) -> tuple:
         """This tree: ``studies`` independent studies (seeds r + k) searched side by side in one Trainer.fit."""
         from ppgbench_pl.hpo.stack_search import StackSearch, StudyPlan
-        from ppgbench_pl.regimes.mlp import MLP_PARAMS, HeadFactory
+        from ppgbench_pl.regimes.mlp import MLP_PARAMS, HeadFactory, MLPRegime
 
-        class Step(L.Callback):
+        class Step(MLPRegime):  # the regime's own hooks: the search step and each trial's modes
             def on_train_epoch_end(self, trainer, pl_module):
                 WIDTH["epoch"].append(len(pl_module.epoch_slots))
-                pl_module.search.end_epoch(trainer, pl_module)
+                super().on_train_epoch_end(trainer, pl_module)
 
             def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
                 WIDTH["step"].append(len(batch))
