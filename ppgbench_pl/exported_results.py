@@ -16,7 +16,6 @@ __all__ = ["ExportedResults", "Results", "load_run"]
 
 if TYPE_CHECKING:
     import numpy as np
-    import pandas as pd
 
 
 class ExportedResults(Results):
@@ -30,17 +29,6 @@ class ExportedResults(Results):
 
     def __repr__(self) -> str:  # noqa: D105
         return f"ExportedResults({str(self.run_dir)!r})"
-
-    def records(self) -> list[dict[str, Any]]:
-        """The job records the file holds."""
-        return list(self.document["records"])
-
-    @property
-    def summary(self) -> pd.DataFrame:
-        """The summary recomputed from the file's records (each checked as the summary reads it when opened)."""
-        from ppgbench_pl.results.summary import SummaryBook
-
-        return SummaryBook.from_records(self.records()).summary()
 
     @property
     def model_card(self) -> dict[str, Any]:
@@ -66,7 +54,10 @@ class ExportedResults(Results):
             raise DataError(f"{self.run_dir}: {which} {name}: {exc}") from None
 
     def _read(self) -> tuple[list[dict[str, Any]], list[Any], list[str]]:
-        return self.records(), [], []  # the file was checked once, when opened
+        from ppgbench_pl.results.fold_entry import entry_or_id
+
+        records = list(self.document["records"])  # checked once, when opened: nothing is skipped
+        return records, [entry_or_id(r) for r in records], []
 
     def _job_ids(self) -> list[str]:
         """The exported records' ids (there are no job folders)."""

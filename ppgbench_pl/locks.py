@@ -61,14 +61,6 @@ def _proc_holder(path: Path) -> int | None:
     return None
 
 
-def _proc_command(pid: int) -> str | None:
-    try:
-        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return None
-    return _short([a.decode(errors="replace") for a in argv if a])
-
-
 def lock_holder(path: str | Path) -> str:
     """Who holds a lock: ``pid 123 on host (command), for 42 s``, else from ``/proc``."""
     try:
@@ -80,7 +72,11 @@ def lock_holder(path: str | Path) -> str:
         pid = _proc_holder(Path(path))
         if pid is None:
             return "unknown"
-        found = _proc_command(pid)
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            found = _short([a.decode(errors="replace") for a in argv if a])
+        except OSError:
+            found = ""
         return f"pid {pid} on {socket.gethostname()}" + (f" ({found})" if found else "")
 
 

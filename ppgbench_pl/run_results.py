@@ -75,10 +75,7 @@ class Results:
 
     def records(self) -> list[dict[str, Any]]:
         """Every usable job record of the folder in job-id order; others are skipped with a warning naming them."""
-        records, _, problems = self._read()
-        for problem in problems:
-            warnings.warn(f"skipped {problem}", stacklevel=2)
-        return records
+        return self._read_warned()[0]
 
     @property
     def problems(self) -> list[str]:
@@ -90,6 +87,12 @@ class Results:
         if path.exists() and (why := read_summary(path)[1]):
             problems.append(f"{path}: {why}")
         return problems
+
+    def _read_warned(self) -> tuple[list[dict[str, Any]], list[FoldEntry | str]]:
+        records, entries, problems = self._read()
+        for problem in problems:
+            warnings.warn(f"skipped {problem}", stacklevel=3)
+        return records, entries
 
     def _read(self) -> tuple[list[dict[str, Any]], list[FoldEntry | str], list[str]]:
         """(usable records, what :func:`entry_or_id` makes of each, one line per skipped file)."""
@@ -115,9 +118,7 @@ class Results:
         """``summary.csv`` (mean and 95 % CI per model, task, regime), recomputed from the records if it is damaged."""
         from ppgbench_pl.results.summary import SUMMARY_FILE, SummaryBook
 
-        _, entries, problems = self._read()
-        for problem in problems:
-            warnings.warn(f"skipped {problem}", stacklevel=2)
+        entries = self._read_warned()[1]
         path = self.run_dir / SUMMARY_FILE
         if path.exists():
             table, why = read_summary(path)
@@ -181,8 +182,14 @@ class Results:
     def _job_of(self, job: str | int) -> tuple[str, str]:
         """(job id, how to name it) for a job id, a unique suffix or a row index of :attr:`jobs`."""
         if isinstance(job, str):
-            jid = self._resolve(job)
-            return jid, f"job {jid}"
+            ids = self._job_ids()
+            matches = [job] if job in ids else sorted(i for i in ids if i.endswith(job))
+            if len(matches) == 1:
+                return matches[0], f"job {matches[0]}"
+            if not matches:
+                raise DataError(f"{self.run_dir}: no job {job!r} (Results.jobs lists the job ids)")
+            raise DataError(f"{self.run_dir}: {job!r} matches {len(matches)} jobs "
+                            f"({', '.join(matches[:3])}, ...); give the full job id")
         if isinstance(job, bool) or not isinstance(job, numbers.Integral):
             raise DataError(f"predictions({job!r}): give a job id (Results.jobs.job_id) or a row index of "
                             f"Results.jobs, not a {type(job).__name__}")
@@ -194,22 +201,10 @@ class Results:
         return jid, f"Results.jobs row {int(job)} (job {jid})"
 
     def _job_ids(self) -> list[str]:
-        """Ids :meth:`_resolve` chooses from: the job folders."""
+        """Ids a job id or suffix is looked up in: the job folders."""
         from ppgbench_pl.results.records import job_folders
 
         return job_folders(self.run_dir) if (self.run_dir / "jobs").is_dir() else []
-
-    def _resolve(self, job_id: str) -> str:
-        ids = self._job_ids()
-        if job_id in ids:
-            return job_id
-        matches = sorted(i for i in ids if i.endswith(job_id))
-        if len(matches) == 1:
-            return matches[0]
-        if not matches:
-            raise DataError(f"{self.run_dir}: no job {job_id!r} (Results.jobs lists the job ids)")
-        raise DataError(f"{self.run_dir}: {job_id!r} matches {len(matches)} jobs "
-                        f"({', '.join(matches[:3])}, ...); give the full job id")
 
     def report(self, output_dir: str | Path, **options: Any) -> Path:
         """Build the report of this run (``ppgbench report``; ``build_report`` options); its ``index.html``."""

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ppgbench_pl.cards.types import OVERLAPS
 from ppgbench_pl.naming import BASELINE_MODEL, is_baseline
 from ppgbench_pl.results.fold_entry import FoldEntry, entry_or_id, short_mean, student_t_ci, task_facts, view_label
 from ppgbench_pl.results.inference import entries_mdd, with_adjusted_mdd
@@ -32,14 +33,6 @@ SUMMARY_COLUMNS = [
 ]
 FOLD_COLUMNS = ["model", "task", "regime", "seed", "fold", "metric", "value", "view", "backend",
                 "code_version"]
-
-
-def worst_overlap(values: Iterable[str]) -> str:
-    """The most serious ``pretraining_overlap`` among a row's jobs (they agree unless the card changed)."""
-    from ppgbench_pl.cards.types import OVERLAPS
-
-    found = set(values)
-    return next((v for v in OVERLAPS if v in found), "none")
 
 
 # -- baseline rows: ``constant`` for rates agreeing on linked folds, else ``constant @64Hz`` (``/<model>``) --
@@ -66,16 +59,11 @@ def _agree(units: Iterable[dict[tuple[int, int], FoldEntry]]) -> bool:
 
 def _connected(views: dict[float | None, dict[str, dict[tuple[int, int], FoldEntry]]]) -> bool:
     """Whether the rates are linked by shared folds (so their agreement was actually seen, not assumed)."""
-    folds = {fs: {k for unit in per_model.values() for k in unit} for fs, per_model in views.items()}
-    rates = sorted(folds, key=rate_key)
-    reached, todo = {rates[0]}, [rates[0]]
-    while todo:
-        here = todo.pop()
-        for other in rates:
-            if other not in reached and folds[here] & folds[other]:
-                reached.add(other)
-                todo.append(other)
-    return len(reached) == len(rates)
+    import numpy as np
+    from scipy.sparse.csgraph import connected_components
+
+    folds = [{k for unit in per_model.values() for k in unit} for per_model in views.values()]
+    return connected_components(np.array([[bool(a & b) for b in folds] for a in folds]), directed=False)[0] == 1
 
 
 def baseline_parts(views: dict[float | None, dict[str, dict[tuple[int, int], FoldEntry]]]
@@ -111,6 +99,7 @@ def _rows(model: str, group: tuple[str, str, str], cells: dict[tuple[int, int], 
     task, regime, metric = group
     dataset, unit, higher = task_facts(task)
     sources = cells.values()
+    overlaps = {e.overlap for e in sources}  # the most serious one counts (they agree unless the card changed)
     row = {
         "model": model, "task": task, "regime": regime, "metric": metric, "mean": mean, "ci95": half,
         "ci_low": mean - half, "ci_high": mean + half, "n_seeds": len(seed_means), "n_folds": len(values),
@@ -119,7 +108,7 @@ def _rows(model: str, group: tuple[str, str, str], cells: dict[tuple[int, int], 
         "code_version": _joined(e.code_version for e in sources),
         "dataset": dataset, "unit": unit, "higher_is_better": higher, "baseline_mean": math.nan,
         "budget": _joined(e.budget for e in sources) or "published",
-        "pretraining_overlap": "none" if is_baseline(model) else worst_overlap(e.overlap for e in sources),
+        "pretraining_overlap": "none" if is_baseline(model) else next((v for v in OVERLAPS if v in overlaps), "none"),
         "deviations": _joined(e.deviations for e in sources),
     }
     return row, [{"model": model, "task": task, "regime": regime, "seed": seed, "fold": fold, "metric": metric,

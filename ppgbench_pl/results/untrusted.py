@@ -131,18 +131,6 @@ def read_results_file(path: str | Path) -> dict[str, Any]:
         raise DataError(f"{path}: cannot be read ({exc.strerror or exc})") from None
     except ValueError as exc:
         raise DataError(f"{path}: {exc}") from None
-    version = _version(path, document)
-    error = schemas.first_error(document, schemas.EXPORT if version == 2 else schemas.EXPORT_V1)
-    if error is not None:
-        raise DataError(f"{path}: field {error}")
-    problem = first_problem(document, len(data))
-    if problem is not None:
-        raise DataError(f"{path}: field {problem}")
-    return document
-
-
-def _version(path: Path, document: Any) -> int:
-    """The file's format version, once it says it is a ppgbench results file this ppgbench reads."""
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         raise DataError(f"{path}: not a ppgbench results file (expected \"format\": \"{FORMAT}\"; "
                         "make one with ppgbench export RUN)")
@@ -150,4 +138,7 @@ def _version(path: Path, document: Any) -> int:
     if isinstance(version, bool) or version not in READABLE_VERSIONS:
         raise DataError(f"{path}: format_version {str(version)[:20]} is not one this ppgbench reads (1 to "
                         f"{FORMAT_VERSION}); upgrade ppgbench")
-    return int(version)
+    schema = schemas.EXPORT if version == 2 else schemas.EXPORT_V1
+    if problem := schemas.first_error(document, schema) or first_problem(document, len(data)):
+        raise DataError(f"{path}: field {problem}")
+    return document
