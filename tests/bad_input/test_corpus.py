@@ -670,7 +670,7 @@ def test_a_job_lock_held_by_a_stuck_process_is_reported(base, tmp_path, capsys, 
     def stuck() -> None:
         with locks.file_lock(job_lock_path(out, jid)):
             held.set()
-            release.wait(10)
+            release.wait(120)  # let go once the waiting run has asked (or after 2 min: a loaded machine)
 
     def named(path: str | Path, original: Callable[[str | Path], str] = locks.lock_holder) -> str:
         holder = original(path)  # read before letting go: a released lock clears its holder
