@@ -23,7 +23,7 @@ _REGISTRARS = (
     ("report", "add_report_parser"),
     ("report", "add_compare_parser"),
     ("init", "add_init_parser"),
-    ("cache", "add_cache_parser"),
+    ("data", "add_cache_parser"),
     ("calibrate", "add_calibrate_parser"),
     ("listing", "add_cite_parser"),
     ("report", "add_export_parser"),
