@@ -27,7 +27,7 @@ COMMANDS = {
     "compare": "paired comparison of one model of each of two run folders, cell by cell",
     "init": "a commented config template for evaluating your own model",
     "cache": "list or clear the shared embedding cache (every run folder reads it)",
-    "calibrate": "measure this machine's per-job costs once (under a minute): --dry-run then estimates time",
+    "calibrate": "measure this machine's per-regime rates once (a few minutes): --dry-run then estimates time",
     "cite": "BibTeX for the benchmark, datasets and models (--datasets ... --models ...)",
     "export": "one model's results as a versioned file others can read (ppgbench report takes it)",
     "leaderboard": "exported results side by side: a sortable, filterable offline HTML page with model cards",

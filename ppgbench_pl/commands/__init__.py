@@ -21,13 +21,13 @@ _REGISTRARS = (
     ("listing", "add_list_parser"),
     ("data", "add_data_parsers"),
     ("report", "add_report_parser"),
-    ("compare", "add_compare_parser"),
+    ("report", "add_compare_parser"),
     ("init", "add_init_parser"),
-    ("cache", "add_cache_parser"),
+    ("data", "add_cache_parser"),
     ("calibrate", "add_calibrate_parser"),
-    ("cite", "add_cite_parser"),
-    ("export", "add_export_parser"),
-    ("leaderboard", "add_leaderboard_parser"),
+    ("listing", "add_cite_parser"),
+    ("report", "add_export_parser"),
+    ("report", "add_leaderboard_parser"),
 )
 
 

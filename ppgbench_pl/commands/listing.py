@@ -1,4 +1,4 @@
-"""``ppgbench list [datasets|tasks|encoders|controls|regimes]``, from static torch-free tables, as text or JSON."""
+"""``ppgbench list [datasets|tasks|...]`` (text or JSON) and ``ppgbench cite``, from static torch-free tables."""
 
 from __future__ import annotations
 
@@ -196,6 +196,34 @@ def add_list_parser(sub: argparse._SubParsersAction) -> None:
 
 def _command(ns: argparse.Namespace) -> None:
     print(run_list(ns.what, dataset=ns.dataset, tier=ns.tier, kind=ns.kind, as_json=ns.as_json))
+
+
+def add_cite_parser(sub: argparse._SubParsersAction) -> None:
+    """Register ``cite``."""
+    parser = sub.add_parser(
+        "cite", description="BibTeX of ppgbench and of the named datasets and encoders (from their cards).")
+    parser.add_argument("--datasets", nargs="*", default=[], metavar="KEY",
+                        help="dataset keys (ppgbench list datasets), or all")
+    parser.add_argument("--models", nargs="*", default=[], metavar="NAME",
+                        help="encoder names (ppgbench list encoders), or all")
+    parser.set_defaults(func=_cite_command)
+
+
+def cite_text(datasets: list[str], models: list[str]) -> str:
+    """The BibTeX ``ppgbench cite`` prints (``all``: every card); an unknown name is a one-line ConfigError."""
+    from ppgbench_pl.cards.bibtex import render_all
+    from ppgbench_pl.cards.citations import check_names, references
+    from ppgbench_pl.data.registry import CARDS
+    from ppgbench_pl.encoders.cards import MODEL_CARDS
+
+    datasets = list(CARDS) if datasets == ["all"] else datasets
+    models = list(MODEL_CARDS) if models == ["all"] else models
+    check_names(datasets, models)
+    return render_all(references(datasets, models))
+
+
+def _cite_command(ns: argparse.Namespace) -> None:
+    print(cite_text(ns.datasets, ns.models), end="")
 
 
 # -- the text -----------------------------------------------------------------------------------------------

@@ -68,10 +68,6 @@ class SEStage(nn.Module):
 class AnyPPGEncoder(PPGEncoder):
     """AnyPPG backbone: stride-2 stem, six SE stages (x128 downsampling), time mean -> 512-d."""
 
-    name: ClassVar[str] = "anyppg"
-    sampling_rate: ClassVar[float] = 125.0
-    embed_dim: ClassVar[int] = 512
-    min_samples: ClassVar[int] = 1
     weights_source: ClassVar[str | None] = (
         "load_anyppg/anyppg_ckpt.pth from the authors' GitHub repository (https://github.com/PKUDigitalHealth/AnyPPG)")
     protocol_switches: ClassVar[dict[str, object]] = {"native_filter_padding": False}

@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor, nn
 
+from ppgbench_pl.encoders.catalog import CATALOG
 from ppgbench_pl.encoders.checkpoint import read_checkpoint_file
 from ppgbench_pl.errors import CheckpointError, ConfigError
 from ppgbench_pl.naming import snake_case
@@ -74,9 +75,13 @@ class PPGEncoder(nn.Module):
         return str(init_args.get("name") or cls.name)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
-        """A subclass that sets no ``name`` (nor does any base below this one) is named from its class."""
+        """A catalog class takes name, rate and sizes from its entry; another without a ``name`` is named after it."""
         super().__init_subclass__(**kwargs)
-        if not any("name" in vars(base) for base in cls.__mro__[:cls.__mro__.index(PPGEncoder)]):
+        entry = next((e for e in CATALOG.values() if e.class_path == f"{cls.__module__}.{cls.__qualname__}"), None)
+        if entry is not None and entry.native_fs is not None:
+            cls.name, cls.sampling_rate = entry.name, entry.native_fs  # type: ignore[misc]
+            cls.embed_dim, cls.min_samples = entry.embedding_dim, entry.min_samples  # type: ignore[misc,assignment]
+        elif not any("name" in vars(base) for base in cls.__mro__[:cls.__mro__.index(PPGEncoder)]):
             cls.name = snake_case(cls.__name__)  # type: ignore[misc]
 
     @contextlib.contextmanager
@@ -175,11 +180,6 @@ def state_mapping(name: str, state: object, what: str = "checkpoint") -> Mapping
     if not isinstance(state, Mapping):
         raise CheckpointError(f"{name}: {what} is a {type(state).__name__}, not a state dict")
     return state
-
-
-def strip_prefix(state: Mapping[str, Tensor], prefix: str) -> dict[str, Tensor]:
-    """Remove ``prefix`` from every key that has it (e.g. ``module.`` from DataParallel)."""
-    return {(k[len(prefix):] if k.startswith(prefix) else k): v for k, v in state.items()}
 
 
 def _some(keys: list[str]) -> str:

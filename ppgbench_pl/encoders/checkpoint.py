@@ -1,7 +1,7 @@
 """Reading checkpoint files without ever running code from them (a pickle can call any importable callable).
 
 ``torch.save`` files go through ``torch.load(weights_only=True)``; plain pickles through an unpickler that maps the
-torch/NumPy reconstructors they name to rebuilders written here. Both are scanned first so a refusal names the global.
+torch/NumPy reconstructors they name to rebuilders written here; either way a refusal names the global.
 """
 
 from __future__ import annotations
@@ -27,8 +27,6 @@ from ppgbench_pl.errors import CheckpointError
 
 #: Legacy (pre-1.6, non-zip) ``torch.save`` files start with a pickle of this number.
 _LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
-_STRING_OPS = frozenset({"SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "UNICODE",
-                         "SHORT_BINSTRING", "BINSTRING", "STRING"})
 _GLOBAL_NAME = re.compile(r"GLOBAL ([A-Za-z_][\w.]*)")
 
 
@@ -136,34 +134,6 @@ def _canonical(module: str, name: str) -> str:
     return f"{module}.{name}"
 
 
-def pickle_globals(stream: IO[bytes]) -> Iterator[str]:
-    """Globals one pickle names, without unpickling it (``STACK_GLOBAL`` names followed through stack and memo)."""
-    memo: dict[int, Any] = {}
-    recent: list[Any] = []
-    for opcode, arg, _ in pickletools.genops(stream):
-        op = opcode.name
-        if op in ("GLOBAL", "INST"):
-            module, _, name = str(arg).partition(" ")
-            yield _canonical(module, name)
-        elif op == "STACK_GLOBAL":
-            top = recent[-2:] if len(recent) >= 2 else [None, None]
-            if isinstance(top[0], str) and isinstance(top[1], str):
-                yield _canonical(top[0], top[1])
-            else:
-                yield "<a global whose name is computed at load time>"
-        elif op in ("EXT1", "EXT2", "EXT4"):
-            yield f"<copyreg extension code {arg}>"
-        elif op in _STRING_OPS:
-            recent.append(arg.decode("latin1") if isinstance(arg, bytes) else arg)
-        elif op in ("MEMOIZE", "PUT", "BINPUT", "LONG_BINPUT"):
-            memo[len(memo) if op == "MEMOIZE" else int(str(arg))] = recent[-1] if recent else None
-        elif op in ("GET", "BINGET", "LONG_BINGET"):
-            recent.append(memo.get(int(str(arg))))
-        elif opcode.stack_after:
-            recent.append(None)
-        del recent[:-2]
-
-
 def file_format(path: Path) -> str:
     """``zip`` (torch.save >= 1.6), ``legacy`` (older torch.save) or ``pickle`` (plain pickle.dump)."""
     if zipfile.is_zipfile(path):
@@ -177,22 +147,14 @@ def file_format(path: Path) -> str:
     return "legacy" if values == [_LEGACY_MAGIC] else "pickle"
 
 
-def _scan(path: Path, kind: str) -> Iterator[str]:
-    """Globals the file names that its reader would refuse (legacy files: the unpickler names them)."""
-    if kind == "zip":
-        try:
-            names = torch.serialization.get_unsafe_globals_in_checkpoint(path)
-        except (ValueError, RuntimeError):  # not torch.save's zip (e.g. TorchScript): torch.load says
-            return
-        # torch reports the names as written (protocol 2 writes ``subprocess`` as ``commands``)
-        yield from sorted(_canonical(*name.rsplit(".", 1)) for name in names)
-    elif kind == "pickle":
-        allowed = plain_pickle_globals()
-        with path.open("rb") as handle:
-            try:
-                yield from [name for name in pickle_globals(handle) if name not in allowed]
-            except Exception:  # noqa: BLE001 - not a readable pickle; the unpickler reports it
-                return
+def _scan(path: Path) -> Iterator[str]:
+    """Globals a ``torch.save`` zip names that the weights-only reader would refuse."""
+    try:
+        names = torch.serialization.get_unsafe_globals_in_checkpoint(path)
+    except (ValueError, RuntimeError):  # not torch.save's zip (e.g. TorchScript): torch.load says
+        return
+    # torch reports the names as written (protocol 2 writes ``subprocess`` as ``commands``)
+    yield from sorted(_canonical(*name.rsplit(".", 1)) for name in names)
 
 
 class _RestrictedUnpickler(pickle.Unpickler):
@@ -227,7 +189,7 @@ def read_checkpoint_file(path: str | Path) -> Any:
     path = Path(path)
     kind = file_format(path)
     with torch.serialization.safe_globals([(obj, name) for name, obj in extra_safe_globals().items()]):
-        for name in _scan(path, kind):
+        for name in _scan(path) if kind == "zip" else ():  # plain pickles: the unpickler names the global
             raise refusal(path, name)
         if kind != "pickle":
             try:

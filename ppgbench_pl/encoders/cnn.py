@@ -17,11 +17,6 @@ class SmallCNNEncoder(PPGEncoder):
         checkpoint: Optional path to weights saved from this class (``torch.save(state_dict)``).
     """
 
-    name = "small_cnn"
-    embed_dim = 64
-    sampling_rate = 64.0
-    min_samples = 16
-
     def __init__(self, embed_dim: int = 64, seed: int = 0, checkpoint: str | None = None) -> None:
         super().__init__()
         self.embed_dim = embed_dim  # type: ignore[misc]  # per-instance override of the class default

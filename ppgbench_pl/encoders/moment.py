@@ -141,10 +141,6 @@ class MomentSmallEncoder(PPGEncoder):
         random_init: Evaluate with seeded random weights; the name becomes ``moment_small (random init)``.
     """
 
-    name: ClassVar[str] = "moment_small"
-    sampling_rate: ClassVar[float] = 64.0
-    embed_dim: ClassVar[int] = D_MODEL
-    min_samples: ClassVar[int] = PATCH_LEN
     weights_source: ClassVar[str | None] = (
         "a local copy of the Hugging Face folder AutonLab/MOMENT-1-small (https://huggingface.co/AutonLab/"
         "MOMENT-1-small: config.json and model.safetensors)")

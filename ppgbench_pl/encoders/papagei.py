@@ -8,7 +8,7 @@ from typing import ClassVar
 
 from torch import Tensor, nn
 
-from ppgbench_pl.encoders.base import PPGEncoder, strip_prefix
+from ppgbench_pl.encoders.base import PPGEncoder
 from ppgbench_pl.encoders.layers import add_resnet1d, resnet1d_trunk
 from ppgbench_pl.encoders.preprocessing import cheby2_bandpass_sos, moving_average_smooth, zscore_window
 
@@ -16,10 +16,6 @@ from ppgbench_pl.encoders.preprocessing import cheby2_bandpass_sos, moving_avera
 class PaPaGeiPEncoder(PPGEncoder):
     """PaPaGei-P: ResNet1D (18 blocks, base width 32, kernel 3) -> BN -> ReLU -> time mean -> dense."""
 
-    name: ClassVar[str] = "papagei_p"
-    sampling_rate: ClassVar[float] = 125.0
-    embed_dim: ClassVar[int] = 512
-    min_samples: ClassVar[int] = 2
     weights_source: ClassVar[str | None] = (
         "papagei_p.pt from Zenodo record 13983110 (https://zenodo.org/records/13983110)")
 
@@ -57,7 +53,7 @@ class PaPaGeiPEncoder(PPGEncoder):
 
     def extract_state_dict(self, checkpoint: object) -> Mapping[str, Tensor]:
         """The state dict, without a DataParallel ``module.`` prefix."""
-        return strip_prefix(super().extract_state_dict(checkpoint), "module.")
+        return {k.removeprefix("module."): v for k, v in super().extract_state_dict(checkpoint).items()}
 
 
 def _expert(width: int, hidden: int, dropout: float | None) -> nn.Sequential:
@@ -69,7 +65,6 @@ def _expert(width: int, hidden: int, dropout: float | None) -> nn.Sequential:
 class PaPaGeiSEncoder(PaPaGeiPEncoder):
     """PaPaGei-S: the -P backbone plus two mixture-of-experts heads, there only so the checkpoint loads strictly."""
 
-    name: ClassVar[str] = "papagei_s"
     weights_source: ClassVar[str | None] = (
         "papagei_s.pt from Zenodo record 13983110 (https://zenodo.org/records/13983110)")
 

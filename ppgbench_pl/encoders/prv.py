@@ -90,9 +90,6 @@ def check_neurokit(fs: int = 100) -> None:
 class PRVEncoder(FeatureEncoder):
     """NeuroKit2 pulse-rate-variability features (12 time-domain values per window)."""
 
-    name = "prv_neurokit2"
-    sampling_rate = 100.0
-    embed_dim = len(NEUROKIT_FEATURES)
     feature_names = NEUROKIT_FEATURES
 
     def forward_features(self, x: Tensor) -> Tensor:
@@ -134,9 +131,6 @@ class PRVEncoder(FeatureEncoder):
 class PublishedPRVEncoder(FeatureEncoder):
     """The published protocol's SciPy PRV control (PROTOCOL.md 5.2), reproduced for comparability."""
 
-    name = "prv_published"
-    sampling_rate = 100.0
-    embed_dim = len(PUBLISHED_FEATURES)
     feature_names = PUBLISHED_FEATURES
 
     def window_features(self, window: np.ndarray) -> np.ndarray:

@@ -21,10 +21,6 @@ INSTANCE_NORM_EPS = 1e-5
 class PulsePPGEncoder(PPGEncoder):
     """PulsePPG: instance norm -> ResNet1D (12 blocks, base width 128, kernel 11) -> max over time."""
 
-    name: ClassVar[str] = "pulseppg"
-    sampling_rate: ClassVar[float] = 50.0
-    embed_dim: ClassVar[int] = 512
-    min_samples: ClassVar[int] = 2
     uses_group_stats: ClassVar[bool] = True
     weights_source: ClassVar[str | None] = (
         "checkpoint_best.pkl from the Zenodo zip of DOI 10.5281/zenodo.17270930 "

@@ -125,10 +125,6 @@ class Block(nn.Module):
 class SigmaPPGEncoder(PPGEncoder):
     """SigmaPPG student (patch 100, dim 360, 18 layers, 12 heads); embedding = mean of patch tokens."""
 
-    name: ClassVar[str] = "sigmappg"
-    sampling_rate: ClassVar[float] = 50.0
-    embed_dim: ClassVar[int] = 360
-    min_samples: ClassVar[int] = PATCH_SIZE
     weights_source: ClassVar[str | None] = (
         "sigma.pth from Hugging Face zonhengu/sigmappg (https://huggingface.co/zonhengu/sigmappg)")
     protocol_switches: ClassVar[dict[str, object]] = {"scale": "symmetric", "filter_before_crop": False}
@@ -159,37 +155,31 @@ class SigmaPPGEncoder(PPGEncoder):
         self.scale = scale
         self.filter_before_crop = switch_flag(self.name, "filter_before_crop", filter_before_crop)
         with self.weights(checkpoint, random_init):
-            self._build(depth, num_heads, mlp_ratio, out_chans, vocab_size, drop_rate, attn_drop_rate,
-                        drop_path_rate, init_values)
-
-    def _build(self, depth: int, num_heads: int, mlp_ratio: float, out_chans: int, vocab_size: int,
-               drop_rate: float, attn_drop_rate: float, drop_path_rate: float, init_values: float) -> None:
-        """The checkpoint's modules, truncated-normal (std 0.02) initialised as in BEiT-style pretraining."""
-        dim = self.embed_dim
-        conv_width = (PATCH_SIZE + 2 * 7 - 15) // 8 + 1
-        self.cls_token = nn.Parameter(torch.zeros(1, 1, dim))
-        self.mask_token = nn.Parameter(torch.zeros(1, 1, dim))  # pretraining only; kept for strict loading
-        self.pos_embed = nn.Parameter(torch.zeros(1, 128 + 1, dim))
-        self.time_embed = nn.Parameter(torch.zeros(1, MAX_PATCHES, dim))
-        self.patch_embed_conv = TemporalConv(out_chans)
-        self.patch_embed_projection = nn.Linear(out_chans * conv_width, dim)
-        # Upstream registers the same two modules again in a Sequential: both key families exist and
-        # share tensors (parameters() counts them once).
-        self.patch_embed_seq = nn.Sequential(self.patch_embed_conv, self.patch_embed_projection)
-        self.pos_drop = nn.Dropout(drop_rate)
-        rates = torch.linspace(0, drop_path_rate, depth).tolist()
-        self.blocks = nn.ModuleList(
-            Block(dim, num_heads, mlp_ratio, drop_rate, attn_drop_rate, rate, init_values) for rate in rates
-        )
-        self.norm = nn.LayerNorm(dim, eps=1e-6)
-        self.lm_head = nn.Linear(dim, vocab_size)  # unused for embeddings; present for strict loading
-        for p in (self.cls_token, self.mask_token, self.pos_embed, self.time_embed):
-            nn.init.trunc_normal_(p, std=0.02)
-        for m in self.modules():
-            if isinstance(m, nn.Linear):
-                nn.init.trunc_normal_(m.weight, std=0.02)
-                if m.bias is not None:
-                    nn.init.zeros_(m.bias)
+            dim = self.embed_dim  # the checkpoint's modules, trunc-normal (std 0.02) as in BEiT pretraining
+            conv_width = (PATCH_SIZE + 2 * 7 - 15) // 8 + 1
+            self.cls_token = nn.Parameter(torch.zeros(1, 1, dim))
+            self.mask_token = nn.Parameter(torch.zeros(1, 1, dim))  # pretraining only; kept for strict loading
+            self.pos_embed = nn.Parameter(torch.zeros(1, 128 + 1, dim))
+            self.time_embed = nn.Parameter(torch.zeros(1, MAX_PATCHES, dim))
+            self.patch_embed_conv = TemporalConv(out_chans)
+            self.patch_embed_projection = nn.Linear(out_chans * conv_width, dim)
+            # Upstream registers the same two modules again in a Sequential: both key families exist and
+            # share tensors (parameters() counts them once).
+            self.patch_embed_seq = nn.Sequential(self.patch_embed_conv, self.patch_embed_projection)
+            self.pos_drop = nn.Dropout(drop_rate)
+            rates = torch.linspace(0, drop_path_rate, depth).tolist()
+            self.blocks = nn.ModuleList(
+                Block(dim, num_heads, mlp_ratio, drop_rate, attn_drop_rate, rate, init_values) for rate in rates
+            )
+            self.norm = nn.LayerNorm(dim, eps=1e-6)
+            self.lm_head = nn.Linear(dim, vocab_size)  # unused for embeddings; present for strict loading
+            for p in (self.cls_token, self.mask_token, self.pos_embed, self.time_embed):
+                nn.init.trunc_normal_(p, std=0.02)
+            for m in self.modules():
+                if isinstance(m, nn.Linear):
+                    nn.init.trunc_normal_(m.weight, std=0.02)
+                    if m.bias is not None:
+                        nn.init.zeros_(m.bias)
 
     def preprocess(self, x: Tensor, ppg_mean: Tensor | None = None, ppg_std: Tensor | None = None) -> Tensor:
         """Crop to whole patches, Butterworth(2) 0.5-8 Hz zero-phase, min-max to [-1, 1] (or the switches)."""

@@ -10,8 +10,7 @@ from __future__ import annotations
 import pytest
 
 from ppgbench_pl.cards.types import Citation
-from ppgbench_pl.commands.cite import cite_text
-from ppgbench_pl.commands.listing import run_list
+from ppgbench_pl.commands.listing import cite_text, run_list
 from ppgbench_pl.data.registry import CARDS
 from ppgbench_pl.encoders.cards import MODEL_CARDS
 from tests.cards.bib_parse import pybtex_entries

@@ -24,6 +24,7 @@ def test_catalog_covers_the_registry_and_the_custom_wrapper() -> None:
         cls = ENCODERS[name]
         assert issubclass(cls, PPGEncoder) and f"{cls.__module__}.{cls.__qualname__}" == CATALOG[name].class_path
     assert all(entry.name == name and entry.role in ROLES for name, entry in CATALOG.items())
+    assert all(e.published.host in ("zenodo", "huggingface", "github") for e in CATALOG.values() if e.published)
     assert {n for n, e in CATALOG.items() if e.role == "control"} == {"prv_neurokit2", "prv_published", "moment_small"}
     assert {n for n, e in CATALOG.items() if e.role == "test"} == {"small_cnn"}
 
