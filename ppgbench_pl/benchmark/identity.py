@@ -137,14 +137,11 @@ def merge_identity(existing: dict[str, Any], new: dict[str, Any]) -> tuple[dict[
                 if name not in old:
                     section[name] = value
                 elif key == "datasets" and isinstance(old[name], dict) and isinstance(value, dict):
-                    data = {**old[name].get("data", {}), **value.get("data", {})}
-                    old_data = old[name].get("data", {})
-                    same_rates = all(old_data.get(fs, h) == h for fs, h in value.get("data", {}).items())
-                    same_rest = {k: v for k, v in old[name].items() if k != "data"} == \
-                        {k: v for k, v in value.items() if k != "data"}
-                    if not (same_rates and same_rest):
+                    before, now = old[name].get("data", {}), value.get("data", {})  # rates may be added
+                    if any(before.get(fs, h) != h for fs, h in now.items()) or {**old[name], "data": 0} != \
+                            {**value, "data": 0}:
                         conflicts.append(f"{key}.{name}")
-                    section[name] = {**old[name], "data": data}
+                    section[name] = {**old[name], "data": {**before, **now}}
                 elif old[name] != value:
                     conflicts.append(f"{key}.{name}")
             merged[key] = section

@@ -170,13 +170,8 @@ _local = threading.local()
 
 
 def keep_suite(key: str, suite: BenchmarkSuite) -> None:
-    """Make ``suite`` the one :func:`suite_for` returns for ``key`` in this thread (the coordinator's own)."""
+    """Make ``suite`` the only one :func:`suite_for` returns in this thread (a new run reads its data afresh)."""
     _local.suites = {key: suite}
-
-
-def forget_suites() -> None:
-    """Drop this thread's suites, so a new run reads its data afresh (a tree may have been repaired since)."""
-    _local.suites = {}
 
 
 def suite_for(resolved: str, run_dir: str | Path, parse: str | None) -> BenchmarkSuite:
