@@ -40,12 +40,11 @@ from ppgbench_pl.benchmark.run_report import (
     RunReport,
     end_of_command,
     import_output_libraries,
-    print_report,
     signals_deferred,
     signals_interrupt,
 )
 from ppgbench_pl.benchmark.setup import ProtocolSetup
-from ppgbench_pl.benchmark.suite import BenchmarkSuite, forget_suites, keep_suite
+from ppgbench_pl.benchmark.suite import BenchmarkSuite, keep_suite
 from ppgbench_pl.benchmark.thread_policy import choose_policy
 from ppgbench_pl.benchmark.tracking import CellTracker, close_wandb, offline_notice, wandb_enabled
 from ppgbench_pl.benchmark.worker import JobOutcome, JobSpec, run_job_spec
@@ -62,8 +61,6 @@ from ppgbench_pl.results.folder_sync import (
 from ppgbench_pl.results.records import RESULTS_FILE, job_dir
 from ppgbench_pl.results.summary import SummaryBook
 
-__all__ = ["BenchmarkRun", "Interrupted", "RunReport", "check_output_dir", "check_strategy", "print_report",
-           "redact"]
 
 class BenchmarkRun:
     """One ``ppgbench fit``/``benchmark`` invocation (``summary_every_s``: least seconds between summary rewrites)."""
@@ -79,8 +76,7 @@ class BenchmarkRun:
         self.folder = FolderSync(self.book, self.run_dir)
         self.union_planned: list[str] = []
         self.status_extra: dict[str, Any] = {}  # what else status.json lists (tasks skipped, folds not evaluable)
-        forget_suites()  # a new command reads its data afresh; its jobs in this process share one suite
-        keep_suite(self.resolved, setup.suite)
+        keep_suite(self.resolved, setup.suite)  # this command's jobs in this process share its suite
 
     def suite(self) -> BenchmarkSuite:
         """The suite LightningCLI built (the local executor's jobs run on it too)."""

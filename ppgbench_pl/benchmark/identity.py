@@ -137,14 +137,11 @@ def merge_identity(existing: dict[str, Any], new: dict[str, Any]) -> tuple[dict[
                 if name not in old:
                     section[name] = value
                 elif key == "datasets" and isinstance(old[name], dict) and isinstance(value, dict):
-                    data = {**old[name].get("data", {}), **value.get("data", {})}
-                    old_data = old[name].get("data", {})
-                    same_rates = all(old_data.get(fs, h) == h for fs, h in value.get("data", {}).items())
-                    same_rest = {k: v for k, v in old[name].items() if k != "data"} == \
-                        {k: v for k, v in value.items() if k != "data"}
-                    if not (same_rates and same_rest):
+                    before, now = old[name].get("data", {}), value.get("data", {})  # rates may be added
+                    if any(before.get(fs, h) != h for fs, h in now.items()) or {**old[name], "data": 0} != \
+                            {**value, "data": 0}:
                         conflicts.append(f"{key}.{name}")
-                    section[name] = {**old[name], "data": data}
+                    section[name] = {**old[name], "data": {**before, **now}}
                 elif old[name] != value:
                     conflicts.append(f"{key}.{name}")
             merged[key] = section
@@ -170,9 +167,6 @@ def check_or_write_identity(run_dir: Path, identity: dict[str, Any], extra: dict
     with file_lock(Path(run_dir) / ".locks" / "run.json.lock"):
         meta: dict[str, Any] = read_run_json(path) if path.exists() else {}
         identity, versions = resolve_identity(path, meta, identity, extra, allow_code_change)
-        code = code_version()
-        if code["source_sha256"] not in {v.get("source_sha256") for v in versions}:
-            versions.append(code)
         planned = list(dict.fromkeys([*(meta.get("planned_jobs") or []), *(extra.get("planned_jobs") or [])]))
         out = {**meta, **_normalise(extra), "identity": identity, "planned_jobs": planned,
                "code_versions": versions, "run_uid": meta.get("run_uid") or uuid.uuid4().hex,
@@ -191,12 +185,12 @@ def check_identity(run_dir: Path, identity: dict[str, Any], extra: dict[str, Any
 
 def resolve_identity(path: Path, meta: dict[str, Any], identity: dict[str, Any], extra: dict[str, Any],
                      allow_code_change: bool) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """(merged identity, code versions) against ``run.json``'s content; ``ConfigError`` for what both disagree on."""
+    """(merged identity, code versions and this one) against ``run.json``'s content; ``ConfigError`` for conflicts."""
     identity = _normalise(identity)
     code = code_version()
     versions = list(meta.get("code_versions") or [])
     if not meta:
-        return identity, versions
+        return identity, [code]
     old_identity = dict(meta.get("identity") or {})
     legacy = old_identity.pop("source_sha256", None)
     if legacy and not versions:
@@ -211,20 +205,20 @@ def resolve_identity(path: Path, meta: dict[str, Any], identity: dict[str, Any],
             f"{path}: this run folder holds results of a different config or data "
             f"({', '.join(conflicts)} differ); choose a new output folder"
         )
-    if versions and code["source_sha256"] not in {v.get("source_sha256") for v in versions}:
-        if not allow_code_change:
-            raise ConfigError(
-                f"{path}: this run folder was made by another version of the ppgbench source; resume it "
-                "with --allow_code_change (the mix is recorded and shown in the report) or choose a "
-                "new output folder"
-            )
+    mine = code["source_sha256"] in {v.get("source_sha256") for v in versions}
+    if versions and not mine and not allow_code_change:
+        raise ConfigError(
+            f"{path}: this run folder was made by another version of the ppgbench source; resume it "
+            "with --allow_code_change (the mix is recorded and shown in the report) or choose a "
+            "new output folder"
+        )
     old_versions, new_versions = meta.get("versions"), extra.get("versions")
     if old_versions and new_versions and old_versions != new_versions:
         changed = sorted(k for k in set(old_versions) | set(new_versions)
                          if old_versions.get(k) != new_versions.get(k))
         warnings.warn(f"{path}: package versions changed since this folder was started "
                       f"({', '.join(changed)}); results are kept but may not be bit-identical", stacklevel=3)
-    return merged, versions
+    return merged, versions if mine else [*versions, code]
 
 
 def read_run_json(path: Path) -> dict[str, Any]:

@@ -143,31 +143,23 @@ class Progress:
             self.bar.close()
 
 
-def plan_cost(estimate: Any, job_ids: list[str]) -> PlanCost:
-    """The :class:`PlanCost` of an :class:`~ppgbench_pl.benchmark.estimate.Estimate` of the jobs ``job_ids``."""
-    from ppgbench_pl.benchmark.estimate import wall_seconds
-
-    cost = PlanCost(wall_seconds=wall_seconds(estimate))
-    for job_id, job in zip(job_ids, estimate.jobs, strict=True):
-        cost.job_seconds[job_id] = job.seconds
-        if job.trials:
-            cost.searched.add(job_id)
-            cost.trials += job.trials
-            cost.trial_epochs += job.trial_epochs
-    return cost
-
-
 def run_progress(suite: Any, plan: Sequence[Any], pending: Sequence[Any], initial: int, settings: Any) -> Progress:
     """The coordinator's progress display, with the pending jobs' estimate when it can be made (else jobs only)."""
     cost, enabled = None, bool(settings.progress)
     if enabled and pending:
         from ppgbench_pl.benchmark.cost_model import load_model
-        from ppgbench_pl.benchmark.estimate import estimate_plan
+        from ppgbench_pl.benchmark.estimate import estimate_plan, wall_seconds
         from ppgbench_pl.errors import PPGBenchError
 
-        try:
-            cost = plan_cost(estimate_plan(suite, pending, settings.executor, load_model()),
-                             [j.job_id for j in pending])
+        try:  # the pending jobs' estimate (seconds, and the searched ones' trials and trial-epochs)
+            estimate = estimate_plan(suite, pending, settings.executor, load_model())
+            cost = PlanCost(wall_seconds=wall_seconds(estimate))
+            for pending_job, job in zip(pending, estimate.jobs, strict=True):
+                cost.job_seconds[pending_job.job_id] = job.seconds
+                if job.trials:
+                    cost.searched.add(pending_job.job_id)
+                    cost.trials += job.trials
+                    cost.trial_epochs += job.trial_epochs
         except PPGBenchError:
             cost = None
     return Progress(len(plan), initial, enabled=enabled, every_s=LINE_EVERY_S, cost=cost)

@@ -128,15 +128,15 @@ class PPGBenchCLI(LightningCLI):
     def _run_subcommand(self, subcommand: str) -> None:
         """Run the setup (or print its plan)."""
         from ppgbench_pl.benchmark.console import quiet_lightning
-        from ppgbench_pl.benchmark.coordinator import BenchmarkRun, print_report
+        from ppgbench_pl.benchmark.coordinator import BenchmarkRun
+        from ppgbench_pl.benchmark.run_report import print_report
+        from ppgbench_pl.locks import waiting_at_most
 
         run = BenchmarkRun(self.setup)
         if self.setup.settings.dry_run:
             print(run.dry_run())
             return
         quiet_lightning()
-        from ppgbench_pl.locks import waiting_at_most
-
         with waiting_at_most(self.setup.actions["lock_timeout"]):
             report = run.run()
         print_report(report, Path(self.setup.settings.output_dir))
@@ -173,8 +173,6 @@ def parse_setup(args: Any) -> ProtocolSetup:
     except Exception as exc:
         from jsonargparse import ArgumentError
 
-        from ppgbench_pl.messages import one_line
-
         cause = user_error(exc) or (entry_refusal(args) if isinstance(args, dict) else None)
         if cause is None and isinstance(exc, ArgumentError):
             cause = ConfigError(one_line(str(exc)))
@@ -204,7 +202,7 @@ def entry_error(entry: dict[str, Any], message: str) -> str:
     """``regime linear (class path): 'nonsense' is not one of its settings (accepted: ...)``."""
     import inspect
 
-    from ppgbench_pl.messages import did_you_mean, one_line
+    from ppgbench_pl.messages import did_you_mean
     from ppgbench_pl.naming import import_class
 
     path = str(entry.get("class_path"))

@@ -6,8 +6,9 @@ import signal
 import sys
 import threading
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -52,14 +53,10 @@ def _handled(handler: Any) -> Iterator[None]:
             signal.signal(s, h)
 
 
-def signals_interrupt() -> AbstractContextManager[None]:
-    """SIGINT and SIGTERM raise :class:`Interrupted` in the main thread for the duration of the block."""
-    return _handled(_raise)
-
-
-def signals_deferred() -> AbstractContextManager[None]:
-    """Ignore SIGINT and SIGTERM while the final summary and status are written (a second Ctrl-C breaks nothing)."""
-    return _handled(signal.SIG_IGN)
+#: SIGINT and SIGTERM raise :class:`Interrupted` in the main thread for the duration of the block.
+signals_interrupt = partial(_handled, _raise)
+#: Ignore SIGINT and SIGTERM while the final summary and status are written (a second Ctrl-C breaks nothing).
+signals_deferred = partial(_handled, signal.SIG_IGN)
 
 
 def import_output_libraries() -> None:

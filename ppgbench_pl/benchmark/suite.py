@@ -27,14 +27,6 @@ from ppgbench_pl.naming import import_class
 from ppgbench_pl.regimes.base import JobContext, Regime
 
 
-def check_rate(name: str, fs: float) -> None:
-    """A sampling rate the data and models can take, or a one-line refusal."""
-    if not math.isfinite(fs) or not MIN_SAMPLING_RATE <= fs <= MAX_SAMPLING_RATE:
-        low, high = MIN_SAMPLING_RATE, MAX_SAMPLING_RATE
-        raise ConfigError(f"{name}: sampling_rate {fs:g} Hz is outside {low:g}-{high:g} Hz (below {low:g} Hz the "
-                          "pulse wave is not resolved; no PPG dataset or model here runs above 2 kHz)")
-
-
 def encoder_info(entry: Any) -> EncoderInfo:
     """Name, rate and trainability of a parsed encoder entry, read from its class and init_args (not built)."""
     if isinstance(entry, PPGEncoder):
@@ -83,8 +75,12 @@ class BenchmarkSuite:
         self.cache = EmbeddingCache(cache_root(cache_dir), size_cap_bytes(cache_size_gb))
         self.source = EmbeddingSource(self.cache, self.trainer_kwargs)
         self.source.run_dir = self.run_dir
-        for info in self.encoder_infos:
-            check_rate(info.name, info.sampling_rate)
+        low, high = MIN_SAMPLING_RATE, MAX_SAMPLING_RATE
+        for info in self.encoder_infos:  # a rate the data and models can take
+            if not math.isfinite(fs := info.sampling_rate) or not low <= fs <= high:
+                raise ConfigError(f"{info.name}: sampling_rate {fs:g} Hz is outside {low:g}-{high:g} Hz (below "
+                                  f"{low:g} Hz the pulse wave is not resolved; no PPG dataset or model here runs "
+                                  "above 2 kHz)")
         for regime in self.regimes:
             regime.check_trainer(self.trainer_kwargs)
 
@@ -170,13 +166,8 @@ _local = threading.local()
 
 
 def keep_suite(key: str, suite: BenchmarkSuite) -> None:
-    """Make ``suite`` the one :func:`suite_for` returns for ``key`` in this thread (the coordinator's own)."""
+    """Make ``suite`` the only one :func:`suite_for` returns in this thread (a new run reads its data afresh)."""
     _local.suites = {key: suite}
-
-
-def forget_suites() -> None:
-    """Drop this thread's suites, so a new run reads its data afresh (a tree may have been repaired since)."""
-    _local.suites = {}
 
 
 def suite_for(resolved: str, run_dir: str | Path, parse: str | None) -> BenchmarkSuite:

@@ -229,9 +229,12 @@ class CellTracker:
         self.owner, self.logged, self.enabled = owner, 0, True
         (self.run_dir / "wandb" / OFF_MARKER).unlink(missing_ok=True)  # a new invocation tries W&B again
 
-    def marker(self, cell: tuple[str, str, str]) -> Path:
-        """The file saying which records of a cell W&B already has."""
-        return self.run_dir / "wandb" / ".ppgbench-cells" / f"{_short_id(*cell)}.json"
+    def _marked(self, cell: tuple[str, str, str], mark: dict[str, Any], write: bool = False) -> bool:
+        """Whether the file saying which records of a cell W&B has says ``mark`` (``write``: make it say so)."""
+        path = self.run_dir / "wandb" / ".ppgbench-cells" / f"{_short_id(*cell)}.json"
+        if write:
+            write_json_atomic(path, {"cell": list(cell), **mark})
+        return path.exists() and {k: json.loads(path.read_text()).get(k) for k in mark} == mark
 
     def start(self) -> None:
         """Log cells that have nothing left to run but are not (or not fully) in W&B yet."""
@@ -261,8 +264,7 @@ class CellTracker:
         state = sorted(f"{r['job_id']}:{r.get('status')}" for r in records)
         row = self.summary_of(cell)  # over the folder: another plan's records may have changed it
         mark = {"records": state, "row": None if row is None else [int(row["n_folds"]), float(row["mean"])]}
-        marker = self.marker(cell)
-        if marker.exists() and {k: json.loads(marker.read_text()).get(k) for k in mark} == mark:
+        if self._marked(cell, mark):
             return
         model, task, regime = cell
         try:
@@ -276,24 +278,19 @@ class CellTracker:
             self.enabled = False
             give_up(self.run_dir, str(exc))
             return
-        write_json_atomic(marker, {"cell": list(cell), **mark})
+        self._marked(cell, mark, write=True)
         self.logged += 1
 
     def _log_baseline(self, name: str, task: str, regime: str, records: list[dict[str, Any]],
                       config: dict[str, Any]) -> None:
         """The constant baseline's run of a (task, regime) view: its summary row, its value per fold."""
-        if not name or ";" in name:
-            return
-        row = self.summary_of((name, task, regime))
-        if row is None:
-            return
         cell = (name, task, regime)
-        state = [int(row["n_folds"]), float(row["mean"])]
-        marker = self.marker(cell)
-        if marker.exists() and json.loads(marker.read_text()).get("row") == state:
+        if not name or ";" in name or (row := self.summary_of(cell)) is None:
             return
-        self._cell_run(cell, {**config, "model": name}, row, records, baseline=True)
-        write_json_atomic(marker, {"cell": list(cell), "row": state})
+        mark = {"row": [int(row["n_folds"]), float(row["mean"])]}
+        if not self._marked(cell, mark):
+            self._cell_run(cell, {**config, "model": name}, row, records, baseline=True)
+            self._marked(cell, mark, write=True)
 
     def _cell_run(self, cell: tuple[str, str, str], config: dict[str, Any], row: dict[str, Any] | None,
                   records: list[dict[str, Any]], baseline: bool) -> None:

@@ -66,74 +66,57 @@ def _watch_parent(parent: int, period_s: float = 0.5) -> None:
             os._exit(3)
 
 
-def init_worker(threads: int | None, gpu: int | None = None) -> None:
-    """A pool worker's start: its torch/BLAS threads, its one GPU when given, exit with the parent."""
-    if gpu is not None:
-        os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
-    if threads is not None:
-        import torch
-        from threadpoolctl import threadpool_limits
-
-        torch.set_num_threads(threads)
-        threadpool_limits(limits=threads)
-    threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True, name="ppgbench-parent").start()
-
-
 def run_job_spec(spec: JobSpec) -> JobOutcome:
     """Run one job (or a group) here, at ``spec.threads`` threads (restored after), and report how it went."""
-    from ppgbench_pl.probes.threads import intra_op_threads
-
-    with intra_op_threads(spec.threads):
-        return _run_spec(spec)
-
-
-def _run_spec(spec: JobSpec) -> JobOutcome:
     from ppgbench_pl.benchmark.budget import budget_label
-    from ppgbench_pl.benchmark.job import execute_group
+    from ppgbench_pl.benchmark.job import execute_group, run_job
     from ppgbench_pl.benchmark.suite import suite_for
+    from ppgbench_pl.probes.threads import intra_op_threads
     from ppgbench_pl.results.folder_sync import read_record_complete
 
     global _quiet
     worker = f"{socket.gethostname()}:{os.getpid()}"
-    try:
-        if not _quiet:  # inner trainers run by the hundred in every worker: keep their banners out
-            from ppgbench_pl.benchmark.console import quiet_lightning
+    with intra_op_threads(spec.threads):
+        try:
+            if not _quiet:  # inner trainers run by the hundred in every worker: keep their banners out
+                from ppgbench_pl.benchmark.console import quiet_lightning
 
-            quiet_lightning()
-            _quiet = True
-        suite = suite_for(spec.config, spec.run_dir, spec.parse)
-        jids = list(spec.group) or [spec.job_id]
-        jobs = {jid: suite.job(jid) for jid in jids}
-        before = suite.cache.stats()
-        rank = global_rank()
-        extras: dict[str, dict[str, Any]] = {
-            jid: {"model": job.model_name, "task": job.task.name, "worker": worker,
-                  "budget": budget_label(suite.budget.name, job.regime.deviations())}
-            for jid, job in jobs.items()}
+                quiet_lightning()
+                _quiet = True
+            suite = suite_for(spec.config, spec.run_dir, spec.parse)
+            jids = list(spec.group) or [spec.job_id]
+            jobs = {jid: suite.job(jid) for jid in jids}
+            before = suite.cache.stats()
+            rank = global_rank()
+            extras: dict[str, dict[str, Any]] = {
+                jid: {"model": job.model_name, "task": job.task.name, "worker": worker,
+                      "budget": budget_label(suite.budget.name, job.regime.deviations())}
+                for jid, job in jobs.items()}
 
-        def make_context(jid: str) -> Any:
-            seen = suite.cache.stats()
-            ctx = suite.context(jobs[jid])
-            now = suite.cache.stats()
-            extras[jid]["embedding_cache"] = "miss" if now["misses"] > seen["misses"] else \
-                "hit" if now["hits"] > seen["hits"] else None
-            return ctx
+            def make_context(jid: str) -> Any:
+                seen = suite.cache.stats()
+                ctx = suite.context(jobs[jid])
+                now = suite.cache.stats()
+                extras[jid]["embedding_cache"] = "miss" if now["misses"] > seen["misses"] else \
+                    "hit" if now["hits"] > seen["hits"] else None
+                return ctx
 
-        if rank != 0:  # a DDP rank beside rank 0 (which holds the lock): run alongside it, write nothing
-            ran_records = [({"status": "done"}, False) if read_record_complete(spec.run_dir, jid) is not None
-                           else _run_unlocked(suite, jobs[jid], extras[jid]) for jid in jids]
-        else:
-            ran_records = execute_group(spec.run_dir, jids, make_context, jobs[jids[0]].regime, extras)
-        after = suite.cache.stats()
-        cache = {k: after[k] - before[k] for k in after}
-        return _outcome(spec, list(zip(jids, ran_records, strict=True)), cache, log_wandb=rank == 0)
-    except KeyboardInterrupt:
-        raise
-    except Exception as exc:  # noqa: BLE001 - the job could not even be set up here; report, never raise
-        message = f"{type(exc).__name__}: {exc}".splitlines()[0]
-        failed = [JobOutcome(jid, "failed", f"{message} (while setting the job up on {worker})")
-                  for jid in (list(spec.group) or [spec.job_id])]
-        return failed[0] if len(failed) == 1 else JobOutcome(spec.job_id, "group", members=failed)
+            if rank != 0:  # a DDP rank beside rank 0 (which holds the lock): run alongside it, write nothing
+                ran_records = [({"status": "done"}, False) if read_record_complete(spec.run_dir, jid) is not None
+                               else ({**run_job(suite.context(jobs[jid]), jobs[jid].regime)[0], **extras[jid]}, True)
+                               for jid in jids]
+            else:
+                ran_records = execute_group(spec.run_dir, jids, make_context, jobs[jids[0]].regime, extras)
+            after = suite.cache.stats()
+            cache = {k: after[k] - before[k] for k in after}
+            return _outcome(spec, list(zip(jids, ran_records, strict=True)), cache, log_wandb=rank == 0)
+        except KeyboardInterrupt:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the job could not even be set up here; report, never raise
+            message = f"{type(exc).__name__}: {exc}".splitlines()[0]
+            failed = [JobOutcome(jid, "failed", f"{message} (while setting the job up on {worker})")
+                      for jid in (list(spec.group) or [spec.job_id])]
+            return failed[0] if len(failed) == 1 else JobOutcome(spec.job_id, "group", members=failed)
 
 
 def _outcome(spec: JobSpec, finished: list[tuple[str, tuple[dict[str, Any], bool]]], cache: dict[str, int],
@@ -153,19 +136,20 @@ def _outcome(spec: JobSpec, finished: list[tuple[str, tuple[dict[str, Any], bool
     return JobOutcome(spec.job_id, "group", None, cache, outcomes)
 
 
-def _run_unlocked(suite: Any, job: Any, extra: dict[str, Any]) -> tuple[dict[str, Any], bool]:
-    from ppgbench_pl.benchmark.job import run_job
-
-    record, _ = run_job(suite.context(job), job.regime)
-    return {**record, **extra}, True
-
-
 Finished = tuple[JobSpec, JobOutcome | BaseException]
 
 
 def serve(fn: Callable[[JobSpec], JobOutcome], conn: Connection, threads: int | None, gpu: int | None) -> None:
-    """A worker's loop: run each spec received, send back its outcome (or the exception); ``None`` ends it."""
-    init_worker(threads, gpu)
+    """A worker's loop: its threads and GPU set, run each spec received, send back its outcome; ``None`` ends it."""
+    if gpu is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
+    if threads is not None:
+        import torch
+        from threadpoolctl import threadpool_limits
+
+        torch.set_num_threads(threads)
+        threadpool_limits(limits=threads)
+    threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True, name="ppgbench-parent").start()
     while True:
         try:
             spec = conn.recv()

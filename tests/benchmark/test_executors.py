@@ -34,8 +34,8 @@ def test_executor_reproduces_the_local_records(tmp_path, bench_root, reference, 
 def test_per_rank_ddp_needs_an_executor_that_launches_ranks():
     from types import SimpleNamespace
 
-    from ppgbench_pl.benchmark.coordinator import check_strategy
     from ppgbench_pl.benchmark.executors import LocalExecutor, ProcessExecutor, SubmititExecutor
+    from ppgbench_pl.benchmark.preflight import check_strategy
     from ppgbench_pl.errors import ConfigError
 
     def suite(**kw):

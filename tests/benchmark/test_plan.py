@@ -72,7 +72,7 @@ def test_synthetic_config_plans_all_four_regimes(capsys):
 
 
 def test_optuna_storage_reaches_regimes_that_take_one(tmp_path):
-    from ppgbench_pl.benchmark.coordinator import redact
+    from ppgbench_pl.benchmark.preflight import redact
     from tests.benchmark.helpers import suite_config, suite_of
 
     url = "postgresql://me:secret@db.example/optuna"
