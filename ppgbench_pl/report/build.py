@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 
@@ -28,10 +28,6 @@ from ppgbench_pl.report.load import ReportError, RunSet, load_runs, order_models
 from ppgbench_pl.report.sections import ReportOptions, write_csv
 from ppgbench_pl.report.tables import budget_note, deviation_note, latex_escape
 from ppgbench_pl.report.two_level_rows import check_interval
-
-if TYPE_CHECKING:
-    from ppgbench_pl.report.folder import Page
-
 
 #: Regimes that search hyperparameters with Optuna and can repeat the search (``search_seeds``).
 SEARCHED_REGIMES = ("mlp", "finetune")

@@ -8,19 +8,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 
 from ppgbench_pl.cards.overlap import record_overlap
 from ppgbench_pl.naming import BASELINE_MODEL, is_baseline
 from ppgbench_pl.report.compare import Rule, Scores
+from ppgbench_pl.report.folder import Page, table, write_tables
 from ppgbench_pl.report.load import CONTROL_MODELS, LEGACY_CONTROLS, RENAMED_CONTROLS, is_control
-
-if TYPE_CHECKING:
-    from ppgbench_pl.report.compare import Rule
-    from ppgbench_pl.report.folder import Page
-
 
 #: The PRV and MOMENT controls, under their current and their legacy names.
 FEATURE_CONTROLS = tuple(c for c in (*CONTROL_MODELS, *LEGACY_CONTROLS) if not is_baseline(c))
@@ -229,8 +225,6 @@ class OverlapFindings:
 
 def compute(scores: Scores, records: list[dict[str, Any]], rule: Rule, out: Path) -> OverlapFindings:
     """Count the flags, recompute the headline from the unflagged records, write ``overlap_cells.csv``."""
-    from ppgbench_pl.report.folder import write_tables
-
     summary = scores.summary
     part = summary[~summary["model"].map(is_baseline) & (summary["pretraining_overlap"] != "none")]
     cells = part[["regime", "task", "model", "pretraining_overlap"]].reset_index(drop=True)
@@ -254,8 +248,6 @@ def compute(scores: Scores, records: list[dict[str, Any]], rule: Rule, out: Path
 
 def draw(page: Page, result: OverlapFindings) -> None:
     """The overlap counts as bullets, and the flagged scores in a collapsed table."""
-    from ppgbench_pl.report.folder import table
-
     page.heading("Pretraining overlap", level=3, anchor="overlap")
     page.bullets(result.lines, "findings")
     if not result.cells.empty:

@@ -9,11 +9,15 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 
 from ppgbench_pl.report.effects import draw_trust, effects_table, finite, trust_table
+from ppgbench_pl.report.findings import marked
+from ppgbench_pl.report.folder import Page, table, write_tables
+from ppgbench_pl.report.load import RunSet
+from ppgbench_pl.report.two_level_rows import subject_effects
 from ppgbench_pl.results.inference import (
     ALPHA,
     adjusted_mdd_at,
@@ -24,10 +28,6 @@ from ppgbench_pl.results.inference import (
     subjects_needed,
 )
 from ppgbench_pl.results.two_level import seeds_for, subjects_for, two_level_mdd
-
-if TYPE_CHECKING:
-    from ppgbench_pl.report.folder import Page
-    from ppgbench_pl.report.load import RunSet
 
 CHANCE_COLUMNS = ["regime", "task", "metric", "published_status", "best_model", "gain", "mdd", "mdd_adj", "p_cell",
                   "q_bh", "paired_status", "beat_baseline", "below_baseline", "seeds_to_detect_gain",
@@ -199,9 +199,6 @@ class PairedFindings:
 def compute(records: list[dict[str, Any]], chance: pd.DataFrame, controls: pd.DataFrame, out: Path,
             alpha: float, interval: str = "two-level", runs: RunSet | None = None) -> PairedFindings:
     """The paired effects (with ``interval``, read from ``runs``' predictions) and verdicts, written as CSVs."""
-    from ppgbench_pl.report.folder import write_tables
-    from ppgbench_pl.report.two_level_rows import subject_effects
-
     table = effects_table(records, alpha)
     if interval != "corrected-t" and runs is not None:
         table = subject_effects(table, runs, interval, alpha)
@@ -215,9 +212,6 @@ def compute(records: list[dict[str, Any]], chance: pd.DataFrame, controls: pd.Da
 
 def draw(page: Page, paired: PairedFindings, flags: Mapping[tuple[str, str], str] | None = None) -> None:
     """The findings under paired tests, the trust table and the effects; ``flags`` marks overlapping cells."""
-    from ppgbench_pl.report.findings import marked
-    from ppgbench_pl.report.folder import table
-
     page.heading("Findings under paired tests", level=3, anchor="paired_findings")
     page.bullets(paired.lines, "findings")
     page.details("Per cell: published status beside the paired status, with the MDD",
