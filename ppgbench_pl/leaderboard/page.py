@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ppgbench_pl.atomic_io import write_text_atomic
 from ppgbench_pl.leaderboard.assets import CSS, SCRIPT
 from ppgbench_pl.naming import is_baseline
 from ppgbench_pl.report import findings, tables
@@ -21,6 +22,7 @@ from ppgbench_pl.report.compare import Rule, Scores
 from ppgbench_pl.report.findings import LEGEND
 from ppgbench_pl.report.folder import document
 from ppgbench_pl.report.load import ReportError, RunSet, is_control, load_runs, record_id
+from ppgbench_pl.results.export import model_card
 
 TITLE = "ppgbench leaderboard"
 RULE = Rule("ci")
@@ -102,8 +104,6 @@ def pretraining_text(card: dict[str, Any]) -> str:
 
 def card_section(board: Board, model: str, ident: str) -> str:
     """One model's card: its facts as a definition list and its BibTeX (collapsed); an exported one as sent."""
-    from ppgbench_pl.results.export import model_card
-
     origin = ", ".join(board.label(p) for p in board.sources.get(model, []))
     exported = [(p, d) for p, d in board.runs.documents.items() if str(d["model"]) == model]  # first file wins
     if exported:
@@ -198,7 +198,6 @@ def filters(board: Board) -> str:
             '<span id="shown" aria-live="polite"></span></div>')
 
 
-
 def _meta(board: Board) -> list[str]:
     import ppgbench_pl
     from ppgbench_pl.results.provenance import scrub
@@ -265,8 +264,6 @@ def build_leaderboard(inputs: Sequence[str | Path], output_dir: str | Path) -> P
         ReportError: A bad input or output (one line naming it); nothing is written then.
 
     """
-    from ppgbench_pl.atomic_io import write_text_atomic
-
     out = Path(output_dir)
     if out.exists() and not out.is_dir():
         raise ReportError(f"{out}: the leaderboard folder is a file; choose another --output")

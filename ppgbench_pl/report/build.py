@@ -16,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 
+from ppgbench_pl.atomic_io import write_text_atomic
 from ppgbench_pl.cards.bibtex import BENCHMARK, render_all
 from ppgbench_pl.cards.citations import dataset_citation, model_citation, references
 from ppgbench_pl.cards.overlap import dataset_of
@@ -265,8 +266,6 @@ def methods_sentence(datasets: Sequence[str], models: Sequence[str], name: Calla
 
 def write_references(out: Path, records: Iterable[dict[str, Any]]) -> References:
     r"""Write ``references.bib`` and ``methods.tex`` (atomically; names LaTeX-escaped, ``~\cite{key}``)."""
-    from ppgbench_pl.atomic_io import write_text_atomic
-
     records = list(records)
     datasets = list(dict.fromkeys(dataset_of(t) for t in order_tasks({str(r["task"]) for r in records})))
     models = [m for m in order_models({str(r["model"]) for r in records}) if not is_baseline(m)]

@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+from ppgbench_pl.atomic_io import write_text_atomic
 from ppgbench_pl.cards.overlap import record_overlap
 from ppgbench_pl.naming import BASELINE_MODEL, is_baseline
 from ppgbench_pl.report.compare import Rule, Scores
@@ -152,8 +153,6 @@ def headline(chance: pd.DataFrame, controls: pd.DataFrame, rule: Rule) -> Headli
 
 def append_section(findings_md: Path, title: str, lines: list[str]) -> None:
     """Add ``## title`` and ``lines`` as bullets to ``findings.md`` (nothing when there are no lines)."""
-    from ppgbench_pl.atomic_io import write_text_atomic
-
     if not lines:
         return
     text = findings_md.read_text(encoding="utf-8").rstrip("\n")

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from ppgbench_pl.atomic_io import dir_mode, write_text_atomic
+from ppgbench_pl.locks import LOCKS_WORK, LockBusy, file_lock
 from ppgbench_pl.report.load import ReportError
 
 #: A file every report folder carries: what makes a folder one ppgbench may replace whole.
@@ -89,8 +91,6 @@ def _swap_in(stage: Path, target: Path) -> None:
 
 def remove_stale(target: Path) -> list[Path]:
     """Remove staging folders of builds of ``target`` that died (their lock is free); return them."""
-    from ppgbench_pl.locks import LOCKS_WORK, LockBusy, file_lock
-
     removed = []
     prefix = f".{target.name}."
     for path in target.parent.iterdir():
@@ -117,9 +117,6 @@ def staged(output_dir: str | Path) -> Iterator[Path]:
     On any exception (or a kill) the target is left as it was; the staging folder is removed (after a kill,
     by the next build).
     """
-    from ppgbench_pl.atomic_io import dir_mode
-    from ppgbench_pl.locks import file_lock
-
     target = _target(output_dir)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -140,8 +137,6 @@ def staged(output_dir: str | Path) -> Iterator[Path]:
 
 def write_tables(out: Path, frames: dict[str, pd.DataFrame]) -> list[Path]:
     """Write each frame as ``out/tables/<name>.csv`` (atomically); return the paths."""
-    from ppgbench_pl.atomic_io import write_text_atomic
-
     paths = [out / "tables" / f"{name}.csv" for name in frames]
     for path, frame in zip(paths, frames.values(), strict=True):
         write_text_atomic(path, frame.to_csv(index=False))

@@ -15,8 +15,10 @@ from typing import TYPE_CHECKING, Any
 from ppgbench_pl.cards.overlap import RANDOM_INIT_SUFFIX
 from ppgbench_pl.errors import PPGBenchError
 from ppgbench_pl.naming import is_baseline
+from ppgbench_pl.results.export import protocol_settings
 from ppgbench_pl.results.fold_entry import code_label, fold_entry
 from ppgbench_pl.results.records import RESULTS_FILE, RecordScan, job_id, scan_records
+from ppgbench_pl.results.untrusted import loads_bounded, max_file_bytes, read_bytes_bounded, read_results_file
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -179,8 +181,6 @@ def check_protocols(inputs: Sequence[tuple[Path, dict[str, str]]]) -> None:
 
 def run_meta(run_dir: Path) -> dict[str, Any]:
     """The folder's ``run.json``, read within the bounds of a sent file (empty when a run wrote none)."""
-    from ppgbench_pl.results.untrusted import loads_bounded, max_file_bytes, read_bytes_bounded
-
     path = run_dir / "run.json"
     if not path.exists():
         return {}
@@ -232,9 +232,6 @@ def _check_folder(run_dir: Path) -> None:
 
 def read_input(path: Path) -> tuple[dict[str, Any], RecordScan, dict[str, str]]:
     """(run.json-like meta, the records, the protocol settings) of a run folder or an exported file."""
-    from ppgbench_pl.results.export import protocol_settings
-    from ppgbench_pl.results.untrusted import read_results_file
-
     if not (path.is_file() and path.suffix == ".json"):  # an exported file is JSON; anything else a folder
         _check_folder(path)
         meta = run_meta(path)
