@@ -96,8 +96,11 @@ def _write_page(out: Path, runs: RunSet, scores: Scores, rule: Rule, head: findi
     sections.comparisons(page, scores, out, opts)
     sections.paper_analyses(page, runs, out, opts)
     job_lists(page, runs)
-    if opts.citations is not None:
-        draw_references(page, opts.citations)
+    if opts.citations is not None:  # the methods sentence as plain text; the LaTeX is in methods.tex
+        page.heading("Citing these results", anchor="cite")
+        page.paragraph(opts.citations.text)
+        page.paragraph(f"The same sentence for LaTeX, with citation commands: {METHODS_FILE}; its BibTeX entries: "
+                       f"{BIB_FILE}.", "note")
     page.heading("Files", anchor="files")
     names = [html.escape(p.relative_to(out).as_posix()) for p in [out / "findings.md", protocol, *opts.written]]
     page.raw("<ul>" + "".join(f'<li><a href="{name}">{name}</a></li>' for name in names) + "</ul>")
@@ -179,14 +182,10 @@ def off_protocol(cells: pd.DataFrame) -> tuple[str, str]:
     return f"{TITLE}: {kind}", f"{budget_note(off)}{deviation_note(off)}({share} of this report)"
 
 
-def not_evaluable(runs: RunSet) -> list[dict[str, Any]]:
-    """Records of jobs that were settled as not evaluable (no training; not a failure)."""
-    return [r for r in runs.failed if r.get("status") == NOT_EVALUABLE]
-
-
-def failed(runs: RunSet) -> list[dict[str, Any]]:
-    """Records of jobs that failed (and have no completed record elsewhere)."""
-    return [r for r in runs.failed if r.get("status") != NOT_EVALUABLE]
+def unfinished(runs: RunSet) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Records of jobs settled as not evaluable (no training; not a failure), and of jobs that failed."""
+    settled = [r for r in runs.failed if r.get("status") == NOT_EVALUABLE]
+    return settled, [r for r in runs.failed if r.get("status") != NOT_EVALUABLE]
 
 
 def code_version_line(runs: RunSet) -> str | None:
@@ -207,10 +206,10 @@ def header(page: Page, runs: RunSet, scores: Scores, warning: str, ci_unit: str)
     folders = ", ".join(str(d) for d in runs.run_dirs)
     models = [m for m in scores.models if not is_baseline(m)]
     planned = f" of {len(runs.planned)} planned" if runs.planned else ""
-    settled = len(not_evaluable(runs))
+    settled, failed = map(len, unfinished(runs))
     evaluable = f", {settled} not evaluable (recorded without training)" if settled else ""
     page.paragraph(f"Run folders: {folders}. {len(runs.records)} completed jobs{planned}{evaluable}, "
-                   f"{len(failed(runs))} failed; {len(models)} models, {len(scores.regimes)} regime(s). Scores: mean "
+                   f"{failed} failed; {len(models)} models, {len(scores.regimes)} regime(s). Scores: mean "
                    f"± Student-t 95% CI over {ci_unit} means (protocol section 9).", "meta")
     page.raw(f'<p class="meta">Protocol: <a href="{PROTOCOL_DOC}">the protocol these numbers follow</a> (shipped '
              f"with ppgbench as ppgbench_pl/docs/{PROTOCOL_DOC}; where and why we differ from the published "
@@ -229,8 +228,8 @@ def header(page: Page, runs: RunSet, scores: Scores, warning: str, ci_unit: str)
 
 def job_lists(page: Page, runs: RunSet) -> None:
     """The jobs that did not give a score: not evaluable (settled), then failed (they run again)."""
-    for title, anchor, column, records in (("Jobs not evaluable", "not_evaluable", "reason", not_evaluable(runs)),
-                                           ("Failed jobs", "failed", "error", failed(runs))):
+    for (title, anchor, column), records in zip((("Jobs not evaluable", "not_evaluable", "reason"),
+                                                 ("Failed jobs", "failed", "error")), unfinished(runs), strict=True):
         if records:
             page.heading(title, anchor=anchor)
             rows = pd.DataFrame([{"job": r.get("job_id", ""), column: r.get("error", "")} for r in records])
@@ -277,11 +276,3 @@ def write_references(out: Path, records: Iterable[dict[str, Any]]) -> References
         write_text_atomic(out / name, text)
         result.written.append(out / name)
     return result
-
-
-def draw_references(page: Page, refs: References) -> None:
-    """The methods sentence (plain text; the LaTeX is in ``methods.tex``) and where the BibTeX is."""
-    page.heading("Citing these results", anchor="cite")
-    page.paragraph(refs.text)
-    page.paragraph(f"The same sentence for LaTeX, with citation commands: {METHODS_FILE}; its BibTeX entries: "
-                   f"{BIB_FILE}.", "note")
