@@ -33,14 +33,6 @@ _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2
 
 
-def is_report(folder: Path) -> bool:
-    """Whether ``folder`` is a ppgbench report (marker, or a pre-marker report's files only) or empty."""
-    entries = {p.name for p in folder.iterdir()}
-    if not entries or MARKER in entries:
-        return True
-    return {"index.html", "findings.md"} <= entries and entries <= LEGACY_ENTRIES
-
-
 def _target(output_dir: str | Path) -> Path:
     """The absolute target, refused up front if it is a file, the current folder (or above it), or not a report."""
     out = Path(output_dir).absolute()
@@ -52,11 +44,11 @@ def _target(output_dir: str | Path) -> Path:
     if out.resolve() == here or out.resolve() in here.parents:
         raise ReportError(f"{output_dir}: the report folder would replace the current folder; choose a new "
                           "folder for --output")
-    try:
-        replaceable = not out.is_dir() or is_report(out)
+    try:  # empty, or a report: the marker, or a pre-marker report's files only
+        entries = {p.name for p in out.iterdir()} if out.is_dir() else set()
     except OSError as exc:
         raise ReportError(f"{output_dir}: cannot read the report folder ({exc.strerror or exc})") from None
-    if not replaceable:
+    if entries and MARKER not in entries and not {"index.html", "findings.md"} <= entries <= LEGACY_ENTRIES:
         raise ReportError(f"{output_dir}: holds files that are not a ppgbench report (a report replaces its "
                           "folder whole); choose a new or empty folder for --output")
     return out
@@ -74,19 +66,6 @@ def _exchange(a: Path, b: Path) -> bool:
     if code in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
         return False
     raise OSError(code, os.strerror(code), str(b))
-
-
-def _swap_in(stage: Path, target: Path) -> None:
-    if not target.exists():
-        os.rename(stage, target)
-        return
-    if _exchange(stage, target):
-        shutil.rmtree(stage, ignore_errors=True)  # now holds the old report
-        return
-    old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
-    os.rename(target, old / "report")
-    os.rename(stage, target)
-    shutil.rmtree(old, ignore_errors=True)
 
 
 def remove_stale(target: Path) -> list[Path]:
@@ -129,7 +108,15 @@ def staged(output_dir: str | Path) -> Iterator[Path]:
     try:
         with file_lock(stage / MARKER):
             yield stage
-            _swap_in(stage, target)
+            if not target.exists():
+                os.rename(stage, target)
+            elif _exchange(stage, target):
+                shutil.rmtree(stage, ignore_errors=True)  # now holds the old report
+            else:
+                old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
+                os.rename(target, old / "report")
+                os.rename(stage, target)
+                shutil.rmtree(old, ignore_errors=True)
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         raise

@@ -87,17 +87,22 @@ def planned(best: Any, level: float = ALPHA) -> tuple[float, float]:
     return (math.nan if seeds is None else float(seeds)), (math.nan if subjects is None else float(subjects))
 
 
+def _per_cell(effects: pd.DataFrame, published: pd.DataFrame, row: Any) -> pd.DataFrame:
+    """``row(cell, its effects)`` for each cell of a published table, with ``q_bh`` over the cells' ``p_cell``."""
+    frame = pd.DataFrame([{"regime": cell.regime, "task": cell.task, "published_status": cell.status,
+                           **row(cell, effects[(effects["regime"] == cell.regime) & (effects["task"] == cell.task)])}
+                          for cell in published.itertuples()])
+    if not frame.empty:
+        frame["q_bh"] = benjamini_hochberg(frame["p_cell"])
+    return frame
+
+
 def paired_chance(effects: pd.DataFrame, published: pd.DataFrame, alpha: float = ALPHA) -> pd.DataFrame:
     """One row per cell of the published chance table: its status there and under the paired rule."""
-    rows = []
-    for cell in published.itertuples():
-        part = effects[(effects["regime"] == cell.regime) & (effects["task"] == cell.task)]
-        rows.append({"regime": cell.regime, "task": cell.task, "metric": cell.metric,
-                     "published_status": cell.status, **_chance_row(part, alpha, len(published))})
-    frame = pd.DataFrame(rows)
+    frame = _per_cell(effects, published, lambda cell, part: {
+        "metric": cell.metric, **_chance_row(part, alpha, len(published))})
     if frame.empty:
         return pd.DataFrame(columns=CHANCE_COLUMNS)
-    frame["q_bh"] = benjamini_hochberg(frame["p_cell"])
     above = frame["q_bh"] < alpha
     # near chance only if every model with a better mean was tested: else it might beat the constant
     frame["paired_status"] = ["above_chance" if a else "below_baseline" if r.all_below else
@@ -127,16 +132,9 @@ def _control_p(part: pd.DataFrame) -> tuple[float, list[str]]:
 def paired_controls(effects: pd.DataFrame, published: pd.DataFrame, alpha: float = ALPHA) -> pd.DataFrame:
     """One row per assessable cell of the published control table, with its paired verdict."""
     cells = published[published["status"].isin(("beaten", "not_beaten", "undetermined"))]
-    rows = []
-    for cell in cells.itertuples():
-        part = effects[(effects["regime"] == cell.regime) & (effects["task"] == cell.task)]
-        p, best = _control_p(part)
-        rows.append({"regime": cell.regime, "task": cell.task, "published_status": cell.status, "p_cell": p,
-                     "best": best})
-    frame = pd.DataFrame(rows)
+    frame = _per_cell(effects, cells, lambda cell, part: dict(zip(("p_cell", "best"), _control_p(part), strict=True)))
     if frame.empty:
         return pd.DataFrame(columns=CONTROL_COLUMNS)
-    frame["q_bh"] = benjamini_hochberg(frame["p_cell"])
     beaten = frame["q_bh"] < alpha
     frame["paired_status"] = ["undetermined" if math.isnan(p) else ("beaten" if b else "not_beaten")
                               for p, b in zip(frame["p_cell"], beaten, strict=True)]
