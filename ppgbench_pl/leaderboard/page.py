@@ -221,20 +221,6 @@ def _meta(board: Board) -> list[str]:
     return parts
 
 
-def protocol_section(board: Board) -> str:
-    """The protocol settings the exported inputs share (the loader refused any that differ)."""
-    settings: dict[str, Any] = {}
-    for doc in board.runs.documents.values():
-        for key, value in sorted(doc["protocol"].items()):
-            settings.setdefault(str(key), str(value))
-    if not settings:
-        return ""
-    rows = "".join(f'<tr><td>{_esc(k)}</td><td class="text">{_esc(v)}</td></tr>' for k, v in settings.items())
-    return ('<h2 id="protocol">Protocol settings</h2><details><summary>Settings shared by the exported files '
-            f"({len(settings)})</summary><table><thead><tr><th>setting</th><th>value</th></tr></thead>"
-            f"<tbody>{rows}</tbody></table></details>")
-
-
 def render(board: Board) -> str:
     """The whole page (one HTML document, style and script inline)."""
     ids: dict[str, str] = {}  # model -> a unique HTML id for its card (``card-papagei_s``)
@@ -245,12 +231,20 @@ def render(board: Board) -> str:
             n += 1
             ident = f"{base}-{n}"
         ids[name] = ident
+    settings: dict[str, Any] = {}  # the protocol settings the exported inputs share (the loader refused others)
+    for doc in board.runs.documents.values():
+        for key, value in sorted(doc["protocol"].items()):
+            settings.setdefault(str(key), str(value))
+    rows = "".join(f'<tr><td>{_esc(k)}</td><td class="text">{_esc(v)}</td></tr>' for k, v in settings.items())
+    protocol = ('<h2 id="protocol">Protocol settings</h2><details><summary>Settings shared by the exported files '
+                f"({len(settings)})</summary><table><thead><tr><th>setting</th><th>value</th></tr></thead>"
+                f"<tbody>{rows}</tbody></table></details>") if settings else ""
     body = [f"<h1>{TITLE}</h1>", *_meta(board), filters(board),
             *(regime_table(board, r, ids) for r in board.regimes),
             '<h2 id="cards">Model cards</h2>',
             '<p class="note">As each file declares them (ppgbench list encoders shows the catalog\'s); the '
             "overlap marks of the tables come from the pretraining data and each dataset's provenance.</p>",
-            *(card_section(board, m, ident) for m, ident in ids.items()), protocol_section(board)]
+            *(card_section(board, m, ident) for m, ident in ids.items()), protocol]
     if any(is_baseline(m) for m in board.models):
         body.insert(-1, '<p class="note">constant: the baseline that predicts the training labels\' mean '
                         "(regression) or most frequent class, from the same jobs; it has no card.</p>")
