@@ -197,10 +197,7 @@ def check_record(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def read_input(path: Path) -> tuple[dict[str, Any], RecordScan, dict[str, str]]:
-    """(run.json-like meta, the records, the protocol settings) of a run folder or an exported file.
-
-    A folder's ``run.json`` is read within the bounds of a sent file (empty meta when a run wrote none).
-    """
+    """(meta, records, protocol settings) of an exported file, or of a folder (``run.json`` read as a sent file)."""
     if path.is_file() and path.suffix == ".json":  # an exported file is JSON; anything else a folder
         document = read_results_file(path)  # validated whole (schema, ranges, protocol) before anything is used
         run, versions = document["run"], document["versions"]

@@ -144,11 +144,9 @@ def paired_controls(effects: pd.DataFrame, published: pd.DataFrame, alpha: float
 
 def count_lines(chance: pd.DataFrame, controls: pd.DataFrame, alpha: float = ALPHA) -> list[str]:
     """The findings under both rules, side by side (the page and findings.md lead with them)."""
-    n = len(chance)
+    n, paired = len(chance), chance["paired_status"].value_counts()
     pub_near = int((chance["published_status"] == "near_chance").sum())
-    near = int((chance["paired_status"] == "near_chance").sum())
-    below = int((chance["paired_status"] == "below_baseline").sum())
-    und = int((chance["paired_status"] == "undetermined").sum())
+    near, below, und = (int(paired.get(s, 0)) for s in ("near_chance", "below_baseline", "undetermined"))
     lines = [f"Near chance: {pub_near} of {n} cells under the published CI-overlap rule; {near} of {n} under "
              f"paired corrected t-tests (Nadeau-Bengio, Holm over each cell's models, Benjamini-Hochberg "
              f"over the {n} cells, alpha {alpha:g})" + (f", plus {below} below baseline" if below else "")
