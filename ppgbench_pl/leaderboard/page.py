@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import ppgbench_pl
 from ppgbench_pl.atomic_io import write_text_atomic
+from ppgbench_pl.data.registry import TASKS
 from ppgbench_pl.leaderboard.assets import CSS, SCRIPT
 from ppgbench_pl.naming import is_baseline
 from ppgbench_pl.report import findings, tables
@@ -23,6 +25,7 @@ from ppgbench_pl.report.findings import LEGEND
 from ppgbench_pl.report.folder import document
 from ppgbench_pl.report.load import ReportError, RunSet, is_control, load_runs, record_id
 from ppgbench_pl.results.export import model_card
+from ppgbench_pl.results.provenance import input_label, scrub
 
 TITLE = "ppgbench leaderboard"
 RULE = Rule("ci")
@@ -52,9 +55,6 @@ class Board:
 
     def __init__(self, inputs: Sequence[str | Path]) -> None:
         """Read the inputs (:func:`~ppgbench_pl.report.load.load_runs`) and compute the board."""
-        from ppgbench_pl.data.registry import TASKS
-        from ppgbench_pl.results.provenance import input_label
-
         self.inputs = [Path(p) for p in inputs]
         self.runs: RunSet = load_runs(inputs)
         self.labels = {p.resolve(): input_label(p) for p in self.inputs}  # file name and digest, never a path
@@ -85,8 +85,6 @@ class Board:
 
     def label(self, path: Path) -> str:
         """How the page names an input: its file name and content digest."""
-        from ppgbench_pl.results.provenance import input_label
-
         return self.labels.get(path.resolve()) or input_label(path)
 
 
@@ -199,9 +197,6 @@ def filters(board: Board) -> str:
 
 
 def _meta(board: Board) -> list[str]:
-    import ppgbench_pl
-    from ppgbench_pl.results.provenance import scrub
-
     models = [m for m in board.models if role(m) == "model"]
     inputs = ", ".join(board.label(p) for p in board.inputs)
     parts = [f'<p class="meta">From {len(board.inputs)} input(s): {_esc(inputs)}. {len(models)} model(s), '
