@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ppgbench_pl.metrics.aggregation import aggregate, first_per_group
 from ppgbench_pl.report.effects import calibration, verdict
 from ppgbench_pl.report.load import ReportError, RunSet
 from ppgbench_pl.results.inference import ALPHA, adjusted_mdd_at, family_level, holm
@@ -235,8 +236,6 @@ def _job_arrays(runs: RunSet, rec: dict[str, Any]) -> tuple[np.ndarray, np.ndarr
     except (OSError, KeyError, ValueError):
         return None
     if rec.get("level") == "subject":
-        from ppgbench_pl.metrics.aggregation import aggregate, first_per_group
-
         method = (results[0].get("params") or {}).get("aggregation") or "mean"
         names, pred = aggregate(subjects, pred.astype(float), str(method))
         y, subjects = first_per_group(subjects, y), names
