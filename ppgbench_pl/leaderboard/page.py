@@ -14,6 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import ppgbench_pl
+from ppgbench_pl.atomic_io import write_text_atomic
+from ppgbench_pl.data.registry import TASKS
 from ppgbench_pl.leaderboard.assets import CSS, SCRIPT
 from ppgbench_pl.naming import is_baseline
 from ppgbench_pl.report import findings, tables
@@ -21,6 +24,8 @@ from ppgbench_pl.report.compare import Rule, Scores
 from ppgbench_pl.report.findings import LEGEND
 from ppgbench_pl.report.folder import document
 from ppgbench_pl.report.load import ReportError, RunSet, is_control, load_runs, record_id
+from ppgbench_pl.results.export import model_card
+from ppgbench_pl.results.provenance import input_label, scrub
 
 TITLE = "ppgbench leaderboard"
 RULE = Rule("ci")
@@ -50,9 +55,6 @@ class Board:
 
     def __init__(self, inputs: Sequence[str | Path]) -> None:
         """Read the inputs (:func:`~ppgbench_pl.report.load.load_runs`) and compute the board."""
-        from ppgbench_pl.data.registry import TASKS
-        from ppgbench_pl.results.provenance import input_label
-
         self.inputs = [Path(p) for p in inputs]
         self.runs: RunSet = load_runs(inputs)
         self.labels = {p.resolve(): input_label(p) for p in self.inputs}  # file name and digest, never a path
@@ -83,8 +85,6 @@ class Board:
 
     def label(self, path: Path) -> str:
         """How the page names an input: its file name and content digest."""
-        from ppgbench_pl.results.provenance import input_label
-
         return self.labels.get(path.resolve()) or input_label(path)
 
 
@@ -102,8 +102,6 @@ def pretraining_text(card: dict[str, Any]) -> str:
 
 def card_section(board: Board, model: str, ident: str) -> str:
     """One model's card: its facts as a definition list and its BibTeX (collapsed); an exported one as sent."""
-    from ppgbench_pl.results.export import model_card
-
     origin = ", ".join(board.label(p) for p in board.sources.get(model, []))
     exported = [(p, d) for p, d in board.runs.documents.items() if str(d["model"]) == model]  # first file wins
     if exported:
@@ -198,11 +196,7 @@ def filters(board: Board) -> str:
             '<span id="shown" aria-live="polite"></span></div>')
 
 
-
 def _meta(board: Board) -> list[str]:
-    import ppgbench_pl
-    from ppgbench_pl.results.provenance import scrub
-
     models = [m for m in board.models if role(m) == "model"]
     inputs = ", ".join(board.label(p) for p in board.inputs)
     parts = [f'<p class="meta">From {len(board.inputs)} input(s): {_esc(inputs)}. {len(models)} model(s), '
@@ -222,20 +216,6 @@ def _meta(board: Board) -> list[str]:
     return parts
 
 
-def protocol_section(board: Board) -> str:
-    """The protocol settings the exported inputs share (the loader refused any that differ)."""
-    settings: dict[str, Any] = {}
-    for doc in board.runs.documents.values():
-        for key, value in sorted(doc["protocol"].items()):
-            settings.setdefault(str(key), str(value))
-    if not settings:
-        return ""
-    rows = "".join(f'<tr><td>{_esc(k)}</td><td class="text">{_esc(v)}</td></tr>' for k, v in settings.items())
-    return ('<h2 id="protocol">Protocol settings</h2><details><summary>Settings shared by the exported files '
-            f"({len(settings)})</summary><table><thead><tr><th>setting</th><th>value</th></tr></thead>"
-            f"<tbody>{rows}</tbody></table></details>")
-
-
 def render(board: Board) -> str:
     """The whole page (one HTML document, style and script inline)."""
     ids: dict[str, str] = {}  # model -> a unique HTML id for its card (``card-papagei_s``)
@@ -246,12 +226,20 @@ def render(board: Board) -> str:
             n += 1
             ident = f"{base}-{n}"
         ids[name] = ident
+    settings: dict[str, Any] = {}  # the protocol settings the exported inputs share (the loader refused others)
+    for doc in board.runs.documents.values():
+        for key, value in sorted(doc["protocol"].items()):
+            settings.setdefault(str(key), str(value))
+    rows = "".join(f'<tr><td>{_esc(k)}</td><td class="text">{_esc(v)}</td></tr>' for k, v in settings.items())
+    protocol = ('<h2 id="protocol">Protocol settings</h2><details><summary>Settings shared by the exported files '
+                f"({len(settings)})</summary><table><thead><tr><th>setting</th><th>value</th></tr></thead>"
+                f"<tbody>{rows}</tbody></table></details>") if settings else ""
     body = [f"<h1>{TITLE}</h1>", *_meta(board), filters(board),
             *(regime_table(board, r, ids) for r in board.regimes),
             '<h2 id="cards">Model cards</h2>',
             '<p class="note">As each file declares them (ppgbench list encoders shows the catalog\'s); the '
             "overlap marks of the tables come from the pretraining data and each dataset's provenance.</p>",
-            *(card_section(board, m, ident) for m, ident in ids.items()), protocol_section(board)]
+            *(card_section(board, m, ident) for m, ident in ids.items()), protocol]
     if any(is_baseline(m) for m in board.models):
         body.insert(-1, '<p class="note">constant: the baseline that predicts the training labels\' mean '
                         "(regression) or most frequent class, from the same jobs; it has no card.</p>")
@@ -265,8 +253,6 @@ def build_leaderboard(inputs: Sequence[str | Path], output_dir: str | Path) -> P
         ReportError: A bad input or output (one line naming it); nothing is written then.
 
     """
-    from ppgbench_pl.atomic_io import write_text_atomic
-
     out = Path(output_dir)
     if out.exists() and not out.is_dir():
         raise ReportError(f"{out}: the leaderboard folder is a file; choose another --output")

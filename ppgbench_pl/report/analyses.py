@@ -132,30 +132,23 @@ def read_parameter_file(path: Path) -> dict[str, dict[str, int]]:
     if not path.exists():
         raise ReportError(f"{path}: no such parameter-count file")
     try:
-        return _parameter_counts(path)
-    except ReportError:
-        raise
+        if path.suffix == ".json":
+            return parameter_counts(json.loads(path.read_text()))
+        frame = pd.read_csv(path)
+        total = next((c for c in ("total", "parameters", "n_parameters") if c in frame.columns), None)
+        if "model" in frame.columns and total is not None:
+            out: dict[str, dict[str, int]] = {}
+            for row in frame.to_dict("records"):
+                out[str(row["model"])] = {"total": int(row[total])}
+                if "trainable" in frame.columns and pd.notna(row["trainable"]):
+                    out[str(row["model"])]["trainable"] = int(row["trainable"])
+            return out
     except (ValueError, TypeError, AttributeError, KeyError, UnicodeDecodeError,
             pd.errors.ParserError) as exc:
         detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise ReportError(f"{path}: not a parameter-count file ({detail}); expected CSV "
                           "model,total[,trainable] or JSON {model: n}") from None
-
-
-def _parameter_counts(path: Path) -> dict[str, dict[str, int]]:
-    if path.suffix == ".json":
-        return parameter_counts(json.loads(path.read_text()))
-    frame = pd.read_csv(path)
-    total = next((c for c in ("total", "parameters", "n_parameters") if c in frame.columns), None)
-    if "model" not in frame.columns or total is None:
-        raise ReportError(f"{path}: expected columns 'model' and 'total' (optionally 'trainable')")
-    out: dict[str, dict[str, int]] = {}
-    for row in frame.to_dict("records"):
-        counts = {"total": int(row[total])}
-        if "trainable" in frame.columns and pd.notna(row["trainable"]):
-            counts["trainable"] = int(row["trainable"])
-        out[str(row["model"])] = counts
-    return out
+    raise ReportError(f"{path}: expected columns 'model' and 'total' (optionally 'trainable')")
 
 
 def parameter_table(counts: dict[str, dict[str, int]], models: list[str]) -> pd.DataFrame:

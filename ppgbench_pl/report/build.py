@@ -12,10 +12,11 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 
+from ppgbench_pl.atomic_io import write_text_atomic
 from ppgbench_pl.cards.bibtex import BENCHMARK, render_all
 from ppgbench_pl.cards.citations import dataset_citation, model_citation, references
 from ppgbench_pl.cards.overlap import dataset_of
@@ -28,10 +29,6 @@ from ppgbench_pl.report.load import ReportError, RunSet, load_runs, order_models
 from ppgbench_pl.report.sections import ReportOptions, write_csv
 from ppgbench_pl.report.tables import budget_note, deviation_note, latex_escape
 from ppgbench_pl.report.two_level_rows import check_interval
-
-if TYPE_CHECKING:
-    from ppgbench_pl.report.folder import Page
-
 
 #: Regimes that search hyperparameters with Optuna and can repeat the search (``search_seeds``).
 SEARCHED_REGIMES = ("mlp", "finetune")
@@ -99,8 +96,11 @@ def _write_page(out: Path, runs: RunSet, scores: Scores, rule: Rule, head: findi
     sections.comparisons(page, scores, out, opts)
     sections.paper_analyses(page, runs, out, opts)
     job_lists(page, runs)
-    if opts.citations is not None:
-        draw_references(page, opts.citations)
+    if opts.citations is not None:  # the methods sentence as plain text; the LaTeX is in methods.tex
+        page.heading("Citing these results", anchor="cite")
+        page.paragraph(opts.citations.text)
+        page.paragraph(f"The same sentence for LaTeX, with citation commands: {METHODS_FILE}; its BibTeX entries: "
+                       f"{BIB_FILE}.", "note")
     page.heading("Files", anchor="files")
     names = [html.escape(p.relative_to(out).as_posix()) for p in [out / "findings.md", protocol, *opts.written]]
     page.raw("<ul>" + "".join(f'<li><a href="{name}">{name}</a></li>' for name in names) + "</ul>")
@@ -182,14 +182,10 @@ def off_protocol(cells: pd.DataFrame) -> tuple[str, str]:
     return f"{TITLE}: {kind}", f"{budget_note(off)}{deviation_note(off)}({share} of this report)"
 
 
-def not_evaluable(runs: RunSet) -> list[dict[str, Any]]:
-    """Records of jobs that were settled as not evaluable (no training; not a failure)."""
-    return [r for r in runs.failed if r.get("status") == NOT_EVALUABLE]
-
-
-def failed(runs: RunSet) -> list[dict[str, Any]]:
-    """Records of jobs that failed (and have no completed record elsewhere)."""
-    return [r for r in runs.failed if r.get("status") != NOT_EVALUABLE]
+def unfinished(runs: RunSet) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Records of jobs settled as not evaluable (no training; not a failure), and of jobs that failed."""
+    settled = [r for r in runs.failed if r.get("status") == NOT_EVALUABLE]
+    return settled, [r for r in runs.failed if r.get("status") != NOT_EVALUABLE]
 
 
 def code_version_line(runs: RunSet) -> str | None:
@@ -210,10 +206,10 @@ def header(page: Page, runs: RunSet, scores: Scores, warning: str, ci_unit: str)
     folders = ", ".join(str(d) for d in runs.run_dirs)
     models = [m for m in scores.models if not is_baseline(m)]
     planned = f" of {len(runs.planned)} planned" if runs.planned else ""
-    settled = len(not_evaluable(runs))
+    settled, failed = map(len, unfinished(runs))
     evaluable = f", {settled} not evaluable (recorded without training)" if settled else ""
     page.paragraph(f"Run folders: {folders}. {len(runs.records)} completed jobs{planned}{evaluable}, "
-                   f"{len(failed(runs))} failed; {len(models)} models, {len(scores.regimes)} regime(s). Scores: mean "
+                   f"{failed} failed; {len(models)} models, {len(scores.regimes)} regime(s). Scores: mean "
                    f"± Student-t 95% CI over {ci_unit} means (protocol section 9).", "meta")
     page.raw(f'<p class="meta">Protocol: <a href="{PROTOCOL_DOC}">the protocol these numbers follow</a> (shipped '
              f"with ppgbench as ppgbench_pl/docs/{PROTOCOL_DOC}; where and why we differ from the published "
@@ -232,8 +228,8 @@ def header(page: Page, runs: RunSet, scores: Scores, warning: str, ci_unit: str)
 
 def job_lists(page: Page, runs: RunSet) -> None:
     """The jobs that did not give a score: not evaluable (settled), then failed (they run again)."""
-    for title, anchor, column, records in (("Jobs not evaluable", "not_evaluable", "reason", not_evaluable(runs)),
-                                           ("Failed jobs", "failed", "error", failed(runs))):
+    for (title, anchor, column), records in zip((("Jobs not evaluable", "not_evaluable", "reason"),
+                                                 ("Failed jobs", "failed", "error")), unfinished(runs), strict=True):
         if records:
             page.heading(title, anchor=anchor)
             rows = pd.DataFrame([{"job": r.get("job_id", ""), column: r.get("error", "")} for r in records])
@@ -269,8 +265,6 @@ def methods_sentence(datasets: Sequence[str], models: Sequence[str], name: Calla
 
 def write_references(out: Path, records: Iterable[dict[str, Any]]) -> References:
     r"""Write ``references.bib`` and ``methods.tex`` (atomically; names LaTeX-escaped, ``~\cite{key}``)."""
-    from ppgbench_pl.atomic_io import write_text_atomic
-
     records = list(records)
     datasets = list(dict.fromkeys(dataset_of(t) for t in order_tasks({str(r["task"]) for r in records})))
     models = [m for m in order_models({str(r["model"]) for r in records}) if not is_baseline(m)]
@@ -282,11 +276,3 @@ def write_references(out: Path, records: Iterable[dict[str, Any]]) -> References
         write_text_atomic(out / name, text)
         result.written.append(out / name)
     return result
-
-
-def draw_references(page: Page, refs: References) -> None:
-    """The methods sentence (plain text; the LaTeX is in ``methods.tex``) and where the BibTeX is."""
-    page.heading("Citing these results", anchor="cite")
-    page.paragraph(refs.text)
-    page.paragraph(f"The same sentence for LaTeX, with citation commands: {METHODS_FILE}; its BibTeX entries: "
-                   f"{BIB_FILE}.", "note")

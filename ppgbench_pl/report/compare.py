@@ -111,9 +111,7 @@ class Scores:
 
     def paired_values(self, task: str, regime: str, model_a: str, model_b: str) -> tuple[np.ndarray, np.ndarray]:
         """Values of two models on the same (seed, fold) pairs, averaged per seed when the CI unit is ``seed``."""
-        part = self._folds_by_cell.get((task, regime), self.folds.iloc[:0])
-        a = part[part["model"] == model_a].set_index(["seed", "fold"])["value"]
-        b = part[part["model"] == model_b].set_index(["seed", "fold"])["value"]
+        a, b = (self.runs(task, regime, m).set_index(["seed", "fold"])["value"] for m in (model_a, model_b))
         joined = pd.concat({"a": a, "b": b}, axis=1, join="inner")
         if self.ci_unit == "seed" and len(joined):
             joined = joined.groupby(level="seed").mean()

@@ -14,11 +14,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ppgbench_pl.atomic_io import write_text_atomic
 from ppgbench_pl.cards.overlap import dataset_of
 from ppgbench_pl.report import two_level_rows as tl
 from ppgbench_pl.report.effects import calibration, effect, units
 from ppgbench_pl.report.load import ReportError, RunSet, is_control, load_runs, order_regimes, order_tasks
-from ppgbench_pl.report.tables import higher_is_better, to_latex, unit_of
+from ppgbench_pl.report.tables import higher_is_better, to_latex, to_markdown, unit_of
 from ppgbench_pl.results.inference import (
     ALPHA,
     adjusted_mdd_at,
@@ -141,9 +142,6 @@ def refused_line(comparison: Comparison) -> str | None:
 
 def write_comparison(comparison: Comparison, output: Path) -> Path:
     """Write ``compare.csv``, ``compare.md`` (summary line and table) and ``compare.tex`` (paper table) atomically."""
-    from ppgbench_pl.atomic_io import write_text_atomic
-    from ppgbench_pl.report.tables import to_markdown
-
     try:
         output.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -11,20 +11,17 @@ import math
 from collections.abc import Iterable
 from functools import cache
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from ppgbench_pl.naming import is_baseline
+from ppgbench_pl.report.folder import Page, table
 from ppgbench_pl.report.load import in_order, is_control, order_models
 from ppgbench_pl.results.fold_entry import fold_entry, student_t_ci
 from ppgbench_pl.results.inference import ALPHA, adjusted_mdd_at, corrected_t, family_level, holm, mdd, split_ratio
 from ppgbench_pl.results.two_level import seed_term
-
-if TYPE_CHECKING:
-    from ppgbench_pl.report.folder import Page
-
 
 FAMILIES = ("baseline", "controls", "models")
 EFFECT_COLUMNS = [
@@ -240,8 +237,6 @@ def trust_table(effects: pd.DataFrame) -> tuple[pd.DataFrame, str]:
 
 def draw_trust(page: Page, effects: pd.DataFrame) -> None:
     """The trust section of the report (its table is also ``tables/trust.csv``)."""
-    from ppgbench_pl.report.folder import table
-
     frame, mark = trust_table(effects)
     meta = suite()
     page.heading("How far the verdicts can be trusted", anchor="trust")

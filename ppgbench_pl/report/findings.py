@@ -8,19 +8,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 
+from ppgbench_pl.atomic_io import write_text_atomic
 from ppgbench_pl.cards.overlap import record_overlap
 from ppgbench_pl.naming import BASELINE_MODEL, is_baseline
 from ppgbench_pl.report.compare import Rule, Scores
+from ppgbench_pl.report.folder import Page, table, write_tables
 from ppgbench_pl.report.load import CONTROL_MODELS, LEGACY_CONTROLS, RENAMED_CONTROLS, is_control
-
-if TYPE_CHECKING:
-    from ppgbench_pl.report.compare import Rule
-    from ppgbench_pl.report.folder import Page
-
 
 #: The PRV and MOMENT controls, under their current and their legacy names.
 FEATURE_CONTROLS = tuple(c for c in (*CONTROL_MODELS, *LEGACY_CONTROLS) if not is_baseline(c))
@@ -156,8 +153,6 @@ def headline(chance: pd.DataFrame, controls: pd.DataFrame, rule: Rule) -> Headli
 
 def append_section(findings_md: Path, title: str, lines: list[str]) -> None:
     """Add ``## title`` and ``lines`` as bullets to ``findings.md`` (nothing when there are no lines)."""
-    from ppgbench_pl.atomic_io import write_text_atomic
-
     if not lines:
         return
     text = findings_md.read_text(encoding="utf-8").rstrip("\n")
@@ -229,8 +224,6 @@ class OverlapFindings:
 
 def compute(scores: Scores, records: list[dict[str, Any]], rule: Rule, out: Path) -> OverlapFindings:
     """Count the flags, recompute the headline from the unflagged records, write ``overlap_cells.csv``."""
-    from ppgbench_pl.report.folder import write_tables
-
     summary = scores.summary
     part = summary[~summary["model"].map(is_baseline) & (summary["pretraining_overlap"] != "none")]
     cells = part[["regime", "task", "model", "pretraining_overlap"]].reset_index(drop=True)
@@ -254,8 +247,6 @@ def compute(scores: Scores, records: list[dict[str, Any]], rule: Rule, out: Path
 
 def draw(page: Page, result: OverlapFindings) -> None:
     """The overlap counts as bullets, and the flagged scores in a collapsed table."""
-    from ppgbench_pl.report.folder import table
-
     page.heading("Pretraining overlap", level=3, anchor="overlap")
     page.bullets(result.lines, "findings")
     if not result.cells.empty:

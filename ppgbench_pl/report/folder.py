@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from ppgbench_pl.atomic_io import dir_mode, write_text_atomic
+from ppgbench_pl.locks import LOCKS_WORK, LockBusy, file_lock
 from ppgbench_pl.report.load import ReportError
 
 #: A file every report folder carries: what makes a folder one ppgbench may replace whole.
@@ -29,14 +31,6 @@ LEGACY_ENTRIES = frozenset({"index.html", "findings.md", "protocol.md", "tables"
                             "methods.tex"})
 _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2
-
-
-def is_report(folder: Path) -> bool:
-    """Whether ``folder`` is a ppgbench report (marker, or a pre-marker report's files only) or empty."""
-    entries = {p.name for p in folder.iterdir()}
-    if not entries or MARKER in entries:
-        return True
-    return {"index.html", "findings.md"} <= entries and entries <= LEGACY_ENTRIES
 
 
 def _target(output_dir: str | Path) -> Path:
@@ -50,11 +44,11 @@ def _target(output_dir: str | Path) -> Path:
     if out.resolve() == here or out.resolve() in here.parents:
         raise ReportError(f"{output_dir}: the report folder would replace the current folder; choose a new "
                           "folder for --output")
-    try:
-        replaceable = not out.is_dir() or is_report(out)
+    try:  # empty, or a report: the marker, or a pre-marker report's files only
+        entries = {p.name for p in out.iterdir()} if out.is_dir() else set()
     except OSError as exc:
         raise ReportError(f"{output_dir}: cannot read the report folder ({exc.strerror or exc})") from None
-    if not replaceable:
+    if entries and MARKER not in entries and not {"index.html", "findings.md"} <= entries <= LEGACY_ENTRIES:
         raise ReportError(f"{output_dir}: holds files that are not a ppgbench report (a report replaces its "
                           "folder whole); choose a new or empty folder for --output")
     return out
@@ -74,23 +68,8 @@ def _exchange(a: Path, b: Path) -> bool:
     raise OSError(code, os.strerror(code), str(b))
 
 
-def _swap_in(stage: Path, target: Path) -> None:
-    if not target.exists():
-        os.rename(stage, target)
-        return
-    if _exchange(stage, target):
-        shutil.rmtree(stage, ignore_errors=True)  # now holds the old report
-        return
-    old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
-    os.rename(target, old / "report")
-    os.rename(stage, target)
-    shutil.rmtree(old, ignore_errors=True)
-
-
 def remove_stale(target: Path) -> list[Path]:
     """Remove staging folders of builds of ``target`` that died (their lock is free); return them."""
-    from ppgbench_pl.locks import LOCKS_WORK, LockBusy, file_lock
-
     removed = []
     prefix = f".{target.name}."
     for path in target.parent.iterdir():
@@ -117,9 +96,6 @@ def staged(output_dir: str | Path) -> Iterator[Path]:
     On any exception (or a kill) the target is left as it was; the staging folder is removed (after a kill,
     by the next build).
     """
-    from ppgbench_pl.atomic_io import dir_mode
-    from ppgbench_pl.locks import file_lock
-
     target = _target(output_dir)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -132,7 +108,15 @@ def staged(output_dir: str | Path) -> Iterator[Path]:
     try:
         with file_lock(stage / MARKER):
             yield stage
-            _swap_in(stage, target)
+            if not target.exists():
+                os.rename(stage, target)
+            elif _exchange(stage, target):
+                shutil.rmtree(stage, ignore_errors=True)  # now holds the old report
+            else:
+                old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
+                os.rename(target, old / "report")
+                os.rename(stage, target)
+                shutil.rmtree(old, ignore_errors=True)
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         raise
@@ -140,8 +124,6 @@ def staged(output_dir: str | Path) -> Iterator[Path]:
 
 def write_tables(out: Path, frames: dict[str, pd.DataFrame]) -> list[Path]:
     """Write each frame as ``out/tables/<name>.csv`` (atomically); return the paths."""
-    from ppgbench_pl.atomic_io import write_text_atomic
-
     paths = [out / "tables" / f"{name}.csv" for name in frames]
     for path, frame in zip(paths, frames.values(), strict=True):
         write_text_atomic(path, frame.to_csv(index=False))

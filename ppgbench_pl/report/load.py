@@ -15,8 +15,10 @@ from typing import TYPE_CHECKING, Any
 from ppgbench_pl.cards.overlap import RANDOM_INIT_SUFFIX
 from ppgbench_pl.errors import PPGBenchError
 from ppgbench_pl.naming import is_baseline
+from ppgbench_pl.results.export import protocol_settings
 from ppgbench_pl.results.fold_entry import code_label, fold_entry
 from ppgbench_pl.results.records import RESULTS_FILE, RecordScan, job_id, scan_records
+from ppgbench_pl.results.untrusted import loads_bounded, max_file_bytes, read_bytes_bounded, read_results_file
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -177,35 +179,9 @@ def check_protocols(inputs: Sequence[tuple[Path, dict[str, str]]]) -> None:
                                   "results made under different settings cannot share a table")
 
 
-def run_meta(run_dir: Path) -> dict[str, Any]:
-    """The folder's ``run.json``, read within the bounds of a sent file (empty when a run wrote none)."""
-    from ppgbench_pl.results.untrusted import loads_bounded, max_file_bytes, read_bytes_bounded
-
-    path = run_dir / "run.json"
-    if not path.exists():
-        return {}
-    try:
-        meta = loads_bounded(read_bytes_bounded(path, max_file_bytes()))
-    except ValueError as exc:
-        raise ReportError(f"{path}: {exc}") from None
-    except OSError as exc:
-        raise ReportError(f"{path}: cannot be read ({exc.strerror or exc})") from None
-    if not isinstance(meta, dict):
-        raise ReportError(f"{path}: not a run description (a JSON object was expected)")
-    return meta
-
-
 def parameter_counts(raw: Any) -> dict[str, dict[str, int]]:
     """{model: {"total": n, "trainable": n}} from that or {model: n}; TypeError, ValueError or AttributeError."""
     return {m: {"total": int(v)} if isinstance(v, int) else {k: int(x) for k, x in v.items()} for m, v in raw.items()}
-
-
-def read_parameters(meta: dict[str, Any], source: Path) -> dict[str, dict[str, int]]:
-    """``run.json`` ``parameters``, if present."""
-    try:
-        return parameter_counts(meta.get("parameters") or {})
-    except (AttributeError, TypeError, ValueError):
-        raise ReportError(f"{source}: 'parameters' must map model names to counts") from None
 
 
 def check_record(record: dict[str, Any]) -> dict[str, Any]:
@@ -220,38 +196,39 @@ def check_record(record: dict[str, Any]) -> dict[str, Any]:
     return record
 
 
-def _check_folder(run_dir: Path) -> None:
-    if not run_dir.exists():
-        raise ReportError(f"{run_dir}: no such run folder")
-    if not run_dir.is_dir():
-        raise ReportError(f"{run_dir}: not a run folder (it is a file; give the folder holding run.json "
-                          "and jobs/)")
-    if not (run_dir / "jobs").is_dir() and not (run_dir / "run.json").is_file():
-        raise ReportError(f"{run_dir}: not a ppgbench run folder (no run.json and no jobs/ inside)")
-
-
 def read_input(path: Path) -> tuple[dict[str, Any], RecordScan, dict[str, str]]:
-    """(run.json-like meta, the records, the protocol settings) of a run folder or an exported file."""
-    from ppgbench_pl.results.export import protocol_settings
-    from ppgbench_pl.results.untrusted import read_results_file
-
-    if not (path.is_file() and path.suffix == ".json"):  # an exported file is JSON; anything else a folder
-        _check_folder(path)
-        meta = run_meta(path)
-        scan = scan_records(path, transform=check_record)
-        return meta, scan, protocol_settings(meta.get("identity") or {}, scan.records)
-    document = read_results_file(path)  # validated whole (schema, ranges, protocol) before anything is used
-    run, versions = document["run"], document["versions"]
-    meta = {"planned_jobs": run["planned_jobs"], "parameters": run["parameters"], "document": document,
-            "code_versions": versions["code_versions"], "predictions": document.get("predictions")}
-    scan = RecordScan()
-    for i, record in enumerate(document["records"]):
+    """(meta, records, protocol settings) of an exported file, or of a folder (``run.json`` read as a sent file)."""
+    if path.is_file() and path.suffix == ".json":  # an exported file is JSON; anything else a folder
+        document = read_results_file(path)  # validated whole (schema, ranges, protocol) before anything is used
+        run, versions = document["run"], document["versions"]
+        meta = {"planned_jobs": run["planned_jobs"], "parameters": run["parameters"], "document": document,
+                "code_versions": versions["code_versions"], "predictions": document.get("predictions")}
+        scan = RecordScan()
+        for i, record in enumerate(document["records"]):
+            try:
+                scan.records.append(check_record(record))
+                scan.folders.append(path)
+            except ValueError as exc:
+                scan.problems.append(f"{path}: record {i}: {exc}")
+        return meta, scan, {str(k): str(v) for k, v in document["protocol"].items()}
+    if not path.exists():
+        raise ReportError(f"{path}: no such run folder")
+    if not path.is_dir():
+        raise ReportError(f"{path}: not a run folder (it is a file; give the folder holding run.json and jobs/)")
+    if not (path / "jobs").is_dir() and not (path / "run.json").is_file():
+        raise ReportError(f"{path}: not a ppgbench run folder (no run.json and no jobs/ inside)")
+    meta = {}
+    if (path / "run.json").exists():
         try:
-            scan.records.append(check_record(record))
-            scan.folders.append(path)
+            meta = loads_bounded(read_bytes_bounded(path / "run.json", max_file_bytes()))
         except ValueError as exc:
-            scan.problems.append(f"{path}: record {i}: {exc}")
-    return meta, scan, {str(k): str(v) for k, v in document["protocol"].items()}
+            raise ReportError(f"{path / 'run.json'}: {exc}") from None
+        except OSError as exc:
+            raise ReportError(f"{path / 'run.json'}: cannot be read ({exc.strerror or exc})") from None
+        if not isinstance(meta, dict):
+            raise ReportError(f"{path / 'run.json'}: not a run description (a JSON object was expected)")
+    scan = scan_records(path, transform=check_record)
+    return meta, scan, protocol_settings(meta.get("identity") or {}, scan.records)
 
 
 def _outcome(record: dict[str, Any]) -> Any:
@@ -288,8 +265,11 @@ def load_runs(run_dirs: Sequence[str | Path]) -> RunSet:
                               "is this a ppgbench run folder, and has a job finished?")
         runs.planned |= {str(j) for j in meta.get("planned_jobs") or []}
         run_codes |= {code_label(c) for c in meta.get("code_versions") or [] if code_label(c)}
-        for model, counts in read_parameters(meta, run_dir / "run.json").items():
-            runs.parameters.setdefault(model, counts)
+        try:
+            for model, counts in parameter_counts(meta.get("parameters") or {}).items():
+                runs.parameters.setdefault(model, counts)
+        except (AttributeError, TypeError, ValueError):
+            raise ReportError(f"{run_dir / 'run.json'}: 'parameters' must map model names to counts") from None
         if run_dir.is_file():
             runs.documents[run_dir] = meta["document"]
             carried.update({run_dir: meta["predictions"]} if meta["predictions"] is not None else {})

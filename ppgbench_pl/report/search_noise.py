@@ -8,15 +8,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from ppgbench_pl.report import effects, findings, verdicts
+from ppgbench_pl.report.compare import Rule, Scores
+from ppgbench_pl.report.folder import Page, table, write_tables
+from ppgbench_pl.report.load import in_order
 from ppgbench_pl.results.fold_entry import short_mean, student_t_ci
-
-if TYPE_CHECKING:
-    from ppgbench_pl.report.folder import Page
 
 NOISE_COLUMNS = ["regime", "task", "model", "metric", "search_seeds", "n_units", "sd_search", "sd_folds",
                  "search_share", "sd_cell_mean", "seed_ci95", "cell_mean_sd_over_ci"]
@@ -87,9 +88,6 @@ def view(records: list[dict[str, Any]], k: int) -> list[dict[str, Any]]:
 
 def verdicts_of(records: list[dict[str, Any]], alpha: float, ci_unit: str) -> dict[tuple[str, ...], str]:
     """Every verdict the report draws: (rule, what, regime, task) -> verdict."""
-    from ppgbench_pl.report import effects, findings, verdicts
-    from ppgbench_pl.report.compare import Rule, Scores
-
     scores, rule = Scores(records, ci_unit), Rule("ci", alpha)
     chance, controls = findings.chance_cells(scores, rule), findings.control_cells(scores, rule)
     table = effects.effects_table(records, alpha)
@@ -121,9 +119,6 @@ def flip_table(records: list[dict[str, Any]], seeds: list[int], alpha: float,
 
 def compute(records: list[dict[str, Any]], out: Path, alpha: float, ci_unit: str = "seed") -> SearchNoise:
     """The section's tables (written under ``out/tables`` when the runs have search seeds) and findings."""
-    from ppgbench_pl.report.folder import write_tables
-    from ppgbench_pl.report.load import in_order
-
     units = seed_units(records)
     if units.empty:
         return SearchNoise(pd.DataFrame(columns=NOISE_COLUMNS), pd.DataFrame(columns=FLIP_COLUMNS))
@@ -151,8 +146,6 @@ def compute(records: list[dict[str, Any]], out: Path, alpha: float, ci_unit: str
 
 def draw(page: Page, result: SearchNoise) -> None:
     """The page's search-noise section."""
-    from ppgbench_pl.report.folder import table
-
     page.heading("Search-noise sensitivity", anchor="search_noise")
     if result.noise.empty:
         page.paragraph("One search per seed x fold in these runs (search_seeds [0], the published protocol), so "

@@ -171,15 +171,6 @@ def figure(page: Page, opts: ReportOptions, fig: Figure, stem: str, caption: str
              f'<figcaption>{html.escape(caption)} (<a href="{svg}">SVG</a>)</figcaption></figure>')
 
 
-def _colours(models: list[str]) -> dict[str, str]:
-    palette = [f"C{i}" for i in range(10)]
-    others = [m for m in models if not is_baseline(m)]
-    out = {m: palette[i % len(palette)] for i, m in enumerate(others)}
-    greys = ("0.35", "0.55", "0.7", "0.2")
-    out.update({m: greys[i % len(greys)] for i, m in enumerate(m for m in models if is_baseline(m))})
-    return out
-
-
 def regime_comparison(scores: Scores) -> Figure:
     """Figure 1: one panel per task; each model's mean ± CI under every regime present."""
     from matplotlib.figure import Figure
@@ -189,7 +180,8 @@ def regime_comparison(scores: Scores) -> Figure:
     nrows = math.ceil(len(tasks) / ncols)
     fig = Figure(figsize=(3.3 * ncols, 2.7 * nrows + 0.6), layout="constrained")
     axes = fig.subplots(nrows, ncols, squeeze=False)
-    colours = _colours(models)
+    colours = {m: f"C{i % 10}" for i, m in enumerate(m for m in models if not is_baseline(m))}  # baselines grey
+    colours.update({m: ("0.35", "0.55", "0.7", "0.2")[i % 4] for i, m in enumerate(filter(is_baseline, models))})
     offsets = np.linspace(-0.25, 0.25, len(models)) if len(models) > 1 else np.zeros(1)
     for ax, task in zip(axes.ravel(), tasks, strict=False):
         for offset, model in zip(offsets, models, strict=True):

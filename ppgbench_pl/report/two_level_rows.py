@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ppgbench_pl.report.effects import calibration
+from ppgbench_pl.metrics.aggregation import aggregate, first_per_group
+from ppgbench_pl.report.effects import calibration, verdict
 from ppgbench_pl.report.load import ReportError, RunSet
 from ppgbench_pl.results.inference import ALPHA, adjusted_mdd_at, family_level, holm
 from ppgbench_pl.results.two_level import subject_scores, two_level_mdd, two_level_test
@@ -158,8 +159,6 @@ def subject_level(table: pd.DataFrame, cells: CellStats, interval: str, group: l
 
 def subject_effects(table: pd.DataFrame, runs: RunSet, interval: str, alpha: float = ALPHA) -> pd.DataFrame:
     """The report's effects with the subject-level ``interval`` where built; ``p_holm`` and verdicts redone."""
-    from ppgbench_pl.report.effects import verdict
-
     if table.empty:
         columns = BOOT_COLUMNS if interval == "bootstrap" else TL_COLUMNS
         return table.assign(**{c: pd.Series(dtype=object) for c in columns})
@@ -237,8 +236,6 @@ def _job_arrays(runs: RunSet, rec: dict[str, Any]) -> tuple[np.ndarray, np.ndarr
     except (OSError, KeyError, ValueError):
         return None
     if rec.get("level") == "subject":
-        from ppgbench_pl.metrics.aggregation import aggregate, first_per_group
-
         method = (results[0].get("params") or {}).get("aggregation") or "mean"
         names, pred = aggregate(subjects, pred.astype(float), str(method))
         y, subjects = first_per_group(subjects, y), names

@@ -9,11 +9,15 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 
 from ppgbench_pl.report.effects import draw_trust, effects_table, finite, trust_table
+from ppgbench_pl.report.findings import marked
+from ppgbench_pl.report.folder import Page, table, write_tables
+from ppgbench_pl.report.load import RunSet
+from ppgbench_pl.report.two_level_rows import subject_effects
 from ppgbench_pl.results.inference import (
     ALPHA,
     adjusted_mdd_at,
@@ -24,10 +28,6 @@ from ppgbench_pl.results.inference import (
     subjects_needed,
 )
 from ppgbench_pl.results.two_level import seeds_for, subjects_for, two_level_mdd
-
-if TYPE_CHECKING:
-    from ppgbench_pl.report.folder import Page
-    from ppgbench_pl.report.load import RunSet
 
 CHANCE_COLUMNS = ["regime", "task", "metric", "published_status", "best_model", "gain", "mdd", "mdd_adj", "p_cell",
                   "q_bh", "paired_status", "beat_baseline", "below_baseline", "seeds_to_detect_gain",
@@ -87,17 +87,22 @@ def planned(best: Any, level: float = ALPHA) -> tuple[float, float]:
     return (math.nan if seeds is None else float(seeds)), (math.nan if subjects is None else float(subjects))
 
 
+def _per_cell(effects: pd.DataFrame, published: pd.DataFrame, row: Any) -> pd.DataFrame:
+    """``row(cell, its effects)`` for each cell of a published table, with ``q_bh`` over the cells' ``p_cell``."""
+    frame = pd.DataFrame([{"regime": cell.regime, "task": cell.task, "published_status": cell.status,
+                           **row(cell, effects[(effects["regime"] == cell.regime) & (effects["task"] == cell.task)])}
+                          for cell in published.itertuples()])
+    if not frame.empty:
+        frame["q_bh"] = benjamini_hochberg(frame["p_cell"])
+    return frame
+
+
 def paired_chance(effects: pd.DataFrame, published: pd.DataFrame, alpha: float = ALPHA) -> pd.DataFrame:
     """One row per cell of the published chance table: its status there and under the paired rule."""
-    rows = []
-    for cell in published.itertuples():
-        part = effects[(effects["regime"] == cell.regime) & (effects["task"] == cell.task)]
-        rows.append({"regime": cell.regime, "task": cell.task, "metric": cell.metric,
-                     "published_status": cell.status, **_chance_row(part, alpha, len(published))})
-    frame = pd.DataFrame(rows)
+    frame = _per_cell(effects, published, lambda cell, part: {
+        "metric": cell.metric, **_chance_row(part, alpha, len(published))})
     if frame.empty:
         return pd.DataFrame(columns=CHANCE_COLUMNS)
-    frame["q_bh"] = benjamini_hochberg(frame["p_cell"])
     above = frame["q_bh"] < alpha
     # near chance only if every model with a better mean was tested: else it might beat the constant
     frame["paired_status"] = ["above_chance" if a else "below_baseline" if r.all_below else
@@ -127,16 +132,9 @@ def _control_p(part: pd.DataFrame) -> tuple[float, list[str]]:
 def paired_controls(effects: pd.DataFrame, published: pd.DataFrame, alpha: float = ALPHA) -> pd.DataFrame:
     """One row per assessable cell of the published control table, with its paired verdict."""
     cells = published[published["status"].isin(("beaten", "not_beaten", "undetermined"))]
-    rows = []
-    for cell in cells.itertuples():
-        part = effects[(effects["regime"] == cell.regime) & (effects["task"] == cell.task)]
-        p, best = _control_p(part)
-        rows.append({"regime": cell.regime, "task": cell.task, "published_status": cell.status, "p_cell": p,
-                     "best": best})
-    frame = pd.DataFrame(rows)
+    frame = _per_cell(effects, cells, lambda cell, part: dict(zip(("p_cell", "best"), _control_p(part), strict=True)))
     if frame.empty:
         return pd.DataFrame(columns=CONTROL_COLUMNS)
-    frame["q_bh"] = benjamini_hochberg(frame["p_cell"])
     beaten = frame["q_bh"] < alpha
     frame["paired_status"] = ["undetermined" if math.isnan(p) else ("beaten" if b else "not_beaten")
                               for p, b in zip(frame["p_cell"], beaten, strict=True)]
@@ -146,11 +144,9 @@ def paired_controls(effects: pd.DataFrame, published: pd.DataFrame, alpha: float
 
 def count_lines(chance: pd.DataFrame, controls: pd.DataFrame, alpha: float = ALPHA) -> list[str]:
     """The findings under both rules, side by side (the page and findings.md lead with them)."""
-    n = len(chance)
+    n, paired = len(chance), chance["paired_status"].value_counts()
     pub_near = int((chance["published_status"] == "near_chance").sum())
-    near = int((chance["paired_status"] == "near_chance").sum())
-    below = int((chance["paired_status"] == "below_baseline").sum())
-    und = int((chance["paired_status"] == "undetermined").sum())
+    near, below, und = (int(paired.get(s, 0)) for s in ("near_chance", "below_baseline", "undetermined"))
     lines = [f"Near chance: {pub_near} of {n} cells under the published CI-overlap rule; {near} of {n} under "
              f"paired corrected t-tests (Nadeau-Bengio, Holm over each cell's models, Benjamini-Hochberg "
              f"over the {n} cells, alpha {alpha:g})" + (f", plus {below} below baseline" if below else "")
@@ -199,9 +195,6 @@ class PairedFindings:
 def compute(records: list[dict[str, Any]], chance: pd.DataFrame, controls: pd.DataFrame, out: Path,
             alpha: float, interval: str = "two-level", runs: RunSet | None = None) -> PairedFindings:
     """The paired effects (with ``interval``, read from ``runs``' predictions) and verdicts, written as CSVs."""
-    from ppgbench_pl.report.folder import write_tables
-    from ppgbench_pl.report.two_level_rows import subject_effects
-
     table = effects_table(records, alpha)
     if interval != "corrected-t" and runs is not None:
         table = subject_effects(table, runs, interval, alpha)
@@ -215,9 +208,6 @@ def compute(records: list[dict[str, Any]], chance: pd.DataFrame, controls: pd.Da
 
 def draw(page: Page, paired: PairedFindings, flags: Mapping[tuple[str, str], str] | None = None) -> None:
     """The findings under paired tests, the trust table and the effects; ``flags`` marks overlapping cells."""
-    from ppgbench_pl.report.findings import marked
-    from ppgbench_pl.report.folder import table
-
     page.heading("Findings under paired tests", level=3, anchor="paired_findings")
     page.bullets(paired.lines, "findings")
     page.details("Per cell: published status beside the paired status, with the MDD",
