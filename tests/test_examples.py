@@ -12,6 +12,14 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def tiny_fit_args(tmp_path: Path) -> list[str]:
+    """One seed, one fold, heart rate only, 10 synthetic subjects of 4 windows, no controls, on the CPU."""
+    return ["--data.init_args.root", str(tmp_path / "data"), "--data.init_args.seeds", "[42]",
+            "--data.init_args.folds", "[0]", "--data.init_args.tasks", "[synthetic-hr]",
+            "--data.init_args.synthetic_subjects", "10", "--data.init_args.synthetic_windows", "4",
+            "--controls", "[]", "--trainer.accelerator", "cpu", "--progress", "false"]
+
+
 def test_evaluate_my_model_writes_a_report(tmp_path):
     env = {**os.environ, "WANDB_MODE": "disabled", "MPLBACKEND": "Agg"}
     script = ROOT / "examples/evaluate_my_model.py"
@@ -36,10 +44,7 @@ def test_partial_finetune_callback_runs_in_every_trial_and_changes_the_result(tm
 
     monkeypatch.setenv("WANDB_MODE", "disabled")
     monkeypatch.chdir(ROOT)  # the callback's module is found from the project folder, as the README says
-    common = ["--data.init_args.root", str(tmp_path / "data"), "--data.init_args.seeds", "[42]",
-              "--data.init_args.folds", "[0]", "--data.init_args.tasks", "[synthetic-hr]",
-              "--data.init_args.synthetic_subjects", "10", "--data.init_args.synthetic_windows", "4",
-              "--controls", "[]", "--trainer.accelerator", "cpu", "--progress", "false"]
+    common = tiny_fit_args(tmp_path)
     budget = '{"n_trials": 3, "n_startup_trials": 3, "max_epochs": 2, "parallel_trials": 3}'
     partial_regimes = ('[{"class_path": "ppgbench_pl.regimes.finetune.FinetuneRegime", "init_args": {"search": '
                        f'{budget}, "search_space": {{"batch_size": [16]}}}}}}, '
@@ -139,10 +144,7 @@ def test_a_regime_subclass_overriding_one_hook_runs_from_its_yaml_under_its_own_
 
     monkeypatch.setenv("WANDB_MODE", "disabled")
     monkeypatch.chdir(ROOT)  # the regime's module is found from the project folder, as the example says
-    common = ["--data.init_args.root", str(tmp_path / "data"), "--data.init_args.seeds", "[42]",
-              "--data.init_args.folds", "[0]", "--data.init_args.tasks", "[synthetic-hr]",
-              "--data.init_args.synthetic_subjects", "10", "--data.init_args.synthetic_windows", "4",
-              "--controls", "[]", "--trainer.accelerator", "cpu", "--progress", "false"]
+    common = tiny_fit_args(tmp_path)
     search = '"search": {"n_trials": 2, "n_startup_trials": 2, "max_epochs": 2, "parallel_trials": 2}'
 
     def callbacks(class_path: str, mode: str) -> str:
