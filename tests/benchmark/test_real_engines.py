@@ -234,11 +234,9 @@ def _on_squeue(predicate, bound_s: float) -> dict[str, str] | None:
     return None
 
 
-def test_a_killed_and_a_cancelled_task_are_lost_then_rerun(tmp_path, bench_root, reference, slurm, capsys,
-                                                           request):
-    """Bound: 200 s. One task at a time: kill -9 the running one, cancel a pending one; rerun completes."""
-    config = _config(tmp_path, bench_root)
-    args = ["--config", str(config), *SLURM_ARGS, "--executor.init_args.jobs_per_task", "2",
+def _kill_and_cancel(work: Path, bench_root: Path, capsys) -> tuple[list[str], list[str], list[str]]:
+    """One run, one task at a time: kill -9 the running task, cancel a pending one; (args, tasks hit, lost lines)."""
+    args = ["--config", str(_config(work, bench_root)), *SLURM_ARGS, "--executor.init_args.jobs_per_task", "2",
             "--executor.init_args.parallelism", "1"]
     hit: list[str] = []
 
@@ -257,6 +255,23 @@ def test_a_killed_and_a_cancelled_task_are_lost_then_rerun(tmp_path, bench_root,
     assert time.monotonic() - start < 150.0
     lost = [line for line in capsys.readouterr().err.splitlines() if line.startswith("lost: ")]
     assert len(hit) == 2, "the faults could not be placed"
+    return args, hit, lost
+
+
+def test_a_killed_and_a_cancelled_task_are_lost_then_rerun(tmp_path, bench_root, reference, slurm, capsys,
+                                                           request):
+    """Bound: 400 s. One task at a time: kill -9 the running one, cancel a pending one; rerun completes.
+
+    A task of two tiny linear jobs can finish in the moment between squeue showing it running and the kill:
+    then it loses nothing, and the scenario is played again in a new folder (at most three times).
+    """
+    for attempt in range(3):
+        work = tmp_path / f"attempt{attempt}"
+        work.mkdir()
+        args, hit, lost = _kill_and_cancel(work, bench_root, capsys)
+        if any(f"SLURM task {hit[0]}" in line for line in lost):
+            break
+        say(request.config, f"submitit: task {hit[0]} ended before the kill landed; played again")
     for task in hit:  # the killed running task and the cancelled pending one: both jobs of each
         assert sum(f"SLURM task {task}" in line for line in lost) == 2, (task, lost)
     assert len(lost) == 4 and all(line.endswith("; it runs again next time") for line in lost), lost
@@ -264,7 +279,7 @@ def test_a_killed_and_a_cancelled_task_are_lost_then_rerun(tmp_path, bench_root,
         say(request.config, f"submitit: {line}")
     assert run(args[:-2]) == 0  # the rerun without the one-at-a-time limit
     assert "4 jobs run, 4 already done" in capsys.readouterr().out
-    same_as_reference(tmp_path / "run", reference, request.config, "submitit after a killed and a cancelled task")
+    same_as_reference(work / "run", reference, request.config, "submitit after a killed and a cancelled task")
 
 
 def test_a_stopped_controller_loses_the_pending_tasks_then_rerun(tmp_path, bench_root, reference, slurm, capsys,
