@@ -79,8 +79,13 @@ class PPGEncoder(nn.Module):
         super().__init_subclass__(**kwargs)
         entry = next((e for e in CATALOG.values() if e.class_path == f"{cls.__module__}.{cls.__qualname__}"), None)
         if entry is not None and entry.native_fs is not None:
-            cls.name, cls.sampling_rate = entry.name, entry.native_fs  # type: ignore[misc]
-            cls.embed_dim, cls.min_samples = entry.embedding_dim, entry.min_samples  # type: ignore[misc,assignment]
+            facts = {"name": entry.name, "sampling_rate": entry.native_fs, "embed_dim": entry.embedding_dim,
+                     "min_samples": entry.min_samples}
+            if clash := [k for k, v in facts.items() if k in vars(cls) and vars(cls)[k] != v]:
+                raise TypeError(f"{cls.__qualname__}: {', '.join(clash)} differ from its catalog entry "
+                                f"(encoders/catalog.py holds them; change them there)")
+            for key, value in facts.items():
+                setattr(cls, key, value)
         elif not any("name" in vars(base) for base in cls.__mro__[:cls.__mro__.index(PPGEncoder)]):
             cls.name = snake_case(cls.__name__)  # type: ignore[misc]
 

@@ -70,3 +70,20 @@ def test_importing_the_catalog_imports_no_torch() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     result = json.loads(out.stdout)
     assert result["heavy"] == [] and result["n"] == len(CATALOG)
+
+
+def test_a_catalog_class_that_sets_another_rate_is_refused_not_overwritten():
+    """The catalog holds a published encoder's name, rate and sizes; a class body that disagrees is an error."""
+    import pytest
+
+    from ppgbench_pl.encoders.base import PPGEncoder
+    from ppgbench_pl.encoders.catalog import CATALOG
+
+    entry = next(e for e in CATALOG.values() if e.native_fs is not None)
+    module, qualname = entry.class_path.rsplit(".", 1)
+    with pytest.raises(TypeError, match=r"sampling_rate differ from its catalog entry"):
+        type(qualname, (PPGEncoder,), {"__module__": module, "__qualname__": qualname,
+                                       "sampling_rate": entry.native_fs + 1})
+    agreeing = type(qualname, (PPGEncoder,), {"__module__": module, "__qualname__": qualname,
+                                              "sampling_rate": entry.native_fs})
+    assert (agreeing.name, agreeing.embed_dim) == (entry.name, entry.embedding_dim)
