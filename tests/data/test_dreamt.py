@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from scipy.signal import resample_poly
 
-from ppgbench_pl.data.datasets.dreamt import DreamtDataset, subject_csvs
+from ppgbench_pl.data.datasets.dreamt import DreamtDataset
 from ppgbench_pl.data.processed import MARKER, ProcessedDataset
 from ppgbench_pl.errors import ConfigError, DataError
 from tests.data.dreamt.make_data import make
@@ -63,7 +63,7 @@ def test_windows_rejections_and_labels(
 
 
 def test_groups_in_number_order(fixture: tuple[Path, dict[str, Any]]) -> None:
-    names = [p.name.split("_")[0] for p in subject_csvs(fixture[0])]
+    names = [p.name.split("_")[0] for p in DreamtDataset(fixture[0]).units()]
     assert names == ["S002", "S003", "S010"]
     with pytest.raises(ConfigError, match="window_s must be positive"):
         DreamtDataset(fixture[0], window_s=0)

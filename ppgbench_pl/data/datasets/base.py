@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -24,29 +24,11 @@ if TYPE_CHECKING:
 Cut = tuple[int, np.ndarray, np.ndarray]
 
 
-def window_table(
-    subject: str, window_idx: np.ndarray, starts: np.ndarray, window: int, fs: float
-) -> pd.DataFrame:
-    """The leading metadata.csv columns of a windowed dataset: subject, window_idx, start/end s and sample."""
-    import pandas as pd
-
-    starts = np.asarray(starts, dtype=np.int64)
-    return pd.DataFrame(
-        {
-            "subject": [subject] * len(starts),
-            "window_idx": np.asarray(window_idx, dtype=np.int64),
-            "start_sec": starts / fs,
-            "end_sec": (starts + window) / fs,
-            "ppg_start": starts,
-            "ppg_end": starts + window,
-        }
-    )
-
-
 def ppg_stats(subject: str, values: np.ndarray, **extra: Any) -> dict[str, Any]:
-    """A group's stats.json: subject, mean and std of ``values`` (in float64), then ``extra``."""
+    """A group's stats.json: subject, mean and std of ``values`` (in float64; NaN for none), then ``extra``."""
     values = np.asarray(values, dtype=np.float64)
-    return {"subject": subject, "ppg_mean": float(values.mean()), "ppg_std": float(values.std()), **extra}
+    mean, std = (float(values.mean()), float(values.std())) if values.size else (np.nan, np.nan)
+    return {"subject": subject, "ppg_mean": mean, "ppg_std": std, **extra}
 
 
 def number(value: Any) -> float:
@@ -55,6 +37,14 @@ def number(value: Any) -> float:
 
     value = pd.to_numeric(pd.Series([value], dtype=object), errors="coerce").iloc[0]
     return float(value) if pd.notna(value) else float("nan")
+
+
+def sorted_files(folder: Path, pattern: str, key: Callable[[Path], Any], what: str) -> list[Path]:
+    """The files ``pattern`` finds in ``folder`` whose ``key`` is not None, sorted by it (DataError: none)."""
+    found = sorted((k, path) for path in folder.glob(pattern) if (k := key(path)) is not None)
+    if not found:
+        raise DataError(f"{folder}: no {what} files")
+    return [path for _, path in found]
 
 
 def file_error(path: Path, problem: str, exc: BaseException | None = None) -> DataError:
@@ -154,14 +144,20 @@ class RawDataset:
         """One group from one unit; None when all its windows are rejected (see :meth:`note_left_out`)."""
         raise NotImplementedError
 
-    def windows_group(self, name: str, idx: np.ndarray, cut: Cut, fs: float,
-                      targets: dict[str, np.ndarray], stats: dict[str, Any], dropped: dict[str, int],
-                      **columns: Any) -> GroupData:
-        """Windows ``idx`` of ``cut`` (:meth:`cut`'s answer) as a group: window_table metadata plus ``columns``."""
+    def windows_group(self, name: str, idx: np.ndarray, cut: Cut, fs: float, targets: dict[str, np.ndarray],
+                      stats: dict[str, Any], dropped: dict[str, int], why: str = "",
+                      **columns: Any) -> GroupData | None:
+        """Windows ``idx`` of ``cut`` (:meth:`cut`'s answer) as a group; none kept: None, noted with ``why``."""
+        import pandas as pd
+
+        if len(idx) == 0:
+            self.note_left_out(name, dropped, why)
+            return None
         window, starts, windows = cut
-        metadata = window_table(name, idx, starts[idx], window, fs)
-        for column, values in columns.items():
-            metadata[column] = values
+        starts = np.asarray(starts[idx], dtype=np.int64)
+        metadata = pd.DataFrame({"subject": [name] * len(starts), "window_idx": np.asarray(idx, dtype=np.int64),
+                                 "start_sec": starts / fs, "end_sec": (starts + window) / fs, "ppg_start": starts,
+                                 "ppg_end": starts + window, **columns})
         return GroupData(name=name, ppg=windows[idx], targets=targets, stats=stats, metadata=metadata, dropped=dropped)
 
     def iter_groups(self, fs: float) -> Iterator[GroupData]:

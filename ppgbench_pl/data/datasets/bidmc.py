@@ -14,7 +14,7 @@ from typing import ClassVar
 import numpy as np
 import pandas as pd
 
-from ppgbench_pl.data.datasets.base import RawDataset, ppg_stats, read_csv
+from ppgbench_pl.data.datasets.base import RawDataset, ppg_stats, read_csv, sorted_files
 from ppgbench_pl.data.processed import GroupData, as_regression_target
 from ppgbench_pl.data.signal import resample
 from ppgbench_pl.errors import DataError
@@ -43,20 +43,14 @@ class BidmcDataset(RawDataset):
     key: ClassVar[str] = "bidmc"
     marker_pattern: ClassVar[str] = CSV_DIR
 
-    def units(self) -> list[tuple[str, Path]]:
-        """``(NN, Signals.csv path)`` for every record, in record order."""
-        found = []
-        for path in (self.raw_root / CSV_DIR).glob("bidmc_*_Signals.csv"):
-            match = _SIGNALS.fullmatch(path.name)
-            if match:
-                found.append((match.group(1), path))
-        if not found:
-            raise DataError(f"{self.raw_root / CSV_DIR}: no bidmc_<NN>_Signals.csv files")
-        return sorted(found)
+    def units(self) -> list[Path]:
+        """The ``bidmc_<NN>_Signals.csv`` files, in record order."""
+        return sorted_files(self.raw_root / CSV_DIR, "bidmc_*_Signals.csv",
+                            lambda p: _SIGNALS.fullmatch(p.name) and p.name, "bidmc_<NN>_Signals.csv")
 
-    def process(self, unit: tuple[str, Path], fs: float) -> GroupData | None:
+    def process(self, signals: Path, fs: float) -> GroupData | None:
         """Window one record and label each window from the numerics rows inside it (None: no window kept)."""
-        number, signals = unit
+        number = signals.name.split("_")[1]
         pleth = read_columns(signals, [PLETH])[PLETH].to_numpy(dtype=np.float64)
         labels = read_columns(signals.with_name(f"bidmc_{number}_Numerics.csv"), [TIME, RESP, SPO2])
         times, resp, spo2 = (labels[c].to_numpy(dtype=np.float64) for c in (TIME, RESP, SPO2))
@@ -81,11 +75,8 @@ class BidmcDataset(RawDataset):
                 keep.append(i)
                 resp_mean.append(float(resp[inside].mean()))
                 spo2_mean.append(float(spo2[inside].mean()))
-        if not keep:
-            why = f"{signals}: no window passed the label and finiteness checks; record left out"
-            self.note_left_out(name, dropped, why)
-            return None
         targets = {"resp": as_regression_target(resp_mean), "spo2": as_regression_target(spo2_mean)}
         stats = ppg_stats(name, ppg[np.isfinite(ppg)])  # the finite samples: stats.json never holds null
         idx = np.asarray(keep, dtype=np.int64)
-        return self.windows_group(name, idx, cut, fs, targets, stats, dropped, resp=resp_mean, spo2=spo2_mean)
+        why = f"{signals}: no window passed the label and finiteness checks; record left out"
+        return self.windows_group(name, idx, cut, fs, targets, stats, dropped, why, resp=resp_mean, spo2=spo2_mean)

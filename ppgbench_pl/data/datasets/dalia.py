@@ -15,7 +15,7 @@ from typing import ClassVar
 import numpy as np
 
 from ppgbench_pl.data import safe_pickle
-from ppgbench_pl.data.datasets.base import Cut, RawDataset, ppg_stats
+from ppgbench_pl.data.datasets.base import Cut, RawDataset, ppg_stats, sorted_files
 from ppgbench_pl.data.processed import GroupData, as_class_target, as_regression_target
 from ppgbench_pl.data.safe_pickle import load_pickle, lookup_vector
 from ppgbench_pl.data.signal import finite_windows, flatline_mask, rejection_counts, resample_gaps
@@ -42,14 +42,11 @@ class E4Pickles(RawDataset):
 
     def units(self) -> list[Path]:
         """``S<k>/S<k>.pkl`` files under the root, sorted by participant number."""
-        found = []
-        for path in self.raw_root.glob("S*/S*.pkl"):
+        def number(path: Path) -> int | None:
             match = _SUBJECT.fullmatch(path.stem)
-            if match and path.parent.name == path.stem:
-                found.append((int(match.group(1)), path))
-        if not found:
-            raise DataError(f"{self.raw_root}: no S<k>/S<k>.pkl subject files")
-        return [path for _, path in sorted(found)]
+            return int(match.group(1)) if match and path.parent.name == path.stem else None
+
+        return sorted_files(self.raw_root, "S*/S*.pkl", number, "S<k>/S<k>.pkl subject")
 
     def bvp_windows(self, path: Path, bvp: np.ndarray, fs: float) -> tuple[np.ndarray, Cut]:
         """The good resampled BVP samples and its :meth:`cut`; DataError below one window."""
@@ -105,9 +102,7 @@ class DaliaDataset(E4Pickles):
         # every sample counted once per window holding it; windows with a bad sample are left out
         overlapping = windows[finite_windows(windows)].astype(np.float64)
         idx = np.flatnonzero(keep)
-        if len(idx) == 0:
-            self.note_left_out(path.stem, dropped, f"{path}: every window was rejected ({dropped}); subject left out")
-            return None
         targets = {"hr": as_regression_target(hr[idx]), "activity": as_class_target(activity_id[idx])}
-        return self.windows_group(path.stem, idx, cut, fs, targets, ppg_stats(path.stem, overlapping), dropped,
+        why = f"{path}: every window was rejected ({dropped}); subject left out"
+        return self.windows_group(path.stem, idx, cut, fs, targets, ppg_stats(path.stem, overlapping), dropped, why,
                                   hr=hr[idx], activity=activity_id[idx])

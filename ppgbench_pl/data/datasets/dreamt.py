@@ -14,7 +14,7 @@ from typing import ClassVar
 import numpy as np
 import pandas as pd
 
-from ppgbench_pl.data.datasets.base import RawDataset, ppg_stats
+from ppgbench_pl.data.datasets.base import RawDataset, ppg_stats, sorted_files
 from ppgbench_pl.data.processed import GroupData, as_class_target
 from ppgbench_pl.data.signal import flatline_mask, resample
 from ppgbench_pl.errors import ConfigError, DataError
@@ -23,15 +23,6 @@ SLEEP_5CLASS: dict[str, int] = {"W": 0, "N1": 1, "N2": 2, "N3": 3, "R": 4}
 SLEEP_4CLASS: dict[str, int] = {"W": 0, "N1": 1, "N2": 1, "N3": 2, "R": 3}
 SLEEP_3CLASS: dict[str, int] = {"W": 0, "N1": 1, "N2": 1, "N3": 1, "R": 2}
 COLUMNS = ("BVP", "Sleep_Stage")
-
-
-def subject_csvs(raw_root: Path) -> list[Path]:
-    """``data_64Hz/S<id>_whole_df.csv`` files sorted by the participant number."""
-    found = []
-    for path in (raw_root / "data_64Hz").glob("*_whole_df.csv"):
-        digits = re.sub(r"\D", "", path.name.split("_")[0])
-        found.append((int(digits) if digits else -1, path.name, path))
-    return [path for *_, path in sorted(found)]
 
 
 def read_subject_csv(path: Path) -> tuple[np.ndarray, np.ndarray]:
@@ -71,11 +62,12 @@ class DreamtDataset(RawDataset):
         self.options = {"window_s": self.window_s, "stride_s": self.window_s}
 
     def units(self) -> list[Path]:
-        """The participant CSVs, in participant order."""
-        paths = subject_csvs(self.raw_root)
-        if not paths:
-            raise DataError(f"{self.raw_root / 'data_64Hz'}: no *_whole_df.csv files")
-        return paths
+        """The participant CSVs ``data_64Hz/S<id>_whole_df.csv``, in participant number order."""
+        def number(path: Path) -> tuple[int, str]:
+            digits = re.sub(r"\D", "", path.name.split("_")[0])
+            return int(digits) if digits else -1, path.name
+
+        return sorted_files(self.raw_root / "data_64Hz", "*_whole_df.csv", number, "*_whole_df.csv")
 
     def process(self, path: Path, fs: float) -> GroupData | None:
         """Window, label and filter one participant; None when no window survives."""
@@ -104,13 +96,11 @@ class DreamtDataset(RawDataset):
             "flat": int(len(passed) - keep.sum()),
         }
         idx = np.flatnonzero(keep)
-        if len(idx) == 0:
-            self.note_left_out(name, dropped, f"{path}: every window was rejected; subject left out")
-            return None
         kept_stage = [str(s) for s in stage[idx]]
         labels = {f"sleep_{n}class": as_class_target([classes[s] for s in kept_stage])
                   for n, classes in ((5, SLEEP_5CLASS), (4, SLEEP_4CLASS), (3, SLEEP_3CLASS))}
         stats = ppg_stats(name, ppg[np.isfinite(ppg)])
         columns = {key: labels[key] for key in ("sleep_3class", "sleep_4class", "sleep_5class")}
-        return self.windows_group(name, idx, (window, starts, windows), fs, labels, stats, dropped,
+        why = f"{path}: every window was rejected; subject left out"
+        return self.windows_group(name, idx, (window, starts, windows), fs, labels, stats, dropped, why,
                                   sleep_stage=kept_stage, **columns)

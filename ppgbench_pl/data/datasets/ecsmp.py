@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -144,10 +144,11 @@ class EcsmpDataset(RawDataset):
         )
         targets = {key: values[idx] for key, values in labels.items()}
         stimulus = [VIDEO_NAMES[s] if s >= 0 else "" for s in targets["stimulus"]]  # metadata.csv reads alone
-        shown = {key: targets[key] for key in ("felt_argmax", "felt_tie", "sds_score", "sds_class")}
+        shown: dict[str, Any] = {key: targets[key] for key in ("felt_argmax", "felt_tie", "sds_score", "sds_class")}
         group = self.windows_group(sid, idx, cut, fs, targets, stats, rejection_counts(windows, keep),
                                    has_video_label=targets["has_video_label"], video_idx=video[idx],
                                    stimulus=stimulus, **shown)
+        assert group is not None  # idx is not empty
         group.extra_arrays["reject_idx"] = ~keep
         return group
 

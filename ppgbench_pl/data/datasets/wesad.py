@@ -106,11 +106,9 @@ class WesadDataset(dalia.E4Pickles):
         not_flat = flatline_mask(windows, self.flatline_fraction)
         dropped = rejection_counts(windows, not_flat)
         idx = np.flatnonzero(not_flat)
-        if len(idx) == 0:
-            self.note_left_out(path.stem, dropped, f"{path}: every window was rejected ({dropped}); subject left out")
-            return None
         targets = {key: values[idx] for key, values in labels.items()}
         stats = ppg_stats(path.stem, good)  # the whole signal, less any NaN/inf samples
         shown = ("condition_4class", "condition_3class", "valence_reg", "arousal_reg")
-        return self.windows_group(path.stem, idx, cut, fs, targets, stats, dropped, label_code=majority[idx],
+        why = f"{path}: every window was rejected ({dropped}); subject left out"
+        return self.windows_group(path.stem, idx, cut, fs, targets, stats, dropped, why, label_code=majority[idx],
                                   label_purity=support[idx] / label_window, **{key: targets[key] for key in shown})

@@ -17,7 +17,7 @@ import numpy as np
 import scipy.io
 
 from ppgbench_pl.data.datasets import ecg_hr
-from ppgbench_pl.data.datasets.base import RawDataset, file_error, ppg_stats
+from ppgbench_pl.data.datasets.base import RawDataset, file_error, ppg_stats, sorted_files
 from ppgbench_pl.data.processed import GroupData, as_regression_target
 from ppgbench_pl.data.signal import integer_rate, raw_rate, resample
 from ppgbench_pl.errors import DataError
@@ -80,12 +80,9 @@ class WildPPGDataset(RawDataset):
 
     def units(self) -> list[Path]:
         """The ``WildPPG_Part_<name>.mat`` files, in sorted order."""
-        paths = sorted(self.raw_root.glob(f"{_PREFIX}*.mat"))
-        if not paths:
-            raise DataError(f"{self.raw_root}: no {_PREFIX}*.mat files")
-        return paths
+        return sorted_files(self.raw_root, f"{_PREFIX}*.mat", lambda path: path, f"{_PREFIX}*.mat")
 
-    def process(self, path: Path, fs: float) -> GroupData:
+    def process(self, path: Path, fs: float) -> GroupData | None:
         """Window the green PPG, drop non-finite windows and label the rest with ECG HR (DataError: no such window)."""
         name = path.stem[len(_PREFIX) :]
         ppg_raw, ppg_fs, ecg, ecg_fs_raw = read_participant(path)
