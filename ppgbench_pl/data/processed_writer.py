@@ -1,7 +1,4 @@
-"""Building a processed tree, all or nothing: in a hidden locked sibling, marker last, then renamed into place.
-
-A build folder whose lock is free was left by a killed process and is removed by the next build.
-"""
+"""Building a processed tree all or nothing: in a hidden locked sibling, marker last, then renamed into place."""
 
 from __future__ import annotations
 

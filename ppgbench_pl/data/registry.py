@@ -1,9 +1,4 @@
-"""The datasets and tasks ppgbench knows, read from their declarations in ``datasets.json`` (PROTOCOL.md 1-2).
-
-Each dataset declares its facts, tasks, source and card once, in ``datasets.json``; the code-valued parts of a
-source (which published files it needs) are the functions in :data:`STEPS`. Everything that names a dataset or
-task resolves it here (a typo: a one-line error); importing it loads no numpy, pandas, scipy or torch.
-"""
+"""The datasets and tasks, from their declarations in ``datasets.json``; light: imports no numpy, pandas or torch."""
 
 from __future__ import annotations
 

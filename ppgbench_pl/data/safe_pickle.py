@@ -1,8 +1,4 @@
-"""A restricted unpickler for the DaLiA and WESAD subject pickles (Python-2 dicts of numpy arrays).
-
-Plain :func:`pickle.load` would run any callable a tampered file names; this one resolves only the globals
-those files need and refuses the rest with a one-line :class:`~ppgbench_pl.errors.DataError`.
-"""
+"""A restricted unpickler for the DaLiA and WESAD pickles: only the globals they need, so a bad file runs nothing."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""Subject-disjoint scikit-learn splitters that reproduce the published group assignment (PROTOCOL.md 3).
-
-For bit-identical folds, outer folds start from the sorted group names, inner folds and the holdout from
-the training groups in first-appearance order, shuffled with ``random.Random`` as published.
-"""
+"""Subject-disjoint scikit-learn splitters that reproduce the published group assignment (PROTOCOL.md 3)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""A deterministic part of a processed tree: at most N subjects, at most M windows per subject (a budget's caps).
-
-Subjects are stratified on the run's task labels (:func:`stratified_subjects`; ties and runs without tasks go by
-the SHA-256 of the names), windows evenly spaced over each recording, ends included; a pure function of the tree
-and the two numbers, so every process and rerun reads the same windows.
-"""
+"""A deterministic part of a processed tree (a budget's caps): subjects stratified on labels, windows evenly spaced."""
 
 from __future__ import annotations
 

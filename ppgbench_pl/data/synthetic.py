@@ -1,8 +1,4 @@
-"""The built-in synthetic PPG dataset: seeded subjects with known physiology and known labels.
-
-Each subject has its own resting HR, variability, arterial stiffness (a reflected wave), noise and motion;
-windows come from NeuroKit2's ``ppg_simulate`` at 128 Hz, resampled like the real datasets.
-"""
+"""The built-in synthetic dataset: seeded subjects with known physiology, simulated by NeuroKit2 at 128 Hz."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""From a processed tree to what a task evaluates (PROTOCOL.md 1.11): windows once per dataset, rows per task.
-
-Label values are checked against their task before anything is computed: classes and plausible ranges.
-"""
+"""From a processed tree to what a task evaluates (PROTOCOL.md 1.11), its labels checked against the task first."""
 
 from __future__ import annotations
 

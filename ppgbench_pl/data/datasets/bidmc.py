@@ -1,9 +1,4 @@
-"""BIDMC PPG and Respiration: ICU fingertip PLETH with 1 Hz respiratory rate and SpO2 labels.
-
-PROTOCOL.md 1.7: each record's PLETH (125 Hz) is resampled whole and cut into 10 s / 10 s windows; a window
-is kept when exactly ten 1 Hz numerics rows fall inside it and every PPG, RESP and SpO2 value is finite.
-Labels are the means of those rows; stats.json holds the mean and std of the finite resampled PLETH.
-"""
+"""BIDMC (PROTOCOL.md 1.7): PLETH in 10 s windows, labelled with the means of the ten 1 Hz RESP and SpO2 rows inside."""
 
 from __future__ import annotations
 

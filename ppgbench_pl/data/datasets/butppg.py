@@ -1,8 +1,4 @@
-"""BUT PPG: 10 s smartphone-camera PPG records with quality, BP, SpO2 and glycaemia labels.
-
-PROTOCOL.md 1.8: each ``Quality == 1`` record is one 300-sample window at 30 Hz (WFDB), resampled on its
-own and grouped by participant (the first 3 digits of the record ID).
-"""
+"""BUT PPG (PROTOCOL.md 1.8): each ``Quality == 1`` 300-sample WFDB record is one window, grouped by participant."""
 
 from __future__ import annotations
 

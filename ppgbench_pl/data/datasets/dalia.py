@@ -1,9 +1,4 @@
-"""PPG-DaLiA: wrist BVP with the dataset's own ECG-derived heart rate and activity labels.
-
-PROTOCOL.md 1.2: 8 s / 2 s windows on the resampled BVP, one reference HR per window from the pickle's
-``label``, activity windowed index for index at 4 Hz; windows whose activity changes or that are flat are
-dropped. Subject statistics are taken over the overlapping windows before rejection.
-"""
+"""PPG-DaLiA (PROTOCOL.md 1.2): 8 s / 2 s BVP windows with the pickle's HR and 4 Hz activity labels."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""DREAMT: overnight wrist BVP from the 64 Hz export with per-sample sleep stages.
-
-PROTOCOL.md 1.3: 10 s / 10 s windows on the resampled BVP, stages windowed at 64 Hz with the same
-start times. Windows are dropped, in order, for non-finite PPG, a stage change, a stage outside
-W/N1/N2/N3/R, and then the flat-line rule over the windows still standing.
-"""
+"""DREAMT (PROTOCOL.md 1.3): BVP windows of one scored sleep stage each (non-finite, mixed, unscored, flat dropped)."""
 
 from __future__ import annotations
 

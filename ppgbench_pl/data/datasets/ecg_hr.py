@@ -1,8 +1,4 @@
-"""R-peak detection and window heart rate from an ECG, as the WildPPG authors label their data.
-
-PROTOCOL.md 1.10: a Pan-Tompkins-style detector (adaptive thresholds, search-back, threshold reset), beat
-refinement, a 5-beat quality gate, and a window HR from the kept RR intervals whose midpoints fall inside.
-"""
+"""R-peak detection and window heart rate from an ECG, as the WildPPG authors label their data (PROTOCOL.md 1.10)."""
 
 from __future__ import annotations
 

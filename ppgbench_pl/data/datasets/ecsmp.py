@@ -1,9 +1,4 @@
-"""ECSMP: E4 wrist BVP during six emotion videos, with felt-emotion (CESAF) and depression (SDS) scores.
-
-PROTOCOL.md 1.5: video intervals come from the EEG event markers, in seconds from the BVP start; a window
-gets the felt scores of the one video it lies inside. All non-flat windows are kept (the subject-level
-SDS task uses them). A subject that fails a published check is skipped (``{"skipped: <reason>": 1}``).
-"""
+"""ECSMP (PROTOCOL.md 1.5): E4 BVP windows labelled by the one emotion video they lie in, plus the SDS score."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""PPG-BP: three 2.1 s fingertip PPG segments per participant with cardiovascular labels.
-
-PROTOCOL.md 1.6: labels from ``PPG-BP dataset.xlsx`` (header on row 2); each ``0_subject/<id>_<k>.txt`` is
-one window, resampled on its own, dropped unless it holds 2100 samples and is finite; then the flat-line
-rule runs across the participant's segments. Subject 231 is excluded by default, as published.
-"""
+"""PPG-BP (PROTOCOL.md 1.6): each 2100-sample segment is one window, labelled from the participant's workbook row."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""Real-World PPG: 6 s single-channel records for closed-set participant identification.
-
-PROTOCOL.md 1.9: ``train8.xlsx`` and ``test8.xlsx`` (``Sheet1``) hold one record per column: Excel rows
-1-300 the 50 Hz samples, 303 the serial, 305 the participant ID. Both are pooled; every record is its own
-one-window group ``<split>-<serial:04d>``, so CV splits records, not participants (PROTOCOL.md 10.8).
-"""
+"""Real-World PPG (PROTOCOL.md 1.9): each workbook column is a one-window group, labelled with its participant."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""WESAD: wrist BVP with the study condition (700 Hz chest-device codes) and SAM self-reports.
-
-PROTOCOL.md 1.4: 10 s / 10 s windows; a window whose majority code covers under 90 % of it loses its labels
-(not its PPG). Valence and arousal come from ``S<k>_quest.csv``. Only flat windows are dropped.
-"""
+"""WESAD (PROTOCOL.md 1.4): 10 s BVP windows, condition labels where one code covers 90 %, SAM from the quest file."""
 
 from __future__ import annotations
 

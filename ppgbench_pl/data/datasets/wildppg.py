@@ -1,9 +1,4 @@
-"""WildPPG: wrist green PPG in the wild, labelled with HR from the sternum ECG.
-
-PROTOCOL.md 1.10: one ``WildPPG_Part_<name>.mat`` per participant; the green PPG is resampled whole and
-cut into 8 s / 8 s windows, non-finite ones dropped; each kept window's HR comes from the authors' R-peak
-pipeline (:mod:`ecg_hr`) at the ECG's rate. Kept windows without HR are counted as ``no_hr_label``.
-"""
+"""WildPPG (PROTOCOL.md 1.10): green-PPG 8 s windows labelled with HR from the sternum ECG (:mod:`.ecg_hr`)."""
 
 from __future__ import annotations
 

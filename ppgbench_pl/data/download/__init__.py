@@ -1,7 +1,4 @@
-"""Download the raw datasets into ``<raw>/<key>/``, resumably and verified (PROTOCOL.md section 9).
-
-A failed dataset is collected and the others continue; the caller decides the exit status.
-"""
+"""Download the raw datasets into ``<raw>/<key>/``, resumably and verified; one failure never stops the others."""
 
 from __future__ import annotations
 

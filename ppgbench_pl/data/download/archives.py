@@ -1,8 +1,4 @@
-"""Safe extraction of downloaded zip and tar archives into a dataset folder (PROTOCOL.md section 9).
-
-Every member is checked (inside the target, no links) before anything is written; a marker, written last,
-lets a rerun skip the work.
-"""
+"""Safe extraction of downloaded archives: every member is checked before any is written; a marker skips reruns."""
 
 from __future__ import annotations
 

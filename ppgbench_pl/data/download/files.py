@@ -1,8 +1,4 @@
-"""What a downloaded file is and how it is verified: destinations, the checksum log, the final rename.
-
-Only a ``.part`` whose size and checksum check out gets its final name, and every received file's SHA-256
-goes into ``checksums.json``, so files without a publisher checksum are verified on a rerun.
-"""
+"""What a downloaded file is and how it is verified: only a checked ``.part`` gets its final name."""
 
 from __future__ import annotations
 

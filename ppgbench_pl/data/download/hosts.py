@@ -1,10 +1,4 @@
-"""Fetching a model's published files from where its authors put them: Zenodo, Hugging Face or GitHub.
-
-:func:`resolve` asks the host which version it answers with and each file's size and checksum, before
-anything is written; :func:`fetch` brings the files in and checks them (the hub's through ``huggingface_hub``
-pinned to the answered commit). ``$PPGBENCH_MIRROR_{ZENODO,GITHUB_RAW,GITHUB_MEDIA}`` and ``$HF_ENDPOINT``
-replace the public addresses.
-"""
+"""A model's published files on Zenodo, Hugging Face or GitHub: sizes and checksums resolved first, then fetched."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""Fetch one file over HTTP, resumably, and verify it before it gets its final name (PROTOCOL.md section 9).
-
-A file streams to ``<name>.part``; a rerun appends the rest only on a 206 with a matching ``Content-Range``.
-"""
+"""Fetch one file over HTTP into ``<name>.part``, resumed only on a matching 206, verified before its final name."""
 
 from __future__ import annotations
 
