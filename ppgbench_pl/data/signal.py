@@ -50,20 +50,10 @@ def window_starts(n_samples: int, window: int, stride: int) -> np.ndarray:
     return np.arange(0, n_samples - window + 1, stride, dtype=np.int64)
 
 
-def make_windows(signal: np.ndarray, window: int, stride: int) -> np.ndarray:
-    """``[n_windows, window]`` copy of the full windows of a 1-D signal (those of :func:`window_starts`)."""
-    if len(window_starts(len(signal), window, stride)) == 0:
-        return np.zeros((0, window), dtype=signal.dtype)
-    return np.lib.stride_tricks.sliding_window_view(signal, window)[::stride].copy()
-
-
 def resample_gaps(
     signal: np.ndarray, native_fs: float, target_fs: float, what: str = "signal"
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Resample a signal with NaN/inf samples without the filter spreading them; returns it and its NaN mask.
-
-    Bad samples are bridged linearly for the filter only; output within one native period of one is NaN again.
-    """
+    """Resample with NaN/inf samples bridged for the filter only; output near one is NaN again (and in the mask)."""
     x = np.asarray(signal, dtype=np.float64)
     bad = ~np.isfinite(x)
     if not bad.any():

@@ -133,8 +133,8 @@ class RawDataset:
     def cut(self, ppg: np.ndarray, fs: float, window_s: float | None = None) -> Cut:
         """Window length, starts and windows of a signal at ``fs`` (the declared window and stride by default)."""
         window = int(round((window_s or self.info.window_s) * fs))
-        stride = window if window_s else int(round(self.info.stride_s * fs))
-        return window, signal.window_starts(len(ppg), window, stride), signal.make_windows(ppg, window, stride)
+        starts = signal.window_starts(len(ppg), window, window if window_s else int(round(self.info.stride_s * fs)))
+        return window, starts, ppg[starts[:, None] + np.arange(window)]
 
     def units(self) -> list[Any]:
         """What :meth:`process` turns into groups (subject files, records), in group order."""

@@ -65,10 +65,7 @@ def record_labels(path: Path) -> dict[str, dict[str, float]]:
 
 
 def read_record(folder: Path, record: str) -> np.ndarray:
-    """The 300 PPG samples of ``<record>/<record>_PPG`` as float64 (digital values); one-line DataError.
-
-    Header shapes, as published: 300 signals x 1 sample, 300 samples x k signals (``PPG_G`` or signal 0).
-    """
+    """The 300 PPG samples of ``<record>/<record>_PPG`` as float64 digital values (one-line DataError)."""
     base = folder / record / f"{record}_PPG"
     header = base.with_suffix(".hea")
     if not header.is_file():

@@ -93,12 +93,7 @@ def refine_beats(ecg: np.ndarray, beats: np.ndarray, fs: int) -> np.ndarray:
 
 
 def quality_intervals(beats: np.ndarray, fs: int, group: int = 5) -> tuple[np.ndarray, np.ndarray]:
-    """RR intervals (samples, float64) that pass the 5-beat regularity gate, with their midpoints.
-
-    A group of ``group`` beats passes when its smallest interval exceeds 0.75 x its largest and its mean HR
-    lies in (35, 185) bpm; each new interval is kept only strictly between 0.75 x the group's largest and
-    its smallest / 0.75, which rejects intervals that bridge rejected stretches.
-    """
+    """RR intervals (samples, float64) that pass the 5-beat regularity gate, with their midpoints."""
     beats = np.asarray(beats, dtype=np.int64)
     intervals: list[float] = []
     midpoints: list[float] = []
@@ -149,11 +144,7 @@ def detect_rpeaks(ecg: np.ndarray, fs: int) -> np.ndarray:
 def ecg_window_hr(
     ecg: np.ndarray, fs: int, window_s: float, n_windows: int, stride_s: float | None = None
 ) -> np.ndarray:
-    """HR label (float64) of the windows starting at ``i * stride_s`` s (default ``window_s``) of ``window_s`` s.
-
-    NaN where fewer than 2 kept intervals fall inside, and everywhere when ``ecg`` holds a non-finite sample
-    (the zero-phase filters spread it over the whole ECG).
-    """
+    """HR (bpm) of the ``window_s`` windows every ``stride_s`` s (default ``window_s``); NaN below 2 intervals."""
     intervals, midpoints = quality_intervals(detect_rpeaks(ecg, fs), fs)
     stride = (window_s if stride_s is None else stride_s) * fs
     return window_hr(intervals, midpoints, fs, np.arange(n_windows) * stride, window_s * fs)

@@ -35,11 +35,7 @@ class SkipSubject(Exception):  # noqa: N818 - a control-flow signal, not an erro
 
 
 def video_intervals(types: np.ndarray, latencies: np.ndarray, srate: float) -> list[tuple[str, float, float]]:
-    """The six (emotion, start s, end s) intervals in presentation order (SkipSubject: not six, or no end).
-
-    A video ends at the first code-20 event strictly between its start and the next start, else at the
-    first code-12 event in that span.
-    """
+    """The six (emotion, start s, end s) videos, each ended by its first code-20, else code-12 event (SkipSubject)."""
     order = np.argsort(latencies, kind="stable")
     types, latencies = types[order], latencies[order]
     starts = [i for i, code in enumerate(types) if code in START_CODES]

@@ -71,12 +71,7 @@ def read_columns(path: Path) -> list[tuple[str, list[Any]]]:
 
 
 def read_records(path: Path, split: str) -> tuple[list[Record], dict[str, list[str]]]:
-    """The usable records of one workbook, and the skipped column letters per reason.
-
-    As published, a column is skipped when its serial, ID or a sample is missing (``missing_cell``) or a
-    value is not a finite number (``non_finite``); an empty column is no record. DataError: a bad
-    workbook, a non-integer serial or ID, or a serial used twice.
-    """
+    """The usable records of one workbook, and the letters of the skipped columns per reason."""
     records: list[Record] = []
     skipped: dict[str, list[str]] = {}
     for letter, cells in read_columns(path):

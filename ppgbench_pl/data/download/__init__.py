@@ -46,11 +46,7 @@ def download(
     stall_s: float = STALL_S,
     retries: int = RETRIES,
 ) -> dict[str, str]:
-    """Fetch each dataset into ``raw_root/<key>/`` and return ``{key: "ok: ..." | "failed: <reason>"}``.
-
-    Unknown keys raise ConfigError first. ``mirrors`` maps a key to a base URL replacing the publisher's (as
-    ``PPGBENCH_MIRROR_<KEY>`` does); ``force``, ``stall_s`` and ``retries`` go to :class:`~.http.Client`.
-    """
+    """Fetch each dataset into ``raw_root/<key>/``; ``{key: "ok: ..." | "failed: ..."}`` (unknown key: ConfigError)."""
     options = {"progress": progress, "force": force, "stall_s": stall_s, "retries": retries}
     unknown = [k for k in datasets if k not in SOURCES]
     if unknown:
