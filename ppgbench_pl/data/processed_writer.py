@@ -101,9 +101,7 @@ def _remove_if_free(lock: Path, folder: Path | None = None) -> bool:
 def clean_abandoned_builds(final_dir: Path, min_age_s: float = 60.0) -> list[Path]:
     """Remove (and return) build folders of ``final_dir`` whose lock is free, or lockless ones ``min_age_s`` old."""
     removed: list[Path] = []
-    parent = final_dir.parent
-    if not parent.is_dir():
-        return removed
+    parent = final_dir.parent  # a missing one globs nothing
     for folder in sorted(parent.glob(f".{final_dir.name}{BUILDING}*")):
         if folder.suffix == ".lock" or not folder.is_dir():
             continue

@@ -53,22 +53,13 @@ class SyntheticPPGDataset(RawDataset):
 
     def settings(self) -> dict[str, Any]:
         """Generator settings: part of the marker, so other settings never reuse a tree."""
-        return {
-            "name": self.key,
-            "n_subjects": self.n_subjects,
-            "windows_per_subject": self.windows_per_subject,
-            "window_s": self.window_s,
-            "seed": self.seed,
-            "native_fs": NATIVE_FS,
-        }
+        return {"name": self.key, "n_subjects": self.n_subjects, "windows_per_subject": self.windows_per_subject,
+                "window_s": self.window_s, "seed": self.seed, "native_fs": NATIVE_FS}
 
     def marker(self, fs: float) -> dict[str, Any]:
         """Identity of the generated tree: settings, generator source and rate."""
-        return {
-            "source_sha256": processed.source_digest(__file__, signal.__file__),
-            "target_fs": fs,
-            "settings": self.settings(),
-        }
+        return {"source_sha256": processed.source_digest(__file__, signal.__file__), "target_fs": fs,
+                "settings": self.settings()}
 
     def subjects(self) -> list[SubjectProfile]:
         """Per-subject physiology drawn from the master seed."""
@@ -128,41 +119,19 @@ class SyntheticPPGDataset(RawDataset):
             rng = np.random.default_rng([self.seed, k])
             activity = rng.choice(3, size=self.windows_per_subject, p=ACTIVITY_PROBS)
             hr = subject.resting_hr + np.asarray(ACTIVITY_HR_RISE)[activity] + rng.normal(0, 3, size=len(activity))
-            windows = np.stack(
-                [
-                    signal.resample(self.simulate_window(subject, int(a), float(h), seed=int(rng.integers(2**31))),
-                                    NATIVE_FS, fs, what="synthetic")
-                    for a, h in zip(activity, hr, strict=True)
-                ]
-            )
+            native = [self.simulate_window(subject, int(a), float(h), seed=int(rng.integers(2**31)))
+                      for a, h in zip(activity, hr, strict=True)]
+            windows = np.stack([signal.resample(w, NATIVE_FS, fs, what="synthetic") for w in native])
             n = len(windows)
             starts = np.arange(n) * self.window_s
-            yield GroupData(
-                name=subject.name,
-                ppg=windows,
-                targets={
-                    "hr": processed.as_regression_target(hr),
-                    "activity": processed.as_class_target(activity),
-                    "stiffness": processed.as_class_target([subject.stiff] * n),
-                    "age": processed.as_regression_target([subject.age] * n),
-                },
-                stats={
-                    "subject": subject.name,
-                    "ppg_mean": float(windows.mean()),
-                    "ppg_std": float(windows.std()),
-                    "profile": asdict(subject),
-                },
-                metadata=pd.DataFrame(
-                    {
-                        "subject": subject.name,
-                        "window_idx": np.arange(n),
-                        "start_sec": starts,
-                        "end_sec": starts + self.window_s,
-                        "hr": hr,
-                        "activity": activity,
-                    }
-                ),
-            )
+            targets = {"hr": processed.as_regression_target(hr), "activity": processed.as_class_target(activity),
+                       "stiffness": processed.as_class_target([subject.stiff] * n),
+                       "age": processed.as_regression_target([subject.age] * n)}
+            stats = {"subject": subject.name, "ppg_mean": float(windows.mean()), "ppg_std": float(windows.std()),
+                     "profile": asdict(subject)}
+            metadata = pd.DataFrame({"subject": subject.name, "window_idx": np.arange(n), "start_sec": starts,
+                                     "end_sec": starts + self.window_s, "hr": hr, "activity": activity})
+            yield GroupData(name=subject.name, ppg=windows, targets=targets, stats=stats, metadata=metadata)
 
     def build(self, output_root: str | Path, fs: float) -> Path:
         """Write the tree; one made by other settings or code is regenerated (it is a pure function of both)."""

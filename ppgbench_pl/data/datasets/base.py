@@ -108,15 +108,9 @@ class RawDataset:
 
     def settings(self) -> dict[str, Any]:
         """The settings recorded in the marker: the shared ones, then :attr:`options`."""
-        return {
-            "name": self.key,
-            "raw_root": str(self.raw_root.resolve()),
-            "window_s": self.info.window_s,
-            "stride_s": self.info.stride_s,
-            "low_cutoff": -1,
-            "high_cutoff": -1,
-            "flatline_fraction": self.flatline_fraction if self.uses_flatline else None,
-        } | self.options
+        return {"name": self.key, "raw_root": str(self.raw_root.resolve()), "window_s": self.info.window_s,
+                "stride_s": self.info.stride_s, "low_cutoff": -1, "high_cutoff": -1,
+                "flatline_fraction": self.flatline_fraction if self.uses_flatline else None} | self.options
 
     def marker(self, fs: float) -> dict[str, Any]:
         """What makes a processed tree this tree: raw inputs, code, rate and settings."""

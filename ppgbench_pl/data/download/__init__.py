@@ -115,12 +115,8 @@ def _download_one(
             run_source(spec, job)
         finally:
             job.log.save()
-    record = {
-        "key": key,
-        "source": spec.page,
-        "base_url": base,
-        "downloaded_utc": datetime.now(UTC).isoformat(timespec="seconds"),
-    }
+    record = {"key": key, "source": spec.page, "base_url": base,
+              "downloaded_utc": datetime.now(UTC).isoformat(timespec="seconds")}
     write_text_atomic(folder / "source.json", json.dumps(record, indent=2) + "\n")
     return f"ok: {job.fetched} fetched, {job.present} already present"
 

@@ -77,8 +77,7 @@ class Client:
         """Send a GET; HTTP error statuses stay HTTPError, network failures become DownloadError."""
         request = urllib.request.Request(url, headers={"User-Agent": USER_AGENT, **(headers or {})})
         try:
-            timeout = min(TIMEOUT_S, self.stall_s)
-            return self._opener.open(request, timeout=timeout)  # type: ignore[no-any-return]
+            return self._opener.open(request, timeout=min(TIMEOUT_S, self.stall_s))  # type: ignore[no-any-return]
         except urllib.error.HTTPError:
             raise
         except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
