@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any, ClassVar
@@ -25,24 +26,22 @@ _PPG = ("wrist", "ppg_g")
 _ECG = ("sternum", "ecg")
 
 
-def _signal_v5(top: dict[str, Any], where: tuple[str, str], path: Path) -> tuple[np.ndarray, float]:
-    """``<struct>.<field>.v`` and ``.fs`` from a scipy-loaded file (structs as dicts)."""
-    node: Any = top
-    for name in where:
+def _signals(get: Callable[[str], Any], path: Path) -> tuple[np.ndarray, float, np.ndarray, float]:
+    """PPG and ECG with their rates, each ``<struct>/<field>/{v,fs}`` read by ``get`` (None: missing)."""
+    out: list[Any] = []
+    for where in (_PPG, _ECG):
+        values, fs = (get("/".join((*where, leaf))) for leaf in ("v", "fs"))
+        if values is None or fs is None:
+            raise DataError(f"{path}: no '{'.'.join(where)}' struct with fields v and fs")
+        out += [np.asarray(values, dtype=np.float64).ravel(), float(np.asarray(fs, dtype=np.float64).ravel()[0])]
+    return out[0], out[1], out[2], out[3]
+
+
+def _walk(node: Any, key: str) -> Any:
+    """The value at ``a/b/c`` in nested dicts (a scipy-loaded file's structs), or None."""
+    for name in key.split("/"):
         node = node.get(name) if isinstance(node, dict) else None
-    values, fs = (node.get("v"), node.get("fs")) if isinstance(node, dict) else (None, None)
-    if values is None or fs is None:
-        raise DataError(f"{path}: no '{'.'.join(where)}' struct with fields v and fs")
-    return np.asarray(values, dtype=np.float64).ravel(), float(np.asarray(fs, dtype=np.float64).ravel()[0])
-
-
-def _signal_v73(handle: h5py.File, where: tuple[str, str], path: Path) -> tuple[np.ndarray, float]:
-    """``<struct>/<field>/v`` and ``fs`` from a MATLAB v7.3 (HDF5) file."""
-    base = "/".join(where)
-    if f"{base}/v" not in handle or f"{base}/fs" not in handle:
-        raise DataError(f"{path}: no '{'.'.join(where)}' struct with fields v and fs")
-    values = np.asarray(handle[f"{base}/v"][()], dtype=np.float64).ravel()
-    return values, float(np.asarray(handle[f"{base}/fs"][()], dtype=np.float64).ravel()[0])
+    return node
 
 
 def read_participant(path: Path) -> tuple[np.ndarray, float, np.ndarray, float]:
@@ -50,12 +49,10 @@ def read_participant(path: Path) -> tuple[np.ndarray, float, np.ndarray, float]:
     try:
         try:
             top = scipy.io.loadmat(path, simplify_cells=True, variable_names=[_PPG[0], _ECG[0]])
-            ppg, ppg_fs = _signal_v5(top, _PPG, path)
-            ecg, ecg_fs = _signal_v5(top, _ECG, path)
+            ppg, ppg_fs, ecg, ecg_fs = _signals(lambda key: _walk(top, key), path)
         except NotImplementedError:  # MATLAB v7.3 is HDF5
             with h5py.File(path, "r") as handle:
-                ppg, ppg_fs = _signal_v73(handle, _PPG, path)
-                ecg, ecg_fs = _signal_v73(handle, _ECG, path)
+                ppg, ppg_fs, ecg, ecg_fs = _signals(lambda key: handle[key][()] if key in handle else None, path)
     except DataError:
         raise
     except (ValueError, TypeError, OSError, KeyError, IndexError, scipy.io.matlab.MatReadError) as exc:
