@@ -85,8 +85,7 @@ def lookup(data: Any, keys: Sequence[str], source: str | Path) -> Any:
         where = "/".join(keys[: depth + 1])
         if not isinstance(node, Mapping):
             parent = "/".join(keys[:depth]) or "top level"
-            kind = type(node).__name__
-            raise DataError(f"{source}: '{parent}' is a {kind}, not a dict (looking for '{where}')")
+            raise DataError(f"{source}: '{parent}' is a {type(node).__name__}, not a dict (looking for '{where}')")
         if key not in node:
             raise DataError(f"{source}: missing key '{where}'")
         node = node[key]

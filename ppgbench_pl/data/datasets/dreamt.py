@@ -23,15 +23,12 @@ COLUMNS = ("BVP", "Sleep_Stage")
 def read_subject_csv(path: Path) -> tuple[np.ndarray, np.ndarray]:
     """BVP (unparseable values as NaN) and trimmed stage strings of one participant (one-line DataError)."""
     try:
-        header = pd.read_csv(path, nrows=0).columns
-        missing = [column for column in COLUMNS if column not in header]
-        if missing:
-            raise DataError(f"{path}: missing column(s) {', '.join(missing)}")
-        frame = pd.read_csv(path, usecols=list(COLUMNS), dtype=str, keep_default_na=False)
-    except DataError:
-        raise
+        frame = pd.read_csv(path, usecols=lambda column: column in COLUMNS, dtype=str, keep_default_na=False)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as exc:
         raise DataError(f"{path}: unreadable CSV ({' '.join(str(exc).split())})") from None
+    missing = [column for column in COLUMNS if column not in frame.columns]
+    if missing:
+        raise DataError(f"{path}: missing column(s) {', '.join(missing)}")
     bvp = pd.to_numeric(frame["BVP"].fillna("").str.strip(), errors="coerce").to_numpy(dtype=np.float64)
     stages = frame["Sleep_Stage"].fillna("").str.strip().to_numpy(dtype=object)
     return bvp, stages

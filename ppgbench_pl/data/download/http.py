@@ -107,7 +107,7 @@ class Client:
         if text is None:
             return None
         try:
-            return json.loads(text or "")
+            return json.loads(text)
         except ValueError:
             raise DownloadError(f"{url} did not answer with JSON; is the API address right?") from None
 
