@@ -68,12 +68,8 @@ def butppg_select(tree: Job) -> None:
 
 def listed_files(html: str) -> list[str]:
     """The ``S###_whole_df.csv`` names linked from a PhysioNet directory listing, sorted."""
-    names = set()
-    for href in _HREF.findall(html):
-        name = urllib.parse.unquote(href.split("?")[0]).rsplit("/", 1)[-1]
-        if _DREAMT_FILE.fullmatch(name):
-            names.add(name)
-    return sorted(names)
+    names = {urllib.parse.unquote(href.split("?")[0]).rsplit("/", 1)[-1] for href in _HREF.findall(html)}
+    return sorted(name for name in names if _DREAMT_FILE.fullmatch(name))
 
 
 def dreamt_select(tree: Job) -> None:

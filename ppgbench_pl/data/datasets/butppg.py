@@ -20,7 +20,6 @@ SUBJECT_INFO = "subject-info.csv"
 QUALITY = "quality-hr-ann.csv"
 RECORD_SAMPLES = 300
 GREEN = "PPG_G"
-_RECORD_ID = re.compile(r"\d{6}")
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 BP_COLUMN = "Blood pressure [mmHg]"
 SPO2_COLUMN = "SpO2 [%]"
@@ -45,7 +44,7 @@ def good_records(path: Path) -> pd.DataFrame:
     """``ID`` and ``HR`` (float) of the quality file's ``Quality == 1`` rows; IDs must be 6 digits, once each."""
     table = read_table(path, ["ID", "Quality", "HR"])
     good = table[pd.to_numeric(table["Quality"], errors="coerce") == 1]
-    bad = good.loc[~good["ID"].str.fullmatch(_RECORD_ID.pattern), "ID"]
+    bad = good.loc[~good["ID"].str.fullmatch(r"\d{6}"), "ID"]
     if len(bad):
         raise DataError(f"{path}: record ID {bad.iloc[0]!r} is not 6 digits")
     if good["ID"].duplicated().any():

@@ -192,14 +192,10 @@ class Client:
                 part.unlink()
                 return self._stream(item, part, 0)
             offset, total = resumed
-            server_total = total
-            if total is None and item.size is not None:
-                total = item.size
-            self._write_body(resp, part, offset, total, item.dest)
+            self._write_body(resp, part, offset, item.size if total is None else total, item.dest)
         got = part.stat().st_size
-        if server_total is not None and got < server_total:  # the server closed early without an error
-            where = part.with_suffix("")
-            raise Interrupted(f"{where}: connection closed after {got} of {server_total} bytes")
+        if total is not None and got < total:  # the server closed early without an error
+            raise Interrupted(f"{part.with_suffix('')}: connection closed after {got} of {total} bytes")
         return item.size if item.size is not None else total
 
     def _write_body(
