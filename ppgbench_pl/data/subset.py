@@ -65,8 +65,6 @@ def chosen_windows(n: int, max_windows: int | None) -> np.ndarray:
     """Indices of the kept windows of a subject with ``n`` windows (evenly spaced, ends included)."""
     if max_windows is None or n <= max_windows:
         return np.arange(n)
-    if max_windows == 1:
-        return np.array([0])
     return np.unique(np.round(np.linspace(0, n - 1, max_windows)).astype(np.int64))
 
 
