@@ -1,7 +1,4 @@
-"""``pb.load_run("my_model.ppgbench.json")``: an exported file read like a run folder.
-
-The file is validated whole when opened (:mod:`ppgbench_pl.results.untrusted`); an array is decoded when asked for.
-"""
+"""``pb.load_run("x.ppgbench.json")``: an exported file read like a run folder (validated whole when opened)."""
 
 from __future__ import annotations
 
@@ -26,9 +23,6 @@ class ExportedResults(Results):
 
         super().__init__(path)
         self.document: dict[str, Any] = read_results_file(path)
-
-    def __repr__(self) -> str:  # noqa: D105
-        return f"ExportedResults({str(self.run_dir)!r})"
 
     @property
     def model_card(self) -> dict[str, Any]:

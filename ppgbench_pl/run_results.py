@@ -56,17 +56,14 @@ def read_summary(path: Path) -> tuple[pd.DataFrame | None, str]:
 
 
 class Results:
-    """A run folder's results: the summary, one row per job, predictions and the report.
-
-    ``run``: what the :func:`evaluate` call that returned this did (``None`` from :func:`load_run`).
-    """
+    """A run folder's summary, jobs, predictions and report; ``run``: what :func:`evaluate` did (else None)."""
 
     def __init__(self, run_dir: str | Path, run: RunReport | None = None) -> None:  # noqa: D107
         self.run_dir = Path(run_dir)
         self.run = run
 
     def __repr__(self) -> str:  # noqa: D105
-        return f"Results({str(self.run_dir)!r})"
+        return f"{type(self).__name__}({str(self.run_dir)!r})"
 
     @property
     def failed(self) -> list[str]:
@@ -151,11 +148,7 @@ class Results:
         return pd.DataFrame(rows, columns=list(dict.fromkeys([*JOB_COLUMNS, *(k for r in rows for k in r)])))
 
     def predictions(self, job_id: str | int, repeat: int = 0) -> dict[str, np.ndarray]:
-        """The arrays a job saved for one repeat (``y_true``, ``y_pred``, scores, groups, ...).
-
-        ``job_id``: a job id of :attr:`jobs`, a unique suffix of one, or a row index of :attr:`jobs`. ``DataError``
-        (one line naming the job): no such job, row or repeat, or a damaged file.
-        """
+        """A job's arrays of one repeat; ``job_id``: an id, a unique suffix or a row of :attr:`jobs` (DataError)."""
         import zipfile
 
         import numpy as np

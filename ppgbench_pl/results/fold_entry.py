@@ -14,8 +14,6 @@ from ppgbench_pl.cards.overlap import record_overlap
 from ppgbench_pl.results.inference import t_ppf
 from ppgbench_pl.results.records import job_id
 
-REQUIRED_FIELDS = ("model", "task", "regime", "seed", "fold", "metric")
-
 
 class MalformedRecord(ValueError):
     """A job record lacks a field the summary needs, or holds one of the wrong type."""
@@ -96,7 +94,7 @@ def fold_entry(record: Mapping[str, Any]) -> FoldEntry | None:
         raise MalformedRecord("not a job record (a JSON object was expected)")
     if record.get("status") != "ok":
         return None
-    for key in REQUIRED_FIELDS:
+    for key in ("model", "task", "regime", "seed", "fold", "metric"):
         if record.get(key) is None:
             raise MalformedRecord(f"missing field '{key}'")
     results = record.get("results")

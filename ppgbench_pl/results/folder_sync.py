@@ -101,7 +101,7 @@ class FolderSync:
                 self.incomplete[name] = problem
                 return problem
             self.incomplete.pop(name, None)
-            self.book.add_entry(item)
+            self.book.take(item)
         elif item:
             self.book.take(item)
         return None
@@ -112,10 +112,7 @@ class FolderSync:
 
 
 def folder_status(sync: FolderSync, planned: set[str], failed_here: set[str]) -> dict[str, Any]:
-    """The folder-wide part of ``status.json``: ok and failed jobs against every plan that wrote into it.
-
-    A not-evaluable job is settled (``complete``, not ``completed``); an ``ok`` record is never failed.
-    """
+    """``status.json``'s counts against every plan that wrote into the folder; a not-evaluable job is settled."""
     book = sync.book
     ok = book.ok_ids & planned
     settled = sync.not_evaluable & planned
