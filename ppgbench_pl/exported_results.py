@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING, Any
 
 from ppgbench_pl.errors import DataError
 from ppgbench_pl.run_results import Results
-from ppgbench_pl.run_results import load_run as load_run_folder
 
 __all__ = ["ExportedResults", "Results", "load_run"]
 
@@ -59,5 +58,12 @@ class ExportedResults(Results):
 
 
 def load_run(path: str | Path) -> Results:
-    """Open a run folder, or a file from ``ppgbench export`` (``pb.load_run``; ``DataError``: one line)."""
-    return ExportedResults(path) if Path(path).is_file() else load_run_folder(path)
+    """Open a run folder, partial or complete, or a file from ``ppgbench export`` (``DataError``: one line)."""
+    run_dir = Path(path)
+    if run_dir.is_file():
+        return ExportedResults(run_dir)
+    if not run_dir.is_dir():
+        raise DataError(f"{run_dir}: no such run folder")
+    if not (run_dir / "run.json").exists() and not (run_dir / "jobs").is_dir():
+        raise DataError(f"{run_dir}: not a run folder (no run.json and no jobs/); give a run's output_dir")
+    return Results(run_dir)

@@ -33,17 +33,14 @@ def snake_case(class_name: str) -> str:
     words: list[str] = []
     after_digits = False
     for word in _WORD.findall(class_name):
-        if word.isdigit() and words:
-            words[-1] += word
-            after_digits = True
-            continue
-        if after_digits and len(word) == 1 and word.isupper():
+        glued = bool(words) and (word.isdigit() or (after_digits and len(word) == 1 and word.isupper()))
+        if glued:
             words[-1] += word
         elif word.isupper() and len(word) > 1:
             words.extend(_acronyms(word) or [word])
         else:
             words.append(word)
-        after_digits = False
+        after_digits = glued and word.isdigit()
     return "_".join(w.lower() for w in words) or "model"
 
 

@@ -204,13 +204,3 @@ class Results:
         from ppgbench_pl.report import build_report
 
         return build_report([self.run_dir], output_dir, **options)
-
-
-def load_run(path: str | Path) -> Results:
-    """Open an existing run folder, partial or complete (``DataError``: no such folder, or no run in it)."""
-    run_dir = Path(path)
-    if not run_dir.is_dir():
-        raise DataError(f"{run_dir}: no such run folder")
-    if not (run_dir / "run.json").exists() and not (run_dir / "jobs").is_dir():
-        raise DataError(f"{run_dir}: not a run folder (no run.json and no jobs/); give a run's output_dir")
-    return Results(run_dir)

@@ -50,11 +50,8 @@ def regression_metrics(y_true: np.ndarray, y_pred: np.ndarray) -> dict[str, Any]
     from sklearn import metrics as skm
 
     y_true, y_pred = np.asarray(y_true, float), np.asarray(y_pred, float)
-    out: dict[str, Any] = {
-        "mae": float(np.mean(np.abs(y_true - y_pred))),
-        "mse": float(np.mean((y_true - y_pred) ** 2)),
-    }
-    out["rmse"] = float(np.sqrt(out["mse"]))
+    mse = float(np.mean((y_true - y_pred) ** 2))
+    out: dict[str, Any] = {"mae": float(np.mean(np.abs(y_true - y_pred))), "mse": mse, "rmse": float(np.sqrt(mse))}
     _safe("r2", lambda: skm.r2_score(y_true, y_pred) if len(y_true) > 1 else np.nan, out)
     return out
 

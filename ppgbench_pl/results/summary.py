@@ -168,7 +168,7 @@ class SummaryBook:
         self._groups: dict[tuple[str, str, str], dict[str, FoldEntry]] = {}
         self._rows: dict[tuple[str, str, str], tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {}
         self._dirty: set[tuple[str, str, str]] = set()
-        self._failed: set[str] = set()
+        self.failed_ids: set[str] = set()  # jobs whose latest record added is not ``ok``
         self._last_write = -math.inf
         self._written_version = -1
         self._version = 0
@@ -181,11 +181,6 @@ class SummaryBook:
         """Job ids with an ``ok`` record (to judge ``complete`` against the union of plans)."""
         return set(self._entries)
 
-    @property
-    def failed_ids(self) -> set[str]:
-        """Job ids whose latest record added is not ``ok``."""
-        return set(self._failed)
-
     def add(self, record: Mapping[str, Any]) -> None:
         """Take one job record; one that is not ``ok`` removes the job's entry (``MalformedRecord``: unusable)."""
         self.take(entry_or_id(record))
@@ -194,14 +189,14 @@ class SummaryBook:
         """Take what :func:`entry_or_id` made of a record: its entry, or the id of a job that is not ``ok``."""
         if isinstance(item, FoldEntry):
             self.discard(item.job_id)
-            self._failed.discard(item.job_id)
+            self.failed_ids.discard(item.job_id)
             self._entries[item.job_id] = item
             self._groups.setdefault(item.group, {})[item.job_id] = item
             self._dirty.add(item.group)
             self._version += 1
         elif item:
             self.discard(item)
-            self._failed.add(item)
+            self.failed_ids.add(item)
 
     def discard(self, job_id: str) -> None:
         """Forget a job (its folder was removed, or its record is no longer ``ok``)."""
@@ -211,13 +206,8 @@ class SummaryBook:
             members.pop(job_id, None)
             if not members:
                 del self._groups[old.group]
-                self._rows.pop(old.group, None)
             self._dirty.add(old.group)
             self._version += 1
-
-    def forget_failed(self, job_id: str) -> None:
-        """Stop counting a job as failed (its folder went away)."""
-        self._failed.discard(job_id)
 
     def _refresh(self) -> None:
         for group in self._dirty:
