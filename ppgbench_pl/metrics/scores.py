@@ -25,8 +25,7 @@ class Predictions:
     kind: str
     values: np.ndarray
     classes: np.ndarray | None = None
-    #: Scores aggregated per subject: their class is the argmax of the aggregated vector (PROTOCOL.md 6).
-    subject_level: bool = False
+    subject_level: bool = False  # scores aggregated per subject: the class is their argmax (PROTOCOL.md 6)
 
     @property
     def labels(self) -> np.ndarray:

@@ -60,10 +60,8 @@ class FoldEntry:
     budget: str = "published"  # the run's budget (benchmark/budget.py); records before budgets: published
     n_train: int | None = None  # subjects in the outer train split (Nadeau-Bengio ratio); None if unknown
     n_test: int | None = None  # subjects in the outer test split
-    #: ``direct``/``source``/``unknown``/``none``: was the model pretrained on this dataset (cards/overlap.py)
-    overlap: str = "none"
-    #: Settings that differ from the published protocol, ``;``-joined ('' for none; Regime.deviations)
-    deviations: str = ""
+    overlap: str = "none"  # direct/source/unknown/none: was the model pretrained on this dataset (cards/overlap.py)
+    deviations: str = ""  # settings that differ from the published protocol, ;-joined (Regime.deviations)
 
     @property
     def group(self) -> tuple[str, str, str]:
