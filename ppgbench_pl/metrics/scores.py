@@ -73,10 +73,7 @@ def classification_metrics(y_true: np.ndarray, pred: Predictions) -> dict[str, A
         for name, fn in (("auroc", skm.roc_auc_score), ("auprc", skm.average_precision_score)):
             _safe(name, lambda fn=fn: fn(y_true == pred.classes[1], positive), out)
     elif len(pred.classes) > 2:
-        if not np.isin(y_true, pred.classes).all():  # (one class only was refused above)
-            out["auroc_ovr"], out["auroc_ovr_error"] = None, "test classes not all known to the model"
-        else:
-            _safe("auroc_ovr", lambda: _auroc_ovr(y_true, pred), out)
+        _safe("auroc_ovr", lambda: _auroc_ovr(y_true, pred), out)
     return out
 
 
@@ -85,6 +82,8 @@ def _auroc_ovr(y_true: np.ndarray, pred: Predictions) -> float:
     from sklearn import metrics as skm
 
     assert pred.classes is not None
+    if not np.isin(y_true, pred.classes).all():  # (one class only was refused above)
+        raise ValueError("test classes not all known to the model")
     scores = []
     for k, cls in enumerate(pred.classes):
         positives = y_true == cls

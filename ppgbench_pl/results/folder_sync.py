@@ -96,16 +96,13 @@ class FolderSync:
             self.book.discard(name)
             self.book.failed_ids.discard(name)
             self.not_evaluable.add(name)
-        elif isinstance(item, FoldEntry):
-            problem = record_files_problem(path.parent, record, deep)
-            if problem is not None:
-                self._forget(name, stamp)
-                self.incomplete[name] = problem
-                return problem
+        elif isinstance(item, FoldEntry) and (problem := record_files_problem(path.parent, record, deep)):
+            self._forget(name, stamp)
+            self.incomplete[name] = problem
+            return problem
+        else:
             self.incomplete.pop(name, None)
-            self.book.take(item)
-        elif item:
-            self.book.take(item)
+            self.book.take(item)  # an entry, or the id of a job whose record is not ok ('' takes nothing)
         return None
 
 
