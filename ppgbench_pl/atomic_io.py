@@ -70,15 +70,11 @@ def atomic_open(path: str | Path, mode: str = "wb", size: int | None = None) -> 
         raise
 
 
-def write_bytes_atomic(path: str | Path, data: bytes) -> None:
-    """Atomic, umask-respecting write of raw bytes."""
-    with atomic_open(path, "wb", size=len(data)) as handle:
-        handle.write(data)
-
-
 def write_text_atomic(path: str | Path, text: str) -> None:
     """Atomic, umask-respecting write of UTF-8 text."""
-    write_bytes_atomic(path, text.encode("utf-8"))
+    data = text.encode("utf-8")
+    with atomic_open(path, "wb", size=len(data)) as handle:
+        handle.write(data)
 
 
 def write_json_atomic(path: str | Path, payload: Any) -> None:

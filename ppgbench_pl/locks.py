@@ -61,34 +61,29 @@ def _proc_holder(path: Path) -> int | None:
     return None
 
 
-def lock_holder(path: str | Path) -> str:
-    """Who holds a lock: ``pid 123 on host (command), for 42 s``, else from ``/proc``."""
-    try:
-        info = json.loads(Path(path).read_text() or "{}")
-        age = time.time() - float(info["since"])
-        command = f" ({info['command']})" if info.get("command") else ""
-        return f"pid {info['pid']} on {info['host']}{command}, for {age:.0f} s"
-    except (OSError, ValueError, KeyError, TypeError):
-        pid = _proc_holder(Path(path))
-        if pid is None:
-            return "unknown"
-        try:
-            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-            found = _short([a.decode(errors="replace") for a in argv if a])
-        except OSError:
-            found = ""
-        return f"pid {pid} on {socket.gethostname()}" + (f" ({found})" if found else "")
-
-
-def _holder_pid(path: Path) -> int | None:
-    """The holder's PID when it runs on this host (its progress can be read), else None."""
+def _holder(path: Path) -> tuple[int | None, str]:
+    """(the holder's PID when on this host, else None; who it is), from the lock file, else from ``/proc``."""
     try:
         info = json.loads(path.read_text() or "{}")
-        if info.get("host") == socket.gethostname():
-            return int(info["pid"])
+        age = time.time() - float(info["since"])
+        command = f" ({info['command']})" if info.get("command") else ""
+        here = int(info["pid"]) if info["host"] == socket.gethostname() else None
+        return here, f"pid {info['pid']} on {info['host']}{command}, for {age:.0f} s"
     except (OSError, ValueError, KeyError, TypeError):
-        pass
-    return _proc_holder(path)
+        pid = _proc_holder(path)
+    if pid is None:
+        return None, "unknown"
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        found = _short([a.decode(errors="replace") for a in argv if a])
+    except OSError:
+        found = ""
+    return pid, f"pid {pid} on {socket.gethostname()}" + (f" ({found})" if found else "")
+
+
+def lock_holder(path: str | Path) -> str:
+    """Who holds a lock: ``pid 123 on host (command), for 42 s``, else from ``/proc``."""
+    return _holder(Path(path))[1]
 
 
 def cpu_state(pid: int) -> tuple[str, int] | None:
@@ -106,13 +101,13 @@ class _Watch:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.pid = _holder_pid(path)
+        self.pid = _holder(path)[0]
         self.seen = cpu_state(self.pid) if self.pid is not None else None
         self.since = time.monotonic()
 
     def stuck(self) -> str:
         """A ``; the holder ...`` note when it made no progress since the last call, else ''."""
-        pid = _holder_pid(self.path)
+        pid = _holder(self.path)[0]
         now = cpu_state(pid) if pid is not None else None
         before, self.seen = (self.seen if pid == self.pid else None), now
         seconds, self.since = time.monotonic() - self.since, time.monotonic()
@@ -175,10 +170,7 @@ def _acquire(fd: int, path: Path, blocking: bool, notice_every_s: float) -> None
 
 @contextmanager
 def file_lock(path: str | Path, blocking: bool = True, notice_every_s: float = NOTICE_EVERY_S) -> Iterator[None]:
-    """Hold an exclusive lock on ``path`` (created if missing) for the ``with`` block; threads exclude too.
-
-    Raises ``LockBusy`` when ``blocking`` is False and another holder has the lock.
-    """
+    """Hold an exclusive lock on ``path`` (created if missing) for the block; ``LockBusy`` if held and not blocking."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from functools import cache
 from typing import Any
 
 #: Acronyms a run of capitals is split into (longest first wins); anything else stays one word.
@@ -15,17 +16,14 @@ ACRONYMS = frozenset({
 _WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 
 
-def _acronyms(run: str) -> list[str] | None:
-    """``run`` (capitals) as a sequence of known acronyms, fewest pieces first; None when it is not one."""
-    best: list[list[str] | None] = [[]] + [None] * len(run)
-    for end in range(1, len(run) + 1):
-        for start in range(end):
-            head, piece = best[start], run[start:end]
-            if head is not None and piece in ACRONYMS:
-                option = [*head, piece]
-                if best[end] is None or len(option) < len(best[end] or ()):
-                    best[end] = option
-    return best[len(run)]
+@cache
+def _acronyms(run: str) -> tuple[str, ...] | None:
+    """``run`` (capitals) as known acronyms, fewest pieces (then the longest last one); None when it is not one."""
+    if not run:
+        return ()
+    splits = [(*head, run[i:]) for i in range(len(run))
+              if run[i:] in ACRONYMS and (head := _acronyms(run[:i])) is not None]
+    return min(splits, key=len, default=None)
 
 
 def snake_case(class_name: str) -> str:
@@ -33,17 +31,14 @@ def snake_case(class_name: str) -> str:
     words: list[str] = []
     after_digits = False
     for word in _WORD.findall(class_name):
-        if word.isdigit() and words:
-            words[-1] += word
-            after_digits = True
-            continue
-        if after_digits and len(word) == 1 and word.isupper():
+        glued = bool(words) and (word.isdigit() or (after_digits and len(word) == 1 and word.isupper()))
+        if glued:
             words[-1] += word
         elif word.isupper() and len(word) > 1:
             words.extend(_acronyms(word) or [word])
         else:
             words.append(word)
-        after_digits = False
+        after_digits = glued and word.isdigit()
     return "_".join(w.lower() for w in words) or "model"
 
 

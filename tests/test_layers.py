@@ -18,7 +18,7 @@ LAYERS: dict[int, tuple[str, ...]] = {
     # what meets them: records and summaries, cards, Lightning modules and datamodules, one-line messages
     2: ("results", "cards", "tasks", "datamodules", "lightning_trainer", "messages"),
     3: ("regimes", "hpo"),
-    4: ("benchmark", "report", "leaderboard", "exported_results", "run_results"),
+    4: ("benchmark", "report", "leaderboard", "exported_results"),
     5: ("commands", "api", "api_entries"),
     6: ("cli",),
 }

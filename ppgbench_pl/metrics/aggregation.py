@@ -39,8 +39,7 @@ def aggregate(groups: np.ndarray, values: np.ndarray, method: str) -> tuple[np.n
         raise ValueError("topk_mean aggregates probabilities and needs scores in [0, 1]")
     groups = np.asarray(groups)
     names = np.asarray(list(dict.fromkeys(groups.tolist())))
-    reducer = _REDUCERS[method]
-    return names, np.stack([reducer(values[groups == g]) for g in names])
+    return names, np.stack([_REDUCERS[method](values[groups == g]) for g in names])
 
 
 def first_per_group(groups: np.ndarray, values: np.ndarray) -> np.ndarray:

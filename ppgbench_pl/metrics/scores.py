@@ -25,8 +25,7 @@ class Predictions:
     kind: str
     values: np.ndarray
     classes: np.ndarray | None = None
-    #: Scores aggregated per subject: their class is the argmax of the aggregated vector (PROTOCOL.md 6).
-    subject_level: bool = False
+    subject_level: bool = False  # scores aggregated per subject: the class is their argmax (PROTOCOL.md 6)
 
     @property
     def labels(self) -> np.ndarray:
@@ -50,11 +49,8 @@ def regression_metrics(y_true: np.ndarray, y_pred: np.ndarray) -> dict[str, Any]
     from sklearn import metrics as skm
 
     y_true, y_pred = np.asarray(y_true, float), np.asarray(y_pred, float)
-    out: dict[str, Any] = {
-        "mae": float(np.mean(np.abs(y_true - y_pred))),
-        "mse": float(np.mean((y_true - y_pred) ** 2)),
-    }
-    out["rmse"] = float(np.sqrt(out["mse"]))
+    mse = float(np.mean((y_true - y_pred) ** 2))
+    out: dict[str, Any] = {"mae": float(np.mean(np.abs(y_true - y_pred))), "mse": mse, "rmse": float(np.sqrt(mse))}
     _safe("r2", lambda: skm.r2_score(y_true, y_pred) if len(y_true) > 1 else np.nan, out)
     return out
 
@@ -77,10 +73,7 @@ def classification_metrics(y_true: np.ndarray, pred: Predictions) -> dict[str, A
         for name, fn in (("auroc", skm.roc_auc_score), ("auprc", skm.average_precision_score)):
             _safe(name, lambda fn=fn: fn(y_true == pred.classes[1], positive), out)
     elif len(pred.classes) > 2:
-        if not np.isin(y_true, pred.classes).all():  # (one class only was refused above)
-            out["auroc_ovr"], out["auroc_ovr_error"] = None, "test classes not all known to the model"
-        else:
-            _safe("auroc_ovr", lambda: _auroc_ovr(y_true, pred), out)
+        _safe("auroc_ovr", lambda: _auroc_ovr(y_true, pred), out)
     return out
 
 
@@ -89,6 +82,8 @@ def _auroc_ovr(y_true: np.ndarray, pred: Predictions) -> float:
     from sklearn import metrics as skm
 
     assert pred.classes is not None
+    if not np.isin(y_true, pred.classes).all():  # (one class only was refused above)
+        raise ValueError("test classes not all known to the model")
     scores = []
     for k, cls in enumerate(pred.classes):
         positives = y_true == cls

@@ -186,10 +186,7 @@ def build_export(run_dir: str | Path, model: str | None = None) -> dict[str, Any
 
 def export_run(run_dir: str | Path, output: str | Path | None = None, model: str | None = None,
                warn: Callable[[str], None] | None = None) -> Path:
-    """Write :func:`build_export` to ``output`` (default ``<model>.ppgbench.json``) atomically; its path.
-
-    ``warn`` gets one line per prediction file left out. A file the readers would refuse is not written.
-    """
+    """Write :func:`build_export` atomically (``warn``: each prediction file left out), unless readers refuse it."""
     import warnings
     from functools import partial
 

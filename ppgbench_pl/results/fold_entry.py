@@ -14,8 +14,6 @@ from ppgbench_pl.cards.overlap import record_overlap
 from ppgbench_pl.results.inference import t_ppf
 from ppgbench_pl.results.records import job_id
 
-REQUIRED_FIELDS = ("model", "task", "regime", "seed", "fold", "metric")
-
 
 class MalformedRecord(ValueError):
     """A job record lacks a field the summary needs, or holds one of the wrong type."""
@@ -62,10 +60,8 @@ class FoldEntry:
     budget: str = "published"  # the run's budget (benchmark/budget.py); records before budgets: published
     n_train: int | None = None  # subjects in the outer train split (Nadeau-Bengio ratio); None if unknown
     n_test: int | None = None  # subjects in the outer test split
-    #: ``direct``/``source``/``unknown``/``none``: was the model pretrained on this dataset (cards/overlap.py)
-    overlap: str = "none"
-    #: Settings that differ from the published protocol, ``;``-joined ('' for none; Regime.deviations)
-    deviations: str = ""
+    overlap: str = "none"  # direct/source/unknown/none: was the model pretrained on this dataset (cards/overlap.py)
+    deviations: str = ""  # settings that differ from the published protocol, ;-joined (Regime.deviations)
 
     @property
     def group(self) -> tuple[str, str, str]:
@@ -96,7 +92,7 @@ def fold_entry(record: Mapping[str, Any]) -> FoldEntry | None:
         raise MalformedRecord("not a job record (a JSON object was expected)")
     if record.get("status") != "ok":
         return None
-    for key in REQUIRED_FIELDS:
+    for key in ("model", "task", "regime", "seed", "fold", "metric"):
         if record.get(key) is None:
             raise MalformedRecord(f"missing field '{key}'")
     results = record.get("results")

@@ -66,12 +66,14 @@ class FolderSync:
             self._forget(gone)
         return [problem for problem in (self._update(name, deep) for name in names) if problem]
 
-    def _forget(self, name: str) -> None:
+    def _forget(self, name: str, stamp: tuple[int, int] | None = None) -> None:
         self._seen.pop(name, None)
         self.incomplete.pop(name, None)
         self.not_evaluable.discard(name)
         self.book.discard(name)
-        self.book.forget_failed(name)
+        self.book.failed_ids.discard(name)
+        if stamp is not None:
+            self._seen[name] = stamp  # not re-read until it changes
 
     def _update(self, name: str, deep: bool) -> str | None:
         path = self.run_dir / "jobs" / name / RESULTS_FILE
@@ -88,34 +90,24 @@ class FolderSync:
             record = read_record_file(path)
             item = entry_or_id(record)
         except (ValueError, MalformedRecord) as exc:
-            self._forget_keep_stamp(name, stamp)
+            self._forget(name, stamp)
             return f"{path}: {exc}"
         if record.get("status") == NOT_EVALUABLE:
             self.book.discard(name)
-            self.book.forget_failed(name)
+            self.book.failed_ids.discard(name)
             self.not_evaluable.add(name)
-        elif isinstance(item, FoldEntry):
-            problem = record_files_problem(path.parent, record, deep)
-            if problem is not None:
-                self._forget_keep_stamp(name, stamp)
-                self.incomplete[name] = problem
-                return problem
+        elif isinstance(item, FoldEntry) and (problem := record_files_problem(path.parent, record, deep)):
+            self._forget(name, stamp)
+            self.incomplete[name] = problem
+            return problem
+        else:
             self.incomplete.pop(name, None)
-            self.book.add_entry(item)
-        elif item:
-            self.book.take(item)
+            self.book.take(item)  # an entry, or the id of a job whose record is not ok ('' takes nothing)
         return None
-
-    def _forget_keep_stamp(self, name: str, stamp: tuple[int, int]) -> None:
-        self._forget(name)
-        self._seen[name] = stamp  # not re-read until it changes
 
 
 def folder_status(sync: FolderSync, planned: set[str], failed_here: set[str]) -> dict[str, Any]:
-    """The folder-wide part of ``status.json``: ok and failed jobs against every plan that wrote into it.
-
-    A not-evaluable job is settled (``complete``, not ``completed``); an ``ok`` record is never failed.
-    """
+    """``status.json``'s counts against every plan that wrote into the folder; a not-evaluable job is settled."""
     book = sync.book
     ok = book.ok_ids & planned
     settled = sync.not_evaluable & planned

@@ -100,10 +100,7 @@ def seeds_needed(sd: float, delta: float, folds: int = 5, ratio: float = DEFAULT
     """How many seeds (each with ``folds`` folds) make the MDD at most ``delta``; None at or below the floor."""
     if not (delta > 0 and math.isfinite(sd)) or delta <= mdd_floor(sd, ratio, alpha, power):
         return None
-    for seeds in range(1, max_seeds + 1):
-        if mdd(sd, seeds * folds, ratio, alpha, power) <= delta:
-            return seeds
-    return None
+    return next((s for s in range(1, max_seeds + 1) if mdd(sd, s * folds, ratio, alpha, power) <= delta), None)
 
 
 def subjects_needed(sd: float, delta: float, n_subjects: int, seeds: int = 5, folds: int = 5,

@@ -12,7 +12,7 @@ import itertools
 import math
 import re
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -124,17 +124,12 @@ def unpack_all(packed: Any) -> dict[str, np.ndarray]:
     """Every array of one packed prediction file, shapes checked together before any is decoded."""
     if not isinstance(packed, Mapping):
         raise ValueError("a packed prediction file must be an object of arrays")
-    shapes = {}
-    for name, value in packed.items():
-        try:
-            shapes[str(name)] = declared(value)[1]
-        except ValueError as exc:
-            raise ValueError(f"array '{name}': {exc}") from None
-    check_siblings(shapes)
-    out = {}
-    for name, value in packed.items():
-        try:
-            out[str(name)] = unpack(value)
-        except ValueError as exc:
-            raise ValueError(f"array '{name}': {exc}") from None
-    return out
+    check_siblings({str(name): _named(name, declared, value)[1] for name, value in packed.items()})
+    return {str(name): _named(name, unpack, value) for name, value in packed.items()}
+
+
+def _named(name: str, read: Callable[[Any], Any], value: Any) -> Any:
+    try:
+        return read(value)
+    except ValueError as exc:
+        raise ValueError(f"array '{name}': {exc}") from None

@@ -13,20 +13,16 @@ from ppgbench_pl.data.download.files import file_hashes
 SHOWN = 16
 
 
-def _file_digest(path: Path) -> str:
-    return file_hashes(path, ("sha256",))["sha256"]
-
-
 def content_digest(path: str | Path) -> str:
     """SHA-256 of a file, or over a run folder's ``run.json`` and records (each as relative path + its SHA-256)."""
     path = Path(path)
     if path.is_file():
-        return _file_digest(path)
+        return file_hashes(path, ("sha256",))["sha256"]
     digest = hashlib.sha256()
     members = [path / "run.json", *sorted((path / "jobs").glob("*/results.json"))]
     for member in (m for m in members if m.is_file()):
         digest.update(member.relative_to(path).as_posix().encode("utf-8") + b"\0")
-        digest.update(_file_digest(member).encode() + b"\0")
+        digest.update(file_hashes(member, ("sha256",))["sha256"].encode() + b"\0")
     return digest.hexdigest()
 
 

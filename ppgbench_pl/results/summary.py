@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ppgbench_pl.cards.types import OVERLAPS
+from ppgbench_pl.errors import ConfigError
 from ppgbench_pl.naming import BASELINE_MODEL, is_baseline
 from ppgbench_pl.results.fold_entry import FoldEntry, entry_or_id, short_mean, student_t_ci, task_facts, view_label
 from ppgbench_pl.results.inference import entries_mdd, with_adjusted_mdd
@@ -157,20 +158,17 @@ def summarise_group(entries: Iterable[FoldEntry], ci_unit: str = "seed"
 
 
 class SummaryBook:
-    """Slim records of a run folder and their summary, updated one job at a time (only changed groups recomputed).
-
-    ``every_s``: least seconds between two writes of ``summary.csv`` by :meth:`write` (``force`` writes now).
-    """
+    """Slim records and their summary, updated one job at a time; ``every_s`` throttles :meth:`write`."""
 
     def __init__(self, ci_unit: str = "seed", every_s: float = 5.0) -> None:
-        check_ci_unit(ci_unit)
+        if ci_unit not in ("seed", "fold"):
+            raise ConfigError(f"ci_unit must be 'seed' or 'fold', got '{ci_unit}'")
         self.ci_unit, self.every_s = ci_unit, every_s
         self._entries: dict[str, FoldEntry] = {}
         self._groups: dict[tuple[str, str, str], dict[str, FoldEntry]] = {}
         self._rows: dict[tuple[str, str, str], tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {}
-        self._rows_unit = ci_unit
         self._dirty: set[tuple[str, str, str]] = set()
-        self._failed: set[str] = set()
+        self.failed_ids: set[str] = set()  # jobs whose latest record added is not ``ok``
         self._last_write = -math.inf
         self._written_version = -1
         self._version = 0
@@ -183,11 +181,6 @@ class SummaryBook:
         """Job ids with an ``ok`` record (to judge ``complete`` against the union of plans)."""
         return set(self._entries)
 
-    @property
-    def failed_ids(self) -> set[str]:
-        """Job ids whose latest record added is not ``ok``."""
-        return set(self._failed)
-
     def add(self, record: Mapping[str, Any]) -> None:
         """Take one job record; one that is not ``ok`` removes the job's entry (``MalformedRecord``: unusable)."""
         self.take(entry_or_id(record))
@@ -195,19 +188,15 @@ class SummaryBook:
     def take(self, item: FoldEntry | str) -> None:
         """Take what :func:`entry_or_id` made of a record: its entry, or the id of a job that is not ``ok``."""
         if isinstance(item, FoldEntry):
-            self.add_entry(item)
+            self.discard(item.job_id)
+            self.failed_ids.discard(item.job_id)
+            self._entries[item.job_id] = item
+            self._groups.setdefault(item.group, {})[item.job_id] = item
+            self._dirty.add(item.group)
+            self._version += 1
         elif item:
             self.discard(item)
-            self._failed.add(item)
-
-    def add_entry(self, entry: FoldEntry) -> None:
-        """Take an already slimmed record."""
-        self.discard(entry.job_id)
-        self._failed.discard(entry.job_id)
-        self._entries[entry.job_id] = entry
-        self._groups.setdefault(entry.group, {})[entry.job_id] = entry
-        self._dirty.add(entry.group)
-        self._version += 1
+            self.failed_ids.add(item)
 
     def discard(self, job_id: str) -> None:
         """Forget a job (its folder was removed, or its record is no longer ``ok``)."""
@@ -217,41 +206,23 @@ class SummaryBook:
             members.pop(job_id, None)
             if not members:
                 del self._groups[old.group]
-                self._rows.pop(old.group, None)
             self._dirty.add(old.group)
             self._version += 1
 
-    def forget_failed(self, job_id: str) -> None:
-        """Stop counting a job as failed (its folder went away)."""
-        self._failed.discard(job_id)
-
-    def scan(self, run_dir: str | Path) -> list[str]:
-        """Add every record of a run folder; returns one line per unreadable or malformed record."""
-        from ppgbench_pl.results.records import scan_records
-
-        scan = scan_records(run_dir, transform=entry_or_id)
-        for item in scan.records:
-            self.take(item)
-        return scan.problems
-
-    def _refresh(self, ci_unit: str) -> None:
-        if ci_unit != self._rows_unit:
-            self._rows, self._rows_unit = {}, ci_unit
-            self._dirty = set(self._groups)
+    def _refresh(self) -> None:
         for group in self._dirty:
             members = self._groups.get(group)
             if members:
-                self._rows[group] = summarise_group(members.values(), ci_unit)
+                self._rows[group] = summarise_group(members.values(), self.ci_unit)
             else:
                 self._rows.pop(group, None)
         self._dirty = set()
 
-    def summary(self, ci_unit: str | None = None) -> pd.DataFrame:
+    def summary(self) -> pd.DataFrame:
         """Return the summary table (columns :data:`SUMMARY_COLUMNS`), sorted by model, task, regime."""
         import pandas as pd
 
-        unit = check_ci_unit(ci_unit or self.ci_unit)
-        self._refresh(unit)
+        self._refresh()
         rows = sorted((r for summary, _ in self._rows.values() for r in summary),
                       key=lambda r: (r["model"], r["task"], r["regime"], r["metric"]))
         return with_adjusted_mdd(pd.DataFrame(rows, columns=SUMMARY_COLUMNS))
@@ -260,12 +231,12 @@ class SummaryBook:
         """One row per (model or baseline, task, regime, seed, fold) with that fold's value."""
         import pandas as pd
 
-        self._refresh(self._rows_unit)
+        self._refresh()
         rows = [r for _, folds in self._rows.values() for r in folds]
         rows.sort(key=lambda r: (r["model"], r["task"], r["regime"], r["metric"], r["seed"], r["fold"]))
         return pd.DataFrame(rows, columns=FOLD_COLUMNS)
 
-    def write(self, run_dir: str | Path, ci_unit: str | None = None, *, force: bool = False) -> Path | None:
+    def write(self, run_dir: str | Path, *, force: bool = False) -> Path | None:
         """Write ``summary.csv`` atomically (throttled unless ``force``); its path, or None when throttled."""
         path = Path(run_dir) / SUMMARY_FILE
         now = time.monotonic()
@@ -274,7 +245,7 @@ class SummaryBook:
             return None
         from ppgbench_pl.atomic_io import write_text_atomic
 
-        write_text_atomic(path, self.summary(ci_unit).to_csv(index=False))
+        write_text_atomic(path, self.summary().to_csv(index=False))
         self._last_write, self._written_version = time.monotonic(), self._version
         return path
 
@@ -285,15 +256,6 @@ class SummaryBook:
         for record in records:
             book.add(record)
         return book
-
-
-def check_ci_unit(ci_unit: str) -> str:
-    """Return the CI unit, or raise a one-line error naming the choices."""
-    if ci_unit not in ("seed", "fold"):
-        from ppgbench_pl.errors import ConfigError
-
-        raise ConfigError(f"ci_unit must be 'seed' or 'fold', got '{ci_unit}'")
-    return ci_unit
 
 
 def summarise(records: Iterable[Mapping[str, Any]], ci_unit: str = "seed") -> pd.DataFrame:

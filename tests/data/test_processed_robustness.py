@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ppgbench_pl.atomic_io import save_npy_atomic, write_bytes_atomic, write_json_atomic, write_text_atomic
+from ppgbench_pl.atomic_io import atomic_open, save_npy_atomic, write_json_atomic, write_text_atomic
 from ppgbench_pl.data import processed_writer
 from ppgbench_pl.data.datasets.bidmc import BidmcDataset
 from ppgbench_pl.data.processed import MARKER, GroupData, ProcessedDataset
@@ -48,7 +48,8 @@ def tree(tmp_path):
 def test_atomic_writes_respect_the_umask(tmp_path, umask, mask, expected):
     umask(mask)
     write_json_atomic(tmp_path / "a.json", {"x": float("nan")})
-    write_bytes_atomic(tmp_path / "b.bin", b"abc")
+    with atomic_open(tmp_path / "b.bin") as handle:
+        handle.write(b"abc")
     write_text_atomic(tmp_path / "sub" / "c.txt", "é")
     save_npy_atomic(tmp_path / "d.npy", np.arange(3))
     for name in ("a.json", "b.bin", "sub/c.txt", "d.npy"):

@@ -11,7 +11,7 @@ from scipy import stats
 
 from ppgbench_pl.errors import PPGBenchError
 from ppgbench_pl.results import summary as summary_module
-from ppgbench_pl.results.fold_entry import fold_entry
+from ppgbench_pl.results.fold_entry import entry_or_id, fold_entry
 from ppgbench_pl.results.records import RESULTS_FILE, job_dir, job_id, model_id, scan_records, write_job
 from ppgbench_pl.results.summary import SummaryBook, summarise
 
@@ -164,14 +164,15 @@ def _random_records(rng, n):
 def test_book_added_one_job_at_a_time_equals_the_summary_of_everything():
     rng = np.random.default_rng(0)
     recs = _random_records(rng, 120)
-    book = SummaryBook()
+    book, by_fold = SummaryBook(), SummaryBook("fold")
     latest = {}
     for i, rec in enumerate(recs):
         book.add(rec)
+        by_fold.add(rec)
         latest[rec["job_id"]] = rec
         if i % 17 == 0 or i == len(recs) - 1:
             pd.testing.assert_frame_equal(book.summary(), summarise(latest.values()))
-            pd.testing.assert_frame_equal(book.summary("fold"), summarise(latest.values(), "fold"))
+            pd.testing.assert_frame_equal(by_fold.summary(), summarise(latest.values(), "fold"))
     assert book.ok_ids == {j for j, r in latest.items() if r["status"] == "ok"}
     assert book.failed_ids == {j for j, r in latest.items() if r["status"] != "ok"}
 
@@ -238,8 +239,10 @@ def test_scan_reads_the_whole_folder_and_reports_bad_files(tmp_path):
     assert "jobs/no_model/results.json: missing field 'model'" in text
     failed = record("a", 43, 0, [1.0], status="failed") | {"job_id": "failed-job"}
     write_job(tmp_path, "failed-job", failed)
-    book = SummaryBook()
-    assert len(book.scan(tmp_path)) == 4 and len(book) == 2 and book.failed_ids == {"failed-job"}
+    book, scan = SummaryBook(), scan_records(tmp_path, transform=entry_or_id)
+    for item in scan.records:
+        book.take(item)
+    assert len(scan.problems) == 4 and len(book) == 2 and book.failed_ids == {"failed-job"}
     assert scan_records(tmp_path / "nowhere").records == []
 
 
