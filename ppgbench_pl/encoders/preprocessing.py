@@ -111,8 +111,7 @@ def moving_average_smooth(x: ArrayLike, fs: float) -> Tensor:
     """50 ms moving average (``round(0.05 * fs)`` taps), forward-backward; identity below 75 Hz (pyPPG's rule)."""
     taps = int(round(SMOOTH_SECONDS * fs))
     if fs < SMOOTH_MIN_FS or taps <= 1:
-        arr, device = _as_numpy(x)
-        return _as_tensor(arr, device)
+        return _as_tensor(*_as_numpy(x))
     b = np.full(taps, 1.0 / taps)
     return ba_filtfilt(x, b, np.array([1.0]))
 
