@@ -1,7 +1,4 @@
-"""The encoders' native preprocessing along the last axis: float64 SciPy on the CPU in, float32 tensor out.
-
-Windows too short for SciPy's default filter pad length (PPG-BP: 105-263 samples) are padded by ``T - 1`` instead.
-"""
+"""The encoders' native preprocessing along the last axis: float64 SciPy on the CPU in, float32 tensor out."""
 
 from __future__ import annotations
 
@@ -43,7 +40,7 @@ def _as_tensor(x: NDArray[np.float64], device: torch.device) -> Tensor:
 
 
 def _padlen(length: int, default: int) -> int:
-    """SciPy's default pad length, reduced to ``length - 1`` for windows too short for it."""
+    """SciPy's default pad length, cut to ``length - 1`` for windows too short for it (PPG-BP: 105-263 samples)."""
     return max(0, min(default, length - 1))
 
 
