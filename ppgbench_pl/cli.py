@@ -74,22 +74,18 @@ def help_cache_path(command: str) -> Path:
 def cached_help(command: str) -> str:
     """The help of ``fit``/``benchmark``: built once by LightningCLI (seconds), then read from the cache."""
     path = help_cache_path(command)
-    try:
+    with contextlib.suppress(OSError):
         return path.read_text()
-    except OSError:
-        pass
     buffer = io.StringIO()
     warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter.*")
     with contextlib.redirect_stdout(buffer), contextlib.suppress(SystemExit):
         build_cli([command, "--help"])
     text = buffer.getvalue()
-    try:
+    with contextlib.suppress(OSError):  # an unwritable cache only costs the next call its speed
         from ppgbench_pl.atomic_io import write_text_atomic
 
         path.parent.mkdir(parents=True, exist_ok=True)
         write_text_atomic(path, text)
-    except OSError:
-        pass  # an unwritable cache only costs the next call its speed
     return text
 
 

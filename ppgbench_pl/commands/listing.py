@@ -38,32 +38,30 @@ def _plain(value: Any) -> Any:
     return json.loads(json.dumps(value, default=dataclasses.asdict))
 
 
+#: The columns of ``list datasets`` and ``list tasks`` in order: the declaration's fields, else derived per row.
+DATASET_FIELDS = ("key", "display_name", "native_fs", "window_s", "stride_s", "group", "subjects", "n_tasks",
+                  "tasks", "source", "page", "publisher", "access", "license", "downloadable", "description")
+TASK_FIELDS = ("name", "dataset", "target", "kind", "level", "tier", "metric", "higher_is_better", "classes",
+               "n_classes", "n_targets", "unit", "regimes", "description")
+
+
+def _row(obj: Any, fields: Sequence[str], derived: Mapping[str, Any]) -> dict[str, Any]:
+    return {f: derived[f] if f in derived else getattr(obj, f) for f in fields}
+
+
 def dataset_rows(dataset: str | None = None) -> list[dict[str, Any]]:
     """One row per declared dataset (or only ``dataset``)."""
     keys = [get_dataset(dataset).key] if dataset is not None else list(DECLARATIONS)
     rows = []
     for key in keys:
         decl = DECLARATIONS[key]
-        info, source = decl.info, decl.source
-        rows.append({
-            "key": key,
-            "display_name": info.display_name,
-            "native_fs": info.native_fs,
-            "window_s": info.window_s,
-            "stride_s": info.stride_s,
-            "group": info.group,
-            "subjects": info.subjects,
-            "n_tasks": len(decl.tasks),
-            "tasks": [t.name for t in decl.tasks],
-            "source": info.source,
-            "page": source.page if source is not None else None,
-            "publisher": source.publisher if source is not None else "built in",
-            "access": info.access,
-            "license": info.license,
-            "downloadable": source is not None,
-            "description": info.description,
-            **dataset_card_row(key),  # paper, publisher, licence as found, derived_from (cards/rows.py)
-        })
+        source = decl.source
+        derived = {"key": key, "n_tasks": len(decl.tasks), "tasks": [t.name for t in decl.tasks],
+                   "page": source.page if source is not None else None,
+                   "publisher": source.publisher if source is not None else "built in",
+                   "downloadable": source is not None}
+        # paper, publisher, licence as found, derived_from (cards/rows.py)
+        rows.append({**_row(decl.info, DATASET_FIELDS, derived), **dataset_card_row(key)})
     return rows
 
 
@@ -73,25 +71,11 @@ def task_rows(
     """One row per task in registry order, filtered."""
     from ppgbench_pl.regimes.catalog import REGIMES
 
-    return [
-        {
-            "name": t.name,
-            "dataset": t.dataset,
-            "target": t.target,
-            "kind": t.kind,
-            "level": t.level,
-            "tier": t.tier,
-            "metric": t.metric,
-            "higher_is_better": t.higher_is_better,
-            "classes": list(t.classes),
-            "n_classes": len(t.classes) if t.kind == "classification" and t.classes else None,
-            "n_targets": t.n_targets,
-            "unit": t.unit,
-            "regimes": [r.name for r in REGIMES.values() if t.tier in r.tiers and r.name != "linear_frac"],
-            "description": t.description,
-        }
-        for t in select_tasks(dataset, tier, kind)
-    ]
+    return [_row(t, TASK_FIELDS, {
+        "classes": list(t.classes),
+        "n_classes": len(t.classes) if t.kind == "classification" and t.classes else None,
+        "regimes": [r.name for r in REGIMES.values() if t.tier in r.tiers and r.name != "linear_frac"]})
+        for t in select_tasks(dataset, tier, kind)]
 
 
 def encoder_rows() -> list[dict[str, Any]]:
@@ -117,21 +101,11 @@ def regime_rows(tier: str | None = None) -> list[dict[str, Any]]:
 
     if tier is not None:
         select_tasks(tier=tier)  # validates the tier with a one-line error
-    return [
-        {
-            "name": r.name,
-            "class_path": r.class_path,
-            "trains": r.trains,
-            "tiers": list(r.tiers),
-            "uses_embeddings": r.uses_embeddings,
-            "selection": r.selection,
-            "budget": _plain(r.budget),
-            "budget_text": r.budget_text(),
-            "budget_short": r.budget_short(),
-        }
-        for r in REGIMES.values()
-        if tier is None or tier in r.tiers
-    ]
+    fields = ("name", "class_path", "trains", "tiers", "uses_embeddings", "selection", "budget", "budget_text",
+              "budget_short")
+    return [_row(r, fields, {"tiers": list(r.tiers), "budget": _plain(r.budget), "budget_text": r.budget_text(),
+                             "budget_short": r.budget_short()})
+            for r in REGIMES.values() if tier is None or tier in r.tiers]
 
 
 def catalog_tables(
@@ -191,11 +165,8 @@ def add_list_parser(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--kind", choices=("regression", "classification", "regression_cls"),
                         help="only this task type (tasks)")
     parser.add_argument("--json", dest="as_json", action="store_true", help="JSON on stdout, for scripts")
-    parser.set_defaults(func=_command)
-
-
-def _command(ns: argparse.Namespace) -> None:
-    print(run_list(ns.what, dataset=ns.dataset, tier=ns.tier, kind=ns.kind, as_json=ns.as_json))
+    parser.set_defaults(func=lambda ns: print(run_list(ns.what, dataset=ns.dataset, tier=ns.tier, kind=ns.kind,
+                                                       as_json=ns.as_json)))
 
 
 def add_cite_parser(sub: argparse._SubParsersAction) -> None:
@@ -206,7 +177,7 @@ def add_cite_parser(sub: argparse._SubParsersAction) -> None:
                         help="dataset keys (ppgbench list datasets), or all")
     parser.add_argument("--models", nargs="*", default=[], metavar="NAME",
                         help="encoder names (ppgbench list encoders), or all")
-    parser.set_defaults(func=_cite_command)
+    parser.set_defaults(func=lambda ns: print(cite_text(ns.datasets, ns.models), end=""))
 
 
 def cite_text(datasets: list[str], models: list[str]) -> str:
@@ -220,10 +191,6 @@ def cite_text(datasets: list[str], models: list[str]) -> str:
     models = list(MODEL_CARDS) if models == ["all"] else models
     check_names(datasets, models)
     return render_all(references(datasets, models))
-
-
-def _cite_command(ns: argparse.Namespace) -> None:
-    print(cite_text(ns.datasets, ns.models), end="")
 
 
 # -- the text -----------------------------------------------------------------------------------------------

@@ -78,7 +78,7 @@ def add_compare_parser(sub: argparse._SubParsersAction) -> None:
 
 def run_compare(ns: argparse.Namespace) -> None:
     """Compare, print the summary line and the table, and write them when --output is given."""
-    from ppgbench_pl.report.compare_runs import compare_runs, meta_line, refused_line, write_comparison
+    from ppgbench_pl.report.compare_runs import compare_runs, meta_line, paper_table, refused_line, write_comparison
 
     check_alpha(ns.alpha)
     names = ns.model or []
@@ -86,8 +86,6 @@ def run_compare(ns: argparse.Namespace) -> None:
         raise ConfigError(f"--model is given at most twice (one per run), got {len(names)}")
     models = (names[0], names[-1]) if names else (None, None)
     result = compare_runs(ns.run_a, ns.run_b, models, ns.alpha, ns.subject_interval)
-    from ppgbench_pl.report.compare_runs import paper_table
-
     print(paper_table(result.table).to_string(index=False))
     if line := refused_line(result):
         warn(line)

@@ -1,7 +1,4 @@
-"""Encoders: one plain ``nn.Module`` per model on the :class:`PPGEncoder` contract, and their registry.
-
-``ENCODERS[name]()`` builds a model; the registry reads the torch-free catalog and imports a class on first use.
-"""
+"""Encoders on the :class:`PPGEncoder` contract; ``ENCODERS[name]()`` imports a model's class on first use."""
 
 from __future__ import annotations
 

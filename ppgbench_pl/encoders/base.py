@@ -54,14 +54,12 @@ class PPGEncoder(nn.Module):
         if checkpoint is not None and random_init:
             raise ConfigError(f"{cls.name}: checkpoint {checkpoint} and random_init: true contradict each "
                               "other; drop one of them")
-        if checkpoint is not None:
-            return False
-        if not random_init:
+        if checkpoint is None and not random_init:
             raise ConfigError(
                 f"{cls.name}: no checkpoint given, so its weights would be random; get {cls.weights_source} "
                 f"and set checkpoint: <path> in the encoder's init_args, or set random_init: true to "
                 f"evaluate it untrained (reported as '{cls.name}{RANDOM_INIT_SUFFIX}')")
-        return True
+        return checkpoint is None
 
     @classmethod
     def config_name(cls, init_args: Mapping[str, Any] | None = None) -> str:

@@ -222,11 +222,9 @@ class CustomEncoder(PPGEncoder):
         """Build the error: the problem, then the settings that make the module's output fit, if any."""
         current = (self.input_shape, self.pooling)
         candidates = [(shape, pool) for shape in ("BCT", "BT") for pool in ("none", "mean", "max")]
-        # Prefer changing one setting (input_shape first), then both.
+        # The current settings first (skipped), then one setting changed (input_shape first), then both.
         candidates.sort(key=lambda c: ((c[0] != current[0]) + (c[1] != current[1]), c[1] != current[1]))
-        for shape, pool in candidates:
-            if (shape, pool) == current:
-                continue
+        for shape, pool in candidates[1:]:
             result = self._dry_forward(flat, shape, pool)
             if isinstance(result, Tensor):
                 fix = ", ".join(f"{key}: {value}" for key, value, now in

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import inspect
@@ -44,10 +45,8 @@ def code_digest(*objects: object) -> str:
     digest = hashlib.sha256()
     for obj in objects:
         digest.update(f"{getattr(obj, '__module__', '')}.{getattr(obj, '__qualname__', repr(obj))}".encode())
-        try:
+        with contextlib.suppress(OSError, TypeError):
             digest.update(inspect.getsource(obj).encode())  # type: ignore[arg-type]
-        except (OSError, TypeError):
-            pass
     return digest.hexdigest()
 
 

@@ -79,10 +79,7 @@ class PreActBlock1d(nn.Module):
 
 
 def add_resnet1d(owner: nn.Module, base_filters: int, kernel_size: int, n_block: int, dropout: float) -> int:
-    """Give ``owner`` Hong's ResNet1D stem and blocks under upstream's names; returns the last width.
-
-    Blocks downsample (stride 2) on odd indices and double their width every 4th block.
-    """
+    """Give ``owner`` Hong's ResNet1D stem and blocks under upstream's names; returns the last width."""
     owner.first_block_conv = SameConv1d(1, base_filters, kernel_size, stride=1)
     owner.first_block_bn = nn.BatchNorm1d(base_filters)
     blocks, c_out = [], base_filters

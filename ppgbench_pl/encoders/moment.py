@@ -158,10 +158,7 @@ class MomentSmallEncoder(PPGEncoder):
             self.encoder.gradient_checkpointing = False
 
     def deviations(self) -> list[str]:
-        """``moment_small.pad_to_context=True`` when on (#12).
-
-        Not a ``protocol_switches`` entry: that would drop the default from the settings digest (run identity).
-        """
+        """``moment_small.pad_to_context=True`` when on (#12); no protocol switch: its default stays in the digest."""
         return [*super().deviations(), *([f"{type(self).name}.pad_to_context=True"] if self.pad_to_context else [])]
 
     def context(self, x: Tensor) -> tuple[Tensor, Tensor]:

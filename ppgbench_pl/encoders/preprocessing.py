@@ -1,7 +1,4 @@
-"""The encoders' native preprocessing along the last axis: float64 SciPy on the CPU in, float32 tensor out.
-
-Windows too short for SciPy's default filter pad length (PPG-BP: 105-263 samples) are padded by ``T - 1`` instead.
-"""
+"""The encoders' native preprocessing along the last axis: float64 SciPy on the CPU in, float32 tensor out."""
 
 from __future__ import annotations
 
@@ -43,7 +40,7 @@ def _as_tensor(x: NDArray[np.float64], device: torch.device) -> Tensor:
 
 
 def _padlen(length: int, default: int) -> int:
-    """SciPy's default pad length, reduced to ``length - 1`` for windows too short for it."""
+    """SciPy's default pad length, cut to ``length - 1`` for windows too short for it (PPG-BP: 105-263 samples)."""
     return max(0, min(default, length - 1))
 
 
@@ -111,8 +108,7 @@ def moving_average_smooth(x: ArrayLike, fs: float) -> Tensor:
     """50 ms moving average (``round(0.05 * fs)`` taps), forward-backward; identity below 75 Hz (pyPPG's rule)."""
     taps = int(round(SMOOTH_SECONDS * fs))
     if fs < SMOOTH_MIN_FS or taps <= 1:
-        arr, device = _as_numpy(x)
-        return _as_tensor(arr, device)
+        return _as_tensor(*_as_numpy(x))
     b = np.full(taps, 1.0 / taps)
     return ba_filtfilt(x, b, np.array([1.0]))
 
