@@ -79,14 +79,11 @@ def local_checkpoint(name: str, root: Path, revision: str | None = None) -> Path
     revision = revision or PUBLISHED[name].revision
     model_dir = root / name
     if revision is not None:
-        return _verified(model_dir / revision) if (model_dir / revision).is_dir() else None
+        return _verified(model_dir / revision)
     folders = sorted(d for d in model_dir.iterdir() if d.is_dir()) if model_dir.is_dir() else []
     complete = [(str(found.get("fetched_utc")), d) for d in folders
                 if (found := read_description(d / DESCRIPTION) or {}).get("complete")]
-    for _, folder in sorted(complete, reverse=True):
-        if (path := _verified(folder)) is not None:
-            return path
-    return None
+    return next((path for _, folder in sorted(complete, reverse=True) if (path := _verified(folder)) is not None), None)
 
 
 def fetch_weights(name: str, root: Path, client: Client, revision: str | None = None) -> tuple[Path, str]:
@@ -164,10 +161,7 @@ def download_weights(names: Sequence[str], root: Path, client: Client,
 
 def fill_checkpoints(entries: Sequence[Any], weights_dir: str | None, *, fetch: bool, dry_run: bool,
                      client: Client | None = None) -> None:
-    """Point every parsed published-model entry given neither ``checkpoint`` nor ``random_init`` at its cached weights.
-
-    Missing weights are fetched only with ``fetch`` (``--fetch_weights``), never in a dry run (``ConfigError``).
-    """
+    """Point published-model entries lacking ``checkpoint``/``random_init`` at cached weights (fetched if ``fetch``)."""
     by_class = {CATALOG[n].class_path: n for n in PUBLISHED}
     root = weights_root(weights_dir)
     for entry in entries:

@@ -13,13 +13,9 @@ Declaration = tuple[PretrainingSource, ...] | str
 
 
 def parse_declaration(value: Any, where: str) -> Declaration:
-    """A user's ``pretraining_data`` as sources: ``unknown``/None, a name, or a list (``[]``: not pretrained).
+    """A user's ``pretraining_data``: ``unknown``/None, a name or a list (``[]``: not pretrained); ConfigError if bad.
 
     A list item is a name (``mesa``), ``{name: mesa, status: unconfirmed}``, or ``mesa (unconfirmed)``.
-
-    Raises:
-        ConfigError: A name is not in the vocabulary, or an item or status is malformed (one line).
-
     """
     if value is None or value == UNKNOWN:
         return UNKNOWN

@@ -1,8 +1,4 @@
-"""``pretraining_overlap``: whether a model was pretrained on the dataset it is tested on, or on its source.
-
-``direct`` (this dataset), ``source`` (a collection sharing its recordings), ``unknown`` (nothing or a partial
-list declared), ``none``; the flag keeps the weakest status of the facts it rests on (docs/cards.md).
-"""
+"""``pretraining_overlap``: direct, source (a collection sharing its recordings), unknown or none (docs/cards.md)."""
 
 from __future__ import annotations
 

@@ -14,7 +14,8 @@ def paper_fields(paper: Citation | None) -> dict[str, Any]:
     if paper is None:
         return {"paper": None, "paper_cite": None, "paper_title": None, "paper_unconfirmed": [], "bibtex": None}
     title = paper.field("title").replace("{", "").replace("}", "")
-    return {"paper": paper.key, "paper_cite": paper.label(),
+    unconfirmed = f" ({', '.join(paper.unconfirmed)} unconfirmed)" if paper.unconfirmed else ""
+    return {"paper": paper.key, "paper_cite": paper.key + unconfirmed,  # ``key (title, doi unconfirmed)``
             "paper_title": f"{title} (title unconfirmed)" if "title" in paper.unconfirmed else title,
             "paper_unconfirmed": list(paper.unconfirmed), "bibtex": render(paper)}
 

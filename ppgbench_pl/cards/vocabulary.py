@@ -1,7 +1,6 @@
 """One vocabulary for pretraining data and provenance: the nine benchmark datasets plus the source collections.
 
-``parts`` says what a collection is built from, so BIDMC (from MIMIC-II) shares a source with a model
-pretrained on PulseDB (from MIMIC-III). Sources: ``docs/cards.md``.
+``parts`` lets BIDMC (from MIMIC-II) share a source with a model pretrained on PulseDB (MIMIC-III); docs/cards.md.
 """
 
 from __future__ import annotations
@@ -21,7 +20,8 @@ class Collection:
     description: str = ""
 
 
-_COLLECTIONS = (
+#: Name -> collection.
+COLLECTIONS: dict[str, Collection] = {c.name: c for c in (
     Collection("mimic-ii", "MIMIC-II Waveform Database", (), "ICU waveforms (PhysioNet); BIDMC is taken "
                "from its matched subset"),
     Collection("mimic-iii", "MIMIC-III Waveform Database", ("mimic-ii",),
@@ -48,10 +48,7 @@ _COLLECTIONS = (
     Collection("tsb-uad", "TSB-UAD anomaly benchmark", (),
                "anomaly series; its 'BIDMC1' series is ECG, not the BIDMC PPG dataset"),
     Collection("fred", "FRED", (), "loaded by get_all_datasets() of MOMENT's research code"),
-)
-
-#: Name -> collection, in the order above.
-COLLECTIONS: dict[str, Collection] = {c.name: c for c in _COLLECTIONS}
+)}
 
 
 #: The nine benchmark datasets' registry keys (the downloadable ones; the synthetic set is not a source). Plain
