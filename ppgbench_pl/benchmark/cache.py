@@ -110,8 +110,8 @@ def _identity(path: Path) -> tuple[str, int, int, int] | None:
 class EmbeddingCache:
     """``<key>.npy`` entries (``<key>.json`` beside) under ``root``, at most ``size_cap`` bytes (LRU eviction)."""
 
-    def __init__(self, root: str | Path, size_cap: float | None = None, check_seed: int | None = None) -> None:
-        self.root, self.size_cap, self.check_seed = Path(root), size_cap, check_seed
+    def __init__(self, root: str | Path, size_cap: float | None = None) -> None:
+        self.root, self.size_cap = Path(root), size_cap
         self.hits = self.misses = 0
         self._claimed = False
         self._touched: set[str] = set()
@@ -179,16 +179,15 @@ class EmbeddingCache:
         if identity not in _VERIFIED:
             problem = self._suspect.get(identity) or self._problem(key)
             if problem is None and check is not None:
-                problem = check_rows(key, np.load(path, mmap_mode="r"), check, self.check_seed)
+                problem = check_rows(key, np.load(path, mmap_mode="r"), check)
                 if problem is not None:
                     self._suspect[identity] = problem  # the locked read need not embed the windows again
-            if problem is not None and not locked:
-                return None
             if problem is not None:
-                what = ", ".join(f"{k} {v}" for k, v in (describe or {}).items())
-                print(f"embedding cache: {path}{f' ({what})' if what else ''} is damaged ({problem}); recomputing it",
-                      file=sys.stderr)
-                path.unlink(missing_ok=True)
+                if locked:
+                    what = ", ".join(f"{k} {v}" for k, v in (describe or {}).items())
+                    print(f"embedding cache: {path}{f' ({what})' if what else ''} is damaged ({problem}); "
+                          "recomputing it", file=sys.stderr)
+                    path.unlink(missing_ok=True)
                 return None
             _VERIFIED.add(identity)
         if key not in self._touched:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -167,10 +168,8 @@ def entries(root: str | Path) -> list[dict[str, Any]]:
 
 def touch(root: Path, key: str) -> None:
     """Mark an entry as used now (its description's modification time is the LRU clock)."""
-    try:
+    with contextlib.suppress(OSError):  # read-only cache: the order is only less exact
         os.utime(root / f"{key}.json")
-    except OSError:
-        pass  # read-only cache: the order is only less exact
 
 
 def remove(root: Path, key: str) -> bool:
@@ -195,9 +194,7 @@ def evict(root: str | Path, cap_bytes: float, keep: set[str] | frozenset[str] = 
         for entry in found:
             if total <= cap_bytes:
                 break
-            if entry["key"] in keep:
-                continue
-            if remove(root, entry["key"]):
+            if entry["key"] not in keep and remove(root, entry["key"]):
                 total -= entry["bytes"]
                 removed.append(entry["key"])
     return removed

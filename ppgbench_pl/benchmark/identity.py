@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import platform
@@ -29,10 +30,8 @@ def package_versions() -> dict[str, str]:
     """Versions of the packages that can change numbers (plus cuML when installed)."""
     out = {}
     for name in ("numpy", "scipy", "scikit-learn", "torch", "lightning", "optuna", "neurokit2", "pandas", "cuml-cu12"):
-        try:
+        with contextlib.suppress(metadata.PackageNotFoundError):
             out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
     return out
 
 
@@ -87,15 +86,11 @@ def suite_identity(suite: Any) -> dict[str, Any]:
     trainer = {k: trainer_kwargs.get(k) for k in IDENTITY_TRAINER}
     trainer["precision"] = normalise_precision(trainer["precision"] or "32-true")
     trainer["device"] = device_kind(trainer_kwargs)
-    identity = {
-        "ppgbench": ppgbench_pl.__version__,
-        "trainer": trainer,
-        "datasets": datasets,
-        "encoders": {e.name: encoder_identity(e) for e in encoders},
-        # Callables are left out: Lightning binds ``log``/``log_dict`` onto callbacks it has run.
-        "regimes": {r.name: {k: repr(v) for k, v in sorted(r.settings().items()) if not callable(v)}
-                    for r in suite.regimes},
-    }
+    identity = {"ppgbench": ppgbench_pl.__version__, "trainer": trainer, "datasets": datasets,
+                "encoders": {e.name: encoder_identity(e) for e in encoders},
+                # Callables are left out: Lightning binds ``log``/``log_dict`` onto callbacks it has run.
+                "regimes": {r.name: {k: repr(v) for k, v in sorted(r.settings().items()) if not callable(v)}
+                            for r in suite.regimes}}
     if budget and budget != "published":
         identity["budget"] = budget
     if callbacks := suite.callback_entries:  # they change how trials train: class paths, arguments and code
@@ -145,11 +140,8 @@ def merge_identity(existing: dict[str, Any], new: dict[str, Any]) -> tuple[dict[
 
 def parameter_counts(encoders: Iterable[Any]) -> dict[str, dict[str, int]]:
     """Total and trainable parameters per encoder, recorded in ``run.json`` for the report's Table 7."""
-    return {
-        e.name: {"total": sum(p.numel() for p in e.parameters()),
-                 "trainable": sum(p.numel() for p in e.parameters() if p.requires_grad)}
-        for e in encoders
-    }
+    return {e.name: {"total": sum(p.numel() for p in e.parameters()),
+                     "trainable": sum(p.numel() for p in e.parameters() if p.requires_grad)} for e in encoders}
 
 
 def check_or_write_identity(run_dir: Path, identity: dict[str, Any], extra: dict[str, Any],

@@ -78,13 +78,9 @@ def dataset_of(task: str) -> str:
 
 def record_fields(encoder: Any, task: str) -> dict[str, Any]:
     """The fields a job record carries: the declaration, the flag, what it rests on and its status."""
-    data: Declaration
-    if getattr(encoder, "random_init", False):  # evaluated untrained: it saw nothing
-        data, complete = (), True
-    elif (own := getattr(encoder, "pretraining_declaration", None)) is not None:  # the user's own list
-        data, complete = own, True
-    else:
-        data, complete = card_declaration(str(getattr(type(encoder), "name", "")))
+    # evaluated untrained: it saw nothing; else the user's own list, else the card's
+    own = () if getattr(encoder, "random_init", False) else getattr(encoder, "pretraining_declaration", None)
+    data, complete = (own, True) if own is not None else card_declaration(str(getattr(type(encoder), "name", "")))
     flag = overlap(data, complete, dataset_of(task))
     return {"pretraining_data": declaration_json(data), "pretraining_complete": complete,
             "pretraining_overlap": flag.value, "pretraining_overlap_via": list(flag.via),

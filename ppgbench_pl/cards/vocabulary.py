@@ -51,8 +51,7 @@ COLLECTIONS: dict[str, Collection] = {c.name: c for c in (
 )}
 
 
-#: The nine benchmark datasets' registry keys (the downloadable ones; the synthetic set is not a source). Plain
-#: names, so this vocabulary stays below the data layer; a test holds them equal to the registry's.
+#: The nine benchmark datasets as plain names (this layer is below data's registry; a test holds them equal).
 BENCHMARK_DATASETS = ("dalia", "dreamt", "wesad", "ecsmp", "ppgbp", "bidmc", "butppg", "realworldppg", "wildppg")
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import ppgbench_pl
 from ppgbench_pl.atomic_io import write_text_atomic
+from ppgbench_pl.cards.overlap import dataset_of
 from ppgbench_pl.data.registry import TASKS
 from ppgbench_pl.leaderboard.assets import CSS, SCRIPT
 from ppgbench_pl.naming import is_baseline
@@ -64,11 +65,10 @@ class Board:
             part, self.columns[regime] = self.cells[self.cells["regime"] == regime], []
             for task in (t for t in scores.tasks(regime) if (part["task"] == t).any()):
                 first, spec = part[part["task"] == task].iloc[0], TASKS.get(task)
-                # a task no longer in the registry: its name's prefix as dataset, tier unknown
-                dataset, tier = (spec.dataset, spec.tier) if spec is not None else (task.split("-", 1)[0], "unknown")
-                metric = str(first["metric"])
-                self.columns[regime].append(Column(task, dataset, tier, tables.metric_label(metric, task), bool(
-                    scores.higher_is_better.get(task, metric != "mae")), str(first["row_status"])))
+                metric, tier = str(first["metric"]), spec.tier if spec is not None else "unknown"  # not in the registry
+                higher = bool(scores.higher_is_better.get(task, metric != "mae"))
+                self.columns[regime].append(Column(task, dataset_of(task), tier, tables.metric_label(metric, task),
+                                                   higher, str(first["row_status"])))
         self.index = {(r.regime, r.task, r.model): r for r in self.cells.itertuples()}
         self.via: dict[tuple[str, str], list[str]] = {}  # (model, task) -> the sources an overlap flag rests on
         self.sources: dict[str, list[Path]] = {}  # model -> the inputs its scores come from
