@@ -93,8 +93,7 @@ class EmbeddingSource:
 
     def expected_bytes(self, encoder: PPGEncoder, datamodule: PPGDataModule) -> int:
         """Estimated size of the entry: windows x embedding size x 4 bytes."""
-        fs = float(encoder.sampling_rate)
-        return len(datamodule.windows(fs).x) * int(getattr(encoder, "embed_dim", 1) or 1) * 4
+        return len(datamodule.windows(float(encoder.sampling_rate)).x) * int(getattr(encoder, "embed_dim", 1) or 1) * 4
 
     def check_space(self, encoder: PPGEncoder, datamodule: PPGDataModule) -> None:
         """Refuse now, before anything is written, an entry that would exceed the cap or the free disk."""

@@ -40,6 +40,4 @@ def parse_declaration(value: Any, where: str) -> Declaration:
 
 def declaration_json(data: Declaration) -> Any:
     """``"unknown"`` or ``[{"name": ..., "status": ...}, ...]``, as records and exports hold it."""
-    if isinstance(data, str):
-        return data
-    return [{"name": s.name, "status": s.status} for s in data]
+    return data if isinstance(data, str) else [{"name": s.name, "status": s.status} for s in data]

@@ -27,10 +27,7 @@ def dataset_components(dataset: str) -> frozenset[str] | None:
     from ppgbench_pl.data.registry import CARDS, DATASETS
 
     if dataset in CARDS:
-        parts: set[str] = {dataset}
-        for source in CARDS[dataset].derived_from:
-            parts |= components(source)
-        return frozenset(parts)
+        return frozenset({dataset}.union(*map(components, CARDS[dataset].derived_from)))
     return frozenset({dataset}) if dataset in DATASETS else None  # the generated dataset: itself only
 
 

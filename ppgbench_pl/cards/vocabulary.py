@@ -1,7 +1,4 @@
-"""One vocabulary for pretraining data and provenance: the nine benchmark datasets plus the source collections.
-
-``parts`` lets BIDMC (from MIMIC-II) share a source with a model pretrained on PulseDB (MIMIC-III); docs/cards.md.
-"""
+"""One vocabulary for pretraining data and provenance: the nine benchmark datasets plus the source collections."""
 
 from __future__ import annotations
 
@@ -12,7 +9,7 @@ from ppgbench_pl.errors import ConfigError
 
 @dataclass(frozen=True)
 class Collection:
-    """A source database that is not a benchmark dataset; ``parts``: the collections it contains or draws from."""
+    """A source database that is not a benchmark dataset; ``parts``: what it draws from (so BIDMC shares PulseDB's)."""
 
     name: str
     display_name: str
@@ -74,11 +71,5 @@ def check_name(name: str, where: str) -> str:
 
 def components(name: str) -> frozenset[str]:
     """``name`` and everything it is built from, transitively (``pulsedb`` -> mimic-iii, mimic-ii, vitaldb)."""
-    seen: set[str] = set()
-    todo = [name]
-    while todo:
-        here = todo.pop()
-        if here not in seen:
-            seen.add(here)
-            todo += COLLECTIONS[here].parts if here in COLLECTIONS else ()
-    return frozenset(seen)
+    parts = COLLECTIONS[name].parts if name in COLLECTIONS else ()
+    return frozenset({name}.union(*map(components, parts)))

@@ -1,8 +1,4 @@
-"""``ppgbench leaderboard FILE... --output site/``: one offline page, a sortable table per regime, model cards.
-
-Every number, bold, mark and verdict is the report's own (an exported card is shown as sent); the page is written
-atomically after every input was read and checked. Nothing here imports torch.
-"""
+"""``ppgbench leaderboard``: one offline page, a table per regime, model cards; every number the report's (no torch)."""
 
 from __future__ import annotations
 
