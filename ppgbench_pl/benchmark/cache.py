@@ -76,9 +76,8 @@ def data_identity(directory: str | Path) -> str:
     if marker.exists():
         digest.update(marker.read_bytes())
     else:
-        for path in sorted(directory.glob("*/*")):
-            if path.suffix in (".npy", ".json"):
-                digest.update(f"{path.relative_to(directory).as_posix()}:{path.stat().st_size}".encode())
+        for path in sorted(p for p in directory.glob("*/*") if p.suffix in (".npy", ".json")):
+            digest.update(f"{path.relative_to(directory).as_posix()}:{path.stat().st_size}".encode())
     return digest.hexdigest()
 
 

@@ -35,12 +35,10 @@ def overlap(data: Declaration, complete: bool, dataset: str) -> Overlap:
     """The flag of a model with this pretraining declaration tested on ``dataset`` (module docstring)."""
     if isinstance(data, str):
         return Overlap(UNKNOWN)
-    direct = [s for s in data if s.name == dataset]
-    if direct:
+    if direct := [s for s in data if s.name == dataset]:
         return Overlap("direct", tuple(s.name for s in direct), _weakest(direct))
     theirs = dataset_components(dataset)
-    shared = [s for s in data if theirs is not None and components(s.name) & theirs]
-    if shared:
+    if shared := [s for s in data if theirs is not None and components(s.name) & theirs]:
         return Overlap("source", tuple(s.name for s in shared), _weakest(shared))
     from ppgbench_pl.data.registry import DATASETS
 

@@ -23,8 +23,7 @@ class Citation:
     unconfirmed: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        missing = [name for name in self.unconfirmed if name not in dict(self.fields)]
-        if missing:
+        if missing := [name for name in self.unconfirmed if name not in dict(self.fields)]:
             raise ValueError(f"{self.key}: unconfirmed field(s) {', '.join(missing)} not in the entry")
 
     def field(self, name: str) -> str:

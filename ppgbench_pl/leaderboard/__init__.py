@@ -198,8 +198,7 @@ def _meta(board: Board) -> list[str]:
              f"section 9), in the unit of its column; hover a cell for its counts. Click a column header to "
              f"sort (best first, then the other way). Made by ppgbench {_esc(ppgbench_pl.__version__)} on "
              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.</p>"]
-    note = tables.budget_note(board.cells)
-    if note:
+    if note := tables.budget_note(board.cells):
         parts.append(f'<p class="warning">{_esc(note)}</p>')
     for label, lines in (("jobs had conflicting records across inputs (first input kept)", board.runs.conflicts),
                          ("job records could not be read and count as not run", board.runs.problems)):
@@ -215,11 +214,8 @@ def render(board: Board) -> str:
     ids: dict[str, str] = {}  # model -> a unique HTML id for its card (``card-papagei_s``)
     for name in (m for m in board.models if role(m) != "baseline"):
         base = "card-" + (re.sub(r"[^A-Za-z0-9_-]+", "-", name).strip("-") or "model")
-        ident, n = base, 1
-        while ident in ids.values():
-            n += 1
-            ident = f"{base}-{n}"
-        ids[name] = ident
+        free = (i for i in (base, *(f"{base}-{n}" for n in range(2, len(ids) + 2))) if i not in ids.values())
+        ids[name] = next(free)  # base, else base-2, base-3, ...: one of these len(ids) + 1 is free
     settings: dict[str, Any] = {}  # the protocol settings the exported inputs share (the loader refused others)
     for doc in board.runs.documents.values():
         for key, value in sorted(doc["protocol"].items()):
