@@ -95,7 +95,7 @@ def fetch_weights(name: str, root: Path, client: Client, revision: str | None = 
         if found is not None:
             return found, f"ok: already present, verified ({found})"
         plan = hosts.resolve(client, pub.host, pub.repo, wanted, pub.files)
-        named_ref = revision is not None and pub.host != "zenodo" and re.fullmatch(r"[0-9a-f]{40}", revision) is None
+        named_ref = revision is not None and pub.host != "zenodo" and re.fullmatch(r"[0-9a-f]{40}", str(wanted)) is None
         if wanted not in (None, plan.revision) and not named_ref:  # a branch or tag the user named becomes a commit
             named = "you named" if revision else "ppgbench pins"
             raise DownloadError(
