@@ -68,10 +68,6 @@ def check_rows(key: str, values: np.ndarray, check: SpotCheck, seed: int | None 
     return None
 
 
-def _file_sha256(path: Path) -> str:
-    return file_hashes(path, ("sha256",))["sha256"]
-
-
 def data_identity(directory: str | Path) -> str:
     """Hash of a processed tree: its marker when present, else (name, size) of every array and stats file."""
     directory = Path(directory)
@@ -80,21 +76,16 @@ def data_identity(directory: str | Path) -> str:
     if marker.exists():
         digest.update(marker.read_bytes())
     else:
-        for path in sorted(directory.glob("*/*")):
-            if path.suffix in (".npy", ".json"):
-                digest.update(f"{path.relative_to(directory).as_posix()}:{path.stat().st_size}".encode())
+        for path in sorted(p for p in directory.glob("*/*") if p.suffix in (".npy", ".json")):
+            digest.update(f"{path.relative_to(directory).as_posix()}:{path.stat().st_size}".encode())
     return digest.hexdigest()
 
 
-#: Encoder attributes that change speed, never embeddings, so they stay out of the identity.
-SPEED_SETTINGS = frozenset({"n_jobs", "training"})
-
-
 def encoder_identity(encoder: PPGEncoder) -> dict[str, str]:
-    """What determines an encoder's embeddings: class, weights and settings."""
+    """What determines an encoder's embeddings: class, weights and settings (not ``n_jobs``/``training``: speed)."""
     published = type(encoder).protocol_switches  # a switch at its published value keeps the old digest
-    settings = {k: repr(v) for k, v in sorted(vars(encoder).items())
-                if not k.startswith("_") and k not in SPEED_SETTINGS and not (k in published and v == published[k])}
+    settings = {k: repr(v) for k, v in sorted(vars(encoder).items()) if not k.startswith("_")
+                and k not in ("n_jobs", "training") and not (k in published and v == published[k])}
     return {
         "name": encoder.name,
         "class": f"{type(encoder).__module__}.{type(encoder).__qualname__}",
@@ -118,8 +109,8 @@ def _identity(path: Path) -> tuple[str, int, int, int] | None:
 class EmbeddingCache:
     """``<key>.npy`` entries (``<key>.json`` beside) under ``root``, at most ``size_cap`` bytes (LRU eviction)."""
 
-    def __init__(self, root: str | Path, size_cap: float | None = None, check_seed: int | None = None) -> None:
-        self.root, self.size_cap, self.check_seed = Path(root), size_cap, check_seed
+    def __init__(self, root: str | Path, size_cap: float | None = None) -> None:
+        self.root, self.size_cap = Path(root), size_cap
         self.hits = self.misses = 0
         self._claimed = False
         self._touched: set[str] = set()
@@ -148,36 +139,34 @@ class EmbeddingCache:
         Raises:
             ConfigError: The entry would not fit (disk, ``max_bytes``), or the folder is not ppgbench's.
         """
-        path = self.path(key)
         if not self._claimed:
             claim(self.root)
             self._claimed = True
         found = self._read(key, locked=False, check=check, describe=describe)
-        if found is not None:
-            self.hits += 1
-            return found
-        with file_lock(entry_lock(self.root, key)):
-            found = self._read(key, locked=True, check=check, describe=describe)
-            if found is not None:  # another process computed it while this one waited
-                self.hits += 1
-                return found
-            self.check_space(expected_bytes, max_bytes, describe)
-            self.misses += 1
-            start = time.perf_counter()
-            values = np.asarray(compute(), dtype=np.float32)
-            save_npy_atomic(path, values)
-            write_json_atomic(self.root / f"{key}.json", {
-                **(describe or {}), "ppgbench": ENTRY_KIND, "key": key, "shape": list(values.shape),
-                "bytes": path.stat().st_size, "sha256": _file_sha256(path),
-                "seconds": round(time.perf_counter() - start, 3),
-            })
-            identity = _identity(path)
-            if identity is not None:
-                _VERIFIED.add(identity)
-            self._touched.add(key)
-        if self.size_cap is not None:
-            evict(self.root, self.size_cap, keep={key})
-        return np.load(path, mmap_mode="r")
+        if found is None:
+            with file_lock(entry_lock(self.root, key)):  # another process may compute it while this one waits
+                found = self._read(key, locked=True, check=check, describe=describe)
+                if found is None:
+                    self.check_space(expected_bytes, max_bytes, describe)
+                    self._store(key, compute, describe)
+            if found is None and self.size_cap is not None:
+                evict(self.root, self.size_cap, keep={key})
+        self.hits += int(found is not None)
+        return np.load(self.path(key), mmap_mode="r") if found is None else found
+
+    def _store(self, key: str, compute: Callable[[], np.ndarray], describe: dict[str, Any] | None) -> None:
+        path, start = self.path(key), time.perf_counter()
+        self.misses += 1
+        values = np.asarray(compute(), dtype=np.float32)
+        save_npy_atomic(path, values)
+        write_json_atomic(self.root / f"{key}.json", {
+            **(describe or {}), "ppgbench": ENTRY_KIND, "key": key, "shape": list(values.shape),
+            "bytes": path.stat().st_size, "sha256": file_hashes(path, ("sha256",))["sha256"],
+            "seconds": round(time.perf_counter() - start, 3),
+        })
+        if (identity := _identity(path)) is not None:
+            _VERIFIED.add(identity)
+        self._touched.add(key)
 
     def _read(self, key: str, locked: bool = False, check: SpotCheck | None = None,
               describe: dict[str, Any] | None = None) -> np.ndarray | None:
@@ -189,16 +178,15 @@ class EmbeddingCache:
         if identity not in _VERIFIED:
             problem = self._suspect.get(identity) or self._problem(key)
             if problem is None and check is not None:
-                problem = check_rows(key, np.load(path, mmap_mode="r"), check, self.check_seed)
+                problem = check_rows(key, np.load(path, mmap_mode="r"), check)
                 if problem is not None:
                     self._suspect[identity] = problem  # the locked read need not embed the windows again
-            if problem is not None and not locked:
-                return None
             if problem is not None:
-                what = ", ".join(f"{k} {v}" for k, v in (describe or {}).items())
-                print(f"embedding cache: {path}{f' ({what})' if what else ''} is damaged ({problem}); recomputing it",
-                      file=sys.stderr)
-                path.unlink(missing_ok=True)
+                if locked:
+                    what = ", ".join(f"{k} {v}" for k, v in (describe or {}).items())
+                    print(f"embedding cache: {path}{f' ({what})' if what else ''} is damaged ({problem}); "
+                          "recomputing it", file=sys.stderr)
+                    path.unlink(missing_ok=True)
                 return None
             _VERIFIED.add(identity)
         if key not in self._touched:
@@ -226,7 +214,7 @@ class EmbeddingCache:
             return str(exc).splitlines()[0]
         if meta.get("shape") is not None and list(values.shape) != list(meta["shape"]):
             return f"shape {list(values.shape)} where {meta['shape']} was written"
-        if meta.get("sha256") is not None and _file_sha256(path) != meta["sha256"]:
+        if meta.get("sha256") is not None and file_hashes(path, ("sha256",))["sha256"] != meta["sha256"]:
             return "its content does not match the SHA-256 written with it"
         return None
 

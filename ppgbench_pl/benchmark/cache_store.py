@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from ppgbench_pl.atomic_io import write_json_atomic
 from ppgbench_pl.errors import ConfigError
@@ -60,7 +61,7 @@ def require_marker(root: Path, kind: str = CACHE_KIND, marker: str = MARKER) -> 
         raise ConfigError(f"{root}: not a ppgbench {kind} (no {marker}); nothing was removed")
 
 
-def is_own_entry(meta: Any, key: str) -> bool:
+def is_own_entry(meta: Any, key: str) -> TypeGuard[dict[str, Any]]:
     """Whether a description names its file as a ppgbench entry of this cache (its key is the file's stem)."""
     return isinstance(meta, dict) and meta.get("ppgbench") == ENTRY_KIND and meta.get("key") == key
 
@@ -73,26 +74,19 @@ def _legacy_entry(array: Path) -> dict[str, Any] | None:
         size = array.stat().st_size
     except OSError:
         return None
-    if (meta := read_description(array.with_suffix(".json"))) is None:
-        return None
-    if is_own_entry(meta, array.stem):  # tagged by an adoption cut short before its marker was written
-        return meta
-    digest, shape = meta.get("sha256"), meta.get("shape")
-    if (isinstance(digest, str) and re.fullmatch(r"[0-9a-f]{64}", digest) and isinstance(shape, list)
-            and meta.get("bytes") == size):
-        return meta
-    return None
+    meta = read_description(array.with_suffix(".json")) or {}
+    digest = meta.get("sha256")
+    legacy = (isinstance(digest, str) and re.fullmatch(r"[0-9a-f]{64}", digest) and isinstance(meta.get("shape"), list)
+              and meta.get("bytes") == size)
+    return meta if legacy or is_own_entry(meta, array.stem) else None  # own: an adoption cut short before its marker
 
 
 def foreign_file(root: Path) -> str | None:
     """The first file of an unmarked ``root`` that is not an entry ppgbench wrote (None: all are, or empty)."""
     for path in sorted(root.iterdir()):
-        name = path.name
-        if name == ".locks" and path.is_dir() or _TEMP.fullmatch(name):
-            continue
-        if path.suffix in (".npy", ".json") and _legacy_entry(path.with_suffix(".npy")) is not None:
-            continue
-        return name
+        ours = path.name == ".locks" and path.is_dir() or _TEMP.fullmatch(path.name)
+        if not ours and (path.suffix not in (".npy", ".json") or _legacy_entry(path.with_suffix(".npy")) is None):
+            return path.name
     return None
 
 
@@ -103,11 +97,9 @@ def check_folder(root: Path, setting: str | None = None) -> None:
     if not existing.is_dir():
         what = "is a file" if existing == root else f"is inside {existing}, which is a file"
         raise ConfigError(f"{where}: {what}; the embedding cache needs a folder")
-    if root.is_dir() and not is_marked(root):
-        stray = foreign_file(root)
-        if stray is not None:
-            raise ConfigError(f"{where}: not a ppgbench embedding cache (no {MARKER}, and it holds {stray}, "
-                              "which ppgbench did not write); point it at an empty or new folder")
+    if root.is_dir() and not is_marked(root) and (stray := foreign_file(root)) is not None:
+        raise ConfigError(f"{where}: not a ppgbench embedding cache (no {MARKER}, and it holds {stray}, "
+                          "which ppgbench did not write); point it at an empty or new folder")
 
 
 def claim(root: Path) -> None:
@@ -131,14 +123,12 @@ def claim(root: Path) -> None:
         print(f"embedding cache: adopted {adopted} entries written before cache markers in {root}", file=sys.stderr)
 
 
-CACHE_ENV = "PPGBENCH_CACHE_DIR"
 SIZE_ENV = "PPGBENCH_CACHE_GB"
-DEFAULT_SIZE_GB = 100.0
 
 
 def cache_root(explicit: str | Path | None = None) -> Path:
     """The cache folder (absolute): ``explicit``, ``$PPGBENCH_CACHE_DIR``, or user cache (a foreign one refused)."""
-    root, setting = cache_folder(explicit, "--cache_dir", CACHE_ENV, "embeddings", CACHE_KIND)
+    root, setting = cache_folder(explicit, "--cache_dir", "PPGBENCH_CACHE_DIR", "embeddings", CACHE_KIND)
     check_folder(root, setting)
     return root
 
@@ -150,7 +140,7 @@ def size_cap_bytes(explicit_gb: float | None = None) -> float:
             explicit_gb = float(os.environ[SIZE_ENV])
         except ValueError:
             raise ConfigError(f"{SIZE_ENV}={os.environ[SIZE_ENV]!r}: not a number of GB") from None
-    gb = DEFAULT_SIZE_GB if explicit_gb is None else float(explicit_gb)
+    gb = 100.0 if explicit_gb is None else float(explicit_gb)
     if not gb > 0:
         raise ConfigError(f"--cache_size_gb must be positive, got {gb:g}")
     return gb * 1e9
@@ -168,22 +158,18 @@ def entries(root: str | Path) -> list[dict[str, Any]]:
     for array in root.glob("*.npy") if root.is_dir() else []:
         meta_path = array.with_suffix(".json")
         try:
-            meta = json.loads(meta_path.read_text())
-            used = meta_path.stat().st_mtime
-            size = array.stat().st_size
-        except (OSError, ValueError):
+            used, size = meta_path.stat().st_mtime, array.stat().st_size
+        except OSError:
             continue
-        if is_own_entry(meta, array.stem):
+        if is_own_entry(meta := read_description(meta_path), array.stem):
             out.append({**meta, "key": array.stem, "bytes": size, "last_used": used})
     return sorted(out, key=lambda e: (e["last_used"], e["key"]))
 
 
 def touch(root: Path, key: str) -> None:
     """Mark an entry as used now (its description's modification time is the LRU clock)."""
-    try:
+    with contextlib.suppress(OSError):  # read-only cache: the order is only less exact
         os.utime(root / f"{key}.json")
-    except OSError:
-        pass  # read-only cache: the order is only less exact
 
 
 def remove(root: Path, key: str) -> bool:
@@ -208,9 +194,7 @@ def evict(root: str | Path, cap_bytes: float, keep: set[str] | frozenset[str] = 
         for entry in found:
             if total <= cap_bytes:
                 break
-            if entry["key"] in keep:
-                continue
-            if remove(root, entry["key"]):
+            if entry["key"] not in keep and remove(root, entry["key"]):
                 total -= entry["bytes"]
                 removed.append(entry["key"])
     return removed

@@ -13,6 +13,7 @@ import torch
 from torch.utils.data import DataLoader, Subset
 
 from ppgbench_pl.benchmark.cache import EmbeddingCache, SpotCheck, tolerance_for
+from ppgbench_pl.benchmark.cache_store import record_use
 from ppgbench_pl.datamodules.ppg import PPGDataModule
 from ppgbench_pl.encoders.base import PPGEncoder
 from ppgbench_pl.errors import DataError
@@ -60,10 +61,9 @@ def extract_embeddings(encoder: PPGEncoder, datamodule: PPGDataModule, fs: float
     batches = trainer.predict(EncoderTask(encoder, mode="frozen"), dataloaders=loader)
     values = torch.cat(batches).numpy() if batches else np.zeros((0, encoder.embed_dim), dtype=np.float32)  # type: ignore[arg-type]
     seconds = time.perf_counter() - start
-    if rows is not None:
-        return values
-    print(f"embeddings: {encoder.name} on {datamodule.dataset} at {fs:g} Hz: {len(values):,} windows in "
-          f"{seconds:.1f} s ({len(values) / max(seconds, 1e-9):,.0f} windows/s)", file=sys.stderr)
+    if rows is None:
+        print(f"embeddings: {encoder.name} on {datamodule.dataset} at {fs:g} Hz: {len(values):,} windows in "
+              f"{seconds:.1f} s ({len(values) / max(seconds, 1e-9):,.0f} windows/s)", file=sys.stderr)
     return values
 
 
@@ -93,8 +93,7 @@ class EmbeddingSource:
 
     def expected_bytes(self, encoder: PPGEncoder, datamodule: PPGDataModule) -> int:
         """Estimated size of the entry: windows x embedding size x 4 bytes."""
-        fs = float(encoder.sampling_rate)
-        return len(datamodule.windows(fs).x) * int(getattr(encoder, "embed_dim", 1) or 1) * 4
+        return len(datamodule.windows(float(encoder.sampling_rate)).x) * int(getattr(encoder, "embed_dim", 1) or 1) * 4
 
     def check_space(self, encoder: PPGEncoder, datamodule: PPGDataModule) -> None:
         """Refuse now, before anything is written, an entry that would exceed the cap or the free disk."""
@@ -106,16 +105,13 @@ class EmbeddingSource:
         """Embeddings of every window of ``datamodule`` at the encoder's rate (computed on a miss)."""
         fs = float(encoder.sampling_rate)
         describe = {"encoder": encoder.name, "dataset": datamodule.dataset, "fs": fs}
-        expected = self.expected_bytes(encoder, datamodule)
         key = self.key(encoder, datamodule)
         check = SpotCheck(lambda rows: extract_embeddings(encoder, datamodule, fs, self.trainer_kwargs, rows),
                           tolerance_for(self.trainer_kwargs.get("precision")))
         values = self.cache.get_or_compute(
             key, lambda: extract_embeddings(encoder, datamodule, fs, self.trainer_kwargs), describe,
-            expected_bytes=expected, max_bytes=self.max_bytes, check=check)
+            expected_bytes=self.expected_bytes(encoder, datamodule), max_bytes=self.max_bytes, check=check)
         if self.run_dir is not None and key not in self._recorded:
-            from ppgbench_pl.benchmark.cache_store import record_use
-
             record_use(self.run_dir, self.cache.root, key, {**describe, "shape": list(values.shape)})
             self._recorded.add(key)
         return values

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import platform
@@ -21,7 +22,6 @@ from ppgbench_pl.errors import ConfigError
 from ppgbench_pl.locks import file_lock
 from ppgbench_pl.results.untrusted import loads_bounded, max_file_bytes, read_bytes_bounded
 
-PACKAGES = ("numpy", "scipy", "scikit-learn", "torch", "lightning", "optuna", "neurokit2", "pandas")
 #: Identity sections whose entries (by name) may be added by a later run; anything else must match.
 MERGEABLE = ("datasets", "encoders", "regimes")
 
@@ -29,11 +29,9 @@ MERGEABLE = ("datasets", "encoders", "regimes")
 def package_versions() -> dict[str, str]:
     """Versions of the packages that can change numbers (plus cuML when installed)."""
     out = {}
-    for name in (*PACKAGES, "cuml-cu12"):
-        try:
+    for name in ("numpy", "scipy", "scikit-learn", "torch", "lightning", "optuna", "neurokit2", "pandas", "cuml-cu12"):
+        with contextlib.suppress(metadata.PackageNotFoundError):
             out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
     return out
 
 
@@ -68,14 +66,7 @@ def device_string(trainer_kwargs: dict[str, Any]) -> str:
 
 def device_kind(trainer_kwargs: dict[str, Any]) -> str:
     """``cpu`` or ``cuda``: where the numbers are computed (kernels differ, so results may too)."""
-    accelerator = str(trainer_kwargs.get("accelerator") or "auto")
-    if accelerator == "cpu" or not torch.cuda.is_available():
-        return "cpu"
-    return "cuda"
-
-
-#: Datamodule settings that do not change a number.
-DATA_SPEED_SETTINGS = ("root", "num_workers")
+    return "cpu" if str(trainer_kwargs.get("accelerator")) == "cpu" or not torch.cuda.is_available() else "cuda"
 
 
 def suite_identity(suite: Any) -> dict[str, Any]:
@@ -86,7 +77,7 @@ def suite_identity(suite: Any) -> dict[str, Any]:
     encoders, trainer_kwargs, budget = suite.encoders, dict(suite.trainer_kwargs), suite.budget.name
     rates = sorted({float(e.sampling_rate) for e in encoders})
     datasets = {
-        dm.dataset: {**{k: v for k, v in dm.settings().items() if k not in DATA_SPEED_SETTINGS},
+        dm.dataset: {**{k: v for k, v in dm.settings().items() if k not in ("root", "num_workers")},  # speed only
                      # the tree's marker and the windows themselves: a hand-edited tree is another dataset
                      "data": {f"{fs:g}": f"{data_identity(dm.store(fs).directory)}:{dm.windows(fs).content_digest()}"
                               for fs in rates}}
@@ -95,15 +86,11 @@ def suite_identity(suite: Any) -> dict[str, Any]:
     trainer = {k: trainer_kwargs.get(k) for k in IDENTITY_TRAINER}
     trainer["precision"] = normalise_precision(trainer["precision"] or "32-true")
     trainer["device"] = device_kind(trainer_kwargs)
-    identity = {
-        "ppgbench": ppgbench_pl.__version__,
-        "trainer": trainer,
-        "datasets": datasets,
-        "encoders": {e.name: encoder_identity(e) for e in encoders},
-        # Callables are left out: Lightning binds ``log``/``log_dict`` onto callbacks it has run.
-        "regimes": {r.name: {k: repr(v) for k, v in sorted(r.settings().items()) if not callable(v)}
-                    for r in suite.regimes},
-    }
+    identity = {"ppgbench": ppgbench_pl.__version__, "trainer": trainer, "datasets": datasets,
+                "encoders": {e.name: encoder_identity(e) for e in encoders},
+                # Callables are left out: Lightning binds ``log``/``log_dict`` onto callbacks it has run.
+                "regimes": {r.name: {k: repr(v) for k, v in sorted(r.settings().items()) if not callable(v)}
+                            for r in suite.regimes}}
     if budget and budget != "published":
         identity["budget"] = budget
     if callbacks := suite.callback_entries:  # they change how trials train: class paths, arguments and code
@@ -153,11 +140,8 @@ def merge_identity(existing: dict[str, Any], new: dict[str, Any]) -> tuple[dict[
 
 def parameter_counts(encoders: Iterable[Any]) -> dict[str, dict[str, int]]:
     """Total and trainable parameters per encoder, recorded in ``run.json`` for the report's Table 7."""
-    return {
-        e.name: {"total": sum(p.numel() for p in e.parameters()),
-                 "trainable": sum(p.numel() for p in e.parameters() if p.requires_grad)}
-        for e in encoders
-    }
+    return {e.name: {"total": sum(p.numel() for p in e.parameters()),
+                     "trainable": sum(p.numel() for p in e.parameters() if p.requires_grad)} for e in encoders}
 
 
 def check_or_write_identity(run_dir: Path, identity: dict[str, Any], extra: dict[str, Any],
@@ -201,17 +185,13 @@ def resolve_identity(path: Path, meta: dict[str, Any], identity: dict[str, Any],
         raise ConfigError(f"{path}: this run folder holds results of the {before} budget, not {now}; "
                           "budgets never share a folder: give this run its own --output_dir")
     if conflicts:
-        raise ConfigError(
-            f"{path}: this run folder holds results of a different config or data "
-            f"({', '.join(conflicts)} differ); choose a new output folder"
-        )
+        raise ConfigError(f"{path}: this run folder holds results of a different config or data "
+                          f"({', '.join(conflicts)} differ); choose a new output folder")
     mine = code["source_sha256"] in {v.get("source_sha256") for v in versions}
     if versions and not mine and not allow_code_change:
-        raise ConfigError(
-            f"{path}: this run folder was made by another version of the ppgbench source; resume it "
-            "with --allow_code_change (the mix is recorded and shown in the report) or choose a "
-            "new output folder"
-        )
+        raise ConfigError(f"{path}: this run folder was made by another version of the ppgbench source; resume it "
+                          "with --allow_code_change (the mix is recorded and shown in the report) or choose a new "
+                          "output folder")
     old_versions, new_versions = meta.get("versions"), extra.get("versions")
     if old_versions and new_versions and old_versions != new_versions:
         changed = sorted(k for k in set(old_versions) | set(new_versions)

@@ -22,13 +22,11 @@ from ppgbench_pl.encoders.catalog import CATALOG, PublishedWeights
 from ppgbench_pl.errors import ConfigError, DownloadError, PPGBenchError
 from ppgbench_pl.locks import LockBusy, file_lock
 
-ROOT_ENV = "PPGBENCH_WEIGHTS_DIR"
 #: The marker file of the weights root (``cache clear`` needs it), and what it says the folder is.
 MARKER = "PPGBENCH_WEIGHTS_CACHE"
 KIND = "weights cache"
 #: The description of one entry, written when its files are verified.
 DESCRIPTION = "ppgbench-weights.json"
-ARCHIVES = (".zip", ".tar", ".tar.gz", ".tgz")
 HOSTS = {"zenodo": "Zenodo record", "github": "GitHub", "huggingface": "Hugging Face"}
 #: The models with published weights, in catalog order.
 PUBLISHED: dict[str, PublishedWeights] = {n: e.published for n, e in CATALOG.items() if e.published is not None}
@@ -36,7 +34,7 @@ PUBLISHED: dict[str, PublishedWeights] = {n: e.published for n, e in CATALOG.ite
 
 def weights_root(explicit: str | Path | None = None) -> Path:
     """The weights folder (absolute): ``explicit``, ``$PPGBENCH_WEIGHTS_DIR``, or the user cache directory."""
-    return cache_folder(explicit, "--weights_dir", ROOT_ENV, "weights", KIND)[0]
+    return cache_folder(explicit, "--weights_dir", "PPGBENCH_WEIGHTS_DIR", "weights", KIND)[0]
 
 
 def model_names(names: Sequence[str]) -> list[str]:
@@ -64,14 +62,10 @@ def revisions(pairs: Sequence[str] | None) -> dict[str, str]:
 
 def _verified(folder: Path) -> Path | None:
     """The checkpoint of a complete entry whose loaded files still have their recorded SHA-256, else None."""
-    found = read_description(folder / DESCRIPTION)
-    if not found or not found.get("complete"):
-        return None
-    for rel, digest in (found.get("loaded_sha256") or {}).items():
-        path = folder / rel
-        if not path.is_file() or file_hashes(path, ("sha256",))["sha256"] != digest:
-            return None
-    return (folder / str(found["checkpoint"])).resolve()
+    found = read_description(folder / DESCRIPTION) or {}
+    intact = all((folder / rel).is_file() and file_hashes(folder / rel, ("sha256",))["sha256"] == digest
+                 for rel, digest in (found.get("loaded_sha256") or {}).items())  # none yet while incomplete
+    return (folder / str(found["checkpoint"])).resolve() if found.get("complete") and intact else None
 
 
 def local_checkpoint(name: str, root: Path, revision: str | None = None) -> Path | None:
@@ -79,14 +73,11 @@ def local_checkpoint(name: str, root: Path, revision: str | None = None) -> Path
     revision = revision or PUBLISHED[name].revision
     model_dir = root / name
     if revision is not None:
-        return _verified(model_dir / revision) if (model_dir / revision).is_dir() else None
+        return _verified(model_dir / revision)
     folders = sorted(d for d in model_dir.iterdir() if d.is_dir()) if model_dir.is_dir() else []
     complete = [(str(found.get("fetched_utc")), d) for d in folders
                 if (found := read_description(d / DESCRIPTION) or {}).get("complete")]
-    for _, folder in sorted(complete, reverse=True):
-        if (path := _verified(folder)) is not None:
-            return path
-    return None
+    return next((path for _, folder in sorted(complete, reverse=True) if (path := _verified(folder)) is not None), None)
 
 
 def fetch_weights(name: str, root: Path, client: Client, revision: str | None = None) -> tuple[Path, str]:
@@ -104,7 +95,8 @@ def fetch_weights(name: str, root: Path, client: Client, revision: str | None = 
         if found is not None:
             return found, f"ok: already present, verified ({found})"
         plan = hosts.resolve(client, pub.host, pub.repo, wanted, pub.files)
-        if not _accepts(pub, wanted, plan.revision, named=revision is not None):
+        named_ref = revision is not None and pub.host != "zenodo" and re.fullmatch(r"[0-9a-f]{40}", str(wanted)) is None
+        if wanted not in (None, plan.revision) and not named_ref:  # a branch or tag the user named becomes a commit
             named = "you named" if revision else "ppgbench pins"
             raise DownloadError(
                 f"{name}: {HOSTS[pub.host]} {pub.repo} answers with revision {plan.revision}, but {named} {wanted}; "
@@ -128,18 +120,11 @@ def fetch_weights(name: str, root: Path, client: Client, revision: str | None = 
     return checkpoint.resolve(), f"ok: {fetched} file(s) fetched, revision {plan.revision}{note} ({checkpoint})"
 
 
-def _accepts(pub: PublishedWeights, wanted: str | None, answered: str, named: bool) -> bool:
-    """Whether the host's answer is the version expected (a branch or tag the user named resolves to a commit)."""
-    if wanted is None or answered == wanted:
-        return True
-    return named and pub.host != "zenodo" and re.fullmatch(r"[0-9a-f]{40}", wanted) is None
-
-
 def _unpack(folder: Path, pub: PublishedWeights) -> Path:
     """Extract fetched archives with the safe unpacker (then drop them) and return the checkpoint path."""
     for name in pub.files:
         archive = folder / name
-        if name.lower().endswith(ARCHIVES) and archive.is_file():
+        if name.lower().endswith((".zip", ".tar", ".tar.gz", ".tgz")) and archive.is_file():
             extract(archive, folder)
             archive.unlink()  # the description, written next, vouches for what came out of it
             marker_path(archive).unlink(missing_ok=True)
@@ -164,10 +149,7 @@ def download_weights(names: Sequence[str], root: Path, client: Client,
 
 def fill_checkpoints(entries: Sequence[Any], weights_dir: str | None, *, fetch: bool, dry_run: bool,
                      client: Client | None = None) -> None:
-    """Point every parsed published-model entry given neither ``checkpoint`` nor ``random_init`` at its cached weights.
-
-    Missing weights are fetched only with ``fetch`` (``--fetch_weights``), never in a dry run (``ConfigError``).
-    """
+    """Point published-model entries lacking ``checkpoint``/``random_init`` at cached weights (fetched if ``fetch``)."""
     by_class = {CATALOG[n].class_path: n for n in PUBLISHED}
     root = weights_root(weights_dir)
     for entry in entries:

@@ -13,13 +13,9 @@ Declaration = tuple[PretrainingSource, ...] | str
 
 
 def parse_declaration(value: Any, where: str) -> Declaration:
-    """A user's ``pretraining_data`` as sources: ``unknown``/None, a name, or a list (``[]``: not pretrained).
+    """A user's ``pretraining_data``: ``unknown``/None, a name or a list (``[]``: not pretrained); ConfigError if bad.
 
     A list item is a name (``mesa``), ``{name: mesa, status: unconfirmed}``, or ``mesa (unconfirmed)``.
-
-    Raises:
-        ConfigError: A name is not in the vocabulary, or an item or status is malformed (one line).
-
     """
     if value is None or value == UNKNOWN:
         return UNKNOWN
@@ -44,6 +40,4 @@ def parse_declaration(value: Any, where: str) -> Declaration:
 
 def declaration_json(data: Declaration) -> Any:
     """``"unknown"`` or ``[{"name": ..., "status": ...}, ...]``, as records and exports hold it."""
-    if isinstance(data, str):
-        return data
-    return [{"name": s.name, "status": s.status} for s in data]
+    return data if isinstance(data, str) else [{"name": s.name, "status": s.status} for s in data]

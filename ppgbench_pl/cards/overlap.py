@@ -1,8 +1,4 @@
-"""``pretraining_overlap``: whether a model was pretrained on the dataset it is tested on, or on its source.
-
-``direct`` (this dataset), ``source`` (a collection sharing its recordings), ``unknown`` (nothing or a partial
-list declared), ``none``; the flag keeps the weakest status of the facts it rests on (docs/cards.md).
-"""
+"""``pretraining_overlap``: direct, source (a collection sharing its recordings), unknown or none (docs/cards.md)."""
 
 from __future__ import annotations
 
@@ -31,10 +27,7 @@ def dataset_components(dataset: str) -> frozenset[str] | None:
     from ppgbench_pl.data.registry import CARDS, DATASETS
 
     if dataset in CARDS:
-        parts: set[str] = {dataset}
-        for source in CARDS[dataset].derived_from:
-            parts |= components(source)
-        return frozenset(parts)
+        return frozenset({dataset}.union(*map(components, CARDS[dataset].derived_from)))
     return frozenset({dataset}) if dataset in DATASETS else None  # the generated dataset: itself only
 
 
@@ -42,12 +35,10 @@ def overlap(data: Declaration, complete: bool, dataset: str) -> Overlap:
     """The flag of a model with this pretraining declaration tested on ``dataset`` (module docstring)."""
     if isinstance(data, str):
         return Overlap(UNKNOWN)
-    direct = [s for s in data if s.name == dataset]
-    if direct:
+    if direct := [s for s in data if s.name == dataset]:
         return Overlap("direct", tuple(s.name for s in direct), _weakest(direct))
     theirs = dataset_components(dataset)
-    shared = [s for s in data if theirs is not None and components(s.name) & theirs]
-    if shared:
+    if shared := [s for s in data if theirs is not None and components(s.name) & theirs]:
         return Overlap("source", tuple(s.name for s in shared), _weakest(shared))
     from ppgbench_pl.data.registry import DATASETS
 
@@ -82,13 +73,9 @@ def dataset_of(task: str) -> str:
 
 def record_fields(encoder: Any, task: str) -> dict[str, Any]:
     """The fields a job record carries: the declaration, the flag, what it rests on and its status."""
-    data: Declaration
-    if getattr(encoder, "random_init", False):  # evaluated untrained: it saw nothing
-        data, complete = (), True
-    elif (own := getattr(encoder, "pretraining_declaration", None)) is not None:  # the user's own list
-        data, complete = own, True
-    else:
-        data, complete = card_declaration(str(getattr(type(encoder), "name", "")))
+    # evaluated untrained: it saw nothing; else the user's own list, else the card's
+    own = () if getattr(encoder, "random_init", False) else getattr(encoder, "pretraining_declaration", None)
+    data, complete = (own, True) if own is not None else card_declaration(str(getattr(type(encoder), "name", "")))
     flag = overlap(data, complete, dataset_of(task))
     return {"pretraining_data": declaration_json(data), "pretraining_complete": complete,
             "pretraining_overlap": flag.value, "pretraining_overlap_via": list(flag.via),

@@ -6,7 +6,7 @@ from typing import Any
 
 from ppgbench_pl.cards.bibtex import render
 from ppgbench_pl.cards.declaration import declaration_json
-from ppgbench_pl.cards.types import Citation, ModelCard
+from ppgbench_pl.cards.types import Citation
 
 
 def paper_fields(paper: Citation | None) -> dict[str, Any]:
@@ -14,31 +14,22 @@ def paper_fields(paper: Citation | None) -> dict[str, Any]:
     if paper is None:
         return {"paper": None, "paper_cite": None, "paper_title": None, "paper_unconfirmed": [], "bibtex": None}
     title = paper.field("title").replace("{", "").replace("}", "")
-    return {"paper": paper.key, "paper_cite": paper.label(),
+    unconfirmed = f" ({', '.join(paper.unconfirmed)} unconfirmed)" if paper.unconfirmed else ""
+    return {"paper": paper.key, "paper_cite": paper.key + unconfirmed,  # ``key (title, doi unconfirmed)``
             "paper_title": f"{title} (title unconfirmed)" if "title" in paper.unconfirmed else title,
             "paper_unconfirmed": list(paper.unconfirmed), "bibtex": render(paper)}
 
 
-def model_card_row(card: ModelCard) -> dict[str, Any]:
-    """A model card as JSON-ready fields (prefixed where the catalog row already has the plain name)."""
-    return {
-        "display_name": card.display_name,
-        "pretraining_data": declaration_json(card.pretraining_data),
-        "pretraining_complete": card.pretraining_complete,
-        "pretraining": card.pretraining_text(),
-        **paper_fields(card.paper),
-        "weights_license": card.weights_license or "not stated",
-        "weights_license_status": card.weights_license_status,
-        "code_license": card.code_license or "not stated",
-        "card_notes": card.notes,
-    }
-
-
 def model_card_rows() -> dict[str, dict[str, Any]]:
-    """Catalog name -> :func:`model_card_row` of its card."""
+    """Catalog name -> its card as JSON-ready fields (prefixed where the catalog row already has the plain name)."""
     from ppgbench_pl.encoders.cards import MODEL_CARDS
 
-    return {name: model_card_row(card) for name, card in MODEL_CARDS.items()}
+    return {name: {"display_name": card.display_name, "pretraining_data": declaration_json(card.pretraining_data),
+                   "pretraining_complete": card.pretraining_complete, "pretraining": card.pretraining_text(),
+                   **paper_fields(card.paper), "weights_license": card.weights_license or "not stated",
+                   "weights_license_status": card.weights_license_status,
+                   "code_license": card.code_license or "not stated", "card_notes": card.notes}
+            for name, card in MODEL_CARDS.items()}
 
 
 def dataset_card_row(key: str) -> dict[str, Any]:
@@ -48,15 +39,9 @@ def dataset_card_row(key: str) -> dict[str, Any]:
     card = CARDS.get(key)
     if card is None:
         return {"derived_from": [], **paper_fields(None)}
-    return {
-        **paper_fields(card.paper),
-        "publisher": card.publisher,
-        "card_license": card.license or "not found",
-        "license_status": card.license_status,
-        "card_access": card.access,
-        "derived_from": list(card.derived_from),
-        "card_notes": card.notes,
-    }
+    return {**paper_fields(card.paper), "publisher": card.publisher, "card_license": card.license or "not found",
+            "license_status": card.license_status, "card_access": card.access,
+            "derived_from": list(card.derived_from), "card_notes": card.notes}
 
 
 def pretraining_block(rows: list[dict[str, Any]]) -> str:

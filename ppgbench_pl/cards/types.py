@@ -1,7 +1,4 @@
-"""The record types of the cards: a citation, a pretraining source with its status, model and dataset cards.
-
-Every fact carries the status of its source (``docs/cards.md``), so a card never states more certainty than it.
-"""
+"""The cards' record types; every fact carries its source's status so a card never claims more (docs/cards.md)."""
 
 from __future__ import annotations
 
@@ -18,10 +15,7 @@ UNKNOWN = "unknown"
 
 @dataclass(frozen=True)
 class Citation:
-    """One BibTeX entry: its key, entry type and fields in the order they are written.
-
-    ``unconfirmed`` names the fields no source confirmed; the entry carries them in an ``unconfirmed`` field.
-    """
+    """One BibTeX entry (fields in written order); ``unconfirmed``: the fields no source confirmed."""
 
     key: str
     entry_type: str
@@ -29,18 +23,12 @@ class Citation:
     unconfirmed: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        """Refuse an ``unconfirmed`` name that is not one of the entry's fields."""
-        missing = [name for name in self.unconfirmed if name not in dict(self.fields)]
-        if missing:
+        if missing := [name for name in self.unconfirmed if name not in dict(self.fields)]:
             raise ValueError(f"{self.key}: unconfirmed field(s) {', '.join(missing)} not in the entry")
 
     def field(self, name: str) -> str:
         """The value of one field ('' when absent)."""
         return dict(self.fields).get(name, "")
-
-    def label(self) -> str:
-        """``key``, or ``key (title, doi unconfirmed)``: how listings name the entry."""
-        return f"{self.key} ({', '.join(self.unconfirmed)} unconfirmed)" if self.unconfirmed else self.key
 
 
 @dataclass(frozen=True)
@@ -51,7 +39,6 @@ class PretrainingSource:
     status: Status = "confirmed"
 
     def __post_init__(self) -> None:
-        """Refuse a status that is not one of :data:`STATUSES`."""
         if self.status not in STATUSES:
             raise ValueError(f"{self.name}: status must be confirmed or unconfirmed, got {self.status!r}")
 

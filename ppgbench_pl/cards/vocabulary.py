@@ -1,8 +1,4 @@
-"""One vocabulary for pretraining data and provenance: the nine benchmark datasets plus the source collections.
-
-``parts`` says what a collection is built from, so BIDMC (from MIMIC-II) shares a source with a model
-pretrained on PulseDB (from MIMIC-III). Sources: ``docs/cards.md``.
-"""
+"""One vocabulary for pretraining data and provenance: the nine benchmark datasets plus the source collections."""
 
 from __future__ import annotations
 
@@ -13,7 +9,7 @@ from ppgbench_pl.errors import ConfigError
 
 @dataclass(frozen=True)
 class Collection:
-    """A source database that is not a benchmark dataset; ``parts``: the collections it contains or draws from."""
+    """A source database that is not a benchmark dataset; ``parts``: what it draws from (so BIDMC shares PulseDB's)."""
 
     name: str
     display_name: str
@@ -21,7 +17,8 @@ class Collection:
     description: str = ""
 
 
-_COLLECTIONS = (
+#: Name -> collection.
+COLLECTIONS: dict[str, Collection] = {c.name: c for c in (
     Collection("mimic-ii", "MIMIC-II Waveform Database", (), "ICU waveforms (PhysioNet); BIDMC is taken "
                "from its matched subset"),
     Collection("mimic-iii", "MIMIC-III Waveform Database", ("mimic-ii",),
@@ -48,14 +45,10 @@ _COLLECTIONS = (
     Collection("tsb-uad", "TSB-UAD anomaly benchmark", (),
                "anomaly series; its 'BIDMC1' series is ECG, not the BIDMC PPG dataset"),
     Collection("fred", "FRED", (), "loaded by get_all_datasets() of MOMENT's research code"),
-)
-
-#: Name -> collection, in the order above.
-COLLECTIONS: dict[str, Collection] = {c.name: c for c in _COLLECTIONS}
+)}
 
 
-#: The nine benchmark datasets' registry keys (the downloadable ones; the synthetic set is not a source). Plain
-#: names, so this vocabulary stays below the data layer; a test holds them equal to the registry's.
+#: The nine benchmark datasets as plain names (this layer is below data's registry; a test holds them equal).
 BENCHMARK_DATASETS = ("dalia", "dreamt", "wesad", "ecsmp", "ppgbp", "bidmc", "butppg", "realworldppg", "wildppg")
 
 
@@ -78,11 +71,5 @@ def check_name(name: str, where: str) -> str:
 
 def components(name: str) -> frozenset[str]:
     """``name`` and everything it is built from, transitively (``pulsedb`` -> mimic-iii, mimic-ii, vitaldb)."""
-    seen: set[str] = set()
-    todo = [name]
-    while todo:
-        here = todo.pop()
-        if here not in seen:
-            seen.add(here)
-            todo += COLLECTIONS[here].parts if here in COLLECTIONS else ()
-    return frozenset(seen)
+    parts = COLLECTIONS[name].parts if name in COLLECTIONS else ()
+    return frozenset({name}.union(*map(components, parts)))
