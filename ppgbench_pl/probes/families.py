@@ -68,11 +68,7 @@ class RidgeFamily:
 
 
 class LogisticFamily:
-    """The published logistic probe: ``StandardScaler -> LogisticRegression(L2, lbfgs, max_iter 1000)``.
-
-    One fit per C and inner fold (lbfgs stops early, so the winner depends on it); ``single_class``: ``error`` or
-    ``constant``.
-    """
+    """The published ``StandardScaler -> LogisticRegression(L2, lbfgs, max_iter 1000)``, one fit per C and fold."""
 
     name = "logistic"
 
