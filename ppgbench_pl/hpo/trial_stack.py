@@ -126,7 +126,7 @@ class TrialStack(L.LightningModule):
     def _register(self, slot: Slot) -> None:
         if slot.name in self.slots:
             raise ValueError(f"slot {slot.name} is already in the stack")
-        self.nets[_key(slot.name)] = slot.net
+        self.nets[slot.name.replace(".", "_").replace("/", "__")] = slot.net  # a ModuleDict key has no dots
         self.slots[slot.name] = slot
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(slot.seed)
@@ -269,11 +269,6 @@ class TrialStack(L.LightningModule):
             slot.rng = torch.random.get_rng_state()
             if devices:
                 slot.cuda_rng = torch.cuda.get_rng_state(devices[0])
-
-
-def _key(name: str) -> str:
-    """A ModuleDict key for a slot name (no dots)."""
-    return name.replace(".", "_").replace("/", "__")
 
 
 class PredictModule(L.LightningModule):

@@ -24,7 +24,7 @@ from ppgbench_pl.hpo.spaces import FINETUNE_SPACE
 from ppgbench_pl.hpo.trial_stack import Slot
 from ppgbench_pl.regimes.base import JobContext
 from ppgbench_pl.regimes.mlp import HeadFactory
-from ppgbench_pl.regimes.neural import NeuralRegime, Split, Targets
+from ppgbench_pl.regimes.neural import ClassWeighting, NeuralRegime, Split, Targets
 from ppgbench_pl.tasks.encoder_task import EncoderTask
 
 #: The head parameters of the finetune space, for parameter-free encoders.
@@ -166,8 +166,14 @@ class FinetuneRegime(NeuralRegime):
     default_parallel_trials = 8
 
     def __init__(self, search: SearchSettings | None = None, amp: bool = True, amp_dtype: AmpDtype = "float16",
-                 reseed_head: bool = False, **kwargs: Any) -> None:
-        super().__init__(search, **kwargs)
+                 reseed_head: bool = False, refit: bool = False, class_weighting: ClassWeighting = "balanced",
+                 binary_selection_metric: str | None = None, subject_repeats: int = 3,
+                 search_space: dict[str, list[Any]] | None = None, eval_batch_size: int = 4096,
+                 standardize_targets: bool = False, stack_jobs: int | None = None,
+                 search_seeds: list[int] | None = None) -> None:
+        super().__init__(search, refit, class_weighting, binary_selection_metric, subject_repeats, search_space,
+                         eval_batch_size, standardize_targets=standardize_targets, stack_jobs=stack_jobs,
+                         search_seeds=search_seeds)
         if amp_dtype not in ("float16", "bfloat16"):
             raise ConfigError(f"amp_dtype must be 'float16' or 'bfloat16', got {amp_dtype!r}")
         self.amp, self.amp_dtype, self.reseed_head = amp, amp_dtype, reseed_head

@@ -34,8 +34,6 @@ class ProbeRegime(Regime):
         binary_metric: Selection metric for binary tasks (``auroc`` as published, or ``balanced_accuracy``).
     """
 
-    uses_embeddings = True
-
     def __init__(self, binary_metric: str = "auroc") -> None:
         self.binary_metric = binary_metric
 

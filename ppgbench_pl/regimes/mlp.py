@@ -88,17 +88,11 @@ class HeadFactory:
 class MLPRegime(NeuralRegime):
     """The frozen MLP probe (PROTOCOL.md 4.3: 48 trials, 25 epochs, auroc); arguments: NeuralRegime's."""
 
-    name = "mlp"
-    uses_embeddings = True
-    default_binary_metric = "auroc"
-    default_max_epochs = 25
-    default_parallel_trials = 1
+    name = "mlp"  # its published auroc, 25 epochs and 1 trial at a time are NeuralRegime's defaults
     default_stack_jobs = 5  # the folds of a seed: one trial at a time per study, so the width comes from jobs
 
     def make_factory(self, ctx: JobContext, split: Split, targets: Targets, seed: int) -> HeadFactory:
-        """Heads on the job's cached embeddings, z-scored on the fit part."""
-        if ctx.embeddings is None:
-            raise RuntimeError("the MLP probe needs the cached embeddings (uses_embeddings=True)")
+        """Heads on the job's cached embeddings (``RuntimeError`` without them), z-scored on the fit part."""
         make_trainer = partial(ctx.make_trainer, precision=self.precision(ctx))
         return HeadFactory(ctx.features(), ctx.view.y, split, targets, MLP_PARAMS, MLP_SPACE, make_trainer,
                            self.eval_batch_size)

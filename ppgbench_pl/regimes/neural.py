@@ -72,7 +72,6 @@ class NeuralRegime(Regime):
             same split to measure search noise (search seed 0 stays the reported one).
     """
 
-    uses_embeddings = True
     trains_trials = True
     not_protocol = ("eval_batch_size", "search_seeds")  # evaluation chunks; searches beside the reported one
     tiers = ("primary",)
