@@ -1,9 +1,4 @@
-"""Lightning trainers built as asked: a precision that Lightning would silently replace is refused.
-
-Lightning runs ``16-mixed`` on a CPU as ``bf16-mixed`` (one warning), which changes every number while
-the record still says ``16-mixed``. Every trainer ppgbench fits or predicts with is built here, so such a
-replacement ends the job in one line instead.
-"""
+"""Every trainer is built here, so a precision Lightning would silently replace (16-mixed on CPU) is refused."""
 
 from __future__ import annotations
 
@@ -13,9 +8,6 @@ from ppgbench_pl.errors import ConfigError
 
 if TYPE_CHECKING:
     import lightning as L
-
-__all__ = ["build_trainer", "normalise_precision", "precision_refusal"]
-
 
 def normalise_precision(value: Any) -> str:
     """Lightning's precision spellings to one canonical string (``32`` and ``32-true`` are one setting)."""

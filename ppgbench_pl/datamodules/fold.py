@@ -10,11 +10,7 @@ from ppgbench_pl.datamodules.job import ArrayDataset, inner_fold_positions
 
 
 class FoldDataModule(L.LightningDataModule):
-    """The outer-training rows (``z_train``, ``y_train``, ``groups_train``) and outer-test rows of one job.
-
-    :meth:`setup` builds ``inner_folds``, the grid search's (inner-train, inner-validation) row indices, seeded by
-    the outer ``seed`` as in every regime.
-    """
+    """One job's outer-training and outer-test rows; :meth:`setup` builds its seeded ``inner_folds``."""
 
     def __init__(self, z_train: np.ndarray, y_train: np.ndarray, groups_train: np.ndarray, z_test: np.ndarray,
                  seed: int, n_inner_folds: int = 4) -> None:

@@ -1,8 +1,4 @@
-"""One job's folds as a LightningDataModule: what every regime reads its rows from, and what a user trains on.
-
-The neural holdout and the inner folds are derived here and nowhere else; batches are dicts (``x`` with
-``ppg_mean``/``ppg_std``, or cached ``z``; ``y``; ``index``).
-"""
+"""One job's folds as a LightningDataModule: the one place regimes and users get the job's rows from."""
 
 from __future__ import annotations
 

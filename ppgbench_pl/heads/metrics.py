@@ -1,8 +1,4 @@
-"""Training and validation metrics of a head's outputs, computed on the device with torchmetrics.
-
-For monitoring only (``train/<name>``, ``val/<name>``); they agree with the scikit-learn test metrics of
-:mod:`ppgbench_pl.metrics` on the same predictions (binary: logit >= 0 is positive; exact AUROC).
-"""
+"""Monitoring metrics of a head's outputs on the device (torchmetrics), equal to :mod:`ppgbench_pl.metrics`'."""
 
 from __future__ import annotations
 

@@ -153,9 +153,8 @@ def close_storage(storage: BaseStorage) -> None:
 
 def counts_toward_budget(trial: FrozenTrial) -> bool:
     """Complete, pruned, or failed by itself (divergence); not cut short by an interruption."""
-    if trial.state in (TrialState.COMPLETE, TrialState.PRUNED):
-        return True
-    return trial.state == TrialState.FAIL and FAILURE_ATTR in trial.user_attrs
+    failed_itself = trial.state == TrialState.FAIL and FAILURE_ATTR in trial.user_attrs
+    return trial.state in (TrialState.COMPLETE, TrialState.PRUNED) or failed_itself
 
 
 def n_finished(study: optuna.Study) -> int:
@@ -168,11 +167,7 @@ NUMBER_ATTR = "number"
 
 
 class PersistentStudy:
-    """A study searched in memory and copied to durable storage one finished trial at a time.
-
-    A killed process leaves nothing half-done; a resume restores the finished trials at their numbers and replays
-    the sampler (:func:`~ppgbench_pl.hpo.replay.resume`). ``space`` gives the ask order (None: the first trial's).
-    """
+    """A study searched in memory, stored a finished trial at a time; a resume replays it (``space``: ask order)."""
 
     def __init__(self, storage: BaseStorage, name: str, settings: SearchSettings, seed: int,
                  space: Mapping[str, Sequence[Any]] | None = None) -> None:
@@ -186,19 +181,12 @@ class PersistentStudy:
         #: Why the stored history could not be replayed (the search then can draw other trials), or None.
         self.off_path: str | None = None
         self._pending: list[Trial] = []
-        self._restore(name, seed, space)
-
-    def _restore(self, name: str, seed: int, space: Mapping[str, Sequence[Any]] | None) -> None:
-        finished = {}
-        for trial in self.durable.get_trials(deepcopy=False):
-            if counts_toward_budget(trial):
-                finished[int(trial.user_attrs.get(NUMBER_ATTR, trial.number))] = trial
-        if not finished:
-            return
-        dists = distributions(space) if space is not None else dict(finished[min(finished)].distributions)
-        fresh = self.settings.sampler(seed)
-        self._pending, self.off_path = resume(self.study, finished, fresh, self.settings.n_trials,
-                                              self.settings.batch, dists)
+        finished = {int(t.user_attrs.get(NUMBER_ATTR, t.number)): t
+                    for t in self.durable.get_trials(deepcopy=False) if counts_toward_budget(t)}
+        if finished:  # restored at their numbers; the first trial's distributions when no space is given
+            dists = distributions(space) if space is not None else dict(finished[min(finished)].distributions)
+            self._pending, self.off_path = resume(self.study, finished, settings.sampler(seed), settings.n_trials,
+                                                  settings.batch, dists)
 
     @property
     def n_finished(self) -> int:

@@ -1,8 +1,4 @@
-"""Each trial in its own ``Trainer.fit``: the path that lets stock Lightning callbacks work per trial.
-
-Unless every user callback is :data:`STACK_AWARE`, each trial is a :class:`TrialModule` fitted alone, driven by
-the same ``StackSearch`` in trial-number order, so both paths give the same numbers (``tests/hpo/test_per_trial.py``).
-"""
+"""Each trial in its own ``Trainer.fit`` (stock callbacks), by the same ``StackSearch``: the stack's numbers."""
 
 from __future__ import annotations
 
@@ -40,11 +36,7 @@ def per_trial_line(callbacks: Sequence[Any]) -> str:
 
 
 class TrialModule(TrialStack):
-    """One trial as its own LightningModule (``backbone``, ``head``); the steps are the stack's with one slot.
-
-    For callbacks: the optimiser holds the parameters that require a gradient (``BaseFinetuning``), and each
-    validation epoch logs ``val_score``. ``step``: the search's epoch step, or None.
-    """
+    """One trial as a LightningModule for callbacks: ``backbone``, ``head``, ``val_score``, trainable parameters."""
 
     def __init__(self, slot: Slot, eval_batch_size: int, step: Any = None) -> None:
         super().__init__([slot], eval_batch_size)

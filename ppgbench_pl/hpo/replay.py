@@ -1,13 +1,9 @@
-"""A resumed study continues on the uninterrupted search's path: its sampler's asks are replayed.
-
-The draws are a pure function of the seed and the history at each ask, so a resume asks the same batches again on
-scratch studies (nothing trained); a draw must equal the stored parameters (else :class:`NotReplayable`). #41.
-"""
+"""A resume replays its sampler's asks on scratch studies to stay on the uninterrupted search's path (#41)."""
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import optuna
@@ -23,20 +19,12 @@ class NotReplayable(Exception):
     """The stored trials are not the history of an uninterrupted search of these settings (the message says why)."""
 
 
-def batches(n_trials: int, batch: int) -> Iterator[range]:
-    """Trial numbers of each batch an uninterrupted search asks (every finished trial counts)."""
-    for start in range(0, n_trials, batch):
-        yield range(start, min(start + batch, n_trials))
-
-
 def replay(finished: Mapping[int, FrozenTrial], sampler: BaseSampler, name: str, n_trials: int, batch: int,
            dists: Mapping[str, BaseDistribution]) -> dict[int, dict[str, Any]]:
-    """Advance a fresh ``sampler`` through the asks that led to ``finished``; the cut batch's unfinished params.
-
-    Raises ``NotReplayable`` when a stored trial lies beyond an unfinished batch or a replayed draw differs.
-    """
+    """Replay the asks that led to ``finished`` on ``sampler`` (else ``NotReplayable``); the cut batch's params."""
     last = max(finished, default=-1)
-    for members in batches(n_trials, batch):
+    for start in range(0, n_trials, batch):  # the batches an uninterrupted search asks
+        members = range(start, min(start + batch, n_trials))
         if not any(n in finished for n in members):
             if last > members[-1]:
                 raise NotReplayable(f"trial {last} is stored but no trial of the earlier batch "
@@ -83,10 +71,7 @@ def restore(study: optuna.Study, finished: Mapping[int, FrozenTrial], pending: M
 
 def resume(study: optuna.Study, finished: Mapping[int, FrozenTrial], sampler: BaseSampler, n_trials: int,
            batch: int, dists: Mapping[str, BaseDistribution]) -> tuple[list[optuna.Trial], str | None]:
-    """Restore the stored trials into a new in-memory ``study`` on the uninterrupted search's path.
-
-    Returns the re-asked unfinished trials and why the history could not be replayed (None when it was).
-    """
+    """Restore the stored trials into ``study``: (the re-asked unfinished trials, why not replayable or None)."""
     try:
         pending = replay(finished, sampler, study.study_name, n_trials, batch, dists)
     except NotReplayable as exc:

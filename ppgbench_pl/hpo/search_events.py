@@ -1,7 +1,4 @@
-"""Trial and epoch progress of stacked searches, for a progress display in the same process.
-
-A listener's error never reaches the search; nothing is read when nobody listens.
-"""
+"""Trial and epoch progress of stacked searches for a display in this process (a listener's error stays there)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""The Optuna search spaces of the neural regimes (PROTOCOL.md 4.3, 4.4): every parameter categorical.
-
-Subject-level tasks add ``aggregation_idx``, an index into the task kind's aggregations (PROTOCOL.md 6).
-"""
+"""The neural regimes' Optuna spaces (PROTOCOL.md 4.3, 4.4, 6: ``aggregation_idx``), every parameter categorical."""
 
 from __future__ import annotations
 

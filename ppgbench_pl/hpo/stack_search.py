@@ -1,8 +1,4 @@
-"""Many independent Optuna studies searched in one ``Trainer.fit`` of a :class:`TrialStack`.
-
-Each study asks ``parallel_trials`` trials and the next batch once all have ended; after each epoch every trial of
-a batch reports before any asks the pruner, in trial-number order (the same decisions however it is grouped, #27).
-"""
+"""Many Optuna studies searched in one ``Trainer.fit`` of a :class:`TrialStack`, batch by batch (#27)."""
 
 from __future__ import annotations
 
@@ -20,11 +16,6 @@ from ppgbench_pl.hpo.optuna_search import PersistentStudy, TrialOutcome
 from ppgbench_pl.hpo.search_events import epoch_ended
 from ppgbench_pl.hpo.trial_stack import Slot, TrialStack
 
-#: Builds a trial's slot: ``(study key, trial number, params) -> Slot``.
-SlotFactory = Callable[[str, int, Mapping[str, Any]], Slot]
-#: Selection score of validation outputs under a trial's parameters (higher is better).
-ScoreFn = Callable[[np.ndarray, Mapping[str, Any]], float]
-
 
 @dataclass
 class StudyPlan:
@@ -33,10 +24,11 @@ class StudyPlan:
     key: str
     study: PersistentStudy
     space: Mapping[str, Sequence[Any]]
-    make_slot: SlotFactory
-    score: ScoreFn
+    #: ``(study key, trial number, params) -> Slot``; ``score``: validation outputs' selection score (higher: better).
+    make_slot: Callable[[str, int, Mapping[str, Any]], Slot]
+    score: Callable[[np.ndarray, Mapping[str, Any]], float]
     max_epochs: int
-    on_complete: Callable[[int, float, dict[str, Any]], None] | None = None
+    on_complete: Callable[[int, float, dict[str, Any]], object] | None = None
     on_told: Callable[[], None] | None = None
 
 
@@ -100,9 +92,9 @@ class StackSearch:
             for run in live:
                 self.score(plan, run, module)
             live = [run for run in live if run.outcome is None]
-            for run in live:  # the barrier: every trial of the batch reports this epoch ...
+            for run in live:  # every trial of the batch reports this epoch before any asks the pruner (in order)
                 run.trial.report(run.best, run.slot.epoch)
-            for run in live:  # ... before any asks the pruner, in trial-number order
+            for run in live:
                 self.decide(plan, run, module)
             if all(run.outcome is not None for run in runs):
                 self.tell(plan)

@@ -1,9 +1,4 @@
-"""A stack of trials (slots) trained side by side in one LightningModule, fitted by ``Trainer.fit``.
-
-Each slot keeps its own network, rows, batches, AdamW groups, epoch order, dropout stream and BatchNorm statistics;
-slots share no parameter and AdamW is element-wise, so each updates as if trained alone, and Lightning's per-step
-overhead is paid once (``docs/performance.md``). Modes and which trials fill the stack are the regime's hooks.
-"""
+"""Trials trained side by side in one LightningModule, each as if alone (own net, rows, RNG; AdamW element-wise)."""
 
 from __future__ import annotations
 
@@ -131,7 +126,7 @@ class TrialStack(L.LightningModule):
     def _register(self, slot: Slot) -> None:
         if slot.name in self.slots:
             raise ValueError(f"slot {slot.name} is already in the stack")
-        self.nets[_key(slot.name)] = slot.net
+        self.nets[slot.name.replace(".", "_").replace("/", "__")] = slot.net  # a ModuleDict key has no dots
         self.slots[slot.name] = slot
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(slot.seed)
@@ -232,10 +227,7 @@ class TrialStack(L.LightningModule):
             slot = self.slots[name]
             if not slot.training:
                 continue
-            if slot.random:
-                with self.slot_rng(slot):
-                    out = slot.net(slot.data.x_fit[index])
-            else:
+            with self.slot_rng(slot) if slot.random else contextlib.nullcontext():
                 out = slot.net(slot.data.x_fit[index])
             loss = slot.data.loss_of(out, slot.data.y_fit[index])
             if not torch.isfinite(loss.detach()):
@@ -277,11 +269,6 @@ class TrialStack(L.LightningModule):
             slot.rng = torch.random.get_rng_state()
             if devices:
                 slot.cuda_rng = torch.cuda.get_rng_state(devices[0])
-
-
-def _key(name: str) -> str:
-    """A ModuleDict key for a slot name (no dots)."""
-    return name.replace(".", "_").replace("/", "__")
 
 
 class PredictModule(L.LightningModule):

@@ -1,7 +1,4 @@
-"""Best-epoch weights of complete trials, next to the study, so a resumed search keeps its winner.
-
-Written before the trial is told; the files of trials that can no longer win go after each tell.
-"""
+"""Best-epoch weights of complete trials beside the study (saved before the tell), so a resume keeps its winner."""
 
 from __future__ import annotations
 

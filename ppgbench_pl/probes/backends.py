@@ -44,20 +44,13 @@ def forest_backend_for(kind: str, backend: str) -> str:
 
 def make_forest(kind: str, params: dict[str, Any], seed: int, backend: str, n_jobs: int = -1) -> Any:
     """An unfitted random forest for one grid point (a cuML run's multi-output fallback uses one worker)."""
-    used = forest_backend_for(kind, backend)
-    if used == "cuml":
-        return _cuml_forest(kind, params, seed)
-    if backend == "cuml":
-        n_jobs = 1
+    if forest_backend_for(kind, backend) == "cuml":  # imported here: optional and slow to import
+        from cuml.ensemble import RandomForestClassifier as CuClassifier
+        from cuml.ensemble import RandomForestRegressor as CuRegressor
+
+        cu = CuClassifier if kind == "classification" else CuRegressor
+        return cu(**params, n_bins=CUML_N_BINS, random_state=seed, output_type="numpy")
     from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 
     cls = RandomForestClassifier if kind == "classification" else RandomForestRegressor
-    return cls(**params, random_state=seed, n_jobs=n_jobs)
-
-
-def _cuml_forest(kind: str, params: dict[str, Any], seed: int) -> Any:
-    """The cuML forest (GPU); imported here because the package is optional and slow to import."""
-    from cuml.ensemble import RandomForestClassifier, RandomForestRegressor
-
-    cls = RandomForestClassifier if kind == "classification" else RandomForestRegressor
-    return cls(**params, n_bins=CUML_N_BINS, random_state=seed, output_type="numpy")
+    return cls(**params, random_state=seed, n_jobs=1 if backend == "cuml" else n_jobs)

@@ -68,11 +68,7 @@ class RidgeFamily:
 
 
 class LogisticFamily:
-    """The published logistic probe: ``StandardScaler -> LogisticRegression(L2, lbfgs, max_iter 1000)``.
-
-    One fit per C and inner fold (lbfgs stops early, so the winner depends on it); ``single_class``: ``error`` or
-    ``constant``.
-    """
+    """The published ``StandardScaler -> LogisticRegression(L2, lbfgs, max_iter 1000)``, one fit per C and fold."""
 
     name = "logistic"
 
@@ -101,8 +97,7 @@ class LogisticFamily:
 
     def predict(self, model, x, classes):  # noqa: ANN001, ANN201, D102
         if isinstance(model, tuple):  # a training part with one class predicts it with certainty
-            proba = np.zeros((len(x), len(classes)))
-            proba[:, list(classes).index(model[1])] = 1.0
-            return Predictions("classification", proba, classes)
-        proba = align_proba(model.predict_proba(x), model[-1].classes_, classes)
+            proba = align_proba(np.ones((len(x), 1)), np.asarray([model[1]]), classes)
+        else:
+            proba = align_proba(model.predict_proba(x), model[-1].classes_, classes)
         return Predictions("classification", proba, classes)

@@ -59,7 +59,7 @@ class ForestFamily:
     def fit_one(self, x: np.ndarray, y: np.ndarray, params: dict[str, Any], classes: np.ndarray | None,
                 seed: int) -> FittedForest:
         """Fit one grid point with ``random_state=seed``."""
-        kind = _kind(y, classes)
+        kind = "classification" if classes is not None else "regression" if np.ndim(y) == 1 else "regression_cls"
         backend = forest_backend_for(kind, self.backend)
         if kind == "classification":
             present = np.unique(y)
@@ -83,12 +83,6 @@ class ForestFamily:
         else:
             proba = np.asarray(model.model.predict_proba(_features(x, model.backend)), dtype=np.float64)
         return Predictions("classification", align_proba(proba, model.classes, classes), classes)
-
-
-def _kind(y: np.ndarray, classes: np.ndarray | None) -> str:
-    if classes is not None:
-        return "classification"
-    return "regression" if np.ndim(y) == 1 else "regression_cls"
 
 
 def _features(x: np.ndarray, backend: str) -> np.ndarray:

@@ -1,7 +1,4 @@
-"""Linear-probe grids (PROTOCOL.md 4.1) and the per-part StandardScaler statistics of :mod:`.ridge`, in float64.
-
-Each inner training part's statistics come by subtraction from sums of the rows centred once on their mean.
-"""
+"""Linear-probe grids (PROTOCOL.md 4.1) and per-part StandardScaler statistics by subtraction, in float64."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""Ridge over a whole inner-CV grid at once: ``StandardScaler + Ridge(alpha)`` from one Gram matrix per fold.
-
-Each inner part's statistics come by subtraction (:mod:`.linear`).
-"""
+"""Ridge over a whole inner-CV grid at once: ``StandardScaler + Ridge(alpha)`` from one Gram matrix per fold."""
 
 from __future__ import annotations
 
@@ -31,10 +28,7 @@ class RidgeModel:
 
 
 def _tridiagonal_path(a: np.ndarray, b: np.ndarray, alphas: np.ndarray) -> np.ndarray | None:
-    """``(a + alpha I) x = b`` for every alpha via one tridiagonal reduction (``dsytrd``, then ``dptsv``).
-
-    ``None`` when a shifted system is not positive definite (the caller then takes the eigendecomposition).
-    """
+    """``(a + alpha I) x = b`` for every alpha (``dsytrd`` then ``dptsv``); None if not positive definite."""
     from scipy.linalg import lapack
 
     d = a.shape[0]

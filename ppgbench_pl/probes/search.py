@@ -1,7 +1,4 @@
-"""Grid selection by inner group CV, aggregation included (PROTOCOL.md 3.2, 6), then a refit of the winner.
-
-Best mean score wins (ties: grid order; undefined fold scores are left out of the mean).
-"""
+"""Grid (x aggregation) selection by inner group CV (PROTOCOL.md 3.2, 6); ties: grid order; then a refit."""
 
 from __future__ import annotations
 
@@ -40,10 +37,7 @@ class GroupGridSearch:
 
     def fit(self, X: np.ndarray, y: np.ndarray, groups: np.ndarray,  # noqa: N803
             folds: list[tuple[np.ndarray, np.ndarray]] | None = None) -> GroupGridSearch:
-        """Inner-CV selection over grid x aggregation, then refit the winner on all of ``X`` (default inner folds).
-
-        Raises ``DataError`` for NaN/inf rows or (classification) one training class.
-        """
+        """Select over grid x aggregation, refit the winner on all of ``X`` (``DataError``: NaN/inf, one class)."""
         X = np.asarray(X, dtype=np.float64)  # noqa: N806
         check_finite(X, self.what)
         groups = np.asarray(groups)

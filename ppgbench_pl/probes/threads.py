@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 _controller: Any = None
@@ -25,10 +25,7 @@ def _blas_controller() -> Any:
 @contextmanager
 def blas_threads(n: int | None) -> Iterator[None]:
     """Run the block with ``n`` BLAS threads (``None``: leave the process's setting as it is)."""
-    if n is None:
-        yield
-        return
-    with _blas_controller().limit(limits=int(n), user_api="blas"):
+    with nullcontext() if n is None else _blas_controller().limit(limits=int(n), user_api="blas"):
         yield
 
 

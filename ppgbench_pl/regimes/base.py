@@ -1,8 +1,4 @@
-"""A regime is a Lightning callback that trains and selects a head on one outer fold.
-
-:meth:`Regime.run` gets a :class:`JobContext` and returns one :class:`RepeatOutcome` per repeat; the regime is a
-callback of the inner trainers it builds (``[*user callbacks, self]``), so its hooks do its work there.
-"""
+"""A regime: a Lightning callback of the trainers it builds that turns a :class:`JobContext` into outcomes."""
 
 from __future__ import annotations
 
@@ -33,10 +29,7 @@ from ppgbench_pl.results.records import job_id as job_id_of
 
 @dataclass
 class JobContext:
-    """Everything one job (model, task, regime, seed, outer fold) needs, built once by the engine.
-
-    Its rows are its :class:`JobDataModule`'s, the one place they are made.
-    """
+    """Everything one job (model, task, regime, seed, outer fold) needs; its rows are its :class:`JobDataModule`'s."""
 
     job_id: str
     model_name: str

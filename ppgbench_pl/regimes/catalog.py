@@ -1,7 +1,4 @@
-"""The regimes ppgbench can run, as a static table read without importing torch (``ppgbench list regimes``).
-
-The budgets are the classes' published defaults; ``tests/commands/test_listing.py`` checks every entry.
-"""
+"""The regimes ppgbench can run, a static table without torch (``tests/commands/test_listing.py`` checks it)."""
 
 from __future__ import annotations
 

@@ -120,10 +120,7 @@ class FinetuneFactory(HeadFactory):
         return head
 
     def _seek(self, number: int, width: int) -> None:
-        """Put the (forked) global RNG at draw ``number`` of the head stream, replaying the draws before it.
-
-        A draw's size is its trial's ``hidden_dim`` (known, or from the study; else ``width``: exact when fixed).
-        """
+        """Seek the forked RNG to head draw ``number``, replaying earlier draws (size: hidden_dim, else ``width``)."""
         if number < 0:
             raise ValueError(f"trial number {number} < 0: a slot's seed must be the stream's seed r + trial number")
         start = self.drawn if number >= self.drawn else 0

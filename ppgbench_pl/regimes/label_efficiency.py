@@ -1,7 +1,4 @@
-"""Label efficiency: the linear probe on a seeded fraction of the outer-training subjects (``linear_frac<pct>``).
-
-A regime added by a callback and a YAML file (``configs/regime_label_efficiency.yaml``).
-"""
+"""Label efficiency: the linear probe on a seeded fraction of the outer-training subjects (``linear_frac<pct>``)."""
 
 from __future__ import annotations
 
@@ -43,7 +40,6 @@ class LabelEfficiencyRegime(LinearRegime):
 
     Raises:
         ConfigError: ``fraction`` is outside (0, 1] or ``min_groups`` is below 1.
-
     """
 
     name = "linear_frac"

@@ -1,8 +1,4 @@
-"""Linear probe regime: ridge / L2 logistic regression on frozen embeddings (PROTOCOL.md 4.1).
-
-Inner 4-fold group CV over the grid (and aggregation), refit, outer test; the regime, a callback of the
-:class:`~ppgbench_pl.tasks.ProbeTask` trainer, fits at the epoch's end and predicts at the test's.
-"""
+"""Linear probe regime (PROTOCOL.md 4.1): a callback of its ProbeTask trainer that fits and predicts there."""
 
 from __future__ import annotations
 
@@ -37,8 +33,6 @@ class ProbeRegime(Regime):
     Args:
         binary_metric: Selection metric for binary tasks (``auroc`` as published, or ``balanced_accuracy``).
     """
-
-    uses_embeddings = True
 
     def __init__(self, binary_metric: str = "auroc") -> None:
         self.binary_metric = binary_metric
@@ -91,10 +85,8 @@ class ProbeRegime(Regime):
         pl_module.train_rows.clear()
 
     def on_test_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        """Predict all gathered test rows with the fitted estimator."""
+        """Predict all gathered test rows with the fitted estimator (``RuntimeError`` before fit)."""
         if isinstance(pl_module, ProbeTask):
-            if not bool(pl_module.fitted):
-                raise RuntimeError("ProbeTask.test before fit: the estimator has not been fitted")
             pl_module.predict_arrays(np.concatenate(pl_module.test_rows).astype(np.float64))
             pl_module.test_rows.clear()
 
@@ -110,7 +102,6 @@ class LinearRegime(ProbeRegime):
         single_class: A logistic training part (inner or outer) with one class: ``error`` (published, as
             scikit-learn raises: the job fails with that reason) or ``constant`` (that part predicts its
             class with certainty).
-
     """
 
     name = "linear"

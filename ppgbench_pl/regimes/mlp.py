@@ -1,7 +1,4 @@
-"""Frozen MLP probe regime: a one-hidden-layer head on cached embeddings, Optuna-searched (PROTOCOL.md 4.3).
-
-Embeddings are z-scored on the holdout-fit part (a std of 0 becomes 1); each trial's head is seeded r + trial.
-"""
+"""Frozen MLP probe regime (PROTOCOL.md 4.3): heads on embeddings z-scored on the fit part, seeded r + trial."""
 
 from __future__ import annotations
 
@@ -26,10 +23,7 @@ MLP_PARAMS = {"hidden_dim": "hidden_dim", "dropout": "dropout", "lr": "lr", "wei
 
 
 class HeadFactory:
-    """Trials of an :class:`MLPHead` on fixed features of one split (the MLP probe, head-only finetuning).
-
-    ``features``/``labels``: one row per task-view position; ``param_names``: head setting -> space parameter.
-    """
+    """Trials of an :class:`MLPHead` on fixed features (a row per view position); ``param_names``: setting -> param."""
 
     def __init__(self, features: np.ndarray, labels: np.ndarray, split: Split, targets: Targets,
                  param_names: Mapping[str, str], space: dict[str, list[Any]], make_trainer: Any,
@@ -72,7 +66,6 @@ class HeadFactory:
                 torch.manual_seed(seed)
             return MLPHead(int(self.x.shape[1]), self.targets.n_outputs, int(p["hidden_dim"]), float(p["dropout"]))
 
-
     def slot(self, name: str, params: Mapping[str, Any], seed: int, epochs: int, validate: bool) -> Slot:
         """A head seeded with the trial's seed, its AdamW group and batch size."""
         p = {key: params[n] for key, n in self.param_names.items()}
@@ -93,22 +86,13 @@ class HeadFactory:
 
 
 class MLPRegime(NeuralRegime):
-    """The frozen MLP probe (PROTOCOL.md 4.3), searched by TPE + Hyperband on the 20 % holdout.
+    """The frozen MLP probe (PROTOCOL.md 4.3: 48 trials, 25 epochs, auroc); arguments: NeuralRegime's."""
 
-    Arguments: :class:`~ppgbench_pl.regimes.neural.NeuralRegime`'s (published: 48 trials, 25 epochs, ``auroc``).
-    """
-
-    name = "mlp"
-    uses_embeddings = True
-    default_binary_metric = "auroc"
-    default_max_epochs = 25
-    default_parallel_trials = 1
+    name = "mlp"  # its published auroc, 25 epochs and 1 trial at a time are NeuralRegime's defaults
     default_stack_jobs = 5  # the folds of a seed: one trial at a time per study, so the width comes from jobs
 
     def make_factory(self, ctx: JobContext, split: Split, targets: Targets, seed: int) -> HeadFactory:
-        """Heads on the job's cached embeddings, z-scored on the fit part."""
-        if ctx.embeddings is None:
-            raise RuntimeError("the MLP probe needs the cached embeddings (uses_embeddings=True)")
+        """Heads on the job's cached embeddings (``RuntimeError`` without them), z-scored on the fit part."""
         make_trainer = partial(ctx.make_trainer, precision=self.precision(ctx))
         return HeadFactory(ctx.features(), ctx.view.y, split, targets, MLP_PARAMS, MLP_SPACE, make_trainer,
                            self.eval_batch_size)

@@ -1,13 +1,10 @@
-"""What the frozen MLP probe and finetuning share: holdout repeats, targets, selection, the Optuna search.
-
-Per outer fold (PROTOCOL.md 3.3) subject-level tasks run 3 repeats (r = seed + 1009 k), others 1: a 20 % group
-holdout, TPE + Hyperband, the best complete trial's best-epoch weights tested (``refit``: retrained on all).
-"""
+"""What the Optuna-searched regimes share: holdout repeats r = seed + 1009 k (PROTOCOL.md 3.3), the search, scoring."""
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any, ClassVar
 
 import lightning as L
@@ -49,20 +46,13 @@ from ppgbench_pl.regimes.selection import (
     Targets,
     TrialFactory,
     make_targets,
-    one_device,
     redact,
 )
 from ppgbench_pl.tasks.encoder_task import set_batchnorm_eval
 
-__all__ = ["ClassWeighting", "NeuralRegime", "RepeatSearch", "SelectionScorer", "Split", "Targets", "TrialFactory",
-           "make_targets"]
-
 
 class NeuralRegime(Regime):
-    """Base of the Optuna-searched regimes; subclasses provide :meth:`make_factory` and their defaults.
-
-    A callback of the trainers that fit its trials: its hooks set each trial's train/eval and BatchNorm modes
-    and run the search step after every epoch (score, report, prune, refill), or end a fixed-length fit's slots.
+    """Base of the Optuna-searched regimes (subclasses: :meth:`make_factory`), a callback of its trials' trainers.
 
     Args:
         search: The Optuna budget (:class:`~ppgbench_pl.hpo.SearchSettings`); unset ``max_epochs`` and
@@ -80,10 +70,8 @@ class NeuralRegime(Regime):
         search_seeds: Search seeds per repeat (:mod:`ppgbench_pl.regimes.search_seeds`): ``[0]`` (published,
             one search) or e.g. ``[0, 1, 2]``, which repeats each search with other random streams on the
             same split to measure search noise (search seed 0 stays the reported one).
-
     """
 
-    uses_embeddings = True
     trains_trials = True
     not_protocol = ("eval_batch_size", "search_seeds")  # evaluation chunks; searches beside the reported one
     tiers = ("primary",)
@@ -133,8 +121,17 @@ class NeuralRegime(Regime):
         return "lightning-trial-stack"
 
     def check_trainer(self, trainer_kwargs: dict[str, Any]) -> None:
-        """A stack trains on one device in this process (:func:`~ppgbench_pl.regimes.selection.one_device`)."""
-        one_device(self.name, trainer_kwargs)
+        """A stack trains on one device in this process (``ConfigError`` for several devices or processes)."""
+        strategy = str(trainer_kwargs.get("strategy") or "auto")
+        if strategy not in ("auto", "single_device"):
+            raise ConfigError(f"trainer.strategy {strategy}: the {self.name} regime trains its trials as one stack "
+                              "on one device in this process; leave trainer.strategy out (auto)")
+        devices = trainer_kwargs.get("devices", 1)
+        if devices in ("auto", -1, "-1") or (isinstance(devices, int) and devices > 1) or (
+                isinstance(devices, list) and len(devices) > 1):
+            raise ConfigError(f"trainer.devices {devices!r}: the {self.name} regime trains its trials as one "
+                              "stack on one device; set trainer.devices: 1 (use an executor with one GPU per "
+                              "worker to use several)")
 
     def precision(self, ctx: JobContext) -> str:
         """The stack trainer's precision (``trainer.precision`` when given)."""
@@ -162,10 +159,7 @@ class NeuralRegime(Regime):
         self.train_modes(pl_module)
 
     def train_modes(self, pl_module: TrialStack) -> None:
-        """Each trial's train/eval mode (ended: eval) and BatchNorm mode (``freeze_stats``: eval statistics).
-
-        Set after the epoch, so a user callback's changes in ``on_train_epoch_start`` hold.
-        """
+        """Each trial's train/eval and BatchNorm modes, set after the epoch so callbacks' changes hold."""
         for slot in pl_module.slots.values():
             slot.net.train(slot.training)
             if slot.freeze_stats:
@@ -235,19 +229,13 @@ class NeuralRegime(Regime):
         s.factory.study = study.study  # finetuning replays its head stream with the study's trials (a resume)
         s.weights = store = TrialWeights(s.ctx.work_dir / s.folder)
 
-        def keep_if_best(number: int, value: float, weights: dict[str, Any]) -> None:
-            store.offer(study.study, number, value, weights)
-
         def make_slot(key: str, number: int, params: Mapping[str, Any]) -> Slot:
             slot = s.factory.slot(f"{key}/{number}", params, s.seed + number, self.search.epochs, validate=True)
             slot.metric = SelectionMetric(s.scorer, params.get(AGGREGATION_PARAM))
             return slot
 
-        def score(out: np.ndarray, params: Mapping[str, Any]) -> float:
-            return s.scorer(out, params.get(AGGREGATION_PARAM))
-
-        return StudyPlan(s.key, study, space, make_slot, score, self.search.epochs, keep_if_best,
-                         lambda: store.drop_losers(study.study))
+        return StudyPlan(s.key, study, space, make_slot, lambda out, p: s.scorer(out, p.get(AGGREGATION_PARAM)),
+                         self.search.epochs, partial(store.offer, study.study), partial(store.drop_losers, study.study))
 
     def fit_module(self, ctx: JobContext, module: TrialStack, max_epochs: int = -1,
                    callbacks: list[Callback] | None = None) -> None:

@@ -1,8 +1,4 @@
-"""Search seeds (issue 19 item 4): the same neural search repeated with other random streams.
-
-Search seed k moves every stream (TPE, inits, batch orders, head stream) to r + :data:`SEARCH_SEED_STRIDE` * k on
-the same split; k = 0 is the published search, whose default ``[0]`` stays out of the run identity (#49).
-"""
+"""Search seeds (#19): search seed k moves every stream to r + stride * k on the same split; k = 0 is published."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ from torchmetrics.functional.regression import mean_absolute_error
 from torchmetrics.utilities import dim_zero_cat
 
 from ppgbench_pl.data.registry import TaskSpec
-from ppgbench_pl.errors import ConfigError, DataError
+from ppgbench_pl.errors import DataError
 from ppgbench_pl.heads.metrics import BalancedAccuracy
 from ppgbench_pl.hpo.optuna_search import PersistentStudy
 from ppgbench_pl.hpo.trial_stack import Slot
@@ -31,10 +31,7 @@ ClassWeighting = Literal["balanced", "none"]
 
 @dataclass(frozen=True)
 class Targets:
-    """How labels become loss targets (``mse``, ``bce``: one logit, ``ce``: K logits) and outputs predictions.
-
-    ``class_weight``: ``[n_neg / n_pos]`` (bce) or ``n / (K n_k)`` (ce); regression: ``(y - y_mean) / y_scale``.
-    """
+    """Labels -> loss targets (``mse``; ``bce``: one logit, weight ``[n_neg / n_pos]``; ``ce``: K, ``n / (K n_k)``)."""
 
     kind: str
     classes: np.ndarray | None
@@ -66,11 +63,7 @@ class Targets:
 
 def make_targets(task: TaskSpec, y_outer: np.ndarray, y_fit: np.ndarray, groups_fit: np.ndarray,
                  class_weighting: ClassWeighting, where: str, standardize_targets: bool = False) -> Targets:
-    """Targets from the outer-training classes (2: binary), class weights counted on the fit part (per subject).
-
-    ``standardize_targets`` (not published) z-scores regression targets on the fit part. A class missing from the
-    fit part raises ``DataError`` (the published code fails too; PROTOCOL.md 10 item 7).
-    """
+    """Targets of the outer-training classes, class weights of the fit part (a class missing there: ``DataError``)."""
     if task.kind != "classification":
         if not standardize_targets:
             return Targets(task.kind, None, "mse", task.n_targets)
@@ -140,10 +133,7 @@ class Split:
 
 
 class SelectionMetric(Metric):
-    """A trial's selection score over one validation epoch as a torchmetrics metric (what the search reads).
-
-    Equals :class:`SelectionScorer`'s value in float64 (tested); NaN when outputs are not finite.
-    """
+    """A trial's selection score over one validation epoch (:class:`SelectionScorer`'s, tested; NaN if not finite)."""
 
     full_state_update = False
     higher_is_better = True
@@ -161,9 +151,8 @@ class SelectionMetric(Metric):
     def compute(self) -> Tensor:
         """The selection score of everything gathered since the last reset (higher is better)."""
         out = dim_zero_cat(self.outputs).double().cpu().numpy()
-        nan = torch.tensor(float("nan"), dtype=torch.float64)
         if not np.isfinite(out).all():
-            return nan
+            return torch.tensor(float("nan"), dtype=torch.float64)
         scorer = self.scorer
         y, pred = scorer.scored(out, self.aggregation_idx)
         if scorer.targets.loss == "mse":
@@ -233,17 +222,3 @@ class RepeatSearch:
     def folder(self) -> str:
         """The search's folder in the job's work folder (study storage and weights)."""
         return f"repeat{self.repeat}" + (f"_search{self.search_seed}" if self.search_seed else "")
-
-
-def one_device(regime: str, trainer_kwargs: dict[str, Any]) -> None:
-    """A stack trains on one device in this process (``ConfigError`` for several devices or processes)."""
-    strategy = str(trainer_kwargs.get("strategy") or "auto")
-    if strategy not in ("auto", "single_device"):
-        raise ConfigError(f"trainer.strategy {strategy}: the {regime} regime trains its trials as one stack "
-                          "on one device in this process; leave trainer.strategy out (auto)")
-    devices = trainer_kwargs.get("devices", 1)
-    if devices in ("auto", -1, "-1") or (isinstance(devices, int) and devices > 1) or (
-            isinstance(devices, list) and len(devices) > 1):
-        raise ConfigError(f"trainer.devices {devices!r}: the {regime} regime trains its trials as one "
-                          "stack on one device; set trainer.devices: 1 (use an executor with one GPU per "
-                          "worker to use several)")

@@ -67,8 +67,9 @@ class EncoderTask(L.LightningModule):
         self.register_buffer("class_weight", torch.tensor(class_weight) if class_weight else None, persistent=False)
         # Monitoring metrics on the device (torchmetrics); the test metrics stay scikit-learn's.
         self.train_metrics = self.val_metrics = None
-        if head is not None:
-            n_outputs = _out_features(head)
+        if head is not None:  # outputs: the ``out_features`` of the head's last linear layer
+            linears = [m for m in head.modules() if isinstance(m, nn.Linear)]
+            n_outputs = int(linears[-1].out_features) if linears else 1
             self.train_metrics = HeadMetrics(loss, n_outputs).clone(prefix="train/")
             self.val_metrics = HeadMetrics(loss, n_outputs).clone(prefix="val/")
         if mode == "frozen":
@@ -151,9 +152,3 @@ class EncoderTask(L.LightningModule):
                 "weight_decay": self.head_weight_decay * self.encoder_weight_decay_ratio,
             })
         return torch.optim.AdamW(groups) if groups else None
-
-
-def _out_features(head: nn.Module) -> int:
-    """Outputs of a head: the ``out_features`` of its last linear layer."""
-    linears = [m for m in head.modules() if isinstance(m, nn.Linear)]
-    return int(linears[-1].out_features) if linears else 1

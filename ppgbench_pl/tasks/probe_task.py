@@ -1,7 +1,4 @@
-"""The non-neural adapter: a LightningModule with no optimiser that gathers the rows of a fit-once probe.
-
-Its regime, a callback of the trainer, fits at the epoch's end and predicts at the test's (``ProbeRegime``).
-"""
+"""The non-neural adapter: a LightningModule with no optimiser that gathers a fit-once probe's rows."""
 
 from __future__ import annotations
 
@@ -17,11 +14,7 @@ from ppgbench_pl.probes.threads import blas_threads
 
 
 class ProbeTask(L.LightningModule):
-    """Fit-once wrapper of an estimator with ``fit(X, y, groups)``/``predict(X)`` returning ``Predictions``.
-
-    ``groups``: group name per training row index; ``blas_threads``: BLAS threads while it fits and predicts (1;
-    ``None`` leaves the process's setting; results do not depend on it).
-    """
+    """Fit-once wrapper of an estimator (``fit(X, y, groups)``, ``predict(X)``), fitted with ``blas_threads``."""
 
     trainer_arguments: dict[str, Any] = {
         "max_epochs": 1,
