@@ -1,9 +1,4 @@
-"""``ppgbench calibrate``: measure this machine's rate table once, for the dry run's estimate.
-
-Each kind's rate: one real job (``run_job``, what a worker runs) on a synthetic task at one thread, its record's CPU
-seconds over its units (``estimate.job_units``, trial-epochs counted from the record). Encoder throughput is
-measured on the small CNN and a config's encoders, start-up on a fresh process.
-"""
+"""``ppgbench calibrate``: each kind's rate is one real job's (``run_job``) CPU seconds over its units, 1 thread."""
 
 from __future__ import annotations
 
@@ -62,7 +57,7 @@ def regimes(setting: Setting) -> dict[str, tuple[str, dict[str, Any]]]:
     tune = {"n_trials": setting.finetune[0], "n_startup_trials": 1, "max_epochs": setting.finetune[1],
             "parallel_trials": 1}
     base = "ppgbench_pl.regimes"
-    table: dict[str, tuple[str, dict[str, Any]]] = {
+    return {
         "ridge": ("synthetic-hr", {"class_path": f"{base}.LinearRegime"}),
         "logistic": ("synthetic-activity", {"class_path": f"{base}.LinearRegime"}),
         "rf": ("synthetic-activity", {"class_path": f"{base}.RandomForestRegime", "init_args": {
@@ -72,7 +67,6 @@ def regimes(setting: Setting) -> dict[str, tuple[str, dict[str, Any]]]:
         "finetune": ("synthetic-hr", {"class_path": f"{base}.finetune.FinetuneRegime", "init_args": {
             "search": tune, "search_space": {"batch_size": [128]}, "standardize_targets": True}}),
     }
-    return table
 
 
 def measure_rate(work: Path, kind: str, setting: Setting, trainer_kwargs: dict[str, Any], train_per_s: float) -> float:
@@ -155,14 +149,7 @@ def measure_listed(model: CostModel, encoders: Sequence[dict[str, Any]], trainer
 
 def calibrate(encoders: Sequence[dict[str, Any]] = (), trainer_kwargs: dict[str, Any] | None = None,
               setting: Setting = Setting(), window_s: float = 10.0) -> CostModel:
-    """Measure the rate table on this machine (and the throughput of each encoder entry); nothing is saved.
-
-    Args:
-        encoders: ``class_path``/``init_args`` entries whose throughput to measure (a config's encoders).
-        trainer_kwargs: Device settings of the run (``accelerator``...): the neural jobs and encoders run there.
-        setting: Sizes and budgets (:data:`TINY` for tests).
-        window_s: Window length of the encoders' throughput batches.
-    """
+    """Measure the rates (and the throughput of ``encoders``, on ``trainer_kwargs``' device); nothing is saved."""
     quiet_lightning()
     trainer_kwargs = {"accelerator": "cpu", "devices": 1, **dict(trainer_kwargs or {})}
     start = time.perf_counter()

@@ -1,9 +1,4 @@
-"""The cost model: one machine's rate table, and the counts (task and embedding sizes, search epochs) it multiplies.
-
-``ppgbench calibrate`` measures the rates, encoder speeds and start-up into one file per machine, which a user may
-edit: it is checked against :data:`SCHEMA`, a bad field refused in one line. Without it the dry run uses
-:data:`RATES` and says so.
-"""
+"""The cost model: a machine's rates (``ppgbench calibrate``'s file, checked by :data:`SCHEMA`; else :data:`RATES`)."""
 
 from __future__ import annotations
 
@@ -233,11 +228,10 @@ def declared_dim(entry: Any) -> tuple[int, str] | None:
 
 def epochs_distribution(n_trials: int, max_epochs: int, min_resource: int = 1,
                         reduction_factor: int = 3) -> dict[int, float]:
-    """Probability that a trial of an ``n_trials`` search trains each number of epochs.
+    """Probability that a trial of an ``n_trials`` search trains each number of epochs (Optuna's brackets).
 
-    Brackets and their trial shares as Optuna allots them; a trial checked at 0-based step ``s`` has trained
-    ``s + 1`` epochs; the ``i``-th trial to reach a rung is promoted when in the top ``floor(i / eta)`` there,
-    or the best while fewer than ``eta`` have arrived.
+    The ``i``-th trial to reach a rung is promoted when in the top ``floor(i / eta)``, or the best while fewer than
+    ``eta`` have arrived; checked at 0-based step ``s``, it has trained ``s + 1`` epochs.
     """
     eta, top = max(int(reduction_factor), 2), max(int(max_epochs), 1)
     low, n_trials = max(int(min_resource), 1), max(int(n_trials), 1)

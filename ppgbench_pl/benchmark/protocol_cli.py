@@ -1,7 +1,4 @@
-"""``ppgbench fit`` and ``ppgbench benchmark``: one LightningCLI, which builds the objects once.
-
-A worker in another process rebuilds them by parsing the resolved config with this same parser (:func:`parse_setup`).
-"""
+"""``ppgbench fit``/``benchmark``: one LightningCLI builds the objects once; a worker reparses with it."""
 
 from __future__ import annotations
 

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections import Counter
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,9 +10,10 @@ from jsonargparse import Namespace
 
 from ppgbench_pl.benchmark.budget import Budget, apply_budget
 from ppgbench_pl.benchmark.executors import Executor
+from ppgbench_pl.benchmark.plan import check_unique
 from ppgbench_pl.benchmark.suite import BenchmarkSuite, encoder_info
 from ppgbench_pl.benchmark.trainer_block import model_encoder, split_callbacks, trainer_settings
-from ppgbench_pl.data.registry import REAL_DATASETS, get_dataset, get_task, tasks_of
+from ppgbench_pl.data.registry import get_dataset, get_task, tasks_of
 from ppgbench_pl.datamodules.ppg import PPGDataModule
 from ppgbench_pl.errors import ConfigError
 from ppgbench_pl.input_checks import check_storage
@@ -45,11 +44,7 @@ class RunSettings:
 
 @dataclass
 class ProtocolSetup:
-    """One ``fit``/``benchmark`` command: the suite, how to run it, and the config (JSON-able, as ``run.json`` has it).
-
-    ``resolved`` is what a worker parses (with ``parse``, an import path) to rebuild the suite; None where the config
-    holds objects built in this process (local executor only).
-    """
+    """One command; ``resolved``: what a worker parses (with ``parse``), None for objects built in this process."""
 
     suite: BenchmarkSuite
     settings: RunSettings
@@ -60,11 +55,9 @@ class ProtocolSetup:
     parse: str | None = None
 
 
-def datasets_and_tasks(datasets: list[str] | None, tasks: list[str] | None) -> dict[str, list[str] | None]:
+def datasets_and_tasks(datasets: list[str], tasks: list[str] | None) -> dict[str, list[str] | None]:
     """Dataset -> selected task names (``None``: all of its tasks), validated against the registry."""
     specs = [get_task(t) for t in tasks] if tasks else []
-    if datasets is None:
-        datasets = list(dict.fromkeys(s.dataset for s in specs)) if specs else list(REAL_DATASETS)
     for d in datasets:
         get_dataset(d)
     outside = sorted({s.name for s in specs if s.dataset not in datasets})
@@ -127,14 +120,6 @@ def pick(items: list[Any], names: list[str], wanted: list[str] | None, kind: str
     return [i for i, n in enumerate(names) if n in wanted]
 
 
-def check_unique(kind: str, names: Sequence[str]) -> None:
-    """Encoder and regime names must be unique (their job ids would collide), named in one line."""
-    twice = sorted(n for n, c in Counter(names).items() if c > 1)
-    if twice:
-        raise ConfigError(f"{kind} names must be unique, got {', '.join(twice)} more than once "
-                          "(give one of them another name: init_args.name)")
-
-
 def build_suite(cfg: Namespace, init: Namespace, config: dict[str, Any], encoders: list[Any]) -> BenchmarkSuite:
     """The suite of a parsed (``cfg``), instantiated (``init``) and dumped (``config``) config; entries as dumped."""
     if cfg.get("seed_everything") not in (None, 42):  # LightningCLI's global seed: every job reseeds itself
@@ -143,8 +128,7 @@ def build_suite(cfg: Namespace, init: Namespace, config: dict[str, Any], encoder
     pairs = zip(encoders, _dumped_encoders(config), strict=True)
     entries = [dumped if isinstance(parsed, Namespace) else parsed for parsed, dumped in pairs]
     regimes, callbacks = split_callbacks(list(init.get("trainer.callbacks") or []))
-    trainer_block = {k: v for k, v in (cfg.get("trainer") or Namespace()).as_dict().items() if k != "callbacks"}
-    trainer = trainer_settings(trainer_block)
+    trainer = trainer_settings((cfg.get("trainer") or Namespace()).as_dict())  # it skips the callbacks
     check_storage(cfg.get("optuna_storage"))
     datamodules, selection = _datamodules(cfg, init.data)
     encoder_names = [encoder_info(e).name for e in entries]
@@ -158,10 +142,9 @@ def build_suite(cfg: Namespace, init: Namespace, config: dict[str, Any], encoder
     dumped = (config.get("trainer") or {}).get("callbacks") or []
     others = [entry for entry, obj in zip(dumped if isinstance(dumped, list) else [dumped], built, strict=True)
               if obj in callbacks]
-    return BenchmarkSuite(entries, regimes, datamodules, callbacks=callbacks, trainer=trainer,
-                          budget=budget, callback_entries=others,
-                          selection=selection, cache_dir=cfg.get("cache_dir"), cache_size_gb=cfg.get("cache_size_gb"),
-                          run_dir=cfg.get("output_dir"))
+    return BenchmarkSuite(entries, regimes, datamodules, callbacks=callbacks, trainer=trainer, budget=budget,
+                          callback_entries=others, selection=selection, cache_dir=cfg.get("cache_dir"),
+                          cache_size_gb=cfg.get("cache_size_gb"), run_dir=cfg.get("output_dir"))
 
 
 def _dumped_encoders(config: dict[str, Any]) -> list[Any]:

@@ -1,7 +1,4 @@
-"""``ppgbench calibrate``: measure this machine's rates once, one file per machine (shown again unless ``--force``).
-
-``--config`` (the files a ``fit`` takes, stacked) adds the throughput of that config's encoders.
-"""
+"""``ppgbench calibrate``: measure this machine's rates once (``--config``: its encoders' throughput too)."""
 
 from __future__ import annotations
 
