@@ -148,9 +148,8 @@ WINDOWS_PER_SUBJECT: dict[str, int] = {
 ASSUMED_SUBJECTS: dict[str, int] = {"butppg": 50, "ecsmp": 89, "realworldppg": 35, "wildppg": 16}
 #: Argument names that state an encoder's (or a wrapped module's) output size.
 DIM_NAMES = ("embed_dim", "embedding_dim", "out_dim", "output_dim", "out_features")
-#: Below this many validation subjects a subject-level score ties at the top and Hyperband promotes nearly every
-#: trial: synthetic stiffness (5 validation subjects) trained 22.1 epochs per trial of 25, against 7.9; so
-#: TIED_COMPLETE of such a search's trials are counted at every epoch, the others stopped at the first check.
+#: Under this many validation subjects the scores tie and Hyperband promotes nearly all (synthetic stiffness, 5: 22.1
+#: epochs a trial of 25, not 7.9): TIED_COMPLETE of the trials count every epoch, the others stop at the first check.
 FEW_VALIDATION_SUBJECTS = 10
 TIED_COMPLETE = 0.87
 HOLDOUT_SHARE = 0.2  # of the outer-training groups, held out for a neural regime's validation (PROTOCOL.md 3.3)

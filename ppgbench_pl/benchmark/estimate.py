@@ -16,9 +16,8 @@ OTHER_JOB_S = 1.0  # seconds assumed per job of a regime the cost model does not
 #: CPU of a searched job at several torch threads over one: torch's pool spin-waits around the stack's tiny
 #: steps (4-33x measured on the 2-core CI machine under load, docs/performance.md).
 THREAD_FACTOR = 14.0
-#: The size that costs as much as a unit's fixed part (measured on the 2-core CI machine, 2026-12-06): per fitted
-#: probe n d^2 (ridge), n d c (logistic); per tree n x depth x features tried per split (rf); per trial-epoch
-#: n (1 + d / 64) / 2 (mlp). A job's own fixed cost (after the first of its kind in a process) did not show.
+#: Size costing as much as a unit's fixed part (2-core CI machine, 2026-12-06): n d^2 per ridge probe, n d c per
+#: logistic one, n x depth x split features per rf tree, n (1 + d / 64) / 2 per mlp trial-epoch (no per-job cost).
 SIZE_SCALE = {"ridge": 8e8, "logistic": 1e6, "rf": 25_000.0, "mlp": 3000.0}
 
 

@@ -84,11 +84,9 @@ def describe_plan(jobs: Sequence[Job], done: Collection[str] = ()) -> str:
     totals = "  ".join(f"{sum(counts[(m, r)] for m in models):>{c}}" for r, c in zip(regimes, cols, strict=True))
     lines.append(f"{'total':<{width}}  {totals}  {len(jobs):>6}")
     tasks = {r: len({j.task.name for j in jobs if j.regime.name == r}) for r in regimes}
-    datasets = list(dict.fromkeys(j.task.dataset for j in jobs))
-    seeds = sorted({j.seed for j in jobs})
-    folds = sorted({j.fold for j in jobs})
-    lines.append(f"tasks per regime: {', '.join(f'{r} {n}' for r, n in tasks.items())}; "
-                 f"datasets: {', '.join(datasets)}; seeds {seeds}; folds {folds}")
+    datasets = ", ".join(dict.fromkeys(j.task.dataset for j in jobs))
+    lines.append(f"tasks per regime: {', '.join(f'{r} {n}' for r, n in tasks.items())}; datasets: {datasets}; "
+                 f"seeds {sorted({j.seed for j in jobs})}; folds {sorted({j.fold for j in jobs})}")
     n_done = sum(j.job_id in done for j in jobs)
     lines.append(f"{len(jobs)} jobs planned, {n_done} already done, {len(jobs) - n_done} to run")
     searches = describe_search_seeds(list({j.regime.name: j.regime for j in jobs}.values()),
