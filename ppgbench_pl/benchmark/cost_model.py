@@ -258,8 +258,7 @@ def epochs_distribution(n_trials: int, max_epochs: int, min_resource: int = 1,
 
 def hyperband_epochs(max_epochs: int, min_resource: int = 1, reduction_factor: int = 3, n_trials: int = 48) -> float:
     """Mean epochs a trial of an ``n_trials`` search trains (:func:`epochs_distribution`)."""
-    dist = epochs_distribution(n_trials, max_epochs, min_resource, reduction_factor)
-    return sum(e * p for e, p in dist.items())
+    return sum(e * p for e, p in epochs_distribution(n_trials, max_epochs, min_resource, reduction_factor).items())
 
 
 def few_validation_subjects(task: object, groups: int, n_folds: int) -> bool:
@@ -274,10 +273,8 @@ def search_trials(regime: Any, task: object, tied: bool = False) -> tuple[int, f
 
     s = regime.search
     first = min(int(s.min_resource) + 1, int(s.epochs))
-    if tied:
-        mean = s.epochs * TIED_COMPLETE + first * (1 - TIED_COMPLETE)
-    else:
-        mean = hyperband_epochs(s.epochs, s.min_resource, s.reduction_factor, s.n_trials)
+    mean = s.epochs * TIED_COMPLETE + first * (1 - TIED_COMPLETE) if tied \
+        else hyperband_epochs(s.epochs, s.min_resource, s.reduction_factor, s.n_trials)
     holdouts = int(regime.subject_repeats) if getattr(task, "level", "window") == "subject" else 1
     trials = holdouts * searches_per_job(regime) * int(s.n_trials)
     return trials, trials * mean
