@@ -47,14 +47,6 @@ class Budget:
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < least):
                 raise ConfigError(f"budget.{key}={value!r}: must be a whole number >= {least}")
 
-    def caps(self) -> list[str]:
-        """``budget.key=value`` of every cap this budget sets."""
-        out = [f"budget.{k}={getattr(self, k)}" for k in (*SEARCH_CAPS, "subject_repeats")
-               if getattr(self, k) is not None]
-        if self.standardize_targets is not None:
-            out.append(f"budget.standardize_targets={self.standardize_targets}")
-        return out
-
 
 def _searched(regime: Any) -> bool:
     """Whether a regime runs an Optuna search (no regime can, unless its settings' module is imported already)."""
@@ -75,7 +67,8 @@ def apply_budget(regimes: Sequence[Any], budget: Budget, datamodules: Sequence[A
     """Cap the built regimes' searches and repeats by the budget (``storage``: ``--optuna_storage`` where none)."""
     capped = list(dict.fromkeys(f"data.init_args.{k}={getattr(dm, k)}" for dm in datamodules for k in DATA_CAPS
                                 if getattr(dm, k, None) is not None))
-    capped += budget.caps()
+    capped += [f"budget.{k}={getattr(budget, k)}" for k in (*SEARCH_CAPS, "subject_repeats", "standardize_targets")
+               if getattr(budget, k) is not None]
     if budget.name == PUBLISHED and capped:
         raise ConfigError(f"{capped[0]}: the published budget runs the whole protocol; stack "
                           "configs/budget/smoke.yaml (or set budget.name to another label) to run a capped budget")

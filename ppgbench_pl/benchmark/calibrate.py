@@ -1,9 +1,4 @@
-"""``ppgbench calibrate``: measure this machine's rate table once, for the dry run's estimate.
-
-Each kind's rate: one real job (``run_job``, what a worker runs) on a synthetic task at one thread, its record's CPU
-seconds over its units (``estimate.job_units``, trial-epochs counted from the record). Encoder throughput is
-measured on the small CNN and a config's encoders, start-up on a fresh process.
-"""
+"""``ppgbench calibrate``: each kind's rate is one real job's (``run_job``) CPU seconds over its units, 1 thread."""
 
 from __future__ import annotations
 
@@ -56,13 +51,13 @@ TINY = Setting(size=(8, 16), dim=48, mlp=(2, 3), finetune=(1, 2), rf_trees=5, ba
                startup=False)
 
 
-def regimes(setting: Setting) -> dict[str, tuple[str, dict[str, Any]]]:
-    """Kind -> (synthetic task, regime entry) measured at ``setting``."""
+def measure_rate(work: Path, kind: str, setting: Setting, trainer_kwargs: dict[str, Any], train_per_s: float) -> float:
+    """Seconds per unit of ``kind``: one job in ``work / kind`` on random embeddings with the label mixed in."""
     search = {"n_trials": setting.mlp[0], "n_startup_trials": 1, "max_epochs": setting.mlp[1]}
     tune = {"n_trials": setting.finetune[0], "n_startup_trials": 1, "max_epochs": setting.finetune[1],
             "parallel_trials": 1}
     base = "ppgbench_pl.regimes"
-    table: dict[str, tuple[str, dict[str, Any]]] = {
+    task_name, entry = {  # kind -> (synthetic task, regime entry)
         "ridge": ("synthetic-hr", {"class_path": f"{base}.LinearRegime"}),
         "logistic": ("synthetic-activity", {"class_path": f"{base}.LinearRegime"}),
         "rf": ("synthetic-activity", {"class_path": f"{base}.RandomForestRegime", "init_args": {
@@ -71,13 +66,7 @@ def regimes(setting: Setting) -> dict[str, tuple[str, dict[str, Any]]]:
             "search": search, "search_space": {"batch_size": [32]}, "standardize_targets": True}}),
         "finetune": ("synthetic-hr", {"class_path": f"{base}.finetune.FinetuneRegime", "init_args": {
             "search": tune, "search_space": {"batch_size": [128]}, "standardize_targets": True}}),
-    }
-    return table
-
-
-def measure_rate(work: Path, kind: str, setting: Setting, trainer_kwargs: dict[str, Any], train_per_s: float) -> float:
-    """Seconds per unit of ``kind``: one job in ``work / kind`` on random embeddings with the label mixed in."""
-    task_name, entry = regimes(setting)[kind]
+    }[kind]
     encoder, task, regime = SmallCNNEncoder(), get_task(task_name), build_entry(Regime, entry)
     dm = PPGDataModule("synthetic", root=str(work / "data"), seeds=[42], folds=[0], synthetic_subjects=setting.size[0],
                        synthetic_windows=setting.size[1])
@@ -133,15 +122,6 @@ def measure_encoder(encoder: Any, window_s: float, batches: int, device: str, ba
             "device": device, "training": how}
 
 
-def startup_seconds() -> float:
-    """CPU seconds of a fresh Python process importing what a worker imports before its first job."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run([sys.executable, "-c", "import ppgbench_pl.benchmark.worker, ppgbench_pl.benchmark.suite"],
-                   check=True, capture_output=True)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return round((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), 2)
-
-
 def measure_listed(model: CostModel, encoders: Sequence[dict[str, Any]], trainer_kwargs: dict[str, Any],
                    window_s: float = 10.0, batches: int = 3) -> CostModel:
     """``model`` with the throughput of some encoder entries measured (or measured again) and added."""
@@ -155,14 +135,7 @@ def measure_listed(model: CostModel, encoders: Sequence[dict[str, Any]], trainer
 
 def calibrate(encoders: Sequence[dict[str, Any]] = (), trainer_kwargs: dict[str, Any] | None = None,
               setting: Setting = Setting(), window_s: float = 10.0) -> CostModel:
-    """Measure the rate table on this machine (and the throughput of each encoder entry); nothing is saved.
-
-    Args:
-        encoders: ``class_path``/``init_args`` entries whose throughput to measure (a config's encoders).
-        trainer_kwargs: Device settings of the run (``accelerator``...): the neural jobs and encoders run there.
-        setting: Sizes and budgets (:data:`TINY` for tests).
-        window_s: Window length of the encoders' throughput batches.
-    """
+    """Measure the rates (and the throughput of ``encoders``, on ``trainer_kwargs``' device); nothing is saved."""
     quiet_lightning()
     trainer_kwargs = {"accelerator": "cpu", "devices": 1, **dict(trainer_kwargs or {})}
     start = time.perf_counter()
@@ -174,7 +147,11 @@ def calibrate(encoders: Sequence[dict[str, Any]] = (), trainer_kwargs: dict[str,
         for kind in setting.kinds:  # the least of two: the first job of a kind pays its imports, others' load
             model.rates[kind] = min(measure_rate(Path(tmp) / str(i), kind, setting, trainer_kwargs, train_per_s)
                                     for i in range(2))
-    if setting.startup:
-        model.startup_s = startup_seconds()
+    if setting.startup:  # CPU seconds of a fresh process importing what a worker imports before its first job
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        subprocess.run([sys.executable, "-c", "import ppgbench_pl.benchmark.worker, ppgbench_pl.benchmark.suite"],
+                       check=True, capture_output=True)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        model.startup_s = round((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), 2)
     model.seconds = round(time.perf_counter() - start, 1)
     return model

@@ -86,7 +86,7 @@ class BenchmarkRun:
 
     def dry_run(self) -> str:
         """The plan table and its cost estimate, after the real run's checks (refused with the same lines)."""
-        from ppgbench_pl.benchmark.dry_run import dry_run_text
+        from ppgbench_pl.benchmark.estimate import dry_run_text
         from ppgbench_pl.benchmark.thread_policy import thread_override
 
         thread_override(self.threads)  # a bad --threads or PPGBENCH_THREADS: refused as the run refuses it

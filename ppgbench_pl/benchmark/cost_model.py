@@ -1,9 +1,4 @@
-"""The cost model: one machine's rate table, and the counts (task and embedding sizes, search epochs) it multiplies.
-
-``ppgbench calibrate`` measures the rates, encoder speeds and start-up into one file per machine, which a user may
-edit: it is checked against :data:`SCHEMA`, a bad field refused in one line. Without it the dry run uses
-:data:`RATES` and says so.
-"""
+"""The cost model: a machine's rates (``ppgbench calibrate``'s file, checked by :data:`SCHEMA`; else :data:`RATES`)."""
 
 from __future__ import annotations
 
@@ -153,9 +148,8 @@ WINDOWS_PER_SUBJECT: dict[str, int] = {
 ASSUMED_SUBJECTS: dict[str, int] = {"butppg": 50, "ecsmp": 89, "realworldppg": 35, "wildppg": 16}
 #: Argument names that state an encoder's (or a wrapped module's) output size.
 DIM_NAMES = ("embed_dim", "embedding_dim", "out_dim", "output_dim", "out_features")
-#: Below this many validation subjects a subject-level score ties at the top and Hyperband promotes nearly every
-#: trial: synthetic stiffness (5 validation subjects) trained 22.1 epochs per trial of 25, against 7.9; so
-#: TIED_COMPLETE of such a search's trials are counted at every epoch, the others stopped at the first check.
+#: Under this many validation subjects the scores tie and Hyperband promotes nearly all (synthetic stiffness, 5: 22.1
+#: epochs a trial of 25, not 7.9): TIED_COMPLETE of the trials count every epoch, the others stop at the first check.
 FEW_VALIDATION_SUBJECTS = 10
 TIED_COMPLETE = 0.87
 HOLDOUT_SHARE = 0.2  # of the outer-training groups, held out for a neural regime's validation (PROTOCOL.md 3.3)
@@ -233,11 +227,10 @@ def declared_dim(entry: Any) -> tuple[int, str] | None:
 
 def epochs_distribution(n_trials: int, max_epochs: int, min_resource: int = 1,
                         reduction_factor: int = 3) -> dict[int, float]:
-    """Probability that a trial of an ``n_trials`` search trains each number of epochs.
+    """Probability that a trial of an ``n_trials`` search trains each number of epochs (Optuna's brackets).
 
-    Brackets and their trial shares as Optuna allots them; a trial checked at 0-based step ``s`` has trained
-    ``s + 1`` epochs; the ``i``-th trial to reach a rung is promoted when in the top ``floor(i / eta)`` there,
-    or the best while fewer than ``eta`` have arrived.
+    The ``i``-th trial to reach a rung is promoted when in the top ``floor(i / eta)``, or the best while fewer than
+    ``eta`` have arrived; checked at 0-based step ``s``, it has trained ``s + 1`` epochs.
     """
     eta, top = max(int(reduction_factor), 2), max(int(max_epochs), 1)
     low, n_trials = max(int(min_resource), 1), max(int(n_trials), 1)
@@ -265,8 +258,7 @@ def epochs_distribution(n_trials: int, max_epochs: int, min_resource: int = 1,
 
 def hyperband_epochs(max_epochs: int, min_resource: int = 1, reduction_factor: int = 3, n_trials: int = 48) -> float:
     """Mean epochs a trial of an ``n_trials`` search trains (:func:`epochs_distribution`)."""
-    dist = epochs_distribution(n_trials, max_epochs, min_resource, reduction_factor)
-    return sum(e * p for e, p in dist.items())
+    return sum(e * p for e, p in epochs_distribution(n_trials, max_epochs, min_resource, reduction_factor).items())
 
 
 def few_validation_subjects(task: object, groups: int, n_folds: int) -> bool:
@@ -281,10 +273,8 @@ def search_trials(regime: Any, task: object, tied: bool = False) -> tuple[int, f
 
     s = regime.search
     first = min(int(s.min_resource) + 1, int(s.epochs))
-    if tied:
-        mean = s.epochs * TIED_COMPLETE + first * (1 - TIED_COMPLETE)
-    else:
-        mean = hyperband_epochs(s.epochs, s.min_resource, s.reduction_factor, s.n_trials)
+    mean = s.epochs * TIED_COMPLETE + first * (1 - TIED_COMPLETE) if tied \
+        else hyperband_epochs(s.epochs, s.min_resource, s.reduction_factor, s.n_trials)
     holdouts = int(regime.subject_repeats) if getattr(task, "level", "window") == "subject" else 1
     trials = holdouts * searches_per_job(regime) * int(s.n_trials)
     return trials, trials * mean

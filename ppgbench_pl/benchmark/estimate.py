@@ -1,9 +1,4 @@
-"""The dry run's cost estimate: per pending job, the machine's rate for its regime times its units of work.
-
-Units are counted from the plan and the task sizes (:func:`job_units`); one embedding pass per (encoder,
-dataset) a frozen regime reads, at the encoder's inference speed; start-up per process; wall time spreads the
-jobs over the executor's slots. The executor is built (as the run builds it) but never started.
-"""
+"""The dry run's cost estimate: per pending job, the machine's rate for its regime times its units of work."""
 
 from __future__ import annotations
 
@@ -14,15 +9,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ppgbench_pl.benchmark import cost_model as cm
-from ppgbench_pl.benchmark.cost_model import RATES, CostModel, calibration_path
+from ppgbench_pl.benchmark.cost_model import RATES, CostModel, calibration_path, load_model
+from ppgbench_pl.errors import PPGBenchError
 
 OTHER_JOB_S = 1.0  # seconds assumed per job of a regime the cost model does not know (a user's own callback)
 #: CPU of a searched job at several torch threads over one: torch's pool spin-waits around the stack's tiny
 #: steps (4-33x measured on the 2-core CI machine under load, docs/performance.md).
 THREAD_FACTOR = 14.0
-#: The size that costs as much as a unit's fixed part (measured on the 2-core CI machine, 2026-12-06): per fitted
-#: probe n d^2 (ridge), n d c (logistic); per tree n x depth x features tried per split (rf); per trial-epoch
-#: n (1 + d / 64) / 2 (mlp). A job's own fixed cost (after the first of its kind in a process) did not show.
+#: Size costing as much as a unit's fixed part (2-core CI machine, 2026-12-06): n d^2 per ridge probe, n d c per
+#: logistic one, n x depth x split features per rf tree, n (1 + d / 64) / 2 per mlp trial-epoch (no per-job cost).
 SIZE_SCALE = {"ridge": 8e8, "logistic": 1e6, "rf": 25_000.0, "mlp": 3000.0}
 
 
@@ -68,11 +63,9 @@ def regime_kind(regime: Any, task: Any, trainable: bool) -> str:
 
 def job_units(kind: str, regime: Any, n: float, d: int, classes: int, inner: int, trial_epochs: float = 0.0,
               train_per_s: float = 1.0) -> float:
-    """One job's units of work on ``n`` outer-training rows of ``d`` features with ``inner`` folds.
+    """A job's units on ``n`` rows of ``d`` features (finetune: encoder-seconds of its trial-epochs).
 
-    ridge, logistic: fitted probes (each inner fold and the refit), each ``1 + size``; rf: fitted trees (the
-    grid's, in each inner fold and the refit), each ``1 + size``; mlp: trial-epochs, each ``1 + size``; finetune:
-    encoder-seconds of its trial-epochs at ``train_per_s``.
+    ``1 + size`` per fitted probe or tree (each inner fold and the refit) or per mlp trial-epoch.
     """
     if kind in ("ridge", "logistic"):
         return (inner + 1) * (1 + n * d * (d if kind == "ridge" else max(classes, 2)) / SIZE_SCALE[kind])
@@ -246,3 +239,44 @@ def describe_estimate(est: Estimate, model: CostModel) -> str:
     lines.append(f"wall time with the {est.executor} executor ({est.slots} job(s) at once{cores}): about "
                  f"{_duration(wall_seconds(est))}")
     return "\n".join(lines + [f"assumes {a}" for a in est.assumptions])
+
+
+def dry_run_text(run: Any) -> str:
+    """``--dry-run``: the real run's checks (same order, same one-line refusals), then the plan, budget and cost."""
+    from ppgbench_pl.benchmark import preflight
+    from ppgbench_pl.benchmark.budget import describe_budget
+    from ppgbench_pl.benchmark.identity import check_identity, package_versions, suite_identity
+    from ppgbench_pl.benchmark.plan import describe_plan
+    from ppgbench_pl.results.folder_sync import read_record_complete
+
+    suite = run.suite()
+    preflight.check_strategy(suite, run.setup.executor)
+    preflight.check_precision(suite)
+    preflight.check_output_dir(run.run_dir)
+    plan = suite.plan(dry=True)
+    data_problem: str | None = None
+    found: dict[str, str] = {}
+    skipped: dict[str, str] = {}
+    try:  # the data may not be there yet: a dry run lists what it can
+        plan, skipped = preflight.evaluable_plan(suite, plan, dry=True)
+        found = preflight.degenerate_jobs(suite, plan, dry=True)
+    except PPGBenchError as exc:
+        data_problem = str(exc).splitlines()[0]
+    has_run_json = (run.run_dir / "run.json").exists()
+    if data_problem is None and has_run_json:  # the identity needs the data and the built encoders
+        check_identity(run.run_dir, suite_identity(suite), {"versions": package_versions()},
+                       allow_code_change=run.settings.allow_code_change)
+    done = {j.job_id for j in plan if read_record_complete(run.run_dir, j.job_id) is not None}
+    lines = [describe_plan(plan, done), describe_budget(suite)]
+    if found:
+        lines.append(preflight.describe_degenerate(found))
+    if skipped:
+        lines.append(preflight.describe_skipped(skipped))
+    if data_problem is not None:
+        checked = " and the run folder's identity was not checked" if has_run_json else ""
+        lines.append(f"data not readable ({data_problem}): sizes below are assumed{checked}; the real run stops there")
+    pending = [j for j in plan if j.job_id not in done and j.job_id not in found]
+    model = load_model()
+    lines.append(describe_estimate(estimate_plan(suite, pending, run.settings.executor, model,
+                                                 read_tree=data_problem is None, threads=run.threads), model))
+    return "\n".join(lines)

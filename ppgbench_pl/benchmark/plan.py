@@ -1,8 +1,4 @@
-"""The plan: every (model, task, regime, seed, outer fold) job, in the published order.
-
-A job id names its task, and task names include their dataset, so one plan (and one run folder) can
-hold several datasets without two jobs sharing an id.
-"""
+"""The plan: every (model, task, regime, seed, outer fold) job, in the published order (ids name the dataset)."""
 
 from __future__ import annotations
 
@@ -49,17 +45,19 @@ class Job:
         return self.model_name, self.task.name, self.regime.name
 
 
+def check_unique(kind: str, names: Sequence[str]) -> None:
+    """Encoder and regime names must be unique (their job ids would collide), named in one line."""
+    twice = sorted(n for n, c in Counter(names).items() if c > 1)
+    if twice:
+        raise ConfigError(f"{kind} names must be unique, got {', '.join(twice)} more than once "
+                          "(give one of them another name: init_args.name)")
+
+
 def build_plan(encoders: Sequence[Any], tasks: Sequence[TaskSpec], regimes: Sequence[Regime],
                seeds: Sequence[int], folds: Sequence[int]) -> list[Job]:
-    """Jobs ordered model -> task -> seed -> fold -> regime; regimes skip tasks they don't apply to.
-
-    ``encoders`` are built, or :class:`EncoderInfo` stand-ins for a dry run. Two encoders or two regimes of one
-    name (their job ids would collide): ConfigError.
-    """
-    for kind, names in (("encoder", [e.name for e in encoders]), ("regime", [r.name for r in regimes])):
-        twice = sorted(n for n, c in Counter(names).items() if c > 1)
-        if twice:
-            raise ConfigError(f"{kind} names must be unique, got {', '.join(twice)} more than once")
+    """Jobs ordered model -> task -> seed -> fold -> regime (``encoders`` built, or :class:`EncoderInfo` stand-ins)."""
+    check_unique("encoder", [e.name for e in encoders])
+    check_unique("regime", [r.name for r in regimes])
     return [
         Job(m, encoder.name, task, regime, seed, fold)
         for m, encoder in enumerate(encoders)
@@ -86,11 +84,9 @@ def describe_plan(jobs: Sequence[Job], done: Collection[str] = ()) -> str:
     totals = "  ".join(f"{sum(counts[(m, r)] for m in models):>{c}}" for r, c in zip(regimes, cols, strict=True))
     lines.append(f"{'total':<{width}}  {totals}  {len(jobs):>6}")
     tasks = {r: len({j.task.name for j in jobs if j.regime.name == r}) for r in regimes}
-    datasets = list(dict.fromkeys(j.task.dataset for j in jobs))
-    seeds = sorted({j.seed for j in jobs})
-    folds = sorted({j.fold for j in jobs})
-    lines.append(f"tasks per regime: {', '.join(f'{r} {n}' for r, n in tasks.items())}; "
-                 f"datasets: {', '.join(datasets)}; seeds {seeds}; folds {folds}")
+    datasets = ", ".join(dict.fromkeys(j.task.dataset for j in jobs))
+    lines.append(f"tasks per regime: {', '.join(f'{r} {n}' for r, n in tasks.items())}; datasets: {datasets}; "
+                 f"seeds {sorted({j.seed for j in jobs})}; folds {sorted({j.fold for j in jobs})}")
     n_done = sum(j.job_id in done for j in jobs)
     lines.append(f"{len(jobs)} jobs planned, {n_done} already done, {len(jobs) - n_done} to run")
     searches = describe_search_seeds(list({j.regime.name: j.regime for j in jobs}.values()),

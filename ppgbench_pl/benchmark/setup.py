@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections import Counter
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,7 +12,7 @@ from ppgbench_pl.benchmark.budget import Budget, apply_budget
 from ppgbench_pl.benchmark.executors import Executor
 from ppgbench_pl.benchmark.suite import BenchmarkSuite, encoder_info
 from ppgbench_pl.benchmark.trainer_block import model_encoder, split_callbacks, trainer_settings
-from ppgbench_pl.data.registry import REAL_DATASETS, get_dataset, get_task, tasks_of
+from ppgbench_pl.data.registry import get_dataset, get_task, tasks_of
 from ppgbench_pl.datamodules.ppg import PPGDataModule
 from ppgbench_pl.errors import ConfigError
 from ppgbench_pl.input_checks import check_storage
@@ -45,11 +43,7 @@ class RunSettings:
 
 @dataclass
 class ProtocolSetup:
-    """One ``fit``/``benchmark`` command: the suite, how to run it, and the config (JSON-able, as ``run.json`` has it).
-
-    ``resolved`` is what a worker parses (with ``parse``, an import path) to rebuild the suite; None where the config
-    holds objects built in this process (local executor only).
-    """
+    """One command; ``resolved``: what a worker parses (with ``parse``), None for objects built in this process."""
 
     suite: BenchmarkSuite
     settings: RunSettings
@@ -58,40 +52,6 @@ class ProtocolSetup:
     resolved: str | None
     actions: dict[str, Any] = field(default_factory=dict)
     parse: str | None = None
-
-
-def datasets_and_tasks(datasets: list[str] | None, tasks: list[str] | None) -> dict[str, list[str] | None]:
-    """Dataset -> selected task names (``None``: all of its tasks), validated against the registry."""
-    specs = [get_task(t) for t in tasks] if tasks else []
-    if datasets is None:
-        datasets = list(dict.fromkeys(s.dataset for s in specs)) if specs else list(REAL_DATASETS)
-    for d in datasets:
-        get_dataset(d)
-    outside = sorted({s.name for s in specs if s.dataset not in datasets})
-    if outside:
-        raise ConfigError(f"tasks {', '.join(outside)} belong to datasets not selected ({', '.join(datasets)})")
-    out: dict[str, list[str] | None] = {}
-    for d in dict.fromkeys(datasets):
-        names = [s.name for s in specs if s.dataset == d]
-        if specs and not names:
-            raise ConfigError(f"dataset '{d}' has none of the selected tasks; drop it or add one of its tasks")
-        out[d] = names or None
-    return out
-
-
-def encoder_entries(cfg: Namespace) -> list[Any]:
-    """The parsed encoder entries in run order: the model under test, the matrix's encoders, the controls."""
-    from ppgbench_pl.tasks.encoder_task import EncoderTask
-
-    model = cfg.get("model")
-    first = model_encoder(model.as_dict() if isinstance(model, Namespace) else model, EncoderTask)
-    if first is not None:
-        first = cfg["model.init_args.encoder"]
-    entries = [e for e in [first] if e is not None] + list(cfg.get("matrix.encoders") or []) \
-        + list(cfg.get("controls") or [])
-    if not entries:
-        raise ConfigError("no encoder to evaluate: set model.init_args.encoder (or matrix.encoders)")
-    return entries
 
 
 def _datamodules(cfg: Namespace, data: PPGDataModule) -> tuple[dict[str, PPGDataModule], dict[str, list[str] | None]]:
@@ -107,7 +67,19 @@ def _datamodules(cfg: Namespace, data: PPGDataModule) -> tuple[dict[str, PPGData
     tasks = cfg.get("matrix.tasks") if cfg.get("matrix.tasks") is not None else cfg.get("data.init_args.tasks")
     if tasks is not None and len(tasks) == 0:
         raise ConfigError("the task list is empty; give at least one task (or leave it out for all)")
-    selection = datasets_and_tasks(list(datasets) if datasets is not None else [dataset or "synthetic"], tasks)
+    datasets = list(datasets) if datasets is not None else [dataset or "synthetic"]
+    specs = [get_task(t) for t in tasks] if tasks else []
+    for d in datasets:
+        get_dataset(d)
+    outside = sorted({s.name for s in specs if s.dataset not in datasets})
+    if outside:
+        raise ConfigError(f"tasks {', '.join(outside)} belong to datasets not selected ({', '.join(datasets)})")
+    selection: dict[str, list[str] | None] = {}  # dataset -> selected task names (None: all of its tasks)
+    for d in dict.fromkeys(datasets):
+        names = [s.name for s in specs if s.dataset == d]
+        if specs and not names:
+            raise ConfigError(f"dataset '{d}' has none of the selected tasks; drop it or add one of its tasks")
+        selection[d] = names or None
     args = (cfg.get("data.init_args") or Namespace()).as_dict()
     have = (data.dataset, [t.name for t in data.task_specs])
     out = {name: data if have == (name, names or [t.name for t in tasks_of(name)])
@@ -127,24 +99,19 @@ def pick(items: list[Any], names: list[str], wanted: list[str] | None, kind: str
     return [i for i, n in enumerate(names) if n in wanted]
 
 
-def check_unique(kind: str, names: Sequence[str]) -> None:
-    """Encoder and regime names must be unique (their job ids would collide), named in one line."""
-    twice = sorted(n for n, c in Counter(names).items() if c > 1)
-    if twice:
-        raise ConfigError(f"{kind} names must be unique, got {', '.join(twice)} more than once "
-                          "(give one of them another name: init_args.name)")
-
-
 def build_suite(cfg: Namespace, init: Namespace, config: dict[str, Any], encoders: list[Any]) -> BenchmarkSuite:
     """The suite of a parsed (``cfg``), instantiated (``init``) and dumped (``config``) config; entries as dumped."""
+    from ppgbench_pl.benchmark.plan import check_unique  # not at the top: the order of imports orders --help's lists
+
     if cfg.get("seed_everything") not in (None, 42):  # LightningCLI's global seed: every job reseeds itself
         raise ConfigError(f"seed_everything={cfg.get('seed_everything')!r} has no effect: every job is seeded "
                           "from its outer seed, as published; choose those with data.init_args.seeds")
-    pairs = zip(encoders, _dumped_encoders(config), strict=True)
-    entries = [dumped if isinstance(parsed, Namespace) else parsed for parsed, dumped in pairs]
+    first = ((config.get("model") or {}).get("init_args") or {}).get("encoder")  # as dumped, in the same order
+    as_dumped = [e for e in [first] if e is not None] + list((config.get("matrix") or {}).get("encoders") or []) \
+        + list(config.get("controls") or [])
+    entries = [d if isinstance(p, Namespace) else p for p, d in zip(encoders, as_dumped, strict=True)]
     regimes, callbacks = split_callbacks(list(init.get("trainer.callbacks") or []))
-    trainer_block = {k: v for k, v in (cfg.get("trainer") or Namespace()).as_dict().items() if k != "callbacks"}
-    trainer = trainer_settings(trainer_block)
+    trainer = trainer_settings((cfg.get("trainer") or Namespace()).as_dict())  # it skips the callbacks
     check_storage(cfg.get("optuna_storage"))
     datamodules, selection = _datamodules(cfg, init.data)
     encoder_names = [encoder_info(e).name for e in entries]
@@ -158,39 +125,23 @@ def build_suite(cfg: Namespace, init: Namespace, config: dict[str, Any], encoder
     dumped = (config.get("trainer") or {}).get("callbacks") or []
     others = [entry for entry, obj in zip(dumped if isinstance(dumped, list) else [dumped], built, strict=True)
               if obj in callbacks]
-    return BenchmarkSuite(entries, regimes, datamodules, callbacks=callbacks, trainer=trainer,
-                          budget=budget, callback_entries=others,
-                          selection=selection, cache_dir=cfg.get("cache_dir"), cache_size_gb=cfg.get("cache_size_gb"),
-                          run_dir=cfg.get("output_dir"))
+    return BenchmarkSuite(entries, regimes, datamodules, callbacks=callbacks, trainer=trainer, budget=budget,
+                          callback_entries=others, selection=selection, cache_dir=cfg.get("cache_dir"),
+                          cache_size_gb=cfg.get("cache_size_gb"), run_dir=cfg.get("output_dir"))
 
 
-def _dumped_encoders(config: dict[str, Any]) -> list[Any]:
-    """The dumped config's encoder entries in :func:`encoder_entries`' order."""
-    first = ((config.get("model") or {}).get("init_args") or {}).get("encoder")
-    return [e for e in [first] if e is not None] + list((config.get("matrix") or {}).get("encoders") or []) \
-        + list(config.get("controls") or [])
-
-
-def run_settings(cfg: Namespace, executor_entry: dict[str, Any]) -> RunSettings:
-    """How the command runs (folder, W&B, reporting), from the parsed run options."""
-    wandb = cfg.get("wandb")
-    if isinstance(wandb, bool):
-        wandb = "group" if wandb else "off"
-    settings = RunSettings(str(cfg.get("output_dir")), executor_entry, str(wandb), str(cfg.get("wandb_project")),
-                           str(cfg.get("ci_unit")), bool(cfg.get("progress")), bool(cfg.get("allow_code_change")),
-                           float(cfg.get("max_cache_gb")), bool(cfg.get("dry_run")))
-    if settings.max_cache_gb <= 0:
-        raise ConfigError(f"--max_cache_gb must be positive, got {settings.max_cache_gb}")
-    return settings
-
-
-def build_setup(parser: Any, cfg: Namespace, instantiate: Any,
-                parse: str | None = None) -> ProtocolSetup:
+def build_setup(parser: Any, cfg: Namespace, instantiate: Any, parse: str | None = None) -> ProtocolSetup:
     """Check and build one protocol command from its parsed config (``instantiate`` builds the classes)."""
     from ppgbench_pl.benchmark.weights import fill_checkpoints
+    from ppgbench_pl.tasks.encoder_task import EncoderTask
 
-    encoders = encoder_entries(cfg)  # published models given no checkpoint: the weights cache's (maybe fetched)
-    fill_checkpoints([e for e in encoders if isinstance(e, Namespace)], cfg.get("weights_dir"),
+    model = cfg.get("model")  # the encoders in run order: the model under test, the matrix's encoders, the controls
+    first = model_encoder(model.as_dict() if isinstance(model, Namespace) else model, EncoderTask)
+    encoders = ([cfg["model.init_args.encoder"]] if first is not None else []) \
+        + list(cfg.get("matrix.encoders") or []) + list(cfg.get("controls") or [])
+    if not encoders:
+        raise ConfigError("no encoder to evaluate: set model.init_args.encoder (or matrix.encoders)")
+    fill_checkpoints([e for e in encoders if isinstance(e, Namespace)], cfg.get("weights_dir"),  # none given: cached
                      fetch=bool(cfg.get("fetch_weights")), dry_run=bool(cfg.get("dry_run")))
     init = instantiate(cfg)
     built = [e for e in [*encoders, *(cfg.get("trainer.callbacks") or [])] if not isinstance(e, Namespace)]
@@ -205,8 +156,14 @@ def build_setup(parser: Any, cfg: Namespace, instantiate: Any,
     for key in FIT_ONLY:
         config.pop(key, None)
     suite = build_suite(cfg, init, config, encoders)
-    executor_entry = config.get("executor") or {}
-    return ProtocolSetup(suite, run_settings(cfg, executor_entry), init.executor, config, resolved, actions, parse)
+    wandb = cfg.get("wandb")  # how the command runs (folder, W&B, reporting)
+    wandb = ("group" if wandb else "off") if isinstance(wandb, bool) else wandb
+    settings = RunSettings(str(cfg.get("output_dir")), config.get("executor") or {}, str(wandb),
+                           str(cfg.get("wandb_project")), str(cfg.get("ci_unit")), bool(cfg.get("progress")),
+                           bool(cfg.get("allow_code_change")), float(cfg.get("max_cache_gb")), bool(cfg.get("dry_run")))
+    if settings.max_cache_gb <= 0:
+        raise ConfigError(f"--max_cache_gb must be positive, got {settings.max_cache_gb}")
+    return ProtocolSetup(suite, settings, init.executor, config, resolved, actions, parse)
 
 
 def _described(cfg: Namespace) -> dict[str, Any]:

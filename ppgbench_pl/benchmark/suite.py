@@ -54,11 +54,7 @@ def build_entry(base: type, entry: Any) -> Any:
 
 
 class BenchmarkSuite:
-    """Encoders (parsed entries, or built ones), budget-capped regimes, datamodules, callbacks, device settings.
-
-    ``callback_entries`` (the callbacks' parsed entries) go into the run identity; ``selection``: dataset -> the task
-    names the config selected (None: all).
-    """
+    """Encoders (entries or built), capped regimes, datamodules, callbacks (``callback_entries``: for the identity)."""
 
     def __init__(self, encoders: Sequence[Any], regimes: Sequence[Regime], datamodules: dict[str, PPGDataModule], *,
                  callbacks: Sequence[Callback] = (), trainer: dict[str, Any] | None = None,
@@ -114,11 +110,6 @@ class BenchmarkSuite:
         return built
 
     @property
-    def tasks(self) -> list[Any]:
-        """Every selected task, dataset by dataset."""
-        return [t for dm in self.datamodules.values() for t in dm.task_specs]
-
-    @property
     def seeds(self) -> list[int]:
         """Outer seeds."""
         return next(iter(self.datamodules.values())).seeds
@@ -131,7 +122,8 @@ class BenchmarkSuite:
     def plan(self, dry: bool = False) -> list[Job]:
         """Jobs model -> task -> seed -> fold -> regime (``dry``: from encoder configs, nothing built)."""
         encoders: list[Any] = self.encoder_infos if dry else self.encoders
-        return build_plan(encoders, self.tasks, self.regimes, self.seeds, self.folds)
+        tasks = [t for dm in self.datamodules.values() for t in dm.task_specs]
+        return build_plan(encoders, tasks, self.regimes, self.seeds, self.folds)
 
     @cached_property
     def jobs(self) -> dict[str, Job]:
@@ -171,10 +163,7 @@ def keep_suite(key: str, suite: BenchmarkSuite) -> None:
 
 
 def suite_for(resolved: str, run_dir: str | Path, parse: str | None) -> BenchmarkSuite:
-    """The suite of a resolved config in this thread: the coordinator's, or parsed here once by ``parse``.
-
-    ``parse`` is an import path (a Dask scheduler unpickles tasks: a function would import the CLI there).
-    """
+    """The coordinator's suite, or one parsed here once by ``parse`` (an import path: Dask unpickles tasks)."""
     cache: dict[str, BenchmarkSuite] = getattr(_local, "suites", None) or {}
     if resolved not in cache:
         if parse is None or not resolved.lstrip().startswith("{"):

@@ -8,16 +8,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from lightning.pytorch.callbacks import (
-    BatchSizeFinder,
-    Callback,
-    DeviceStatsMonitor,
-    EarlyStopping,
-    LearningRateFinder,
-    LearningRateMonitor,
-    ModelCheckpoint,
-    ProgressBar,
-)
+from lightning.pytorch import callbacks as cb
 
 from ppgbench_pl.errors import ConfigError
 from ppgbench_pl.lightning_trainer import normalise_precision
@@ -45,11 +36,11 @@ REFUSED_TRAINER = {
 }
 #: Callbacks that cannot work in a trial's fit, with the reason.
 REFUSED_CALLBACKS = (
-    ((ModelCheckpoint, LearningRateMonitor, DeviceStatsMonitor), "needs a logger or checkpoints, which the trials' "
-     "trainers do not have (ppgbench keeps each trial's best weights itself and tracks runs in W&B)"),
-    ((BatchSizeFinder, LearningRateFinder), "tunes the batch size or learning rate, which are the search's "
+    ((cb.ModelCheckpoint, cb.LearningRateMonitor, cb.DeviceStatsMonitor), "needs a logger or checkpoints, which the "
+     "trials' trainers do not have (ppgbench keeps each trial's best weights itself and tracks runs in W&B)"),
+    ((cb.BatchSizeFinder, cb.LearningRateFinder), "tunes the batch size or learning rate, which are the search's "
      "parameters (set their values in the regime's search_space)"),
-    ((ProgressBar,), "the trials' trainers run without a progress bar (ppgbench shows the run's progress itself: "
+    ((cb.ProgressBar,), "the trials' trainers run without a progress bar (ppgbench shows the run's progress itself: "
      "--progress)"),
 )
 
@@ -98,7 +89,7 @@ def trainer_settings(trainer: dict[str, Any]) -> dict[str, Any]:
     return settings
 
 
-def split_callbacks(callbacks: list[Any]) -> tuple[list[Regime], list[Callback]]:
+def split_callbacks(callbacks: list[Any]) -> tuple[list[Regime], list[cb.Callback]]:
     """(regimes, other callbacks: run in every trial) of ``trainer.callbacks``; one that cannot run there refused."""
     regimes = [c for c in callbacks if isinstance(c, Regime)]
     others = [c for c in callbacks if not isinstance(c, Regime)]
@@ -107,13 +98,13 @@ def split_callbacks(callbacks: list[Any]) -> tuple[list[Regime], list[Callback]]
                           "(e.g. class_path: ppgbench_pl.regimes.LinearRegime)")
     for other in others:
         path = f"{type(other).__module__}.{type(other).__qualname__}"
-        if not isinstance(other, Callback):
+        if not isinstance(other, cb.Callback):
             raise ConfigError(f"trainer.callbacks: {path} is not a Lightning callback "
                               "(lightning.pytorch.callbacks.Callback)")
         for classes, reason in REFUSED_CALLBACKS:
             if isinstance(other, classes):
                 raise ConfigError(f"trainer.callbacks: {path} {reason}; remove it")
-    stoppers = [o for o in others if isinstance(o, EarlyStopping)]
+    stoppers = [o for o in others if isinstance(o, cb.EarlyStopping)]
     if stoppers and any(getattr(r, "refit", False) for r in regimes):
         raise ConfigError(f"trainer.callbacks: {type(stoppers[0]).__module__}.{type(stoppers[0]).__qualname__} "
                           "beside refit: true: the refit trains the winner for its best epoch count on all "
@@ -152,16 +143,6 @@ USAGE = ("ppgbench {command} --config FILE [--config FILE ...] [--dry_run] [--ou
          "       (later configs and options override earlier ones; every option is below)")
 
 
-def refused_line(present: list[str]) -> str:
-    """The one entry that names the refused flags."""
-    trainer = [d.removeprefix("trainer.") for d in present if d.startswith("trainer.") and d != "trainer.logger"]
-    others = [f"--{d}" for d in present if not d.startswith("trainer.") or d == "trainer.logger"]
-    names = ([f"--trainer.{{{', '.join(trainer)}}}"] if trainer else []) + others
-    return (", ".join(names) + ": refused, each with its reason (epochs, steps and batches are set by each "
-            "regime's search budget, the inner trainers are built by the regimes, and runs are tracked by ppgbench: "
-            "--wandb; --trainer.logger takes only true or false)")
-
-
 def _section_rank(group: Any) -> float:
     if group.title == REFUSED_TITLE:
         return SECTION_ORDER.index("trainer") + 0.5  # right after the trainer's device settings
@@ -180,8 +161,14 @@ def protocol_help(parser: argparse.ArgumentParser, format_help: Callable[[], str
     try:
         for action in hidden:
             action.help = argparse.SUPPRESS
-        if present:
-            parser.add_argument_group(REFUSED_TITLE, refused_line(present))
+        if present:  # one entry names them all
+            inner = [d.removeprefix("trainer.") for d in present if d.startswith("trainer.") and d != "trainer.logger"]
+            others = [f"--{d}" for d in present if not d.startswith("trainer.") or d == "trainer.logger"]
+            names = ([f"--trainer.{{{', '.join(inner)}}}"] if inner else []) + others
+            parser.add_argument_group(REFUSED_TITLE, ", ".join(names) + ": refused, each with its reason (epochs, "
+                                      "steps and batches are set by each regime's search budget, the inner trainers "
+                                      "are built by the regimes, and runs are tracked by ppgbench: --wandb; "
+                                      "--trainer.logger takes only true or false)")
         parser._action_groups = sorted(parser._action_groups, key=_section_rank)
         parser.usage = USAGE.format(command=parser.prog.split()[-1])
         return format_help()

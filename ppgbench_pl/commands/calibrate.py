@@ -1,13 +1,11 @@
-"""``ppgbench calibrate``: measure this machine's rates once, one file per machine (shown again unless ``--force``).
-
-``--config`` (the files a ``fit`` takes, stacked) adds the throughput of that config's encoders.
-"""
+"""``ppgbench calibrate``: measure this machine's rates once (``--config``: its encoders' throughput too)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -23,22 +21,6 @@ def add_calibrate_parser(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--show", action="store_true", help="Print the stored calibration and exit.")
     parser.add_argument("--json", action="store_true", help="Print the calibration as JSON.")
     parser.set_defaults(func=run_calibrate)
-
-
-def config_suite(files: list[str]) -> Any:
-    """The suite of stacked fit configs, parsed as ``ppgbench fit`` parses them (nothing run, no encoder built)."""
-    import warnings
-
-    from ppgbench_pl.benchmark.console import quiet_lightning
-    from ppgbench_pl.benchmark.protocol_cli import parse_setup
-    from ppgbench_pl.commands.config_bases import expand_bases
-
-    for name in files:
-        if not Path(name).is_file():
-            raise ConfigError(f"--config {name}: no such file")
-    quiet_lightning()
-    warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter.*")
-    return parse_setup(expand_bases([arg for f in files for arg in ("--config", f)])).suite
 
 
 def describe(model: Any, path: Any) -> str:
@@ -67,8 +49,18 @@ def run_calibrate(ns: argparse.Namespace) -> None:
             stored.machine)) + ("" if ns.show else "\n(already calibrated; --force measures again)"))
         return
     from ppgbench_pl.benchmark import calibrate  # the engine: imported only to measure
+    from ppgbench_pl.benchmark.console import quiet_lightning
+    from ppgbench_pl.benchmark.protocol_cli import parse_setup
+    from ppgbench_pl.commands.config_bases import expand_bases
 
-    suite = config_suite(ns.config) if ns.config else None
+    suite = None
+    if ns.config:  # the stacked fit configs, parsed as ``ppgbench fit`` parses them (nothing run, no encoder built)
+        for name in ns.config:
+            if not Path(name).is_file():
+                raise ConfigError(f"--config {name}: no such file")
+        quiet_lightning()
+        warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter.*")
+        suite = parse_setup(expand_bases([arg for f in ns.config for arg in ("--config", f)])).suite
     encoders = list(suite.encoder_configs) if suite else []
     trainer = dict(suite.trainer_kwargs) if suite else {}
     window_s = next(iter(suite.datamodules.values())).info.window_s if suite else 10.0
