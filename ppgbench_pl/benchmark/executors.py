@@ -114,8 +114,6 @@ class ProcessExecutor(Executor):
 
     def run(self, fn: JobFunction, specs: Sequence[JobSpec], run_dir: Path) -> Generator[Finished, None, None]:
         """One job per worker at a time; yield as workers finish. A dead worker loses only the job it held."""
-        if not specs:
-            return
         threads = self.threads_per_job()
         with _environment({k: str(threads) for k in THREAD_VARIABLES}):  # inherited by every worker started
             yield from run_pool(fn, specs, self.workers, threads, self.gpus)

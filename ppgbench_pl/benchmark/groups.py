@@ -33,7 +33,4 @@ def member_outcomes(spec: JobSpec, result: Any) -> list[JobOutcome]:
         said = str(result) if isinstance(result, JobLost) else f"{type(result).__name__}: {result}"
         error = said.splitlines()[0] if said else type(result).__name__
         return [JobOutcome(jid, "lost", error) for jid in (list(spec.group) or [spec.job_id])]
-    if result.members:
-        result.members[0].cache = result.cache
-        return result.members
-    return [result]
+    return result.members or [result]

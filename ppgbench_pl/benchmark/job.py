@@ -19,6 +19,7 @@ import lightning as L
 import numpy as np
 import torch
 
+from ppgbench_pl.benchmark.console import NOTICES
 from ppgbench_pl.benchmark.identity import code_version
 from ppgbench_pl.cards.overlap import record_fields as overlap_fields
 from ppgbench_pl.encoders.prv import FeatureEncoder
@@ -89,9 +90,7 @@ def run_jobs(ctxs: list[JobContext], regime: Regime) -> list[tuple[dict[str, Any
 
 
 #: Lightning's notices about what the engine does on purpose (some come once per process: not counted).
-FRAMEWORK_NOTICES = (r".*configure_optimizers.* returned .None.*", r".*training_step.* returned .None.*",
-                     r".*LeafSpec.*", r".*does not have many workers.*", r".*module\(s\) in eval mode.*",
-                     r".*max_epochs=.* reached.*", r".*srun.* command is available.*")
+FRAMEWORK_NOTICES = (*NOTICES, r".*max_epochs=.* reached.*", r".*srun.* command is available.*")
 
 
 def _record_head(ctx: JobContext, regime: Regime) -> dict[str, Any]:

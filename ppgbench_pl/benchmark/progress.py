@@ -34,9 +34,6 @@ class PlanCost:
 class Progress:
     """Jobs done (``initial`` before this command) of ``total``, shown on ``stream`` (stderr by default)."""
 
-    #: A line-log line every 5 % of the plan, or every ``every_s`` seconds.
-    every_fraction = 0.05
-
     def __init__(self, total: int, initial: int = 0, enabled: bool = True, stream: TextIO | None = None,
                  every_s: float = 60.0, cost: PlanCost | None = None) -> None:
         self.total, self.done, self.initial = total, initial, initial
@@ -116,7 +113,7 @@ class Progress:
             self.bar.set_postfix_str(label, refresh=False)
             self.bar.update(1)
             return
-        self.show(force=self.done - self.last_done >= max(1, int(self.total * self.every_fraction))
+        self.show(force=self.done - self.last_done >= max(1, int(self.total * 0.05))  # a line every 5 % of the plan
                   or self.done == self.total)
 
     def show(self, force: bool) -> None:

@@ -215,12 +215,10 @@ class CellTracker:
 
     def finished(self, jid: str) -> None:
         """Count a finished job; log its cell when it was the cell's last."""
-        cell = self.owner.get(jid)
-        if cell is None:
-            return
-        self.remaining[cell] -= 1
-        if self.remaining[cell] == 0:
-            self._log(cell)
+        if (cell := self.owner.get(jid)) is not None:
+            self.remaining[cell] -= 1
+            if self.remaining[cell] == 0:
+                self._log(cell)
 
     def _log(self, cell: tuple[str, str, str]) -> None:
         if not self.enabled:

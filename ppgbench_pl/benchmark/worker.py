@@ -41,7 +41,7 @@ class JobOutcome:
     status: str
     error: str | None = None
     cache: dict[str, int] = field(default_factory=dict)
-    #: One outcome per job of a group spec (the spec's own outcome then only carries the cache counts).
+    #: One outcome per job of a group spec (the first carries the spec's cache counts).
     members: list[JobOutcome] = field(default_factory=list)
 
 
@@ -75,7 +75,7 @@ def run_job_spec(spec: JobSpec) -> JobOutcome:
     from ppgbench_pl.results.folder_sync import read_record_complete
 
     global _quiet
-    worker = f"{socket.gethostname()}:{os.getpid()}"
+    worker, jids = f"{socket.gethostname()}:{os.getpid()}", list(spec.group) or [spec.job_id]
     with intra_op_threads(spec.threads):
         try:
             if not _quiet:  # inner trainers run by the hundred in every worker: keep their banners out
@@ -84,7 +84,6 @@ def run_job_spec(spec: JobSpec) -> JobOutcome:
                 quiet_lightning()
                 _quiet = True
             suite = suite_for(spec.config, spec.run_dir, spec.parse)
-            jids = list(spec.group) or [spec.job_id]
             jobs = {jid: suite.job(jid) for jid in jids}
             before = suite.cache.stats()
             rank = global_rank()
@@ -114,14 +113,13 @@ def run_job_spec(spec: JobSpec) -> JobOutcome:
             raise
         except Exception as exc:  # noqa: BLE001 - the job could not even be set up here; report, never raise
             message = f"{type(exc).__name__}: {exc}".splitlines()[0]
-            failed = [JobOutcome(jid, "failed", f"{message} (while setting the job up on {worker})")
-                      for jid in (list(spec.group) or [spec.job_id])]
+            failed = [JobOutcome(jid, "failed", f"{message} (while setting the job up on {worker})") for jid in jids]
             return failed[0] if len(failed) == 1 else JobOutcome(spec.job_id, "group", members=failed)
 
 
 def _outcome(spec: JobSpec, finished: list[tuple[str, tuple[dict[str, Any], bool]]], cache: dict[str, int],
              log_wandb: bool) -> JobOutcome:
-    """The spec's outcome: its one job's, or a group outcome holding one per member (each logged to W&B)."""
+    """The spec's outcome: its one job's, or a group's, one per member (each logged to W&B; the first has the cache)."""
     outcomes = []
     for jid, (record, ran) in finished:
         if ran and log_wandb and spec.wandb == "per-job":
@@ -130,10 +128,8 @@ def _outcome(spec: JobSpec, finished: list[tuple[str, tuple[dict[str, Any], bool
             log_job_run(replace(spec, job_id=jid, group=()), record, spec.run_config)
         status = record.get("status", "failed") if ran else "done"
         outcomes.append(JobOutcome(jid, status, record.get("error") if ran else None))
-    if len(outcomes) == 1:
-        outcomes[0].cache = cache
-        return outcomes[0]
-    return JobOutcome(spec.job_id, "group", None, cache, outcomes)
+    outcomes[0].cache = cache
+    return outcomes[0] if len(outcomes) == 1 else JobOutcome(spec.job_id, "group", members=outcomes)
 
 
 Finished = tuple[JobSpec, JobOutcome | BaseException]
@@ -183,14 +179,6 @@ class _Worker:
     def give(self, spec: JobSpec) -> None:
         self.spec = spec
         self.conn.send(spec)
-
-    def death(self) -> str:
-        """Why the process ended, in words."""
-        self.process.join(1.0)
-        code = self.process.exitcode
-        if code is not None and code < 0:
-            return f"killed by {signal.Signals(-code).name}"
-        return f"exit status {code}"
 
     def stop(self, now: bool) -> None:
         if not now and self.process.is_alive():
@@ -244,5 +232,7 @@ def _result(worker: _Worker) -> JobOutcome | BaseException:
             return value  # type: ignore[no-any-return]
     except (EOFError, OSError):
         pass
-    assert worker.spec is not None
-    return JobLost(f"process-pool worker pid {worker.process.pid} {worker.death()} while running it")
+    worker.process.join(1.0)
+    code = worker.process.exitcode
+    death = f"killed by {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit status {code}"
+    return JobLost(f"process-pool worker pid {worker.process.pid} {death} while running it")
