@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Generator, Iterable, Sequence
+from contextlib import suppress
 from typing import Any
 
 import yaml
@@ -192,10 +193,8 @@ def _local_counts(jobs: Sequence[Any]) -> tuple[int, int]:
     """(queued, running) from submitit's own states (its local and debug executors)."""
     running = 0
     for job in jobs:
-        try:
+        with suppress(Exception):  # a state that cannot be read counts as queued
             running += str(job.state).upper() == "RUNNING"
-        except Exception:  # noqa: BLE001, S112 - a state that cannot be read counts as queued
-            continue
     return len(jobs) - running, running
 
 

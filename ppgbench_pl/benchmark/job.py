@@ -10,7 +10,7 @@ import traceback
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterable
-from contextlib import ExitStack
+from contextlib import ExitStack, suppress
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -192,11 +192,9 @@ def execute_group(run_dir: str | Path, jids: list[str], make_context: Callable[[
     with ExitStack() as locks:
         mine = []
         for jid in sorted(jids):
-            try:
+            with suppress(LockBusy):
                 locks.enter_context(file_lock(job_lock_path(run_dir, jid), blocking=False))
                 mine.append(jid)
-            except LockBusy:
-                continue
         results = _run_held(run_dir, mine, make_context, regime, extras)
     for jid in jids:
         if jid not in results:  # another process held it: wait for it, then it is usually done
@@ -235,14 +233,9 @@ def discard_unfinished(run_dir: str | Path, jids: Iterable[str]) -> list[str]:
     """Remove (and name) the half-written ``.working`` folders an interrupt left for these jobs (lock free only)."""
     left = working_dirs(Path(run_dir))
     removed = []
-    for jid in jids:
-        if jid not in left:
-            continue
-        try:
-            with file_lock(job_lock_path(run_dir, jid), blocking=False):
-                shutil.rmtree(left[jid], ignore_errors=True)
-                removed.append(jid)
-        except LockBusy:
-            continue
+    for jid in [j for j in jids if j in left]:
+        with suppress(LockBusy), file_lock(job_lock_path(run_dir, jid), blocking=False):
+            shutil.rmtree(left[jid], ignore_errors=True)
+            removed.append(jid)
     return removed
 

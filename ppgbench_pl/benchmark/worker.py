@@ -10,6 +10,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Generator, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection, wait
 from typing import Any
@@ -182,10 +183,8 @@ class _Worker:
 
     def stop(self, now: bool) -> None:
         if not now and self.process.is_alive():
-            try:
+            with suppress(OSError):
                 self.conn.send(None)
-            except OSError:
-                pass
             self.process.join(5.0)
         if self.process.is_alive():
             self.process.terminate()
