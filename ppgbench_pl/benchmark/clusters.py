@@ -115,14 +115,11 @@ def query_states(array_ids: Iterable[str], timeout_s: float) -> dict[str, str] |
 class SlurmWatch:
     """The SLURM state of array tasks, checked at most every ``check_s``; says which can no longer deliver a result."""
 
-    def __init__(self, check_s: float = 30.0, controller_timeout_s: float = 600.0,
-                 command_timeout_s: float = 20.0) -> None:
+    def __init__(self, check_s: float = 30.0, controller_timeout_s: float = 600.0) -> None:
         self.check_s, self.controller_timeout_s = check_s, controller_timeout_s
-        self.command_timeout_s = command_timeout_s
         self.states: dict[str, str] = {}
-        self.last_check = float("-inf")
-        self.last_answer = time.monotonic()
-        self.suspect: dict[str, str] = {}
+        self.last_check, self.last_answer = float("-inf"), time.monotonic()
+        self.suspect: set[str] = set()  # ended without a result at the last check: lost if still so at the next
 
     def counts(self, task_ids: Iterable[str]) -> tuple[int, int]:
         """(queued, running) among ``task_ids`` at the last check (unknown ones count as queued)."""
@@ -136,8 +133,7 @@ class SlurmWatch:
         if not task_ids or now - self.last_check < self.check_s:
             return {}
         self.last_check = now
-        states = query_states({t.split("_", 1)[0] for t in task_ids}, min(self.command_timeout_s,
-                                                                            self.controller_timeout_s))
+        states = query_states({t.split("_", 1)[0] for t in task_ids}, min(20.0, self.controller_timeout_s))
         if states is None:
             silent = now - self.last_answer
             if silent >= self.controller_timeout_s:
@@ -146,20 +142,12 @@ class SlurmWatch:
             return {}
         self.last_answer = now
         self.states.update(states)
-        verdict: dict[str, str] = {}
-        suspect: dict[str, str] = {}
-        for task in task_ids:
-            state = states.get(task)
-            if state in QUEUED or state in RUNNING:
-                continue
-            why = (f"SLURM task {task} ended {state} without a result" if state
-                   else f"SLURM task {task} is no longer known to squeue or sacct")
-            if task in self.suspect:  # two checks in a row: not a result file still on its way
-                verdict[task] = why
-            else:
-                suspect[task] = why
-        self.suspect = suspect
-        if suspect:  # look again soon rather than a whole period later
+        ended = {t: states.get(t) for t in task_ids if states.get(t) not in QUEUED | RUNNING}
+        verdict = {t: f"SLURM task {t} ended {state} without a result" if state
+                   else f"SLURM task {t} is no longer known to squeue or sacct"
+                   for t, state in ended.items() if t in self.suspect}  # twice in a row: no result still on its way
+        self.suspect = set(ended) - set(verdict)
+        if self.suspect:  # look again soon rather than a whole period later
             self.last_check = now - self.check_s + min(self.check_s, 2.0)
         return verdict
 

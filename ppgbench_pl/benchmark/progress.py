@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -148,7 +149,7 @@ def run_progress(suite: Any, plan: Sequence[Any], pending: Sequence[Any], initia
         from ppgbench_pl.benchmark.estimate import estimate_plan, wall_seconds
         from ppgbench_pl.errors import PPGBenchError
 
-        try:  # the pending jobs' estimate (seconds, and the searched ones' trials and trial-epochs)
+        with suppress(PPGBenchError):  # the pending jobs' estimate (seconds, the searched ones' trials and epochs)
             estimate = estimate_plan(suite, pending, settings.executor, load_model())
             cost = PlanCost(wall_seconds=wall_seconds(estimate))
             for pending_job, job in zip(pending, estimate.jobs, strict=True):
@@ -157,6 +158,4 @@ def run_progress(suite: Any, plan: Sequence[Any], pending: Sequence[Any], initia
                     cost.searched.add(pending_job.job_id)
                     cost.trials += job.trials
                     cost.trial_epochs += job.trial_epochs
-        except PPGBenchError:
-            cost = None
     return Progress(len(plan), initial, enabled=enabled, every_s=LINE_EVERY_S, cost=cost)
