@@ -14,13 +14,10 @@ def job_groups(pending: Sequence[Job]) -> list[list[str]]:
     groups: list[list[str]] = []
     open_groups: dict[tuple[str, str, str], list[str]] = {}
     for job in pending:
-        size = int(getattr(job.regime, "stack_jobs", 1) or 1)
-        if size <= 1:
-            groups.append([job.job_id])
-            continue
+        size = int(getattr(job.regime, "stack_jobs", 1) or 1)  # 1 (or less): a group per job
         key = (job.model_name, job.task.name, job.regime.name)
         group = open_groups.get(key)
-        if group is None or len(group) >= size:
+        if group is None or len(group) >= max(size, 1):
             group = open_groups[key] = []
             groups.append(group)
         group.append(job.job_id)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import shutil
 import time
@@ -29,7 +28,7 @@ from ppgbench_pl.metrics.evaluate import evaluate
 from ppgbench_pl.probes.constant import constant_predictions
 from ppgbench_pl.regimes.base import JobContext, Regime, RepeatOutcome
 from ppgbench_pl.results.folder_sync import read_record_complete
-from ppgbench_pl.results.records import RESULTS_FILE, job_dir, working_dirs, write_job
+from ppgbench_pl.results.records import RESULTS_FILE, job_dir, read_record_file, working_dirs, write_job
 
 
 def baseline_metrics(ctx: JobContext) -> dict[str, Any]:
@@ -165,11 +164,9 @@ def job_lock_path(run_dir: str | Path, jid: str) -> Path:
 
 def read_record(run_dir: str | Path, jid: str) -> dict[str, Any] | None:
     """The job's complete record, or ``None`` when there is none (or it cannot be read)."""
-    path = job_dir(Path(run_dir), jid) / RESULTS_FILE
-    try:
-        return json.loads(path.read_text())  # type: ignore[no-any-return]
-    except (FileNotFoundError, json.JSONDecodeError):
-        return None
+    with suppress(ValueError):
+        return read_record_file(job_dir(Path(run_dir), jid) / RESULTS_FILE)
+    return None
 
 
 def execute_job(run_dir: str | Path, jid: str, make_context: Callable[[], JobContext], regime: Regime,
