@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 import time
@@ -48,15 +47,6 @@ def flow_parameters(parameters: Any) -> dict[str, Any]:
             value = raw.strip() if ":" in raw else loaded  # 1:00:00 is a SLURM time, not base 60
         out[key.strip()] = value
     return out
-
-
-def sbatch_missing(cluster: str | None) -> str | None:
-    """Why SLURM cannot be used here (``None``: sbatch and srun are installed)."""
-    missing = [c for c in ("sbatch", "srun") if shutil.which(c) is None]
-    if not missing:
-        return None
-    return (f"executor.init_args.cluster {cluster or 'slurm'}: {' and '.join(missing)} not installed here "
-            "(SLURM's client commands are needed; 'cluster: local' runs the same path on this machine)")
 
 
 def check_sbatch(slurm_parameters: dict[str, Any], timeout_s: float) -> None:
@@ -263,22 +253,12 @@ class DaskWatch:
         return pending - running, running
 
 
-def _future_result(future: Any, address: str) -> JobOutcome | BaseException:
-    if future.cancelled():  # we cancel nothing while waiting: Dask did, on losing the scheduler
-        return JobLost(f"Dask cancelled it: the client lost the scheduler at {address}")
-    try:
-        return future.result()  # type: ignore[no-any-return]
-    except Exception as exc:  # noqa: BLE001 - e.g. KilledWorker: the job was lost
-        return JobLost(f"Dask: {type(exc).__name__}: {exc}".splitlines()[0])
-
-
 def wait_futures(futures: Sequence[Any], specs: Sequence[JobSpec], watch: DaskWatch, poll_s: float,
                  progress_s: float) -> Generator[Finished, None, None]:
     """Yield each future's spec and outcome as it completes, or :class:`JobLost` for all when none can."""
     from dask.distributed import wait
 
-    by_key = {f.key: spec for f, spec in zip(futures, specs, strict=True)}
-    pending = set(futures)
+    pending = dict(zip(futures, specs, strict=True))
     last_progress, total = time.monotonic(), len(futures)
     while pending:
         try:
@@ -288,14 +268,21 @@ def wait_futures(futures: Sequence[Any], specs: Sequence[JobSpec], watch: DaskWa
         except Exception:  # noqa: BLE001 - futures cancelled when the client lost its scheduler
             done = {f for f in pending if f.done()}
         for future in done:
-            pending.discard(future)
-            yield by_key[future.key], _future_result(future, watch.address)
+            spec = pending.pop(future)
+            if future.cancelled():  # we cancel nothing while waiting: Dask did, on losing the scheduler
+                yield spec, JobLost(f"Dask cancelled it: the client lost the scheduler at {watch.address}")
+                continue
+            try:
+                outcome: JobOutcome | BaseException = future.result()
+            except Exception as exc:  # noqa: BLE001 - e.g. KilledWorker: the job was lost
+                outcome = JobLost(f"Dask: {type(exc).__name__}: {exc}".splitlines()[0])
+            yield spec, outcome
         if not pending:
             return
         reason = watch.lost_reason()
         if reason is not None:
-            for future in pending:
-                yield by_key[future.key], JobLost(reason)
+            for spec in pending.values():
+                yield spec, JobLost(reason)
             return
         if time.monotonic() - last_progress >= progress_s:
             progress_line("dask", *watch.counts(len(pending)), total - len(pending), total, "jobs")

@@ -107,20 +107,18 @@ def run_job_spec(spec: JobSpec) -> JobOutcome:
                                for jid in jids]
             else:
                 ran_records = execute_group(spec.run_dir, jids, make_context, jobs[jids[0]].regime, extras)
+            outcomes = _outcomes(spec, list(zip(jids, ran_records, strict=True)), log_wandb=rank == 0)
             after = suite.cache.stats()
-            cache = {k: after[k] - before[k] for k in after}
-            return _outcome(spec, list(zip(jids, ran_records, strict=True)), cache, log_wandb=rank == 0)
-        except KeyboardInterrupt:
-            raise
+            outcomes[0].cache = {k: after[k] - before[k] for k in after}  # the spec's counts, on its first job
         except Exception as exc:  # noqa: BLE001 - the job could not even be set up here; report, never raise
             message = f"{type(exc).__name__}: {exc}".splitlines()[0]
-            failed = [JobOutcome(jid, "failed", f"{message} (while setting the job up on {worker})") for jid in jids]
-            return failed[0] if len(failed) == 1 else JobOutcome(spec.job_id, "group", members=failed)
+            outcomes = [JobOutcome(jid, "failed", f"{message} (while setting the job up on {worker})") for jid in jids]
+    return outcomes[0] if len(outcomes) == 1 else JobOutcome(spec.job_id, "group", members=outcomes)
 
 
-def _outcome(spec: JobSpec, finished: list[tuple[str, tuple[dict[str, Any], bool]]], cache: dict[str, int],
-             log_wandb: bool) -> JobOutcome:
-    """The spec's outcome: its one job's, or a group's, one per member (each logged to W&B; the first has the cache)."""
+def _outcomes(spec: JobSpec, finished: list[tuple[str, tuple[dict[str, Any], bool]]],
+              log_wandb: bool) -> list[JobOutcome]:
+    """One outcome per job of the spec (each logged to W&B as its own run with ``--wandb per-job``)."""
     outcomes = []
     for jid, (record, ran) in finished:
         if ran and log_wandb and spec.wandb == "per-job":
@@ -129,8 +127,7 @@ def _outcome(spec: JobSpec, finished: list[tuple[str, tuple[dict[str, Any], bool
             log_job_run(replace(spec, job_id=jid, group=()), record, spec.run_config)
         status = record.get("status", "failed") if ran else "done"
         outcomes.append(JobOutcome(jid, status, record.get("error") if ran else None))
-    outcomes[0].cache = cache
-    return outcomes[0] if len(outcomes) == 1 else JobOutcome(spec.job_id, "group", members=outcomes)
+    return outcomes
 
 
 Finished = tuple[JobSpec, JobOutcome | BaseException]
