@@ -150,11 +150,10 @@ def progress_line(engine: str, queued: int, running: int, done: int, total: int,
 
 def _collect(job: Any, chunk: list[JobSpec]) -> list[Finished]:
     try:
-        outcomes: list[JobOutcome] | BaseException = job.result()
+        outcomes: list[JobOutcome] = job.result()
     except Exception as exc:  # noqa: BLE001 - the task died or was cancelled
-        outcomes = JobLost(f"SLURM task {job.job_id}: {type(exc).__name__}: {exc}".splitlines()[0])
-    if isinstance(outcomes, BaseException):
-        return [(spec, outcomes) for spec in chunk]
+        lost = JobLost(f"SLURM task {job.job_id}: {type(exc).__name__}: {exc}".splitlines()[0])
+        return [(spec, lost) for spec in chunk]
     return list(zip(chunk, outcomes, strict=True))
 
 
@@ -179,17 +178,17 @@ def _local_counts(jobs: Sequence[Any]) -> tuple[int, int]:
 def wait_tasks(jobs: Sequence[Any], chunks: Sequence[list[JobSpec]], watch: SlurmWatch | None, poll_s: float,
                progress_s: float) -> Generator[Finished, None, None]:
     """Yield each submitit task's specs with their outcomes as tasks finish, or :class:`JobLost` as found lost."""
-    pending = dict(zip(jobs, range(len(chunks)), strict=True))
+    pending = dict(zip(jobs, chunks, strict=True))
     last_progress, total = time.monotonic(), len(chunks)
     try:
         while pending:
             finished = [job for job in pending if job.done()]
             for job in finished:
-                yield from _collect(job, chunks[pending.pop(job)])
+                yield from _collect(job, pending.pop(job))
             if watch is not None and pending:
                 lost = watch.lost([str(job.job_id) for job in pending])
                 for job in [j for j in pending if str(j.job_id) in lost]:
-                    chunk = chunks[pending.pop(job)]
+                    chunk = pending.pop(job)
                     if job.done():  # its result landed meanwhile
                         yield from _collect(job, chunk)
                         continue
