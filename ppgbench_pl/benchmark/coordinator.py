@@ -5,7 +5,6 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -112,7 +111,7 @@ class BenchmarkRun:
                 "config": self.config, "versions": package_versions(),
                 "device": device_string(suite.trainer_kwargs), "seeds": suite.seeds, "folds": suite.folds,
                 "parameters": parameter_counts(suite.encoders), "planned_jobs": [j.job_id for j in plan],
-                "threads": asdict(policy)}, allow_code_change=self.settings.allow_code_change)
+                "threads": policy.record()}, allow_code_change=self.settings.allow_code_change)
         self.union_planned = list(meta["planned_jobs"])
         for problem in self.folder.sync(deep=True):  # every record in the folder (any plan wrote it)
             print(f"warning: {problem}; that job runs again", file=sys.stderr)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from ppgbench_pl.errors import ConfigError
@@ -46,6 +46,10 @@ class ThreadPolicy:
     def for_job(self, uses_embeddings: bool) -> int | None:
         """Threads of one job: a regime that reads embeddings is probe work, one that trains the encoder is not."""
         return self.probe if uses_embeddings else self.encoder
+
+    def record(self) -> dict[str, Any]:
+        """What ``run.json`` says under ``threads`` (the latest command's policy)."""
+        return asdict(self)
 
     def line(self) -> str:
         """The one line printed at start."""
