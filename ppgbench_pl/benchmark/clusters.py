@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Generator, Iterable, Sequence
+from contextlib import suppress
 from typing import Any
 
 import yaml
@@ -47,15 +47,6 @@ def flow_parameters(parameters: Any) -> dict[str, Any]:
             value = raw.strip() if ":" in raw else loaded  # 1:00:00 is a SLURM time, not base 60
         out[key.strip()] = value
     return out
-
-
-def sbatch_missing(cluster: str | None) -> str | None:
-    """Why SLURM cannot be used here (``None``: sbatch and srun are installed)."""
-    missing = [c for c in ("sbatch", "srun") if shutil.which(c) is None]
-    if not missing:
-        return None
-    return (f"executor.init_args.cluster {cluster or 'slurm'}: {' and '.join(missing)} not installed here "
-            "(SLURM's client commands are needed; 'cluster: local' runs the same path on this machine)")
 
 
 def check_sbatch(slurm_parameters: dict[str, Any], timeout_s: float) -> None:
@@ -114,14 +105,11 @@ def query_states(array_ids: Iterable[str], timeout_s: float) -> dict[str, str] |
 class SlurmWatch:
     """The SLURM state of array tasks, checked at most every ``check_s``; says which can no longer deliver a result."""
 
-    def __init__(self, check_s: float = 30.0, controller_timeout_s: float = 600.0,
-                 command_timeout_s: float = 20.0) -> None:
+    def __init__(self, check_s: float = 30.0, controller_timeout_s: float = 600.0) -> None:
         self.check_s, self.controller_timeout_s = check_s, controller_timeout_s
-        self.command_timeout_s = command_timeout_s
         self.states: dict[str, str] = {}
-        self.last_check = float("-inf")
-        self.last_answer = time.monotonic()
-        self.suspect: dict[str, str] = {}
+        self.last_check, self.last_answer = float("-inf"), time.monotonic()
+        self.suspect: set[str] = set()  # ended without a result at the last check: lost if still so at the next
 
     def counts(self, task_ids: Iterable[str]) -> tuple[int, int]:
         """(queued, running) among ``task_ids`` at the last check (unknown ones count as queued)."""
@@ -135,8 +123,7 @@ class SlurmWatch:
         if not task_ids or now - self.last_check < self.check_s:
             return {}
         self.last_check = now
-        states = query_states({t.split("_", 1)[0] for t in task_ids}, min(self.command_timeout_s,
-                                                                            self.controller_timeout_s))
+        states = query_states({t.split("_", 1)[0] for t in task_ids}, min(20.0, self.controller_timeout_s))
         if states is None:
             silent = now - self.last_answer
             if silent >= self.controller_timeout_s:
@@ -145,20 +132,12 @@ class SlurmWatch:
             return {}
         self.last_answer = now
         self.states.update(states)
-        verdict: dict[str, str] = {}
-        suspect: dict[str, str] = {}
-        for task in task_ids:
-            state = states.get(task)
-            if state in QUEUED or state in RUNNING:
-                continue
-            why = (f"SLURM task {task} ended {state} without a result" if state
-                   else f"SLURM task {task} is no longer known to squeue or sacct")
-            if task in self.suspect:  # two checks in a row: not a result file still on its way
-                verdict[task] = why
-            else:
-                suspect[task] = why
-        self.suspect = suspect
-        if suspect:  # look again soon rather than a whole period later
+        ended = {t: states.get(t) for t in task_ids if states.get(t) not in QUEUED | RUNNING}
+        verdict = {t: f"SLURM task {t} ended {state} without a result" if state
+                   else f"SLURM task {t} is no longer known to squeue or sacct"
+                   for t, state in ended.items() if t in self.suspect}  # twice in a row: no result still on its way
+        self.suspect = set(ended) - set(verdict)
+        if self.suspect:  # look again soon rather than a whole period later
             self.last_check = now - self.check_s + min(self.check_s, 2.0)
         return verdict
 
@@ -171,11 +150,10 @@ def progress_line(engine: str, queued: int, running: int, done: int, total: int,
 
 def _collect(job: Any, chunk: list[JobSpec]) -> list[Finished]:
     try:
-        outcomes: list[JobOutcome] | BaseException = job.result()
+        outcomes: list[JobOutcome] = job.result()
     except Exception as exc:  # noqa: BLE001 - the task died or was cancelled
-        outcomes = JobLost(f"SLURM task {job.job_id}: {type(exc).__name__}: {exc}".splitlines()[0])
-    if isinstance(outcomes, BaseException):
-        return [(spec, outcomes) for spec in chunk]
+        lost = JobLost(f"SLURM task {job.job_id}: {type(exc).__name__}: {exc}".splitlines()[0])
+        return [(spec, lost) for spec in chunk]
     return list(zip(chunk, outcomes, strict=True))
 
 
@@ -192,27 +170,25 @@ def _local_counts(jobs: Sequence[Any]) -> tuple[int, int]:
     """(queued, running) from submitit's own states (its local and debug executors)."""
     running = 0
     for job in jobs:
-        try:
+        with suppress(Exception):  # a state that cannot be read counts as queued
             running += str(job.state).upper() == "RUNNING"
-        except Exception:  # noqa: BLE001, S112 - a state that cannot be read counts as queued
-            continue
     return len(jobs) - running, running
 
 
 def wait_tasks(jobs: Sequence[Any], chunks: Sequence[list[JobSpec]], watch: SlurmWatch | None, poll_s: float,
                progress_s: float) -> Generator[Finished, None, None]:
     """Yield each submitit task's specs with their outcomes as tasks finish, or :class:`JobLost` as found lost."""
-    pending = dict(zip(jobs, range(len(chunks)), strict=True))
+    pending = dict(zip(jobs, chunks, strict=True))
     last_progress, total = time.monotonic(), len(chunks)
     try:
         while pending:
             finished = [job for job in pending if job.done()]
             for job in finished:
-                yield from _collect(job, chunks[pending.pop(job)])
+                yield from _collect(job, pending.pop(job))
             if watch is not None and pending:
                 lost = watch.lost([str(job.job_id) for job in pending])
                 for job in [j for j in pending if str(j.job_id) in lost]:
-                    chunk = chunks[pending.pop(job)]
+                    chunk = pending.pop(job)
                     if job.done():  # its result landed meanwhile
                         yield from _collect(job, chunk)
                         continue
@@ -276,22 +252,12 @@ class DaskWatch:
         return pending - running, running
 
 
-def _future_result(future: Any, address: str) -> JobOutcome | BaseException:
-    if future.cancelled():  # we cancel nothing while waiting: Dask did, on losing the scheduler
-        return JobLost(f"Dask cancelled it: the client lost the scheduler at {address}")
-    try:
-        return future.result()  # type: ignore[no-any-return]
-    except Exception as exc:  # noqa: BLE001 - e.g. KilledWorker: the job was lost
-        return JobLost(f"Dask: {type(exc).__name__}: {exc}".splitlines()[0])
-
-
 def wait_futures(futures: Sequence[Any], specs: Sequence[JobSpec], watch: DaskWatch, poll_s: float,
                  progress_s: float) -> Generator[Finished, None, None]:
     """Yield each future's spec and outcome as it completes, or :class:`JobLost` for all when none can."""
     from dask.distributed import wait
 
-    by_key = {f.key: spec for f, spec in zip(futures, specs, strict=True)}
-    pending = set(futures)
+    pending = dict(zip(futures, specs, strict=True))
     last_progress, total = time.monotonic(), len(futures)
     while pending:
         try:
@@ -301,14 +267,21 @@ def wait_futures(futures: Sequence[Any], specs: Sequence[JobSpec], watch: DaskWa
         except Exception:  # noqa: BLE001 - futures cancelled when the client lost its scheduler
             done = {f for f in pending if f.done()}
         for future in done:
-            pending.discard(future)
-            yield by_key[future.key], _future_result(future, watch.address)
+            spec = pending.pop(future)
+            if future.cancelled():  # we cancel nothing while waiting: Dask did, on losing the scheduler
+                yield spec, JobLost(f"Dask cancelled it: the client lost the scheduler at {watch.address}")
+                continue
+            try:
+                outcome: JobOutcome | BaseException = future.result()
+            except Exception as exc:  # noqa: BLE001 - e.g. KilledWorker: the job was lost
+                outcome = JobLost(f"Dask: {type(exc).__name__}: {exc}".splitlines()[0])
+            yield spec, outcome
         if not pending:
             return
         reason = watch.lost_reason()
         if reason is not None:
-            for future in pending:
-                yield by_key[future.key], JobLost(reason)
+            for spec in pending.values():
+                yield spec, JobLost(reason)
             return
         if time.monotonic() - last_progress >= progress_s:
             progress_line("dask", *watch.counts(len(pending)), total - len(pending), total, "jobs")

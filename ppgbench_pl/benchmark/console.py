@@ -6,14 +6,10 @@ import logging
 import warnings
 
 QUIET_LOGGERS = ("lightning.pytorch", "lightning.fabric", "pytorch_lightning")
-QUIET_WARNINGS = (
-    r".*module\(s\) in eval mode.*",  # frozen encoders and freeze_stats BatchNorm are in eval mode on purpose
-    ".*configure_optimizers.*returned.*None.*",
-    ".*training_step.*returned.*None.*",
-    ".*val_dataloader.*but have no.*validation_step.*",
-    ".*LeafSpec.*",
-    ".*does not have many workers.*",
-)
+#: Lightning's notices about what the engine does on purpose (frozen encoders are in eval mode...).
+NOTICES = (r".*configure_optimizers.* returned .None.*", r".*training_step.* returned .None.*", r".*LeafSpec.*",
+           r".*does not have many workers.*", r".*module\(s\) in eval mode.*")
+QUIET_WARNINGS = (*NOTICES, r".*val_dataloader.*but have no.*validation_step.*")
 
 
 def quiet_lightning() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import tempfile
 from abc import ABC, abstractmethod
@@ -17,7 +18,6 @@ from ppgbench_pl.benchmark.clusters import (
     SlurmWatch,
     check_sbatch,
     flow_parameters,
-    sbatch_missing,
     wait_futures,
     wait_tasks,
 )
@@ -114,8 +114,6 @@ class ProcessExecutor(Executor):
 
     def run(self, fn: JobFunction, specs: Sequence[JobSpec], run_dir: Path) -> Generator[Finished, None, None]:
         """One job per worker at a time; yield as workers finish. A dead worker loses only the job it held."""
-        if not specs:
-            return
         threads = self.threads_per_job()
         with _environment({k: str(threads) for k in THREAD_VARIABLES}):  # inherited by every worker started
             yield from run_pool(fn, specs, self.workers, threads, self.gpus)
@@ -166,8 +164,9 @@ class SubmititExecutor(Executor):
         """The submitit executor with the parameters applied (its own check); one line naming a bad one."""
         import submitit
 
-        if self.cluster == "slurm" and (missing := sbatch_missing(self.cluster)):
-            raise ConfigError(missing)
+        if self.cluster == "slurm" and (missing := [c for c in ("sbatch", "srun") if shutil.which(c) is None]):
+            raise ConfigError(f"executor.init_args.cluster slurm: {' and '.join(missing)} not installed here (SLURM's "
+                              "client commands are needed; 'cluster: local' runs the same path on this machine)")
         try:
             executor = submitit.AutoExecutor(folder=str(folder), cluster=self.cluster)
             executor.update_parameters(slurm_array_parallelism=self.parallelism, **self.parameters)

@@ -14,13 +14,10 @@ def job_groups(pending: Sequence[Job]) -> list[list[str]]:
     groups: list[list[str]] = []
     open_groups: dict[tuple[str, str, str], list[str]] = {}
     for job in pending:
-        size = int(getattr(job.regime, "stack_jobs", 1) or 1)
-        if size <= 1:
-            groups.append([job.job_id])
-            continue
+        size = int(getattr(job.regime, "stack_jobs", 1) or 1)  # 1 (or less): a group per job
         key = (job.model_name, job.task.name, job.regime.name)
         group = open_groups.get(key)
-        if group is None or len(group) >= size:
+        if group is None or len(group) >= max(size, 1):
             group = open_groups[key] = []
             groups.append(group)
         group.append(job.job_id)
@@ -33,7 +30,4 @@ def member_outcomes(spec: JobSpec, result: Any) -> list[JobOutcome]:
         said = str(result) if isinstance(result, JobLost) else f"{type(result).__name__}: {result}"
         error = said.splitlines()[0] if said else type(result).__name__
         return [JobOutcome(jid, "lost", error) for jid in (list(spec.group) or [spec.job_id])]
-    if result.members:
-        result.members[0].cache = result.cache
-        return result.members
-    return [result]
+    return result.members or [result]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import shutil
 import time
@@ -10,7 +9,7 @@ import traceback
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterable
-from contextlib import ExitStack
+from contextlib import ExitStack, suppress
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ import lightning as L
 import numpy as np
 import torch
 
+from ppgbench_pl.benchmark.console import NOTICES
 from ppgbench_pl.benchmark.identity import code_version
 from ppgbench_pl.cards.overlap import record_fields as overlap_fields
 from ppgbench_pl.encoders.prv import FeatureEncoder
@@ -28,7 +28,7 @@ from ppgbench_pl.metrics.evaluate import evaluate
 from ppgbench_pl.probes.constant import constant_predictions
 from ppgbench_pl.regimes.base import JobContext, Regime, RepeatOutcome
 from ppgbench_pl.results.folder_sync import read_record_complete
-from ppgbench_pl.results.records import RESULTS_FILE, job_dir, working_dirs, write_job
+from ppgbench_pl.results.records import RESULTS_FILE, job_dir, read_record_file, working_dirs, write_job
 
 
 def baseline_metrics(ctx: JobContext) -> dict[str, Any]:
@@ -89,9 +89,7 @@ def run_jobs(ctxs: list[JobContext], regime: Regime) -> list[tuple[dict[str, Any
 
 
 #: Lightning's notices about what the engine does on purpose (some come once per process: not counted).
-FRAMEWORK_NOTICES = (r".*configure_optimizers.* returned .None.*", r".*training_step.* returned .None.*",
-                     r".*LeafSpec.*", r".*does not have many workers.*", r".*module\(s\) in eval mode.*",
-                     r".*max_epochs=.* reached.*", r".*srun.* command is available.*")
+FRAMEWORK_NOTICES = (*NOTICES, r".*max_epochs=.* reached.*", r".*srun.* command is available.*")
 
 
 def _record_head(ctx: JobContext, regime: Regime) -> dict[str, Any]:
@@ -166,11 +164,9 @@ def job_lock_path(run_dir: str | Path, jid: str) -> Path:
 
 def read_record(run_dir: str | Path, jid: str) -> dict[str, Any] | None:
     """The job's complete record, or ``None`` when there is none (or it cannot be read)."""
-    path = job_dir(Path(run_dir), jid) / RESULTS_FILE
-    try:
-        return json.loads(path.read_text())  # type: ignore[no-any-return]
-    except (FileNotFoundError, json.JSONDecodeError):
-        return None
+    with suppress(ValueError):
+        return read_record_file(job_dir(Path(run_dir), jid) / RESULTS_FILE)
+    return None
 
 
 def execute_job(run_dir: str | Path, jid: str, make_context: Callable[[], JobContext], regime: Regime,
@@ -193,11 +189,9 @@ def execute_group(run_dir: str | Path, jids: list[str], make_context: Callable[[
     with ExitStack() as locks:
         mine = []
         for jid in sorted(jids):
-            try:
+            with suppress(LockBusy):
                 locks.enter_context(file_lock(job_lock_path(run_dir, jid), blocking=False))
                 mine.append(jid)
-            except LockBusy:
-                continue
         results = _run_held(run_dir, mine, make_context, regime, extras)
     for jid in jids:
         if jid not in results:  # another process held it: wait for it, then it is usually done
@@ -236,14 +230,9 @@ def discard_unfinished(run_dir: str | Path, jids: Iterable[str]) -> list[str]:
     """Remove (and name) the half-written ``.working`` folders an interrupt left for these jobs (lock free only)."""
     left = working_dirs(Path(run_dir))
     removed = []
-    for jid in jids:
-        if jid not in left:
-            continue
-        try:
-            with file_lock(job_lock_path(run_dir, jid), blocking=False):
-                shutil.rmtree(left[jid], ignore_errors=True)
-                removed.append(jid)
-        except LockBusy:
-            continue
+    for jid in [j for j in jids if j in left]:
+        with suppress(LockBusy), file_lock(job_lock_path(run_dir, jid), blocking=False):
+            shutil.rmtree(left[jid], ignore_errors=True)
+            removed.append(jid)
     return removed
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -33,9 +34,6 @@ class PlanCost:
 
 class Progress:
     """Jobs done (``initial`` before this command) of ``total``, shown on ``stream`` (stderr by default)."""
-
-    #: A line-log line every 5 % of the plan, or every ``every_s`` seconds.
-    every_fraction = 0.05
 
     def __init__(self, total: int, initial: int = 0, enabled: bool = True, stream: TextIO | None = None,
                  every_s: float = 60.0, cost: PlanCost | None = None) -> None:
@@ -116,7 +114,7 @@ class Progress:
             self.bar.set_postfix_str(label, refresh=False)
             self.bar.update(1)
             return
-        self.show(force=self.done - self.last_done >= max(1, int(self.total * self.every_fraction))
+        self.show(force=self.done - self.last_done >= max(1, int(self.total * 0.05))  # a line every 5 % of the plan
                   or self.done == self.total)
 
     def show(self, force: bool) -> None:
@@ -151,7 +149,7 @@ def run_progress(suite: Any, plan: Sequence[Any], pending: Sequence[Any], initia
         from ppgbench_pl.benchmark.estimate import estimate_plan, wall_seconds
         from ppgbench_pl.errors import PPGBenchError
 
-        try:  # the pending jobs' estimate (seconds, and the searched ones' trials and trial-epochs)
+        with suppress(PPGBenchError):  # the pending jobs' estimate (seconds, the searched ones' trials and epochs)
             estimate = estimate_plan(suite, pending, settings.executor, load_model())
             cost = PlanCost(wall_seconds=wall_seconds(estimate))
             for pending_job, job in zip(pending, estimate.jobs, strict=True):
@@ -160,6 +158,4 @@ def run_progress(suite: Any, plan: Sequence[Any], pending: Sequence[Any], initia
                     cost.searched.add(pending_job.job_id)
                     cost.trials += job.trials
                     cost.trial_epochs += job.trial_epochs
-        except PPGBenchError:
-            cost = None
     return Progress(len(plan), initial, enabled=enabled, every_s=LINE_EVERY_S, cost=cost)

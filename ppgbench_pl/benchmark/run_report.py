@@ -24,12 +24,7 @@ class Interrupted(BaseException):
 
     def __init__(self, signum: int) -> None:
         super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-    @property
-    def exit_code(self) -> int:
-        """128 + the signal number, as shells report it: 130 for SIGINT, 143 for SIGTERM."""
-        return 128 + self.signum
+        self.exit_code = 128 + signum  # as shells report it: 130 for SIGINT, 143 for SIGTERM
 
 
 def _raise(signum: int, frame: FrameType | None) -> None:

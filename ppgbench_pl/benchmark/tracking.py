@@ -14,6 +14,7 @@ import sys
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -111,22 +112,11 @@ def record_labels(record: dict[str, Any]) -> dict[str, Any]:
             "pretraining_overlap": record.get("pretraining_overlap"), "deviations": record_deviations(record)}
 
 
-def run_labels(task: str, regime: str, config: dict[str, Any], baseline: bool = False) -> tuple[str, str, list[str]]:
-    """(group, job_type, tags) of a cell run."""
-    tags = [task, regime, *(str(config[k]) for k in ("dataset", "budget") if config.get(k))]
+def run_tags(config: dict[str, Any], *extra: str) -> list[str]:
+    """A run's tags: task, regime, dataset, budget, then the descriptors that say something as ``key:value``."""
+    tags = [str(config[k]) for k in ("task", "regime", "dataset", "budget") if config.get(k)]
     tags += [f"{k}:{config[k]}"[:64] for k, plain in TAGGED.items() if config.get(k) and config[k] not in plain]
-    return f"{task}/{regime}", regime, [*dict.fromkeys(tags), *(["baseline"] if baseline else [])]
-
-
-def baseline_history(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One history row per job of a cell: seed, fold and the constant baseline's value on that fold."""
-    rows = []
-    for rec in sorted(records, key=lambda r: (r.get("seed", 0), r.get("fold", 0))):
-        metric = rec.get("metric", "value")
-        value = _finite((rec.get("baseline") or {}).get(metric))
-        if rec.get("status") == "ok" and value is not None:
-            rows.append({"seed": rec.get("seed"), "fold": rec.get("fold"), f"test/{metric}": value})
-    return rows
+    return [*dict.fromkeys(tags), *extra]
 
 
 def _short_id(*parts: str) -> str:
@@ -154,27 +144,8 @@ def _start_run(run_dir: Path, project: str, run_id: str, name: str, group: str, 
                       reinit="create_new")
 
 
-#: Written when W&B failed in this invocation: later cells and per-job runs skip W&B instead of waiting again.
-OFF_MARKER = ".ppgbench-off"
-
-
-def wandb_gave_up(run_dir: Path) -> bool:
-    """Whether W&B already failed in this invocation (any worker)."""
-    return (Path(run_dir) / "wandb" / OFF_MARKER).exists()
-
-
-def give_up(run_dir: Path, why: str) -> None:
-    """Turn W&B off for the rest of this invocation, for every worker."""
-    write_json_atomic(Path(run_dir) / "wandb" / OFF_MARKER, {"why": why})
-
-
-def _sound(record: dict[str, Any]) -> bool:
-    """A record W&B can mirror: not ``ok``, or ``ok`` and accepted by the summary."""
-    try:
-        fold_entry(record)
-    except MalformedRecord:
-        return False
-    return True
+#: Written when W&B failed in this invocation: later cells and per-job runs (any worker) skip W&B, not wait again.
+OFF_MARKER = Path("wandb") / ".ppgbench-off"
 
 
 def _value(record: dict[str, Any]) -> float | None:
@@ -227,7 +198,7 @@ class CellTracker:
         owner = {jid: cell for cell, ids in cells.items() for jid in ids}
         self.remaining = Counter(owner[jid] for jid in pending if jid in owner)
         self.owner, self.logged, self.enabled = owner, 0, True
-        (self.run_dir / "wandb" / OFF_MARKER).unlink(missing_ok=True)  # a new invocation tries W&B again
+        (self.run_dir / OFF_MARKER).unlink(missing_ok=True)  # a new invocation tries W&B again
 
     def _marked(self, cell: tuple[str, str, str], mark: dict[str, Any], write: bool = False) -> bool:
         """Whether the file saying which records of a cell W&B has says ``mark`` (``write``: make it say so)."""
@@ -244,22 +215,24 @@ class CellTracker:
 
     def finished(self, jid: str) -> None:
         """Count a finished job; log its cell when it was the cell's last."""
-        cell = self.owner.get(jid)
-        if cell is None:
-            return
-        self.remaining[cell] -= 1
-        if self.remaining[cell] == 0:
-            self._log(cell)
+        if (cell := self.owner.get(jid)) is not None:
+            self.remaining[cell] -= 1
+            if self.remaining[cell] == 0:
+                self._log(cell)
 
     def _log(self, cell: tuple[str, str, str]) -> None:
         if not self.enabled:
             return
         found = [r for jid in self.cells[cell] if (r := read_record(self.run_dir, jid)) is not None]
-        records = [r for r in found if _sound(r)]
+        records = []
+        for record in found:
+            with suppress(MalformedRecord):  # W&B mirrors what the summary accepts
+                fold_entry(record)
+                records.append(record)
         if len(records) < len(found):
             warnings.warn(f"W&B: {len(found) - len(records)} damaged record(s) of {'/'.join(cell)} left out (the "
                           "summary leaves them out too)", stacklevel=2)
-        if not records or wandb_gave_up(self.run_dir):
+        if not records or (self.run_dir / OFF_MARKER).exists():
             return
         state = sorted(f"{r['job_id']}:{r.get('status')}" for r in records)
         row = self.summary_of(cell)  # over the folder: another plan's records may have changed it
@@ -270,56 +243,55 @@ class CellTracker:
         try:
             config = {"benchmark": self.config, "model": model, "task": task, "regime": regime,
                       **descriptors(row, records)}
-            self._cell_run(cell, config, row, records, baseline=False)
-            if row is not None:
-                self._log_baseline(str(row.get("baseline") or ""), task, regime, records, config)
+            self._cell_run(cell, config, row, records)
+            name = str((row or {}).get("baseline") or "")  # the constant baseline's run of this (task, regime)
+            if name and ";" not in name and (base := self.summary_of((name, task, regime))) is not None:
+                self._cell_run((name, task, regime), {**config, "model": name}, base, records,
+                               {"row": [int(base["n_folds"]), float(base["mean"])]})
         except Exception as exc:  # noqa: BLE001 - W&B mirrors the run folder and is never required
             warnings.warn(f"W&B logging failed and is off for the rest of this run: {exc}", stacklevel=2)
             self.enabled = False
-            give_up(self.run_dir, str(exc))
+            write_json_atomic(self.run_dir / OFF_MARKER, {"why": str(exc)})
             return
         self._marked(cell, mark, write=True)
         self.logged += 1
 
-    def _log_baseline(self, name: str, task: str, regime: str, records: list[dict[str, Any]],
-                      config: dict[str, Any]) -> None:
-        """The constant baseline's run of a (task, regime) view: its summary row, its value per fold."""
-        cell = (name, task, regime)
-        if not name or ";" in name or (row := self.summary_of(cell)) is None:
-            return
-        mark = {"row": [int(row["n_folds"]), float(row["mean"])]}
-        if not self._marked(cell, mark):
-            self._cell_run(cell, {**config, "model": name}, row, records, baseline=True)
-            self._marked(cell, mark, write=True)
-
     def _cell_run(self, cell: tuple[str, str, str], config: dict[str, Any], row: dict[str, Any] | None,
-                  records: list[dict[str, Any]], baseline: bool) -> None:
-        """One W&B run of a cell (or of its constant baseline): its history, then its summary row."""
-        group, job_type, tags = run_labels(cell[1], cell[2], config, baseline=baseline)
-        run = _start_run(self.run_dir, self.project, _short_id(self.run_uid, *cell), "/".join(cell), group,
-                         job_type, config, tags)
+                  records: list[dict[str, Any]], baseline_mark: dict[str, Any] | None = None) -> None:
+        """One W&B run of a cell, or (``baseline_mark``) of its constant baseline unless W&B has that row already."""
+        if baseline_mark and self._marked(cell, baseline_mark):
+            return
+        tags = run_tags(config, "baseline") if baseline_mark else run_tags(config)
+        run = _start_run(self.run_dir, self.project, _short_id(self.run_uid, *cell), "/".join(cell),
+                         f"{cell[1]}/{cell[2]}", cell[2], config, tags)
         for key in PER_JOB:  # every per-job history key and table stays out of the run's summary
             run.define_metric(key, summary="none")
-        if baseline:
-            for step, values in enumerate(baseline_history(records)):
-                run.log(values, step=step)
+        if baseline_mark:  # one step per ok job: seed, fold and the constant baseline's value on that fold
+            step = 0
+            for rec in sorted(records, key=lambda r: (r.get("seed", 0), r.get("fold", 0))):
+                metric = rec.get("metric", "value")
+                value = _finite((rec.get("baseline") or {}).get(metric))
+                if rec.get("status") == "ok" and value is not None:
+                    run.log({"seed": rec.get("seed"), "fold": rec.get("fold"), f"test/{metric}": value}, step=step)
+                    step += 1
         else:
             _log_records(run, records)
         run.summary.update(aggregates(row))
         run.finish()
+        if baseline_mark:
+            self._marked(cell, baseline_mark, write=True)
 
 
 def log_job_run(spec: Any, record: dict[str, Any], config: dict[str, Any]) -> None:
     """``--wandb per-job``: one W&B run for one finished job (called in the worker that ran it)."""
-    if wandb_mode() == "disabled" or wandb_gave_up(Path(spec.run_dir)):
+    if wandb_mode() == "disabled" or (Path(spec.run_dir) / OFF_MARKER).exists():
         return
     model, task, regime = record.get("model", "?"), record.get("task", "?"), record.get("regime", "?")
     try:
         flat = {"benchmark": config, "job_id": spec.job_id, "model": model, "task": task, "regime": regime,
                 "seed": record.get("seed"), "fold": record.get("fold"), **record_labels(record)}
-        _, _, tags = run_labels(task, regime, flat)
         run = _start_run(Path(spec.run_dir), spec.wandb_project, _short_id(spec.run_uid, spec.job_id), spec.job_id,
-                         f"{model}/{task}/{regime}", regime, flat, [*tags, "job"])
+                         f"{model}/{task}/{regime}", regime, flat, run_tags(flat, "job"))
         _log_records(run, [record])
         run.summary.update({"status": record.get("status"), "value": _value(record) if record.get("status") == "ok"
                             else None})
@@ -327,4 +299,4 @@ def log_job_run(spec: Any, record: dict[str, Any], config: dict[str, Any]) -> No
     except Exception as exc:  # noqa: BLE001 - never fail a job because of W&B
         warnings.warn(f"W&B logging of job {spec.job_id} failed and is off for the rest of this run: {exc}",
                       stacklevel=2)
-        give_up(Path(spec.run_dir), str(exc))
+        write_json_atomic(Path(spec.run_dir) / OFF_MARKER, {"why": str(exc)})

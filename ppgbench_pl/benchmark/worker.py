@@ -10,6 +10,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Generator, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection, wait
 from typing import Any
@@ -41,7 +42,7 @@ class JobOutcome:
     status: str
     error: str | None = None
     cache: dict[str, int] = field(default_factory=dict)
-    #: One outcome per job of a group spec (the spec's own outcome then only carries the cache counts).
+    #: One outcome per job of a group spec (the first carries the spec's cache counts).
     members: list[JobOutcome] = field(default_factory=list)
 
 
@@ -75,7 +76,7 @@ def run_job_spec(spec: JobSpec) -> JobOutcome:
     from ppgbench_pl.results.folder_sync import read_record_complete
 
     global _quiet
-    worker = f"{socket.gethostname()}:{os.getpid()}"
+    worker, jids = f"{socket.gethostname()}:{os.getpid()}", list(spec.group) or [spec.job_id]
     with intra_op_threads(spec.threads):
         try:
             if not _quiet:  # inner trainers run by the hundred in every worker: keep their banners out
@@ -84,7 +85,6 @@ def run_job_spec(spec: JobSpec) -> JobOutcome:
                 quiet_lightning()
                 _quiet = True
             suite = suite_for(spec.config, spec.run_dir, spec.parse)
-            jids = list(spec.group) or [spec.job_id]
             jobs = {jid: suite.job(jid) for jid in jids}
             before = suite.cache.stats()
             rank = global_rank()
@@ -107,21 +107,18 @@ def run_job_spec(spec: JobSpec) -> JobOutcome:
                                for jid in jids]
             else:
                 ran_records = execute_group(spec.run_dir, jids, make_context, jobs[jids[0]].regime, extras)
+            outcomes = _outcomes(spec, list(zip(jids, ran_records, strict=True)), log_wandb=rank == 0)
             after = suite.cache.stats()
-            cache = {k: after[k] - before[k] for k in after}
-            return _outcome(spec, list(zip(jids, ran_records, strict=True)), cache, log_wandb=rank == 0)
-        except KeyboardInterrupt:
-            raise
+            outcomes[0].cache = {k: after[k] - before[k] for k in after}  # the spec's counts, on its first job
         except Exception as exc:  # noqa: BLE001 - the job could not even be set up here; report, never raise
             message = f"{type(exc).__name__}: {exc}".splitlines()[0]
-            failed = [JobOutcome(jid, "failed", f"{message} (while setting the job up on {worker})")
-                      for jid in (list(spec.group) or [spec.job_id])]
-            return failed[0] if len(failed) == 1 else JobOutcome(spec.job_id, "group", members=failed)
+            outcomes = [JobOutcome(jid, "failed", f"{message} (while setting the job up on {worker})") for jid in jids]
+    return outcomes[0] if len(outcomes) == 1 else JobOutcome(spec.job_id, "group", members=outcomes)
 
 
-def _outcome(spec: JobSpec, finished: list[tuple[str, tuple[dict[str, Any], bool]]], cache: dict[str, int],
-             log_wandb: bool) -> JobOutcome:
-    """The spec's outcome: its one job's, or a group outcome holding one per member (each logged to W&B)."""
+def _outcomes(spec: JobSpec, finished: list[tuple[str, tuple[dict[str, Any], bool]]],
+              log_wandb: bool) -> list[JobOutcome]:
+    """One outcome per job of the spec (each logged to W&B as its own run with ``--wandb per-job``)."""
     outcomes = []
     for jid, (record, ran) in finished:
         if ran and log_wandb and spec.wandb == "per-job":
@@ -130,10 +127,7 @@ def _outcome(spec: JobSpec, finished: list[tuple[str, tuple[dict[str, Any], bool
             log_job_run(replace(spec, job_id=jid, group=()), record, spec.run_config)
         status = record.get("status", "failed") if ran else "done"
         outcomes.append(JobOutcome(jid, status, record.get("error") if ran else None))
-    if len(outcomes) == 1:
-        outcomes[0].cache = cache
-        return outcomes[0]
-    return JobOutcome(spec.job_id, "group", None, cache, outcomes)
+    return outcomes
 
 
 Finished = tuple[JobSpec, JobOutcome | BaseException]
@@ -184,20 +178,10 @@ class _Worker:
         self.spec = spec
         self.conn.send(spec)
 
-    def death(self) -> str:
-        """Why the process ended, in words."""
-        self.process.join(1.0)
-        code = self.process.exitcode
-        if code is not None and code < 0:
-            return f"killed by {signal.Signals(-code).name}"
-        return f"exit status {code}"
-
     def stop(self, now: bool) -> None:
         if not now and self.process.is_alive():
-            try:
+            with suppress(OSError):
                 self.conn.send(None)
-            except OSError:
-                pass
             self.process.join(5.0)
         if self.process.is_alive():
             self.process.terminate()
@@ -244,5 +228,7 @@ def _result(worker: _Worker) -> JobOutcome | BaseException:
             return value  # type: ignore[no-any-return]
     except (EOFError, OSError):
         pass
-    assert worker.spec is not None
-    return JobLost(f"process-pool worker pid {worker.process.pid} {worker.death()} while running it")
+    worker.process.join(1.0)
+    code = worker.process.exitcode
+    death = f"killed by {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit status {code}"
+    return JobLost(f"process-pool worker pid {worker.process.pid} {death} while running it")
