@@ -1,7 +1,6 @@
 """Paired model comparisons, the critical-difference ranking (Demšar 2006) and the "meaningfully better" rules.
 
 Wilcoxon is shown, never a verdict (with 5 seeds its p cannot go below 0.0625); docs/report.md has the rules.
-The scores are the summary's (``SummaryBook``, the code of summary.csv), indexed for the report.
 """
 
 from __future__ import annotations
@@ -41,7 +40,6 @@ class Scores:
     """Fold values and summary rows of completed records, indexed for the report (CI over ``ci_unit``)."""
 
     def __init__(self, records: Iterable[dict[str, Any]], ci_unit: str = "seed") -> None:
-        """Summarise the ``ok`` records once, with the same code as summary.csv."""
         records = [r for r in records if r.get("status") == "ok"]
         self.ci_unit = ci_unit
         book = SummaryBook.from_records(records, ci_unit)
@@ -77,10 +75,6 @@ class Scores:
     def baseline_of(self, task: str, regime: str, model: str) -> str | None:
         """The baseline row a (non-baseline) model is compared with in a cell: its task view's."""
         return self._baseline.get((task, regime, model))
-
-    def baselines(self, task: str, regime: str) -> list[str]:
-        """List the baseline rows of a cell (one per task view), in column order."""
-        return [s.model for s in self.cell(task, regime) if is_baseline(s.model)]
 
     def resolve(self, task: str, regime: str, model: str, other: str) -> str | None:
         """``other``, or ``model``'s own baseline when ``other`` is the placeholder ``constant``."""
@@ -170,14 +164,12 @@ def paired_comparisons(scores: Scores, pairs: Sequence[tuple[str, str]] | None =
                 if not len(a):
                     continue
                 test = paired_test(a, b)
-                sign = 1.0 if scores.higher_is_better[task] else -1.0
-                diff = sign * test["mean_diff"]
+                diff = test["mean_diff"] * (1.0 if scores.higher_is_better[task] else -1.0)
                 better = "tie" if diff == 0 else (model_a if diff > 0 else model_b)
                 if math.isnan(test["t_pvalue"]):  # no p-value (one unit, or fewer than 2 seeds): no winner
                     better = "undetermined"
-                rows.append({"regime": regime, "task": task, "metric": scores.metric[task],
-                             "model_a": model_a, "model_b": model_b, "unit": scores.ci_unit,
-                             "mean_a": float(a.mean()),
+                rows.append({"regime": regime, "task": task, "metric": scores.metric[task], "model_a": model_a,
+                             "model_b": model_b, "unit": scores.ci_unit, "mean_a": float(a.mean()),
                              "mean_b": float(b.mean()), **test, "n_pairs": len(a), "better": better})
     return pd.DataFrame(rows, columns=PAIRED_COLUMNS)
 
@@ -268,7 +260,6 @@ class Rule:
     alpha: float = 0.05
 
     def __post_init__(self) -> None:
-        """Fail fast on an unknown rule name."""
         if self.name not in RULES:
             raise ReportError(f"unknown baseline rule '{self.name}'; choose from {', '.join(RULES)}")
 

@@ -39,7 +39,7 @@ def chance_cells(scores: Scores, rule: Rule) -> pd.DataFrame:
     rows = []
     for regime in scores.regimes:
         for task in scores.tasks(regime):
-            names = scores.baselines(task, regime)
+            names = [s.model for s in scores.cell(task, regime) if is_baseline(s.model)]
             base = scores.get(task, regime, names[0]) if len(names) == 1 else None
             best = scores.best(task, regime)
             models = [s.model for s in scores.cell(task, regime) if not is_baseline(s.model)]
@@ -91,39 +91,33 @@ class Headline:
     no_baseline: list[tuple[str, str]] = field(default_factory=list)
     undetermined_controls: list[tuple[str, str]] = field(default_factory=list)
 
-    def chance_line(self) -> str:
-        """How many judged cells are near chance; ``undetermined`` when none could be judged."""
+    def lines(self) -> list[str]:
+        """The findings as sentences (page and command): near chance among judged cells, controls among decided."""
         judged = self.n_cells - len(self.undetermined_chance) - len(self.no_baseline)
         if judged <= 0:
             why = ("a CI or paired test needs at least two seeds" if self.undetermined_chance
                    else "no cell has a constant baseline")
-            return (f"Near chance: undetermined in all {self.n_cells} task x regime cells ({why}); no cell is "
-                    "judged near or above chance.")
-        scope = "judged " if judged < self.n_cells else ""
-        return (f"{len(self.near_chance)} of {judged} {scope}task x regime cells are near chance: no model "
-                "meaningfully beats the constant baseline.")
-
-    def controls_line(self) -> str:
-        """How many decided cells the controls hold in; ``undetermined`` when none could be decided."""
+            out = [f"Near chance: undetermined in all {self.n_cells} task x regime cells ({why}); no cell is "
+                   "judged near or above chance."]
+        else:
+            scope = "judged " if judged < self.n_cells else ""
+            out = [f"{len(self.near_chance)} of {judged} {scope}task x regime cells are near chance: no model "
+                   "meaningfully beats the constant baseline."]
         seen = ", ".join(self.controls_seen) or "none"
         ran = {RENAMED_CONTROLS.get(c, c) for c in self.controls_seen}
         absent = [c for c in FEATURE_CONTROLS if c not in LEGACY_CONTROLS and c not in ran]
         missing = f"; not run: {', '.join(absent)}, so not required" if absent else ""
-        if self.n_assessable == 0:
-            return (f"Controls: no cell has both a PRV/MOMENT control and a PPG-specific model, so none is "
-                    f"assessed (controls run: {seen}{missing}).")
         decided = self.n_assessable - len(self.undetermined_controls)
-        if decided == 0:
-            return (f"Controls: undetermined in all {self.n_assessable} assessable cells (a CI or paired test "
-                    f"needs at least two seeds; controls run: {seen}{missing}).")
-        scope = "decided " if decided < self.n_assessable else ""
-        return (f"In {len(self.controls_hold)} of {decided} {scope}assessable cells, no PPG-specific model "
-                f"meaningfully beats both the PRV and the MOMENT control (controls run: {seen}{missing}).")
-
-    def lines(self) -> list[str]:
-        """Give the findings as sentences (used in the HTML page and printed by the command)."""
-        out = [self.chance_line(), self.controls_line()]
-        judged = self.n_cells - len(self.undetermined_chance) - len(self.no_baseline)
+        if self.n_assessable == 0:
+            out.append(f"Controls: no cell has both a PRV/MOMENT control and a PPG-specific model, so none is "
+                       f"assessed (controls run: {seen}{missing}).")
+        elif decided == 0:
+            out.append(f"Controls: undetermined in all {self.n_assessable} assessable cells (a CI or paired test "
+                       f"needs at least two seeds; controls run: {seen}{missing}).")
+        else:
+            scope = "decided " if decided < self.n_assessable else ""
+            out.append(f"In {len(self.controls_hold)} of {decided} {scope}assessable cells, no PPG-specific model "
+                       f"meaningfully beats both the PRV and the MOMENT control (controls run: {seen}{missing}).")
         if self.undetermined_chance and judged > 0:
             out.append(f"{len(self.undetermined_chance)} cells could not be judged against chance "
                        "(a CI or paired test needs at least two seeds).")
@@ -198,10 +192,7 @@ def cell_flags(records: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], st
 
 def marked(frame: pd.DataFrame, flags: Mapping[tuple[str, str], str],
            caption: str = "") -> tuple[pd.DataFrame, str]:
-    """A table's page copy whose model names carry their cell's mark, and the caption with the legend.
-
-    The CSV files keep the plain names; ``overlap_cells.csv`` and ``main_cells.csv`` hold the flags.
-    """
+    """A table's page copy whose model names carry their cell's mark (the CSVs keep plain names), caption + legend."""
     columns = [c for c in MODEL_COLUMNS if c in frame.columns]
     if frame.empty or "task" not in frame.columns or not columns:
         return frame, caption

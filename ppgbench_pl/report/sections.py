@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ppgbench_pl.naming import is_baseline
-from ppgbench_pl.report import analyses, compare, findings, search_noise, tables, verdicts
+from ppgbench_pl.report import analyses, compare, findings, tables
 from ppgbench_pl.report.compare import Ranking, Rule, Scores
 from ppgbench_pl.report.effects import MIN_SEEDS
 from ppgbench_pl.report.folder import Page, table
@@ -26,24 +26,17 @@ from ppgbench_pl.report.tables import metric_label, safe_stem
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from ppgbench_pl.report.build import References
-
 
 @dataclass
 class ReportOptions:
     """Choices that change what the report says (:func:`~ppgbench_pl.report.build.build_report`), and its parts."""
 
-    rule: str = "ci"
     alpha: float = 0.05
     ci_unit: str = "seed"
     pairs: Sequence[tuple[str, str]] | None = None
     parameters: Path | None = None
     written: list[Path] = field(default_factory=list)
-    paired_findings: verdicts.PairedFindings | None = None  # issue 19: paired tests beside the published rule
-    overlap_findings: findings.OverlapFindings | None = None  # issue 21: counts and findings without overlap
-    citations: References | None = None  # issue 21: references.bib and the methods sentence
-    flags: dict[tuple[str, str], str] = field(default_factory=dict)  # issue 21: (task, model) -> overlap
-    search_noise: search_noise.SearchNoise | None = None  # issue 19: what other search seeds add
+    flags: dict[tuple[str, str], str] = field(default_factory=dict)  # (task, model) -> pretraining overlap
     jobs: pd.DataFrame = field(default_factory=pd.DataFrame)  # Table 4's rescored jobs
 
 

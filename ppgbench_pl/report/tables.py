@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -68,11 +68,7 @@ RF_MULTI_OUTPUT = "sklearn (multi-output, as published)"
 
 
 def backend_text(cells: pd.DataFrame, regime: str) -> str:
-    """``sklearn`` or ``cuml (P), sklearn (prv)``: which backend made the table's numbers.
-
-    A random-forest table labels scikit-learn as not the published cuML, except on a multi-output task,
-    which the published protocol fits with scikit-learn too.
-    """
+    """``sklearn`` or ``cuml (P), sklearn (prv)``: which backend made the table's numbers (RF: vs the published)."""
     from ppgbench_pl.data.registry import TASKS
     from ppgbench_pl.probes.backends import forest_backend_for
 
@@ -173,13 +169,11 @@ def wide_table(cells: pd.DataFrame, regime: str, models: list[str], tasks: list[
 
 def to_markdown(frame: pd.DataFrame) -> str:
     """Render a GitHub-flavoured Markdown table (pipes in cells escaped)."""
-    def esc(value: object) -> str:
-        return str(value).replace("|", "\\|")
+    def line(values: Iterable[object]) -> str:
+        return "| " + " | ".join(str(v).replace("|", "\\|") for v in values) + " |"
 
-    head = "| " + " | ".join(esc(c) for c in frame.columns) + " |"
-    rule = "| " + " | ".join("---" for _ in frame.columns) + " |"
-    body = ["| " + " | ".join(esc(v) for v in row) + " |" for row in frame.itertuples(index=False)]
-    return "\n".join([head, rule, *body]) + "\n"
+    rows = [frame.columns, ["---"] * len(frame.columns), *frame.itertuples(index=False)]
+    return "\n".join(map(line, rows)) + "\n"
 
 
 _LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",

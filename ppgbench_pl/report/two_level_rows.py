@@ -120,7 +120,7 @@ def _boot_row(row: pd.Series, result: dict[str, float], used: str) -> dict[str, 
 
 def subject_level(table: pd.DataFrame, cells: CellStats, interval: str, group: list[str],
                   adjust: Callable[[Any], Any], alpha: float) -> pd.DataFrame:
-    """``table`` with the two-level or bootstrap interval where built; ``p_adj`` (and ``mdd_adj``) per family.
+    """``table`` with the subject-level interval where built; ``p_adj`` (and ``mdd_adj``) per family of ``group``.
 
     ``model_a`` is of the first run of ``cells``, ``model_b`` of the last (``constant``: model_a's own baseline).
     """
@@ -173,10 +173,7 @@ SeedStats = Mapping[int, tuple[np.ndarray, np.ndarray]]  # seed -> (subject name
 
 def subject_stats(kind: str, y_true: np.ndarray, y_pred: np.ndarray, subjects: np.ndarray,
                   classes: Sequence[Any] = ()) -> tuple[np.ndarray, np.ndarray]:
-    """Per-subject sufficient statistics, subjects sorted by name.
-
-    Regression: (sum |error|, windows); else per class the correct windows, then the windows of that class.
-    """
+    """Per-subject sufficient statistics (names sorted): sum |error| and windows, or per class hits then windows."""
     names, index = np.unique(np.asarray(subjects).astype(str), return_inverse=True)
     if kind == "regression":
         cols = [np.abs(np.asarray(y_pred, float) - np.asarray(y_true, float)), np.ones(len(y_true))]
@@ -246,10 +243,7 @@ def _job_arrays(runs: RunSet, rec: dict[str, Any]) -> tuple[np.ndarray, np.ndarr
 
 def _constant_mae_stats(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]], trained: list[Any]
                         ) -> tuple[np.ndarray, np.ndarray] | None:
-    """Per-subject MAE statistics of a seed's constant baseline, its fold means rebuilt from the pooled labels.
-
-    None when a fold lacks ``train_groups`` or the target has several outputs.
-    """
+    """Per-subject MAE statistics of a seed's constant baseline (fold means from the labels); None if unbuildable."""
     y_all, subj_all = (np.concatenate([p[i] for p in parts]) for i in (0, 2))
     if np.ndim(y_all) != 1:
         return None
