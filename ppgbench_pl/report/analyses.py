@@ -1,7 +1,4 @@
-"""The paper's analyses: aggregation frequency (Table 3), rescoring (Table 4), edge pressure (Table 6), size (7).
-
-Edge pressure: the share of selections at the lowest or highest value the job's own search saw (docs/report.md).
-"""
+"""The paper's analyses: aggregation frequency (Table 3), rescoring (Table 4), edge pressure (Table 6), size (7)."""
 
 from __future__ import annotations
 
@@ -106,9 +103,9 @@ def edge_choices(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
                 if not _numeric(value):
                     continue
                 low, high = min(values), max(values)
-                rows.append({"regime": rec["regime"], "model": rec["model"], "task": rec["task"],
-                             "axis": axis, "value": float(value), "low": low, "high": high,
-                             "at_low": float(value) <= low, "at_high": float(value) >= high})
+                rows.append({"regime": rec["regime"], "model": rec["model"], "task": rec["task"], "axis": axis,
+                             "value": float(value), "low": low, "high": high, "at_low": float(value) <= low,
+                             "at_high": float(value) >= high})
     return pd.DataFrame(rows, columns=["regime", "model", "task", "axis", "value", "low", "high", "at_low",
                                        "at_high"])
 
@@ -210,9 +207,8 @@ def rescore_jobs(runs: RunSet) -> pd.DataFrame:
             except (ValueError, TypeError, IndexError) as exc:
                 runs.prediction_problems.append(f"{path}: {exc} (left out of Table 4)".replace("\n", " "))
                 continue
-            rows.append([rec["regime"], rec["task"], rec["model"], metric, rec["seed"], rec["fold"],
-                         r.get("repeat", 0), aggregation, _num(subject), _num(window),
-                         _num(r["metrics"].get(metric))])
+            rows.append([rec["regime"], rec["task"], rec["model"], metric, rec["seed"], rec["fold"], r.get("repeat", 0),
+                         aggregation, _num(subject), _num(window), _num(r["metrics"].get(metric))])
     return pd.DataFrame(rows, columns=JOB_COLUMNS)
 
 

@@ -5,6 +5,7 @@ Wilcoxon is shown, never a verdict (with 5 seeds its p cannot go below 0.0625); 
 
 from __future__ import annotations
 
+import itertools
 import math
 import warnings
 from collections.abc import Iterable, Sequence
@@ -72,6 +73,10 @@ class Scores:
         frame = self.summary if regime is None else self.summary[self.summary["regime"] == regime]
         return order_tasks(set(frame["task"]))
 
+    def cells(self) -> list[tuple[str, str]]:
+        """(regime, task) of every cell with a score, in protocol order: the loop of every per-cell table."""
+        return [(regime, task) for regime in self.regimes for task in self.tasks(regime)]
+
     def baseline_of(self, task: str, regime: str, model: str) -> str | None:
         """The baseline row a (non-baseline) model is compared with in a cell: its task view's."""
         return self._baseline.get((task, regime, model))
@@ -97,11 +102,8 @@ class Scores:
 
     def best(self, task: str, regime: str) -> Score | None:
         """Return the best mean in a cell (lowest MAE, highest BA); first in column order on ties."""
-        scores = self.cell(task, regime)
-        if not scores:
-            return None
-        sign = 1.0 if self.higher_is_better[task] else -1.0
-        return max(scores, key=lambda s: sign * s.mean)
+        sign = 1.0 if self.higher_is_better.get(task) else -1.0
+        return max(self.cell(task, regime), key=lambda s: sign * s.mean, default=None)
 
     def paired_values(self, task: str, regime: str, model_a: str, model_b: str) -> tuple[np.ndarray, np.ndarray]:
         """Values of two models on the same (seed, fold) pairs, averaged per seed when the CI unit is ``seed``."""
@@ -153,24 +155,22 @@ def paired_comparisons(scores: Scores, pairs: Sequence[tuple[str, str]] | None =
     """One row per (regime, task, pair) with matched units; ``better`` is ``undetermined`` without a p-value."""
     pairs = list(pairs) if pairs is not None else default_pairs(scores.models)
     rows = []
-    for regime in scores.regimes:
-        for task in scores.tasks(regime):
-            for pair in pairs:
-                model_a = scores.resolve(task, regime, pair[1], pair[0])
-                model_b = scores.resolve(task, regime, pair[0], pair[1])
-                if model_a is None or model_b is None:
-                    continue
-                a, b = scores.paired_values(task, regime, model_a, model_b)
-                if not len(a):
-                    continue
-                test = paired_test(a, b)
-                diff = test["mean_diff"] * (1.0 if scores.higher_is_better[task] else -1.0)
-                better = "tie" if diff == 0 else (model_a if diff > 0 else model_b)
-                if math.isnan(test["t_pvalue"]):  # no p-value (one unit, or fewer than 2 seeds): no winner
-                    better = "undetermined"
-                rows.append({"regime": regime, "task": task, "metric": scores.metric[task], "model_a": model_a,
-                             "model_b": model_b, "unit": scores.ci_unit, "mean_a": float(a.mean()),
-                             "mean_b": float(b.mean()), **test, "n_pairs": len(a), "better": better})
+    for (regime, task), pair in itertools.product(scores.cells(), pairs):
+        model_a = scores.resolve(task, regime, pair[1], pair[0])
+        model_b = scores.resolve(task, regime, pair[0], pair[1])
+        if model_a is None or model_b is None:
+            continue
+        a, b = scores.paired_values(task, regime, model_a, model_b)
+        if not len(a):
+            continue
+        test = paired_test(a, b)
+        diff = test["mean_diff"] * (1.0 if scores.higher_is_better[task] else -1.0)
+        better = "tie" if diff == 0 else (model_a if diff > 0 else model_b)
+        if math.isnan(test["t_pvalue"]):  # no p-value (one unit, or fewer than 2 seeds): no winner
+            better = "undetermined"
+        rows.append({"regime": regime, "task": task, "metric": scores.metric[task], "model_a": model_a,
+                     "model_b": model_b, "unit": scores.ci_unit, "mean_a": float(a.mean()), "mean_b": float(b.mean()),
+                     **test, "n_pairs": len(a), "better": better})
     return pd.DataFrame(rows, columns=PAIRED_COLUMNS)
 
 

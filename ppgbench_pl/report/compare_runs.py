@@ -18,7 +18,7 @@ from ppgbench_pl.atomic_io import write_text_atomic
 from ppgbench_pl.cards.overlap import dataset_of
 from ppgbench_pl.report import two_level_rows as tl
 from ppgbench_pl.report.effects import calibration, effect, units
-from ppgbench_pl.report.load import ReportError, RunSet, is_control, load_runs, order_regimes, order_tasks
+from ppgbench_pl.report.load import ReportError, is_control, load_runs, order_regimes, order_tasks
 from ppgbench_pl.report.tables import higher_is_better, to_latex, to_markdown, unit_of
 from ppgbench_pl.results.inference import (
     ALPHA,
@@ -59,19 +59,9 @@ def _pick(frame: pd.DataFrame, run: Path, wanted: str | None) -> str:
     return tested[0]
 
 
-def _adjusted(table: pd.DataFrame, sources: tuple[RunSet, RunSet], interval: str, alpha: float) -> pd.DataFrame:
-    if interval == "corrected-t":
-        return table.assign(p_bh=benjamini_hochberg(table["p"]))
-    out = tl.subject_level(table, tl.CellStats(sources), interval, [], benjamini_hochberg, alpha)
-    out["p_bh"] = out.pop("p_adj")
-    return out
-
-
 def compare_runs(run_a: str | Path, run_b: str | Path, models: tuple[str | None, str | None] = (None, None),
                  alpha: float = ALPHA, interval: str = "two-level") -> Comparison:
     """Compare model ``models[0]`` of ``run_a`` with ``models[1]`` of ``run_b`` per cell (module docstring).
-
-    ``interval``: the subject-level interval, ``two-level`` (default), ``corrected-t`` or ``bootstrap``.
 
     Raises:
         ReportError: A folder is not a run, a model is missing or ambiguous, or no cell can be compared.
@@ -101,7 +91,11 @@ def compare_runs(run_a: str | Path, run_b: str | Path, models: tuple[str | None,
         raise ReportError(f"nothing to compare between {run_a} ({ma}) and {run_b} ({mb}): {why}")
     frame = pd.DataFrame(rows)
     frame["calibration"] = calibration("corrected_t")
-    table = _adjusted(frame, sources, interval, alpha)
+    if interval == "corrected-t":
+        table = frame.assign(p_bh=benjamini_hochberg(frame["p"]))
+    else:  # the subject-level interval where built, Benjamini-Hochberg over every cell
+        table = tl.subject_level(frame, tl.CellStats(sources), interval, [], benjamini_hochberg, alpha)
+        table = table.rename(columns={"p_adj": "p_bh"})
     table["outcome"] = [outcome(p, g, alpha) for p, g in zip(table["p_bh"], table["gain"], strict=True)]
     if interval != "two-level":  # the two-level rows got theirs from their own df
         level = family_level(alpha, int(table["p"].notna().sum()))  # the MDD of the test that decides (BH)

@@ -37,42 +37,36 @@ def _status(verdicts: Iterable[bool | None], yes: str, no: str) -> str:
 def chance_cells(scores: Scores, rule: Rule) -> pd.DataFrame:
     """One row per cell: the baseline(s) (several task views: no mean/CI), the best model, who beats it, status."""
     rows = []
-    for regime in scores.regimes:
-        for task in scores.tasks(regime):
-            names = [s.model for s in scores.cell(task, regime) if is_baseline(s.model)]
-            base = scores.get(task, regime, names[0]) if len(names) == 1 else None
-            best = scores.best(task, regime)
-            models = [s.model for s in scores.cell(task, regime) if not is_baseline(s.model)]
-            verdicts = {m: rule.beats(scores, task, regime, m, BASELINE_MODEL) for m in models}
-            winners = [m for m, v in verdicts.items() if v]
-            status = _status(verdicts.values(), "above_chance", "near_chance") if names else "no_baseline"
-            rows.append({
-                "regime": regime, "task": task, "metric": scores.metric[task], "baseline": ";".join(names),
-                "baseline_mean": base.mean if base else float("nan"),
-                "baseline_ci95": base.ci95 if base else float("nan"),
-                "best_model": best.model if best else "", "best_mean": best.mean if best else float("nan"),
-                "beat_baseline": ";".join(winners), "status": status,
-            })
+    for regime, task in scores.cells():
+        names = [s.model for s in scores.cell(task, regime) if is_baseline(s.model)]
+        base = scores.get(task, regime, names[0]) if len(names) == 1 else None
+        best = scores.best(task, regime)
+        models = [s.model for s in scores.cell(task, regime) if not is_baseline(s.model)]
+        verdicts = {m: rule.beats(scores, task, regime, m, BASELINE_MODEL) for m in models}
+        status = _status(verdicts.values(), "above_chance", "near_chance") if names else "no_baseline"
+        rows.append({"regime": regime, "task": task, "metric": scores.metric[task], "baseline": ";".join(names),
+                     "baseline_mean": base.mean if base else float("nan"),
+                     "baseline_ci95": base.ci95 if base else float("nan"),
+                     "best_model": best.model if best else "", "best_mean": best.mean if best else float("nan"),
+                     "beat_baseline": ";".join(m for m, v in verdicts.items() if v), "status": status})
     return pd.DataFrame(rows, columns=CHANCE_COLUMNS)
 
 
 def control_cells(scores: Scores, rule: Rule) -> pd.DataFrame:
     """One row per cell: PPG-specific models, controls present, which models beat them all, and status."""
     rows = []
-    for regime in scores.regimes:
-        for task in scores.tasks(regime):
-            present = [s.model for s in scores.cell(task, regime)]
-            ppg = [m for m in present if not is_control(m)]
-            controls = [m for m in present if m in FEATURE_CONTROLS]
-            per_model: dict[str, bool | None] = {}
-            for model in ppg:
-                verdicts = [rule.beats(scores, task, regime, model, c) for c in controls]
-                per_model[model] = False if False in verdicts else (None if None in verdicts else True)
-            winners = [m for m, v in per_model.items() if v]
-            status = ("no_controls" if not controls else "no_ppg_model" if not ppg
-                      else _status(per_model.values(), "beaten", "not_beaten"))
-            rows.append({"regime": regime, "task": task, "ppg_models": ";".join(ppg),
-                         "controls": ";".join(controls), "winners": ";".join(winners), "status": status})
+    for regime, task in scores.cells():
+        present = [s.model for s in scores.cell(task, regime)]
+        ppg = [m for m in present if not is_control(m)]
+        controls = [m for m in present if m in FEATURE_CONTROLS]
+        per_model: dict[str, bool | None] = {}
+        for model in ppg:
+            verdicts = [rule.beats(scores, task, regime, model, c) for c in controls]
+            per_model[model] = False if False in verdicts else (None if None in verdicts else True)
+        status = ("no_controls" if not controls else "no_ppg_model" if not ppg
+                  else _status(per_model.values(), "beaten", "not_beaten"))
+        rows.append({"regime": regime, "task": task, "ppg_models": ";".join(ppg), "controls": ";".join(controls),
+                     "winners": ";".join(m for m, v in per_model.items() if v), "status": status})
     return pd.DataFrame(rows, columns=CONTROL_COLUMNS)
 
 
@@ -183,11 +177,8 @@ MODEL_COLUMNS = ("model", "best_model", "model_a", "model_b", "better")
 
 
 def cell_flags(records: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], str]:
-    """(task, model) -> ``pretraining_overlap`` of the records (older records: the model card's)."""
-    flags: dict[tuple[str, str], str] = {}
-    for record in records:
-        flags.setdefault((str(record.get("task")), str(record.get("model"))), record_overlap(record))
-    return flags
+    """(task, model) -> ``pretraining_overlap`` of its first record (older records: the model card's)."""
+    return {(str(r.get("task")), str(r.get("model"))): record_overlap(r) for r in reversed(list(records))}
 
 
 def marked(frame: pd.DataFrame, flags: Mapping[tuple[str, str], str],

@@ -170,10 +170,7 @@ def check_protocols(inputs: Sequence[tuple[Path, dict[str, str]]]) -> None:
     seen: dict[str, tuple[str, Path]] = {}
     for path, protocol in inputs:
         for key, value in sorted(protocol.items()):
-            if key not in seen:
-                seen[key] = (value, path)
-                continue
-            first, where = seen[key]
+            first, where = seen.setdefault(key, (value, path))
             if value != first and (path.is_file() or where.is_file()):
                 raise ReportError(f"{path}: protocol setting {key} is {value}, but {where} has {first}; "
                                   "results made under different settings cannot share a table")

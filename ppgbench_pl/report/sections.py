@@ -178,14 +178,10 @@ def regime_comparison(scores: Scores) -> Figure:
     offsets = np.linspace(-0.25, 0.25, len(models)) if len(models) > 1 else np.zeros(1)
     for ax, task in zip(axes.ravel(), tasks, strict=False):
         for offset, model in zip(offsets, models, strict=True):
-            xs, ys, es = [], [], []
-            for x, regime in enumerate(regimes):
-                s = scores.get(task, regime, model)
-                if s is not None:
-                    xs.append(x + offset)
-                    ys.append(s.mean)
-                    es.append(s.half_width)
-            if xs:
+            points = [(x + offset, s.mean, s.half_width) for x, regime in enumerate(regimes)
+                      if (s := scores.get(task, regime, model)) is not None]
+            if points:
+                xs, ys, es = (list(column) for column in zip(*points, strict=True))
                 style = "--" if is_baseline(model) else "-"
                 ax.errorbar(xs, ys, yerr=es, fmt="o", ls=style if len(xs) > 1 else "none", ms=4, capsize=2,
                             color=colours[model], label=model, lw=1)

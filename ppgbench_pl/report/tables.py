@@ -127,27 +127,23 @@ def main_cells(scores: Scores, rule: Rule, chance: pd.DataFrame) -> pd.DataFrame
     info = scores.summary.set_index(["task", "regime", "model"])[["budget", "pretraining_overlap", "deviations"]]
     rows_of = info.fillna({"deviations": ""}).to_dict("index")
     rows = []
-    for regime in scores.regimes:
-        for task in scores.tasks(regime):
-            bold = bold_models(scores, task, regime)
-            facts = cell_facts(scores, task, regime)
-            for s in scores.cell(task, regime):
-                info = rows_of[(task, regime, s.model)]
-                # the cell itself says it is off the protocol (the caption alone cannot say which cells are);
-                # a constant baseline is made from the labels alone, which no listed setting or callback changes
-                off = "" if is_baseline(s.model) else info["deviations"] or ""
-                cell = {**facts[s.model], "flags": facts[s.model]["flags"] + ("d" if off else "")}
-                base = None if is_baseline(s.model) else scores.baseline_of(task, regime, s.model)
-                beats = None if is_baseline(s.model) else rule.beats(scores, task, regime, s.model,
-                                                                     BASELINE_MODEL)
-                rows.append({"regime": regime, "task": task, "metric": scores.metric[task], "model": s.model,
-                             "mean": s.mean, "ci95": s.ci95, "n_seeds": s.n_seeds, "n_folds": s.n_folds,
-                             "bold": s.model in bold, "beats_baseline": beats,
-                             "row_status": status.get((regime, task), ""), "baseline": base or "",
-                             **cell, "unit": unit_of(task),
-                             "budget": info["budget"] or "published",
-                             "pretraining_overlap": info["pretraining_overlap"] or "none",
-                             "deviations": off})
+    for regime, task in scores.cells():
+        bold = bold_models(scores, task, regime)
+        facts = cell_facts(scores, task, regime)
+        for s in scores.cell(task, regime):
+            info = rows_of[(task, regime, s.model)]
+            # the cell itself says it is off the protocol (the caption alone cannot say which cells are);
+            # a constant baseline is made from the labels alone, which no listed setting or callback changes
+            off = "" if is_baseline(s.model) else info["deviations"] or ""
+            cell = {**facts[s.model], "flags": facts[s.model]["flags"] + ("d" if off else "")}
+            base = None if is_baseline(s.model) else scores.baseline_of(task, regime, s.model)
+            beats = None if is_baseline(s.model) else rule.beats(scores, task, regime, s.model, BASELINE_MODEL)
+            rows.append({"regime": regime, "task": task, "metric": scores.metric[task], "model": s.model,
+                         "mean": s.mean, "ci95": s.ci95, "n_seeds": s.n_seeds, "n_folds": s.n_folds,
+                         "bold": s.model in bold, "beats_baseline": beats,
+                         "row_status": status.get((regime, task), ""), "baseline": base or "", **cell,
+                         "unit": unit_of(task), "budget": info["budget"] or "published",
+                         "pretraining_overlap": info["pretraining_overlap"] or "none", "deviations": off})
     return pd.DataFrame(rows, columns=CELL_COLUMNS)
 
 

@@ -68,10 +68,7 @@ def _chance_row(cell: pd.DataFrame, alpha: float, n_cells: int = 1) -> dict[str,
 
 
 def planned(best: Any, level: float = ALPHA) -> tuple[float, float]:
-    """Seeds, or subjects, that would detect the best model's observed gain with 80 % power at ``level``.
-
-    By the test the row used (two-level or corrected t); NaN when the gain is not positive or none can.
-    """
+    """Seeds, or subjects, that would detect the best model's gain with 80 % power at ``level`` (its test; or NaN)."""
     if best is None or not best["gain"] > 0 or not math.isfinite(float(best["sd_diff"])):
         return math.nan, math.nan
     n, gain = best["n_subjects"], float(best["gain"])
@@ -161,8 +158,7 @@ def count_lines(chance: pd.DataFrame, controls: pd.DataFrame, alpha: float = ALP
     mdds = chance[chance["paired_status"] == "near_chance"]
     if len(mdds):
         parts = [f"{r.task} ({r.regime}) {r.mdd:.3g}, {r.mdd_adj:.3g} after correction" + _plan_text(r)
-                 for r in mdds.itertuples()
-                 if not math.isnan(r.mdd)]
+                 for r in mdds.itertuples() if not math.isnan(r.mdd)]
         lines.append("Near-chance cells could still hide a gain below their minimum detectable difference "
                      "(80 % power, alpha 0.05; best model vs constant; in brackets the seeds or subjects that "
                      "would detect the best model's observed gain at the level the finding is decided, after "
