@@ -17,7 +17,6 @@ from ppgbench_pl.report.load import (
     RunSet,
     in_order,
     order_models,
-    order_regimes,
     parameter_counts,
     record_id,
 )
@@ -35,8 +34,7 @@ def aggregation_choices(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
         if rec.get("level") != "subject" or len(candidates(rec["kind"])) < 2:
             continue
         for r in rec["results"]:
-            chosen = r.get("params", {}).get("aggregation") or r.get("metrics", {}).get("aggregation")
-            if chosen:
+            if chosen := (r.get("params", {}).get("aggregation") or r.get("metrics", {}).get("aggregation")):
                 rows.append({"regime": rec["regime"], "model": rec["model"], "task": rec["task"],
                              "kind": rec["kind"], "aggregation": chosen})
     return pd.DataFrame(rows, columns=["regime", "model", "task", "kind", "aggregation"])
@@ -47,8 +45,7 @@ def aggregation_frequency(choices: pd.DataFrame) -> pd.DataFrame:
     strategies = [s for s in ("mean", "median", "topk_mean") if s in set(choices["aggregation"])]
     strategies += sorted(set(choices["aggregation"]) - set(strategies))
     rows = []
-    for regime in order_regimes(set(choices["regime"])):
-        part = choices[choices["regime"] == regime]
+    for regime, part in in_order(choices, ("regime",)).groupby("regime", sort=False):
         groups = [(m, part[part["model"] == m]) for m in order_models(set(part["model"]))] + [("all", part)]
         for model, sel in groups:
             counts = sel["aggregation"].value_counts()
@@ -106,15 +103,13 @@ def edge_choices(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
                 rows.append({"regime": rec["regime"], "model": rec["model"], "task": rec["task"], "axis": axis,
                              "value": float(value), "low": low, "high": high, "at_low": float(value) <= low,
                              "at_high": float(value) >= high})
-    return pd.DataFrame(rows, columns=["regime", "model", "task", "axis", "value", "low", "high", "at_low",
-                                       "at_high"])
+    return pd.DataFrame(rows, columns=["regime", "model", "task", "axis", "value", "low", "high", "at_low", "at_high"])
 
 
 def edge_pressure(choices: pd.DataFrame) -> pd.DataFrame:
     """Per (regime, axis): selections, how many sit at the lowest / highest value, and the fractions."""
     rows = []
-    for regime in order_regimes(set(choices["regime"])):
-        part = choices[choices["regime"] == regime]
+    for regime, part in in_order(choices, ("regime",)).groupby("regime", sort=False):
         for axis in sorted(set(part["axis"]), key=lambda a: (a == EPOCH_AXIS, a)):
             sel = part[part["axis"] == axis]
             n, lo, hi = len(sel), int(sel["at_low"].sum()), int(sel["at_high"].sum())

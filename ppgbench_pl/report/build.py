@@ -36,12 +36,10 @@ SEARCHED_REGIMES = ("mlp", "finetune")
 
 def _summary(page: Page, head: findings.Headline, out: Path, runs: RunSet) -> None:
     lines = head.lines()
-    versions = code_version_line(runs)
-    if versions:
+    if versions := code_version_line(runs):
         lines.append(versions)
     if runs.problems:
-        lines.append(f"{len(runs.problems)} job records could not be read and count as not run (listed in "
-                     "the report).")
+        lines.append(f"{len(runs.problems)} job records could not be read and count as not run (listed in the report).")
     if runs.prediction_problems:
         lines.append(f"{len(runs.prediction_problems)} prediction files are missing or unreadable and are "
                      "left out of the rescoring table (listed in the report).")
@@ -206,8 +204,7 @@ def header(page: Page, runs: RunSet, scores: Scores, warning: str, ci_unit: str)
     page.raw(f'<p class="meta">Protocol: <a href="{PROTOCOL_DOC}">the protocol these numbers follow</a> (shipped '
              f"with ppgbench as ppgbench_pl/docs/{PROTOCOL_DOC}; where and why we differ from the published "
              f"protocol: {DECISIONS_DOC} in the ppgbench source).</p>")
-    versions = code_version_line(runs)
-    if versions:
+    if versions := code_version_line(runs):
         page.paragraph(versions, "warning")
     tasks = [f"{t}: {why}" for t, why in skipped_tasks(runs.run_dirs).items()]
     for items, what in ((runs.skipped, "files were skipped (unreadable or missing)"),

@@ -143,10 +143,8 @@ def write_comparison(comparison: Comparison, output: Path) -> Path:
     path = output / "compare.csv"
     write_text_atomic(path, comparison.table.to_csv(index=False))
     refused = refused_line(comparison)
-    line = meta_line(comparison.meta)
-    text = [f"# {comparison.summary}", "", *( [refused, ""] if refused else []),
-            to_markdown(comparison.table.round(4))]
-    if line:
+    text = [f"# {comparison.summary}", "", *([refused, ""] if refused else []), to_markdown(comparison.table.round(4))]
+    if line := meta_line(comparison.meta):
         write_text_atomic(output / "compare_meta.csv", comparison.meta.to_csv(index=False))
         text += ["", f"## {line}", "", to_markdown(comparison.meta.round(4))]
     write_text_atomic(output / "compare.md", "\n".join(text) + "\n")
@@ -159,8 +157,7 @@ def compare(run_a: str | Path, run_b: str | Path, model_a: str | None = None, mo
             alpha: float = ALPHA, output_dir: str | Path | None = None,
             subject_interval: str = "two-level") -> Comparison:
     """``pb.compare``: :func:`compare_runs` (``model_b`` defaults to ``model_a``), written if ``output_dir``."""
-    result = compare_runs(run_a, run_b, (model_a, model_b if model_b is not None else model_a), alpha,
-                          subject_interval)
+    result = compare_runs(run_a, run_b, (model_a, model_b if model_b is not None else model_a), alpha, subject_interval)
     if output_dir is not None:
         write_comparison(result, Path(output_dir))
     return result

@@ -166,8 +166,7 @@ def legend(values: Iterable[object], unknown_models: Iterable[str] = ()) -> str:
     """`` Pretraining overlap: ‡ ...; § ...`` for the flags present, then the models whose data is unknown."""
     present = {str(v) for v in values}
     parts = [f"{MARKS[v]} {LEGEND[v]}" for v in MARKS if v in present]
-    unknown = sorted(set(unknown_models))
-    if unknown:
+    if unknown := sorted(set(unknown_models)):
         parts.append(f"pretraining data unknown for {', '.join(unknown)}")
     return f" Pretraining overlap: {'; '.join(parts)} (model cards: ppgbench list encoders)." if parts else ""
 

@@ -1,7 +1,4 @@
-"""The report's search-noise section (issue 19 item 4): what other search seeds add, and which verdicts flip.
-
-A verdict flips when another search seed standing in for seed 0 changes it (docs/statistics.md).
-"""
+"""The report's search-noise section (issue 19 item 4): what other search seeds add, and which verdicts flip."""
 
 from __future__ import annotations
 

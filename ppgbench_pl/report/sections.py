@@ -66,8 +66,7 @@ def paper_analyses(page: Page, runs: RunSet, out: Path, opts: ReportOptions) -> 
                      out / "tables" / "aggregation_frequency.csv", opts)
     page.raw(table(freq, "Selections (job x repeat) per strategy on subject-level tasks with a choice."))
 
-    page.heading("Subject-level vs window-level scoring of the same predictions (Table 4)",
-                 anchor="rescoring")
+    page.heading("Subject-level vs window-level scoring of the same predictions (Table 4)", anchor="rescoring")
     jobs = write_csv(opts.jobs, out / "tables" / "rescoring_jobs.csv", opts)
     resc = write_csv(analyses.rescoring_table(jobs), out / "tables" / "rescoring.csv", opts)
     page.raw(table(*findings.marked(resc, opts.flags, "Subject level uses the "
@@ -119,8 +118,7 @@ def comparisons(page: Page, scores: Scores, out: Path, opts: ReportOptions) -> N
 
     page.heading("Paired comparisons", anchor="paired")
     paired = write_csv(compare.paired_comparisons(scores, opts.pairs), out / "tables" / "paired.csv", opts)
-    note = paired_note(paired, opts.ci_unit)
-    if note:
+    if note := paired_note(paired, opts.ci_unit):
         page.paragraph(note, "note")
     if not paired.empty:
         sig = paired[paired["t_pvalue"] < opts.alpha]
@@ -128,8 +126,7 @@ def comparisons(page: Page, scores: Scores, out: Path, opts: ReportOptions) -> N
         for side in ("a", "b"):
             wins = sig[sig["better"] == sig[f"model_{side}"]].groupby(["regime", "model_a", "model_b"]).size()
             tally[f"{side}_better_p<{opts.alpha:g}"] = wins.reindex(tally.index).fillna(0).astype(int)
-        page.raw(table(tally.reset_index(), "Cells where one side is better with a paired t-test p below "
-                                            "alpha."))
+        page.raw(table(tally.reset_index(), "Cells where one side is better with a paired t-test p below alpha."))
     page.details(f"All {len(paired)} paired comparisons", table(*findings.marked(paired, opts.flags)))
 
 
@@ -194,8 +191,7 @@ def regime_comparison(scores: Scores) -> Figure:
     for ax in axes.ravel()[len(tasks):]:
         ax.set_visible(False)
     handles, labels = axes.ravel()[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside upper center", ncols=min(len(labels), 6), fontsize=8,
-               frameon=False)
+    fig.legend(handles, labels, loc="outside upper center", ncols=min(len(labels), 6), fontsize=8, frameon=False)
     return fig
 
 
@@ -245,6 +241,5 @@ def cd_diagram(ranking: Ranking) -> Figure:
         ax.hlines(y, ranks[i] - 0.03, ranks[j] + 0.03, color="k", lw=3)
     p = ranking.friedman_pvalue
     ptext = "n/a (< 3 models)" if math.isnan(p) else f"{p:.3g}"
-    ax.set_title(f"{ranking.regime}: average rank over {ranking.n_tasks} tasks; Friedman p = {ptext}",
-                 fontsize=9)
+    ax.set_title(f"{ranking.regime}: average rank over {ranking.n_tasks} tasks; Friedman p = {ptext}", fontsize=9)
     return fig

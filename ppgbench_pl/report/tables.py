@@ -1,7 +1,4 @@
-"""The main tables: per regime, tasks x models, mean ± Student-t 95% CI per cell (protocol.md section 10).
-
-Marks and flags are explained in docs/report.md and each caption; written as CSV, Markdown and LaTeX.
-"""
+"""The main tables (CSV, Markdown, LaTeX): per regime, tasks x models, mean ± 95% CI per cell (protocol.md 10)."""
 
 from __future__ import annotations
 
@@ -154,8 +151,7 @@ def wide_table(cells: pd.DataFrame, regime: str, models: list[str], tasks: list[
     usual = usual_grid(cells, regime)
     rows = []
     for task in tasks:
-        by_model = {r.model: r for r in part[part["task"] == task].itertuples()}
-        if by_model:
+        if by_model := {r.model: r for r in part[part["task"] == task].itertuples()}:
             first = next(iter(by_model.values()))
             marker = f" {ROW_MARKERS[first.row_status]}" if first.row_status in ROW_MARKERS else ""
             rows.append({"task": task + marker, "metric": metric_label(first.metric, task),
@@ -197,15 +193,11 @@ def to_latex(frame: pd.DataFrame, caption: str) -> str:
             return r"\textbf{" + latex_escape(inner) + "}" + latex_escape(rest)
         return latex_escape(text)
 
-    lines = [
-        "% needs \\usepackage{booktabs}",
-        "\\begin{table}[t]", "\\centering", "\\small",
-        f"\\caption{{{latex_escape(caption)}}}",
-        "\\begin{tabular}{ll" + "c" * (len(frame.columns) - 2) + "}", "\\toprule",
-        " & ".join(latex_escape(str(c)) for c in frame.columns) + r" \\", "\\midrule",
-        *[" & ".join(cell(v) for v in row) + r" \\" for row in frame.itertuples(index=False)],
-        "\\bottomrule", "\\end{tabular}", "\\end{table}",
-    ]
+    lines = ["% needs \\usepackage{booktabs}", "\\begin{table}[t]", "\\centering", "\\small",
+             f"\\caption{{{latex_escape(caption)}}}", "\\begin{tabular}{ll" + "c" * (len(frame.columns) - 2) + "}",
+             "\\toprule", " & ".join(latex_escape(str(c)) for c in frame.columns) + r" \\", "\\midrule",
+             *[" & ".join(cell(v) for v in row) + r" \\" for row in frame.itertuples(index=False)],
+             "\\bottomrule", "\\end{tabular}", "\\end{table}"]
     return "\n".join(lines) + "\n"
 
 
