@@ -22,7 +22,6 @@ from ppgbench_pl.report.load import ReportError, is_control, load_runs, order_re
 from ppgbench_pl.report.tables import higher_is_better, to_latex, to_markdown, unit_of
 from ppgbench_pl.results.inference import (
     ALPHA,
-    adjusted_mdd_at,
     benjamini_hochberg,
     family_level,
     one_sided_p,
@@ -99,8 +98,7 @@ def compare_runs(run_a: str | Path, run_b: str | Path, models: tuple[str | None,
     table["outcome"] = [outcome(p, g, alpha) for p, g in zip(table["p_bh"], table["gain"], strict=True)]
     if interval != "two-level":  # the two-level rows got theirs from their own df
         level = family_level(alpha, int(table["p"].notna().sum()))  # the MDD of the test that decides (BH)
-        table["mdd_adj"] = [adjusted_mdd_at(m, int(n), level, alpha) for m, n in zip(table["mdd"], table["n_units"],
-                                                                                      strict=True)]
+        table["mdd_adj"] = [tl.row_mdd_at(r, level, alpha) for r in table.to_dict("records")]
     extra = [c for c in tl.TL_COLUMNS + tl.BOOT_COLUMNS if c in table.columns and c not in COMPARE_COLUMNS]
     table = table[COMPARE_COLUMNS + list(dict.fromkeys(extra))]
     counts = table["outcome"].value_counts()

@@ -101,6 +101,13 @@ def bootstrap_pair(cells: CellStats, a: Side, b: Side | None, task: str, regime:
     return result, "bootstrap"
 
 
+def row_mdd_at(row: Mapping[str, Any], level: float, alpha: float = ALPHA) -> float:
+    """An effects or compare row's MDD at the per-test ``level``, by the test that gave its p (two-level or not)."""
+    if row.get("interval") == "two-level":
+        return two_level_mdd(float(row["var_subject"]), float(row["var_seed"]), float(row["tl_df"]), level)
+    return adjusted_mdd_at(float(row["mdd"]), int(row["n_units"]), level, alpha)
+
+
 def _two_level_row(row: pd.Series, sub: np.ndarray | None, used: str, alpha: float) -> dict[str, Any]:
     rec: dict[str, Any] = {"interval": used, "tl_ci_low": math.nan, "tl_ci_high": math.nan, "tl_df": math.nan,
                            "var_subject": math.nan, "p_nb": row["p"], "mdd_nb": row["mdd"], "p": row["p"],
@@ -149,11 +156,7 @@ def subject_level(table: pd.DataFrame, cells: CellStats, interval: str, group: l
         if interval != "two-level":
             continue
         level = family_level(alpha, int(out.loc[idx, "p"].notna().sum()))
-        out.loc[idx, "mdd_adj"] = [adjusted_mdd_at(m, int(j), level, alpha) if u != "two-level" else
-                                   two_level_mdd(vs, v, d, level) for m, j, u, vs, v, d in
-                                   zip(out.loc[idx, "mdd"], out.loc[idx, "n_units"], out.loc[idx, "interval"],
-                                       out.loc[idx, "var_subject"], out.loc[idx, "var_seed"], out.loc[idx, "tl_df"],
-                                       strict=True)]
+        out.loc[idx, "mdd_adj"] = [row_mdd_at(r, level, alpha) for r in out.loc[idx].to_dict("records")]
     return out
 
 

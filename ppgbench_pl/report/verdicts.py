@@ -17,17 +17,16 @@ from ppgbench_pl.report.effects import draw_trust, effects_table, finite, trust_
 from ppgbench_pl.report.findings import marked
 from ppgbench_pl.report.folder import Page, table, write_tables
 from ppgbench_pl.report.load import RunSet
-from ppgbench_pl.report.two_level_rows import subject_effects
+from ppgbench_pl.report.two_level_rows import row_mdd_at, subject_effects
 from ppgbench_pl.results.inference import (
     ALPHA,
-    adjusted_mdd_at,
     benjamini_hochberg,
     family_level,
     holm,
     seeds_needed,
     subjects_needed,
 )
-from ppgbench_pl.results.two_level import seeds_for, subjects_for, two_level_mdd
+from ppgbench_pl.results.two_level import seeds_for, subjects_for
 
 CHANCE_COLUMNS = ["regime", "task", "metric", "published_status", "best_model", "gain", "mdd", "mdd_adj", "p_cell",
                   "q_bh", "paired_status", "beat_baseline", "below_baseline", "seeds_to_detect_gain",
@@ -54,13 +53,8 @@ def _chance_row(cell: pd.DataFrame, alpha: float, n_cells: int = 1) -> dict[str,
     wins = base[(base["gain"] > 0) & (base["p_holm"] < alpha)]["model_a"].tolist()
     level = family_level(alpha, max(len(base), 1) * max(n_cells, 1))  # Holm in the cell, then BH's first step
     seeds, subjects = planned(best, level)
-    mdd_adj = math.nan  # the best model's MDD at the per-test level, by the test that gave its p
-    if best is not None and best.get("interval") == "two-level":
-        mdd_adj = two_level_mdd(float(best["var_subject"]), float(best["var_seed"]), float(best["tl_df"]), level)
-    elif best is not None:
-        mdd_adj = adjusted_mdd_at(float(best["mdd"]), int(best["n_units"]), level)
     return {"best_model": "" if best is None else best["model_a"], "seeds_to_detect_gain": seeds,
-            "subjects_to_detect_gain": subjects, "mdd_adj": mdd_adj,
+            "subjects_to_detect_gain": subjects, "mdd_adj": math.nan if best is None else row_mdd_at(best, level),
             "gain": math.nan if best is None else float(best["gain"]),
             "mdd": math.nan if best is None else float(best["mdd"]), "p_cell": p_cell,
             "below_baseline": ";".join(below), "all_below": bool(len(base)) and len(below) == len(base),
