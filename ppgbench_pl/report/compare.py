@@ -278,10 +278,8 @@ class Rule:
             return False
         if self.name == "mean":
             return True
-        if self.name == "ci":
-            if math.isnan(a.ci95) or math.isnan(b.ci95):
-                return None
-            return not overlaps(a, b)
+        if self.name == "ci":  # an unknown CI decides nothing
+            return None if math.isnan(a.ci95) or math.isnan(b.ci95) else not overlaps(a, b)
         va, vb = scores.paired_values(task, regime, model, rival)
         if len(va) < 2:
             return None

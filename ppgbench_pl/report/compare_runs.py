@@ -179,10 +179,8 @@ def _combine(part: pd.DataFrame, alpha: float) -> dict[str, Any]:
     z, p = stouffer(ndtr(-per["z"].to_numpy(dtype=float)), weights)
     ok = np.isfinite(per["d_z"].to_numpy(dtype=float)) & np.isfinite(weights)
     d_z = float(np.sum(weights[ok] * per["d_z"].to_numpy()[ok]) / np.sum(weights[ok])) if ok.any() else math.nan
-    if not math.isfinite(p):
-        verdict = "undetermined"
-    else:
-        verdict = "a_better" if p < alpha / 2 else ("b_better" if p > 1 - alpha / 2 else "no_detectable_difference")
+    verdict = ("undetermined" if not math.isfinite(p) else "a_better" if p < alpha / 2
+               else "b_better" if p > 1 - alpha / 2 else "no_detectable_difference")
     return {"n_datasets": len(per), "n_cells": int(per["cells"].sum()),
             "datasets": ";".join(f"{d} ({int(n) if math.isfinite(n) and n > 0 else '?'})"  # ? when unknown
                                  for d, n in zip(per.index, counts, strict=True)),

@@ -279,16 +279,14 @@ def seed_stats(runs: RunSet, records: Iterable[dict[str, Any]], kind: str, class
         else:
             pooled.setdefault(int(rec["seed"]), []).append(arrays)
             trained.setdefault(int(rec["seed"]), []).append(rec.get("train_groups"))
+    kept = {seed: parts for seed, parts in pooled.items() if seed not in broken}
     if baseline and kind == "regression":
-        rebuilt = {seed: _constant_mae_stats(parts, trained[seed]) for seed, parts in pooled.items()
-                   if seed not in broken}
+        rebuilt = {seed: _constant_mae_stats(parts, trained[seed]) for seed, parts in kept.items()}
         return {seed: built for seed, built in rebuilt.items() if built is not None}
-    if classes is None and kind != "regression" and pooled:
+    if classes is None and kind != "regression" and pooled:  # the labels of every readable file, broken seeds too
         classes = sorted(set(np.concatenate([p[0] for parts in pooled.values() for p in parts]).tolist()))
     out = {}
-    for seed, parts in pooled.items():
-        if seed in broken:
-            continue
+    for seed, parts in kept.items():
         y, pred, subj = (np.concatenate([p[i] for p in parts]) for i in range(3))
         names, stats = subject_stats(kind, y, pred, subj, classes or [])
         if baseline:  # a constant predictor of the first class: balanced accuracy 1/C on every draw
