@@ -233,6 +233,8 @@ METHODS_FILE = "methods.tex"
 class References:
     """What a report cites, the sentence that cites it, and the files written."""
 
+    datasets: list[str]
+    models: list[str]
     keys: list[str]
     paragraph: str  # LaTeX, as methods.tex holds it
     text: str  # the same sentence as plain text, citations as [key]
@@ -256,7 +258,7 @@ def write_references(out: Path, records: Iterable[dict[str, Any]]) -> References
     datasets = list(dict.fromkeys(dataset_of(t) for t in order_tasks({str(r["task"]) for r in records})))
     models = [m for m in order_models({str(r["model"]) for r in records}) if not is_baseline(m)]
     citations = references(datasets, models)
-    result = References([c.key for c in citations],
+    result = References(datasets, models, [c.key for c in citations],
                         methods_sentence(datasets, models, latex_escape, lambda key: f"~\\cite{{{key}}}"),
                         methods_sentence(datasets, models, str, lambda key: f" [{key}]"))
     for name, text in ((BIB_FILE, render_all(citations)), (METHODS_FILE, result.paragraph + "\n")):

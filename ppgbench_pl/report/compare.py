@@ -77,6 +77,10 @@ class Scores:
         """(regime, task) of every cell with a score, in protocol order: the loop of every per-cell table."""
         return [(regime, task) for regime in self.regimes for task in self.tasks(regime)]
 
+    def baselines(self, task: str, regime: str) -> list[str]:
+        """List the baseline rows of a cell (one per task view), in column order."""
+        return [s.model for s in self.cell(task, regime) if is_baseline(s.model)]
+
     def baseline_of(self, task: str, regime: str, model: str) -> str | None:
         """The baseline row a (non-baseline) model is compared with in a cell: its task view's."""
         return self._baseline.get((task, regime, model))

@@ -38,7 +38,7 @@ def chance_cells(scores: Scores, rule: Rule) -> pd.DataFrame:
     """One row per cell: the baseline(s) (several task views: no mean/CI), the best model, who beats it, status."""
     rows = []
     for regime, task in scores.cells():
-        names = [s.model for s in scores.cell(task, regime) if is_baseline(s.model)]
+        names = scores.baselines(task, regime)
         base = scores.get(task, regime, names[0]) if len(names) == 1 else None
         best = scores.best(task, regime)
         models = [s.model for s in scores.cell(task, regime) if not is_baseline(s.model)]
