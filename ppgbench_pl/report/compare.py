@@ -48,11 +48,9 @@ class Scores:
         self.folds: pd.DataFrame = book.fold_table()
         self.higher_is_better: dict[str, bool] = {r["task"]: r["kind"] != "regression" for r in records}
         self.metric: dict[str, str] = {r["task"]: r["metric"] for r in records}
-        self._index = {
-            (row.task, row.regime, row.model): Score(row.model, float(row.mean), float(row.ci95),
-                                                     int(row.n_seeds), int(row.n_folds))
-            for row in self.summary.itertuples()
-        }
+        self._index = {(row.task, row.regime, row.model): Score(row.model, float(row.mean), float(row.ci95),
+                                                                int(row.n_seeds), int(row.n_folds))
+                       for row in self.summary.itertuples()}
         self._baseline = {(row.task, row.regime, row.model): str(row.baseline)
                           for row in self.summary.itertuples()
                           if isinstance(row.baseline, str) and row.baseline and ";" not in row.baseline}
@@ -118,10 +116,8 @@ class Scores:
         return joined["a"].to_numpy(dtype=float), joined["b"].to_numpy(dtype=float)
 
 
-PAIRED_COLUMNS = [
-    "regime", "task", "metric", "model_a", "model_b", "n_pairs", "unit", "mean_a", "mean_b", "mean_diff",
-    "ci95_diff", "t_stat", "t_pvalue", "wilcoxon_stat", "wilcoxon_pvalue", "better",
-]
+PAIRED_COLUMNS = ["regime", "task", "metric", "model_a", "model_b", "n_pairs", "unit", "mean_a", "mean_b", "mean_diff",
+                  "ci95_diff", "t_stat", "t_pvalue", "wilcoxon_stat", "wilcoxon_pvalue", "better"]
 
 
 def paired_test(a: np.ndarray, b: np.ndarray) -> dict[str, float]:
@@ -232,20 +228,16 @@ def rank_models(scores: Scores, regime: str, alpha: float = 0.05) -> Ranking | N
 
 def ranking_table(rankings: Sequence[Ranking]) -> pd.DataFrame:
     """Long table: regime, model, average rank, tasks, Friedman statistic and p, CD."""
-    rows = [
-        {"regime": r.regime, "model": model, "average_rank": float(rank), "n_tasks": r.n_tasks,
-         "friedman_stat": r.friedman_stat, "friedman_pvalue": r.friedman_pvalue,
-         "critical_difference": r.critical_difference}
-        for r in rankings for model, rank in r.average_ranks.items()
-    ]
-    return pd.DataFrame(rows, columns=["regime", "model", "average_rank", "n_tasks", "friedman_stat",
-                                       "friedman_pvalue", "critical_difference"])
+    rows = [{"regime": r.regime, "model": model, "average_rank": float(rank), "n_tasks": r.n_tasks,
+             "friedman_stat": r.friedman_stat, "friedman_pvalue": r.friedman_pvalue,
+             "critical_difference": r.critical_difference} for r in rankings for model, rank in r.average_ranks.items()]
+    return pd.DataFrame(rows, columns=["regime", "model", "average_rank", "n_tasks", "friedman_stat", "friedman_pvalue",
+                                       "critical_difference"])
 
 
 RULES = ("ci", "paired", "mean")
 RULE_TEXT = {
-    "ci": "better mean and 95% CIs that do not overlap (|m1 - m2| > c1 + c2), CIs from the same regime's "
-          "jobs",
+    "ci": "better mean and 95% CIs that do not overlap (|m1 - m2| > c1 + c2), CIs from the same regime's jobs",
     "paired": "better mean and a two-sided paired t-test p < {alpha:g} over the same seeds and folds",
     "mean": "better mean (no uncertainty taken into account)",
 }

@@ -24,11 +24,10 @@ from ppgbench_pl.results.inference import ALPHA, adjusted_mdd_at, corrected_t, f
 from ppgbench_pl.results.two_level import seed_term
 
 FAMILIES = ("baseline", "controls", "models")
-EFFECT_COLUMNS = [
-    "regime", "task", "metric", "family", "model_a", "model_b", "n_seeds", "n_units", "n_subjects", "mean_a",
-    "mean_b", "diff", "gain", "d_z", "sd_diff", "seed_ci_low", "seed_ci_high", "nb_ci_low", "nb_ci_high", "ratio",
-    "p", "p_holm", "mdd", "mdd_adj", "verdict", "spread_ratio", "var_seed", "calibration",
-]
+EFFECT_COLUMNS = ["regime", "task", "metric", "family", "model_a", "model_b", "n_seeds", "n_units", "n_subjects",
+                  "mean_a", "mean_b", "diff", "gain", "d_z", "sd_diff", "seed_ci_low", "seed_ci_high", "nb_ci_low",
+                  "nb_ci_high", "ratio", "p", "p_holm", "mdd", "mdd_adj", "verdict", "spread_ratio", "var_seed",
+                  "calibration"]
 MIN_SEEDS = 3
 
 

@@ -212,8 +212,7 @@ def caption(regime: str, rule: Rule, ci_unit: str, cells: pd.DataFrame) -> str:
     text = budget_note(part) + deviation_note(part) + text
     seeds, folds = usual_grid(cells, regime).split("×")
     text += (f" Each cell: {seeds} seed{'s' * (seeds != '1')} × {folds} fold{'s' * (folds != '1')} unless "
-             "marked [seeds×folds]. Flags: "
-             + "; ".join(f"{k} {v}" for k, v in FLAG_TEXT.items())
+             "marked [seeds×folds]. Flags: " + "; ".join(f"{k} {v}" for k, v in FLAG_TEXT.items())
              + f". Backend: {backend_text(cells, regime)}.")
     text += legend(part["pretraining_overlap"], part.loc[part["pretraining_overlap"] == "unknown", "model"])
     if part["model"].map(is_baseline).sum() > part["task"].nunique():
