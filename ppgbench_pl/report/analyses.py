@@ -114,8 +114,7 @@ def edge_pressure(choices: pd.DataFrame) -> pd.DataFrame:
             sel = part[part["axis"] == axis]
             n, lo, hi = len(sel), int(sel["at_low"].sum()), int(sel["at_high"].sum())
             rows.append({"regime": regime, "axis": axis, "n_selections": n, "at_low": lo, "at_high": hi,
-                         "frac_low": lo / n, "frac_high": hi / n, "low": sel["low"].min(),
-                         "high": sel["high"].max()})
+                         "frac_low": lo / n, "frac_high": hi / n, "low": sel["low"].min(), "high": sel["high"].max()})
     return pd.DataFrame(rows, columns=EDGE_COLUMNS)
 
 

@@ -45,10 +45,8 @@ def comparisons(models: list[str]) -> list[tuple[str, str, str]]:
     models = [m for m in order_models(models) if not is_baseline(m)]
     ppg = [m for m in models if not is_control(m)]
     controls = [m for m in models if is_control(m)]  # the constant is left out above
-    out = [("baseline", m, "constant") for m in models]
-    out += [("controls", m, c) for m in ppg for c in controls]
-    out += [("models", a, b) for i, a in enumerate(ppg) for b in ppg[i + 1:]]
-    return out
+    return ([("baseline", m, "constant") for m in models] + [("controls", m, c) for m in ppg for c in controls]
+            + [("models", a, b) for i, a in enumerate(ppg) for b in ppg[i + 1:]])
 
 
 def paired_diffs(cell: pd.DataFrame, a: str, b: str) -> pd.DataFrame:

@@ -236,8 +236,6 @@ def _outcome(record: dict[str, Any]) -> Any:
 def load_runs(run_dirs: Sequence[str | Path]) -> RunSet:
     """Combine run folders (``jobs/<id>/results.json``) and ``ppgbench export`` files, in order of precedence.
 
-    An unreadable ``results.json`` is listed in ``problems`` and its job counts as not run.
-
     Raises:
         ReportError: An input is missing, not a run folder or results file, holds no job records, has an
             unreadable ``run.json``, or a protocol that differs from another input's; or no job completed.

@@ -171,9 +171,8 @@ def to_markdown(frame: pd.DataFrame) -> str:
 _LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
                   "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\^{}",
                   "|": r"\textbar{}", "<": r"\textless{}", ">": r"\textgreater{}"}
-_LATEX_SYMBOLS = {"±": r"$\pm$", "×": r"$\times$",
-                  "–": "--", "↓": r"$\downarrow$", "↑": r"$\uparrow$", "†": r"$^\dagger$",
-                  "‡": r"$^\ddagger$", "§": r"\S{}"}
+_LATEX_SYMBOLS = {"±": r"$\pm$", "×": r"$\times$", "–": "--", "↓": r"$\downarrow$", "↑": r"$\uparrow$",
+                  "†": r"$^\dagger$", "‡": r"$^\ddagger$", "§": r"\S{}"}
 
 
 def latex_escape(text: str) -> str:

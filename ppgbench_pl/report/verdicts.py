@@ -32,9 +32,8 @@ CHANCE_COLUMNS = ["regime", "task", "metric", "published_status", "best_model", 
                   "q_bh", "paired_status", "beat_baseline", "below_baseline", "seeds_to_detect_gain",
                   "subjects_to_detect_gain"]
 CONTROL_COLUMNS = ["regime", "task", "published_status", "p_cell", "q_bh", "paired_status", "winners"]
-SHOWN = ["regime", "task", "family", "model_a", "model_b", "n_seeds", "n_units", "diff", "d_z",
-         "seed_ci_low", "seed_ci_high", "nb_ci_low", "nb_ci_high", "p", "p_holm", "mdd", "mdd_adj", "verdict",
-         "calibration"]
+SHOWN = ["regime", "task", "family", "model_a", "model_b", "n_seeds", "n_units", "diff", "d_z", "seed_ci_low",
+         "seed_ci_high", "nb_ci_low", "nb_ci_high", "p", "p_holm", "mdd", "mdd_adj", "verdict", "calibration"]
 TWO_LEVEL = ["interval", "tl_ci_low", "tl_ci_high"]
 TITLE = "Under paired tests with multiplicity control"
 
