@@ -92,8 +92,7 @@ def edge_choices(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
         for r in rec["results"]:
             params = r.get("params", {})
             chosen = {a: v for a, v in params.items() if a not in EPOCH_KEYS}
-            epoch = next((params[k] for k in EPOCH_KEYS if k in params), None)
-            if epoch is not None:
+            if (epoch := next((params[k] for k in EPOCH_KEYS if k in params), None)) is not None:
                 chosen[EPOCH_AXIS] = epoch
             for axis, values in search_space(r).items():
                 value = chosen.get(axis)

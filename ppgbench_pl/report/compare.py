@@ -285,7 +285,6 @@ class Rule:
 
 def bold_models(scores: Scores, task: str, regime: str) -> set[str]:
     """Return the best model of a cell and every model whose CI overlaps the best's."""
-    best = scores.best(task, regime)
-    if best is None:
+    if (best := scores.best(task, regime)) is None:
         return set()
     return {s.model for s in scores.cell(task, regime) if overlaps(s, best)}

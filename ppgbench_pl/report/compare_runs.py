@@ -226,8 +226,7 @@ def paper_table(table: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for r in table.to_dict("records"):
         low, high = ("tl_ci_low", "tl_ci_high") if r.get("interval") == "two-level" else ("nb_ci_low", "nb_ci_high")
-        half = (float(r[high]) - float(r[low])) / 2
-        places = decimals_of(half)
+        places = decimals_of((float(r[high]) - float(r[low])) / 2)
         higher = higher_is_better(str(r["task"]), str(r["metric"]))
         unit = unit_of(str(r["task"]))
         rows.append({
