@@ -1,7 +1,4 @@
-"""The report layer: reads run folders only (never Lightning or torch), writes tables, figures and HTML.
-
-Entry point: :func:`build_report`. See ``docs/report.md`` for what each output is and the rules used.
-"""
+"""The report layer (:func:`build_report`): reads run folders only, never Lightning or torch (see docs/report.md)."""
 
 from ppgbench_pl.report.build import build_report
 from ppgbench_pl.report.load import ReportError

@@ -1,7 +1,4 @@
-"""The paper's analyses: aggregation frequency (Table 3), rescoring (Table 4), edge pressure (Table 6), size (7).
-
-Edge pressure: the share of selections at the lowest or highest value the job's own search saw (docs/report.md).
-"""
+"""The paper's analyses: aggregation frequency (Table 3), rescoring (Table 4), edge pressure (Table 6), size (7)."""
 
 from __future__ import annotations
 
@@ -20,7 +17,6 @@ from ppgbench_pl.report.load import (
     RunSet,
     in_order,
     order_models,
-    order_regimes,
     parameter_counts,
     record_id,
 )
@@ -38,8 +34,7 @@ def aggregation_choices(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
         if rec.get("level") != "subject" or len(candidates(rec["kind"])) < 2:
             continue
         for r in rec["results"]:
-            chosen = r.get("params", {}).get("aggregation") or r.get("metrics", {}).get("aggregation")
-            if chosen:
+            if chosen := (r.get("params", {}).get("aggregation") or r.get("metrics", {}).get("aggregation")):
                 rows.append({"regime": rec["regime"], "model": rec["model"], "task": rec["task"],
                              "kind": rec["kind"], "aggregation": chosen})
     return pd.DataFrame(rows, columns=["regime", "model", "task", "kind", "aggregation"])
@@ -50,8 +45,7 @@ def aggregation_frequency(choices: pd.DataFrame) -> pd.DataFrame:
     strategies = [s for s in ("mean", "median", "topk_mean") if s in set(choices["aggregation"])]
     strategies += sorted(set(choices["aggregation"]) - set(strategies))
     rows = []
-    for regime in order_regimes(set(choices["regime"])):
-        part = choices[choices["regime"] == regime]
+    for regime, part in in_order(choices, ("regime",)).groupby("regime", sort=False):
         groups = [(m, part[part["model"] == m]) for m in order_models(set(part["model"]))] + [("all", part)]
         for model, sel in groups:
             counts = sel["aggregation"].value_counts()
@@ -98,32 +92,28 @@ def edge_choices(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
         for r in rec["results"]:
             params = r.get("params", {})
             chosen = {a: v for a, v in params.items() if a not in EPOCH_KEYS}
-            epoch = next((params[k] for k in EPOCH_KEYS if k in params), None)
-            if epoch is not None:
+            if (epoch := next((params[k] for k in EPOCH_KEYS if k in params), None)) is not None:
                 chosen[EPOCH_AXIS] = epoch
             for axis, values in search_space(r).items():
                 value = chosen.get(axis)
                 if not _numeric(value):
                     continue
                 low, high = min(values), max(values)
-                rows.append({"regime": rec["regime"], "model": rec["model"], "task": rec["task"],
-                             "axis": axis, "value": float(value), "low": low, "high": high,
-                             "at_low": float(value) <= low, "at_high": float(value) >= high})
-    return pd.DataFrame(rows, columns=["regime", "model", "task", "axis", "value", "low", "high", "at_low",
-                                       "at_high"])
+                rows.append({"regime": rec["regime"], "model": rec["model"], "task": rec["task"], "axis": axis,
+                             "value": float(value), "low": low, "high": high, "at_low": float(value) <= low,
+                             "at_high": float(value) >= high})
+    return pd.DataFrame(rows, columns=["regime", "model", "task", "axis", "value", "low", "high", "at_low", "at_high"])
 
 
 def edge_pressure(choices: pd.DataFrame) -> pd.DataFrame:
     """Per (regime, axis): selections, how many sit at the lowest / highest value, and the fractions."""
     rows = []
-    for regime in order_regimes(set(choices["regime"])):
-        part = choices[choices["regime"] == regime]
+    for regime, part in in_order(choices, ("regime",)).groupby("regime", sort=False):
         for axis in sorted(set(part["axis"]), key=lambda a: (a == EPOCH_AXIS, a)):
             sel = part[part["axis"] == axis]
             n, lo, hi = len(sel), int(sel["at_low"].sum()), int(sel["at_high"].sum())
             rows.append({"regime": regime, "axis": axis, "n_selections": n, "at_low": lo, "at_high": hi,
-                         "frac_low": lo / n, "frac_high": hi / n, "low": sel["low"].min(),
-                         "high": sel["high"].max()})
+                         "frac_low": lo / n, "frac_high": hi / n, "low": sel["low"].min(), "high": sel["high"].max()})
     return pd.DataFrame(rows, columns=EDGE_COLUMNS)
 
 
@@ -210,9 +200,8 @@ def rescore_jobs(runs: RunSet) -> pd.DataFrame:
             except (ValueError, TypeError, IndexError) as exc:
                 runs.prediction_problems.append(f"{path}: {exc} (left out of Table 4)".replace("\n", " "))
                 continue
-            rows.append([rec["regime"], rec["task"], rec["model"], metric, rec["seed"], rec["fold"],
-                         r.get("repeat", 0), aggregation, _num(subject), _num(window),
-                         _num(r["metrics"].get(metric))])
+            rows.append([rec["regime"], rec["task"], rec["model"], metric, rec["seed"], rec["fold"], r.get("repeat", 0),
+                         aggregation, _num(subject), _num(window), _num(r["metrics"].get(metric))])
     return pd.DataFrame(rows, columns=JOB_COLUMNS)
 
 

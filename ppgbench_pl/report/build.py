@@ -36,12 +36,10 @@ SEARCHED_REGIMES = ("mlp", "finetune")
 
 def _summary(page: Page, head: findings.Headline, out: Path, runs: RunSet) -> None:
     lines = head.lines()
-    versions = code_version_line(runs)
-    if versions:
+    if versions := code_version_line(runs):
         lines.append(versions)
     if runs.problems:
-        lines.append(f"{len(runs.problems)} job records could not be read and count as not run (listed in "
-                     "the report).")
+        lines.append(f"{len(runs.problems)} job records could not be read and count as not run (listed in the report).")
     if runs.prediction_problems:
         lines.append(f"{len(runs.prediction_problems)} prediction files are missing or unreadable and are "
                      "left out of the rescoring table (listed in the report).")
@@ -53,8 +51,9 @@ def _summary(page: Page, head: findings.Headline, out: Path, runs: RunSet) -> No
     (out / "findings.md").write_text("\n".join(text) + "\n", encoding="utf-8")
 
 
-def _details(page: Page, head: findings.Headline, chance: pd.DataFrame, controls: pd.DataFrame,
-             scores: Scores, out: Path, opts: ReportOptions) -> None:
+def _details(page: Page, head: findings.Headline, chance: pd.DataFrame, controls: pd.DataFrame, scores: Scores,
+             out: Path, opts: ReportOptions, overlap: findings.OverlapFindings, paired: verdicts.PairedFindings,
+             noise: search_noise.SearchNoise) -> None:
     page.heading("Findings in detail", anchor="details")
     page.details(f"Cells near chance: {len(head.near_chance)}",
                  table(*findings.marked(chance, opts.flags, "Per cell: constant baseline, best model, "
@@ -64,20 +63,24 @@ def _details(page: Page, head: findings.Headline, chance: pd.DataFrame, controls
                  f"{len(head.controls_hold)}",
                  table(controls, "Controls present per cell and the PPG-specific models beating all of them.",
                        text_columns=("ppg_models", "controls", "winners")))
-    if opts.overlap_findings is not None:
-        findings.draw(page, opts.overlap_findings)
-        findings.append_section(out / "findings.md", "Pretraining overlap", opts.overlap_findings.lines)
-    if opts.paired_findings is not None:
-        verdicts.draw(page, opts.paired_findings, opts.flags)
-        findings.append_section(out / "findings.md", verdicts.TITLE, opts.paired_findings.lines)
-    noise = opts.search_noise
-    if noise is not None and (not noise.noise.empty or set(SEARCHED_REGIMES) & set(scores.regimes)):
+    findings.draw(page, overlap)
+    findings.append_section(out / "findings.md", "Pretraining overlap", overlap.lines)
+    verdicts.draw(page, paired, opts.flags)
+    findings.append_section(out / "findings.md", verdicts.TITLE, paired.lines)
+    if not noise.noise.empty or set(SEARCHED_REGIMES) & set(scores.regimes):
         search_noise.draw(page, noise)
         findings.append_section(out / "findings.md", "Search noise", noise.lines)
 
 
-def _write_page(out: Path, runs: RunSet, scores: Scores, rule: Rule, head: findings.Headline,
-                chance: pd.DataFrame, controls: pd.DataFrame, opts: ReportOptions) -> Path:
+def _write_page(out: Path, runs: RunSet, scores: Scores, rule: Rule, opts: ReportOptions, interval: str) -> None:
+    chance = write_csv(findings.chance_cells(scores, rule), out / "tables" / "chance_cells.csv", opts)
+    controls = write_csv(findings.control_cells(scores, rule), out / "tables" / "control_cells.csv", opts)
+    paired = verdicts.compute(runs.records, chance, controls, out, opts.alpha, interval, runs)
+    noise = search_noise.compute(runs.records, out, opts.alpha, opts.ci_unit)
+    overlap = findings.compute(scores, runs.records, rule, out)
+    citations = write_references(out, runs.records)
+    opts.written += paired.written + noise.written + overlap.written + citations.written
+    head = findings.headline(chance, controls, rule)
     cells = tables.main_cells(scores, rule, chance)
     title, warning = off_protocol(cells)
     page = Page(title, out)
@@ -92,19 +95,18 @@ def _write_page(out: Path, runs: RunSet, scores: Scores, rule: Rule, head: findi
     header(page, runs, scores, warning, opts.ci_unit)
     _summary(page, head, out, runs)
     sections.main_tables(page, scores, rule, cells, out, opts)
-    _details(page, head, chance, controls, scores, out, opts)
+    _details(page, head, chance, controls, scores, out, opts, overlap, paired, noise)
     sections.comparisons(page, scores, out, opts)
     sections.paper_analyses(page, runs, out, opts)
     job_lists(page, runs)
-    if opts.citations is not None:  # the methods sentence as plain text; the LaTeX is in methods.tex
-        page.heading("Citing these results", anchor="cite")
-        page.paragraph(opts.citations.text)
-        page.paragraph(f"The same sentence for LaTeX, with citation commands: {METHODS_FILE}; its BibTeX entries: "
-                       f"{BIB_FILE}.", "note")
+    page.heading("Citing these results", anchor="cite")  # the methods sentence as plain text; LaTeX: methods.tex
+    page.paragraph(citations.text)
+    page.paragraph(f"The same sentence for LaTeX, with citation commands: {METHODS_FILE}; its BibTeX entries: "
+                   f"{BIB_FILE}.", "note")
     page.heading("Files", anchor="files")
     names = [html.escape(p.relative_to(out).as_posix()) for p in [out / "findings.md", protocol, *opts.written]]
     page.raw("<ul>" + "".join(f'<li><a href="{name}">{name}</a></li>' for name in names) + "</ul>")
-    return page.write()
+    page.write()
 
 
 def build_report(run_dirs: Sequence[str | Path], output_dir: str | Path, rule: str = "ci",
@@ -132,7 +134,7 @@ def build_report(run_dirs: Sequence[str | Path], output_dir: str | Path, rule: s
     if ci_unit not in ("seed", "fold"):
         raise ReportError(f"unknown CI unit '{ci_unit}'; choose seed or fold")
     check_interval(subject_interval)
-    opts = ReportOptions(rule, alpha, ci_unit, pairs, Path(parameters) if parameters else None)
+    opts = ReportOptions(alpha, ci_unit, pairs, Path(parameters) if parameters else None)
     the_rule = Rule(rule, alpha)
     runs = load_runs(run_dirs)
     scores = Scores(runs.records, ci_unit)
@@ -142,19 +144,7 @@ def build_report(run_dirs: Sequence[str | Path], output_dir: str | Path, rule: s
         raise ReportError(f"--compare names unknown model(s) {', '.join(unknown)}; "
                           f"these runs have {', '.join(scores.models)}")
     with staged(output_dir) as out:
-        chance = findings.chance_cells(scores, the_rule)
-        controls = findings.control_cells(scores, the_rule)
-        write_csv(chance, out / "tables" / "chance_cells.csv", opts)
-        write_csv(controls, out / "tables" / "control_cells.csv", opts)
-        head = findings.headline(chance, controls, the_rule)
-        opts.paired_findings = verdicts.compute(runs.records, chance, controls, out, alpha, subject_interval,
-                                                    runs)
-        opts.search_noise = search_noise.compute(runs.records, out, alpha, ci_unit)
-        opts.written += opts.paired_findings.written + opts.search_noise.written
-        opts.overlap_findings = findings.compute(scores, runs.records, the_rule, out)
-        opts.citations = write_references(out, runs.records)
-        opts.written += opts.overlap_findings.written + opts.citations.written
-        _write_page(out, runs, scores, the_rule, head, chance, controls, opts)
+        _write_page(out, runs, scores, the_rule, opts, subject_interval)
     if warn is not None:
         for line in runs.skipped:
             warn(line)
@@ -214,8 +204,7 @@ def header(page: Page, runs: RunSet, scores: Scores, warning: str, ci_unit: str)
     page.raw(f'<p class="meta">Protocol: <a href="{PROTOCOL_DOC}">the protocol these numbers follow</a> (shipped '
              f"with ppgbench as ppgbench_pl/docs/{PROTOCOL_DOC}; where and why we differ from the published "
              f"protocol: {DECISIONS_DOC} in the ppgbench source).</p>")
-    versions = code_version_line(runs)
-    if versions:
+    if versions := code_version_line(runs):
         page.paragraph(versions, "warning")
     tasks = [f"{t}: {why}" for t, why in skipped_tasks(runs.run_dirs).items()]
     for items, what in ((runs.skipped, "files were skipped (unreadable or missing)"),

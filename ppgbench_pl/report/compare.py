@@ -1,11 +1,11 @@
 """Paired model comparisons, the critical-difference ranking (Demšar 2006) and the "meaningfully better" rules.
 
 Wilcoxon is shown, never a verdict (with 5 seeds its p cannot go below 0.0625); docs/report.md has the rules.
-The scores are the summary's (``SummaryBook``, the code of summary.csv), indexed for the report.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import warnings
 from collections.abc import Iterable, Sequence
@@ -41,7 +41,6 @@ class Scores:
     """Fold values and summary rows of completed records, indexed for the report (CI over ``ci_unit``)."""
 
     def __init__(self, records: Iterable[dict[str, Any]], ci_unit: str = "seed") -> None:
-        """Summarise the ``ok`` records once, with the same code as summary.csv."""
         records = [r for r in records if r.get("status") == "ok"]
         self.ci_unit = ci_unit
         book = SummaryBook.from_records(records, ci_unit)
@@ -49,11 +48,9 @@ class Scores:
         self.folds: pd.DataFrame = book.fold_table()
         self.higher_is_better: dict[str, bool] = {r["task"]: r["kind"] != "regression" for r in records}
         self.metric: dict[str, str] = {r["task"]: r["metric"] for r in records}
-        self._index = {
-            (row.task, row.regime, row.model): Score(row.model, float(row.mean), float(row.ci95),
-                                                     int(row.n_seeds), int(row.n_folds))
-            for row in self.summary.itertuples()
-        }
+        self._index = {(row.task, row.regime, row.model): Score(row.model, float(row.mean), float(row.ci95),
+                                                                int(row.n_seeds), int(row.n_folds))
+                       for row in self.summary.itertuples()}
         self._baseline = {(row.task, row.regime, row.model): str(row.baseline)
                           for row in self.summary.itertuples()
                           if isinstance(row.baseline, str) and row.baseline and ";" not in row.baseline}
@@ -74,13 +71,17 @@ class Scores:
         frame = self.summary if regime is None else self.summary[self.summary["regime"] == regime]
         return order_tasks(set(frame["task"]))
 
-    def baseline_of(self, task: str, regime: str, model: str) -> str | None:
-        """The baseline row a (non-baseline) model is compared with in a cell: its task view's."""
-        return self._baseline.get((task, regime, model))
+    def cells(self) -> list[tuple[str, str]]:
+        """(regime, task) of every cell with a score, in protocol order: the loop of every per-cell table."""
+        return [(regime, task) for regime in self.regimes for task in self.tasks(regime)]
 
     def baselines(self, task: str, regime: str) -> list[str]:
         """List the baseline rows of a cell (one per task view), in column order."""
         return [s.model for s in self.cell(task, regime) if is_baseline(s.model)]
+
+    def baseline_of(self, task: str, regime: str, model: str) -> str | None:
+        """The baseline row a (non-baseline) model is compared with in a cell: its task view's."""
+        return self._baseline.get((task, regime, model))
 
     def resolve(self, task: str, regime: str, model: str, other: str) -> str | None:
         """``other``, or ``model``'s own baseline when ``other`` is the placeholder ``constant``."""
@@ -103,11 +104,8 @@ class Scores:
 
     def best(self, task: str, regime: str) -> Score | None:
         """Return the best mean in a cell (lowest MAE, highest BA); first in column order on ties."""
-        scores = self.cell(task, regime)
-        if not scores:
-            return None
-        sign = 1.0 if self.higher_is_better[task] else -1.0
-        return max(scores, key=lambda s: sign * s.mean)
+        sign = 1.0 if self.higher_is_better.get(task) else -1.0
+        return max(self.cell(task, regime), key=lambda s: sign * s.mean, default=None)
 
     def paired_values(self, task: str, regime: str, model_a: str, model_b: str) -> tuple[np.ndarray, np.ndarray]:
         """Values of two models on the same (seed, fold) pairs, averaged per seed when the CI unit is ``seed``."""
@@ -118,10 +116,8 @@ class Scores:
         return joined["a"].to_numpy(dtype=float), joined["b"].to_numpy(dtype=float)
 
 
-PAIRED_COLUMNS = [
-    "regime", "task", "metric", "model_a", "model_b", "n_pairs", "unit", "mean_a", "mean_b", "mean_diff",
-    "ci95_diff", "t_stat", "t_pvalue", "wilcoxon_stat", "wilcoxon_pvalue", "better",
-]
+PAIRED_COLUMNS = ["regime", "task", "metric", "model_a", "model_b", "n_pairs", "unit", "mean_a", "mean_b", "mean_diff",
+                  "ci95_diff", "t_stat", "t_pvalue", "wilcoxon_stat", "wilcoxon_pvalue", "better"]
 
 
 def paired_test(a: np.ndarray, b: np.ndarray) -> dict[str, float]:
@@ -159,26 +155,22 @@ def paired_comparisons(scores: Scores, pairs: Sequence[tuple[str, str]] | None =
     """One row per (regime, task, pair) with matched units; ``better`` is ``undetermined`` without a p-value."""
     pairs = list(pairs) if pairs is not None else default_pairs(scores.models)
     rows = []
-    for regime in scores.regimes:
-        for task in scores.tasks(regime):
-            for pair in pairs:
-                model_a = scores.resolve(task, regime, pair[1], pair[0])
-                model_b = scores.resolve(task, regime, pair[0], pair[1])
-                if model_a is None or model_b is None:
-                    continue
-                a, b = scores.paired_values(task, regime, model_a, model_b)
-                if not len(a):
-                    continue
-                test = paired_test(a, b)
-                sign = 1.0 if scores.higher_is_better[task] else -1.0
-                diff = sign * test["mean_diff"]
-                better = "tie" if diff == 0 else (model_a if diff > 0 else model_b)
-                if math.isnan(test["t_pvalue"]):  # no p-value (one unit, or fewer than 2 seeds): no winner
-                    better = "undetermined"
-                rows.append({"regime": regime, "task": task, "metric": scores.metric[task],
-                             "model_a": model_a, "model_b": model_b, "unit": scores.ci_unit,
-                             "mean_a": float(a.mean()),
-                             "mean_b": float(b.mean()), **test, "n_pairs": len(a), "better": better})
+    for (regime, task), pair in itertools.product(scores.cells(), pairs):
+        model_a = scores.resolve(task, regime, pair[1], pair[0])
+        model_b = scores.resolve(task, regime, pair[0], pair[1])
+        if model_a is None or model_b is None:
+            continue
+        a, b = scores.paired_values(task, regime, model_a, model_b)
+        if not len(a):
+            continue
+        test = paired_test(a, b)
+        diff = test["mean_diff"] * (1.0 if scores.higher_is_better[task] else -1.0)
+        better = "tie" if diff == 0 else (model_a if diff > 0 else model_b)
+        if math.isnan(test["t_pvalue"]):  # no p-value (one unit, or fewer than 2 seeds): no winner
+            better = "undetermined"
+        rows.append({"regime": regime, "task": task, "metric": scores.metric[task], "model_a": model_a,
+                     "model_b": model_b, "unit": scores.ci_unit, "mean_a": float(a.mean()), "mean_b": float(b.mean()),
+                     **test, "n_pairs": len(a), "better": better})
     return pd.DataFrame(rows, columns=PAIRED_COLUMNS)
 
 
@@ -236,20 +228,16 @@ def rank_models(scores: Scores, regime: str, alpha: float = 0.05) -> Ranking | N
 
 def ranking_table(rankings: Sequence[Ranking]) -> pd.DataFrame:
     """Long table: regime, model, average rank, tasks, Friedman statistic and p, CD."""
-    rows = [
-        {"regime": r.regime, "model": model, "average_rank": float(rank), "n_tasks": r.n_tasks,
-         "friedman_stat": r.friedman_stat, "friedman_pvalue": r.friedman_pvalue,
-         "critical_difference": r.critical_difference}
-        for r in rankings for model, rank in r.average_ranks.items()
-    ]
-    return pd.DataFrame(rows, columns=["regime", "model", "average_rank", "n_tasks", "friedman_stat",
-                                       "friedman_pvalue", "critical_difference"])
+    rows = [{"regime": r.regime, "model": model, "average_rank": float(rank), "n_tasks": r.n_tasks,
+             "friedman_stat": r.friedman_stat, "friedman_pvalue": r.friedman_pvalue,
+             "critical_difference": r.critical_difference} for r in rankings for model, rank in r.average_ranks.items()]
+    return pd.DataFrame(rows, columns=["regime", "model", "average_rank", "n_tasks", "friedman_stat", "friedman_pvalue",
+                                       "critical_difference"])
 
 
 RULES = ("ci", "paired", "mean")
 RULE_TEXT = {
-    "ci": "better mean and 95% CIs that do not overlap (|m1 - m2| > c1 + c2), CIs from the same regime's "
-          "jobs",
+    "ci": "better mean and 95% CIs that do not overlap (|m1 - m2| > c1 + c2), CIs from the same regime's jobs",
     "paired": "better mean and a two-sided paired t-test p < {alpha:g} over the same seeds and folds",
     "mean": "better mean (no uncertainty taken into account)",
 }
@@ -268,7 +256,6 @@ class Rule:
     alpha: float = 0.05
 
     def __post_init__(self) -> None:
-        """Fail fast on an unknown rule name."""
         if self.name not in RULES:
             raise ReportError(f"unknown baseline rule '{self.name}'; choose from {', '.join(RULES)}")
 
@@ -287,10 +274,8 @@ class Rule:
             return False
         if self.name == "mean":
             return True
-        if self.name == "ci":
-            if math.isnan(a.ci95) or math.isnan(b.ci95):
-                return None
-            return not overlaps(a, b)
+        if self.name == "ci":  # an unknown CI decides nothing
+            return None if math.isnan(a.ci95) or math.isnan(b.ci95) else not overlaps(a, b)
         va, vb = scores.paired_values(task, regime, model, rival)
         if len(va) < 2:
             return None
@@ -300,7 +285,6 @@ class Rule:
 
 def bold_models(scores: Scores, task: str, regime: str) -> set[str]:
     """Return the best model of a cell and every model whose CI overlaps the best's."""
-    best = scores.best(task, regime)
-    if best is None:
+    if (best := scores.best(task, regime)) is None:
         return set()
     return {s.model for s in scores.cell(task, regime) if overlaps(s, best)}

@@ -18,11 +18,10 @@ from ppgbench_pl.atomic_io import write_text_atomic
 from ppgbench_pl.cards.overlap import dataset_of
 from ppgbench_pl.report import two_level_rows as tl
 from ppgbench_pl.report.effects import calibration, effect, units
-from ppgbench_pl.report.load import ReportError, RunSet, is_control, load_runs, order_regimes, order_tasks
+from ppgbench_pl.report.load import ReportError, is_control, load_runs, order_regimes, order_tasks
 from ppgbench_pl.report.tables import higher_is_better, to_latex, to_markdown, unit_of
 from ppgbench_pl.results.inference import (
     ALPHA,
-    adjusted_mdd_at,
     benjamini_hochberg,
     family_level,
     one_sided_p,
@@ -59,19 +58,9 @@ def _pick(frame: pd.DataFrame, run: Path, wanted: str | None) -> str:
     return tested[0]
 
 
-def _adjusted(table: pd.DataFrame, sources: tuple[RunSet, RunSet], interval: str, alpha: float) -> pd.DataFrame:
-    if interval == "corrected-t":
-        return table.assign(p_bh=benjamini_hochberg(table["p"]))
-    out = tl.subject_level(table, tl.CellStats(sources), interval, [], benjamini_hochberg, alpha)
-    out["p_bh"] = out.pop("p_adj")
-    return out
-
-
 def compare_runs(run_a: str | Path, run_b: str | Path, models: tuple[str | None, str | None] = (None, None),
                  alpha: float = ALPHA, interval: str = "two-level") -> Comparison:
     """Compare model ``models[0]`` of ``run_a`` with ``models[1]`` of ``run_b`` per cell (module docstring).
-
-    ``interval``: the subject-level interval, ``two-level`` (default), ``corrected-t`` or ``bootstrap``.
 
     Raises:
         ReportError: A folder is not a run, a model is missing or ambiguous, or no cell can be compared.
@@ -101,12 +90,15 @@ def compare_runs(run_a: str | Path, run_b: str | Path, models: tuple[str | None,
         raise ReportError(f"nothing to compare between {run_a} ({ma}) and {run_b} ({mb}): {why}")
     frame = pd.DataFrame(rows)
     frame["calibration"] = calibration("corrected_t")
-    table = _adjusted(frame, sources, interval, alpha)
+    if interval == "corrected-t":
+        table = frame.assign(p_bh=benjamini_hochberg(frame["p"]))
+    else:  # the subject-level interval where built, Benjamini-Hochberg over every cell
+        table = tl.subject_level(frame, tl.CellStats(sources), interval, [], benjamini_hochberg, alpha)
+        table = table.rename(columns={"p_adj": "p_bh"})
     table["outcome"] = [outcome(p, g, alpha) for p, g in zip(table["p_bh"], table["gain"], strict=True)]
     if interval != "two-level":  # the two-level rows got theirs from their own df
         level = family_level(alpha, int(table["p"].notna().sum()))  # the MDD of the test that decides (BH)
-        table["mdd_adj"] = [adjusted_mdd_at(m, int(n), level, alpha) for m, n in zip(table["mdd"], table["n_units"],
-                                                                                      strict=True)]
+        table["mdd_adj"] = [tl.row_mdd_at(r, level, alpha) for r in table.to_dict("records")]
     extra = [c for c in tl.TL_COLUMNS + tl.BOOT_COLUMNS if c in table.columns and c not in COMPARE_COLUMNS]
     table = table[COMPARE_COLUMNS + list(dict.fromkeys(extra))]
     counts = table["outcome"].value_counts()
@@ -149,10 +141,8 @@ def write_comparison(comparison: Comparison, output: Path) -> Path:
     path = output / "compare.csv"
     write_text_atomic(path, comparison.table.to_csv(index=False))
     refused = refused_line(comparison)
-    line = meta_line(comparison.meta)
-    text = [f"# {comparison.summary}", "", *( [refused, ""] if refused else []),
-            to_markdown(comparison.table.round(4))]
-    if line:
+    text = [f"# {comparison.summary}", "", *([refused, ""] if refused else []), to_markdown(comparison.table.round(4))]
+    if line := meta_line(comparison.meta):
         write_text_atomic(output / "compare_meta.csv", comparison.meta.to_csv(index=False))
         text += ["", f"## {line}", "", to_markdown(comparison.meta.round(4))]
     write_text_atomic(output / "compare.md", "\n".join(text) + "\n")
@@ -165,8 +155,7 @@ def compare(run_a: str | Path, run_b: str | Path, model_a: str | None = None, mo
             alpha: float = ALPHA, output_dir: str | Path | None = None,
             subject_interval: str = "two-level") -> Comparison:
     """``pb.compare``: :func:`compare_runs` (``model_b`` defaults to ``model_a``), written if ``output_dir``."""
-    result = compare_runs(run_a, run_b, (model_a, model_b if model_b is not None else model_a), alpha,
-                          subject_interval)
+    result = compare_runs(run_a, run_b, (model_a, model_b if model_b is not None else model_a), alpha, subject_interval)
     if output_dir is not None:
         write_comparison(result, Path(output_dir))
     return result
@@ -190,10 +179,8 @@ def _combine(part: pd.DataFrame, alpha: float) -> dict[str, Any]:
     z, p = stouffer(ndtr(-per["z"].to_numpy(dtype=float)), weights)
     ok = np.isfinite(per["d_z"].to_numpy(dtype=float)) & np.isfinite(weights)
     d_z = float(np.sum(weights[ok] * per["d_z"].to_numpy()[ok]) / np.sum(weights[ok])) if ok.any() else math.nan
-    if not math.isfinite(p):
-        verdict = "undetermined"
-    else:
-        verdict = "a_better" if p < alpha / 2 else ("b_better" if p > 1 - alpha / 2 else "no_detectable_difference")
+    verdict = ("undetermined" if not math.isfinite(p) else "a_better" if p < alpha / 2
+               else "b_better" if p > 1 - alpha / 2 else "no_detectable_difference")
     return {"n_datasets": len(per), "n_cells": int(per["cells"].sum()),
             "datasets": ";".join(f"{d} ({int(n) if math.isfinite(n) and n > 0 else '?'})"  # ? when unknown
                                  for d, n in zip(per.index, counts, strict=True)),
@@ -239,8 +226,7 @@ def paper_table(table: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for r in table.to_dict("records"):
         low, high = ("tl_ci_low", "tl_ci_high") if r.get("interval") == "two-level" else ("nb_ci_low", "nb_ci_high")
-        half = (float(r[high]) - float(r[low])) / 2
-        places = decimals_of(half)
+        places = decimals_of((float(r[high]) - float(r[low])) / 2)
         higher = higher_is_better(str(r["task"]), str(r["metric"]))
         unit = unit_of(str(r["task"]))
         rows.append({

@@ -24,11 +24,10 @@ from ppgbench_pl.results.inference import ALPHA, adjusted_mdd_at, corrected_t, f
 from ppgbench_pl.results.two_level import seed_term
 
 FAMILIES = ("baseline", "controls", "models")
-EFFECT_COLUMNS = [
-    "regime", "task", "metric", "family", "model_a", "model_b", "n_seeds", "n_units", "n_subjects", "mean_a",
-    "mean_b", "diff", "gain", "d_z", "sd_diff", "seed_ci_low", "seed_ci_high", "nb_ci_low", "nb_ci_high", "ratio",
-    "p", "p_holm", "mdd", "mdd_adj", "verdict", "spread_ratio", "var_seed", "calibration",
-]
+EFFECT_COLUMNS = ["regime", "task", "metric", "family", "model_a", "model_b", "n_seeds", "n_units", "n_subjects",
+                  "mean_a", "mean_b", "diff", "gain", "d_z", "sd_diff", "seed_ci_low", "seed_ci_high", "nb_ci_low",
+                  "nb_ci_high", "ratio", "p", "p_holm", "mdd", "mdd_adj", "verdict", "spread_ratio", "var_seed",
+                  "calibration"]
 MIN_SEEDS = 3
 
 
@@ -46,22 +45,16 @@ def comparisons(models: list[str]) -> list[tuple[str, str, str]]:
     models = [m for m in order_models(models) if not is_baseline(m)]
     ppg = [m for m in models if not is_control(m)]
     controls = [m for m in models if is_control(m)]  # the constant is left out above
-    out = [("baseline", m, "constant") for m in models]
-    out += [("controls", m, c) for m in ppg for c in controls]
-    out += [("models", a, b) for i, a in enumerate(ppg) for b in ppg[i + 1:]]
-    return out
+    return ([("baseline", m, "constant") for m in models] + [("controls", m, c) for m in ppg for c in controls]
+            + [("models", a, b) for i, a in enumerate(ppg) for b in ppg[i + 1:]])
 
 
 def paired_diffs(cell: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
     """Matched (seed, fold) rows of a - b: columns seed, fold, a, b, diff, n_train, n_test."""
     left = cell[cell["model"] == a].set_index(["seed", "fold"])
-    if b == "constant":
-        joined = pd.DataFrame({"a": left["value"], "b": left["baseline"], "n_train": left["n_train"],
-                               "n_test": left["n_test"]}).dropna(subset=["a", "b"])
-    else:
-        right = cell[cell["model"] == b].set_index(["seed", "fold"])
-        joined = pd.concat({"a": left["value"], "b": right["value"], "n_train": left["n_train"],
-                            "n_test": left["n_test"]}, axis=1, join="inner").dropna(subset=["a", "b"])
+    right = left["baseline"] if b == "constant" else cell[cell["model"] == b].set_index(["seed", "fold"])["value"]
+    joined = pd.concat({"a": left["value"], "b": right, "n_train": left["n_train"], "n_test": left["n_test"]},
+                       axis=1, join="inner").dropna(subset=["a", "b"])
     joined["diff"] = joined["a"] - joined["b"]
     return joined.reset_index()
 
@@ -78,9 +71,8 @@ def effect(joined: pd.DataFrame, higher: bool, alpha: float = ALPHA) -> dict[str
     subjects = (joined["n_train"] + joined["n_test"]).max() if len(joined) else math.nan
     return {"n_seeds": len(seed_means), "n_units": test.n,
             "n_subjects": int(subjects) if pd.notna(subjects) else math.nan, "sd_diff": test.sd,
-            "mean_a": float(joined["a"].mean()),
-            "mean_b": float(joined["b"].mean()), "diff": test.mean, "gain": sign * test.mean,
-            "d_z": sign * test.d_z, "seed_ci_low": mean - half, "seed_ci_high": mean + half,
+            "mean_a": float(joined["a"].mean()), "mean_b": float(joined["b"].mean()), "diff": test.mean,
+            "gain": sign * test.mean, "d_z": sign * test.d_z, "seed_ci_low": mean - half, "seed_ci_high": mean + half,
             "nb_ci_low": test.ci_low, "nb_ci_high": test.ci_high, "ratio": ratio, "p": test.p,
             "mdd": mdd(test.sd, test.n, ratio, alpha), "spread_ratio": spread_ratio(joined["diff"], joined["seed"]),
             "var_seed": seed_term(seed_means)}
@@ -113,9 +105,7 @@ def _cell_rows(cell: pd.DataFrame, regime: str, task: str, alpha: float) -> list
         for r, adjusted in zip(members, holm([r["p"] for r in members]), strict=True):
             r["p_holm"] = float(adjusted)
             r["mdd_adj"] = adjusted_mdd_at(r["mdd"], r["n_units"], level, alpha)
-    for r in rows:
-        r["verdict"] = verdict(r, alpha)
-        r["calibration"] = calibration("corrected_t")
+            r.update(verdict=verdict(r, alpha), calibration=calibration("corrected_t"))
     return rows
 
 

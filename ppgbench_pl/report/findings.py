@@ -37,42 +37,36 @@ def _status(verdicts: Iterable[bool | None], yes: str, no: str) -> str:
 def chance_cells(scores: Scores, rule: Rule) -> pd.DataFrame:
     """One row per cell: the baseline(s) (several task views: no mean/CI), the best model, who beats it, status."""
     rows = []
-    for regime in scores.regimes:
-        for task in scores.tasks(regime):
-            names = scores.baselines(task, regime)
-            base = scores.get(task, regime, names[0]) if len(names) == 1 else None
-            best = scores.best(task, regime)
-            models = [s.model for s in scores.cell(task, regime) if not is_baseline(s.model)]
-            verdicts = {m: rule.beats(scores, task, regime, m, BASELINE_MODEL) for m in models}
-            winners = [m for m, v in verdicts.items() if v]
-            status = _status(verdicts.values(), "above_chance", "near_chance") if names else "no_baseline"
-            rows.append({
-                "regime": regime, "task": task, "metric": scores.metric[task], "baseline": ";".join(names),
-                "baseline_mean": base.mean if base else float("nan"),
-                "baseline_ci95": base.ci95 if base else float("nan"),
-                "best_model": best.model if best else "", "best_mean": best.mean if best else float("nan"),
-                "beat_baseline": ";".join(winners), "status": status,
-            })
+    for regime, task in scores.cells():
+        names = scores.baselines(task, regime)
+        base = scores.get(task, regime, names[0]) if len(names) == 1 else None
+        best = scores.best(task, regime)
+        models = [s.model for s in scores.cell(task, regime) if not is_baseline(s.model)]
+        verdicts = {m: rule.beats(scores, task, regime, m, BASELINE_MODEL) for m in models}
+        status = _status(verdicts.values(), "above_chance", "near_chance") if names else "no_baseline"
+        rows.append({"regime": regime, "task": task, "metric": scores.metric[task], "baseline": ";".join(names),
+                     "baseline_mean": base.mean if base else float("nan"),
+                     "baseline_ci95": base.ci95 if base else float("nan"),
+                     "best_model": best.model if best else "", "best_mean": best.mean if best else float("nan"),
+                     "beat_baseline": ";".join(m for m, v in verdicts.items() if v), "status": status})
     return pd.DataFrame(rows, columns=CHANCE_COLUMNS)
 
 
 def control_cells(scores: Scores, rule: Rule) -> pd.DataFrame:
     """One row per cell: PPG-specific models, controls present, which models beat them all, and status."""
     rows = []
-    for regime in scores.regimes:
-        for task in scores.tasks(regime):
-            present = [s.model for s in scores.cell(task, regime)]
-            ppg = [m for m in present if not is_control(m)]
-            controls = [m for m in present if m in FEATURE_CONTROLS]
-            per_model: dict[str, bool | None] = {}
-            for model in ppg:
-                verdicts = [rule.beats(scores, task, regime, model, c) for c in controls]
-                per_model[model] = False if False in verdicts else (None if None in verdicts else True)
-            winners = [m for m, v in per_model.items() if v]
-            status = ("no_controls" if not controls else "no_ppg_model" if not ppg
-                      else _status(per_model.values(), "beaten", "not_beaten"))
-            rows.append({"regime": regime, "task": task, "ppg_models": ";".join(ppg),
-                         "controls": ";".join(controls), "winners": ";".join(winners), "status": status})
+    for regime, task in scores.cells():
+        present = [s.model for s in scores.cell(task, regime)]
+        ppg = [m for m in present if not is_control(m)]
+        controls = [m for m in present if m in FEATURE_CONTROLS]
+        per_model: dict[str, bool | None] = {}
+        for model in ppg:
+            verdicts = [rule.beats(scores, task, regime, model, c) for c in controls]
+            per_model[model] = False if False in verdicts else (None if None in verdicts else True)
+        status = ("no_controls" if not controls else "no_ppg_model" if not ppg
+                  else _status(per_model.values(), "beaten", "not_beaten"))
+        rows.append({"regime": regime, "task": task, "ppg_models": ";".join(ppg), "controls": ";".join(controls),
+                     "winners": ";".join(m for m, v in per_model.items() if v), "status": status})
     return pd.DataFrame(rows, columns=CONTROL_COLUMNS)
 
 
@@ -91,39 +85,33 @@ class Headline:
     no_baseline: list[tuple[str, str]] = field(default_factory=list)
     undetermined_controls: list[tuple[str, str]] = field(default_factory=list)
 
-    def chance_line(self) -> str:
-        """How many judged cells are near chance; ``undetermined`` when none could be judged."""
+    def lines(self) -> list[str]:
+        """The findings as sentences (page and command): near chance among judged cells, controls among decided."""
         judged = self.n_cells - len(self.undetermined_chance) - len(self.no_baseline)
         if judged <= 0:
             why = ("a CI or paired test needs at least two seeds" if self.undetermined_chance
                    else "no cell has a constant baseline")
-            return (f"Near chance: undetermined in all {self.n_cells} task x regime cells ({why}); no cell is "
-                    "judged near or above chance.")
-        scope = "judged " if judged < self.n_cells else ""
-        return (f"{len(self.near_chance)} of {judged} {scope}task x regime cells are near chance: no model "
-                "meaningfully beats the constant baseline.")
-
-    def controls_line(self) -> str:
-        """How many decided cells the controls hold in; ``undetermined`` when none could be decided."""
+            out = [f"Near chance: undetermined in all {self.n_cells} task x regime cells ({why}); no cell is "
+                   "judged near or above chance."]
+        else:
+            scope = "judged " if judged < self.n_cells else ""
+            out = [f"{len(self.near_chance)} of {judged} {scope}task x regime cells are near chance: no model "
+                   "meaningfully beats the constant baseline."]
         seen = ", ".join(self.controls_seen) or "none"
         ran = {RENAMED_CONTROLS.get(c, c) for c in self.controls_seen}
         absent = [c for c in FEATURE_CONTROLS if c not in LEGACY_CONTROLS and c not in ran]
         missing = f"; not run: {', '.join(absent)}, so not required" if absent else ""
-        if self.n_assessable == 0:
-            return (f"Controls: no cell has both a PRV/MOMENT control and a PPG-specific model, so none is "
-                    f"assessed (controls run: {seen}{missing}).")
         decided = self.n_assessable - len(self.undetermined_controls)
-        if decided == 0:
-            return (f"Controls: undetermined in all {self.n_assessable} assessable cells (a CI or paired test "
-                    f"needs at least two seeds; controls run: {seen}{missing}).")
-        scope = "decided " if decided < self.n_assessable else ""
-        return (f"In {len(self.controls_hold)} of {decided} {scope}assessable cells, no PPG-specific model "
-                f"meaningfully beats both the PRV and the MOMENT control (controls run: {seen}{missing}).")
-
-    def lines(self) -> list[str]:
-        """Give the findings as sentences (used in the HTML page and printed by the command)."""
-        out = [self.chance_line(), self.controls_line()]
-        judged = self.n_cells - len(self.undetermined_chance) - len(self.no_baseline)
+        if self.n_assessable == 0:
+            out.append(f"Controls: no cell has both a PRV/MOMENT control and a PPG-specific model, so none is "
+                       f"assessed (controls run: {seen}{missing}).")
+        elif decided == 0:
+            out.append(f"Controls: undetermined in all {self.n_assessable} assessable cells (a CI or paired test "
+                       f"needs at least two seeds; controls run: {seen}{missing}).")
+        else:
+            scope = "decided " if decided < self.n_assessable else ""
+            out.append(f"In {len(self.controls_hold)} of {decided} {scope}assessable cells, no PPG-specific model "
+                       f"meaningfully beats both the PRV and the MOMENT control (controls run: {seen}{missing}).")
         if self.undetermined_chance and judged > 0:
             out.append(f"{len(self.undetermined_chance)} cells could not be judged against chance "
                        "(a CI or paired test needs at least two seeds).")
@@ -178,8 +166,7 @@ def legend(values: Iterable[object], unknown_models: Iterable[str] = ()) -> str:
     """`` Pretraining overlap: ‡ ...; § ...`` for the flags present, then the models whose data is unknown."""
     present = {str(v) for v in values}
     parts = [f"{MARKS[v]} {LEGEND[v]}" for v in MARKS if v in present]
-    unknown = sorted(set(unknown_models))
-    if unknown:
+    if unknown := sorted(set(unknown_models)):
         parts.append(f"pretraining data unknown for {', '.join(unknown)}")
     return f" Pretraining overlap: {'; '.join(parts)} (model cards: ppgbench list encoders)." if parts else ""
 
@@ -189,19 +176,13 @@ MODEL_COLUMNS = ("model", "best_model", "model_a", "model_b", "better")
 
 
 def cell_flags(records: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], str]:
-    """(task, model) -> ``pretraining_overlap`` of the records (older records: the model card's)."""
-    flags: dict[tuple[str, str], str] = {}
-    for record in records:
-        flags.setdefault((str(record.get("task")), str(record.get("model"))), record_overlap(record))
-    return flags
+    """(task, model) -> ``pretraining_overlap`` of its first record (older records: the model card's)."""
+    return {(str(r.get("task")), str(r.get("model"))): record_overlap(r) for r in reversed(list(records))}
 
 
 def marked(frame: pd.DataFrame, flags: Mapping[tuple[str, str], str],
            caption: str = "") -> tuple[pd.DataFrame, str]:
-    """A table's page copy whose model names carry their cell's mark, and the caption with the legend.
-
-    The CSV files keep the plain names; ``overlap_cells.csv`` and ``main_cells.csv`` hold the flags.
-    """
+    """A table's page copy whose model names carry their cell's mark (the CSVs keep plain names), caption + legend."""
     columns = [c for c in MODEL_COLUMNS if c in frame.columns]
     if frame.empty or "task" not in frame.columns or not columns:
         return frame, caption

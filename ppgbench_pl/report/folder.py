@@ -68,9 +68,8 @@ def _exchange(a: Path, b: Path) -> bool:
     raise OSError(code, os.strerror(code), str(b))
 
 
-def remove_stale(target: Path) -> list[Path]:
-    """Remove staging folders of builds of ``target`` that died (their lock is free); return them."""
-    removed = []
+def remove_stale(target: Path) -> None:
+    """Remove staging folders of builds of ``target`` that died (their lock is free)."""
     prefix = f".{target.name}."
     for path in target.parent.iterdir():
         kind = path.name[len(prefix):].split("-", 1)[0] if path.name.startswith(prefix) else ""
@@ -85,17 +84,11 @@ def remove_stale(target: Path) -> list[Path]:
             except LockBusy:
                 continue  # another build of the same folder is running
         shutil.rmtree(path, ignore_errors=True)
-        removed.append(path)
-    return removed
 
 
 @contextmanager
 def staged(output_dir: str | Path) -> Iterator[Path]:
-    """Yield a fresh folder to build the report in; on success it replaces ``output_dir`` whole.
-
-    On any exception (or a kill) the target is left as it was; the staging folder is removed (after a kill,
-    by the next build).
-    """
+    """Yield a fresh folder to build the report in; on success it replaces ``output_dir`` whole, else it goes."""
     target = _target(output_dir)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -190,7 +183,6 @@ class Page:
     """An HTML document built section by section; image and link paths are relative to ``root``."""
 
     def __init__(self, title: str, root: Path) -> None:
-        """Start the page with its heading."""
         self.title, self.root = title, root
         self.parts: list[str] = [f"<h1>{html.escape(title)}</h1>"]
 

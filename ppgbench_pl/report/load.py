@@ -170,10 +170,7 @@ def check_protocols(inputs: Sequence[tuple[Path, dict[str, str]]]) -> None:
     seen: dict[str, tuple[str, Path]] = {}
     for path, protocol in inputs:
         for key, value in sorted(protocol.items()):
-            if key not in seen:
-                seen[key] = (value, path)
-                continue
-            first, where = seen[key]
+            first, where = seen.setdefault(key, (value, path))
             if value != first and (path.is_file() or where.is_file()):
                 raise ReportError(f"{path}: protocol setting {key} is {value}, but {where} has {first}; "
                                   "results made under different settings cannot share a table")
@@ -238,8 +235,6 @@ def _outcome(record: dict[str, Any]) -> Any:
 
 def load_runs(run_dirs: Sequence[str | Path]) -> RunSet:
     """Combine run folders (``jobs/<id>/results.json``) and ``ppgbench export`` files, in order of precedence.
-
-    An unreadable ``results.json`` is listed in ``problems`` and its job counts as not run.
 
     Raises:
         ReportError: An input is missing, not a run folder or results file, holds no job records, has an

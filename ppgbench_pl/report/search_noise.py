@@ -1,7 +1,4 @@
-"""The report's search-noise section (issue 19 item 4): what other search seeds add, and which verdicts flip.
-
-A verdict flips when another search seed standing in for seed 0 changes it (docs/statistics.md).
-"""
+"""The report's search-noise section (issue 19 item 4): what other search seeds add, and which verdicts flip."""
 
 from __future__ import annotations
 
@@ -54,8 +51,7 @@ def seed_units(records: list[dict[str, Any]]) -> pd.DataFrame:
         for entry in rec["search_seed_results"]:
             by_seed.setdefault(int(entry.get("search_seed", 0)), []).append(entry)
         for k, entries in sorted(by_seed.items()):
-            value = _value(entries, metric)
-            if value is not None:
+            if (value := _value(entries, metric)) is not None:
                 rows.append({"model": rec["model"], "task": rec["task"], "regime": rec["regime"], "metric": metric,
                              "seed": int(rec["seed"]), "fold": int(rec["fold"]), "search_seed": k, "value": value})
     return pd.DataFrame(rows, columns=["model", "task", "regime", "metric", "seed", "fold", "search_seed", "value"])

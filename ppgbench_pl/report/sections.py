@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ppgbench_pl.naming import is_baseline
-from ppgbench_pl.report import analyses, compare, findings, search_noise, tables, verdicts
+from ppgbench_pl.report import analyses, compare, findings, tables
 from ppgbench_pl.report.compare import Ranking, Rule, Scores
 from ppgbench_pl.report.effects import MIN_SEEDS
 from ppgbench_pl.report.folder import Page, table
@@ -26,24 +26,17 @@ from ppgbench_pl.report.tables import metric_label, safe_stem
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from ppgbench_pl.report.build import References
-
 
 @dataclass
 class ReportOptions:
     """Choices that change what the report says (:func:`~ppgbench_pl.report.build.build_report`), and its parts."""
 
-    rule: str = "ci"
     alpha: float = 0.05
     ci_unit: str = "seed"
     pairs: Sequence[tuple[str, str]] | None = None
     parameters: Path | None = None
     written: list[Path] = field(default_factory=list)
-    paired_findings: verdicts.PairedFindings | None = None  # issue 19: paired tests beside the published rule
-    overlap_findings: findings.OverlapFindings | None = None  # issue 21: counts and findings without overlap
-    citations: References | None = None  # issue 21: references.bib and the methods sentence
-    flags: dict[tuple[str, str], str] = field(default_factory=dict)  # issue 21: (task, model) -> overlap
-    search_noise: search_noise.SearchNoise | None = None  # issue 19: what other search seeds add
+    flags: dict[tuple[str, str], str] = field(default_factory=dict)  # (task, model) -> pretraining overlap
     jobs: pd.DataFrame = field(default_factory=pd.DataFrame)  # Table 4's rescored jobs
 
 
@@ -73,8 +66,7 @@ def paper_analyses(page: Page, runs: RunSet, out: Path, opts: ReportOptions) -> 
                      out / "tables" / "aggregation_frequency.csv", opts)
     page.raw(table(freq, "Selections (job x repeat) per strategy on subject-level tasks with a choice."))
 
-    page.heading("Subject-level vs window-level scoring of the same predictions (Table 4)",
-                 anchor="rescoring")
+    page.heading("Subject-level vs window-level scoring of the same predictions (Table 4)", anchor="rescoring")
     jobs = write_csv(opts.jobs, out / "tables" / "rescoring_jobs.csv", opts)
     resc = write_csv(analyses.rescoring_table(jobs), out / "tables" / "rescoring.csv", opts)
     page.raw(table(*findings.marked(resc, opts.flags, "Subject level uses the "
@@ -126,8 +118,7 @@ def comparisons(page: Page, scores: Scores, out: Path, opts: ReportOptions) -> N
 
     page.heading("Paired comparisons", anchor="paired")
     paired = write_csv(compare.paired_comparisons(scores, opts.pairs), out / "tables" / "paired.csv", opts)
-    note = paired_note(paired, opts.ci_unit)
-    if note:
+    if note := paired_note(paired, opts.ci_unit):
         page.paragraph(note, "note")
     if not paired.empty:
         sig = paired[paired["t_pvalue"] < opts.alpha]
@@ -135,8 +126,7 @@ def comparisons(page: Page, scores: Scores, out: Path, opts: ReportOptions) -> N
         for side in ("a", "b"):
             wins = sig[sig["better"] == sig[f"model_{side}"]].groupby(["regime", "model_a", "model_b"]).size()
             tally[f"{side}_better_p<{opts.alpha:g}"] = wins.reindex(tally.index).fillna(0).astype(int)
-        page.raw(table(tally.reset_index(), "Cells where one side is better with a paired t-test p below "
-                                            "alpha."))
+        page.raw(table(tally.reset_index(), "Cells where one side is better with a paired t-test p below alpha."))
     page.details(f"All {len(paired)} paired comparisons", table(*findings.marked(paired, opts.flags)))
 
 
@@ -185,14 +175,10 @@ def regime_comparison(scores: Scores) -> Figure:
     offsets = np.linspace(-0.25, 0.25, len(models)) if len(models) > 1 else np.zeros(1)
     for ax, task in zip(axes.ravel(), tasks, strict=False):
         for offset, model in zip(offsets, models, strict=True):
-            xs, ys, es = [], [], []
-            for x, regime in enumerate(regimes):
-                s = scores.get(task, regime, model)
-                if s is not None:
-                    xs.append(x + offset)
-                    ys.append(s.mean)
-                    es.append(s.half_width)
-            if xs:
+            points = [(x + offset, s.mean, s.half_width) for x, regime in enumerate(regimes)
+                      if (s := scores.get(task, regime, model)) is not None]
+            if points:
+                xs, ys, es = (list(column) for column in zip(*points, strict=True))
                 style = "--" if is_baseline(model) else "-"
                 ax.errorbar(xs, ys, yerr=es, fmt="o", ls=style if len(xs) > 1 else "none", ms=4, capsize=2,
                             color=colours[model], label=model, lw=1)
@@ -205,8 +191,7 @@ def regime_comparison(scores: Scores) -> Figure:
     for ax in axes.ravel()[len(tasks):]:
         ax.set_visible(False)
     handles, labels = axes.ravel()[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside upper center", ncols=min(len(labels), 6), fontsize=8,
-               frameon=False)
+    fig.legend(handles, labels, loc="outside upper center", ncols=min(len(labels), 6), fontsize=8, frameon=False)
     return fig
 
 
@@ -256,6 +241,5 @@ def cd_diagram(ranking: Ranking) -> Figure:
         ax.hlines(y, ranks[i] - 0.03, ranks[j] + 0.03, color="k", lw=3)
     p = ranking.friedman_pvalue
     ptext = "n/a (< 3 models)" if math.isnan(p) else f"{p:.3g}"
-    ax.set_title(f"{ranking.regime}: average rank over {ranking.n_tasks} tasks; Friedman p = {ptext}",
-                 fontsize=9)
+    ax.set_title(f"{ranking.regime}: average rank over {ranking.n_tasks} tasks; Friedman p = {ptext}", fontsize=9)
     return fig

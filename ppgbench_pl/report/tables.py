@@ -1,14 +1,11 @@
-"""The main tables: per regime, tasks x models, mean ± Student-t 95% CI per cell (protocol.md section 10).
-
-Marks and flags are explained in docs/report.md and each caption; written as CSV, Markdown and LaTeX.
-"""
+"""The main tables (CSV, Markdown, LaTeX): per regime, tasks x models, mean ± 95% CI per cell (protocol.md 10)."""
 
 from __future__ import annotations
 
 import hashlib
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -68,11 +65,7 @@ RF_MULTI_OUTPUT = "sklearn (multi-output, as published)"
 
 
 def backend_text(cells: pd.DataFrame, regime: str) -> str:
-    """``sklearn`` or ``cuml (P), sklearn (prv)``: which backend made the table's numbers.
-
-    A random-forest table labels scikit-learn as not the published cuML, except on a multi-output task,
-    which the published protocol fits with scikit-learn too.
-    """
+    """``sklearn`` or ``cuml (P), sklearn (prv)``: which backend made the table's numbers (RF: vs the published)."""
     from ppgbench_pl.data.registry import TASKS
     from ppgbench_pl.probes.backends import forest_backend_for
 
@@ -131,27 +124,23 @@ def main_cells(scores: Scores, rule: Rule, chance: pd.DataFrame) -> pd.DataFrame
     info = scores.summary.set_index(["task", "regime", "model"])[["budget", "pretraining_overlap", "deviations"]]
     rows_of = info.fillna({"deviations": ""}).to_dict("index")
     rows = []
-    for regime in scores.regimes:
-        for task in scores.tasks(regime):
-            bold = bold_models(scores, task, regime)
-            facts = cell_facts(scores, task, regime)
-            for s in scores.cell(task, regime):
-                info = rows_of[(task, regime, s.model)]
-                # the cell itself says it is off the protocol (the caption alone cannot say which cells are);
-                # a constant baseline is made from the labels alone, which no listed setting or callback changes
-                off = "" if is_baseline(s.model) else info["deviations"] or ""
-                cell = {**facts[s.model], "flags": facts[s.model]["flags"] + ("d" if off else "")}
-                base = None if is_baseline(s.model) else scores.baseline_of(task, regime, s.model)
-                beats = None if is_baseline(s.model) else rule.beats(scores, task, regime, s.model,
-                                                                     BASELINE_MODEL)
-                rows.append({"regime": regime, "task": task, "metric": scores.metric[task], "model": s.model,
-                             "mean": s.mean, "ci95": s.ci95, "n_seeds": s.n_seeds, "n_folds": s.n_folds,
-                             "bold": s.model in bold, "beats_baseline": beats,
-                             "row_status": status.get((regime, task), ""), "baseline": base or "",
-                             **cell, "unit": unit_of(task),
-                             "budget": info["budget"] or "published",
-                             "pretraining_overlap": info["pretraining_overlap"] or "none",
-                             "deviations": off})
+    for regime, task in scores.cells():
+        bold = bold_models(scores, task, regime)
+        facts = cell_facts(scores, task, regime)
+        for s in scores.cell(task, regime):
+            info = rows_of[(task, regime, s.model)]
+            # the cell itself says it is off the protocol (the caption alone cannot say which cells are);
+            # a constant baseline is made from the labels alone, which no listed setting or callback changes
+            off = "" if is_baseline(s.model) else info["deviations"] or ""
+            cell = {**facts[s.model], "flags": facts[s.model]["flags"] + ("d" if off else "")}
+            base = None if is_baseline(s.model) else scores.baseline_of(task, regime, s.model)
+            beats = None if is_baseline(s.model) else rule.beats(scores, task, regime, s.model, BASELINE_MODEL)
+            rows.append({"regime": regime, "task": task, "metric": scores.metric[task], "model": s.model,
+                         "mean": s.mean, "ci95": s.ci95, "n_seeds": s.n_seeds, "n_folds": s.n_folds,
+                         "bold": s.model in bold, "beats_baseline": beats,
+                         "row_status": status.get((regime, task), ""), "baseline": base or "", **cell,
+                         "unit": unit_of(task), "budget": info["budget"] or "published",
+                         "pretraining_overlap": info["pretraining_overlap"] or "none", "deviations": off})
     return pd.DataFrame(rows, columns=CELL_COLUMNS)
 
 
@@ -162,8 +151,7 @@ def wide_table(cells: pd.DataFrame, regime: str, models: list[str], tasks: list[
     usual = usual_grid(cells, regime)
     rows = []
     for task in tasks:
-        by_model = {r.model: r for r in part[part["task"] == task].itertuples()}
-        if by_model:
+        if by_model := {r.model: r for r in part[part["task"] == task].itertuples()}:
             first = next(iter(by_model.values()))
             marker = f" {ROW_MARKERS[first.row_status]}" if first.row_status in ROW_MARKERS else ""
             rows.append({"task": task + marker, "metric": metric_label(first.metric, task),
@@ -173,21 +161,18 @@ def wide_table(cells: pd.DataFrame, regime: str, models: list[str], tasks: list[
 
 def to_markdown(frame: pd.DataFrame) -> str:
     """Render a GitHub-flavoured Markdown table (pipes in cells escaped)."""
-    def esc(value: object) -> str:
-        return str(value).replace("|", "\\|")
+    def line(values: Iterable[object]) -> str:
+        return "| " + " | ".join(str(v).replace("|", "\\|") for v in values) + " |"
 
-    head = "| " + " | ".join(esc(c) for c in frame.columns) + " |"
-    rule = "| " + " | ".join("---" for _ in frame.columns) + " |"
-    body = ["| " + " | ".join(esc(v) for v in row) + " |" for row in frame.itertuples(index=False)]
-    return "\n".join([head, rule, *body]) + "\n"
+    rows = [frame.columns, ["---"] * len(frame.columns), *frame.itertuples(index=False)]
+    return "\n".join(map(line, rows)) + "\n"
 
 
 _LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
                   "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\^{}",
                   "|": r"\textbar{}", "<": r"\textless{}", ">": r"\textgreater{}"}
-_LATEX_SYMBOLS = {"±": r"$\pm$", "×": r"$\times$",
-                  "–": "--", "↓": r"$\downarrow$", "↑": r"$\uparrow$", "†": r"$^\dagger$",
-                  "‡": r"$^\ddagger$", "§": r"\S{}"}
+_LATEX_SYMBOLS = {"±": r"$\pm$", "×": r"$\times$", "–": "--", "↓": r"$\downarrow$", "↑": r"$\uparrow$",
+                  "†": r"$^\dagger$", "‡": r"$^\ddagger$", "§": r"\S{}"}
 
 
 def latex_escape(text: str) -> str:
@@ -207,15 +192,11 @@ def to_latex(frame: pd.DataFrame, caption: str) -> str:
             return r"\textbf{" + latex_escape(inner) + "}" + latex_escape(rest)
         return latex_escape(text)
 
-    lines = [
-        "% needs \\usepackage{booktabs}",
-        "\\begin{table}[t]", "\\centering", "\\small",
-        f"\\caption{{{latex_escape(caption)}}}",
-        "\\begin{tabular}{ll" + "c" * (len(frame.columns) - 2) + "}", "\\toprule",
-        " & ".join(latex_escape(str(c)) for c in frame.columns) + r" \\", "\\midrule",
-        *[" & ".join(cell(v) for v in row) + r" \\" for row in frame.itertuples(index=False)],
-        "\\bottomrule", "\\end{tabular}", "\\end{table}",
-    ]
+    lines = ["% needs \\usepackage{booktabs}", "\\begin{table}[t]", "\\centering", "\\small",
+             f"\\caption{{{latex_escape(caption)}}}", "\\begin{tabular}{ll" + "c" * (len(frame.columns) - 2) + "}",
+             "\\toprule", " & ".join(latex_escape(str(c)) for c in frame.columns) + r" \\", "\\midrule",
+             *[" & ".join(cell(v) for v in row) + r" \\" for row in frame.itertuples(index=False)],
+             "\\bottomrule", "\\end{tabular}", "\\end{table}"]
     return "\n".join(lines) + "\n"
 
 
@@ -230,8 +211,7 @@ def caption(regime: str, rule: Rule, ci_unit: str, cells: pd.DataFrame) -> str:
     text = budget_note(part) + deviation_note(part) + text
     seeds, folds = usual_grid(cells, regime).split("×")
     text += (f" Each cell: {seeds} seed{'s' * (seeds != '1')} × {folds} fold{'s' * (folds != '1')} unless "
-             "marked [seeds×folds]. Flags: "
-             + "; ".join(f"{k} {v}" for k, v in FLAG_TEXT.items())
+             "marked [seeds×folds]. Flags: " + "; ".join(f"{k} {v}" for k, v in FLAG_TEXT.items())
              + f". Backend: {backend_text(cells, regime)}.")
     text += legend(part["pretraining_overlap"], part.loc[part["pretraining_overlap"] == "unknown", "model"])
     if part["model"].map(is_baseline).sum() > part["task"].nunique():

@@ -101,6 +101,13 @@ def bootstrap_pair(cells: CellStats, a: Side, b: Side | None, task: str, regime:
     return result, "bootstrap"
 
 
+def row_mdd_at(row: Mapping[str, Any], level: float, alpha: float = ALPHA) -> float:
+    """An effects or compare row's MDD at the per-test ``level``, by the test that gave its p (two-level or not)."""
+    if row.get("interval") == "two-level":
+        return two_level_mdd(float(row["var_subject"]), float(row["var_seed"]), float(row["tl_df"]), level)
+    return adjusted_mdd_at(float(row["mdd"]), int(row["n_units"]), level, alpha)
+
+
 def _two_level_row(row: pd.Series, sub: np.ndarray | None, used: str, alpha: float) -> dict[str, Any]:
     rec: dict[str, Any] = {"interval": used, "tl_ci_low": math.nan, "tl_ci_high": math.nan, "tl_df": math.nan,
                            "var_subject": math.nan, "p_nb": row["p"], "mdd_nb": row["mdd"], "p": row["p"],
@@ -120,7 +127,7 @@ def _boot_row(row: pd.Series, result: dict[str, float], used: str) -> dict[str, 
 
 def subject_level(table: pd.DataFrame, cells: CellStats, interval: str, group: list[str],
                   adjust: Callable[[Any], Any], alpha: float) -> pd.DataFrame:
-    """``table`` with the two-level or bootstrap interval where built; ``p_adj`` (and ``mdd_adj``) per family.
+    """``table`` with the subject-level interval where built; ``p_adj`` (and ``mdd_adj``) per family of ``group``.
 
     ``model_a`` is of the first run of ``cells``, ``model_b`` of the last (``constant``: model_a's own baseline).
     """
@@ -149,11 +156,7 @@ def subject_level(table: pd.DataFrame, cells: CellStats, interval: str, group: l
         if interval != "two-level":
             continue
         level = family_level(alpha, int(out.loc[idx, "p"].notna().sum()))
-        out.loc[idx, "mdd_adj"] = [adjusted_mdd_at(m, int(j), level, alpha) if u != "two-level" else
-                                   two_level_mdd(vs, v, d, level) for m, j, u, vs, v, d in
-                                   zip(out.loc[idx, "mdd"], out.loc[idx, "n_units"], out.loc[idx, "interval"],
-                                       out.loc[idx, "var_subject"], out.loc[idx, "var_seed"], out.loc[idx, "tl_df"],
-                                       strict=True)]
+        out.loc[idx, "mdd_adj"] = [row_mdd_at(r, level, alpha) for r in out.loc[idx].to_dict("records")]
     return out
 
 
@@ -173,10 +176,7 @@ SeedStats = Mapping[int, tuple[np.ndarray, np.ndarray]]  # seed -> (subject name
 
 def subject_stats(kind: str, y_true: np.ndarray, y_pred: np.ndarray, subjects: np.ndarray,
                   classes: Sequence[Any] = ()) -> tuple[np.ndarray, np.ndarray]:
-    """Per-subject sufficient statistics, subjects sorted by name.
-
-    Regression: (sum |error|, windows); else per class the correct windows, then the windows of that class.
-    """
+    """Per-subject sufficient statistics (names sorted): sum |error| and windows, or per class hits then windows."""
     names, index = np.unique(np.asarray(subjects).astype(str), return_inverse=True)
     if kind == "regression":
         cols = [np.abs(np.asarray(y_pred, float) - np.asarray(y_true, float)), np.ones(len(y_true))]
@@ -246,10 +246,7 @@ def _job_arrays(runs: RunSet, rec: dict[str, Any]) -> tuple[np.ndarray, np.ndarr
 
 def _constant_mae_stats(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]], trained: list[Any]
                         ) -> tuple[np.ndarray, np.ndarray] | None:
-    """Per-subject MAE statistics of a seed's constant baseline, its fold means rebuilt from the pooled labels.
-
-    None when a fold lacks ``train_groups`` or the target has several outputs.
-    """
+    """Per-subject MAE statistics of a seed's constant baseline (fold means from the labels); None if unbuildable."""
     y_all, subj_all = (np.concatenate([p[i] for p in parts]) for i in (0, 2))
     if np.ndim(y_all) != 1:
         return None
@@ -282,16 +279,14 @@ def seed_stats(runs: RunSet, records: Iterable[dict[str, Any]], kind: str, class
         else:
             pooled.setdefault(int(rec["seed"]), []).append(arrays)
             trained.setdefault(int(rec["seed"]), []).append(rec.get("train_groups"))
+    kept = {seed: parts for seed, parts in pooled.items() if seed not in broken}
     if baseline and kind == "regression":
-        rebuilt = {seed: _constant_mae_stats(parts, trained[seed]) for seed, parts in pooled.items()
-                   if seed not in broken}
+        rebuilt = {seed: _constant_mae_stats(parts, trained[seed]) for seed, parts in kept.items()}
         return {seed: built for seed, built in rebuilt.items() if built is not None}
-    if classes is None and kind != "regression" and pooled:
+    if classes is None and kind != "regression" and pooled:  # the labels of every readable file, broken seeds too
         classes = sorted(set(np.concatenate([p[0] for parts in pooled.values() for p in parts]).tolist()))
     out = {}
-    for seed, parts in pooled.items():
-        if seed in broken:
-            continue
+    for seed, parts in kept.items():
         y, pred, subj = (np.concatenate([p[i] for p in parts]) for i in range(3))
         names, stats = subject_stats(kind, y, pred, subj, classes or [])
         if baseline:  # a constant predictor of the first class: balanced accuracy 1/C on every draw

@@ -17,25 +17,23 @@ from ppgbench_pl.report.effects import draw_trust, effects_table, finite, trust_
 from ppgbench_pl.report.findings import marked
 from ppgbench_pl.report.folder import Page, table, write_tables
 from ppgbench_pl.report.load import RunSet
-from ppgbench_pl.report.two_level_rows import subject_effects
+from ppgbench_pl.report.two_level_rows import row_mdd_at, subject_effects
 from ppgbench_pl.results.inference import (
     ALPHA,
-    adjusted_mdd_at,
     benjamini_hochberg,
     family_level,
     holm,
     seeds_needed,
     subjects_needed,
 )
-from ppgbench_pl.results.two_level import seeds_for, subjects_for, two_level_mdd
+from ppgbench_pl.results.two_level import seeds_for, subjects_for
 
 CHANCE_COLUMNS = ["regime", "task", "metric", "published_status", "best_model", "gain", "mdd", "mdd_adj", "p_cell",
                   "q_bh", "paired_status", "beat_baseline", "below_baseline", "seeds_to_detect_gain",
                   "subjects_to_detect_gain"]
 CONTROL_COLUMNS = ["regime", "task", "published_status", "p_cell", "q_bh", "paired_status", "winners"]
-SHOWN = ["regime", "task", "family", "model_a", "model_b", "n_seeds", "n_units", "diff", "d_z",
-         "seed_ci_low", "seed_ci_high", "nb_ci_low", "nb_ci_high", "p", "p_holm", "mdd", "mdd_adj", "verdict",
-         "calibration"]
+SHOWN = ["regime", "task", "family", "model_a", "model_b", "n_seeds", "n_units", "diff", "d_z", "seed_ci_low",
+         "seed_ci_high", "nb_ci_low", "nb_ci_high", "p", "p_holm", "mdd", "mdd_adj", "verdict", "calibration"]
 TWO_LEVEL = ["interval", "tl_ci_low", "tl_ci_high"]
 TITLE = "Under paired tests with multiplicity control"
 
@@ -54,13 +52,8 @@ def _chance_row(cell: pd.DataFrame, alpha: float, n_cells: int = 1) -> dict[str,
     wins = base[(base["gain"] > 0) & (base["p_holm"] < alpha)]["model_a"].tolist()
     level = family_level(alpha, max(len(base), 1) * max(n_cells, 1))  # Holm in the cell, then BH's first step
     seeds, subjects = planned(best, level)
-    mdd_adj = math.nan  # the best model's MDD at the per-test level, by the test that gave its p
-    if best is not None and best.get("interval") == "two-level":
-        mdd_adj = two_level_mdd(float(best["var_subject"]), float(best["var_seed"]), float(best["tl_df"]), level)
-    elif best is not None:
-        mdd_adj = adjusted_mdd_at(float(best["mdd"]), int(best["n_units"]), level)
     return {"best_model": "" if best is None else best["model_a"], "seeds_to_detect_gain": seeds,
-            "subjects_to_detect_gain": subjects, "mdd_adj": mdd_adj,
+            "subjects_to_detect_gain": subjects, "mdd_adj": math.nan if best is None else row_mdd_at(best, level),
             "gain": math.nan if best is None else float(best["gain"]),
             "mdd": math.nan if best is None else float(best["mdd"]), "p_cell": p_cell,
             "below_baseline": ";".join(below), "all_below": bool(len(base)) and len(below) == len(base),
@@ -68,10 +61,7 @@ def _chance_row(cell: pd.DataFrame, alpha: float, n_cells: int = 1) -> dict[str,
 
 
 def planned(best: Any, level: float = ALPHA) -> tuple[float, float]:
-    """Seeds, or subjects, that would detect the best model's observed gain with 80 % power at ``level``.
-
-    By the test the row used (two-level or corrected t); NaN when the gain is not positive or none can.
-    """
+    """Seeds, or subjects, that would detect the best model's gain with 80 % power at ``level`` (its test; or NaN)."""
     if best is None or not best["gain"] > 0 or not math.isfinite(float(best["sd_diff"])):
         return math.nan, math.nan
     n, gain = best["n_subjects"], float(best["gain"])
@@ -161,8 +151,7 @@ def count_lines(chance: pd.DataFrame, controls: pd.DataFrame, alpha: float = ALP
     mdds = chance[chance["paired_status"] == "near_chance"]
     if len(mdds):
         parts = [f"{r.task} ({r.regime}) {r.mdd:.3g}, {r.mdd_adj:.3g} after correction" + _plan_text(r)
-                 for r in mdds.itertuples()
-                 if not math.isnan(r.mdd)]
+                 for r in mdds.itertuples() if not math.isnan(r.mdd)]
         lines.append("Near-chance cells could still hide a gain below their minimum detectable difference "
                      "(80 % power, alpha 0.05; best model vs constant; in brackets the seeds or subjects that "
                      "would detect the best model's observed gain at the level the finding is decided, after "
