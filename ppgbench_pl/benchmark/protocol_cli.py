@@ -232,9 +232,19 @@ def build_cli(args: Any = None, run: bool = True) -> PPGBenchCLI:
         "fit": {"description": "Evaluate an encoder (and controls) under the protocol."},
         "benchmark": {"description": "Evaluate a matrix of encoders x datasets x regimes under the protocol."},
     }
-    return PPGBenchCLI(EncoderTask, PPGDataModule, trainer_class=ProtocolTrainer, parser_class=OneLineErrorParser,
-                       subclass_mode_model=True, subclass_mode_data=True, save_config_callback=None,
-                       auto_configure_optimizers=False, seed_everything_default=42,
-                       parser_kwargs={**{name: kw for name, kw in descriptions.items() if command in (None, name)},
-                                      **({} if run else {"exit_on_error": False})},  # parse_setup: ConfigError
-                       args=args, run=run, command=command)
+    return PPGBenchCLI(
+        EncoderTask,
+        PPGDataModule,
+        trainer_class=ProtocolTrainer,
+        parser_class=OneLineErrorParser,
+        subclass_mode_model=True,
+        subclass_mode_data=True,
+        save_config_callback=None,
+        auto_configure_optimizers=False,
+        seed_everything_default=42,
+        parser_kwargs={**{name: kw for name, kw in descriptions.items() if command in (None, name)},
+                       **({} if run else {"exit_on_error": False})},  # parse_setup turns errors into ConfigError
+        args=args,
+        run=run,
+        command=command,
+    )
