@@ -19,11 +19,11 @@ def _tool(monkeypatch):
     return tool
 
 
-def _folder(base: Path, mae: float, seconds: float) -> Path:
+def _folder(base: Path, mae: float, seconds: float, budget: str = "published") -> Path:
     for fold in (0, 1):
         job = base / "jobs" / f"m__t__linear__seed42__fold{fold}"
         job.mkdir(parents=True)
-        record = {"job_id": job.name, "results": [{"mae": mae + fold, "trials": [{"seconds": seconds}]}],
+        record = {"job_id": job.name, "budget": budget, "results": [{"mae": mae + fold, "trials": [{"seconds": seconds}]}],
                   "seconds": seconds, "cpu_seconds": seconds, "worker": f"host:{seconds}",
                   "code_version": {"source_sha256": str(seconds)}}
         (job / "results.json").write_text(json.dumps(record))
@@ -38,6 +38,17 @@ def test_records_differ_only_in_what_they_computed(monkeypatch, tmp_path):
     assert problems == [] and 0 < largest < 1e-8  # float32 roundoff of another thread count
     problems, _ = tool.record_differences(base, tool.records(_folder(tmp_path / "d", 2.6, 1.0)))
     assert problems == ["m__t__linear__seed42__fold0: results", "m__t__linear__seed42__fold1: results"]
+
+
+def test_a_field_relabelled_on_purpose_is_named_not_counted(monkeypatch, tmp_path):
+    tool = _tool(monkeypatch)
+    base = tool.records(_folder(tmp_path / "a", 2.5, 1.0))
+    said: set[str] = set()
+    assert tool.record_differences(base, tool.records(_folder(tmp_path / "b", 2.5, 1.0, "custom")), said) == ([], 0.0)
+    assert said == {"budget: published -> custom (4601706: a regime's own cut search is labelled custom, "
+                    "not published)"}
+    problems, _ = tool.record_differences(base, tool.records(_folder(tmp_path / "c", 2.5, 1.0, "smoke")))
+    assert problems == ["m__t__linear__seed42__fold0: budget", "m__t__linear__seed42__fold1: budget"]  # not listed
 
 
 def test_the_full_run_judges_the_issue_targets(monkeypatch, capsys):
