@@ -191,11 +191,18 @@ def task_size(dm: Any, fs: float, task: Any, read_tree: bool = True) -> TaskSize
     return TaskSize(subjects * per_subject, subjects, max(int(classes), 1), subjects * per_subject, source)
 
 
-def embed_dim(entry: dict[str, Any], model: CostModel, name: str | None = None) -> tuple[int, str]:
-    """(embedding size, where it comes from): measured, the encoder catalog, the config, the class, or assumed."""
-    measured = model.measured(entry, name)
+def embed_dim(entry: dict[str, Any], model: CostModel) -> tuple[int, str]:
+    """(embedding size, where it comes from): measured, the config, the encoder catalog, the class, or assumed.
+
+    Only a measurement of this very entry counts, and a size the config states beats the catalog's: another
+    encoder of the same name or class may have other arguments.
+    """
+    measured = model.encoders.get(encoder_key(entry))
     if measured and measured.get("embed_dim"):
         return int(measured["embed_dim"]), "measured"
+    stated = declared_dim(entry)
+    if stated is not None and stated[1] == "config":
+        return stated
     from ppgbench_pl.encoders.catalog import CATALOG
 
     for known in CATALOG.values():

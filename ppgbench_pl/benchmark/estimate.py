@@ -125,7 +125,7 @@ def estimate_plan(suite: Any, pending: Sequence[Any], executor: Any, model: Cost
             few.update([job.task.name] if tied else [])
             trials, trial_epochs = cm.search_trials(job.regime, job.task, tied)
         n = size.rows * (dm.n_folds - 1) / dm.n_folds * float(getattr(job.regime, "fraction", 1.0))
-        units = job_units(kind, job.regime, n, cm.embed_dim(entry, model, info.name)[0], size.classes,
+        units = job_units(kind, job.regime, n, cm.embed_dim(entry, model)[0], size.classes,
                           dm.n_inner_folds, trial_epochs, model.throughput(entry, info.name)[1])
         seconds = model.rates.get(kind, RATES[kind]) * units if kind != "other" else OTHER_JOB_S
         on_device = gpu and (searched or (kind == "rf" and job.regime.backend() == "cuml"))
@@ -155,7 +155,7 @@ def assumptions(suite: Any, pending: Sequence[Any], model: CostModel,
     rows = sorted({f"{k[2]} {s.rows}" for k, s in sizes.items()})
     dims, speeds, measure = [], [], "ppgbench calibrate --config <this config>"
     for entry, info in zip(suite.encoder_configs, suite.encoder_infos, strict=True):
-        d, where = cm.embed_dim(entry, model, info.name)
+        d, where = cm.embed_dim(entry, model)
         infer, train, measured = model.throughput(entry, info.name)
         dims.append(f"{info.name} {d} ({where})" if where != "assumed" else
                     f"{info.name} {d} (assumed: not in the catalog, config or class signature; {measure} measures it)")

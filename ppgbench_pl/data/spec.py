@@ -93,6 +93,14 @@ class Source:
     want_folder: Callable[[str], bool] = _everything
     want_file: Callable[[str], bool] = _everything
 
+    def __post_init__(self) -> None:
+        """A source nothing can fetch is refused when it is declared, not reported as an empty download."""
+        if self.publisher not in ("archive", "figshare", "mendeley", "physionet"):
+            raise ValueError(f"{self.page}: unknown publisher {self.publisher!r} (archive, figshare, mendeley or "
+                             f"physionet)")
+        if self.publisher == "physionet" and self.select is None:
+            raise ValueError(f"{self.page}: a PhysioNet source needs a fetch step (registry.STEPS)")
+
 
 @dataclass(frozen=True)
 class DatasetDeclaration:

@@ -19,11 +19,12 @@ def _tool(monkeypatch):
     return tool
 
 
-def _folder(base: Path, mae: float, seconds: float, budget: str = "published") -> Path:
+def _folder(base: Path, mae: float, seconds: float, budget: str = "published", regime: str = "linear") -> Path:
     for fold in (0, 1):
-        job = base / "jobs" / f"m__t__linear__seed42__fold{fold}"
+        job = base / "jobs" / f"m__t__{regime}__seed42__fold{fold}"
         job.mkdir(parents=True)
-        record = {"job_id": job.name, "budget": budget, "results": [{"mae": mae + fold, "trials": [{"seconds": seconds}]}],
+        record = {"job_id": job.name, "regime": regime, "budget": budget,
+                  "results": [{"mae": mae + fold, "trials": [{"seconds": seconds}]}],
                   "seconds": seconds, "cpu_seconds": seconds, "worker": f"host:{seconds}",
                   "code_version": {"source_sha256": str(seconds)}}
         (job / "results.json").write_text(json.dumps(record))
@@ -42,13 +43,17 @@ def test_records_differ_only_in_what_they_computed(monkeypatch, tmp_path):
 
 def test_a_field_relabelled_on_purpose_is_named_not_counted(monkeypatch, tmp_path):
     tool = _tool(monkeypatch)
-    base = tool.records(_folder(tmp_path / "a", 2.5, 1.0))
+    base = tool.records(_folder(tmp_path / "a", 2.5, 1.0, regime="mlp"))
     said: set[str] = set()
-    assert tool.record_differences(base, tool.records(_folder(tmp_path / "b", 2.5, 1.0, "custom")), said) == ([], 0.0)
+    relabelled = tool.records(_folder(tmp_path / "b", 2.5, 1.0, "custom", regime="mlp"))
+    assert tool.record_differences(base, relabelled, said) == ([], 0.0)
     assert said == {"budget: published -> custom (4601706: a regime's own cut search is labelled custom, "
                     "not published)"}
-    problems, _ = tool.record_differences(base, tool.records(_folder(tmp_path / "c", 2.5, 1.0, "smoke")))
-    assert problems == ["m__t__linear__seed42__fold0: budget", "m__t__linear__seed42__fold1: budget"]  # not listed
+    problems, _ = tool.record_differences(base, tool.records(_folder(tmp_path / "c", 2.5, 1.0, "smoke", regime="mlp")))
+    assert problems == ["m__t__mlp__seed42__fold0: budget", "m__t__mlp__seed42__fold1: budget"]  # not listed
+    linear = tool.records(_folder(tmp_path / "d", 2.5, 1.0))  # no search to cut: a custom label is a difference
+    problems, _ = tool.record_differences(linear, tool.records(_folder(tmp_path / "e", 2.5, 1.0, "custom")))
+    assert problems == ["m__t__linear__seed42__fold0: budget", "m__t__linear__seed42__fold1: budget"]
 
 
 def test_the_full_run_judges_the_issue_targets(monkeypatch, capsys):

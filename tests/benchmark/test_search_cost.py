@@ -72,6 +72,18 @@ def test_the_embedding_size_is_read_from_the_config_or_class_before_it_is_assume
     assert embed_dim(custom, model) == (96, "config")
 
 
+def test_a_measured_size_counts_only_for_the_entry_it_was_measured_on():
+    from ppgbench_pl.benchmark.cost_model import CostModel, embed_dim, encoder_key
+
+    cnn = {"class_path": "ppgbench_pl.encoders.cnn.SmallCNNEncoder"}
+    wide = {**cnn, "init_args": {"embed_dim": 512}}
+    model = CostModel("test", encoders={encoder_key(cnn): {"name": "small_cnn", "embed_dim": 64,
+                                                           "inference_per_s": 1000.0, "training_per_s": 100.0}})
+    assert embed_dim(cnn, model) == (64, "measured")
+    assert embed_dim(wide, model) == (512, "config")  # same name, other arguments: not the measured 64
+    assert model.throughput(wide, "small_cnn")[2]  # the speed of a same-named encoder still stands in
+
+
 def test_few_validation_subjects_make_scores_tie_and_trials_train_longer():
     from ppgbench_pl.benchmark.cost_model import TIED_COMPLETE, few_validation_subjects
 

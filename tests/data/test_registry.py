@@ -48,6 +48,15 @@ def test_published_task_set() -> None:
 def test_every_declared_dataset_has_its_preprocessor_module() -> None:
     modules = {p.stem for p in DATASETS_DIR.glob("*.py")}
     assert all(key in modules for key in REAL_DATASETS)
+    for key in REAL_DATASETS:  # the class the declaration names lives in the dataset's own module
+        assert preprocessor(key).__module__ == f"ppgbench_pl.data.datasets.{key}"
+
+
+def test_a_source_nothing_can_fetch_is_refused_when_declared() -> None:
+    with pytest.raises(ValueError, match="unknown publisher 'zenodoo'"):
+        Source(publisher="zenodoo", page="https://example.org", base_url="https://example.org")
+    with pytest.raises(ValueError, match="PhysioNet source needs a fetch step"):
+        Source(publisher="physionet", page="https://physionet.org/x", base_url="https://physionet.org/files/x/1")
 
 
 @pytest.mark.parametrize("key", DATASET_KEYS)

@@ -34,10 +34,13 @@ def test_ridge_grid_matches_sklearn_for_every_alpha(shape):
     x[:, 0] = 3.0  # a constant column (zero std) is handled like StandardScaler does
     y = rng.normal(size=shape[0])
     family = RidgeFamily()
-    grid = [family.predict(family.fit_one(x, y, {"alpha": a}, None, 0), x_test, None) for a in RIDGE_ALPHAS]
+    _, refit = family.cv_fit(x, y, [], None, 0)  # the shared path: every alpha from one decomposition
+    grid = [family.predict(refit(g), x_test, None) for g in range(len(RIDGE_ALPHAS))]
+    single = [family.predict(family.fit_one(x, y, {"alpha": a}, None, 0), x_test, None) for a in RIDGE_ALPHAS]
     for i, alpha in enumerate(RIDGE_ALPHAS):
         ref = make_pipeline(StandardScaler(), Ridge(alpha=alpha)).fit(x, y).predict(x_test)
         np.testing.assert_allclose(grid[i].values, ref, rtol=1e-7, atol=1e-8)
+        np.testing.assert_allclose(single[i].values, ref, rtol=1e-7, atol=1e-8)
 
 
 def test_ridge_grid_multi_output():
