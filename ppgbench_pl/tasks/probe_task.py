@@ -12,9 +12,15 @@ from torch import Tensor
 from ppgbench_pl.metrics.scores import Predictions
 from ppgbench_pl.probes.threads import blas_threads
 
+NO_REGIME = "give its Trainer a probe regime callback, e.g. callbacks=[LinearRegime()]"
+
 
 class ProbeTask(L.LightningModule):
-    """Fit-once wrapper of an estimator (``fit(X, y, groups)``, ``predict(X)``), fitted with ``blas_threads``."""
+    """Fit-once wrapper of an estimator (``fit(X, y, groups)``, ``predict(X)``), fitted with ``blas_threads``.
+
+    It gathers rows; a :class:`~ppgbench_pl.regimes.linear.ProbeRegime` callback on the same trainer fits and
+    predicts in its hooks. Without one, fit and test refuse to end with rows nobody used.
+    """
 
     trainer_arguments: dict[str, Any] = {
         "max_epochs": 1,
@@ -67,3 +73,13 @@ class ProbeTask(L.LightningModule):
     def configure_optimizers(self) -> None:
         """No optimiser: the estimator is fitted in closed form or by its own solver."""
         return None
+
+    def on_train_epoch_end(self) -> None:
+        """Runs after the callbacks' hook: rows left here mean no probe regime fitted them."""
+        if self.train_rows and not bool(self.fitted):
+            raise RuntimeError(f"ProbeTask: nothing fitted the gathered rows; {NO_REGIME}")
+
+    def on_test_epoch_end(self) -> None:
+        """Runs after the callbacks' hook: rows left here mean no probe regime predicted them."""
+        if self.test_rows:
+            raise RuntimeError(f"ProbeTask: nothing predicted the gathered test rows; {NO_REGIME}")

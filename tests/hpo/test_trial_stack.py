@@ -452,6 +452,21 @@ def test_a_regime_variant_is_a_subclass_that_overrides_a_hook(setup, tmp_path):
     assert torch.equal(variant["1.running_mean"], snapshot(_bn_net(21))["1.running_mean"])  # eval: stats kept
 
 
+def test_a_stack_fitted_without_a_neural_regime_is_refused(tmp_path):
+    """Its regime ends the trials and sets their modes: without one, a freeze_stats trial would update BatchNorm."""
+    import lightning as L
+
+    from ppgbench_pl.hpo.trial_stack import TrialStack
+
+    data, _ = _toy_data(5)
+    net = _bn_net(21)
+    slot = Slot("a", net, data, 16, 21, [{"params": list(net.parameters()), "lr": 1e-2}], 2, freeze_stats=True)
+    trainer = L.Trainer(default_root_dir=tmp_path, accelerator="cpu", max_epochs=-1, logger=False,
+                        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
+    with pytest.raises(RuntimeError, match="TrialStack: its Trainer needs a neural regime callback"):
+        trainer.fit(TrialStack([slot]))
+
+
 class Interrupt(Callback):
     """A user callback that raises at the end of one epoch (before the search's step: it comes first)."""
 

@@ -85,3 +85,18 @@ def test_the_probe_fit_runs_with_one_blas_thread_unless_told_otherwise(threads):
     assert before and set(before) == {2}
     expected = {1} if threads == 1 else {2}
     assert set(estimator.seen["fit"]) == expected and set(estimator.seen["predict"]) == expected
+
+
+
+def test_without_a_probe_regime_the_fit_and_test_refuse_to_end_with_unused_rows(tmp_path):
+    z = np.random.default_rng(0).normal(size=(10, 3)).astype(np.float32)
+    loader = DataLoader(ArrayDataset(z=z, y=np.arange(10.0), index=np.arange(10)), batch_size=4)
+    trainer = L.Trainer(default_root_dir=tmp_path, accelerator="cpu", enable_progress_bar=False,
+                        **ProbeTask.trainer_arguments)
+    module = ProbeTask(_Recorder())
+    with pytest.raises(RuntimeError, match="nothing fitted the gathered rows; give its Trainer a probe regime"):
+        trainer.fit(module, train_dataloaders=loader)
+    assert not bool(module.fitted)
+    module.fit_arrays(z, np.arange(10.0))
+    with pytest.raises(RuntimeError, match="nothing predicted the gathered test rows"):
+        trainer.test(module, dataloaders=loader, verbose=False)
