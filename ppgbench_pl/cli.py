@@ -27,7 +27,7 @@ COMMANDS = {
     "compare": "paired comparison of one model of each of two run folders, cell by cell",
     "init": "a commented config template for evaluating your own model",
     "cache": "list or clear the shared embedding cache (every run folder reads it)",
-    "calibrate": "measure this machine's per-regime rates once (a few minutes): --dry-run then estimates time",
+    "calibrate": "measure this machine's per-regime rates once (about a minute): --dry-run then estimates time",
     "cite": "BibTeX for the benchmark, datasets and models (--datasets ... --models ...)",
     "export": "one model's results as a versioned file others can read (ppgbench report takes it)",
     "leaderboard": "exported results side by side: a sortable, filterable offline HTML page with model cards",
@@ -154,7 +154,7 @@ def main(args: list[str] | None = None) -> None:
             raise
         fail(one_line(str(cause)))
     except BaseException as exc:
-        code = getattr(exc, "exit_code", None)  # a signal (coordinator.Interrupted) outside the job loop
+        code = getattr(exc, "exit_code", None)  # a signal (run_report.Interrupted) outside the job loop
         if isinstance(code, int):
             print(f"ppgbench: interrupted ({exc})", file=sys.stderr)
             raise SystemExit(code) from None

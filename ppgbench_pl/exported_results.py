@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
 
-    from ppgbench_pl.benchmark.coordinator import RunReport
+    from ppgbench_pl.benchmark.run_report import RunReport
     from ppgbench_pl.results.fold_entry import FoldEntry
 
 

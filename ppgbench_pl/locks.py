@@ -62,12 +62,16 @@ def _proc_holder(path: Path) -> int | None:
 
 
 def _holder(path: Path) -> tuple[int | None, str]:
-    """(the holder's PID when on this host, else None; who it is), from the lock file, else from ``/proc``."""
+    """(the holder's PID on this host, else None; who it is), from the lock file, else from ``/proc/locks``.
+
+    A file naming another host still looks in ``/proc/locks``: a local process may hold the lock before it
+    rewrote the file.
+    """
     try:
         info = json.loads(path.read_text() or "{}")
         age = time.time() - float(info["since"])
         command = f" ({info['command']})" if info.get("command") else ""
-        here = int(info["pid"]) if info["host"] == socket.gethostname() else None
+        here = int(info["pid"]) if info["host"] == socket.gethostname() else _proc_holder(path)
         return here, f"pid {info['pid']} on {info['host']}{command}, for {age:.0f} s"
     except (OSError, ValueError, KeyError, TypeError):
         pid = _proc_holder(path)

@@ -130,7 +130,8 @@ def test_a_signal_between_a_records_rename_and_its_count_is_still_counted(tmp_pa
                                                                           monkeypatch):
     """The signal lands after the first record is on disk but before the loop counted it: the line on
     stderr and status.json both say 1, from the folder, and nothing half-written stays."""
-    from ppgbench_pl.benchmark.coordinator import BenchmarkRun, Interrupted
+    from ppgbench_pl.benchmark.coordinator import BenchmarkRun
+    from ppgbench_pl.benchmark.run_report import Interrupted
 
     def signalled(self, outcome, report):
         raise Interrupted(signal.SIGINT)

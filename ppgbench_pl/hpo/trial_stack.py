@@ -211,7 +211,7 @@ class TrialStack(L.LightningModule):
 
     def on_fit_start(self) -> None:
         """Move every slot's rows to the training device; refuse a trainer without a neural regime callback."""
-        if not any(callable(getattr(cb, "train_modes", None)) for cb in self.trainer.callbacks):
+        if not any(callable(getattr(cb, "train_modes", None)) for cb in getattr(self.trainer, "callbacks", [])):
             raise RuntimeError("TrialStack: its Trainer needs a neural regime callback (e.g. callbacks=[MLPRegime()]),"
                                " which ends the trials and sets their train/eval and BatchNorm modes")
         dtype = torch.get_default_dtype() if isinstance(self.dtype, str) else self.dtype

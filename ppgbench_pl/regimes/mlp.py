@@ -31,7 +31,8 @@ class HeadFactory:
         self.split, self.targets, self.space = split, targets, space
         self.param_names, self.make_trainer, self.eval_batch_size = dict(param_names), make_trainer, eval_batch_size
         x = np.asarray(features, dtype=np.float64)
-        mean, std = x[split.fit].mean(axis=0), x[split.fit].std(axis=0)  # of the fit part; a std of 0 becomes 1
+        fit = x[split.fit]
+        mean, std = fit.mean(axis=0), fit.std(axis=0)  # of the fit part; a std of 0 becomes 1
         self.x = torch.as_tensor(((x - mean) / np.where(std == 0, 1.0, std)).astype(np.float32))
         self.labels = labels
         self.details: dict[str, Any] = {"engine": "trial_stack", "standardized": True,

@@ -271,7 +271,8 @@ class NeuralRegime(Regime):
     def train_fixed(self, s: RepeatSearch, factory: TrialFactory, params: Mapping[str, Any], seed: int,
                     epochs: int) -> dict[str, Any]:
         """Train one network for ``epochs`` epochs on a factory's fit part (refit, or a lost weights file)."""
-        factory.study = s.study.study if s.study is not None else factory.study  # the winner's own head
+        if s.study is not None:  # the winner's own head stream
+            factory.study = s.study.study
         slot = factory.slot(f"{s.key}/fixed", params, seed, epochs, validate=False)
         self.fit_stack(s.ctx, None, [slot])
         if slot.diverged_at is not None:

@@ -29,6 +29,7 @@ from ppgbench_pl.report.load import ReportError, RunSet, load_runs, order_models
 from ppgbench_pl.report.sections import ReportOptions, write_csv
 from ppgbench_pl.report.tables import budget_note, deviation_note, latex_escape
 from ppgbench_pl.report.two_level_rows import check_interval
+from ppgbench_pl.results.folder_sync import NOT_EVALUABLE
 
 #: Regimes that search hyperparameters with Optuna and can repeat the search (``search_seeds``).
 SEARCHED_REGIMES = ("mlp", "finetune")
@@ -154,7 +155,6 @@ def build_report(run_dirs: Sequence[str | Path], output_dir: str | Path, rule: s
 TITLE = "ppgbench report"
 PROTOCOL_DOC = "protocol.md"
 DECISIONS_DOC = "docs/protocol_decisions.md"
-NOT_EVALUABLE = "not_evaluable"
 
 
 def off_protocol(cells: pd.DataFrame) -> tuple[str, str]:
