@@ -70,8 +70,7 @@ class FolderSync:
         self._seen.pop(name, None)
         self.incomplete.pop(name, None)
         self.not_evaluable.discard(name)
-        self.book.discard(name)
-        self.book.failed_ids.discard(name)
+        self.book.forget(name)
         if stamp is not None:
             self._seen[name] = stamp  # not re-read until it changes
 
@@ -93,8 +92,7 @@ class FolderSync:
             self._forget(name, stamp)
             return f"{path}: {exc}"
         if record.get("status") == NOT_EVALUABLE:
-            self.book.discard(name)
-            self.book.failed_ids.discard(name)
+            self.book.forget(name)
             self.not_evaluable.add(name)
         elif isinstance(item, FoldEntry) and (problem := record_files_problem(path.parent, record, deep)):
             self._forget(name, stamp)

@@ -188,8 +188,7 @@ class SummaryBook:
     def take(self, item: FoldEntry | str) -> None:
         """Take what :func:`entry_or_id` made of a record: its entry, or the id of a job that is not ``ok``."""
         if isinstance(item, FoldEntry):
-            self.discard(item.job_id)
-            self.failed_ids.discard(item.job_id)
+            self.forget(item.job_id)
             self._entries[item.job_id] = item
             self._groups.setdefault(item.group, {})[item.job_id] = item
             self._dirty.add(item.group)
@@ -197,6 +196,11 @@ class SummaryBook:
         elif item:
             self.discard(item)
             self.failed_ids.add(item)
+
+    def forget(self, job_id: str) -> None:
+        """Forget a job whatever its last record said (ok or failed)."""
+        self.discard(job_id)
+        self.failed_ids.discard(job_id)
 
     def discard(self, job_id: str) -> None:
         """Forget a job (its folder was removed, or its record is no longer ``ok``)."""
