@@ -213,10 +213,13 @@ class ExportedResults(Results):
     """A :class:`Results` of one file from ``ppgbench export`` (``DataError``: unreadable)."""
 
     def __init__(self, path: str | Path) -> None:  # noqa: D107
+        from ppgbench_pl.results.fold_entry import entry_or_id
         from ppgbench_pl.results.untrusted import read_results_file
 
         super().__init__(path)
         self.document: dict[str, Any] = read_results_file(path)
+        records = list(self.document["records"])  # checked once, when opened: nothing is skipped
+        self._entries = (records, [entry_or_id(r) for r in records])  # a file does not change: summarised once
 
     @property
     def model_card(self) -> dict[str, Any]:
@@ -242,10 +245,7 @@ class ExportedResults(Results):
             raise DataError(f"{self.run_dir}: {which} {name}: {exc}") from None
 
     def _read(self) -> tuple[list[dict[str, Any]], list[Any], list[str]]:
-        from ppgbench_pl.results.fold_entry import entry_or_id
-
-        records = list(self.document["records"])  # checked once, when opened: nothing is skipped
-        return records, [entry_or_id(r) for r in records], []
+        return list(self._entries[0]), list(self._entries[1]), []
 
     def _job_ids(self) -> list[str]:
         """The exported records' ids (there are no job folders)."""
