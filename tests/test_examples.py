@@ -166,3 +166,11 @@ def test_a_regime_subclass_overriding_one_hook_runs_from_its_yaml_under_its_own_
     curves = {name: [t["intermediate_values"] for t in r["results"][0]["optuna"]["trials"]]
               for name, r in records.items()}
     assert curves["variant"] == curves["freeze_stats"] and curves["variant"] != curves["train"]
+    # The YAML as a user runs it (its callbacks were replaced above to keep the search tiny) builds this regime.
+    import yaml
+
+    from examples.encoder_eval_finetune import EncoderEvalFinetune
+
+    (entry,) = yaml.safe_load((ROOT / "examples/encoder_eval_finetune.yaml").read_text())["trainer"]["callbacks"]
+    assert entry["class_path"] == "examples.encoder_eval_finetune.EncoderEvalFinetune"
+    assert EncoderEvalFinetune(**entry["init_args"]).search_space == {"batchnorm_mode": ["freeze_stats"]}
