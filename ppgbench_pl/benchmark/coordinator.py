@@ -197,9 +197,11 @@ class BenchmarkRun:
                  tracker: CellTracker | None, meta: dict[str, Any]) -> None:
         per_job = "per-job" if self.settings.wandb == "per-job" and wandb_enabled("per-job") else "off"
         uses = {j.job_id: j.regime.uses_embeddings for j in pending}  # probe work or encoder work (thread policy)
+        trains = {j.job_id: j.regime.trains_trials for j in pending}  # worth a job process of its own
         specs = [JobSpec(str(self.run_dir), self.resolved, group[0], self.policy.for_job(uses[group[0]]), per_job,
                          self.settings.wandb_project, meta["run_uid"], self.config,
-                         tuple(group) if len(group) > 1 else (), self.setup.parse) for group in job_groups(pending)]
+                         tuple(group) if len(group) > 1 else (), self.setup.parse, trains[group[0]])
+                 for group in job_groups(pending, executor.processes_here() or 1)]
         progress = run_progress(self.suite(), plan, pending, report.skipped + report.not_evaluable, self.settings)
         last = time.monotonic()
         stream = executor.run(run_job_spec, specs, self.run_dir)

@@ -31,6 +31,8 @@ class JobCost:
     gpu: bool
     trials: int = 0
     trial_epochs: float = 0.0
+    #: Trains networks: the local executor runs it in a job process beside others (the rest in the command's).
+    side_by_side: bool = True
 
 
 @dataclass
@@ -89,7 +91,8 @@ def executor_shape(entry: Any, threads: int | None) -> tuple[str, int, Any]:
 
     executor = build_entry(Executor, entry)
     name = type(executor).__name__.removesuffix("Executor").lower() or type(executor).__name__
-    slots = getattr(executor, "workers", None) or getattr(executor, "parallelism", None) or 1
+    slots = executor.processes_here() if name == "local" else \
+        getattr(executor, "workers", None) or getattr(executor, "parallelism", None) or 1
     return name, int(slots), choose_policy(executor, threads)
 
 
@@ -132,7 +135,8 @@ def estimate_plan(suite: Any, pending: Sequence[Any], executor: Any, model: Cost
         job_threads = (policy.for_job(job.regime.uses_embeddings) or 1) if searched else 1
         est.threads = max(est.threads, job_threads)
         seconds *= THREAD_FACTOR if job_threads > 1 and not on_device else 1.0  # threads spin around tiny steps
-        est.jobs.append(JobCost(job.regime.name, kind, seconds, on_device, trials, trial_epochs))
+        est.jobs.append(JobCost(job.regime.name, kind, seconds, on_device, trials, trial_epochs,
+                                job.regime.trains_trials))
         if job.regime.uses_embeddings or not info.trainable:  # as the suite's uses_cache
             passes[(job.model, job.task.dataset)] = size.windows
     est.embedding_seconds = sum(w / model.throughput(suite.encoder_configs[m], suite.encoder_infos[m].name)[0]
@@ -204,11 +208,17 @@ def _duration(seconds: float) -> str:
 
 
 def wall_seconds(est: Estimate) -> float:
-    """The embedding pass, then the jobs spread evenly over the executor's slots (a local pool: at most the cores)."""
+    """The embedding pass, then the jobs spread evenly over the executor's slots (a local pool: at most the cores).
+
+    The local executor forks its job processes (no start-up) for the jobs that train networks only.
+    """
     local = est.executor in ("local", "process")
-    slots = max(min(est.slots, len(est.jobs), (os.cpu_count() or 1) if local else est.slots), 1)
+    spread = [j.side_by_side or est.executor != "local" for j in est.jobs]
+    slots = max(min(est.slots, sum(spread), (os.cpu_count() or 1) if local else est.slots), 1)
     workers = est.startup_s if est.processes > 1 else 0.0  # workers start together, after the command
-    return est.startup_s + workers + est.embedding_seconds + sum(j.seconds for j in est.jobs) / slots
+    here = sum(j.seconds for j, s in zip(est.jobs, spread, strict=True) if not s)
+    there = sum(j.seconds for j, s in zip(est.jobs, spread, strict=True) if s)
+    return est.startup_s + workers + est.embedding_seconds + here + there / slots
 
 
 def describe_estimate(est: Estimate, model: CostModel) -> str:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import shutil
 import socket
+import sys
 import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Generator, Iterator, Sequence
@@ -53,20 +55,63 @@ class Executor(ABC):
 
 
 class LocalExecutor(Executor):
-    """Every job in the calling process, one after another (starting a worker costs more than a linear cell)."""
+    """Jobs on this machine: those that train networks side by side in ``fork``-ed copies of this process.
+
+    Trial stacks and finetuning run one job process per usable core (a forked copy starts with this process's
+    imports and parsed run; a spawned one pays Lightning's import again, about 5 s CPU). Linear, label-efficiency
+    and RF jobs run here, one after another: a linear job costs milliseconds, less than a process, and the
+    forest's trees already use every core.
+
+    Args:
+        workers: Job processes for the jobs that train networks (default: one per usable core on a machine
+            without a GPU, else 1). 1 runs every job in this process (a stateful callback object then sees
+            every job); so does a machine without ``fork`` (not Linux) or a process where CUDA is initialised.
+    """
+
+    #: Only jobs that train networks run in the job processes (``ThreadPolicy.side_by_side``).
+    pools_networks_only = True
+
+    def __init__(self, workers: int | None = None) -> None:
+        if workers is not None and workers < 1:
+            raise ConfigError(f"executor.workers must be at least 1, got {workers}")
+        self.workers = workers
 
     def processes_here(self) -> int:
-        """One: this process."""
-        return 1
+        """The job processes: ``workers``, else the usable cores (1 with a GPU, or without ``fork``)."""
+        if self.workers is not None:
+            return self.workers if fork_refusal() is None else 1
+        return usable_cores() if fork_refusal(gpu_machine=True) is None else 1
+
+    def threads_per_job(self) -> int | None:
+        """Cores split between the job processes (``None``: one process, its default)."""
+        processes = self.processes_here()
+        return None if processes == 1 else max(1, usable_cores() // processes)
 
     def run(self, fn: JobFunction, specs: Sequence[JobSpec], run_dir: Path) -> Generator[Finished, None, None]:
-        """Call ``fn`` on each spec in plan order."""
-        for spec in specs:
+        """Jobs that train networks in a forked pool (when there are several); the others here, first, in plan order."""
+        processes, pooled = self.processes_here(), [s for s in specs if s.side_by_side]
+        if processes < 2 or len(pooled) < 2:
+            pooled = []
+        for spec in (s for s in specs if not (s.side_by_side and pooled)):
             try:
                 result: JobOutcome | BaseException = fn(spec)
             except Exception as exc:  # noqa: BLE001 - reported as a lost job
                 result = exc
             yield spec, result
+        if pooled:
+            yield from run_pool(fn, pooled, processes, self.threads_per_job(), None, start="fork")
+
+
+def fork_refusal(gpu_machine: bool = False) -> str | None:
+    """Why jobs cannot run in forked copies of this process (``gpu_machine``: also a visible GPU), else None."""
+    if not sys.platform.startswith("linux") or "fork" not in multiprocessing.get_all_start_methods():
+        return "fork is not safe here (not Linux)"
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        return "CUDA is initialised in this process (a forked copy cannot use it)"
+    if gpu_machine and torch is not None and torch.cuda.device_count() > 0:  # NVML: does not initialise CUDA
+        return "a GPU is visible (its jobs run in one process; --executor process --executor.gpus for several)"
+    return None
 
 
 @contextmanager

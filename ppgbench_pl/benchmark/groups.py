@@ -9,8 +9,12 @@ from ppgbench_pl.benchmark.plan import Job
 from ppgbench_pl.benchmark.worker import JobLost, JobOutcome, JobSpec
 
 
-def job_groups(pending: Sequence[Job]) -> list[list[str]]:
-    """Pending jobs in plan order, those of one (model, task, regime) cell batched by the regime's ``stack_jobs``."""
+def job_groups(pending: Sequence[Job], processes: int = 1) -> list[list[str]]:
+    """Pending jobs in plan order, those of one (model, task, regime) cell batched by the regime's ``stack_jobs``.
+
+    With fewer groups of trial-training jobs than job ``processes``, the largest are halved until each process
+    has one (or each is one job): a stack is a speed setting, its jobs' records are the same apart or together.
+    """
     groups: list[list[str]] = []
     open_groups: dict[tuple[str, str, str], list[str]] = {}
     for job in pending:
@@ -21,6 +25,13 @@ def job_groups(pending: Sequence[Job]) -> list[list[str]]:
             group = open_groups[key] = []
             groups.append(group)
         group.append(job.job_id)
+    regimes = {job.job_id: job.regime for job in pending}
+    while len(side := [g for g in groups if regimes[g[0]].trains_trials]) < processes:
+        largest = max(side, key=len, default=[])
+        if len(largest) < 2:
+            break
+        at, half = groups.index(largest), -(-len(largest) // 2)
+        groups[at:at + 1] = [largest[:half], largest[half:]]
     return groups
 
 

@@ -42,6 +42,8 @@ class ThreadPolicy:
     source: str
     cores: int
     processes: int | None
+    #: Which jobs run in those processes: ``all``, or ``networks`` (trial stacks, finetuning; the rest in this one).
+    side_by_side: str = "all"
 
     def for_job(self, uses_embeddings: bool) -> int | None:
         """Threads of one job: a regime that reads embeddings is probe work, one that trains the encoder is not."""
@@ -54,7 +56,8 @@ class ThreadPolicy:
     def line(self) -> str:
         """The one line printed at start."""
         encoder = "the worker's default" if self.encoder is None else str(self.encoder)
-        where = "" if self.processes is None else f"; {self.processes} job process(es) side by side on " \
+        jobs = "jobs that train networks in" if self.side_by_side == "networks" else "jobs in"
+        where = "" if self.processes is None else f"; {jobs} {self.processes} process(es) side by side on " \
                                                   f"{self.cores} core(s)"
         if self.source != "default":
             return f"threads: {self.probe} per process for every workload ({self.source}){where}"
@@ -68,10 +71,11 @@ def choose_policy(executor: Any, given: int | None = None) -> ThreadPolicy:
 
     override, source = thread_override(given)
     processes = executor.processes_here() if hasattr(executor, "processes_here") else None
+    which = "networks" if getattr(executor, "pools_networks_only", False) else "all"
     if override is not None:
-        return ThreadPolicy(override, override, override, source, usable_cores(), processes)
+        return ThreadPolicy(override, override, override, source, usable_cores(), processes, which)
     here = torch.get_num_threads()  # torch's own default (the cores, or what OMP_NUM_THREADS says)
     encoder = executor.threads_per_job()
     if encoder is None and processes == 1:  # the jobs run in this process
         encoder = here
-    return ThreadPolicy(1, encoder, here, source, usable_cores(), processes)
+    return ThreadPolicy(1, encoder, here, source, usable_cores(), processes, which)

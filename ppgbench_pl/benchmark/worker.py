@@ -6,6 +6,7 @@ import multiprocessing
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 from collections import deque
@@ -32,6 +33,8 @@ class JobSpec:
     run_config: dict[str, Any] = field(default_factory=dict)
     group: tuple[str, ...] = ()
     parse: str | None = None
+    #: Trains networks (stacked trials, finetuning): worth a process of its own beside others on this machine.
+    side_by_side: bool = False
 
 
 @dataclass
@@ -135,6 +138,9 @@ Finished = tuple[JobSpec, JobOutcome | BaseException]
 
 def serve(fn: Callable[[JobSpec], JobOutcome], conn: Connection, threads: int | None, gpu: int | None) -> None:
     """A worker's loop: its threads and GPU set, run each spec received, send back its outcome; ``None`` ends it."""
+    # a forked worker inherits the coordinator's handlers: back to a spawned worker's (SIGTERM ends it at once)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     if gpu is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
     if threads is not None:
@@ -144,6 +150,9 @@ def serve(fn: Callable[[JobSpec], JobOutcome], conn: Connection, threads: int | 
         torch.set_num_threads(threads)
         threadpool_limits(limits=threads)
     threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True, name="ppgbench-parent").start()
+    from ppgbench_pl.hpo.search_events import listen_only
+
+    listen_only(lambda event: conn.send(("event", event)))  # the coordinator's progress line counts trials
     while True:
         try:
             spec = conn.recv()
@@ -190,9 +199,11 @@ class _Worker:
 
 
 def run_pool(fn: Callable[[JobSpec], JobOutcome], specs: Sequence[JobSpec], workers: int,
-             threads: int | None, gpus: list[int] | None) -> Generator[Finished, None, None]:
-    """Run ``fn`` on every spec in ``workers`` spawn processes, one job each; a dead one loses only its job."""
-    context = multiprocessing.get_context("spawn")
+             threads: int | None, gpus: list[int] | None, start: str = "spawn") -> Generator[Finished, None, None]:
+    """Run ``fn`` on every spec in ``workers`` (``start``: spawn or fork) processes; a dead one loses only its job."""
+    context = multiprocessing.get_context(start)
+    sys.stdout.flush()  # a forked worker must not print what this process had buffered
+    sys.stderr.flush()
     todo = deque(specs)
     pool = [_Worker(context, fn, threads, gpus[i % len(gpus)] if gpus else None)
             for i in range(min(workers, len(specs)))]
@@ -207,8 +218,10 @@ def run_pool(fn: Callable[[JobSpec], JobOutcome], specs: Sequence[JobSpec], work
                 worker = busy.get(ready) or sentinels[ready]  # type: ignore[call-overload]
                 if worker.spec is None:  # pipe and sentinel of one worker both ready: handled
                     continue
-                spec, result = worker.spec, _result(worker)
-                worker.spec = None
+                result = _result(worker)
+                if result is None:  # a search's progress, not the end of the job
+                    continue
+                spec, worker.spec = worker.spec, None
                 if isinstance(result, JobLost) and todo:  # the process is gone: a new one takes its place
                     pool[pool.index(worker)] = worker = _Worker(context, fn, threads, worker.gpu)
                 if todo and worker.process.is_alive():
@@ -220,12 +233,21 @@ def run_pool(fn: Callable[[JobSpec], JobOutcome], specs: Sequence[JobSpec], work
             worker.stop(now=not finished)
 
 
-def _result(worker: _Worker) -> JobOutcome | BaseException:
-    """The held job's outcome, its exception, or :class:`JobLost` when the worker died holding it."""
+def _result(worker: _Worker) -> JobOutcome | BaseException | None:
+    """The held job's outcome, its exception, :class:`JobLost` when the worker died holding it, or None (running).
+
+    Search progress events the worker sent on the way are announced here, as the searches' own process would.
+    """
+    from ppgbench_pl.hpo.search_events import announce
+
     try:
-        if worker.conn.poll():
-            _, value = worker.conn.recv()  # ("ok", outcome) or ("error", exception)
-            return value  # type: ignore[no-any-return]
+        while worker.conn.poll():
+            kind, value = worker.conn.recv()  # ("event", EpochEvent), ("ok", outcome) or ("error", exception)
+            if kind != "event":
+                return value  # type: ignore[no-any-return]
+            announce(replace(value, search=hash((worker.process.pid, value.search))))  # ids of one process only
+        if worker.process.is_alive():
+            return None
     except (EOFError, OSError):
         pass
     worker.process.join(1.0)

@@ -26,6 +26,11 @@ def listen(listener: Listener) -> None:
     _LISTENERS.append(listener)
 
 
+def listen_only(listener: Listener) -> None:
+    """Make ``listener`` the only one (a forked job process drops the display it inherited and forwards events)."""
+    _LISTENERS[:] = [listener]
+
+
 def unlisten(listener: Listener) -> None:
     """Stop calling ``listener`` (nothing when it is not listening)."""
     if listener in _LISTENERS:
@@ -39,7 +44,11 @@ def epoch_ended(search: Any) -> None:
     trained = sum(run.outcome is None for runs in search.batches.values() for run in runs)
     done = sum(plan.study.n_finished for plan in search.plans)
     total = sum(plan.study.settings.n_trials for plan in search.plans)
-    event = EpochEvent(id(search), int(trained), int(done), int(total))
+    announce(EpochEvent(id(search), int(trained), int(done), int(total)))
+
+
+def announce(event: EpochEvent) -> None:
+    """Call every listener with ``event`` (also for events a job process forwarded)."""
     for listener in list(_LISTENERS):
         try:
             listener(event)
