@@ -20,6 +20,10 @@ def _mlp(stack_jobs: int) -> dict:
                           "search_space": {"batch_size": [16, 32], "dropout": [0.0, 0.3]}}}
 
 
+#: Every job in the command's process: these tests are about one stack (the local pool would split it).
+HERE = {"class_path": "ppgbench_pl.benchmark.executors.LocalExecutor", "init_args": {"workers": 1}}
+
+
 def _records(folder):
     """Records by job id: the run folder's path replaced (the storage URL names it), trial durations left out."""
     out = {}
@@ -37,7 +41,7 @@ def test_a_stacked_group_writes_the_records_of_jobs_run_alone(tmp_path, engine_r
     for width in (1, 3):
         folders[width] = tmp_path / f"stack{width}"
         config = suite_config(engine_root, folders[width], regimes=[_mlp(width)], tasks=["synthetic-hr"],
-                              folds=[0, 1, 2], data={"synthetic_windows": 4})
+                              folds=[0, 1, 2], data={"synthetic_windows": 4}, executor=HERE)
         assert run(["--config", str(write_config(tmp_path / f"c{width}.yaml", config))], "fit") == 0
     alone, stacked = _records(folders[1]), _records(folders[3])
     assert len(alone) == 3 and all(r["status"] == "ok" for r in alone.values())
@@ -51,7 +55,7 @@ def test_a_stacked_group_writes_the_records_of_jobs_run_alone(tmp_path, engine_r
 def test_job_groups_batch_a_cell_by_stack_jobs_and_leave_other_regimes_alone():
     from types import SimpleNamespace as NS
 
-    mlp, linear = NS(name="mlp", stack_jobs=2), NS(name="linear")
+    mlp, linear = NS(name="mlp", stack_jobs=2, trains_trials=True), NS(name="linear", trains_trials=False)
     task = NS(name="t")
 
     def job(model, regime, fold):
@@ -83,7 +87,8 @@ def test_a_killed_group_resumes_per_job_and_per_trial(tmp_path, engine_root):
     by a sampler restarted from its seed (protocol decision #41), so only the completed jobs' records are
     compared whole.
     """
-    config = {"regimes": [_mlp(3)], "tasks": ["synthetic-hr"], "folds": [0, 1, 2], "data": {"synthetic_windows": 4}}
+    config = {"regimes": [_mlp(3)], "tasks": ["synthetic-hr"], "folds": [0, 1, 2], "data": {"synthetic_windows": 4},
+              "executor": HERE}
     reference = tmp_path / "reference"
     assert run(["--config", str(write_config(tmp_path / "ref.yaml", suite_config(engine_root, reference, **config)))],
                "fit") == 0

@@ -10,7 +10,9 @@ rebuilt (and every embedding recomputed) by each version in turn. Variants:
 * ``base``: 6a2dca4 as a user gets it (no environment variable set);
 * ``base1``: 6a2dca4 with ``OMP_NUM_THREADS=MKL_NUM_THREADS=OPENBLAS_NUM_THREADS=1`` (information);
 * ``now``: this tree at its default thread policy;
-* ``now1``: this tree with ``--threads 1``.
+* ``now1``: this tree with ``--threads 1``;
+* ``nowseq``: this tree with every job in the command's process (``LocalExecutor(workers=1)``; the default
+  runs MLP stacks in forked job processes, one per core).
 
 CPU is user + system of the child (``getrusage``), the figure to quote on a shared machine; wall is
 printed too. Every job record of every variant is compared with the first ``base`` run's, apart from the
@@ -45,8 +47,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 BASELINE = "6a2dca4"
-#: Record fields that say how long or where a job ran, or which source ran it: left out of the comparison.
-TIMING = frozenset({"seconds", "cpu_seconds", "worker", "code_version"})
+#: Record fields that say how long, where or beside which jobs (``stack_group``: the local executor splits a
+#: lone stack over its job processes) a job ran, or which source ran it: left out of the comparison.
+TIMING = frozenset({"seconds", "cpu_seconds", "worker", "code_version", "stack_group"})
 #: (regime, field, base's value, this tree's value) -> why it differs by design; anything else is a failure.
 #: Only the MLP regime of this tool has a search (cut to 12 trials), so only its records may be relabelled.
 RELABELLED = {("mlp", "budget", "published", "custom"): "4601706: a regime's own cut search is labelled custom, "
@@ -56,6 +59,9 @@ TARGETS = {("mlp", "cpu"): 2.0, ("mlp", "wall"): 1.2, ("rf", "cpu"): 1.0, ("rf",
            ("linear", "cpu"): 1.5}
 #: Numbers agree within this relative difference: float32 sums over one thread or two differ in their last bits.
 ROUNDOFF = 1e-6
+#: ``nowseq``: every job in the command's process.
+SEQUENTIAL = ["--executor.class_path", "ppgbench_pl.benchmark.executors.LocalExecutor", "--executor.init_args.workers",
+              "1"]
 ONE_THREAD = {k: "1" for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
 
 CONFIG = """
@@ -184,7 +190,7 @@ class Bench:
         self.env = {**os.environ, "WANDB_MODE": "disabled", "PYTHONHASHSEED": "0"}
         for name in (*ONE_THREAD, "PPGBENCH_THREADS"):  # the user's default: nothing set
             self.env.pop(name, None)
-        self.sources = {"base": base, "base1": base, "now": ROOT, "now1": ROOT}
+        self.sources = {"base": base, "base1": base, "now": ROOT, "now1": ROOT, "nowseq": ROOT}
 
     def config(self, regime: str, version: str, warm: bool = False) -> Path:
         seeds, folds, entry = REGIMES[regime][self.full]
@@ -199,7 +205,7 @@ class Bench:
         version = "base" if variant.startswith("base") else "now"
         env = {**self.env, "PPGBENCH_CACHE_DIR": str(self.work / f"cache-{version}"),
                **(ONE_THREAD if variant == "base1" else {})}
-        extra = ["--threads", "1"] if variant == "now1" else []
+        extra = {"now1": ["--threads", "1"], "nowseq": SEQUENTIAL}.get(variant, [])
         out = self.work / f"{regime}-{variant}-{time.monotonic_ns()}"
         cpu, wall = run_fit(self.sources[variant], self.config(regime, version, warm), out, env, extra)
         return cpu, wall, out
@@ -239,7 +245,7 @@ def report(regime: str, variants: list[str], cpu: dict, wall: dict, same: dict, 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--regimes", nargs="+", choices=list(REGIMES), default=list(REGIMES))
-    parser.add_argument("--variants", nargs="+", choices=["base", "base1", "now", "now1"],
+    parser.add_argument("--variants", nargs="+", choices=["base", "base1", "now", "now1", "nowseq"],
                         default=["base", "now", "now1"])
     parser.add_argument("--pairs", type=int, default=1, help="timed rounds (each runs every variant once)")
     parser.add_argument("--full", action="store_true", help="the issue's shapes and targets")

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-#: What may differ between two runs of the same config: when, where and by which source version.
-VOLATILE = ("seconds", "cpu_seconds", "worker", "code_version", "embedding_cache")
+#: What may differ between two runs of the same config: when, where, beside which jobs and by which source version.
+VOLATILE = ("seconds", "cpu_seconds", "worker", "code_version", "embedding_cache", "stack_group")
 
 
 def records(run: Path) -> dict[str, dict]:

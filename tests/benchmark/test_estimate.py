@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -17,7 +18,8 @@ from ppgbench_pl.benchmark.cost_model import (
     machine_description,
     save_model,
 )
-from ppgbench_pl.benchmark.estimate import THREAD_FACTOR, estimate_plan
+from ppgbench_pl.benchmark.estimate import THREAD_FACTOR, estimate_plan, wall_seconds
+from ppgbench_pl.benchmark.executors import LocalExecutor
 from ppgbench_pl.regimes.search_seeds import searches_per_job
 from tests.benchmark.helpers import LINEAR, suite_config, suite_of, tree, write_config
 from tests.cli_helpers import run_cli
@@ -94,7 +96,10 @@ def test_the_estimate_is_each_jobs_rate_times_its_units(engine_root, tmp_path):
     mlp = 0.002 * trial_epochs * (1 + n * (1 + d / 64) / 2 / 3000.0)
     assert costs["linear"] == pytest.approx(2 * ridge) and costs["mlp"] == pytest.approx(2 * mlp)  # 2 folds each
     assert [j.trials for j in est.jobs if j.regime == "mlp"] == [4, 4]
-    assert len(est.jobs) == 4 and est.embedding_passes == 1 and est.slots == 1 and est.processes == 1
+    slots = LocalExecutor().processes_here()  # the local executor forks one job process per core: no start-up
+    assert len(est.jobs) == 4 and est.embedding_passes == 1 and est.slots == slots and est.processes == 1
+    spread = min(slots, 2, os.cpu_count() or 1)  # the 2 MLP jobs side by side; the linear ones in the command's
+    assert wall_seconds(est) == pytest.approx(3.0 + est.embedding_seconds + 2 * ridge + 2 * mlp / spread)
     assert est.embedding_seconds == pytest.approx(100 / 400)  # every window, at the default 400 windows/s
     assert any("synthetic at 64 Hz: the synthetic settings" in a for a in est.assumptions)
     repeated, _ = _estimate(engine_root, tmp_path, 10, model, seeds=[0, 1, 2])
@@ -119,7 +124,7 @@ def test_the_dry_run_prints_regimes_totals_and_says_when_it_is_uncalibrated(engi
     assert table[0].split() == ["regime", "jobs", "per", "job", "CPU", "GPU"]
     assert [row.split()[0] for row in table[1:5]] == ["linear", "mlp", "start-up", "embedding"]
     assert table[5].split()[:2] == ["total", "4"]  # 1 seed x 2 folds x 2 regimes
-    assert "wall time with the local executor (1 job(s) at once" in out
+    assert f"wall time with the local executor ({LocalExecutor().processes_here()} job(s) at once" in out
     assert "assumes sizes: synthetic at 64 Hz: processed tree" in out and "uncalibrated defaults" in out
     assert not (tmp_path / "run").exists()
 

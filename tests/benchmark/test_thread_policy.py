@@ -64,8 +64,11 @@ def test_the_override_comes_from_the_flag_then_the_environment(monkeypatch):
 
 def test_probe_jobs_get_one_thread_and_encoder_work_the_executors_share(monkeypatch):
     monkeypatch.delenv(ENV, raising=False)
-    local = choose_policy(LocalExecutor())
+    local = choose_policy(LocalExecutor(workers=1))  # every job in this process: finetuning keeps its threads
     assert (local.probe, local.encoder, local.embedding_pass) == (1, torch.get_num_threads(), torch.get_num_threads())
+    forked = choose_policy(LocalExecutor(workers=2))  # two job processes share the cores
+    assert (forked.encoder, forked.processes) == ((max(1, usable_cores() // 2), 2) if forked.processes == 2 else
+                                                  (torch.get_num_threads(), 1))
     assert local.for_job(uses_embeddings=True) == 1 and local.for_job(uses_embeddings=False) == local.encoder
     assert "--threads N" in local.line() and "\n" not in local.line()
     pool = choose_policy(ProcessExecutor(workers=2))
