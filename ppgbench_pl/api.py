@@ -81,8 +81,10 @@ def evaluate(encoder: EncoderLike, *, dataset: str, tasks: Sequence[str] | None 
         seeds: Outer seeds (published: 42-46).
         folds: Outer folds (published: 0-4 of 5).
         output_dir: Run folder; a second call with the same settings skips every finished job.
-        executor: ``None``/``"local"`` (this process), ``"process"``, ``"submitit"``, ``"dask"`` or a
-            ``class_path``/``init_args`` dict. Built objects (modules, instances) need the local executor.
+        executor: ``None``/``"local"`` (this machine: jobs that train networks in forked copies of this process,
+            one per core; ``{"class_path": "local", "init_args": {"workers": 1}}``: all here), ``"process"``,
+            ``"submitit"``, ``"dask"`` or a ``class_path``/``init_args`` dict. Built objects (modules,
+            instances) need the local executor.
         sampling_rate: Native rate of a plain ``nn.Module`` in Hz (else an encoder init argument).
         name: The encoder's name in job ids and tables.
         encoder_args: More encoder init arguments, e.g. ``{"random_init": True}`` for a published model

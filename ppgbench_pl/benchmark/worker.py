@@ -138,9 +138,10 @@ Finished = tuple[JobSpec, JobOutcome | BaseException]
 
 def serve(fn: Callable[[JobSpec], JobOutcome], conn: Connection, threads: int | None, gpu: int | None) -> None:
     """A worker's loop: its threads and GPU set, run each spec received, send back its outcome; ``None`` ends it."""
-    # a forked worker inherits the coordinator's handlers: back to a spawned worker's (SIGTERM ends it at once)
+    # Ctrl-C reaches the whole process group: the coordinator alone handles it and stops its workers with SIGTERM,
+    # which ends one at once (a forked worker would otherwise run the coordinator's handlers)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
     if gpu is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
     if threads is not None:

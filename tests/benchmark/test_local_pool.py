@@ -134,3 +134,53 @@ def test_a_cell_split_over_two_job_processes_writes_the_records_of_one_process(t
     threads = json.loads((folders[2] / "run.json").read_text())["threads"]
     assert (threads["processes"], threads["side_by_side"]) == (2, "networks")
     assert (folders[1] / "summary.csv").read_text() == (folders[2] / "summary.csv").read_text()
+
+
+@needs_fork
+def test_ctrl_c_stops_the_job_processes_with_one_line_and_the_rerun_finishes(tmp_path, bench_root):
+    """Bound: 120 s. SIGINT to the whole process group (a terminal's Ctrl-C) while two job processes train."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.benchmark.helpers import LAUNCH
+
+    out = tmp_path / "run"
+    slow = {**MLP, "init_args": {**MLP["init_args"], "search": {"n_trials": 8, "n_startup_trials": 4,
+                                                                  "max_epochs": 20}}}
+    config = write_config(tmp_path / "c.yaml", suite_config(bench_root, out, regimes=[slow], tasks=["synthetic-hr"],
+                                                           folds=[0, 1], data={"synthetic_windows": 20}))
+    proc = subprocess.Popen([sys.executable, "-c", LAUNCH, "fit", "--config", str(config)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 90.0
+        while len(list(out.glob("search/*/repeat0/optuna.db"))) < 2:  # both job processes are searching
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()[-2000:]  # type: ignore[union-attr]
+            time.sleep(0.05)
+        workers = [p for p in Path("/proc").glob("[0-9]*") if _parent(p) == proc.pid]
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert "interrupted after 0 of 2 jobs; run the same command to resume" in err and "Traceback" not in err, err
+    assert len(workers) == 2 and not [p for p in workers if p.exists() and _state(p) != "Z"]
+    assert run(["--config", str(config)], "fit") == 0
+    assert all(r["status"] == "ok" for r in _records(out).values()) and len(_records(out)) == 2
+
+
+def _parent(proc_dir: Path) -> int | None:
+    try:
+        return int((proc_dir / "stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _state(proc_dir: Path) -> str:
+    try:
+        return (proc_dir / "stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "gone"
