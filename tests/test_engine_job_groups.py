@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
 import sys
@@ -10,7 +9,15 @@ import sys
 import pytest
 
 from ppgbench_pl.benchmark.groups import job_groups
-from tests.benchmark.helpers import LAUNCH, record_files, run, same_results, suite_config, write_config
+from tests.benchmark.helpers import (
+    LAUNCH,
+    record_files,
+    run,
+    same_results,
+    search_records,
+    suite_config,
+    write_config,
+)
 
 
 def _mlp(stack_jobs: int) -> dict:
@@ -24,18 +31,6 @@ def _mlp(stack_jobs: int) -> dict:
 HERE = {"class_path": "ppgbench_pl.benchmark.executors.LocalExecutor", "init_args": {"workers": 1}}
 
 
-def _records(folder):
-    """Records by job id: the run folder's path replaced (the storage URL names it), trial durations left out."""
-    out = {}
-    for path in record_files(folder):
-        record = json.loads(path.read_text().replace(str(folder), "<run>"))
-        for result in record.get("results", []):
-            for trial in result["optuna"]["trials"]:
-                trial.pop("seconds")
-        out[path.parent.name] = record
-    return out
-
-
 def test_a_stacked_group_writes_the_records_of_jobs_run_alone(tmp_path, engine_root):
     folders = {}
     for width in (1, 3):
@@ -43,7 +38,7 @@ def test_a_stacked_group_writes_the_records_of_jobs_run_alone(tmp_path, engine_r
         config = suite_config(engine_root, folders[width], regimes=[_mlp(width)], tasks=["synthetic-hr"],
                               folds=[0, 1, 2], data={"synthetic_windows": 4}, executor=HERE)
         assert run(["--config", str(write_config(tmp_path / f"c{width}.yaml", config))], "fit") == 0
-    alone, stacked = _records(folders[1]), _records(folders[3])
+    alone, stacked = search_records(folders[1]), search_records(folders[3])
     assert len(alone) == 3 and all(r["status"] == "ok" for r in alone.values())
     assert all(len(r.get("stack_group", [])) == 3 for r in stacked.values())  # 3 folds, one stack
     # warnings are counted per process over the shared fit, so a group's records count the group's
@@ -92,7 +87,7 @@ def test_a_killed_group_resumes_per_job_and_per_trial(tmp_path, engine_root):
     reference = tmp_path / "reference"
     assert run(["--config", str(write_config(tmp_path / "ref.yaml", suite_config(engine_root, reference, **config)))],
                "fit") == 0
-    expected = _records(reference)
+    expected = search_records(reference)
     out = tmp_path / "killed"
     path = write_config(tmp_path / "killed.yaml", suite_config(engine_root, out, **config))
     # kill -9 from inside, right after the second finished trial reached the storage (deterministic)
@@ -112,7 +107,7 @@ def test_a_killed_group_resumes_per_job_and_per_trial(tmp_path, engine_root):
     rerun = subprocess.run([sys.executable, "-c", LAUNCH, "fit", "--config", str(path), "--progress", "false"],
                            capture_output=True, text=True, timeout=300)
     assert rerun.returncode == 0, rerun.stderr[-2000:]
-    resumed = _records(out)
+    resumed = search_records(out)
     assert resumed.keys() == expected.keys() and all(r["status"] == "ok" for r in resumed.values())
     for jid, record in resumed.items():
         trials = record["results"][0]["optuna"]["trials"]

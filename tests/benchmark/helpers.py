@@ -144,6 +144,18 @@ def records(run_dir: Path) -> dict[str, dict[str, Any]]:
     return {p.parent.name: json.loads(p.read_text()) for p in record_files(run_dir)}
 
 
+def search_records(run_dir: Path) -> dict[str, dict[str, Any]]:
+    """Records by job id, the run folder's path as ``<run>`` (the storage URL names it), trial durations left out."""
+    out = {}
+    for path in record_files(run_dir):
+        record = json.loads(path.read_text().replace(str(run_dir), "<run>"))
+        for result in record.get("results", []):
+            for trial in (result.get("optuna") or {}).get("trials", []):
+                trial.pop("seconds", None)
+        out[path.parent.name] = record
+    return out
+
+
 def status(run_dir: Path) -> dict[str, Any]:
     """The folder's ``status.json``."""
     return json.loads((run_dir / "status.json").read_text())  # type: ignore[no-any-return]

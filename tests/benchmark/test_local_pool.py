@@ -22,7 +22,7 @@ from ppgbench_pl.benchmark.worker import JobOutcome, JobSpec
 from ppgbench_pl.errors import ConfigError
 from ppgbench_pl.hpo import search_events
 from tests.benchmark.cluster_jobs import pool_job, spec
-from tests.benchmark.helpers import record_files, run, same_results, suite_config, write_config
+from tests.benchmark.helpers import run, same_results, search_records, suite_config, write_config
 
 needs_fork = pytest.mark.skipif(fork_refusal() is not None, reason="no fork here")
 
@@ -104,17 +104,6 @@ MLP = {"class_path": "ppgbench_pl.regimes.mlp.MLPRegime",
                      "search_space": {"batch_size": [16, 32], "dropout": [0.0, 0.3]}}}
 
 
-def _records(folder: Path) -> dict[str, dict]:
-    out = {}
-    for path in record_files(folder):
-        record = json.loads(path.read_text().replace(str(folder), "<run>"))
-        for result in record.get("results", []):
-            for trial in result["optuna"]["trials"]:
-                trial.pop("seconds")
-        out[path.parent.name] = record
-    return out
-
-
 @needs_fork
 def test_a_cell_split_over_two_job_processes_writes_the_records_of_one_process(tmp_path, bench_root):
     folders = {}
@@ -125,7 +114,7 @@ def test_a_cell_split_over_two_job_processes_writes_the_records_of_one_process(t
                               executor={"class_path": "ppgbench_pl.benchmark.executors.LocalExecutor",
                                         "init_args": {"workers": workers}})
         assert run(["--config", str(write_config(tmp_path / f"c{workers}.yaml", config))], "fit") == 0
-    alone, split = _records(folders[1]), _records(folders[2])
+    alone, split = search_records(folders[1]), search_records(folders[2])
     assert len(alone) == 3 and all(r["status"] == "ok" for r in alone.values())
     assert sorted(len(r.get("stack_group", [j])) for j, r in split.items()) == [1, 2, 2]  # [0, 1] and [2] alone
     assert len({r["worker"] for r in split.values()}) == 2 and {r["worker"] for r in alone.values()} == {
@@ -169,7 +158,7 @@ def test_ctrl_c_stops_the_job_processes_with_one_line_and_the_rerun_finishes(tmp
     assert "interrupted after 0 of 2 jobs; run the same command to resume" in err and "Traceback" not in err, err
     assert len(workers) == 2 and not [p for p in workers if p.exists() and _state(p) != "Z"]
     assert run(["--config", str(config)], "fit") == 0
-    assert all(r["status"] == "ok" for r in _records(out).values()) and len(_records(out)) == 2
+    assert all(r["status"] == "ok" for r in search_records(out).values()) and len(search_records(out)) == 2
 
 
 def _parent(proc_dir: Path) -> int | None:

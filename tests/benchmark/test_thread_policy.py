@@ -16,7 +16,7 @@ from ppgbench_pl.errors import ConfigError
 from ppgbench_pl.probes.threads import current_blas_threads, intra_op_threads
 from ppgbench_pl.regimes.base import JobContext, RepeatOutcome
 from ppgbench_pl.regimes.linear import LinearRegime
-from tests.benchmark.helpers import record_files, run, same_results, suite_config, write_config
+from tests.benchmark.helpers import run, same_results, search_records, suite_config, write_config
 
 SEEN: dict[str, list[int]] = {"probe": [], "blas": [], "encoder": []}
 
@@ -94,18 +94,6 @@ def test_intra_op_threads_sets_torch_and_blas_then_restores_them():
         assert torch.get_num_threads() == 2
 
 
-def _records(folder):
-    """Records by job id: the run folder's path replaced (the Optuna storage URL names it), trial durations out."""
-    out = {}
-    for path in record_files(folder):
-        record = json.loads(path.read_text().replace(str(folder), "<run>"))
-        for result in record.get("results", []):
-            for trial in (result.get("optuna") or {}).get("trials", []):
-                trial.pop("seconds", None)
-        out[path.parent.name] = record
-    return out
-
-
 def _run(tmp_path, bench_root, name, args, env=None, monkeypatch=None):
     out = tmp_path / name
     config = suite_config(bench_root, out, encoders=[SEEN_CNN], regimes=[SEEN_LINEAR, MLP], tasks=["synthetic-hr"],
@@ -138,7 +126,7 @@ def test_the_policy_runs_is_recorded_and_changes_no_record(tmp_path, bench_root,
     assert [meta[n]["threads"]["source"] for n in meta] == ["default", "--threads", ENV]
     assert meta["forced"]["threads"]["probe"] == 2 and meta["env"]["threads"]["embedding_pass"] == 1
     assert meta["default"]["identity"] == meta["forced"]["identity"] == meta["env"]["identity"]
-    got = {name: _records(folder) for name, folder in (("default", default), ("forced", forced), ("env", env))}
+    got = {name: search_records(folder) for name, folder in (("default", default), ("forced", forced), ("env", env))}
     assert len(got["default"]) == 2 and all(r["status"] == "ok" for r in got["default"].values())
     # 400 windows: the heads' products and sums (128 x 512 and more) are above torch's grain size, so two
     # threads split them; the numbers then agree to float32 roundoff (same_results: relative 1e-6)
