@@ -12,6 +12,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from ppgbench_pl.benchmark.worker import JobLost, JobOutcome, run_pool
 from tests.benchmark.cluster_jobs import pool_job, spec
 
@@ -33,7 +35,8 @@ def _alive(pid: int) -> bool:
     return not (stat.exists() and stat.read_text().split()[2] == "Z")
 
 
-def test_a_killed_worker_costs_only_its_job_and_the_rerun_completes(tmp_path):
+@pytest.mark.parametrize("method", ["spawn", "fork"])  # the process executor's workers, the local executor's
+def test_a_killed_worker_costs_only_its_job_and_the_rerun_completes(tmp_path, method):
     """Bound: 60 s. kill -9 the worker holding 'hold'; the five others finish; a rerun of 'hold' completes."""
     killed: list[int] = []
 
@@ -44,7 +47,8 @@ def test_a_killed_worker_costs_only_its_job_and_the_rerun_completes(tmp_path):
     killer = threading.Thread(target=kill, daemon=True)
     killer.start()
     start = time.monotonic()
-    got = {s.job_id: r for s, r in run_pool(pool_job, [spec(tmp_path, j) for j in ("hold", *"abcde")], 2, None, None)}
+    specs = [spec(tmp_path, j) for j in ("hold", *"abcde")]
+    got = {s.job_id: r for s, r in run_pool(pool_job, specs, 2, None, None, start=method)}
     assert time.monotonic() - start < 60.0
     killer.join(1.0)
     lost = got.pop("hold")
@@ -52,7 +56,7 @@ def test_a_killed_worker_costs_only_its_job_and_the_rerun_completes(tmp_path):
     assert str(lost) == f"process-pool worker pid {killed[0]} killed by SIGKILL while running it"
     assert all(isinstance(r, JobOutcome) and r.status == "ok" for r in got.values()), got
     (tmp_path / "release").touch()
-    rerun = list(run_pool(pool_job, [spec(tmp_path, "hold")], 2, None, None))
+    rerun = list(run_pool(pool_job, [spec(tmp_path, "hold")], 2, None, None, start=method))
     assert [(s.job_id, getattr(r, "status", r)) for s, r in rerun] == [("hold", "ok")]
 
 
