@@ -106,10 +106,11 @@ def fork_refusal(gpu_machine: bool = False) -> str | None:
     """Why jobs cannot run in forked copies of this process (``gpu_machine``: also a visible GPU), else None."""
     if not sys.platform.startswith("linux") or "fork" not in multiprocessing.get_all_start_methods():
         return "fork is not safe here (not Linux)"
-    torch = sys.modules.get("torch")
-    if torch is not None and torch.cuda.is_initialized():
+    import torch  # a run imports it anyway (Lightning); the answer must not depend on when this is asked
+
+    if torch.cuda.is_initialized():
         return "CUDA is initialised in this process (a forked copy cannot use it)"
-    if gpu_machine and torch is not None and torch.cuda.device_count() > 0:  # NVML: does not initialise CUDA
+    if gpu_machine and torch.cuda.device_count() > 0:  # NVML: does not initialise CUDA
         return "a GPU is visible (its jobs run in one process; --executor process --executor.gpus for several)"
     return None
 
