@@ -40,6 +40,7 @@ def test_a_stacked_group_writes_the_records_of_jobs_run_alone(tmp_path, engine_r
         assert run(["--config", str(write_config(tmp_path / f"c{width}.yaml", config))], "fit") == 0
     alone, stacked = search_records(folders[1]), search_records(folders[3])
     assert len(alone) == 3 and all(r["status"] == "ok" for r in alone.values())
+    assert all(r["results"][0]["optuna"]["trials"] for r in alone.values())  # the searches are compared too
     assert all(len(r.get("stack_group", [])) == 3 for r in stacked.values())  # 3 folds, one stack
     # warnings are counted per process over the shared fit, so a group's records count the group's
     assert same_results(alone, stacked, ignore=("stack_group", "warnings")) == []

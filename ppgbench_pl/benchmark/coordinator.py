@@ -201,7 +201,7 @@ class BenchmarkRun:
         specs = [JobSpec(str(self.run_dir), self.resolved, group[0], self.policy.for_job(uses[group[0]]), per_job,
                          self.settings.wandb_project, meta["run_uid"], self.config,
                          tuple(group) if len(group) > 1 else (), self.setup.parse, trains[group[0]])
-                 for group in job_groups(pending, executor.processes_here() or 1)]
+                 for group in job_groups(pending, self.policy.processes or 1)]
         progress = run_progress(self.suite(), plan, pending, report.skipped + report.not_evaluable, self.settings)
         last = time.monotonic()
         stream = executor.run(run_job_spec, specs, self.run_dir)

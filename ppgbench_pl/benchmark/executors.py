@@ -60,12 +60,13 @@ class LocalExecutor(Executor):
     Trial stacks and finetuning run one job process per usable core (a forked copy starts with this process's
     imports and parsed run; a spawned one pays Lightning's import again, about 5 s CPU). Linear, label-efficiency
     and RF jobs run here, one after another: a linear job costs milliseconds, less than a process, and the
-    forest's trees already use every core.
+    forest's trees already use every core. A job process runs at one thread: GNU OpenMP hangs a child forked
+    after this process used several threads (the embedding pass) as soon as the child starts threads itself.
 
     Args:
-        workers: Job processes for the jobs that train networks (default: one per usable core on a machine
-            without a GPU, else 1). 1 runs every job in this process (a stateful callback object then sees
-            every job); so does a machine without ``fork`` (not Linux) or a process where CUDA is initialised.
+        workers: Job processes for the jobs that train networks (default: one per usable core, or 1 where
+            jobs cannot fork: not Linux, a GPU visible, CUDA initialised; a ``workers`` above 1 there is
+            refused). 1 runs every job in this process (a stateful callback object then sees every job).
     """
 
     #: Only jobs that train networks run in the job processes (``ThreadPolicy.side_by_side``).
@@ -77,19 +78,23 @@ class LocalExecutor(Executor):
         self.workers = workers
 
     def processes_here(self) -> int:
-        """The job processes: ``workers``, else the usable cores (1 with a GPU, or without ``fork``)."""
-        if self.workers is not None:
-            return self.workers if fork_refusal() is None else 1
-        return usable_cores() if fork_refusal(gpu_machine=True) is None else 1
+        """The job processes: ``workers`` (``ConfigError`` above 1 where jobs cannot fork), else the usable cores."""
+        why = fork_refusal()
+        if self.workers is None:
+            return usable_cores() if why is None else 1
+        if self.workers > 1 and why is not None:
+            raise ConfigError(f"executor.workers {self.workers}: jobs cannot run in forked copies of this process "
+                              f"here ({why}); use --executor process, or workers: 1")
+        return self.workers
 
     def threads_per_job(self) -> int | None:
-        """Cores split between the job processes (``None``: one process, its default)."""
-        processes = self.processes_here()
-        return None if processes == 1 else max(1, usable_cores() // processes)
+        """One in a job process (see the class); ``None`` with one process: its default."""
+        return None if self.processes_here() == 1 else 1
 
     def run(self, fn: JobFunction, specs: Sequence[JobSpec], run_dir: Path) -> Generator[Finished, None, None]:
-        """Jobs that train networks in a forked pool (when there are several); the others here, first, in plan order."""
-        processes, pooled = self.processes_here(), [s for s in specs if s.side_by_side]
+        """Jobs that train networks at one thread in a forked pool (when there are several); the rest here, first."""
+        processes = self.processes_here()
+        pooled = [s for s in specs if s.side_by_side and (s.threads or 1) == 1]  # --threads 2: all of them here
         if processes < 2 or len(pooled) < 2:
             pooled = []
         for spec in (s for s in specs if not (s.side_by_side and pooled)):
@@ -99,18 +104,18 @@ class LocalExecutor(Executor):
                 result = exc
             yield spec, result
         if pooled:
-            yield from run_pool(fn, pooled, processes, self.threads_per_job(), None, start="fork")
+            yield from run_pool(fn, pooled, processes, 1, None, start="fork")
 
 
-def fork_refusal(gpu_machine: bool = False) -> str | None:
-    """Why jobs cannot run in forked copies of this process (``gpu_machine``: also a visible GPU), else None."""
+def fork_refusal() -> str | None:
+    """Why jobs cannot run in forked copies of this process, else None."""
     if not sys.platform.startswith("linux") or "fork" not in multiprocessing.get_all_start_methods():
         return "fork is not safe here (not Linux)"
     import torch  # a run imports it anyway (Lightning); the answer must not depend on when this is asked
 
     if torch.cuda.is_initialized():
         return "CUDA is initialised in this process (a forked copy cannot use it)"
-    if gpu_machine and torch.cuda.device_count() > 0:  # NVML: does not initialise CUDA
+    if torch.cuda.device_count() > 0:  # NVML: does not initialise CUDA (is_available may, before the fork)
         return "a GPU is visible (its jobs run in one process; --executor process --executor.gpus for several)"
     return None
 

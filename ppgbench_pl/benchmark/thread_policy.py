@@ -73,6 +73,8 @@ def choose_policy(executor: Any, given: int | None = None) -> ThreadPolicy:
     processes = executor.processes_here() if hasattr(executor, "processes_here") else None
     which = "networks" if getattr(executor, "pools_networks_only", False) else "all"
     if override is not None:
+        if override > 1 and which == "networks":  # a forked job process runs at one thread: every job here
+            processes = 1
         return ThreadPolicy(override, override, override, source, usable_cores(), processes, which)
     here = torch.get_num_threads()  # torch's own default (the cores, or what OMP_NUM_THREADS says)
     encoder = executor.threads_per_job()

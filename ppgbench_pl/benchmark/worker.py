@@ -134,10 +134,16 @@ def _outcomes(spec: JobSpec, finished: list[tuple[str, tuple[dict[str, Any], boo
 
 
 Finished = tuple[JobSpec, JobOutcome | BaseException]
+#: The search progress events' module (its package imports Optuna: looked up, not imported, until needed).
+EVENTS = "ppgbench_pl.hpo.search_events"
 
 
-def serve(fn: Callable[[JobSpec], JobOutcome], conn: Connection, threads: int | None, gpu: int | None) -> None:
-    """A worker's loop: its threads and GPU set, run each spec received, send back its outcome; ``None`` ends it."""
+def serve(fn: Callable[[JobSpec], JobOutcome], conn: Connection, threads: int | None, gpu: int | None,
+          forward: bool = False) -> None:
+    """A worker's loop: its threads and GPU set, run each spec received, send back its outcome; ``None`` ends it.
+
+    ``forward``: send the searches' epoch events too (the coordinator shows them).
+    """
     # Ctrl-C reaches the whole process group: the coordinator alone handles it and stops its workers with SIGTERM,
     # which ends one at once (a forked worker would otherwise run the coordinator's handlers)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -151,9 +157,10 @@ def serve(fn: Callable[[JobSpec], JobOutcome], conn: Connection, threads: int | 
         torch.set_num_threads(threads)
         threadpool_limits(limits=threads)
     threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True, name="ppgbench-parent").start()
-    from ppgbench_pl.hpo.search_events import listen_only
+    if forward or EVENTS in sys.modules:  # a forked copy also drops the display it inherited
+        from ppgbench_pl.hpo.search_events import listen_only
 
-    listen_only(lambda event: conn.send(("event", event)))  # the coordinator's progress line counts trials
+        listen_only((lambda event: conn.send(("event", event))) if forward else None)
     while True:
         try:
             spec = conn.recv()
@@ -174,11 +181,11 @@ def serve(fn: Callable[[JobSpec], JobOutcome], conn: Connection, threads: int | 
 class _Worker:
     """One worker process, its pipe and the spec it holds."""
 
-    def __init__(self, context: Any, fn: Callable[[JobSpec], JobOutcome], threads: int | None,
+    def __init__(self, context: Any, fn: Callable[[JobSpec], JobOutcome], threads: int | None, forward: bool,
                  gpu: int | None) -> None:
         self.gpu = gpu
         self.conn, child = context.Pipe()
-        self.process = context.Process(target=serve, args=(fn, child, threads, gpu), daemon=True,
+        self.process = context.Process(target=serve, args=(fn, child, threads, gpu, forward), daemon=True,
                                        name="ppgbench-worker")
         self.process.start()
         child.close()
@@ -206,7 +213,9 @@ def run_pool(fn: Callable[[JobSpec], JobOutcome], specs: Sequence[JobSpec], work
     sys.stdout.flush()  # a forked worker must not print what this process had buffered
     sys.stderr.flush()
     todo = deque(specs)
-    pool = [_Worker(context, fn, threads, gpus[i % len(gpus)] if gpus else None)
+    events = sys.modules.get(EVENTS)  # not loaded: nobody listens (a linear run never imports Optuna)
+    forward = events is not None and events.listening()
+    pool = [_Worker(context, fn, threads, forward, gpus[i % len(gpus)] if gpus else None)
             for i in range(min(workers, len(specs)))]
     for worker in pool:
         worker.give(todo.popleft())
@@ -224,7 +233,7 @@ def run_pool(fn: Callable[[JobSpec], JobOutcome], specs: Sequence[JobSpec], work
                     continue
                 spec, worker.spec = worker.spec, None
                 if isinstance(result, JobLost) and todo:  # the process is gone: a new one takes its place
-                    pool[pool.index(worker)] = worker = _Worker(context, fn, threads, worker.gpu)
+                    pool[pool.index(worker)] = worker = _Worker(context, fn, threads, forward, worker.gpu)
                 if todo and worker.process.is_alive():
                     worker.give(todo.popleft())
                 yield spec, result
@@ -239,13 +248,13 @@ def _result(worker: _Worker) -> JobOutcome | BaseException | None:
 
     Search progress events the worker sent on the way are announced here, as the searches' own process would.
     """
-    from ppgbench_pl.hpo.search_events import announce
-
     try:
         while worker.conn.poll():
             kind, value = worker.conn.recv()  # ("event", EpochEvent), ("ok", outcome) or ("error", exception)
             if kind != "event":
                 return value  # type: ignore[no-any-return]
+            from ppgbench_pl.hpo.search_events import announce  # loaded: the coordinator listens
+
             announce(replace(value, search=hash((worker.process.pid, value.search))))  # ids of one process only
         if worker.process.is_alive():
             return None

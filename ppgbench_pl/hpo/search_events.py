@@ -26,9 +26,14 @@ def listen(listener: Listener) -> None:
     _LISTENERS.append(listener)
 
 
-def listen_only(listener: Listener) -> None:
-    """Make ``listener`` the only one (a forked job process drops the display it inherited and forwards events)."""
-    _LISTENERS[:] = [listener]
+def listen_only(listener: Listener | None) -> None:
+    """Make ``listener`` the only one, or none (a forked job process drops the display it inherited)."""
+    _LISTENERS[:] = [listener] if listener is not None else []
+
+
+def listening() -> bool:
+    """Whether anything listens (a pool's workers forward their events only then)."""
+    return bool(_LISTENERS)
 
 
 def unlisten(listener: Listener) -> None:

@@ -19,7 +19,8 @@ from ppgbench_pl.benchmark.cost_model import (
     save_model,
 )
 from ppgbench_pl.benchmark.estimate import THREAD_FACTOR, estimate_plan, wall_seconds
-from ppgbench_pl.benchmark.executors import LocalExecutor
+from ppgbench_pl.benchmark.executors import fork_refusal
+from ppgbench_pl.benchmark.thread_policy import usable_cores
 from ppgbench_pl.regimes.search_seeds import searches_per_job
 from tests.benchmark.helpers import LINEAR, suite_config, suite_of, tree, write_config
 from tests.cli_helpers import run_cli
@@ -73,7 +74,8 @@ def test_search_repeats_reads_the_regime_and_defaults_to_one():
     assert searches_per_job(SimpleNamespace(search_seeds=[0, 1, 2])) == 3
 
 
-def _estimate(engine_root: Path, tmp_path: Path, subjects: int, model: CostModel, seeds: object = None):
+def _estimate(engine_root: Path, tmp_path: Path, subjects: int, model: CostModel, seeds: object = None,
+              executor: dict = LOCAL):
     config = suite_config(engine_root, tmp_path / f"run{subjects}", regimes=[LINEAR, MLP], tasks=["synthetic-hr"],
                           data={"synthetic_subjects": subjects, "synthetic_windows": 10})
     config["data"]["init_args"].update(seeds=[42], folds=[0, 1])
@@ -83,7 +85,7 @@ def _estimate(engine_root: Path, tmp_path: Path, subjects: int, model: CostModel
     for job in plan:
         if seeds is not None and job.regime.name == "mlp":
             job.regime.search_seeds = seeds
-    est = estimate_plan(suite, plan, LOCAL, model, read_tree=False)
+    est = estimate_plan(suite, plan, executor, model, read_tree=False)
     return {name: sum(j.seconds for j in est.jobs if j.regime == name) for name in ("linear", "mlp")}, est
 
 
@@ -96,10 +98,14 @@ def test_the_estimate_is_each_jobs_rate_times_its_units(engine_root, tmp_path):
     mlp = 0.002 * trial_epochs * (1 + n * (1 + d / 64) / 2 / 3000.0)
     assert costs["linear"] == pytest.approx(2 * ridge) and costs["mlp"] == pytest.approx(2 * mlp)  # 2 folds each
     assert [j.trials for j in est.jobs if j.regime == "mlp"] == [4, 4]
-    slots = LocalExecutor().processes_here()  # the local executor forks one job process per core: no start-up
-    assert len(est.jobs) == 4 and est.embedding_passes == 1 and est.slots == slots and est.processes == 1
-    spread = min(slots, 2, os.cpu_count() or 1)  # the 2 MLP jobs side by side; the linear ones in the command's
-    assert wall_seconds(est) == pytest.approx(3.0 + est.embedding_seconds + 2 * ridge + 2 * mlp / spread)
+    forks = fork_refusal() is None
+    assert len(est.jobs) == 4 and est.embedding_passes == 1 and est.processes == 1  # a fork starts nothing
+    assert est.slots == (usable_cores() if forks else 1)  # the local executor: one job process per core
+    _, here = _estimate(engine_root, tmp_path, 10, model, executor={**LOCAL, "init_args": {"workers": 1}})
+    assert here.slots == 1 and wall_seconds(here) == pytest.approx(3.0 + 0.25 + 2 * ridge + 2 * mlp)
+    if forks and (os.cpu_count() or 1) >= 2:  # the 2 MLP jobs side by side, the linear ones in the command's
+        _, two = _estimate(engine_root, tmp_path, 10, model, executor={**LOCAL, "init_args": {"workers": 2}})
+        assert two.slots == 2 and wall_seconds(two) == pytest.approx(3.0 + 0.25 + 2 * ridge + mlp)
     assert est.embedding_seconds == pytest.approx(100 / 400)  # every window, at the default 400 windows/s
     assert any("synthetic at 64 Hz: the synthetic settings" in a for a in est.assumptions)
     repeated, _ = _estimate(engine_root, tmp_path, 10, model, seeds=[0, 1, 2])
@@ -124,7 +130,8 @@ def test_the_dry_run_prints_regimes_totals_and_says_when_it_is_uncalibrated(engi
     assert table[0].split() == ["regime", "jobs", "per", "job", "CPU", "GPU"]
     assert [row.split()[0] for row in table[1:5]] == ["linear", "mlp", "start-up", "embedding"]
     assert table[5].split()[:2] == ["total", "4"]  # 1 seed x 2 folds x 2 regimes
-    assert f"wall time with the local executor ({LocalExecutor().processes_here()} job(s) at once" in out
+    slots = usable_cores() if fork_refusal() is None else 1
+    assert f"wall time with the local executor ({slots} job(s) at once" in out
     assert "assumes sizes: synthetic at 64 Hz: processed tree" in out and "uncalibrated defaults" in out
     assert not (tmp_path / "run").exists()
 
@@ -132,7 +139,6 @@ def test_the_dry_run_prints_regimes_totals_and_says_when_it_is_uncalibrated(engi
     code, out, err = run_cli(["fit", "--config", str(path), "--dry-run", "--executor", "process"], capsys)
     assert code == 0, err
     assert "UNCALIBRATED" not in out and "estimate for this machine" in out and "calibrated 2026-12-01" in out
-    from ppgbench_pl.benchmark.thread_policy import usable_cores
 
     # the pool's default size: one worker per core
     assert f"wall time with the process executor ({usable_cores()} job(s) at once" in out

@@ -50,13 +50,17 @@ def test_a_lone_stack_is_split_over_the_job_processes_and_other_regimes_do_not_c
 def test_workers_are_checked_and_the_default_is_the_usable_cores(monkeypatch):
     with pytest.raises(ConfigError, match="executor.workers must be at least 1, got 0"):
         LocalExecutor(workers=0)
-    if fork_refusal(gpu_machine=True) is None:
+    if fork_refusal() is None:
         assert LocalExecutor().processes_here() == usable_cores()
+        assert LocalExecutor(workers=3).threads_per_job() == 1  # a forked job process starts no threads
+        assert choose_policy(LocalExecutor(workers=2), 2).processes == 1  # --threads 2: every job here
     assert LocalExecutor(workers=1).processes_here() == 1 and LocalExecutor(workers=1).threads_per_job() is None
-    monkeypatch.setattr(executors.sys, "platform", "darwin")  # no fork: every job in this process, and said so
+    monkeypatch.setattr(executors.sys, "platform", "darwin")  # no fork: every job in this process
     assert "not Linux" in (fork_refusal() or "")
-    assert LocalExecutor(workers=3).processes_here() == 1
-    policy = choose_policy(LocalExecutor(workers=3))
+    assert LocalExecutor().processes_here() == 1
+    with pytest.raises(ConfigError, match=r"executor.workers 3: jobs cannot run in forked copies .*not Linux"):
+        LocalExecutor(workers=3).processes_here()  # asked for, and impossible here: refused, not ignored
+    policy = choose_policy(LocalExecutor())
     assert policy.processes == 1 and policy.side_by_side == "networks"
     assert "jobs that train networks in 1 process(es)" in policy.line()
 
@@ -74,29 +78,34 @@ def test_jobs_that_train_networks_run_in_forked_processes_and_the_rest_here(tmp_
     lone = [replace(spec(tmp_path, "net2"), side_by_side=True)]  # one job: no process is worth starting
     assert [r.status for _, r in LocalExecutor(workers=2).run(pool_job, lone, tmp_path)] == ["ok"]
     assert int((tmp_path / "net2.pid").read_text()) == os.getpid()
+    threaded = [replace(spec(tmp_path, f"net{i}"), side_by_side=True, threads=2) for i in (3, 4)]  # --threads 2
+    assert [r.status for _, r in LocalExecutor(workers=2).run(pool_job, threaded, tmp_path)] == ["ok", "ok"]
+    assert {int((tmp_path / f"net{i}.pid").read_text()) for i in (3, 4)} == {os.getpid()}
 
 
 def progress_job(job: JobSpec) -> JobOutcome:
     """Announces two search epochs from its process, as a stacked search does, then ends."""
     for done in (0, 1):
         search_events.announce(search_events.EpochEvent(7, trial_epochs=3, trials_done=done, trials_total=2))
-    Path(job.run_dir, f"{job.job_id}.pid").write_text(str(os.getpid()))
+    Path(job.run_dir, f"{job.job_id}.listeners").write_text(str(len(search_events._LISTENERS)))
     return JobOutcome(job.job_id, "ok")
 
 
 @needs_fork
-def test_a_job_process_forwards_its_searches_progress_to_the_coordinators_listeners(tmp_path):
+def test_a_job_process_forwards_its_searches_progress_to_the_coordinators_listeners(tmp_path, monkeypatch):
     heard: list[search_events.EpochEvent] = []
-    search_events.listen(heard.append)
-    try:
-        specs = [replace(spec(tmp_path, j), side_by_side=True) for j in ("a", "b")]
-        got = list(LocalExecutor(workers=2).run(progress_job, specs, tmp_path))
-    finally:
-        search_events.unlisten(heard.append)
+    monkeypatch.setattr(search_events, "_LISTENERS", [heard.append])  # this process's only listener
+    specs = [replace(spec(tmp_path, j), side_by_side=True) for j in ("a", "b")]
+    got = list(LocalExecutor(workers=2).run(progress_job, specs, tmp_path))
+    search_events.unlisten(heard.append)
     assert [r.status for _, r in got] == ["ok", "ok"]
     assert len(heard) == 4 and sum(e.trial_epochs for e in heard) == 12
     assert len({e.search for e in heard}) == 2  # search 7 of each process is told apart
-    assert heard.append not in search_events._LISTENERS
+    # each job process forwards only: the listener it inherited (this test's) does not run there
+    assert [(tmp_path / f"{j}.listeners").read_text() for j in ("a", "b")] == ["1", "1"]
+    quiet = [replace(spec(tmp_path, j), side_by_side=True) for j in ("c", "d")]  # nobody listens: nothing sent
+    assert [r.status for _, r in LocalExecutor(workers=2).run(progress_job, quiet, tmp_path)] == ["ok", "ok"]
+    assert [(tmp_path / f"{j}.listeners").read_text() for j in ("c", "d")] == ["0", "0"]
 
 
 MLP = {"class_path": "ppgbench_pl.regimes.mlp.MLPRegime",

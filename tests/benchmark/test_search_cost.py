@@ -48,12 +48,12 @@ def test_the_thread_policy_and_slots_follow_the_executor(monkeypatch):
     monkeypatch.delenv("PPGBENCH_THREADS", raising=False)
     local = {"class_path": "ppgbench_pl.benchmark.executors.LocalExecutor"}
     process = {"class_path": "ppgbench_pl.benchmark.executors.ProcessExecutor", "init_args": {"workers": 2}}
-    from ppgbench_pl.benchmark.executors import LocalExecutor
+    from ppgbench_pl.benchmark.executors import fork_refusal
 
     name, slots, policy = executor_shape(local, None)
-    processes = LocalExecutor().processes_here()  # one forked job process per core (1 with a GPU)
-    shared = torch.get_num_threads() if processes == 1 else max(1, usable_cores() // processes)
-    assert (name, slots, policy.for_job(False), policy.for_job(True)) == ("local", processes, shared, 1)
+    forks = fork_refusal() is None and usable_cores() > 1  # one forked job process per core, one thread each
+    expected = ("local", usable_cores(), 1, 1) if forks else ("local", 1, torch.get_num_threads(), 1)
+    assert (name, slots, policy.for_job(False), policy.for_job(True)) == expected
     name, slots, policy = executor_shape({**local, "init_args": {"workers": 1}}, None)
     assert (name, slots, policy.for_job(False), policy.for_job(True)) == ("local", 1, torch.get_num_threads(), 1)
     name, slots, policy = executor_shape(process, None)

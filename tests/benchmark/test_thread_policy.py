@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import Tensor
 
-from ppgbench_pl.benchmark.executors import LocalExecutor, ProcessExecutor
+from ppgbench_pl.benchmark.executors import LocalExecutor, ProcessExecutor, fork_refusal
 from ppgbench_pl.benchmark.thread_policy import ENV, choose_policy, thread_override, usable_cores
 from ppgbench_pl.encoders.cnn import SmallCNNEncoder
 from ppgbench_pl.errors import ConfigError
@@ -66,9 +66,9 @@ def test_probe_jobs_get_one_thread_and_encoder_work_the_executors_share(monkeypa
     monkeypatch.delenv(ENV, raising=False)
     local = choose_policy(LocalExecutor(workers=1))  # every job in this process: finetuning keeps its threads
     assert (local.probe, local.encoder, local.embedding_pass) == (1, torch.get_num_threads(), torch.get_num_threads())
-    forked = choose_policy(LocalExecutor(workers=2))  # two job processes share the cores
-    assert (forked.encoder, forked.processes) == ((max(1, usable_cores() // 2), 2) if forked.processes == 2 else
-                                                  (torch.get_num_threads(), 1))
+    if fork_refusal() is None:  # two forked job processes, one thread each
+        forked = choose_policy(LocalExecutor(workers=2))
+        assert (forked.encoder, forked.processes) == (1, 2)
     assert local.for_job(uses_embeddings=True) == 1 and local.for_job(uses_embeddings=False) == local.encoder
     assert "--threads N" in local.line() and "\n" not in local.line()
     pool = choose_policy(ProcessExecutor(workers=2))
