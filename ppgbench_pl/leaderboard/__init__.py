@@ -214,8 +214,11 @@ def render(board: Board) -> str:
     ids: dict[str, str] = {}  # model -> a unique HTML id for its card (``card-papagei_s``)
     for name in (m for m in board.models if role(m) != "baseline"):
         base = "card-" + (re.sub(r"[^A-Za-z0-9_-]+", "-", name).strip("-") or "model")
-        free = (i for i in (base, *(f"{base}-{n}" for n in range(2, len(ids) + 2))) if i not in ids.values())
-        ids[name] = next(free)  # base, else base-2, base-3, ...: one of these len(ids) + 1 is free
+        ident, n = base, 1
+        while ident in ids.values():
+            n += 1
+            ident = f"{base}-{n}"
+        ids[name] = ident
     settings: dict[str, Any] = {}  # the protocol settings the exported inputs share (the loader refused others)
     for doc in board.runs.documents.values():
         for key, value in sorted(doc["protocol"].items()):

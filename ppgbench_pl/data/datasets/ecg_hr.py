@@ -79,6 +79,7 @@ def pick_beats(detection: np.ndarray, fs: int) -> np.ndarray:
 
 def refine_beats(ecg: np.ndarray, beats: np.ndarray, fs: int) -> np.ndarray:
     """Move each beat to the R-peak: 7.5-20 Hz band maximum within 0.15 s, then raw maximum within 2 samples."""
+    fs = _check_rate(fs)
     raw = np.asarray(ecg, dtype=np.float64)
     band = _bandpass(raw, 7.5, _MAX_BAND_HZ, fs)
     half = int(0.15 * fs)

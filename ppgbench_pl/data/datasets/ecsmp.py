@@ -73,7 +73,10 @@ class EcsmpDataset(RawDataset):
     marker_pattern: ClassVar[str] = "scale.xlsx"
     uses_flatline: ClassVar[bool] = True
     helper_modules: ClassVar[tuple[ModuleType, ...]] = (ecsmp_io,)
-    skipped: dict[str, str] = {}  # shared and read only until a build sets the instance's own
+
+    def __init__(self, raw_root: str | Path) -> None:
+        super().__init__(raw_root)
+        self.skipped: dict[str, str] = {}
 
     def units(self) -> list[tuple[str, Path, Path, Cesaf | None, float | None]]:
         """(id, BVP.csv, EEG .mat, CESAF row, SDS score) for the ids with both files, sorted numerically."""
