@@ -52,8 +52,9 @@ def _chance_row(cell: pd.DataFrame, alpha: float, n_cells: int = 1) -> dict[str,
     wins = base[(base["gain"] > 0) & (base["p_holm"] < alpha)]["model_a"].tolist()
     level = family_level(alpha, max(len(base), 1) * max(n_cells, 1))  # Holm in the cell, then BH's first step
     seeds, subjects = planned(best, level)
+    mdd_adj = math.nan if best is None else row_mdd_at(best, level, alpha)  # from the mdd at the run's alpha
     return {"best_model": "" if best is None else best["model_a"], "seeds_to_detect_gain": seeds,
-            "subjects_to_detect_gain": subjects, "mdd_adj": math.nan if best is None else row_mdd_at(best, level),
+            "subjects_to_detect_gain": subjects, "mdd_adj": mdd_adj,
             "gain": math.nan if best is None else float(best["gain"]),
             "mdd": math.nan if best is None else float(best["mdd"]), "p_cell": p_cell,
             "below_baseline": ";".join(below), "all_below": bool(len(base)) and len(below) == len(base),
@@ -153,7 +154,7 @@ def count_lines(chance: pd.DataFrame, controls: pd.DataFrame, alpha: float = ALP
         parts = [f"{r.task} ({r.regime}) {r.mdd:.3g}, {r.mdd_adj:.3g} after correction" + _plan_text(r)
                  for r in mdds.itertuples() if not math.isnan(r.mdd)]
         lines.append("Near-chance cells could still hide a gain below their minimum detectable difference "
-                     "(80 % power, alpha 0.05; best model vs constant; in brackets the seeds or subjects that "
+                     f"(80 % power, alpha {alpha:g}; best model vs constant; in brackets the seeds or subjects that "
                      "would detect the best model's observed gain at the level the finding is decided, after "
                      "Holm and Benjamini-Hochberg): " + "; ".join(parts) + ".")
     if below:

@@ -107,6 +107,15 @@ def test_near_chance_needs_every_better_model_tested(rows, status):
         assert math.isnan(row.p_cell)
 
 
+def test_the_corrected_mdd_rescales_from_the_runs_alpha():
+    """The effects' mdd is at the run's alpha (0.1 here); mdd_adj moves it to Holm's and BH's level 0.1 / 2."""
+    from ppgbench_pl.results.inference import adjusted_mdd_at
+
+    (row,) = paired_chance(_effects([("P", 0.5, 0.4), ("Q", -0.2, 0.3)]), PUBLISHED, alpha=0.1).itertuples()
+    assert row.mdd_adj == pytest.approx(adjusted_mdd_at(1.0, 5, 0.05, alpha=0.1))
+    assert row.mdd_adj > adjusted_mdd_at(1.0, 5, 0.05, alpha=0.05)  # the 0.05-based rescaling it replaced
+
+
 def test_compare_calls_an_untested_cell_undetermined_not_a_tie(tmp_path):
     for name, shift in (("a", 0.0), ("b", 1.0)):
         run = tmp_path / name
