@@ -218,8 +218,8 @@ class ExportedResults(Results):
 
         super().__init__(path)
         self.document: dict[str, Any] = read_results_file(path)
-        records = list(self.document["records"])  # checked once, when opened: nothing is skipped
-        self._entries = (records, [entry_or_id(r) for r in records])  # a file does not change: summarised once
+        self._records = list(self.document["records"])  # checked once, when opened: nothing is skipped
+        self._items = [entry_or_id(r) for r in self._records]  # a file does not change: converted once
 
     @property
     def model_card(self) -> dict[str, Any]:
@@ -245,7 +245,7 @@ class ExportedResults(Results):
             raise DataError(f"{self.run_dir}: {which} {name}: {exc}") from None
 
     def _read(self) -> tuple[list[dict[str, Any]], list[Any], list[str]]:
-        return list(self._entries[0]), list(self._entries[1]), []
+        return list(self._records), list(self._items), []
 
     def _job_ids(self) -> list[str]:
         """The exported records' ids (there are no job folders)."""
